@@ -1,0 +1,32 @@
+/** Errors with a stable `code` that callers (HTTP, CLI, activities) can map and act on. */
+export type SessionErrorCode =
+  | 'INVALID_SESSION_ID'
+  | 'INVALID_EVENT'
+  | 'SURFACE_VIOLATION'
+  | 'NON_JSON_VALUE'
+  | 'SEQ_CONFLICT'
+  | 'SESSION_NOT_FOUND'
+  | 'SESSION_ALREADY_EXISTS'
+  | 'HEADER_MISMATCH'
+  | 'CORRUPT_LOG'
+  | 'UNSUPPORTED_FORMAT'
+  | 'OPEN_TURN'
+  | 'INVALID_BOUNDARY'
+  | 'INVALID_ARGUMENT'
+  | 'STORE_CLOSED'
+  | 'ARTIFACT_NOT_FOUND';
+
+export class SessionlogError extends Error {
+  constructor(
+    readonly code: SessionErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'SessionlogError';
+  }
+}
+
+export function isSessionlogError(error: unknown, code?: SessionErrorCode): error is SessionlogError {
+  return error instanceof SessionlogError && (code === undefined || error.code === code);
+}

@@ -1,0 +1,168 @@
+/**
+ * The event envelope and vocabulary (DESIGN §3, dsh-spec §1). Every fact about a session is
+ * one of these events; the model-visible history is derived from the three surface types.
+ */
+import type { JsonValue } from './json.js';
+import type { AssistantMessage, StreamChunk, TokenUsage, ToolResultMessage, UserMessage, ContentBlock } from './messages.js';
+
+export type SurfaceOp = 'append' | { op: 'replace'; start: number; end: number };
+
+export type TurnEndReason =
+  | { kind: 'completed' }
+  | { kind: 'aborted'; reason: { kind: 'user' | 'disposed' } }
+  | { kind: 'error'; error: { message: string; code: string; status?: number; retryAfterMs?: number } }
+  | { kind: 'max-tokens' }
+  | { kind: 'max-steps' }
+  | { kind: 'interrupted' };
+
+export type ToolSchema = { name: string; description: string; parameters: JsonValue };
+
+/** The request envelope a model call is made with (dsh-spec §1.4 `EpochHeader`, simplified). */
+export type RequestHeader = {
+  provider: string;
+  model: string;
+  system?: string;
+  tools?: ToolSchema[];
+  maxTokens?: number;
+  reasoningEffort?: string;
+  thinking?: boolean;
+};
+
+export type ToolErrorInfo = { name: string; code: string };
+
+/** Payload of every known event type. */
+export interface EventDataMap {
+  'turn/start': { turn: number };
+  'turn/end': { turn: number; reason: TurnEndReason };
+  'step/start': { turn: number; step: number };
+  'step/end': { turn: number; step: number };
+  'user/message': UserMessage;
+  'assistant/chunk': { turn: number; step: number; chunk: StreamChunk };
+  'assistant/message': {
+    turn: number;
+    step: number;
+    message: AssistantMessage;
+    usage?: TokenUsage;
+    finishReason?: string;
+    interrupted?: true;
+  };
+  'tool/call': { turn: number; step: number; callId: string; name: string; arguments: string };
+  'tool/result': {
+    turn: number;
+    step: number;
+    message: ToolResultMessage;
+    error?: ToolErrorInfo;
+    meta?: JsonValue;
+  };
+  'request/header': { header: RequestHeader; reason: 'initial' | 'resume' | 'change' };
+  'llm/retry': {
+    turn: number;
+    step: number;
+    attempt: number;
+    delayMs: number;
+    failure: { code: string; message: string; status?: number };
+  };
+  'compaction/start': { compactionId: string; turn: number | null; trigger: 'pressure' | 'context-overflow' | 'manual' };
+  'compaction/summary': {
+    compactionId: string;
+    summary: ContentBlock[];
+    shadowedRange: { start: number; end: number };
+    shadowedSeqs: number[];
+    shadowedTokenCount: number;
+    provider: string;
+    model: string;
+    usage?: TokenUsage;
+  };
+  'compaction/end': { compactionId: string; turn: number | null; error?: string };
+  'compaction/prune': {
+    shadowedRange: { start: number; end: number };
+    shadowedSeqs: number[];
+    shadowedTokenCount: number;
+  };
+  'session/end-seed': Record<string, never>;
+  'session/run': { workflowId: string; runId: string };
+}
+
+export type KnownEventType = keyof EventDataMap;
+export const KNOWN_EVENT_TYPES: ReadonlySet<string> = new Set<KnownEventType>([
+  'turn/start',
+  'turn/end',
+  'step/start',
+  'step/end',
+  'user/message',
+  'assistant/chunk',
+  'assistant/message',
+  'tool/call',
+  'tool/result',
+  'request/header',
+  'llm/retry',
+  'compaction/start',
+  'compaction/summary',
+  'compaction/end',
+  'compaction/prune',
+  'session/end-seed',
+  'session/run',
+]);
+
+export const SURFACE_EVENT_TYPES = ['user/message', 'assistant/message', 'tool/result'] as const;
+export type SurfaceEventType = (typeof SURFACE_EVENT_TYPES)[number];
+export function isSurfaceType(type: string): type is SurfaceEventType {
+  return type === 'user/message' || type === 'assistant/message' || type === 'tool/result';
+}
+
+/** A stored event. `op` is the idempotency key of the append batch that wrote it. */
+export type SessionEvent<T extends KnownEventType = KnownEventType> = {
+  [K in T]: {
+    seq: number;
+    type: K;
+    time: number;
+    data: EventDataMap[K];
+    surfaceOp?: SurfaceOp;
+    sourceEventSeqs?: number[];
+    op?: string;
+    ignorable?: true;
+  };
+}[T];
+
+/** An event as handed to `append`: the store assigns `seq` and `op`. */
+export type NewEvent<T extends KnownEventType = KnownEventType> = {
+  [K in T]: {
+    type: K;
+    time: number;
+    data: EventDataMap[K];
+    surfaceOp?: SurfaceOp;
+    sourceEventSeqs?: number[];
+  };
+}[T];
+
+/** Any stored event, including types unknown to this build (carried through as opaque). */
+export type AnyEvent = SessionEvent | {
+  seq: number;
+  type: string;
+  time: number;
+  data: JsonValue;
+  surfaceOp?: SurfaceOp;
+  sourceEventSeqs?: number[];
+  op?: string;
+  ignorable?: true;
+};
+
+/** Storage metadata kept outside the log (DESIGN §3). */
+export type SessionHeader = {
+  version: number;
+  id: string;
+  createdAt: number;
+  parentSession?: string;
+  seedLength?: number;
+  agent?: AgentSpec;
+};
+
+/** What a session was started with: the model, system prompt and tool set. */
+export type AgentSpec = { model?: string; system?: string; tools?: string[] };
+
+/** The storage format version this build writes and reads. */
+export const SESSION_FORMAT_VERSION = 1;
+
+export function isEventOfType<K extends KnownEventType>(event: AnyEvent, type: K): event is SessionEvent<K> {
+  return event.type === type;
+}

@@ -1,0 +1,52 @@
+/**
+ * Fork and seed (dsh-spec §8.7): a child session starts from a copy of the parent's prefix
+ * followed by one `session/end-seed`, and its header records the lineage.
+ */
+import { SessionlogError } from './errors.js';
+import { SESSION_FORMAT_VERSION, type AnyEvent, type NewEvent, type SessionHeader } from './events.js';
+import { assertSessionId } from './ids.js';
+
+export type ForkPlan = { header: SessionHeader; seed: AnyEvent[]; endSeed: NewEvent<'session/end-seed'> | undefined };
+
+/**
+ * Plans a fork of `source` at inclusive `boundary` (default: the last event). Fails with
+ * INVALID_BOUNDARY for a seq outside the log, OPEN_TURN when the boundary is inside a turn.
+ */
+export function planFork(
+  source: { header: SessionHeader; events: readonly AnyEvent[] },
+  childId: string,
+  createdAt: number,
+  boundary?: number,
+): ForkPlan {
+  assertSessionId(childId);
+  const events = source.events;
+  const at = boundary ?? events.length - 1;
+  if (boundary !== undefined && (!Number.isSafeInteger(boundary) || boundary < 0 || boundary >= events.length)) {
+    throw new SessionlogError('INVALID_BOUNDARY', `fork boundary ${String(boundary)} is not a seq of session ${source.header.id} (0..${events.length - 1})`);
+  }
+  for (let i = at; i >= 0; i--) {
+    const type = events[i]!.type;
+    if (type === 'turn/end') break;
+    if (type === 'turn/start') {
+      throw new SessionlogError('OPEN_TURN', `cannot fork session ${source.header.id} at seq ${at}: turn started at seq ${i} is still open there; pick a seq after its turn/end`);
+    }
+  }
+  const seed = events.slice(0, at + 1);
+  const lastIsEndSeed = seed.length > 0 && seed[seed.length - 1]!.type === 'session/end-seed';
+  const time = seed.length > 0 ? seed[seed.length - 1]!.time : createdAt;
+  const header: SessionHeader = {
+    version: SESSION_FORMAT_VERSION,
+    id: childId,
+    createdAt,
+    parentSession: source.header.id,
+    seedLength: seed.length,
+    ...(source.header.agent ? { agent: source.header.agent } : {}),
+  };
+  return { header, seed, endSeed: lastIsEndSeed ? undefined : { type: 'session/end-seed', time, data: {} } };
+}
+
+/** The seq of the last `session/end-seed`, or -1. */
+export function lastEndSeed(events: readonly AnyEvent[]): number {
+  for (let i = events.length - 1; i >= 0; i--) if (events[i]!.type === 'session/end-seed') return i;
+  return -1;
+}

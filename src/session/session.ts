@@ -1,0 +1,183 @@
+/**
+ * `Session`: an in-memory, validated, append-only event log with its surface fold and an
+ * incrementally cached `deriveMessages()` (dsh-spec §1.5, §2). Pure: time comes from the
+ * caller, nothing here does I/O.
+ */
+import { SessionlogError } from './errors.js';
+import { isSurfaceType, type AnyEvent, type NewEvent, type SessionEvent, type SessionHeader } from './events.js';
+import { deepFreeze, toLosslessJson } from './json.js';
+import type { Message } from './messages.js';
+import { SurfaceFold, type SurfaceSnapshot } from './surface.js';
+import { assertEventData, assertStoredEvent, parseHeader } from './validate.js';
+
+/** The message an event contributes to the model's history, or null (dsh-spec §2.5). */
+export function deriveEventMessage(event: AnyEvent): Message | null {
+  switch (event.type) {
+    case 'user/message':
+      return event.data as Message;
+    case 'assistant/message': {
+      const message = (event as SessionEvent<'assistant/message'>).data.message;
+      return message.content.length === 0 ? null : message;
+    }
+    case 'tool/result':
+      return (event as SessionEvent<'tool/result'>).data.message;
+    default:
+      return null;
+  }
+}
+
+export function isAppendSurfaceEvent(event: AnyEvent): boolean {
+  return isSurfaceType(event.type) && event.surfaceOp === 'append';
+}
+
+/**
+ * Validates the candidate envelope and payload and returns a frozen event at `seq`. Throws
+ * NON_JSON_VALUE (TypeError) or INVALID_EVENT without side effects.
+ */
+export function buildEvent(input: NewEvent, seq: number, op: string | undefined): AnyEvent {
+  if (typeof input.time !== 'number' || !Number.isSafeInteger(input.time)) {
+    throw new SessionlogError('INVALID_EVENT', `event time must be a safe integer (epoch ms), got ${String(input.time)}`);
+  }
+  const data = toLosslessJson(input.data, `${input.type}.data`);
+  assertEventData(input.type, data, `new ${input.type} at seq ${seq}`);
+  const event: Record<string, unknown> = { seq, type: input.type, time: input.time, data };
+  if (input.surfaceOp !== undefined) event.surfaceOp = toLosslessJson(input.surfaceOp, 'surfaceOp');
+  if (input.sourceEventSeqs !== undefined) event.sourceEventSeqs = toLosslessJson(input.sourceEventSeqs, 'sourceEventSeqs');
+  if (op !== undefined) event.op = op;
+  return deepFreeze(event) as AnyEvent;
+}
+
+export class Session {
+  readonly header: SessionHeader;
+  private readonly log: AnyEvent[] = [];
+  private readonly fold = new SurfaceFold();
+  private eventsSnapshot: readonly AnyEvent[] | undefined;
+  private derived: Message[] = [];
+  private derivedNodes = 0;
+  private derivedGeneration = 0;
+
+  private constructor(header: SessionHeader) {
+    this.header = deepFreeze({ ...header });
+  }
+
+  /** A new, empty session. */
+  static create(header: SessionHeader): Session {
+    return new Session(parseHeader(header, `session ${String(header?.id)}`));
+  }
+
+  /**
+   * Rebuilds a session from stored events, validating every envelope, payload and surface
+   * transition exactly as a live append would. Throws on the first bad event.
+   */
+  static fromEvents(header: SessionHeader, events: readonly unknown[]): Session {
+    const session = Session.create(header);
+    for (let i = 0; i < events.length; i++) {
+      const raw = events[i];
+      assertStoredEvent(raw, i, session.header.id);
+      session.commit(deepFreeze(raw));
+    }
+    return session;
+  }
+
+  get id(): string {
+    return this.header.id;
+  }
+
+  /** The seq the next appended event gets (= number of events). */
+  get nextSeq(): number {
+    return this.log.length;
+  }
+
+  /** A frozen snapshot of the log; a returned array never grows. */
+  get events(): readonly AnyEvent[] {
+    this.eventsSnapshot ??= Object.freeze([...this.log]);
+    return this.eventsSnapshot;
+  }
+
+  eventAt(seq: number): AnyEvent | undefined {
+    return this.log[seq];
+  }
+
+  get surface(): SurfaceSnapshot {
+    return this.fold.snapshot();
+  }
+
+  /** Live read-only view of the surface nodes (do not hold across appends). */
+  get surfaceNodes(): readonly number[] {
+    return this.fold.nodeList;
+  }
+
+  get replaceGeneration(): number {
+    return this.fold.replaceGeneration;
+  }
+
+  /** Appends one event. See {@link appendBatch}. */
+  append(input: NewEvent, op?: string): AnyEvent {
+    return this.appendBatch([input], op)[0]!;
+  }
+
+  /**
+   * Validates and appends `inputs` atomically: if any candidate is rejected, nothing is
+   * appended and the surface is untouched.
+   */
+  appendBatch(inputs: readonly NewEvent[], op?: string): AnyEvent[] {
+    const built = this.planBatch(inputs, op);
+    for (const event of built) this.commit(event, true);
+    return built;
+  }
+
+  /** Validates a batch against the current state without changing it; returns the events it would append. */
+  planBatch(inputs: readonly NewEvent[], op?: string): AnyEvent[] {
+    const scratch = this.fold.clone();
+    const built: AnyEvent[] = [];
+    const lookup = (seq: number): AnyEvent | undefined => this.log[seq] ?? built[seq - this.log.length];
+    for (const input of inputs) {
+      const event = buildEvent(input, this.log.length + built.length, op);
+      scratch.apply(event, lookup);
+      built.push(event);
+    }
+    return built;
+  }
+
+  /** Commits already-validated events (e.g. returned by {@link planBatch} after a durable write). */
+  commitPlanned(events: readonly AnyEvent[]): void {
+    for (const event of events) {
+      if (event.seq !== this.log.length) {
+        throw new SessionlogError('SEQ_CONFLICT', `planned event seq ${event.seq} does not follow ${this.log.length - 1}`);
+      }
+      this.commit(event);
+    }
+  }
+
+  private commit(event: AnyEvent, alreadyValidated = false): void {
+    if (!alreadyValidated || isSurfaceType(event.type)) {
+      this.fold.apply(event, (seq) => this.log[seq]);
+    }
+    this.log.push(event);
+    this.eventsSnapshot = undefined;
+  }
+
+  /**
+   * The model-visible history: the projection of every surface node, in surface order.
+   * Incremental: only new nodes are projected unless a replacement happened.
+   */
+  deriveMessages(): Message[] {
+    const nodes = this.fold.nodeList;
+    if (this.derivedGeneration !== this.fold.replaceGeneration) {
+      this.derived = [];
+      this.derivedNodes = 0;
+      this.derivedGeneration = this.fold.replaceGeneration;
+    }
+    for (let i = this.derivedNodes; i < nodes.length; i++) {
+      const message = deriveEventMessage(this.log[nodes[i]!]!);
+      if (message) this.derived.push(message);
+    }
+    this.derivedNodes = nodes.length;
+    return [...this.derived];
+  }
+
+  /** The human transcript: append-origin surface events, including ones shadowed by compaction. */
+  transcript(): AnyEvent[] {
+    return this.log.filter(isAppendSurfaceEvent);
+  }
+}

@@ -1,0 +1,171 @@
+/**
+ * Validation of events that cross a boundary: stored rows being read, and batches handed to a
+ * store. Payload shapes of known types are checked with zod; unknown types are refused unless
+ * `ignorable` (a newer version wrote them, dsh-spec §1.4).
+ */
+import { z } from 'zod';
+import { SessionlogError } from './errors.js';
+import { KNOWN_EVENT_TYPES, SESSION_FORMAT_VERSION, type AnyEvent, type SessionHeader } from './events.js';
+import { assertSessionId } from './ids.js';
+
+const seqSchema = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+const nonEmpty = z.string().min(1);
+
+const textBlock = z.object({ type: z.literal('text'), text: z.string() }).passthrough();
+const reasoningBlock = z.object({ type: z.literal('reasoning'), text: z.string() }).passthrough();
+const toolCallBlock = z.object({ type: z.literal('tool-call'), id: nonEmpty, name: nonEmpty, arguments: z.string() }).passthrough();
+type BlockShape = { type: string };
+const contentBlock: z.ZodType<BlockShape> = z.lazy(() =>
+  z.union([
+    textBlock,
+    reasoningBlock,
+    toolCallBlock,
+    z
+      .object({
+        type: z.literal('tool-result'),
+        toolCallId: nonEmpty,
+        content: z.array(contentBlock),
+        isError: z.literal(true).optional(),
+      })
+      .passthrough(),
+  ]),
+);
+const content = z.array(contentBlock);
+
+const userMessage = z
+  .object({
+    id: nonEmpty,
+    role: z.literal('user'),
+    content,
+    source: z.object({ kind: nonEmpty }).passthrough(),
+  })
+  .passthrough();
+const assistantMessage = z
+  .object({
+    id: nonEmpty,
+    role: z.literal('assistant'),
+    content,
+    source: z.object({ kind: z.literal('model'), provider: nonEmpty, model: nonEmpty }).passthrough(),
+  })
+  .passthrough();
+const toolResultMessage = z
+  .object({
+    id: nonEmpty,
+    role: z.literal('user'),
+    content: z.tuple([z.object({ type: z.literal('tool-result'), toolCallId: nonEmpty, content }).passthrough()]),
+    source: z.object({ kind: z.literal('tool'), callId: nonEmpty }).passthrough(),
+  })
+  .passthrough()
+  .refine((m) => m.content[0].toolCallId === m.source.callId, { message: 'toolCallId must equal source.callId' });
+
+const turnStep = { turn: z.number().int().positive(), step: z.number().int().positive() };
+
+const dataSchemas: Record<string, z.ZodType> = {
+  'turn/start': z.object({ turn: z.number().int().positive() }).passthrough(),
+  'turn/end': z.object({ turn: z.number().int().positive(), reason: z.object({ kind: nonEmpty }).passthrough() }).passthrough(),
+  'step/start': z.object(turnStep).passthrough(),
+  'step/end': z.object(turnStep).passthrough(),
+  'user/message': userMessage,
+  'assistant/chunk': z.object({ ...turnStep, chunk: z.object({ kind: nonEmpty }).passthrough() }).passthrough(),
+  'assistant/message': z.object({ ...turnStep, message: assistantMessage }).passthrough(),
+  'tool/call': z.object({ ...turnStep, callId: nonEmpty, name: z.string(), arguments: z.string() }).passthrough(),
+  'tool/result': z.object({ ...turnStep, message: toolResultMessage }).passthrough(),
+  'request/header': z
+    .object({ header: z.object({ provider: nonEmpty, model: nonEmpty }).passthrough(), reason: nonEmpty })
+    .passthrough(),
+  'llm/retry': z.object({ ...turnStep }).passthrough(),
+  'compaction/start': z.object({ compactionId: nonEmpty, turn: z.number().int().positive().nullable() }).passthrough(),
+  'compaction/summary': z
+    .object({
+      compactionId: nonEmpty,
+      summary: content,
+      shadowedSeqs: z.array(seqSchema).min(1),
+      shadowedTokenCount: z.number().int().nonnegative(),
+    })
+    .passthrough(),
+  'compaction/end': z.object({ compactionId: nonEmpty, turn: z.number().int().positive().nullable(), error: z.string().optional() }).passthrough(),
+  'compaction/prune': z.object({ shadowedSeqs: z.array(seqSchema).min(1), shadowedTokenCount: z.number().int().nonnegative() }).passthrough(),
+  'session/end-seed': z.object({}).passthrough(),
+  'session/run': z.object({ workflowId: nonEmpty, runId: nonEmpty }).passthrough(),
+};
+
+const ENVELOPE_KEYS = new Set(['seq', 'type', 'time', 'data', 'surfaceOp', 'sourceEventSeqs', 'op', 'ignorable']);
+
+function invalid(where: string, message: string): SessionlogError {
+  return new SessionlogError('INVALID_EVENT', `${where}: ${message}`);
+}
+
+/** Checks a known type's payload shape. Throws INVALID_EVENT. */
+export function assertEventData(type: string, data: unknown, where: string): void {
+  const schema = dataSchemas[type];
+  if (!schema) return;
+  const result = schema.safeParse(data);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    throw invalid(where, `${type} data invalid at ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+  }
+}
+
+/**
+ * Validates one stored event's envelope and payload. `expectedSeq` enforces contiguity.
+ * Unknown non-ignorable types are refused as UNSUPPORTED_FORMAT.
+ */
+export function assertStoredEvent(raw: unknown, expectedSeq: number, sessionId: string): asserts raw is AnyEvent {
+  const where = `session ${sessionId} seq ${expectedSeq}`;
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw invalid(where, 'event is not an object');
+  const event = raw as Record<string, unknown>;
+  for (const key of Object.keys(event)) if (!ENVELOPE_KEYS.has(key)) throw invalid(where, `unexpected envelope key "${key}"`);
+  if (event.seq !== expectedSeq) throw invalid(where, `seq is ${String(event.seq)}, expected ${expectedSeq} (gap or duplicate)`);
+  if (typeof event.type !== 'string' || event.type.length === 0) throw invalid(where, 'type must be a non-empty string');
+  if (typeof event.time !== 'number' || !Number.isSafeInteger(event.time)) throw invalid(where, 'time must be a safe integer');
+  if (event.data === undefined) throw invalid(where, 'data is missing');
+  if (event.ignorable !== undefined && event.ignorable !== true) throw invalid(where, 'ignorable must be true or absent');
+  if (event.op !== undefined && (typeof event.op !== 'string' || event.op.length === 0)) throw invalid(where, 'op must be a non-empty string');
+  if (!KNOWN_EVENT_TYPES.has(event.type)) {
+    if (event.ignorable === true) return;
+    throw new SessionlogError(
+      'UNSUPPORTED_FORMAT',
+      `${where}: event type "${event.type}" is unknown to this build; the log was probably written by a newer version of sessionlog — upgrade to read it`,
+    );
+  }
+  assertEventData(event.type, event.data, where);
+}
+
+const headerSchema = z
+  .object({
+    version: z.number().int().nonnegative(),
+    id: z.string(),
+    createdAt: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+    parentSession: z.string().optional(),
+    seedLength: z.number().int().nonnegative().optional(),
+    agent: z
+      .object({ model: z.string().optional(), system: z.string().optional(), tools: z.array(z.string()).optional() })
+      .strict()
+      .optional(),
+  })
+  .strict();
+
+/**
+ * Validates a header read from storage or given to `create`. A version ahead of this build is
+ * UNSUPPORTED_FORMAT ("written by a newer version"), never CORRUPT_LOG.
+ */
+export function parseHeader(raw: unknown, where: string): SessionHeader {
+  const version = (raw as { version?: unknown } | null)?.version;
+  if (typeof version === 'number' && version > SESSION_FORMAT_VERSION) {
+    throw new SessionlogError(
+      'UNSUPPORTED_FORMAT',
+      `${where}: format version ${version} was written by a newer version of sessionlog (this build reads version ${SESSION_FORMAT_VERSION}); upgrade sessionlog to read it`,
+    );
+  }
+  if (typeof version === 'number' && version < SESSION_FORMAT_VERSION) {
+    throw new SessionlogError('UNSUPPORTED_FORMAT', `${where}: format version ${version} is older than this build reads and has no upgrade path`);
+  }
+  const result = headerSchema.safeParse(raw);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    throw new SessionlogError('INVALID_EVENT', `${where}: header invalid at ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+  }
+  assertSessionId(result.data.id);
+  if (result.data.parentSession !== undefined) assertSessionId(result.data.parentSession);
+  return result.data as SessionHeader;
+}
