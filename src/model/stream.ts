@@ -1,0 +1,267 @@
+/**
+ * Streaming a completion into our types (DESIGN §5, §7): provider deltas are coalesced into
+ * `StreamChunk`s for the log (so clients see tokens live without one event per token), and
+ * the finished reply is returned as content blocks plus usage.
+ */
+import type OpenAI from 'openai';
+import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming } from 'openai/resources/chat/completions';
+import type { CompletionUsage } from 'openai/resources/completions';
+import type { ContentBlock, StreamChunk, TokenUsage } from '../session/messages.js';
+import { ModelCallError, classifyModelError } from './errors.js';
+import type { PartialCompletion } from './errors.js';
+import type { ChatRequestBody } from './request.js';
+import { assistantBlocks } from './request.js';
+
+/** When buffered deltas are handed to `onChunk`. */
+export type CoalesceOptions = {
+  /** Flush a buffered chunk this long after its first delta arrived. Default 50 ms. */
+  maxDelayMs: number;
+  /** Flush once a buffered chunk holds this many characters. Default 512. */
+  maxChars: number;
+};
+
+export const DEFAULT_COALESCE: CoalesceOptions = { maxDelayMs: 50, maxChars: 512 };
+
+export type StreamCompletionOptions = {
+  client: OpenAI;
+  request: ChatRequestBody;
+  signal?: AbortSignal;
+  /** Receives coalesced chunks in order; awaited, so a slow consumer slows the stream. */
+  onChunk?: (chunk: StreamChunk) => void | Promise<void>;
+  coalesce?: Partial<CoalesceOptions>;
+  /** Fail with `timeout` when no delta arrives for this long (default: no idle limit). */
+  idleTimeoutMs?: number;
+};
+
+/** A finished (or user-aborted) completion. */
+export type CompletionResult = {
+  /** Reasoning block, text block, then tool-call blocks with complete argument strings. */
+  content: ContentBlock[];
+  finishReason: string | null;
+  usage?: TokenUsage;
+  /** True when the caller's signal aborted the stream; `content` is what had arrived. */
+  aborted: boolean;
+};
+
+type ToolCallAccumulator = { id: string; name: string; arguments: string };
+
+/** Accumulates deltas into the final blocks. */
+class ReplyAccumulator {
+  reasoning = '';
+  text = '';
+  readonly toolCalls: ToolCallAccumulator[] = [];
+  add(chunk: StreamChunk): void {
+    switch (chunk.kind) {
+      case 'text-delta':
+        this.text += chunk.text;
+        break;
+      case 'reasoning-delta':
+        this.reasoning += chunk.text;
+        break;
+      case 'tool-call-delta': {
+        const call = (this.toolCalls[chunk.index] ??= { id: '', name: '', arguments: '' });
+        if (chunk.id) call.id = chunk.id;
+        if (chunk.name) call.name += chunk.name;
+        call.arguments += chunk.argumentsDelta;
+        break;
+      }
+    }
+  }
+  blocks(): ContentBlock[] {
+    return assistantBlocks({ reasoning: this.reasoning, text: this.text, toolCalls: this.toolCalls.filter(Boolean) });
+  }
+  partial(): PartialCompletion {
+    return { content: this.blocks() };
+  }
+}
+
+/** Merges consecutive deltas of the same kind (same tool-call index) and flushes on a window. */
+class ChunkCoalescer {
+  private buffered: StreamChunk | undefined;
+  private size = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private delivery: Promise<void> = Promise.resolve();
+  private failure: { error: unknown } | undefined;
+
+  constructor(
+    private readonly options: CoalesceOptions,
+    private readonly deliver: ((chunk: StreamChunk) => void | Promise<void>) | undefined,
+  ) {}
+
+  push(chunk: StreamChunk): void {
+    if (!this.deliver) return;
+    const merged = this.buffered && mergeChunks(this.buffered, chunk);
+    if (merged) {
+      this.buffered = merged;
+    } else {
+      this.flush();
+      this.buffered = chunk;
+      this.timer = setTimeout(() => this.flush(), this.options.maxDelayMs);
+    }
+    this.size += chunkSize(chunk);
+    if (this.size >= this.options.maxChars) this.flush();
+  }
+
+  flush(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    const chunk = this.buffered;
+    this.buffered = undefined;
+    this.size = 0;
+    if (!chunk || !this.deliver) return;
+    const deliver = this.deliver;
+    this.delivery = this.delivery.then(async () => {
+      if (this.failure) return;
+      try {
+        await deliver(chunk);
+      } catch (error) {
+        this.failure = { error };
+      }
+    });
+  }
+
+  /** Flushes what is buffered and waits for every delivery; rethrows a consumer failure. */
+  async drain(): Promise<void> {
+    this.flush();
+    await this.delivery;
+    if (this.failure) throw this.failure.error;
+  }
+
+  consumerFailed(): boolean {
+    return this.failure !== undefined;
+  }
+}
+
+function chunkSize(chunk: StreamChunk): number {
+  return chunk.kind === 'tool-call-delta' ? chunk.argumentsDelta.length : chunk.text.length;
+}
+
+function mergeChunks(a: StreamChunk, b: StreamChunk): StreamChunk | undefined {
+  if (a.kind === 'text-delta' && b.kind === 'text-delta') return { kind: 'text-delta', text: a.text + b.text };
+  if (a.kind === 'reasoning-delta' && b.kind === 'reasoning-delta') return { kind: 'reasoning-delta', text: a.text + b.text };
+  if (a.kind === 'tool-call-delta' && b.kind === 'tool-call-delta' && a.index === b.index && (b.id === undefined || b.id === a.id)) {
+    const merged: StreamChunk = { kind: 'tool-call-delta', index: a.index, argumentsDelta: a.argumentsDelta + b.argumentsDelta };
+    if (a.id !== undefined) merged.id = a.id;
+    const name = (a.name ?? '') + (b.name ?? '');
+    if (name !== '') merged.name = name;
+    return merged;
+  }
+  return undefined;
+}
+
+/** DeepSeek's delta and usage extensions of the OpenAI chunk. */
+type WireDelta = ChatCompletionChunk.Choice.Delta & { reasoning_content?: string | null };
+type WireUsage = CompletionUsage & { prompt_cache_hit_tokens?: number; prompt_cache_miss_tokens?: number };
+
+function chunksOfDelta(delta: WireDelta): StreamChunk[] {
+  const chunks: StreamChunk[] = [];
+  if (delta.reasoning_content) chunks.push({ kind: 'reasoning-delta', text: delta.reasoning_content });
+  if (delta.content) chunks.push({ kind: 'text-delta', text: delta.content });
+  for (const call of delta.tool_calls ?? []) {
+    const chunk: StreamChunk = { kind: 'tool-call-delta', index: call.index, argumentsDelta: call.function?.arguments ?? '' };
+    if (call.id) chunk.id = call.id;
+    if (call.function?.name) chunk.name = call.function.name;
+    chunks.push(chunk);
+  }
+  return chunks;
+}
+
+/**
+ * Maps provider usage to our disjoint buckets: `inputTokens` is the uncached part of the
+ * prompt, `cacheReadTokens` the cached part (DeepSeek `prompt_cache_hit_tokens`, or OpenAI
+ * `prompt_tokens_details.cached_tokens`).
+ */
+export function mapUsage(usage: WireUsage): TokenUsage {
+  const cached = usage.prompt_cache_hit_tokens ?? usage.prompt_tokens_details?.cached_tokens;
+  const mapped: TokenUsage = {
+    inputTokens: usage.prompt_tokens - (cached ?? 0),
+    outputTokens: usage.completion_tokens,
+  };
+  if (cached !== undefined) mapped.cacheReadTokens = cached;
+  const reasoning = usage.completion_tokens_details?.reasoning_tokens;
+  if (reasoning !== undefined && reasoning !== null) mapped.reasoningTokens = reasoning;
+  return mapped;
+}
+
+/**
+ * Calls the model with `stream: true` and usage included, hands coalesced chunks to
+ * `onChunk`, and returns the finished blocks, finish reason and usage.
+ *
+ * - Aborting `signal` ends the call early and resolves with `aborted: true` and what had
+ *   streamed so far.
+ * - Any failure rejects with a `ModelCallError` carrying the classified failure and the
+ *   partial output (`error.partial`).
+ */
+export async function streamCompletion(options: StreamCompletionOptions): Promise<CompletionResult> {
+  const coalesce: CoalesceOptions = { ...DEFAULT_COALESCE, ...options.coalesce };
+  const accumulator = new ReplyAccumulator();
+  const coalescer = new ChunkCoalescer(coalesce, options.onChunk);
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(options.signal?.reason);
+  if (options.signal?.aborted) return { content: [], finishReason: null, aborted: true };
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+
+  let idleTimer: NodeJS.Timeout | undefined;
+  let idleExpired = false;
+  const armIdle = () => {
+    if (options.idleTimeoutMs === undefined) return;
+    if (idleTimer) clearTimeout(idleTimer);
+    idleTimer = setTimeout(() => {
+      idleExpired = true;
+      controller.abort(new Error('idle timeout'));
+    }, options.idleTimeoutMs);
+  };
+
+  let finishReason: string | null = null;
+  let usage: TokenUsage | undefined;
+  try {
+    armIdle();
+    const request = { ...options.request, stream: true, stream_options: { include_usage: true } } as ChatCompletionCreateParamsStreaming;
+    const stream = await options.client.chat.completions.create(request, { signal: controller.signal });
+    for await (const chunk of stream) {
+      armIdle();
+      for (const choice of chunk.choices) {
+        for (const piece of chunksOfDelta(choice.delta as WireDelta)) {
+          accumulator.add(piece);
+          coalescer.push(piece);
+        }
+        if (choice.finish_reason) finishReason = choice.finish_reason;
+      }
+      if (chunk.usage) usage = mapUsage(chunk.usage as WireUsage);
+      if (coalescer.consumerFailed()) break;
+    }
+  } catch (error) {
+    await drainQuietly(coalescer);
+    if (idleExpired) {
+      throw new ModelCallError(
+        { kind: 'timeout', retryable: true, message: `no data from the model for ${options.idleTimeoutMs} ms` },
+        accumulator.partial(),
+        { cause: error },
+      );
+    }
+    if (options.signal?.aborted) return abortedResult(accumulator, finishReason, usage);
+    throw new ModelCallError(classifyModelError(error), accumulator.partial(), { cause: error });
+  } finally {
+    if (idleTimer) clearTimeout(idleTimer);
+    options.signal?.removeEventListener('abort', onAbort);
+  }
+  await coalescer.drain();
+  if (options.signal?.aborted) return abortedResult(accumulator, finishReason, usage);
+  const result: CompletionResult = { content: accumulator.blocks(), finishReason, aborted: false };
+  if (usage) result.usage = usage;
+  return result;
+}
+
+function abortedResult(accumulator: ReplyAccumulator, finishReason: string | null, usage: TokenUsage | undefined): CompletionResult {
+  const result: CompletionResult = { content: accumulator.blocks(), finishReason, aborted: true };
+  if (usage) result.usage = usage;
+  return result;
+}
+
+async function drainQuietly(coalescer: ChunkCoalescer): Promise<void> {
+  try {
+    await coalescer.drain();
+  } catch {
+    // The model call already failed; its error is the one to report, not the consumer's.
+  }
+}
