@@ -1,0 +1,113 @@
+/**
+ * Cold reads of derived history through the projection cache (dsh-spec §9.3): restore the
+ * checkpointed surface projection and fold only the log's tail. Any problem with the cache
+ * (absent, foreign, stale, broken, a log truncated below the checkpoint) falls back to a full
+ * fold from seq 0, so the answer is always the one a full fold gives.
+ */
+import {
+  ProjectionRegistry,
+  SessionlogError,
+  surfaceProjection,
+  type JsonValue,
+  type Message,
+  type SessionHeader,
+  type SurfaceNodeState,
+} from '../session/index.js';
+import type { SessionStore } from './store.js';
+
+export type DerivedHistory = {
+  /** The model-visible messages, in surface order. */
+  messages: Message[];
+  /** Every registered projection's state, keyed by projection key. */
+  states: Record<string, JsonValue>;
+  /** The last seq folded (-1 for an empty log). */
+  asOfSeq: number;
+  /** Whether a cache checkpoint was used (false: full fold from seq 0). */
+  fromCache: boolean;
+};
+
+export type DerivedHistoryOptions = {
+  /** Write the refreshed checkpoint even if the cache already holds one at `asOfSeq`. */
+  forceWrite?: boolean;
+  /** Called when the cache could not be used or written (fail-soft); defaults to nothing. */
+  onCacheProblem?: (problem: unknown) => void;
+};
+
+/** A registry with the surface projection, the default for {@link readDerivedHistory}. */
+export function defaultProjectionRegistry(): ProjectionRegistry {
+  return new ProjectionRegistry().register(surfaceProjection);
+}
+
+/**
+ * Reads a session's derived history cold. `registry` must include {@link surfaceProjection};
+ * other projections in it are restored and checkpointed alongside.
+ */
+export async function readDerivedHistory(
+  store: SessionStore,
+  id: string,
+  registry: ProjectionRegistry = defaultProjectionRegistry(),
+  options: DerivedHistoryOptions = {},
+): Promise<DerivedHistory> {
+  if (registry.definition(surfaceProjection.key) === undefined) {
+    throw new SessionlogError('INVALID_ARGUMENT', `the projection registry must include surfaceProjection (key "${surfaceProjection.key}")`);
+  }
+  const header = await store.header(id);
+  const report = options.onCacheProblem ?? (() => undefined);
+  const cached = await restoreFromCache(store, header, registry, report);
+  const restored = cached ?? registry.restore({}, await store.readFrom(id, 0), 0);
+  const previousSeq = cached?.previousSeq;
+  if (options.forceWrite || previousSeq !== restored.asOfSeq) {
+    try {
+      await store.projectionCache.put(id, {
+        identity: { createdAt: header.createdAt },
+        rows: registry.checkpoint(restored.states, restored.asOfSeq),
+      });
+    } catch (error) {
+      // Fail-soft: a cache that cannot be written stays stale; the read itself succeeded.
+      report(error);
+    }
+  }
+  const surface = restored.states[surfaceProjection.key] as SurfaceNodeState & JsonValue;
+  return {
+    messages: surfaceProjection.view!(surface),
+    states: restored.states,
+    asOfSeq: restored.asOfSeq,
+    fromCache: cached !== undefined,
+  };
+}
+
+/**
+ * Writes a fresh checkpoint of `id`'s projections (call after `turn/end`, once the turn is
+ * durable). Incremental: folds only what the existing checkpoint lacks. Fail-soft.
+ */
+export async function writeProjectionCheckpoint(
+  store: SessionStore,
+  id: string,
+  registry: ProjectionRegistry = defaultProjectionRegistry(),
+  options: Omit<DerivedHistoryOptions, 'forceWrite'> = {},
+): Promise<{ asOfSeq: number }> {
+  const history = await readDerivedHistory(store, id, registry, { ...options, forceWrite: true });
+  return { asOfSeq: history.asOfSeq };
+}
+
+async function restoreFromCache(
+  store: SessionStore,
+  header: SessionHeader,
+  registry: ProjectionRegistry,
+  report: (problem: unknown) => void,
+): Promise<{ states: Record<string, JsonValue>; asOfSeq: number; previousSeq: number } | undefined> {
+  try {
+    const record = await store.projectionCache.get(header.id);
+    if (!record || record.identity.createdAt !== header.createdAt) return undefined;
+    const floor = registry.restoreFloor(record.rows);
+    const tail = await store.readFrom(header.id, floor);
+    const restored = registry.restore(record.rows, tail, floor);
+    const seqs = registry.keys.map((key) => record.rows[key]?.seq ?? Number.NaN);
+    const previousSeq = seqs.every((seq) => seq === seqs[0]) ? seqs[0]! : Number.NaN;
+    return { ...restored, previousSeq };
+  } catch (error) {
+    // Stale, broken or foreign checkpoint (or a log shorter than it): refold from seq 0.
+    report(error);
+    return undefined;
+  }
+}
