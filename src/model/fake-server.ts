@@ -61,6 +61,8 @@ export type FakeModelConfig = {
   model: string;
   /** Prefix of the default echo reply. */
   echoPrefix: string;
+  /** When set, chat requests must carry `Authorization: Bearer <apiKey>` (else 401). */
+  apiKey: string | null;
 };
 
 export type FakeModelServerOptions = Partial<FakeModelConfig> & {
@@ -89,6 +91,7 @@ export const DEFAULT_FAKE_MODEL_CONFIG: FakeModelConfig = {
   contextLimitTokens: null,
   model: 'fake',
   echoPrefix: 'echo: ',
+  apiKey: null,
 };
 
 const RECORDED_HEADERS = [
@@ -152,6 +155,7 @@ const configSchema = z
     contextLimitTokens: z.number().int().positive().nullable(),
     model: z.string().min(1),
     echoPrefix: z.string(),
+    apiKey: z.string().min(1).nullable(),
   })
   .partial();
 
@@ -310,6 +314,9 @@ export class FakeModelServer {
   }
 
   private async handleChat(req: http.IncomingMessage, res: http.ServerResponse, record: RecordedRequest): Promise<void> {
+    if (this.config.apiKey !== null && record.headers.authorization !== `Bearer ${this.config.apiKey}`) {
+      throw new HttpError(401, { message: 'Authentication Fails, your api key is invalid', type: 'authentication_error', code: 'invalid_api_key' });
+    }
     if (typeof record.body !== 'object' || record.body === null) {
       throw invalidRequest('the request body must be a JSON object with `model` and `messages`');
     }
@@ -409,7 +416,9 @@ export class FakeModelServer {
       }
       const delay = i === 0 ? this.config.firstTokenDelayMs : this.config.tokenDelayMs;
       if (!(await pause(delay, signal))) return;
-      res.write(`data: ${JSON.stringify(chunks[i])}\n\n`);
+      // Wait until the chunk is handed to the socket, so a later drop cuts after it, not before.
+      const written = new Promise<void>((resolve) => res.write(`data: ${JSON.stringify(chunks[i])}\n\n`, () => resolve()));
+      await Promise.race([written, waitForAbort(signal)]);
     }
     if (s.dropAfter !== undefined) {
       res.socket?.destroy();
@@ -512,6 +521,7 @@ function pickConfig(options: FakeModelServerOptions): Partial<FakeModelConfig> {
   if (options.contextLimitTokens !== undefined) picked.contextLimitTokens = options.contextLimitTokens;
   if (options.model !== undefined) picked.model = options.model;
   if (options.echoPrefix !== undefined) picked.echoPrefix = options.echoPrefix;
+  if (options.apiKey !== undefined) picked.apiKey = options.apiKey;
   return picked;
 }
 

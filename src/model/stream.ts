@@ -245,6 +245,14 @@ export async function streamCompletion(options: StreamCompletionOptions): Promis
     if (idleTimer) clearTimeout(idleTimer);
     options.signal?.removeEventListener('abort', onAbort);
   }
+  // The openai stream ends quietly (no throw) when its signal aborts, so check why it ended.
+  if (idleExpired) {
+    await drainQuietly(coalescer);
+    throw new ModelCallError(
+      { kind: 'timeout', retryable: true, message: `no data from the model for ${options.idleTimeoutMs} ms` },
+      accumulator.partial(),
+    );
+  }
   await coalescer.drain();
   if (options.signal?.aborted) return abortedResult(accumulator, finishReason, usage);
   const result: CompletionResult = { content: accumulator.blocks(), finishReason, aborted: false };
