@@ -3,7 +3,7 @@
  * pending tool call gets an error result, an open step gets `step/end`, and the turn gets
  * `turn/end {interrupted}`. The interrupted turn's real events are never removed.
  */
-import type { AnyEvent, NewEvent, SessionEvent } from './events.js';
+import type { AnyEvent, NewEvent, SessionEvent, TurnEndReason } from './events.js';
 import type { ToolResultMessage } from './messages.js';
 
 type PendingCall = { callId: string; turn: number; step: number; callSeq?: number };
@@ -11,8 +11,15 @@ type PendingCall = { callId: string; turn: number; step: number; callSeq?: numbe
 export const TOOL_OUTCOME_UNKNOWN = 'TOOL_OUTCOME_UNKNOWN';
 export const TOOL_NOT_STARTED = 'TOOL_NOT_STARTED';
 
-/** The closers for `events` (empty when the last turn is closed). Seqs follow the last event. */
-export function interruptedTurnClosers(events: readonly AnyEvent[]): NewEvent[] {
+/**
+ * The closers for `events` (empty when the last turn is closed). Seqs follow the last event;
+ * `time` defaults to the last event's time (crash repair), `reason` to `interrupted`.
+ */
+export function interruptedTurnClosers(
+  events: readonly AnyEvent[],
+  reason: TurnEndReason = { kind: 'interrupted' },
+  time?: number,
+): NewEvent[] {
   let openTurn: number | undefined;
   let openStep: number | undefined;
   let pending = new Map<string, PendingCall>();
@@ -57,7 +64,7 @@ export function interruptedTurnClosers(events: readonly AnyEvent[]): NewEvent[] 
   }
   if (openTurn === undefined) return [];
   const last = events[events.length - 1]!;
-  const time = last.time;
+  const closedAt = time ?? last.time;
   let seq = last.seq + 1;
   const closers: NewEvent[] = [];
   for (const call of pending.values()) {
@@ -73,7 +80,7 @@ export function interruptedTurnClosers(events: readonly AnyEvent[]): NewEvent[] 
     };
     closers.push({
       type: 'tool/result',
-      time,
+      time: closedAt,
       data: {
         turn: call.turn,
         step: call.step,
@@ -87,8 +94,8 @@ export function interruptedTurnClosers(events: readonly AnyEvent[]): NewEvent[] 
     });
     seq += 1;
   }
-  if (openStep !== undefined) closers.push({ type: 'step/end', time, data: { turn: openTurn, step: openStep } });
-  closers.push({ type: 'turn/end', time, data: { turn: openTurn, reason: { kind: 'interrupted' } } });
+  if (openStep !== undefined) closers.push({ type: 'step/end', time: closedAt, data: { turn: openTurn, step: openStep } });
+  closers.push({ type: 'turn/end', time: closedAt, data: { turn: openTurn, reason } });
   return closers;
 }
 

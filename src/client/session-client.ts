@@ -1,0 +1,225 @@
+/**
+ * `SessionClient`: what backend services use. Commands go through Temporal (the session's
+ * workflow is the only writer); reads come straight from the store (DESIGN §2).
+ */
+import { randomUUID } from 'node:crypto';
+import { Client, Connection, WithStartWorkflowOperation, WorkflowNotFoundError, type WorkflowHandle } from '@temporalio/client';
+import { readDerivedHistory } from '../persistence/derived-history.js';
+import type { SessionStore } from '../persistence/store.js';
+import {
+  SESSION_FORMAT_VERSION,
+  SessionlogError,
+  assertSessionId,
+  textOf,
+  type AgentSpec,
+  type AnyEvent,
+  type Message,
+  type SessionEvent,
+  type SessionHeader,
+} from '../session/index.js';
+import {
+  DEFAULT_TASK_QUEUE,
+  SESSION_WORKFLOW_TYPE,
+  cancelSignal,
+  closeSignal,
+  compactUpdate,
+  sendUpdate,
+  statusQuery,
+  userMessageSignal,
+  workflowIdFor,
+  type CompactResult,
+  type SendResult,
+  type SessionStatus,
+  type SessionTunables,
+  type SessionWorkflowInput,
+} from '../workflows/api.js';
+import type { sessionWorkflow } from '../workflows/session-workflow.js';
+
+export type SessionClientOptions = {
+  /** A connected Temporal client. */
+  temporal: Client;
+  /** The store the workers write to (reads are served from it). */
+  store: SessionStore;
+  taskQueue?: string;
+  /** Workflow tunables for sessions this client starts. */
+  tunables?: Partial<SessionTunables>;
+};
+
+/** The answer to {@link SessionClient.send}: the turn, its final reply and that reply's text. */
+export type Reply = SendResult & { text: string; messageId: string };
+
+export class SessionClient {
+  readonly temporal: Client;
+  readonly store: SessionStore;
+  readonly taskQueue: string;
+  private readonly tunables: Partial<SessionTunables> | undefined;
+
+  constructor(options: SessionClientOptions) {
+    this.temporal = options.temporal;
+    this.store = options.store;
+    this.taskQueue = options.taskQueue ?? DEFAULT_TASK_QUEUE;
+    this.tunables = options.tunables;
+  }
+
+  /** Connects to Temporal at `address` and builds a client over `store`. */
+  static async connect(options: { address: string; namespace?: string; store: SessionStore; taskQueue?: string; tunables?: Partial<SessionTunables> }): Promise<SessionClient> {
+    const connection = await Connection.connect({ address: options.address });
+    const temporal = new Client({ connection, namespace: options.namespace ?? 'default' });
+    return new SessionClient({ temporal, store: options.store, ...(options.taskQueue ? { taskQueue: options.taskQueue } : {}), ...(options.tunables ? { tunables: options.tunables } : {}) });
+  }
+
+  private input(sessionId: string): SessionWorkflowInput {
+    return { sessionId, ...(this.tunables ? { tunables: this.tunables } : {}) };
+  }
+
+  private startOptions(sessionId: string) {
+    return { workflowId: workflowIdFor(sessionId), taskQueue: this.taskQueue, args: [this.input(sessionId)] as [SessionWorkflowInput] };
+  }
+
+  private handle(sessionId: string): WorkflowHandle<typeof sessionWorkflow> {
+    assertSessionId(sessionId);
+    return this.temporal.workflow.getHandle<typeof sessionWorkflow>(workflowIdFor(sessionId));
+  }
+
+  /**
+   * Creates a session (its header, then its workflow). Idempotent for an existing id with the
+   * same agent. Returns the session id (a new UUID when none is given).
+   */
+  async start(options: { sessionId?: string; agent?: AgentSpec } = {}): Promise<{ sessionId: string; header: SessionHeader }> {
+    const sessionId = options.sessionId ?? randomUUID();
+    assertSessionId(sessionId);
+    let header: SessionHeader;
+    if (await this.store.exists(sessionId)) {
+      header = await this.store.header(sessionId);
+    } else {
+      header = { version: SESSION_FORMAT_VERSION, id: sessionId, createdAt: Date.now(), ...(options.agent ? { agent: options.agent } : {}) };
+      await this.store.create(header);
+    }
+    await this.temporal.workflow.start(SESSION_WORKFLOW_TYPE, { ...this.startOptions(sessionId), workflowIdConflictPolicy: 'USE_EXISTING' });
+    return { sessionId, header };
+  }
+
+  /**
+   * Sends a user message and waits for the turn that answers it (update-with-start: the
+   * session's workflow is started if it is not running). Re-sending the same `id` never
+   * produces a second answer.
+   */
+  async send(sessionId: string, text: string, options: { id?: string } = {}): Promise<Reply> {
+    assertSessionId(sessionId);
+    const id = options.id ?? randomUUID();
+    const startWorkflowOperation = new WithStartWorkflowOperation<typeof sessionWorkflow>(SESSION_WORKFLOW_TYPE, {
+      ...this.startOptions(sessionId),
+      workflowIdConflictPolicy: 'USE_EXISTING',
+    });
+    const result = await this.temporal.workflow.executeUpdateWithStart(sendUpdate, { args: [{ id, text }], updateId: id, startWorkflowOperation });
+    return { ...result, ...(await this.replyText(sessionId, result)) };
+  }
+
+  /** Queues a user message and returns at once (signal-with-start). */
+  async post(sessionId: string, text: string, options: { id?: string } = {}): Promise<{ id: string }> {
+    assertSessionId(sessionId);
+    const id = options.id ?? randomUUID();
+    await this.temporal.workflow.signalWithStart(SESSION_WORKFLOW_TYPE, {
+      ...this.startOptions(sessionId),
+      signal: userMessageSignal,
+      signalArgs: [{ id, text }],
+    });
+    return { id };
+  }
+
+  /** The workflow's live status. SESSION_NOT_FOUND when no run of it is open. */
+  async status(sessionId: string): Promise<SessionStatus> {
+    try {
+      return await this.handle(sessionId).query(statusQuery);
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) throw new SessionlogError('SESSION_NOT_FOUND', `session ${sessionId} has no running workflow; use resume to start one`);
+      throw error;
+    }
+  }
+
+  /** Whether a run of the session's workflow is open. */
+  async isRunning(sessionId: string): Promise<boolean> {
+    try {
+      const description = await this.handle(sessionId).describe();
+      return description.status.name === 'RUNNING';
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) return false;
+      throw error;
+    }
+  }
+
+  /** The derived model history, read from the store through the projection cache. */
+  async history(sessionId: string): Promise<Message[]> {
+    assertSessionId(sessionId);
+    return (await readDerivedHistory(this.store, sessionId)).messages;
+  }
+
+  /** The human transcript: every user, assistant and tool message as it was appended. */
+  async transcript(sessionId: string): Promise<AnyEvent[]> {
+    assertSessionId(sessionId);
+    const events = await this.store.readFrom(sessionId, 0);
+    return events.filter((e) => (e.type === 'user/message' || e.type === 'assistant/message' || e.type === 'tool/result') && e.surfaceOp === 'append');
+  }
+
+  /** Stored events from `fromSeq` on. */
+  async events(sessionId: string, fromSeq = 0, limit?: number): Promise<AnyEvent[]> {
+    assertSessionId(sessionId);
+    return this.store.readFrom(sessionId, fromSeq, limit);
+  }
+
+  /** A live tail of the log: stored events from `fromSeq`, then each new one as it is appended. */
+  follow(sessionId: string, fromSeq = 0, signal?: AbortSignal): AsyncIterable<AnyEvent> {
+    assertSessionId(sessionId);
+    return this.store.watch(sessionId, fromSeq, signal ? { signal } : {});
+  }
+
+  /** Aborts the running turn; the partial reply is logged as interrupted. */
+  async cancel(sessionId: string): Promise<void> {
+    await this.handle(sessionId).signal(cancelSignal);
+  }
+
+  /** Lets the workflow finish after the current turn. The log stays; `resume` or a new message restarts it. */
+  async close(sessionId: string): Promise<void> {
+    await this.handle(sessionId).signal(closeSignal);
+  }
+
+  /** Runs a manual compaction (when the session is idle) and returns what it shadowed. */
+  async compact(sessionId: string): Promise<CompactResult | null> {
+    const startWorkflowOperation = new WithStartWorkflowOperation<typeof sessionWorkflow>(SESSION_WORKFLOW_TYPE, {
+      ...this.startOptions(sessionId),
+      workflowIdConflictPolicy: 'USE_EXISTING',
+    });
+    return this.temporal.workflow.executeUpdateWithStart(compactUpdate, { args: [], startWorkflowOperation });
+  }
+
+  /**
+   * Starts a new run for a session whose workflow is gone (terminated, reset, history lost):
+   * the run repairs an interrupted turn from the log and carries on. No-op when one is running.
+   */
+  async resume(sessionId: string): Promise<{ runId: string; started: boolean }> {
+    assertSessionId(sessionId);
+    if (!(await this.store.exists(sessionId))) throw new SessionlogError('SESSION_NOT_FOUND', `session ${sessionId} does not exist in the store`);
+    const handle = await this.temporal.workflow.start(SESSION_WORKFLOW_TYPE, {
+      ...this.startOptions(sessionId),
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+    });
+    return { runId: handle.firstExecutionRunId, started: true };
+  }
+
+  private async replyText(sessionId: string, result: SendResult): Promise<{ text: string; messageId: string }> {
+    let seq = result.replySeq;
+    if (seq === null) {
+      // Answered in an earlier run (or interrupted): find the turn's last assistant message.
+      const events = await this.store.readFrom(sessionId, 0);
+      for (const e of events) {
+        if (e.type === 'assistant/message' && (e as SessionEvent<'assistant/message'>).data.turn === result.turn) seq = e.seq;
+      }
+      if (seq === null) return { text: '', messageId: '' };
+    }
+    const [event] = await this.store.readFrom(sessionId, seq, 1);
+    if (event?.type !== 'assistant/message') return { text: '', messageId: '' };
+    const message = (event as SessionEvent<'assistant/message'>).data.message;
+    return { text: textOf(message.content), messageId: message.id };
+  }
+}

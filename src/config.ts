@@ -1,0 +1,136 @@
+/**
+ * Configuration (DESIGN §9): environment variables and CLI flags, validated once at start-up
+ * into a fully specified value. A bad setting fails loud, naming the setting and the fix.
+ */
+import { z } from 'zod';
+import { DEFAULT_TASK_QUEUE, DEFAULT_TUNABLES, type SessionTunables } from './workflows/api.js';
+
+export class ConfigError extends Error {
+  readonly code = 'INVALID_CONFIG';
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+export type ModelSettings = {
+  /** Model name from the catalogue (e.g. deepseek-flash) or `fake` for the offline model. */
+  name: string;
+  /** OpenAI-compatible base URL; unset with no key means the built-in offline model. */
+  baseURL: string | undefined;
+  apiKey: string | undefined;
+  /** Provider name logged with each request. */
+  provider: string;
+  offline: boolean;
+  system: string | undefined;
+  thinking: boolean | undefined;
+  reasoningEffort: string | undefined;
+  maxTokens: number | undefined;
+  timeoutMs: number;
+};
+
+export type Config = {
+  store: string;
+  temporalAddress: string | undefined;
+  namespace: string;
+  taskQueue: string;
+  model: ModelSettings;
+  gateway: { host: string; port: number; token: string | undefined; bodyLimitBytes: number };
+  tunables: SessionTunables;
+  /** Tool output above this many UTF-8 bytes is spilled to an artifact behind a preview. */
+  spillMaxInlineBytes: number;
+  /** Streamed chunks are coalesced into one log append per this window. */
+  chunkFlushMs: number;
+};
+
+const DEEPSEEK_BASE_URL = 'https://api.deepseek.com';
+
+const int = (name: string, min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z
+    .string()
+    .regex(/^\d+$/, `${name} must be a whole number`)
+    .transform(Number)
+    .refine((n) => n >= min && n <= max, `${name} must be between ${min} and ${max}`);
+
+const envSchema = z.object({
+  SESSIONLOG_STORE: z.string().min(1).optional(),
+  TEMPORAL_ADDRESS: z.string().regex(/^[^\s:]+:\d+$/, 'TEMPORAL_ADDRESS must look like host:port, e.g. 127.0.0.1:7233').optional(),
+  TEMPORAL_NAMESPACE: z.string().min(1).optional(),
+  SESSIONLOG_TASK_QUEUE: z.string().min(1).optional(),
+  SESSIONLOG_MODEL: z.string().min(1).optional(),
+  SESSIONLOG_SYSTEM_PROMPT: z.string().optional(),
+  SESSIONLOG_THINKING: z.enum(['enabled', 'disabled']).optional(),
+  SESSIONLOG_REASONING_EFFORT: z.string().min(1).optional(),
+  SESSIONLOG_MAX_TOKENS: int('SESSIONLOG_MAX_TOKENS', 1).optional(),
+  SESSIONLOG_MODEL_TIMEOUT_MS: int('SESSIONLOG_MODEL_TIMEOUT_MS', 1000).optional(),
+  OPENAI_BASE_URL: z.string().url('OPENAI_BASE_URL must be a URL such as https://api.deepseek.com').optional(),
+  OPENAI_API_KEY: z.string().min(1).optional(),
+  DEEPSEEK_API_KEY: z.string().min(1).optional(),
+  SESSIONLOG_GATEWAY_TOKEN: z.string().min(16, 'SESSIONLOG_GATEWAY_TOKEN must be at least 16 characters').optional(),
+  SESSIONLOG_HOST: z.string().min(1).optional(),
+  SESSIONLOG_PORT: int('SESSIONLOG_PORT', 0, 65535).optional(),
+  SESSIONLOG_BODY_LIMIT_BYTES: int('SESSIONLOG_BODY_LIMIT_BYTES', 1024).optional(),
+  SESSIONLOG_MAX_STEPS: int('SESSIONLOG_MAX_STEPS', 1, 100).optional(),
+  SESSIONLOG_MAX_MESSAGE_BYTES: int('SESSIONLOG_MAX_MESSAGE_BYTES', 1, 1_048_576).optional(),
+  SESSIONLOG_SPILL_BYTES: int('SESSIONLOG_SPILL_BYTES', 256).optional(),
+  SESSIONLOG_CHUNK_FLUSH_MS: int('SESSIONLOG_CHUNK_FLUSH_MS', 1, 10_000).optional(),
+  SESSIONLOG_CONTINUE_AS_NEW_TURNS: int('SESSIONLOG_CONTINUE_AS_NEW_TURNS', 1).optional(),
+});
+
+/** Resolves configuration from `env` (default `process.env`) plus explicit overrides (CLI flags). */
+export function resolveConfig(env: Record<string, string | undefined> = process.env, overrides: Partial<Record<keyof z.input<typeof envSchema>, string>> = {}): Config {
+  const merged: Record<string, string> = {};
+  for (const key of Object.keys(envSchema.shape)) {
+    const value = overrides[key as keyof typeof overrides] ?? env[key];
+    if (value !== undefined && value !== '') merged[key] = value;
+  }
+  const parsed = envSchema.safeParse(merged);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const name = String(issue.path[0] ?? 'configuration');
+    throw new ConfigError(`${name}: ${issue.message}`);
+  }
+  const e = parsed.data;
+  const apiKey = e.OPENAI_API_KEY ?? e.DEEPSEEK_API_KEY;
+  const offline = apiKey === undefined && e.OPENAI_BASE_URL === undefined;
+  const baseURL = offline ? undefined : (e.OPENAI_BASE_URL ?? DEEPSEEK_BASE_URL);
+  const modelName = e.SESSIONLOG_MODEL ?? (offline ? 'fake' : 'deepseek-flash');
+  const provider = offline ? 'fake' : baseURL?.includes('deepseek') ? 'deepseek' : 'openai';
+  return {
+    store: e.SESSIONLOG_STORE ?? 'sqlite:./.sessionlog/sessionlog.db',
+    temporalAddress: e.TEMPORAL_ADDRESS,
+    namespace: e.TEMPORAL_NAMESPACE ?? 'default',
+    taskQueue: e.SESSIONLOG_TASK_QUEUE ?? DEFAULT_TASK_QUEUE,
+    model: {
+      name: modelName,
+      baseURL,
+      apiKey,
+      provider,
+      offline,
+      system: e.SESSIONLOG_SYSTEM_PROMPT,
+      thinking: e.SESSIONLOG_THINKING === undefined ? undefined : e.SESSIONLOG_THINKING === 'enabled',
+      reasoningEffort: e.SESSIONLOG_REASONING_EFFORT,
+      maxTokens: e.SESSIONLOG_MAX_TOKENS,
+      timeoutMs: e.SESSIONLOG_MODEL_TIMEOUT_MS ?? 600_000,
+    },
+    gateway: {
+      host: e.SESSIONLOG_HOST ?? '127.0.0.1',
+      port: e.SESSIONLOG_PORT ?? 8787,
+      token: e.SESSIONLOG_GATEWAY_TOKEN,
+      bodyLimitBytes: e.SESSIONLOG_BODY_LIMIT_BYTES ?? 1024 * 1024,
+    },
+    tunables: {
+      ...DEFAULT_TUNABLES,
+      ...(e.SESSIONLOG_MAX_STEPS !== undefined ? { maxStepsPerTurn: e.SESSIONLOG_MAX_STEPS } : {}),
+      ...(e.SESSIONLOG_MAX_MESSAGE_BYTES !== undefined ? { maxMessageBytes: e.SESSIONLOG_MAX_MESSAGE_BYTES } : {}),
+      ...(e.SESSIONLOG_CONTINUE_AS_NEW_TURNS !== undefined ? { continueAsNewAfterTurns: e.SESSIONLOG_CONTINUE_AS_NEW_TURNS } : {}),
+    },
+    spillMaxInlineBytes: e.SESSIONLOG_SPILL_BYTES ?? 16 * 1024,
+    chunkFlushMs: e.SESSIONLOG_CHUNK_FLUSH_MS ?? 50,
+  };
+}
+
+/** True for addresses that only this machine can reach. */
+export function isLoopbackHost(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host);
+}

@@ -1,0 +1,138 @@
+/**
+ * Built-in tools: `read_artifact` pages through stored (spilled) tool output; `calculator`
+ * and `word_count` are small examples of how to write a tool (see README: "Tools").
+ */
+import { z } from 'zod';
+import { ToolInputError, type Tool } from './registry.js';
+
+function parseArgs<T>(schema: z.ZodType<T>, args: unknown, tool: string): T {
+  const result = schema.safeParse(args);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    throw new ToolInputError(`${tool}: argument ${issue.path.join('.') || '(root)'} ${issue.message}`);
+  }
+  return result.data;
+}
+
+const readArtifactArgs = z.object({
+  locator: z.string().min(1),
+  offset: z.number().int().nonnegative().default(0),
+  limit: z.number().int().positive().max(200_000).default(20_000),
+});
+
+export const readArtifactTool: Tool = {
+  name: 'read_artifact',
+  description:
+    'Read part of a stored artifact (e.g. a tool output that was too large to show inline). Give the locator from the notice, an offset in characters (default 0) and a limit (default 20000).',
+  parameters: {
+    type: 'object',
+    properties: {
+      locator: { type: 'string', description: 'The artifact locator, e.g. artifact:session/name' },
+      offset: { type: 'integer', minimum: 0 },
+      limit: { type: 'integer', minimum: 1, maximum: 200000 },
+    },
+    required: ['locator'],
+    additionalProperties: false,
+  },
+  async run(args, context) {
+    const { locator, offset, limit } = parseArgs(readArtifactArgs, args, 'read_artifact');
+    const { text, total } = await context.artifacts.read(locator, offset, limit);
+    const end = offset + text.length;
+    const more = end < total ? ` More remains: call again with offset ${end}.` : ' This is the end.';
+    return { text: `${text}\n\n(characters ${offset}-${end} of ${total}.${more})` };
+  },
+};
+
+const calculatorArgs = z.object({ expression: z.string().min(1).max(1000) });
+
+/** Evaluates + - * / % ^ and parentheses over decimal numbers, without eval. */
+export function evaluateArithmetic(expression: string): number {
+  const tokens = expression.match(/\d+(?:\.\d+)?(?:e[+-]?\d+)?|[-+*/%^()]|\S/gi) ?? [];
+  let pos = 0;
+  const peek = (): string | undefined => tokens[pos];
+  const next = (): string => {
+    const t = tokens[pos++];
+    if (t === undefined) throw new ToolInputError('calculator: unexpected end of expression');
+    return t;
+  };
+  const primary = (): number => {
+    const t = next();
+    if (t === '(') {
+      const v = sum();
+      if (next() !== ')') throw new ToolInputError('calculator: missing )');
+      return v;
+    }
+    if (t === '-') return -primary();
+    if (t === '+') return primary();
+    const n = Number(t);
+    if (!Number.isFinite(n)) throw new ToolInputError(`calculator: unexpected "${t}"`);
+    return n;
+  };
+  const power = (): number => {
+    const base = primary();
+    if (peek() === '^') {
+      pos++;
+      return base ** power();
+    }
+    return base;
+  };
+  const product = (): number => {
+    let v = power();
+    for (let t = peek(); t === '*' || t === '/' || t === '%'; t = peek()) {
+      pos++;
+      const r = power();
+      v = t === '*' ? v * r : t === '/' ? v / r : v % r;
+    }
+    return v;
+  };
+  const sum = (): number => {
+    let v = product();
+    for (let t = peek(); t === '+' || t === '-'; t = peek()) {
+      pos++;
+      const r = product();
+      v = t === '+' ? v + r : v - r;
+    }
+    return v;
+  };
+  const value = sum();
+  if (pos !== tokens.length) throw new ToolInputError(`calculator: unexpected "${tokens[pos]}"`);
+  return value;
+}
+
+export const calculatorTool: Tool = {
+  name: 'calculator',
+  description: 'Evaluate an arithmetic expression with + - * / % ^ and parentheses.',
+  parameters: {
+    type: 'object',
+    properties: { expression: { type: 'string', description: 'e.g. (2+3)*4' } },
+    required: ['expression'],
+    additionalProperties: false,
+  },
+  async run(args) {
+    const { expression } = parseArgs(calculatorArgs, args, 'calculator');
+    const value = evaluateArithmetic(expression);
+    if (!Number.isFinite(value)) return { text: `${expression} has no finite value`, isError: true };
+    return { text: String(value) };
+  },
+};
+
+const wordCountArgs = z.object({ text: z.string() });
+
+export const wordCountTool: Tool = {
+  name: 'word_count',
+  description: 'Count the words, lines and characters of a text.',
+  parameters: {
+    type: 'object',
+    properties: { text: { type: 'string' } },
+    required: ['text'],
+    additionalProperties: false,
+  },
+  async run(args) {
+    const { text } = parseArgs(wordCountArgs, args, 'word_count');
+    const words = text.split(/\s+/).filter((w) => w.length > 0).length;
+    const lines = text.length === 0 ? 0 : text.split('\n').length;
+    return { text: JSON.stringify({ words, lines, characters: [...text].length }) };
+  },
+};
+
+export const BUILTIN_TOOLS: readonly Tool[] = [readArtifactTool, calculatorTool, wordCountTool];

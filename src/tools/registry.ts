@@ -1,0 +1,58 @@
+/**
+ * The tool registry: what the model may call. A tool validates its own arguments (model
+ * output is a boundary) and returns plain text; the activity stores the full text as an
+ * artifact and logs the result.
+ */
+import type { ArtifactStore } from '../persistence/artifacts.js';
+import type { JsonValue, ToolSchema } from '../session/index.js';
+
+export type ToolContext = { sessionId: string; callId: string; artifacts: ArtifactStore; signal: AbortSignal };
+
+export type ToolOutput = { text: string; isError?: boolean };
+
+export type Tool = {
+  name: string;
+  description: string;
+  /** JSON Schema of the arguments object. */
+  parameters: JsonValue;
+  /** Runs the tool with already-parsed JSON arguments. Throw a ToolInputError for bad arguments. */
+  run(args: unknown, context: ToolContext): Promise<ToolOutput>;
+};
+
+/** Bad arguments from the model: reported back to the model as an error result, not retried. */
+export class ToolInputError extends Error {
+  readonly code = 'TOOL_INPUT_INVALID';
+  constructor(message: string) {
+    super(message);
+    this.name = 'ToolInputError';
+  }
+}
+
+export class ToolRegistry {
+  private readonly tools = new Map<string, Tool>();
+
+  constructor(tools: Iterable<Tool> = []) {
+    for (const tool of tools) this.register(tool);
+  }
+
+  register(tool: Tool): this {
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(tool.name)) throw new Error(`tool name "${tool.name}" must be 1-64 characters of A-Z a-z 0-9 _ -`);
+    if (this.tools.has(tool.name)) throw new Error(`tool "${tool.name}" is registered twice`);
+    this.tools.set(tool.name, tool);
+    return this;
+  }
+
+  get(name: string): Tool | undefined {
+    return this.tools.get(name);
+  }
+
+  get names(): string[] {
+    return [...this.tools.keys()];
+  }
+
+  /** Schemas in registration order (stable, so the request prefix stays cacheable). */
+  schemas(names?: readonly string[]): ToolSchema[] {
+    const selected = names ? names.map((n) => this.tools.get(n)).filter((t): t is Tool => t !== undefined) : [...this.tools.values()];
+    return selected.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters }));
+  }
+}

@@ -1,0 +1,97 @@
+/**
+ * Worker assembly: one Temporal worker that runs the session workflow and its activities
+ * against a store, a model provider and a tool registry.
+ */
+import { fileURLToPath } from 'node:url';
+import { NativeConnection, Worker, bundleWorkflowCode, type WorkerOptions } from '@temporalio/worker';
+import { createActivities, type AgentConfig, type ToolResultShaper } from './activities/session-activities.js';
+import type { ModelPort } from './activities/ports.js';
+import { ModelCallError, classifyModelError } from './model/errors.js';
+import type { ModelProvider } from './model/provider.js';
+import type { SessionStore } from './persistence/store.js';
+import { BUILTIN_TOOLS } from './tools/builtin.js';
+import { ToolRegistry } from './tools/registry.js';
+import { DEFAULT_TASK_QUEUE } from './workflows/api.js';
+
+/** Adapts the OpenAI-compatible provider to the port the activities call. */
+export function modelPort(provider: ModelProvider, providerName: string): ModelPort {
+  return {
+    provider: providerName,
+    async stream({ messages, header, signal, onChunk }) {
+      const result = await provider.streamCompletion({ messages, header, signal, onChunk });
+      if (result.aborted) throw signal.reason ?? new Error('model call aborted');
+      const resolved = provider.model(header.model);
+      return {
+        content: result.content,
+        finishReason: result.finishReason ?? 'stop',
+        ...(result.usage ? { usage: result.usage } : {}),
+        provider: providerName,
+        model: resolved.id,
+      };
+    },
+    classify(error) {
+      const failure = error instanceof ModelCallError ? error.failure : classifyModelError(error);
+      return {
+        code: failure.kind,
+        message: failure.message,
+        retryable: failure.retryable,
+        ...(failure.status !== undefined ? { status: failure.status } : {}),
+        ...(failure.retryAfterMs !== undefined ? { retryAfterMs: failure.retryAfterMs } : {}),
+      };
+    },
+  };
+}
+
+let cachedBundle: Promise<{ code: string }> | undefined;
+
+/** The workflow bundle, built once per process (bundling takes seconds). */
+export function workflowBundle(): Promise<{ code: string }> {
+  const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
+  const workflowsPath = fileURLToPath(new URL(`./workflows/index${ext}`, import.meta.url));
+  cachedBundle ??= bundleWorkflowCode({ workflowsPath, logger: { log() {}, info() {}, warn() {}, error() {}, debug() {}, trace() {} } });
+  return cachedBundle;
+}
+
+export type CreateWorkerOptions = {
+  /** Temporal frontend address, e.g. 127.0.0.1:7233 (ignored when `connection` is given). */
+  address?: string;
+  connection?: NativeConnection;
+  namespace?: string;
+  taskQueue?: string;
+  store: SessionStore;
+  provider: ModelProvider;
+  /** Provider name logged in request headers (`deepseek`, `openai`, `fake`). */
+  providerName: string;
+  agent: AgentConfig;
+  tools?: ToolRegistry;
+  shapeToolResult?: ToolResultShaper;
+  chunkFlushMs?: number;
+  chunkFlushChars?: number;
+  /** Extra Temporal worker options (concurrency limits, heartbeat throttling…). */
+  workerOptions?: Partial<WorkerOptions>;
+};
+
+/**
+ * Creates (does not run) a worker for the session workflow. Call `worker.run()` and
+ * `worker.shutdown()`; the caller owns the store and closes it after the worker stops.
+ */
+export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
+  const connection = options.connection ?? (await NativeConnection.connect({ address: options.address ?? '127.0.0.1:7233' }));
+  const activities = createActivities({
+    store: options.store,
+    model: modelPort(options.provider, options.providerName),
+    tools: options.tools ?? new ToolRegistry(BUILTIN_TOOLS),
+    agent: options.agent,
+    chunkFlushMs: options.chunkFlushMs ?? 50,
+    chunkFlushChars: options.chunkFlushChars ?? 512,
+    ...(options.shapeToolResult ? { shapeToolResult: options.shapeToolResult } : {}),
+  });
+  return Worker.create({
+    connection,
+    namespace: options.namespace ?? 'default',
+    taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
+    workflowBundle: await workflowBundle(),
+    activities,
+    ...options.workerOptions,
+  });
+}

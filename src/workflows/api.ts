@@ -1,0 +1,102 @@
+/**
+ * The session workflow's messages, defined once for the workflow and its clients (DESIGN §5).
+ * Everything here crosses Temporal: ids, seqs, counts and short status only; the user's
+ * message text is the one bounded exception.
+ */
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+
+export type UserInput = { id: string; text: string };
+
+/** The reply to `send`: the turn that answered and the seq of its final assistant message. */
+export type SendResult = { turn: number; replySeq: number | null; outcome: TurnOutcome };
+
+/** A message the log already holds, with the result of the turn that consumed it. */
+export type RecentMessage = { id: string; turn: number; replySeq: number | null; outcome: TurnOutcome };
+
+export type TurnOutcome = 'completed' | 'aborted' | 'error' | 'max-steps' | 'max-tokens' | 'interrupted';
+
+export type CompactResult = { compactionId: string; shadowedSeqs: number[]; tokensBefore: number; tokensAfter: number };
+
+export type SessionPhase = 'starting' | 'idle' | 'turn' | 'model' | 'tools' | 'compacting' | 'closing' | 'closed';
+
+export type SessionStatus = {
+  sessionId: string;
+  headSeq: number;
+  turn: number;
+  phase: SessionPhase;
+  pending: number;
+  tokens: number | null;
+  contextWindow: number | null;
+  pressure: number | null;
+  lastError?: string;
+  runId: string;
+};
+
+/** Tunables of one session workflow. Every duration is injectable so tests can shrink it. */
+export type SessionTunables = {
+  /** Bound on model steps (tool rounds + 1) per turn. */
+  maxStepsPerTurn: number;
+  /** Largest accepted user message, in UTF-8 bytes. */
+  maxMessageBytes: number;
+  /** Continue-as-new after this many turns in one run even if Temporal does not suggest it. */
+  continueAsNewAfterTurns: number;
+  /** End the workflow after this long without input (0 = never). The log stays; it resumes on the next message. */
+  idleTimeoutMs: number;
+  modelStartToCloseMs: number;
+  modelHeartbeatMs: number;
+  toolStartToCloseMs: number;
+  appendStartToCloseMs: number;
+  /** Max attempts of a retryable model failure (429, 5xx, timeout, network) per step. */
+  modelMaxAttempts: number;
+  toolMaxAttempts: number;
+};
+
+export const DEFAULT_TUNABLES: SessionTunables = {
+  maxStepsPerTurn: 8,
+  maxMessageBytes: 256 * 1024,
+  continueAsNewAfterTurns: 500,
+  idleTimeoutMs: 0,
+  modelStartToCloseMs: 10 * 60_000,
+  modelHeartbeatMs: 30_000,
+  toolStartToCloseMs: 5 * 60_000,
+  appendStartToCloseMs: 30_000,
+  modelMaxAttempts: 5,
+  toolMaxAttempts: 3,
+};
+
+/** Workflow input; also what continue-as-new carries (small: no conversation). */
+export type SessionWorkflowInput = {
+  sessionId: string;
+  tunables?: Partial<SessionTunables>;
+  /** Carried across continue-as-new. */
+  carry?: { headSeq: number; turn: number; queue: UserInput[]; recent: Array<{ id: string; result: SendResult }> };
+};
+
+export const userMessageSignal = defineSignal<[UserInput]>('userMessage');
+export const cancelSignal = defineSignal('cancel');
+export const closeSignal = defineSignal('close');
+export const sendUpdate = defineUpdate<SendResult, [UserInput]>('send');
+export const compactUpdate = defineUpdate<CompactResult | null, []>('compact');
+export const statusQuery = defineQuery<SessionStatus>('status');
+
+export const SESSION_WORKFLOW_TYPE = 'sessionWorkflow';
+export const DEFAULT_TASK_QUEUE = 'sessionlog';
+
+export function workflowIdFor(sessionId: string): string {
+  return `session/${sessionId}`;
+}
+
+/** UTF-8 byte length without Buffer (workflow sandbox safe). */
+export function utf8Length(text: string): number {
+  let bytes = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) bytes += 1;
+    else if (c < 0x800) bytes += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
+      bytes += 4;
+      i++;
+    } else bytes += 3;
+  }
+  return bytes;
+}

@@ -1,0 +1,1 @@
+export { sessionWorkflow } from './session-workflow.js';

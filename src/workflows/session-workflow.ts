@@ -1,0 +1,285 @@
+/**
+ * The session workflow (DESIGN §5): one per session, id `session/<sessionId>`. It holds only
+ * orchestration state (queue of message ids and bounded texts, head seq, turn, flags); the
+ * conversation lives in the log, written by activities.
+ */
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  isCancellation,
+  proxyActivities,
+  proxyLocalActivities,
+  setHandler,
+  workflowInfo,
+  log,
+} from '@temporalio/workflow';
+import type { SessionActivities } from '../activities/session-activities.js';
+import type { ModelStepResult, ToolRunRef } from '../activities/types.js';
+import {
+  DEFAULT_TUNABLES,
+  cancelSignal,
+  closeSignal,
+  compactUpdate,
+  sendUpdate,
+  statusQuery,
+  userMessageSignal,
+  utf8Length,
+  type SendResult,
+  type SessionPhase,
+  type SessionTunables,
+  type SessionWorkflowInput,
+  type UserInput,
+} from './api.js';
+
+const MAX_RECENT_IDS = 256;
+
+export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void> {
+  const tunables: SessionTunables = { ...DEFAULT_TUNABLES, ...input.tunables };
+  const info = workflowInfo();
+  const runId = info.runId;
+
+  const local = proxyLocalActivities<SessionActivities>({
+    startToCloseTimeout: tunables.appendStartToCloseMs,
+    retry: { maximumAttempts: 10, initialInterval: 200, maximumInterval: 5_000 },
+  });
+  const model = proxyActivities<SessionActivities>({
+    startToCloseTimeout: tunables.modelStartToCloseMs,
+    heartbeatTimeout: tunables.modelHeartbeatMs,
+    cancellationType: 'WAIT_CANCELLATION_COMPLETED',
+    retry: { maximumAttempts: tunables.modelMaxAttempts, initialInterval: 1_000, maximumInterval: 30_000, nonRetryableErrorTypes: ['SEQ_CONFLICT', 'INVALID_ARGUMENT'] },
+  });
+  const tools = proxyActivities<SessionActivities>({
+    startToCloseTimeout: tunables.toolStartToCloseMs,
+    heartbeatTimeout: Math.max(tunables.modelHeartbeatMs, 5_000),
+    cancellationType: 'WAIT_CANCELLATION_COMPLETED',
+    retry: { maximumAttempts: tunables.toolMaxAttempts, initialInterval: 1_000, maximumInterval: 30_000 },
+  });
+
+  const queue: UserInput[] = [...(input.carry?.queue ?? [])];
+  // Recently seen message ids and, once answered, their results (bounded, carried across runs).
+  const results = new Map<string, SendResult | null>();
+  for (const r of input.carry?.recent ?? []) results.set(r.id, r.result);
+  let waiting = 0;
+  let headSeq = input.carry?.headSeq ?? 0;
+  let turn = input.carry?.turn ?? 0;
+  let phase: SessionPhase = 'starting';
+  let closing = false;
+  let cancelRequested = false;
+  let lastError: string | undefined;
+  let currentScope: CancellationScope | undefined;
+
+  const known = (id: string): boolean => results.has(id) || queue.some((m) => m.id === id);
+  const remember = (id: string, result: SendResult | null): void => {
+    results.delete(id);
+    results.set(id, result);
+    while (results.size > MAX_RECENT_IDS) results.delete(results.keys().next().value as string);
+  };
+  const validate = (message: UserInput): void => {
+    if (typeof message?.id !== 'string' || message.id.length === 0 || message.id.length > 128) {
+      throw ApplicationFailure.nonRetryable('message id must be a string of 1-128 characters', 'INVALID_MESSAGE');
+    }
+    if (typeof message.text !== 'string' || message.text.trim().length === 0) {
+      throw ApplicationFailure.nonRetryable('message text must not be empty', 'EMPTY_MESSAGE');
+    }
+    const bytes = utf8Length(message.text);
+    if (bytes > tunables.maxMessageBytes) {
+      throw ApplicationFailure.nonRetryable(`message is ${bytes} bytes; the limit is ${tunables.maxMessageBytes}`, 'MESSAGE_TOO_LARGE');
+    }
+    if (closing) throw ApplicationFailure.nonRetryable('session is closing and accepts no more messages', 'SESSION_CLOSED');
+  };
+  const enqueue = (message: UserInput): void => {
+    if (known(message.id)) return;
+    queue.push({ id: message.id, text: message.text });
+  };
+
+  setHandler(userMessageSignal, (message) => {
+    try {
+      validate(message);
+    } catch (error) {
+      // Signals cannot be refused; a bad one is dropped and reported in status.
+      lastError = `dropped message: ${(error as Error).message}`;
+      return;
+    }
+    enqueue(message);
+  });
+  setHandler(
+    sendUpdate,
+    async (message) => {
+      enqueue(message);
+      waiting += 1;
+      try {
+        await condition(() => results.get(message.id) != null);
+        return results.get(message.id)!;
+      } finally {
+        waiting -= 1;
+      }
+    },
+    { validator: validate },
+  );
+  setHandler(cancelSignal, () => {
+    if (phase === 'model' || phase === 'tools') {
+      cancelRequested = true;
+      currentScope?.cancel();
+    }
+  });
+  setHandler(closeSignal, () => {
+    closing = true;
+  });
+  setHandler(compactUpdate, async () => null);
+  setHandler(statusQuery, () => ({
+    sessionId: input.sessionId,
+    headSeq,
+    turn,
+    phase,
+    pending: queue.length,
+    tokens: null,
+    contextWindow: null,
+    pressure: null,
+    runId,
+    ...(lastError !== undefined ? { lastError } : {}),
+  }));
+
+  const opened = await local.openRun({ sessionId: input.sessionId, workflowId: info.workflowId, runId });
+  headSeq = opened.headSeq;
+  turn = Math.max(turn, opened.lastTurn);
+  for (const r of opened.recent) {
+    if (!results.get(r.id)) remember(r.id, { turn: r.turn, replySeq: r.replySeq, outcome: r.outcome });
+  }
+  // A message carried over or re-sent that the log already holds was answered before.
+  for (let i = queue.length - 1; i >= 0; i--) if (results.has(queue[i]!.id)) queue.splice(i, 1);
+  phase = 'idle';
+
+  const runInScope = async <T>(fn: () => Promise<T>): Promise<T> => {
+    const scope = new CancellationScope();
+    currentScope = scope;
+    try {
+      return await scope.run(fn);
+    } finally {
+      currentScope = undefined;
+    }
+  };
+
+  let turnsThisRun = 0;
+  for (;;) {
+    const idle = tunables.idleTimeoutMs > 0 ? tunables.idleTimeoutMs : undefined;
+    const woke = idle === undefined ? (await condition(() => queue.length > 0 || closing), true) : await condition(() => queue.length > 0 || closing, idle);
+    if (queue.length === 0) {
+      if (closing || !woke) break;
+      continue;
+    }
+    turn += 1;
+    turnsThisRun += 1;
+    cancelRequested = false;
+    const turnIds: string[] = [];
+    let replySeq: number | null = null;
+    let outcome: SendResult['outcome'] = 'completed';
+    phase = 'turn';
+    for (let step = 1; ; step++) {
+      const entering = queue.splice(0, queue.length);
+      for (const m of entering) {
+        turnIds.push(m.id);
+        remember(m.id, null);
+      }
+      phase = 'model';
+      let result: ModelStepResult;
+      try {
+        result = await runInScope(() =>
+          model.modelStep({ sessionId: input.sessionId, runId, turn, step, knownHead: headSeq, entering, maxAttempts: tunables.modelMaxAttempts }),
+        );
+      } catch (error) {
+        outcome = cancelRequested && isCancellation(error) ? 'aborted' : 'error';
+        lastError = outcome === 'error' ? describeFailure(error) : lastError;
+        headSeq = (
+          await local.endTurn({
+            sessionId: input.sessionId,
+            runId,
+            turn,
+            knownHead: headSeq,
+            reason: outcome === 'aborted' ? { kind: 'aborted' } : { kind: 'error', code: 'MODEL_STEP_FAILED', message: lastError ?? 'model step failed' },
+          })
+        ).headSeq;
+        break;
+      }
+      headSeq = result.headSeq;
+      if (result.replySeq !== null) replySeq = result.replySeq;
+      if (result.outcome !== 'tools') {
+        if (result.outcome === 'context-overflow') {
+          lastError = result.error?.message;
+          headSeq = (
+            await local.endTurn({ sessionId: input.sessionId, runId, turn, knownHead: headSeq, reason: { kind: 'error', code: 'context_overflow', message: result.error?.message ?? 'context overflow' } })
+          ).headSeq;
+          outcome = 'error';
+        } else {
+          outcome = result.outcome === 'max-tokens' ? 'max-tokens' : result.outcome === 'aborted' ? 'aborted' : result.outcome === 'error' ? 'error' : 'completed';
+          if (result.error) lastError = result.error.message;
+        }
+        break;
+      }
+      phase = 'tools';
+      let refs: ToolRunRef[];
+      try {
+        refs = await runInScope(() =>
+          Promise.all(
+            result.toolCalls.map((call) =>
+              tools.runTool({ sessionId: input.sessionId, turn, step, callSeq: call.callSeq, maxAttempts: tunables.toolMaxAttempts }),
+            ),
+          ),
+        );
+      } catch (error) {
+        outcome = cancelRequested && isCancellation(error) ? 'aborted' : 'error';
+        if (outcome === 'error') lastError = describeFailure(error);
+        headSeq = (
+          await local.endTurn({
+            sessionId: input.sessionId,
+            runId,
+            turn,
+            knownHead: headSeq,
+            reason: outcome === 'aborted' ? { kind: 'aborted' } : { kind: 'error', code: 'TOOL_FAILED', message: lastError ?? 'tool failed' },
+          })
+        ).headSeq;
+        break;
+      }
+      const lastStep = step >= tunables.maxStepsPerTurn;
+      headSeq = (
+        await local.appendToolResults({
+          sessionId: input.sessionId,
+          runId,
+          turn,
+          step,
+          knownHead: headSeq,
+          results: refs,
+          ...(lastStep ? { endTurnReason: 'max-steps' as const } : {}),
+        })
+      ).headSeq;
+      if (lastStep) {
+        outcome = 'max-steps';
+        break;
+      }
+    }
+    for (const id of turnIds) remember(id, { turn, replySeq, outcome });
+    phase = 'idle';
+
+    const suggested = workflowInfo().continueAsNewSuggested;
+    if ((suggested || turnsThisRun >= tunables.continueAsNewAfterTurns) && waiting === 0 && queue.length === 0) {
+      phase = 'closing';
+      await condition(allHandlersFinished);
+      log.info('continuing as new', { sessionId: input.sessionId, turn, headSeq });
+      await continueAsNew<typeof sessionWorkflow>({
+        sessionId: input.sessionId,
+        ...(input.tunables ? { tunables: input.tunables } : {}),
+        carry: { headSeq, turn, queue: [...queue], recent: [...results].filter((e): e is [string, SendResult] => e[1] !== null).map(([id, result]) => ({ id, result })) },
+      });
+    }
+  }
+  phase = 'closed';
+  await condition(allHandlersFinished);
+}
+
+function describeFailure(error: unknown): string {
+  if (error instanceof ActivityFailure && error.cause) return error.cause.message;
+  return error instanceof Error ? error.message : String(error);
+}

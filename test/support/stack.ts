@@ -1,0 +1,110 @@
+/**
+ * An in-process sessionlog stack for integration tests: a real Temporal server (from the
+ * global setup), a SQLite store in a temp dir, the fake model server over HTTP with the real
+ * `openai` client, a worker on a private task queue, and a SessionClient.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Runtime, DefaultLogger, type Worker } from '@temporalio/worker';
+import { inject } from 'vitest';
+import { SessionClient } from '../../src/client/session-client.js';
+import { startFakeModelServer, type FakeModelServer, type FakeModelServerOptions } from '../../src/model/fake-server.js';
+import { createOpenAIProvider } from '../../src/model/provider.js';
+import { openSqliteStore } from '../../src/persistence/sqlite.js';
+import type { SessionStore } from '../../src/persistence/store.js';
+import { createWorker, type CreateWorkerOptions } from '../../src/worker.js';
+import type { SessionTunables } from '../../src/workflows/api.js';
+
+let runtimeInstalled = false;
+
+/** Quiet SDK logging in tests (warnings and errors only). */
+export function installQuietRuntime(): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  try {
+    Runtime.install({ logger: new DefaultLogger('WARN') });
+  } catch (error) {
+    // Runtime.install throws when a runtime already exists in this process; keep that one.
+    void error;
+  }
+}
+
+export function temporalAddress(): string {
+  return process.env.TEMPORAL_ADDRESS ?? inject('temporalAddress');
+}
+
+/** Short timeouts so crash and fault tests finish quickly against the dev server. */
+export const TEST_TUNABLES: Partial<SessionTunables> = {
+  modelHeartbeatMs: 3_000,
+  modelStartToCloseMs: 60_000,
+  toolStartToCloseMs: 30_000,
+  appendStartToCloseMs: 10_000,
+  modelMaxAttempts: 4,
+};
+
+export type Stack = {
+  store: SessionStore;
+  fake: FakeModelServer;
+  worker: Worker;
+  workerRun: Promise<void>;
+  client: SessionClient;
+  temporal: Client;
+  taskQueue: string;
+  dir: string;
+  close(): Promise<void>;
+};
+
+export type StackOptions = {
+  fake?: FakeModelServerOptions;
+  tunables?: Partial<SessionTunables>;
+  worker?: Partial<CreateWorkerOptions>;
+  store?: SessionStore;
+  modelTimeoutMs?: number;
+};
+
+export async function startStack(options: StackOptions = {}): Promise<Stack> {
+  installQuietRuntime();
+  const dir = mkdtempSync(join(tmpdir(), 'sessionlog-it-'));
+  const store = options.store ?? openSqliteStore(join(dir, 'sessions.db'));
+  const fake = await startFakeModelServer(options.fake ?? {});
+  const provider = createOpenAIProvider({ baseURL: fake.baseURL, apiKey: 'test-key', timeoutMs: options.modelTimeoutMs ?? 20_000, idleTimeoutMs: options.modelTimeoutMs ?? 20_000 });
+  const taskQueue = `test-${randomUUID()}`;
+  const address = temporalAddress();
+  const nativeConnection = await NativeConnection.connect({ address });
+  const worker = await createWorker({
+    connection: nativeConnection,
+    taskQueue,
+    store,
+    provider,
+    providerName: 'fake',
+    agent: { model: 'fake', system: 'You are a test assistant.', tools: ['read_artifact', 'calculator', 'word_count'] },
+    chunkFlushMs: 20,
+    workerOptions: { maxHeartbeatThrottleInterval: '500ms', defaultHeartbeatThrottleInterval: '500ms' },
+    ...options.worker,
+  });
+  const workerRun = worker.run();
+  const connection = await Connection.connect({ address });
+  const temporal = new Client({ connection, namespace: 'default' });
+  const client = new SessionClient({ temporal, store, taskQueue, tunables: { ...TEST_TUNABLES, ...options.tunables } });
+  return {
+    store,
+    fake,
+    worker,
+    workerRun,
+    client,
+    temporal,
+    taskQueue,
+    dir,
+    async close() {
+      worker.shutdown();
+      await workerRun.catch(() => undefined);
+      await connection.close();
+      await nativeConnection.close();
+      await fake.close();
+      await store.close();
+    },
+  };
+}
