@@ -417,8 +417,7 @@ export class FakeModelServer {
       const delay = i === 0 ? this.config.firstTokenDelayMs : this.config.tokenDelayMs;
       if (!(await pause(delay, signal))) return;
       // Wait until the chunk is handed to the socket, so a later drop cuts after it, not before.
-      const written = new Promise<void>((resolve) => res.write(`data: ${JSON.stringify(chunks[i])}\n\n`, () => resolve()));
-      await Promise.race([written, waitForAbort(signal)]);
+      await writeAndFlush(res, `data: ${JSON.stringify(chunks[i])}\n\n`, signal);
     }
     if (s.dropAfter !== undefined) {
       res.socket?.destroy();
@@ -626,6 +625,18 @@ async function pause(ms: number, signal: AbortSignal): Promise<boolean> {
     // Aborted because the client disconnected: stop producing output.
     return false;
   }
+}
+
+/** Writes and resolves once the data reached the socket (or the client went away). */
+function writeAndFlush(res: http.ServerResponse, data: string, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const onAbort = () => resolve();
+    signal.addEventListener('abort', onAbort, { once: true });
+    res.write(data, () => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    });
+  });
 }
 
 function waitForAbort(signal: AbortSignal): Promise<void> {
