@@ -7,6 +7,7 @@
 import { EventEmitter } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
+  KNOWN_EVENT_TYPES,
   Session,
   SessionlogError,
   assertSessionId,
@@ -211,6 +212,15 @@ export function planAppend(
       'SEQ_CONFLICT',
       `session ${scanner.session.id}: append expected to start at seq ${options.expectedSeq} but the stored next seq is ${scanner.nextSeq}; another writer appended — reload the session and retry`,
     );
+  }
+  for (const event of events) {
+    // The stored-log rule refuses unknown types on read, so this build must not write one.
+    if (!KNOWN_EVENT_TYPES.has((event as { type?: unknown })?.type as string)) {
+      throw new SessionlogError(
+        'INVALID_EVENT',
+        `session ${scanner.session.id}: event type ${JSON.stringify((event as { type?: unknown })?.type)} is unknown to this build and could not be read back; add it to EventDataMap first`,
+      );
+    }
   }
   return { kind: 'write', events: scanner.session.planBatch(events, options.op) };
 }

@@ -422,6 +422,20 @@ export class SqliteSessionStore implements SessionStore {
     );
   }
 
+  /** The connection's settings as SQLite reports them (diagnostics and `sessionlog verify`). */
+  settings(): { journalMode: string; synchronous: number; foreignKeys: number; busyTimeoutMs: number; applicationId: number; userVersion: number } {
+    if (this.closed) throw storeClosed();
+    const get = (name: string): unknown => this.db.pragma(name, { simple: true });
+    return {
+      journalMode: get('journal_mode') as string,
+      synchronous: get('synchronous') as number,
+      foreignKeys: get('foreign_keys') as number,
+      busyTimeoutMs: get('busy_timeout') as number,
+      applicationId: get('application_id') as number,
+      userVersion: get('user_version') as number,
+    };
+  }
+
   close(): Promise<void> {
     if (!this.closed) {
       this.closed = true;
@@ -467,7 +481,7 @@ export class SqliteSessionStore implements SessionStore {
     if (fromSeq >= toSeq) return;
     const batches = this.stmt.batchesFrom.all(key, fromSeq, toSeq - 1);
     let b = 0;
-    for (const row of this.stmt.eventsFrom.iterate(key, fromSeq, toSeq - fromSeq)) {
+    for (const row of this.stmt.eventsFrom.all(key, fromSeq, toSeq - fromSeq)) {
       while (b < batches.length && batches[b]!.last_seq < row.seq) b++;
       const batch = batches[b];
       const op = batch && batch.first_seq <= row.seq ? batch.op : undefined;

@@ -1,0 +1,207 @@
+import { appendFileSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openJsonlStore, type JsonlSessionStore } from '../../src/persistence/index.js';
+import { closedTurn, openTurn, testHeader } from '../support/persistence-events.js';
+
+let root: string;
+const stores: JsonlSessionStore[] = [];
+
+function open(): JsonlSessionStore {
+  const store = openJsonlStore(root);
+  stores.push(store);
+  return store;
+}
+
+const logPath = (id: string): string => join(root, id, 'session.jsonl');
+const lines = (id: string): string[] => readFileSync(logPath(id), 'utf8').split('\n').filter((l) => l.length > 0);
+
+beforeEach(() => {
+  root = join(mkdtempSync(join(tmpdir(), 'sessionlog-jsonl-')), 'root');
+});
+
+afterEach(async () => {
+  for (const store of stores.splice(0)) await store.close();
+  rmSync(join(root, '..'), { recursive: true, force: true });
+});
+
+/** A session with one closed turn (seq 0-5) and an open second turn (seq 6-8). */
+async function seeded(): Promise<void> {
+  const store = open();
+  await store.create(testHeader('s1'));
+  await store.append('s1', closedTurn(1), { expectedSeq: 0, op: 'turn-1' });
+  await store.append('s1', openTurn(2), { expectedSeq: 6, op: 'turn-2' });
+}
+
+describe('JSONL store: layout', () => {
+  it('writes a header line then one event per line, with owner-only directory and file', async () => {
+    await seeded();
+    const [header, ...events] = lines('s1');
+    expect(JSON.parse(header!)).toEqual({ type: 'session', ...testHeader('s1') });
+    expect(events.map((l) => JSON.parse(l) as { seq: number; op: string }).map((e) => [e.seq, e.op])).toEqual([
+      ...[0, 1, 2, 3, 4, 5].map((seq) => [seq, 'turn-1']),
+      ...[6, 7, 8].map((seq) => [seq, 'turn-2']),
+    ]);
+    expect(statSync(root).mode & 0o777).toBe(0o700);
+    expect(statSync(join(root, 's1')).mode & 0o777).toBe(0o700);
+    expect(statSync(logPath('s1')).mode & 0o777).toBe(0o600);
+    expect(readdirSync(join(root, 's1'))).toEqual(['session.jsonl']);
+  });
+
+  it('lists sessions by reading header lines only', async () => {
+    const store = open();
+    await store.create(testHeader('b'));
+    await store.create(testHeader('a', 5));
+    expect((await store.list()).map((h) => [h.id, h.createdAt])).toEqual([
+      ['a', 5],
+      ['b', testHeader('b').createdAt],
+    ]);
+  });
+});
+
+describe('JSONL store: append', () => {
+  it('replays a stored op after reopening (op index rebuilt on read) and leaves the file byte-identical', async () => {
+    await seeded();
+    const before = readFileSync(logPath('s1'));
+    const fresh = open();
+    expect(await fresh.append('s1', closedTurn(9), { expectedSeq: 42, op: 'turn-1' })).toEqual({ firstSeq: 0, lastSeq: 5, replayed: true });
+    expect(readFileSync(logPath('s1')).equals(before)).toBe(true);
+  });
+
+  it('rejects a stale expectedSeq with SEQ_CONFLICT and leaves the file byte-identical', async () => {
+    await seeded();
+    const before = readFileSync(logPath('s1'));
+    await expect(open().append('s1', closedTurn(3), { expectedSeq: 6, op: 'turn-3' })).rejects.toMatchObject({ code: 'SEQ_CONFLICT' });
+    expect(readFileSync(logPath('s1')).equals(before)).toBe(true);
+  });
+
+  it('sees appends made through another store instance before checking expectedSeq', async () => {
+    await seeded();
+    const a = open();
+    const b = open();
+    expect(await a.nextSeq('s1')).toBe(9);
+    await b.append('s1', [{ type: 'step/end', time: 1, data: { turn: 2, step: 1 } }], { expectedSeq: 9, op: 'b' });
+    await expect(a.append('s1', [{ type: 'turn/end', time: 1, data: { turn: 2, reason: { kind: 'completed' } } }], { expectedSeq: 9, op: 'a' })).rejects.toMatchObject({
+      code: 'SEQ_CONFLICT',
+    });
+    expect(await a.append('s1', [{ type: 'turn/end', time: 1, data: { turn: 2, reason: { kind: 'completed' } } }], { expectedSeq: 10, op: 'a' })).toMatchObject({
+      firstSeq: 10,
+    });
+  });
+
+  it('breaks a lock file left by a dead process', async () => {
+    await seeded();
+    writeFileSync(join(root, 's1', 'session.lock'), JSON.stringify({ pid: 2 ** 22 + 12345, host: (await import('node:os')).hostname(), at: Date.now(), token: 'x' }));
+    expect(await open().append('s1', [{ type: 'step/end', time: 1, data: { turn: 2, step: 1 } }], { expectedSeq: 9, op: 'x' })).toMatchObject({ firstSeq: 9 });
+    expect(readdirSync(join(root, 's1'))).not.toContain('session.lock');
+  });
+});
+
+describe('JSONL store: torn tail and corruption', () => {
+  it('recovers a torn final line: inspect ignores it without writing, load truncates it and repairs the open turn', async () => {
+    await seeded();
+    appendFileSync(logPath('s1'), '{"seq":9,"type":"step/e');
+    const torn = readFileSync(logPath('s1'));
+    const store = open();
+    const inspected = await store.inspect('s1');
+    expect(inspected).toMatchObject({ truncated: 1, repaired: 2 });
+    expect(inspected.events.map((e) => e.type).slice(9)).toEqual(['step/end', 'turn/end']);
+    expect(await store.readFrom('s1', 0)).toHaveLength(9);
+    expect(readFileSync(logPath('s1')).equals(torn)).toBe(true);
+
+    const loaded = await store.load('s1');
+    expect(loaded).toMatchObject({ truncated: 1, repaired: 2 });
+    expect(loaded.events.slice(9).map((e) => [e.seq, e.type, e.op])).toEqual([
+      [9, 'step/end', 'repair:8'],
+      [10, 'turn/end', 'repair:8'],
+    ]);
+    expect(lines('s1')).toHaveLength(12);
+    expect(readFileSync(logPath('s1'), 'utf8').endsWith('\n')).toBe(true);
+    expect(await open().load('s1')).toMatchObject({ truncated: 0, repaired: 0, events: loaded.events });
+  });
+
+  it('drops an unparsable line and everything after it when no later turn/end exists', async () => {
+    await seeded();
+    appendFileSync(logPath('s1'), 'garbage\n{"seq":10,"type":"step/end","time":1,"data":{"turn":2,"step":1},"op":"z"}\n');
+    const loaded = await open().load('s1');
+    expect(loaded).toMatchObject({ truncated: 2 });
+    expect(loaded.events.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+  });
+
+  it('truncates a torn tail before appending, so the new batch lands at the valid next seq', async () => {
+    await seeded();
+    appendFileSync(logPath('s1'), '{"seq":9,');
+    const store = open();
+    expect(await store.append('s1', [{ type: 'step/end', time: 1, data: { turn: 2, step: 1 } }], { expectedSeq: 9, op: 'after-torn' })).toMatchObject({
+      firstSeq: 9,
+    });
+    expect(lines('s1').map((l) => (JSON.parse(l) as { seq?: number }).seq)).toEqual([undefined, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  });
+
+  it('refuses damage before the last committed turn/end as CORRUPT_LOG (load, inspect and readFrom)', async () => {
+    await seeded();
+    const all = lines('s1');
+    all[3] = '{"seq":2,"type":"step/start"'; // truncated record inside turn 1, which has a turn/end after it
+    writeFileSync(logPath('s1'), `${all.join('\n')}\n`);
+    const store = open();
+    await expect(store.load('s1')).rejects.toMatchObject({ code: 'CORRUPT_LOG' });
+    await expect(store.inspect('s1')).rejects.toMatchObject({ code: 'CORRUPT_LOG' });
+    await expect(store.readFrom('s1', 0)).rejects.toMatchObject({ code: 'CORRUPT_LOG' });
+  });
+
+  it('refuses a seq gap before the last turn/end as CORRUPT_LOG', async () => {
+    await seeded();
+    const all = lines('s1');
+    all.splice(2, 1); // remove seq 1
+    writeFileSync(logPath('s1'), `${all.join('\n')}\n`);
+    await expect(open().load('s1')).rejects.toMatchObject({ code: 'CORRUPT_LOG' });
+  });
+
+  it('refuses an unknown non-ignorable event type with a "newer version" message and loads an ignorable one', async () => {
+    await seeded();
+    appendFileSync(logPath('s1'), '{"seq":9,"type":"future/thing","time":1,"data":{}}\n');
+    await expect(open().load('s1')).rejects.toMatchObject({ code: 'UNSUPPORTED_FORMAT', message: expect.stringMatching(/newer version/) });
+    const all = lines('s1');
+    all[10] = '{"seq":9,"type":"future/thing","time":1,"data":{},"ignorable":true}';
+    writeFileSync(logPath('s1'), `${all.join('\n')}\n`);
+    const loaded = await open().load('s1');
+    expect(loaded.events[9]).toMatchObject({ type: 'future/thing', ignorable: true });
+    expect(loaded.events.at(-1)).toMatchObject({ type: 'turn/end' });
+  });
+
+  it('refuses a header written by a newer format version as UNSUPPORTED_FORMAT', async () => {
+    await seeded();
+    const all = lines('s1');
+    all[0] = JSON.stringify({ type: 'session', ...testHeader('s1'), version: 99 });
+    writeFileSync(logPath('s1'), `${all.join('\n')}\n`);
+    await expect(open().load('s1')).rejects.toMatchObject({ code: 'UNSUPPORTED_FORMAT', message: expect.stringMatching(/newer version/) });
+  });
+});
+
+describe('JSONL store: artifacts and projection cache files', () => {
+  it('creates artifacts exclusively as 0600 files in a 0700 directory with unique names', async () => {
+    const store = open();
+    await store.create(testHeader('s1'));
+    const a = await store.artifacts.put({ sessionId: 's1', name: '../../etc/passwd', content: 'one' });
+    const b = await store.artifacts.put({ sessionId: 's1', name: '../../etc/passwd', content: 'two' });
+    expect(a.locator).not.toBe(b.locator);
+    expect(a.locator).toMatch(/^artifact:s1\/[A-Za-z0-9_-][A-Za-z0-9._-]*$/);
+    const dir = join(root, 's1', 'artifacts');
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    for (const name of readdirSync(dir)) expect(statSync(join(dir, name)).mode & 0o777).toBe(0o600);
+    expect(await store.artifacts.get(b.locator)).toBe('two');
+    await expect(store.artifacts.get('artifact:s1/../session.jsonl')).rejects.toMatchObject({ code: 'ARTIFACT_NOT_FOUND' });
+    await expect(store.artifacts.get('/etc/passwd')).rejects.toMatchObject({ code: 'ARTIFACT_NOT_FOUND' });
+  });
+
+  it('replaces the projection cache file atomically with an owner-only file', async () => {
+    const store = open();
+    await store.create(testHeader('s1'));
+    await store.projectionCache.put('s1', { identity: { createdAt: 1 }, rows: { surface: { ver: 1, seq: -1, val: { nodes: [], replaceGeneration: 0 } } } });
+    await store.projectionCache.put('s1', { identity: { createdAt: 2 }, rows: {} });
+    expect(await store.projectionCache.get('s1')).toEqual({ identity: { createdAt: 2 }, rows: {} });
+    expect(readdirSync(join(root, 's1')).sort()).toEqual(['projection-cache.json', 'session.jsonl']);
+    expect(statSync(join(root, 's1', 'projection-cache.json')).mode & 0o777).toBe(0o600);
+  });
+});
