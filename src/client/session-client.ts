@@ -3,7 +3,8 @@
  * workflow is the only writer); reads come straight from the store (DESIGN §2).
  */
 import { randomUUID } from 'node:crypto';
-import { Client, Connection, WithStartWorkflowOperation, WorkflowNotFoundError, type WorkflowHandle } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { Client, Connection, WithStartWorkflowOperation, WorkflowNotFoundError, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
 import { readDerivedHistory } from '../persistence/derived-history.js';
 import type { SessionStore } from '../persistence/store.js';
 import {
@@ -44,6 +45,16 @@ export type SessionClientOptions = {
   /** Workflow tunables for sessions this client starts. */
   tunables?: Partial<SessionTunables>;
 };
+
+const REJECTION_CODES = new Set(['INVALID_MESSAGE', 'EMPTY_MESSAGE', 'MESSAGE_TOO_LARGE', 'SESSION_CLOSED']);
+
+/** Maps a validator's rejection of `send` to a SessionlogError with the validator's code. */
+function rejectedMessage(error: unknown): unknown {
+  if (error instanceof WorkflowUpdateFailedError && error.cause instanceof ApplicationFailure && REJECTION_CODES.has(error.cause.type ?? '')) {
+    return new SessionlogError(error.cause.type as 'INVALID_MESSAGE', error.cause.message, { cause: error });
+  }
+  return error;
+}
 
 /** The answer to {@link SessionClient.send}: the turn, its final reply and that reply's text. */
 export type Reply = SendResult & { text: string; messageId: string };
@@ -111,7 +122,12 @@ export class SessionClient {
       ...this.startOptions(sessionId),
       workflowIdConflictPolicy: 'USE_EXISTING',
     });
-    const result = await this.temporal.workflow.executeUpdateWithStart(sendUpdate, { args: [{ id, text }], updateId: id, startWorkflowOperation });
+    let result: SendResult;
+    try {
+      result = await this.temporal.workflow.executeUpdateWithStart(sendUpdate, { args: [{ id, text }], updateId: id, startWorkflowOperation });
+    } catch (error) {
+      throw rejectedMessage(error);
+    }
     return { ...result, ...(await this.replyText(sessionId, result)) };
   }
 

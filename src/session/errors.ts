@@ -14,7 +14,11 @@ export type SessionErrorCode =
   | 'INVALID_BOUNDARY'
   | 'INVALID_ARGUMENT'
   | 'STORE_CLOSED'
-  | 'ARTIFACT_NOT_FOUND';
+  | 'ARTIFACT_NOT_FOUND'
+  | 'INVALID_MESSAGE'
+  | 'EMPTY_MESSAGE'
+  | 'MESSAGE_TOO_LARGE'
+  | 'SESSION_CLOSED';
 
 export class SessionlogError extends Error {
   constructor(
