@@ -3,6 +3,7 @@ import { DEFAULT_MODEL_CATALOGUE, lookupModel, resolveModelCatalogue } from '../
 import { createOpenAIProvider } from '../../src/model/provider.js';
 import { buildChatRequest } from '../../src/model/request.js';
 import type { WireAssistantMessage } from '../../src/model/request.js';
+import type { Message } from '../../src/session/messages.js';
 import { useFakeModel } from '../support/fake-model.js';
 import { assistantMessage, fakeHeader, toolResultMessage, userMessage } from '../support/model-fixtures.js';
 
@@ -99,7 +100,7 @@ describe('reasoning_content round trip through the fake server', () => {
       { text: 'done' },
     );
     const header = fakeHeader({ tools: [{ name: 'read_file', description: 'Read a file', parameters: { type: 'object' } }] });
-    const history = [userMessage('hi')];
+    const history: Message[] = [userMessage('hi')];
     const first = await provider.streamCompletion({ messages: history, header });
     history.push(assistantMessage(first.content), userMessage('read a.ts'));
     const second = await provider.streamCompletion({ messages: history, header });
