@@ -1,0 +1,4 @@
+import { jsonlFixture } from '../support/store-fixtures.js';
+import { runStoreConformance } from './store.conformance.js';
+
+runStoreConformance(jsonlFixture);

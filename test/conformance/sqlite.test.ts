@@ -1,0 +1,4 @@
+import { sqliteFixture } from '../support/store-fixtures.js';
+import { runStoreConformance } from './store.conformance.js';
+
+runStoreConformance(sqliteFixture);

@@ -1,0 +1,696 @@
+/**
+ * The one conformance suite every `SessionStore` backend passes (DESIGN §4; dsh-spec §14
+ * properties 39–52 adapted to our interface). Each test opens a fresh store in its own temp
+ * directory through `openStore(url)`. Backend-specific raw access (planting foreign records,
+ * dumping stored data) comes from the fixture.
+ */
+import fc from 'fast-check';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openStore, readDerivedHistory, type SessionStore } from '../../src/persistence/index.js';
+import {
+  ProjectionRegistry,
+  SESSION_FORMAT_VERSION,
+  Session,
+  interruptedTurnClosers,
+  isSessionlogError,
+  repairOp,
+  surfaceProjection,
+  type AnyEvent,
+  type NewEvent,
+  type SessionErrorCode,
+  type SessionHeader,
+} from '../../src/session/index.js';
+import { ANY_REPLACES, buildLog, programArb } from '../support/log-gen.js';
+import { tempDir, type BackendFixture } from '../support/store-fixtures.js';
+
+const T0 = 1_700_000_000_000;
+
+function header(id: string, extra: Partial<SessionHeader> = {}): SessionHeader {
+  return { version: SESSION_FORMAT_VERSION, id, createdAt: T0, ...extra };
+}
+
+const run = (n: number): NewEvent => ({ type: 'session/run', time: T0 + n, data: { workflowId: 'wf', runId: `run-${n}` } });
+const user = (id: string, text = id): NewEvent => ({
+  type: 'user/message',
+  time: T0,
+  data: { id, role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' } },
+  surfaceOp: 'append',
+});
+
+/** Awaits `attempt` (which may also throw synchronously) and returns the SessionlogError code it failed with. */
+async function failureCode(attempt: () => unknown): Promise<SessionErrorCode | string> {
+  try {
+    const value = attempt();
+    if (value && typeof (value as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function') {
+      for await (const _ of value as AsyncIterable<unknown>) break;
+    } else {
+      await value;
+    }
+  } catch (error) {
+    return isSessionlogError(error) ? error.code : `non-sessionlog error: ${String(error)}`;
+  }
+  return 'did not fail';
+}
+
+async function failure(attempt: () => unknown): Promise<unknown> {
+  try {
+    await attempt();
+  } catch (error) {
+    return error;
+  }
+  return undefined;
+}
+
+/** Appends `inputs` split into batches of the given sizes, mirroring each batch on `reference`. */
+async function appendInBatches(store: SessionStore, reference: Session, inputs: readonly NewEvent[], sizes: readonly number[]): Promise<void> {
+  let at = 0;
+  let batch = 0;
+  while (at < inputs.length) {
+    const size = Math.max(1, Math.min(sizes[batch % Math.max(sizes.length, 1)] ?? 1, inputs.length - at));
+    const slice = inputs.slice(at, at + size);
+    const op = `op-${batch}`;
+    const result = await store.append(reference.id, slice, { expectedSeq: reference.nextSeq, op });
+    expect(result).toEqual({ firstSeq: reference.nextSeq, lastSeq: reference.nextSeq + slice.length - 1, replayed: false });
+    reference.appendBatch(slice, op);
+    at += size;
+    batch += 1;
+  }
+}
+
+/** Collects `count` events from a watch, or fails after a generous deadline (never a pass/fail timing). */
+async function take(iterable: AsyncIterable<AnyEvent>, count: number): Promise<AnyEvent[]> {
+  const out: AnyEvent[] = [];
+  if (count === 0) return out;
+  for await (const event of iterable) {
+    out.push(event);
+    if (out.length === count) break;
+  }
+  return out;
+}
+
+function openTurnInputs(): NewEvent[] {
+  return [
+    { type: 'turn/start', time: T0 + 1, data: { turn: 1 } },
+    user('u1', 'please use tools'),
+    { type: 'step/start', time: T0 + 2, data: { turn: 1, step: 1 } },
+    { type: 'assistant/chunk', time: T0 + 3, data: { turn: 1, step: 1, chunk: { kind: 'text-delta', text: 'Call' } } },
+    {
+      type: 'assistant/message',
+      time: T0 + 4,
+      data: {
+        turn: 1,
+        step: 1,
+        message: {
+          id: 'a1',
+          role: 'assistant',
+          content: [
+            { type: 'text', text: 'Calling' },
+            { type: 'tool-call', id: 'c1', name: 'echo', arguments: '{"x":1}' },
+            { type: 'tool-call', id: 'c2', name: 'echo', arguments: '{"x":2}' },
+          ],
+          source: { kind: 'model', provider: 'fake', model: 'fake-1' },
+        },
+      },
+      surfaceOp: 'append',
+      sourceEventSeqs: [3],
+    },
+    { type: 'tool/call', time: T0 + 5, data: { turn: 1, step: 1, callId: 'c1', name: 'echo', arguments: '{"x":1}' } },
+  ];
+}
+
+export function runStoreConformance(fixture: BackendFixture): void {
+  describe(`SessionStore conformance: ${fixture.name}`, () => {
+    let dir: string;
+    let cleanup: () => void;
+    let url: string;
+    let store: SessionStore;
+    const opened: SessionStore[] = [];
+
+    /** Another store instance on the same storage (a second process, or a restart). */
+    async function reopen(): Promise<SessionStore> {
+      const s = await openStore(url, { pollIntervalMs: 10 });
+      opened.push(s);
+      return s;
+    }
+
+    beforeEach(async () => {
+      ({ dir, cleanup } = tempDir(`sessionlog-conf-${fixture.name}-`));
+      url = fixture.url(dir);
+      store = await reopen();
+    });
+
+    afterEach(async () => {
+      for (const s of opened.splice(0)) await s.close();
+      cleanup();
+    });
+
+    describe('create, header, exists, list', () => {
+      it('create registers the header; header() returns it and list() lists every created session', async () => {
+        const a = header('alpha', { agent: { model: 'deepseek-flash', system: 'sys', tools: ['read_artifact'] } });
+        const b = header('beta', { parentSession: 'alpha', seedLength: 3 });
+        await store.create(a);
+        await store.create(b);
+        expect(await store.header('alpha')).toEqual(a);
+        expect(await store.exists('beta')).toBe(true);
+        expect(await store.exists('gamma')).toBe(false);
+        const listed = await (await reopen()).list();
+        expect([...listed].sort((x, y) => x.id.localeCompare(y.id))).toEqual([a, b]);
+      });
+
+      it('create is idempotent for an identical header and SESSION_ALREADY_EXISTS for a different one, which changes nothing', async () => {
+        await store.create(header('s'));
+        await store.create(header('s'));
+        await (await reopen()).create(header('s'));
+        const before = fixture.dump(url);
+        expect(await failureCode(() => store.create(header('s', { createdAt: T0 + 1 })))).toBe('SESSION_ALREADY_EXISTS');
+        expect(await failureCode(() => store.create(header('s', { agent: { model: 'other' } })))).toBe('SESSION_ALREADY_EXISTS');
+        expect(fixture.dump(url)).toBe(before);
+        expect(await store.header('s')).toEqual(header('s'));
+      });
+
+      it('create refuses a header version ahead of this build as UNSUPPORTED_FORMAT', async () => {
+        expect(await failureCode(() => store.create(header('s', { version: SESSION_FORMAT_VERSION + 1 })))).toBe('UNSUPPORTED_FORMAT');
+        expect(await store.exists('s')).toBe(false);
+      });
+
+      it('every method on a session that does not exist fails with SESSION_NOT_FOUND', async () => {
+        for (const attempt of [
+          () => store.header('nope'),
+          () => store.append('nope', [run(0)], { expectedSeq: 0, op: 'x' }),
+          () => store.readFrom('nope', 0),
+          () => store.nextSeq('nope'),
+          () => store.load('nope'),
+          () => store.inspect('nope'),
+          () => store.artifacts.put({ sessionId: 'nope', name: 'a.txt', content: 'x' }),
+        ]) {
+          expect(await failureCode(attempt)).toBe('SESSION_NOT_FOUND');
+        }
+      });
+    });
+
+    describe('append', () => {
+      it('appends only at expectedSeq: a stale or future expectedSeq is SEQ_CONFLICT and writes nothing', async () => {
+        await store.create(header('s'));
+        expect(await store.append('s', [run(0), run(1)], { expectedSeq: 0, op: 'b0' })).toEqual({ firstSeq: 0, lastSeq: 1, replayed: false });
+        const before = fixture.dump(url);
+        for (const expectedSeq of [0, 1, 3, 100]) {
+          expect(await failureCode(() => store.append('s', [run(9)], { expectedSeq, op: `stale-${expectedSeq}` }))).toBe('SEQ_CONFLICT');
+        }
+        expect(fixture.dump(url)).toBe(before);
+        expect(await store.nextSeq('s')).toBe(2);
+        expect(await (await reopen()).nextSeq('s')).toBe(2);
+        expect(await store.append('s', [run(2)], { expectedSeq: 2, op: 'b1' })).toEqual({ firstSeq: 2, lastSeq: 2, replayed: false });
+      });
+
+      it('every stored event carries its batch op and seqs are contiguous from 0', async () => {
+        await store.create(header('s'));
+        await store.append('s', [run(0), run(1), run(2)], { expectedSeq: 0, op: 'first' });
+        await store.append('s', [run(3)], { expectedSeq: 3, op: 'second' });
+        const events = await (await reopen()).readFrom('s', 0);
+        expect(events.map((e) => [e.seq, e.op])).toEqual([
+          [0, 'first'],
+          [1, 'first'],
+          [2, 'first'],
+          [3, 'second'],
+        ]);
+      });
+
+      it('an op already stored is replayed with its original seqs and writes nothing, even when expectedSeq is now stale and from another instance', async () => {
+        await store.create(header('s'));
+        const first = await store.append('s', [run(0), run(1)], { expectedSeq: 0, op: 'once' });
+        const before = fixture.dump(url);
+        expect(await store.append('s', [run(0), run(1)], { expectedSeq: 0, op: 'once' })).toEqual({ ...first, replayed: true });
+        expect(fixture.dump(url)).toBe(before);
+        await store.append('s', [run(2)], { expectedSeq: 2, op: 'later' });
+        const afterLater = fixture.dump(url);
+        // Stale expectedSeq (0, now 3) and a fresh instance that must index ops from storage.
+        const other = await reopen();
+        expect(await other.append('s', [run(0), run(1)], { expectedSeq: 0, op: 'once' })).toEqual({ ...first, replayed: true });
+        expect(await other.append('s', [run(0), run(1)], { expectedSeq: 3, op: 'once' })).toEqual({ ...first, replayed: true });
+        expect(fixture.dump(url)).toBe(afterLater);
+        expect(await other.nextSeq('s')).toBe(3);
+      });
+
+      it('a batch that fails validation (surface rule, non-JSON data, empty) is rejected whole and writes nothing', async () => {
+        await store.create(header('s'));
+        await store.append('s', [user('u0')], { expectedSeq: 0, op: 'b0' });
+        const before = fixture.dump(url);
+        const badReplace: NewEvent = { ...user('r'), surfaceOp: { op: 'replace', start: 7, end: 7 }, sourceEventSeqs: [0] };
+        const nonJson = { type: 'session/run', time: T0, data: { workflowId: 'w', runId: 'r', n: Number.NaN } } as NewEvent;
+        const noSurfaceOp = { type: 'user/message', time: T0, data: (user('x') as { data: unknown }).data } as NewEvent;
+        expect(await failureCode(() => store.append('s', [user('ok'), badReplace], { expectedSeq: 1, op: 'bad-1' }))).toBe('SURFACE_VIOLATION');
+        expect(await failure(() => store.append('s', [user('ok'), nonJson], { expectedSeq: 1, op: 'bad-2' }))).toBeInstanceOf(TypeError);
+        expect(await failureCode(() => store.append('s', [noSurfaceOp], { expectedSeq: 1, op: 'bad-3' }))).toBe('SURFACE_VIOLATION');
+        expect(await failureCode(() => store.append('s', [], { expectedSeq: 1, op: 'bad-4' }))).toBe('INVALID_ARGUMENT');
+        expect(await failureCode(() => store.append('s', [run(1)], { expectedSeq: 1, op: '' }))).toBe('INVALID_ARGUMENT');
+        expect(await failureCode(() => store.append('s', [run(1)], { expectedSeq: -1, op: 'neg' }))).toBe('INVALID_ARGUMENT');
+        expect(fixture.dump(url)).toBe(before);
+        // The failed ops were not recorded: they can be used for a valid batch now.
+        expect(await store.append('s', [user('ok')], { expectedSeq: 1, op: 'bad-1' })).toEqual({ firstSeq: 1, lastSeq: 1, replayed: false });
+      });
+
+      it('a replace is validated against the stored surface, also by a fresh instance', async () => {
+        await store.create(header('s'));
+        await store.append('s', [user('u0'), user('u1')], { expectedSeq: 0, op: 'b0' });
+        const other = await reopen();
+        const summary: NewEvent = { ...user('sum'), surfaceOp: { op: 'replace', start: 0, end: 1 }, sourceEventSeqs: [0, 1] };
+        await other.append('s', [summary], { expectedSeq: 2, op: 'b1' });
+        const again: NewEvent = { ...user('sum2'), surfaceOp: { op: 'replace', start: 0, end: 0 }, sourceEventSeqs: [0] };
+        expect(await failureCode(() => store.append('s', [again], { expectedSeq: 3, op: 'b2' }))).toBe('SURFACE_VIOLATION');
+      });
+
+      it('two instances appending at the same expectedSeq: exactly one wins, the other gets SEQ_CONFLICT, the log does not fork', async () => {
+        await store.create(header('s'));
+        const other = await reopen();
+        for (let round = 0; round < 10; round++) {
+          const expectedSeq = await store.nextSeq('s');
+          const outcomes = await Promise.allSettled([
+            store.append('s', [run(round)], { expectedSeq, op: `a-${round}` }),
+            other.append('s', [run(round)], { expectedSeq, op: `b-${round}` }),
+          ]);
+          const won = outcomes.filter((o) => o.status === 'fulfilled');
+          const lost = outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected');
+          expect(won).toHaveLength(1);
+          expect(lost.map((o) => (isSessionlogError(o.reason) ? o.reason.code : String(o.reason)))).toEqual(['SEQ_CONFLICT']);
+        }
+        const events = await (await reopen()).readFrom('s', 0);
+        expect(events.map((e) => e.seq)).toEqual([...Array(10).keys()]);
+      });
+    });
+
+    describe('round trip', () => {
+      it('random valid logs appended in random batches read back byte-identical (chunks included) and derive the same history', async () => {
+        await fc.assert(
+          fc.asyncProperty(programArb(50), fc.array(fc.integer({ min: 1, max: 6 }), { minLength: 1, maxLength: 8 }), async (program, sizes) => {
+            const id = `rt-${Math.random().toString(36).slice(2, 10)}`;
+            const generated = buildLog(program, ANY_REPLACES);
+            const h = header(id);
+            await store.create(h);
+            const reference = Session.create(h);
+            await appendInBatches(store, reference, generated.inputs, sizes);
+            const fresh = await reopen();
+            const read = await fresh.readFrom(id, 0);
+            expect(JSON.stringify(read)).toBe(JSON.stringify(reference.events));
+            const inspected = await fresh.inspect(id);
+            expect(JSON.stringify(inspected.events.slice(0, reference.nextSeq))).toBe(JSON.stringify(reference.events));
+            expect(Session.fromEvents(h, read).deriveMessages()).toEqual(reference.deriveMessages());
+          }),
+          { numRuns: 12 },
+        );
+      });
+
+      it('unicode, control characters, large and deeply nested payloads round-trip exactly', async () => {
+        await store.create(header('s'));
+        let nested: unknown = 'leaf';
+        for (let i = 0; i < 200; i++) nested = { i, nested };
+        const text = `ünïcødé 𝄞 \u0000 \u2028 \u2029 "q" \\ \n\t ${'x'.repeat(200_000)}`;
+        const events: NewEvent[] = [
+          user('u', text),
+          { type: 'assistant/chunk', time: -5, data: { turn: 1, step: 1, chunk: { kind: 'reasoning-delta', text: '\ud83d\ude00' } } },
+          { type: 'session/run', time: Number.MAX_SAFE_INTEGER, data: { workflowId: 'w', runId: 'r', deep: nested } as never },
+        ];
+        const reference = Session.create(header('s'));
+        await appendInBatches(store, reference, events, [3]);
+        expect(JSON.stringify(await (await reopen()).readFrom('s', 0))).toBe(JSON.stringify(reference.events));
+      });
+    });
+
+    describe('load, inspect and crash repair', () => {
+      it('load repairs a cold interrupted turn durably with the closers crash repair prescribes; a second load adds nothing', async () => {
+        await store.create(header('s'));
+        const reference = Session.create(header('s'));
+        await appendInBatches(store, reference, openTurnInputs(), [2, 3, 1]);
+        const closers = interruptedTurnClosers(reference.events);
+        const expected = [...reference.events, ...reference.appendBatch(closers, repairOp(reference.nextSeq - 1))];
+
+        const loaded = await (await reopen()).load('s');
+        expect(loaded.repaired).toBe(4);
+        expect(loaded.header).toEqual(header('s'));
+        expect(JSON.stringify(loaded.events)).toBe(JSON.stringify(expected));
+        expect(loaded.events.slice(-4).map((e) => e.type)).toEqual(['tool/result', 'tool/result', 'step/end', 'turn/end']);
+
+        const fresh = await reopen();
+        expect(JSON.stringify(await fresh.readFrom('s', 0))).toBe(JSON.stringify(expected));
+        const before = fixture.dump(url);
+        const second = await fresh.load('s');
+        expect(second.repaired).toBe(0);
+        expect(JSON.stringify(second.events)).toBe(JSON.stringify(expected));
+        expect(fixture.dump(url)).toBe(before);
+      });
+
+      it('load of random logs appends exactly the closers of an open turn (and nothing for a closed one), and the result derives paired history', async () => {
+        await fc.assert(
+          fc.asyncProperty(programArb(40), async (program) => {
+            const id = `ld-${Math.random().toString(36).slice(2, 10)}`;
+            const generated = buildLog(program, ANY_REPLACES);
+            await store.create(header(id));
+            const reference = Session.create(header(id));
+            await appendInBatches(store, reference, generated.inputs, [4]);
+            const closers = interruptedTurnClosers(reference.events);
+            if (closers.length > 0) reference.appendBatch(closers, repairOp(reference.nextSeq - 1));
+            const loaded = await (await reopen()).load(id);
+            expect(loaded.repaired).toBe(closers.length);
+            expect(JSON.stringify(loaded.events)).toBe(JSON.stringify(reference.events));
+            expect((await (await reopen()).load(id)).repaired).toBe(0);
+          }),
+          { numRuns: 10 },
+        );
+      });
+
+      it('inspect shows the closers in memory but writes nothing; readFrom never shows closers', async () => {
+        await store.create(header('s'));
+        const reference = Session.create(header('s'));
+        await appendInBatches(store, reference, openTurnInputs(), [6]);
+        const before = fixture.dump(url);
+        const inspected = await store.inspect('s');
+        expect(inspected.repaired).toBe(4);
+        expect(inspected.events).toHaveLength(reference.nextSeq + 4);
+        expect(fixture.dump(url)).toBe(before);
+        expect(await store.nextSeq('s')).toBe(reference.nextSeq);
+        expect(JSON.stringify(await store.readFrom('s', 0))).toBe(JSON.stringify(reference.events));
+        const fresh = await reopen();
+        expect((await fresh.inspect('s')).repaired).toBe(4);
+        expect(fixture.dump(url)).toBe(before);
+      });
+
+      it('after a load repair a writer holding the old head gets SEQ_CONFLICT', async () => {
+        await store.create(header('s'));
+        await store.append('s', openTurnInputs(), { expectedSeq: 0, op: 'turn' });
+        const head = await store.nextSeq('s');
+        await (await reopen()).load('s');
+        expect(await failureCode(() => store.append('s', [run(0)], { expectedSeq: head, op: 'late' }))).toBe('SEQ_CONFLICT');
+      });
+
+      it('a torn final record after the last turn/end is dropped by load (and ignored by readFrom); damage before a committed turn/end is CORRUPT_LOG', async () => {
+        await store.create(header('s'));
+        await store.create(header('c'));
+        const closed: NewEvent[] = [
+          { type: 'turn/start', time: T0, data: { turn: 1 } },
+          user('u1'),
+          { type: 'turn/end', time: T0, data: { turn: 1, reason: { kind: 'completed' } } },
+        ];
+        await store.append('s', closed, { expectedSeq: 0, op: 'turn-1' });
+        await store.append('c', closed.slice(0, 2), { expectedSeq: 0, op: 'turn-1' });
+        await store.close();
+        fixture.plantDamagedRecord(url, 's', 3, true);
+        fixture.plantDamagedRecord(url, 'c', 2, false);
+        fixture.plantEvent(url, 'c', { seq: 3, type: 'turn/end', time: T0, data: { turn: 1, reason: { kind: 'completed' } }, op: 'late' });
+        const fresh = await reopen();
+        expect((await fresh.readFrom('s', 0)).map((e) => e.seq)).toEqual([0, 1, 2]);
+        const loaded = await fresh.load('s');
+        expect(loaded.events.map((e) => e.seq)).toEqual([0, 1, 2]);
+        expect(loaded.truncated).toBe(1);
+        expect(await fresh.append('s', [run(3)], { expectedSeq: 3, op: 'after' })).toEqual({ firstSeq: 3, lastSeq: 3, replayed: false });
+        expect((await (await reopen()).readFrom('s', 0)).map((e) => e.seq)).toEqual([0, 1, 2, 3]);
+        expect(await failureCode(() => fresh.load('c'))).toBe('CORRUPT_LOG');
+      });
+    });
+
+    describe('readFrom', () => {
+      it('returns exactly the stored events with seq >= fromSeq (empty past the end), honours limit, and rejects negative or fractional fromSeq', async () => {
+        await store.create(header('s'));
+        await store.append('s', [run(0), run(1), run(2), run(3), run(4)], { expectedSeq: 0, op: 'b' });
+        const all = await store.readFrom('s', 0);
+        expect(all).toHaveLength(5);
+        for (let n = 0; n <= 7; n++) {
+          expect(await store.readFrom('s', n)).toEqual(all.slice(n));
+          expect(await store.readFrom('s', n, 2)).toEqual(all.slice(n, n + 2));
+        }
+        expect(await store.readFrom('s', 1, 0)).toEqual([]);
+        for (const fromSeq of [-1, 0.5, 2.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+          expect(await failureCode(() => store.readFrom('s', fromSeq))).toBe('INVALID_ARGUMENT');
+        }
+        expect(await failureCode(() => store.readFrom('s', 0, -1))).toBe('INVALID_ARGUMENT');
+        expect(await failureCode(() => store.readFrom('s', 0, 1.5))).toBe('INVALID_ARGUMENT');
+      });
+    });
+
+    describe('format refusals', () => {
+      it('an unknown event type without ignorable is refused as UNSUPPORTED_FORMAT naming a newer version by load, inspect and readFrom', async () => {
+        await store.create(header('s'));
+        await store.append('s', [run(0)], { expectedSeq: 0, op: 'b0' });
+        await store.close();
+        fixture.plantEvent(url, 's', { seq: 1, type: 'future/widget', time: T0, data: { v: 2 }, op: 'future' });
+        const fresh = await reopen();
+        for (const attempt of [() => fresh.load('s'), () => fresh.inspect('s'), () => fresh.readFrom('s', 0)]) {
+          const error = await failure(attempt);
+          expect(isSessionlogError(error, 'UNSUPPORTED_FORMAT')).toBe(true);
+          expect((error as Error).message).toMatch(/newer version/);
+        }
+      });
+
+      it('the same unknown type marked ignorable loads, round-trips and does not block appends', async () => {
+        await store.create(header('s'));
+        await store.append('s', [user('u0')], { expectedSeq: 0, op: 'b0' });
+        await store.close();
+        fixture.plantEvent(url, 's', { seq: 1, type: 'future/widget', time: T0, data: { v: 2 }, op: 'future', ignorable: true });
+        const fresh = await reopen();
+        const loaded = await fresh.load('s');
+        expect(loaded.events[1]).toEqual({ seq: 1, type: 'future/widget', time: T0, data: { v: 2 }, op: 'future', ignorable: true });
+        expect(await fresh.append('s', [user('u2')], { expectedSeq: 2, op: 'b1' })).toEqual({ firstSeq: 2, lastSeq: 2, replayed: false });
+        const read = await (await reopen()).readFrom('s', 0);
+        expect(Session.fromEvents(header('s'), read).deriveMessages().map((m) => m.id)).toEqual(['u0', 'u2']);
+      });
+
+      it('a stored header whose version is ahead of this build is refused as UNSUPPORTED_FORMAT naming a newer version', async () => {
+        await store.create(header('s'));
+        await store.append('s', [run(0)], { expectedSeq: 0, op: 'b0' });
+        await store.close();
+        fixture.setHeaderVersion(url, 's', SESSION_FORMAT_VERSION + 1);
+        const fresh = await reopen();
+        const attempts: Array<[string, () => Promise<unknown>]> = [
+          ['header', () => fresh.header('s')],
+          ['load', () => fresh.load('s')],
+          ['inspect', () => fresh.inspect('s')],
+          ['readFrom', () => fresh.readFrom('s', 0)],
+          ['nextSeq', () => fresh.nextSeq('s')],
+          ['append', () => fresh.append('s', [run(1)], { expectedSeq: 1, op: 'b1' })],
+        ];
+        for (const [method, attempt] of attempts) {
+          const error = await failure(attempt);
+          expect(isSessionlogError(error, 'UNSUPPORTED_FORMAT'), `${method}: ${String(error)}`).toBe(true);
+          expect((error as Error).message).toMatch(/newer version/);
+        }
+      });
+    });
+
+    describe('session ids', () => {
+      const invalidIds = ['../x', '.hidden', '', 'x'.repeat(129), 'a/b', 'ünï', 'a b', 'a\\b', '..'];
+
+      it.each(invalidIds.map((id) => [JSON.stringify(id), id]))('the invalid id %s is refused with INVALID_SESSION_ID by every method and creates nothing', async (_label, id) => {
+        await store.create(header('ok'));
+        const before = fixture.dump(url);
+        const attempts: Array<() => unknown> = [
+          () => store.create({ version: SESSION_FORMAT_VERSION, id, createdAt: T0 }),
+          () => store.header(id),
+          () => store.exists(id),
+          () => store.append(id, [run(0)], { expectedSeq: 0, op: 'x' }),
+          () => store.readFrom(id, 0),
+          () => store.nextSeq(id),
+          () => store.load(id),
+          () => store.inspect(id),
+          () => store.watch(id, 0),
+          () => store.artifacts.put({ sessionId: id, name: 'a.txt', content: 'x' }),
+          () => store.projectionCache.get(id),
+          () => store.projectionCache.put(id, { identity: { createdAt: T0 }, rows: {} }),
+          () => store.create({ ...header('child'), parentSession: id }),
+        ];
+        for (const attempt of attempts) expect(await failureCode(attempt)).toBe('INVALID_SESSION_ID');
+        expect(fixture.dump(url)).toBe(before);
+        expect((await store.list()).map((h) => h.id)).toEqual(['ok']);
+      });
+
+      it('an id of exactly 128 allowed characters is accepted', async () => {
+        const id = `A-_.${'z9'.repeat(62)}`;
+        expect(id).toHaveLength(128);
+        await store.create(header(id));
+        await store.append(id, [run(0)], { expectedSeq: 0, op: 'b' });
+        expect((await (await reopen()).readFrom(id, 0)).length).toBe(1);
+      });
+    });
+
+    describe('watch', () => {
+      it('yields stored events from fromSeq, then live appends from this and another instance in order, and ends on abort', async () => {
+        await store.create(header('s'));
+        await store.append('s', [run(0), run(1), run(2)], { expectedSeq: 0, op: 'b0' });
+        const controller = new AbortController();
+        const iterator = store.watch('s', 1, { signal: controller.signal })[Symbol.asyncIterator]();
+        const seen: number[] = [];
+        const next = async (): Promise<void> => {
+          const r = await iterator.next();
+          expect(r.done).toBe(false);
+          seen.push((r.value as AnyEvent).seq);
+        };
+        await next();
+        await next();
+        expect(seen).toEqual([1, 2]);
+        const pending = next();
+        await store.append('s', [run(3)], { expectedSeq: 3, op: 'b1' });
+        await pending;
+        // Another instance (as another process would): found by polling or notification.
+        const other = await reopen();
+        const pending2 = Promise.all([next(), next()]).then(() => undefined);
+        await other.append('s', [run(4), run(5)], { expectedSeq: 4, op: 'b2' });
+        await pending2;
+        expect(seen).toEqual([1, 2, 3, 4, 5]);
+        const ended = iterator.next();
+        controller.abort();
+        expect((await ended).done).toBe(true);
+      });
+
+      it('a watch started past the end waits for the next append; a consumer break releases it', async () => {
+        await store.create(header('s'));
+        const watching = take(store.watch('s', 0), 2);
+        await store.append('s', [run(0)], { expectedSeq: 0, op: 'b0' });
+        await store.append('s', [run(1)], { expectedSeq: 1, op: 'b1' });
+        expect((await watching).map((e) => e.seq)).toEqual([0, 1]);
+      });
+
+      it('a watch ends when the store closes', async () => {
+        await store.create(header('s'));
+        await store.append('s', [run(0)], { expectedSeq: 0, op: 'b0' });
+        const seen: number[] = [];
+        const done = (async () => {
+          for await (const event of store.watch('s', 0)) {
+            seen.push(event.seq);
+            if (seen.length === 1) void store.close();
+          }
+        })();
+        await done;
+        expect(seen).toEqual([0]);
+      });
+    });
+
+    describe('artifacts', () => {
+      it('put returns a locator and byte length; get and read return the content; same names get distinct locators', async () => {
+        await store.create(header('s'));
+        const content = `line one\nünïcødé 𝄞\n${'z'.repeat(10_000)}`;
+        const ref = await store.artifacts.put({ sessionId: 's', name: 'echo-call1.txt', content });
+        expect(ref.bytes).toBe(Buffer.byteLength(content, 'utf8'));
+        const again = await store.artifacts.put({ sessionId: 's', name: 'echo-call1.txt', content: 'second' });
+        expect(again.locator).not.toBe(ref.locator);
+        const fresh = await reopen();
+        expect(await fresh.artifacts.get(ref.locator)).toBe(content);
+        expect(await fresh.artifacts.get(again.locator)).toBe('second');
+        expect(await fresh.artifacts.read(ref.locator, 5, 3)).toEqual({ text: content.slice(5, 8), total: content.length });
+        expect(await fresh.artifacts.read(ref.locator, content.length + 5, 3)).toEqual({ text: '', total: content.length });
+      });
+
+      it('a hostile suggested name stays inside the session namespace, and unknown or malformed locators are ARTIFACT_NOT_FOUND', async () => {
+        await store.create(header('s'));
+        await store.create(header('t'));
+        const ref = await store.artifacts.put({ sessionId: 's', name: '../../t/../etc/passwd', content: 'x' });
+        expect(ref.locator.startsWith('artifact:s/')).toBe(true);
+        expect(await store.artifacts.get(ref.locator)).toBe('x');
+        for (const locator of ['artifact:s/missing.txt', 'artifact:t/' + ref.locator.split('/')[1], 'nonsense', 'artifact:../x/y', 'artifact:s/../t']) {
+          expect(await failureCode(() => store.artifacts.get(locator))).toBe('ARTIFACT_NOT_FOUND');
+        }
+      });
+    });
+
+    describe('projection cache and derived history', () => {
+      async function seed(id: string, inputs: readonly NewEvent[]): Promise<Session> {
+        await store.create(header(id));
+        const reference = Session.create(header(id));
+        await appendInBatches(store, reference, inputs, [3]);
+        return reference;
+      }
+
+      const conversation = (n: number, from = 0): NewEvent[] => Array.from({ length: n }, (_, i) => user(`u${from + i}`, `message ${from + i}`));
+
+      it('a fresh read folds from seq 0 and writes a checkpoint; the next read uses it; both equal the full derivation', async () => {
+        const reference = await seed('s', conversation(5));
+        const first = await readDerivedHistory(store, 's');
+        expect(first.fromCache).toBe(false);
+        expect(first.messages).toEqual(reference.deriveMessages());
+        expect(first.asOfSeq).toBe(4);
+        const record = await store.projectionCache.get('s');
+        expect(record?.rows.surface?.seq).toBe(4);
+        const second = await readDerivedHistory(await reopen(), 's');
+        expect(second.fromCache).toBe(true);
+        expect(second.messages).toEqual(reference.deriveMessages());
+      });
+
+      it('a stale checkpoint (the log grew, with a replacement) is used and the tail folded onto it', async () => {
+        const reference = await seed('s', conversation(4));
+        await readDerivedHistory(store, 's');
+        const more: NewEvent[] = [...conversation(2, 4), { ...user('sum'), surfaceOp: { op: 'replace', start: 1, end: 4 }, sourceEventSeqs: [1, 2, 3, 4] }];
+        await store.append('s', more, { expectedSeq: 4, op: 'more' });
+        reference.appendBatch(more, 'more');
+        const history = await readDerivedHistory(await reopen(), 's');
+        expect(history.fromCache).toBe(true);
+        expect(history.messages).toEqual(reference.deriveMessages());
+        expect(history.messages.map((m) => m.id)).toEqual(['u0', 'sum', 'u5']);
+      });
+
+      it('a checkpoint bound to another identity (createdAt) is never used', async () => {
+        const reference = await seed('s', conversation(3));
+        const foreign = new ProjectionRegistry().register(surfaceProjection);
+        const lie = Session.create(header('s'));
+        lie.appendBatch([user('forged-0'), user('forged-1'), user('forged-2')]);
+        await store.projectionCache.put('s', { identity: { createdAt: T0 + 999 }, rows: foreign.checkpoint(foreign.foldAll(lie.events), 2) });
+        const history = await readDerivedHistory(store, 's');
+        expect(history.fromCache).toBe(false);
+        expect(history.messages).toEqual(reference.deriveMessages());
+      });
+
+      it('checkpoints that are garbage (schema-invalid state, wrong version, ahead of the log, unparsable text) fall back to a full fold', async () => {
+        const reference = await seed('s', conversation(4));
+        const registry = new ProjectionRegistry().register(surfaceProjection);
+        const good = registry.checkpoint(registry.foldAll(reference.events.slice(0, 2)), 1);
+        const bad = [
+          { surface: { ver: 1, seq: 1, val: { nodes: 'nope', replaceGeneration: 0 } } },
+          { surface: { ...good.surface!, ver: 42 } },
+          { surface: { ...good.surface!, seq: 50 } },
+        ];
+        for (const rows of bad) {
+          await store.projectionCache.put('s', { identity: { createdAt: T0 }, rows });
+          const history = await readDerivedHistory(store, 's');
+          expect(history.messages).toEqual(reference.deriveMessages());
+        }
+        await store.close();
+        fixture.plantCacheText(url, 's', '{"identity": {"createdAt": 17000000');
+        const fresh = await reopen();
+        expect(await fresh.projectionCache.get('s')).toBeUndefined();
+        expect((await readDerivedHistory(fresh, 's')).messages).toEqual(reference.deriveMessages());
+      });
+
+      it('for random logs and a checkpoint at any seq, readDerivedHistory equals Session.fromEvents(...).deriveMessages()', async () => {
+        await fc.assert(
+          fc.asyncProperty(programArb(40), fc.nat(1000), async (program, cut) => {
+            const generated = buildLog(program, ANY_REPLACES);
+            if (generated.inputs.length === 0) return;
+            const id = `pc-${Math.random().toString(36).slice(2, 10)}`;
+            const reference = await seed(id, generated.inputs);
+            const registry = new ProjectionRegistry().register(surfaceProjection);
+            const at = cut % reference.nextSeq;
+            await store.projectionCache.put(id, { identity: { createdAt: T0 }, rows: registry.checkpoint(registry.foldAll(reference.events.slice(0, at + 1)), at) });
+            const history = await readDerivedHistory(await reopen(), id);
+            const expected = Session.fromEvents(header(id), await store.readFrom(id, 0)).deriveMessages();
+            expect(history.messages).toEqual(expected);
+            expect(history.fromCache).toBe(true);
+          }),
+          { numRuns: 10 },
+        );
+      });
+    });
+
+    describe('closed store', () => {
+      it('every method of a closed store fails with STORE_CLOSED', async () => {
+        await store.create(header('s'));
+        await store.close();
+        for (const attempt of [
+          () => store.create(header('t')),
+          () => store.header('s'),
+          () => store.append('s', [run(0)], { expectedSeq: 0, op: 'x' }),
+          () => store.readFrom('s', 0),
+          () => store.load('s'),
+          () => store.inspect('s'),
+          () => store.list(),
+        ]) {
+          expect(await failureCode(attempt)).toBe('STORE_CLOSED');
+        }
+      });
+    });
+  });
+}
