@@ -17,8 +17,12 @@ export type ArtifactPut = {
 };
 
 export interface ArtifactStore {
+  /**
+   * Stores `content` under a sanitized, unique name (a second put with the same suggested name
+   * gets a new locator). SESSION_NOT_FOUND unless the session exists. Owner-only where it is a file.
+   */
   put(input: ArtifactPut): Promise<ArtifactRef>;
-  /** The whole content, or ARTIFACT_NOT_FOUND. */
+  /** The whole content. ARTIFACT_NOT_FOUND for an unknown locator or one not of the form `artifact:<sessionId>/<name>`. */
   get(locator: string): Promise<string>;
   /** A code-point window of the content: `offset` and `limit` in characters (UTF-16 units). */
   read(locator: string, offset: number, limit: number): Promise<{ text: string; total: number }>;

@@ -26,6 +26,7 @@ import {
   SessionlogError,
   assertSessionId,
   assertStoredEvent,
+  deepFreeze,
   jsonEqual,
   parseHeader,
   type AnyEvent,
@@ -316,6 +317,7 @@ export class SqliteSessionStore implements SessionStore {
       assertAppendArguments(id, events, options);
       const key = this.requireKey(id);
       let written: AnyEvent[] = [];
+      let writing = false;
       let result: AppendResult;
       try {
         result = this.db
@@ -324,6 +326,7 @@ export class SqliteSessionStore implements SessionStore {
             const scanner = this.syncScanner(key, id);
             const plan = planAppend(scanner, stored && { firstSeq: stored.first_seq, lastSeq: stored.last_seq }, events, options);
             if (plan.kind === 'replayed') return plan.result;
+            writing = true;
             this.truncateTorn(key, scanner);
             this.insertBatch(key, plan.events, options.op);
             written = plan.events;
@@ -331,8 +334,8 @@ export class SqliteSessionStore implements SessionStore {
           })
           .immediate();
       } catch (error) {
-        // The transaction rolled back: forget in-memory state that may have assumed its writes.
-        this.scanners.delete(key);
+        // A write rolled back: forget in-memory state that may have assumed it happened.
+        if (writing) this.scanners.delete(key);
         throw error;
       }
       if (written.length > 0) {
@@ -567,7 +570,7 @@ function decodeRow(row: EventRow, op: string | undefined): StoredRecord {
 function checkRow(value: unknown, expectedSeq: number, id: string): AnyEvent | undefined {
   try {
     assertStoredEvent(value, expectedSeq, id);
-    return value;
+    return deepFreeze(value);
   } catch (error) {
     if (error instanceof SessionlogError && error.code === 'UNSUPPORTED_FORMAT') throw error;
     // Any other validation failure is classified by a full scan.

@@ -41,8 +41,12 @@ export interface SessionStore {
   exists(id: string): Promise<boolean>;
   /**
    * Appends `events` at `expectedSeq` in one durable transaction, each stamped with `op`.
-   * Returns the stored seqs; a batch whose op exists returns its seqs with `replayed: true`.
-   * Throws SEQ_CONFLICT (nothing written) when the stored next seq is not `expectedSeq`.
+   * Returns the stored seqs; a batch whose op exists returns its seqs with `replayed: true`
+   * (checked first, whatever `expectedSeq` says). Throws SEQ_CONFLICT (nothing written) when
+   * the stored next seq is not `expectedSeq`; INVALID_ARGUMENT for an empty batch; INVALID_EVENT,
+   * NON_JSON_VALUE or SURFACE_VIOLATION for a batch that is not a valid transition of the stored
+   * log (including an event type this build does not know, since it could not read it back).
+   * A torn tail left by a crashed writer is truncated before the batch is written.
    */
   append(id: string, events: readonly NewEvent[], options: AppendOptions): Promise<AppendResult>;
   /** Stored events with seq >= fromSeq (at most `limit`), no repair, no closers. */

@@ -155,8 +155,10 @@ describe('SQLite store: damaged and foreign rows', () => {
     const store = await seeded();
     const db = raw();
     db.prepare(`UPDATE events SET data = 'not json' WHERE seq = 7`).run();
-    db.close();
+    const version = db.pragma('data_version', { simple: true });
     const inspected = await store.inspect('s1');
+    expect(db.pragma('data_version', { simple: true })).toBe(version);
+    db.close();
     expect(inspected).toMatchObject({ truncated: 2, repaired: 1 });
     expect(inspected.events.map((e) => e.type).slice(6)).toEqual(['turn/start', 'turn/end']);
     expect(await store.readFrom('s1', 6)).toHaveLength(1);
