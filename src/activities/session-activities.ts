@@ -198,10 +198,13 @@ export function createActivities(deps: ActivityDeps) {
           agent: { model: deps.agent.model, tools: deps.agent.tools, ...(deps.agent.system ? { system: deps.agent.system } : {}) },
         });
       }
+      // Log the takeover first: from here on, activities of older runs are fenced out.
+      await cache.with(input.sessionId, (session) =>
+        appendBatch(deps.store, session, [{ type: 'session/run', time: now(), data: { workflowId: input.workflowId, runId: input.runId } }], `${input.runId}/run`),
+      );
       const loaded = await deps.store.load(input.sessionId);
       if (loaded.repaired > 0 || loaded.truncated > 0) cache.forget(input.sessionId);
       return await cache.with(input.sessionId, async (session) => {
-        await appendBatch(deps.store, session, [{ type: 'session/run', time: now(), data: { workflowId: input.workflowId, runId: input.runId } }], `${input.runId}/run`);
         const events = session.events;
         return { headSeq: session.nextSeq, lastTurn: turnState(events).lastTurn, repaired: loaded.repaired, recent: recentMessages(events, RECENT_IDS) };
       });
@@ -235,12 +238,12 @@ export function createActivities(deps: ActivityDeps) {
             surfaceOp: 'append',
           });
         }
-        await appendBatch(deps.store, session, entering, `${prefix}/start`);
+        await appendBatch(deps.store, session, entering, `${prefix}/start`, input.runId);
 
         const header = requestHeaderFor(deps, session.header.agent);
         const previous = latestHeader(session);
         if (!previous || !sameJson(previous, header)) {
-          await appendBatch(deps.store, session, [{ type: 'request/header', time: now(), data: { header, reason: previous ? 'change' : 'initial' } }], `${prefix}/header`);
+          await appendBatch(deps.store, session, [{ type: 'request/header', time: now(), data: { header, reason: previous ? 'change' : 'initial' } }], `${prefix}/header`, input.runId);
         }
         return await streamReply(session, input, prefix, attempt, header);
       });
@@ -263,7 +266,7 @@ export function createActivities(deps: ActivityDeps) {
         const chunks = coalescer.take();
         if (chunks.length === 0) return;
         const events: NewEvent[] = chunks.map((chunk) => ({ type: 'assistant/chunk', time: now(), data: { turn: input.turn, step: input.step, chunk } }));
-        const stored = await appendBatch(deps.store, session, events, `${prefix}/a${attempt}/c${flushIndex++}`);
+        const stored = await appendBatch(deps.store, session, events, `${prefix}/a${attempt}/c${flushIndex++}`, input.runId);
         for (const e of stored) chunkSeqs.push(e.seq);
         ctx.heartbeat({ chunks: chunkSeqs.length });
       });
@@ -319,12 +322,17 @@ export function createActivities(deps: ActivityDeps) {
         events.push({ type: 'step/end', time: now(), data: { turn: input.turn, step: input.step } });
         events.push({ type: 'turn/end', time: now(), data: { turn: input.turn, reason } });
       }
-      const stored = await appendBatch(deps.store, session, events, `${prefix}/reply`);
+      const stored = await appendBatch(deps.store, session, events, `${prefix}/reply`, input.runId);
       return { ...resultFromReply(stored, session.nextSeq), replayed: false };
     } catch (error) {
       clearInterval(timer);
       await flushing.catch(() => undefined);
       if (ctx.cancellationSignal.aborted) {
+        if (ctx.cancellationDetails?.cancelRequested !== true) {
+          // The run is gone, timed out or the worker is stopping: write nothing; the owning
+          // (or next) run closes the turn from the log.
+          throw new CancelledFailure('model step abandoned: its run is gone or the worker is stopping');
+        }
         await flush().catch(() => undefined);
         await flushing.catch(() => undefined);
         const partial: AssistantMessage = {
@@ -344,7 +352,7 @@ export function createActivities(deps: ActivityDeps) {
           { type: 'step/end', time: now(), data: { turn: input.turn, step: input.step } },
           { type: 'turn/end', time: now(), data: { turn: input.turn, reason: { kind: 'aborted', reason: { kind: 'user' } } } },
         ];
-        await appendBatch(deps.store, session, events, `${prefix}/cancel`);
+        await appendBatch(deps.store, session, events, `${prefix}/cancel`, input.runId);
         throw new CancelledFailure('model step cancelled; partial reply logged as interrupted');
       }
       const failure = deps.model.classify(error);
@@ -372,6 +380,7 @@ export function createActivities(deps: ActivityDeps) {
           },
         ],
         `${prefix}/a${attempt}/fail`,
+        input.runId,
       );
       throw ApplicationFailure.create({ message: failure.message, type: failure.code, nextRetryDelay: delayMs });
     }
@@ -383,7 +392,7 @@ export function createActivities(deps: ActivityDeps) {
       error: { message: failure.message, code: failure.code, ...(failure.status !== undefined ? { status: failure.status } : {}) },
     };
     const closers = interruptedTurnClosers(session.events, reason, now());
-    await appendBatch(deps.store, session, closers, `${prefix}/error`);
+    await appendBatch(deps.store, session, closers, `${prefix}/error`, input.runId);
     return { headSeq: session.nextSeq, replySeq: null, toolCalls: [], outcome: 'error', error: { code: failure.code, message: failure.message }, replayed: false };
   }
 
@@ -475,7 +484,7 @@ export function createActivities(deps: ActivityDeps) {
         }
         events.push({ type: 'step/end', time: now(), data: { turn: input.turn, step: input.step } });
         if (input.endTurnReason) events.push({ type: 'turn/end', time: now(), data: { turn: input.turn, reason: { kind: input.endTurnReason } } });
-        await appendBatch(deps.store, session, events, `${prefix}/results`);
+        await appendBatch(deps.store, session, events, `${prefix}/results`, input.runId);
         return { headSeq: session.nextSeq };
       });
     } catch (error) {
@@ -493,7 +502,7 @@ export function createActivities(deps: ActivityDeps) {
             ? { kind: 'aborted', reason: { kind: 'user' } }
             : { kind: 'error', error: { code: input.reason.code, message: input.reason.message } };
         const closers = interruptedTurnClosers(session.events, reason, now());
-        if (closers.length > 0) await appendBatch(deps.store, session, closers, `${input.runId}/t${input.turn}/end`);
+        if (closers.length > 0) await appendBatch(deps.store, session, closers, `${input.runId}/t${input.turn}/end`, input.runId);
         return { headSeq: session.nextSeq };
       });
     } catch (error) {

@@ -4,7 +4,7 @@
  * another writer has moved (DESIGN §1.4–1.5).
  */
 import type { SessionStore } from '../persistence/store.js';
-import { Session, SessionlogError, type AnyEvent, type NewEvent } from '../session/index.js';
+import { Session, SessionlogError, type AnyEvent, type NewEvent, type SessionEvent } from '../session/index.js';
 
 type Entry = { session: Session; lock: Promise<unknown> };
 
@@ -81,13 +81,36 @@ export function assertOwnTail(session: Session, knownHead: number, runId: string
   }
 }
 
+const runFence = new WeakMap<Session, { scanned: number; runId: string | undefined }>();
+
+/** The run id of the latest `session/run` in the log: the run that owns the session now. */
+export function currentRunId(session: Session): string | undefined {
+  const fence = runFence.get(session) ?? { scanned: 0, runId: undefined };
+  const events = session.events;
+  for (let i = fence.scanned; i < events.length; i++) {
+    if (events[i]!.type === 'session/run') fence.runId = (events[i] as SessionEvent<'session/run'>).data.runId;
+  }
+  fence.scanned = events.length;
+  runFence.set(session, fence);
+  return fence.runId;
+}
+
 /**
  * Appends a batch validated against `session` and commits it to the cached session. An op
  * already stored is not written again; its events are returned as stored.
+ *
+ * `runId` fences out stale runs: once a newer run has logged its `session/run`, an activity
+ * of an older run (e.g. one still streaming after its workflow was terminated) writes nothing.
  */
-export async function appendBatch(store: SessionStore, session: Session, events: readonly NewEvent[], op: string): Promise<AnyEvent[]> {
+export async function appendBatch(store: SessionStore, session: Session, events: readonly NewEvent[], op: string, runId?: string): Promise<AnyEvent[]> {
   const existing = eventsWithOp(session, op);
   if (existing.length > 0) return existing;
+  if (runId !== undefined) {
+    const owner = currentRunId(session);
+    if (owner !== undefined && owner !== runId) {
+      throw new SessionlogError('SEQ_CONFLICT', `session ${session.id} is now owned by run ${owner}; run ${runId} may not append to it`);
+    }
+  }
   const planned = session.planBatch(events, op);
   const result = await store.append(session.id, events, { expectedSeq: session.nextSeq, op });
   if (result.replayed) {

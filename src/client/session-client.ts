@@ -79,6 +79,23 @@ export class SessionClient {
     return new SessionClient({ temporal, store: options.store, ...(options.taskQueue ? { taskQueue: options.taskQueue } : {}), ...(options.tunables ? { tunables: options.tunables } : {}) });
   }
 
+  /**
+   * Registers the session's header in the store if it is new, so reads (events, follow) work
+   * as soon as a command returns. Header metadata only: log events are written by the workflow.
+   */
+  private async ensureSession(sessionId: string, agent?: AgentSpec): Promise<SessionHeader> {
+    assertSessionId(sessionId);
+    if (await this.store.exists(sessionId)) return this.store.header(sessionId);
+    const header: SessionHeader = { version: SESSION_FORMAT_VERSION, id: sessionId, createdAt: Date.now(), ...(agent ? { agent } : {}) };
+    try {
+      await this.store.create(header);
+    } catch (error) {
+      // Another client created it concurrently: use the stored header.
+      if (!(error instanceof SessionlogError && error.code === 'SESSION_ALREADY_EXISTS')) throw error;
+    }
+    return this.store.header(sessionId);
+  }
+
   private input(sessionId: string): SessionWorkflowInput {
     return { sessionId, ...(this.tunables ? { tunables: this.tunables } : {}) };
   }
@@ -98,14 +115,7 @@ export class SessionClient {
    */
   async start(options: { sessionId?: string; agent?: AgentSpec } = {}): Promise<{ sessionId: string; header: SessionHeader }> {
     const sessionId = options.sessionId ?? randomUUID();
-    assertSessionId(sessionId);
-    let header: SessionHeader;
-    if (await this.store.exists(sessionId)) {
-      header = await this.store.header(sessionId);
-    } else {
-      header = { version: SESSION_FORMAT_VERSION, id: sessionId, createdAt: Date.now(), ...(options.agent ? { agent: options.agent } : {}) };
-      await this.store.create(header);
-    }
+    const header = await this.ensureSession(sessionId, options.agent);
     await this.temporal.workflow.start(SESSION_WORKFLOW_TYPE, { ...this.startOptions(sessionId), workflowIdConflictPolicy: 'USE_EXISTING' });
     return { sessionId, header };
   }
@@ -116,7 +126,7 @@ export class SessionClient {
    * produces a second answer.
    */
   async send(sessionId: string, text: string, options: { id?: string } = {}): Promise<Reply> {
-    assertSessionId(sessionId);
+    await this.ensureSession(sessionId);
     const id = options.id ?? randomUUID();
     const startWorkflowOperation = new WithStartWorkflowOperation<typeof sessionWorkflow>(SESSION_WORKFLOW_TYPE, {
       ...this.startOptions(sessionId),
@@ -133,7 +143,7 @@ export class SessionClient {
 
   /** Queues a user message and returns at once (signal-with-start). */
   async post(sessionId: string, text: string, options: { id?: string } = {}): Promise<{ id: string }> {
-    assertSessionId(sessionId);
+    await this.ensureSession(sessionId);
     const id = options.id ?? randomUUID();
     await this.temporal.workflow.signalWithStart(SESSION_WORKFLOW_TYPE, {
       ...this.startOptions(sessionId),

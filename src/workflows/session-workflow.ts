@@ -264,7 +264,8 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     phase = 'idle';
 
     const suggested = workflowInfo().continueAsNewSuggested;
-    if ((suggested || turnsThisRun >= tunables.continueAsNewAfterTurns) && waiting === 0 && queue.length === 0) {
+    // Queued signal messages are carried over; a waiting `send` keeps the run until it is answered.
+    if ((suggested || turnsThisRun >= tunables.continueAsNewAfterTurns) && waiting === 0) {
       phase = 'closing';
       await condition(allHandlersFinished);
       log.info('continuing as new', { sessionId: input.sessionId, turn, headSeq });
