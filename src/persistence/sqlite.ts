@@ -141,6 +141,7 @@ export class SqliteSessionStore implements SessionStore {
   readonly location: string;
   private readonly db: Database.Database;
   private readonly keys = new Map<string, number>();
+  private readonly headers = new Map<number, SessionHeader>();
   private readonly scanners: LruMap<number, LogScanner>;
   private readonly closeListeners = new Set<() => void>();
   private closed = false;
@@ -273,9 +274,13 @@ export class SqliteSessionStore implements SessionStore {
     return key;
   }
 
+  /** The validated stored header (headers are immutable, so it is cached once parsed). */
   private readHeader(key: number, id: string): SessionHeader {
-    const row = this.stmt.headerByKey.get(key)!;
-    return parseStoredHeader(row.header, id);
+    const cached = this.headers.get(key);
+    if (cached) return cached;
+    const header = parseStoredHeader(this.stmt.headerByKey.get(key)!.header, id);
+    this.headers.set(key, header);
+    return header;
   }
 
   create(header: SessionHeader): Promise<void> {
@@ -350,6 +355,8 @@ export class SqliteSessionStore implements SessionStore {
     return this.use(() => {
       assertReadArguments(id, fromSeq, limit);
       const key = this.requireKey(id);
+      // A header this build cannot read (newer format) refuses reads of its events too.
+      this.readHeader(key, id);
       return this.db.transaction(() => this.readPage(key, id, fromSeq, limit ?? Number.MAX_SAFE_INTEGER)).deferred();
     });
   }
