@@ -90,7 +90,8 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     connection,
     namespace: options.namespace ?? 'default',
     taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
-    workflowBundle: await workflowBundle(),
+    // A caller that supplies its own bundle (or workflowsPath) skips the seconds-long bundling.
+    ...(options.workerOptions?.workflowBundle || options.workerOptions?.workflowsPath ? {} : { workflowBundle: await workflowBundle() }),
     activities,
     ...options.workerOptions,
   });

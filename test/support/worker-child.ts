@@ -1,0 +1,156 @@
+/**
+ * A sessionlog worker as a child process, for crash tests (DESIGN §10): the parent kills it
+ * with SIGKILL and starts a fresh one. Run with `node --import tsx test/support/worker-child.ts`.
+ *
+ * Configured by environment variables:
+ *   TEMPORAL_ADDRESS        Temporal frontend (required)
+ *   SESSIONLOG_STORE        store URL for `openStore`, e.g. `sqlite:/tmp/x/sessions.db` (required)
+ *   FAKE_MODEL_BASE_URL     the fake model server's `…/v1` base URL (required)
+ *   SESSIONLOG_TASK_QUEUE   task queue (required)
+ *   WORKFLOW_BUNDLE_PATH    a prebuilt workflow bundle (skips bundling, which takes seconds)
+ *   CHILD_WAIT_FOR_GO       when `1`, get everything ready (imports, store, connection, worker)
+ *                           but start polling only after a `go` line on stdin, so a parent can
+ *                           prepare the replacement of a worker it is about to kill
+ *   CHILD_HOLD_APPEND       `before:REGEX` or `after:REGEX`: the first append whose op matches
+ *                           REGEX is held forever, before it is written or after it committed,
+ *                           and reported, so the parent can kill the worker inside an append.
+ *
+ * Besides the built-in tools the worker has a `sleep` tool (`{ms}`) that waits while
+ * honouring the activity's abort signal, so "kill during a tool" is reliable.
+ *
+ * It prints one JSON object per line on stdout: `{"event":"armed"}` when it waits for `go`,
+ * `{"event":"ready"}` once polling,
+ * `{"event":"tool-start","callId":…,"ms":…}` when a sleep starts, `{"event":"hold",…}` when
+ * an append is held. SIGTERM shuts the worker down gracefully.
+ */
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { createOpenAIProvider } from '../../src/model/provider.js';
+import { openStore } from '../../src/persistence/open.js';
+import type { SessionStore } from '../../src/persistence/store.js';
+import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';
+import { ToolInputError, ToolRegistry, type Tool } from '../../src/tools/registry.js';
+import { createWorker } from '../../src/worker.js';
+
+function required(name: string): string {
+  const value = process.env[name];
+  if (!value) {
+    process.stderr.write(`worker-child: ${name} must be set\n`);
+    process.exit(2);
+  }
+  return value;
+}
+
+function report(event: Record<string, unknown>): void {
+  process.stdout.write(`${JSON.stringify({ ...event, pid: process.pid, at: Date.now() })}\n`);
+}
+
+const sleepTool: Tool = {
+  name: 'sleep',
+  description: 'Waits the given number of milliseconds, then says so.',
+  parameters: { type: 'object', properties: { ms: { type: 'integer', minimum: 0, maximum: 60000 } }, required: ['ms'], additionalProperties: false },
+  async run(args, context) {
+    const ms = (args as { ms?: unknown } | null)?.ms;
+    if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 0 || ms > 60_000) throw new ToolInputError('sleep: ms must be an integer 0-60000');
+    report({ event: 'tool-start', sessionId: context.sessionId, callId: context.callId, ms });
+    await sleep(ms, undefined, { signal: context.signal });
+    return { text: `slept ${ms} ms` };
+  },
+};
+
+/** Wraps `store` so the first append whose op matches `rule` hangs (before or after it is written). */
+function holdingStore(store: SessionStore, rule: string | undefined): SessionStore {
+  if (!rule) return store;
+  const colon = rule.indexOf(':');
+  const when = rule.slice(0, colon);
+  const pattern = new RegExp(rule.slice(colon + 1));
+  if (when !== 'before' && when !== 'after') throw new Error(`CHILD_HOLD_APPEND must be before:REGEX or after:REGEX, got ${rule}`);
+  let held = false;
+  const hold = async (id: string, op: string, committed: boolean): Promise<never> => {
+    report({ event: 'hold', when, sessionId: id, op, committed });
+    // The parent kills this process now; never return.
+    for (;;) await sleep(60_000);
+  };
+  return new Proxy(store, {
+    get(target, property, receiver) {
+      if (property !== 'append') {
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      }
+      const append: SessionStore['append'] = async (id, events, options) => {
+        const matches = !held && pattern.test(options.op);
+        if (matches) held = true;
+        if (matches && when === 'before') return hold(id, options.op, false);
+        const result = await target.append(id, events, options);
+        if (matches) return hold(id, options.op, true);
+        return result;
+      };
+      return append;
+    },
+  });
+}
+
+Runtime.install({ logger: new DefaultLogger('WARN') });
+
+const address = required('TEMPORAL_ADDRESS');
+const storeUrl = required('SESSIONLOG_STORE');
+const baseURL = required('FAKE_MODEL_BASE_URL');
+const taskQueue = required('SESSIONLOG_TASK_QUEUE');
+const bundlePath = process.env.WORKFLOW_BUNDLE_PATH;
+
+const baseStore = await openStore(storeUrl, { pollIntervalMs: 20 });
+const store = holdingStore(baseStore, process.env.CHILD_HOLD_APPEND);
+const provider = createOpenAIProvider({ baseURL, apiKey: 'test-key', timeoutMs: 20_000, idleTimeoutMs: 20_000 });
+const worker = await createWorker({
+  address,
+  taskQueue,
+  store,
+  provider,
+  providerName: 'fake',
+  agent: { model: 'fake', system: 'You are a test assistant.', tools: ['read_artifact', 'calculator', 'sleep'] },
+  tools: new ToolRegistry([...BUILTIN_TOOLS, sleepTool]),
+  chunkFlushMs: 30,
+  workerOptions: {
+    maxHeartbeatThrottleInterval: '500ms',
+    defaultHeartbeatThrottleInterval: '500ms',
+    // After a kill, tasks parked on this worker's sticky queue move to the normal queue fast.
+    stickyQueueScheduleToStartTimeout: '1s',
+    shutdownGraceTime: '2s',
+    ...(bundlePath ? { workflowBundle: { codePath: bundlePath } } : {}),
+  },
+});
+
+if (process.env.CHILD_WAIT_FOR_GO === '1') {
+  report({ event: 'armed' });
+  const go = await new Promise<boolean>((resolve) => {
+    const lines = createInterface({ input: process.stdin });
+    lines.on('line', (line) => {
+      if (line.trim() === 'go') {
+        resolve(true);
+        lines.close();
+      }
+    });
+    lines.on('close', () => resolve(false));
+  });
+  if (!go) {
+    // The parent went away without starting this worker.
+    await baseStore.close();
+    process.exit(0);
+  }
+}
+
+let stopping = false;
+process.on('SIGTERM', () => {
+  if (stopping) return;
+  stopping = true;
+  worker.shutdown();
+});
+
+const running = worker.run();
+report({ event: 'ready' });
+try {
+  await running;
+} finally {
+  await baseStore.close();
+}
