@@ -4,7 +4,14 @@
  */
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, bundleWorkflowCode, type WorkerOptions } from '@temporalio/worker';
+import { resolveContextDeps, type ContextDeps } from './activities/context-activities.js';
 import { createActivities, type AgentConfig, type ToolResultShaper } from './activities/session-activities.js';
+import type { ContextPolicy } from './context/compaction.js';
+import type { TokenMeter } from './context/meter-types.js';
+import type { PrunerConfig } from './context/pruner.js';
+import { spillText } from './context/spill.js';
+import { createTokenMeter, type MeterMeasurement, type SessionTokenMeter } from './context/token-meter.js';
+import { DEFAULT_MODEL_CATALOGUE, lookupModel, type ModelCatalogue } from './model/catalogue.js';
 import type { ModelPort } from './activities/ports.js';
 import { ModelCallError, classifyModelError } from './model/errors.js';
 import type { ModelProvider } from './model/provider.js';
@@ -42,6 +49,31 @@ export function modelPort(provider: ModelProvider, providerName: string): ModelP
   };
 }
 
+/** The default context management: the catalogue's tokenizers and windows, calibrated by usage. */
+function contextDeps(options: { policy?: Partial<ContextPolicy>; pruner?: Partial<PrunerConfig> | false; meter?: TokenMeter; catalogue?: ModelCatalogue }): ContextDeps {
+  const catalogue = options.catalogue ?? DEFAULT_MODEL_CATALOGUE;
+  const meter = options.meter ?? createTokenMeter({ catalogue });
+  const calibration = 'calibration' in meter ? (meter as SessionTokenMeter).calibration : undefined;
+  return resolveContextDeps({
+    meter,
+    contextWindow: (model) => lookupModel(catalogue, model).contextWindow,
+    ...(options.policy ? { policy: options.policy } : {}),
+    ...(options.pruner !== undefined ? { pruner: options.pruner } : {}),
+    ...(calibration
+      ? {
+          onUsage: ({ model, measurement, usage }) => {
+            const uncalibrated = (measurement as Partial<MeterMeasurement>).uncalibratedTokens ?? measurement.totalTokens;
+            calibration.record({
+              model,
+              estimatedPromptTokens: uncalibrated,
+              reportedPromptTokens: usage.inputTokens + (usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0),
+            });
+          },
+        }
+      : {}),
+  });
+}
+
 let cachedBundle: Promise<{ code: string }> | undefined;
 
 /** The workflow bundle, built once per process (bundling takes seconds). */
@@ -64,7 +96,12 @@ export type CreateWorkerOptions = {
   providerName: string;
   agent: AgentConfig;
   tools?: ToolRegistry;
+  /** Replaces the default spill shaper (preview + notice above `spillMaxInlineBytes`). */
   shapeToolResult?: ToolResultShaper;
+  /** Tool output above this many UTF-8 bytes is logged as a head/tail preview (default 16 KiB). */
+  spillMaxInlineBytes?: number;
+  /** Context management (meter, pressure policy, pruner); `false` turns it off. */
+  context?: false | { policy?: Partial<ContextPolicy>; pruner?: Partial<PrunerConfig> | false; meter?: TokenMeter; catalogue?: ModelCatalogue };
   chunkFlushMs?: number;
   chunkFlushChars?: number;
   /** Extra Temporal worker options (concurrency limits, heartbeat throttling…). */
@@ -77,6 +114,9 @@ export type CreateWorkerOptions = {
  */
 export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
   const connection = options.connection ?? (await NativeConnection.connect({ address: options.address ?? '127.0.0.1:7233' }));
+  const maxInlineBytes = options.spillMaxInlineBytes ?? 16 * 1024;
+  const shapeToolResult: ToolResultShaper =
+    options.shapeToolResult ?? (async ({ text, locator, toolName }) => spillText({ text, locator, toolName, maxInlineBytes }));
   const activities = createActivities({
     store: options.store,
     model: modelPort(options.provider, options.providerName),
@@ -84,7 +124,8 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     agent: options.agent,
     chunkFlushMs: options.chunkFlushMs ?? 50,
     chunkFlushChars: options.chunkFlushChars ?? 512,
-    ...(options.shapeToolResult ? { shapeToolResult: options.shapeToolResult } : {}),
+    shapeToolResult,
+    ...(options.context === false ? {} : { context: contextDeps(options.context ?? {}) }),
   });
   return Worker.create({
     connection,

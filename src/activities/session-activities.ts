@@ -23,6 +23,8 @@ import {
 } from '../session/index.js';
 import { ToolInputError, type ToolRegistry } from '../tools/registry.js';
 import type { ModelFailure, ModelPort } from './ports.js';
+import type { TokenMeasurement } from '../context/meter-types.js';
+import { createCompactionActivity, relievePressure, type ContextDeps } from './context-activities.js';
 import { SessionCache, appendBatch, assertOwnTail, eventsWithOp } from './session-writer.js';
 import type {
   AppendToolResultsInput,
@@ -61,6 +63,8 @@ export type ActivityDeps = {
   /** …or once this many characters are buffered. */
   chunkFlushChars: number;
   shapeToolResult?: ToolResultShaper;
+  /** Token meter, pressure policy and pruner; omit to run without context management. */
+  context?: ContextDeps;
   now?: () => number;
 };
 
@@ -245,7 +249,23 @@ export function createActivities(deps: ActivityDeps) {
         if (!previous || !sameJson(previous, header)) {
           await appendBatch(deps.store, session, [{ type: 'request/header', time: now(), data: { header, reason: previous ? 'change' : 'initial' } }], `${prefix}/header`, input.runId);
         }
-        return await streamReply(session, input, prefix, attempt, header);
+        let pressure: ModelStepResult['pressure'];
+        let measured: TokenMeasurement | undefined;
+        if (deps.context) {
+          const report = await relievePressure({ store: deps.store, session, context: deps.context, header, op: `${prefix}/prune${input.pass}`, runId: input.runId, time: now() });
+          measured = report.measurement;
+          pressure = { tokens: report.tokens, contextWindow: report.contextWindow, budget: report.budget };
+          // Ask the workflow for a compaction once per step; after it, send what we have.
+          if (report.needsCompaction && input.pass === 0) {
+            return { headSeq: session.nextSeq, replySeq: null, toolCalls: [], outcome: 'needs-compaction', replayed: false, pressure };
+          }
+        }
+        const result = await streamReply(session, input, prefix, attempt, header);
+        if (measured && result.replySeq !== null && !result.replayed) {
+          const usage = (session.eventAt(result.replySeq) as SessionEvent<'assistant/message'>).data.usage;
+          if (usage) deps.context?.onUsage?.({ model: header.model, measurement: measured, usage });
+        }
+        return pressure ? { ...result, pressure } : result;
       });
     } catch (error) {
       if (error instanceof CancelledFailure || error instanceof ApplicationFailure) throw error;
@@ -510,7 +530,13 @@ export function createActivities(deps: ActivityDeps) {
     }
   }
 
-  return { openRun, modelStep, runTool, appendToolResults, endTurn };
+  const compact = deps.context
+    ? createCompactionActivity({ store: deps.store, model: deps.model, context: deps.context, cache, now })
+    : async (): Promise<never> => {
+        throw ApplicationFailure.nonRetryable('context management is not configured on this worker', 'NOT_CONFIGURED');
+      };
+
+  return { openRun, modelStep, runTool, appendToolResults, endTurn, compact };
 }
 
 export type SessionActivities = ReturnType<typeof createActivities>;

@@ -18,11 +18,13 @@ export type ModelStepInput = {
   /** User messages that enter the model's view at this step. */
   entering: UserInput[];
   maxAttempts: number;
+  /** 0 for the first call of a step; incremented for each retry after a compaction. */
+  pass: number;
 };
 
 export type ToolCallRef = { callId: string; name: string; callSeq: number };
 
-export type StepOutcome = 'tools' | 'completed' | 'max-tokens' | 'aborted' | 'error' | 'context-overflow';
+export type StepOutcome = 'tools' | 'completed' | 'max-tokens' | 'aborted' | 'error' | 'context-overflow' | 'needs-compaction';
 
 export type ModelStepResult = {
   headSeq: number;
@@ -33,6 +35,8 @@ export type ModelStepResult = {
   error?: { code: string; message: string };
   /** True when the reply was found already logged and the model was not called. */
   replayed: boolean;
+  /** The measured request before the call, when context management is on. */
+  pressure?: { tokens: number; contextWindow: number; budget: number };
 };
 
 export type RunToolInput = { sessionId: string; turn: number; step: number; callSeq: number; maxAttempts: number };

@@ -28,6 +28,7 @@ import {
   statusQuery,
   userMessageSignal,
   utf8Length,
+  type CompactResult,
   type SendResult,
   type SessionPhase,
   type SessionTunables,
@@ -52,6 +53,11 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     cancellationType: 'WAIT_CANCELLATION_COMPLETED',
     retry: { maximumAttempts: tunables.modelMaxAttempts, initialInterval: 1_000, maximumInterval: 30_000, nonRetryableErrorTypes: ['SEQ_CONFLICT', 'INVALID_ARGUMENT'] },
   });
+  const compactor = proxyActivities<SessionActivities>({
+    startToCloseTimeout: tunables.modelStartToCloseMs,
+    heartbeatTimeout: tunables.modelHeartbeatMs,
+    retry: { maximumAttempts: 3, initialInterval: 1_000, maximumInterval: 30_000, nonRetryableErrorTypes: ['SEQ_CONFLICT', 'INVALID_ARGUMENT', 'NOT_CONFIGURED'] },
+  });
   const tools = proxyActivities<SessionActivities>({
     startToCloseTimeout: tunables.toolStartToCloseMs,
     heartbeatTimeout: Math.max(tunables.modelHeartbeatMs, 5_000),
@@ -71,6 +77,9 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   let cancelRequested = false;
   let lastError: string | undefined;
   let currentScope: CancellationScope | undefined;
+  let compacting = false;
+  let manualCompactions = 0;
+  let pressure: { tokens: number; contextWindow: number; budget: number } | undefined;
 
   const known = (id: string): boolean => results.has(id) || queue.some((m) => m.id === id);
   const remember = (id: string, result: SendResult | null): void => {
@@ -129,16 +138,15 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   setHandler(closeSignal, () => {
     closing = true;
   });
-  setHandler(compactUpdate, async () => null);
   setHandler(statusQuery, () => ({
     sessionId: input.sessionId,
     headSeq,
     turn,
     phase,
     pending: queue.length,
-    tokens: null,
-    contextWindow: null,
-    pressure: null,
+    tokens: pressure?.tokens ?? null,
+    contextWindow: pressure?.contextWindow ?? null,
+    pressure: pressure ? Math.round((pressure.tokens / pressure.budget) * 1000) / 1000 : null,
     runId,
     ...(lastError !== undefined ? { lastError } : {}),
   }));
@@ -163,10 +171,63 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     }
   };
 
+  /** Runs one compaction bracket with a deterministic id; failures are reported, never fatal. */
+  const runCompaction = async (trigger: 'pressure' | 'context-overflow' | 'manual', turnOwner: number | null, compactionId: string): Promise<CompactResult | null> => {
+    const previous = phase;
+    phase = 'compacting';
+    try {
+      const done = await compactor.compact({ sessionId: input.sessionId, runId, compactionId, trigger, turn: turnOwner, knownHead: headSeq });
+      headSeq = done.headSeq;
+      if (done.error !== undefined) lastError = `compaction ${compactionId}: ${done.error}`;
+      return done.result;
+    } catch (error) {
+      lastError = `compaction ${compactionId}: ${describeFailure(error)}`;
+      return null;
+    } finally {
+      phase = previous;
+    }
+  };
+
+  /**
+   * One model step, with pressure handling: compaction when the meter asks for it, and one
+   * overflow compaction plus retry when the provider reports a context overflow.
+   */
+  const modelCall = async (turnNo: number, step: number, entering: UserInput[]): Promise<ModelStepResult> => {
+    let overflowRetried = false;
+    for (let pass = 0; ; pass++) {
+      const result = await runInScope(() =>
+        model.modelStep({ sessionId: input.sessionId, runId, turn: turnNo, step, knownHead: headSeq, entering, maxAttempts: tunables.modelMaxAttempts, pass }),
+      );
+      headSeq = result.headSeq;
+      if (result.pressure) pressure = result.pressure;
+      const compactionId = `${runId}.t${turnNo}.s${step}.p${pass}`;
+      if (result.outcome === 'needs-compaction') {
+        await runCompaction('pressure', turnNo, compactionId);
+        continue;
+      }
+      if (result.outcome === 'context-overflow' && !overflowRetried) {
+        overflowRetried = true;
+        if ((await runCompaction('context-overflow', turnNo, compactionId)) !== null) continue;
+      }
+      return result;
+    }
+  };
+
+  setHandler(compactUpdate, async () => {
+    await condition(() => phase === 'idle' && !compacting);
+    compacting = true;
+    try {
+      return await runCompaction('manual', null, `${runId}.m${++manualCompactions}`);
+    } finally {
+      compacting = false;
+    }
+  });
+
   let turnsThisRun = 0;
   for (;;) {
     const idle = tunables.idleTimeoutMs > 0 ? tunables.idleTimeoutMs : undefined;
-    const woke = idle === undefined ? (await condition(() => queue.length > 0 || closing), true) : await condition(() => queue.length > 0 || closing, idle);
+    const ready = () => (queue.length > 0 || closing) && !compacting;
+    const woke = idle === undefined ? (await condition(ready), true) : await condition(ready, idle);
     if (queue.length === 0) {
       if (closing || !woke) break;
       continue;
@@ -187,9 +248,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
       phase = 'model';
       let result: ModelStepResult;
       try {
-        result = await runInScope(() =>
-          model.modelStep({ sessionId: input.sessionId, runId, turn, step, knownHead: headSeq, entering, maxAttempts: tunables.modelMaxAttempts }),
-        );
+        result = await modelCall(turn, step, entering);
       } catch (error) {
         outcome = cancelRequested && isCancellation(error) ? 'aborted' : 'error';
         lastError = outcome === 'error' ? describeFailure(error) : lastError;

@@ -1,0 +1,194 @@
+/**
+ * LLM-summary compaction as a logged bracket (dsh-spec §4): `compaction/start` →
+ * `compaction/summary` + the replacement `user/message` (adjacent, one batch) →
+ * `compaction/end`. The replacement shadows a head-anchored span of the surface; the
+ * originals stay in the log. Everything here is pure: the activity does the I/O.
+ */
+import type {
+  AnyEvent,
+  ContentBlock,
+  Message,
+  NewEvent,
+  Session,
+  SessionEvent,
+  TokenUsage,
+  UserMessage,
+} from '../session/index.js';
+
+export type CompactionTrigger = 'pressure' | 'context-overflow' | 'manual';
+
+export type ContextPolicy = {
+  /** Tokens the session may use before pressure handling starts; defaults to the model's window. */
+  budgetTokens?: number;
+  /** Compact when the request reaches floor(budget × thresholdRatio). In (0, 1]. */
+  thresholdRatio: number;
+  /** Keep at least floor(budget × retainRatio) tokens of the newest history verbatim. < thresholdRatio. */
+  retainRatio: number;
+  /** Summarizer output cap. */
+  summaryMaxTokens: number;
+};
+
+export const DEFAULT_CONTEXT_POLICY: ContextPolicy = { thresholdRatio: 0.8, retainRatio: 0.16, summaryMaxTokens: 8192 };
+
+/** Validates the policy; throws naming the field to fix. */
+export function resolveContextPolicy(policy: Partial<ContextPolicy> = {}): ContextPolicy {
+  const p = { ...DEFAULT_CONTEXT_POLICY, ...policy };
+  if (!(p.thresholdRatio > 0 && p.thresholdRatio <= 1)) throw new Error('context thresholdRatio must be in (0, 1]');
+  if (!(p.retainRatio >= 0 && p.retainRatio < p.thresholdRatio)) throw new Error('context retainRatio must be at least 0 and below thresholdRatio');
+  if (p.budgetTokens !== undefined && (!Number.isSafeInteger(p.budgetTokens) || p.budgetTokens <= 0)) throw new Error('context budgetTokens must be a positive integer');
+  if (!Number.isSafeInteger(p.summaryMaxTokens) || p.summaryMaxTokens <= 0) throw new Error('context summaryMaxTokens must be a positive integer');
+  return p;
+}
+
+/** The instruction appended after the shadowed messages (our own wording of dsh-spec §4.5). */
+export const COMPACTION_INSTRUCTION = [
+  'You are now acting as the compaction engine of this assistant. Condense the whole conversation above into a checkpoint from which the work can resume without it.',
+  'Output exactly one Markdown document with these eight sections, in this order, each a "## " heading:',
+  '## Primary request and intent (quote the user where the wording matters)',
+  '## Key technical concepts',
+  '## Files and code (exact paths, why they matter, key changes or snippets)',
+  '## Errors and fixes (including what the user said about them)',
+  '## Pending tasks',
+  '## Current work',
+  '## Next step (a single step, or "(none)")',
+  '## Critical context (decisions and why, constraints, preferences, open questions, data still needed)',
+  'Rules: terse bullet points; write "(none)" for an empty section and never drop a section; concise English; keep exact paths, commands, errors, identifiers, numbers and signatures; record corrections faithfully; do not mention that this is a summary; call no tools.',
+  'If the conversation already contains a <compacted-summary> block, it is an earlier checkpoint: merge it with what followed into one consolidated checkpoint, keeping facts that are still true and dropping stale ones, rather than copying it.',
+].join('\n');
+
+export const CHECKPOINT_PREAMBLE =
+  'This is an automatically generated checkpoint that condenses an earlier part of this conversation. Treat it as established background: do not restate or acknowledge it, and continue from the messages that follow it.';
+
+/** The replacement message's content: preamble + opening tag, the summary's text blocks, closing tag. */
+export function frameCheckpoint(summary: readonly ContentBlock[]): ContentBlock[] {
+  return [{ type: 'text', text: `${CHECKPOINT_PREAMBLE}\n\n<compacted-summary>` }, ...summary, { type: 'text', text: '</compacted-summary>' }];
+}
+
+/** Keeps only the text of a summarizer reply; throws when it has none or contains tool calls only. */
+export function summaryBlocks(content: readonly ContentBlock[], finishReason: string): ContentBlock[] {
+  if (finishReason === 'length') throw new Error('the summary was cut off at the output limit (MAX_TOKENS); a truncated checkpoint is refused');
+  const text = content.filter((b): b is Extract<ContentBlock, { type: 'text' }> => b.type === 'text');
+  if (!text.some((b) => b.text.trim().length > 0)) throw new Error('the summarizer returned no text');
+  return text.map((b) => ({ type: 'text', text: b.text }));
+}
+
+/** The summarizer's messages: the shadowed nodes' derived messages, then one instruction. */
+export function summarizerMessages(session: Session, shadowedSeqs: readonly number[], compactionId: string): Message[] {
+  const messages: Message[] = [];
+  for (const seq of shadowedSeqs) {
+    const event = session.eventAt(seq);
+    if (!event) continue;
+    const message = deriveNode(event);
+    if (message) messages.push(message);
+  }
+  const instruction: UserMessage = {
+    id: `compaction-instruction-${compactionId}`,
+    role: 'user',
+    content: [{ type: 'text', text: COMPACTION_INSTRUCTION }],
+    source: { kind: 'plugin', plugin: 'sessionlog-compaction' },
+  };
+  messages.push(instruction);
+  return messages;
+}
+
+function deriveNode(event: AnyEvent): Message | null {
+  if (event.type === 'user/message') return event.data as Message;
+  if (event.type === 'assistant/message') {
+    const m = (event as SessionEvent<'assistant/message'>).data.message;
+    return m.content.length > 0 ? m : null;
+  }
+  if (event.type === 'tool/result') return (event as SessionEvent<'tool/result'>).data.message;
+  return null;
+}
+
+export type BracketState = {
+  startSeq?: number;
+  summarySeq?: number;
+  replacementSeq?: number;
+  endSeq?: number;
+  shadowedSeqs?: number[];
+  shadowedTokenCount?: number;
+  error?: string;
+};
+
+/** What the log holds of bracket `compactionId` (for resuming a retried activity). */
+export function bracketState(events: readonly AnyEvent[], compactionId: string, fromSeq = 0): BracketState {
+  const state: BracketState = {};
+  for (let i = Math.max(0, fromSeq); i < events.length; i++) {
+    const e = events[i]!;
+    if (!e.type.startsWith('compaction/') && e.type !== 'user/message') continue;
+    const data = e.data as { compactionId?: string; source?: { compactionId?: string } };
+    if (e.type === 'compaction/start' && data.compactionId === compactionId) state.startSeq = e.seq;
+    else if (e.type === 'compaction/summary' && data.compactionId === compactionId) {
+      const s = (e as SessionEvent<'compaction/summary'>).data;
+      state.summarySeq = e.seq;
+      state.shadowedSeqs = s.shadowedSeqs;
+      state.shadowedTokenCount = s.shadowedTokenCount;
+    } else if (e.type === 'user/message' && data.source?.compactionId === compactionId && e.surfaceOp !== 'append') state.replacementSeq = e.seq;
+    else if (e.type === 'compaction/end' && data.compactionId === compactionId) {
+      state.endSeq = e.seq;
+      const err = (e as SessionEvent<'compaction/end'>).data.error;
+      if (err !== undefined) state.error = err;
+    }
+  }
+  return state;
+}
+
+/**
+ * The open bracket that blocks a new compaction: the latest `compaction/start` without an end,
+ * unless a later `session/run` or `session/end-seed` marks it stale (its run is gone).
+ */
+export function liveBracket(events: readonly AnyEvent[]): { compactionId: string; seq: number } | undefined {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const e = events[i]!;
+    if (e.type === 'session/run' || e.type === 'session/end-seed' || e.type === 'compaction/end') return undefined;
+    if (e.type === 'compaction/start') return { compactionId: (e as SessionEvent<'compaction/start'>).data.compactionId, seq: e.seq };
+  }
+  return undefined;
+}
+
+/** The adjacent commit batch: `compaction/summary` then the replacement checkpoint message. */
+export function planCommit(input: {
+  compactionId: string;
+  startSeq: number;
+  nextSeq: number;
+  shadowedSeqs: number[];
+  shadowedTokenCount: number;
+  summary: ContentBlock[];
+  provider: string;
+  model: string;
+  usage?: TokenUsage;
+  time: number;
+}): NewEvent[] {
+  const start = input.shadowedSeqs[0]!;
+  const end = input.shadowedSeqs[input.shadowedSeqs.length - 1]!;
+  const checkpoint: UserMessage = {
+    id: `checkpoint-${input.compactionId}`,
+    role: 'user',
+    content: frameCheckpoint(input.summary),
+    source: { kind: 'plugin', plugin: 'compact', compactionId: input.compactionId },
+  };
+  return [
+    {
+      type: 'compaction/summary',
+      time: input.time,
+      data: {
+        compactionId: input.compactionId,
+        summary: input.summary,
+        shadowedRange: { start, end },
+        shadowedSeqs: input.shadowedSeqs,
+        shadowedTokenCount: input.shadowedTokenCount,
+        provider: input.provider,
+        model: input.model,
+        ...(input.usage ? { usage: input.usage } : {}),
+      },
+    },
+    {
+      type: 'user/message',
+      time: input.time,
+      data: checkpoint,
+      surfaceOp: { op: 'replace', start, end },
+      sourceEventSeqs: [input.startSeq, input.nextSeq, ...input.shadowedSeqs],
+    },
+  ];
+}

@@ -1,0 +1,96 @@
+/**
+ * Model-free pruning of oversized tool results (dsh-spec §5): the middle of a long result is
+ * replaced by a marker, keeping its head and tail. Each rewrite is a `tool/result`
+ * replacement preceded by `compaction/prune`, so the original stays in the log.
+ */
+import type { ContentBlock, NewEvent, Session, SessionEvent } from '../session/index.js';
+
+export type PrunerConfig = {
+  /** Results whose text exceeds this many code points are pruned. */
+  thresholdChars: number;
+  headChars: number;
+  tailChars: number;
+};
+
+export const PRUNE_MARKER = '\n\n[... tool result middle pruned ...]\n\n';
+const MARKER_LENGTH = [...PRUNE_MARKER].length;
+
+export const DEFAULT_PRUNER_CONFIG: PrunerConfig = { thresholdChars: 8192, headChars: 4096, tailChars: 1024 };
+
+/** Validates a pruner config; throws with the field to fix. */
+export function resolvePrunerConfig(config: Partial<PrunerConfig> = {}): PrunerConfig {
+  const resolved = { ...DEFAULT_PRUNER_CONFIG, ...config };
+  for (const [key, value] of Object.entries(resolved)) {
+    if (!Number.isSafeInteger(value) || value < 0) throw new Error(`pruner ${key} must be a non-negative integer, got ${String(value)}`);
+  }
+  if (resolved.thresholdChars <= 0) throw new Error('pruner thresholdChars must be positive');
+  if (resolved.headChars + MARKER_LENGTH + resolved.tailChars > resolved.thresholdChars) {
+    throw new Error(`pruner headChars + marker (${MARKER_LENGTH}) + tailChars must not exceed thresholdChars`);
+  }
+  return resolved;
+}
+
+/**
+ * Head/marker/tail replacement of `blocks`' text (code points, never splitting a surrogate
+ * pair), or null when the text is within the threshold. Non-text blocks keep their order.
+ */
+export function pruneContent(blocks: readonly ContentBlock[], config: PrunerConfig): ContentBlock[] | null {
+  const lengths = blocks.map((b) => (b.type === 'text' ? [...b.text].length : 0));
+  const total = lengths.reduce((a, b) => a + b, 0);
+  if (total <= config.thresholdChars) return null;
+  const cutStart = config.headChars;
+  const cutEnd = total - config.tailChars;
+  const out: ContentBlock[] = [];
+  let offset = 0;
+  let markerPlaced = false;
+  for (const [i, block] of blocks.entries()) {
+    if (block.type !== 'text') {
+      out.push(block);
+      continue;
+    }
+    const chars = [...block.text];
+    const start = offset;
+    const end = offset + lengths[i]!;
+    offset = end;
+    if (end <= cutStart || start >= cutEnd) {
+      out.push(block);
+      continue;
+    }
+    const keepHead = chars.slice(0, Math.max(0, cutStart - start)).join('');
+    const keepTail = chars.slice(Math.max(0, cutEnd - start)).join('');
+    const text = keepHead + (markerPlaced ? '' : PRUNE_MARKER) + keepTail;
+    markerPlaced = true;
+    if (text.length > 0) out.push({ type: 'text', text });
+  }
+  return out;
+}
+
+/**
+ * The events that prune every oversized `tool/result` on the current surface: for each, a
+ * `compaction/prune` pricing the original, immediately followed by the replacement. `price`
+ * gives a node's current token price. Empty when nothing needs pruning (idempotent).
+ */
+export function planPrune(session: Session, config: PrunerConfig, price: (seq: number) => number, time: number): NewEvent[] {
+  const events: NewEvent[] = [];
+  for (const seq of session.surfaceNodes) {
+    const event = session.eventAt(seq);
+    if (event?.type !== 'tool/result') continue;
+    const data = (event as SessionEvent<'tool/result'>).data;
+    const block = data.message.content[0];
+    const pruned = pruneContent(block.content, config);
+    if (!pruned) continue;
+    events.push({
+      type: 'compaction/prune',
+      time,
+      data: { shadowedRange: { start: seq, end: seq }, shadowedSeqs: [seq], shadowedTokenCount: price(seq) },
+    });
+    events.push({
+      type: 'tool/result',
+      time,
+      data: { ...data, message: { ...data.message, content: [{ ...block, content: pruned }] } },
+      surfaceOp: { op: 'replace', start: seq, end: seq },
+      sourceEventSeqs: [seq],
+    });
+  }
+  return events;
+}
