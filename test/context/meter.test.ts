@@ -40,7 +40,7 @@ const headerArb: fc.Arbitrary<RequestHeader> = fc.record({
   model: fc.constantFrom('fake', 'deepseek-flash', 'deepseek-reasoner'),
   system: fc.option(textArb, { nil: undefined }),
   tools: fc.option(fc.constant(TEST_TOOLS), { nil: undefined }),
-}).map((h) => Object.fromEntries(Object.entries(h).filter(([, v]) => v !== undefined)) as RequestHeader);
+}).map((h) => Object.fromEntries(Object.entries(h).filter(([, v]) => v !== undefined)) as unknown as RequestHeader);
 
 function sessionOf(exchanges: readonly Exchange[], id = 'meter'): Session {
   const session = meterSession(id);
