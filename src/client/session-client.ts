@@ -11,10 +11,12 @@ import {
   SESSION_FORMAT_VERSION,
   SessionlogError,
   assertSessionId,
+  planFork,
   textOf,
   type AgentSpec,
   type AnyEvent,
   type Message,
+  type NewEvent,
   type SessionEvent,
   type SessionHeader,
 } from '../session/index.js';
@@ -233,6 +235,28 @@ export class SessionClient {
     return { runId: handle.firstExecutionRunId, started: true };
   }
 
+  /**
+   * Forks a session into a new one (DESIGN §3 fork and seed): the child's log is a copy of the
+   * parent's stored events up to `at` (inclusive; default the last one) followed by one
+   * `session/end-seed`, written in one batch with op `fork:<childId>`; its header names the
+   * parent. The child's workflow starts on its first message. Fails with SESSION_NOT_FOUND for
+   * an unknown parent, SESSION_ALREADY_EXISTS when the child id is taken, INVALID_BOUNDARY for
+   * a seq outside the parent's log and OPEN_TURN when `at` falls inside a turn.
+   */
+  async fork(sessionId: string, options: { childId?: string; at?: number } = {}): Promise<{ sessionId: string; header: SessionHeader }> {
+    assertSessionId(sessionId);
+    const childId = options.childId ?? randomUUID();
+    assertSessionId(childId);
+    // Stored events only: a turn the parent is running right now is open, so forking there is OPEN_TURN.
+    const source = { header: await this.store.header(sessionId), events: await this.store.readFrom(sessionId, 0) };
+    const plan = planFork(source, childId, Date.now(), options.at);
+    const batch: NewEvent[] = plan.seed.map(seedEvent);
+    if (plan.endSeed) batch.push(plan.endSeed);
+    await this.store.create(plan.header);
+    await this.store.append(childId, batch, { expectedSeq: 0, op: `fork:${childId}` });
+    return { sessionId: childId, header: plan.header };
+  }
+
   private async replyText(sessionId: string, result: SendResult): Promise<{ text: string; messageId: string }> {
     let seq = result.replySeq;
     if (seq === null) {
@@ -248,4 +272,10 @@ export class SessionClient {
     const message = (event as SessionEvent<'assistant/message'>).data.message;
     return { text: textOf(message.content), messageId: message.id };
   }
+}
+
+/** A stored parent event as a child's seed event: the store re-stamps seq and op. */
+function seedEvent(event: AnyEvent): NewEvent {
+  const { seq: _seq, op: _op, ...rest } = event as SessionEvent & { op?: string };
+  return rest as NewEvent;
 }
