@@ -1,0 +1,99 @@
+/**
+ * The gateway's OpenAPI 3.1 document, generated from the route table's zod schemas (so a
+ * route cannot exist without being described, nor be described differently from how it is
+ * parsed).
+ */
+import { z } from 'zod';
+import { ERROR_STATUS } from './errors.js';
+import { errorResponseSchema } from './schemas.js';
+import type { RouteSpec } from './routes.js';
+
+type JsonSchema = Record<string, unknown>;
+
+/** JSON Schema (2020-12, as OpenAPI 3.1 uses) of what a schema accepts on input. */
+function inputSchema(schema: z.ZodType): JsonSchema {
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as JsonSchema;
+  return rest;
+}
+
+function outputSchema(schema: z.ZodType): JsonSchema {
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io: 'output', unrepresentable: 'any' }) as JsonSchema;
+  return rest;
+}
+
+/** `/v1/sessions/:id` → `/v1/sessions/{id}`. */
+export function openApiPath(path: string): string {
+  return path.replace(/:([A-Za-z_]\w*)/g, '{$1}');
+}
+
+function parametersOf(route: RouteSpec): JsonSchema[] {
+  const parameters: JsonSchema[] = [];
+  for (const [where, schema] of [['path', route.params], ['query', route.query]] as const) {
+    const json = inputSchema(schema);
+    const properties = (json.properties ?? {}) as Record<string, JsonSchema>;
+    const required = new Set((json.required ?? []) as string[]);
+    for (const [name, property] of Object.entries(properties)) {
+      const { description, ...propertySchema } = property;
+      parameters.push({ name, in: where, required: where === 'path' || required.has(name), ...(description ? { description } : {}), schema: propertySchema });
+    }
+  }
+  for (const header of route.headers ?? []) {
+    parameters.push({ name: header.name, in: 'header', required: false, description: header.description, schema: inputSchema(header.schema) });
+  }
+  return parameters;
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  400: 'invalid request: malformed JSON, wrong types, an invalid session id or query value',
+  401: 'missing or wrong bearer token',
+  404: 'unknown session or route',
+  409: 'conflicts with the session state (SESSION_ALREADY_EXISTS, SEQ_CONFLICT, OPEN_TURN, SESSION_CLOSED)',
+  413: 'request body too large',
+  415: 'request body is not application/json',
+  422: 'message refused (EMPTY_MESSAGE, MESSAGE_TOO_LARGE, INVALID_MESSAGE)',
+  500: 'internal error (details are in the gateway log)',
+};
+
+/** Builds the OpenAPI 3.1 document for `routes`. */
+export function buildOpenApiDocument(routes: readonly RouteSpec[], info: { title: string; version: string }): JsonSchema {
+  const paths: Record<string, Record<string, JsonSchema>> = {};
+  for (const route of routes) {
+    const responses: Record<string, JsonSchema> = {};
+    for (const [status, response] of Object.entries(route.responses)) {
+      const content: Record<string, JsonSchema> = {};
+      if (response.schema) content['application/json'] = { schema: outputSchema(response.schema) };
+      if (response.eventStream) content['text/event-stream'] = { schema: { type: 'string', description: response.eventStream } };
+      responses[status] = { description: response.description, ...(Object.keys(content).length > 0 ? { content } : {}) };
+    }
+    for (const status of [...route.errors, 500]) {
+      responses[String(status)] ??= { description: STATUS_TEXT[status] ?? 'error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+    }
+    const operation: JsonSchema = {
+      operationId: route.operationId,
+      summary: route.summary,
+      parameters: parametersOf(route),
+      responses,
+      ...(route.public ? { security: [] } : {}),
+    };
+    if (route.body) {
+      operation.requestBody = {
+        required: !route.body.safeParse(undefined).success,
+        content: { 'application/json': { schema: inputSchema(route.body) } },
+      };
+    }
+    (paths[openApiPath(route.path)] ??= {})[route.method.toLowerCase()] = operation;
+  }
+  return {
+    openapi: '3.1.0',
+    info: { ...info, description: 'sessionlog HTTP gateway: LLM chat sessions as durable workflows over an append-only event log. Errors are `{error: {code, message}}`.' },
+    servers: [{ url: '/' }],
+    security: [{ bearerAuth: [] }],
+    paths,
+    components: {
+      securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'SESSIONLOG_GATEWAY_TOKEN; required whenever a token is configured' } },
+      schemas: {
+        Error: { ...outputSchema(errorResponseSchema), description: `error codes and statuses: ${Object.entries(ERROR_STATUS).map(([code, status]) => `${code}=${status}`).join(', ')}` },
+      },
+    },
+  };
+}

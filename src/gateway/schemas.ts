@@ -1,0 +1,132 @@
+/**
+ * Wire schemas of the HTTP gateway: request bodies, path params and query strings are parsed
+ * with these at the boundary; the response schemas document the replies in the OpenAPI
+ * document (they are not re-checked at run time).
+ */
+import { z } from 'zod';
+import { SESSION_ID_PATTERN } from '../session/index.js';
+
+const SESSION_ID_RULE = "1-128 characters of A-Z a-z 0-9 . _ - not starting with '.'";
+
+/** A session id by the DESIGN §3 rule. */
+export const sessionIdSchema = z.string().regex(SESSION_ID_PATTERN, `must be a session id: ${SESSION_ID_RULE}`);
+
+/** A query-string integer: digits only, so `-1`, `1.5` and `1e3` are refused. */
+const queryInteger = (name: string, min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z
+    .string()
+    .regex(/^\d{1,16}$/, `${name} must be a whole number >= ${min}`)
+    .transform(Number)
+    .refine((n) => n >= min && n <= max, `${name} must be between ${min} and ${max}`);
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+
+export const sessionParams = z.strictObject({ id: sessionIdSchema });
+export const noParams = z.strictObject({});
+export const noQuery = z.strictObject({});
+/** Commands without arguments take no body or `{}`. */
+export const emptyBody = z.strictObject({}).optional();
+
+export const agentSchema = z.strictObject({
+  model: z.string().min(1).max(200).optional(),
+  system: z.string().optional(),
+  tools: z.array(z.string().min(1).max(200)).max(200).optional(),
+});
+
+export const createSessionBody = z
+  .strictObject({
+    id: sessionIdSchema.optional().describe('the new session id; a UUID when omitted'),
+    agent: agentSchema.optional(),
+  })
+  .optional();
+
+export const postMessageBody = z.strictObject({
+  text: z.string().describe('the user message; must not be blank'),
+  id: z.string().min(1).max(128).optional().describe('idempotency key: re-posting the same id never produces a second answer'),
+});
+
+export const postMessageQuery = z.strictObject({
+  wait: z.enum(['true', 'false']).optional().describe('true: answer with the reply once the turn ends'),
+});
+
+export const eventsQuery = z.strictObject({
+  from: queryInteger('from', 0).optional().describe('first seq to return (default 0); with SSE, Last-Event-ID + 1 wins'),
+  limit: queryInteger('limit', 1, 10_000).optional().describe('at most this many events (SSE: close the stream after this many)'),
+});
+
+export const forkBody = z
+  .strictObject({
+    at: z.number().int().min(0).optional().describe('last parent seq to copy (inclusive); default the last event'),
+    id: sessionIdSchema.optional().describe('the child session id; a UUID when omitted'),
+  })
+  .optional();
+
+/** Parses the SSE `Last-Event-ID` header: the seq of the last event the client holds. */
+export const lastEventIdSchema = queryInteger('Last-Event-ID', 0);
+
+// ---------------------------------------------------------------------------------------------
+// Responses (documentation)
+
+export const errorResponseSchema = z.object({
+  error: z.object({ code: z.string().describe('stable machine-readable code'), message: z.string().describe('what went wrong and what to do') }),
+});
+
+export const sessionHeaderSchema = z.looseObject({
+  version: z.number().int(),
+  id: z.string(),
+  createdAt: z.number().describe('ms since the epoch'),
+  parentSession: z.string().optional(),
+  seedLength: z.number().int().optional(),
+  agent: agentSchema.optional(),
+});
+
+const eventSchema = z.looseObject({
+  seq: z.number().int(),
+  type: z.string(),
+  time: z.number(),
+  data: z.unknown(),
+  surfaceOp: z.unknown().optional(),
+  sourceEventSeqs: z.array(z.number().int()).optional(),
+  op: z.string().optional(),
+});
+
+const messageSchema = z.looseObject({ id: z.string(), role: z.string(), content: z.unknown() });
+
+const statusSchema = z.looseObject({
+  sessionId: z.string(),
+  headSeq: z.number().int(),
+  turn: z.number().int(),
+  phase: z.string(),
+  pending: z.number().int(),
+  tokens: z.number().nullable(),
+  contextWindow: z.number().nullable(),
+  pressure: z.number().nullable(),
+  lastError: z.string().optional(),
+  runId: z.string(),
+});
+
+export const sessionResponse = z.object({ session: sessionHeaderSchema });
+export const sessionDetailResponse = z.object({ session: sessionHeaderSchema, status: statusSchema.nullable().describe('null when no run of the workflow is open') });
+export const sessionListResponse = z.object({ sessions: z.array(sessionHeaderSchema) });
+export const acceptedMessageResponse = z.object({ id: z.string().describe('the message id (idempotency key)') });
+export const replyResponse = z.object({
+  turn: z.number().int(),
+  replySeq: z.number().int().nullable(),
+  outcome: z.enum(['completed', 'aborted', 'error', 'max-steps', 'max-tokens', 'interrupted']),
+  text: z.string(),
+  messageId: z.string(),
+});
+export const messagesResponse = z.object({ messages: z.array(messageSchema) });
+export const transcriptResponse = z.object({ events: z.array(eventSchema) });
+export const eventsResponse = z.object({ events: z.array(eventSchema) });
+export const compactResponse = z.object({
+  compaction: z
+    .object({ compactionId: z.string(), shadowedSeqs: z.array(z.number().int()), tokensBefore: z.number(), tokensAfter: z.number() })
+    .nullable()
+    .describe('null when there was nothing to compact'),
+});
+export const cancelResponse = z.object({ cancelRequested: z.boolean().describe('false when no run of the workflow was open') });
+export const resumeResponse = z.object({ runId: z.string(), started: z.boolean() });
+export const healthResponse = z.object({ ok: z.literal(true) });
+export const openApiResponse = z.looseObject({ openapi: z.string() });

@@ -1,0 +1,235 @@
+/**
+ * The HTTP gateway (DESIGN §8): a fastify server over `SessionClient`. Commands go to the
+ * session workflows, reads come from the store; every error leaves as
+ * `{error: {code, message}}` (see errors.ts for the status table).
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { z } from 'zod';
+import type { SessionClient } from '../client/session-client.js';
+import { ConfigError, isLoopbackHost } from '../config.js';
+import type { SessionStore } from '../persistence/store.js';
+import { assertSessionId } from '../session/index.js';
+import { DEFAULT_TUNABLES } from '../workflows/api.js';
+import { GatewayError, toErrorResponse, type ErrorResponse } from './errors.js';
+import { buildOpenApiDocument } from './openapi.js';
+import { ROUTES, STREAMED, type RouteContext, type RouteSpec } from './routes.js';
+import type { StreamRegistry } from './sse.js';
+
+export type GatewayOptions = {
+  client: SessionClient;
+  store: SessionStore;
+  /** Bearer token (SESSIONLOG_GATEWAY_TOKEN). Required when `host` is not loopback; when set it is required on loopback too. */
+  token?: string | undefined;
+  /** The host the gateway will listen on; decides whether a token is mandatory. */
+  host: string;
+  /** Largest request body in bytes (larger ones get 413). */
+  bodyLimitBytes: number;
+  /** A pino-compatible logger; default: fastify's own at level `warn`. */
+  logger?: FastifyBaseLogger;
+  /** Largest user message in UTF-8 bytes; default the workflow's default (DEFAULT_TUNABLES.maxMessageBytes). */
+  maxMessageBytes?: number;
+  /** Interval of SSE heartbeat comments, ms. Default 15000. */
+  sseHeartbeatMs?: number;
+};
+
+export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'logger' | 'token'>> & { token: string | undefined; logger: FastifyBaseLogger | undefined };
+
+/** Version of the HTTP API described by the OpenAPI document. */
+export const GATEWAY_API_VERSION = '1.0.0';
+
+/**
+ * Fills defaults and enforces the listening rule: beyond loopback a token is mandatory. Throws
+ * ConfigError (naming SESSIONLOG_GATEWAY_TOKEN) rather than serve sessions to the network.
+ */
+export function resolveGatewayOptions(options: GatewayOptions): ResolvedGatewayOptions {
+  if (options.token !== undefined && options.token.length === 0) {
+    throw new ConfigError('SESSIONLOG_GATEWAY_TOKEN is empty: set a secret of at least 16 characters, or unset it to serve loopback only without a token');
+  }
+  if (!isLoopbackHost(options.host) && options.token === undefined) {
+    throw new ConfigError(
+      `the gateway would listen on ${options.host}, beyond loopback, without a token: set SESSIONLOG_GATEWAY_TOKEN (clients send "Authorization: Bearer <token>") or listen on 127.0.0.1`,
+    );
+  }
+  if (!Number.isSafeInteger(options.bodyLimitBytes) || options.bodyLimitBytes < 1) {
+    throw new ConfigError(`gateway bodyLimitBytes must be a positive whole number, got ${String(options.bodyLimitBytes)} (SESSIONLOG_BODY_LIMIT_BYTES)`);
+  }
+  return {
+    client: options.client,
+    store: options.store,
+    token: options.token,
+    host: options.host,
+    bodyLimitBytes: options.bodyLimitBytes,
+    logger: options.logger,
+    maxMessageBytes: options.maxMessageBytes ?? DEFAULT_TUNABLES.maxMessageBytes,
+    sseHeartbeatMs: options.sseHeartbeatMs ?? 15_000,
+  };
+}
+
+/** A route as fastify registered it (method and path pattern). */
+export type RegisteredRoute = { method: string; url: string };
+
+const registeredRoutes = new WeakMap<FastifyInstance, RegisteredRoute[]>();
+const eventStreams = new WeakMap<FastifyInstance, StreamRegistry>();
+
+/** Every route fastify registered on a gateway (as seen by its onRoute hook, HEAD included). */
+export function listRegisteredRoutes(app: FastifyInstance): RegisteredRoute[] {
+  return [...(registeredRoutes.get(app) ?? [])];
+}
+
+/** How many SSE event streams the gateway is serving right now. */
+export function openEventStreamCount(app: FastifyInstance): number {
+  return eventStreams.get(app)?.size ?? 0;
+}
+
+function sendError(request: FastifyRequest, reply: FastifyReply, error: unknown): FastifyReply {
+  const response: ErrorResponse = toErrorResponse(error);
+  if (response.logDetail) request.log.error({ err: error, method: request.method, url: request.url }, 'request failed');
+  return reply.code(response.status).headers(response.headers).send(response.body);
+}
+
+function parsePart<T extends z.ZodType>(schema: T, value: unknown, where: 'path' | 'query' | 'body'): z.output<T> {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const detail = parsed.error.issues
+    .slice(0, 5)
+    .map((issue) => `${[where, ...issue.path.map(String)].join('.')}: ${issue.message}`)
+    .join('; ');
+  throw new GatewayError('INVALID_REQUEST', `${detail}; see GET /v1/openapi.json for the request shapes`);
+}
+
+function bearerDigest(token: string): Buffer {
+  return createHash('sha256').update(token, 'utf8').digest();
+}
+
+/** Constant-time check of an `Authorization: Bearer …` header against the token's digest. */
+function authorized(header: string | undefined, expected: Buffer): boolean {
+  const match = /^Bearer[ ]+(\S+)\s*$/i.exec(header ?? '');
+  if (!match) return false;
+  // Comparing fixed-length digests keeps the comparison time independent of the token's length too.
+  return timingSafeEqual(bearerDigest(match[1]!), expected);
+}
+
+function pathPattern(url: string): RegExp {
+  const escaped = url
+    .split('/')
+    .map((segment) => (segment.startsWith(':') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+    .join('/');
+  return new RegExp(`^${escaped}$`);
+}
+
+/**
+ * Builds the gateway (not listening yet). Throws ConfigError when `host` is beyond loopback
+ * and no token is set.
+ */
+export function createGateway(options: GatewayOptions): FastifyInstance {
+  const resolved = resolveGatewayOptions(options);
+  const app = Fastify({
+    bodyLimit: resolved.bodyLimitBytes,
+    ...(resolved.logger ? { loggerInstance: resolved.logger } : { logger: { level: 'warn' } }),
+    // Long enough that an over-long session id reaches the handler and gets a 400 naming the id rule.
+    routerOptions: { maxParamLength: 1024 },
+    frameworkErrors: (error, request, reply) => {
+      sendError(request, reply, error);
+    },
+  }) as unknown as FastifyInstance;
+
+  const routes: RegisteredRoute[] = [];
+  registeredRoutes.set(app, routes);
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) routes.push({ method, url: route.url });
+  });
+
+  // JSON is the only body type; anything else is 415. An empty body counts as no body, so
+  // argument-less commands work with or without `Content-Type: application/json`.
+  app.removeAllContentTypeParsers();
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text.length === 0) {
+      done(null, undefined);
+      return;
+    }
+    parseJson(request, text, done);
+  });
+
+  const streams: StreamRegistry = new Set();
+  eventStreams.set(app, streams);
+  let openapi: unknown;
+  const context: RouteContext = {
+    client: resolved.client,
+    store: resolved.store,
+    maxMessageBytes: resolved.maxMessageBytes,
+    sseHeartbeatMs: resolved.sseHeartbeatMs,
+    streams,
+    openapi: () => (openapi ??= buildOpenApiDocument(ROUTES, { title: 'sessionlog gateway', version: GATEWAY_API_VERSION })),
+  };
+
+  const publicUrls = new Set(ROUTES.filter((r) => r.public).map((r) => r.path));
+  if (resolved.token !== undefined) {
+    const expected = bearerDigest(resolved.token);
+    app.addHook('onRequest', async (request) => {
+      if (request.routeOptions.url !== undefined && publicUrls.has(request.routeOptions.url)) return;
+      if (!authorized(request.headers.authorization, expected)) {
+        throw new GatewayError('UNAUTHORIZED', 'missing or wrong bearer token: send "Authorization: Bearer <SESSIONLOG_GATEWAY_TOKEN>"', {
+          'www-authenticate': 'Bearer realm="sessionlog"',
+        });
+      }
+    });
+  }
+
+  // Open SSE streams would hold the server open; end them when the gateway closes.
+  app.addHook('preClose', async () => {
+    for (const stream of streams) stream.abort();
+  });
+
+  app.setErrorHandler((error, request, reply) => sendError(request, reply, error));
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '';
+    const allowed = [...new Set(routes.filter((r) => pathPattern(r.url).test(path)).map((r) => r.method))];
+    if (allowed.length > 0) {
+      return sendError(request, reply, new GatewayError('METHOD_NOT_ALLOWED', `${request.method} is not allowed on ${path}; use ${allowed.join(', ')}`, { allow: allowed.join(', ') }));
+    }
+    return sendError(request, reply, new GatewayError('NOT_FOUND', `no route ${request.method} ${path}; the routes are listed in GET /v1/openapi.json`));
+  });
+
+  for (const route of ROUTES) registerRoute(app, route, context);
+  return app;
+}
+
+function registerRoute(app: FastifyInstance, route: RouteSpec, context: RouteContext): void {
+  app.route({
+    method: route.method,
+    url: route.path,
+    handler: async (request, reply) => {
+      const rawParams = request.params as Record<string, unknown>;
+      // The DESIGN §3 id rule at the boundary, with its own code (a traversal-style id is a 400, never a lookup).
+      if ('id' in rawParams) assertSessionId(rawParams.id);
+      const input = {
+        params: parsePart(route.params, rawParams, 'path'),
+        query: parsePart(route.query, request.query, 'query'),
+        body: route.body ? parsePart(route.body, request.body, 'body') : undefined,
+        request,
+        reply,
+      };
+      const result = await route.handler(context, input);
+      if (result === STREAMED) return reply;
+      return reply.code(result.status).send(result.body);
+    },
+  });
+}
+
+export type StartGatewayOptions = GatewayOptions & { port: number };
+
+export type RunningGateway = { url: string; app: FastifyInstance; close(): Promise<void> };
+
+/** Creates the gateway and listens on `host:port` (port 0 picks a free one). */
+export async function startGateway(options: StartGatewayOptions): Promise<RunningGateway> {
+  const app = createGateway(options);
+  await app.listen({ host: options.host, port: options.port });
+  const address = app.server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return { url: `http://${host}:${address.port}`, app, close: () => app.close() };
+}

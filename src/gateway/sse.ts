@@ -1,0 +1,91 @@
+/**
+ * The live event stream (`GET /v1/sessions/:id/events` with `Accept: text/event-stream`):
+ * stored events from the requested seq, then each new one as the workflow appends it, framed
+ * as Server-Sent Events with the seq as the event id so a client's `Last-Event-ID` resumes
+ * exactly after the last event it received.
+ */
+import { once } from 'node:events';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { SessionClient } from '../client/session-client.js';
+import type { AnyEvent } from '../session/index.js';
+import { toErrorResponse } from './errors.js';
+
+/** Open streams, so the gateway can end them all when it closes. */
+export type StreamRegistry = Set<AbortController>;
+
+export type StreamEventsOptions = {
+  client: SessionClient;
+  sessionId: string;
+  fromSeq: number;
+  /** Close the stream after this many events. */
+  limit: number | undefined;
+  heartbeatMs: number;
+  streams: StreamRegistry;
+};
+
+/** Whether the request asks for an SSE stream. */
+export function wantsEventStream(request: FastifyRequest): boolean {
+  const accept = request.headers.accept ?? '';
+  return accept.split(',').some((part) => part.split(';')[0]!.trim().toLowerCase() === 'text/event-stream');
+}
+
+/** One SSE frame: `id`, `event`, `data` (JSON on one line; JSON.stringify never emits a raw newline). */
+export function formatEventFrame(event: AnyEvent): string {
+  return `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
+}
+
+/**
+ * Takes over the response and streams events until the client disconnects, the gateway
+ * closes or `limit` events were sent. The session must exist (checked by the caller, so an
+ * unknown id is still a plain 404).
+ */
+export async function streamEvents(request: FastifyRequest, reply: FastifyReply, options: StreamEventsOptions): Promise<void> {
+  const abort = new AbortController();
+  options.streams.add(abort);
+  reply.hijack();
+  const res = reply.raw;
+  const onClose = (): void => abort.abort();
+  // 'close' on the response fires when the client goes away (or after we end it).
+  res.on('close', onClose);
+  res.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache, no-transform',
+    connection: 'keep-alive',
+    'x-accel-buffering': 'no',
+  });
+  // Tells EventSource clients how long to wait before reconnecting, and flushes the headers.
+  res.write('retry: 2000\n\n');
+  const heartbeat = setInterval(() => {
+    if (!res.writableEnded) res.write(': heartbeat\n\n');
+  }, options.heartbeatMs);
+  let sent = 0;
+  try {
+    for await (const event of options.client.follow(options.sessionId, options.fromSeq, abort.signal)) {
+      if (abort.signal.aborted) break;
+      if (!res.write(formatEventFrame(event))) await drained(res, abort.signal);
+      sent += 1;
+      if (options.limit !== undefined && sent >= options.limit) break;
+    }
+  } catch (error) {
+    if (!abort.signal.aborted) {
+      const response = toErrorResponse(error);
+      if (response.logDetail) request.log.error({ err: error, sessionId: options.sessionId }, 'event stream failed');
+      if (!res.writableEnded) res.write(`event: error\ndata: ${JSON.stringify(response.body)}\n\n`);
+    }
+  } finally {
+    clearInterval(heartbeat);
+    res.off('close', onClose);
+    options.streams.delete(abort);
+    if (!res.writableEnded) res.end();
+  }
+}
+
+/** Waits for the socket to drain, or for the stream to be abandoned. */
+async function drained(res: NodeJS.WritableStream, signal: AbortSignal): Promise<void> {
+  try {
+    await once(res, 'drain', { signal });
+  } catch (error) {
+    // AbortError: the client left or the gateway is closing; the caller's loop sees the abort.
+    if (!signal.aborted) throw error;
+  }
+}
