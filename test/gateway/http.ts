@@ -75,7 +75,7 @@ export async function openSse(url: string, headers: Record<string, string> = {})
     headers: res.headers,
     async next() {
       while (frames.length === 0 && !done) {
-        let chunk: ReadableStreamReadResult<Uint8Array>;
+        let chunk: Awaited<ReturnType<typeof reader.read>>;
         try {
           chunk = await reader.read();
         } catch (error) {

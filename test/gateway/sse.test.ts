@@ -1,0 +1,120 @@
+/**
+ * The live event stream over real HTTP: tokens arrive while the turn is still running, a
+ * reconnect with Last-Event-ID neither loses nor repeats an event, and a client that goes
+ * away ends the server's follow.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { openEventStreamCount, startGateway, type RunningGateway } from '../../src/gateway/index.js';
+import { startStack, type Stack } from '../support/stack.js';
+import { openSse, readEventsUntil, request } from './http.js';
+
+let stack: Stack;
+let gateway: RunningGateway;
+beforeAll(async () => {
+  stack = await startStack();
+  gateway = await startGateway({ client: stack.client, store: stack.store, host: '127.0.0.1', port: 0, bodyLimitBytes: 64 * 1024, sseHeartbeatMs: 200 });
+});
+afterAll(async () => {
+  await gateway?.close();
+  await stack?.close();
+});
+beforeEach(() => {
+  stack.fake.reset();
+  stack.fake.configure({ tokenDelayMs: 0, firstTokenDelayMs: 0 });
+});
+
+let counter = 0;
+const newId = (name: string) => `sse-${name}-${Date.now()}-${counter++}`;
+const LONG = Array.from({ length: 80 }, (_, i) => `token${i}`).join(' ');
+
+async function createSession(id: string): Promise<void> {
+  expect((await request(gateway.url, 'POST', '/v1/sessions', { json: { id } })).status).toBe(201);
+}
+
+describe('GET /v1/sessions/:id/events as Server-Sent Events', () => {
+  it('delivers the first assistant/chunk while the turn is still open, before its turn/end', async () => {
+    const id = newId('live');
+    await createSession(id);
+    const sse = await openSse(`${gateway.url}/v1/sessions/${id}/events`);
+    expect(sse.status).toBe(200);
+    expect(sse.headers.get('content-type')).toContain('text/event-stream');
+    stack.fake.enqueueReplies({ text: LONG });
+    stack.fake.configure({ tokenDelayMs: 20 });
+    await request(gateway.url, 'POST', `/v1/sessions/${id}/messages`, { json: { text: 'tell me something long' } });
+
+    const firstChunk = await readEventsUntil(sse, (e) => e.type === 'assistant/chunk');
+    expect(firstChunk.at(-1)!.type).toBe('assistant/chunk');
+    // At the moment the client holds the first token, the turn has not ended in the log.
+    const storedAtFirstToken = await stack.store.readFrom(id, 0);
+    expect(storedAtFirstToken.some((e) => e.type === 'turn/end')).toBe(false);
+
+    const rest = await readEventsUntil(sse, (e) => e.type === 'turn/end');
+    sse.close();
+    const received = [...firstChunk, ...rest];
+    expect(received.map((e) => e.seq)).toEqual(received.map((_, i) => i));
+    expect(received.every((e) => e.frameId === String(e.seq))).toBe(true);
+    const stored = await stack.store.readFrom(id, 0);
+    expect(received.map((e) => `${e.seq}:${e.type}`)).toEqual(stored.slice(0, received.length).map((e) => `${e.seq}:${e.type}`));
+    expect(received.filter((e) => e.type === 'assistant/chunk').length).toBeGreaterThan(1);
+  });
+
+  it('a reconnect with Last-Event-ID resumes after the last event: nothing missed, nothing repeated', async () => {
+    const id = newId('resume');
+    await createSession(id);
+    stack.fake.enqueueReplies({ text: LONG });
+    stack.fake.configure({ tokenDelayMs: 20 });
+    const first = await openSse(`${gateway.url}/v1/sessions/${id}/events?from=0`);
+    await request(gateway.url, 'POST', `/v1/sessions/${id}/messages`, { json: { text: 'stream me' } });
+    let chunks = 0;
+    const before = await readEventsUntil(first, (e) => e.type === 'assistant/chunk' && ++chunks === 3);
+    first.close();
+    const lastId = before.at(-1)!.frameId;
+    // Mid-turn: more events are appended while the client is away.
+    await new Promise((resolve) => setTimeout(resolve, 150));
+
+    const second = await openSse(`${gateway.url}/v1/sessions/${id}/events?from=0`, { 'last-event-id': lastId });
+    const after = await readEventsUntil(second, (e) => e.type === 'turn/end');
+    second.close();
+
+    const seqs = [...before, ...after].map((e) => e.seq);
+    expect(new Set(seqs).size).toBe(seqs.length);
+    const stored = await stack.store.readFrom(id, 0);
+    const turnEnd = stored.find((e) => e.type === 'turn/end')!.seq;
+    expect(seqs).toEqual(stored.filter((e) => e.seq <= turnEnd).map((e) => e.seq));
+    expect(after[0]!.seq).toBe(Number(lastId) + 1);
+    // The reconnect happened mid-turn: the second stream still carried live tokens.
+    expect(after.some((e) => e.type === 'assistant/chunk')).toBe(true);
+  });
+
+  it('ends the server-side follow when the client disconnects, and sends heartbeats while idle', async () => {
+    const id = newId('gone');
+    await createSession(id);
+    const sse = await openSse(`${gateway.url}/v1/sessions/${id}/events`);
+    await expect.poll(() => openEventStreamCount(gateway.app)).toBe(1);
+    let heartbeat = false;
+    for (let frame = await sse.next(); frame !== undefined; frame = await sse.next()) {
+      if (frame.comment === 'heartbeat') {
+        heartbeat = true;
+        break;
+      }
+    }
+    expect(heartbeat).toBe(true);
+    sse.close();
+    await expect.poll(() => openEventStreamCount(gateway.app), { timeout: 5_000 }).toBe(0);
+  });
+
+  it('closes the stream by itself after ?limit events', async () => {
+    const id = newId('limit');
+    await createSession(id);
+    await request(gateway.url, 'POST', `/v1/sessions/${id}/messages?wait=true`, { json: { text: 'hi' } });
+    const sse = await openSse(`${gateway.url}/v1/sessions/${id}/events?from=1&limit=3`);
+    const events = await readEventsUntil(sse, () => false);
+    expect(events.map((e) => e.seq)).toEqual([1, 2, 3]);
+  });
+
+  it('answers an unknown session with a JSON 404, not a stream', async () => {
+    const res = await request(gateway.url, 'GET', '/v1/sessions/no-such-session/events', { headers: { accept: 'text/event-stream' } });
+    expect(res.status).toBe(404);
+    expect(res.body).toMatchObject({ error: { code: 'SESSION_NOT_FOUND' } });
+  });
+});
