@@ -161,11 +161,11 @@ export function seededRandom(seed: number): () => number {
 }
 
 /** A deterministic random exchange built from {@link TEXT_FRAGMENTS}. */
-export function randomExchange(random: () => number, size = 6): Exchange {
-  const pick = (): string => TEXT_FRAGMENTS[Math.floor(random() * TEXT_FRAGMENTS.length)]!;
+export function randomExchange(random: () => number, size = 6, fragments: readonly string[] = TEXT_FRAGMENTS, toolSteps = 2): Exchange {
+  const pick = (): string => fragments[Math.floor(random() * fragments.length)]!;
   const text = (n: number): string => Array.from({ length: 1 + Math.floor(random() * n) }, pick).join('');
   const replies: PlannedReply[] = [];
-  const steps = 1 + Math.floor(random() * 3);
+  const steps = 1 + Math.floor(random() * (toolSteps + 1));
   for (let s = 0; s < steps; s++) {
     const last = s === steps - 1;
     const calls: PlannedCall[] = last
