@@ -17,10 +17,10 @@ import {
 } from '../context/compaction.js';
 import type { TokenMeasurement, TokenMeter } from '../context/meter-types.js';
 import { planPrune, resolvePrunerConfig, type PrunerConfig } from '../context/pruner.js';
-import { selectCompactableRange } from '../context/range.js';
-import { SessionlogError, isSessionlogError, type RequestHeader, type Session, type SessionEvent, type TokenUsage } from '../session/index.js';
+import { halveCompactableRange, selectCompactableRange } from '../context/range.js';
+import { SessionlogError, isSessionlogError, type ContentBlock, type RequestHeader, type Session, type SessionEvent, type TokenUsage } from '../session/index.js';
 import type { CompactResult } from '../workflows/api.js';
-import type { ModelPort } from './ports.js';
+import type { ModelCallResult, ModelPort } from './ports.js';
 import { appendBatch, assertOwnTail, type SessionCache } from './session-writer.js';
 import type { SessionStore } from '../persistence/store.js';
 
@@ -181,21 +181,40 @@ export function createCompactionActivity(deps: { store: SessionStore; model: Mod
           state = bracketState(session.events, input.compactionId, input.knownHead);
         }
         // Single writer: the surface cannot have changed since the start, so the selection is the same.
-        const plan = selectRange(session, header, deps.context, input.trigger);
+        let plan = selectRange(session, header, deps.context, input.trigger);
         if (!plan) return finish('nothing left to compact');
-        let summary;
+        let reply: ModelCallResult;
+        for (;;) {
+          try {
+            reply = await deps.model.stream({
+              messages: summarizerMessages(session, plan.seqs, input.compactionId),
+              header: { ...header, maxTokens: deps.context.policy.summaryMaxTokens },
+              signal: ctx.cancellationSignal,
+              onChunk: () => ctx.heartbeat(),
+            });
+            break;
+          } catch (error) {
+            const failure = deps.model.classify(error);
+            if (failure.code === 'context_overflow') {
+              // The summarizer request itself is too large: summarise a smaller head-anchored span.
+              const measurement = deps.context.meter.measure(session, header);
+              const smaller = halveCompactableRange(plan, session.surfaceNodes, measurement.nodes, (seq) => session.eventAt(seq));
+              if (smaller) {
+                plan = smaller;
+                continue;
+              }
+            }
+            if (failure.retryable && ctx.info.attempt < 3) {
+              throw ApplicationFailure.create({ message: failure.message, type: failure.code, ...(failure.retryAfterMs !== undefined ? { nextRetryDelay: failure.retryAfterMs } : {}) });
+            }
+            return finish(`summarizer failed: ${flattenError(error)}`);
+          }
+        }
+        let summary: { blocks: ContentBlock[]; reply: ModelCallResult };
         try {
-          const reply = await deps.model.stream({
-            messages: summarizerMessages(session, plan.seqs, input.compactionId),
-            header: { ...header, maxTokens: deps.context.policy.summaryMaxTokens },
-            signal: ctx.cancellationSignal,
-            onChunk: () => ctx.heartbeat(),
-          });
           summary = { blocks: summaryBlocks(reply.content, reply.finishReason), reply };
         } catch (error) {
-          const failure = deps.model.classify(error);
-          if (failure.retryable && ctx.info.attempt < 3) throw ApplicationFailure.create({ message: failure.message, type: failure.code, ...(failure.retryAfterMs !== undefined ? { nextRetryDelay: failure.retryAfterMs } : {}) });
-          return finish(`summarizer failed: ${flattenError(error)}`);
+          return finish(`summary refused: ${flattenError(error)}`);
         }
         const events = planCommit({
           compactionId: input.compactionId,

@@ -60,3 +60,25 @@ export function selectCompactableRange(
   const seqs = nodes.slice(0, k);
   return { start: seqs[0]!, end: seqs[k - 1]!, seqs, tokens: prices.slice(0, k).reduce((sum, p) => sum + p.tokens, 0) };
 }
+
+/**
+ * A head-anchored sub-range of `range` holding at most half its tokens, ending on a balanced
+ * cut (used when the summarizer request itself overflows), or null when none exists.
+ */
+export function halveCompactableRange(
+  range: CompactableRange,
+  nodes: readonly number[],
+  prices: readonly NodePrice[],
+  eventAt: (seq: number) => AnyEvent | undefined,
+): CompactableRange | null {
+  const cuts = balancedCuts(nodes, eventAt);
+  let tokens = range.tokens;
+  for (let k = range.seqs.length - 1; k > 0; k--) {
+    tokens -= prices[k]!.tokens;
+    if (tokens * 2 <= range.tokens && cuts[k]) {
+      const seqs = nodes.slice(0, k);
+      return { start: seqs[0]!, end: seqs[k - 1]!, seqs, tokens };
+    }
+  }
+  return null;
+}
