@@ -249,6 +249,20 @@ export function runStoreConformance(fixture: BackendFixture): void {
         expect(await store.append('s', [user('ok')], { expectedSeq: 1, op: 'bad-1' })).toEqual({ firstSeq: 1, lastSeq: 1, replayed: false });
       });
 
+      it('an event this build could not read back (unknown, empty or non-string type) is refused at append, so a load never drops or refuses it later', async () => {
+        await store.create(header('s'));
+        await store.append('s', [run(0)], { expectedSeq: 0, op: 'b0' });
+        const before = fixture.dump(url);
+        for (const type of ['future/widget', '', 5]) {
+          const event = { type, time: T0, data: {} } as unknown as NewEvent;
+          const code = await failureCode(() => store.append('s', [event, run(1)], { expectedSeq: 1, op: `t-${String(type)}` }));
+          expect(['INVALID_EVENT', 'INVALID_ARGUMENT'], `type ${JSON.stringify(type)}: ${code}`).toContain(code);
+        }
+        expect(fixture.dump(url)).toBe(before);
+        const loaded = await (await reopen()).load('s');
+        expect([loaded.events.length, loaded.truncated]).toEqual([1, 0]);
+      });
+
       it('a replace is validated against the stored surface, also by a fresh instance', async () => {
         await store.create(header('s'));
         await store.append('s', [user('u0'), user('u1')], { expectedSeq: 0, op: 'b0' });

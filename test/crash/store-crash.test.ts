@@ -77,7 +77,12 @@ describe.each(BACKENDS)('SIGKILL during appends: $name', (fixture) => {
         const child = pool.shift()!;
         await child.waitFor(/^READY$/);
         child.send(`GO ${nextBatch}`);
-        await new Promise((resolve) => setTimeout(resolve, 5 + Math.floor(Math.random() * 76)));
+        // Half the kills land 5–80 ms after the start signal (often inside the first append);
+        // the other half 0–40 ms after the first acknowledgement, so the run makes progress
+        // however slow the machine is.
+        if (kill % 2 === 1) await child.waitFor(/^ACK /);
+        const delay = kill % 2 === 1 ? Math.floor(Math.random() * 41) : 5 + Math.floor(Math.random() * 76);
+        await new Promise((resolve) => setTimeout(resolve, delay));
         child.process.kill('SIGKILL');
         const exit = await child.exited;
         if (kill + 1 < KILLS) refill();
@@ -116,7 +121,7 @@ describe.each(BACKENDS)('SIGKILL during appends: $name', (fixture) => {
       cleanup();
     }
     // The run exercised the property: batches were acknowledged across restarts.
-    expect(acknowledged.size).toBeGreaterThan(0);
+    expect(acknowledged.size).toBeGreaterThanOrEqual(KILLS / 2);
     expect(nextBatch).toBe(acknowledged.size);
     console.info(`[${fixture.name}] ${KILLS} kills, ${acknowledged.size} batches acknowledged, ${replays} acknowledged as replayed, ${tornRecords} torn records dropped, ${previousLength} events stored`);
   }, 300_000);
