@@ -64,7 +64,9 @@ export const heuristicPricer: ProjectionPricer = {
 /**
  * Prices with the token meter (the routed model's tokenizer). Messages are priced standalone:
  * the meter's in-context price can be 2 tokens lower where tool outputs share a bracket.
- * Before any `request/header`, messages are priced for `fallbackModel`.
+ * Before any `request/header`, messages are priced for `fallbackModel`. Prefer this pricer
+ * where compaction and pruning run: their shadow prices (`shadowedTokenCount`) are meter node
+ * prices, so a heuristic-priced running total drifts by the difference on every replacement.
  */
 export function meterPricer(meter: TokenMeter, fallbackModel = 'fake'): ProjectionPricer {
   return {
