@@ -168,7 +168,7 @@ describe('gateway routes', () => {
 
 describe('the OpenAPI document', () => {
   it('is OpenAPI 3.1 and describes every route fastify registered (and nothing else)', async () => {
-    const doc = (await call('GET', '/v1/openapi.json')).body as { openapi: string; paths: Record<string, Record<string, { responses: Record<string, unknown> }>> };
+    const doc = (await call('GET', '/v1/openapi.json')).body as { openapi: string; paths: Record<string, Record<string, { responses: Record<string, unknown>; parameters?: Array<{ in: string; name: string }> }>> };
     expect(doc.openapi).toBe('3.1.0');
     const app = createGateway({ client: stack.client, store: stack.store, host: '127.0.0.1', bodyLimitBytes: 1024 });
     await app.ready();
@@ -182,8 +182,12 @@ describe('the OpenAPI document', () => {
       .sort();
     expect(registered.length).toBeGreaterThanOrEqual(13);
     expect(documented).toEqual(registered);
-    for (const operations of Object.values(doc.paths)) {
-      for (const operation of Object.values(operations)) expect(Object.keys(operation.responses)).toContain('500');
+    for (const [path, operations] of Object.entries(doc.paths)) {
+      for (const operation of Object.values(operations)) {
+        expect(Object.keys(operation.responses)).toContain('500');
+        const pathParams = (operation.parameters ?? []).filter((p) => p.in === 'path').map((p) => p.name);
+        expect(pathParams, path).toEqual([...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]));
+      }
     }
   });
 });

@@ -103,6 +103,19 @@ describe('GET /v1/sessions/:id/events as Server-Sent Events', () => {
     await expect.poll(() => openEventStreamCount(gateway.app), { timeout: 5_000 }).toBe(0);
   });
 
+  it('ends open streams when the gateway closes, so close() does not hang', async () => {
+    const id = newId('shutdown');
+    await createSession(id);
+    const second = await startGateway({ client: stack.client, store: stack.store, host: '127.0.0.1', port: 0, bodyLimitBytes: 1024 });
+    const sse = await openSse(`${second.url}/v1/sessions/${id}/events`);
+    await expect.poll(() => openEventStreamCount(second.app)).toBe(1);
+    await second.close();
+    expect(openEventStreamCount(second.app)).toBe(0);
+    let frame = await sse.next();
+    while (frame !== undefined) frame = await sse.next();
+    expect(frame).toBeUndefined();
+  });
+
   it('closes the stream by itself after ?limit events', async () => {
     const id = newId('limit');
     await createSession(id);
