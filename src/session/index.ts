@@ -9,3 +9,4 @@ export * from './repair.js';
 export * from './session.js';
 export * from './surface.js';
 export * from './validate.js';
+export * from './verify.js';

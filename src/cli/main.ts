@@ -1,0 +1,257 @@
+#!/usr/bin/env node
+/**
+ * The `sessionlog` command (DESIGN §8): `dev`, `worker`, `serve`, `chat`, `send` and
+ * `sessions …`. Human-readable output by default, `--json` for scripts. Exit codes: 0 ok,
+ * 1 failure (or a verify violation), 2 bad usage or configuration.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Command } from 'commander';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { ConfigError, isLoopbackHost, resolveConfig, type Config } from '../config.js';
+import { startGateway } from '../gateway/index.js';
+import type { SessionStore } from '../persistence/store.js';
+import { SessionlogError } from '../session/index.js';
+import { createWorker } from '../worker.js';
+import { runChat } from './chat.js';
+import { runDev } from './dev.js';
+import { connectClient, openConfiguredStore, packageRoot, startModel, temporalAddressFor } from './runtime.js';
+import {
+  compactSession,
+  exportSession,
+  forkSession,
+  listSessions,
+  resumeSession,
+  sendMessage,
+  seqArgument,
+  showEvents,
+  showHistory,
+  showSession,
+  verifyExportFile,
+  verifySession,
+  type Output,
+} from './sessions.js';
+
+const PACKAGE_VERSION = (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+
+type GlobalOptions = { store?: string; temporal?: string; namespace?: string; taskQueue?: string; model?: string; json?: boolean };
+
+const program = new Command()
+  .name('sessionlog')
+  .description('LLM agent chat sessions as durable Temporal workflows over an append-only event log')
+  .option('--store <url>', 'session store: sqlite:PATH or jsonl:DIR (env SESSIONLOG_STORE)')
+  .option('--temporal <host:port>', 'Temporal frontend address (env TEMPORAL_ADDRESS)')
+  .option('--namespace <ns>', 'Temporal namespace (env TEMPORAL_NAMESPACE)')
+  .option('--task-queue <name>', 'task queue of the session workflows (env SESSIONLOG_TASK_QUEUE)')
+  .option('--model <name>', 'model name (env SESSIONLOG_MODEL)')
+  .option('--json', 'print JSON instead of tables')
+  .showHelpAfterError();
+
+function config(): Config {
+  const o = program.opts<GlobalOptions>();
+  return resolveConfig(process.env, {
+    ...(o.store ? { SESSIONLOG_STORE: o.store } : {}),
+    ...(o.temporal ? { TEMPORAL_ADDRESS: o.temporal } : {}),
+    ...(o.namespace ? { TEMPORAL_NAMESPACE: o.namespace } : {}),
+    ...(o.taskQueue ? { SESSIONLOG_TASK_QUEUE: o.taskQueue } : {}),
+    ...(o.model ? { SESSIONLOG_MODEL: o.model } : {}),
+  });
+}
+
+function output(): Output {
+  return { json: program.opts<GlobalOptions>().json === true, write: (text) => process.stdout.write(text) };
+}
+
+/** Runs `fn` with an open store (and a connected client when asked), closing both afterwards. */
+async function withClient<T>(fn: (ctx: { store: SessionStore; client: Awaited<ReturnType<typeof connectClient>>; cfg: Config }) => Promise<T>): Promise<T> {
+  const cfg = config();
+  temporalAddressFor(cfg);
+  const store = await openConfiguredStore(cfg);
+  try {
+    const client = await connectClient(cfg, store);
+    try {
+      return await fn({ store, client, cfg });
+    } finally {
+      await client.temporal.connection.close();
+    }
+  } finally {
+    await store.close();
+  }
+}
+
+async function withStore<T>(fn: (store: SessionStore) => Promise<T>): Promise<T> {
+  const store = await openConfiguredStore(config());
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
+}
+
+program
+  .command('dev')
+  .description('start a local Temporal dev server, a worker and the HTTP gateway (data in ./.sessionlog)')
+  .option('--port <port>', 'gateway port (env SESSIONLOG_PORT, default 8787)')
+  .action(async (o: { port?: string }) => {
+    const cfg = resolveConfig(process.env, { ...(o.port ? { SESSIONLOG_PORT: o.port } : {}), ...(program.opts<GlobalOptions>().store ? { SESSIONLOG_STORE: program.opts<GlobalOptions>().store! } : {}) });
+    await runDev(cfg);
+  });
+
+program
+  .command('worker')
+  .description('run a worker for the session workflows (needs TEMPORAL_ADDRESS)')
+  .action(async () => {
+    const cfg = config();
+    const address = temporalAddressFor(cfg);
+    const store = await openConfiguredStore(cfg);
+    const model = await startModel(cfg);
+    process.stdout.write(`model: ${model.description}\n`);
+    const connection = await NativeConnection.connect({ address });
+    const worker = await createWorker({
+      connection,
+      namespace: cfg.namespace,
+      taskQueue: cfg.taskQueue,
+      store,
+      provider: model.provider,
+      providerName: model.providerName,
+      agent: { model: cfg.model.name, tools: ['read_artifact', 'calculator', 'word_count'], ...(cfg.model.system !== undefined ? { system: cfg.model.system } : {}) },
+      spillMaxInlineBytes: cfg.spillMaxInlineBytes,
+      chunkFlushMs: cfg.chunkFlushMs,
+    });
+    const stop = () => worker.shutdown();
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    process.stdout.write(`worker on ${address}, task queue ${cfg.taskQueue}, store ${cfg.store}\n`);
+    try {
+      await worker.run();
+    } finally {
+      await connection.close();
+      await model.offline?.close();
+      await store.close();
+    }
+  });
+
+program
+  .command('serve')
+  .description('run the HTTP gateway (needs TEMPORAL_ADDRESS and the workers\' store)')
+  .option('--host <host>', 'listen address (env SESSIONLOG_HOST, default 127.0.0.1)')
+  .option('--port <port>', 'port (env SESSIONLOG_PORT, default 8787)')
+  .action(async (o: { host?: string; port?: string }) => {
+    const cfg = resolveConfig(process.env, {
+      ...(o.host ? { SESSIONLOG_HOST: o.host } : {}),
+      ...(o.port ? { SESSIONLOG_PORT: o.port } : {}),
+      ...(program.opts<GlobalOptions>().store ? { SESSIONLOG_STORE: program.opts<GlobalOptions>().store! } : {}),
+      ...(program.opts<GlobalOptions>().temporal ? { TEMPORAL_ADDRESS: program.opts<GlobalOptions>().temporal! } : {}),
+    });
+    if (!isLoopbackHost(cfg.gateway.host) && !cfg.gateway.token) {
+      throw new ConfigError(`SESSIONLOG_GATEWAY_TOKEN must be set to listen on ${cfg.gateway.host} (beyond loopback)`);
+    }
+    const store = await openConfiguredStore(cfg);
+    const client = await connectClient(cfg, store);
+    const gateway = await startGateway({ client, store, token: cfg.gateway.token, host: cfg.gateway.host, port: cfg.gateway.port, bodyLimitBytes: cfg.gateway.bodyLimitBytes, maxMessageBytes: cfg.tunables.maxMessageBytes });
+    process.stdout.write(`gateway: ${gateway.url}/v1\n`);
+    await new Promise<void>((resolve) => {
+      process.once('SIGINT', resolve);
+      process.once('SIGTERM', resolve);
+    });
+    await gateway.close();
+    await client.temporal.connection.close();
+    await store.close();
+  });
+
+program
+  .command('chat')
+  .description('chat with a session interactively (streams the reply)')
+  .option('--session <id>', 'session id (default: a new one)')
+  .action(async (o: { session?: string }) => {
+    await withClient(({ client }) => runChat(client, o.session ? { sessionId: o.session } : {}));
+  });
+
+program
+  .command('send')
+  .description('send one message and print the reply')
+  .argument('<id>', 'session id')
+  .argument('<text...>', 'message text')
+  .action(async (id: string, text: string[]) => {
+    await withClient(({ client }) => sendMessage(client, id, text.join(' '), output()));
+  });
+
+const sessions = program.command('sessions').description('inspect and operate on stored sessions');
+sessions.command('list').description('list sessions').action(() => withStore((store) => listSessions(store, output())));
+sessions
+  .command('show')
+  .argument('<id>')
+  .description('header, size and live status')
+  .action((id: string) => withClient(({ client }) => showSession(client, id, output())));
+sessions
+  .command('history')
+  .argument('<id>')
+  .description('the derived model history')
+  .action((id: string) => withClient(({ client }) => showHistory(client, id, output())));
+sessions
+  .command('events')
+  .argument('<id>')
+  .option('--from <seq>', 'first seq', '0')
+  .option('--follow', 'keep printing events as they are appended (Ctrl-C to stop)')
+  .description('the raw event log')
+  .action(async (id: string, o: { from: string; follow?: boolean }) => {
+    const stop = new AbortController();
+    process.once('SIGINT', () => stop.abort());
+    await withClient(({ client }) => showEvents(client, id, output(), { from: seqArgument(o.from, '--from'), follow: o.follow === true, signal: stop.signal }));
+  });
+sessions
+  .command('export')
+  .argument('<id>')
+  .option('-o, --out <file>', 'write to a new file instead of stdout')
+  .description('export the session as JSONL (header line, then one event per line)')
+  .action((id: string, o: { out?: string }) => withStore((store) => exportSession(store, id, o.out, (text) => process.stdout.write(text))));
+sessions
+  .command('fork')
+  .argument('<id>')
+  .option('--at <seq>', 'last seq to copy (default: the whole log)')
+  .option('--child <id>', 'id of the new session (default: a new UUID)')
+  .description('copy a session (up to a seq) into a new session that names its parent')
+  .action((id: string, o: { at?: string; child?: string }) =>
+    withClient(({ client }) => forkSession(client, id, { ...(o.at !== undefined ? { at: seqArgument(o.at, '--at') } : {}), ...(o.child ? { childId: o.child } : {}) }, output())),
+  );
+sessions
+  .command('compact')
+  .argument('<id>')
+  .description('summarise older history now (the log keeps everything)')
+  .action((id: string) => withClient(({ client }) => compactSession(client, id, output())));
+sessions
+  .command('resume')
+  .argument('<id>')
+  .description('start a new workflow run for a session whose workflow is gone')
+  .action((id: string) => withClient(({ client }) => resumeSession(client, id, output())));
+sessions
+  .command('verify')
+  .argument('[id]', 'a stored session')
+  .option('--file <path>', 'verify an exported JSONL file instead of a stored session')
+  .description('check the log invariants; exits 1 on a violation')
+  .action(async (id: string | undefined, o: { file?: string }) => {
+    if ((id === undefined) === (o.file === undefined)) throw new ConfigError('give either a session id or --file <export.jsonl>');
+    const violations = o.file ? await verifyExportFile(o.file, output()) : await withStore((store) => verifySession(store, id!, output()));
+    if (violations.length > 0) process.exitCode = 1;
+  });
+
+program.version(PACKAGE_VERSION, '--version', 'print the version');
+
+async function main(): Promise<void> {
+  // `sessionlog … | head` closes our stdout early: that is not an error.
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') process.exit(0);
+    throw error;
+  });
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+  try {
+    await program.parseAsync(process.argv);
+  } catch (error) {
+    const code = error instanceof ConfigError ? 2 : 1;
+    const label = error instanceof SessionlogError ? `${error.code}: ` : error instanceof ConfigError ? 'configuration: ' : '';
+    process.stderr.write(`sessionlog: ${label}${(error as Error).message}\n`);
+    process.exitCode = code;
+  }
+}
+
+await main();

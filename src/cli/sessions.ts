@@ -1,0 +1,145 @@
+/** `sessionlog sessions …` and `send`: operations on stored sessions through SessionClient. */
+import { createWriteStream } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { once } from 'node:events';
+import type { SessionClient } from '../client/session-client.js';
+import type { SessionStore } from '../persistence/store.js';
+import { SessionlogError, parseHeader, verifyLog, type AnyEvent, type Violation } from '../session/index.js';
+import { clip, describeEvent, messageText, table } from './format.js';
+
+export type Output = { json: boolean; write(text: string): void };
+
+function print(out: Output, human: () => string, data: unknown): void {
+  out.write(out.json ? `${JSON.stringify(data, null, 2)}\n` : `${human()}\n`);
+}
+
+export async function listSessions(store: SessionStore, out: Output): Promise<void> {
+  const headers = await store.list();
+  const rows = await Promise.all(headers.map(async (h) => ({ ...h, events: await store.nextSeq(h.id) })));
+  print(
+    out,
+    () => (rows.length === 0 ? 'no sessions yet' : table(['ID', 'CREATED', 'EVENTS', 'PARENT'], rows.map((r) => [r.id, new Date(r.createdAt).toISOString(), String(r.events), r.parentSession ?? '']))),
+    rows,
+  );
+}
+
+export async function showSession(client: SessionClient, id: string, out: Output): Promise<void> {
+  const header = await client.store.header(id);
+  const events = await client.store.nextSeq(id);
+  const status = (await client.isRunning(id)) ? await client.status(id) : null;
+  print(
+    out,
+    () =>
+      table(
+        ['FIELD', 'VALUE'],
+        [
+          ['id', header.id],
+          ['created', new Date(header.createdAt).toISOString()],
+          ['events', String(events)],
+          ['parent', header.parentSession ?? ''],
+          ['workflow', status ? `${status.phase} (turn ${status.turn}, run ${status.runId})` : 'not running'],
+          ['tokens', status?.tokens != null ? `${status.tokens} of ${status.contextWindow}` : ''],
+          ['last error', status?.lastError ?? ''],
+        ],
+      ),
+    { header, events, status },
+  );
+}
+
+export async function showHistory(client: SessionClient, id: string, out: Output): Promise<void> {
+  const messages = await client.history(id);
+  print(out, () => messages.map((m) => `[${m.role}${m.source.kind === 'tool' ? ' (tool)' : ''}] ${messageText(m)}`).join('\n\n'), messages);
+}
+
+export async function showEvents(client: SessionClient, id: string, out: Output, options: { from: number; follow: boolean; signal?: AbortSignal }): Promise<void> {
+  const render = (e: Awaited<ReturnType<SessionClient['events']>>[number]) =>
+    out.json ? JSON.stringify(e) : `${String(e.seq).padStart(6)}  ${e.type.padEnd(18)} ${describeEvent(e)}`;
+  if (!options.follow) {
+    for (const e of await client.events(id, options.from)) out.write(`${render(e)}\n`);
+    return;
+  }
+  for await (const e of client.follow(id, options.from, options.signal)) out.write(`${render(e)}\n`);
+}
+
+/** Writes the JSONL export: the header line, then one event per line. */
+export async function exportSession(store: SessionStore, id: string, path: string | undefined, write: (text: string) => void): Promise<void> {
+  const header = await store.header(id);
+  const events = await store.readFrom(id, 0);
+  const lines = [JSON.stringify({ type: 'session', ...header }), ...events.map((e) => JSON.stringify(e))];
+  if (!path) {
+    for (const line of lines) write(`${line}\n`);
+    return;
+  }
+  const stream = createWriteStream(path, { flags: 'wx', mode: 0o600 });
+  for (const line of lines) if (!stream.write(`${line}\n`)) await once(stream, 'drain');
+  stream.end();
+  await once(stream, 'finish');
+}
+
+function reportViolations(out: Output, events: number, violations: Violation[]): Violation[] {
+  print(
+    out,
+    () =>
+      violations.length === 0
+        ? `ok: ${events} events, seqs contiguous, turns balanced, tool calls paired, no open compaction`
+        : table(['SEQ', 'RULE', 'PROBLEM'], violations.map((v) => [v.seq === null ? '-' : String(v.seq), v.rule, v.message])),
+    { ok: violations.length === 0, events, violations },
+  );
+  return violations;
+}
+
+/** Verifies a stored session's log as stored (no repair); returns the violations. */
+export async function verifySession(store: SessionStore, id: string, out: Output): Promise<Violation[]> {
+  const loaded = await store.inspect(id);
+  const events = loaded.events.slice(0, loaded.events.length - loaded.repaired);
+  return reportViolations(out, events.length, verifyLog(loaded.header, events));
+}
+
+/** Verifies an exported JSONL file (header line, then one event per line). */
+export async function verifyExportFile(path: string, out: Output): Promise<Violation[]> {
+  const lines = (await readFile(path, 'utf8')).split('\n').filter((line) => line.length > 0);
+  if (lines.length === 0) throw new SessionlogError('INVALID_ARGUMENT', `${path} is empty; expected a header line`);
+  const parse = (line: string, n: number): unknown => {
+    try {
+      return JSON.parse(line) as unknown;
+    } catch (error) {
+      throw new SessionlogError('CORRUPT_LOG', `${path} line ${n}: not JSON (${(error as Error).message})`);
+    }
+  };
+  const { type, ...header } = parse(lines[0]!, 1) as { type?: unknown };
+  if (type !== 'session') throw new SessionlogError('INVALID_ARGUMENT', `${path} line 1 is not a session header`);
+  const parsed = parseHeader(header, path);
+  const events = lines.slice(1).map((line, i) => parse(line, i + 2)) as AnyEvent[];
+  return reportViolations(out, events.length, verifyLog(parsed, events));
+}
+
+export async function sendMessage(client: SessionClient, id: string, text: string, out: Output): Promise<void> {
+  const reply = await client.send(id, text);
+  print(out, () => (reply.outcome === 'completed' ? reply.text : `${reply.text}\n(turn ${reply.turn} ended: ${reply.outcome})`), reply);
+}
+
+export async function forkSession(client: SessionClient, id: string, options: { at?: number; childId?: string }, out: Output): Promise<void> {
+  const child = await client.fork(id, { ...(options.at !== undefined ? { at: options.at } : {}), ...(options.childId ? { childId: options.childId } : {}) });
+  print(out, () => `forked ${id} into ${child.sessionId} (${child.header.seedLength ?? 0} events)`, child);
+}
+
+export async function compactSession(client: SessionClient, id: string, out: Output): Promise<void> {
+  const result = await client.compact(id);
+  print(
+    out,
+    () => (result ? `compacted ${result.shadowedSeqs.length} history items: ~${result.tokensBefore} → ~${result.tokensAfter} tokens` : 'nothing to compact (or the summary would not be smaller)'),
+    result,
+  );
+}
+
+export async function resumeSession(client: SessionClient, id: string, out: Output): Promise<void> {
+  const running = await client.isRunning(id);
+  const result = running ? { runId: (await client.status(id)).runId, started: false } : await client.resume(id);
+  print(out, () => (result.started ? `resumed ${id} (run ${result.runId})` : `${id} is already running (run ${result.runId})`), result);
+}
+
+/** Parses a non-negative integer CLI argument or throws a clear error. */
+export function seqArgument(value: string, name: string): number {
+  if (!/^\d+$/.test(value)) throw new SessionlogError('INVALID_ARGUMENT', `${name} must be a non-negative integer, got ${JSON.stringify(clip(value, 20))}`);
+  return Number(value);
+}
