@@ -16,11 +16,11 @@
  * - Our `ModelCallRequest` has no `purpose` field; the summarizer call is recognised by its
  *   final instruction message (COMPACTION_INSTRUCTION).
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { relievePressure, resolveContextDeps } from '../../src/activities/context-activities.js';
 import { SessionCache } from '../../src/activities/session-writer.js';
 import { CHECKPOINT_PREAMBLE, COMPACTION_INSTRUCTION, frameCheckpoint } from '../../src/context/compaction.js';
@@ -91,6 +91,7 @@ describe('a successful compaction bracket', () => {
     const reopened = await openStore(url);
     const after = await reopened.readFrom(h.id, 0);
     await reopened.close();
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     expect(after.slice(0, before.length)).toEqual(before);
     const added = after.slice(before.length);
     expect(added.map((e) => e.type)).toEqual(['compaction/start', 'compaction/summary', 'user/message', 'compaction/end']);
@@ -278,6 +279,21 @@ describe('retried compaction activities', () => {
     expect(done.result?.shadowedSeqs).toEqual((added[1] as SessionEvent<'compaction/summary'>).data.shadowedSeqs);
   });
 
+  it('a retry after the commit batch failed asks the summarizer again and commits exactly once', async () => {
+    const h = await harness({ wrapStore: failOnceOnOp('/c1/commit') });
+    await conversation(h);
+    const knownHead = await h.store.nextSeq(h.id);
+
+    await expect(h.compact({ compactionId: 'c1', knownHead })).rejects.toThrow(/injected append failure/);
+    expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual(['compaction/start']);
+
+    const done = await h.compact({ compactionId: 'c1', knownHead }, { attempt: 2 });
+
+    expect(done.result?.compactionId).toBe('c1');
+    expect(h.model.requests).toHaveLength(2);
+    expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual(['compaction/start', 'compaction/summary', 'user/message', 'compaction/end']);
+  });
+
   it('a retry of a finished bracket returns the same result and appends nothing', async () => {
     const h = await harness();
     await conversation(h);
@@ -338,6 +354,17 @@ describe('the compaction lock', () => {
     const ends = ofType(await h.events(), 'compaction/end');
     // Nothing ever closes a stale orphan.
     expect(ends.map((e) => e.data.compactionId)).toEqual(['c2']);
+  });
+
+  it('an activity of a superseded run appends nothing once a later session/run names another run', async () => {
+    const h = await harness();
+    await conversation(h);
+    await h.seed([runEvent('run-2')], 'takeover', 'run-2');
+    const before = await h.events();
+
+    await expect(h.compact({ compactionId: 'c1', runId: RUN })).rejects.toMatchObject({ nonRetryable: true, type: 'SEQ_CONFLICT' });
+
+    expect(await h.events()).toEqual(before);
   });
 
   it('a bracket closed by its compaction/end does not block the next compaction', async () => {

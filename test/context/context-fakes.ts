@@ -5,7 +5,7 @@
  * records every request. The store is a real SQLite store and the activity runs in Temporal's
  * MockActivityEnvironment (it reads `Context.current()`).
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MockActivityEnvironment } from '@temporalio/testing';
@@ -181,7 +181,8 @@ export async function compactionHarness(options: {
   /** Wraps the store the activity writes through (fault injection); the harness reads the real one. */
   wrapStore?: (store: SessionStore) => SessionStore;
 } = {}): Promise<Harness> {
-  const store = await openStore(options.url ?? `sqlite:${join(mkdtempSync(join(tmpdir(), 'sessionlog-compaction-')), 'store.db')}`);
+  const dir = options.url ? undefined : mkdtempSync(join(tmpdir(), 'sessionlog-compaction-'));
+  const store = await openStore(options.url ?? `sqlite:${join(dir!, 'store.db')}`);
   const activityStore = options.wrapStore ? options.wrapStore(store) : store;
   const id = `cmp-${process.pid}-${counter++}`;
   await store.create(sessionHeader(id));
@@ -210,7 +211,10 @@ export async function compactionHarness(options: {
     async session() {
       return Session.fromEvents(sessionHeader(id), await events());
     },
-    close: () => store.close(),
+    async close() {
+      await store.close();
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    },
   };
 }
 
