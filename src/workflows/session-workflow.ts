@@ -16,6 +16,7 @@ import {
   setHandler,
   workflowInfo,
   log,
+  patched,
 } from '@temporalio/workflow';
 import type { SessionActivities } from '../activities/session-activities.js';
 import type { ModelStepResult, ToolRunRef } from '../activities/types.js';
@@ -37,6 +38,8 @@ import {
 } from './api.js';
 
 const MAX_RECENT_IDS = 256;
+/** Patch id: continue-as-new no longer waits for `send`s that the finished turn already answered. */
+const CAN_AFTER_ANSWERED_SENDS = 'continue-as-new-after-answered-sends';
 
 export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void> {
   const tunables: SessionTunables = { ...DEFAULT_TUNABLES, ...input.tunables };
@@ -70,6 +73,8 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   const results = new Map<string, SendResult | null>();
   for (const r of input.carry?.recent ?? []) results.set(r.id, r.result);
   let waiting = 0;
+  /** Message ids that `send` handlers wait on, with how many handlers wait on each. */
+  const waitingFor = new Map<string, number>();
   let headSeq = input.carry?.headSeq ?? 0;
   let turn = input.carry?.turn ?? 0;
   let phase: SessionPhase = 'starting';
@@ -120,11 +125,15 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     async (message) => {
       enqueue(message);
       waiting += 1;
+      waitingFor.set(message.id, (waitingFor.get(message.id) ?? 0) + 1);
       try {
         await condition(() => results.get(message.id) != null);
         return results.get(message.id)!;
       } finally {
         waiting -= 1;
+        const left = (waitingFor.get(message.id) ?? 1) - 1;
+        if (left > 0) waitingFor.set(message.id, left);
+        else waitingFor.delete(message.id);
       }
     },
     { validator: validate },
@@ -324,7 +333,12 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
 
     const suggested = workflowInfo().continueAsNewSuggested;
     // Queued signal messages are carried over; a waiting `send` keeps the run until it is answered.
-    if ((suggested || turnsThisRun >= tunables.continueAsNewAfterTurns) && waiting === 0) {
+    // A send this turn answered still counts in `waiting` here (its handler resumes later in this
+    // activation), so only a send whose message is unanswered blocks; otherwise a session driven by
+    // `send` would never continue as new.
+    const wantsNewRun = suggested || turnsThisRun >= tunables.continueAsNewAfterTurns;
+    const unanswered = (): boolean => [...waitingFor.keys()].some((id) => results.get(id) == null);
+    if (wantsNewRun && (waiting === 0 || (!unanswered() && patched(CAN_AFTER_ANSWERED_SENDS)))) {
       phase = 'closing';
       await condition(allHandlersFinished);
       log.info('continuing as new', { sessionId: input.sessionId, turn, headSeq });
