@@ -15,7 +15,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -42,6 +42,10 @@ const SEED = Number(process.env.CRASH_SEED ?? Date.now() % 1_000_000);
 const SESSIONS = 4;
 /** How long a kill waits for its chosen point before killing anyway (counted as a miss). */
 const KILL_POINT_WAIT_MS = 12_000;
+/** Bound on a worker's start (it is slow only on a badly overloaded machine). */
+const START_BOUND_MS = 120_000;
+/** Replacement workers prepared ahead (started, connected, not yet polling). */
+const SPARES = 2;
 /** Bound on the final drain, after the last kill. */
 const DRAIN_MS = 150_000;
 
@@ -116,8 +120,8 @@ class ChildWorker {
   private stderrTail: string[] = [];
   killedByUs = false;
 
-  constructor(env: Record<string, string>) {
-    this.proc = spawn(process.execPath, ['--import', 'tsx', CHILD], { cwd: ROOT, env: { ...process.env, ...env, CHILD_WAIT_FOR_GO: '1' }, stdio: ['pipe', 'pipe', 'pipe'] });
+  constructor(args: readonly string[], env: Record<string, string>) {
+    this.proc = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env, CHILD_WAIT_FOR_GO: '1' }, stdio: ['pipe', 'pipe', 'pipe'] });
     this.exited = new Promise((resolve) => this.proc.once('exit', (code, signal) => resolve({ code, signal })));
     createInterface({ input: this.proc.stderr! }).on('line', (line) => {
       this.stderrTail.push(line);
@@ -151,11 +155,15 @@ class ChildWorker {
     });
   }
 
-  /** Lets an armed worker start polling; resolves once it does. */
+  /** Lets an armed worker start polling; resolves once it does (bounded). */
   async go(): Promise<void> {
-    await this.armed;
+    const bounded = async (what: string, promise: Promise<void>) => {
+      const timeout = sleep(START_BOUND_MS).then(() => 'timeout' as const);
+      if ((await Promise.race([promise, timeout])) === 'timeout') throw new Error(`worker child not ${what} after ${START_BOUND_MS} ms:\n${this.stderr()}`);
+    };
+    await bounded('armed', this.armed);
     this.proc.stdin!.write('go\n');
-    await this.ready;
+    await bounded('ready', this.ready);
   }
 
   stderr(): string {
@@ -189,6 +197,21 @@ class ChildWorker {
     this.proc.kill('SIGTERM');
     const exited = await Promise.race([this.exited, sleep(15_000).then(() => undefined)]);
     if (!exited) await this.kill();
+  }
+}
+
+/**
+ * How to run the child: compiled once to plain JS with esbuild (what tsx itself uses), so each
+ * of the many restarts skips tsx's per-module transform; `--import tsx` when esbuild is missing.
+ */
+async function childArgs(outDir: string): Promise<string[]> {
+  try {
+    const esbuild = await import('esbuild');
+    const outfile = join(outDir, 'worker-child.mjs');
+    await esbuild.build({ entryPoints: [join(ROOT, CHILD)], bundle: true, platform: 'node', format: 'esm', packages: 'external', target: 'node20', outfile, logLevel: 'silent' });
+    return [outfile];
+  } catch {
+    return ['--import', 'tsx', CHILD];
   }
 }
 
@@ -249,6 +272,25 @@ class LogWatcher {
   }
 }
 
+/** Where each session stands: its log head and its workflow's pending work (printed when a kill point is missed). */
+async function diagnose(client: SessionClient, watcher: LogWatcher, sessionIds: readonly string[]): Promise<string> {
+  const lines: string[] = [];
+  for (const id of sessionIds) {
+    const last = watcher.logs.get(id)?.at(-1);
+    let pending = '';
+    try {
+      const { raw } = await client.temporal.workflow.getHandle(workflowIdFor(id)).describe();
+      const activities = (raw.pendingActivities ?? []).map((a) => `${a.activityType?.name} attempt ${a.attempt} state ${a.state} ${a.lastFailure?.message ?? ''}`);
+      const task = raw.pendingWorkflowTask ? `workflow task attempt ${raw.pendingWorkflowTask.attempt} state ${raw.pendingWorkflowTask.state}` : 'no workflow task';
+      pending = `${task}; ${activities.join('; ') || 'no activity'}`;
+    } catch (error) {
+      pending = `describe failed: ${(error as Error).message}`;
+    }
+    lines.push(`    ${id}: head ${last ? `${last.seq} ${last.type} ${last.op ?? ''}` : 'empty'}; ${pending}`);
+  }
+  return `  diagnosis:\n${lines.join('\n')}`;
+}
+
 // ---- the test -----------------------------------------------------------------------------
 
 type KillKind = 'stream' | 'tool' | 'append' | 'random';
@@ -270,6 +312,8 @@ let store: SessionStore;
 let connection: Connection;
 let client: SessionClient;
 let bundlePath: string;
+let childDir: string;
+let childCommand: string[];
 const taskQueue = `crash-${randomUUID()}`;
 
 beforeAll(async () => {
@@ -280,6 +324,10 @@ beforeAll(async () => {
   client = new SessionClient({ temporal: new Client({ connection, namespace: 'default' }), store, taskQueue, tunables: TUNABLES });
   bundlePath = join(dir, 'workflow-bundle.js');
   writeFileSync(bundlePath, (await workflowBundle()).code);
+  // Inside the repository (git-ignored .tmp) so the compiled child resolves node_modules.
+  childDir = join(ROOT, '.tmp', `crash-${process.pid}-${randomUUID().slice(0, 8)}`);
+  mkdirSync(childDir, { recursive: true });
+  childCommand = await childArgs(childDir);
 });
 
 afterAll(async () => {
@@ -287,10 +335,11 @@ afterAll(async () => {
   await fake?.close();
   await store?.close();
   if (dir) rmSync(dir, { recursive: true, force: true });
+  if (childDir) rmSync(childDir, { recursive: true, force: true });
 });
 
 describe('worker crashes (SIGKILL of a child worker process)', () => {
-  it(`every session finishes and the logs keep their invariants after ${KILLS} kills`, { timeout: 420_000 }, async () => {
+  it(`every session finishes and the logs keep their invariants after ${KILLS} kills`, { timeout: 600_000 }, async () => {
     const started = Date.now();
     const sessionIds = Array.from({ length: SESSIONS }, (_, i) => `crash-${SEED}-${i}-${randomUUID().slice(0, 8)}`);
     const childEnv = {
@@ -361,16 +410,19 @@ describe('worker crashes (SIGKILL of a child worker process)', () => {
     const points = kinds.map((kind) => (kind === 'append' ? pick(APPEND_POINTS) : undefined));
     const prepare = (i: number): ChildWorker => {
       const point = points[i];
-      return new ChildWorker({ ...childEnv, ...(point ? { CHILD_HOLD_APPEND: `${point.when}:${point.op}` } : {}) });
+      return new ChildWorker(childCommand, { ...childEnv, ...(point ? { CHILD_HOLD_APPEND: `${point.when}:${point.op}` } : {}) });
     };
     // Each worker's replacement is prepared (imports, connection) while it runs, and starts
     // polling only after it was killed.
-    let next = prepare(0);
+    const spares = Array.from({ length: Math.min(SPARES, kinds.length + 1) }, (_, i) => prepare(i));
+    let startWaitMs = 0;
     for (const [i, kind] of kinds.entries()) {
       const point = points[i];
-      const child = next;
+      const child = spares.shift()!;
+      const goAt = Date.now();
       await child.go();
-      next = prepare(i + 1);
+      startWaitMs += Date.now() - goAt;
+      if (i + spares.length + 1 <= kinds.length) spares.push(prepare(i + spares.length + 1));
       const readyAt = Date.now();
       let hit = false;
       let detail = '';
@@ -395,7 +447,7 @@ describe('worker crashes (SIGKILL of a child worker process)', () => {
         hit = line !== undefined;
         detail = line ? `${point!.label}: ${line.op}` : `no append matched ${point!.when}:${point!.op}`;
       } else {
-        const delay = between(200, 4_000);
+        const delay = between(200, 3_000);
         await sleep(delay);
         hit = true;
         detail = `${delay} ms after ready`;
@@ -404,14 +456,17 @@ describe('worker crashes (SIGKILL of a child worker process)', () => {
         throw new Error(`worker child died by itself (${child.proc.exitCode ?? child.proc.signalCode}):\n${child.stderr()}`);
       }
       await child.kill();
+      if (!hit) console.log(await diagnose(client, watcher, sessionIds));
       kills.push({ kind, hit, detail: `${detail} (+${Date.now() - readyAt} ms)` });
+      console.log(`[${Math.round((Date.now() - started) / 1000)}s] kill ${kills.length}/${kinds.length} ${kind}${hit ? '' : ' (missed)'}: ${kills.at(-1)!.detail}`);
     }
     const killsDoneAt = Date.now();
 
     // ---- a fresh worker finishes every session
     driving = false;
-    const finalWorker = next;
+    const finalWorker = spares.shift()!;
     await finalWorker.go();
+    for (const spare of spares) await spare.stop();
     let drained = false;
     try {
       await Promise.race([
@@ -430,13 +485,19 @@ describe('worker crashes (SIGKILL of a child worker process)', () => {
       messages: sent.length,
       posts: sent.filter((s) => s.via === 'post').length,
       chatRequests: fake.chatRequests().length,
+      workflowRuns: [...watcher.logs.values()].flat().filter((e) => e.type === 'session/run').length,
       clientErrors: clientErrors.length,
       killLoopMs: killsDoneAt - started,
+      waitedForWorkerStartMs: startWaitMs,
       drainMs: Date.now() - killsDoneAt,
     };
     console.log(`worker crash summary: ${JSON.stringify(summary)}`);
-    for (const k of kills) console.log(`  kill ${k.kind}${k.hit ? '' : ' (missed, killed anyway)'}: ${k.detail}`);
-    if (clientErrors.length > 0) console.log(`  client errors (retried):\n    ${clientErrors.slice(0, 20).join('\n    ')}`);
+    if (clientErrors.length > 0) {
+      // Distinct messages with counts (a send is refused while a workflow task is being retried).
+      const counts = new Map<string, number>();
+      for (const e of clientErrors) counts.set(e.replace(/^.*?\): /, ''), (counts.get(e.replace(/^.*?\): /, '')) ?? 0) + 1);
+      console.log(`  client errors (retried): ${JSON.stringify([...counts])}`);
+    }
 
     expect(kills.length).toBeGreaterThanOrEqual(Math.min(30, KILLS));
     for (const kind of ['stream', 'tool', 'append'] as const) expect(kills.filter((k) => k.kind === kind && k.hit).length, `kills that hit a ${kind}`).toBeGreaterThan(0);
