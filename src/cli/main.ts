@@ -7,14 +7,10 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command } from 'commander';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { ConfigError, isLoopbackHost, resolveConfig, type Config } from '../config.js';
-import { startGateway } from '../gateway/index.js';
 import type { SessionStore } from '../persistence/store.js';
 import { SessionlogError } from '../session/index.js';
-import { createWorker } from '../worker.js';
 import { runChat } from './chat.js';
-import { runDev } from './dev.js';
 import { connectClient, openConfiguredStore, packageRoot, startModel, temporalAddressFor } from './runtime.js';
 import {
   compactSession,
@@ -88,12 +84,20 @@ async function withStore<T>(fn: (store: SessionStore) => Promise<T>): Promise<T>
   }
 }
 
+/** Quiet Temporal SDK logging for long-running commands (warnings and errors only). */
+async function quietTemporalLogs(): Promise<void> {
+  const { DefaultLogger, Runtime } = await import('@temporalio/worker');
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+}
+
 program
   .command('dev')
   .description('start a local Temporal dev server, a worker and the HTTP gateway (data in ./.sessionlog)')
   .option('--port <port>', 'gateway port (env SESSIONLOG_PORT, default 8787)')
   .action(async (o: { port?: string }) => {
     const cfg = resolveConfig(process.env, { ...(o.port ? { SESSIONLOG_PORT: o.port } : {}), ...(program.opts<GlobalOptions>().store ? { SESSIONLOG_STORE: program.opts<GlobalOptions>().store! } : {}) });
+    await quietTemporalLogs();
+    const { runDev } = await import('./dev.js');
     await runDev(cfg);
   });
 
@@ -106,6 +110,9 @@ program
     const store = await openConfiguredStore(cfg);
     const model = await startModel(cfg);
     process.stdout.write(`model: ${model.description}\n`);
+    await quietTemporalLogs();
+    const { NativeConnection } = await import('@temporalio/worker');
+    const { createWorker } = await import('../worker.js');
     const connection = await NativeConnection.connect({ address });
     const worker = await createWorker({
       connection,
@@ -148,6 +155,7 @@ program
     }
     const store = await openConfiguredStore(cfg);
     const client = await connectClient(cfg, store);
+    const { startGateway } = await import('../gateway/index.js');
     const gateway = await startGateway({ client, store, token: cfg.gateway.token, host: cfg.gateway.host, port: cfg.gateway.port, bodyLimitBytes: cfg.gateway.bodyLimitBytes, maxMessageBytes: cfg.tunables.maxMessageBytes });
     process.stdout.write(`gateway: ${gateway.url}/v1\n`);
     await new Promise<void>((resolve) => {
@@ -243,7 +251,6 @@ async function main(): Promise<void> {
     if (error.code === 'EPIPE') process.exit(0);
     throw error;
   });
-  Runtime.install({ logger: new DefaultLogger('WARN') });
   try {
     await program.parseAsync(process.argv);
   } catch (error) {

@@ -7,7 +7,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SessionClient } from '../client/session-client.js';
 import { ConfigError, type Config } from '../config.js';
-import { startFakeModelServer, type FakeModelServer } from '../model/fake-server.js';
+import type { FakeModelServer } from '../model/fake-server.js';
 import { createOpenAIProvider, type ModelProvider } from '../model/provider.js';
 import { openStore } from '../persistence/open.js';
 import type { SessionStore } from '../persistence/store.js';
@@ -80,6 +80,7 @@ export type ModelRuntime = { provider: ModelProvider; providerName: string; offl
 export async function startModel(config: Config): Promise<ModelRuntime> {
   const m = config.model;
   if (m.offline) {
+    const { startFakeModelServer } = await import('../model/fake-server.js');
     const offline = await startFakeModelServer({ model: m.name });
     return {
       provider: createOpenAIProvider({ baseURL: offline.baseURL, apiKey: 'offline', timeoutMs: m.timeoutMs }),
