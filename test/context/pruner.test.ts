@@ -16,7 +16,7 @@ const codePoints = (s: string) => [...s].length;
 const textOf = (blocks: readonly ContentBlock[]) => blocks.map((b) => (b.type === 'text' ? b.text : '')).join('');
 
 /** Text mixing ASCII, multi-byte BMP characters and astral (surrogate-pair) characters. */
-const textArb = fc.array(fc.constantFrom('a', 'b', ' ', '\n', 'é', '中', '😀', '𝄞', '👍🏽'), { maxLength: 80 }).map((parts) => parts.join(''));
+const textArb = fc.array(fc.constantFrom('a', 'b', ' ', '\n', 'é', '中', '😀', '𝄞', '👍🏽'), { maxLength: 80, size: 'max' }).map((parts) => parts.join(''));
 
 const blockArb: fc.Arbitrary<ContentBlock> = fc.oneof(
   { weight: 4, arbitrary: textArb.map((text): ContentBlock => ({ type: 'text', text })) },
@@ -52,8 +52,9 @@ describe('pruner config', () => {
 
 describe('pruneContent', () => {
   it('returns null within the threshold, else head + marker + tail within the threshold, strictly smaller and surrogate-safe (random blocks)', () => {
+    let prunedCount = 0;
     fc.assert(
-      fc.property(fc.array(blockArb, { maxLength: 6 }), configArb, (blocks, config) => {
+      fc.property(fc.array(blockArb, { maxLength: 6, size: 'max' }), configArb, (blocks, config) => {
         const original = textOf(blocks);
         const total = codePoints(original);
         const pruned = pruneContent(blocks, config);
@@ -61,6 +62,7 @@ describe('pruneContent', () => {
           expect(pruned).toBeNull();
           return;
         }
+        prunedCount += 1;
         expect(pruned).not.toBeNull();
         const text = textOf(pruned!);
         const cps = [...original];
@@ -76,6 +78,7 @@ describe('pruneContent', () => {
       }),
       { numRuns: 500 },
     );
+    expect(prunedCount).toBeGreaterThan(100);
   });
 
   it('places the marker at the first text block that intersects the removed span and drops blocks that become empty', () => {
