@@ -1,0 +1,61 @@
+/**
+ * The public API of `sessionlog` (DESIGN §8): `import { SessionClient, createWorker } from 'sessionlog'`.
+ *
+ * - {@link SessionClient}: what a backend service uses to start sessions, send messages, follow
+ *   the live log and read history (commands go through Temporal, reads come from the store).
+ * - {@link createWorker}: the Temporal worker that runs the session workflows and their activities.
+ * - {@link openStore}: a store from a URL (`sqlite:PATH`, `jsonl:DIR`), the same one the
+ *   workers write to.
+ * - {@link startGateway}: the HTTP API (`/v1`) over a client and a store.
+ * - {@link resolveConfig}: the environment variables of DESIGN §9 as one validated value.
+ * - {@link createOpenAIProvider} and {@link startFakeModelServer}: a model provider for any
+ *   OpenAI-compatible endpoint, and the offline model server used by `sessionlog dev` and tests.
+ *
+ * A plain re-export list: each module documents its own exports.
+ */
+export { SessionClient } from './client/session-client.js';
+export type { Reply, SessionClientOptions } from './client/session-client.js';
+
+export { createWorker } from './worker.js';
+export type { CreateWorkerOptions } from './worker.js';
+export type { AgentConfig, ToolResultShaper } from './activities/session-activities.js';
+
+export { openStore } from './persistence/open.js';
+export type { StoreOptions } from './persistence/base.js';
+export type { AppendOptions, AppendResult, LoadedSession, SessionStore, WatchOptions } from './persistence/store.js';
+
+export { Session, SESSION_FORMAT_VERSION, SessionlogError, isEventOfType, isSessionlogError, textOf } from './session/index.js';
+export type {
+  AgentSpec,
+  AnyEvent,
+  AssistantMessage,
+  ContentBlock,
+  EventDataMap,
+  KnownEventType,
+  Message,
+  NewEvent,
+  ReasoningBlock,
+  SessionErrorCode,
+  SessionEvent,
+  SessionHeader,
+  StreamChunk,
+  TextBlock,
+  TokenUsage,
+  ToolCallBlock,
+  ToolResultBlock,
+  ToolResultMessage,
+  TurnEndReason,
+  UserMessage,
+} from './session/index.js';
+
+export { DEFAULT_TASK_QUEUE, DEFAULT_TUNABLES } from './workflows/api.js';
+export type { CompactResult, SendResult, SessionPhase, SessionStatus, SessionTunables, TurnOutcome } from './workflows/api.js';
+
+export { ConfigError, resolveConfig } from './config.js';
+export type { Config, ModelSettings } from './config.js';
+
+export { startGateway } from './gateway/index.js';
+export type { GatewayOptions, RunningGateway, StartGatewayOptions } from './gateway/index.js';
+
+export { createOpenAIProvider, startFakeModelServer } from './model/index.js';
+export type { FakeModelServer, FakeModelServerOptions, ModelProvider, OpenAIProviderConfig } from './model/index.js';
