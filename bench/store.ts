@@ -1,0 +1,405 @@
+/**
+ * Store benchmarks (no Temporal needed): durable append rate against raw better-sqlite3, bytes
+ * on disk per event, cold derived-history reads through the projection cache against a full
+ * fold, cold `load`, and the same conversation kept by LangGraph JS's `SqliteSaver`.
+ *
+ *   npx tsx bench/store.ts [--reps 5] [--peer-turns 1000] [--keep]
+ *
+ * Every file is written under a fresh temp directory (removed at the end unless --keep). The
+ * OS page cache is warm for all reads: "cold" means a freshly opened store instance (no
+ * in-memory session cache), not an evicted page cache.
+ */
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import Database from 'better-sqlite3';
+import { AIMessage, HumanMessage, type BaseMessage } from '@langchain/core/messages';
+import { emptyCheckpoint, uuid6, type Checkpoint } from '@langchain/langgraph-checkpoint';
+import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
+import { openJsonlStore, openSqliteStore, readDerivedHistory, writeProjectionCheckpoint, type ProjectionCacheRecord, type SessionStore } from '../src/persistence/index.js';
+import { Session, type NewEvent } from '../src/session/index.js';
+import {
+  ASSISTANT_CHARS,
+  REALISTIC_EVENTS_PER_TURN,
+  TextSource,
+  assistantMessage,
+  benchHeader,
+  chunkHeavyTurn,
+  realisticEvents,
+  stepEnd,
+  stepStart,
+  takeBatches,
+  turnEnd,
+  turnStart,
+  userMessage,
+} from './support/events.js';
+import { fmtBytes, fmtInt, fmtMs, fmtRatio, machineLine, mean, median, printGrid, printTable, since, type Figure } from './support/report.js';
+
+type Backend = 'sqlite' | 'jsonl';
+
+const { values: args } = parseArgs({
+  options: {
+    reps: { type: 'string', default: '5' },
+    'peer-turns': { type: 'string', default: '1000' },
+    keep: { type: 'boolean', default: false },
+  },
+});
+const REPS = Number(args.reps);
+const PEER_TURNS = Number(args['peer-turns']);
+const ROOT = mkdtempSync(join(tmpdir(), 'sessionlog-bench-store-'));
+
+function openBackend(backend: Backend, path: string): SessionStore {
+  return backend === 'sqlite' ? openSqliteStore(path) : openJsonlStore(path);
+}
+
+function backendPath(backend: Backend, name: string): string {
+  return join(ROOT, backend === 'sqlite' ? `${name}.db` : name);
+}
+
+function fileSize(path: string): number {
+  return existsSync(path) ? statSync(path).size : 0;
+}
+
+/** Database plus WAL bytes after `wal_checkpoint(TRUNCATE)` (the `-shm` index is not data). */
+function sqliteBytes(path: string): number {
+  const db = new Database(path);
+  db.pragma('wal_checkpoint(TRUNCATE)');
+  db.close();
+  return fileSize(path) + fileSize(`${path}-wal`);
+}
+
+async function withStore<T>(backend: Backend, path: string, body: (store: SessionStore) => Promise<T>): Promise<T> {
+  const store = openBackend(backend, path);
+  try {
+    return await body(store);
+  } finally {
+    await store.close();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Batched durable append rate and bytes on disk
+
+const APPEND_EVENTS = 10_000;
+const APPEND_BATCH = 100;
+
+type RawRow = [number, number, string, number, string, string | null, string | null, number | null];
+
+function rawRows(batches: readonly NewEvent[][]): RawRow[][] {
+  let seq = 0;
+  return batches.map((batch) =>
+    batch.map((e): RawRow => [1, seq++, e.type, e.time, JSON.stringify(e.data), e.surfaceOp === undefined ? null : e.surfaceOp === 'append' ? 'append' : JSON.stringify(e.surfaceOp), null, null]),
+  );
+}
+
+/** The same rows sessionlog stores, inserted with no validation, no batch index, no reads. */
+function appendRaw(path: string, batches: readonly RawRow[][]): number {
+  const db = new Database(path);
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  db.exec(`CREATE TABLE events (
+    session_key INTEGER NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, time INTEGER NOT NULL, data TEXT NOT NULL,
+    surface_op TEXT, source_event_seqs TEXT, ignorable INTEGER, PRIMARY KEY (session_key, seq)) STRICT, WITHOUT ROWID`);
+  const insert = db.prepare<RawRow>(`INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
+  const insertBatch = db.transaction((rows: readonly RawRow[]) => {
+    for (const row of rows) insert.run(...row);
+  });
+  const start = performance.now();
+  for (const rows of batches) insertBatch.immediate(rows);
+  const ms = since(start);
+  db.close();
+  return ms;
+}
+
+async function appendStore(backend: Backend, path: string, batches: readonly NewEvent[][]): Promise<number> {
+  return withStore(backend, path, async (store) => {
+    await store.create(benchHeader('append'));
+    const runId = '6f1c2a4e-8d3b-4f7a-9c1e-2b5d7a9e0c31';
+    let seq = 0;
+    const start = performance.now();
+    for (let i = 0; i < batches.length; i++) {
+      const batch = batches[i]!;
+      await store.append('append', batch, { expectedSeq: seq, op: `${runId}/b${i}` });
+      seq += batch.length;
+    }
+    return since(start);
+  });
+}
+
+async function benchAppend(): Promise<Figure[]> {
+  const batches = takeBatches(realisticEvents(), APPEND_EVENTS, APPEND_BATCH);
+  const rows = rawRows(batches);
+  const payloadBytes = batches.flat().reduce((sum, e) => sum + Buffer.byteLength(JSON.stringify(e)), 0);
+  const rates: Record<'raw' | Backend, number[]> = { raw: [], sqlite: [], jsonl: [] };
+  const bytes: Record<'raw' | Backend, number> = { raw: 0, sqlite: 0, jsonl: 0 };
+  const kinds = ['raw', 'sqlite', 'jsonl'] as const;
+  for (let rep = 0; rep < REPS; rep++) {
+    // Rotate the order so a noisy neighbour does not always hit the same contestant.
+    for (let k = 0; k < kinds.length; k++) {
+      const kind = kinds[(k + rep) % kinds.length]!;
+      const path = join(ROOT, `append-${kind}-${rep}${kind === 'jsonl' ? '' : '.db'}`);
+      const ms = kind === 'raw' ? appendRaw(path, rows) : await appendStore(kind, path, batches);
+      rates[kind].push((APPEND_EVENTS / ms) * 1000);
+      bytes[kind] = kind === 'jsonl' ? fileSize(join(path, 'append', 'session.jsonl')) : sqliteBytes(path);
+      rmSync(path, { recursive: true, force: true });
+      rmSync(`${path}-wal`, { force: true });
+      rmSync(`${path}-shm`, { force: true });
+    }
+  }
+  const raw = median(rates.raw);
+  const sqlite = median(rates.sqlite);
+  const jsonl = median(rates.jsonl);
+  const perEvent = payloadBytes / APPEND_EVENTS;
+  return [
+    { name: `raw better-sqlite3 insert, events/s (${APPEND_BATCH}/txn, WAL, synchronous=FULL)`, value: fmtInt(raw) },
+    { name: 'SQLite backend append, events/s', value: `${fmtInt(sqlite)} (${((sqlite / raw) * 100).toFixed(0)}% of raw)`, target: '≥ 50% of raw', met: sqlite >= raw * 0.5 },
+    { name: 'JSONL backend append, events/s', value: `${fmtInt(jsonl)} (${((jsonl / raw) * 100).toFixed(0)}% of raw)` },
+    { name: 'payload JSON bytes per event (NewEvent as appended)', value: `${perEvent.toFixed(0)} B` },
+    {
+      name: 'SQLite bytes on disk per event (db + WAL after checkpoint)',
+      value: `${(bytes.sqlite / APPEND_EVENTS).toFixed(0)} B = ${fmtRatio(bytes.sqlite / payloadBytes)} payload`,
+      target: '≤ 2×',
+      met: bytes.sqlite <= 2 * payloadBytes,
+    },
+    {
+      name: 'JSONL bytes on disk per event (session.jsonl)',
+      value: `${(bytes.jsonl / APPEND_EVENTS).toFixed(0)} B = ${fmtRatio(bytes.jsonl / payloadBytes)} payload`,
+      target: '≤ 1.5×',
+      met: bytes.jsonl <= 1.5 * payloadBytes,
+    },
+    { name: 'raw table bytes on disk per event', value: `${(bytes.raw / APPEND_EVENTS).toFixed(0)} B = ${fmtRatio(bytes.raw / payloadBytes)} payload` },
+  ];
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Cold derived history through the projection cache, and cold load
+
+const HEAVY_TURNS = 100;
+const HEAVY_EVENTS_PER_TURN = 1_000;
+
+/** 100 turns × 1,000 events: 200 surface nodes, the rest assistant/chunk and turn markers. */
+async function buildChunkHeavy(store: SessionStore): Promise<ProjectionCacheRecord> {
+  const text = new TextSource(7);
+  await store.create(benchHeader('heavy'));
+  let seq = 0;
+  for (let turn = 1; turn <= HEAVY_TURNS; turn++) {
+    const events = chunkHeavyTurn(turn, HEAVY_EVENTS_PER_TURN - 8, text);
+    await store.append('heavy', events, { expectedSeq: seq, op: `build/t${turn}` });
+    seq += events.length;
+    // The checkpoint a worker would have written after the previous turn's turn/end.
+    if (turn === HEAVY_TURNS - 1) await writeProjectionCheckpoint(store, 'heavy');
+  }
+  return (await store.projectionCache.get('heavy'))!;
+}
+
+async function buildRealistic(store: SessionStore, id: string, turns: number): Promise<number> {
+  await store.create(benchHeader(id));
+  const source = realisticEvents(new TextSource(11));
+  const perTurn = REALISTIC_EVENTS_PER_TURN;
+  let seq = 0;
+  for (let t = 0; t < turns; t += 50) {
+    const n = Math.min(50, turns - t) * perTurn;
+    const batch = takeBatches(source, n, n)[0]!;
+    await store.append(id, batch, { expectedSeq: seq, op: `build/${t}` });
+    seq += n;
+  }
+  return seq;
+}
+
+type ReadFigures = { cached: number; full: number; load10k: number; load100k: number; events10k: number; events100k: number };
+
+async function benchReads(backend: Backend): Promise<ReadFigures> {
+  const path = backendPath(backend, `reads-${backend}`);
+  const { record, events10k, events100k } = await withStore(backend, path, async (store) => ({
+    record: await buildChunkHeavy(store),
+    events10k: await buildRealistic(store, 'load-10k', Math.ceil(10_000 / REALISTIC_EVENTS_PER_TURN)),
+    events100k: await buildRealistic(store, 'load-100k', Math.ceil(100_000 / REALISTIC_EVENTS_PER_TURN)),
+  }));
+  const cached: number[] = [];
+  const full: number[] = [];
+  const load10k: number[] = [];
+  const load100k: number[] = [];
+  for (let rep = 0; rep < REPS; rep++) {
+    // The cold read refreshes the checkpoint to the log's end; put the near-end one back.
+    await withStore(backend, path, (store) => store.projectionCache.put('heavy', record));
+    cached.push(
+      await withStore(backend, path, async (store) => {
+        const start = performance.now();
+        const history = await readDerivedHistory(store, 'heavy');
+        const ms = since(start);
+        if (!history.fromCache || history.messages.length !== 2 * HEAVY_TURNS) throw new Error(`cold read did not use the cache (${history.messages.length} messages)`);
+        return ms;
+      }),
+    );
+    full.push(
+      await withStore(backend, path, async (store) => {
+        const start = performance.now();
+        const session = Session.fromEvents(await store.header('heavy'), await store.readFrom('heavy', 0));
+        const messages = session.deriveMessages();
+        const ms = since(start);
+        if (messages.length !== 2 * HEAVY_TURNS) throw new Error(`full fold derived ${messages.length} messages`);
+        return ms;
+      }),
+    );
+    for (const [id, into] of [['load-10k', load10k], ['load-100k', load100k]] as const) {
+      into.push(
+        await withStore(backend, path, async (store) => {
+          const start = performance.now();
+          const loaded = await store.load(id);
+          const ms = since(start);
+          if (loaded.repaired !== 0) throw new Error(`load of ${id} repaired ${loaded.repaired} events`);
+          return ms;
+        }),
+      );
+    }
+  }
+  return { cached: median(cached), full: median(full), load10k: median(load10k), load100k: median(load100k), events10k, events100k };
+}
+
+function readFiguresOf(backend: Backend, r: ReadFigures): Figure[] {
+  return [
+    { name: `${backend}: cold derived history, 100k events / 200 nodes, via projection cache`, value: fmtMs(r.cached) },
+    { name: `${backend}: same, full fold (readFrom(0) + Session.fromEvents + deriveMessages)`, value: fmtMs(r.full) },
+    { name: `${backend}: cached ÷ full fold`, value: `${((r.cached / r.full) * 100).toFixed(1)}%`, target: '≤ 10%', met: r.cached <= r.full * 0.1 },
+    { name: `${backend}: cold load, ${fmtInt(r.events10k)} events`, value: fmtMs(r.load10k) },
+    { name: `${backend}: cold load, ${fmtInt(r.events100k)} events`, value: `${fmtMs(r.load100k)} (${fmtInt((r.events100k / r.load100k) * 1000)} events/s)` },
+  ];
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. The same conversation in sessionlog and in LangGraph's SqliteSaver
+
+type PeerResult = { perTurnMs: number[]; bytes: number; note: string; payloadBytes?: number };
+
+function conversation(turns: number): Array<{ user: string; assistant: string }> {
+  const text = new TextSource(3);
+  return Array.from({ length: turns }, () => ({ user: text.text(80), assistant: text.text(ASSISTANT_CHARS) }));
+}
+
+/** Each turn appends what a real turn appends, in the worker's three batches (start, header on turn 1, reply). */
+async function peerSessionlog(turns: ReturnType<typeof conversation>, inMemory = false): Promise<PeerResult> {
+  const path = inMemory ? ':memory:' : join(ROOT, 'peer-sessionlog.db');
+  const perTurnMs: number[] = [];
+  let payloadBytes = 0;
+  await withStore('sqlite', path, async (store) => {
+    const id = 'peer';
+    const prefix = '6f1c2a4e-8d3b-4f7a-9c1e-2b5d7a9e0c31';
+    await store.create(benchHeader(id));
+    let seq = 0;
+    const append = async (events: NewEvent[], op: string): Promise<void> => {
+      payloadBytes += events.reduce((sum, e) => sum + Buffer.byteLength(JSON.stringify(e)), 0);
+      await store.append(id, events, { expectedSeq: seq, op });
+      seq += events.length;
+    };
+    for (let i = 0; i < turns.length; i++) {
+      const turn = i + 1;
+      const time = 1_700_000_000_000 + turn * 1_000;
+      const start = performance.now();
+      await append([turnStart(turn, time), stepStart(turn, 1, time), userMessage(`u${turn}`, turns[i]!.user, time)], `${prefix}/t${turn}/s1/start`);
+      if (turn === 1) {
+        await append(
+          [{ type: 'request/header', time, data: { header: { provider: 'deepseek', model: 'deepseek-chat', system: 'You are a helpful assistant.' }, reason: 'initial' } }],
+          `${prefix}/t${turn}/s1/header`,
+        );
+      }
+      await append([assistantMessage(`a${turn}`, turn, 1, turns[i]!.assistant, time), stepEnd(turn, 1, time), turnEnd(turn, time)], `${prefix}/t${turn}/s1/reply`);
+      perTurnMs.push(since(start));
+    }
+  });
+  return { perTurnMs, bytes: inMemory ? 0 : sqliteBytes(path), payloadBytes, note: 'WAL, synchronous=FULL (fsync per commit), 2 commits per turn (3 on turn 1)' };
+}
+
+/** Each turn `put`s one checkpoint whose messages channel holds the whole list, as an agent's state does. */
+async function peerLangGraph(turns: ReturnType<typeof conversation>): Promise<PeerResult> {
+  const path = join(ROOT, 'peer-langgraph.db');
+  const saver = SqliteSaver.fromConnString(path);
+  const perTurnMs: number[] = [];
+  const messages: BaseMessage[] = [];
+  let config: Parameters<SqliteSaver['put']>[0] = { configurable: { thread_id: 'peer', checkpoint_ns: '' } };
+  for (let i = 0; i < turns.length; i++) {
+    const turn = i + 1;
+    const start = performance.now();
+    messages.push(new HumanMessage({ id: `u${turn}`, content: turns[i]!.user }), new AIMessage({ id: `a${turn}`, content: turns[i]!.assistant }));
+    const checkpoint: Checkpoint = {
+      ...emptyCheckpoint(),
+      id: uuid6(turn),
+      channel_values: { messages: [...messages] },
+      channel_versions: { __start__: turn, messages: turn },
+      versions_seen: { agent: { messages: turn } },
+    };
+    // SqliteSaver.put takes no newVersions argument (it stores every channel value).
+    config = await saver.put(config, checkpoint, { source: 'loop', step: turn, parents: {} });
+    perTurnMs.push(since(start));
+  }
+  // Read back after the first put (which runs the saver's own setup: WAL, no synchronous pragma).
+  const synchronous = saver.db.pragma('synchronous', { simple: true }) as number;
+  const journal = saver.db.pragma('journal_mode', { simple: true }) as string;
+  saver.db.close();
+  return { perTurnMs, bytes: sqliteBytes(path), note: `journal_mode=${journal}, synchronous=${synchronous === 2 ? 'FULL' : synchronous === 1 ? 'NORMAL (no fsync per commit)' : String(synchronous)}, 1 commit per turn` };
+}
+
+/** Mean per-turn time over the 10 turns around `turn` (clamped to the run). */
+function around(perTurnMs: readonly number[], turn: number): number {
+  const from = Math.max(0, Math.min(perTurnMs.length - 10, turn - 6));
+  return mean(perTurnMs.slice(from, from + 10));
+}
+
+async function benchPeer(): Promise<Figure[]> {
+  const turns = conversation(PEER_TURNS);
+  const ours = await peerSessionlog(turns);
+  // The same appends without fsync: separates the store's own work from the disk's latency.
+  const cpuOnly = await peerSessionlog(turns, true);
+  const theirs = await peerLangGraph(turns);
+  const early = 10;
+  const late = PEER_TURNS;
+  const ours10 = around(ours.perTurnMs, early);
+  const oursLate = around(ours.perTurnMs, late);
+  const theirs10 = around(theirs.perTurnMs, early);
+  const theirsLate = around(theirs.perTurnMs, late);
+  printGrid(
+    `Same ${fmtInt(PEER_TURNS)}-turn conversation: sessionlog SQLite store vs LangGraph SqliteSaver`,
+    ['', 'sessionlog', 'LangGraph SqliteSaver'],
+    [
+      [`time per turn @ turn ${early} (mean of turns ${early - 4}–${early + 5})`, fmtMs(ours10), fmtMs(theirs10)],
+      [`time per turn @ turn ${fmtInt(late)} (mean of the last 10)`, fmtMs(oursLate), fmtMs(theirsLate)],
+      [`growth turn ${fmtInt(late)} ÷ turn ${early}`, fmtRatio(oursLate / ours10), fmtRatio(theirsLate / theirs10)],
+      [
+        'sessionlog on a :memory: store (no fsync): turn 10 / last 10 / growth',
+        `${fmtMs(around(cpuOnly.perTurnMs, early))} / ${fmtMs(around(cpuOnly.perTurnMs, late))} / ${fmtRatio(around(cpuOnly.perTurnMs, late) / around(cpuOnly.perTurnMs, early))}`,
+        '',
+      ],
+      ['total time for all turns', fmtMs(ours.perTurnMs.reduce((a, b) => a + b, 0)), fmtMs(theirs.perTurnMs.reduce((a, b) => a + b, 0))],
+      ['file at the end (db + WAL after checkpoint)', fmtBytes(ours.bytes), fmtBytes(theirs.bytes)],
+      ['file ÷ payload JSON of the appended events', fmtRatio(ours.bytes / ours.payloadBytes!), fmtRatio(theirs.bytes / ours.payloadBytes!, 0)],
+      ['durability settings', ours.note, theirs.note],
+    ],
+  );
+  return [
+    { name: `sessionlog time per turn, turn ${fmtInt(late)} ÷ turn ${early}`, value: fmtRatio(oursLate / ours10), target: '≤ 1.2× (flat)', met: oursLate <= ours10 * 1.2 },
+    {
+      name: 'sessionlog SQLite bytes on disk ÷ payload, this conversation (~1.9 KB assistant rows)',
+      value: fmtRatio(ours.bytes / ours.payloadBytes!),
+      target: '≤ 2×',
+      met: ours.bytes <= 2 * ours.payloadBytes!,
+    },
+    { name: 'LangGraph file ÷ sessionlog file', value: fmtRatio(theirs.bytes / ours.bytes, 0), target: '≥ 100×', met: theirs.bytes >= ours.bytes * 100 },
+  ];
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  console.log(`bench/store.ts · ${machineLine()} · ${REPS} repetitions (medians) · files in ${ROOT}`);
+  try {
+    printTable(`Append rate and bytes on disk (${fmtInt(APPEND_EVENTS)} realistic events in batches of ${APPEND_BATCH}, median of ${REPS})`, await benchAppend());
+    const reads = [...readFiguresOf('sqlite', await benchReads('sqlite')), ...readFiguresOf('jsonl', await benchReads('jsonl'))];
+    printTable(`Cold reads (fresh store instance; median of ${REPS})`, reads);
+    printTable('sessionlog vs LangGraph SqliteSaver: targets', await benchPeer());
+  } finally {
+    if (args.keep) console.log(`\nkept ${ROOT}`);
+    else rmSync(ROOT, { recursive: true, force: true });
+  }
+}
+
+await main();

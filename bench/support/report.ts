@@ -1,0 +1,91 @@
+/**
+ * Statistics and the one table format every benchmark prints: each figure beside its target
+ * and whether the target is met. Targets are informational; nothing here fails a build.
+ */
+import os from 'node:os';
+
+/** A measured figure, optionally with a target it is judged against. */
+export type Figure = {
+  name: string;
+  value: string;
+  /** The target as shown, e.g. `≥ 50% of raw`; empty when the figure is for context only. */
+  target?: string;
+  /** Whether the target is met; undefined when there is no target. */
+  met?: boolean;
+};
+
+export function median(values: readonly number[]): number {
+  return percentile(values, 50);
+}
+
+/** Nearest-rank percentile (`p` in 0..100) of `values`. */
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))]!;
+}
+
+export function mean(values: readonly number[]): number {
+  return values.reduce((sum, v) => sum + v, 0) / values.length;
+}
+
+/** Milliseconds since `start` (from `performance.now()`). */
+export function since(start: number): number {
+  return performance.now() - start;
+}
+
+export function fmtMs(ms: number): string {
+  if (ms >= 1000) return `${(ms / 1000).toFixed(2)} s`;
+  if (ms >= 10) return `${ms.toFixed(1)} ms`;
+  return `${ms.toFixed(2)} ms`;
+}
+
+export function fmtInt(n: number): string {
+  return Math.round(n).toLocaleString('en-US');
+}
+
+export function fmtBytes(bytes: number): string {
+  if (bytes >= 1024 * 1024 * 1024) return `${(bytes / 1024 / 1024 / 1024).toFixed(2)} GiB`;
+  if (bytes >= 1024 * 1024) return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+  if (bytes >= 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
+  return `${bytes} B`;
+}
+
+export function fmtRatio(ratio: number, digits = 2): string {
+  return `${ratio.toFixed(digits)}×`;
+}
+
+function verdict(figure: Figure): string {
+  if (figure.met === undefined) return '';
+  return figure.met ? 'met' : 'NOT MET';
+}
+
+/** Prints a Markdown table (readable in a terminal, pasteable into BENCHMARKS.md). */
+export function printTable(title: string, figures: readonly Figure[]): void {
+  const header = ['figure', 'value', 'target', 'met?'];
+  const rows = figures.map((f) => [f.name, f.value, f.target ?? '', verdict(f)]);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: readonly string[]): string => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
+  console.log(`\n### ${title}\n`);
+  console.log(line(header));
+  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
+  for (const row of rows) console.log(line(row));
+}
+
+/** Prints a free-form table with its own columns (for side-by-side series). */
+export function printGrid(title: string, header: readonly string[], rows: readonly (readonly string[])[]): void {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: readonly string[]): string => `| ${header.map((_, i) => (cells[i] ?? '').padEnd(widths[i]!)).join(' | ')} |`;
+  console.log(`\n### ${title}\n`);
+  console.log(line(header));
+  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
+  for (const row of rows) console.log(line(row));
+}
+
+/** One line saying where and when the figures were taken. */
+export function machineLine(): string {
+  const cpus = os.cpus();
+  const load = os.loadavg().map((l) => l.toFixed(2)).join(' ');
+  return `${new Date().toISOString()} · Node ${process.version} · ${cpus.length} × ${cpus[0]?.model ?? 'cpu'} · ${fmtBytes(os.totalmem())} RAM · load avg ${load}`;
+}

@@ -1,0 +1,261 @@
+/**
+ * Turn benchmarks against a real Temporal server, with a zero-latency fake model: per-turn
+ * latency of `SessionClient.send` beside a minimal one-activity workflow on the same server,
+ * Temporal history growth per turn, and 100/500 concurrent sessions on one in-process worker.
+ *
+ *   scripts/temporal-dev-server run -- npx tsx bench/turns.ts [--turns 50] [--concurrency 100,500] [--turns-per-session 3]
+ *
+ * Needs TEMPORAL_ADDRESS (the command above provides a private dev server). The worker, the
+ * client and the fake model server all run in this process, so "worker RSS" is this process's
+ * RSS: an upper bound on the worker's own.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import proto from '@temporalio/proto';
+import { DefaultLogger, NativeConnection, Runtime, Worker, bundleWorkflowCode, type WorkerOptions } from '@temporalio/worker';
+import { SessionClient } from '../src/client/session-client.js';
+import { startFakeModelServer } from '../src/model/fake-server.js';
+import { createOpenAIProvider } from '../src/model/provider.js';
+import { openSqliteStore } from '../src/persistence/index.js';
+import { createWorker } from '../src/worker.js';
+import { workflowIdFor } from '../src/workflows/api.js';
+import { fmtBytes, fmtInt, fmtMs, fmtRatio, machineLine, median, percentile, printGrid, printTable, since, type Figure } from './support/report.js';
+import { roundTripActivities } from './support/round-trip-activities.js';
+
+const { values: args } = parseArgs({
+  options: {
+    turns: { type: 'string', default: '50' },
+    warmup: { type: 'string', default: '10' },
+    'history-turn': { type: 'string', default: '100' },
+    concurrency: { type: 'string', default: '100,500' },
+    'turns-per-session': { type: 'string', default: '3' },
+    phases: { type: 'string', default: 'latency,concurrency' },
+  },
+});
+const MEASURED_TURNS = Number(args.turns);
+const WARMUP = Number(args.warmup);
+const HISTORY_LATE_TURN = Number(args['history-turn']);
+const HISTORY_EARLY_TURN = 5;
+const CONCURRENCY = args.concurrency.split(',').map(Number);
+const TURNS_PER_SESSION = Number(args['turns-per-session']);
+const PHASES = new Set(args.phases.split(','));
+
+/**
+ * Worker settings for 500 concurrent sessions (SDK defaults in brackets): every session's
+ * workflow stays cached, so no turn pays a replay [derived from heap size]; enough activity
+ * and local-activity slots that a turn does not queue behind the slot limit [100 each].
+ * Workflow-task slots stay at the default [40]: more slots only let tasks wait inside a
+ * saturated worker, where their 10 s start-to-close timeout runs (tried 200: tasks timed out).
+ */
+const WORKER_TUNING: Partial<WorkerOptions> = {
+  maxCachedWorkflows: 1_000,
+  maxConcurrentActivityTaskExecutions: 250,
+  maxConcurrentLocalActivityExecutions: 250,
+};
+/** How many sessions start their workflow at once in the (unmeasured) first turn. */
+const START_PARALLELISM = 25;
+/** The store keeps a validated log per session in memory; sized for every session here [32]. */
+const STORE_SESSION_CACHE = 1_024;
+
+type History = Awaited<ReturnType<ReturnType<Client['workflow']['getHandle']>['fetchHistory']>>;
+
+function historySize(history: History): { events: number; bytes: number } {
+  return { events: history.events?.length ?? 0, bytes: proto.temporal.api.history.v1.History.encode(history).finish().length };
+}
+
+class RssSampler {
+  peak = process.memoryUsage().rss;
+  private readonly timer = setInterval(() => {
+    this.peak = Math.max(this.peak, process.memoryUsage().rss);
+  }, 100);
+  stop(): number {
+    clearInterval(this.timer);
+    this.peak = Math.max(this.peak, process.memoryUsage().rss);
+    return this.peak;
+  }
+}
+
+type Bench = { temporal: Client; client: SessionClient; roundTripQueue: string; sessions: string[] };
+
+/** Sequential turns of one session beside the minimal round trip, and history growth per turn. */
+async function benchLatency({ temporal, client, roundTripQueue, sessions }: Bench): Promise<void> {
+  const latencyId = `latency-${randomUUID()}`;
+  sessions.push(latencyId);
+  const handle = temporal.workflow.getHandle(workflowIdFor(latencyId));
+  const sendMs: number[] = [];
+  const roundTripMs: number[] = [];
+  const history: Record<number, { events: number; bytes: number; continuedAsNew: boolean }> = {};
+  const lastTurn = Math.max(WARMUP + MEASURED_TURNS, HISTORY_LATE_TURN);
+  for (let turn = 1; turn <= lastTurn; turn++) {
+    const observe = turn === HISTORY_EARLY_TURN || turn === HISTORY_LATE_TURN;
+    const before = observe ? { size: historySize(await handle.fetchHistory()), runId: (await handle.describe()).runId } : undefined;
+    let start = performance.now();
+    const reply = await client.send(latencyId, `question ${turn}: how many words are in this sentence?`);
+    const ms = since(start);
+    if (reply.outcome !== 'completed') throw new Error(`turn ${turn} ended ${reply.outcome}`);
+    if (before) {
+      const after = historySize(await handle.fetchHistory());
+      const continuedAsNew = (await handle.describe()).runId !== before.runId;
+      history[turn] = { events: after.events - before.size.events, bytes: after.bytes - before.size.bytes, continuedAsNew };
+    }
+    if (turn > WARMUP + MEASURED_TURNS) continue;
+    start = performance.now();
+    await temporal.workflow.execute('roundTripWorkflow', { taskQueue: roundTripQueue, workflowId: `round-trip-${randomUUID()}`, args: [`ping ${turn}`] });
+    const rtMs = since(start);
+    if (turn > WARMUP) {
+      sendMs.push(ms);
+      roundTripMs.push(rtMs);
+    }
+  }
+  const turnMedian = median(sendMs);
+  const rtMedian = median(roundTripMs);
+  const early = history[HISTORY_EARLY_TURN]!;
+  const late = history[HISTORY_LATE_TURN]!;
+  const historyFigure = (turn: number, h: typeof early): Figure => ({
+    name: `Temporal history added by turn ${turn}`,
+    value: h.continuedAsNew ? 'n/a (the run continued as new during this turn)' : `${h.events} events, ${fmtBytes(h.bytes)}`,
+  });
+  printTable(`One session, sequential turns (median of ${MEASURED_TURNS} after ${WARMUP} warm-up, interleaved)`, [
+    { name: 'session turn (SessionClient.send round trip)', value: `${fmtMs(turnMedian)} (p90 ${fmtMs(percentile(sendMs, 90))})` },
+    { name: 'minimal Temporal round trip (start + 1 activity + result)', value: `${fmtMs(rtMedian)} (p90 ${fmtMs(percentile(roundTripMs, 90))})` },
+    { name: 'session turn ÷ minimal round trip', value: fmtRatio(turnMedian / rtMedian), target: '≤ 2×', met: turnMedian <= rtMedian * 2 },
+    historyFigure(HISTORY_EARLY_TURN, early),
+    historyFigure(HISTORY_LATE_TURN, late),
+    {
+      name: `history per turn, turn ${HISTORY_LATE_TURN} vs turn ${HISTORY_EARLY_TURN}`,
+      value: `${late.events - early.events >= 0 ? '+' : ''}${late.events - early.events} events, ${late.bytes - early.bytes >= 0 ? '+' : ''}${late.bytes - early.bytes} B`,
+      target: 'constant',
+      met: !early.continuedAsNew && !late.continuedAsNew && late.events === early.events && Math.abs(late.bytes - early.bytes) <= early.bytes * 0.05,
+    },
+  ]);
+}
+
+/** Runs `task` over `items` with at most `limit` in flight. */
+async function eachLimited<T>(items: readonly T[], limit: number, task: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) await task(items[next++]!);
+  });
+  await Promise.all(lanes);
+}
+
+/** N sessions on one worker, each doing a few sequential turns, all sessions at once. */
+async function benchConcurrency({ client, sessions }: Bench): Promise<void> {
+  const rows: string[][] = [];
+  for (const n of CONCURRENCY) {
+    const ids = Array.from({ length: n }, (_, i) => `c${n}-${i}-${randomUUID().slice(0, 8)}`);
+    sessions.push(...ids);
+    // The first turn starts each workflow (update-with-start); not measured.
+    await eachLimited(ids, START_PARALLELISM, async (id) => {
+      await client.send(id, 'hello, first turn');
+    });
+    const sampler = new RssSampler();
+    const latencies: number[] = [];
+    const failures = new Map<string, number>();
+    const start = performance.now();
+    await Promise.all(
+      ids.map(async (id) => {
+        for (let t = 0; t < TURNS_PER_SESSION; t++) {
+          const turnStart = performance.now();
+          try {
+            const reply = await client.send(id, `turn ${t}: count the words here`);
+            if (reply.outcome !== 'completed') throw new Error(`turn ended ${reply.outcome}`);
+            latencies.push(since(turnStart));
+          } catch (error) {
+            // Counted and reported: an overloaded stack is a result, not a crash of the bench.
+            const key = (error as Error).message.slice(0, 80);
+            failures.set(key, (failures.get(key) ?? 0) + 1);
+          }
+        }
+      }),
+    );
+    const wallMs = since(start);
+    const peakRss = sampler.stop();
+    const failed = [...failures.values()].reduce((a, b) => a + b, 0);
+    rows.push([
+      fmtInt(n),
+      fmtInt(latencies.length),
+      failed === 0 ? '0' : `${failed} (${[...failures].map(([m, c]) => `${c}× ${m}`).join('; ')})`,
+      ((latencies.length / wallMs) * 1000).toFixed(1),
+      fmtMs(percentile(latencies, 50)),
+      fmtMs(percentile(latencies, 99)),
+      fmtBytes(peakRss),
+    ]);
+  }
+  printGrid(
+    `Concurrent sessions on one worker (${TURNS_PER_SESSION} measured turns per session after a first, workflow-starting turn)`,
+    ['sessions', 'turns', 'failed', 'turns/s', 'p50 latency', 'p99 latency', 'peak RSS (whole process: worker + client + fake model)'],
+    rows,
+  );
+  console.log(`\nworker options: ${JSON.stringify(WORKER_TUNING)}; store sessionCacheSize ${STORE_SESSION_CACHE}; first turns started ${START_PARALLELISM} at a time`);
+}
+
+async function main(): Promise<void> {
+  const address = process.env.TEMPORAL_ADDRESS;
+  if (!address) {
+    throw new Error('TEMPORAL_ADDRESS is not set; run `scripts/temporal-dev-server run -- npx tsx bench/turns.ts` (or `npm run bench`)');
+  }
+  try {
+    // ERROR only: under load the SDK warns per slow workflow task, which would bury the tables.
+    Runtime.install({ logger: new DefaultLogger('ERROR') });
+  } catch (error) {
+    // A runtime already exists in this process (it cannot be installed twice); keep it.
+    void error;
+  }
+  console.log(`bench/turns.ts · ${machineLine()} · Temporal at ${address}`);
+
+  const dir = mkdtempSync(join(tmpdir(), 'sessionlog-bench-turns-'));
+  const store = openSqliteStore(join(dir, 'sessions.db'), { sessionCacheSize: STORE_SESSION_CACHE });
+  const fake = await startFakeModelServer({});
+  const provider = createOpenAIProvider({ baseURL: fake.baseURL, apiKey: 'bench', timeoutMs: 120_000, idleTimeoutMs: 120_000 });
+  const native = await NativeConnection.connect({ address });
+  const sessionQueue = `bench-session-${randomUUID()}`;
+  const roundTripQueue = `bench-round-trip-${randomUUID()}`;
+  const sessionWorker = await createWorker({
+    connection: native,
+    taskQueue: sessionQueue,
+    store,
+    provider,
+    providerName: 'fake',
+    agent: { model: 'fake', system: 'You are a benchmark assistant.', tools: [] },
+    workerOptions: WORKER_TUNING,
+  });
+  const roundTripBundle = await bundleWorkflowCode({
+    workflowsPath: fileURLToPath(new URL('./workflows/round-trip.ts', import.meta.url)),
+    logger: { log() {}, info() {}, warn() {}, error() {}, debug() {}, trace() {} },
+  });
+  const roundTripWorker = await Worker.create({ connection: native, taskQueue: roundTripQueue, workflowBundle: roundTripBundle, activities: roundTripActivities });
+  const running = [sessionWorker.run(), roundTripWorker.run()];
+  const connection = await Connection.connect({ address });
+  const temporal = new Client({ connection, namespace: 'default' });
+  const client = new SessionClient({ temporal, store, taskQueue: sessionQueue });
+  const sessions: string[] = [];
+  const bench: Bench = { temporal, client, roundTripQueue, sessions };
+  try {
+    if (PHASES.has('latency')) await benchLatency(bench);
+    if (PHASES.has('concurrency')) await benchConcurrency(bench);
+  } finally {
+    // Let every session workflow finish (while the worker still runs) so a shared server is left clean.
+    await Promise.allSettled(sessions.map((id) => client.close(id)));
+    const finished = Promise.allSettled(sessions.map((id) => temporal.workflow.getHandle(workflowIdFor(id)).result()));
+    const timeout = new AbortController();
+    await Promise.race([finished, sleep(30_000, undefined, { signal: timeout.signal }).catch(() => undefined)]);
+    timeout.abort();
+    sessionWorker.shutdown();
+    roundTripWorker.shutdown();
+    await Promise.allSettled(running);
+    await connection.close();
+    await native.close();
+    await fake.close();
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
