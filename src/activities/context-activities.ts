@@ -45,8 +45,12 @@ export type CompactInput = {
   /** The open turn that owns the bracket; null for a manual compaction between turns. */
   turn: number | null;
   knownHead: number;
-  /** The request header the compaction summarises for (model, system, tools). */
+  /** The activity's retry budget (the workflow's maximumAttempts): the last attempt closes the bracket with an error instead of throwing. */
+  maxAttempts: number;
 };
+
+/** Closes a bracket whose activity gave up (timeout, crash on its last attempt): no lock may outlive it. */
+export type AbandonCompactionInput = { sessionId: string; runId: string; compactionId: string; turn: number | null; knownHead: number; error: string };
 
 export type CompactActivityResult = { headSeq: number; result: CompactResult | null; error?: string };
 
@@ -169,6 +173,11 @@ export function createCompactionActivity(deps: { store: SessionStore; model: Mod
         if (state.startSeq === undefined) {
           const live = liveBracket(session.events);
           if (live) throw new SessionlogError('INVALID_ARGUMENT', `compaction ${live.compactionId} opened at seq ${live.seq} is still running`);
+          if (input.trigger === 'context-overflow' && deps.context.pruner) {
+            // Overflow recovery prunes first (dsh-spec §4.8); the summary then covers what is left.
+            const events = planPrune(session, deps.context.pruner, priceOf(deps.context.meter.measure(session, header)), deps.now());
+            if (events.length > 0) await appendBatch(deps.store, session, events, op('prune'), input.runId);
+          }
           const plan = selectRange(session, header, deps.context, input.trigger);
           if (!plan) return { headSeq: session.nextSeq, result: null };
           await appendBatch(
@@ -204,7 +213,7 @@ export function createCompactionActivity(deps: { store: SessionStore; model: Mod
                 continue;
               }
             }
-            if (failure.retryable && ctx.info.attempt < 3) {
+            if (failure.retryable && ctx.info.attempt < input.maxAttempts) {
               throw ApplicationFailure.create({ message: failure.message, type: failure.code, ...(failure.retryAfterMs !== undefined ? { nextRetryDelay: failure.retryAfterMs } : {}) });
             }
             return finish(`summarizer failed: ${flattenError(error)}`);
@@ -249,6 +258,31 @@ export function createCompactionActivity(deps: { store: SessionStore; model: Mod
     if (!header || !event) return 0;
     return deps.context.meter.messageTokens(event.data as never, header.model);
   }
+}
+
+/** The activity that closes an abandoned bracket with an error; a no-op when it is closed or was never opened. */
+export function createAbandonCompactionActivity(deps: { store: SessionStore; cache: SessionCache; now: () => number }) {
+  return async function abandonCompaction(input: AbandonCompactionInput): Promise<{ headSeq: number }> {
+    try {
+      return await deps.cache.with(input.sessionId, async (session) => {
+        assertOwnTail(session, input.knownHead, input.runId);
+        const state = bracketState(session.events, input.compactionId, input.knownHead);
+        if (state.startSeq !== undefined && state.endSeq === undefined) {
+          await appendBatch(
+            deps.store,
+            session,
+            [{ type: 'compaction/end', time: deps.now(), data: { compactionId: input.compactionId, turn: input.turn, error: input.error } }],
+            `${input.runId}/${input.compactionId}/end`,
+            input.runId,
+          );
+        }
+        return { headSeq: session.nextSeq };
+      });
+    } catch (error) {
+      if (isSessionlogError(error)) throw ApplicationFailure.nonRetryable(error.message, error.code);
+      throw error;
+    }
+  };
 }
 
 function selectRange(session: Session, header: RequestHeader, context: ContextDeps, trigger: CompactionTrigger) {

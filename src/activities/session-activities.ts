@@ -24,7 +24,7 @@ import {
 import { ToolInputError, type ToolRegistry } from '../tools/registry.js';
 import type { ModelFailure, ModelPort } from './ports.js';
 import type { TokenMeasurement } from '../context/meter-types.js';
-import { createCompactionActivity, relievePressure, type ContextDeps } from './context-activities.js';
+import { createAbandonCompactionActivity, createCompactionActivity, relievePressure, type ContextDeps } from './context-activities.js';
 import { SessionCache, appendBatch, assertOwnTail, eventsWithOp } from './session-writer.js';
 import type {
   AppendToolResultsInput,
@@ -536,7 +536,9 @@ export function createActivities(deps: ActivityDeps) {
         throw ApplicationFailure.nonRetryable('context management is not configured on this worker', 'NOT_CONFIGURED');
       };
 
-  return { openRun, modelStep, runTool, appendToolResults, endTurn, compact };
+  const abandonCompaction = createAbandonCompactionActivity({ store: deps.store, cache, now });
+
+  return { openRun, modelStep, runTool, appendToolResults, endTurn, compact, abandonCompaction };
 }
 
 export type SessionActivities = ReturnType<typeof createActivities>;

@@ -67,6 +67,7 @@ export function frameCheckpoint(summary: readonly ContentBlock[]): ContentBlock[
 /** Keeps only the text of a summarizer reply; throws when it has none or contains tool calls only. */
 export function summaryBlocks(content: readonly ContentBlock[], finishReason: string): ContentBlock[] {
   if (finishReason === 'length') throw new Error('the summary was cut off at the output limit (MAX_TOKENS); a truncated checkpoint is refused');
+  if (finishReason === 'content_filter') throw new Error('the summary was stopped by the provider\'s content filter; a partial checkpoint is refused');
   const text = content.filter((b): b is Extract<ContentBlock, { type: 'text' }> => b.type === 'text');
   if (!text.some((b) => b.text.trim().length > 0)) throw new Error('the summarizer returned no text');
   return text.map((b) => ({ type: 'text', text: b.text }));

@@ -18,6 +18,8 @@ export type ProjectionDefinition<S extends JsonValue = JsonValue, V = S> = {
   /** Pure. Must return the same reference when the event does not concern this projection. */
   apply(state: S, event: AnyEvent): S;
   view?(state: S): V;
+  /** Optional consistency check of a checkpointed state taken at `seq`; throw to refuse it. */
+  checkCheckpoint?(state: S, seq: number): void;
 };
 
 /** One projection's checkpoint: its state after folding events `0..seq`. */
@@ -86,6 +88,7 @@ export class ProjectionRegistry {
         const parsed = def.stateSchema.safeParse(row.val);
         if (!parsed.success) throw new SessionlogError('INVALID_ARGUMENT', `checkpoint of projection "${key}" does not match its schema`);
         state = parsed.data;
+        def.checkCheckpoint?.(state, row.seq);
         from = row.seq + 1;
       } else if (baseSeq === 0) {
         state = def.init();
@@ -135,4 +138,13 @@ export const surfaceProjection: ProjectionDefinition<SurfaceNodeState & JsonValu
     return { nodes, replaceGeneration: state.replaceGeneration + 1 } as typeof state;
   },
   view: (state) => state.nodes.flatMap((n) => (n.message ? [n.message] : [])),
+  checkCheckpoint(state, seq) {
+    const seen = new Set<number>();
+    for (const node of state.nodes) {
+      if (node.seq > seq || seen.has(node.seq)) {
+        throw new SessionlogError('INVALID_ARGUMENT', `surface checkpoint at seq ${seq} names node ${node.seq}, which it cannot hold`);
+      }
+      seen.add(node.seq);
+    }
+  },
 };

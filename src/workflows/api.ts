@@ -49,6 +49,8 @@ export type SessionTunables = {
   /** Max attempts of a retryable model failure (429, 5xx, timeout, network) per step. */
   modelMaxAttempts: number;
   toolMaxAttempts: number;
+  /** Attempts of a compaction activity; its last attempt closes the bracket with an error rather than throw. */
+  compactionMaxAttempts: number;
 };
 
 export const DEFAULT_TUNABLES: SessionTunables = {
@@ -62,6 +64,7 @@ export const DEFAULT_TUNABLES: SessionTunables = {
   appendStartToCloseMs: 30_000,
   modelMaxAttempts: 5,
   toolMaxAttempts: 3,
+  compactionMaxAttempts: 3,
 };
 
 /** Workflow input; also what continue-as-new carries (small: no conversation). */

@@ -59,7 +59,12 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   const compactor = proxyActivities<SessionActivities>({
     startToCloseTimeout: tunables.modelStartToCloseMs,
     heartbeatTimeout: tunables.modelHeartbeatMs,
-    retry: { maximumAttempts: 3, initialInterval: 1_000, maximumInterval: 30_000, nonRetryableErrorTypes: ['SEQ_CONFLICT', 'INVALID_ARGUMENT', 'NOT_CONFIGURED'] },
+    retry: {
+      maximumAttempts: tunables.compactionMaxAttempts,
+      initialInterval: 1_000,
+      maximumInterval: 30_000,
+      nonRetryableErrorTypes: ['SEQ_CONFLICT', 'INVALID_ARGUMENT', 'NOT_CONFIGURED'],
+    },
   });
   const tools = proxyActivities<SessionActivities>({
     startToCloseTimeout: tunables.toolStartToCloseMs,
@@ -185,12 +190,24 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     const previous = phase;
     phase = 'compacting';
     try {
-      const done = await compactor.compact({ sessionId: input.sessionId, runId, compactionId, trigger, turn: turnOwner, knownHead: headSeq });
+      const done = await compactor.compact({
+        sessionId: input.sessionId,
+        runId,
+        compactionId,
+        trigger,
+        turn: turnOwner,
+        knownHead: headSeq,
+        maxAttempts: tunables.compactionMaxAttempts,
+      });
       headSeq = done.headSeq;
       if (done.error !== undefined) lastError = `compaction ${compactionId}: ${done.error}`;
       return done.result;
     } catch (error) {
       lastError = `compaction ${compactionId}: ${describeFailure(error)}`;
+      // The activity gave up (timeouts, crashes): close its bracket so no lock outlives it.
+      headSeq = (
+        await local.abandonCompaction({ sessionId: input.sessionId, runId, compactionId, turn: turnOwner, knownHead: headSeq, error: lastError })
+      ).headSeq;
       return null;
     } finally {
       phase = previous;

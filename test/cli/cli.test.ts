@@ -16,7 +16,7 @@ const dir = mkdtempSync(join(tmpdir(), 'sessionlog-cli-'));
 
 /** The environment of a new user: no API keys, no Temporal address, a free gateway port. */
 function userEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env, SESSIONLOG_PORT: '0' };
+  const env: NodeJS.ProcessEnv = { ...process.env, SESSIONLOG_PORT: '0' };
   for (const key of ['TEMPORAL_ADDRESS', 'OPENAI_API_KEY', 'DEEPSEEK_API_KEY', 'OPENAI_BASE_URL', 'SESSIONLOG_STORE']) delete env[key];
   return env;
 }

@@ -203,7 +203,7 @@ export async function compactionHarness(options: {
     },
     async compact(input, info = {}) {
       const knownHead = input.knownHead ?? (await store.nextSeq(id));
-      const full: CompactInput = { sessionId: id, runId: RUN, trigger: 'manual', turn: null, knownHead, ...input };
+      const full: CompactInput = { sessionId: id, runId: RUN, trigger: 'manual', turn: null, knownHead, maxAttempts: 3, ...input } as CompactInput;
       // Expected activity failures are asserted by the tests; keep the SDK's warnings out of the output.
       return new MockActivityEnvironment({ attempt: info.attempt ?? 1 }, { logger: new DefaultLogger('ERROR') }).run(activity, full);
     },
