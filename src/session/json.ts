@@ -39,73 +39,104 @@ function describe(value: unknown): string {
   return (value as object)?.constructor?.name ?? typeof value;
 }
 
+/** A node of the descent path, kept only to name the location in an error. */
+type PathNode = { parent: PathNode | undefined; key: string | number };
+
+function pathOf(root: string, node: PathNode | undefined, key?: string | number): string {
+  const keys: Array<string | number> = key === undefined ? [] : [key];
+  for (let n = node; n; n = n.parent) keys.push(n.key);
+  let path = root;
+  for (let i = keys.length - 1; i >= 0; i--) {
+    const k = keys[i]!;
+    path += typeof k === 'number' ? `[${k}]` : `.${k}`;
+  }
+  return path;
+}
+
+const EXIT = Symbol('exit');
+
 /**
  * Validates `value` as lossless JSON and returns a detached deep copy. Iterative (no
- * recursion-depth limit). Throws {@link NonJsonValueError} naming the first bad path.
+ * recursion-depth limit), with no per-node allocation beyond the copy itself; the path of the
+ * offending value is built only when throwing {@link NonJsonValueError}.
  */
 export function toLosslessJson(value: unknown, rootPath = '$'): JsonValue {
   // Objects on the current descent path: a value met again while still open is a cycle. A
   // shared but acyclic sub-object is fine (JSON duplicates it).
   const open = new Set<object>();
-  type Frame =
-    | { kind: 'enter'; source: unknown; path: string; assign: (v: JsonValue) => void }
-    | { kind: 'exit'; source: object };
+  // Parallel stacks: the value to copy, the container and key to store the copy at, and the
+  // path node of that container (for error messages).
+  const values: unknown[] = [value];
+  const targets: Array<JsonValue[] | JsonObject | undefined> = [undefined];
+  const keys: Array<string | number> = [0];
+  const paths: Array<PathNode | undefined> = [undefined];
   let result: JsonValue = null;
-  const stack: Frame[] = [{ kind: 'enter', source: value, path: rootPath, assign: (v) => (result = v) }];
-  while (stack.length > 0) {
-    const frame = stack.pop()!;
-    if (frame.kind === 'exit') {
-      open.delete(frame.source);
+  const fail = (path: PathNode | undefined, key: string | number | undefined, reason: string): never => {
+    throw new NonJsonValueError(pathOf(rootPath, path, key), reason);
+  };
+  while (values.length > 0) {
+    const source = values.pop();
+    const target = targets.pop();
+    const key = keys.pop()!;
+    const parentPath = paths.pop();
+    if (source === EXIT) {
+      open.delete(target as unknown as object);
       continue;
     }
-    const { source, path } = frame;
+    const here = target === undefined ? undefined : key;
+    let copy: JsonValue;
     if (source === null || typeof source === 'boolean' || typeof source === 'string') {
-      frame.assign(source);
-      continue;
-    }
-    if (typeof source === 'number') {
-      if (!Number.isFinite(source) || Object.is(source, -0)) throw new NonJsonValueError(path, describe(source));
-      frame.assign(source);
-      continue;
-    }
-    if (typeof source !== 'object') throw new NonJsonValueError(path, describe(source));
-    if (open.has(source)) throw new NonJsonValueError(path, 'a cycle');
-    open.add(source);
-    stack.push({ kind: 'exit', source });
-    if (Array.isArray(source)) {
-      if (Reflect.ownKeys(source).length !== source.length + 1) {
-        throw new NonJsonValueError(path, 'a sparse array or an array with extra properties');
+      copy = source;
+    } else if (typeof source === 'number') {
+      if (!Number.isFinite(source) || Object.is(source, -0)) fail(parentPath, here, describe(source));
+      copy = source;
+    } else if (typeof source !== 'object') {
+      return fail(parentPath, here, describe(source));
+    } else {
+      if (open.has(source)) fail(parentPath, here, 'a cycle');
+      const node: PathNode | undefined = here === undefined ? parentPath : { parent: parentPath, key: here };
+      open.add(source);
+      values.push(EXIT);
+      targets.push(source as unknown as JsonObject);
+      keys.push(0);
+      paths.push(undefined);
+      if (Array.isArray(source)) {
+        const length = source.length;
+        if (Reflect.ownKeys(source).length !== length + 1) fail(parentPath, here, 'a sparse array or an array with extra properties');
+        const array: JsonValue[] = new Array<JsonValue>(length);
+        for (let i = length - 1; i >= 0; i--) {
+          if (!Object.prototype.hasOwnProperty.call(source, i)) fail(parentPath, here, 'a sparse array');
+          values.push(source[i] as unknown);
+          targets.push(array);
+          keys.push(i);
+          paths.push(node);
+        }
+        copy = array;
+      } else {
+        if (!isPlainObject(source)) fail(parentPath, here, describe(source));
+        const object: JsonObject = {};
+        const ownKeys = Reflect.ownKeys(source);
+        for (let i = ownKeys.length - 1; i >= 0; i--) {
+          const k = ownKeys[i]!;
+          if (typeof k === 'symbol') return fail(parentPath, here, 'a symbol key');
+          const desc = Object.getOwnPropertyDescriptor(source, k)!;
+          if (!desc.enumerable) fail(node, k, 'a non-enumerable property');
+          // Each property is read once: a getter cannot show validation one value and storage another.
+          const item: unknown = 'value' in desc ? desc.value : (source as Record<string, unknown>)[k];
+          if (item === undefined) fail(node, k, 'undefined');
+          values.push(item);
+          targets.push(object);
+          keys.push(k);
+          paths.push(node);
+        }
+        copy = object;
       }
-      const copy: JsonValue[] = new Array<JsonValue>(source.length);
-      frame.assign(copy);
-      for (let i = source.length - 1; i >= 0; i--) {
-        if (!Object.prototype.hasOwnProperty.call(source, i)) throw new NonJsonValueError(path, 'a sparse array');
-        stack.push({ kind: 'enter', source: source[i] as unknown, path: `${path}[${i}]`, assign: (v) => (copy[i] = v) });
-      }
-      continue;
     }
-    if (!isPlainObject(source)) throw new NonJsonValueError(path, describe(source));
-    const entries: Array<[string, unknown]> = [];
-    for (const key of Reflect.ownKeys(source)) {
-      if (typeof key === 'symbol') throw new NonJsonValueError(path, 'a symbol key');
-      const desc = Object.getOwnPropertyDescriptor(source, key)!;
-      if (!desc.enumerable) throw new NonJsonValueError(`${path}.${key}`, 'a non-enumerable property');
-      const item: unknown = 'value' in desc ? desc.value : (source as Record<string, unknown>)[key];
-      if (item === undefined) throw new NonJsonValueError(`${path}.${key}`, 'undefined');
-      entries.push([key, item]);
-    }
-    const copy: JsonObject = {};
-    frame.assign(copy);
-    for (let i = entries.length - 1; i >= 0; i--) {
-      const [key, item] = entries[i]!;
-      stack.push({
-        kind: 'enter',
-        source: item,
-        path: `${path}.${key}`,
-        // defineProperty keeps a "__proto__" key as an own data property.
-        assign: (v) => Object.defineProperty(copy, key, { value: v, enumerable: true, writable: true, configurable: true }),
-      });
-    }
+    if (target === undefined) result = copy;
+    else if (Array.isArray(target)) target[key as number] = copy;
+    // defineProperty keeps a "__proto__" key as an own data property.
+    else if (key === '__proto__') Object.defineProperty(target, key, { value: copy, enumerable: true, writable: true, configurable: true });
+    else target[key as string] = copy;
   }
   return result;
 }
