@@ -15,7 +15,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -123,7 +123,13 @@ class ChildWorker {
   constructor(args: readonly string[], env: Record<string, string>) {
     this.proc = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env, CHILD_WAIT_FOR_GO: '1' }, stdio: ['pipe', 'pipe', 'pipe'] });
     this.exited = new Promise((resolve) => this.proc.once('exit', (code, signal) => resolve({ code, signal })));
+    const logFile = process.env.CRASH_LOG_DIR ? join(process.env.CRASH_LOG_DIR, `child-${this.proc.pid}.log`) : undefined;
+    const keep = (line: string) => {
+      if (logFile) appendFileSync(logFile, `${new Date().toISOString()} ${line}\n`);
+    };
+    this.proc.stdout!.on('data', (d: Buffer) => keep(d.toString('utf8').trimEnd()));
     createInterface({ input: this.proc.stderr! }).on('line', (line) => {
+      keep(line);
       this.stderrTail.push(line);
       if (this.stderrTail.length > 40) this.stderrTail.shift();
     });

@@ -26,6 +26,7 @@
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { countOrdinaryTokens } from '../../src/model/deepseek-tokens.js';
 import { createOpenAIProvider } from '../../src/model/provider.js';
 import { openStore } from '../../src/persistence/open.js';
 import type { SessionStore } from '../../src/persistence/store.js';
@@ -118,8 +119,37 @@ const worker = await createWorker({
     stickyQueueScheduleToStartTimeout: '1s',
     shutdownGraceTime: '2s',
     ...(bundlePath ? { workflowBundle: { codePath: bundlePath } } : {}),
+    ...(process.env.CHILD_DEBUG === '1'
+      ? {
+          interceptors: {
+            activity: [
+              (ctx) => ({
+                inbound: {
+                  async execute(input, next) {
+                    const name = `${ctx.info.activityType} attempt ${ctx.info.attempt} ${ctx.info.workflowExecution?.workflowId}`;
+                    process.stderr.write(`${new Date().toISOString()} activity start ${name}\n`);
+                    try {
+                      const out = await next(input);
+                      process.stderr.write(`${new Date().toISOString()} activity done ${name}\n`);
+                      return out;
+                    } catch (error) {
+                      process.stderr.write(`${new Date().toISOString()} activity failed ${name}: ${(error as Error).message}\n`);
+                      throw error;
+                    }
+                  },
+                },
+              }),
+            ],
+          },
+        }
+      : {}),
   },
 });
+
+// Load the DeepSeek vocabulary now: the token meter loads it synchronously on first use (seconds
+// on a busy machine), which would block heartbeats of the first model steps past a short
+// heartbeat timeout.
+countOrdinaryTokens('warm up');
 
 if (process.env.CHILD_WAIT_FOR_GO === '1') {
   report({ event: 'armed' });
