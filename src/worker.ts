@@ -84,17 +84,28 @@ export function workflowBundle(): Promise<{ code: string }> {
   return cachedBundle;
 }
 
+/** What {@link createWorker} assembles: where to poll, the store to write, the model and tools. */
 export type CreateWorkerOptions = {
-  /** Temporal frontend address, e.g. 127.0.0.1:7233 (ignored when `connection` is given). */
+  /** Temporal frontend address, e.g. 127.0.0.1:7233 (ignored when `connection` is given; default 127.0.0.1:7233). */
   address?: string;
+  /** An open connection to use instead of connecting to `address`; the caller closes it after the worker stops. */
   connection?: NativeConnection;
+  /** Temporal namespace (default `default`). */
   namespace?: string;
+  /** Task queue to poll; clients must start sessions on the same one (default `sessionlog`). */
   taskQueue?: string;
+  /** The session store the activities append to; clients read from the same store. The caller closes it. */
   store: SessionStore;
+  /** The model behind every turn (an OpenAI-compatible endpoint through {@link ModelProvider}). */
   provider: ModelProvider;
   /** Provider name logged in request headers (`deepseek`, `openai`, `fake`). */
   providerName: string;
+  /**
+   * The agent of sessions whose header names none: model, system prompt, tool names and
+   * request limits. A session's own `agent` (given at start) overrides model, system and tools.
+   */
   agent: AgentConfig;
+  /** The tools a session may name (default: the built-in `read_artifact`, `calculator`, `word_count`). */
   tools?: ToolRegistry;
   /** Replaces the default spill shaper (preview + notice above `spillMaxInlineBytes`). */
   shapeToolResult?: ToolResultShaper;
@@ -102,7 +113,9 @@ export type CreateWorkerOptions = {
   spillMaxInlineBytes?: number;
   /** Context management (meter, pressure policy, pruner); `false` turns it off. */
   context?: false | { policy?: Partial<ContextPolicy>; pruner?: Partial<PrunerConfig> | false; meter?: TokenMeter; catalogue?: ModelCatalogue };
+  /** Streamed reply chunks are coalesced into one `assistant/chunk` append per this window, ms (default 50). */
   chunkFlushMs?: number;
+  /** …or as soon as this many characters are pending, whichever comes first (default 512). */
   chunkFlushChars?: number;
   /** Extra Temporal worker options (concurrency limits, heartbeat throttling…). */
   workerOptions?: Partial<WorkerOptions>;
@@ -111,6 +124,24 @@ export type CreateWorkerOptions = {
 /**
  * Creates (does not run) a worker for the session workflow. Call `worker.run()` and
  * `worker.shutdown()`; the caller owns the store and closes it after the worker stops.
+ *
+ * The first call in a process bundles the workflow code (seconds); later calls reuse the
+ * bundle, and a caller that passes `workerOptions.workflowBundle` skips it. Without
+ * `connection`, a connection to `address` is opened and lives as long as the process: pass
+ * your own to close it. Session workflows can run on any number of workers polling the same
+ * task queue, as long as all of them write to the same store.
+ *
+ * @example
+ * const store = await openStore('sqlite:./sessions.db');
+ * const worker = await createWorker({
+ *   address: '127.0.0.1:7233',
+ *   store,
+ *   provider: createOpenAIProvider({ baseURL: 'https://api.deepseek.com', apiKey: process.env.DEEPSEEK_API_KEY! }),
+ *   providerName: 'deepseek',
+ *   agent: { model: 'deepseek-flash', tools: ['calculator'] },
+ * });
+ * await worker.run(); // until worker.shutdown()
+ * await store.close();
  */
 export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
   const connection = options.connection ?? (await NativeConnection.connect({ address: options.address ?? '127.0.0.1:7233' }));

@@ -43,8 +43,9 @@ export type SessionClientOptions = {
   temporal: Client;
   /** The store the workers write to (reads are served from it). */
   store: SessionStore;
+  /** Task queue the session workflows run on; the workers' `taskQueue` (default `sessionlog`). */
   taskQueue?: string;
-  /** Workflow tunables for sessions this client starts. */
+  /** Workflow tunables for sessions this client starts (each unset field keeps its default). */
   tunables?: Partial<SessionTunables>;
 };
 
@@ -61,12 +62,27 @@ function rejectedMessage(error: unknown): unknown {
 /** The answer to {@link SessionClient.send}: the turn, its final reply and that reply's text. */
 export type Reply = SendResult & { text: string; messageId: string };
 
+/**
+ * The session API for backend services. Each session is one Temporal workflow (id
+ * `session/<sessionId>`), the only writer of its append-only log; this client sends it commands
+ * (start, send, post, cancel, close, compact, resume) and reads the log, the derived history and
+ * the transcript straight from `store`, which must be the store the workers write to.
+ *
+ * Session ids are 1-128 characters of `A-Z a-z 0-9 . _ -` not starting with `.`; every method
+ * that takes one throws SessionlogError `INVALID_SESSION_ID` for anything else. The client
+ * owns neither the Temporal connection nor the store: close them when done
+ * (`client.temporal.connection.close()`, `store.close()`).
+ */
 export class SessionClient {
+  /** The Temporal client commands go through. */
   readonly temporal: Client;
+  /** The store reads are served from (the workers' store). */
   readonly store: SessionStore;
+  /** Task queue of the session workflows this client starts. */
   readonly taskQueue: string;
   private readonly tunables: Partial<SessionTunables> | undefined;
 
+  /** Builds a client over an existing Temporal client; see {@link SessionClient.connect} to connect as well. */
   constructor(options: SessionClientOptions) {
     this.temporal = options.temporal;
     this.store = options.store;
@@ -74,7 +90,11 @@ export class SessionClient {
     this.tunables = options.tunables;
   }
 
-  /** Connects to Temporal at `address` and builds a client over `store`. */
+  /**
+   * Connects to the Temporal frontend at `address` (`host:port`) in `namespace` (default
+   * `default`) and builds a client over `store`. The connection is the caller's to close:
+   * `client.temporal.connection.close()`.
+   */
   static async connect(options: { address: string; namespace?: string; store: SessionStore; taskQueue?: string; tunables?: Partial<SessionTunables> }): Promise<SessionClient> {
     const connection = await Connection.connect({ address: options.address });
     const temporal = new Client({ connection, namespace: options.namespace ?? 'default' });
@@ -114,6 +134,11 @@ export class SessionClient {
   /**
    * Creates a session (its header, then its workflow). Idempotent for an existing id with the
    * same agent. Returns the session id (a new UUID when none is given).
+   *
+   * @param options.sessionId the id to use; a new UUID when omitted.
+   * @param options.agent the session's model, system prompt and tools; unset fields fall back
+   *   to the worker's `agent`. Only a new session records it: an existing header is kept.
+   * @returns the session id and its stored header.
    */
   async start(options: { sessionId?: string; agent?: AgentSpec } = {}): Promise<{ sessionId: string; header: SessionHeader }> {
     const sessionId = options.sessionId ?? randomUUID();
@@ -126,6 +151,15 @@ export class SessionClient {
    * Sends a user message and waits for the turn that answers it (update-with-start: the
    * session's workflow is started if it is not running). Re-sending the same `id` never
    * produces a second answer.
+   *
+   * The reply's tokens are in the log while the turn runs: read them with {@link follow}
+   * (`assistant/chunk` events) started before this call.
+   *
+   * @param options.id idempotency key of the message (default: a new UUID).
+   * @returns the turn, its outcome (`completed`, `aborted`, `error`, …), the final assistant
+   *   message's seq, text and id (empty text when the turn ended without one).
+   * @throws SessionlogError `EMPTY_MESSAGE`, `MESSAGE_TOO_LARGE`, `INVALID_MESSAGE` or
+   *   `SESSION_CLOSED` when the workflow refuses the message (it never reaches the log).
    */
   async send(sessionId: string, text: string, options: { id?: string } = {}): Promise<Reply> {
     await this.ensureSession(sessionId);
@@ -143,7 +177,14 @@ export class SessionClient {
     return { ...result, ...(await this.replyText(sessionId, result)) };
   }
 
-  /** Queues a user message and returns at once (signal-with-start). */
+  /**
+   * Queues a user message and returns at once (signal-with-start: the session's workflow is
+   * started if it is not running). The answer appears in the log; see {@link follow}. Unlike
+   * {@link send}, a message the workflow refuses is not reported here.
+   *
+   * @param options.id idempotency key of the message (default: a new UUID).
+   * @returns the message id.
+   */
   async post(sessionId: string, text: string, options: { id?: string } = {}): Promise<{ id: string }> {
     await this.ensureSession(sessionId);
     const id = options.id ?? randomUUID();
@@ -155,7 +196,11 @@ export class SessionClient {
     return { id };
   }
 
-  /** The workflow's live status. SESSION_NOT_FOUND when no run of it is open. */
+  /**
+   * The workflow's live status (phase, turn, queue, last error…), from a query.
+   *
+   * @throws SessionlogError `SESSION_NOT_FOUND` when no run of the session's workflow is open.
+   */
   async status(sessionId: string): Promise<SessionStatus> {
     try {
       return await this.handle(sessionId).query(statusQuery);
@@ -165,7 +210,7 @@ export class SessionClient {
     }
   }
 
-  /** Whether a run of the session's workflow is open. */
+  /** Whether a run of the session's workflow is open (false when it finished or never started). */
   async isRunning(sessionId: string): Promise<boolean> {
     try {
       const description = await this.handle(sessionId).describe();
@@ -176,42 +221,70 @@ export class SessionClient {
     }
   }
 
-  /** The derived model history, read from the store through the projection cache. */
+  /**
+   * The derived model history: the messages the model would be sent next, with compacted and
+   * pruned ranges replaced as the log says. Read from the store through the projection cache.
+   */
   async history(sessionId: string): Promise<Message[]> {
     assertSessionId(sessionId);
     return (await readDerivedHistory(this.store, sessionId)).messages;
   }
 
-  /** The human transcript: every user, assistant and tool message as it was appended. */
+  /**
+   * The human transcript: every user, assistant and tool message event as it was appended,
+   * in log order, including what compaction later shadowed in the derived history.
+   */
   async transcript(sessionId: string): Promise<AnyEvent[]> {
     assertSessionId(sessionId);
     const events = await this.store.readFrom(sessionId, 0);
     return events.filter((e) => (e.type === 'user/message' || e.type === 'assistant/message' || e.type === 'tool/result') && e.surfaceOp === 'append');
   }
 
-  /** Stored events from `fromSeq` on. */
+  /**
+   * Stored events from `fromSeq` on (default 0), at most `limit` of them (default all). Events
+   * of types this build does not know are returned as they are.
+   */
   async events(sessionId: string, fromSeq = 0, limit?: number): Promise<AnyEvent[]> {
     assertSessionId(sessionId);
     return this.store.readFrom(sessionId, fromSeq, limit);
   }
 
-  /** A live tail of the log: stored events from `fromSeq`, then each new one as it is appended. */
+  /**
+   * A live tail of the log: stored events from `fromSeq`, then each new one as it is appended,
+   * in seq order with none skipped. The iteration ends when `signal` aborts or the store
+   * closes; without a signal it never ends on its own. To stream a reply, take
+   * `store.nextSeq(sessionId)` before {@link send} and follow from there.
+   */
   follow(sessionId: string, fromSeq = 0, signal?: AbortSignal): AsyncIterable<AnyEvent> {
     assertSessionId(sessionId);
     return this.store.watch(sessionId, fromSeq, signal ? { signal } : {});
   }
 
-  /** Aborts the running turn; the partial reply is logged as interrupted. */
+  /**
+   * Aborts the running turn; the partial reply is logged as interrupted. No effect when the
+   * session is idle. Throws the Temporal client's WorkflowNotFoundError when no run is open.
+   */
   async cancel(sessionId: string): Promise<void> {
     await this.handle(sessionId).signal(cancelSignal);
   }
 
-  /** Lets the workflow finish after the current turn. The log stays; `resume` or a new message restarts it. */
+  /**
+   * Lets the workflow finish after the current turn. The log stays; `resume` or a new message
+   * restarts it. Throws the Temporal client's WorkflowNotFoundError when no run is open.
+   */
   async close(sessionId: string): Promise<void> {
     await this.handle(sessionId).signal(closeSignal);
   }
 
-  /** Runs a manual compaction (when the session is idle) and returns what it shadowed. */
+  /**
+   * Runs a manual compaction: waits until the session is idle, summarises the older history
+   * (the log keeps everything; the derived history shows the summary) and returns what it
+   * shadowed. Starts the workflow if it is not running.
+   *
+   * @returns the compaction's id, the shadowed seqs and the token counts before and after, or
+   *   null when nothing was compacted (nothing eligible, or the compaction failed: `status()`
+   *   then reports why in `lastError`).
+   */
   async compact(sessionId: string): Promise<CompactResult | null> {
     const startWorkflowOperation = new WithStartWorkflowOperation<typeof sessionWorkflow>(SESSION_WORKFLOW_TYPE, {
       ...this.startOptions(sessionId),
@@ -223,6 +296,9 @@ export class SessionClient {
   /**
    * Starts a new run for a session whose workflow is gone (terminated, reset, history lost):
    * the run repairs an interrupted turn from the log and carries on. No-op when one is running.
+   *
+   * @returns the run id of the new run, or of the run already open.
+   * @throws SessionlogError `SESSION_NOT_FOUND` when the store has no such session.
    */
   async resume(sessionId: string): Promise<{ runId: string; started: boolean }> {
     assertSessionId(sessionId);

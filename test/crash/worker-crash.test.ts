@@ -360,7 +360,7 @@ describe('worker crashes (SIGKILL of a child worker process)', () => {
     // so a workflow task lost with a killed worker is retried on the next one quickly.
     for (const sessionId of sessionIds) {
       const input: SessionWorkflowInput = { sessionId, tunables: TUNABLES };
-      await client.temporal.workflow.start(SESSION_WORKFLOW_TYPE, { workflowId: workflowIdFor(sessionId), taskQueue, args: [input], workflowTaskTimeout: '3s' });
+      await client.temporal.workflow.start(SESSION_WORKFLOW_TYPE, { workflowId: workflowIdFor(sessionId), taskQueue, args: [input], workflowTaskTimeout: '5s' });
     }
 
     const watcher = new LogWatcher(store, sessionIds);
