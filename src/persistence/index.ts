@@ -5,4 +5,5 @@ export { resolveStoreOptions, type StoreOptions, type ResolvedStoreOptions } fro
 export { openStore } from './open.js';
 export { openSqliteStore, SqliteSessionStore, SQLITE_APPLICATION_ID, SQLITE_SCHEMA_VERSION } from './sqlite.js';
 export { openJsonlStore, JsonlSessionStore } from './jsonl.js';
+export { openPostgresStore, PostgresSessionStore, POSTGRES_SCHEMA_VERSION, POSTGRES_DEFAULT_SCHEMA } from './postgres.js';
 export * from './derived-history.js';

@@ -4,15 +4,18 @@
 import { SessionlogError } from '../session/index.js';
 import { resolveStoreOptions, type StoreOptions } from './base.js';
 import { JsonlSessionStore } from './jsonl.js';
+import { PostgresSessionStore, redactUrl } from './postgres.js';
 import { SqliteSessionStore } from './sqlite.js';
 import type { SessionStore } from './store.js';
 
-const ACCEPTED = 'sqlite:PATH (e.g. sqlite:./.sessionlog/sessionlog.db, or sqlite::memory:) or jsonl:DIR';
+const ACCEPTED =
+  'sqlite:PATH (e.g. sqlite:./.sessionlog/sessionlog.db, or sqlite::memory:), jsonl:DIR or postgres://USER:PASSWORD@HOST:PORT/DATABASE[?schema=NAME]';
 
 /**
- * Opens the store named by `url`: `sqlite:PATH` (`sqlite::memory:` for an in-memory database)
- * or `jsonl:DIR`. Anything else, including `postgres://` (not implemented yet), is
- * INVALID_ARGUMENT naming the accepted forms.
+ * Opens the store named by `url`: `sqlite:PATH` (`sqlite::memory:` for an in-memory database),
+ * `jsonl:DIR`, or `postgres://…` / `postgresql://…` (a libpq-style URL; the optional `?schema=`
+ * parameter picks the PostgreSQL schema, default `sessionlog`). Anything else is
+ * INVALID_ARGUMENT naming the accepted forms; a password never appears in an error.
  */
 export async function openStore(url: string, options: StoreOptions = {}): Promise<SessionStore> {
   const resolved = resolveStoreOptions(options);
@@ -24,13 +27,12 @@ export async function openStore(url: string, options: StoreOptions = {}): Promis
       const dir = url.slice('jsonl:'.length);
       if (dir.length > 0) return new JsonlSessionStore(dir, resolved);
     } else if (/^postgres(ql)?:\/\//.test(url)) {
-      throw new SessionlogError('INVALID_ARGUMENT', `store URL ${redact(url)}: the PostgreSQL backend is not available in this build; use ${ACCEPTED}`);
+      return PostgresSessionStore.open(url, resolved);
     }
   }
   throw new SessionlogError('INVALID_ARGUMENT', `store URL ${redact(String(url))} is not recognised; use ${ACCEPTED} (set SESSIONLOG_STORE)`);
 }
 
-/** Hides a password in a URL before it goes into an error message. */
 function redact(url: string): string {
-  return JSON.stringify(url.replace(/\/\/([^:/@]+):([^@]*)@/, '//$1:***@').slice(0, 300));
+  return JSON.stringify(redactUrl(url).slice(0, 300));
 }
