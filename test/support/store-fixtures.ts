@@ -4,14 +4,19 @@
  * types, future headers, torn tails) and to dump the stored data for "wrote nothing" checks.
  */
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync, appendFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import Database from 'better-sqlite3';
+import pg from 'pg';
+import { parsePostgresUrl } from '../../src/persistence/postgres.js';
 
 export type RawEvent = { seq: number; type: string; time: number; data: unknown; op: string; ignorable?: true };
 
 export type BackendFixture = {
-  name: 'sqlite' | 'jsonl';
+  name: 'sqlite' | 'jsonl' | 'postgres';
   /** A store URL for a store living under `dir`. */
   url(dir: string): string;
   /** Appends one stored record verbatim, bypassing validation. The store must be closed. */
@@ -147,3 +152,177 @@ export const jsonlFixture: BackendFixture = {
 };
 
 export const BACKENDS: readonly BackendFixture[] = [sqliteFixture, jsonlFixture];
+
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL
+
+/** The server the PostgreSQL tests use: `SESSIONLOG_TEST_POSTGRES_URL`, or the local trust-auth default. */
+export const POSTGRES_TEST_URL = process.env.SESSIONLOG_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+/** Network failures that mean "no server answers"; anything else (bad password, missing database) is a real failure. */
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'EAI_AGAIN', 'ENOENT']);
+
+/**
+ * Whether a PostgreSQL server answers at {@link POSTGRES_TEST_URL}. Only an unreachable server
+ * reads as unavailable (so the suites skip); a server that answers but refuses us throws.
+ */
+export async function probePostgres(): Promise<{ available: true } | { available: false; reason: string }> {
+  const client = new pg.Client({ connectionString: parsePostgresUrl(POSTGRES_TEST_URL).connectionString, connectionTimeoutMillis: 5000 });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return { available: true };
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    const timedOut = /timeout/i.test((error as Error).message);
+    if ((code && UNREACHABLE.has(code)) || timedOut) {
+      return { available: false, reason: `no PostgreSQL server answers at ${parsePostgresUrl(POSTGRES_TEST_URL).location} (${code ?? (error as Error).message}); set SESSIONLOG_TEST_POSTGRES_URL to point at one` };
+    }
+    throw error;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** A fresh schema name `sl_test_<random>`. */
+export function postgresTestSchema(): string {
+  return `sl_test_${randomBytes(6).toString('hex')}`;
+}
+
+/** The test server's URL with `?schema=NAME` set. */
+export function postgresUrlWithSchema(schema: string, base = POSTGRES_TEST_URL): string {
+  const url = new URL(base);
+  url.searchParams.set('schema', schema);
+  return url.toString();
+}
+
+const createdSchemas = new Set<string>();
+
+/** Drops every schema {@link postgresFixture} handed out (call after the stores using them closed). */
+export function dropPostgresTestSchemas(): void {
+  for (const schema of [...createdSchemas]) {
+    pgRaw(POSTGRES_TEST_URL, [[`DROP SCHEMA IF EXISTS "${schema}" CASCADE`, []]]);
+    createdSchemas.delete(schema);
+  }
+}
+
+/**
+ * Synchronous SQL for the fixtures (the conformance suite calls them synchronously): a worker
+ * thread owns the connections and runs each request's statements in one transaction while this
+ * thread blocks on an Atomics wait. Results are the row arrays, one per statement.
+ */
+const RAW_WORKER_SOURCE = `
+const { workerData } = require('node:worker_threads');
+const pg = require(workerData.pgPath);
+const { port, signal } = workerData;
+const clients = new Map();
+port.on('message', async ({ connectionString, statements }) => {
+  let reply;
+  try {
+    let client = clients.get(connectionString);
+    if (!client) {
+      client = new pg.Client({ connectionString });
+      client.on('error', () => clients.delete(connectionString));
+      await client.connect();
+      clients.set(connectionString, client);
+    }
+    await client.query('BEGIN');
+    const results = [];
+    try {
+      for (const [sql, params] of statements) results.push((await client.query(sql, params)).rows);
+      await client.query('COMMIT');
+    } catch (error) {
+      await client.query('ROLLBACK');
+      throw error;
+    }
+    reply = { ok: true, results };
+  } catch (error) {
+    reply = { ok: false, message: String((error && error.message) || error) };
+  }
+  port.postMessage(reply);
+  Atomics.store(signal, 0, 1);
+  Atomics.notify(signal, 0);
+});
+`;
+
+let rawWorker: { port: MessagePort; signal: Int32Array } | undefined;
+
+function rawChannel(): { port: MessagePort; signal: Int32Array } {
+  if (!rawWorker) {
+    const { port1, port2 } = new MessageChannel();
+    const signal = new Int32Array(new SharedArrayBuffer(4));
+    const pgPath = createRequire(import.meta.url).resolve('pg');
+    const worker = new Worker(RAW_WORKER_SOURCE, { eval: true, workerData: { port: port2, signal, pgPath }, transferList: [port2] });
+    worker.unref();
+    port1.unref();
+    rawWorker = { port: port1, signal };
+  }
+  return rawWorker;
+}
+
+function pgRaw(url: string, statements: Array<[string, unknown[]]>): unknown[][] {
+  const { port, signal } = rawChannel();
+  Atomics.store(signal, 0, 0);
+  port.postMessage({ connectionString: parsePostgresUrl(url).connectionString, statements });
+  if (Atomics.wait(signal, 0, 0, 30_000) === 'timed-out') throw new Error('fixture: raw PostgreSQL access timed out');
+  const reply = receiveMessageOnPort(port)?.message as { ok: true; results: unknown[][] } | { ok: false; message: string } | undefined;
+  if (!reply) throw new Error('fixture: raw PostgreSQL access returned nothing');
+  if (!reply.ok) throw new Error(`fixture: raw PostgreSQL access failed: ${reply.message}`);
+  return reply.results;
+}
+
+function pgSchema(url: string): string {
+  return `"${parsePostgresUrl(url).schema}"`;
+}
+
+function pgSessionKey(url: string, id: string): number {
+  const [rows] = pgRaw(url, [[`SELECT key FROM ${pgSchema(url)}.sessions WHERE id = $1`, [id]]]) as [Array<{ key: string }>];
+  if (!rows[0]) throw new Error(`fixture: no session ${id}`);
+  return Number(rows[0].key);
+}
+
+export const postgresFixture: BackendFixture = {
+  name: 'postgres',
+  url() {
+    const schema = postgresTestSchema();
+    createdSchemas.add(schema);
+    return postgresUrlWithSchema(schema);
+  },
+  plantEvent(url, id, event) {
+    const s = pgSchema(url);
+    const key = pgSessionKey(url, id);
+    pgRaw(url, [
+      [
+        `INSERT INTO ${s}.events (session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable) VALUES ($1, $2, $3, $4, $5, NULL, NULL, $6)`,
+        [key, event.seq, event.type, event.time, JSON.stringify(event.data), event.ignorable ? true : null],
+      ],
+      [`INSERT INTO ${s}.batches (session_key, op, first_seq, last_seq) VALUES ($1, $2, $3, $3)`, [key, event.op, event.seq]],
+    ]);
+  },
+  plantDamagedRecord(url, id, seq) {
+    const key = pgSessionKey(url, id);
+    pgRaw(url, [[`INSERT INTO ${pgSchema(url)}.events (session_key, seq, type, time, data) VALUES ($1, $2, 'session/run', 1, '{"workflowId":')`, [key, seq]]]);
+  },
+  setHeaderVersion(url, id, version) {
+    pgRaw(url, [[`UPDATE ${pgSchema(url)}.sessions SET header = jsonb_set(header::jsonb, '{version}', to_jsonb($1::int))::text WHERE id = $2`, [version, id]]]);
+  },
+  plantCacheText(url, id, text) {
+    const key = pgSessionKey(url, id);
+    pgRaw(url, [
+      [
+        `INSERT INTO ${pgSchema(url)}.projection_cache (session_key, record) VALUES ($1, $2) ON CONFLICT (session_key) DO UPDATE SET record = excluded.record`,
+        [key, text],
+      ],
+    ]);
+  },
+  dump(url) {
+    const schema = parsePostgresUrl(url).schema;
+    const [tables] = pgRaw(url, [[`SELECT tablename AS name FROM pg_tables WHERE schemaname = $1 ORDER BY tablename`, [schema]]]) as [Array<{ name: string }>];
+    const contents = pgRaw(
+      url,
+      tables.map(({ name }) => [`SELECT * FROM "${schema}"."${name}" ORDER BY 1, 2`, []]),
+    );
+    return tables.map(({ name }, i) => `${name}:${JSON.stringify(contents[i])}`).join('\n');
+  },
+};
