@@ -456,6 +456,9 @@ export class PostgresSessionStore implements SessionStore {
   append(id: string, events: readonly NewEvent[], options: AppendOptions): Promise<AppendResult> {
     return this.use(async () => {
       assertAppendArguments(id, events, options);
+      if (options.op.includes('\u0000')) {
+        throw new SessionlogError('INVALID_ARGUMENT', `append op must not contain a NUL character (PostgreSQL text cannot store it), got ${JSON.stringify(options.op.slice(0, 200))}`);
+      }
       const key = await this.requireKey(id);
       return this.serial.run(id, async () => {
         let written: AnyEvent[] = [];

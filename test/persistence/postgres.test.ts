@@ -119,6 +119,14 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
       expect(postgresFixture.dump(url)).toBe(before);
     });
 
+    it('an op PostgreSQL text cannot hold (a NUL character) is INVALID_ARGUMENT and writes nothing', async () => {
+      const store = await open();
+      await store.create(testHeader('s'));
+      const before = postgresFixture.dump(url);
+      expect(await failure(() => store.append('s', [run(0)], { expectedSeq: 0, op: 'a\u0000b' }))).toMatchObject({ code: 'INVALID_ARGUMENT' });
+      expect(postgresFixture.dump(url)).toBe(before);
+    });
+
     it('store instances racing at the same expectedSeq: exactly one wins each round and the log stays contiguous', async () => {
       const stores = [await open(), await open(), await open()];
       await stores[0]!.create(testHeader('s'));
@@ -237,6 +245,12 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
     });
   });
 
+  it('accepts postgresql:// as well as postgres://', async () => {
+    const store = await open(url.replace(/^postgres:/, 'postgresql:'));
+    await store.create(testHeader('s'));
+    expect(await (await open()).exists('s')).toBe(true);
+  });
+
   describe('artifacts', () => {
     it('round-trips content PostgreSQL text could not hold (NUL) byte for byte', async () => {
       const store = await open();
@@ -247,28 +261,22 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
       expect(await (await open()).artifacts.get(ref.locator)).toBe(content);
     });
   });
+});
 
-  describe('URLs and errors', () => {
-    it('accepts postgresql:// as well as postgres://', async () => {
-      const store = await open(url.replace(/^postgres:/, 'postgresql:'));
-      await store.create(testHeader('s'));
-      expect(await (await open()).exists('s')).toBe(true);
-    });
-
-    it('never shows a password in an error, whether in the user info or a password parameter', async () => {
-      const secret = 'hunter2-very-secret';
-      for (const target of [
-        `postgres://postgres:${secret}@127.0.0.1:1/test`,
-        `postgresql://postgres:${secret}@127.0.0.1:1/test?schema=${schema}`,
-        `postgres://postgres@127.0.0.1:1/test?password=${secret}`,
-        `postgres://postgres:${secret}@127.0.0.1:5432/test?schema=Bad-Name`,
-        `postgres://postgres:${secret}@[bad/test`,
-      ]) {
-        const error = await failure(() => openStore(target));
-        expect(error, target).toMatchObject({ code: 'INVALID_ARGUMENT' });
-        expect((error as Error).message, target).not.toContain(secret);
-        expect((error as Error).message, target).toContain('***');
-      }
-    });
+describe('PostgreSQL store URLs and errors', () => {
+  it('never shows a password in an error, whether in the user info or a password parameter', async () => {
+    const secret = 'hunter2-very-secret';
+    for (const target of [
+      `postgres://postgres:${secret}@127.0.0.1:1/test`,
+      `postgresql://postgres:${secret}@127.0.0.1:1/test?schema=sl_test_redaction`,
+      `postgres://postgres@127.0.0.1:1/test?password=${secret}`,
+      `postgres://postgres:${secret}@127.0.0.1:5432/test?schema=Bad-Name`,
+      `postgres://postgres:${secret}@[bad/test`,
+    ]) {
+      const error = await failure(() => openStore(target));
+      expect(error, target).toMatchObject({ code: 'INVALID_ARGUMENT' });
+      expect((error as Error).message, target).not.toContain(secret);
+      expect((error as Error).message, target).toContain('***');
+    }
   });
 });

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { parsePostgresUrl } from '../../src/persistence/postgres.js';
+import { parsePostgresUrl, redactUrl } from '../../src/persistence/postgres.js';
 
 export type RawEvent = { seq: number; type: string; time: number; data: unknown; op: string; ignorable?: true };
 
@@ -177,7 +177,7 @@ export async function probePostgres(): Promise<{ available: true } | { available
     const code = (error as { code?: string }).code;
     const timedOut = /timeout/i.test((error as Error).message);
     if ((code && UNREACHABLE.has(code)) || timedOut) {
-      return { available: false, reason: `no PostgreSQL server answers at ${parsePostgresUrl(POSTGRES_TEST_URL).location} (${code ?? (error as Error).message}); set SESSIONLOG_TEST_POSTGRES_URL to point at one` };
+      return { available: false, reason: `no PostgreSQL server answers at ${redactUrl(POSTGRES_TEST_URL)} (${code ?? (error as Error).message}); set SESSIONLOG_TEST_POSTGRES_URL to point at one` };
     }
     throw error;
   } finally {
