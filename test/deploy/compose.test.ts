@@ -14,13 +14,14 @@ import { afterAll, describe, expect, it } from 'vitest';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const COMPOSE_FILE = join(ROOT, 'docker-compose.yml');
 
-/** `docker compose` (the v2 plugin) or, failing that, the standalone `docker-compose`. */
+/**
+ * `docker compose` (Compose v2, the CLI plugin). The old Python `docker-compose` 1.x is not
+ * used: it reads neither inline `configs.content` nor `config --format json`.
+ */
 function findCompose(): { command: string[]; reason?: undefined } | { command?: undefined; reason: string } {
-  const runs = (argv: string[]) => spawnSync(argv[0]!, [...argv.slice(1), 'version'], { encoding: 'utf8' }).status === 0;
   if (spawnSync('docker', ['--version'], { encoding: 'utf8' }).error) return { reason: 'the docker client is not installed' };
-  if (runs(['docker', 'compose'])) return { command: ['docker', 'compose'] };
-  if (runs(['docker-compose'])) return { command: ['docker-compose'] };
-  return { reason: 'the docker client is installed but Compose is not (neither the `docker compose` plugin nor `docker-compose`)' };
+  if (spawnSync('docker', ['compose', 'version'], { encoding: 'utf8' }).status === 0) return { command: ['docker', 'compose'] };
+  return { reason: 'the docker client is installed but its Compose v2 plugin is not (`docker compose version` fails)' };
 }
 
 const compose = findCompose();
