@@ -148,6 +148,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
   const maxInlineBytes = options.spillMaxInlineBytes ?? 16 * 1024;
   const shapeToolResult: ToolResultShaper =
     options.shapeToolResult ?? (async ({ text, locator, toolName }) => spillText({ text, locator, toolName, maxInlineBytes }));
+  const context = options.context === false ? undefined : contextDeps(options.context ?? {});
   const activities = createActivities({
     store: options.store,
     model: modelPort(options.provider, options.providerName),
@@ -156,8 +157,11 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     chunkFlushMs: options.chunkFlushMs ?? 50,
     chunkFlushChars: options.chunkFlushChars ?? 512,
     shapeToolResult,
-    ...(options.context === false ? {} : { context: contextDeps(options.context ?? {}) }),
+    ...(context ? { context } : {}),
   });
+  // Load the tokenizer now: its vocabulary takes seconds to load, and loading it inside the
+  // first model step would block that worker's heartbeats.
+  context?.meter.messageTokens({ id: 'warm-up', role: 'user', content: [{ type: 'text', text: 'warm up' }], source: { kind: 'user' } }, options.agent.model);
   return Worker.create({
     connection,
     namespace: options.namespace ?? 'default',

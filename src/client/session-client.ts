@@ -59,6 +59,23 @@ function rejectedMessage(error: unknown): unknown {
   return error;
 }
 
+/**
+ * Retries `fn` while the server refuses an update because the workflow task is being retried
+ * (a worker crashed mid-task): the same message id makes the retry safe. Bounded: ~30 s.
+ */
+async function retryWhileTaskFails<T>(fn: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + 30_000;
+  for (let delay = 100; ; delay = Math.min(delay * 2, 2_000)) {
+    try {
+      return await fn();
+    } catch (error) {
+      const message = error instanceof Error ? `${error.message} ${(error.cause as Error | undefined)?.message ?? ''}` : '';
+      if (!/Workflow Task in failed state/i.test(message) || Date.now() + delay > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}
+
 /** The answer to {@link SessionClient.send}: the turn, its final reply and that reply's text. */
 export type Reply = SendResult & { text: string; messageId: string };
 
@@ -168,12 +185,16 @@ export class SessionClient {
       ...this.startOptions(sessionId),
       workflowIdConflictPolicy: 'USE_EXISTING',
     });
-    let result: SendResult;
-    try {
-      result = await this.temporal.workflow.executeUpdateWithStart(sendUpdate, { args: [{ id, text }], updateId: id, startWorkflowOperation });
-    } catch (error) {
-      throw rejectedMessage(error);
-    }
+    let attempt = 0;
+    const result = await retryWhileTaskFails(async () => {
+      // A WithStartWorkflowOperation is single-use: make a fresh one per attempt.
+      const operation = attempt++ === 0 ? startWorkflowOperation : new WithStartWorkflowOperation<typeof sessionWorkflow>(SESSION_WORKFLOW_TYPE, { ...this.startOptions(sessionId), workflowIdConflictPolicy: 'USE_EXISTING' });
+      try {
+        return await this.temporal.workflow.executeUpdateWithStart(sendUpdate, { args: [{ id, text }], updateId: id, startWorkflowOperation: operation });
+      } catch (error) {
+        throw rejectedMessage(error);
+      }
+    });
     return { ...result, ...(await this.replyText(sessionId, result)) };
   }
 

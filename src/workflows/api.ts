@@ -62,8 +62,8 @@ export const DEFAULT_TUNABLES: SessionTunables = {
   modelHeartbeatMs: 30_000,
   toolStartToCloseMs: 5 * 60_000,
   appendStartToCloseMs: 30_000,
-  modelMaxAttempts: 5,
-  toolMaxAttempts: 3,
+  modelMaxAttempts: 6,
+  toolMaxAttempts: 4,
   compactionMaxAttempts: 3,
 };
 

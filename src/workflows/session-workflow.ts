@@ -88,6 +88,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   let lastError: string | undefined;
   let currentScope: CancellationScope | undefined;
   let compacting = false;
+  let compactRequests = 0;
   let manualCompactions = 0;
   let pressure: { tokens: number; contextWindow: number; budget: number } | undefined;
 
@@ -240,12 +241,17 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   };
 
   setHandler(compactUpdate, async () => {
-    await condition(() => phase === 'idle' && !compacting);
-    compacting = true;
+    compactRequests += 1;
     try {
-      return await runCompaction('manual', null, `${runId}.m${++manualCompactions}`);
+      await condition(() => phase === 'idle' && !compacting);
+      compacting = true;
+      try {
+        return await runCompaction('manual', null, `${runId}.m${++manualCompactions}`);
+      } finally {
+        compacting = false;
+      }
     } finally {
-      compacting = false;
+      compactRequests -= 1;
     }
   });
 
@@ -355,9 +361,17 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     // `send` would never continue as new.
     const wantsNewRun = suggested || turnsThisRun >= tunables.continueAsNewAfterTurns;
     const unanswered = (): boolean => [...waitingFor.keys()].some((id) => results.get(id) == null);
-    if (wantsNewRun && (waiting === 0 || (!unanswered() && patched(CAN_AFTER_ANSWERED_SENDS)))) {
+    // A close request ends this run soon anyway; a pending manual compaction runs here first.
+    const canLeave = () => !closing && compactRequests === 0;
+    if (wantsNewRun && canLeave() && (waiting === 0 || (!unanswered() && patched(CAN_AFTER_ANSWERED_SENDS)))) {
       phase = 'closing';
-      await condition(allHandlersFinished);
+      // A `send` or `compact` arriving meanwhile must be served by this run (its handler would
+      // otherwise wait forever for a turn this run never runs): go back to the loop instead.
+      await condition(() => allHandlersFinished() || unanswered() || !canLeave());
+      if (!allHandlersFinished()) {
+        phase = 'idle';
+        continue;
+      }
       log.info('continuing as new', { sessionId: input.sessionId, turn, headSeq });
       await continueAsNew<typeof sessionWorkflow>({
         sessionId: input.sessionId,
