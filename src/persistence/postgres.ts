@@ -22,7 +22,11 @@
  * opens do not race. Every append is one transaction that takes the session row
  * `FOR NO KEY UPDATE` (serialising writers of one session across hosts without blocking
  * artifact writes), checks the op index, then `expectedSeq`, writes the rows and the batch, and
- * `NOTIFY`s the store's channel with the session id, delivered on commit.
+ * `NOTIFY`s the store's channel (`sessionlog_<schema>`) with the session id, delivered on commit.
+ *
+ * `watch` listens on one dedicated connection per store, shared by all its watchers, and also
+ * wakes on in-process appends; it polls only as a fallback for a missed notification, every
+ * `pollIntervalMs` but never more often than once a second.
  */
 import pg from 'pg';
 import type { Notification, PoolClient, PoolConfig } from 'pg';
@@ -368,9 +372,15 @@ export class PostgresSessionStore implements SessionStore {
    */
   private async transaction<T>(mode: 'write' | 'read', body: (client: PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
+    // A connection whose state is unknown (a failed ROLLBACK, BEGIN or COMMIT) is discarded, not reused.
     let broken: Error | undefined;
     try {
       await client.query(mode === 'read' ? 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY' : 'BEGIN');
+    } catch (error) {
+      client.release(error as Error);
+      throw error;
+    }
+    try {
       let result: T;
       try {
         result = await body(client);
@@ -378,16 +388,17 @@ export class PostgresSessionStore implements SessionStore {
         try {
           await client.query('ROLLBACK');
         } catch (rollbackError) {
-          // The connection is unusable; it is discarded below and the body's error reported.
           broken = rollbackError as Error;
         }
         throw error;
       }
-      await client.query('COMMIT');
+      try {
+        await client.query('COMMIT');
+      } catch (error) {
+        broken = error as Error;
+        throw error;
+      }
       return result;
-    } catch (error) {
-      broken ??= isConnectionError(error) ? (error as Error) : undefined;
-      throw error;
     } finally {
       client.release(broken);
     }
@@ -755,12 +766,6 @@ class NotificationListener {
 
 function quoteIdent(name: string): string {
   return `"${name.replace(/"/g, '""')}"`;
-}
-
-/** Errors after which a pooled connection must not be reused. */
-function isConnectionError(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code) || code.startsWith('08') || code === '57P01';
 }
 
 function parseStoredHeader(text: string, id: string): SessionHeader {
