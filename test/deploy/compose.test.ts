@@ -20,6 +20,8 @@ const COMPOSE_FILE = join(ROOT, 'docker-compose.yml');
  */
 function findCompose(): { command: string[]; reason?: undefined } | { command?: undefined; reason: string } {
   if (spawnSync('docker', ['--version'], { encoding: 'utf8' }).error) return { reason: 'the docker client is not installed' };
+  // Where only the client is installed, build the Compose plugin from the Go module proxy (idempotent).
+  spawnSync(join(ROOT, 'scripts/docker-compose-plugin'), { stdio: 'inherit', timeout: 20 * 60_000 });
   if (spawnSync('docker', ['compose', 'version'], { encoding: 'utf8' }).status === 0) return { command: ['docker', 'compose'] };
   return { reason: 'the docker client is installed but its Compose v2 plugin is not (`docker compose version` fails)' };
 }
