@@ -3,7 +3,8 @@
  * the model or a tool, append to the log idempotently, and return references.
  */
 import { randomUUID } from 'node:crypto';
-import { ApplicationFailure, CancelledFailure, Context } from '@temporalio/activity';
+import { ApplicationFailure, CancelledFailure, Context, log } from '@temporalio/activity';
+import { writeProjectionCheckpoint } from '../persistence/derived-history.js';
 import type { SessionStore } from '../persistence/store.js';
 import {
   SESSION_FORMAT_VERSION,
@@ -191,6 +192,17 @@ export function createActivities(deps: ActivityDeps) {
   const cache = new SessionCache(deps.store);
   const now = deps.now ?? Date.now;
 
+  /**
+   * Refreshes the projection cache once a turn is durable (folding only what the last
+   * checkpoint lacks), off the turn's critical path. Fail-soft: the cache may lag the log.
+   */
+  const checkpointProjections = (sessionId: string): void => {
+    void writeProjectionCheckpoint(deps.store, sessionId).catch((error: unknown) => {
+      // The cache is an accelerator: a failed write leaves it stale, reads fall back to the log.
+      log.warn('projection checkpoint failed', { sessionId, error: (error as Error).message });
+    });
+  };
+
   /** A new run takes over a session: create it if needed, repair a crashed turn, log `session/run`. */
   async function openRun(input: OpenRunInput): Promise<OpenRunResult> {
     try {
@@ -343,6 +355,7 @@ export function createActivities(deps: ActivityDeps) {
         events.push({ type: 'turn/end', time: now(), data: { turn: input.turn, reason } });
       }
       const stored = await appendBatch(deps.store, session, events, `${prefix}/reply`, input.runId);
+      if (calls.length === 0) checkpointProjections(session.id);
       return { ...resultFromReply(stored, session.nextSeq), replayed: false };
     } catch (error) {
       clearInterval(timer);
@@ -505,6 +518,7 @@ export function createActivities(deps: ActivityDeps) {
         events.push({ type: 'step/end', time: now(), data: { turn: input.turn, step: input.step } });
         if (input.endTurnReason) events.push({ type: 'turn/end', time: now(), data: { turn: input.turn, reason: { kind: input.endTurnReason } } });
         await appendBatch(deps.store, session, events, `${prefix}/results`, input.runId);
+        if (input.endTurnReason) checkpointProjections(session.id);
         return { headSeq: session.nextSeq };
       });
     } catch (error) {

@@ -35,7 +35,7 @@ type GlobalOptions = { store?: string; temporal?: string; namespace?: string; ta
 const program = new Command()
   .name('sessionlog')
   .description('LLM agent chat sessions as durable Temporal workflows over an append-only event log')
-  .option('--store <url>', 'session store: sqlite:PATH or jsonl:DIR (env SESSIONLOG_STORE)')
+  .option('--store <url>', 'session store: sqlite:PATH, jsonl:DIR or postgres://… (env SESSIONLOG_STORE)')
   .option('--temporal <host:port>', 'Temporal frontend address (env TEMPORAL_ADDRESS)')
   .option('--namespace <ns>', 'Temporal namespace (env TEMPORAL_NAMESPACE)')
   .option('--task-queue <name>', 'task queue of the session workflows (env SESSIONLOG_TASK_QUEUE)')

@@ -6,12 +6,12 @@
  * contiguous seqs, every op stored once and whole, and every acknowledged batch present at its
  * acknowledged seqs.
  */
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/persistence/index.js';
 import { SESSION_FORMAT_VERSION, type AnyEvent } from '../../src/session/index.js';
 import { crashBatch } from '../support/crash-batches.js';
 import { bundleScript, spawnLineChild, type LineChild } from '../support/spawn-ts.js';
-import { BACKENDS, tempDir } from '../support/store-fixtures.js';
+import { BACKENDS, dropPostgresTestSchemas, postgresFixture, probePostgres, tempDir } from '../support/store-fixtures.js';
 
 const KILLS = 60;
 const CHILD = 'test/support/crash-append-child.ts';
@@ -51,7 +51,12 @@ function checkLog(events: readonly AnyEvent[]): Map<number, { firstSeq: number; 
   return batches;
 }
 
-describe.each(BACKENDS)('SIGKILL during appends: $name', (fixture) => {
+// PostgreSQL runs when a server answers (it does on the project's machines and in CI).
+const postgres = await probePostgres();
+if (!postgres.available) console.warn(`store-crash: PostgreSQL skipped: ${postgres.reason}`);
+afterAll(() => dropPostgresTestSchemas());
+
+describe.each([...BACKENDS, ...(postgres.available ? [postgresFixture] : [])])('SIGKILL during appends: $name', (fixture) => {
   it(`after each of ${KILLS} kills at random moments the log is contiguous, every op is stored once and whole, and every acknowledged batch is at its acknowledged seqs`, async () => {
     const { dir, cleanup } = tempDir(`sessionlog-crash-${fixture.name}-`);
     const url = fixture.url(dir);
