@@ -338,6 +338,19 @@ export type WatchSource = {
 };
 
 /**
+ * Wakes `wake` on an in-process append to session `id` of the store at `location`, and on the
+ * store's close (through `closeListeners`); returns the unsubscribe.
+ */
+export function subscribeLocal(closeListeners: Set<() => void>, location: string, id: string, wake: () => void): () => void {
+  closeListeners.add(wake);
+  const off = onAppended(location, id, wake);
+  return () => {
+    off();
+    closeListeners.delete(wake);
+  };
+}
+
+/**
  * The `watch` loop: yields stored events from `fromSeq`, then waits for an in-process append
  * signal or the next poll tick and yields what is new. Ends when `signal` aborts or the store
  * closes; a consumer `break` unsubscribes.

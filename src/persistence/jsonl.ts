@@ -52,7 +52,7 @@ import {
   loadedSession,
   notFound,
   notifyAppended,
-  onAppended,
+  subscribeLocal,
   parseArtifactLocator,
   planAppend,
   planRepair,
@@ -336,14 +336,7 @@ export class JsonlSessionStore implements SessionStore {
     return watchEvents(
       {
         read: (seq) => this.readFrom(id, seq, 1000),
-        subscribe: (wake) => {
-          this.closeListeners.add(wake);
-          const off = onAppended(this.location, id, wake);
-          return () => {
-            off();
-            this.closeListeners.delete(wake);
-          };
-        },
+        subscribe: (wake) => subscribeLocal(this.closeListeners, this.location, id, wake),
         isClosed: () => this.closed,
         pollIntervalMs: this.options.pollIntervalMs,
       },

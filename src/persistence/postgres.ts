@@ -57,7 +57,7 @@ import {
   loadedSession,
   notFound,
   notifyAppended,
-  onAppended,
+  subscribeLocal,
   parseArtifactLocator,
   planAppend,
   planRepair,
@@ -593,13 +593,11 @@ export class PostgresSessionStore implements SessionStore {
           return this.readFrom(id, seq, 1000);
         },
         subscribe: (wake) => {
-          this.closeListeners.add(wake);
-          const offLocal = onAppended(this.location, id, wake);
+          const offLocal = subscribeLocal(this.closeListeners, this.location, id, wake);
           const offRemote = this.listener.subscribe(id, wake);
           return () => {
             offLocal();
             offRemote();
-            this.closeListeners.delete(wake);
           };
         },
         isClosed: () => this.closed,

@@ -48,7 +48,7 @@ import {
   loadedSession,
   notFound,
   notifyAppended,
-  onAppended,
+  subscribeLocal,
   parseArtifactLocator,
   planAppend,
   planRepair,
@@ -416,14 +416,7 @@ export class SqliteSessionStore implements SessionStore {
     return watchEvents(
       {
         read: (seq) => this.readFrom(id, seq, 1000),
-        subscribe: (wake) => {
-          this.closeListeners.add(wake);
-          const off = onAppended(this.location, id, wake);
-          return () => {
-            off();
-            this.closeListeners.delete(wake);
-          };
-        },
+        subscribe: (wake) => subscribeLocal(this.closeListeners, this.location, id, wake),
         isClosed: () => this.closed,
         pollIntervalMs: this.options.pollIntervalMs,
       },

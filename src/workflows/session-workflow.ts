@@ -19,7 +19,7 @@ import {
   patched,
 } from '@temporalio/workflow';
 import type { SessionActivities } from '../activities/session-activities.js';
-import type { ModelStepResult, ToolRunRef } from '../activities/types.js';
+import type { EndTurnInput, ModelStepResult, ToolRunRef } from '../activities/types.js';
 import {
   DEFAULT_TUNABLES,
   cancelSignal,
@@ -255,6 +255,22 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     }
   });
 
+  /** Closes a turn that did not end by itself (the activity answers every open call first). */
+  const closeTurn = async (turnNo: number, reason: EndTurnInput['reason']): Promise<void> => {
+    headSeq = (await local.endTurn({ sessionId: input.sessionId, runId, turn: turnNo, knownHead: headSeq, reason })).headSeq;
+  };
+
+  /** Ends the turn after a failed (or cancelled) step: logged as aborted by the user, or as an error. */
+  const failTurn = async (turnNo: number, error: unknown, code: string): Promise<'aborted' | 'error'> => {
+    if (cancelRequested && isCancellation(error)) {
+      await closeTurn(turnNo, { kind: 'aborted' });
+      return 'aborted';
+    }
+    lastError = describeFailure(error);
+    await closeTurn(turnNo, { kind: 'error', code, message: lastError });
+    return 'error';
+  };
+
   let turnsThisRun = 0;
   for (;;) {
     const idle = tunables.idleTimeoutMs > 0 ? tunables.idleTimeoutMs : undefined;
@@ -282,17 +298,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
       try {
         result = await modelCall(turn, step, entering);
       } catch (error) {
-        outcome = cancelRequested && isCancellation(error) ? 'aborted' : 'error';
-        lastError = outcome === 'error' ? describeFailure(error) : lastError;
-        headSeq = (
-          await local.endTurn({
-            sessionId: input.sessionId,
-            runId,
-            turn,
-            knownHead: headSeq,
-            reason: outcome === 'aborted' ? { kind: 'aborted' } : { kind: 'error', code: 'MODEL_STEP_FAILED', message: lastError ?? 'model step failed' },
-          })
-        ).headSeq;
+        outcome = await failTurn(turn, error, 'MODEL_STEP_FAILED');
         break;
       }
       headSeq = result.headSeq;
@@ -300,9 +306,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
       if (result.outcome !== 'tools') {
         if (result.outcome === 'context-overflow') {
           lastError = result.error?.message;
-          headSeq = (
-            await local.endTurn({ sessionId: input.sessionId, runId, turn, knownHead: headSeq, reason: { kind: 'error', code: 'context_overflow', message: result.error?.message ?? 'context overflow' } })
-          ).headSeq;
+          await closeTurn(turn, { kind: 'error', code: 'context_overflow', message: result.error?.message ?? 'context overflow' });
           outcome = 'error';
         } else {
           outcome = result.outcome === 'max-tokens' ? 'max-tokens' : result.outcome === 'aborted' ? 'aborted' : result.outcome === 'error' ? 'error' : 'completed';
@@ -321,17 +325,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
           ),
         );
       } catch (error) {
-        outcome = cancelRequested && isCancellation(error) ? 'aborted' : 'error';
-        if (outcome === 'error') lastError = describeFailure(error);
-        headSeq = (
-          await local.endTurn({
-            sessionId: input.sessionId,
-            runId,
-            turn,
-            knownHead: headSeq,
-            reason: outcome === 'aborted' ? { kind: 'aborted' } : { kind: 'error', code: 'TOOL_FAILED', message: lastError ?? 'tool failed' },
-          })
-        ).headSeq;
+        outcome = await failTurn(turn, error, 'TOOL_FAILED');
         break;
       }
       const lastStep = step >= tunables.maxStepsPerTurn;
