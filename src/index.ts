@@ -4,7 +4,7 @@
  * - {@link SessionClient}: what a backend service uses to start sessions, send messages, follow
  *   the live log and read history (commands go through Temporal, reads come from the store).
  * - {@link createWorker}: the Temporal worker that runs the session workflows and their activities.
- * - {@link openStore}: a store from a URL (`sqlite:PATH`, `jsonl:DIR`), the same one the
+ * - {@link openStore}: a store from a URL (`sqlite:PATH`, `jsonl:DIR`, `postgres://…`), the same one the
  *   workers write to.
  * - {@link startGateway}: the HTTP API (`/v1`) over a client and a store.
  * - {@link resolveConfig}: the environment variables of DESIGN §9 as one validated value.
@@ -47,6 +47,10 @@ export type {
   TurnEndReason,
   UserMessage,
 } from './session/index.js';
+
+export { ToolInputError, ToolRegistry } from './tools/registry.js';
+export type { Tool, ToolContext, ToolOutput } from './tools/registry.js';
+export { BUILTIN_TOOLS, calculatorTool, readArtifactTool, wordCountTool } from './tools/builtin.js';
 
 export { DEFAULT_TASK_QUEUE, DEFAULT_TUNABLES } from './workflows/api.js';
 export type { CompactResult, SendResult, SessionPhase, SessionStatus, SessionTunables, TurnOutcome } from './workflows/api.js';

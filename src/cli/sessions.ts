@@ -133,8 +133,7 @@ export async function compactSession(client: SessionClient, id: string, out: Out
 }
 
 export async function resumeSession(client: SessionClient, id: string, out: Output): Promise<void> {
-  const running = await client.isRunning(id);
-  const result = running ? { runId: (await client.status(id)).runId, started: false } : await client.resume(id);
+  const result = await client.resume(id);
   print(out, () => (result.started ? `resumed ${id} (run ${result.runId})` : `${id} is already running (run ${result.runId})`), result);
 }
 

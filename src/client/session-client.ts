@@ -324,6 +324,12 @@ export class SessionClient {
   async resume(sessionId: string): Promise<{ runId: string; started: boolean }> {
     assertSessionId(sessionId);
     if (!(await this.store.exists(sessionId))) throw new SessionlogError('SESSION_NOT_FOUND', `session ${sessionId} does not exist in the store`);
+    try {
+      const description = await this.handle(sessionId).describe();
+      if (description.status.name === 'RUNNING') return { runId: description.runId, started: false };
+    } catch (error) {
+      if (!(error instanceof WorkflowNotFoundError)) throw error;
+    }
     const handle = await this.temporal.workflow.start(SESSION_WORKFLOW_TYPE, {
       ...this.startOptions(sessionId),
       workflowIdConflictPolicy: 'USE_EXISTING',
