@@ -153,14 +153,19 @@ function blocksFromChunks(chunks: readonly StreamChunk[]): ContentBlock[] {
   return blocks;
 }
 
+/** The outcome a `turn/end` reason stands for. */
+function turnOutcome(kind: string): TurnOutcome {
+  return kind === 'max-steps' || kind === 'max-tokens' || kind === 'aborted' || kind === 'error' || kind === 'interrupted' ? kind : 'completed';
+}
+
 function resultFromReply(events: readonly AnyEvent[], headSeq: number): ModelStepResult {
   const reply = events.find((e) => e.type === 'assistant/message') as SessionEvent<'assistant/message'> | undefined;
   const calls: ToolCallRef[] = events
     .filter((e): e is SessionEvent<'tool/call'> => e.type === 'tool/call')
     .map((e) => ({ callId: e.data.callId, name: e.data.name, callSeq: e.seq }));
   const end = events.find((e) => e.type === 'turn/end') as SessionEvent<'turn/end'> | undefined;
-  const reason = end?.data.reason.kind;
-  const outcome = calls.length > 0 ? 'tools' : reason === 'max-tokens' ? 'max-tokens' : reason === 'aborted' ? 'aborted' : reason === 'error' ? 'error' : 'completed';
+  const reason = end ? turnOutcome(end.data.reason.kind) : 'completed';
+  const outcome = calls.length > 0 ? 'tools' : reason === 'max-tokens' || reason === 'aborted' || reason === 'error' ? reason : 'completed';
   return { headSeq, replySeq: reply?.seq ?? null, toolCalls: calls, outcome, replayed: true };
 }
 
@@ -179,8 +184,7 @@ export function recentMessages(events: readonly AnyEvent[], limit: number): Rece
     } else if (e.type === 'turn/end') {
       const data = (e as SessionEvent<'turn/end'>).data;
       const t = turns.get(data.turn);
-      const kind = data.reason.kind;
-      if (t) t.outcome = kind === 'max-steps' || kind === 'max-tokens' || kind === 'aborted' || kind === 'error' || kind === 'interrupted' ? kind : 'completed';
+      if (t) t.outcome = turnOutcome(data.reason.kind);
     } else if (e.type === 'user/message' && e.surfaceOp === 'append' && (e as SessionEvent<'user/message'>).data.source.kind === 'user') {
       messages.push({ id: (e as SessionEvent<'user/message'>).data.id, turn });
     }
