@@ -3,7 +3,7 @@
 // (a checkout where src/ changed since the last `npm run build`, or was never built).
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { URL, fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const built = join(root, 'dist/src/cli/main.js');
