@@ -7,6 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createGateway, listRegisteredRoutes, startGateway, type RunningGateway } from '../../src/gateway/index.js';
 import { openApiPath } from '../../src/gateway/openapi.js';
 import type { SessionHeader } from '../../src/session/index.js';
+import { workflowIdFor } from '../../src/workflows/api.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { request } from './http.js';
 
@@ -145,10 +146,19 @@ describe('gateway routes', () => {
     expect(cancelled.status).toBe(200);
     expect(cancelled.body).toEqual({ cancelRequested: true });
 
+    // The workflow is running: resume starts nothing and names the open run.
+    const running = await call('POST', `/v1/sessions/${id}/resume`, { headers: { 'content-type': 'application/json' } });
+    expect(running.status).toBe(200);
+    expect(running.body).toMatchObject({ started: false });
+    const openRun = (running.body as { runId: string }).runId;
+    expect(openRun).toBe((await stack.client.status(id)).runId);
+
+    // Once the workflow is gone, resume starts a new run from the log.
+    await stack.temporal.workflow.getHandle(workflowIdFor(id)).terminate('test: workflow lost');
     const resumed = await call('POST', `/v1/sessions/${id}/resume`, { headers: { 'content-type': 'application/json' } });
     expect(resumed.status).toBe(200);
     expect(resumed.body).toMatchObject({ started: true });
-    expect(typeof (resumed.body as { runId: string }).runId).toBe('string');
+    expect((resumed.body as { runId: string }).runId).not.toBe(openRun);
   });
 
   it('reports status null for a session whose workflow is not running', async () => {
