@@ -98,7 +98,8 @@ export async function runDev(config: Config, log: (line: string) => void = (line
     });
     const workerRun = worker.run();
     cleanups.push(async () => {
-      worker.shutdown();
+      // The SDK's runtime may already be shutting the worker down on SIGINT itself.
+      if (worker.getState() === 'RUNNING') worker.shutdown();
       await workerRun;
     });
 
