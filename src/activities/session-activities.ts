@@ -22,6 +22,7 @@ import {
   type StreamChunk,
   type TurnEndReason,
 } from '../session/index.js';
+import { parseToolCallArguments } from '../model/tool-arguments.js';
 import { ToolInputError, type ToolRegistry } from '../tools/registry.js';
 import type { ModelFailure, ModelPort } from './ports.js';
 import type { TokenMeasurement } from '../context/meter-types.js';
@@ -450,14 +451,13 @@ export function createActivities(deps: ActivityDeps) {
       isError = true;
       errorCode = 'TOOL_UNKNOWN';
     } else {
-      let args: unknown;
-      try {
-        args = rawArgs.trim() === '' ? {} : JSON.parse(rawArgs);
-      } catch (error) {
-        args = undefined;
-        text = `The arguments for ${name} are not valid JSON (${(error as Error).message}). Send a JSON object matching the tool's schema.`;
+      // Model output is a boundary: arguments that are not a JSON object go back to the model as an error result.
+      const parsed = parseToolCallArguments(name, rawArgs);
+      const args = parsed.ok ? parsed.value : undefined;
+      if (!parsed.ok) {
+        text = parsed.message;
         isError = true;
-        errorCode = 'TOOL_ARGUMENTS_INVALID_JSON';
+        errorCode = parsed.code;
       }
       if (!isError) {
         const heartbeat = setInterval(() => ctx.heartbeat(), 1000);

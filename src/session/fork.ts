@@ -44,9 +44,3 @@ export function planFork(
   };
   return { header, seed, endSeed: lastIsEndSeed ? undefined : { type: 'session/end-seed', time, data: {} } };
 }
-
-/** The seq of the last `session/end-seed`, or -1. */
-export function lastEndSeed(events: readonly AnyEvent[]): number {
-  for (let i = events.length - 1; i >= 0; i--) if (events[i]!.type === 'session/end-seed') return i;
-  return -1;
-}

@@ -86,7 +86,7 @@ describe('model faults end in a defined, logged outcome and the session keeps wo
     expect(reply.text).toBe('sorry, let me fix that');
     const results = ofType(await stack.client.events(id), 'tool/result') as SessionEvent<'tool/result'>[];
     expect(results).toHaveLength(1);
-    expect(results[0]!.data.error?.code).toBe('TOOL_ARGUMENTS_INVALID_JSON');
+    expect(results[0]!.data.error?.code).toBe('INVALID_TOOL_ARGUMENTS');
     expect(results[0]!.data.message.content[0].isError).toBe(true);
     await expectHealthy(id);
   });
