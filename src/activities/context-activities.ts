@@ -18,7 +18,7 @@ import {
 import type { TokenMeasurement, TokenMeter } from '../context/meter-types.js';
 import { planPrune, resolvePrunerConfig, type PrunerConfig } from '../context/pruner.js';
 import { halveCompactableRange, selectCompactableRange } from '../context/range.js';
-import { SessionlogError, isSessionlogError, type ContentBlock, type RequestHeader, type Session, type SessionEvent, type TokenUsage } from '../session/index.js';
+import { SessionlogError, isSessionlogError, latestRequestHeader, type ContentBlock, type RequestHeader, type Session, type TokenUsage } from '../session/index.js';
 import type { CompactResult } from '../workflows/api.js';
 import type { ModelCallResult, ModelPort } from './ports.js';
 import { appendBatch, assertOwnTail, type SessionCache } from './session-writer.js';
@@ -113,14 +113,6 @@ export async function relievePressure(input: {
   return { ...lim, tokens: measurement.totalTokens, needsCompaction: measurement.totalTokens >= lim.threshold, measurement };
 }
 
-function latestHeader(session: Session): RequestHeader | undefined {
-  const events = session.events;
-  for (let i = events.length - 1; i >= 0; i--) {
-    if (events[i]!.type === 'request/header') return (events[i] as SessionEvent<'request/header'>).data.header;
-  }
-  return undefined;
-}
-
 function flattenError(error: unknown): string {
   const parts: string[] = [];
   let current: unknown = error;
@@ -153,7 +145,7 @@ export function createCompactionActivity(deps: { store: SessionStore; model: Mod
           }
           const err = error ?? state.error;
           if (err !== undefined || state.shadowedSeqs === undefined) return { headSeq: session.nextSeq, result: null, ...(err !== undefined ? { error: err } : {}) };
-          const header = latestHeader(session);
+          const header = latestRequestHeader(session);
           const tokensAfter = header ? deps.context.meter.measure(session, header).totalTokens : 0;
           return {
             headSeq: session.nextSeq,
@@ -168,7 +160,7 @@ export function createCompactionActivity(deps: { store: SessionStore; model: Mod
         // A retried activity: the bracket is finished, or its summary is logged and only the end is missing.
         if (state.endSeq !== undefined || state.summarySeq !== undefined) return finish();
 
-        const header = latestHeader(session);
+        const header = latestRequestHeader(session);
         if (!header) return { headSeq: session.nextSeq, result: null };
         if (state.startSeq === undefined) {
           const live = liveBracket(session.events);
@@ -253,7 +245,7 @@ export function createCompactionActivity(deps: { store: SessionStore; model: Mod
   };
 
   function checkpointPrice(session: Session, seq: number | undefined): number {
-    const header = latestHeader(session);
+    const header = latestRequestHeader(session);
     const event = seq === undefined ? undefined : session.eventAt(seq);
     if (!header || !event) return 0;
     return deps.context.meter.messageTokens(event.data as never, header.model);

@@ -9,6 +9,8 @@ import type { SessionStore } from '../persistence/store.js';
 import {
   SESSION_FORMAT_VERSION,
   interruptedTurnClosers,
+  jsonEqual,
+  latestRequestHeader,
   isSessionlogError,
   turnState,
   type AgentSpec,
@@ -90,18 +92,6 @@ function requestHeaderFor(deps: ActivityDeps, agent: AgentSpec | undefined): Req
     ...(deps.agent.reasoningEffort !== undefined ? { reasoningEffort: deps.agent.reasoningEffort } : {}),
     ...(deps.agent.thinking !== undefined ? { thinking: deps.agent.thinking } : {}),
   };
-}
-
-function latestHeader(session: Session): RequestHeader | undefined {
-  const events = session.events;
-  for (let i = events.length - 1; i >= 0; i--) {
-    if (events[i]!.type === 'request/header') return (events[i] as SessionEvent<'request/header'>).data.header;
-  }
-  return undefined;
-}
-
-function sameJson(a: unknown, b: unknown): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
 }
 
 /** Folds streamed chunks into coalesced chunk events and, at the end, content blocks. */
@@ -262,8 +252,8 @@ export function createActivities(deps: ActivityDeps) {
         await appendBatch(deps.store, session, entering, `${prefix}/start`, input.runId);
 
         const header = requestHeaderFor(deps, session.header.agent);
-        const previous = latestHeader(session);
-        if (!previous || !sameJson(previous, header)) {
+        const previous = latestRequestHeader(session);
+        if (!previous || !jsonEqual(previous, header)) {
           await appendBatch(deps.store, session, [{ type: 'request/header', time: now(), data: { header, reason: previous ? 'change' : 'initial' } }], `${prefix}/header`, input.runId);
         }
         let pressure: ModelStepResult['pressure'];

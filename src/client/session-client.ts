@@ -11,6 +11,7 @@ import {
   SESSION_FORMAT_VERSION,
   SessionlogError,
   assertSessionId,
+  isAppendSurfaceEvent,
   planFork,
   textOf,
   type AgentSpec,
@@ -258,7 +259,7 @@ export class SessionClient {
   async transcript(sessionId: string): Promise<AnyEvent[]> {
     assertSessionId(sessionId);
     const events = await this.store.readFrom(sessionId, 0);
-    return events.filter((e) => (e.type === 'user/message' || e.type === 'assistant/message' || e.type === 'tool/result') && e.surfaceOp === 'append');
+    return events.filter(isAppendSurfaceEvent);
   }
 
   /**

@@ -4,6 +4,7 @@
  * `compaction/end`. The replacement shadows a head-anchored span of the surface; the
  * originals stay in the log. Everything here is pure: the activity does the I/O.
  */
+import { deriveEventMessage } from '../session/index.js';
 import type {
   AnyEvent,
   ContentBlock,
@@ -79,7 +80,7 @@ export function summarizerMessages(session: Session, shadowedSeqs: readonly numb
   for (const seq of shadowedSeqs) {
     const event = session.eventAt(seq);
     if (!event) continue;
-    const message = deriveNode(event);
+    const message = deriveEventMessage(event);
     if (message) messages.push(message);
   }
   const instruction: UserMessage = {
@@ -90,16 +91,6 @@ export function summarizerMessages(session: Session, shadowedSeqs: readonly numb
   };
   messages.push(instruction);
   return messages;
-}
-
-function deriveNode(event: AnyEvent): Message | null {
-  if (event.type === 'user/message') return event.data as Message;
-  if (event.type === 'assistant/message') {
-    const m = (event as SessionEvent<'assistant/message'>).data.message;
-    return m.content.length > 0 ? m : null;
-  }
-  if (event.type === 'tool/result') return (event as SessionEvent<'tool/result'>).data.message;
-  return null;
 }
 
 export type BracketState = {

@@ -4,7 +4,7 @@
  * caller, nothing here does I/O.
  */
 import { SessionlogError } from './errors.js';
-import { isSurfaceType, type AnyEvent, type NewEvent, type SessionEvent, type SessionHeader } from './events.js';
+import { isSurfaceType, type AnyEvent, type NewEvent, type RequestHeader, type SessionEvent, type SessionHeader } from './events.js';
 import { deepFreeze, toLosslessJson } from './json.js';
 import type { Message } from './messages.js';
 import { SurfaceFold, type SurfaceSnapshot } from './surface.js';
@@ -24,6 +24,15 @@ export function deriveEventMessage(event: AnyEvent): Message | null {
     default:
       return null;
   }
+}
+
+/** The request envelope of the latest `request/header` in the log, or undefined. */
+export function latestRequestHeader(session: { events: readonly AnyEvent[] }): RequestHeader | undefined {
+  const events = session.events;
+  for (let i = events.length - 1; i >= 0; i--) {
+    if (events[i]!.type === 'request/header') return (events[i] as SessionEvent<'request/header'>).data.header;
+  }
+  return undefined;
 }
 
 export function isAppendSurfaceEvent(event: AnyEvent): boolean {
