@@ -27,7 +27,7 @@ export type { AppendOptions, AppendResult, LoadedSession, SessionStore, WatchOpt
 export { Session, SESSION_FORMAT_VERSION, SessionlogError, isEventOfType, isSessionlogError, textOf } from './session/index.js';
 export type {
   AgentSpec,
-  AnyEvent,
+  StoredEvent,
   AssistantMessage,
   ContentBlock,
   EventDataMap,

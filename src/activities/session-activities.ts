@@ -14,7 +14,7 @@ import {
   isSessionlogError,
   turnState,
   type AgentSpec,
-  type AnyEvent,
+  type StoredEvent,
   type AssistantMessage,
   type ContentBlock,
   type NewEvent,
@@ -149,7 +149,7 @@ function turnOutcome(kind: string): TurnOutcome {
   return kind === 'max-steps' || kind === 'max-tokens' || kind === 'aborted' || kind === 'error' || kind === 'interrupted' ? kind : 'completed';
 }
 
-function resultFromReply(events: readonly AnyEvent[], headSeq: number): ModelStepResult {
+function resultFromReply(events: readonly StoredEvent[], headSeq: number): ModelStepResult {
   const reply = events.find((e) => e.type === 'assistant/message') as SessionEvent<'assistant/message'> | undefined;
   const calls: ToolCallRef[] = events
     .filter((e): e is SessionEvent<'tool/call'> => e.type === 'tool/call')
@@ -161,7 +161,7 @@ function resultFromReply(events: readonly AnyEvent[], headSeq: number): ModelSte
 }
 
 /** The newest user messages in the log with the outcome of the turn that consumed each. */
-export function recentMessages(events: readonly AnyEvent[], limit: number): RecentMessage[] {
+export function recentMessages(events: readonly StoredEvent[], limit: number): RecentMessage[] {
   const turns = new Map<number, { replySeq: number | null; outcome: TurnOutcome }>();
   const messages: Array<{ id: string; turn: number }> = [];
   let turn = 0;

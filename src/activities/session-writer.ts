@@ -4,7 +4,7 @@
  * another writer has moved (DESIGN §1.4–1.5).
  */
 import type { SessionStore } from '../persistence/store.js';
-import { Session, SessionlogError, type AnyEvent, type NewEvent, type SessionEvent } from '../session/index.js';
+import { Session, SessionlogError, type StoredEvent, type NewEvent, type SessionEvent } from '../session/index.js';
 
 type Entry = { session: Session; lock: Promise<unknown> };
 
@@ -57,8 +57,8 @@ export class SessionCache {
 }
 
 /** Events of `session` written by batch `op`, searched from `fromSeq`. */
-export function eventsWithOp(session: Session, op: string, fromSeq = 0): AnyEvent[] {
-  const found: AnyEvent[] = [];
+export function eventsWithOp(session: Session, op: string, fromSeq = 0): StoredEvent[] {
+  const found: StoredEvent[] = [];
   const events = session.events;
   for (let i = Math.max(0, fromSeq); i < events.length; i++) if (events[i]!.op === op) found.push(events[i]!);
   return found;
@@ -102,7 +102,7 @@ export function currentRunId(session: Session): string | undefined {
  * `runId` fences out stale runs: once a newer run has logged its `session/run`, an activity
  * of an older run (e.g. one still streaming after its workflow was terminated) writes nothing.
  */
-export async function appendBatch(store: SessionStore, session: Session, events: readonly NewEvent[], op: string, runId?: string): Promise<AnyEvent[]> {
+export async function appendBatch(store: SessionStore, session: Session, events: readonly NewEvent[], op: string, runId?: string): Promise<StoredEvent[]> {
   const existing = eventsWithOp(session, op);
   if (existing.length > 0) return existing;
   if (runId !== undefined) {

@@ -1,5 +1,5 @@
 /** Output helpers for the CLI: aligned tables for people, JSON for scripts. */
-import type { AnyEvent, Message } from '../session/index.js';
+import type { StoredEvent, Message } from '../session/index.js';
 
 /** Renders rows as an aligned text table with a header line. */
 export function table(headers: readonly string[], rows: ReadonlyArray<readonly string[]>): string {
@@ -14,7 +14,7 @@ export function clip(text: string, max = 80): string {
 }
 
 /** A one-line summary of an event for `sessions events`. */
-export function describeEvent(event: AnyEvent): string {
+export function describeEvent(event: StoredEvent): string {
   const d = event.data as Record<string, unknown>;
   switch (event.type) {
     case 'user/message':

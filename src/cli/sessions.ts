@@ -4,7 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { once } from 'node:events';
 import type { SessionClient } from '../client/session-client.js';
 import type { SessionStore } from '../persistence/store.js';
-import { SessionlogError, parseHeader, verifyLog, type AnyEvent, type Violation } from '../session/index.js';
+import { SessionlogError, parseHeader, verifyLog, type StoredEvent, type Violation } from '../session/index.js';
 import { clip, describeEvent, messageText, table } from './format.js';
 
 export type Output = { json: boolean; write(text: string): void };
@@ -109,7 +109,7 @@ export async function verifyExportFile(path: string, out: Output): Promise<Viola
   const { type, ...header } = parse(lines[0]!, 1) as { type?: unknown };
   if (type !== 'session') throw new SessionlogError('INVALID_ARGUMENT', `${path} line 1 is not a session header`);
   const parsed = parseHeader(header, path);
-  const events = lines.slice(1).map((line, i) => parse(line, i + 2)) as AnyEvent[];
+  const events = lines.slice(1).map((line, i) => parse(line, i + 2)) as StoredEvent[];
   return reportViolations(out, events.length, verifyLog(parsed, events));
 }
 

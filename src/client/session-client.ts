@@ -15,7 +15,7 @@ import {
   planFork,
   textOf,
   type AgentSpec,
-  type AnyEvent,
+  type StoredEvent,
   type Message,
   type NewEvent,
   type SessionEvent,
@@ -256,7 +256,7 @@ export class SessionClient {
    * The human transcript: every user, assistant and tool message event as it was appended,
    * in log order, including what compaction later shadowed in the derived history.
    */
-  async transcript(sessionId: string): Promise<AnyEvent[]> {
+  async transcript(sessionId: string): Promise<StoredEvent[]> {
     assertSessionId(sessionId);
     const events = await this.store.readFrom(sessionId, 0);
     return events.filter(isAppendSurfaceEvent);
@@ -266,7 +266,7 @@ export class SessionClient {
    * Stored events from `fromSeq` on (default 0), at most `limit` of them (default all). Events
    * of types this build does not know are returned as they are.
    */
-  async events(sessionId: string, fromSeq = 0, limit?: number): Promise<AnyEvent[]> {
+  async events(sessionId: string, fromSeq = 0, limit?: number): Promise<StoredEvent[]> {
     assertSessionId(sessionId);
     return this.store.readFrom(sessionId, fromSeq, limit);
   }
@@ -277,7 +277,7 @@ export class SessionClient {
    * closes; without a signal it never ends on its own. To stream a reply, take
    * `store.nextSeq(sessionId)` before {@link send} and follow from there.
    */
-  follow(sessionId: string, fromSeq = 0, signal?: AbortSignal): AsyncIterable<AnyEvent> {
+  follow(sessionId: string, fromSeq = 0, signal?: AbortSignal): AsyncIterable<StoredEvent> {
     assertSessionId(sessionId);
     return this.store.watch(sessionId, fromSeq, signal ? { signal } : {});
   }
@@ -379,7 +379,7 @@ export class SessionClient {
 }
 
 /** A stored parent event as a child's seed event: the store re-stamps seq and op. */
-function seedEvent(event: AnyEvent): NewEvent {
+function seedEvent(event: StoredEvent): NewEvent {
   const { seq: _seq, op: _op, ...rest } = event as SessionEvent & { op?: string };
   return rest as NewEvent;
 }

@@ -6,7 +6,7 @@
  */
 import { deriveEventMessage } from '../session/index.js';
 import type {
-  AnyEvent,
+  StoredEvent,
   ContentBlock,
   Message,
   NewEvent,
@@ -104,7 +104,7 @@ export type BracketState = {
 };
 
 /** What the log holds of bracket `compactionId` (for resuming a retried activity). */
-export function bracketState(events: readonly AnyEvent[], compactionId: string, fromSeq = 0): BracketState {
+export function bracketState(events: readonly StoredEvent[], compactionId: string, fromSeq = 0): BracketState {
   const state: BracketState = {};
   for (let i = Math.max(0, fromSeq); i < events.length; i++) {
     const e = events[i]!;
@@ -130,7 +130,7 @@ export function bracketState(events: readonly AnyEvent[], compactionId: string, 
  * The open bracket that blocks a new compaction: the latest `compaction/start` without an end,
  * unless a later `session/run` or `session/end-seed` marks it stale (its run is gone).
  */
-export function liveBracket(events: readonly AnyEvent[]): { compactionId: string; seq: number } | undefined {
+export function liveBracket(events: readonly StoredEvent[]): { compactionId: string; seq: number } | undefined {
   for (let i = events.length - 1; i >= 0; i--) {
     const e = events[i]!;
     if (e.type === 'session/run' || e.type === 'session/end-seed' || e.type === 'compaction/end') return undefined;

@@ -12,7 +12,7 @@
  */
 import { z } from 'zod';
 import { SessionlogError } from '../session/errors.js';
-import type { AnyEvent, RequestHeader, SessionEvent } from '../session/events.js';
+import type { StoredEvent, RequestHeader, SessionEvent } from '../session/events.js';
 import type { JsonValue } from '../session/json.js';
 import type { ContentBlock, Message, TokenUsage } from '../session/messages.js';
 import type { ProjectionDefinition } from '../session/projection.js';
@@ -100,7 +100,7 @@ const surfaceTotalShape = (unit: string) => ({
  * Folds `event` into the surface total. Returns `state` itself when nothing changed. Throws
  * CORRUPT_LOG for a replace whose range differs from the pending claim.
  */
-function foldSurfaceTotal<S extends SurfaceTotal>(state: S, event: AnyEvent, pricer: ProjectionPricer): S {
+function foldSurfaceTotal<S extends SurfaceTotal>(state: S, event: StoredEvent, pricer: ProjectionPricer): S {
   if (event.type === 'compaction/summary' || event.type === 'compaction/prune') {
     const data = (event as SessionEvent<'compaction/summary' | 'compaction/prune'>).data;
     return { ...state, claim: { start: data.shadowedRange.start, end: data.shadowedRange.end, tokens: data.shadowedTokenCount } };
@@ -149,7 +149,7 @@ function bucketsOf(usage: TokenUsage): UsageBuckets {
   };
 }
 
-function usageSample(event: AnyEvent): { key: string; usage: TokenUsage } | undefined {
+function usageSample(event: StoredEvent): { key: string; usage: TokenUsage } | undefined {
   if (event.type === 'assistant/message') {
     const data = (event as SessionEvent<'assistant/message'>).data;
     return data.usage ? { key: `step:${data.turn}:${data.step}`, usage: data.usage } : undefined;

@@ -3,12 +3,12 @@
  * edges never split a tool call from its result, leaving a recent tail of at least
  * `retainTokens` verbatim.
  */
-import { SessionlogError, type AnyEvent, type SessionEvent } from '../session/index.js';
+import { SessionlogError, type StoredEvent, type SessionEvent } from '../session/index.js';
 import type { NodePrice } from './meter-types.js';
 
 export type CompactableRange = { start: number; end: number; seqs: number[]; tokens: number };
 
-function openCallsDelta(event: AnyEvent | undefined): number {
+function openCallsDelta(event: StoredEvent | undefined): number {
   if (event?.type === 'assistant/message') {
     return (event as SessionEvent<'assistant/message'>).data.message.content.filter((b) => b.type === 'tool-call').length;
   }
@@ -20,7 +20,7 @@ function openCallsDelta(event: AnyEvent | undefined): number {
  * For each cut position i (before node i, 0..n), whether it is tool-pairing balanced: no
  * assistant tool call before the cut waits for a result after it.
  */
-export function balancedCuts(nodes: readonly number[], eventAt: (seq: number) => AnyEvent | undefined): boolean[] {
+export function balancedCuts(nodes: readonly number[], eventAt: (seq: number) => StoredEvent | undefined): boolean[] {
   const balanced: boolean[] = [true];
   let open = 0;
   for (const seq of nodes) {
@@ -40,7 +40,7 @@ export function selectCompactableRange(
   nodes: readonly number[],
   prices: readonly NodePrice[],
   retainTokens: number,
-  eventAt: (seq: number) => AnyEvent | undefined,
+  eventAt: (seq: number) => StoredEvent | undefined,
 ): CompactableRange | null {
   if (prices.length !== nodes.length || prices.some((p, i) => p.seq !== nodes[i])) {
     throw new SessionlogError('INVALID_ARGUMENT', 'token measurement does not match the current surface; measure again');
@@ -69,7 +69,7 @@ export function halveCompactableRange(
   range: CompactableRange,
   nodes: readonly number[],
   prices: readonly NodePrice[],
-  eventAt: (seq: number) => AnyEvent | undefined,
+  eventAt: (seq: number) => StoredEvent | undefined,
 ): CompactableRange | null {
   const cuts = balancedCuts(nodes, eventAt);
   let tokens = range.tokens;

@@ -26,7 +26,7 @@ import {
   type TokenizerFamily,
 } from '../model/catalogue.js';
 import type { TemplateMessage } from '../model/deepseek-tokens.js';
-import { deriveEventMessage, type AnyEvent, type Message, type RequestHeader, type Session, type SessionEvent } from '../session/index.js';
+import { deriveEventMessage, type StoredEvent, type Message, type RequestHeader, type Session, type SessionEvent } from '../session/index.js';
 import type { NodePrice, TokenMeasurement, TokenMeter } from './meter-types.js';
 import { familyEstimator, type FamilyEstimator, type StandalonePrice } from './tokenizers.js';
 
@@ -283,7 +283,7 @@ class SurfacePriceFold {
     return this.rawSurface;
   }
 
-  private apply(event: AnyEvent): void {
+  private apply(event: StoredEvent): void {
     if (event.type === 'request/header') {
       this.envelope = envelopeKey((event as SessionEvent<'request/header'>).data.header);
       return;

@@ -7,7 +7,7 @@
 import { once } from 'node:events';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { SessionClient } from '../client/session-client.js';
-import type { AnyEvent } from '../session/index.js';
+import type { StoredEvent } from '../session/index.js';
 import { toErrorResponse } from './errors.js';
 
 /** Open streams, so the gateway can end them all when it closes. */
@@ -30,7 +30,7 @@ export function wantsEventStream(request: FastifyRequest): boolean {
 }
 
 /** One SSE frame: `id`, `event`, `data` (JSON on one line; JSON.stringify never emits a raw newline). */
-export function formatEventFrame(event: AnyEvent): string {
+export function formatEventFrame(event: StoredEvent): string {
   return `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
 }
 

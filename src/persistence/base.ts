@@ -17,7 +17,7 @@ import {
   isSessionlogError,
   NonJsonValueError,
   repairOp,
-  type AnyEvent,
+  type StoredEvent,
   type NewEvent,
   type SessionHeader,
 } from '../session/index.js';
@@ -174,7 +174,7 @@ export class LogScanner {
   }
 
   /** Commits events the caller planned with {@link planAppend} and durably wrote. */
-  commitWritten(events: readonly AnyEvent[]): void {
+  commitWritten(events: readonly StoredEvent[]): void {
     this.session.commitPlanned(events);
   }
 
@@ -193,7 +193,7 @@ function isTurnEnd(value: unknown): boolean {
 
 export type OpRange = { firstSeq: number; lastSeq: number };
 
-export type AppendPlan = { kind: 'replayed'; result: AppendResult } | { kind: 'write'; events: AnyEvent[] };
+export type AppendPlan = { kind: 'replayed'; result: AppendResult } | { kind: 'write'; events: StoredEvent[] };
 
 /**
  * Decides an append against the synced stored state: a stored op is replayed (nothing
@@ -225,12 +225,12 @@ export function planAppend(
   return { kind: 'write', events: scanner.session.planBatch(events, options.op) };
 }
 
-export function appendResultOf(events: readonly AnyEvent[]): AppendResult {
+export function appendResultOf(events: readonly StoredEvent[]): AppendResult {
   return { firstSeq: events[0]!.seq, lastSeq: events[events.length - 1]!.seq, replayed: false };
 }
 
 /** The closers for a cold interrupted turn (dsh-spec §8.5), planned as one batch with op `repairOp(lastSeq)`. */
-export function planRepair(scanner: LogScanner): AnyEvent[] {
+export function planRepair(scanner: LogScanner): StoredEvent[] {
   const events = scanner.session.events;
   const closers = interruptedTurnClosers(events);
   if (closers.length === 0) return [];
@@ -238,7 +238,7 @@ export function planRepair(scanner: LogScanner): AnyEvent[] {
 }
 
 /** Builds the `load`/`inspect` result. */
-export function loadedSession(scanner: LogScanner, closers: readonly AnyEvent[], truncated: number): LoadedSession {
+export function loadedSession(scanner: LogScanner, closers: readonly StoredEvent[], truncated: number): LoadedSession {
   return {
     header: scanner.session.header,
     events: [...scanner.session.events, ...closers],
@@ -248,7 +248,7 @@ export function loadedSession(scanner: LogScanner, closers: readonly AnyEvent[],
 }
 
 /** Records op ranges of accepted events into an op index. */
-export function indexOps(index: Map<string, OpRange>, events: readonly AnyEvent[]): void {
+export function indexOps(index: Map<string, OpRange>, events: readonly StoredEvent[]): void {
   for (const event of events) {
     if (event.op === undefined) continue;
     const range = index.get(event.op);
@@ -330,7 +330,7 @@ export function onAppended(location: string, id: string, listener: () => void): 
 
 export type WatchSource = {
   /** Stored events with seq >= fromSeq (a bounded page). */
-  read(fromSeq: number): Promise<AnyEvent[]>;
+  read(fromSeq: number): Promise<StoredEvent[]>;
   /** Registers a wake-up for appends to this session and for store close; returns an unsubscribe. */
   subscribe(wake: () => void): () => void;
   isClosed(): boolean;
@@ -355,7 +355,7 @@ export function subscribeLocal(closeListeners: Set<() => void>, location: string
  * signal or the next poll tick and yields what is new. Ends when `signal` aborts or the store
  * closes; a consumer `break` unsubscribes.
  */
-export async function* watchEvents(source: WatchSource, fromSeq: number, signal?: AbortSignal): AsyncGenerator<AnyEvent> {
+export async function* watchEvents(source: WatchSource, fromSeq: number, signal?: AbortSignal): AsyncGenerator<StoredEvent> {
   let cursor = fromSeq;
   let woken = false;
   let wakeWaiter: (() => void) | undefined;
@@ -368,7 +368,7 @@ export async function* watchEvents(source: WatchSource, fromSeq: number, signal?
   try {
     while (!signal?.aborted && !source.isClosed()) {
       woken = false;
-      let events: AnyEvent[];
+      let events: StoredEvent[];
       try {
         events = await source.read(cursor);
       } catch (error) {

@@ -31,7 +31,7 @@ import {
   isValidSessionId,
   jsonEqual,
   parseHeader,
-  type AnyEvent,
+  type StoredEvent,
   type NewEvent,
   type SessionHeader,
 } from '../session/index.js';
@@ -320,7 +320,7 @@ export class JsonlSessionStore implements SessionStore {
     return loadedSession(state.scanner, planRepair(state.scanner), state.scanner.torn?.records ?? 0);
   }
 
-  async readFrom(id: string, fromSeq: number, limit?: number): Promise<AnyEvent[]> {
+  async readFrom(id: string, fromSeq: number, limit?: number): Promise<StoredEvent[]> {
     assertReadArguments(id, fromSeq, limit);
     const state = await this.readState(id);
     const end = limit === undefined ? undefined : fromSeq + limit;
@@ -331,7 +331,7 @@ export class JsonlSessionStore implements SessionStore {
     return (await this.readState(id)).scanner.nextSeq;
   }
 
-  watch(id: string, fromSeq: number, options: WatchOptions = {}): AsyncIterable<AnyEvent> {
+  watch(id: string, fromSeq: number, options: WatchOptions = {}): AsyncIterable<StoredEvent> {
     assertReadArguments(id, fromSeq, undefined);
     return watchEvents(
       {
@@ -472,7 +472,7 @@ export class JsonlSessionStore implements SessionStore {
   }
 
   /** Writes planned events as one batch at the valid end and fsyncs; a failure truncates back. */
-  private async writeBatch(id: string, state: SessionFileState, events: readonly AnyEvent[]): Promise<void> {
+  private async writeBatch(id: string, state: SessionFileState, events: readonly StoredEvent[]): Promise<void> {
     const bytes = Buffer.from(events.map((event) => `${JSON.stringify(event)}\n`).join(''), 'utf8');
     const handle = await open(this.logPath(id), 'r+');
     try {

@@ -37,7 +37,7 @@ import {
   deepFreeze,
   jsonEqual,
   parseHeader,
-  type AnyEvent,
+  type StoredEvent,
   type NewEvent,
   type SessionHeader,
 } from '../session/index.js';
@@ -472,7 +472,7 @@ export class PostgresSessionStore implements SessionStore {
       }
       const key = await this.requireKey(id);
       return this.serial.run(id, async () => {
-        let written: AnyEvent[] = [];
+        let written: StoredEvent[] = [];
         let writing = false;
         let result: AppendResult;
         try {
@@ -502,7 +502,7 @@ export class PostgresSessionStore implements SessionStore {
     });
   }
 
-  readFrom(id: string, fromSeq: number, limit?: number): Promise<AnyEvent[]> {
+  readFrom(id: string, fromSeq: number, limit?: number): Promise<StoredEvent[]> {
     return this.use(async () => {
       assertReadArguments(id, fromSeq, limit);
       const key = await this.requireKey(id);
@@ -511,7 +511,7 @@ export class PostgresSessionStore implements SessionStore {
       const max = limit ?? Number.MAX_SAFE_INTEGER;
       if (max === 0) return [];
       const end = fromSeq + Math.min(max, Number.MAX_SAFE_INTEGER - fromSeq);
-      const out: AnyEvent[] = [];
+      const out: StoredEvent[] = [];
       for (const record of await this.records(this.pool, key, fromSeq, end)) {
         const event = record.ok ? checkRow(record.value, fromSeq + out.length, id) : undefined;
         if (!event) {
@@ -539,7 +539,7 @@ export class PostgresSessionStore implements SessionStore {
       assertSessionId(id);
       const key = await this.requireKey(id);
       return this.serial.run(id, async () => {
-        let closers: AnyEvent[] = [];
+        let closers: StoredEvent[] = [];
         let loaded: LoadedSession;
         try {
           loaded = await this.transaction('write', async (client) => {
@@ -577,12 +577,12 @@ export class PostgresSessionStore implements SessionStore {
     });
   }
 
-  watch(id: string, fromSeq: number, options: WatchOptions = {}): AsyncIterable<AnyEvent> {
+  watch(id: string, fromSeq: number, options: WatchOptions = {}): AsyncIterable<StoredEvent> {
     assertReadArguments(id, fromSeq, undefined);
     return this.watchSession(id, fromSeq, options.signal);
   }
 
-  private async *watchSession(id: string, fromSeq: number, signal: AbortSignal | undefined): AsyncGenerator<AnyEvent> {
+  private async *watchSession(id: string, fromSeq: number, signal: AbortSignal | undefined): AsyncGenerator<StoredEvent> {
     // Listening before the first read means no notification between that read and LISTEN is lost.
     if (!this.closed) await this.listener.ensure();
     yield* watchEvents(
@@ -647,7 +647,7 @@ export class PostgresSessionStore implements SessionStore {
     return rows.map((row) => decodeRow(row, row.batch_first_seq !== null && row.batch_first_seq <= row.seq ? (row.op ?? undefined) : undefined));
   }
 
-  private async insertBatch(client: PoolClient, key: number, id: string, events: readonly AnyEvent[], op: string): Promise<void> {
+  private async insertBatch(client: PoolClient, key: number, id: string, events: readonly StoredEvent[], op: string): Promise<void> {
     await client.query(this.sql.insertEvents, [
       key,
       events.map((e) => e.seq),
@@ -776,7 +776,7 @@ function parseStoredHeader(text: string, id: string): SessionHeader {
   return parseHeader(raw, `stored header of session ${id}`);
 }
 
-function encodeSurfaceOp(op: AnyEvent['surfaceOp']): string | null {
+function encodeSurfaceOp(op: StoredEvent['surfaceOp']): string | null {
   if (op === undefined) return null;
   return op === 'append' ? 'append' : JSON.stringify(op);
 }
@@ -795,7 +795,7 @@ function decodeRow(row: EventRow, op: string | undefined): StoredRecord {
 }
 
 /** The fast-path check of `readFrom`: envelope and payload, no surface fold. */
-function checkRow(value: unknown, expectedSeq: number, id: string): AnyEvent | undefined {
+function checkRow(value: unknown, expectedSeq: number, id: string): StoredEvent | undefined {
   try {
     assertStoredEvent(value, expectedSeq, id);
     return deepFreeze(value);

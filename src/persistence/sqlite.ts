@@ -29,7 +29,7 @@ import {
   deepFreeze,
   jsonEqual,
   parseHeader,
-  type AnyEvent,
+  type StoredEvent,
   type NewEvent,
   type SessionHeader,
 } from '../session/index.js';
@@ -321,7 +321,7 @@ export class SqliteSessionStore implements SessionStore {
     return this.use(() => {
       assertAppendArguments(id, events, options);
       const key = this.requireKey(id);
-      let written: AnyEvent[] = [];
+      let written: StoredEvent[] = [];
       let writing = false;
       let result: AppendResult;
       try {
@@ -351,7 +351,7 @@ export class SqliteSessionStore implements SessionStore {
     });
   }
 
-  readFrom(id: string, fromSeq: number, limit?: number): Promise<AnyEvent[]> {
+  readFrom(id: string, fromSeq: number, limit?: number): Promise<StoredEvent[]> {
     return this.use(() => {
       assertReadArguments(id, fromSeq, limit);
       const key = this.requireKey(id);
@@ -373,7 +373,7 @@ export class SqliteSessionStore implements SessionStore {
     return this.use(() => {
       assertSessionId(id);
       const key = this.requireKey(id);
-      let closers: AnyEvent[] = [];
+      let closers: StoredEvent[] = [];
       let loaded: LoadedSession;
       try {
         loaded = this.db
@@ -411,7 +411,7 @@ export class SqliteSessionStore implements SessionStore {
     });
   }
 
-  watch(id: string, fromSeq: number, options: WatchOptions = {}): AsyncIterable<AnyEvent> {
+  watch(id: string, fromSeq: number, options: WatchOptions = {}): AsyncIterable<StoredEvent> {
     assertReadArguments(id, fromSeq, undefined);
     return watchEvents(
       {
@@ -492,9 +492,9 @@ export class SqliteSessionStore implements SessionStore {
     }
   }
 
-  private readPage(key: number, id: string, fromSeq: number, limit: number): AnyEvent[] {
+  private readPage(key: number, id: string, fromSeq: number, limit: number): StoredEvent[] {
     if (limit === 0) return [];
-    const out: AnyEvent[] = [];
+    const out: StoredEvent[] = [];
     const end = fromSeq + Math.min(limit, Number.MAX_SAFE_INTEGER - fromSeq);
     for (const record of this.records(key, fromSeq, end)) {
       const expected = fromSeq + out.length;
@@ -510,7 +510,7 @@ export class SqliteSessionStore implements SessionStore {
     return out;
   }
 
-  private insertBatch(key: number, events: readonly AnyEvent[], op: string): void {
+  private insertBatch(key: number, events: readonly StoredEvent[], op: string): void {
     for (const event of events) {
       this.stmt.insertEvent.run(
         key,
@@ -548,7 +548,7 @@ function parseStoredHeader(text: string, id: string): SessionHeader {
   return parseHeader(raw, `stored header of session ${id}`);
 }
 
-function encodeSurfaceOp(op: AnyEvent['surfaceOp']): string | null {
+function encodeSurfaceOp(op: StoredEvent['surfaceOp']): string | null {
   if (op === undefined) return null;
   return op === 'append' ? 'append' : JSON.stringify(op);
 }
@@ -567,7 +567,7 @@ function decodeRow(row: EventRow, op: string | undefined): StoredRecord {
 }
 
 /** The fast-path check of `readFrom`: envelope and payload, no surface fold. */
-function checkRow(value: unknown, expectedSeq: number, id: string): AnyEvent | undefined {
+function checkRow(value: unknown, expectedSeq: number, id: string): StoredEvent | undefined {
   try {
     assertStoredEvent(value, expectedSeq, id);
     return deepFreeze(value);

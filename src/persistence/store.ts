@@ -2,7 +2,7 @@
  * The `SessionStore` seam (DESIGN §4): every backend keeps the append-only log durable and
  * exactly-once under retries, and passes one conformance suite (test/conformance).
  */
-import type { AnyEvent, NewEvent, SessionHeader } from '../session/index.js';
+import type { StoredEvent, NewEvent, SessionHeader } from '../session/index.js';
 import type { ArtifactStore } from './artifacts.js';
 import type { ProjectionCacheStore } from './projection-cache.js';
 
@@ -22,7 +22,7 @@ export type AppendResult = {
 
 export type LoadedSession = {
   header: SessionHeader;
-  events: AnyEvent[];
+  events: StoredEvent[];
   /** Events appended by crash repair during this load (0 when the log was balanced). */
   repaired: number;
   /** Records dropped from a torn tail during this load. */
@@ -50,7 +50,7 @@ export interface SessionStore {
    */
   append(id: string, events: readonly NewEvent[], options: AppendOptions): Promise<AppendResult>;
   /** Stored events with seq >= fromSeq (at most `limit`), no repair, no closers. */
-  readFrom(id: string, fromSeq: number, limit?: number): Promise<AnyEvent[]>;
+  readFrom(id: string, fromSeq: number, limit?: number): Promise<StoredEvent[]>;
   /** The stored next seq (= number of events). */
   nextSeq(id: string): Promise<number>;
   /** Header and events; a cold interrupted turn is repaired durably, a torn tail truncated. */
@@ -60,7 +60,7 @@ export interface SessionStore {
   /** Headers of every stored session. */
   list(): Promise<SessionHeader[]>;
   /** Live tail: yields stored events from `fromSeq` on, then each new one as it is appended (also by another process). */
-  watch(id: string, fromSeq: number, options?: WatchOptions): AsyncIterable<AnyEvent>;
+  watch(id: string, fromSeq: number, options?: WatchOptions): AsyncIterable<StoredEvent>;
   readonly artifacts: ArtifactStore;
   readonly projectionCache: ProjectionCacheStore;
   close(): Promise<void>;

@@ -135,8 +135,13 @@ export type NewEvent<T extends KnownEventType = KnownEventType> = {
   };
 }[T];
 
-/** Any stored event, including types unknown to this build (carried through as opaque). */
-export type AnyEvent = SessionEvent | {
+/**
+ * An event of a type this build does not know, kept only because its writer marked it
+ * `ignorable` (a newer version wrote it, dsh-spec §1.4). It exists at the store boundary:
+ * stores return it from reads and exports carry it, but no fold, surface or engine code acts
+ * on it (see {@link isKnownEvent}).
+ */
+export type UnknownEvent = {
   seq: number;
   type: string;
   time: number;
@@ -144,8 +149,11 @@ export type AnyEvent = SessionEvent | {
   surfaceOp?: SurfaceOp;
   sourceEventSeqs?: number[];
   op?: string;
-  ignorable?: true;
+  ignorable: true;
 };
+
+/** Any stored event: a known event, or an ignorable one of a type unknown to this build. */
+export type StoredEvent = SessionEvent | UnknownEvent;
 
 /** Storage metadata kept outside the log (DESIGN §3). */
 export type SessionHeader = {
@@ -163,6 +171,11 @@ export type AgentSpec = { model?: string; system?: string; tools?: string[] };
 /** The storage format version this build writes and reads. */
 export const SESSION_FORMAT_VERSION = 1;
 
-export function isEventOfType<K extends KnownEventType>(event: AnyEvent, type: K): event is SessionEvent<K> {
+/** The one narrowing from a stored event to the closed union: false for an unknown (ignorable) type. */
+export function isKnownEvent(event: StoredEvent): event is SessionEvent {
+  return KNOWN_EVENT_TYPES.has(event.type);
+}
+
+export function isEventOfType<K extends KnownEventType>(event: StoredEvent | SessionEvent<K>, type: K): event is SessionEvent<K> {
   return event.type === type;
 }

@@ -3,17 +3,17 @@
  * followed by one `session/end-seed`, and its header records the lineage.
  */
 import { SessionlogError } from './errors.js';
-import { SESSION_FORMAT_VERSION, type AnyEvent, type NewEvent, type SessionHeader } from './events.js';
+import { SESSION_FORMAT_VERSION, type StoredEvent, type NewEvent, type SessionHeader } from './events.js';
 import { assertSessionId } from './ids.js';
 
-export type ForkPlan = { header: SessionHeader; seed: AnyEvent[]; endSeed: NewEvent<'session/end-seed'> | undefined };
+export type ForkPlan = { header: SessionHeader; seed: StoredEvent[]; endSeed: NewEvent<'session/end-seed'> | undefined };
 
 /**
  * Plans a fork of `source` at inclusive `boundary` (default: the last event). Fails with
  * INVALID_BOUNDARY for a seq outside the log, OPEN_TURN when the boundary is inside a turn.
  */
 export function planFork(
-  source: { header: SessionHeader; events: readonly AnyEvent[] },
+  source: { header: SessionHeader; events: readonly StoredEvent[] },
   childId: string,
   createdAt: number,
   boundary?: number,

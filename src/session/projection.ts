@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { SessionlogError } from './errors.js';
-import type { AnyEvent } from './events.js';
+import type { StoredEvent } from './events.js';
 import type { JsonValue } from './json.js';
 import type { Message } from './messages.js';
 import { deriveEventMessage } from './session.js';
@@ -16,7 +16,7 @@ export type ProjectionDefinition<S extends JsonValue = JsonValue, V = S> = {
   stateSchema: z.ZodType<S>;
   init(): S;
   /** Pure. Must return the same reference when the event does not concern this projection. */
-  apply(state: S, event: AnyEvent): S;
+  apply(state: S, event: StoredEvent): S;
   view?(state: S): V;
   /** Optional consistency check of a checkpointed state taken at `seq`; throw to refuse it. */
   checkCheckpoint?(state: S, seq: number): void;
@@ -48,7 +48,7 @@ export class ProjectionRegistry {
   }
 
   /** Folds every projection from `init` over `events`. */
-  foldAll(events: Iterable<AnyEvent>): Record<string, JsonValue> {
+  foldAll(events: Iterable<StoredEvent>): Record<string, JsonValue> {
     const states: Record<string, JsonValue> = {};
     for (const [key, def] of this.defs) states[key] = def.init();
     for (const event of events) for (const [key, def] of this.defs) states[key] = def.apply(states[key]!, event);
@@ -73,7 +73,7 @@ export class ProjectionRegistry {
    * `baseSeq`). Throws when a row cannot be used and `baseSeq > 0` (the caller must re-read
    * from 0); with `baseSeq = 0` unusable rows are refolded.
    */
-  restore(rows: ProjectionRows, events: readonly AnyEvent[], baseSeq: number): { states: Record<string, JsonValue>; asOfSeq: number } {
+  restore(rows: ProjectionRows, events: readonly StoredEvent[], baseSeq: number): { states: Record<string, JsonValue>; asOfSeq: number } {
     const endSeq = events.length > 0 ? events[events.length - 1]!.seq : baseSeq - 1;
     if (events.length > 0 && events[0]!.seq !== baseSeq) {
       throw new SessionlogError('INVALID_ARGUMENT', `restore read starts at seq ${events[0]!.seq}, expected ${baseSeq}`);

@@ -3,7 +3,7 @@
  * pending tool call gets an error result, an open step gets `step/end`, and the turn gets
  * `turn/end {interrupted}`. The interrupted turn's real events are never removed.
  */
-import type { AnyEvent, NewEvent, SessionEvent, TurnEndReason } from './events.js';
+import type { StoredEvent, NewEvent, SessionEvent, TurnEndReason } from './events.js';
 import type { ToolResultMessage } from './messages.js';
 
 type PendingCall = { callId: string; turn: number; step: number; callSeq?: number };
@@ -16,7 +16,7 @@ export const TOOL_NOT_STARTED = 'TOOL_NOT_STARTED';
  * `time` defaults to the last event's time (crash repair), `reason` to `interrupted`.
  */
 export function interruptedTurnClosers(
-  events: readonly AnyEvent[],
+  events: readonly StoredEvent[],
   reason: TurnEndReason = { kind: 'interrupted' },
   time?: number,
 ): NewEvent[] {
@@ -105,7 +105,7 @@ export function repairOp(lastSeq: number): string {
 }
 
 /** Turn state at the end of the log: the last turn number and whether it is open. */
-export function turnState(events: readonly AnyEvent[]): { lastTurn: number; open: boolean; openStep?: number } {
+export function turnState(events: readonly StoredEvent[]): { lastTurn: number; open: boolean; openStep?: number } {
   let lastTurn = 0;
   let open = false;
   let openStep: number | undefined;

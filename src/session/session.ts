@@ -4,14 +4,14 @@
  * caller, nothing here does I/O.
  */
 import { SessionlogError } from './errors.js';
-import { isSurfaceType, type AnyEvent, type NewEvent, type RequestHeader, type SessionEvent, type SessionHeader } from './events.js';
+import { isSurfaceType, type StoredEvent, type NewEvent, type RequestHeader, type SessionEvent, type SessionHeader } from './events.js';
 import { deepFreeze, toLosslessJson } from './json.js';
 import type { Message } from './messages.js';
 import { SurfaceFold, type SurfaceSnapshot } from './surface.js';
 import { assertEventData, assertStoredEvent, parseHeader } from './validate.js';
 
 /** The message an event contributes to the model's history, or null (dsh-spec §2.5). */
-export function deriveEventMessage(event: AnyEvent): Message | null {
+export function deriveEventMessage(event: StoredEvent): Message | null {
   switch (event.type) {
     case 'user/message':
       return event.data as Message;
@@ -27,7 +27,7 @@ export function deriveEventMessage(event: AnyEvent): Message | null {
 }
 
 /** The request envelope of the latest `request/header` in the log, or undefined. */
-export function latestRequestHeader(session: { events: readonly AnyEvent[] }): RequestHeader | undefined {
+export function latestRequestHeader(session: { events: readonly StoredEvent[] }): RequestHeader | undefined {
   const events = session.events;
   for (let i = events.length - 1; i >= 0; i--) {
     if (events[i]!.type === 'request/header') return (events[i] as SessionEvent<'request/header'>).data.header;
@@ -35,7 +35,7 @@ export function latestRequestHeader(session: { events: readonly AnyEvent[] }): R
   return undefined;
 }
 
-export function isAppendSurfaceEvent(event: AnyEvent): boolean {
+export function isAppendSurfaceEvent(event: StoredEvent): boolean {
   return isSurfaceType(event.type) && event.surfaceOp === 'append';
 }
 
@@ -43,7 +43,7 @@ export function isAppendSurfaceEvent(event: AnyEvent): boolean {
  * Validates the candidate envelope and payload and returns a frozen event at `seq`. Throws
  * NON_JSON_VALUE (TypeError) or INVALID_EVENT without side effects.
  */
-export function buildEvent(input: NewEvent, seq: number, op: string | undefined): AnyEvent {
+export function buildEvent(input: NewEvent, seq: number, op: string | undefined): StoredEvent {
   if (typeof input.time !== 'number' || !Number.isSafeInteger(input.time)) {
     throw new SessionlogError('INVALID_EVENT', `event time must be a safe integer (epoch ms), got ${String(input.time)}`);
   }
@@ -53,14 +53,14 @@ export function buildEvent(input: NewEvent, seq: number, op: string | undefined)
   if (input.surfaceOp !== undefined) event.surfaceOp = toLosslessJson(input.surfaceOp, 'surfaceOp');
   if (input.sourceEventSeqs !== undefined) event.sourceEventSeqs = toLosslessJson(input.sourceEventSeqs, 'sourceEventSeqs');
   if (op !== undefined) event.op = op;
-  return deepFreeze(event) as AnyEvent;
+  return deepFreeze(event) as StoredEvent;
 }
 
 export class Session {
   readonly header: SessionHeader;
-  private readonly log: AnyEvent[] = [];
+  private readonly log: StoredEvent[] = [];
   private readonly fold = new SurfaceFold();
-  private eventsSnapshot: readonly AnyEvent[] | undefined;
+  private eventsSnapshot: readonly StoredEvent[] | undefined;
   private derived: Message[] = [];
   private derivedNodes = 0;
   private derivedGeneration = 0;
@@ -98,12 +98,12 @@ export class Session {
   }
 
   /** A frozen snapshot of the log; a returned array never grows. */
-  get events(): readonly AnyEvent[] {
+  get events(): readonly StoredEvent[] {
     this.eventsSnapshot ??= Object.freeze([...this.log]);
     return this.eventsSnapshot;
   }
 
-  eventAt(seq: number): AnyEvent | undefined {
+  eventAt(seq: number): StoredEvent | undefined {
     return this.log[seq];
   }
 
@@ -121,7 +121,7 @@ export class Session {
   }
 
   /** Appends one event. See {@link appendBatch}. */
-  append(input: NewEvent, op?: string): AnyEvent {
+  append(input: NewEvent, op?: string): StoredEvent {
     return this.appendBatch([input], op)[0]!;
   }
 
@@ -129,17 +129,17 @@ export class Session {
    * Validates and appends `inputs` atomically: if any candidate is rejected, nothing is
    * appended and the surface is untouched.
    */
-  appendBatch(inputs: readonly NewEvent[], op?: string): AnyEvent[] {
+  appendBatch(inputs: readonly NewEvent[], op?: string): StoredEvent[] {
     const built = this.planBatch(inputs, op);
     for (const event of built) this.commit(event, true);
     return built;
   }
 
   /** Validates a batch against the current state without changing it; returns the events it would append. */
-  planBatch(inputs: readonly NewEvent[], op?: string): AnyEvent[] {
+  planBatch(inputs: readonly NewEvent[], op?: string): StoredEvent[] {
     const scratch = this.fold.clone();
-    const built: AnyEvent[] = [];
-    const lookup = (seq: number): AnyEvent | undefined => this.log[seq] ?? built[seq - this.log.length];
+    const built: StoredEvent[] = [];
+    const lookup = (seq: number): StoredEvent | undefined => this.log[seq] ?? built[seq - this.log.length];
     for (const input of inputs) {
       const event = buildEvent(input, this.log.length + built.length, op);
       scratch.apply(event, lookup);
@@ -149,7 +149,7 @@ export class Session {
   }
 
   /** Commits already-validated events (e.g. returned by {@link planBatch} after a durable write). */
-  commitPlanned(events: readonly AnyEvent[]): void {
+  commitPlanned(events: readonly StoredEvent[]): void {
     for (const event of events) {
       if (event.seq !== this.log.length) {
         throw new SessionlogError('SEQ_CONFLICT', `planned event seq ${event.seq} does not follow ${this.log.length - 1}`);
@@ -158,7 +158,7 @@ export class Session {
     }
   }
 
-  private commit(event: AnyEvent, alreadyValidated = false): void {
+  private commit(event: StoredEvent, alreadyValidated = false): void {
     if (!alreadyValidated || isSurfaceType(event.type)) {
       this.fold.apply(event, (seq) => this.log[seq]);
     }
@@ -186,7 +186,16 @@ export class Session {
   }
 
   /** The human transcript: append-origin surface events, including ones shadowed by compaction. */
-  transcript(): AnyEvent[] {
+  transcript(): StoredEvent[] {
     return this.log.filter(isAppendSurfaceEvent);
   }
 }
+
+/**
+ * A read-only view of a validated session, as a store hands out its one in-memory copy: reads
+ * and planning only. Appends go through the store, which commits them into the same copy.
+ */
+export type SessionView = Pick<
+  Session,
+  'header' | 'id' | 'nextSeq' | 'events' | 'eventAt' | 'surface' | 'surfaceNodes' | 'replaceGeneration' | 'deriveMessages' | 'transcript' | 'planBatch'
+>;

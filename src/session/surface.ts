@@ -4,7 +4,7 @@
  * itself never changes; only this derived order does.
  */
 import { SessionlogError } from './errors.js';
-import { isSurfaceType, type AnyEvent, type SurfaceOp } from './events.js';
+import { isSurfaceType, type StoredEvent, type SurfaceOp } from './events.js';
 
 export type SurfaceSnapshot = { readonly nodes: readonly number[]; readonly replaceGeneration: number };
 
@@ -79,7 +79,7 @@ export class SurfaceFold {
    * record for a replace, `undefined` otherwise. Throws SURFACE_VIOLATION and leaves state
    * untouched on a rejected event.
    */
-  apply(event: AnyEvent, lookup: (seq: number) => AnyEvent | undefined): Replacement | undefined {
+  apply(event: StoredEvent, lookup: (seq: number) => StoredEvent | undefined): Replacement | undefined {
     const op = this.check(event, lookup);
     if (op === undefined) return undefined;
     if (op === 'append') {
@@ -92,8 +92,8 @@ export class SurfaceFold {
   }
 
   private check(
-    event: AnyEvent,
-    lookup: (seq: number) => AnyEvent | undefined,
+    event: StoredEvent,
+    lookup: (seq: number) => StoredEvent | undefined,
   ): undefined | 'append' | { start: number; end: number; startIndex: number; endIndex: number } {
     const surface = isSurfaceType(event.type);
     if (!surface) {
@@ -154,7 +154,7 @@ export class SurfaceFold {
 }
 
 /** Pure full replay: the surface of `events` plus every replacement made along the way. */
-export function foldSurface(events: readonly AnyEvent[]): { nodes: number[]; replaceGeneration: number; replacements: Replacement[] } {
+export function foldSurface(events: readonly StoredEvent[]): { nodes: number[]; replaceGeneration: number; replacements: Replacement[] } {
   const fold = new SurfaceFold();
   const replacements: Replacement[] = [];
   for (const event of events) {

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { SessionlogError } from './errors.js';
-import { KNOWN_EVENT_TYPES, SESSION_FORMAT_VERSION, type AnyEvent, type SessionHeader } from './events.js';
+import { KNOWN_EVENT_TYPES, SESSION_FORMAT_VERSION, type StoredEvent, type SessionHeader } from './events.js';
 import { assertSessionId } from './ids.js';
 
 const seqSchema = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
@@ -110,7 +110,7 @@ export function assertEventData(type: string, data: unknown, where: string): voi
  * Validates one stored event's envelope and payload. `expectedSeq` enforces contiguity.
  * Unknown non-ignorable types are refused as UNSUPPORTED_FORMAT.
  */
-export function assertStoredEvent(raw: unknown, expectedSeq: number, sessionId: string): asserts raw is AnyEvent {
+export function assertStoredEvent(raw: unknown, expectedSeq: number, sessionId: string): asserts raw is StoredEvent {
   const where = `session ${sessionId} seq ${expectedSeq}`;
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw invalid(where, 'event is not an object');
   const event = raw as Record<string, unknown>;

@@ -3,13 +3,13 @@
  * turns and steps, tool pairing in the derived history, no live compaction bracket, and a
  * surface that replays.
  */
-import type { AnyEvent, SessionEvent, SessionHeader } from './events.js';
+import type { StoredEvent, SessionEvent, SessionHeader } from './events.js';
 import { Session } from './session.js';
 
 export type Violation = { seq: number | null; rule: string; message: string };
 
 /** Every invariant violation in `events` (empty for a healthy log). Never throws. */
-export function verifyLog(header: SessionHeader, events: readonly AnyEvent[]): Violation[] {
+export function verifyLog(header: SessionHeader, events: readonly StoredEvent[]): Violation[] {
   const violations: Violation[] = [];
   const add = (seq: number | null, rule: string, message: string) => violations.push({ seq, rule, message });
   events.forEach((e, i) => {

@@ -15,7 +15,7 @@ import {
   isSessionlogError,
   repairOp,
   surfaceProjection,
-  type AnyEvent,
+  type StoredEvent,
   type NewEvent,
   type SessionErrorCode,
   type SessionHeader,
@@ -78,8 +78,8 @@ async function appendInBatches(store: SessionStore, reference: Session, inputs: 
 }
 
 /** Collects `count` events from a watch, or fails after a generous deadline (never a pass/fail timing). */
-async function take(iterable: AsyncIterable<AnyEvent>, count: number): Promise<AnyEvent[]> {
-  const out: AnyEvent[] = [];
+async function take(iterable: AsyncIterable<StoredEvent>, count: number): Promise<StoredEvent[]> {
+  const out: StoredEvent[] = [];
   if (count === 0) return out;
   for await (const event of iterable) {
     out.push(event);
@@ -533,7 +533,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
         const next = async (): Promise<void> => {
           const r = await iterator.next();
           expect(r.done).toBe(false);
-          seen.push((r.value as AnyEvent).seq);
+          seen.push((r.value as StoredEvent).seq);
         };
         await next();
         await next();

@@ -29,7 +29,7 @@ import { openStore } from '../../src/persistence/open.js';
 import {
   Session,
   deriveEventMessage,
-  type AnyEvent,
+  type StoredEvent,
   type Message,
   type NewEvent,
   type SessionEvent,
@@ -69,7 +69,7 @@ async function conversation(h: Harness, turns = 2): Promise<void> {
   for (let t = 1; t <= turns; t++) await h.seed(toolTurn(t), `turn${t}`);
 }
 
-function ofType<K extends SessionEvent['type']>(events: readonly AnyEvent[], type: K): Array<SessionEvent<K>> {
+function ofType<K extends SessionEvent['type']>(events: readonly StoredEvent[], type: K): Array<SessionEvent<K>> {
   return events.filter((e) => e.type === type) as Array<SessionEvent<K>>;
 }
 

@@ -20,7 +20,7 @@ import {
   summarizerMessages,
   summaryBlocks,
 } from '../../src/context/compaction.js';
-import { Session, type AnyEvent, type ContentBlock, type NewEvent } from '../../src/session/index.js';
+import { Session, type StoredEvent, type ContentBlock, type NewEvent } from '../../src/session/index.js';
 import { T0, sessionHeader, toolTurn, user } from './context-fakes.js';
 
 describe('checkpoint framing', () => {
@@ -127,7 +127,7 @@ describe('the commit batch', () => {
   });
 });
 
-const marker = (type: string, compactionId = 'x'): AnyEvent => {
+const marker = (type: string, compactionId = 'x'): StoredEvent => {
   const data =
     type === 'compaction/start'
       ? { compactionId, turn: null, trigger: 'manual' }
@@ -138,7 +138,7 @@ const marker = (type: string, compactionId = 'x'): AnyEvent => {
           : type === 'turn/start'
             ? { turn: 1 }
             : {};
-  return { seq: 0, type, time: T0, data } as AnyEvent;
+  return { seq: 0, type, time: T0, data } as StoredEvent;
 };
 
 describe('the compaction lock', () => {

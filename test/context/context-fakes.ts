@@ -21,7 +21,7 @@ import {
   SESSION_FORMAT_VERSION,
   Session,
   deriveEventMessage,
-  type AnyEvent,
+  type StoredEvent,
   type ContentBlock,
   type Message,
   type NewEvent,
@@ -163,7 +163,7 @@ export type Harness = {
   seed(events: readonly NewEvent[], label: string, runId?: string): Promise<void>;
   /** Runs the compaction activity; `knownHead` defaults to the stored next seq. */
   compact(input: Partial<CompactInput> & { compactionId: string }, info?: { attempt?: number }): Promise<CompactActivityResult>;
-  events(): Promise<AnyEvent[]>;
+  events(): Promise<StoredEvent[]>;
   session(): Promise<Session>;
   close(): Promise<void>;
 };

@@ -9,7 +9,7 @@ import {
 } from '../../src/context/projections.js';
 import { createTokenMeter } from '../../src/context/token-meter.js';
 import { DEFAULT_MODEL_CATALOGUE } from '../../src/model/catalogue.js';
-import { ProjectionRegistry, type AnyEvent, type JsonValue, type NewEvent, type RequestHeader, type Session, type TokenUsage } from '../../src/session/index.js';
+import { ProjectionRegistry, type StoredEvent, type JsonValue, type NewEvent, type RequestHeader, type Session, type TokenUsage } from '../../src/session/index.js';
 import { ANY_REPLACES, buildLog, programArb } from '../support/log-gen.js';
 import { TEST_SYSTEM, TEST_TOOLS, appendExchange, meterSession, randomExchange, seededRandom } from './meter-conversations.js';
 
@@ -75,7 +75,7 @@ describe('tokenUsage', () => {
 
   it('returns the same state for events without usage', () => {
     const state = tokenUsageProjection.init();
-    const event = { seq: 0, type: 'turn/start', time: T, data: { turn: 1 } } as AnyEvent;
+    const event = { seq: 0, type: 'turn/start', time: T, data: { turn: 1 } } as StoredEvent;
     expect(tokenUsageProjection.apply(state, event)).toBe(state);
   });
 });

@@ -8,7 +8,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/persistence/index.js';
-import { SESSION_FORMAT_VERSION, type AnyEvent } from '../../src/session/index.js';
+import { SESSION_FORMAT_VERSION, type StoredEvent } from '../../src/session/index.js';
 import { crashBatch } from '../support/crash-batches.js';
 import { bundleScript, spawnLineChild, type LineChild } from '../support/spawn-ts.js';
 import { BACKENDS, dropPostgresTestSchemas, postgresFixture, probePostgres, tempDir } from '../support/store-fixtures.js';
@@ -28,7 +28,7 @@ function parseAcks(lines: readonly string[]): Ack[] {
 }
 
 /** Checks the stored log against the batch contents and returns each stored batch's seqs. */
-function checkLog(events: readonly AnyEvent[]): Map<number, { firstSeq: number; lastSeq: number }> {
+function checkLog(events: readonly StoredEvent[]): Map<number, { firstSeq: number; lastSeq: number }> {
   expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i));
   const batches = new Map<number, { firstSeq: number; lastSeq: number }>();
   let seq = 0;

@@ -29,7 +29,7 @@ import { startFakeModelServer, type FakeModelServer, type FakeReply } from '../.
 import { buildChatRequest } from '../../src/model/request.js';
 import { openStore } from '../../src/persistence/open.js';
 import type { SessionStore } from '../../src/persistence/store.js';
-import type { AnyEvent, SessionEvent } from '../../src/session/index.js';
+import type { StoredEvent, SessionEvent } from '../../src/session/index.js';
 import { workflowBundle } from '../../src/worker.js';
 import { SESSION_WORKFLOW_TYPE, workflowIdFor, type SessionTunables, type SessionWorkflowInput } from '../../src/workflows/api.js';
 import { TEST_TUNABLES, temporalAddress } from '../support/stack.js';
@@ -224,8 +224,8 @@ async function childArgs(outDir: string): Promise<string[]> {
 // ---- watching the logs from this process --------------------------------------------------
 
 class LogWatcher {
-  readonly logs = new Map<string, AnyEvent[]>();
-  private readonly listeners = new Set<(sessionId: string, event: AnyEvent, log: readonly AnyEvent[]) => void>();
+  readonly logs = new Map<string, StoredEvent[]>();
+  private readonly listeners = new Set<(sessionId: string, event: StoredEvent, log: readonly StoredEvent[]) => void>();
   private stopped = false;
   private loop: Promise<void> | undefined;
 
@@ -240,7 +240,7 @@ class LogWatcher {
         for (const id of this.sessionIds) {
           const log = this.logs.get(id) ?? [];
           this.logs.set(id, log);
-          let tail: AnyEvent[] = [];
+          let tail: StoredEvent[] = [];
           try {
             tail = await this.store.readFrom(id, log.length);
           } catch {
@@ -257,14 +257,14 @@ class LogWatcher {
   }
 
   /** Resolves with the first new event `match` accepts, or undefined after `ms`. */
-  waitEvent(match: (sessionId: string, event: AnyEvent, log: readonly AnyEvent[]) => boolean, ms: number): Promise<AnyEvent | undefined> {
+  waitEvent(match: (sessionId: string, event: StoredEvent, log: readonly StoredEvent[]) => boolean, ms: number): Promise<StoredEvent | undefined> {
     return new Promise((resolve) => {
-      const done = (event: AnyEvent | undefined) => {
+      const done = (event: StoredEvent | undefined) => {
         clearTimeout(timer);
         this.listeners.delete(listener);
         resolve(event);
       };
-      const listener = (sessionId: string, event: AnyEvent, log: readonly AnyEvent[]) => {
+      const listener = (sessionId: string, event: StoredEvent, log: readonly StoredEvent[]) => {
         if (match(sessionId, event, log)) done(event);
       };
       const timer = setTimeout(() => done(undefined), ms);

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/config.js';
 import { createGateway, ERROR_STATUS, startGateway, type ErrorCode, type RunningGateway } from '../../src/gateway/index.js';
-import type { AnyEvent } from '../../src/session/index.js';
+import type { StoredEvent } from '../../src/session/index.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { expectErrorShape, request } from './http.js';
 
@@ -36,8 +36,8 @@ afterAll(async () => {
   await stack?.close();
 });
 
-async function snapshotLogs(): Promise<Map<string, AnyEvent[]>> {
-  const logs = new Map<string, AnyEvent[]>();
+async function snapshotLogs(): Promise<Map<string, StoredEvent[]>> {
+  const logs = new Map<string, StoredEvent[]>();
   for (const header of await stack.store.list()) logs.set(header.id, await stack.store.readFrom(header.id, 0));
   return logs;
 }

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { COMPACTION_INSTRUCTION } from '../../src/context/compaction.js';
 import { PRUNE_MARKER } from '../../src/context/pruner.js';
 import type { FakeChatRequest } from '../../src/model/fake-server.js';
-import type { AnyEvent, SessionEvent } from '../../src/session/index.js';
+import type { StoredEvent, SessionEvent } from '../../src/session/index.js';
 import type { Tool } from '../../src/tools/registry.js';
 import { ToolRegistry } from '../../src/tools/registry.js';
 import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';
@@ -22,7 +22,7 @@ const dumpTool: Tool = {
 };
 
 const isCompactionRequest = (request: FakeChatRequest) => request.lastUserText === COMPACTION_INSTRUCTION;
-const ofType = <K extends AnyEvent['type']>(events: readonly AnyEvent[], type: K) => events.filter((e) => e.type === type) as Array<Extract<AnyEvent, { type: K }>>;
+const ofType = <K extends StoredEvent['type']>(events: readonly StoredEvent[], type: K) => events.filter((e) => e.type === type) as Array<Extract<StoredEvent, { type: K }>>;
 
 let stack: Stack;
 beforeAll(async () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_MODEL_CATALOGUE, lookupModel } from '../../src/model/catalogue.js';
 import { buildChatRequest } from '../../src/model/request.js';
-import type { AnyEvent, SessionEvent } from '../../src/session/index.js';
+import type { StoredEvent, SessionEvent } from '../../src/session/index.js';
 import { startStack, type Stack } from '../support/stack.js';
 
 let stack: Stack;
@@ -12,7 +12,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-function types(events: readonly AnyEvent[]): string[] {
+function types(events: readonly StoredEvent[]): string[] {
   return events.map((e) => e.type);
 }
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { AnyEvent, SessionEvent } from '../../src/session/index.js';
+import type { StoredEvent, SessionEvent } from '../../src/session/index.js';
 import { startStack, type Stack } from '../support/stack.js';
 
 let stack: Stack;
@@ -15,7 +15,7 @@ beforeEach(() => {
 
 let counter = 0;
 const newSession = (name: string) => `fault-${name}-${Date.now()}-${counter++}`;
-const ofType = <K extends AnyEvent['type']>(events: readonly AnyEvent[], type: K) => events.filter((e) => e.type === type) as Array<Extract<AnyEvent, { type: K }>>;
+const ofType = <K extends StoredEvent['type']>(events: readonly StoredEvent[], type: K) => events.filter((e) => e.type === type) as Array<Extract<StoredEvent, { type: K }>>;
 
 async function expectHealthy(sessionId: string): Promise<void> {
   const reply = await stack.client.send(sessionId, 'are you still there?');

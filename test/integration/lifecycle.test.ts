@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { AnyEvent, SessionEvent } from '../../src/session/index.js';
+import type { StoredEvent, SessionEvent } from '../../src/session/index.js';
 import { workflowIdFor, type SessionWorkflowInput } from '../../src/workflows/api.js';
 import { eventually, waitForEvent } from '../support/log-wait.js';
 import { startStack, type Stack } from '../support/stack.js';
@@ -18,7 +18,7 @@ beforeEach(() => {
 
 let counter = 0;
 const newSession = (name: string) => `life-${name}-${Date.now()}-${counter++}`;
-const ofType = <K extends AnyEvent['type']>(events: readonly AnyEvent[], type: K) => events.filter((e) => e.type === type) as Array<Extract<AnyEvent, { type: K }>>;
+const ofType = <K extends StoredEvent['type']>(events: readonly StoredEvent[], type: K) => events.filter((e) => e.type === type) as Array<Extract<StoredEvent, { type: K }>>;
 const LONG = Array.from({ length: 200 }, (_, i) => `word${i}`).join(' ');
 
 describe('session lifecycle', () => {

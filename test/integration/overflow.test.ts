@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { COMPACTION_INSTRUCTION } from '../../src/context/compaction.js';
-import type { AnyEvent } from '../../src/session/index.js';
+import type { StoredEvent } from '../../src/session/index.js';
 import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';
 import { ToolRegistry, type Tool } from '../../src/tools/registry.js';
 import { startStack, type Stack } from '../support/stack.js';
@@ -57,7 +57,7 @@ describe('overflow recovery', () => {
     const events = await stack.client.events(id);
     for (const [seq, json] of seen) expect(JSON.stringify(events[seq])).toBe(json);
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i));
-    const compactions = events.filter((e: AnyEvent) => e.type === 'compaction/summary');
+    const compactions = events.filter((e: StoredEvent) => e.type === 'compaction/summary');
     expect(compactions.length).toBeGreaterThan(5);
 
     // Every overflowed model request was followed by a request under the limit.

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore, type SessionStore } from '../../src/persistence/index.js';
-import type { AnyEvent } from '../../src/session/index.js';
+import type { StoredEvent } from '../../src/session/index.js';
 import { lastJsonLine, runTsScript } from '../support/child-process.js';
 import { testHeader } from '../support/persistence-events.js';
 
@@ -43,7 +43,7 @@ describe.each(backends)('$name store across processes', ({ url }) => {
     await store.create(testHeader('w1'));
     await store.append('w1', [{ type: 'session/run', time: 1, data: { workflowId: 'wf', runId: 'r0' } }], { expectedSeq: 0, op: 'parent' });
     const controller = new AbortController();
-    const seen: AnyEvent[] = [];
+    const seen: StoredEvent[] = [];
     const watching = (async () => {
       for await (const event of store.watch('w1', 0, { signal: controller.signal })) {
         seen.push(event);

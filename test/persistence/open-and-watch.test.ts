@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore, type SessionStore } from '../../src/persistence/index.js';
-import type { AnyEvent } from '../../src/session/index.js';
+import type { StoredEvent } from '../../src/session/index.js';
 import { closedTurn, testHeader } from '../support/persistence-events.js';
 
 let dir: string;
@@ -81,7 +81,7 @@ describe.each(backends)('$name watch in one process', ({ url }) => {
   });
 
   it('ends when the store closes', async () => {
-    const events: AnyEvent[] = [];
+    const events: StoredEvent[] = [];
     const watching = (async () => {
       for await (const event of store.watch('w1', 0)) events.push(event);
     })();

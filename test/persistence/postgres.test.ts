@@ -7,7 +7,7 @@
 import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore, POSTGRES_SCHEMA_VERSION, type PostgresSessionStore, type SessionStore } from '../../src/persistence/index.js';
-import { isSessionlogError, type AnyEvent, type NewEvent } from '../../src/session/index.js';
+import { isSessionlogError, type StoredEvent, type NewEvent } from '../../src/session/index.js';
 import { lastJsonLine, runTsScript } from '../support/child-process.js';
 import { closedTurn, testHeader } from '../support/persistence-events.js';
 import { POSTGRES_TEST_URL, postgresFixture, postgresTestSchema, postgresUrlWithSchema, probePostgres } from '../support/store-fixtures.js';
@@ -154,8 +154,8 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
   });
 
   describe('watch', () => {
-    async function collect(store: SessionStore, id: string, count: number): Promise<AnyEvent[]> {
-      const seen: AnyEvent[] = [];
+    async function collect(store: SessionStore, id: string, count: number): Promise<StoredEvent[]> {
+      const seen: StoredEvent[] = [];
       for await (const event of store.watch(id, 0)) {
         seen.push(event);
         if (seen.length === count) break;
@@ -206,7 +206,7 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
       const iterator = watcher.watch('s', 0)[Symbol.asyncIterator]();
       const next = async (): Promise<void> => {
         const r = await iterator.next();
-        seen.push((r.value as AnyEvent).seq);
+        seen.push((r.value as StoredEvent).seq);
       };
       const first = next();
       await writer.append('s', [run(0)], { expectedSeq: 0, op: 'b0' });

@@ -12,14 +12,14 @@ import {
   Session,
   isSessionlogError,
   toLosslessJson,
-  type AnyEvent,
+  type StoredEvent,
   type NewEvent,
   type SessionEvent,
   type ToolResultMessage,
 } from '../../src/session/index.js';
 import { ANY_REPLACES, buildLog, programArb, testHeader } from '../support/log-gen.js';
 
-type State = { events: readonly AnyEvent[]; nodes: readonly number[]; generation: number; derived: string };
+type State = { events: readonly StoredEvent[]; nodes: readonly number[]; generation: number; derived: string };
 
 function stateOf(session: Session): State {
   return {

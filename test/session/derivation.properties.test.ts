@@ -10,7 +10,7 @@ import {
   deriveEventMessage,
   foldSurface,
   surfaceProjection,
-  type AnyEvent,
+  type StoredEvent,
   type Message,
   type NewEvent,
 } from '../../src/session/index.js';
@@ -18,13 +18,13 @@ import { ANY_REPLACES, BALANCED_REPLACES, buildLog, isDeepFrozen, nonSurfaceEven
 
 const RUNS = { numRuns: 150 };
 
-function derivedFromScratch(events: readonly AnyEvent[]): Message[] {
+function derivedFromScratch(events: readonly StoredEvent[]): Message[] {
   return foldSurface(events)
     .nodes.map((seq) => deriveEventMessage(events[seq]!))
     .filter((m): m is Message => m !== null);
 }
 
-function surfaceView(events: readonly AnyEvent[]): Message[] {
+function surfaceView(events: readonly StoredEvent[]): Message[] {
   const registry = new ProjectionRegistry().register(surfaceProjection);
   return surfaceProjection.view!(registry.foldAll(events).surface as never);
 }

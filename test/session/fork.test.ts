@@ -4,11 +4,11 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { SESSION_FORMAT_VERSION, Session, interruptedTurnClosers, isSessionlogError, planFork, type AnyEvent } from '../../src/session/index.js';
+import { SESSION_FORMAT_VERSION, Session, interruptedTurnClosers, isSessionlogError, planFork, type StoredEvent } from '../../src/session/index.js';
 import { ANY_REPLACES, buildLog, programArb, testHeader } from '../support/log-gen.js';
 
 /** Independent oracle: is the most recent turn marker at or before `boundary` a turn/start? */
-function insideTurn(events: readonly AnyEvent[], boundary: number): boolean {
+function insideTurn(events: readonly StoredEvent[], boundary: number): boolean {
   for (let i = boundary; i >= 0; i--) {
     if (events[i]!.type === 'turn/end') return false;
     if (events[i]!.type === 'turn/start') return true;

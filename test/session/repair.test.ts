@@ -9,7 +9,7 @@ import {
   TOOL_NOT_STARTED,
   TOOL_OUTCOME_UNKNOWN,
   interruptedTurnClosers,
-  type AnyEvent,
+  type StoredEvent,
   type Message,
   type SessionEvent,
 } from '../../src/session/index.js';
@@ -132,8 +132,8 @@ describe('interruptedTurnClosers', () => {
       surfaceOp: 'append',
     });
     session.append({ type: 'tool/call', time: 9, data: { turn: 1, step: 1, callId: 'recorded', name: 'write', arguments: '{}' } });
-    const [recorded, unrecorded, stepEnd, turnEnd] = session.appendBatch(interruptedTurnClosers(session.events)) as AnyEvent[];
-    const textOf = (e: AnyEvent | undefined): string => JSON.stringify((e as SessionEvent<'tool/result'>).data.message.content[0].content);
+    const [recorded, unrecorded, stepEnd, turnEnd] = session.appendBatch(interruptedTurnClosers(session.events)) as StoredEvent[];
+    const textOf = (e: StoredEvent | undefined): string => JSON.stringify((e as SessionEvent<'tool/result'>).data.message.content[0].content);
     expect(textOf(recorded)).toMatch(/outcome is unknown/);
     expect(textOf(recorded)).toMatch(/[Nn]ever retry it blindly/);
     expect(textOf(unrecorded)).toMatch(/before it was recorded as started/);

@@ -10,7 +10,7 @@ import fc from 'fast-check';
 import {
   SESSION_FORMAT_VERSION,
   Session,
-  type AnyEvent,
+  type StoredEvent,
   type AssistantMessage,
   type ContentBlock,
   type NewEvent,
@@ -95,7 +95,7 @@ export function buildLog(program: readonly Action[], options: GenOptions, onStep
   let counter = 0;
   const nextId = (prefix: string): string => `${prefix}${counter++}`;
 
-  const append = (input: NewEvent): AnyEvent => {
+  const append = (input: NewEvent): StoredEvent => {
     const event = session.append(input);
     inputs.push(input);
     return event;
@@ -331,7 +331,7 @@ function sameSet(x: Set<string>, y: Set<string>): boolean {
 
 function replaceSpan(
   session: Session,
-  append: (input: NewEvent) => AnyEvent,
+  append: (input: NewEvent) => StoredEvent,
   { a, b, c }: Action,
   time: number,
   balanced: boolean,
@@ -381,7 +381,7 @@ function replaceSpan(
   return true;
 }
 
-function rewriteToolResult(session: Session, append: (input: NewEvent) => AnyEvent, { a, b }: Action, time: number): boolean {
+function rewriteToolResult(session: Session, append: (input: NewEvent) => StoredEvent, { a, b }: Action, time: number): boolean {
   const results = session.surfaceNodes.filter((seq) => session.eventAt(seq)!.type === 'tool/result');
   if (results.length === 0) return false;
   const target = results[a % results.length]!;

@@ -1,8 +1,8 @@
 /** Waiting on a session's log in tests: follow the live tail until a predicate holds (bounded). */
 import type { SessionClient } from '../../src/client/session-client.js';
-import type { AnyEvent } from '../../src/session/index.js';
+import type { StoredEvent } from '../../src/session/index.js';
 
-export async function waitForEvent(client: SessionClient, sessionId: string, predicate: (event: AnyEvent) => boolean, timeoutMs = 30_000): Promise<AnyEvent> {
+export async function waitForEvent(client: SessionClient, sessionId: string, predicate: (event: StoredEvent) => boolean, timeoutMs = 30_000): Promise<StoredEvent> {
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(new Error(`no matching event in session ${sessionId} within ${timeoutMs} ms`)), timeoutMs);
   try {
