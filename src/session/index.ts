@@ -8,5 +8,6 @@ export * from './projection.js';
 export * from './repair.js';
 export * from './session.js';
 export * from './surface.js';
+export * from './turns.js';
 export * from './validate.js';
 export * from './verify.js';

@@ -8,6 +8,7 @@ import type { StoredEvent } from './events.js';
 import type { JsonValue } from './json.js';
 import type { Message } from './messages.js';
 import { deriveEventMessage } from './session.js';
+import { applySurfaceChange, surfaceChange } from './surface.js';
 
 export type ProjectionDefinition<S extends JsonValue = JsonValue, V = S> = {
   key: string;
@@ -127,15 +128,14 @@ export const surfaceProjection: ProjectionDefinition<SurfaceNodeState & JsonValu
     .strict() as unknown as z.ZodType<SurfaceNodeState & JsonValue>,
   init: () => ({ nodes: [], replaceGeneration: 0 }) as SurfaceNodeState & JsonValue,
   apply(state, event) {
-    const op = event.surfaceOp;
-    if (op === undefined) return state;
-    const node = { seq: event.seq, message: deriveEventMessage(event) };
-    if (op === 'append') return { nodes: [...state.nodes, node], replaceGeneration: state.replaceGeneration } as typeof state;
-    const start = state.nodes.findIndex((n) => n.seq === op.start);
-    const end = state.nodes.findIndex((n) => n.seq === op.end);
-    if (start < 0 || end < start) throw new SessionlogError('CORRUPT_LOG', `surface replace at seq ${event.seq} names nodes not in the checkpointed surface`);
-    const nodes = [...state.nodes.slice(0, start), node, ...state.nodes.slice(end + 1)];
-    return { nodes, replaceGeneration: state.replaceGeneration + 1 } as typeof state;
+    const change = surfaceChange(
+      state.nodes.map((n) => n.seq),
+      event,
+    );
+    if (change === undefined) return state;
+    const nodes = [...state.nodes];
+    applySurfaceChange(nodes, change, { seq: event.seq, message: deriveEventMessage(event) });
+    return { nodes, replaceGeneration: state.replaceGeneration + (change.kind === 'replace' ? 1 : 0) } as typeof state;
   },
   view: (state) => state.nodes.flatMap((n) => (n.message ? [n.message] : [])),
   checkCheckpoint(state, seq) {

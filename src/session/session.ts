@@ -4,7 +4,7 @@
  * caller, nothing here does I/O.
  */
 import { SessionlogError } from './errors.js';
-import { isSurfaceType, type StoredEvent, type NewEvent, type RequestHeader, type SessionEvent, type SessionHeader } from './events.js';
+import { isEventOfType, isKnownEvent, isSurfaceType, type NewEvent, type RequestHeader, type SessionHeader, type StoredEvent } from './events.js';
 import { deepFreeze, toLosslessJson } from './json.js';
 import type { Message } from './messages.js';
 import { SurfaceFold, type SurfaceSnapshot } from './surface.js';
@@ -12,15 +12,14 @@ import { assertEventData, assertStoredEvent, parseHeader } from './validate.js';
 
 /** The message an event contributes to the model's history, or null (dsh-spec §2.5). */
 export function deriveEventMessage(event: StoredEvent): Message | null {
+  if (!isKnownEvent(event)) return null;
   switch (event.type) {
     case 'user/message':
-      return event.data as Message;
-    case 'assistant/message': {
-      const message = (event as SessionEvent<'assistant/message'>).data.message;
-      return message.content.length === 0 ? null : message;
-    }
+      return event.data;
+    case 'assistant/message':
+      return event.data.message.content.length === 0 ? null : event.data.message;
     case 'tool/result':
-      return (event as SessionEvent<'tool/result'>).data.message;
+      return event.data.message;
     default:
       return null;
   }
@@ -30,7 +29,8 @@ export function deriveEventMessage(event: StoredEvent): Message | null {
 export function latestRequestHeader(session: { events: readonly StoredEvent[] }): RequestHeader | undefined {
   const events = session.events;
   for (let i = events.length - 1; i >= 0; i--) {
-    if (events[i]!.type === 'request/header') return (events[i] as SessionEvent<'request/header'>).data.header;
+    const event = events[i]!;
+    if (isEventOfType(event, 'request/header')) return event.data.header;
   }
   return undefined;
 }

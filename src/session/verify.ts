@@ -1,10 +1,11 @@
 /**
- * Log invariant checks for `sessionlog sessions verify` and tests: contiguous seqs, balanced
- * turns and steps, tool pairing in the derived history, no live compaction bracket, and a
- * surface that replays.
+ * Log invariant checks for `sessionlog sessions verify`, salvage and tests: contiguous seqs,
+ * turn and step balance and numbering, tool pairing in the derived history, no live
+ * compaction bracket, and a surface that replays. Every problem is reported with its seq.
  */
-import type { StoredEvent, SessionEvent, SessionHeader } from './events.js';
+import { isKnownEvent, type SessionHeader, type StoredEvent } from './events.js';
 import { Session } from './session.js';
+import { TurnFold } from './turns.js';
 
 export type Violation = { seq: number | null; rule: string; message: string };
 
@@ -21,41 +22,18 @@ export function verifyLog(header: SessionHeader, events: readonly StoredEvent[])
   } catch (error) {
     add(null, 'replay', `the log does not replay: ${(error as Error).message}`);
   }
-  let openTurn: number | undefined;
-  let lastTurn = 0;
-  let openStep: number | undefined;
+  const turns = new TurnFold();
   let bracket: { id: string; seq: number } | undefined;
   for (const e of events) {
+    for (const problem of turns.apply(e)) add(problem.seq, problem.rule, problem.message);
+    if (!isKnownEvent(e)) continue;
     switch (e.type) {
-      case 'turn/start': {
-        const turn = (e as SessionEvent<'turn/start'>).data.turn;
-        if (openTurn !== undefined) add(e.seq, 'balanced-turns', `turn ${turn} starts while turn ${openTurn} is open`);
-        if (turn !== lastTurn + 1) add(e.seq, 'turn-numbering', `turn ${turn} follows turn ${lastTurn}`);
-        openTurn = turn;
-        lastTurn = turn;
-        break;
-      }
-      case 'turn/end':
-        if (openTurn === undefined) add(e.seq, 'balanced-turns', 'turn/end without an open turn');
-        if (openStep !== undefined) add(e.seq, 'balanced-steps', `turn ends while step ${openStep} is open`);
-        openTurn = undefined;
-        openStep = undefined;
-        break;
-      case 'step/start':
-        if (openTurn === undefined) add(e.seq, 'balanced-steps', 'step/start outside a turn');
-        if (openStep !== undefined) add(e.seq, 'balanced-steps', `step starts while step ${openStep} is open`);
-        openStep = (e as SessionEvent<'step/start'>).data.step;
-        break;
-      case 'step/end':
-        if (openStep === undefined) add(e.seq, 'balanced-steps', 'step/end without an open step');
-        openStep = undefined;
-        break;
       case 'compaction/start':
         if (bracket) add(e.seq, 'closed-brackets', `compaction starts while ${bracket.id} (seq ${bracket.seq}) is open`);
-        bracket = { id: (e as SessionEvent<'compaction/start'>).data.compactionId, seq: e.seq };
+        bracket = { id: e.data.compactionId, seq: e.seq };
         break;
       case 'compaction/end':
-        if (!bracket || bracket.id !== (e as SessionEvent<'compaction/end'>).data.compactionId) add(e.seq, 'closed-brackets', 'compaction/end without its start');
+        if (!bracket || bracket.id !== e.data.compactionId) add(e.seq, 'closed-brackets', 'compaction/end without its start');
         bracket = undefined;
         break;
       case 'session/run':
@@ -67,7 +45,7 @@ export function verifyLog(header: SessionHeader, events: readonly StoredEvent[])
         break;
     }
   }
-  if (openTurn !== undefined) add(null, 'balanced-turns', `turn ${openTurn} is still open`);
+  if (turns.openTurn !== undefined) add(null, 'balanced-turns', `turn ${turns.openTurn} is still open`);
   if (bracket) add(bracket.seq, 'closed-brackets', `compaction ${bracket.id} is still open`);
   if (session) {
     const calls = new Set<string>();
