@@ -11,7 +11,7 @@
  *    full recount (a fresh meter), medians over repetitions.
  */
 import OpenAI from 'openai';
-import { heuristicPricer } from '../src/context/projections.js';
+import { heuristicPricer } from './support/heuristic.js';
 import { createTokenMeter, UsageCalibration } from '../src/context/token-meter.js';
 import { disposeTokenizers } from '../src/context/tokenizers.js';
 import { startFakeModelServer } from '../src/model/fake-server.js';
@@ -87,7 +87,7 @@ function buildCorpus(): Array<{ category: string; session: Session; header: Requ
 
 function heuristicEstimate(session: Session, header: RequestHeader): number {
   const { systemTokens, toolsTokens } = heuristicPricer.header(header);
-  return systemTokens + toolsTokens + session.deriveMessages().reduce((sum, m) => sum + heuristicPricer.message(m, header.model), 0);
+  return systemTokens + toolsTokens + session.deriveMessages().reduce((sum, m) => sum + heuristicPricer.message(m), 0);
 }
 
 const errorPct = (estimate: number, exact: number): number => (Math.abs(estimate - exact) / exact) * 100;

@@ -213,7 +213,7 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'sessionlog-bench-turns-'));
   const store = openSqliteStore(join(dir, 'sessions.db'), { sessionCacheSize: STORE_SESSION_CACHE });
   const fake = await startFakeModelServer({});
-  const provider = createOpenAIProvider({ baseURL: fake.baseURL, apiKey: 'bench', timeoutMs: 120_000, idleTimeoutMs: 120_000 });
+  const provider = createOpenAIProvider({ baseURL: fake.baseURL, apiKey: 'bench', timeoutMs: 120_000, idleTimeoutMs: 120_000, provider: 'fake' });
   const native = await NativeConnection.connect({ address });
   const sessionQueue = `bench-session-${randomUUID()}`;
   const roundTripQueue = `bench-round-trip-${randomUUID()}`;
@@ -221,8 +221,7 @@ async function main(): Promise<void> {
     connection: native,
     taskQueue: sessionQueue,
     store,
-    provider,
-    providerName: 'fake',
+    model: provider,
     agent: { model: 'fake', system: 'You are a benchmark assistant.', tools: [] },
     workerOptions: WORKER_TUNING,
   });

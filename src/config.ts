@@ -2,7 +2,9 @@
  * Configuration (DESIGN §9): environment variables and CLI flags, validated once at start-up
  * into a fully specified value. A bad setting fails loud, naming the setting and the fix.
  */
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { DEFAULT_MODEL_CATALOGUE, ModelCatalogueError, lookupModel, resolveModelCatalogue, type ModelCatalogue, type ModelCatalogueOverrides } from './model/catalogue.js';
 import { DEFAULT_TASK_QUEUE, DEFAULT_TUNABLES, type SessionTunables } from './workflows/api.js';
 
 export class ConfigError extends Error {
@@ -41,6 +43,8 @@ export type Config = {
   spillMaxInlineBytes: number;
   /** Streamed chunks are coalesced into one log append per this window. */
   chunkFlushMs: number;
+  /** The model catalogue: the built-in one, extended or overridden by the file SESSIONLOG_MODELS names. */
+  catalogue: ModelCatalogue;
 };
 
 const DEEPSEEK_BASE_URL = 'https://api.deepseek.com';
@@ -75,6 +79,7 @@ const envSchema = z.object({
   SESSIONLOG_SPILL_BYTES: int('SESSIONLOG_SPILL_BYTES', 256).optional(),
   SESSIONLOG_CHUNK_FLUSH_MS: int('SESSIONLOG_CHUNK_FLUSH_MS', 1, 10_000).optional(),
   SESSIONLOG_CONTINUE_AS_NEW_TURNS: int('SESSIONLOG_CONTINUE_AS_NEW_TURNS', 1).optional(),
+  SESSIONLOG_MODELS: z.string().min(1).optional(),
 });
 
 /** Resolves configuration from `env` (default `process.env`) plus explicit overrides (CLI flags). */
@@ -96,6 +101,13 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
   const baseURL = offline ? undefined : (e.OPENAI_BASE_URL ?? DEEPSEEK_BASE_URL);
   const modelName = e.SESSIONLOG_MODEL ?? (offline ? 'fake' : 'deepseek-flash');
   const provider = offline ? 'fake' : baseURL?.includes('deepseek') ? 'deepseek' : 'openai';
+  const catalogue = e.SESSIONLOG_MODELS === undefined ? DEFAULT_MODEL_CATALOGUE : loadCatalogue(e.SESSIONLOG_MODELS);
+  try {
+    lookupModel(catalogue, modelName);
+  } catch (error) {
+    if (error instanceof ModelCatalogueError) throw new ConfigError(`SESSIONLOG_MODEL: ${error.message}`);
+    throw error;
+  }
   return {
     store: e.SESSIONLOG_STORE ?? 'sqlite:./.sessionlog/sessionlog.db',
     temporalAddress: e.TEMPORAL_ADDRESS,
@@ -127,7 +139,40 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
     },
     spillMaxInlineBytes: e.SESSIONLOG_SPILL_BYTES ?? 16 * 1024,
     chunkFlushMs: e.SESSIONLOG_CHUNK_FLUSH_MS ?? 50,
+    catalogue,
   };
+}
+
+const catalogueFileSchema = z
+  .object({
+    models: z.record(z.string().min(1), z.record(z.string(), z.unknown())).optional(),
+    aliases: z.record(z.string().min(1), z.object({ model: z.string().min(1), thinking: z.boolean().optional() }).strict()).optional(),
+  })
+  .strict();
+
+/**
+ * Reads a model catalogue file (JSON: `{models: {name: {contextWindow, maxOutput, tokenizer,
+ * provider, thinkingParam, reasoningContent, prices?}}, aliases: {name: {model}}}`) and merges
+ * it over the built-in catalogue. Any problem is a ConfigError naming the file and the fix.
+ */
+function loadCatalogue(path: string): ModelCatalogue {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (error) {
+    throw new ConfigError(`SESSIONLOG_MODELS: cannot read ${path} as JSON (${(error as Error).message}); point it at a model catalogue file`);
+  }
+  const parsed = catalogueFileSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new ConfigError(`SESSIONLOG_MODELS: ${path} at ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+  }
+  try {
+    return resolveModelCatalogue(parsed.data as ModelCatalogueOverrides);
+  } catch (error) {
+    if (error instanceof ModelCatalogueError) throw new ConfigError(`SESSIONLOG_MODELS: ${path}: ${error.message}`);
+    throw error;
+  }
 }
 
 /** True for addresses that only this machine can reach. */

@@ -8,17 +8,17 @@
  *   workers write to.
  * - {@link startGateway}: the HTTP API (`/v1`) over a client and a store.
  * - {@link resolveConfig}: the environment variables of DESIGN §9 as one validated value.
- * - {@link createOpenAIProvider} and {@link startFakeModelServer}: a model provider for any
+ * - {@link createOpenAIProvider} and {@link startFakeModelServer}: the model port for any
  *   OpenAI-compatible endpoint, and the offline model server used by `sessionlog dev` and tests.
  *
  * A plain re-export list: each module documents its own exports.
  */
 export { SessionClient } from './client/session-client.js';
-export type { Reply, SessionClientOptions } from './client/session-client.js';
+export type { Reply, SessionClientOptions, SessionSummary, VerifyReport } from './client/session-client.js';
 
 export { createWorker } from './worker.js';
 export type { CreateWorkerOptions } from './worker.js';
-export type { AgentConfig, ToolResultShaper } from './activities/session-activities.js';
+export type { AgentConfig, ToolResultShaper } from './engine/index.js';
 
 export { openStore } from './persistence/open.js';
 export type { StoreOptions } from './persistence/base.js';
@@ -27,6 +27,7 @@ export type { AppendOptions, AppendResult, LoadedSession, SessionStore, WatchOpt
 export { Session, SESSION_FORMAT_VERSION, SessionlogError, isEventOfType, isSessionlogError, textOf } from './session/index.js';
 export type {
   AgentSpec,
+  ContextReport,
   StoredEvent,
   AssistantMessage,
   ContentBlock,
@@ -62,4 +63,8 @@ export { startGateway } from './gateway/index.js';
 export type { GatewayOptions, RunningGateway, StartGatewayOptions } from './gateway/index.js';
 
 export { createOpenAIProvider, startFakeModelServer } from './model/index.js';
-export type { FakeModelServer, FakeModelServerOptions, ModelProvider, OpenAIProviderConfig } from './model/index.js';
+export type { FakeModelServer, FakeModelServerOptions, ModelFailure, ModelPort, ModelReply, ModelRequest, OpenAIProviderConfig } from './model/index.js';
+export { ModelCallError, classifyModelError } from './model/index.js';
+
+export { createContextReporter } from './context/report.js';
+export { createTokenMeter } from './context/token-meter.js';

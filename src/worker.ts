@@ -4,50 +4,23 @@
  */
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Worker, bundleWorkflowCode, type WorkerOptions } from '@temporalio/worker';
-import { resolveContextDeps, type ContextDeps } from './activities/context-activities.js';
-import { createActivities, type AgentConfig, type ToolResultShaper } from './activities/session-activities.js';
+import { createActivities } from './activities/activities.js';
 import type { ContextPolicy } from './context/compaction.js';
 import type { TokenMeter } from './context/meter-types.js';
+import { resolveContextDeps, type ContextDeps } from './context/pressure.js';
 import type { PrunerConfig } from './context/pruner.js';
 import { spillText } from './context/spill.js';
 import { createTokenMeter, type MeterMeasurement, type SessionTokenMeter } from './context/token-meter.js';
+import type { AgentConfig } from './engine/agent.js';
+import type { ToolResultShaper } from './engine/deps.js';
+import { createTurnEngine } from './engine/engine.js';
 import { DEFAULT_MODEL_CATALOGUE, lookupModel, type ModelCatalogue } from './model/catalogue.js';
-import type { ModelPort } from './activities/ports.js';
-import { ModelCallError, classifyModelError } from './model/errors.js';
-import type { ModelProvider } from './model/provider.js';
+import type { ModelPort } from './model/provider.js';
+import { writeProjectionCheckpoint } from './persistence/derived-history.js';
 import type { SessionStore } from './persistence/store.js';
 import { BUILTIN_TOOLS } from './tools/builtin.js';
 import { ToolRegistry } from './tools/registry.js';
 import { DEFAULT_TASK_QUEUE } from './workflows/api.js';
-
-/** Adapts the OpenAI-compatible provider to the port the activities call. */
-export function modelPort(provider: ModelProvider, providerName: string): ModelPort {
-  return {
-    provider: providerName,
-    async stream({ messages, header, signal, onChunk }) {
-      const result = await provider.streamCompletion({ messages, header, signal, onChunk });
-      if (result.aborted) throw signal.reason ?? new Error('model call aborted');
-      const resolved = provider.model(header.model);
-      return {
-        content: result.content,
-        finishReason: result.finishReason ?? 'stop',
-        ...(result.usage ? { usage: result.usage } : {}),
-        provider: providerName,
-        model: resolved.id,
-      };
-    },
-    classify(error) {
-      const failure = error instanceof ModelCallError ? error.failure : classifyModelError(error);
-      return {
-        code: failure.kind,
-        message: failure.message,
-        retryable: failure.retryable,
-        ...(failure.status !== undefined ? { status: failure.status } : {}),
-        ...(failure.retryAfterMs !== undefined ? { retryAfterMs: failure.retryAfterMs } : {}),
-      };
-    },
-  };
-}
 
 /** The default context management: the catalogue's tokenizers and windows, calibrated by usage. */
 function contextDeps(options: { policy?: Partial<ContextPolicy>; pruner?: Partial<PrunerConfig> | false; meter?: TokenMeter; catalogue?: ModelCatalogue }): ContextDeps {
@@ -96,10 +69,8 @@ export type CreateWorkerOptions = {
   taskQueue?: string;
   /** The session store the activities append to; clients read from the same store. The caller closes it. */
   store: SessionStore;
-  /** The model behind every turn (an OpenAI-compatible endpoint through {@link ModelProvider}). */
-  provider: ModelProvider;
-  /** Provider name logged in request headers (`deepseek`, `openai`, `fake`). */
-  providerName: string;
+  /** The model behind every turn: an OpenAI-compatible endpoint through {@link createOpenAIProvider}, or any {@link ModelPort}. */
+  model: ModelPort;
   /**
    * The agent of sessions whose header names none: model, system prompt, tool names and
    * request limits. A session's own `agent` (given at start) overrides model, system and tools.
@@ -113,10 +84,8 @@ export type CreateWorkerOptions = {
   spillMaxInlineBytes?: number;
   /** Context management (meter, pressure policy, pruner); `false` turns it off. */
   context?: false | { policy?: Partial<ContextPolicy>; pruner?: Partial<PrunerConfig> | false; meter?: TokenMeter; catalogue?: ModelCatalogue };
-  /** Streamed reply chunks are coalesced into one `assistant/chunk` append per this window, ms (default 50). */
-  chunkFlushMs?: number;
-  /** …or as soon as this many characters are pending, whichever comes first (default 512). */
-  chunkFlushChars?: number;
+  /** How often a streaming model call or a running tool heartbeats, ms (default 1000). */
+  heartbeatMs?: number;
   /** Extra Temporal worker options (concurrency limits, heartbeat throttling…). */
   workerOptions?: Partial<WorkerOptions>;
 };
@@ -136,8 +105,7 @@ export type CreateWorkerOptions = {
  * const worker = await createWorker({
  *   address: '127.0.0.1:7233',
  *   store,
- *   provider: createOpenAIProvider({ baseURL: 'https://api.deepseek.com', apiKey: process.env.DEEPSEEK_API_KEY! }),
- *   providerName: 'deepseek',
+ *   model: createOpenAIProvider({ baseURL: 'https://api.deepseek.com', apiKey: process.env.DEEPSEEK_API_KEY!, provider: 'deepseek' }),
  *   agent: { model: 'deepseek-flash', tools: ['calculator'] },
  * });
  * await worker.run(); // until worker.shutdown()
@@ -149,15 +117,17 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
   const shapeToolResult: ToolResultShaper =
     options.shapeToolResult ?? (async ({ text, locator, toolName }) => spillText({ text, locator, toolName, maxInlineBytes }));
   const context = options.context === false ? undefined : contextDeps(options.context ?? {});
-  const activities = createActivities({
-    store: options.store,
-    model: modelPort(options.provider, options.providerName),
+  const store = options.store;
+  const engine = createTurnEngine({
+    store,
+    model: options.model,
     tools: options.tools ?? new ToolRegistry(BUILTIN_TOOLS),
     agent: options.agent,
-    chunkFlushMs: options.chunkFlushMs ?? 50,
-    chunkFlushChars: options.chunkFlushChars ?? 512,
     shapeToolResult,
     ...(context ? { context } : {}),
+    heartbeatMs: options.heartbeatMs ?? 1000,
+    now: Date.now,
+    onTurnEnded: (sessionId) => checkpointProjections(store, sessionId),
   });
   // Load the tokenizer now: its vocabulary takes seconds to load, and loading it inside the
   // first model step would block that worker's heartbeats.
@@ -168,7 +138,18 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
     // A caller that supplies its own bundle (or workflowsPath) skips the seconds-long bundling.
     ...(options.workerOptions?.workflowBundle || options.workerOptions?.workflowsPath ? {} : { workflowBundle: await workflowBundle() }),
-    activities,
+    activities: createActivities(engine),
     ...options.workerOptions,
+  });
+}
+
+/**
+ * Refreshes the projection cache once a turn is durable, off the turn's critical path.
+ * Fail-soft: the cache may lag the log, and reads fall back to the log.
+ */
+function checkpointProjections(store: SessionStore, sessionId: string): void {
+  void writeProjectionCheckpoint(store, sessionId).catch((error: unknown) => {
+    // The cache is an accelerator: a failed write leaves it stale.
+    process.emitWarning(`projection checkpoint of session ${sessionId} failed: ${(error as Error).message}`);
   });
 }

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import type { SessionClient } from '../client/session-client.js';
-import type { SessionEvent } from '../session/index.js';
+import { isEventOfType } from '../session/index.js';
 
 const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
@@ -28,21 +28,23 @@ export async function runChat(client: SessionClient, options: { sessionId?: stri
         rl.prompt();
         continue;
       }
-      const from = await client.store.nextSeq(sessionId);
+      const from = await client.nextSeq(sessionId);
       const follow = new AbortController();
       let first = true;
       let frame = 0;
-      const spinner = tty ? setInterval(() => write(`\r${SPINNER[frame++ % SPINNER.length]} `), 80) : undefined;
+      let spinner = tty ? setInterval(() => write(`\r${SPINNER[frame++ % SPINNER.length]} `), 80) : undefined;
+      // Clears the spinner once: a second clear would wipe the start of the streamed reply line.
       const stopSpinner = () => {
         if (spinner) {
           clearInterval(spinner);
+          spinner = undefined;
           write('\r  \r');
         }
       };
       const streaming = (async () => {
         for await (const event of client.follow(sessionId, from, follow.signal)) {
-          if (event.type === 'assistant/chunk') {
-            const chunk = (event as SessionEvent<'assistant/chunk'>).data.chunk;
+          if (isEventOfType(event, 'assistant/chunk')) {
+            const chunk = event.data.chunk;
             if (chunk.kind !== 'text-delta') continue;
             if (first) {
               stopSpinner();
@@ -50,8 +52,8 @@ export async function runChat(client: SessionClient, options: { sessionId?: stri
               first = false;
             }
             write(chunk.text);
-          } else if (event.type === 'tool/call') {
-            const data = (event as SessionEvent<'tool/call'>).data;
+          } else if (isEventOfType(event, 'tool/call')) {
+            const data = event.data;
             if (first) stopSpinner();
             write(`${first ? '' : '\n'}  [tool ${data.name}(${data.arguments})]\n`);
             first = true;

@@ -11,7 +11,7 @@ import { NativeConnection } from '@temporalio/worker';
 import type { Config } from '../config.js';
 import { startGateway, type RunningGateway } from '../gateway/index.js';
 import { createWorker } from '../worker.js';
-import { DEV_DIR, connectClient, openConfiguredStore, packageRoot, readDevState, startModel, writeDevState } from './runtime.js';
+import { DEV_DIR, connectClient, openConfiguredStore, packageRoot, readDevState, runtimeOptions, startModel, writeDevState } from './runtime.js';
 
 const run = promisify(execFile);
 
@@ -78,24 +78,8 @@ export async function runDev(config: Config, log: (line: string) => void = (line
 
     const connection = await NativeConnection.connect({ address });
     cleanups.push(() => connection.close());
-    const worker = await createWorker({
-      connection,
-      namespace: config.namespace,
-      taskQueue: config.taskQueue,
-      store,
-      provider: model.provider,
-      providerName: model.providerName,
-      agent: {
-        model: config.model.name,
-        ...(config.model.system !== undefined ? { system: config.model.system } : {}),
-        tools: ['read_artifact', 'calculator', 'word_count'],
-        ...(config.model.maxTokens !== undefined ? { maxTokens: config.model.maxTokens } : {}),
-        ...(config.model.thinking !== undefined ? { thinking: config.model.thinking } : {}),
-        ...(config.model.reasoningEffort !== undefined ? { reasoningEffort: config.model.reasoningEffort } : {}),
-      },
-      spillMaxInlineBytes: config.spillMaxInlineBytes,
-      chunkFlushMs: config.chunkFlushMs,
-    });
+    const options = runtimeOptions(config);
+    const worker = await createWorker(options.worker({ connection, store, model: model.model }));
     const workerRun = worker.run();
     cleanups.push(async () => {
       // The SDK's runtime may already be shutting the worker down on SIGINT itself.
@@ -106,7 +90,7 @@ export async function runDev(config: Config, log: (line: string) => void = (line
     const client = await connectClient({ ...config, temporalAddress: address }, store);
     cleanups.push(() => client.temporal.connection.close());
     let gateway: RunningGateway;
-    const gatewayOptions = { client, store, token: config.gateway.token, host: config.gateway.host, bodyLimitBytes: config.gateway.bodyLimitBytes, maxMessageBytes: config.tunables.maxMessageBytes };
+    const gatewayOptions = options.gateway(client);
     try {
       gateway = await startGateway({ ...gatewayOptions, port: config.gateway.port });
     } catch (error) {

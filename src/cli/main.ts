@@ -11,7 +11,7 @@ import { ConfigError, isLoopbackHost, resolveConfig, type Config } from '../conf
 import type { SessionStore } from '../persistence/store.js';
 import { SessionlogError } from '../session/index.js';
 import { runChat } from './chat.js';
-import { connectClient, openConfiguredStore, packageRoot, startModel, temporalAddressFor } from './runtime.js';
+import { connectClient, openConfiguredStore, packageRoot, runtimeOptions, startModel, temporalAddressFor } from './runtime.js';
 import {
   compactSession,
   exportSession,
@@ -21,6 +21,7 @@ import {
   sendMessage,
   seqArgument,
   showEvents,
+  showContext,
   showHistory,
   showSession,
   verifyExportFile,
@@ -58,27 +59,25 @@ function output(): Output {
   return { json: program.opts<GlobalOptions>().json === true, write: (text) => process.stdout.write(text) };
 }
 
-/** Runs `fn` with an open store (and a connected client when asked), closing both afterwards. */
-async function withClient<T>(fn: (ctx: { store: SessionStore; client: Awaited<ReturnType<typeof connectClient>>; cfg: Config }) => Promise<T>): Promise<T> {
+/**
+ * Runs `fn` with an open store and a client over it, closing both afterwards. Reads (`list`,
+ * `export`, `verify`, …) pass `lazy`: the Temporal connection is made only if a command needs it,
+ * so they work on a store alone.
+ */
+async function withClient<T>(
+  fn: (ctx: { store: SessionStore; client: Awaited<ReturnType<typeof connectClient>>; cfg: Config }) => Promise<T>,
+  options: { lazy?: boolean } = {},
+): Promise<T> {
   const cfg = config();
-  temporalAddressFor(cfg);
+  if (!options.lazy) temporalAddressFor(cfg);
   const store = await openConfiguredStore(cfg);
   try {
-    const client = await connectClient(cfg, store);
+    const client = await connectClient(cfg, store, options);
     try {
       return await fn({ store, client, cfg });
     } finally {
       await client.temporal.connection.close();
     }
-  } finally {
-    await store.close();
-  }
-}
-
-async function withStore<T>(fn: (store: SessionStore) => Promise<T>): Promise<T> {
-  const store = await openConfiguredStore(config());
-  try {
-    return await fn(store);
   } finally {
     await store.close();
   }
@@ -114,17 +113,7 @@ program
     const { NativeConnection } = await import('@temporalio/worker');
     const { createWorker } = await import('../worker.js');
     const connection = await NativeConnection.connect({ address });
-    const worker = await createWorker({
-      connection,
-      namespace: cfg.namespace,
-      taskQueue: cfg.taskQueue,
-      store,
-      provider: model.provider,
-      providerName: model.providerName,
-      agent: { model: cfg.model.name, tools: ['read_artifact', 'calculator', 'word_count'], ...(cfg.model.system !== undefined ? { system: cfg.model.system } : {}) },
-      spillMaxInlineBytes: cfg.spillMaxInlineBytes,
-      chunkFlushMs: cfg.chunkFlushMs,
-    });
+    const worker = await createWorker(runtimeOptions(cfg).worker({ connection, store, model: model.model }));
     const stop = () => worker.shutdown();
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
@@ -156,7 +145,7 @@ program
     const store = await openConfiguredStore(cfg);
     const client = await connectClient(cfg, store);
     const { startGateway } = await import('../gateway/index.js');
-    const gateway = await startGateway({ client, store, token: cfg.gateway.token, host: cfg.gateway.host, port: cfg.gateway.port, bodyLimitBytes: cfg.gateway.bodyLimitBytes, maxMessageBytes: cfg.tunables.maxMessageBytes });
+    const gateway = await startGateway({ ...runtimeOptions(cfg).gateway(client), port: cfg.gateway.port });
     process.stdout.write(`gateway: ${gateway.url}/v1\n`);
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);
@@ -185,7 +174,7 @@ program
   });
 
 const sessions = program.command('sessions').description('inspect and operate on stored sessions');
-sessions.command('list').description('list sessions').action(() => withStore((store) => listSessions(store, output())));
+sessions.command('list').description('list sessions').action(() => withClient(({ client }) => listSessions(client, output()), { lazy: true }));
 sessions
   .command('show')
   .argument('<id>')
@@ -195,7 +184,7 @@ sessions
   .command('history')
   .argument('<id>')
   .description('the derived model history')
-  .action((id: string) => withClient(({ client }) => showHistory(client, id, output())));
+  .action((id: string) => withClient(({ client }) => showHistory(client, id, output()), { lazy: true }));
 sessions
   .command('events')
   .argument('<id>')
@@ -212,7 +201,7 @@ sessions
   .argument('<id>')
   .option('-o, --out <file>', 'write to a new file instead of stdout')
   .description('export the session as JSONL (header line, then one event per line)')
-  .action((id: string, o: { out?: string }) => withStore((store) => exportSession(store, id, o.out, (text) => process.stdout.write(text))));
+  .action((id: string, o: { out?: string }) => withClient(({ client }) => exportSession(client, id, o.out, (text) => process.stdout.write(text)), { lazy: true }));
 sessions
   .command('fork')
   .argument('<id>')
@@ -228,6 +217,11 @@ sessions
   .description('summarise older history now (the log keeps everything)')
   .action((id: string) => withClient(({ client }) => compactSession(client, id, output())));
 sessions
+  .command('context')
+  .argument('<id>')
+  .description("what the session's next request costs, by kind, against its budget and window")
+  .action((id: string) => withClient(({ client }) => showContext(client, id, output()), { lazy: true }));
+sessions
   .command('resume')
   .argument('<id>')
   .description('start a new workflow run for a session whose workflow is gone')
@@ -239,7 +233,7 @@ sessions
   .description('check the log invariants; exits 1 on a violation')
   .action(async (id: string | undefined, o: { file?: string }) => {
     if ((id === undefined) === (o.file === undefined)) throw new ConfigError('give either a session id or --file <export.jsonl>');
-    const violations = o.file ? await verifyExportFile(o.file, output()) : await withStore((store) => verifySession(store, id!, output()));
+    const violations = o.file ? await verifyExportFile(o.file, output()) : await withClient(({ client }) => verifySession(client, id!, output()), { lazy: true });
     if (violations.length > 0) process.exitCode = 1;
   });
 

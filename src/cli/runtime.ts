@@ -1,16 +1,25 @@
 /**
- * Assembly shared by the CLI commands: the store, the model provider (or the built-in offline
- * model), the Temporal address (from config or a running `sessionlog dev`), and the client.
+ * Assembly shared by the CLI commands: the store, the model (or the built-in offline model),
+ * the Temporal address (from config or a running `sessionlog dev`), and the one function that
+ * turns a `Config` into worker, client and gateway options for `dev`, `worker` and `serve`.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { SessionClient } from '../client/session-client.js';
+import { Client, Connection } from '@temporalio/client';
+import type { NativeConnection } from '@temporalio/worker';
+import { SessionClient, type SessionClientOptions } from '../client/session-client.js';
 import { ConfigError, type Config } from '../config.js';
+import { createContextReporter } from '../context/report.js';
+import { createTokenMeter } from '../context/token-meter.js';
+import type { GatewayOptions } from '../gateway/server.js';
+import { ModelCatalogueError, lookupModel } from '../model/catalogue.js';
 import type { FakeModelServer } from '../model/fake-server.js';
-import { createOpenAIProvider, type ModelProvider } from '../model/provider.js';
+import { createOpenAIProvider, type ModelPort } from '../model/provider.js';
 import { openStore } from '../persistence/open.js';
 import type { SessionStore } from '../persistence/store.js';
+import { SessionlogError, type AgentSpec } from '../session/index.js';
+import type { CreateWorkerOptions } from '../worker.js';
 
 /** The package root (holds package.json and scripts/), found from this module's location. */
 export function packageRoot(): string {
@@ -74,29 +83,82 @@ export async function openConfiguredStore(config: Config): Promise<SessionStore>
   return openStore(config.store);
 }
 
-export type ModelRuntime = { provider: ModelProvider; providerName: string; offline?: FakeModelServer; description: string };
+export type ModelRuntime = { model: ModelPort; offline?: FakeModelServer; description: string };
 
-/** The configured provider, or the built-in offline model server when no API key is set. */
+/** The configured model, or the built-in offline model server when no API key is set. */
 export async function startModel(config: Config): Promise<ModelRuntime> {
   const m = config.model;
+  const common = { catalogue: config.catalogue, timeoutMs: m.timeoutMs, coalesce: { maxDelayMs: config.chunkFlushMs } };
   if (m.offline) {
     const { startFakeModelServer } = await import('../model/fake-server.js');
     const offline = await startFakeModelServer({ model: m.name });
     return {
-      provider: createOpenAIProvider({ baseURL: offline.baseURL, apiKey: 'offline', timeoutMs: m.timeoutMs }),
-      providerName: 'fake',
+      model: createOpenAIProvider({ ...common, baseURL: offline.baseURL, apiKey: 'offline', provider: 'fake' }),
       offline,
       description: `offline model (no OPENAI_API_KEY or DEEPSEEK_API_KEY set): replies echo your message; set a key to use ${'deepseek-flash'}`,
     };
   }
   return {
-    provider: createOpenAIProvider({ baseURL: m.baseURL!, apiKey: m.apiKey ?? 'none', timeoutMs: m.timeoutMs }),
-    providerName: m.provider,
+    model: createOpenAIProvider({ ...common, baseURL: m.baseURL!, apiKey: m.apiKey ?? 'none', provider: m.provider }),
     description: `${m.name} at ${m.baseURL}`,
   };
 }
 
-/** A SessionClient connected to the configured (or dev) Temporal server and store. */
-export async function connectClient(config: Config, store: SessionStore): Promise<SessionClient> {
-  return SessionClient.connect({ address: temporalAddressFor(config), namespace: config.namespace, store, taskQueue: config.taskQueue, tunables: config.tunables });
+/**
+ * The one translation of a `Config` into the options of the parts `dev`, `worker` and `serve`
+ * run: the worker's agent and limits, the client's checks and meter, the gateway's listener.
+ */
+export function runtimeOptions(config: Config) {
+  const catalogue = config.catalogue;
+  return {
+    worker(parts: { connection: NativeConnection; store: SessionStore; model: ModelPort }): CreateWorkerOptions {
+      return {
+        ...parts,
+        namespace: config.namespace,
+        taskQueue: config.taskQueue,
+        agent: {
+          model: config.model.name,
+          tools: ['read_artifact', 'calculator', 'word_count'],
+          ...(config.model.system !== undefined ? { system: config.model.system } : {}),
+          ...(config.model.maxTokens !== undefined ? { maxTokens: config.model.maxTokens } : {}),
+          ...(config.model.thinking !== undefined ? { thinking: config.model.thinking } : {}),
+          ...(config.model.reasoningEffort !== undefined ? { reasoningEffort: config.model.reasoningEffort } : {}),
+        },
+        spillMaxInlineBytes: config.spillMaxInlineBytes,
+        context: { catalogue },
+      };
+    },
+    client(store: SessionStore): Omit<SessionClientOptions, 'temporal'> {
+      return {
+        store,
+        taskQueue: config.taskQueue,
+        tunables: config.tunables,
+        checkAgent: (agent: AgentSpec) => {
+          if (agent.model === undefined) return;
+          try {
+            lookupModel(catalogue, agent.model);
+          } catch (error) {
+            if (error instanceof ModelCatalogueError) throw new SessionlogError('UNKNOWN_MODEL', error.message);
+            throw error;
+          }
+        },
+        contextReport: createContextReporter({ meter: createTokenMeter({ catalogue }), catalogue, defaultModel: config.model.name }),
+      };
+    },
+    gateway(client: SessionClient): Omit<GatewayOptions, 'port'> {
+      return { client, token: config.gateway.token, host: config.gateway.host, bodyLimitBytes: config.gateway.bodyLimitBytes };
+    },
+  };
+}
+
+/**
+ * A SessionClient over `store` and the configured (or dev) Temporal server. `lazy`: connect only
+ * when a command first needs Temporal (reads of the store never do).
+ */
+export async function connectClient(config: Config, store: SessionStore, options: { lazy?: boolean } = {}): Promise<SessionClient> {
+  const clientOptions = runtimeOptions(config).client(store);
+  if (!options.lazy) return SessionClient.connect({ address: temporalAddressFor(config), namespace: config.namespace, ...clientOptions });
+  const address = config.temporalAddress ?? readDevState()?.temporalAddress ?? '127.0.0.1:7233';
+  const temporal = new Client({ connection: Connection.lazy({ address }), namespace: config.namespace });
+  return new SessionClient({ ...clientOptions, temporal });
 }

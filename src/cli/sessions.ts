@@ -3,7 +3,6 @@ import { createWriteStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { once } from 'node:events';
 import type { SessionClient } from '../client/session-client.js';
-import type { SessionStore } from '../persistence/store.js';
 import { SessionlogError, parseHeader, verifyLog, type StoredEvent, type Violation } from '../session/index.js';
 import { clip, describeEvent, messageText, table } from './format.js';
 
@@ -13,9 +12,8 @@ function print(out: Output, human: () => string, data: unknown): void {
   out.write(out.json ? `${JSON.stringify(data, null, 2)}\n` : `${human()}\n`);
 }
 
-export async function listSessions(store: SessionStore, out: Output): Promise<void> {
-  const headers = await store.list();
-  const rows = await Promise.all(headers.map(async (h) => ({ ...h, events: await store.nextSeq(h.id) })));
+export async function listSessions(client: SessionClient, out: Output): Promise<void> {
+  const rows = await client.list();
   print(
     out,
     () => (rows.length === 0 ? 'no sessions yet' : table(['ID', 'CREATED', 'EVENTS', 'PARENT'], rows.map((r) => [r.id, new Date(r.createdAt).toISOString(), String(r.events), r.parentSession ?? '']))),
@@ -24,9 +22,7 @@ export async function listSessions(store: SessionStore, out: Output): Promise<vo
 }
 
 export async function showSession(client: SessionClient, id: string, out: Output): Promise<void> {
-  const header = await client.store.header(id);
-  const events = await client.store.nextSeq(id);
-  const status = (await client.isRunning(id)) ? await client.status(id) : null;
+  const { header, events, status } = await client.show(id);
   print(
     out,
     () =>
@@ -62,9 +58,8 @@ export async function showEvents(client: SessionClient, id: string, out: Output,
 }
 
 /** Writes the JSONL export: the header line, then one event per line. */
-export async function exportSession(store: SessionStore, id: string, path: string | undefined, write: (text: string) => void): Promise<void> {
-  const header = await store.header(id);
-  const events = await store.readFrom(id, 0);
+export async function exportSession(client: SessionClient, id: string, path: string | undefined, write: (text: string) => void): Promise<void> {
+  const { header, events } = await client.export(id);
   const lines = [JSON.stringify({ type: 'session', ...header }), ...events.map((e) => JSON.stringify(e))];
   if (!path) {
     for (const line of lines) write(`${line}\n`);
@@ -89,10 +84,34 @@ function reportViolations(out: Output, events: number, violations: Violation[]):
 }
 
 /** Verifies a stored session's log as stored (no repair); returns the violations. */
-export async function verifySession(store: SessionStore, id: string, out: Output): Promise<Violation[]> {
-  const loaded = await store.inspect(id);
-  const events = loaded.events.slice(0, loaded.events.length - loaded.repaired);
-  return reportViolations(out, events.length, verifyLog(loaded.header, events));
+export async function verifySession(client: SessionClient, id: string, out: Output): Promise<Violation[]> {
+  const report = await client.verify(id);
+  return reportViolations(out, report.events, report.violations);
+}
+
+/** Prints what the session's next request costs, by kind, against its budget and window. */
+export async function showContext(client: SessionClient, id: string, out: Output): Promise<void> {
+  const c = await client.context(id);
+  const pct = (n: number) => `${((n / c.budget) * 100).toFixed(1)}%`;
+  print(
+    out,
+    () =>
+      table(
+        ['KIND', 'TOKENS'],
+        [
+          ['system', String(c.tokens.system)],
+          ['tools', String(c.tokens.tools)],
+          ['user', String(c.tokens.user)],
+          ['assistant', String(c.tokens.assistant)],
+          ['tool results', String(c.tokens.toolResults)],
+          ['summaries', String(c.tokens.summaries)],
+          ['total', `${c.tokens.total} (${c.baseline}), ${pct(c.tokens.total)} of the budget`],
+          ['budget', `${c.budget} of a ${c.contextWindow}-token window (${c.model})`],
+          ['compacts at', `${c.compactAt}`],
+        ],
+      ),
+    c,
+  );
 }
 
 /** Verifies an exported JSONL file (header line, then one event per line). */

@@ -1,43 +1,57 @@
 /**
- * `SessionClient`: what backend services use. Commands go through Temporal (the session's
- * workflow is the only writer); reads come straight from the store (DESIGN §2).
+ * `SessionClient`: everything a backend service or an operator does with sessions (DESIGN §2,
+ * §8). Commands go through Temporal (the session's workflow is the only writer of its log);
+ * reads come straight from the store. The gateway and the CLI reach sessions only through it.
  */
 import { randomUUID } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
-import { Client, Connection, WithStartWorkflowOperation, WorkflowNotFoundError, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
+import {
+  Client,
+  Connection,
+  WithStartWorkflowOperation,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  type WorkflowHandle,
+} from '@temporalio/client';
 import { readDerivedHistory } from '../persistence/derived-history.js';
 import type { SessionStore } from '../persistence/store.js';
 import {
   SESSION_FORMAT_VERSION,
   SessionlogError,
-  assertSessionId,
   isAppendSurfaceEvent,
-  planFork,
+  isSessionlogError,
   textOf,
+  verifyLog,
   type AgentSpec,
-  type StoredEvent,
+  type ContextReport,
   type Message,
-  type NewEvent,
-  type SessionEvent,
+  type SessionErrorCode,
   type SessionHeader,
+  type SessionView,
+  type StoredEvent,
+  type Violation,
 } from '../session/index.js';
 import {
   DEFAULT_TASK_QUEUE,
+  DEFAULT_TUNABLES,
   SESSION_WORKFLOW_TYPE,
   cancelSignal,
   closeSignal,
   compactUpdate,
+  openedUpdate,
   sendUpdate,
   statusQuery,
   userMessageSignal,
   workflowIdFor,
   type CompactResult,
+  type SeedSpec,
   type SendResult,
   type SessionStatus,
   type SessionTunables,
   type SessionWorkflowInput,
 } from '../workflows/api.js';
 import type { sessionWorkflow } from '../workflows/session-workflow.js';
+import { assertMessageId, assertMessageText, assertSessionId } from './inputs.js';
 
 export type SessionClientOptions = {
   /** A connected Temporal client. */
@@ -48,14 +62,44 @@ export type SessionClientOptions = {
   taskQueue?: string;
   /** Workflow tunables for sessions this client starts (each unset field keeps its default). */
   tunables?: Partial<SessionTunables>;
+  /**
+   * Checks the agent of a new session (e.g. that its model is in the catalogue) and throws
+   * SessionlogError `UNKNOWN_MODEL` otherwise. Without it every agent is accepted.
+   */
+  checkAgent?: (agent: AgentSpec) => void;
+  /** Measures a session's next request by kind; what {@link SessionClient.context} answers with. */
+  contextReport?: (session: SessionView) => ContextReport;
 };
 
-const REJECTION_CODES = new Set(['INVALID_MESSAGE', 'EMPTY_MESSAGE', 'MESSAGE_TOO_LARGE', 'SESSION_CLOSED']);
+/** The answer to {@link SessionClient.send}: the turn, its final reply and that reply's text. */
+export type Reply = SendResult & { text: string; messageId: string };
 
-/** Maps a validator's rejection of `send` to a SessionlogError with the validator's code. */
-function rejectedMessage(error: unknown): unknown {
+/** A session as listed: its header and how many events its log holds. */
+export type SessionSummary = SessionHeader & { events: number };
+
+/** The result of {@link SessionClient.verify}: every problem of the stored log, with its seq. */
+export type VerifyReport = { sessionId: string; events: number; violations: Violation[] };
+
+const REJECTION_CODES: ReadonlySet<string> = new Set([
+  'INVALID_MESSAGE',
+  'EMPTY_MESSAGE',
+  'MESSAGE_TOO_LARGE',
+  'SESSION_CLOSED',
+  'LOG_BEHIND',
+  'LOG_AHEAD',
+  'CORRUPT_LOG',
+  'UNSUPPORTED_FORMAT',
+  'OP_CONFLICT',
+  'SESSION_ERASED',
+  'OPEN_TURN',
+  'INVALID_BOUNDARY',
+  'SESSION_NOT_FOUND',
+]);
+
+/** Maps a refusal of an update (validator or handler) to a SessionlogError with its code. */
+function refusal(error: unknown): unknown {
   if (error instanceof WorkflowUpdateFailedError && error.cause instanceof ApplicationFailure && REJECTION_CODES.has(error.cause.type ?? '')) {
-    return new SessionlogError(error.cause.type as 'INVALID_MESSAGE', error.cause.message, { cause: error });
+    return new SessionlogError(error.cause.type as SessionErrorCode, error.cause.message, { cause: error });
   }
   return error;
 }
@@ -77,19 +121,16 @@ async function retryWhileTaskFails<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-/** The answer to {@link SessionClient.send}: the turn, its final reply and that reply's text. */
-export type Reply = SendResult & { text: string; messageId: string };
-
 /**
- * The session API for backend services. Each session is one Temporal workflow (id
- * `session/<sessionId>`), the only writer of its append-only log; this client sends it commands
- * (start, send, post, cancel, close, compact, resume) and reads the log, the derived history and
- * the transcript straight from `store`, which must be the store the workers write to.
+ * The session API for backend services and operators. Each session is one Temporal workflow
+ * (id `session/<sessionId>`), the only writer of its append-only log; this client sends it
+ * commands and reads the log, the derived history and the transcript from `store`, which must
+ * be the store the workers write to.
  *
  * Session ids are 1-128 characters of `A-Z a-z 0-9 . _ -` not starting with `.`; every method
- * that takes one throws SessionlogError `INVALID_SESSION_ID` for anything else. The client
- * owns neither the Temporal connection nor the store: close them when done
- * (`client.temporal.connection.close()`, `store.close()`).
+ * that takes one throws SessionlogError `INVALID_SESSION_ID` for anything else, before any
+ * workflow is started. The client owns neither the Temporal connection nor the store: close
+ * them when done (`client.temporal.connection.close()`, `store.close()`).
  */
 export class SessionClient {
   /** The Temporal client commands go through. */
@@ -99,6 +140,8 @@ export class SessionClient {
   /** Task queue of the session workflows this client starts. */
   readonly taskQueue: string;
   private readonly tunables: Partial<SessionTunables> | undefined;
+  private readonly checkAgent: ((agent: AgentSpec) => void) | undefined;
+  private readonly measure: ((session: SessionView) => ContextReport) | undefined;
 
   /** Builds a client over an existing Temporal client; see {@link SessionClient.connect} to connect as well. */
   constructor(options: SessionClientOptions) {
@@ -106,6 +149,8 @@ export class SessionClient {
     this.store = options.store;
     this.taskQueue = options.taskQueue ?? DEFAULT_TASK_QUEUE;
     this.tunables = options.tunables;
+    this.checkAgent = options.checkAgent;
+    this.measure = options.contextReport;
   }
 
   /**
@@ -113,110 +158,122 @@ export class SessionClient {
    * `default`) and builds a client over `store`. The connection is the caller's to close:
    * `client.temporal.connection.close()`.
    */
-  static async connect(options: { address: string; namespace?: string; store: SessionStore; taskQueue?: string; tunables?: Partial<SessionTunables> }): Promise<SessionClient> {
-    const connection = await Connection.connect({ address: options.address });
-    const temporal = new Client({ connection, namespace: options.namespace ?? 'default' });
-    return new SessionClient({ temporal, store: options.store, ...(options.taskQueue ? { taskQueue: options.taskQueue } : {}), ...(options.tunables ? { tunables: options.tunables } : {}) });
+  static async connect(options: Omit<SessionClientOptions, 'temporal'> & { address: string; namespace?: string }): Promise<SessionClient> {
+    const { address, namespace, ...rest } = options;
+    const connection = await Connection.connect({ address });
+    const temporal = new Client({ connection, namespace: namespace ?? 'default' });
+    return new SessionClient({ ...rest, temporal });
   }
+
+  /** The largest message text this client's sessions accept (UTF-8 bytes). */
+  get maxMessageBytes(): number {
+    return this.tunables?.maxMessageBytes ?? DEFAULT_TUNABLES.maxMessageBytes;
+  }
+
+  // ---- sessions -----------------------------------------------------------------------------
 
   /**
-   * Registers the session's header in the store if it is new, so reads (events, follow) work
-   * as soon as a command returns. Header metadata only: log events are written by the workflow.
-   */
-  private async ensureSession(sessionId: string, agent?: AgentSpec): Promise<SessionHeader> {
-    assertSessionId(sessionId);
-    if (await this.store.exists(sessionId)) return this.store.header(sessionId);
-    const header: SessionHeader = { version: SESSION_FORMAT_VERSION, id: sessionId, createdAt: Date.now(), ...(agent ? { agent } : {}) };
-    try {
-      await this.store.create(header);
-    } catch (error) {
-      // Another client created it concurrently: use the stored header.
-      if (!(error instanceof SessionlogError && error.code === 'SESSION_ALREADY_EXISTS')) throw error;
-    }
-    return this.store.header(sessionId);
-  }
-
-  private input(sessionId: string): SessionWorkflowInput {
-    return { sessionId, ...(this.tunables ? { tunables: this.tunables } : {}) };
-  }
-
-  private startOptions(sessionId: string) {
-    return { workflowId: workflowIdFor(sessionId), taskQueue: this.taskQueue, args: [this.input(sessionId)] as [SessionWorkflowInput] };
-  }
-
-  private handle(sessionId: string): WorkflowHandle<typeof sessionWorkflow> {
-    assertSessionId(sessionId);
-    return this.temporal.workflow.getHandle<typeof sessionWorkflow>(workflowIdFor(sessionId));
-  }
-
-  /**
-   * Creates a session (its header, then its workflow). Idempotent for an existing id with the
-   * same agent. Returns the session id (a new UUID when none is given).
+   * Creates a new session (its header, then its workflow) and returns its header.
    *
    * @param options.sessionId the id to use; a new UUID when omitted.
    * @param options.agent the session's model, system prompt and tools; unset fields fall back
-   *   to the worker's `agent`. Only a new session records it: an existing header is kept.
-   * @returns the session id and its stored header.
+   *   to the worker's `agent`.
+   * @throws SessionlogError `SESSION_ALREADY_EXISTS` for a taken id, `UNKNOWN_MODEL` for a model
+   *   the catalogue does not know, `SESSION_ERASED` for an id erased within the tombstone period.
+   */
+  async create(options: { sessionId?: string; agent?: AgentSpec } = {}): Promise<SessionHeader> {
+    const sessionId = options.sessionId ?? randomUUID();
+    assertSessionId(sessionId);
+    if (options.agent) this.checkAgent?.(options.agent);
+    const header: SessionHeader = { version: SESSION_FORMAT_VERSION, id: sessionId, createdAt: Date.now(), ...(options.agent ? { agent: options.agent } : {}) };
+    if (await this.store.exists(sessionId)) {
+      throw new SessionlogError('SESSION_ALREADY_EXISTS', `session ${sessionId} already exists; pick another id or use the existing session`);
+    }
+    // Creating the header first makes a taken id a clean conflict even when two callers race.
+    await this.store.create(header);
+    await this.startWorkflow(sessionId);
+    return this.store.header(sessionId);
+  }
+
+  /**
+   * Makes sure the session exists and its workflow runs: creates it (header, then workflow)
+   * when it is new; an existing session keeps its header. Idempotent.
    */
   async start(options: { sessionId?: string; agent?: AgentSpec } = {}): Promise<{ sessionId: string; header: SessionHeader }> {
     const sessionId = options.sessionId ?? randomUUID();
     const header = await this.ensureSession(sessionId, options.agent);
-    await this.temporal.workflow.start(SESSION_WORKFLOW_TYPE, { ...this.startOptions(sessionId), workflowIdConflictPolicy: 'USE_EXISTING' });
+    await this.startWorkflow(sessionId);
     return { sessionId, header };
   }
+
+  /** Whether the store holds the session. */
+  async exists(sessionId: string): Promise<boolean> {
+    assertSessionId(sessionId);
+    return this.store.exists(sessionId);
+  }
+
+  /** The stored header. @throws SessionlogError `SESSION_NOT_FOUND`. */
+  async header(sessionId: string): Promise<SessionHeader> {
+    assertSessionId(sessionId);
+    return this.store.header(sessionId);
+  }
+
+  /** Every stored session with its event count. */
+  async list(): Promise<SessionSummary[]> {
+    const headers = await this.store.list();
+    return Promise.all(headers.map(async (h) => ({ ...h, events: await this.store.nextSeq(h.id) })));
+  }
+
+  /** One session: its header, event count and, when its workflow runs, the live status. */
+  async show(sessionId: string): Promise<{ header: SessionHeader; events: number; status: SessionStatus | null }> {
+    const header = await this.header(sessionId);
+    const events = await this.store.nextSeq(sessionId);
+    return { header, events, status: await this.liveStatus(sessionId) };
+  }
+
+  // ---- messages -----------------------------------------------------------------------------
 
   /**
    * Sends a user message and waits for the turn that answers it (update-with-start: the
    * session's workflow is started if it is not running). Re-sending the same `id` never
-   * produces a second answer.
+   * produces a second answer. The answer is what the log says about that turn.
    *
    * The reply's tokens are in the log while the turn runs: read them with {@link follow}
    * (`assistant/chunk` events) started before this call.
    *
    * @param options.id idempotency key of the message (default: a new UUID).
-   * @returns the turn, its outcome (`completed`, `aborted`, `error`, …), the final assistant
-   *   message's seq, text and id (empty text when the turn ended without one).
    * @throws SessionlogError `EMPTY_MESSAGE`, `MESSAGE_TOO_LARGE`, `INVALID_MESSAGE` or
-   *   `SESSION_CLOSED` when the workflow refuses the message (it never reaches the log).
+   *   `SESSION_CLOSED` when the message is refused (it never reaches the log); `CORRUPT_LOG`,
+   *   `LOG_BEHIND` or `LOG_AHEAD` (naming the session and seq) when the session's log stops it.
    */
   async send(sessionId: string, text: string, options: { id?: string } = {}): Promise<Reply> {
+    const id = this.checkMessage(sessionId, text, options.id);
     await this.ensureSession(sessionId);
-    const id = options.id ?? randomUUID();
-    const startWorkflowOperation = new WithStartWorkflowOperation<typeof sessionWorkflow>(SESSION_WORKFLOW_TYPE, {
-      ...this.startOptions(sessionId),
-      workflowIdConflictPolicy: 'USE_EXISTING',
-    });
-    let attempt = 0;
     const result = await retryWhileTaskFails(async () => {
-      // A WithStartWorkflowOperation is single-use: make a fresh one per attempt.
-      const operation = attempt++ === 0 ? startWorkflowOperation : new WithStartWorkflowOperation<typeof sessionWorkflow>(SESSION_WORKFLOW_TYPE, { ...this.startOptions(sessionId), workflowIdConflictPolicy: 'USE_EXISTING' });
       try {
-        return await this.temporal.workflow.executeUpdateWithStart(sendUpdate, { args: [{ id, text }], updateId: id, startWorkflowOperation: operation });
+        return await this.temporal.workflow.executeUpdateWithStart(sendUpdate, { args: [{ id, text }], updateId: id, startWorkflowOperation: this.startOperation(sessionId) });
       } catch (error) {
-        throw rejectedMessage(error);
+        throw refusal(error);
       }
     });
     return { ...result, ...(await this.replyText(sessionId, result)) };
   }
 
   /**
-   * Queues a user message and returns at once (signal-with-start: the session's workflow is
-   * started if it is not running). The answer appears in the log; see {@link follow}. Unlike
-   * {@link send}, a message the workflow refuses is not reported here.
+   * Queues a user message and returns at once (signal-with-start). The answer appears in the
+   * log; see {@link follow}. The checks `send` makes before Temporal are made here too.
    *
    * @param options.id idempotency key of the message (default: a new UUID).
    * @returns the message id.
    */
   async post(sessionId: string, text: string, options: { id?: string } = {}): Promise<{ id: string }> {
+    const id = this.checkMessage(sessionId, text, options.id);
     await this.ensureSession(sessionId);
-    const id = options.id ?? randomUUID();
-    await this.temporal.workflow.signalWithStart(SESSION_WORKFLOW_TYPE, {
-      ...this.startOptions(sessionId),
-      signal: userMessageSignal,
-      signalArgs: [{ id, text }],
-    });
+    await this.temporal.workflow.signalWithStart(SESSION_WORKFLOW_TYPE, { ...this.startOptions(sessionId), signal: userMessageSignal, signalArgs: [{ id, text }] });
     return { id };
   }
+
+  // ---- reads --------------------------------------------------------------------------------
 
   /**
    * The workflow's live status (phase, turn, queue, last error…), from a query.
@@ -258,8 +315,7 @@ export class SessionClient {
    */
   async transcript(sessionId: string): Promise<StoredEvent[]> {
     assertSessionId(sessionId);
-    const events = await this.store.readFrom(sessionId, 0);
-    return events.filter(isAppendSurfaceEvent);
+    return (await this.store.readFrom(sessionId, 0)).filter(isAppendSurfaceEvent);
   }
 
   /**
@@ -282,37 +338,80 @@ export class SessionClient {
     return this.store.watch(sessionId, fromSeq, signal ? { signal } : {});
   }
 
+  /** The stored next seq (= the number of events in the log). */
+  async nextSeq(sessionId: string): Promise<number> {
+    assertSessionId(sessionId);
+    return this.store.nextSeq(sessionId);
+  }
+
   /**
-   * Aborts the running turn; the partial reply is logged as interrupted. No effect when the
-   * session is idle. Throws the Temporal client's WorkflowNotFoundError when no run is open.
+   * The session's export: its header and every stored event, as `sessionlog sessions export`
+   * writes them (JSONL: the header line, then one event per line).
+   *
+   * @throws SessionlogError `CORRUPT_LOG` when the stored log is refused (export salvages nothing; see {@link salvage}).
    */
-  async cancel(sessionId: string): Promise<void> {
-    await this.handle(sessionId).signal(cancelSignal);
+  async export(sessionId: string): Promise<{ header: SessionHeader; events: StoredEvent[] }> {
+    assertSessionId(sessionId);
+    const header = await this.store.header(sessionId);
+    return { header, events: await this.store.readFrom(sessionId, 0) };
+  }
+
+  /** Checks the stored log's invariants as stored (nothing is repaired); every problem with its seq. */
+  async verify(sessionId: string): Promise<VerifyReport> {
+    assertSessionId(sessionId);
+    const loaded = await this.store.inspect(sessionId);
+    const events = loaded.events.slice(0, loaded.events.length - loaded.repaired);
+    return { sessionId, events: events.length, violations: verifyLog(loaded.header, events) };
+  }
+
+  /**
+   * What the session's next request costs, by kind, against its budget and window.
+   *
+   * @throws SessionlogError `INVALID_ARGUMENT` when this client was built without a `contextReport`.
+   */
+  async context(sessionId: string): Promise<ContextReport> {
+    assertSessionId(sessionId);
+    if (!this.measure) throw new SessionlogError('INVALID_ARGUMENT', 'this SessionClient has no token meter: build it with the contextReport option (the CLI and gateway do)');
+    return this.measure(await this.store.session(sessionId));
+  }
+
+  // ---- commands -----------------------------------------------------------------------------
+
+  /**
+   * Aborts the running turn; the partial reply is logged as interrupted.
+   *
+   * @returns whether a cancel reached a running workflow (false when none runs).
+   */
+  async cancel(sessionId: string): Promise<boolean> {
+    return this.signalIfRunning(sessionId, cancelSignal);
   }
 
   /**
    * Lets the workflow finish after the current turn. The log stays; `resume` or a new message
-   * restarts it. Throws the Temporal client's WorkflowNotFoundError when no run is open.
+   * restarts it.
+   *
+   * @returns whether the request reached a running workflow.
    */
-  async close(sessionId: string): Promise<void> {
-    await this.handle(sessionId).signal(closeSignal);
+  async close(sessionId: string): Promise<boolean> {
+    return this.signalIfRunning(sessionId, closeSignal);
   }
 
   /**
    * Runs a manual compaction: waits until the session is idle, summarises the older history
    * (the log keeps everything; the derived history shows the summary) and returns what it
-   * shadowed. Starts the workflow if it is not running.
+   * shadowed. Starts the session's workflow if it is not running.
    *
    * @returns the compaction's id, the shadowed seqs and the token counts before and after, or
-   *   null when nothing was compacted (nothing eligible, or the compaction failed: `status()`
-   *   then reports why in `lastError`).
+   *   null when nothing was compacted (`status()` then reports why in `lastError`).
+   * @throws SessionlogError `SESSION_NOT_FOUND` for a session the store does not hold (no workflow is started).
    */
   async compact(sessionId: string): Promise<CompactResult | null> {
-    const startWorkflowOperation = new WithStartWorkflowOperation<typeof sessionWorkflow>(SESSION_WORKFLOW_TYPE, {
-      ...this.startOptions(sessionId),
-      workflowIdConflictPolicy: 'USE_EXISTING',
-    });
-    return this.temporal.workflow.executeUpdateWithStart(compactUpdate, { args: [], startWorkflowOperation });
+    await this.requireSession(sessionId);
+    try {
+      return await this.temporal.workflow.executeUpdateWithStart(compactUpdate, { args: [], startWorkflowOperation: this.startOperation(sessionId) });
+    } catch (error) {
+      throw refusal(error);
+    }
   }
 
   /**
@@ -323,8 +422,7 @@ export class SessionClient {
    * @throws SessionlogError `SESSION_NOT_FOUND` when the store has no such session.
    */
   async resume(sessionId: string): Promise<{ runId: string; started: boolean }> {
-    assertSessionId(sessionId);
-    if (!(await this.store.exists(sessionId))) throw new SessionlogError('SESSION_NOT_FOUND', `session ${sessionId} does not exist in the store`);
+    await this.requireSession(sessionId);
     try {
       const description = await this.handle(sessionId).describe();
       if (description.status.name === 'RUNNING') return { runId: description.runId, started: false };
@@ -342,44 +440,114 @@ export class SessionClient {
   /**
    * Forks a session into a new one (DESIGN §3 fork and seed): the child's log is a copy of the
    * parent's stored events up to `at` (inclusive; default the last one) followed by one
-   * `session/end-seed`, written in one batch with op `fork:<childId>`; its header names the
-   * parent. The child's workflow starts on its first message. Fails with SESSION_NOT_FOUND for
-   * an unknown parent, SESSION_ALREADY_EXISTS when the child id is taken, INVALID_BOUNDARY for
-   * a seq outside the parent's log and OPEN_TURN when `at` falls inside a turn.
+   * `session/end-seed`; its header names the parent. The child's own workflow writes the seed.
+   *
+   * @throws SessionlogError `SESSION_NOT_FOUND` for an unknown parent, `SESSION_ALREADY_EXISTS`
+   *   when the child id is taken, `INVALID_BOUNDARY` for a seq outside the parent's log and
+   *   `OPEN_TURN` when `at` falls inside a turn.
    */
   async fork(sessionId: string, options: { childId?: string; at?: number } = {}): Promise<{ sessionId: string; header: SessionHeader }> {
+    await this.requireSession(sessionId);
+    return this.seed(options.childId ?? randomUUID(), { kind: 'fork', parentId: sessionId, ...(options.at !== undefined ? { at: options.at } : {}) });
+  }
+
+  // ---- internals ----------------------------------------------------------------------------
+
+  private checkMessage(sessionId: string, text: string, id: string | undefined): string {
     assertSessionId(sessionId);
-    const childId = options.childId ?? randomUUID();
-    assertSessionId(childId);
-    // Stored events only: a turn the parent is running right now is open, so forking there is OPEN_TURN.
-    const source = { header: await this.store.header(sessionId), events: await this.store.readFrom(sessionId, 0) };
-    const plan = planFork(source, childId, Date.now(), options.at);
-    const batch: NewEvent[] = plan.seed.map(seedEvent);
-    if (plan.endSeed) batch.push(plan.endSeed);
-    await this.store.create(plan.header);
-    await this.store.append(childId, batch, { expectedSeq: 0, op: `fork:${childId}` });
-    return { sessionId: childId, header: plan.header };
+    assertMessageText(text, this.maxMessageBytes);
+    const messageId = id ?? randomUUID();
+    assertMessageId(messageId);
+    return messageId;
   }
 
-  private async replyText(sessionId: string, result: SendResult): Promise<{ text: string; messageId: string }> {
-    let seq = result.replySeq;
-    if (seq === null) {
-      // Answered in an earlier run (or interrupted): find the turn's last assistant message.
-      const events = await this.store.readFrom(sessionId, 0);
-      for (const e of events) {
-        if (e.type === 'assistant/message' && (e as SessionEvent<'assistant/message'>).data.turn === result.turn) seq = e.seq;
-      }
-      if (seq === null) return { text: '', messageId: '' };
+  private async requireSession(sessionId: string): Promise<void> {
+    assertSessionId(sessionId);
+    if (!(await this.store.exists(sessionId))) {
+      throw new SessionlogError('SESSION_NOT_FOUND', `session ${sessionId} does not exist; create it first (POST /v1/sessions or SessionClient.create)`);
     }
-    const [event] = await this.store.readFrom(sessionId, seq, 1);
-    if (event?.type !== 'assistant/message') return { text: '', messageId: '' };
-    const message = (event as SessionEvent<'assistant/message'>).data.message;
-    return { text: textOf(message.content), messageId: message.id };
   }
-}
 
-/** A stored parent event as a child's seed event: the store re-stamps seq and op. */
-function seedEvent(event: StoredEvent): NewEvent {
-  const { seq: _seq, op: _op, ...rest } = event as SessionEvent & { op?: string };
-  return rest as NewEvent;
+  /**
+   * Registers the session's header in the store if it is new, so reads (events, follow) work
+   * as soon as a command returns. Header metadata only: log events are written by the workflow.
+   */
+  private async ensureSession(sessionId: string, agent?: AgentSpec): Promise<SessionHeader> {
+    assertSessionId(sessionId);
+    if (await this.store.exists(sessionId)) return this.store.header(sessionId);
+    if (agent) this.checkAgent?.(agent);
+    const header: SessionHeader = { version: SESSION_FORMAT_VERSION, id: sessionId, createdAt: Date.now(), ...(agent ? { agent } : {}) };
+    try {
+      await this.store.create(header);
+    } catch (error) {
+      // Another client created it concurrently: use the stored header.
+      if (!isSessionlogError(error, 'SESSION_ALREADY_EXISTS')) throw error;
+    }
+    return this.store.header(sessionId);
+  }
+
+  private async seed(childId: string, seed: SeedSpec): Promise<{ sessionId: string; header: SessionHeader }> {
+    assertSessionId(childId);
+    if (await this.store.exists(childId)) {
+      throw new SessionlogError('SESSION_ALREADY_EXISTS', `session ${childId} already exists; pick another id for the new session`);
+    }
+    try {
+      await this.temporal.workflow.executeUpdateWithStart(openedUpdate, { args: [], startWorkflowOperation: this.startOperation(childId, seed) });
+    } catch (error) {
+      throw refusal(error);
+    }
+    return { sessionId: childId, header: await this.store.header(childId) };
+  }
+
+  private async liveStatus(sessionId: string): Promise<SessionStatus | null> {
+    if (!(await this.isRunning(sessionId))) return null;
+    try {
+      return await this.status(sessionId);
+    } catch (error) {
+      // The run ended between the two calls: report it as not running.
+      if (isSessionlogError(error, 'SESSION_NOT_FOUND')) return null;
+      throw error;
+    }
+  }
+
+  private async signalIfRunning(sessionId: string, signal: typeof cancelSignal | typeof closeSignal): Promise<boolean> {
+    await this.requireSession(sessionId);
+    if (!(await this.isRunning(sessionId))) return false;
+    try {
+      await this.handle(sessionId).signal(signal);
+      return true;
+    } catch (error) {
+      // The run ended between the two calls.
+      if (error instanceof WorkflowNotFoundError) return false;
+      throw error;
+    }
+  }
+
+  private startWorkflow(sessionId: string) {
+    return this.temporal.workflow.start(SESSION_WORKFLOW_TYPE, { ...this.startOptions(sessionId), workflowIdConflictPolicy: 'USE_EXISTING' });
+  }
+
+  private startOptions(sessionId: string, seed?: SeedSpec) {
+    const input: SessionWorkflowInput = { sessionId, ...(this.tunables ? { tunables: this.tunables } : {}), ...(seed ? { seed } : {}) };
+    return { workflowId: workflowIdFor(sessionId), taskQueue: this.taskQueue, args: [input] as [SessionWorkflowInput] };
+  }
+
+  /** A start-if-needed operation; single-use, so each attempt makes its own. */
+  private startOperation(sessionId: string, seed?: SeedSpec): WithStartWorkflowOperation<typeof sessionWorkflow> {
+    return new WithStartWorkflowOperation<typeof sessionWorkflow>(SESSION_WORKFLOW_TYPE, { ...this.startOptions(sessionId, seed), workflowIdConflictPolicy: 'USE_EXISTING' });
+  }
+
+  private handle(sessionId: string): WorkflowHandle<typeof sessionWorkflow> {
+    assertSessionId(sessionId);
+    return this.temporal.workflow.getHandle<typeof sessionWorkflow>(workflowIdFor(sessionId));
+  }
+
+  /** The text of the turn's final assistant message, as logged. */
+  private async replyText(sessionId: string, result: SendResult): Promise<{ text: string; messageId: string }> {
+    const session = await this.store.session(sessionId);
+    const seq = result.replySeq ?? session.turns.turns.get(result.turn)?.replySeq ?? null;
+    const event = seq === null ? undefined : session.eventAt(seq);
+    if (event?.type !== 'assistant/message') return { text: '', messageId: '' };
+    return { text: textOf(event.data.message.content), messageId: event.data.message.id };
+  }
 }

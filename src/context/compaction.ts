@@ -4,17 +4,8 @@
  * `compaction/end`. The replacement shadows a head-anchored span of the surface; the
  * originals stay in the log. Everything here is pure: the activity does the I/O.
  */
-import { deriveEventMessage } from '../session/index.js';
-import type {
-  StoredEvent,
-  ContentBlock,
-  Message,
-  NewEvent,
-  Session,
-  SessionEvent,
-  TokenUsage,
-  UserMessage,
-} from '../session/index.js';
+import { SessionlogError, deriveEventMessage } from '../session/index.js';
+import type { ContentBlock, EventLookup, Message, NewEvent, SessionView, TokenUsage, UserMessage } from '../session/index.js';
 
 export type CompactionTrigger = 'pressure' | 'context-overflow' | 'manual';
 
@@ -34,10 +25,10 @@ export const DEFAULT_CONTEXT_POLICY: ContextPolicy = { thresholdRatio: 0.8, reta
 /** Validates the policy; throws naming the field to fix. */
 export function resolveContextPolicy(policy: Partial<ContextPolicy> = {}): ContextPolicy {
   const p = { ...DEFAULT_CONTEXT_POLICY, ...policy };
-  if (!(p.thresholdRatio > 0 && p.thresholdRatio <= 1)) throw new Error('context thresholdRatio must be in (0, 1]');
-  if (!(p.retainRatio >= 0 && p.retainRatio < p.thresholdRatio)) throw new Error('context retainRatio must be at least 0 and below thresholdRatio');
-  if (p.budgetTokens !== undefined && (!Number.isSafeInteger(p.budgetTokens) || p.budgetTokens <= 0)) throw new Error('context budgetTokens must be a positive integer');
-  if (!Number.isSafeInteger(p.summaryMaxTokens) || p.summaryMaxTokens <= 0) throw new Error('context summaryMaxTokens must be a positive integer');
+  if (!(p.thresholdRatio > 0 && p.thresholdRatio <= 1)) throw new SessionlogError('INVALID_ARGUMENT', 'context thresholdRatio must be in (0, 1]');
+  if (!(p.retainRatio >= 0 && p.retainRatio < p.thresholdRatio)) throw new SessionlogError('INVALID_ARGUMENT', 'context retainRatio must be at least 0 and below thresholdRatio');
+  if (p.budgetTokens !== undefined && (!Number.isSafeInteger(p.budgetTokens) || p.budgetTokens <= 0)) throw new SessionlogError('INVALID_ARGUMENT', 'context budgetTokens must be a positive integer');
+  if (!Number.isSafeInteger(p.summaryMaxTokens) || p.summaryMaxTokens <= 0) throw new SessionlogError('INVALID_ARGUMENT', 'context summaryMaxTokens must be a positive integer');
   return p;
 }
 
@@ -67,15 +58,15 @@ export function frameCheckpoint(summary: readonly ContentBlock[]): ContentBlock[
 
 /** Keeps only the text of a summarizer reply; throws when it has none or contains tool calls only. */
 export function summaryBlocks(content: readonly ContentBlock[], finishReason: string): ContentBlock[] {
-  if (finishReason === 'length') throw new Error('the summary was cut off at the output limit (MAX_TOKENS); a truncated checkpoint is refused');
-  if (finishReason === 'content_filter') throw new Error('the summary was stopped by the provider\'s content filter; a partial checkpoint is refused');
+  if (finishReason === 'length') throw new SessionlogError('SUMMARY_REFUSED', 'the summary was cut off at the output limit (MAX_TOKENS); a truncated checkpoint is refused');
+  if (finishReason === 'content_filter') throw new SessionlogError('SUMMARY_REFUSED', 'the summary was stopped by the provider\'s content filter; a partial checkpoint is refused');
   const text = content.filter((b): b is Extract<ContentBlock, { type: 'text' }> => b.type === 'text');
-  if (!text.some((b) => b.text.trim().length > 0)) throw new Error('the summarizer returned no text');
+  if (!text.some((b) => b.text.trim().length > 0)) throw new SessionlogError('SUMMARY_REFUSED', 'the summarizer returned no text');
   return text.map((b) => ({ type: 'text', text: b.text }));
 }
 
 /** The summarizer's messages: the shadowed nodes' derived messages, then one instruction. */
-export function summarizerMessages(session: Session, shadowedSeqs: readonly number[], compactionId: string): Message[] {
+export function summarizerMessages(session: SessionView, shadowedSeqs: readonly number[], compactionId: string): Message[] {
   const messages: Message[] = [];
   for (const seq of shadowedSeqs) {
     const event = session.eventAt(seq);
@@ -103,24 +94,34 @@ export type BracketState = {
   error?: string;
 };
 
-/** What the log holds of bracket `compactionId` (for resuming a retried activity). */
-export function bracketState(events: readonly StoredEvent[], compactionId: string, fromSeq = 0): BracketState {
+/** What the log holds of bracket `compactionId` (for resuming a retried compaction), scanning from `fromSeq`. */
+export function bracketState(session: EventLookup, compactionId: string, fromSeq = 0): BracketState {
   const state: BracketState = {};
-  for (let i = Math.max(0, fromSeq); i < events.length; i++) {
-    const e = events[i]!;
-    if (!e.type.startsWith('compaction/') && e.type !== 'user/message') continue;
-    const data = e.data as { compactionId?: string; source?: { compactionId?: string } };
-    if (e.type === 'compaction/start' && data.compactionId === compactionId) state.startSeq = e.seq;
-    else if (e.type === 'compaction/summary' && data.compactionId === compactionId) {
-      const s = (e as SessionEvent<'compaction/summary'>).data;
-      state.summarySeq = e.seq;
-      state.shadowedSeqs = s.shadowedSeqs;
-      state.shadowedTokenCount = s.shadowedTokenCount;
-    } else if (e.type === 'user/message' && data.source?.compactionId === compactionId && e.surfaceOp !== 'append') state.replacementSeq = e.seq;
-    else if (e.type === 'compaction/end' && data.compactionId === compactionId) {
-      state.endSeq = e.seq;
-      const err = (e as SessionEvent<'compaction/end'>).data.error;
-      if (err !== undefined) state.error = err;
+  for (let seq = Math.max(0, fromSeq); seq < session.nextSeq; seq++) {
+    const e = session.eventAt(seq);
+    if (!e) continue;
+    switch (e.type) {
+      case 'compaction/start':
+        if (e.data.compactionId === compactionId) state.startSeq = e.seq;
+        break;
+      case 'compaction/summary':
+        if (e.data.compactionId === compactionId) {
+          state.summarySeq = e.seq;
+          state.shadowedSeqs = e.data.shadowedSeqs;
+          state.shadowedTokenCount = e.data.shadowedTokenCount;
+        }
+        break;
+      case 'user/message':
+        if (e.data.source.kind === 'plugin' && e.data.source.compactionId === compactionId && e.surfaceOp !== 'append') state.replacementSeq = e.seq;
+        break;
+      case 'compaction/end':
+        if (e.data.compactionId === compactionId) {
+          state.endSeq = e.seq;
+          if (e.data.error !== undefined) state.error = e.data.error;
+        }
+        break;
+      default:
+        break;
     }
   }
   return state;
@@ -130,11 +131,12 @@ export function bracketState(events: readonly StoredEvent[], compactionId: strin
  * The open bracket that blocks a new compaction: the latest `compaction/start` without an end,
  * unless a later `session/run` or `session/end-seed` marks it stale (its run is gone).
  */
-export function liveBracket(events: readonly StoredEvent[]): { compactionId: string; seq: number } | undefined {
-  for (let i = events.length - 1; i >= 0; i--) {
-    const e = events[i]!;
+export function liveBracket(session: EventLookup): { compactionId: string; seq: number } | undefined {
+  for (let seq = session.nextSeq - 1; seq >= 0; seq--) {
+    const e = session.eventAt(seq);
+    if (!e) continue;
     if (e.type === 'session/run' || e.type === 'session/end-seed' || e.type === 'compaction/end') return undefined;
-    if (e.type === 'compaction/start') return { compactionId: (e as SessionEvent<'compaction/start'>).data.compactionId, seq: e.seq };
+    if (e.type === 'compaction/start') return { compactionId: e.data.compactionId, seq: e.seq };
   }
   return undefined;
 }

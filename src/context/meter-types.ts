@@ -3,7 +3,7 @@
  * session would send now — system prompt, tool schemas and derived messages — in the routed
  * model's own tokens. Compaction, pruning and the pressure policy depend only on this.
  */
-import type { Message, RequestHeader, Session } from '../session/index.js';
+import type { Message, RequestHeader, SessionView } from '../session/index.js';
 
 /** One surface node's price: the tokens its derived message costs in a request (0 when it derives none). */
 export type NodePrice = { seq: number; tokens: number };
@@ -33,5 +33,5 @@ export interface TokenMeter {
    * cached per session and per model, so a measurement after an append costs O(new content).
    * The result is a frozen snapshot.
    */
-  measure(session: Session, header: RequestHeader): TokenMeasurement;
+  measure(session: SessionView, header: RequestHeader): TokenMeasurement;
 }

@@ -3,15 +3,13 @@
  * edges never split a tool call from its result, leaving a recent tail of at least
  * `retainTokens` verbatim.
  */
-import { SessionlogError, type StoredEvent, type SessionEvent } from '../session/index.js';
+import { SessionlogError, type SessionEvent } from '../session/index.js';
 import type { NodePrice } from './meter-types.js';
 
 export type CompactableRange = { start: number; end: number; seqs: number[]; tokens: number };
 
-function openCallsDelta(event: StoredEvent | undefined): number {
-  if (event?.type === 'assistant/message') {
-    return (event as SessionEvent<'assistant/message'>).data.message.content.filter((b) => b.type === 'tool-call').length;
-  }
+function openCallsDelta(event: SessionEvent | undefined): number {
+  if (event?.type === 'assistant/message') return event.data.message.content.filter((b) => b.type === 'tool-call').length;
   if (event?.type === 'tool/result') return -1;
   return 0;
 }
@@ -20,7 +18,7 @@ function openCallsDelta(event: StoredEvent | undefined): number {
  * For each cut position i (before node i, 0..n), whether it is tool-pairing balanced: no
  * assistant tool call before the cut waits for a result after it.
  */
-export function balancedCuts(nodes: readonly number[], eventAt: (seq: number) => StoredEvent | undefined): boolean[] {
+export function balancedCuts(nodes: readonly number[], eventAt: (seq: number) => SessionEvent | undefined): boolean[] {
   const balanced: boolean[] = [true];
   let open = 0;
   for (const seq of nodes) {
@@ -40,7 +38,7 @@ export function selectCompactableRange(
   nodes: readonly number[],
   prices: readonly NodePrice[],
   retainTokens: number,
-  eventAt: (seq: number) => StoredEvent | undefined,
+  eventAt: (seq: number) => SessionEvent | undefined,
 ): CompactableRange | null {
   if (prices.length !== nodes.length || prices.some((p, i) => p.seq !== nodes[i])) {
     throw new SessionlogError('INVALID_ARGUMENT', 'token measurement does not match the current surface; measure again');
@@ -69,7 +67,7 @@ export function halveCompactableRange(
   range: CompactableRange,
   nodes: readonly number[],
   prices: readonly NodePrice[],
-  eventAt: (seq: number) => StoredEvent | undefined,
+  eventAt: (seq: number) => SessionEvent | undefined,
 ): CompactableRange | null {
   const cuts = balancedCuts(nodes, eventAt);
   let tokens = range.tokens;

@@ -26,7 +26,7 @@ import {
   type TokenizerFamily,
 } from '../model/catalogue.js';
 import type { TemplateMessage } from '../model/deepseek-tokens.js';
-import { deriveEventMessage, type StoredEvent, type Message, type RequestHeader, type Session, type SessionEvent } from '../session/index.js';
+import { applySurfaceChange, deriveEventMessage, surfaceChange, type Message, type RequestHeader, type SessionEvent, type SessionView } from '../session/index.js';
 import type { NodePrice, TokenMeasurement, TokenMeter } from './meter-types.js';
 import { familyEstimator, type FamilyEstimator, type StandalonePrice } from './tokenizers.js';
 
@@ -149,7 +149,7 @@ export type MeterMeasurement = TokenMeasurement & {
 
 /** The meter with its measurement detail and calibration exposed. */
 export interface SessionTokenMeter extends TokenMeter {
-  measure(session: Session, header: RequestHeader): MeterMeasurement;
+  measure(session: SessionView, header: RequestHeader): MeterMeasurement;
   readonly calibration: UsageCalibration;
   /** The tokenizer family a model name is priced with (catalogue entry, else a guess from the name). */
   familyOf(model: string): TokenizerFamily;
@@ -239,6 +239,8 @@ type NodesView = { revision: number; factor: number; nodes: readonly NodePrice[]
 class SurfacePriceFold {
   private consumed = 0;
   private readonly nodes: NodeEntry[] = [];
+  /** The node seqs, mirroring `nodes` (the surface rule locates replacements by seq). */
+  private readonly seqs: number[] = [];
   private rawSurface = 0;
   private envelope: string | undefined;
   private revision = 0;
@@ -248,9 +250,12 @@ class SurfacePriceFold {
   constructor(private readonly price: (message: Message | null) => StandalonePrice, private readonly discount: number) {}
 
   /** Consumes the events appended since the last call. */
-  catchUp(session: Session): void {
+  catchUp(session: SessionView): void {
     const end = session.nextSeq;
-    for (let seq = this.consumed; seq < end; seq++) this.apply(session.eventAt(seq)!);
+    for (let seq = this.consumed; seq < end; seq++) {
+      const event = session.eventAt(seq);
+      if (event) this.apply(event);
+    }
     this.consumed = end;
     const surface = session.surfaceNodes;
     if (surface.length !== this.nodes.length || (surface.length > 0 && surface[surface.length - 1] !== this.nodes[this.nodes.length - 1]!.seq)) {
@@ -283,41 +288,32 @@ class SurfacePriceFold {
     return this.rawSurface;
   }
 
-  private apply(event: StoredEvent): void {
+  private apply(event: SessionEvent): void {
     if (event.type === 'request/header') {
-      this.envelope = envelopeKey((event as SessionEvent<'request/header'>).data.header);
+      this.envelope = envelopeKey(event.data.header);
       return;
     }
-    const op = event.surfaceOp;
-    if (op === undefined) return;
-    if (event.type === 'assistant/message') {
-      const usage = (event as SessionEvent<'assistant/message'>).data.usage;
-      if (usage) {
-        const promptTokens = usage.inputTokens + (usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0);
-        this.anchor = { seq: event.seq, promptTokens, rawSurface: this.rawSurface, envelope: this.envelope };
-      }
+    const change = surfaceChange(this.seqs, event);
+    if (change === undefined) return;
+    if (event.type === 'assistant/message' && event.data.usage) {
+      const usage = event.data.usage;
+      const promptTokens = usage.inputTokens + (usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0);
+      this.anchor = { seq: event.seq, promptTokens, rawSurface: this.rawSurface, envelope: this.envelope };
     }
     const message = deriveEventMessage(event);
     const standalone = this.price(message);
     const entry: NodeEntry = { seq: event.seq, standalone, empty: message === null, raw: 0, frozen: { seq: event.seq, tokens: 0 } };
     this.revision++;
-    if (op === 'append') {
-      this.nodes.push(entry);
-      this.reprice(this.nodes.length - 1);
-      return;
+    if (change.kind === 'replace') {
+      for (let i = change.index; i < change.index + change.removed; i++) this.rawSurface -= this.nodes[i]!.raw;
     }
-    const start = this.indexOf(op.start, event.seq);
-    const end = this.indexOf(op.end, event.seq);
-    for (let i = start; i <= end; i++) this.rawSurface -= this.nodes[i]!.raw;
-    this.nodes.splice(start, end - start + 1, entry);
-    this.reprice(start);
-    const next = this.nextVisible(start + 1);
-    if (next !== undefined) this.reprice(next);
-  }
-
-  private indexOf(seq: number, at: number): number {
-    for (let i = this.nodes.length - 1; i >= 0; i--) if (this.nodes[i]!.seq === seq) return i;
-    throw new TokenMeterError('METER_OUT_OF_SYNC', `replace at seq ${at} names seq ${seq}, which is not on the meter's surface; this is a bug, report it with the session log`);
+    applySurfaceChange(this.seqs, change, event.seq);
+    applySurfaceChange(this.nodes, change, entry);
+    this.reprice(change.index);
+    if (change.kind === 'replace') {
+      const next = this.nextVisible(change.index + 1);
+      if (next !== undefined) this.reprice(next);
+    }
   }
 
   private nextVisible(from: number): number | undefined {
@@ -353,7 +349,7 @@ export function createTokenMeter(options: TokenMeterOptions = {}): SessionTokenM
   const calibration = options.calibration ?? new UsageCalibration();
   const isExact = options.isExact ?? ((model: ResolvedModel) => model.provider === 'fake');
   const pricings = new Map<string, ModelPricing>();
-  const folds = new WeakMap<Session, Map<string, SurfacePriceFold>>();
+  const folds = new WeakMap<SessionView, Map<string, SurfacePriceFold>>();
 
   function pricingOf(model: string): ModelPricing {
     let pricing = pricings.get(model);
@@ -398,7 +394,7 @@ export function createTokenMeter(options: TokenMeterOptions = {}): SessionTokenM
     return pricing.exact ? 1 : calibration.correction(model);
   }
 
-  function foldOf(session: Session, model: string, pricing: ModelPricing): SurfacePriceFold {
+  function foldOf(session: SessionView, model: string, pricing: ModelPricing): SurfacePriceFold {
     let perModel = folds.get(session);
     if (!perModel) folds.set(session, (perModel = new Map()));
     let fold = perModel.get(model);

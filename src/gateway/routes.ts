@@ -3,18 +3,16 @@
  * responses as zod schemas: the server parses requests with them and the OpenAPI document is
  * generated from the same table, so the two cannot drift apart.
  */
-import { Buffer } from 'node:buffer';
-import { randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import type { SessionClient } from '../client/session-client.js';
-import type { SessionStore } from '../persistence/store.js';
-import { SESSION_FORMAT_VERSION, SessionlogError, type SessionHeader } from '../session/index.js';
+import { SessionlogError, type SessionHeader } from '../session/index.js';
 import { GatewayError } from './errors.js';
 import {
   acceptedMessageResponse,
   cancelResponse,
   compactResponse,
+  contextResponse,
   createSessionBody,
   emptyBody,
   eventsQuery,
@@ -38,12 +36,9 @@ import {
 } from './schemas.js';
 import { streamEvents, wantsEventStream, type StreamRegistry } from './sse.js';
 
-/** What route handlers work with. */
+/** What route handlers work with: sessions only through the client. */
 export type RouteContext = {
   client: SessionClient;
-  store: SessionStore;
-  /** Largest accepted user message (UTF-8 bytes); longer ones are refused with 422 before they reach the workflow. */
-  maxMessageBytes: number;
   sseHeartbeatMs: number;
   streams: StreamRegistry;
   /** The OpenAPI document of this gateway. */
@@ -103,17 +98,10 @@ const AUTH_ERRORS = [401];
 const SESSION_ERRORS = [400, 401, 404];
 
 async function requireSession(ctx: RouteContext, id: string): Promise<SessionHeader> {
-  if (!(await ctx.store.exists(id))) {
+  if (!(await ctx.client.exists(id))) {
     throw new SessionlogError('SESSION_NOT_FOUND', `session ${id} does not exist; create it with POST /v1/sessions or list sessions with GET /v1/sessions`);
   }
-  return ctx.store.header(id);
-}
-
-/** The checks the workflow's send validator makes, made here so a posted (not awaited) message is refused visibly. */
-function assertAcceptableText(text: string, maxBytes: number): void {
-  if (text.trim().length === 0) throw new SessionlogError('EMPTY_MESSAGE', 'message text must not be empty or blank; send some text in "text"');
-  const bytes = Buffer.byteLength(text, 'utf8');
-  if (bytes > maxBytes) throw new SessionlogError('MESSAGE_TOO_LARGE', `message is ${bytes} bytes; the limit is ${maxBytes}; split it or attach it as a file`);
+  return ctx.client.header(id);
 }
 
 const ok = (body: unknown): RouteResult => ({ status: 200, body });
@@ -154,12 +142,8 @@ export const ROUTES: readonly RouteSpec[] = [
     responses: { 201: { description: 'the new session', schema: sessionResponse } },
     errors: [400, 401, 409, 413, 415],
     handler: async (ctx, { body }) => {
-      const sessionId = body?.id ?? randomUUID();
-      const header: SessionHeader = { version: SESSION_FORMAT_VERSION, id: sessionId, createdAt: Date.now(), ...(body?.agent ? { agent: body.agent } : {}) };
-      // Creating the header first makes a taken id a clean 409 even when two requests race.
-      await ctx.store.create(header);
-      const started = await ctx.client.start({ sessionId, ...(body?.agent ? { agent: body.agent } : {}) });
-      return { status: 201, body: { session: started.header } };
+      const session = await ctx.client.create({ ...(body?.id !== undefined ? { sessionId: body.id } : {}), ...(body?.agent ? { agent: body.agent } : {}) });
+      return { status: 201, body: { session } };
     },
   }),
   defineRoute({
@@ -171,7 +155,7 @@ export const ROUTES: readonly RouteSpec[] = [
     query: noQuery,
     responses: { 200: { description: 'session headers', schema: sessionListResponse } },
     errors: [400, ...AUTH_ERRORS],
-    handler: async (ctx) => ok({ sessions: await ctx.store.list() }),
+    handler: async (ctx) => ok({ sessions: (await ctx.client.list()).map(({ events: _events, ...header }) => header) }),
   }),
   defineRoute({
     method: 'GET',
@@ -183,17 +167,9 @@ export const ROUTES: readonly RouteSpec[] = [
     responses: { 200: { description: 'header and status', schema: sessionDetailResponse } },
     errors: SESSION_ERRORS,
     handler: async (ctx, { params }) => {
-      const session = await requireSession(ctx, params.id);
-      let status = null;
-      if (await ctx.client.isRunning(params.id)) {
-        try {
-          status = await ctx.client.status(params.id);
-        } catch (error) {
-          // The run ended between the two calls: report it as not running.
-          if (!(error instanceof SessionlogError && error.code === 'SESSION_NOT_FOUND')) throw error;
-        }
-      }
-      return ok({ session, status });
+      await requireSession(ctx, params.id);
+      const shown = await ctx.client.show(params.id);
+      return ok({ session: shown.header, status: shown.status });
     },
   }),
   defineRoute({
@@ -211,7 +187,6 @@ export const ROUTES: readonly RouteSpec[] = [
     errors: [...SESSION_ERRORS, 409, 413, 415, 422],
     handler: async (ctx, { params, query, body }) => {
       await requireSession(ctx, params.id);
-      assertAcceptableText(body.text, ctx.maxMessageBytes);
       const options = body.id !== undefined ? { id: body.id } : {};
       if (query.wait === 'true') return ok(await ctx.client.send(params.id, body.text, options));
       return { status: 202, body: await ctx.client.post(params.id, body.text, options) };
@@ -285,6 +260,20 @@ export const ROUTES: readonly RouteSpec[] = [
     },
   }),
   defineRoute({
+    method: 'GET',
+    path: '/v1/sessions/:id/context',
+    operationId: 'getContext',
+    summary: "What the session's next request costs, by kind, against its budget and window",
+    params: sessionParams,
+    query: noQuery,
+    responses: { 200: { description: 'the context breakdown', schema: contextResponse } },
+    errors: SESSION_ERRORS,
+    handler: async (ctx, { params }) => {
+      await requireSession(ctx, params.id);
+      return ok({ context: await ctx.client.context(params.id) });
+    },
+  }),
+  defineRoute({
     method: 'POST',
     path: '/v1/sessions/:id/compact',
     operationId: 'compactSession',
@@ -327,9 +316,7 @@ export const ROUTES: readonly RouteSpec[] = [
     errors: [...SESSION_ERRORS, 415],
     handler: async (ctx, { params }) => {
       await requireSession(ctx, params.id);
-      if (!(await ctx.client.isRunning(params.id))) return ok({ cancelRequested: false });
-      await ctx.client.cancel(params.id);
-      return ok({ cancelRequested: true });
+      return ok({ cancelRequested: await ctx.client.cancel(params.id) });
     },
   }),
   defineRoute({

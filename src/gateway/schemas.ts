@@ -130,3 +130,19 @@ export const cancelResponse = z.object({ cancelRequested: z.boolean().describe('
 export const resumeResponse = z.object({ runId: z.string(), started: z.boolean() });
 export const healthResponse = z.object({ ok: z.literal(true) });
 export const openApiResponse = z.looseObject({ openapi: z.string() });
+const tokenCount = z.number().int().nonnegative();
+export const contextResponse = z.object({
+  context: z.object({
+    sessionId: z.string(),
+    asOfSeq: z.number().int().describe('the last seq measured (-1 for an empty log)'),
+    model: z.string(),
+    tokens: z
+      .object({ system: tokenCount, tools: tokenCount, user: tokenCount, assistant: tokenCount, toolResults: tokenCount, summaries: tokenCount, total: tokenCount })
+      .describe('the next request, by kind; total may be anchored on provider usage'),
+    baseline: z.enum(['usage', 'estimated']),
+    budget: tokenCount.describe('the budget pressure handling works against'),
+    contextWindow: tokenCount,
+    compactAt: tokenCount.describe('compaction runs before a request once tokens.total reaches this'),
+    messages: z.array(z.object({ seq: z.number().int(), kind: z.enum(['user', 'assistant', 'tool-result', 'summary']), tokens: tokenCount })),
+  }),
+});

@@ -9,17 +9,15 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRepl
 import type { z } from 'zod';
 import type { SessionClient } from '../client/session-client.js';
 import { ConfigError, isLoopbackHost } from '../config.js';
-import type { SessionStore } from '../persistence/store.js';
 import { assertSessionId } from '../session/index.js';
-import { DEFAULT_TUNABLES } from '../workflows/api.js';
 import { GatewayError, toErrorResponse, type ErrorResponse } from './errors.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { ROUTES, STREAMED, type RouteContext, type RouteSpec } from './routes.js';
 import type { StreamRegistry } from './sse.js';
 
 export type GatewayOptions = {
+  /** Every request reaches sessions through this client (its store serves the reads). */
   client: SessionClient;
-  store: SessionStore;
   /** Bearer token (SESSIONLOG_GATEWAY_TOKEN). Required when `host` is not loopback; when set it is required on loopback too. */
   token?: string | undefined;
   /** The host the gateway will listen on; decides whether a token is mandatory. */
@@ -28,8 +26,6 @@ export type GatewayOptions = {
   bodyLimitBytes: number;
   /** A pino-compatible logger; default: fastify's own at level `warn`. */
   logger?: FastifyBaseLogger;
-  /** Largest user message in UTF-8 bytes; default the workflow's default (DEFAULT_TUNABLES.maxMessageBytes). */
-  maxMessageBytes?: number;
   /** Interval of SSE heartbeat comments, ms. Default 15000. */
   sseHeartbeatMs?: number;
 };
@@ -57,12 +53,10 @@ export function resolveGatewayOptions(options: GatewayOptions): ResolvedGatewayO
   }
   return {
     client: options.client,
-    store: options.store,
     token: options.token,
     host: options.host,
     bodyLimitBytes: options.bodyLimitBytes,
     logger: options.logger,
-    maxMessageBytes: options.maxMessageBytes ?? DEFAULT_TUNABLES.maxMessageBytes,
     sseHeartbeatMs: options.sseHeartbeatMs ?? 15_000,
   };
 }
@@ -159,8 +153,6 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
   let openapi: unknown;
   const context: RouteContext = {
     client: resolved.client,
-    store: resolved.store,
-    maxMessageBytes: resolved.maxMessageBytes,
     sseHeartbeatMs: resolved.sseHeartbeatMs,
     streams,
     openapi: () => (openapi ??= buildOpenApiDocument(ROUTES, { title: 'sessionlog gateway', version: GATEWAY_API_VERSION })),

@@ -6,18 +6,20 @@
  */
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import type { ContentBlock } from '../session/messages.js';
+import { ModelCatalogueError } from './catalogue.js';
 
-export type ModelFailureKind =
+export type ModelFailureCode =
   | 'rate_limit'
   | 'server'
   | 'timeout'
   | 'network'
   | 'context_overflow'
   | 'bad_request'
-  | 'auth';
+  | 'auth'
+  | 'unknown_model';
 
 /** Whether each failure class may be retried with the same request. */
-export const RETRYABLE_FAILURES: Readonly<Record<ModelFailureKind, boolean>> = {
+export const RETRYABLE_FAILURES: Readonly<Record<ModelFailureCode, boolean>> = {
   rate_limit: true,
   server: true,
   timeout: true,
@@ -25,10 +27,12 @@ export const RETRYABLE_FAILURES: Readonly<Record<ModelFailureKind, boolean>> = {
   context_overflow: false,
   bad_request: false,
   auth: false,
+  unknown_model: false,
 };
 
+/** A classified model failure: the one failure type of the model port. */
 export type ModelFailure = {
-  kind: ModelFailureKind;
+  code: ModelFailureCode;
   retryable: boolean;
   message: string;
   status?: number;
@@ -36,14 +40,16 @@ export type ModelFailure = {
   retryAfterMs?: number;
   /** The provider's own error code, e.g. `context_length_exceeded`. */
   providerCode?: string;
+  /** On a context overflow: the context window the provider's message states, in tokens. */
+  contextLimit?: number;
 };
 
 /** What had streamed before a call failed or was aborted. */
 export type PartialCompletion = { content: ContentBlock[] };
 
-/** A failed model call. `code` is the failure kind, stable for callers to switch on. */
+/** A failed model call. `code` is the failure class, stable for callers to switch on. */
 export class ModelCallError extends Error {
-  readonly code: ModelFailureKind;
+  readonly code: ModelFailureCode;
   constructor(
     readonly failure: ModelFailure,
     readonly partial: PartialCompletion = { content: [] },
@@ -51,7 +57,7 @@ export class ModelCallError extends Error {
   ) {
     super(failure.message, options);
     this.name = 'ModelCallError';
-    this.code = failure.kind;
+    this.code = failure.code;
   }
   get retryable(): boolean {
     return this.failure.retryable;
@@ -73,8 +79,9 @@ const NETWORK_ERROR_CODES = new Set([
 ]);
 const TIMEOUT_ERROR_CODES = new Set(['ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 
-function failure(kind: ModelFailureKind, message: string, extra: Partial<ModelFailure> = {}): ModelFailure {
-  return { kind, retryable: RETRYABLE_FAILURES[kind], message, ...extra };
+/** A failure of class `code` with that class's retry behaviour. */
+export function modelFailure(code: ModelFailureCode, message: string, extra: Partial<ModelFailure> = {}): ModelFailure {
+  return { code, retryable: RETRYABLE_FAILURES[code], message, ...extra };
 }
 
 /**
@@ -84,18 +91,19 @@ function failure(kind: ModelFailureKind, message: string, extra: Partial<ModelFa
  */
 export function classifyModelError(error: unknown): ModelFailure {
   if (error instanceof ModelCallError) return error.failure;
-  if (error instanceof APIConnectionTimeoutError) return failure('timeout', error.message);
-  if (error instanceof APIUserAbortError) return failure('network', 'the request was aborted before it completed');
+  if (error instanceof ModelCatalogueError) return modelFailure('unknown_model', error.message);
+  if (error instanceof APIConnectionTimeoutError) return modelFailure('timeout', error.message);
+  if (error instanceof APIUserAbortError) return modelFailure('network', 'the request was aborted before it completed');
   if (error instanceof APIConnectionError) {
     const inner = causeCode(error.cause);
-    if (inner && TIMEOUT_ERROR_CODES.has(inner)) return failure('timeout', describe(error));
-    return failure('network', describe(error));
+    if (inner && TIMEOUT_ERROR_CODES.has(inner)) return modelFailure('timeout', describe(error));
+    return modelFailure('network', describe(error));
   }
   if (error instanceof APIError && typeof error.status === 'number') return classifyStatus(error);
   const code = causeCode(error);
-  if (code && TIMEOUT_ERROR_CODES.has(code)) return failure('timeout', describe(error));
-  if (code && NETWORK_ERROR_CODES.has(code)) return failure('network', describe(error));
-  return failure('network', describe(error));
+  if (code && TIMEOUT_ERROR_CODES.has(code)) return modelFailure('timeout', describe(error));
+  if (code && NETWORK_ERROR_CODES.has(code)) return modelFailure('network', describe(error));
+  return modelFailure('network', describe(error));
 }
 
 function classifyStatus(error: APIError): ModelFailure {
@@ -105,16 +113,42 @@ function classifyStatus(error: APIError): ModelFailure {
   const message = error.message;
   if (status === 429) {
     const retryAfterMs = retryAfterFromHeaders(error.headers);
-    return failure('rate_limit', message, retryAfterMs === undefined ? extra : { ...extra, retryAfterMs });
+    return modelFailure('rate_limit', message, retryAfterMs === undefined ? extra : { ...extra, retryAfterMs });
   }
-  if (status === 401 || status === 403) return failure('auth', message, extra);
-  if (status === 408) return failure('timeout', message, extra);
+  if (status === 401 || status === 403) return modelFailure('auth', message, extra);
+  if (status === 408) return modelFailure('timeout', message, extra);
   if (status === 400 || status === 413) {
-    const overflow = (providerCode && CONTEXT_OVERFLOW_CODES.has(providerCode)) || CONTEXT_OVERFLOW_MESSAGE.test(message);
-    return failure(overflow ? 'context_overflow' : 'bad_request', message, extra);
+    // A 413 is the request body being too large for the provider: the context, in effect.
+    const overflow = status === 413 || (providerCode && CONTEXT_OVERFLOW_CODES.has(providerCode)) || CONTEXT_OVERFLOW_MESSAGE.test(message);
+    if (!overflow) return modelFailure('bad_request', message, extra);
+    const contextLimit = statedContextLimit(message);
+    return modelFailure('context_overflow', message, contextLimit === undefined ? extra : { ...extra, contextLimit });
   }
-  if (status === 409 || status >= 500) return failure('server', message, extra);
-  return failure('bad_request', message, extra);
+  if (status === 409 || status >= 500) return modelFailure('server', message, extra);
+  return modelFailure('bad_request', message, extra);
+}
+
+const STATED_LIMITS: readonly RegExp[] = [
+  // OpenAI and DeepSeek: "This model's maximum context length is 65536 tokens. However, …"
+  /maximum context length (?:is|of) (\d[\d,_]*) tokens/i,
+  // "… exceeds the context window of 8192 tokens", "context window is 8192 tokens"
+  /context (?:window|length|size) (?:of|is) (\d[\d,_]*)(?: tokens)?/i,
+  // "prompt is too long: 2600 tokens > 2500 maximum", "… (2600 > 2500)"
+  /(\d[\d,_]*) tokens? > (\d[\d,_]*)(?: maximum)?/i,
+  // "maximum allowed is 2500 tokens", "limit of 2500 tokens", "max 2500 tokens"
+  /(?:maximum(?: allowed)?|limit|max)(?: is| of)? (\d[\d,_]*) tokens/i,
+];
+
+/** The context window a provider's overflow message states, in tokens; undefined when it states none. */
+export function statedContextLimit(message: string): number | undefined {
+  for (const pattern of STATED_LIMITS) {
+    const match = pattern.exec(message);
+    if (!match) continue;
+    const raw = match[match.length - 1]!.replace(/[,_]/g, '');
+    const limit = Number(raw);
+    if (Number.isSafeInteger(limit) && limit > 0) return limit;
+  }
+  return undefined;
 }
 
 /** Reads `retry-after-ms`, then `retry-after` as seconds or an HTTP date. */

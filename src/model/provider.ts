@@ -1,46 +1,63 @@
 /**
- * The `ModelProvider` port the workflow activities call, and its implementation on the
- * `openai` client against any OpenAI-compatible endpoint (DeepSeek by default, DESIGN §7).
+ * The model port (DESIGN §7): the one seam between the turn engine and a model, and its
+ * implementation on the `openai` client against any OpenAI-compatible endpoint (DeepSeek by
+ * default). Failures reject with a `ModelCallError` carrying the one failure type,
+ * `ModelFailure`; `classifyModelError` maps anything else a call can throw.
  */
 import OpenAI from 'openai';
 import type { RequestHeader } from '../session/events.js';
-import type { Message, StreamChunk } from '../session/messages.js';
+import type { ContentBlock, Message, StreamChunk, TokenUsage } from '../session/messages.js';
 import { DEFAULT_MODEL_CATALOGUE, lookupModel } from './catalogue.js';
 import type { ModelCatalogue, ResolvedModel } from './catalogue.js';
 import { buildChatRequest } from './request.js';
 import { DEFAULT_COALESCE, streamCompletion } from './stream.js';
-import type { CoalesceOptions, CompletionResult } from './stream.js';
+import type { CoalesceOptions } from './stream.js';
 
-export type StreamCompletionInput = {
+export type ModelRequest = {
   /** The derived model-visible history (from the log). */
   messages: readonly Message[];
   /** Model, system prompt, tool schemas and limits of this call. */
   header: RequestHeader;
   signal?: AbortSignal;
-  onChunk?: (chunk: StreamChunk) => void | Promise<void>;
+  /** Receives the reply's coalesced chunks as they stream, a batch at a time (awaited). */
+  onChunks?: (chunks: StreamChunk[]) => void | Promise<void>;
 };
 
-/** What the model-call activity needs from a provider. */
-export interface ModelProvider {
-  /** Resolves a model name (or alias) to its catalogue entry; throws `UNKNOWN_MODEL`. */
+export type ModelReply = {
+  /** The reply's blocks; when `aborted`, what had streamed before the signal aborted. */
+  content: ContentBlock[];
+  /** 'stop' | 'tool_calls' | 'length' | 'content_filter' | provider-specific. */
+  finishReason: string;
+  usage?: TokenUsage;
+  /** The provider name logged in message sources. */
+  provider: string;
+  /** The canonical model id that answered. */
+  model: string;
+  aborted: boolean;
+};
+
+/** What the turn engine calls to reach a model. */
+export interface ModelPort {
+  /** The provider name logged in request headers and message sources (`deepseek`, `openai`, `fake`). */
+  readonly provider: string;
+  /** Resolves a model name (or alias) to its catalogue entry; throws `ModelCatalogueError` `UNKNOWN_MODEL`. */
   model(name: string): ResolvedModel;
-  /**
-   * Streams one completion. Resolves with the reply (or, when `signal` aborted, the partial
-   * reply with `aborted: true`); rejects with a `ModelCallError` whose `failure` says whether
-   * to retry.
-   */
-  streamCompletion(input: StreamCompletionInput): Promise<CompletionResult>;
+  /** Streams one completion; rejects with a `ModelCallError` (see `classifyModelError`). */
+  stream(request: ModelRequest): Promise<ModelReply>;
 }
 
 export type OpenAIProviderConfig = {
   /** e.g. `https://api.deepseek.com` or a fake server's `…/v1`. */
   baseURL: string;
   apiKey: string;
+  /** Provider name logged with each request (default `openai`). */
+  provider?: string;
   catalogue?: ModelCatalogue;
   /** Per-request timeout of the HTTP client (default 600 000 ms). */
   timeoutMs?: number;
   /** Fail with `timeout` when a stream goes quiet this long (default 120 000 ms). */
   idleTimeoutMs?: number;
+  /** How streamed deltas are coalesced into chunks (the log's `assistant/chunk` events). */
   coalesce?: Partial<CoalesceOptions>;
   /** The client's own retries. Default 0: retries belong to the caller (Temporal). */
   maxRetries?: number;
@@ -58,6 +75,7 @@ export function resolveOpenAIProviderConfig(config: OpenAIProviderConfig): Resol
   return {
     baseURL: config.baseURL,
     apiKey: config.apiKey,
+    provider: config.provider ?? 'openai',
     catalogue: config.catalogue ?? DEFAULT_MODEL_CATALOGUE,
     timeoutMs: config.timeoutMs ?? 600_000,
     idleTimeoutMs: config.idleTimeoutMs ?? 120_000,
@@ -67,7 +85,8 @@ export function resolveOpenAIProviderConfig(config: OpenAIProviderConfig): Resol
   };
 }
 
-export function createOpenAIProvider(input: OpenAIProviderConfig): ModelProvider {
+/** The model port over an OpenAI-compatible endpoint. */
+export function createOpenAIProvider(input: OpenAIProviderConfig): ModelPort {
   const config = resolveOpenAIProviderConfig(input);
   const client = new OpenAI({
     baseURL: config.baseURL,
@@ -78,17 +97,27 @@ export function createOpenAIProvider(input: OpenAIProviderConfig): ModelProvider
   });
   const model = (name: string) => lookupModel(config.catalogue, name);
   return {
+    provider: config.provider,
     model,
-    streamCompletion({ messages, header, signal, onChunk }) {
-      const request = buildChatRequest({ messages, header, model: model(header.model) });
-      return streamCompletion({
+    async stream({ messages, header, signal, onChunks }) {
+      const resolved = model(header.model);
+      const request = buildChatRequest({ messages, header, model: resolved });
+      const result = await streamCompletion({
         client,
         request,
         coalesce: config.coalesce,
         idleTimeoutMs: config.idleTimeoutMs,
         ...(signal ? { signal } : {}),
-        ...(onChunk ? { onChunk } : {}),
+        ...(onChunks ? { onChunks } : {}),
       });
+      return {
+        content: result.content,
+        finishReason: result.finishReason ?? 'stop',
+        ...(result.usage ? { usage: result.usage } : {}),
+        provider: config.provider,
+        model: resolved.id,
+        aborted: result.aborted,
+      };
     },
   };
 }

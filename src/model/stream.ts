@@ -7,16 +7,16 @@ import type OpenAI from 'openai';
 import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming } from 'openai/resources/chat/completions';
 import type { CompletionUsage } from 'openai/resources/completions';
 import type { ContentBlock, StreamChunk, TokenUsage } from '../session/messages.js';
-import { ModelCallError, classifyModelError } from './errors.js';
+import { ModelCallError, classifyModelError, modelFailure } from './errors.js';
 import type { PartialCompletion } from './errors.js';
 import type { ChatRequestBody } from './request.js';
 import { assistantBlocks } from './request.js';
 
-/** When buffered deltas are handed to `onChunk`. */
+/** When buffered deltas are handed to `onChunks`: the one coalescing setting of a model call. */
 export type CoalesceOptions = {
-  /** Flush a buffered chunk this long after its first delta arrived. Default 50 ms. */
+  /** Deliver buffered deltas this long after the first of them arrived. Default 50 ms. */
   maxDelayMs: number;
-  /** Flush once a buffered chunk holds this many characters. Default 512. */
+  /** Deliver as soon as this many characters are buffered. Default 512. */
   maxChars: number;
 };
 
@@ -26,8 +26,12 @@ export type StreamCompletionOptions = {
   client: OpenAI;
   request: ChatRequestBody;
   signal?: AbortSignal;
-  /** Receives coalesced chunks in order; awaited, so a slow consumer slows the stream. */
-  onChunk?: (chunk: StreamChunk) => void | Promise<void>;
+  /**
+   * Receives coalesced chunks in order, a batch at a time; awaited. While a delivery is in
+   * flight, new deltas keep merging into the next batch (a slow consumer gets fewer, larger
+   * batches, never a backlog of small ones).
+   */
+  onChunks?: (chunks: StreamChunk[]) => void | Promise<void>;
   coalesce?: Partial<CoalesceOptions>;
   /** Fail with `timeout` when no delta arrives for this long (default: no idle limit). */
   idleTimeoutMs?: number;
@@ -75,55 +79,69 @@ class ReplyAccumulator {
   }
 }
 
-/** Merges consecutive deltas of the same kind (same tool-call index) and flushes on a window. */
+/**
+ * Merges consecutive deltas of the same kind (same tool-call index) and delivers them in
+ * batches: after `maxDelayMs`, at `maxChars`, or when the stream ends.
+ */
 class ChunkCoalescer {
-  private buffered: StreamChunk | undefined;
+  private buffered: StreamChunk[] = [];
   private size = 0;
   private timer: NodeJS.Timeout | undefined;
-  private delivery: Promise<void> = Promise.resolve();
+  private delivering: Promise<void> | undefined;
+  private wanted = false;
   private failure: { error: unknown } | undefined;
 
   constructor(
     private readonly options: CoalesceOptions,
-    private readonly deliver: ((chunk: StreamChunk) => void | Promise<void>) | undefined,
+    private readonly deliver: ((chunks: StreamChunk[]) => void | Promise<void>) | undefined,
   ) {}
 
   push(chunk: StreamChunk): void {
     if (!this.deliver) return;
-    const merged = this.buffered && mergeChunks(this.buffered, chunk);
-    if (merged) {
-      this.buffered = merged;
-    } else {
-      this.flush();
-      this.buffered = chunk;
-      this.timer = setTimeout(() => this.flush(), this.options.maxDelayMs);
-    }
+    const last = this.buffered[this.buffered.length - 1];
+    const merged = last && mergeChunks(last, chunk);
+    if (merged) this.buffered[this.buffered.length - 1] = merged;
+    else this.buffered.push(chunk);
     this.size += chunkSize(chunk);
+    this.timer ??= setTimeout(() => this.flush(), this.options.maxDelayMs);
     if (this.size >= this.options.maxChars) this.flush();
   }
 
+  /** Delivers what is buffered now, or as soon as the delivery in flight completes. */
   flush(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    const chunk = this.buffered;
-    this.buffered = undefined;
+    if (this.delivering) {
+      this.wanted = true;
+      return;
+    }
+    if (this.buffered.length === 0 || !this.deliver || this.failure) return;
+    const batch = this.buffered;
+    this.buffered = [];
     this.size = 0;
-    if (!chunk || !this.deliver) return;
     const deliver = this.deliver;
-    this.delivery = this.delivery.then(async () => {
-      if (this.failure) return;
+    this.delivering = (async () => {
       try {
-        await deliver(chunk);
+        await deliver(batch);
       } catch (error) {
         this.failure = { error };
+      }
+    })().finally(() => {
+      this.delivering = undefined;
+      if (this.wanted) {
+        this.wanted = false;
+        this.flush();
       }
     });
   }
 
-  /** Flushes what is buffered and waits for every delivery; rethrows a consumer failure. */
+  /** Delivers everything buffered and waits for every delivery; rethrows a consumer failure. */
   async drain(): Promise<void> {
     this.flush();
-    await this.delivery;
+    while (this.delivering) {
+      await this.delivering;
+      this.flush();
+    }
     if (this.failure) throw this.failure.error;
   }
 
@@ -195,7 +213,7 @@ export function mapUsage(usage: WireUsage): TokenUsage {
 export async function streamCompletion(options: StreamCompletionOptions): Promise<CompletionResult> {
   const coalesce: CoalesceOptions = { ...DEFAULT_COALESCE, ...options.coalesce };
   const accumulator = new ReplyAccumulator();
-  const coalescer = new ChunkCoalescer(coalesce, options.onChunk);
+  const coalescer = new ChunkCoalescer(coalesce, options.onChunks);
   const controller = new AbortController();
   const onAbort = () => controller.abort(options.signal?.reason);
   if (options.signal?.aborted) return { content: [], finishReason: null, aborted: true };
@@ -234,7 +252,7 @@ export async function streamCompletion(options: StreamCompletionOptions): Promis
     await drainQuietly(coalescer);
     if (idleExpired) {
       throw new ModelCallError(
-        { kind: 'timeout', retryable: true, message: `no data from the model for ${options.idleTimeoutMs} ms` },
+        modelFailure('timeout', `no data from the model for ${options.idleTimeoutMs} ms`),
         accumulator.partial(),
         { cause: error },
       );
@@ -249,7 +267,7 @@ export async function streamCompletion(options: StreamCompletionOptions): Promis
   if (idleExpired) {
     await drainQuietly(coalescer);
     throw new ModelCallError(
-      { kind: 'timeout', retryable: true, message: `no data from the model for ${options.idleTimeoutMs} ms` },
+      modelFailure('timeout', `no data from the model for ${options.idleTimeoutMs} ms`),
       accumulator.partial(),
     );
   }

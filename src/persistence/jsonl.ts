@@ -34,6 +34,7 @@ import {
   type StoredEvent,
   type NewEvent,
   type SessionHeader,
+  type SessionView,
 } from '../session/index.js';
 import type { ArtifactPut, ArtifactRef, ArtifactStore } from './artifacts.js';
 import {
@@ -327,6 +328,10 @@ export class JsonlSessionStore implements SessionStore {
     return state.scanner.session.events.slice(fromSeq, end);
   }
 
+  async session(id: string): Promise<SessionView> {
+    return (await this.readState(id)).scanner.session;
+  }
+
   async nextSeq(id: string): Promise<number> {
     return (await this.readState(id)).scanner.nextSeq;
   }
@@ -447,7 +452,7 @@ export class JsonlSessionStore implements SessionStore {
         parsed ? { ok: true, value, position: at } : { ok: false, reason: `line at byte ${at} is not valid JSON`, position: at },
       );
       if (accepted) {
-        indexOps(state.ops, [state.scanner.session.eventAt(state.scanner.nextSeq - 1)!]);
+        indexOps(state.ops, [state.scanner.session.storedAt(state.scanner.nextSeq - 1)!]);
         state.validEnd = base + newline + 1;
       }
       position = newline + 1;

@@ -40,6 +40,7 @@ import {
   type StoredEvent,
   type NewEvent,
   type SessionHeader,
+  type SessionView,
 } from '../session/index.js';
 import type { ArtifactPut, ArtifactRef, ArtifactStore } from './artifacts.js';
 import {
@@ -531,6 +532,14 @@ export class PostgresSessionStore implements SessionStore {
       assertSessionId(id);
       const key = await this.requireKey(id);
       return this.serial.run(id, () => this.transaction('read', async (client) => (await this.syncScanner(client, key, id)).nextSeq));
+    });
+  }
+
+  session(id: string): Promise<SessionView> {
+    return this.use(async () => {
+      assertSessionId(id);
+      const key = await this.requireKey(id);
+      return this.serial.run(id, () => this.transaction('read', async (client) => (await this.syncScanner(client, key, id)).session));
     });
   }
 

@@ -32,6 +32,7 @@ import {
   type StoredEvent,
   type NewEvent,
   type SessionHeader,
+  type SessionView,
 } from '../session/index.js';
 import type { ArtifactPut, ArtifactRef, ArtifactStore } from './artifacts.js';
 import {
@@ -366,6 +367,14 @@ export class SqliteSessionStore implements SessionStore {
       assertSessionId(id);
       const key = this.requireKey(id);
       return this.db.transaction(() => this.syncScanner(key, id).nextSeq).deferred();
+    });
+  }
+
+  session(id: string): Promise<SessionView> {
+    return this.use(() => {
+      assertSessionId(id);
+      const key = this.requireKey(id);
+      return this.db.transaction(() => this.syncScanner(key, id).session).deferred();
     });
   }
 

@@ -2,7 +2,7 @@
  * The `SessionStore` seam (DESIGN §4): every backend keeps the append-only log durable and
  * exactly-once under retries, and passes one conformance suite (test/conformance).
  */
-import type { StoredEvent, NewEvent, SessionHeader } from '../session/index.js';
+import type { NewEvent, SessionHeader, SessionView, StoredEvent } from '../session/index.js';
 import type { ArtifactStore } from './artifacts.js';
 import type { ProjectionCacheStore } from './projection-cache.js';
 
@@ -51,6 +51,11 @@ export interface SessionStore {
   append(id: string, events: readonly NewEvent[], options: AppendOptions): Promise<AppendResult>;
   /** Stored events with seq >= fromSeq (at most `limit`), no repair, no closers. */
   readFrom(id: string, fromSeq: number, limit?: number): Promise<StoredEvent[]>;
+  /**
+   * The store's one validated copy of the session in this process, brought up to the stored
+   * head (only the tail is read). Live: appends through this store are committed into it.
+   */
+  session(id: string): Promise<SessionView>;
   /** The stored next seq (= number of events). */
   nextSeq(id: string): Promise<number>;
   /** Header and events; a cold interrupted turn is repaired durably, a torn tail truncated. */

@@ -18,7 +18,14 @@ export type SessionErrorCode =
   | 'INVALID_MESSAGE'
   | 'EMPTY_MESSAGE'
   | 'MESSAGE_TOO_LARGE'
-  | 'SESSION_CLOSED';
+  | 'SESSION_CLOSED'
+  | 'SUMMARY_REFUSED'
+  | 'UNKNOWN_MODEL'
+  | 'LOG_BEHIND'
+  | 'LOG_AHEAD'
+  | 'OP_CONFLICT'
+  | 'SESSION_ERASED'
+  | 'UNAVAILABLE';
 
 export class SessionlogError extends Error {
   constructor(

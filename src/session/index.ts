@@ -1,3 +1,4 @@
+export * from './context-report.js';
 export * from './errors.js';
 export * from './events.js';
 export * from './fork.js';

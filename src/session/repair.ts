@@ -5,7 +5,7 @@
  */
 import type { NewEvent, StoredEvent, TurnEndReason } from './events.js';
 import type { ToolResultMessage } from './messages.js';
-import { TurnFold } from './turns.js';
+import { TurnFold, type TurnState } from './turns.js';
 
 export const TOOL_OUTCOME_UNKNOWN = 'TOOL_OUTCOME_UNKNOWN';
 export const TOOL_NOT_STARTED = 'TOOL_NOT_STARTED';
@@ -23,7 +23,7 @@ export function interruptedTurnClosers(
 }
 
 /** The closers for a fold's open turn; `last` is the log's last event. */
-export function closersFor(fold: TurnFold, last: StoredEvent | undefined, reason: TurnEndReason = { kind: 'interrupted' }, time?: number): NewEvent[] {
+export function closersFor(fold: TurnState, last: StoredEvent | undefined, reason: TurnEndReason = { kind: 'interrupted' }, time?: number): NewEvent[] {
   const openTurn = fold.openTurn;
   if (openTurn === undefined || last === undefined) return [];
   const closedAt = time ?? last.time;

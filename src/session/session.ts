@@ -4,10 +4,11 @@
  * caller, nothing here does I/O.
  */
 import { SessionlogError } from './errors.js';
-import { isEventOfType, isKnownEvent, isSurfaceType, type NewEvent, type RequestHeader, type SessionHeader, type StoredEvent } from './events.js';
+import { isEventOfType, isKnownEvent, isSurfaceType, type NewEvent, type RequestHeader, type SessionEvent, type SessionHeader, type StoredEvent } from './events.js';
 import { deepFreeze, toLosslessJson } from './json.js';
 import type { Message } from './messages.js';
 import { SurfaceFold, type SurfaceSnapshot } from './surface.js';
+import { TurnFold, type TurnState } from './turns.js';
 import { assertEventData, assertStoredEvent, parseHeader } from './validate.js';
 
 /** The message an event contributes to the model's history, or null (dsh-spec §2.5). */
@@ -25,15 +26,6 @@ export function deriveEventMessage(event: StoredEvent): Message | null {
   }
 }
 
-/** The request envelope of the latest `request/header` in the log, or undefined. */
-export function latestRequestHeader(session: { events: readonly StoredEvent[] }): RequestHeader | undefined {
-  const events = session.events;
-  for (let i = events.length - 1; i >= 0; i--) {
-    const event = events[i]!;
-    if (isEventOfType(event, 'request/header')) return event.data.header;
-  }
-  return undefined;
-}
 
 export function isAppendSurfaceEvent(event: StoredEvent): boolean {
   return isSurfaceType(event.type) && event.surfaceOp === 'append';
@@ -64,6 +56,9 @@ export class Session {
   private derived: Message[] = [];
   private derivedNodes = 0;
   private derivedGeneration = 0;
+  private readonly turnFold = new TurnFold();
+  private latestHeader: RequestHeader | undefined;
+  private owner: string | undefined;
 
   private constructor(header: SessionHeader) {
     this.header = deepFreeze({ ...header });
@@ -103,8 +98,15 @@ export class Session {
     return this.eventsSnapshot;
   }
 
-  eventAt(seq: number): StoredEvent | undefined {
+  /** The stored event at `seq`, of a known type or not; undefined past the head. */
+  storedAt(seq: number): StoredEvent | undefined {
     return this.log[seq];
+  }
+
+  /** The known event at `seq`; undefined past the head and for an unknown (ignorable) type. */
+  eventAt(seq: number): SessionEvent | undefined {
+    const event = this.log[seq];
+    return event !== undefined && isKnownEvent(event) ? event : undefined;
   }
 
   get surface(): SurfaceSnapshot {
@@ -164,6 +166,31 @@ export class Session {
     }
     this.log.push(event);
     this.eventsSnapshot = undefined;
+    this.turnFold.apply(event);
+    if (isEventOfType(event, 'request/header')) this.latestHeader = event.data.header;
+    else if (isEventOfType(event, 'session/run')) this.owner = event.data.runId;
+  }
+
+  /** The turn and step fold at the head: open turn and step, pending calls, turn records. */
+  get turns(): TurnState {
+    return this.turnFold;
+  }
+
+  /** The request envelope of the latest `request/header`, or undefined. */
+  get requestHeader(): RequestHeader | undefined {
+    return this.latestHeader;
+  }
+
+  /** The run id of the latest `session/run`: the workflow run that owns the session now. */
+  get owningRun(): string | undefined {
+    return this.owner;
+  }
+
+  /** The events of batch `op` at or after `fromSeq` (the caller bounds the scan). */
+  eventsOfOp(op: string, fromSeq: number): StoredEvent[] {
+    const found: StoredEvent[] = [];
+    for (let i = Math.max(0, fromSeq); i < this.log.length; i++) if (this.log[i]!.op === op) found.push(this.log[i]!);
+    return found;
   }
 
   /**
@@ -197,5 +224,34 @@ export class Session {
  */
 export type SessionView = Pick<
   Session,
-  'header' | 'id' | 'nextSeq' | 'events' | 'eventAt' | 'surface' | 'surfaceNodes' | 'replaceGeneration' | 'deriveMessages' | 'transcript' | 'planBatch'
+  | 'header'
+  | 'id'
+  | 'nextSeq'
+  | 'events'
+  | 'eventAt'
+  | 'storedAt'
+  | 'surface'
+  | 'surfaceNodes'
+  | 'replaceGeneration'
+  | 'deriveMessages'
+  | 'transcript'
+  | 'planBatch'
+  | 'turns'
+  | 'requestHeader'
+  | 'owningRun'
+  | 'eventsOfOp'
 >;
+
+/** Random access to a log by seq: what a fold over part of a log needs. */
+export type EventLookup = Pick<SessionView, 'nextSeq' | 'eventAt'>;
+
+/** An {@link EventLookup} over a contiguous array of stored events (seq = index). */
+export function lookupOf(events: readonly StoredEvent[]): EventLookup {
+  return {
+    nextSeq: events.length,
+    eventAt: (seq) => {
+      const event = events[seq];
+      return event !== undefined && isKnownEvent(event) ? event : undefined;
+    },
+  };
+}

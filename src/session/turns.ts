@@ -6,6 +6,9 @@
  */
 import { isKnownEvent, type SessionEvent, type StoredEvent, type TurnEndReason } from './events.js';
 
+/** How many user message ids a fold remembers (the workflow's de-duplication window). */
+export const RECENT_USER_MESSAGES = 256;
+
 /** A tool call of the open step without a result yet. `callSeq` is set once its `tool/call` is logged. */
 export type PendingCall = { callId: string; name: string; turn: number; step: number; callSeq?: number };
 
@@ -41,6 +44,9 @@ function isStepScoped(event: SessionEvent): event is StepScoped {
   }
 }
 
+/** A read-only view of a fold's state. */
+export type TurnState = Readonly<Pick<TurnFold, 'lastTurn' | 'openTurn' | 'openStep' | 'lastStep' | 'pending' | 'turns' | 'recentUserMessages' | 'open'>>;
+
 export class TurnFold {
   /** The highest turn number started so far (0 before the first turn). */
   lastTurn = 0;
@@ -52,6 +58,8 @@ export class TurnFold {
   pending = new Map<string, PendingCall>();
   /** Every turn seen, by number (a turn number repeated by a damaged log keeps its last record). */
   readonly turns = new Map<number, TurnRecord>();
+  /** The newest user-sent messages (at most {@link RECENT_USER_MESSAGES}) with the turn each entered. */
+  readonly recentUserMessages: Array<{ id: string; turn: number }> = [];
 
   /** Folds `events` from scratch. */
   static of(events: Iterable<StoredEvent>): TurnFold {
@@ -118,6 +126,12 @@ export class TurnFold {
         this.pending = new Map();
         break;
       }
+      case 'user/message':
+        if (event.surfaceOp === 'append' && event.data.source.kind === 'user') {
+          this.recentUserMessages.push({ id: event.data.id, turn: this.lastTurn });
+          if (this.recentUserMessages.length > RECENT_USER_MESSAGES) this.recentUserMessages.shift();
+        }
+        break;
       default:
         if (isStepScoped(event)) this.applyStepScoped(event, problem);
         break;

@@ -4,7 +4,7 @@
  * artifact and logs the result.
  */
 import type { ArtifactStore } from '../persistence/artifacts.js';
-import type { JsonValue, ToolSchema } from '../session/index.js';
+import { SessionlogError, type JsonValue, type ToolSchema } from '../session/index.js';
 
 export type ToolContext = { sessionId: string; callId: string; artifacts: ArtifactStore; signal: AbortSignal };
 
@@ -36,8 +36,8 @@ export class ToolRegistry {
   }
 
   register(tool: Tool): this {
-    if (!/^[A-Za-z0-9_-]{1,64}$/.test(tool.name)) throw new Error(`tool name "${tool.name}" must be 1-64 characters of A-Z a-z 0-9 _ -`);
-    if (this.tools.has(tool.name)) throw new Error(`tool "${tool.name}" is registered twice`);
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(tool.name)) throw new SessionlogError('INVALID_ARGUMENT', `tool name "${tool.name}" must be 1-64 characters of A-Z a-z 0-9 _ -`);
+    if (this.tools.has(tool.name)) throw new SessionlogError('INVALID_ARGUMENT', `tool "${tool.name}" is registered twice`);
     this.tools.set(tool.name, tool);
     return this;
   }

@@ -4,16 +4,15 @@
  * message text is the one bounded exception.
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { SeedSpec } from '../engine/types.js';
+import type { TurnOutcome } from '../session/turns.js';
 
 export type UserInput = { id: string; text: string };
 
 /** The reply to `send`: the turn that answered and the seq of its final assistant message. */
 export type SendResult = { turn: number; replySeq: number | null; outcome: TurnOutcome };
 
-/** A message the log already holds, with the result of the turn that consumed it. */
-export type RecentMessage = { id: string; turn: number; replySeq: number | null; outcome: TurnOutcome };
-
-export type TurnOutcome = 'completed' | 'aborted' | 'error' | 'max-steps' | 'max-tokens' | 'interrupted';
+export type { TurnOutcome };
 
 export type CompactResult = { compactionId: string; shadowedSeqs: number[]; tokensBefore: number; tokensAfter: number };
 
@@ -67,10 +66,15 @@ export const DEFAULT_TUNABLES: SessionTunables = {
   compactionMaxAttempts: 3,
 };
 
+/** Where a new session's log starts: a copy of another session's prefix (fork, salvage). */
+export type { SeedSpec };
+
 /** Workflow input; also what continue-as-new carries (small: no conversation). */
 export type SessionWorkflowInput = {
   sessionId: string;
   tunables?: Partial<SessionTunables>;
+  /** Seed a new session from another before its first run (never carried across continue-as-new). */
+  seed?: SeedSpec;
   /** Carried across continue-as-new. */
   carry?: { headSeq: number; turn: number; queue: UserInput[]; recent: Array<{ id: string; result: SendResult }> };
 };
@@ -81,6 +85,8 @@ export const closeSignal = defineSignal('close');
 export const sendUpdate = defineUpdate<SendResult, [UserInput]>('send');
 export const compactUpdate = defineUpdate<CompactResult | null, []>('compact');
 export const statusQuery = defineQuery<SessionStatus>('status');
+/** Waits until the run has opened its session (created, seeded, repaired); fails with the reason it could not. */
+export const openedUpdate = defineUpdate<{ headSeq: number }, []>('opened');
 
 export const SESSION_WORKFLOW_TYPE = 'sessionWorkflow';
 export const DEFAULT_TASK_QUEUE = 'sessionlog';

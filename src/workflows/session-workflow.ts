@@ -1,7 +1,8 @@
 /**
- * The session workflow (DESIGN §5): one per session, id `session/<sessionId>`. It holds only
- * orchestration state (queue of message ids and bounded texts, head seq, turn, flags); the
- * conversation lives in the log, written by activities.
+ * The session workflow (DESIGN §5): one per session, id `session/<sessionId>`. It wires the
+ * messages of api.ts to its state (session-state.ts) and runs the loop: wait for messages,
+ * run a turn as model steps and tool rounds, compact when asked, continue as new when the
+ * history grows. The conversation lives in the log, written by activities.
  */
 import {
   ActivityFailure,
@@ -11,41 +12,39 @@ import {
   condition,
   continueAsNew,
   isCancellation,
+  log,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
   workflowInfo,
-  log,
-  patched,
 } from '@temporalio/workflow';
-import type { SessionActivities } from '../activities/session-activities.js';
-import type { EndTurnInput, ModelStepResult, ToolRunRef } from '../activities/types.js';
+import type { SessionActivities } from '../activities/activities.js';
+import type { CompactInput, EndTurnInput, ModelStepResult, ToolRunRef, TurnEndRef } from '../engine/types.js';
 import {
   DEFAULT_TUNABLES,
   cancelSignal,
   closeSignal,
   compactUpdate,
+  openedUpdate,
   sendUpdate,
   statusQuery,
   userMessageSignal,
-  utf8Length,
   type CompactResult,
   type SendResult,
-  type SessionPhase,
   type SessionTunables,
   type SessionWorkflowInput,
   type UserInput,
 } from './api.js';
+import { SessionState, type Fatal } from './session-state.js';
 
-const MAX_RECENT_IDS = 256;
 /** Patch id: continue-as-new no longer waits for `send`s that the finished turn already answered. */
 const CAN_AFTER_ANSWERED_SENDS = 'continue-as-new-after-answered-sends';
 
-export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void> {
-  const tunables: SessionTunables = { ...DEFAULT_TUNABLES, ...input.tunables };
-  const info = workflowInfo();
-  const runId = info.runId;
+/** Activity failures that mean this run must not write the log any more (see LogWriter). */
+const FATAL_CODES: ReadonlySet<string> = new Set(['LOG_BEHIND', 'LOG_AHEAD', 'CORRUPT_LOG', 'UNSUPPORTED_FORMAT', 'OP_CONFLICT', 'SESSION_ERASED']);
 
+function activities(tunables: SessionTunables) {
   const local = proxyLocalActivities<SessionActivities>({
     startToCloseTimeout: tunables.appendStartToCloseMs,
     retry: { maximumAttempts: 10, initialInterval: 200, maximumInterval: 5_000 },
@@ -72,109 +71,68 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     cancellationType: 'WAIT_CANCELLATION_COMPLETED',
     retry: { maximumAttempts: tunables.toolMaxAttempts, initialInterval: 1_000, maximumInterval: 30_000 },
   });
+  return { local, model, compactor, tools };
+}
 
-  const queue: UserInput[] = [...(input.carry?.queue ?? [])];
-  // Recently seen message ids and, once answered, their results (bounded, carried across runs).
-  const results = new Map<string, SendResult | null>();
-  for (const r of input.carry?.recent ?? []) results.set(r.id, r.result);
-  let waiting = 0;
-  /** Message ids that `send` handlers wait on, with how many handlers wait on each. */
-  const waitingFor = new Map<string, number>();
-  let headSeq = input.carry?.headSeq ?? 0;
-  let turn = input.carry?.turn ?? 0;
-  let phase: SessionPhase = 'starting';
-  let closing = false;
-  let cancelRequested = false;
-  let lastError: string | undefined;
+export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void> {
+  const tunables: SessionTunables = { ...DEFAULT_TUNABLES, ...input.tunables };
+  const info = workflowInfo();
+  const runId = info.runId;
+  const state = new SessionState(input.sessionId, runId, tunables, input.carry);
+  const act = activities(tunables);
+  const base = { sessionId: input.sessionId, runId };
   let currentScope: CancellationScope | undefined;
-  let compacting = false;
-  let compactRequests = 0;
-  let manualCompactions = 0;
-  let pressure: { tokens: number; contextWindow: number; budget: number } | undefined;
-
-  const known = (id: string): boolean => results.has(id) || queue.some((m) => m.id === id);
-  const remember = (id: string, result: SendResult | null): void => {
-    results.delete(id);
-    results.set(id, result);
-    while (results.size > MAX_RECENT_IDS) results.delete(results.keys().next().value as string);
-  };
-  const validate = (message: UserInput): void => {
-    if (typeof message?.id !== 'string' || message.id.length === 0 || message.id.length > 128) {
-      throw ApplicationFailure.nonRetryable('message id must be a string of 1-128 characters', 'INVALID_MESSAGE');
-    }
-    if (typeof message.text !== 'string' || message.text.trim().length === 0) {
-      throw ApplicationFailure.nonRetryable('message text must not be empty', 'EMPTY_MESSAGE');
-    }
-    const bytes = utf8Length(message.text);
-    if (bytes > tunables.maxMessageBytes) {
-      throw ApplicationFailure.nonRetryable(`message is ${bytes} bytes; the limit is ${tunables.maxMessageBytes}`, 'MESSAGE_TOO_LARGE');
-    }
-    if (closing) throw ApplicationFailure.nonRetryable('session is closing and accepts no more messages', 'SESSION_CLOSED');
-  };
-  const enqueue = (message: UserInput): void => {
-    if (known(message.id)) return;
-    queue.push({ id: message.id, text: message.text });
-  };
 
   setHandler(userMessageSignal, (message) => {
     try {
-      validate(message);
+      state.validate(message);
     } catch (error) {
       // Signals cannot be refused; a bad one is dropped and reported in status.
-      lastError = `dropped message: ${(error as Error).message}`;
+      state.lastError = `dropped message: ${(error as Error).message}`;
       return;
     }
-    enqueue(message);
+    state.enqueue(message);
   });
   setHandler(
     sendUpdate,
     async (message) => {
-      enqueue(message);
-      waiting += 1;
-      waitingFor.set(message.id, (waitingFor.get(message.id) ?? 0) + 1);
+      state.enqueue(message);
+      const done = state.wait(message.id);
       try {
-        await condition(() => results.get(message.id) != null);
-        return results.get(message.id)!;
+        await condition(() => state.resultOf(message.id) != null || state.fatal !== undefined);
+        const result = state.resultOf(message.id);
+        if (result) return result;
+        state.throwIfStopped();
+        throw ApplicationFailure.nonRetryable(`message ${message.id} was not answered`, 'INTERNAL');
       } finally {
-        waiting -= 1;
-        const left = (waitingFor.get(message.id) ?? 1) - 1;
-        if (left > 0) waitingFor.set(message.id, left);
-        else waitingFor.delete(message.id);
+        done();
       }
     },
-    { validator: validate },
+    { validator: (message) => state.validate(message) },
   );
   setHandler(cancelSignal, () => {
-    if (phase === 'model' || phase === 'tools') {
-      cancelRequested = true;
+    if (state.phase === 'model' || state.phase === 'tools') {
+      state.cancelRequested = true;
       currentScope?.cancel();
     }
   });
   setHandler(closeSignal, () => {
-    closing = true;
+    state.closing = true;
   });
-  setHandler(statusQuery, () => ({
-    sessionId: input.sessionId,
-    headSeq,
-    turn,
-    phase,
-    pending: queue.length,
-    tokens: pressure?.tokens ?? null,
-    contextWindow: pressure?.contextWindow ?? null,
-    pressure: pressure ? Math.round((pressure.tokens / pressure.budget) * 1000) / 1000 : null,
-    runId,
-    ...(lastError !== undefined ? { lastError } : {}),
-  }));
+  setHandler(statusQuery, () => state.status());
 
-  const opened = await local.openRun({ sessionId: input.sessionId, workflowId: info.workflowId, runId });
-  headSeq = opened.headSeq;
-  turn = Math.max(turn, opened.lastTurn);
-  for (const r of opened.recent) {
-    if (!results.get(r.id)) remember(r.id, { turn: r.turn, replySeq: r.replySeq, outcome: r.outcome });
-  }
-  // A message carried over or re-sent that the log already holds was answered before.
-  for (let i = queue.length - 1; i >= 0; i--) if (results.has(queue[i]!.id)) queue.splice(i, 1);
-  phase = 'idle';
+  /** Runs an operation whose failure may stop the session; returns undefined once it has. */
+  const guarded = async <T>(operation: () => Promise<T>, anyRefusal = false): Promise<T | undefined> => {
+    try {
+      return await operation();
+    } catch (error) {
+      const fatal = fatalOf(error, anyRefusal);
+      if (!fatal) throw error;
+      state.stop(fatal);
+      log.error('session stopped', { sessionId: input.sessionId, code: fatal.code, message: fatal.message });
+      return undefined;
+    }
+  };
 
   const runInScope = async <T>(fn: () => Promise<T>): Promise<T> => {
     const scope = new CancellationScope();
@@ -186,32 +144,23 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     }
   };
 
-  /** Runs one compaction bracket with a deterministic id; failures are reported, never fatal. */
-  const runCompaction = async (trigger: 'pressure' | 'context-overflow' | 'manual', turnOwner: number | null, compactionId: string): Promise<CompactResult | null> => {
-    const previous = phase;
-    phase = 'compacting';
+  /** Runs one compaction bracket; failures are reported, never fatal to the turn. */
+  const runCompaction = async (trigger: CompactInput['trigger'], owner: number | null, key: CompactInput['key']): Promise<CompactResult | null> => {
+    const previous = state.phase;
+    state.phase = 'compacting';
     try {
-      const done = await compactor.compact({
-        sessionId: input.sessionId,
-        runId,
-        compactionId,
-        trigger,
-        turn: turnOwner,
-        knownHead: headSeq,
-        maxAttempts: tunables.compactionMaxAttempts,
-      });
-      headSeq = done.headSeq;
-      if (done.error !== undefined) lastError = `compaction ${compactionId}: ${done.error}`;
+      const done = await act.compactor.compact({ ...base, key, trigger, turn: owner, knownHead: state.headSeq, maxAttempts: tunables.compactionMaxAttempts });
+      state.headSeq = done.headSeq;
+      if (done.error !== undefined) state.lastError = `compaction ${done.result?.compactionId ?? ''}: ${done.error}`;
       return done.result;
     } catch (error) {
-      lastError = `compaction ${compactionId}: ${describeFailure(error)}`;
+      if (fatalOf(error)) throw error;
+      state.lastError = `compaction: ${describeFailure(error)}`;
       // The activity gave up (timeouts, crashes): close its bracket so no lock outlives it.
-      headSeq = (
-        await local.abandonCompaction({ sessionId: input.sessionId, runId, compactionId, turn: turnOwner, knownHead: headSeq, error: lastError })
-      ).headSeq;
+      state.headSeq = (await act.local.abandonCompaction({ ...base, key, turn: owner, knownHead: state.headSeq, error: state.lastError })).headSeq;
       return null;
     } finally {
-      phase = previous;
+      state.phase = previous;
     }
   };
 
@@ -219,163 +168,179 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
    * One model step, with pressure handling: compaction when the meter asks for it, and one
    * overflow compaction plus retry when the provider reports a context overflow.
    */
-  const modelCall = async (turnNo: number, step: number, entering: UserInput[]): Promise<ModelStepResult> => {
+  const modelCall = async (turn: number, step: number, entering: UserInput[]): Promise<ModelStepResult> => {
     let overflowRetried = false;
     for (let pass = 0; ; pass++) {
       const result = await runInScope(() =>
-        model.modelStep({ sessionId: input.sessionId, runId, turn: turnNo, step, knownHead: headSeq, entering, maxAttempts: tunables.modelMaxAttempts, pass }),
+        act.model.modelStep({ ...base, turn, step, knownHead: state.headSeq, entering, maxAttempts: tunables.modelMaxAttempts, pass }),
       );
-      headSeq = result.headSeq;
-      if (result.pressure) pressure = result.pressure;
-      const compactionId = `${runId}.t${turnNo}.s${step}.p${pass}`;
+      state.headSeq = result.headSeq;
+      if (result.pressure) state.pressure = result.pressure;
       if (result.outcome === 'needs-compaction') {
-        await runCompaction('pressure', turnNo, compactionId);
+        await runCompaction('pressure', turn, { turn, step, pass });
         continue;
       }
       if (result.outcome === 'context-overflow' && !overflowRetried) {
         overflowRetried = true;
-        if ((await runCompaction('context-overflow', turnNo, compactionId)) !== null) continue;
+        if ((await runCompaction('context-overflow', turn, { turn, step, pass })) !== null) continue;
       }
       return result;
     }
   };
 
   setHandler(compactUpdate, async () => {
-    compactRequests += 1;
+    state.compactRequests += 1;
     try {
-      await condition(() => phase === 'idle' && !compacting);
-      compacting = true;
+      await condition(() => (state.phase === 'idle' && !state.compacting) || state.fatal !== undefined);
+      state.throwIfStopped();
+      state.compacting = true;
       try {
-        return await runCompaction('manual', null, `${runId}.m${++manualCompactions}`);
+        const result = await guarded(() => runCompaction('manual', null, { manual: ++state.manualCompactions }));
+        state.throwIfStopped();
+        return result ?? null;
       } finally {
-        compacting = false;
+        state.compacting = false;
       }
     } finally {
-      compactRequests -= 1;
+      state.compactRequests -= 1;
     }
   });
 
-  /** Closes a turn that did not end by itself (the activity answers every open call first). */
-  const closeTurn = async (turnNo: number, reason: EndTurnInput['reason']): Promise<void> => {
-    headSeq = (await local.endTurn({ sessionId: input.sessionId, runId, turn: turnNo, knownHead: headSeq, reason })).headSeq;
+  /** Closes a turn that did not end by itself (the activity answers every open call first); how the log says it ended. */
+  const closeTurn = async (turn: number, reason: EndTurnInput['reason']): Promise<TurnEndRef | undefined> => {
+    const closed = await act.local.endTurn({ ...base, turn, knownHead: state.headSeq, reason });
+    state.headSeq = closed.headSeq;
+    return closed.turnEnd;
   };
 
   /** Ends the turn after a failed (or cancelled) step: logged as aborted by the user, or as an error. */
-  const failTurn = async (turnNo: number, error: unknown, code: string): Promise<'aborted' | 'error'> => {
-    if (cancelRequested && isCancellation(error)) {
-      await closeTurn(turnNo, { kind: 'aborted' });
-      return 'aborted';
-    }
-    lastError = describeFailure(error);
-    await closeTurn(turnNo, { kind: 'error', code, message: lastError });
-    return 'error';
+  const failTurn = async (turn: number, error: unknown, code: string): Promise<TurnEndRef | undefined> => {
+    if (fatalOf(error)) throw error;
+    if (state.cancelRequested && isCancellation(error)) return closeTurn(turn, { kind: 'aborted' });
+    state.lastError = describeFailure(error);
+    return closeTurn(turn, { kind: 'error', code, message: state.lastError });
   };
 
-  let turnsThisRun = 0;
-  for (;;) {
-    const idle = tunables.idleTimeoutMs > 0 ? tunables.idleTimeoutMs : undefined;
-    const ready = () => (queue.length > 0 || closing) && !compacting;
-    const woke = idle === undefined ? (await condition(ready), true) : await condition(ready, idle);
-    if (queue.length === 0) {
-      if (closing || !woke) break;
-      continue;
-    }
-    turn += 1;
-    turnsThisRun += 1;
-    cancelRequested = false;
-    const turnIds: string[] = [];
+  /** Runs one turn over the queued messages; returns how the log says it ended. */
+  const runTurn = async (turn: number, turnIds: string[]): Promise<SendResult> => {
     let replySeq: number | null = null;
     let outcome: SendResult['outcome'] = 'completed';
-    phase = 'turn';
+    const ended = (end: TurnEndRef | undefined, fallback: SendResult['outcome']): SendResult => ({
+      turn,
+      replySeq: end?.replySeq ?? replySeq,
+      outcome: end?.outcome ?? fallback,
+    });
     for (let step = 1; ; step++) {
-      const entering = queue.splice(0, queue.length);
+      const entering = state.queue.splice(0, state.queue.length);
       for (const m of entering) {
         turnIds.push(m.id);
-        remember(m.id, null);
+        state.remember(m.id, null);
       }
-      phase = 'model';
+      state.phase = 'model';
       let result: ModelStepResult;
       try {
         result = await modelCall(turn, step, entering);
       } catch (error) {
-        outcome = await failTurn(turn, error, 'MODEL_STEP_FAILED');
-        break;
+        return ended(await failTurn(turn, error, 'MODEL_STEP_FAILED'), state.cancelRequested && isCancellation(error) ? 'aborted' : 'error');
       }
-      headSeq = result.headSeq;
+      state.headSeq = result.headSeq;
       if (result.replySeq !== null) replySeq = result.replySeq;
       if (result.outcome !== 'tools') {
         if (result.outcome === 'context-overflow') {
-          lastError = result.error?.message;
-          await closeTurn(turn, { kind: 'error', code: 'context_overflow', message: result.error?.message ?? 'context overflow' });
-          outcome = 'error';
-        } else {
-          outcome = result.outcome === 'max-tokens' ? 'max-tokens' : result.outcome === 'aborted' ? 'aborted' : result.outcome === 'error' ? 'error' : 'completed';
-          if (result.error) lastError = result.error.message;
+          state.lastError = result.error?.message;
+          return ended(await closeTurn(turn, { kind: 'error', code: 'context_overflow', message: result.error?.message ?? 'context overflow' }), 'error');
         }
-        break;
+        outcome = result.outcome === 'max-tokens' || result.outcome === 'aborted' || result.outcome === 'error' ? result.outcome : 'completed';
+        if (result.error) state.lastError = result.error.message;
+        return ended(result.turnEnd, outcome);
       }
-      phase = 'tools';
+      state.phase = 'tools';
       let refs: ToolRunRef[];
       try {
         refs = await runInScope(() =>
-          Promise.all(
-            result.toolCalls.map((call) =>
-              tools.runTool({ sessionId: input.sessionId, turn, step, callSeq: call.callSeq, maxAttempts: tunables.toolMaxAttempts }),
-            ),
-          ),
+          Promise.all(result.toolCalls.map((call) => act.tools.runTool({ sessionId: input.sessionId, turn, step, callSeq: call.callSeq, maxAttempts: tunables.toolMaxAttempts }))),
         );
       } catch (error) {
-        outcome = await failTurn(turn, error, 'TOOL_FAILED');
-        break;
+        return ended(await failTurn(turn, error, 'TOOL_FAILED'), state.cancelRequested && isCancellation(error) ? 'aborted' : 'error');
       }
       const lastStep = step >= tunables.maxStepsPerTurn;
-      headSeq = (
-        await local.appendToolResults({
-          sessionId: input.sessionId,
-          runId,
-          turn,
-          step,
-          knownHead: headSeq,
-          results: refs,
-          ...(lastStep ? { endTurnReason: 'max-steps' as const } : {}),
-        })
-      ).headSeq;
-      if (lastStep) {
-        outcome = 'max-steps';
-        break;
-      }
+      const appended = await act.local.appendToolResults({
+        ...base,
+        turn,
+        step,
+        knownHead: state.headSeq,
+        results: refs,
+        ...(lastStep ? { endTurnReason: 'max-steps' as const } : {}),
+      });
+      state.headSeq = appended.headSeq;
+      if (lastStep) return ended(appended.turnEnd, 'max-steps');
     }
-    for (const id of turnIds) remember(id, { turn, replySeq, outcome });
-    phase = 'idle';
+  };
+
+  setHandler(openedUpdate, async () => {
+    await condition(() => state.phase !== 'starting' || state.fatal !== undefined);
+    state.throwIfStopped();
+    return { headSeq: state.headSeq };
+  });
+
+  // A run that cannot open its session (refused log, bad seed) stops with the reason.
+  const opened = await guarded(() => act.local.openRun({ sessionId: input.sessionId, workflowId: info.workflowId, runId, ...(input.seed ? { seed: input.seed } : {}) }), true);
+  if (opened) state.opened(opened);
+
+  while (!state.fatal) {
+    const idle = tunables.idleTimeoutMs > 0 ? tunables.idleTimeoutMs : undefined;
+    const ready = () => (state.queue.length > 0 || state.closing) && !state.compacting;
+    const woke = idle === undefined ? (await condition(ready), true) : await condition(ready, idle);
+    if (state.queue.length === 0) {
+      if (state.closing || !woke) break;
+      continue;
+    }
+    state.turn += 1;
+    state.turnsThisRun += 1;
+    state.cancelRequested = false;
+    state.phase = 'turn';
+    const turn = state.turn;
+    const turnIds: string[] = [];
+    const result = await guarded(() => runTurn(turn, turnIds));
+    if (!result) break;
+    for (const id of turnIds) state.remember(id, result);
+    state.phase = 'idle';
 
     const suggested = workflowInfo().continueAsNewSuggested;
     // Queued signal messages are carried over; a waiting `send` keeps the run until it is answered.
-    // A send this turn answered still counts in `waiting` here (its handler resumes later in this
+    // A send this turn answered still counts as waiting here (its handler resumes later in this
     // activation), so only a send whose message is unanswered blocks; otherwise a session driven by
     // `send` would never continue as new.
-    const wantsNewRun = suggested || turnsThisRun >= tunables.continueAsNewAfterTurns;
-    const unanswered = (): boolean => [...waitingFor.keys()].some((id) => results.get(id) == null);
+    const wantsNewRun = suggested || state.turnsThisRun >= tunables.continueAsNewAfterTurns;
     // A close request ends this run soon anyway; a pending manual compaction runs here first.
-    const canLeave = () => !closing && compactRequests === 0;
-    if (wantsNewRun && canLeave() && (waiting === 0 || (!unanswered() && patched(CAN_AFTER_ANSWERED_SENDS)))) {
-      phase = 'closing';
+    const canLeave = () => !state.closing && state.compactRequests === 0;
+    if (wantsNewRun && canLeave() && (state.waiting === 0 || (!state.unanswered() && patched(CAN_AFTER_ANSWERED_SENDS)))) {
+      state.phase = 'closing';
       // A `send` or `compact` arriving meanwhile must be served by this run (its handler would
       // otherwise wait forever for a turn this run never runs): go back to the loop instead.
-      await condition(() => allHandlersFinished() || unanswered() || !canLeave());
+      await condition(() => allHandlersFinished() || state.unanswered() || !canLeave());
       if (!allHandlersFinished()) {
-        phase = 'idle';
+        state.phase = 'idle';
         continue;
       }
-      log.info('continuing as new', { sessionId: input.sessionId, turn, headSeq });
+      log.info('continuing as new', { sessionId: input.sessionId, turn: state.turn, headSeq: state.headSeq });
       await continueAsNew<typeof sessionWorkflow>({
         sessionId: input.sessionId,
         ...(input.tunables ? { tunables: input.tunables } : {}),
-        carry: { headSeq, turn, queue: [...queue], recent: [...results].filter((e): e is [string, SendResult] => e[1] !== null).map(([id, result]) => ({ id, result })) },
+        carry: state.carry(),
       });
     }
   }
-  phase = 'closed';
+  state.phase = 'closed';
   await condition(allHandlersFinished);
+}
+
+/** The failure that stops the session, if `error` is one (an activity refused by the log; with `anyRefusal`, any non-retryable refusal). */
+function fatalOf(error: unknown, anyRefusal = false): Fatal | undefined {
+  const cause = error instanceof ActivityFailure ? error.cause : error;
+  if (!(cause instanceof ApplicationFailure) || !cause.type) return undefined;
+  if (FATAL_CODES.has(cause.type) || (anyRefusal && cause.nonRetryable)) return { code: cause.type, message: cause.message };
+  return undefined;
 }
 
 function describeFailure(error: unknown): string {

@@ -1,6 +1,6 @@
 /**
- * The compaction bracket as a Temporal activity (src/activities/context-activities.ts) over a
- * real SQLite store, with a deterministic meter and a scripted model port: dsh-spec §14
+ * The compaction bracket (src/context/compactor.ts) as the engine runs it for the compaction
+ * activity, over a real SQLite store, with a deterministic meter and a scripted model port: dsh-spec §14
  * properties 17–20, 22–28, 30, 31 as they apply to sessionlog.
  *
  * Adaptations to DESIGN §3/§6 (where our design differs from the harness):
@@ -21,8 +21,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
-import { relievePressure, resolveContextDeps } from '../../src/activities/context-activities.js';
-import { SessionCache } from '../../src/activities/session-writer.js';
+import { relievePressure, resolveContextDeps } from '../../src/context/pressure.js';
+import { LogWriter } from '../../src/engine/index.js';
 import { CHECKPOINT_PREAMBLE, COMPACTION_INSTRUCTION, frameCheckpoint } from '../../src/context/compaction.js';
 import { PRUNE_MARKER } from '../../src/context/pruner.js';
 import { openStore } from '../../src/persistence/open.js';
@@ -252,7 +252,7 @@ describe('retried compaction activities', () => {
     await conversation(h);
     const knownHead = await h.store.nextSeq(h.id);
 
-    await expect(h.compact({ compactionId: 'c1', knownHead }, { attempt: 1 })).rejects.toMatchObject({ type: 'SUMMARY_FAILED' });
+    await expect(h.compact({ compactionId: 'c1', knownHead }, { attempt: 1 })).rejects.toMatchObject({ type: 'server' });
     expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual(['compaction/start']);
 
     const done = await h.compact({ compactionId: 'c1', knownHead }, { attempt: 2 });
@@ -488,7 +488,6 @@ describe('pressure check before a model call', () => {
     const h = await harness();
     await h.seed([runEvent(), headerEvent(), ...toolTurn(1, size), ...toolTurn(2, size)], 'open');
     const tokens = h.meter.measure(await h.session(), HEADER).totalTokens;
-    const cache = new SessionCache(h.store);
     const context = resolveContextDeps({
       meter: h.meter,
       contextWindow: () => contextWindow(tokens),
@@ -496,7 +495,16 @@ describe('pressure check before a model call', () => {
       pruner: prune ? { thresholdChars: 300, headChars: 100, tailChars: 100 } : false,
     });
     const before = await h.events();
-    const run = (op: string) => cache.with(h.id, (session) => relievePressure({ store: h.store, session, context, header: HEADER, op: `${RUN}/${op}`, runId: RUN, time: T0 }));
+    const run = async (op: string) => {
+      const writer = await LogWriter.open(h.store, h.id, RUN, await h.store.nextSeq(h.id));
+      const log = {
+        get session() {
+          return writer.session;
+        },
+        append: (events: readonly NewEvent[]) => writer.append(events, `${RUN}/${op}`),
+      };
+      return relievePressure({ log, context, header: HEADER, time: T0 });
+    };
     return { h, before, tokens, run };
   }
 

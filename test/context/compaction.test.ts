@@ -20,7 +20,7 @@ import {
   summarizerMessages,
   summaryBlocks,
 } from '../../src/context/compaction.js';
-import { Session, type StoredEvent, type ContentBlock, type NewEvent } from '../../src/session/index.js';
+import { Session, lookupOf, type StoredEvent, type ContentBlock, type NewEvent } from '../../src/session/index.js';
 import { T0, sessionHeader, toolTurn, user } from './context-fakes.js';
 
 describe('checkpoint framing', () => {
@@ -154,7 +154,7 @@ describe('the compaction lock', () => {
           if (e.type === 'compaction/start') open = { compactionId: `c${e.seq}`, seq: e.seq };
           else if (e.type !== 'turn/start') open = undefined;
         }
-        expect(liveBracket(events)).toEqual(open);
+        expect(liveBracket(lookupOf(events))).toEqual(open);
       }),
       { numRuns: 300 },
     );
@@ -172,7 +172,7 @@ describe('bracketState', () => {
     const s2 = session.append({ type: 'compaction/start', time: T0, data: { compactionId: 'c2', turn: null, trigger: 'manual' } });
     const e2 = session.append({ type: 'compaction/end', time: T0, data: { compactionId: 'c2', turn: null, error: 'boom' } });
 
-    expect(bracketState(session.events, 'c1')).toEqual({
+    expect(bracketState(session, 'c1')).toEqual({
       startSeq: s1.seq,
       summarySeq: sum1!.seq,
       replacementSeq: rep1!.seq,
@@ -180,9 +180,9 @@ describe('bracketState', () => {
       shadowedSeqs: [0, 1],
       shadowedTokenCount: 4,
     });
-    expect(bracketState(session.events, 'c2')).toEqual({ startSeq: s2.seq, endSeq: e2.seq, error: 'boom' });
-    expect(bracketState(session.events, 'c1', s2.seq)).toEqual({});
-    expect(bracketState(session.events, 'c3')).toEqual({});
+    expect(bracketState(session, 'c2')).toEqual({ startSeq: s2.seq, endSeq: e2.seq, error: 'boom' });
+    expect(bracketState(session, 'c1', s2.seq)).toEqual({});
+    expect(bracketState(session, 'c3')).toEqual({});
   });
 });
 

@@ -1,19 +1,21 @@
 /**
  * Deterministic fakes and a store-backed harness for unit tests of the compaction transaction
- * (src/activities/context-activities.ts). The meter prices by content length so expected token
- * counts can be computed exactly; the model port returns scripted summaries or throws and
- * records every request. The store is a real SQLite store and the activity runs in Temporal's
- * MockActivityEnvironment (it reads `Context.current()`).
+ * (src/context/compactor.ts) as the engine runs it: through the fenced log writer, with the
+ * engine's op keys, and its failures mapped the way the activity maps them. The meter prices by
+ * content length so expected token counts can be computed exactly; the model port returns
+ * scripted summaries or throws and records every request. The store is a real SQLite store.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MockActivityEnvironment } from '@temporalio/testing';
-import { DefaultLogger } from '@temporalio/worker';
-import { createCompactionActivity, resolveContextDeps, type CompactActivityResult, type CompactInput } from '../../src/activities/context-activities.js';
-import type { ModelCallRequest, ModelCallResult, ModelPort } from '../../src/activities/ports.js';
-import { SessionCache } from '../../src/activities/session-writer.js';
+import { toTemporalFailure } from '../../src/activities/failures.js';
 import type { ContextPolicy } from '../../src/context/compaction.js';
+import { runCompaction, type CompactionOutcome, type CompactionRequest } from '../../src/context/compactor.js';
+import { resolveContextDeps, type LogPort } from '../../src/context/pressure.js';
+import { LogWriter, compactionOp } from '../../src/engine/index.js';
+import { DEFAULT_MODEL_CATALOGUE, lookupModel } from '../../src/model/catalogue.js';
+import { ModelCallError, modelFailure } from '../../src/model/errors.js';
+import type { ModelPort, ModelReply, ModelRequest } from '../../src/model/provider.js';
 import type { NodePrice, TokenMeasurement, TokenMeter } from '../../src/context/meter-types.js';
 import { openStore } from '../../src/persistence/open.js';
 import type { SessionStore } from '../../src/persistence/store.js';
@@ -27,6 +29,7 @@ import {
   type NewEvent,
   type RequestHeader,
   type SessionHeader,
+  type SessionView,
 } from '../../src/session/index.js';
 
 export const T0 = 1_700_000_000_000;
@@ -39,7 +42,7 @@ export function lengthMeter(): TokenMeter {
   return {
     messageTokens,
     headerTokens,
-    measure(session: Session, header: RequestHeader): TokenMeasurement {
+    measure(session: SessionView, header: RequestHeader): TokenMeasurement {
       const nodes: NodePrice[] = session.surfaceNodes.map((seq) => {
         const message = deriveEventMessage(session.eventAt(seq)!);
         return { seq, tokens: message ? messageTokens(message) : 0 };
@@ -58,23 +61,24 @@ export function lengthMeter(): TokenMeter {
   };
 }
 
-export type ScriptedReply = string | ModelCallResult | Error;
+export type ScriptedReply = string | Omit<ModelReply, 'aborted'> | Error;
 
-/** A model port that answers each call with the next scripted reply (the last one repeats) and records requests. */
-export function scriptedModel(replies: ScriptedReply[], options: { retryable?: boolean } = {}): ModelPort & { requests: ModelCallRequest[] } {
-  const requests: ModelCallRequest[] = [];
+/**
+ * A model port that answers each call with the next scripted reply (the last one repeats) and
+ * records requests. A scripted Error is a `server` failure when `retryable`, else `bad_request`.
+ */
+export function scriptedModel(replies: ScriptedReply[], options: { retryable?: boolean } = {}): ModelPort & { requests: ModelRequest[] } {
+  const requests: ModelRequest[] = [];
   return {
     provider: 'fake',
     requests,
+    model: (name) => lookupModel(DEFAULT_MODEL_CATALOGUE, name),
     async stream(request) {
       requests.push(request);
       const reply = replies[Math.min(requests.length - 1, replies.length - 1)]!;
-      if (reply instanceof Error) throw reply;
-      if (typeof reply === 'string') return { content: [{ type: 'text', text: reply }], finishReason: 'stop', provider: 'fake', model: request.header.model, usage: { inputTokens: 100, outputTokens: 10 } };
-      return reply;
-    },
-    classify(error) {
-      return { code: 'SUMMARY_FAILED', message: error instanceof Error ? error.message : String(error), retryable: options.retryable ?? false };
+      if (reply instanceof Error) throw new ModelCallError(modelFailure(options.retryable ? 'server' : 'bad_request', reply.message), undefined, { cause: reply });
+      if (typeof reply === 'string') return { content: [{ type: 'text', text: reply }], finishReason: 'stop', provider: 'fake', model: request.header.model, usage: { inputTokens: 100, outputTokens: 10 }, aborted: false };
+      return { ...reply, aborted: false };
     },
   };
 }
@@ -154,6 +158,12 @@ export function headerEvent(header: RequestHeader = HEADER): NewEvent {
   return { type: 'request/header', time: T0, data: { header, reason: 'initial' } };
 }
 
+/** What the harness's `compact` takes: the transaction's request plus the run and head the workflow would pass. */
+export type CompactInput = Partial<Omit<CompactionRequest, 'attempt'>> & { compactionId: string; runId?: string; knownHead?: number };
+
+/** What a compaction activity returns. */
+export type CompactActivityResult = CompactionOutcome & { headSeq: number };
+
 export type Harness = {
   store: SessionStore;
   id: string;
@@ -161,8 +171,8 @@ export type Harness = {
   meter: TokenMeter;
   /** Appends events directly to the store (as another activity of the run would), op `<runId>/<label>`. */
   seed(events: readonly NewEvent[], label: string, runId?: string): Promise<void>;
-  /** Runs the compaction activity; `knownHead` defaults to the stored next seq. */
-  compact(input: Partial<CompactInput> & { compactionId: string }, info?: { attempt?: number }): Promise<CompactActivityResult>;
+  /** Runs the compaction as the activity does; `knownHead` defaults to the stored next seq. */
+  compact(input: CompactInput, info?: { attempt?: number }): Promise<CompactActivityResult>;
   events(): Promise<StoredEvent[]>;
   session(): Promise<Session>;
   close(): Promise<void>;
@@ -170,7 +180,17 @@ export type Harness = {
 
 let counter = 0;
 
-/** A real SQLite store in a temp dir holding one session, and the compaction activity over it. */
+/** The engine's log port for a compaction: the fenced writer with the compaction's op keys. */
+export function compactionLog(writer: LogWriter, runId: string, compactionId: string): LogPort {
+  return {
+    get session() {
+      return writer.session;
+    },
+    append: (events, suffix) => writer.append(events, compactionOp(runId, compactionId, suffix)),
+  };
+}
+
+/** A real SQLite store in a temp dir holding one session, and the compaction transaction over it. */
 export async function compactionHarness(options: {
   replies?: ScriptedReply[];
   retryable?: boolean;
@@ -178,7 +198,7 @@ export async function compactionHarness(options: {
   contextWindow?: number;
   meter?: TokenMeter;
   url?: string;
-  /** Wraps the store the activity writes through (fault injection); the harness reads the real one. */
+  /** Wraps the store the compaction writes through (fault injection); the harness reads the real one. */
   wrapStore?: (store: SessionStore) => SessionStore;
 } = {}): Promise<Harness> {
   const dir = options.url ? undefined : mkdtempSync(join(tmpdir(), 'sessionlog-compaction-'));
@@ -188,10 +208,8 @@ export async function compactionHarness(options: {
   await store.create(sessionHeader(id));
   const model = scriptedModel(options.replies ?? ['## Primary request\n- short summary'], { retryable: options.retryable ?? false });
   const meter = options.meter ?? lengthMeter();
-  const cache = new SessionCache(activityStore);
   const context = resolveContextDeps({ meter, contextWindow: () => options.contextWindow ?? 100_000, policy: options.policy ?? {}, pruner: false });
   let clock = T0;
-  const activity = createCompactionActivity({ store: activityStore, model, context, cache, now: () => ++clock });
   const events = () => store.readFrom(id, 0);
   return {
     store,
@@ -202,10 +220,18 @@ export async function compactionHarness(options: {
       await store.append(id, batch, { expectedSeq: await store.nextSeq(id), op: `${runId}/${label}` });
     },
     async compact(input, info = {}) {
-      const knownHead = input.knownHead ?? (await store.nextSeq(id));
-      const full: CompactInput = { sessionId: id, runId: RUN, trigger: 'manual', turn: null, knownHead, maxAttempts: 3, ...input } as CompactInput;
-      // Expected activity failures are asserted by the tests; keep the SDK's warnings out of the output.
-      return new MockActivityEnvironment({ attempt: info.attempt ?? 1 }, { logger: new DefaultLogger('ERROR') }).run(activity, full);
+      const { runId = RUN, knownHead: head, compactionId, ...request } = input;
+      const knownHead = head ?? (await store.nextSeq(id));
+      try {
+        const writer = await LogWriter.open(activityStore, id, runId, knownHead);
+        const outcome = await runCompaction(
+          { log: compactionLog(writer, runId, compactionId), summarizer: model, context, now: () => ++clock },
+          { compactionId, trigger: 'manual', turn: null, maxAttempts: 3, ...request, fromSeq: knownHead, attempt: info.attempt ?? 1 },
+        );
+        return { headSeq: writer.session.nextSeq, ...outcome };
+      } catch (error) {
+        throw toTemporalFailure(error);
+      }
     },
     events,
     async session() {

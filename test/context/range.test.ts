@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { balancedCuts, selectCompactableRange } from '../../src/context/range.js';
-import { deriveEventMessage, type StoredEvent, type Session } from '../../src/session/index.js';
+import { deriveEventMessage, type Session, type SessionEvent } from '../../src/session/index.js';
 import { BALANCED_REPLACES, buildLog, programArb } from '../support/log-gen.js';
 
 /** Oracle: cut `i` (before node i) is balanced iff every tool call before it is answered before it (by call id). */
@@ -46,7 +46,7 @@ describe('balancedCuts', () => {
       time: 0,
       data: { turn: 1, step: 1, message: { id: 'r', role: 'user', content: [{ type: 'tool-result', toolCallId: 'c', content: [] }], source: { kind: 'tool', callId: 'c' } } },
       surfaceOp: 'append',
-    } as StoredEvent;
+    } as SessionEvent;
     expect(() => balancedCuts([0], () => result)).toThrow(expect.objectContaining({ code: 'CORRUPT_LOG' }));
   });
 });

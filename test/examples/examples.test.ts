@@ -78,7 +78,7 @@ describe('examples/http-client.sh', () => {
 
   it.skipIf(!hasCurl)('runs against a token-protected gateway: creates the session, streams its events, gets the reply and the history', async () => {
     const token = 'example-token-0123456789';
-    const gateway = await startGateway({ client: stack.client, store: stack.store, token, host: '127.0.0.1', port: 0, bodyLimitBytes: 64 * 1024 });
+    const gateway = await startGateway({ client: stack.client, token, host: '127.0.0.1', port: 0, bodyLimitBytes: 64 * 1024 });
     try {
       const sessionId = `http-example-${Date.now()}`;
       const { stdout } = await execFileAsync('bash', [scriptPath, 'hello "quoted" script'], {

@@ -21,8 +21,8 @@ const sessionA = `mal-a-${Date.now()}`;
 const sessionB = `mal-b-${Date.now()}`;
 
 beforeAll(async () => {
-  stack = await startStack();
-  const options = { client: stack.client, store: stack.store, host: '127.0.0.1', port: 0, bodyLimitBytes: BODY_LIMIT, maxMessageBytes: MAX_MESSAGE_BYTES };
+  stack = await startStack({ tunables: { maxMessageBytes: MAX_MESSAGE_BYTES } });
+  const options = { client: stack.client, host: '127.0.0.1', port: 0, bodyLimitBytes: BODY_LIMIT };
   gateway = await startGateway(options);
   guarded = await startGateway({ ...options, token: TOKEN });
   for (const id of [sessionA, sessionB]) {
@@ -163,7 +163,7 @@ describe('bearer token', () => {
   });
 
   it('is mandatory beyond loopback: creating or starting the gateway there without one throws, naming SESSIONLOG_GATEWAY_TOKEN', async () => {
-    const base = { client: stack.client, store: stack.store, bodyLimitBytes: BODY_LIMIT };
+    const base = { client: stack.client, bodyLimitBytes: BODY_LIMIT };
     for (const host of ['0.0.0.0', '::', '192.168.1.10', 'example.com']) {
       expect(() => createGateway({ ...base, host }), host).toThrow(ConfigError);
       expect(() => createGateway({ ...base, host }), host).toThrow(/SESSIONLOG_GATEWAY_TOKEN/);

@@ -12,7 +12,7 @@ let stack: Stack;
 let gateway: RunningGateway;
 beforeAll(async () => {
   stack = await startStack();
-  gateway = await startGateway({ client: stack.client, store: stack.store, host: '127.0.0.1', port: 0, bodyLimitBytes: 64 * 1024, sseHeartbeatMs: 200 });
+  gateway = await startGateway({ client: stack.client, host: '127.0.0.1', port: 0, bodyLimitBytes: 64 * 1024, sseHeartbeatMs: 200 });
 });
 afterAll(async () => {
   await gateway?.close();
@@ -106,7 +106,7 @@ describe('GET /v1/sessions/:id/events as Server-Sent Events', () => {
   it('ends open streams when the gateway closes, so close() does not hang', async () => {
     const id = newId('shutdown');
     await createSession(id);
-    const second = await startGateway({ client: stack.client, store: stack.store, host: '127.0.0.1', port: 0, bodyLimitBytes: 1024 });
+    const second = await startGateway({ client: stack.client, host: '127.0.0.1', port: 0, bodyLimitBytes: 1024 });
     const sse = await openSse(`${second.url}/v1/sessions/${id}/events`);
     await expect.poll(() => openEventStreamCount(second.app)).toBe(1);
     await second.close();

@@ -23,40 +23,40 @@ async function failureOf(promise: Promise<unknown>): Promise<ModelCallError> {
   return error as ModelCallError;
 }
 
-const ask = (p = provider(), text = 'hello') => p.streamCompletion({ messages: [userMessage(text)], header: fakeHeader() });
+const ask = (p = provider(), text = 'hello') => p.stream({ messages: [userMessage(text)], header: fakeHeader() });
 
 describe('injected faults are classified', () => {
   it('429 with retry-after is a retryable rate_limit carrying retryAfterMs', async () => {
     fake().injectFault({ kind: 'rate_limit', retryAfterSeconds: 7 });
     const error = await failureOf(ask());
     expect(error.code).toBe('rate_limit');
-    expect(error.failure).toMatchObject({ kind: 'rate_limit', retryable: true, status: 429, retryAfterMs: 7000 });
+    expect(error.failure).toMatchObject({ code: 'rate_limit', retryable: true, status: 429, retryAfterMs: 7000 });
   });
 
   it('a fault set for N requests fails exactly the next N, then the server answers again', async () => {
     fake().injectFault({ kind: 'server_error', times: 2 });
-    expect((await failureOf(ask())).failure).toMatchObject({ kind: 'server', retryable: true, status: 500 });
-    expect((await failureOf(ask())).failure.kind).toBe('server');
+    expect((await failureOf(ask())).failure).toMatchObject({ code: 'server', retryable: true, status: 500 });
+    expect((await failureOf(ask())).failure.code).toBe('server');
     expect((await ask()).content).toEqual([{ type: 'text', text: 'echo: hello' }]);
   });
 
   it('a hanging server becomes a retryable timeout through the client timeout', async () => {
     fake().injectFault({ kind: 'hang' });
     const error = await failureOf(ask(provider({ timeoutMs: 300 })));
-    expect(error.failure).toMatchObject({ kind: 'timeout', retryable: true });
+    expect(error.failure).toMatchObject({ code: 'timeout', retryable: true });
   });
 
   it('a stream that goes quiet mid-reply becomes a timeout with the partial output', async () => {
     fake().enqueueReplies({ text: 'alpha beta gamma delta' });
     fake().configure({ tokenDelayMs: 5_000 });
     const error = await failureOf(ask(provider({ idleTimeoutMs: 200 })));
-    expect(error.failure).toMatchObject({ kind: 'timeout', retryable: true });
+    expect(error.failure).toMatchObject({ code: 'timeout', retryable: true });
   });
 
   it('a hang ended by the caller aborting resolves as aborted, not as a failure', async () => {
     fake().injectFault({ kind: 'hang' });
     const controller = new AbortController();
-    const pending = provider().streamCompletion({ messages: [userMessage('x')], header: fakeHeader(), signal: controller.signal });
+    const pending = provider().stream({ messages: [userMessage('x')], header: fakeHeader(), signal: controller.signal });
     setTimeout(() => controller.abort(), 50);
     const result = await pending;
     expect(result).toMatchObject({ aborted: true, content: [] });
@@ -66,7 +66,7 @@ describe('injected faults are classified', () => {
     fake().enqueueReplies({ text: 'one two three four five six' });
     fake().injectFault({ kind: 'drop_stream', afterChunks: 3 });
     const error = await failureOf(ask(provider({ coalesce: { maxChars: 1 } })));
-    expect(error.failure).toMatchObject({ kind: 'network', retryable: true });
+    expect(error.failure).toMatchObject({ code: 'network', retryable: true });
     expect(error.partial.content).toEqual([{ type: 'text', text: 'one two' }]);
   });
 
@@ -85,7 +85,7 @@ describe('injected faults are classified', () => {
   it('a prompt above the context limit is a non-retryable context_overflow', async () => {
     fake().configure({ contextLimitTokens: 20 });
     const error = await failureOf(ask(provider(), 'word '.repeat(100)));
-    expect(error.failure).toMatchObject({ kind: 'context_overflow', retryable: false, status: 400, providerCode: 'context_length_exceeded' });
+    expect(error.failure).toMatchObject({ code: 'context_overflow', retryable: false, status: 400, providerCode: 'context_length_exceeded' });
     expect(error.message).toMatch(/maximum context length is 20 tokens/);
     expect((await ask(provider(), 'short')).content).toEqual([{ type: 'text', text: 'echo: short' }]);
   });
@@ -93,7 +93,7 @@ describe('injected faults are classified', () => {
   it('DeepSeek-style overflow without the code is still detected from the message', () => {
     const message = "This model's maximum context length is 131072 tokens. Please reduce the length of the messages.";
     const failure = classifyModelError(new BadRequestError(400, { message, code: 'invalid_request_error' }, message, new Headers()));
-    expect(failure).toMatchObject({ kind: 'context_overflow', retryable: false });
+    expect(failure).toMatchObject({ code: 'context_overflow', retryable: false });
   });
 
   it('a malformed request body is a non-retryable bad_request', async () => {
@@ -102,7 +102,7 @@ describe('injected faults are classified', () => {
       () => undefined,
       (e: unknown) => e,
     );
-    expect(classifyModelError(error)).toMatchObject({ kind: 'bad_request', retryable: false, status: 400 });
+    expect(classifyModelError(error)).toMatchObject({ code: 'bad_request', retryable: false, status: 400 });
     const recorded = fake().requests();
     expect(recorded[0]?.status).toBe(400);
   });
@@ -110,7 +110,7 @@ describe('injected faults are classified', () => {
   it('a wrong API key is a non-retryable auth failure', async () => {
     fake().configure({ apiKey: 'the-right-key' });
     const error = await failureOf(ask(provider({ apiKey: 'wrong' })));
-    expect(error.failure).toMatchObject({ kind: 'auth', retryable: false, status: 401 });
+    expect(error.failure).toMatchObject({ code: 'auth', retryable: false, status: 401 });
     expect((await ask(provider({ apiKey: 'the-right-key' }))).aborted).toBe(false);
   });
 
@@ -119,13 +119,13 @@ describe('injected faults are classified', () => {
     const baseURL = closed.baseURL;
     await closed.close();
     const error = await failureOf(ask(createOpenAIProvider({ baseURL, apiKey: 'k' })));
-    expect(error.failure).toMatchObject({ kind: 'network', retryable: true });
+    expect(error.failure).toMatchObject({ code: 'network', retryable: true });
   });
 
   it('faults can be set over the control endpoint, as a test in another process would', async () => {
     const remote = new FakeModelRemote(fake().url);
     await remote.injectFaults({ kind: 'rate_limit', retryAfterSeconds: 2 });
-    expect((await failureOf(ask())).failure).toMatchObject({ kind: 'rate_limit', retryAfterMs: 2000 });
+    expect((await failureOf(ask())).failure).toMatchObject({ code: 'rate_limit', retryAfterMs: 2000 });
     const recorded = await remote.requests();
     expect(recorded).toHaveLength(1);
     expect(recorded[0]).toMatchObject({ method: 'POST', path: '/v1/chat/completions', status: 429 });
@@ -150,6 +150,6 @@ describe('classification details', () => {
 
   it('an AuthenticationError is auth and not retryable', () => {
     const error = new AuthenticationError(401, { message: 'bad key' }, 'bad key', new Headers());
-    expect(classifyModelError(error)).toMatchObject({ kind: 'auth', retryable: false });
+    expect(classifyModelError(error)).toMatchObject({ code: 'auth', retryable: false });
   });
 });

@@ -101,12 +101,12 @@ describe('reasoning_content round trip through the fake server', () => {
     );
     const header = fakeHeader({ tools: [{ name: 'read_file', description: 'Read a file', parameters: { type: 'object' } }] });
     const history: Message[] = [userMessage('hi')];
-    const first = await provider.streamCompletion({ messages: history, header });
+    const first = await provider.stream({ messages: history, header });
     history.push(assistantMessage(first.content), userMessage('read a.ts'));
-    const second = await provider.streamCompletion({ messages: history, header });
+    const second = await provider.stream({ messages: history, header });
     expect(second.content.map((b) => b.type)).toEqual(['reasoning', 'tool-call']);
     history.push(assistantMessage(second.content), toolResultMessage('call_1', 'file body'));
-    await provider.streamCompletion({ messages: history, header });
+    await provider.stream({ messages: history, header });
 
     const third = fake().chatRequests()[2];
     const assistants = third?.messages.filter((m) => m.role === 'assistant') ?? [];

@@ -14,10 +14,10 @@ describe('streamCompletion against the fake server', () => {
   it('streams a text reply into one text block with finish reason and usage', async () => {
     fake().enqueueReplies({ text: 'Hello there, how are you?' });
     const chunks: StreamChunk[] = [];
-    const result = await provider().streamCompletion({
+    const result = await provider().stream({
       messages: [userMessage('hi')],
       header: fakeHeader(),
-      onChunk: (c) => void chunks.push(c),
+      onChunks: (cs) => void chunks.push(...cs),
     });
     expect(result.aborted).toBe(false);
     expect(result.finishReason).toBe('stop');
@@ -29,7 +29,7 @@ describe('streamCompletion against the fake server', () => {
 
   it('turns reasoning_content into a reasoning block before the text block', async () => {
     fake().enqueueReplies({ reasoning: 'The user greets me. I greet back.', text: 'Hi!' });
-    const result = await provider().streamCompletion({ messages: [userMessage('hello')], header: fakeHeader() });
+    const result = await provider().stream({ messages: [userMessage('hello')], header: fakeHeader() });
     expect(result.content).toEqual([
       { type: 'reasoning', text: 'The user greets me. I greet back.' },
       { type: 'text', text: 'Hi!' },
@@ -46,10 +46,10 @@ describe('streamCompletion against the fake server', () => {
       ],
     });
     const chunks: StreamChunk[] = [];
-    const result = await provider().streamCompletion({
+    const result = await provider().stream({
       messages: [userMessage('read a and b')],
       header: fakeHeader(),
-      onChunk: (c) => void chunks.push(c),
+      onChunks: (cs) => void chunks.push(...cs),
     });
     expect(result.finishReason).toBe('tool_calls');
     expect(result.content).toEqual([
@@ -68,10 +68,10 @@ describe('streamCompletion against the fake server', () => {
   it('flushes a chunk whenever the buffered text reaches maxChars', async () => {
     fake().enqueueReplies({ text: 'one two three four' });
     const chunks: StreamChunk[] = [];
-    await provider({ maxDelayMs: 60_000, maxChars: 1 }).streamCompletion({
+    await provider({ maxDelayMs: 60_000, maxChars: 1 }).stream({
       messages: [userMessage('count')],
       header: fakeHeader(),
-      onChunk: (c) => void chunks.push(c),
+      onChunks: (cs) => void chunks.push(...cs),
     });
     expect(chunks).toEqual([
       { kind: 'text-delta', text: 'one' },
@@ -82,15 +82,15 @@ describe('streamCompletion against the fake server', () => {
   });
 
   it('echoes the last user message when nothing is scripted', async () => {
-    const result = await provider().streamCompletion({ messages: [userMessage('ping')], header: fakeHeader() });
+    const result = await provider().stream({ messages: [userMessage('ping')], header: fakeHeader() });
     expect(result.content).toEqual([{ type: 'text', text: 'echo: ping' }]);
   });
 
   it('uses a matcher reply when the script queue is empty', async () => {
     fake().setMatcher((req) => (req.lastUserText.includes('weather') ? { text: 'sunny' } : undefined));
     const p = provider();
-    const weather = await p.streamCompletion({ messages: [userMessage('weather today?')], header: fakeHeader() });
-    const other = await p.streamCompletion({ messages: [userMessage('other')], header: fakeHeader() });
+    const weather = await p.stream({ messages: [userMessage('weather today?')], header: fakeHeader() });
+    const other = await p.stream({ messages: [userMessage('other')], header: fakeHeader() });
     expect(weather.content).toEqual([{ type: 'text', text: 'sunny' }]);
     expect(other.content).toEqual([{ type: 'text', text: 'echo: other' }]);
   });
@@ -99,12 +99,12 @@ describe('streamCompletion against the fake server', () => {
     fake().configure({ tokenDelayMs: 20 });
     fake().enqueueReplies({ text: Array.from({ length: 200 }, (_, i) => `w${i}`).join(' ') });
     const controller = new AbortController();
-    const result = await provider({ maxDelayMs: 60_000, maxChars: 1 }).streamCompletion({
+    const result = await provider({ maxDelayMs: 60_000, maxChars: 1 }).stream({
       messages: [userMessage('long please')],
       header: fakeHeader(),
       signal: controller.signal,
-      onChunk: (c) => {
-        if (c.kind === 'text-delta' && c.text.includes('w2')) controller.abort();
+      onChunks: (cs) => {
+        if (cs.some((c) => c.kind === 'text-delta' && c.text.includes('w2'))) controller.abort();
       },
     });
     expect(result.aborted).toBe(true);
@@ -116,11 +116,11 @@ describe('streamCompletion against the fake server', () => {
   it('reports cached prompt tokens as cacheReadTokens and only the uncached rest as inputTokens', async () => {
     const p = provider();
     const first = userMessage('first question');
-    const one = await p.streamCompletion({ messages: [first], header: fakeHeader() });
+    const one = await p.stream({ messages: [first], header: fakeHeader() });
     const firstPrompt = (one.usage?.inputTokens ?? 0) + (one.usage?.cacheReadTokens ?? 0);
     expect(one.usage?.cacheReadTokens).toBe(0);
     const reply = { id: 'a1', role: 'assistant' as const, content: one.content, source: { kind: 'model' as const, provider: 'fake', model: 'fake' } };
-    const two = await p.streamCompletion({ messages: [first, reply, userMessage('second question')], header: fakeHeader() });
+    const two = await p.stream({ messages: [first, reply, userMessage('second question')], header: fakeHeader() });
     expect(two.usage?.cacheReadTokens).toBe(firstPrompt);
     const recorded = fake().requests().map((r) => r.status);
     expect(recorded).toEqual([200, 200]);

@@ -70,7 +70,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const dir = mkdtempSync(join(tmpdir(), 'sessionlog-it-'));
   const store = options.store ?? openSqliteStore(join(dir, 'sessions.db'));
   const fake = await startFakeModelServer(options.fake ?? {});
-  const provider = createOpenAIProvider({ baseURL: fake.baseURL, apiKey: 'test-key', timeoutMs: options.modelTimeoutMs ?? 20_000, idleTimeoutMs: options.modelTimeoutMs ?? 20_000 });
+  const provider = createOpenAIProvider({ baseURL: fake.baseURL, apiKey: 'test-key', timeoutMs: options.modelTimeoutMs ?? 20_000, idleTimeoutMs: options.modelTimeoutMs ?? 20_000, provider: 'fake', coalesce: { maxDelayMs: 20 } });
   const taskQueue = `test-${randomUUID()}`;
   const address = temporalAddress();
   const nativeConnection = await NativeConnection.connect({ address });
@@ -78,10 +78,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     connection: nativeConnection,
     taskQueue,
     store,
-    provider,
-    providerName: 'fake',
+    model: provider,
     agent: { model: 'fake', system: 'You are a test assistant.', tools: ['read_artifact', 'calculator', 'word_count'] },
-    chunkFlushMs: 20,
     workerOptions: { maxHeartbeatThrottleInterval: '500ms', defaultHeartbeatThrottleInterval: '500ms' },
     ...options.worker,
   });

@@ -102,16 +102,14 @@ const bundlePath = process.env.WORKFLOW_BUNDLE_PATH;
 
 const baseStore = await openStore(storeUrl, { pollIntervalMs: 20 });
 const store = holdingStore(baseStore, process.env.CHILD_HOLD_APPEND);
-const provider = createOpenAIProvider({ baseURL, apiKey: 'test-key', timeoutMs: 20_000, idleTimeoutMs: 20_000 });
+const provider = createOpenAIProvider({ baseURL, apiKey: 'test-key', timeoutMs: 20_000, idleTimeoutMs: 20_000, provider: 'fake', coalesce: { maxDelayMs: 30 } });
 const worker = await createWorker({
   address,
   taskQueue,
   store,
-  provider,
-  providerName: 'fake',
+  model: provider,
   agent: { model: 'fake', system: 'You are a test assistant.', tools: ['read_artifact', 'calculator', 'sleep'] },
   tools: new ToolRegistry([...BUILTIN_TOOLS, sleepTool]),
-  chunkFlushMs: 30,
   workerOptions: {
     maxHeartbeatThrottleInterval: '500ms',
     defaultHeartbeatThrottleInterval: '500ms',

@@ -1,0 +1,29 @@
+/**
+ * How engine errors become Temporal failures: what is retried and what is not. The one place
+ * that decides it (DESIGN §5).
+ */
+import { ApplicationFailure, CancelledFailure } from '@temporalio/activity';
+import { StepInterrupted, ToolAttemptFailed } from '../engine/errors.js';
+import { ModelCallError } from '../model/errors.js';
+import { SessionlogError } from '../session/index.js';
+
+/** Session errors a retry can fix: the store or a lock was unreachable for a moment. */
+const RETRYABLE_CODES: ReadonlySet<string> = new Set(['UNAVAILABLE']);
+
+/** The Temporal failure for an error thrown by the engine. */
+export function toTemporalFailure(error: unknown): unknown {
+  if (error instanceof ApplicationFailure || error instanceof CancelledFailure) return error;
+  if (error instanceof StepInterrupted) return new CancelledFailure(error.message);
+  if (error instanceof ModelCallError) {
+    const { failure } = error;
+    if (!failure.retryable) return ApplicationFailure.nonRetryable(failure.message, failure.code);
+    return ApplicationFailure.create({ message: failure.message, type: failure.code, ...(failure.retryAfterMs !== undefined ? { nextRetryDelay: failure.retryAfterMs } : {}) });
+  }
+  if (error instanceof SessionlogError) {
+    if (RETRYABLE_CODES.has(error.code)) return ApplicationFailure.retryable(error.message, error.code);
+    return ApplicationFailure.nonRetryable(error.message, error.code);
+  }
+  if (error instanceof ToolAttemptFailed) return ApplicationFailure.retryable(error.message, 'TOOL_ATTEMPT_FAILED');
+  // Anything else (a bug, a dropped connection) is retried by the activity's policy.
+  return error;
+}

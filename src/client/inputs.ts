@@ -1,0 +1,37 @@
+/**
+ * Input checks of the client, the boundary every surface (HTTP, CLI, the TypeScript API)
+ * passes through before anything reaches Temporal: well-formed text (gRPC refuses a lone
+ * surrogate as invalid UTF-8) and message ids in the documented alphabet.
+ */
+import { SessionlogError, assertSessionId } from '../session/index.js';
+
+/** True when `text` has no lone surrogate (it encodes to UTF-8 and back unchanged). */
+export function isWellFormed(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff) {
+      const next = text.charCodeAt(i + 1);
+      if (!(next >= 0xdc00 && next <= 0xdfff)) return false;
+      i++;
+    } else if (c >= 0xdc00 && c <= 0xdfff) return false;
+  }
+  return true;
+}
+
+/** Throws INVALID_MESSAGE unless `id` is 1-128 well-formed characters. */
+export function assertMessageId(id: unknown): asserts id is string {
+  if (typeof id !== 'string' || id.length === 0 || id.length > 128 || !isWellFormed(id)) {
+    throw new SessionlogError('INVALID_MESSAGE', 'a message id must be 1-128 characters of well-formed text (no lone UTF-16 surrogates)');
+  }
+}
+
+/** Throws EMPTY_MESSAGE, MESSAGE_TOO_LARGE or INVALID_MESSAGE for text a session would refuse. */
+export function assertMessageText(text: unknown, maxBytes: number): asserts text is string {
+  if (typeof text !== 'string') throw new SessionlogError('INVALID_MESSAGE', 'message text must be a string');
+  if (text.trim().length === 0) throw new SessionlogError('EMPTY_MESSAGE', 'message text must not be empty or blank');
+  if (!isWellFormed(text)) throw new SessionlogError('INVALID_MESSAGE', 'message text contains a lone UTF-16 surrogate; send well-formed text');
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > maxBytes) throw new SessionlogError('MESSAGE_TOO_LARGE', `message is ${bytes} bytes; the limit is ${maxBytes}; split it or attach it as a file`);
+}
+
+export { assertSessionId };

@@ -1,0 +1,37 @@
+/**
+ * The agent a session runs: the worker's defaults overridden by the session's own header
+ * (model, system prompt, tool set), and the request envelope a model call is made with.
+ */
+import type { ModelPort } from '../model/provider.js';
+import type { AgentSpec, RequestHeader } from '../session/index.js';
+import type { ToolRegistry } from '../tools/registry.js';
+
+/** How the agent of new sessions is configured (model, system prompt, tool set, limits). */
+export type AgentConfig = {
+  model: string;
+  system?: string;
+  tools: string[];
+  maxTokens?: number;
+  thinking?: boolean;
+  reasoningEffort?: string;
+};
+
+/**
+ * The request envelope for a session started with `spec`. Resolves the model through the
+ * port's catalogue, so an unknown model fails here (UNKNOWN_MODEL), before any call.
+ */
+export function requestHeaderFor(deps: { model: ModelPort; tools: ToolRegistry; agent: AgentConfig }, spec: AgentSpec | undefined): RequestHeader {
+  const model = spec?.model ?? deps.agent.model;
+  deps.model.model(model);
+  const tools = deps.tools.schemas(spec?.tools ?? deps.agent.tools);
+  const system = spec?.system ?? deps.agent.system;
+  return {
+    provider: deps.model.provider,
+    model,
+    ...(system ? { system } : {}),
+    ...(tools.length > 0 ? { tools } : {}),
+    ...(deps.agent.maxTokens !== undefined ? { maxTokens: deps.agent.maxTokens } : {}),
+    ...(deps.agent.reasoningEffort !== undefined ? { reasoningEffort: deps.agent.reasoningEffort } : {}),
+    ...(deps.agent.thinking !== undefined ? { thinking: deps.agent.thinking } : {}),
+  };
+}

@@ -1,0 +1,45 @@
+/**
+ * Compaction as an engine operation: the transaction itself lives in src/context; here it gets
+ * its ports — the fenced writer with the compaction's op keys, the model as summarizer — and
+ * its id, made from the key the workflow gives.
+ */
+import { abandonCompaction, runCompaction } from '../context/compactor.js';
+import type { LogPort } from '../context/pressure.js';
+import { SessionlogError } from '../session/index.js';
+import type { EngineDeps } from './deps.js';
+import { LogWriter } from './log-writer.js';
+import { compactionId, compactionOp } from './ops.js';
+import type { AbandonCompactionInput, CompactActivityResult, CompactInput, StepContext } from './types.js';
+
+function idOf(input: { runId: string; key: CompactInput['key'] }): string {
+  return compactionId({ runId: input.runId, ...input.key });
+}
+
+function logPort(writer: LogWriter, runId: string, id: string): LogPort {
+  return {
+    get session() {
+      return writer.session;
+    },
+    append: (events, suffix) => writer.append(events, compactionOp(runId, id, suffix)),
+  };
+}
+
+/** Runs (or resumes) one compaction bracket. */
+export async function compact(deps: EngineDeps, input: CompactInput, ctx: StepContext): Promise<CompactActivityResult> {
+  if (!deps.context) throw new SessionlogError('INVALID_ARGUMENT', 'context management is not configured on this worker');
+  const writer = await LogWriter.open(deps.store, input.sessionId, input.runId, input.knownHead);
+  const id = idOf(input);
+  const outcome = await runCompaction(
+    { log: logPort(writer, input.runId, id), summarizer: deps.model, context: deps.context, now: deps.now, signal: ctx.signal, heartbeat: () => ctx.heartbeat() },
+    { compactionId: id, trigger: input.trigger, turn: input.turn, fromSeq: input.knownHead, attempt: ctx.attempt, maxAttempts: input.maxAttempts },
+  );
+  return { headSeq: writer.session.nextSeq, ...outcome };
+}
+
+/** Closes a bracket whose compaction gave up (timeouts, crashes); a no-op when it is closed or never opened. */
+export async function abandon(deps: EngineDeps, input: AbandonCompactionInput): Promise<{ headSeq: number }> {
+  const writer = await LogWriter.open(deps.store, input.sessionId, input.runId, input.knownHead);
+  const id = idOf(input);
+  await abandonCompaction(logPort(writer, input.runId, id), { compactionId: id, turn: input.turn, fromSeq: input.knownHead, error: input.error, time: deps.now() });
+  return { headSeq: writer.session.nextSeq };
+}

@@ -1,0 +1,28 @@
+/**
+ * What the turn engine runs on: the store, the model port, the tools, the agent defaults and
+ * context management. Assembled once per worker (src/worker.ts) or per test.
+ */
+import type { ContextDeps } from '../context/pressure.js';
+import type { ModelPort } from '../model/provider.js';
+import type { SessionStore } from '../persistence/store.js';
+import type { ToolRegistry } from '../tools/registry.js';
+import type { AgentConfig } from './agent.js';
+
+/** Turns a tool's full output into the text logged inline (spill lives in src/context). */
+export type ToolResultShaper = (input: { sessionId: string; callId: string; toolName: string; text: string; locator: string }) => Promise<string>;
+
+export type EngineDeps = {
+  store: SessionStore;
+  model: ModelPort;
+  tools: ToolRegistry;
+  agent: AgentConfig;
+  /** Shapes each tool output for the log (default: logged whole). */
+  shapeToolResult?: ToolResultShaper;
+  /** Token meter, pressure policy and pruner; omit to run without context management. */
+  context?: ContextDeps;
+  /** How often a long operation (a streaming model call, a tool) reports it is alive, ms. */
+  heartbeatMs: number;
+  now(): number;
+  /** Called once a turn is durably closed (e.g. to refresh the projection cache off the critical path). */
+  onTurnEnded?(sessionId: string): void;
+};

@@ -1,0 +1,47 @@
+/**
+ * The turn engine (DESIGN §2, §5), free of Temporal: every operation a session workflow runs,
+ * each one call here with its inputs and an attempt context. The activities are thin wrappers
+ * over these; tests call them directly.
+ */
+import { abandon, compact } from './compaction-step.js';
+import type { EngineDeps } from './deps.js';
+import { modelStep } from './model-step.js';
+import { openRun } from './run.js';
+import { appendToolResults, endTurn, runTool } from './tool-step.js';
+import type {
+  AbandonCompactionInput,
+  AppendToolResultsInput,
+  CompactActivityResult,
+  CompactInput,
+  EndTurnInput,
+  HeadResult,
+  ModelStepInput,
+  ModelStepResult,
+  OpenRunInput,
+  OpenRunResult,
+  RunToolInput,
+  StepContext,
+  ToolRunRef,
+} from './types.js';
+
+export type TurnEngine = {
+  openRun(input: OpenRunInput): Promise<OpenRunResult>;
+  modelStep(input: ModelStepInput, ctx: StepContext): Promise<ModelStepResult>;
+  runTool(input: RunToolInput, ctx: StepContext): Promise<ToolRunRef>;
+  appendToolResults(input: AppendToolResultsInput): Promise<HeadResult>;
+  endTurn(input: EndTurnInput): Promise<HeadResult>;
+  compact(input: CompactInput, ctx: StepContext): Promise<CompactActivityResult>;
+  abandonCompaction(input: AbandonCompactionInput): Promise<{ headSeq: number }>;
+};
+
+export function createTurnEngine(deps: EngineDeps): TurnEngine {
+  return {
+    openRun: (input) => openRun(deps, input),
+    modelStep: (input, ctx) => modelStep(deps, input, ctx),
+    runTool: (input, ctx) => runTool(deps, input, ctx),
+    appendToolResults: (input) => appendToolResults(deps, input),
+    endTurn: (input) => endTurn(deps, input),
+    compact: (input, ctx) => compact(deps, input, ctx),
+    abandonCompaction: (input) => abandon(deps, input),
+  };
+}

@@ -1,0 +1,195 @@
+/**
+ * One model step (DESIGN §5): begin the turn or step and log the messages entering it, log a
+ * changed request envelope, relieve context pressure, then stream the reply into the log
+ * (chunks as they arrive, then the message and its tool calls). A retried step finds what it
+ * already logged: a logged reply is never requested again.
+ *
+ * Failures: a transient model failure with attempts left logs `llm/retry` and rethrows (the
+ * caller retries); a context overflow is handed back (`context-overflow`) for compaction; any
+ * other failure closes the turn with the error. A cancel logs the partial reply as
+ * interrupted.
+ */
+import { randomUUID } from 'node:crypto';
+import { relievePressure, type LogPort } from '../context/pressure.js';
+import { ModelCallError, classifyModelError, type ModelFailure } from '../model/errors.js';
+import type { ModelReply } from '../model/provider.js';
+import {
+  SessionlogError,
+  closersFor,
+  jsonEqual,
+  type AssistantMessage,
+  type NewEvent,
+  type RequestHeader,
+  type TurnEndReason,
+} from '../session/index.js';
+import type { TokenMeasurement } from '../context/meter-types.js';
+import { requestHeaderFor } from './agent.js';
+import type { EngineDeps } from './deps.js';
+import { StepInterrupted } from './errors.js';
+import { LogWriter } from './log-writer.js';
+import { stepOps, type StepKey } from './ops.js';
+import { loggedStepResult, loggedTurnEnd } from './outcomes.js';
+import type { ModelStepInput, ModelStepResult, StepContext } from './types.js';
+
+export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: StepContext): Promise<ModelStepResult> {
+  const key: StepKey = { runId: input.runId, turn: input.turn, step: input.step, pass: input.pass };
+  const writer = await LogWriter.open(deps.store, input.sessionId, input.runId, input.knownHead);
+  const reply = writer.logged(stepOps.reply(key));
+  if (reply.length > 0) return loggedStepResult(writer.session, input.turn, reply, false);
+  for (const op of [stepOps.cancel(key), stepOps.error(key)]) {
+    const closed = writer.logged(op);
+    if (closed.length > 0) return loggedStepResult(writer.session, input.turn, closed, true);
+  }
+  await beginStep(deps, writer, input, key);
+
+  let header: RequestHeader;
+  try {
+    header = requestHeaderFor(deps, writer.session.header.agent);
+  } catch (error) {
+    return failStep(deps, writer, input, key, classifyModelError(error));
+  }
+  const previous = writer.session.requestHeader;
+  if (!previous || !jsonEqual(previous, header)) {
+    await writer.append([{ type: 'request/header', time: deps.now(), data: { header, reason: previous ? 'change' : 'initial' } }], stepOps.header(key));
+  }
+  let pressure: ModelStepResult['pressure'];
+  let measured: TokenMeasurement | undefined;
+  if (deps.context) {
+    const log: LogPort = {
+      get session() {
+        return writer.session;
+      },
+      append: (events) => writer.append(events, stepOps.prune(key)),
+    };
+    const report = await relievePressure({ log, context: deps.context, header, time: deps.now() });
+    measured = report.measurement;
+    pressure = { tokens: report.tokens, contextWindow: report.contextWindow, budget: report.budget };
+    // Ask the workflow for a compaction once per step; after it, send what we have.
+    if (report.needsCompaction && input.pass === 0) {
+      return { headSeq: writer.session.nextSeq, replySeq: null, toolCalls: [], outcome: 'needs-compaction', replayed: false, pressure };
+    }
+  }
+  const result = await streamReply(deps, writer, input, key, header, ctx);
+  if (measured && result.replySeq !== null && !result.replayed) {
+    const logged = writer.session.eventAt(result.replySeq);
+    if (logged?.type === 'assistant/message' && logged.data.usage) deps.context?.onUsage?.({ model: header.model, measurement: measured, usage: logged.data.usage });
+  }
+  return pressure ? { ...result, pressure } : result;
+}
+
+/**
+ * Logs `turn/start` (step 1), `step/start` and the entering user messages as one batch. A turn
+ * left open by anything else (a crash outside this run, a deleted `turn/end`) is closed first
+ * with the usual repair closers, so turn numbering never breaks.
+ */
+async function beginStep(deps: EngineDeps, writer: LogWriter, input: ModelStepInput, key: StepKey): Promise<void> {
+  const turns = writer.session.turns;
+  // Begun already: by an earlier attempt, or by an earlier pass of this step (before a compaction).
+  if (turns.openTurn === input.turn && turns.lastStep >= input.step) return;
+  const events: NewEvent[] = [];
+  if (input.step === 1) {
+    if (turns.open) {
+      await writer.append(closersFor(turns, writer.session.storedAt(writer.session.nextSeq - 1), { kind: 'interrupted' }, deps.now()), stepOps.closeStale(key));
+    }
+    if (writer.session.turns.lastTurn !== input.turn - 1) {
+      throw new SessionlogError(
+        writer.session.turns.lastTurn < input.turn - 1 ? 'LOG_BEHIND' : 'LOG_AHEAD',
+        `session ${input.sessionId}: the log's last turn is ${writer.session.turns.lastTurn} but this workflow run is starting turn ${input.turn}; run \`sessionlog sessions resume ${input.sessionId}\` to continue from what the log holds`,
+      );
+    }
+    events.push({ type: 'turn/start', time: deps.now(), data: { turn: input.turn } });
+  }
+  events.push({ type: 'step/start', time: deps.now(), data: { turn: input.turn, step: input.step } });
+  for (const message of input.entering) {
+    events.push({
+      type: 'user/message',
+      time: deps.now(),
+      data: { id: message.id, role: 'user', content: [{ type: 'text', text: message.text }], source: { kind: 'user' } },
+      surfaceOp: 'append',
+    });
+  }
+  await writer.append(events, stepOps.start(key));
+}
+
+async function streamReply(deps: EngineDeps, writer: LogWriter, input: ModelStepInput, key: StepKey, header: RequestHeader, ctx: StepContext): Promise<ModelStepResult> {
+  const chunkSeqs: number[] = [];
+  let batches = 0;
+  const alive = setInterval(() => ctx.heartbeat({ chunks: chunkSeqs.length }), deps.heartbeatMs);
+  let reply: ModelReply;
+  try {
+    reply = await deps.model.stream({
+      messages: writer.session.deriveMessages(),
+      header,
+      signal: ctx.signal,
+      async onChunks(chunks) {
+        const events: NewEvent[] = chunks.map((chunk) => ({ type: 'assistant/chunk', time: deps.now(), data: { turn: input.turn, step: input.step, chunk } }));
+        for (const event of await writer.append(events, stepOps.chunks(key, ctx.attempt, batches++))) chunkSeqs.push(event.seq);
+        ctx.heartbeat({ chunks: chunkSeqs.length });
+      },
+    });
+  } catch (error) {
+    // Our own log refusing an append is not a model failure.
+    if (error instanceof SessionlogError) throw error;
+    return failStep(deps, writer, input, key, classifyModelError(error), ctx.attempt);
+  } finally {
+    clearInterval(alive);
+  }
+  const message: AssistantMessage = { id: randomUUID(), role: 'assistant', content: reply.content, source: { kind: 'model', provider: reply.provider, model: reply.model } };
+  if (reply.aborted) return interrupted(deps, writer, input, key, message, chunkSeqs, ctx);
+  const calls = reply.content.filter((b) => b.type === 'tool-call');
+  const events: NewEvent[] = [
+    {
+      type: 'assistant/message',
+      time: deps.now(),
+      data: { turn: input.turn, step: input.step, message, ...(reply.usage ? { usage: reply.usage } : {}), finishReason: reply.finishReason },
+      surfaceOp: 'append',
+      sourceEventSeqs: chunkSeqs,
+    },
+  ];
+  for (const call of calls) {
+    events.push({ type: 'tool/call', time: deps.now(), data: { turn: input.turn, step: input.step, callId: call.id, name: call.name, arguments: call.arguments } });
+  }
+  if (calls.length === 0) {
+    const reason: TurnEndReason = reply.finishReason === 'length' ? { kind: 'max-tokens' } : { kind: 'completed' };
+    events.push({ type: 'step/end', time: deps.now(), data: { turn: input.turn, step: input.step } });
+    events.push({ type: 'turn/end', time: deps.now(), data: { turn: input.turn, reason } });
+  }
+  const stored = await writer.append(events, stepOps.reply(key));
+  if (calls.length === 0) deps.onTurnEnded?.(input.sessionId);
+  return { ...loggedStepResult(writer.session, input.turn, stored, false), replayed: false };
+}
+
+/** A cancel asked for by the workflow logs the partial reply as interrupted; any other abort writes nothing. */
+async function interrupted(deps: EngineDeps, writer: LogWriter, input: ModelStepInput, key: StepKey, partial: AssistantMessage, chunkSeqs: number[], ctx: StepContext): Promise<never> {
+  if (!ctx.cancelRequested()) throw new StepInterrupted(false, 'model step abandoned: its run is gone or the worker is stopping');
+  const events: NewEvent[] = [
+    { type: 'assistant/message', time: deps.now(), data: { turn: input.turn, step: input.step, message: partial, interrupted: true }, surfaceOp: 'append', sourceEventSeqs: chunkSeqs },
+    { type: 'step/end', time: deps.now(), data: { turn: input.turn, step: input.step } },
+    { type: 'turn/end', time: deps.now(), data: { turn: input.turn, reason: { kind: 'aborted', reason: { kind: 'user' } } } },
+  ];
+  await writer.append(events, stepOps.cancel(key));
+  deps.onTurnEnded?.(input.sessionId);
+  throw new StepInterrupted(true, 'model step cancelled; partial reply logged as interrupted');
+}
+
+/**
+ * A failed call: retried when transient and attempts remain (after logging `llm/retry`),
+ * handed back on a context overflow, otherwise the turn ends with the error.
+ */
+async function failStep(deps: EngineDeps, writer: LogWriter, input: ModelStepInput, key: StepKey, failure: ModelFailure, attempt = 1): Promise<ModelStepResult> {
+  if (failure.retryable && attempt < input.maxAttempts) {
+    const delayMs = failure.retryAfterMs ?? Math.min(30_000, 1000 * 2 ** (attempt - 1));
+    const detail = { code: failure.code, message: failure.message, ...(failure.status !== undefined ? { status: failure.status } : {}) };
+    await writer.append([{ type: 'llm/retry', time: deps.now(), data: { turn: input.turn, step: input.step, attempt: attempt + 1, delayMs, failure: detail } }], stepOps.retry(key, attempt));
+    throw new ModelCallError({ ...failure, retryAfterMs: delayMs });
+  }
+  const error = { code: failure.code, message: failure.message };
+  if (failure.code === 'context_overflow') return { headSeq: writer.session.nextSeq, replySeq: null, toolCalls: [], outcome: 'context-overflow', error, replayed: false };
+  const reason: TurnEndReason = { kind: 'error', error: { ...error, ...(failure.status !== undefined ? { status: failure.status } : {}) } };
+  const last = writer.session.storedAt(writer.session.nextSeq - 1);
+  await writer.append(closersFor(writer.session.turns, last, reason, deps.now()), stepOps.error(key));
+  deps.onTurnEnded?.(input.sessionId);
+  const turnEnd = loggedTurnEnd(writer.session, input.turn);
+  return { headSeq: writer.session.nextSeq, replySeq: turnEnd?.replySeq ?? null, toolCalls: [], outcome: 'error', error, replayed: false, ...(turnEnd ? { turnEnd } : {}) };
+}
+

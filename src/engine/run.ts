@@ -1,0 +1,33 @@
+/**
+ * A workflow run taking over its session (DESIGN §5): create the session if it is new (seeded
+ * from another session for a fork or a salvage), log `session/run` (from here on, activities
+ * of older runs are fenced out), and close a turn a crash left open with the repair closers.
+ */
+import { SESSION_FORMAT_VERSION, closersFor, repairOp, type SessionHeader } from '../session/index.js';
+import type { EngineDeps } from './deps.js';
+import { LogWriter } from './log-writer.js';
+import { runOp } from './ops.js';
+import { recentMessages } from './outcomes.js';
+import { seedSession } from './seed.js';
+import type { OpenRunInput, OpenRunResult } from './types.js';
+
+export async function openRun(deps: EngineDeps, input: OpenRunInput): Promise<OpenRunResult> {
+  if (input.seed) await seedSession(deps, input.sessionId, input.seed);
+  else if (!(await deps.store.exists(input.sessionId))) await deps.store.create(defaultHeader(deps, input.sessionId));
+  const writer = await LogWriter.takeOver(deps.store, input.sessionId, input.runId);
+  // Logged once per run (a retried takeover finds its marker stored under the same op).
+  await writer.claim({ type: 'session/run', time: deps.now(), data: { workflowId: input.workflowId, runId: input.runId } }, runOp(input.runId));
+  const session = writer.session;
+  const closers = closersFor(session.turns, session.storedAt(session.nextSeq - 1));
+  if (closers.length > 0) await writer.append(closers, repairOp(session.nextSeq - 1));
+  return { headSeq: writer.session.nextSeq, lastTurn: writer.session.turns.lastTurn, repaired: closers.length, recent: recentMessages(writer.session) };
+}
+
+function defaultHeader(deps: EngineDeps, sessionId: string): SessionHeader {
+  return {
+    version: SESSION_FORMAT_VERSION,
+    id: sessionId,
+    createdAt: deps.now(),
+    agent: { model: deps.agent.model, tools: deps.agent.tools, ...(deps.agent.system ? { system: deps.agent.system } : {}) },
+  };
+}

@@ -1,0 +1,119 @@
+/**
+ * Inputs and results of the turn engine's operations, which are also the activities' inputs
+ * and results. Only references cross Temporal: ids, seqs, counts, locators and short status
+ * (DESIGN §1.3). The user's message text is the one bounded exception (it enters the log in
+ * the step that consumes it).
+ */
+import type { TurnOutcome } from '../session/turns.js';
+import type { UserInput } from '../workflows/api.js';
+
+/** What an operation learns about the attempt it runs in (an activity's context, or a test's). */
+export type StepContext = {
+  /** This attempt, 1-based. */
+  attempt: number;
+  /** Aborts on cancellation, timeout or worker shutdown. */
+  signal: AbortSignal;
+  heartbeat(details?: unknown): void;
+  /** True when the workflow asked for cancellation (not a timeout or shutdown). */
+  cancelRequested(): boolean;
+};
+
+/** Where a new session's log starts: a copy of another session's prefix. */
+export type SeedSpec =
+  | { kind: 'fork'; parentId: string; at?: number }
+  | { kind: 'salvage'; parentId: string };
+
+export type OpenRunInput = {
+  sessionId: string;
+  workflowId: string;
+  runId: string;
+  /** Seed the (new, empty) session before the run starts. */
+  seed?: SeedSpec;
+};
+
+/** A message the log already holds, with the result of the turn that consumed it. */
+export type RecentMessage = { id: string; turn: number; replySeq: number | null; outcome: TurnOutcome };
+
+export type OpenRunResult = { headSeq: number; lastTurn: number; repaired: number; recent: RecentMessage[] };
+
+export type ModelStepInput = {
+  sessionId: string;
+  runId: string;
+  turn: number;
+  step: number;
+  /** The head the workflow last saw; events after it must be this run's own. */
+  knownHead: number;
+  /** User messages that enter the model's view at this step. */
+  entering: UserInput[];
+  maxAttempts: number;
+  /** 0 for the first call of a step; incremented for each call after a compaction. */
+  pass: number;
+};
+
+export type ToolCallRef = { callId: string; name: string; callSeq: number };
+
+/** How a model step ended. `needs-compaction` asks the workflow to compact and call the step again. */
+export type StepOutcome = 'tools' | 'completed' | 'max-tokens' | 'aborted' | 'error' | 'context-overflow' | 'needs-compaction';
+
+/** How the turn ended, as the log says (set whenever a `turn/end` was logged by the operation). */
+export type TurnEndRef = { outcome: TurnOutcome; replySeq: number | null };
+
+export type PressureRef = { tokens: number; contextWindow: number; budget: number };
+
+export type ModelStepResult = {
+  headSeq: number;
+  /** Seq of the assistant/message logged by this step (null when none was). */
+  replySeq: number | null;
+  toolCalls: ToolCallRef[];
+  outcome: StepOutcome;
+  error?: { code: string; message: string };
+  /** True when the reply was found already logged and the model was not called. */
+  replayed: boolean;
+  /** The measured request before the call, when context management is on. */
+  pressure?: PressureRef;
+  turnEnd?: TurnEndRef;
+};
+
+export type RunToolInput = { sessionId: string; turn: number; step: number; callSeq: number; maxAttempts: number };
+export type ToolRunRef = { callId: string; callSeq: number; locator: string; bytes: number; isError: boolean; errorCode?: string };
+
+export type AppendToolResultsInput = {
+  sessionId: string;
+  runId: string;
+  turn: number;
+  step: number;
+  knownHead: number;
+  results: ToolRunRef[];
+  /** Close the turn in the same batch (the step budget is used up). */
+  endTurnReason?: 'max-steps';
+};
+
+export type EndTurnInput = {
+  sessionId: string;
+  runId: string;
+  turn: number;
+  knownHead: number;
+  reason: { kind: 'aborted' } | { kind: 'error'; code: string; message: string };
+};
+
+export type HeadResult = { headSeq: number; turnEnd?: TurnEndRef };
+
+/** A compaction as the workflow asks for it: the id's parts, never the id text itself. */
+export type CompactInput = {
+  sessionId: string;
+  runId: string;
+  /** The step pass it belongs to, or the n-th manual compaction of the run. */
+  key: { turn: number; step: number; pass: number } | { manual: number };
+  trigger: 'pressure' | 'context-overflow' | 'manual';
+  /** The open turn that owns the bracket; null for a manual compaction between turns. */
+  turn: number | null;
+  knownHead: number;
+  /** The activity's retry budget: the last attempt closes the bracket with an error instead of throwing. */
+  maxAttempts: number;
+};
+
+export type CompactResultRef = { compactionId: string; shadowedSeqs: number[]; tokensBefore: number; tokensAfter: number };
+
+export type CompactActivityResult = { headSeq: number; result: CompactResultRef | null; error?: string };
+
+export type AbandonCompactionInput = Omit<CompactInput, 'trigger' | 'maxAttempts'> & { error: string };
