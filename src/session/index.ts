@@ -8,5 +8,7 @@ export * from './projection.js';
 export * from './repair.js';
 export * from './session.js';
 export * from './surface.js';
+export * from './surface-view.js';
+export * from './turns-view.js';
 export * from './validate.js';
 export * from './verify.js';
