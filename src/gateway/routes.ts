@@ -9,8 +9,9 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import type { SessionClient } from '../client/session-client.js';
 import type { SessionStore } from '../persistence/store.js';
-import { SESSION_FORMAT_VERSION, SessionlogError, type SessionHeader } from '../session/index.js';
+import { SESSION_FORMAT_VERSION, SessionlogError, foldSurfaceView, foldTurns, type SessionHeader } from '../session/index.js';
 import { GatewayError } from './errors.js';
+import { ARTIFACT_PAGE_DEFAULT_CHARS, artifactParams, artifactQuery, artifactResponse, streamTokenResponse, surfaceResponse, turnsQuery, turnsResponse } from './inspector-schemas.js';
 import {
   acceptedMessageResponse,
   cancelResponse,
@@ -37,6 +38,7 @@ import {
   transcriptResponse,
 } from './schemas.js';
 import { streamEvents, wantsEventStream, type StreamRegistry } from './sse.js';
+import type { StreamTokenSigner } from './stream-token.js';
 
 /** What route handlers work with. */
 export type RouteContext = {
@@ -48,6 +50,8 @@ export type RouteContext = {
   streams: StreamRegistry;
   /** The OpenAPI document of this gateway. */
   openapi: () => unknown;
+  /** Mints the signed query tokens that let a browser EventSource open the events route. */
+  streamTokens: StreamTokenSigner;
 };
 
 export type HttpMethod = 'GET' | 'POST';
@@ -282,6 +286,66 @@ export const ROUTES: readonly RouteSpec[] = [
         streams: ctx.streams,
       });
       return STREAMED;
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/v1/sessions/:id/turns',
+    operationId: 'getTurns',
+    summary: 'One summary per turn (messages, streamed replies, tool calls, retries, outcome), every request\'s token usage and every compaction and prune, folded from the log',
+    params: sessionParams,
+    query: turnsQuery,
+    responses: { 200: { description: 'the turns view (src/session/turns-view.ts)', schema: turnsResponse } },
+    errors: SESSION_ERRORS,
+    handler: async (ctx, { params, query }) => {
+      await requireSession(ctx, params.id);
+      return ok(foldTurns(await ctx.client.events(params.id), query.last));
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/v1/sessions/:id/surface',
+    operationId: 'getSurface',
+    summary: 'Which logged events the next request carries (the surface, in order) and what shadowed the others (summary, prune)',
+    params: sessionParams,
+    query: noQuery,
+    responses: { 200: { description: 'the surface view (src/session/surface-view.ts)', schema: surfaceResponse } },
+    errors: SESSION_ERRORS,
+    handler: async (ctx, { params }) => {
+      await requireSession(ctx, params.id);
+      return ok(foldSurfaceView(await ctx.client.events(params.id)));
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/v1/sessions/:id/artifacts/:name',
+    operationId: 'readArtifact',
+    summary: 'A page of a stored artifact (full tool output, spilled text) by the name in its locator',
+    params: artifactParams,
+    query: artifactQuery,
+    responses: { 200: { description: 'the characters [offset, offset + limit) and the total length', schema: artifactResponse } },
+    errors: SESSION_ERRORS,
+    handler: async (ctx, { params, query }) => {
+      await requireSession(ctx, params.id);
+      const locator = `artifact:${params.id}/${params.name}`;
+      const offset = query.offset ?? 0;
+      const page = await ctx.store.artifacts.read(locator, offset, query.limit ?? ARTIFACT_PAGE_DEFAULT_CHARS);
+      return ok({ locator, offset, text: page.text, total: page.total });
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/v1/sessions/:id/stream-token',
+    operationId: 'mintStreamToken',
+    summary: 'A short-lived token that opens this session\'s SSE events stream without an Authorization header (for a browser EventSource)',
+    params: sessionParams,
+    query: noQuery,
+    body: emptyBody,
+    responses: { 200: { description: 'the token and when it stops opening streams', schema: streamTokenResponse } },
+    errors: [...SESSION_ERRORS, 415],
+    handler: async (ctx, { params }) => {
+      await requireSession(ctx, params.id);
+      return ok(ctx.streamTokens.mint(params.id));
     },
   }),
   defineRoute({

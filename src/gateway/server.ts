@@ -16,6 +16,7 @@ import { GatewayError, toErrorResponse, type ErrorResponse } from './errors.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { ROUTES, STREAMED, type RouteContext, type RouteSpec } from './routes.js';
 import type { StreamRegistry } from './sse.js';
+import { createStreamTokenSigner, streamTokenAuthorizes } from './stream-token.js';
 
 export type GatewayOptions = {
   client: SessionClient;
@@ -157,6 +158,7 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
   const streams: StreamRegistry = new Set();
   eventStreams.set(app, streams);
   let openapi: unknown;
+  const streamTokens = createStreamTokenSigner(resolved.token);
   const context: RouteContext = {
     client: resolved.client,
     store: resolved.store,
@@ -164,6 +166,7 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
     sseHeartbeatMs: resolved.sseHeartbeatMs,
     streams,
     openapi: () => (openapi ??= buildOpenApiDocument(ROUTES, { title: 'sessionlog gateway', version: GATEWAY_API_VERSION })),
+    streamTokens,
   };
 
   const publicUrls = new Set(ROUTES.filter((r) => r.public).map((r) => r.path));
@@ -171,6 +174,7 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
     const expected = bearerDigest(resolved.token);
     app.addHook('onRequest', async (request) => {
       if (request.routeOptions.url !== undefined && publicUrls.has(request.routeOptions.url)) return;
+      if (streamTokenAuthorizes(request, streamTokens)) return;
       if (!authorized(request.headers.authorization, expected)) {
         throw new GatewayError('UNAUTHORIZED', 'missing or wrong bearer token: send "Authorization: Bearer <SESSIONLOG_GATEWAY_TOKEN>"', {
           'www-authenticate': 'Bearer realm="sessionlog"',
