@@ -17,6 +17,7 @@ import { buildOpenApiDocument } from './openapi.js';
 import { ROUTES, STREAMED, type RouteContext, type RouteSpec } from './routes.js';
 import type { StreamRegistry } from './sse.js';
 import { createStreamTokenSigner, streamTokenAuthorizes } from './stream-token.js';
+import { INSPECTOR_UI_PATHS, registerInspectorUi } from './ui-routes.js';
 
 export type GatewayOptions = {
   client: SessionClient;
@@ -169,7 +170,7 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
     streamTokens,
   };
 
-  const publicUrls = new Set(ROUTES.filter((r) => r.public).map((r) => r.path));
+  const publicUrls = new Set([...ROUTES.filter((r) => r.public).map((r) => r.path), ...INSPECTOR_UI_PATHS]);
   if (resolved.token !== undefined) {
     const expected = bearerDigest(resolved.token);
     app.addHook('onRequest', async (request) => {
@@ -200,6 +201,7 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
   });
 
   for (const route of ROUTES) registerRoute(app, route, context);
+  registerInspectorUi(app, { tokenRequired: resolved.token !== undefined });
   return app;
 }
 

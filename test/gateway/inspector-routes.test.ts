@@ -1,7 +1,11 @@
 /**
  * What the inspector reads, over real HTTP against a real stack: the turns and surface views,
- * artifact pages and signed stream tokens (accepted on the events route only).
+ * artifact pages, signed stream tokens (accepted on the events route only), and the static
+ * page at /ui with the libraries it imports, served without the bearer token.
  */
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../../src/gateway/index.js';
 import { artifactResponse, surfaceResponse, turnsResponse } from '../../src/gateway/inspector-schemas.js';
@@ -10,6 +14,7 @@ import { startStack, type Stack } from '../support/stack.js';
 import { expectErrorShape, openSse, readEventsUntil, request } from './http.js';
 
 const TOKEN = 'inspector-routes-token-0123456789';
+const UI_DIR = join(new URL('../..', import.meta.url).pathname, 'src', 'gateway', 'ui');
 
 let stack: Stack;
 let gateway: RunningGateway;
@@ -130,6 +135,63 @@ describe('signed stream tokens', () => {
     }
     const post = await request(guarded.url, 'POST', `/v1/sessions/${sessionA}/messages?streamToken=${encodeURIComponent(token)}`, { json: { text: 'sneaky' } });
     expect(post.status).toBe(401);
+  });
+});
+
+describe('the inspector page at /ui', () => {
+  it('is served without the token, tells the page whether /v1 wants one, and allows only its own scripts', async () => {
+    const redirect = await fetch(`${guarded.url}/ui`, { redirect: 'manual' });
+    expect(redirect.status).toBe(302);
+    expect(redirect.headers.get('location')).toBe('/ui/');
+
+    for (const [base, mode] of [[gateway.url, 'none'], [guarded.url, 'bearer']] as const) {
+      const page = await fetch(`${base}/ui/`);
+      expect(page.status).toBe(200);
+      expect(page.headers.get('content-type')).toContain('text/html');
+      const html = await page.text();
+      expect(html).toContain(`<meta name="sessionlog-auth" content="${mode}">`);
+      const csp = page.headers.get('content-security-policy') ?? '';
+      const importMap = /<script type="importmap">([\s\S]*?)<\/script>/.exec(html)![1]!;
+      expect(csp).toContain(`script-src 'self' 'sha256-${createHash('sha256').update(importMap).digest('base64')}'`);
+      expect(csp).toContain("connect-src 'self'");
+      expect(page.headers.get('x-content-type-options')).toBe('nosniff');
+    }
+    // /v1 still wants the token.
+    expect((await request(guarded.url, 'GET', '/v1/sessions')).status).toBe(401);
+  });
+
+  it('serves every module the page imports: its own files and the libraries in its import map, from this install', async () => {
+    const html = await (await fetch(`${guarded.url}/ui/`)).text();
+    const imports = (JSON.parse(/<script type="importmap">([\s\S]*?)<\/script>/.exec(html)![1]!) as { imports: Record<string, string> }).imports;
+    const files = readdirSync(UI_DIR).filter((f) => f.endsWith('.js'));
+    expect(files).toContain('app.js');
+    for (const file of files) {
+      const served = await fetch(`${guarded.url}/ui/${file}`);
+      expect(served.status, file).toBe(200);
+      expect(served.headers.get('content-type'), file).toContain('text/javascript');
+      const source = await served.text();
+      expect(source).toBe(readFileSync(join(UI_DIR, file), 'utf8'));
+      for (const [, specifier] of source.matchAll(/^import [^'"]*['"]([^'"]+)['"]/gm)) {
+        if (specifier!.startsWith('./')) expect(files, `${file} imports ${specifier}`).toContain(specifier!.slice(2));
+        else expect(Object.keys(imports), `${file} imports ${specifier}`).toContain(specifier);
+      }
+    }
+    for (const [specifier, target] of Object.entries(imports)) {
+      const served = await fetch(new URL(target, `${guarded.url}/ui/`));
+      expect(served.status, specifier).toBe(200);
+      expect(served.headers.get('content-type'), specifier).toContain('text/javascript');
+      expect(await served.text(), specifier).not.toContain('sourceMappingURL');
+    }
+    const css = await fetch(`${guarded.url}/ui/vendor/uplot.css`);
+    expect(css.headers.get('content-type')).toContain('text/css');
+  });
+
+  it('answers unknown files with a JSON 404 and never reads outside its folder', async () => {
+    for (const path of ['/ui/nope.js', '/ui/vendor/nope.mjs', '/ui/..%2Fserver.ts', '/ui/%2E%2E%2Fui-routes.ts', '/ui/ui-routes.ts', '/ui/.hidden.js']) {
+      const response = await request(guarded.url, 'GET', path);
+      expect(response.status, path).toBe(404);
+      expect(expectErrorShape(response, path)).toBe('NOT_FOUND');
+    }
   });
 });
 
