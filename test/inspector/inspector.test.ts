@@ -112,7 +112,7 @@ describe('the sessions list', () => {
     await expect.poll(() => busyRow.locator('[data-field=turns]').textContent()).toBe('1');
     await expect.poll(() => busyRow.locator('[data-field=events]').textContent()).toBe(String(events.length));
     await expect.poll(() => busyRow.locator('[data-field=phase]').textContent()).toContain('idle');
-    expect(await quietRow.locator('[data-field=turns]').textContent()).toBe('0');
+    await expect.poll(() => quietRow.locator('[data-field=turns]').textContent()).toBe('0');
 
     await page.locator('[data-testid=filter]').fill(busy);
     await expect.poll(() => page.locator('[data-testid=session-row]').count()).toBe(1);

@@ -149,7 +149,7 @@ export function SessionView({ id }) {
         setData(views);
         follower = followEvents(id, stored.events.length, {
           onEvent(event) {
-            events.current = [...events.current, event];
+            events.current.push(event);
             indexEvent(live.current, event);
             rerender();
             if (event.type !== 'assistant/chunk') refresh();
@@ -407,8 +407,10 @@ function EventRow({ event, onSurface, shadowed }) {
     </div>`;
 }
 
-/** Rows of the log: chunk runs folded into one row, compaction brackets grouped. */
+/** Rows of the log: each run of chunks folded into one row naming the reply it became. */
 function logRows(events) {
+  const replies = new Map();
+  for (const event of events) if (event.type === 'assistant/message') replies.set(stepKey(event.data.turn, event.data.step), event.seq);
   const rows = [];
   for (let i = 0; i < events.length; i++) {
     const event = events[i];
@@ -418,9 +420,7 @@ function logRows(events) {
     }
     let j = i;
     while (j + 1 < events.length && events[j + 1].type === 'assistant/chunk') j++;
-    const { turn, step } = event.data;
-    const reply = events.slice(j + 1).find((e) => e.type === 'assistant/message' && e.data.turn === turn && e.data.step === step);
-    rows.push({ kind: 'chunks', from: event.seq, to: events[j].seq, count: j - i + 1, reply: reply?.seq ?? null });
+    rows.push({ kind: 'chunks', from: event.seq, to: events[j].seq, count: j - i + 1, reply: replies.get(stepKey(event.data.turn, event.data.step)) ?? null });
     i = j;
   }
   return rows;
