@@ -1,4 +1,5 @@
 import js from '@eslint/js';
+import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
@@ -10,5 +11,10 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       'no-empty': ['error', { allowEmptyCatch: false }],
     },
+  },
+  {
+    // The inspector's page: plain ES modules that run in the browser, served as they are.
+    files: ['src/gateway/ui/**/*.js'],
+    languageOptions: { globals: globals.browser, sourceType: 'module' },
   },
 );

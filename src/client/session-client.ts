@@ -18,6 +18,8 @@ import type { SessionStore } from '../persistence/store.js';
 import {
   SESSION_FORMAT_VERSION,
   SessionlogError,
+  foldSurfaceView,
+  foldTurns,
   isAppendSurfaceEvent,
   isSessionlogError,
   textOf,
@@ -29,6 +31,8 @@ import {
   type SessionHeader,
   type SessionView,
   type StoredEvent,
+  type SurfaceView,
+  type TurnsView,
   type Violation,
 } from '../session/index.js';
 import {
@@ -336,6 +340,29 @@ export class SessionClient {
   follow(sessionId: string, fromSeq = 0, signal?: AbortSignal): AsyncIterable<StoredEvent> {
     assertSessionId(sessionId);
     return this.store.watch(sessionId, fromSeq, signal ? { signal } : {});
+  }
+
+  /** One summary per turn, folded from the log (the inspector's timeline); `last` keeps only the newest turns. */
+  async turns(sessionId: string, last?: number): Promise<TurnsView> {
+    assertSessionId(sessionId);
+    return foldTurns(await this.store.readFrom(sessionId, 0), last);
+  }
+
+  /** Which logged events the next request carries, and what shadowed the others (the inspector's log-beside-surface view). */
+  async surface(sessionId: string): Promise<SurfaceView> {
+    assertSessionId(sessionId);
+    return foldSurfaceView(await this.store.readFrom(sessionId, 0));
+  }
+
+  /**
+   * A page of one of the session's artifacts (full tool output, spilled text), by the name in
+   * its locator: characters `[offset, offset + limit)` and the total length.
+   */
+  async readArtifact(sessionId: string, name: string, offset: number, limit: number): Promise<{ locator: string; offset: number; text: string; total: number }> {
+    assertSessionId(sessionId);
+    const locator = `artifact:${sessionId}/${name}`;
+    const page = await this.store.artifacts.read(locator, offset, limit);
+    return { locator, offset, text: page.text, total: page.total };
   }
 
   /** The stored next seq (= the number of events in the log). */

@@ -8,6 +8,7 @@ import type { z } from 'zod';
 import type { SessionClient } from '../client/session-client.js';
 import { SessionlogError, type SessionHeader } from '../session/index.js';
 import { GatewayError } from './errors.js';
+import { ARTIFACT_PAGE_DEFAULT_CHARS, artifactParams, artifactQuery, artifactResponse, streamTokenResponse, surfaceResponse, turnsQuery, turnsResponse } from './inspector-schemas.js';
 import {
   acceptedMessageResponse,
   cancelResponse,
@@ -35,6 +36,7 @@ import {
   transcriptResponse,
 } from './schemas.js';
 import { streamEvents, wantsEventStream, type StreamRegistry } from './sse.js';
+import type { StreamTokenSigner } from './stream-token.js';
 
 /** What route handlers work with: sessions only through the client. */
 export type RouteContext = {
@@ -43,6 +45,8 @@ export type RouteContext = {
   streams: StreamRegistry;
   /** The OpenAPI document of this gateway. */
   openapi: () => unknown;
+  /** Mints the signed query tokens that let a browser EventSource open the events route. */
+  streamTokens: StreamTokenSigner;
 };
 
 export type HttpMethod = 'GET' | 'POST';
@@ -271,6 +275,64 @@ export const ROUTES: readonly RouteSpec[] = [
     handler: async (ctx, { params }) => {
       await requireSession(ctx, params.id);
       return ok({ context: await ctx.client.context(params.id) });
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/v1/sessions/:id/turns',
+    operationId: 'getTurns',
+    summary: 'One summary per turn (messages, streamed replies, tool calls, retries, outcome), every request\'s token usage and every compaction and prune, folded from the log',
+    params: sessionParams,
+    query: turnsQuery,
+    responses: { 200: { description: 'the turns view (src/session/turns-view.ts)', schema: turnsResponse } },
+    errors: SESSION_ERRORS,
+    handler: async (ctx, { params, query }) => {
+      await requireSession(ctx, params.id);
+      return ok(await ctx.client.turns(params.id, query.last));
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/v1/sessions/:id/surface',
+    operationId: 'getSurface',
+    summary: 'Which logged events the next request carries (the surface, in order) and what shadowed the others (summary, prune)',
+    params: sessionParams,
+    query: noQuery,
+    responses: { 200: { description: 'the surface view (src/session/surface-view.ts)', schema: surfaceResponse } },
+    errors: SESSION_ERRORS,
+    handler: async (ctx, { params }) => {
+      await requireSession(ctx, params.id);
+      return ok(await ctx.client.surface(params.id));
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/v1/sessions/:id/artifacts/:name',
+    operationId: 'readArtifact',
+    summary: 'A page of a stored artifact (full tool output, spilled text) by the name in its locator',
+    params: artifactParams,
+    query: artifactQuery,
+    responses: { 200: { description: 'the characters [offset, offset + limit) and the total length', schema: artifactResponse } },
+    errors: SESSION_ERRORS,
+    handler: async (ctx, { params, query }) => {
+      await requireSession(ctx, params.id);
+      const offset = query.offset ?? 0;
+      return ok(await ctx.client.readArtifact(params.id, params.name, offset, query.limit ?? ARTIFACT_PAGE_DEFAULT_CHARS));
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/v1/sessions/:id/stream-token',
+    operationId: 'mintStreamToken',
+    summary: 'A short-lived token that opens this session\'s SSE events stream without an Authorization header (for a browser EventSource)',
+    params: sessionParams,
+    query: noQuery,
+    body: emptyBody,
+    responses: { 200: { description: 'the token and when it stops opening streams', schema: streamTokenResponse } },
+    errors: [...SESSION_ERRORS, 415],
+    handler: async (ctx, { params }) => {
+      await requireSession(ctx, params.id);
+      return ok(ctx.streamTokens.mint(params.id));
     },
   }),
   defineRoute({

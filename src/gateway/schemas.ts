@@ -53,6 +53,7 @@ export const postMessageQuery = z.strictObject({
 export const eventsQuery = z.strictObject({
   from: queryInteger('from', 0).optional().describe('first seq to return (default 0); with SSE, Last-Event-ID + 1 wins'),
   limit: queryInteger('limit', 1, 10_000).optional().describe('at most this many events (SSE: close the stream after this many)'),
+  streamToken: z.string().max(200).optional().describe('SSE from a browser: a token from POST /v1/sessions/{id}/stream-token, in place of the bearer token'),
 });
 
 export const forkBody = z

@@ -14,6 +14,8 @@ import { GatewayError, toErrorResponse, type ErrorResponse } from './errors.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { ROUTES, STREAMED, type RouteContext, type RouteSpec } from './routes.js';
 import type { StreamRegistry } from './sse.js';
+import { createStreamTokenSigner, streamTokenAuthorizes } from './stream-token.js';
+import { INSPECTOR_UI_PATHS, registerInspectorUi } from './ui-routes.js';
 
 export type GatewayOptions = {
   /** Every request reaches sessions through this client (its store serves the reads). */
@@ -151,18 +153,21 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
   const streams: StreamRegistry = new Set();
   eventStreams.set(app, streams);
   let openapi: unknown;
+  const streamTokens = createStreamTokenSigner(resolved.token);
   const context: RouteContext = {
     client: resolved.client,
     sseHeartbeatMs: resolved.sseHeartbeatMs,
     streams,
     openapi: () => (openapi ??= buildOpenApiDocument(ROUTES, { title: 'sessionlog gateway', version: GATEWAY_API_VERSION })),
+    streamTokens,
   };
 
-  const publicUrls = new Set(ROUTES.filter((r) => r.public).map((r) => r.path));
+  const publicUrls = new Set([...ROUTES.filter((r) => r.public).map((r) => r.path), ...INSPECTOR_UI_PATHS]);
   if (resolved.token !== undefined) {
     const expected = bearerDigest(resolved.token);
     app.addHook('onRequest', async (request) => {
       if (request.routeOptions.url !== undefined && publicUrls.has(request.routeOptions.url)) return;
+      if (streamTokenAuthorizes(request, streamTokens)) return;
       if (!authorized(request.headers.authorization, expected)) {
         throw new GatewayError('UNAUTHORIZED', 'missing or wrong bearer token: send "Authorization: Bearer <SESSIONLOG_GATEWAY_TOKEN>"', {
           'www-authenticate': 'Bearer realm="sessionlog"',
@@ -188,6 +193,7 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
   });
 
   for (const route of ROUTES) registerRoute(app, route, context);
+  registerInspectorUi(app, { tokenRequired: resolved.token !== undefined });
   return app;
 }
 

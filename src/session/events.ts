@@ -53,6 +53,8 @@ export interface EventDataMap {
     message: ToolResultMessage;
     error?: ToolErrorInfo;
     meta?: JsonValue;
+    /** `external`: posted by the caller for an external tool (absent: run by a worker). */
+    origin?: 'external';
   };
   'request/header': { header: RequestHeader; reason: 'initial' | 'resume' | 'change' };
   'llm/retry': {
@@ -81,6 +83,47 @@ export interface EventDataMap {
   };
   'session/end-seed': Record<string, never>;
   'session/run': { workflowId: string; runId: string };
+  /** A tool call that needs an answer before it runs (DESIGN §5.1): an approval, or an external tool's result. */
+  'tool/approval-request': {
+    turn: number;
+    step: number;
+    callId: string;
+    tool: string;
+    /** The call's arguments as the model wrote them (JSON text). */
+    arguments: string;
+    /** Epoch ms after which an unanswered request counts as denied (`expired`). */
+    expiresAt: number;
+    /** `approval`: approve or deny; `external`: the caller runs the tool and posts its result. */
+    kind: 'approval' | 'external';
+  };
+  /** The one answer that counts for an approval request. `arguments`: edited arguments the call runs with. */
+  'tool/approval': {
+    turn: number;
+    step: number;
+    callId: string;
+    decision: 'approve' | 'deny' | 'expire';
+    reason?: string;
+    arguments?: string;
+    by?: string;
+  };
+  /** A tool allowed without approval for the rest of the session. */
+  'tool/allow': { tool: string; by?: string };
+  /** A context window the provider stated when it refused a request (learned limit, DESIGN §6). */
+  'model/limit': { model: string; contextWindow: number; source: 'provider-message' | 'http-413' };
+  /**
+   * Automatic compaction stopped: the last one could not restore enough headroom (a circuit
+   * breaker read from the log). A manual compaction or a changed budget resets it.
+   */
+  'compaction/stalled': {
+    compactionId: string | null;
+    tokensBefore: number;
+    tokensAfter: number;
+    budget: number;
+    threshold: number;
+    /** What no compaction can shrink: system prompt, tools and the retained tail. */
+    irreducible: number;
+    reason: string;
+  };
 }
 
 export type KnownEventType = keyof EventDataMap;
@@ -102,6 +145,11 @@ export const KNOWN_EVENT_TYPES: ReadonlySet<string> = new Set<KnownEventType>([
   'compaction/prune',
   'session/end-seed',
   'session/run',
+  'tool/approval-request',
+  'tool/approval',
+  'tool/allow',
+  'model/limit',
+  'compaction/stalled',
 ]);
 
 export const SURFACE_EVENT_TYPES = ['user/message', 'assistant/message', 'tool/result'] as const;

@@ -9,6 +9,8 @@ export * from './projection.js';
 export * from './repair.js';
 export * from './session.js';
 export * from './surface.js';
+export * from './surface-view.js';
 export * from './turns.js';
+export * from './turns-view.js';
 export * from './validate.js';
 export * from './verify.js';

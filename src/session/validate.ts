@@ -87,6 +87,25 @@ const dataSchemas: Record<string, z.ZodType> = {
   'compaction/prune': z.object({ shadowedSeqs: z.array(seqSchema).min(1), shadowedTokenCount: z.number().int().nonnegative() }).passthrough(),
   'session/end-seed': z.object({}).passthrough(),
   'session/run': z.object({ workflowId: nonEmpty, runId: nonEmpty }).passthrough(),
+  'tool/approval-request': z
+    .object({ ...turnStep, callId: nonEmpty, tool: z.string(), arguments: z.string(), expiresAt: seqSchema, kind: z.enum(['approval', 'external']) })
+    .passthrough(),
+  'tool/approval': z
+    .object({ ...turnStep, callId: nonEmpty, decision: z.enum(['approve', 'deny', 'expire']), reason: z.string().optional(), arguments: z.string().optional(), by: z.string().optional() })
+    .passthrough(),
+  'tool/allow': z.object({ tool: nonEmpty, by: z.string().optional() }).passthrough(),
+  'model/limit': z.object({ model: nonEmpty, contextWindow: z.number().int().positive(), source: nonEmpty }).passthrough(),
+  'compaction/stalled': z
+    .object({
+      compactionId: nonEmpty.nullable(),
+      tokensBefore: z.number().int().nonnegative(),
+      tokensAfter: z.number().int().nonnegative(),
+      budget: z.number().int().nonnegative(),
+      threshold: z.number().int().nonnegative(),
+      irreducible: z.number().int().nonnegative(),
+      reason: z.string(),
+    })
+    .passthrough(),
 };
 
 const ENVELOPE_KEYS = new Set(['seq', 'type', 'time', 'data', 'surfaceOp', 'sourceEventSeqs', 'op', 'ignorable']);

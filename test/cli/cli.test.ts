@@ -64,10 +64,15 @@ afterAll(async () => {
 }, 60_000);
 
 describe('the sessionlog CLI against a real dev stack', () => {
-  it('dev says it runs the offline model and prints the gateway and Temporal UI URLs', () => {
+  it('dev says it runs the offline model and prints the gateway, inspector and Temporal UI URLs', async () => {
     expect(devLog).toMatch(/Model: offline model/);
     expect(devLog).toMatch(/Gateway: http:\/\/127\.0\.0\.1:\d+\/v1/);
     expect(devLog).toMatch(/Temporal UI: http:\/\/127\.0\.0\.1:\d+/);
+    const inspector = /Inspector: (http:\/\/127\.0\.0\.1:\d+\/ui\/)/.exec(devLog)?.[1];
+    expect(inspector).toBeDefined();
+    const page = await fetch(inspector!);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('sessionlog inspector');
   });
 
   it('send returns the reply and sessions history matches it', async () => {

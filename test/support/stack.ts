@@ -11,6 +11,9 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Runtime, DefaultLogger, type Worker } from '@temporalio/worker';
 import { inject } from 'vitest';
 import { SessionClient } from '../../src/client/session-client.js';
+import { createContextReporter } from '../../src/context/report.js';
+import { createTokenMeter } from '../../src/context/token-meter.js';
+import { DEFAULT_MODEL_CATALOGUE } from '../../src/model/catalogue.js';
 import { startFakeModelServer, type FakeModelServer, type FakeModelServerOptions } from '../../src/model/fake-server.js';
 import { createOpenAIProvider } from '../../src/model/provider.js';
 import { openSqliteStore } from '../../src/persistence/sqlite.js';
@@ -86,7 +89,15 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const workerRun = worker.run();
   const connection = await Connection.connect({ address });
   const temporal = new Client({ connection, namespace: 'default' });
-  const client = new SessionClient({ temporal, store, taskQueue, tunables: { ...TEST_TUNABLES, ...options.tunables } });
+  const workerContext = options.worker?.context === false ? undefined : options.worker?.context;
+  const client = new SessionClient({
+    temporal,
+    store,
+    taskQueue,
+    tunables: { ...TEST_TUNABLES, ...options.tunables },
+    // The same catalogue and policy as the worker's, so the reported budget is the one it acts on.
+    contextReport: createContextReporter({ meter: createTokenMeter(), catalogue: DEFAULT_MODEL_CATALOGUE, defaultModel: 'fake', ...(workerContext?.policy ? { policy: workerContext.policy } : {}) }),
+  });
   return {
     store,
     fake,
