@@ -106,7 +106,7 @@ export async function runDev(config: Config, log: (line: string) => void = (line
     const client = await connectClient({ ...config, temporalAddress: address }, store);
     cleanups.push(() => client.temporal.connection.close());
     let gateway: RunningGateway;
-    const gatewayOptions = { client, store, token: config.gateway.token, host: config.gateway.host, bodyLimitBytes: config.gateway.bodyLimitBytes, maxMessageBytes: config.tunables.maxMessageBytes };
+    const gatewayOptions = { client, store, ...config.gateway, maxMessageBytes: config.tunables.maxMessageBytes };
     try {
       gateway = await startGateway({ ...gatewayOptions, port: config.gateway.port });
     } catch (error) {

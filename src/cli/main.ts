@@ -156,7 +156,7 @@ program
     const store = await openConfiguredStore(cfg);
     const client = await connectClient(cfg, store);
     const { startGateway } = await import('../gateway/index.js');
-    const gateway = await startGateway({ client, store, token: cfg.gateway.token, host: cfg.gateway.host, port: cfg.gateway.port, bodyLimitBytes: cfg.gateway.bodyLimitBytes, maxMessageBytes: cfg.tunables.maxMessageBytes });
+    const gateway = await startGateway({ client, store, ...cfg.gateway, maxMessageBytes: cfg.tunables.maxMessageBytes });
     process.stdout.write(`gateway: ${gateway.url}/v1\n`);
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);
