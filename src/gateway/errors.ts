@@ -15,6 +15,7 @@ export type GatewayErrorCode =
   | 'METHOD_NOT_ALLOWED'
   | 'UNAUTHORIZED'
   | 'REQUEST_TIMEOUT'
+  | 'EXPECTATION_FAILED'
   | 'BODY_TOO_LARGE'
   | 'HEADERS_TOO_LARGE'
   | 'UNSUPPORTED_MEDIA_TYPE'
@@ -45,6 +46,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   REQUEST_TIMEOUT: 408,
   BODY_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
+  EXPECTATION_FAILED: 417,
   HEADERS_TOO_LARGE: 431,
   // State conflicts: the request was well formed but the session's state refuses it.
   SESSION_ALREADY_EXISTS: 409,

@@ -52,6 +52,7 @@ const STATUS_TEXT: Record<number, string> = {
   413: 'request body too large',
   415: 'request body is not application/json',
   422: 'message refused (EMPTY_MESSAGE, MESSAGE_TOO_LARGE, INVALID_MESSAGE)',
+  417: 'an Expect header other than 100-continue (EXPECTATION_FAILED)',
   431: 'request headers too large (HEADERS_TOO_LARGE)',
   500: 'internal error (details are in the gateway log)',
 };
@@ -68,7 +69,7 @@ export function buildOpenApiDocument(routes: readonly RouteSpec[], info: { title
       responses[status] = { description: response.description, ...(Object.keys(content).length > 0 ? { content } : {}) };
     }
     // Every route can time out or get headers too large for the server: those come from the HTTP layer, not the route.
-    for (const status of [...route.errors, 408, 431, 500]) {
+    for (const status of [...route.errors, 408, 417, 431, 500]) {
       responses[String(status)] ??= { description: STATUS_TEXT[status] ?? 'error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
     }
     const operation: JsonSchema = {

@@ -126,6 +126,27 @@ function answerClientError(log: FastifyBaseLogger, error: NodeJS.ErrnoException 
   socket.destroy(error);
 }
 
+/**
+ * Requests Node answers by itself, bypassing fastify, get the documented shape too: CONNECT
+ * (Node would drop the connection silently) and an `Expect` other than 100-continue (a bare 417).
+ */
+function answerOutsideRoutes(app: FastifyInstance): void {
+  app.server.on('connect', (_request: IncomingMessage, socket: Socket) => {
+    app.log.debug('refused a CONNECT request');
+    const answer = rawHttpResponse(toErrorResponse(new GatewayError('METHOD_NOT_ALLOWED', 'the gateway is not a proxy: CONNECT is not served', { allow: 'GET, HEAD, POST' })));
+    socket.end(answer, () => socket.destroy());
+  });
+  app.server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+    const answer = toErrorResponse(
+      new GatewayError('EXPECTATION_FAILED', `the gateway meets only "Expect: 100-continue", not ${JSON.stringify(String(request.headers.expect).slice(0, 60))}; drop the Expect header`, { connection: 'close' }),
+    );
+    const body = JSON.stringify(answer.body);
+    response
+      .writeHead(answer.status, { ...answer.headers, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body, 'utf8') })
+      .end(body);
+  });
+}
+
 /** Whether the request announces a body (fastify reads one only then). */
 function hasBody(request: FastifyRequest): boolean {
   const length = request.headers['content-length'];
@@ -215,17 +236,27 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
       headersTimeout: resolved.headersTimeoutMs,
       requestTimeout: resolved.requestTimeoutMs,
       connectionsCheckingInterval: deadlineCheckIntervalMs(resolved),
+      // Node answers a missing Host with a bare 400; the onRequest hook below answers it in the error shape.
+      requireHostHeader: false,
     },
     clientErrorHandler: (error, socket) => answerClientError(app.log, error, socket),
   }) as unknown as FastifyInstance;
+  answerOutsideRoutes(app);
 
   app.addHook('onRequest', async (request) => {
     // Once a request has begun, its own deadlines take over: the body timeout while it
     // uploads, then none, so a `?wait=true` turn or an SSE stream is never cut for being quiet.
     request.raw.socket.setTimeout(0);
+    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
+      throw new GatewayError('INVALID_REQUEST', 'an HTTP/1.1 request must carry a Host header', { connection: 'close' });
+    }
   });
   app.addHook('preParsing', async (request, _reply, payload) => {
     if (!hasBody(request)) return payload;
+    const encoding = request.headers['content-encoding'];
+    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+      throw new GatewayError('UNSUPPORTED_MEDIA_TYPE', `request bodies must be plain JSON; Content-Encoding ${JSON.stringify(encoding.slice(0, 40))} is not accepted`, { connection: 'close' });
+    }
     return bodyWithDeadline(request.raw, resolved.bodyTimeoutMs);
   });
 

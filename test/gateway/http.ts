@@ -169,7 +169,13 @@ function parseRawResponse(text: string): { status: number; headers: Record<strin
 /** Asserts a raw response carries the `{error: {code, message}}` shape and returns the code. */
 export function expectRawErrorShape(response: RawResponse, label: string): string {
   expect(response.status, `${label}: ${JSON.stringify(response.text.slice(0, 300))}`).toBeGreaterThanOrEqual(400);
-  const asJson: JsonResponse = { status: response.status, headers: new Headers(response.headers), body: JSON.parse(response.body) as unknown };
+  let body: unknown;
+  try {
+    body = JSON.parse(response.body) as unknown;
+  } catch (error) {
+    throw new Error(`${label}: the body is not JSON (${(error as Error).message})`, { cause: error });
+  }
+  const asJson: JsonResponse = { status: response.status, headers: new Headers(response.headers), body };
   return expectErrorShape(asJson, label);
 }
 
