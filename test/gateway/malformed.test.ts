@@ -115,6 +115,17 @@ const CASES: Case[] = [
   { name: 'GET a command', method: 'GET', path: `${A()}/fork`, status: 405, code: 'METHOD_NOT_ALLOWED' },
   { name: 'POST the health probe', method: 'POST', path: '/healthz', json: {}, status: 405, code: 'METHOD_NOT_ALLOWED' },
   { name: 'PATCH the messages', method: 'PATCH', path: `${A()}/messages`, json: { text: 'hi' }, status: 405, code: 'METHOD_NOT_ALLOWED' },
+  // Text that is not well-formed UTF-16 never reaches Temporal (its gRPC refuses it as invalid UTF-8).
+  { name: 'lone surrogate in an awaited message id', method: 'POST', path: `${A()}/messages?wait=true`, json: { text: 'hi', id: 'm\ud800id' }, status: 400, code: 'INVALID_REQUEST' },
+  { name: 'lone surrogate in a posted message id', method: 'POST', path: `${A()}/messages`, json: { text: 'hi', id: 'm\ud800id' }, status: 400, code: 'INVALID_REQUEST' },
+  { name: 'lone low surrogate in a message id', method: 'POST', path: `${A()}/messages`, json: { text: 'hi', id: '\udc00' }, status: 400, code: 'INVALID_REQUEST' },
+  { name: 'lone surrogate in message text', method: 'POST', path: `${A()}/messages`, json: { text: 'broken \ud83d here' }, status: 400, code: 'INVALID_REQUEST' },
+  { name: 'lone surrogate in awaited message text', method: 'POST', path: `${A()}/messages?wait=true`, json: { text: 'end \ud83d' }, status: 400, code: 'INVALID_REQUEST' },
+  { name: 'reversed surrogate pair in message text', method: 'POST', path: `${A()}/messages`, json: { text: '\ude00\ud83d' }, status: 400, code: 'INVALID_REQUEST' },
+  { name: 'lone surrogate escaped in raw JSON', method: 'POST', path: `${A()}/messages`, body: '{"text": "a\\ud800b"}', headers: json, status: 400, code: 'INVALID_REQUEST' },
+  { name: 'lone surrogate in the system prompt', method: 'POST', path: '/v1/sessions', json: { agent: { system: 'be \ud800 nice' } }, status: 400, code: 'INVALID_REQUEST' },
+  { name: 'lone surrogate in the model name', method: 'POST', path: '/v1/sessions', json: { agent: { model: 'fake\udfff' } }, status: 400, code: 'INVALID_REQUEST' },
+  { name: 'lone surrogate in a tool name', method: 'POST', path: '/v1/sessions', json: { agent: { tools: ['calc\ud800'] } }, status: 400, code: 'INVALID_REQUEST' },
   // More body shapes and types.
   { name: 'JSON followed by garbage', method: 'POST', path: `${A()}/messages`, body: '{"text": "hi"} trailing', headers: json, status: 400, code: 'INVALID_JSON' },
   { name: 'JSON string body', method: 'POST', path: `${A()}/messages`, body: '"hello"', headers: json, status: 400, code: 'INVALID_REQUEST' },
@@ -126,10 +137,13 @@ const CASES: Case[] = [
   { name: 'brotli-encoded message', method: 'POST', path: `${A()}/messages`, body: '{"text":"hi"}', headers: { ...json, 'content-encoding': 'br' }, status: 415, code: 'UNSUPPORTED_MEDIA_TYPE' },
   { name: 'multipart body', method: 'POST', path: `${A()}/messages`, body: '--b\r\n\r\nhi\r\n--b--', headers: { 'content-type': 'multipart/form-data; boundary=b' }, status: 415, code: 'UNSUPPORTED_MEDIA_TYPE' },
   { name: 'JSON-like media type', method: 'POST', path: '/v1/sessions', body: '{}', headers: { 'content-type': 'application/jsonp' }, status: 415, code: 'UNSUPPORTED_MEDIA_TYPE' },
-  // Event ranges.
+  // Event ranges and the live stream's resume point.
   { name: 'limit above the page size', method: 'GET', path: `${A()}/events?limit=10001`, status: 400, code: 'INVALID_REQUEST' },
   { name: 'negative limit', method: 'GET', path: `${A()}/events?limit=-5`, status: 400, code: 'INVALID_REQUEST' },
   { name: 'unknown events parameter', method: 'GET', path: `${A()}/events?follow=1`, status: 400, code: 'INVALID_REQUEST' },
+  { name: 'Last-Event-ID at the largest safe integer', method: 'GET', path: `${A()}/events`, headers: { accept: 'text/event-stream', 'last-event-id': String(Number.MAX_SAFE_INTEGER) }, status: 400, code: 'INVALID_REQUEST' },
+  { name: 'Last-Event-ID just past the log', method: 'GET', path: `${A()}/events`, headers: { accept: 'text/event-stream', 'last-event-id': '100000' }, status: 400, code: 'INVALID_REQUEST' },
+  { name: 'SSE from beyond the log', method: 'GET', path: `${A()}/events?from=100000`, headers: { accept: 'text/event-stream' }, status: 400, code: 'INVALID_REQUEST' },
   { name: 'negative Last-Event-ID', method: 'GET', path: `${A()}/events`, headers: { accept: 'text/event-stream', 'last-event-id': '-1' }, status: 400, code: 'INVALID_REQUEST' },
   { name: 'non-ASCII session id', method: 'GET', path: '/v1/sessions/caf%C3%A9', status: 400, code: 'INVALID_SESSION_ID' },
 ];
