@@ -38,6 +38,7 @@ import {
   type SessionWorkflowInput,
 } from '../workflows/api.js';
 import type { sessionWorkflow } from '../workflows/session-workflow.js';
+import { WatchHub } from './watch-hub.js';
 
 export type SessionClientOptions = {
   /** A connected Temporal client. */
@@ -99,6 +100,8 @@ export class SessionClient {
   /** Task queue of the session workflows this client starts. */
   readonly taskQueue: string;
   private readonly tunables: Partial<SessionTunables> | undefined;
+  /** Live tails: one store watch per session shared by all of this client's followers. */
+  readonly watchHub: WatchHub;
 
   /** Builds a client over an existing Temporal client; see {@link SessionClient.connect} to connect as well. */
   constructor(options: SessionClientOptions) {
@@ -106,6 +109,7 @@ export class SessionClient {
     this.store = options.store;
     this.taskQueue = options.taskQueue ?? DEFAULT_TASK_QUEUE;
     this.tunables = options.tunables;
+    this.watchHub = new WatchHub(options.store);
   }
 
   /**
@@ -275,11 +279,11 @@ export class SessionClient {
    * A live tail of the log: stored events from `fromSeq`, then each new one as it is appended,
    * in seq order with none skipped. The iteration ends when `signal` aborts or the store
    * closes; without a signal it never ends on its own. To stream a reply, take
-   * `store.nextSeq(sessionId)` before {@link send} and follow from there.
+   * `store.nextSeq(sessionId)` before {@link send} and follow from there. All followers of a
+   * session share one store watch (see {@link WatchHub}).
    */
   follow(sessionId: string, fromSeq = 0, signal?: AbortSignal): AsyncIterable<AnyEvent> {
-    assertSessionId(sessionId);
-    return this.store.watch(sessionId, fromSeq, signal ? { signal } : {});
+    return this.watchHub.follow(sessionId, fromSeq, signal);
   }
 
   /**
