@@ -35,7 +35,11 @@ export type ModelSettings = {
  * turns and SSE streams run as long as they need.
  */
 export type GatewayTimeouts = {
-  /** A new connection that sends nothing for this long before its request starts is closed (fastify `connectionTimeout`). */
+  /**
+   * A socket idle this long before its first request's headers are in is closed (fastify
+   * `connectionTimeout`). After a response Node's keep-alive timeout takes over; a silent
+   * connection meets the headers timeout first unless that is set longer.
+   */
   connectionTimeoutMs: number;
   /** The request line and headers must arrive within this (Node's `headersTimeout`); else 408. */
   headersTimeoutMs: number;
