@@ -95,7 +95,7 @@ export function openEventStreamCount(app: FastifyInstance): number {
 
 function sendError(request: FastifyRequest, reply: FastifyReply, error: unknown): FastifyReply {
   const response: ErrorResponse = toErrorResponse(error);
-  if (isClientAbort(error)) {
+  if (isClientAbort(request, error)) {
     // The client closed the connection mid-request (or a request timeout closed it): nobody
     // reads the answer, and it is not a server fault.
     request.log.debug({ err: error, method: request.method, url: request.url }, 'client aborted the request');
@@ -103,9 +103,12 @@ function sendError(request: FastifyRequest, reply: FastifyReply, error: unknown)
   return reply.code(response.status).headers(response.headers).send(response.body);
 }
 
-/** Node's "aborted" error: the connection closed before the request body was complete. */
-function isClientAbort(error: unknown): boolean {
-  return error instanceof Error && (error as NodeJS.ErrnoException).code === 'ECONNRESET';
+/**
+ * Node's "aborted" error: the connection closed before the request had fully arrived. (A reset
+ * of some other connection, a database's say, after the request arrived is a server fault.)
+ */
+function isClientAbort(request: FastifyRequest, error: unknown): boolean {
+  return error instanceof Error && (error as NodeJS.ErrnoException).code === 'ECONNRESET' && !request.raw.complete;
 }
 
 /**
@@ -116,6 +119,7 @@ function isClientAbort(error: unknown): boolean {
 function answerClientError(log: FastifyBaseLogger, error: NodeJS.ErrnoException & { reason?: string }, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) {
     log.debug({ err: error }, 'client connection reset');
+    socket.destroy();
     return;
   }
   const response = clientErrorResponse(error);
