@@ -176,7 +176,7 @@ function bodyWithDeadline(raw: IncomingMessage, timeoutMs: number): PassThrough 
   raw.once('end', stop);
   raw.once('close', stop);
   // pipe() does not forward errors: an aborted upload must still end the body read.
-  raw.once('error', (error) => {
+  raw.on('error', (error) => {
     stop();
     body.destroy(error);
   });
