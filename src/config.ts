@@ -31,13 +31,62 @@ export type ModelSettings = {
   timeoutMs: number;
 };
 
+/**
+ * How long the gateway waits for each part of a request (ms). Documented in the README's
+ * configuration table; none of them cuts a request once it has fully arrived, so `?wait=true`
+ * turns and SSE streams run as long as they need.
+ */
+export type GatewayTimeouts = {
+  /**
+   * A socket idle this long before its first request's headers are in is closed (fastify
+   * `connectionTimeout`). After a response Node's keep-alive timeout takes over; a silent
+   * connection meets the headers timeout first unless that is set longer.
+   */
+  connectionTimeoutMs: number;
+  /** The request line and headers must arrive within this (Node's `headersTimeout`); else 408. */
+  headersTimeoutMs: number;
+  /** Once the headers are in, the body must arrive within this; else 408. */
+  bodyTimeoutMs: number;
+  /** The whole request, headers and body, must arrive within this (fastify/Node `requestTimeout`); else 408. At least `headersTimeoutMs`. */
+  requestTimeoutMs: number;
+};
+
+export const DEFAULT_GATEWAY_TIMEOUTS: Readonly<GatewayTimeouts> = {
+  connectionTimeoutMs: 60_000,
+  headersTimeoutMs: 10_000,
+  bodyTimeoutMs: 30_000,
+  requestTimeoutMs: 60_000,
+};
+
+/**
+ * Throws ConfigError unless every timeout is a positive whole number and the headers fit in
+ * the request timeout (Node refuses the server otherwise).
+ */
+export function assertGatewayTimeouts(timeouts: GatewayTimeouts): void {
+  const names: Record<keyof GatewayTimeouts, string> = {
+    connectionTimeoutMs: 'SESSIONLOG_CONNECTION_TIMEOUT_MS',
+    headersTimeoutMs: 'SESSIONLOG_HEADERS_TIMEOUT_MS',
+    bodyTimeoutMs: 'SESSIONLOG_BODY_TIMEOUT_MS',
+    requestTimeoutMs: 'SESSIONLOG_REQUEST_TIMEOUT_MS',
+  };
+  for (const key of Object.keys(names) as Array<keyof GatewayTimeouts>) {
+    const value = timeouts[key];
+    if (!Number.isSafeInteger(value) || value < 1) throw new ConfigError(`${names[key]} (gateway ${key}) must be a positive whole number of milliseconds, got ${String(value)}`);
+  }
+  if (timeouts.headersTimeoutMs > timeouts.requestTimeoutMs) {
+    throw new ConfigError(
+      `SESSIONLOG_HEADERS_TIMEOUT_MS (${timeouts.headersTimeoutMs}) must not exceed SESSIONLOG_REQUEST_TIMEOUT_MS (${timeouts.requestTimeoutMs}): the request timeout covers the headers too`,
+    );
+  }
+}
+
 export type Config = {
   store: string;
   temporalAddress: string | undefined;
   namespace: string;
   taskQueue: string;
   model: ModelSettings;
-  gateway: { host: string; port: number; token: string | undefined; bodyLimitBytes: number };
+  gateway: { host: string; port: number; token: string | undefined; bodyLimitBytes: number } & GatewayTimeouts;
   tunables: SessionTunables;
   /** Tool output above this many UTF-8 bytes is spilled to an artifact behind a preview. */
   spillMaxInlineBytes: number;
@@ -74,6 +123,10 @@ const envSchema = z.object({
   SESSIONLOG_HOST: z.string().min(1).optional(),
   SESSIONLOG_PORT: int('SESSIONLOG_PORT', 0, 65535).optional(),
   SESSIONLOG_BODY_LIMIT_BYTES: int('SESSIONLOG_BODY_LIMIT_BYTES', 1024).optional(),
+  SESSIONLOG_CONNECTION_TIMEOUT_MS: int('SESSIONLOG_CONNECTION_TIMEOUT_MS', 100).optional(),
+  SESSIONLOG_HEADERS_TIMEOUT_MS: int('SESSIONLOG_HEADERS_TIMEOUT_MS', 100).optional(),
+  SESSIONLOG_BODY_TIMEOUT_MS: int('SESSIONLOG_BODY_TIMEOUT_MS', 100).optional(),
+  SESSIONLOG_REQUEST_TIMEOUT_MS: int('SESSIONLOG_REQUEST_TIMEOUT_MS', 100).optional(),
   SESSIONLOG_MAX_STEPS: int('SESSIONLOG_MAX_STEPS', 1, 100).optional(),
   SESSIONLOG_MAX_MESSAGE_BYTES: int('SESSIONLOG_MAX_MESSAGE_BYTES', 1, 1_048_576).optional(),
   SESSIONLOG_SPILL_BYTES: int('SESSIONLOG_SPILL_BYTES', 256).optional(),
@@ -108,6 +161,13 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
     if (error instanceof ModelCatalogueError) throw new ConfigError(`SESSIONLOG_MODEL: ${error.message}`);
     throw error;
   }
+  const timeouts: GatewayTimeouts = {
+    connectionTimeoutMs: e.SESSIONLOG_CONNECTION_TIMEOUT_MS ?? DEFAULT_GATEWAY_TIMEOUTS.connectionTimeoutMs,
+    headersTimeoutMs: e.SESSIONLOG_HEADERS_TIMEOUT_MS ?? DEFAULT_GATEWAY_TIMEOUTS.headersTimeoutMs,
+    bodyTimeoutMs: e.SESSIONLOG_BODY_TIMEOUT_MS ?? DEFAULT_GATEWAY_TIMEOUTS.bodyTimeoutMs,
+    requestTimeoutMs: e.SESSIONLOG_REQUEST_TIMEOUT_MS ?? DEFAULT_GATEWAY_TIMEOUTS.requestTimeoutMs,
+  };
+  assertGatewayTimeouts(timeouts);
   return {
     store: e.SESSIONLOG_STORE ?? 'sqlite:./.sessionlog/sessionlog.db',
     temporalAddress: e.TEMPORAL_ADDRESS,
@@ -130,6 +190,7 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
       port: e.SESSIONLOG_PORT ?? 8787,
       token: e.SESSIONLOG_GATEWAY_TOKEN,
       bodyLimitBytes: e.SESSIONLOG_BODY_LIMIT_BYTES ?? 1024 * 1024,
+      ...timeouts,
     },
     tunables: {
       ...DEFAULT_TUNABLES,

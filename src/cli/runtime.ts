@@ -145,8 +145,9 @@ export function runtimeOptions(config: Config) {
         contextReport: createContextReporter({ meter: createTokenMeter({ catalogue }), catalogue, defaultModel: config.model.name }),
       };
     },
-    gateway(client: SessionClient): Omit<GatewayOptions, 'port'> {
-      return { client, token: config.gateway.token, host: config.gateway.host, bodyLimitBytes: config.gateway.bodyLimitBytes };
+    gateway(client: SessionClient): GatewayOptions {
+      const { port: _port, ...gateway } = config.gateway;
+      return { client, ...gateway };
     },
   };
 }

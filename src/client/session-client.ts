@@ -56,6 +56,7 @@ import {
 } from '../workflows/api.js';
 import type { sessionWorkflow } from '../workflows/session-workflow.js';
 import { assertMessageId, assertMessageText, assertSessionId } from './inputs.js';
+import { WatchHub } from './watch-hub.js';
 
 export type SessionClientOptions = {
   /** A connected Temporal client. */
@@ -146,6 +147,8 @@ export class SessionClient {
   private readonly tunables: Partial<SessionTunables> | undefined;
   private readonly checkAgent: ((agent: AgentSpec) => void) | undefined;
   private readonly measure: ((session: SessionView) => ContextReport) | undefined;
+  /** Live tails: one store watch per session shared by all of this client's followers. */
+  readonly watchHub: WatchHub;
 
   /** Builds a client over an existing Temporal client; see {@link SessionClient.connect} to connect as well. */
   constructor(options: SessionClientOptions) {
@@ -155,6 +158,7 @@ export class SessionClient {
     this.tunables = options.tunables;
     this.checkAgent = options.checkAgent;
     this.measure = options.contextReport;
+    this.watchHub = new WatchHub(options.store);
   }
 
   /**
@@ -335,11 +339,12 @@ export class SessionClient {
    * A live tail of the log: stored events from `fromSeq`, then each new one as it is appended,
    * in seq order with none skipped. The iteration ends when `signal` aborts or the store
    * closes; without a signal it never ends on its own. To stream a reply, take
-   * `store.nextSeq(sessionId)` before {@link send} and follow from there.
+   * `store.nextSeq(sessionId)` before {@link send} and follow from there. All followers of a
+   * session share one store watch (see {@link WatchHub}).
    */
   follow(sessionId: string, fromSeq = 0, signal?: AbortSignal): AsyncIterable<StoredEvent> {
     assertSessionId(sessionId);
-    return this.store.watch(sessionId, fromSeq, signal ? { signal } : {});
+    return this.watchHub.follow(sessionId, fromSeq, signal);
   }
 
   /** One summary per turn, folded from the log (the inspector's timeline); `last` keeps only the newest turns. */

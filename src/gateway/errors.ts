@@ -3,6 +3,7 @@
  * `{error: {code, message}}` with a status taken from one table. 4xx messages tell the caller
  * what to change; 5xx messages are generic and the detail goes to the log.
  */
+import { STATUS_CODES, maxHeaderSize } from 'node:http';
 import type { FastifyError } from 'fastify';
 import { SessionlogError, type SessionErrorCode } from '../session/index.js';
 
@@ -13,7 +14,10 @@ export type GatewayErrorCode =
   | 'NOT_FOUND'
   | 'METHOD_NOT_ALLOWED'
   | 'UNAUTHORIZED'
+  | 'REQUEST_TIMEOUT'
+  | 'EXPECTATION_FAILED'
   | 'BODY_TOO_LARGE'
+  | 'HEADERS_TOO_LARGE'
   | 'UNSUPPORTED_MEDIA_TYPE'
   | 'INTERNAL'
   | 'UNAVAILABLE';
@@ -40,8 +44,11 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   SESSION_NOT_FOUND: 404,
   ARTIFACT_NOT_FOUND: 404,
   METHOD_NOT_ALLOWED: 405,
+  REQUEST_TIMEOUT: 408,
   BODY_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
+  EXPECTATION_FAILED: 417,
+  HEADERS_TOO_LARGE: 431,
   // State conflicts: the request was well formed but the session's state refuses it.
   SESSION_ALREADY_EXISTS: 409,
   SEQ_CONFLICT: 409,
@@ -131,4 +138,55 @@ export function toErrorResponse(error: unknown): ErrorResponse {
 function serverFaultMessage(code: ErrorCode): string {
   if (code === 'STORE_CLOSED' || code === 'UNAVAILABLE') return 'the gateway is shutting down or its store is unavailable; retry shortly';
   return 'internal error; the gateway logged the details';
+}
+
+/**
+ * Node's HTTP parser and request-timeout errors (fastify's `clientError`), by code, each with
+ * what to change; Node's own reason is appended. These arrive before fastify has a request,
+ * so the answer is written to the socket by hand.
+ */
+const CLIENT_ERRORS: Record<string, { code: GatewayErrorCode; hint: string }> = {
+  ERR_HTTP_REQUEST_TIMEOUT: {
+    code: 'REQUEST_TIMEOUT',
+    hint: 'the request did not arrive in time (headers within SESSIONLOG_HEADERS_TIMEOUT_MS, the whole request within SESSIONLOG_REQUEST_TIMEOUT_MS); send it without pauses',
+  },
+  HPE_HEADER_OVERFLOW: {
+    code: 'HEADERS_TOO_LARGE',
+    hint: `request headers are larger than the gateway accepts (${Math.round(maxHeaderSize / 1024)} KiB in total); send fewer or shorter headers`,
+  },
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: { code: 'BODY_TOO_LARGE', hint: 'chunk extensions of the request body are too large; send the body without chunk extensions' },
+  HPE_INVALID_METHOD: { code: 'INVALID_REQUEST', hint: 'unknown HTTP method; the gateway serves GET, HEAD and POST (routes in GET /v1/openapi.json)' },
+  HPE_INVALID_VERSION: { code: 'INVALID_REQUEST', hint: 'the request line must end with HTTP/1.1 and CRLF' },
+  HPE_INVALID_CONSTANT: { code: 'INVALID_REQUEST', hint: 'the request line must be "METHOD /path HTTP/1.1" with no spaces in the path' },
+  HPE_STRICT: { code: 'INVALID_REQUEST', hint: 'every line of the request head must end with CRLF' },
+  HPE_CR_EXPECTED: { code: 'INVALID_REQUEST', hint: 'every line of the request head must end with CRLF' },
+  HPE_LF_EXPECTED: { code: 'INVALID_REQUEST', hint: 'every line of the request head must end with CRLF' },
+  HPE_INVALID_URL: { code: 'INVALID_REQUEST', hint: 'the request target is not a valid path; percent-encode special characters' },
+  HPE_INVALID_HEADER_TOKEN: { code: 'INVALID_REQUEST', hint: 'a header name or value contains characters HTTP does not allow' },
+  HPE_INVALID_CONTENT_LENGTH: { code: 'INVALID_REQUEST', hint: 'send one Content-Length, a whole number, and no Transfer-Encoding with it' },
+  HPE_UNEXPECTED_CONTENT_LENGTH: { code: 'INVALID_REQUEST', hint: 'send one Content-Length, a whole number, and no Transfer-Encoding with it' },
+  HPE_INVALID_TRANSFER_ENCODING: { code: 'INVALID_REQUEST', hint: 'Transfer-Encoding must be chunked and must not come with Content-Length' },
+  HPE_INVALID_CHUNK_SIZE: { code: 'INVALID_REQUEST', hint: 'the chunked request body is malformed: each chunk starts with its size in hex' },
+  HPE_PAUSED_H2_UPGRADE: { code: 'INVALID_REQUEST', hint: 'the gateway speaks HTTP/1.1, not HTTP/2 with prior knowledge' },
+};
+
+/** The answer to a request Node's HTTP parser refused, or that did not arrive in time. */
+export function clientErrorResponse(error: NodeJS.ErrnoException & { reason?: string }): ErrorResponse {
+  const known = error.code !== undefined ? CLIENT_ERRORS[error.code] : undefined;
+  const reason = typeof error.reason === 'string' && error.reason.length > 0 ? ` (${error.reason})` : '';
+  if (known) return errorResponse(known.code, `${known.hint}${reason}`, { connection: 'close' });
+  return errorResponse('INVALID_REQUEST', `the request is not valid HTTP/1.1${reason}; check the request line, the headers and the body framing`, { connection: 'close' });
+}
+
+/** A complete HTTP/1.1 response for `response`, for writing straight to a socket. */
+export function rawHttpResponse(response: ErrorResponse): string {
+  const body = JSON.stringify(response.body);
+  const headers: Record<string, string | number> = {
+    ...response.headers,
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(body, 'utf8'),
+    connection: 'close',
+  };
+  const lines = Object.entries(headers).map(([name, value]) => `${name}: ${value}`);
+  return `HTTP/1.1 ${response.status} ${STATUS_CODES[response.status] ?? 'Error'}\r\n${lines.join('\r\n')}\r\n\r\n${body}`;
 }

@@ -47,10 +47,13 @@ const STATUS_TEXT: Record<number, string> = {
   400: 'invalid request: malformed JSON, wrong types, an invalid session id or query value',
   401: 'missing or wrong bearer token',
   404: 'unknown session or route',
+  408: 'the request (headers or body) did not arrive within the gateway\'s timeouts (REQUEST_TIMEOUT)',
   409: 'conflicts with the session state (SESSION_ALREADY_EXISTS, SEQ_CONFLICT, OPEN_TURN, SESSION_CLOSED)',
   413: 'request body too large',
   415: 'request body is not application/json',
   422: 'message refused (EMPTY_MESSAGE, MESSAGE_TOO_LARGE, INVALID_MESSAGE)',
+  417: 'an Expect header other than 100-continue (EXPECTATION_FAILED)',
+  431: 'request headers too large (HEADERS_TOO_LARGE)',
   500: 'internal error (details are in the gateway log)',
 };
 
@@ -65,7 +68,8 @@ export function buildOpenApiDocument(routes: readonly RouteSpec[], info: { title
       if (response.eventStream) content['text/event-stream'] = { schema: { type: 'string', description: response.eventStream } };
       responses[status] = { description: response.description, ...(Object.keys(content).length > 0 ? { content } : {}) };
     }
-    for (const status of [...route.errors, 500]) {
+    // Every route can time out or get headers too large for the server: those come from the HTTP layer, not the route.
+    for (const status of [...route.errors, 408, 417, 431, 500]) {
       responses[String(status)] ??= { description: STATUS_TEXT[status] ?? 'error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
     }
     const operation: JsonSchema = {

@@ -11,6 +11,26 @@ const SESSION_ID_RULE = "1-128 characters of A-Z a-z 0-9 . _ - not starting with
 /** A session id by the DESIGN §3 rule. */
 export const sessionIdSchema = z.string().regex(SESSION_ID_PATTERN, `must be a session id: ${SESSION_ID_RULE}`);
 
+/** Matches a UTF-16 surrogate that is not part of a pair (the `u` flag pairs the valid ones). */
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
+
+/**
+ * A string of well-formed UTF-16. A lone surrogate cannot be encoded as UTF-8, so Temporal's
+ * gRPC (and any UTF-8 store column) would refuse it deep inside a command; refused here with a
+ * 400 instead.
+ */
+export const wellFormedString = () =>
+  z.string().superRefine((value, ctx) => {
+    const match = LONE_SURROGATE.exec(value);
+    if (match) {
+      const unit = match[0].charCodeAt(0).toString(16).toUpperCase();
+      ctx.addIssue({
+        code: 'custom',
+        message: `must be well-formed Unicode: a lone surrogate (\\u${unit}) at index ${match.index} cannot be encoded as UTF-8; send whole characters (surrogate pairs)`,
+      });
+    }
+  });
+
 /** A query-string integer: digits only, so `-1`, `1.5` and `1e3` are refused. */
 const queryInteger = (name: string, min: number, max = Number.MAX_SAFE_INTEGER) =>
   z
@@ -29,9 +49,9 @@ export const noQuery = z.strictObject({});
 export const emptyBody = z.strictObject({}).optional();
 
 export const agentSchema = z.strictObject({
-  model: z.string().min(1).max(200).optional(),
-  system: z.string().optional(),
-  tools: z.array(z.string().min(1).max(200)).max(200).optional(),
+  model: wellFormedString().min(1).max(200).optional(),
+  system: wellFormedString().optional(),
+  tools: z.array(wellFormedString().min(1).max(200)).max(200).optional(),
 });
 
 export const createSessionBody = z
@@ -42,8 +62,8 @@ export const createSessionBody = z
   .optional();
 
 export const postMessageBody = z.strictObject({
-  text: z.string().describe('the user message; must not be blank'),
-  id: z.string().min(1).max(128).optional().describe('idempotency key: re-posting the same id never produces a second answer'),
+  text: wellFormedString().describe('the user message; must not be blank'),
+  id: wellFormedString().min(1).max(128).optional().describe('idempotency key: re-posting the same id never produces a second answer'),
 });
 
 export const postMessageQuery = z.strictObject({

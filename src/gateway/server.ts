@@ -4,13 +4,15 @@
  * `{error: {code, message}}` (see errors.ts for the status table).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { PassThrough } from 'node:stream';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import type { SessionClient } from '../client/session-client.js';
-import { ConfigError, isLoopbackHost } from '../config.js';
+import { ConfigError, DEFAULT_GATEWAY_TIMEOUTS, assertGatewayTimeouts, isLoopbackHost, type GatewayTimeouts } from '../config.js';
 import { assertSessionId } from '../session/index.js';
-import { GatewayError, toErrorResponse, type ErrorResponse } from './errors.js';
+import { GatewayError, clientErrorResponse, rawHttpResponse, toErrorResponse, type ErrorResponse } from './errors.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { ROUTES, STREAMED, type RouteContext, type RouteSpec } from './routes.js';
 import type { StreamRegistry } from './sse.js';
@@ -30,7 +32,7 @@ export type GatewayOptions = {
   logger?: FastifyBaseLogger;
   /** Interval of SSE heartbeat comments, ms. Default 15000. */
   sseHeartbeatMs?: number;
-};
+} & Partial<GatewayTimeouts>;
 
 export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'logger' | 'token'>> & { token: string | undefined; logger: FastifyBaseLogger | undefined };
 
@@ -53,7 +55,15 @@ export function resolveGatewayOptions(options: GatewayOptions): ResolvedGatewayO
   if (!Number.isSafeInteger(options.bodyLimitBytes) || options.bodyLimitBytes < 1) {
     throw new ConfigError(`gateway bodyLimitBytes must be a positive whole number, got ${String(options.bodyLimitBytes)} (SESSIONLOG_BODY_LIMIT_BYTES)`);
   }
+  const timeouts: GatewayTimeouts = {
+    connectionTimeoutMs: options.connectionTimeoutMs ?? DEFAULT_GATEWAY_TIMEOUTS.connectionTimeoutMs,
+    headersTimeoutMs: options.headersTimeoutMs ?? DEFAULT_GATEWAY_TIMEOUTS.headersTimeoutMs,
+    bodyTimeoutMs: options.bodyTimeoutMs ?? DEFAULT_GATEWAY_TIMEOUTS.bodyTimeoutMs,
+    requestTimeoutMs: options.requestTimeoutMs ?? DEFAULT_GATEWAY_TIMEOUTS.requestTimeoutMs,
+  };
+  assertGatewayTimeouts(timeouts);
   return {
+    ...timeouts,
     client: options.client,
     token: options.token,
     host: options.host,
@@ -81,8 +91,98 @@ export function openEventStreamCount(app: FastifyInstance): number {
 
 function sendError(request: FastifyRequest, reply: FastifyReply, error: unknown): FastifyReply {
   const response: ErrorResponse = toErrorResponse(error);
-  if (response.logDetail) request.log.error({ err: error, method: request.method, url: request.url }, 'request failed');
+  if (isClientAbort(request, error)) {
+    // The client closed the connection mid-request (or a request timeout closed it): nobody
+    // reads the answer, and it is not a server fault.
+    request.log.debug({ err: error, method: request.method, url: request.url }, 'client aborted the request');
+  } else if (response.logDetail) request.log.error({ err: error, method: request.method, url: request.url }, 'request failed');
   return reply.code(response.status).headers(response.headers).send(response.body);
+}
+
+/**
+ * Node's "aborted" error: the connection closed before the request had fully arrived. (A reset
+ * of some other connection, a database's say, after the request arrived is a server fault.)
+ */
+function isClientAbort(request: FastifyRequest, error: unknown): boolean {
+  return error instanceof Error && (error as NodeJS.ErrnoException).code === 'ECONNRESET' && !request.raw.complete;
+}
+
+/**
+ * Answers what Node's HTTP parser refused (or a request that timed out before fastify had it)
+ * with the documented error shape, written to the socket by hand since no response object
+ * exists yet.
+ */
+function answerClientError(log: FastifyBaseLogger, error: NodeJS.ErrnoException & { reason?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) {
+    log.debug({ err: error }, 'client connection reset');
+    socket.destroy();
+    return;
+  }
+  const response = clientErrorResponse(error);
+  log.debug({ err: error, code: response.body.error.code }, 'refused a malformed or late request');
+  // As Node's own handler does: never write into a response this connection has already started (an SSE stream, say).
+  const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (socket.writable && inFlight?.headersSent !== true) socket.write(rawHttpResponse(response));
+  socket.destroy(error);
+}
+
+/**
+ * Requests Node answers by itself, bypassing fastify, get the documented shape too: CONNECT
+ * (Node would drop the connection silently) and an `Expect` other than 100-continue (a bare 417).
+ */
+function answerOutsideRoutes(app: FastifyInstance): void {
+  app.server.on('connect', (_request: IncomingMessage, socket: Socket) => {
+    app.log.debug('refused a CONNECT request');
+    const answer = rawHttpResponse(toErrorResponse(new GatewayError('METHOD_NOT_ALLOWED', 'the gateway is not a proxy: CONNECT is not served', { allow: 'GET, HEAD, POST' })));
+    socket.end(answer, () => socket.destroy());
+  });
+  app.server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+    const answer = toErrorResponse(
+      new GatewayError('EXPECTATION_FAILED', `the gateway meets only "Expect: 100-continue", not ${JSON.stringify(String(request.headers.expect).slice(0, 60))}; drop the Expect header`, { connection: 'close' }),
+    );
+    const body = JSON.stringify(answer.body);
+    response
+      .writeHead(answer.status, { ...answer.headers, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body, 'utf8') })
+      .end(body);
+  });
+}
+
+/** Whether the request announces a body (fastify reads one only then). */
+function hasBody(request: FastifyRequest): boolean {
+  const length = request.headers['content-length'];
+  return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
+/**
+ * The request body as fastify reads it, failing with 408 REQUEST_TIMEOUT unless it has all
+ * arrived within `timeoutMs`: a body that trickles or never ends cannot hold a request open.
+ * The 408 goes through fastify's error path (closing the connection, whose body was not read).
+ */
+function bodyWithDeadline(raw: IncomingMessage, timeoutMs: number): PassThrough {
+  const body = new PassThrough();
+  const timer = setTimeout(() => {
+    raw.unpipe(body);
+    body.destroy(
+      new GatewayError('REQUEST_TIMEOUT', `the request body did not arrive within ${timeoutMs} ms of its headers; send it without pauses (limit: SESSIONLOG_BODY_TIMEOUT_MS)`, {
+        connection: 'close',
+      }),
+    );
+  }, timeoutMs);
+  const stop = (): void => clearTimeout(timer);
+  raw.once('end', stop);
+  raw.once('close', stop);
+  // pipe() does not forward errors: an aborted upload must still end the body read.
+  raw.on('error', (error) => {
+    stop();
+    body.destroy(error);
+  });
+  raw.pipe(body);
+  return body;
+}
+
+/** How often Node checks the header and request deadlines (its default, 30 s, would let a 10 s limit run to 40 s). */
+function deadlineCheckIntervalMs(timeouts: GatewayTimeouts): number {
+  return Math.max(50, Math.min(1_000, Math.floor(Math.min(timeouts.headersTimeoutMs, timeouts.requestTimeoutMs) / 4)));
 }
 
 function parsePart<T extends z.ZodType>(schema: T, value: unknown, where: 'path' | 'query' | 'body'): z.output<T> {
@@ -121,7 +221,7 @@ function pathPattern(url: string): RegExp {
  */
 export function createGateway(options: GatewayOptions): FastifyInstance {
   const resolved = resolveGatewayOptions(options);
-  const app = Fastify({
+  const app: FastifyInstance = Fastify({
     bodyLimit: resolved.bodyLimitBytes,
     ...(resolved.logger ? { loggerInstance: resolved.logger } : { logger: { level: 'warn' } }),
     // Long enough that an over-long session id reaches the handler and gets a 400 naming the id rule.
@@ -129,7 +229,36 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
     frameworkErrors: (error, request, reply) => {
       sendError(request, reply, error);
     },
+    // Socket idle timeout; cleared once a request has begun (see the onRequest hook below).
+    connectionTimeout: resolved.connectionTimeoutMs,
+    requestTimeout: resolved.requestTimeoutMs,
+    http: {
+      headersTimeout: resolved.headersTimeoutMs,
+      requestTimeout: resolved.requestTimeoutMs,
+      connectionsCheckingInterval: deadlineCheckIntervalMs(resolved),
+      // Node answers a missing Host with a bare 400; the onRequest hook below answers it in the error shape.
+      requireHostHeader: false,
+    },
+    clientErrorHandler: (error, socket) => answerClientError(app.log, error, socket),
   }) as unknown as FastifyInstance;
+  answerOutsideRoutes(app);
+
+  app.addHook('onRequest', async (request) => {
+    // Once a request has begun, its own deadlines take over: the body timeout while it
+    // uploads, then none, so a `?wait=true` turn or an SSE stream is never cut for being quiet.
+    request.raw.socket.setTimeout(0);
+    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
+      throw new GatewayError('INVALID_REQUEST', 'an HTTP/1.1 request must carry a Host header', { connection: 'close' });
+    }
+  });
+  app.addHook('preParsing', async (request, _reply, payload) => {
+    if (!hasBody(request)) return payload;
+    const encoding = request.headers['content-encoding'];
+    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+      throw new GatewayError('UNSUPPORTED_MEDIA_TYPE', `request bodies must be plain JSON; Content-Encoding ${JSON.stringify(encoding.slice(0, 40))} is not accepted`, { connection: 'close' });
+    }
+    return bodyWithDeadline(request.raw, resolved.bodyTimeoutMs);
+  });
 
   const routes: RegisteredRoute[] = [];
   registeredRoutes.set(app, routes);

@@ -8,7 +8,7 @@ import { once } from 'node:events';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { SessionClient } from '../client/session-client.js';
 import type { StoredEvent } from '../session/index.js';
-import { toErrorResponse } from './errors.js';
+import { GatewayError, toErrorResponse } from './errors.js';
 
 /** Open streams, so the gateway can end them all when it closes. */
 export type StreamRegistry = Set<AbortController>;
@@ -34,12 +34,34 @@ export function formatEventFrame(event: StoredEvent): string {
   return `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
 }
 
+const STREAM_HEADERS = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache, no-transform',
+  connection: 'keep-alive',
+  'x-accel-buffering': 'no',
+};
+
 /**
  * Takes over the response and streams events until the client disconnects, the gateway
  * closes or `limit` events were sent. The session must exist (checked by the caller, so an
- * unknown id is still a plain 404).
+ * unknown id is still a plain 404). A start past the log's end is refused with 400 before
+ * the stream opens: once a 200 stream has begun, an EventSource would reconnect with the same
+ * `Last-Event-ID` forever. `HEAD` gets the stream's headers and ends.
  */
 export async function streamEvents(request: FastifyRequest, reply: FastifyReply, options: StreamEventsOptions): Promise<void> {
+  const nextSeq = await options.client.nextSeq(options.sessionId);
+  if (options.fromSeq > nextSeq) {
+    throw new GatewayError(
+      'INVALID_REQUEST',
+      `the stream cannot start at seq ${options.fromSeq}: session ${options.sessionId} has ${nextSeq} events (seqs below ${nextSeq}), so Last-Event-ID must be below ${nextSeq} and from at most ${nextSeq}; reconnect without Last-Event-ID to start over`,
+    );
+  }
+  if (request.method === 'HEAD') {
+    const { connection: _keepAlive, ...headers } = STREAM_HEADERS;
+    reply.hijack();
+    reply.raw.writeHead(200, headers).end();
+    return;
+  }
   const abort = new AbortController();
   options.streams.add(abort);
   reply.hijack();
@@ -47,12 +69,7 @@ export async function streamEvents(request: FastifyRequest, reply: FastifyReply,
   const onClose = (): void => abort.abort();
   // 'close' on the response fires when the client goes away (or after we end it).
   res.on('close', onClose);
-  res.writeHead(200, {
-    'content-type': 'text/event-stream; charset=utf-8',
-    'cache-control': 'no-cache, no-transform',
-    connection: 'keep-alive',
-    'x-accel-buffering': 'no',
-  });
+  res.writeHead(200, STREAM_HEADERS);
   // Tells EventSource clients how long to wait before reconnecting, and flushes the headers.
   res.write('retry: 2000\n\n');
   const heartbeat = setInterval(() => {

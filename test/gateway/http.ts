@@ -2,6 +2,8 @@
  * HTTP helpers for the gateway tests: JSON requests over Node's fetch and a small SSE reader
  * that parses the `text/event-stream` framing from the response body itself.
  */
+import { connect } from 'node:net';
+import type { FastifyBaseLogger } from 'fastify';
 import { expect } from 'vitest';
 
 export type JsonResponse = { status: number; headers: Headers; body: unknown };
@@ -109,4 +111,99 @@ export async function readEventsUntil(sse: SseConnection, stop: (event: { seq: n
     events.push({ seq: event.seq, type: event.type, frameId: frame.id ?? '' });
     if (stop(event)) return events;
   }
+}
+
+/** A response read off a raw socket: status line, lower-cased headers, body text. */
+export type RawResponse = { status: number; headers: Record<string, string>; body: string; text: string; closed: boolean };
+
+/**
+ * Sends `parts` over a raw TCP connection (strings are written as latin1 bytes, numbers are
+ * pauses in ms) and reads until the server closes the connection or `waitMs` passes. Writing
+ * stops as soon as the server answers or closes. Gives the parsed first response.
+ */
+export async function rawExchange(baseUrl: string, parts: ReadonlyArray<string | number>, waitMs = 15_000): Promise<RawResponse> {
+  const { hostname, port } = new URL(baseUrl);
+  const socket = connect(Number(port), hostname);
+  let text = '';
+  let closed = false;
+  let stopped = false;
+  socket.setEncoding('latin1');
+  socket.on('data', (chunk: string) => (text += chunk));
+  socket.on('error', () => {
+    // A reset after the server answered (it closed with our unread bytes pending): the answer was already read.
+  });
+  const done = new Promise<void>((resolve) => socket.on('close', () => ((closed = true), resolve())));
+  let timeout: NodeJS.Timeout | undefined;
+  const timer = new Promise<void>((resolve) => (timeout = setTimeout(resolve, waitMs)));
+  const writer = (async () => {
+    for (const part of parts) {
+      if (stopped || closed || text.length > 0) return;
+      if (typeof part === 'number') await new Promise((resolve) => setTimeout(resolve, part));
+      else socket.write(part, 'latin1');
+    }
+  })();
+  await Promise.race([done, timer]);
+  clearTimeout(timeout);
+  stopped = true;
+  await writer;
+  socket.destroy();
+  return { ...parseRawResponse(text), text, closed };
+}
+
+function parseRawResponse(text: string): { status: number; headers: Record<string, string>; body: string } {
+  const end = text.indexOf('\r\n\r\n');
+  const head = end < 0 ? text : text.slice(0, end);
+  const [statusLine = '', ...lines] = head.split('\r\n');
+  const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(statusLine)?.[1] ?? 0);
+  const headers: Record<string, string> = {};
+  for (const line of lines) {
+    const colon = line.indexOf(':');
+    if (colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+  }
+  let body = end < 0 ? '' : text.slice(end + 4);
+  const length = headers['content-length'];
+  if (length !== undefined) body = Buffer.from(body, 'latin1').subarray(0, Number(length)).toString('utf8');
+  return { status, headers, body };
+}
+
+/** Asserts a raw response carries the `{error: {code, message}}` shape and returns the code. */
+export function expectRawErrorShape(response: RawResponse, label: string): string {
+  expect(response.status, `${label}: ${JSON.stringify(response.text.slice(0, 300))}`).toBeGreaterThanOrEqual(400);
+  let body: unknown;
+  try {
+    body = JSON.parse(response.body) as unknown;
+  } catch (error) {
+    throw new Error(`${label}: the body is not JSON (${(error as Error).message})`, { cause: error });
+  }
+  const asJson: JsonResponse = { status: response.status, headers: new Headers(response.headers), body };
+  return expectErrorShape(asJson, label);
+}
+
+/** One record a {@link captureLogger} logger received (pino levels: 20 debug, 30 info, 40 warn, 50 error). */
+export type LogEntry = { level: number; msg: string; fields: Record<string, unknown> };
+
+/** A pino-compatible logger that records every call, for asserting what the gateway logs. */
+export function captureLogger(): { logger: FastifyBaseLogger; entries: LogEntry[] } {
+  const entries: LogEntry[] = [];
+  const make = (bindings: Record<string, unknown>): unknown => {
+    const at =
+      (level: number) =>
+      (first?: unknown, second?: unknown): void => {
+        const fields = typeof first === 'object' && first !== null ? (first as Record<string, unknown>) : {};
+        const msg = typeof first === 'string' ? first : typeof second === 'string' ? second : '';
+        entries.push({ level, msg, fields: { ...bindings, ...fields } });
+      };
+    return {
+      level: 'trace',
+      fatal: at(60),
+      error: at(50),
+      warn: at(40),
+      info: at(30),
+      debug: at(20),
+      trace: at(10),
+      silent: () => undefined,
+      child: (more: Record<string, unknown>) => make({ ...bindings, ...more }),
+    };
+  };
+  return { logger: make({}) as FastifyBaseLogger, entries };
 }

@@ -172,6 +172,27 @@ describe('gateway routes', () => {
     expect((await call('POST', `/v1/sessions/${id}/cancel`)).body).toEqual({ cancelRequested: false });
   });
 
+  it('refuses a lone-surrogate message id with a 400 naming the field, also with ?wait=true (Temporal would fail it as invalid UTF-8)', async () => {
+    const id = newId('utf16');
+    await call('POST', '/v1/sessions', { json: { id } });
+    await call('POST', `/v1/sessions/${id}/messages?wait=true`, { json: { text: 'settle' } });
+    const before = await stack.store.readFrom(id, 0);
+    for (const path of [`/v1/sessions/${id}/messages?wait=true`, `/v1/sessions/${id}/messages`]) {
+      const refused = await call('POST', path, { json: { text: 'hi', id: 'm\ud800id' } });
+      expect(refused.status, path).toBe(400);
+      expect(refused.body, path).toMatchObject({ error: { code: 'INVALID_REQUEST' } });
+      expect((refused.body as { error: { message: string } }).error.message).toMatch(/body\.id: .*lone surrogate/);
+    }
+    const text = await call('POST', `/v1/sessions/${id}/messages?wait=true`, { json: { text: 'half an emoji \ud83d' } });
+    expect(text.status).toBe(400);
+    expect((text.body as { error: { message: string } }).error.message).toMatch(/body\.text: .*lone surrogate/);
+    expect(await stack.store.readFrom(id, 0)).toEqual(before);
+    // A whole astral character (a surrogate pair) is fine.
+    const emoji = await call('POST', `/v1/sessions/${id}/messages?wait=true`, { json: { text: 'a whole emoji 😀', id: 'm😀id' } });
+    expect(emoji.status).toBe(200);
+    expect(emoji.body).toMatchObject({ text: 'echo: a whole emoji 😀' });
+  });
+
   it('answers GET /healthz', async () => {
     const health = await call('GET', '/healthz');
     expect(health).toMatchObject({ status: 200, body: { ok: true } });

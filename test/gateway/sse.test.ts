@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { openEventStreamCount, startGateway, type RunningGateway } from '../../src/gateway/index.js';
 import { startStack, type Stack } from '../support/stack.js';
-import { openSse, readEventsUntil, request } from './http.js';
+import { expectErrorShape, openSse, rawExchange, readEventsUntil, request } from './http.js';
 
 let stack: Stack;
 let gateway: RunningGateway;
@@ -129,5 +129,41 @@ describe('GET /v1/sessions/:id/events as Server-Sent Events', () => {
     const res = await request(gateway.url, 'GET', '/v1/sessions/no-such-session/events', { headers: { accept: 'text/event-stream' } });
     expect(res.status).toBe(404);
     expect(res.body).toMatchObject({ error: { code: 'SESSION_NOT_FOUND' } });
+  });
+
+  it('refuses a Last-Event-ID beyond the head with a JSON 400 before any stream starts, so an EventSource does not reconnect forever', async () => {
+    const id = newId('beyond');
+    await createSession(id);
+    await request(gateway.url, 'POST', `/v1/sessions/${id}/messages?wait=true`, { json: { text: 'hi' } });
+    const next = await stack.store.nextSeq(id);
+    for (const lastEventId of [String(Number.MAX_SAFE_INTEGER), String(next), String(next + 1)]) {
+      const refused = await request(gateway.url, 'GET', `/v1/sessions/${id}/events`, { headers: { accept: 'text/event-stream', 'last-event-id': lastEventId } });
+      expect(refused.status, lastEventId).toBe(400);
+      expect(expectErrorShape(refused, lastEventId)).toBe('INVALID_REQUEST');
+      expect((refused.body as { error: { message: string } }).error.message).toContain(`has ${next} events`);
+    }
+    const fromBeyond = await request(gateway.url, 'GET', `/v1/sessions/${id}/events?from=${next + 1}`, { headers: { accept: 'text/event-stream' } });
+    expect(fromBeyond.status).toBe(400);
+    expect(openEventStreamCount(gateway.app)).toBe(0);
+
+    // The last event's own id is a valid resume point: the stream opens and carries the next turn.
+    const sse = await openSse(`${gateway.url}/v1/sessions/${id}/events`, { 'last-event-id': String(next - 1) });
+    expect(sse.status).toBe(200);
+    await request(gateway.url, 'POST', `/v1/sessions/${id}/messages`, { json: { text: 'again' } });
+    const events = await readEventsUntil(sse, (e) => e.type === 'turn/end');
+    sse.close();
+    expect(events[0]!.seq).toBe(next);
+  });
+
+  it('ends a HEAD request for the event stream after its headers', async () => {
+    const id = newId('head');
+    await createSession(id);
+    const response = await rawExchange(gateway.url, [`HEAD /v1/sessions/${id}/events HTTP/1.1\r\nHost: gateway\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n`], 10_000);
+    expect(response.status).toBe(200);
+    expect(response.headers['content-type']).toContain('text/event-stream');
+    // The server ended the response and, as asked, closed the connection; no stream body.
+    expect(response.closed).toBe(true);
+    expect(response.body).toBe('');
+    expect(openEventStreamCount(gateway.app)).toBe(0);
   });
 });
