@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DEFAULT_MODEL_CATALOGUE, ModelCatalogueError, lookupModel, resolveModelCatalogue, type ModelCatalogue, type ModelCatalogueOverrides } from './model/catalogue.js';
+import { parseApprovalPolicy, type ApprovalPolicy } from './tools/approval.js';
 import { DEFAULT_TASK_QUEUE, DEFAULT_TUNABLES, type SessionTunables } from './workflows/api.js';
 
 export class ConfigError extends Error {
@@ -94,6 +95,10 @@ export type Config = {
   chunkFlushMs: number;
   /** The model catalogue: the built-in one, extended or overridden by the file SESSIONLOG_MODELS names. */
   catalogue: ModelCatalogue;
+  /** Which tool calls wait for a person's approval by default. */
+  approval: ApprovalPolicy;
+  /** The token budget that triggers pressure handling (unset: the model's window). */
+  contextBudget: number | undefined;
 };
 
 const DEEPSEEK_BASE_URL = 'https://api.deepseek.com';
@@ -133,6 +138,12 @@ const envSchema = z.object({
   SESSIONLOG_CHUNK_FLUSH_MS: int('SESSIONLOG_CHUNK_FLUSH_MS', 1, 10_000).optional(),
   SESSIONLOG_CONTINUE_AS_NEW_TURNS: int('SESSIONLOG_CONTINUE_AS_NEW_TURNS', 1).optional(),
   SESSIONLOG_MODELS: z.string().min(1).optional(),
+  SESSIONLOG_APPROVAL: z
+    .string()
+    .regex(/^(never|always|tools:[A-Za-z0-9_-]+(,[A-Za-z0-9_-]+)*)$/, 'SESSIONLOG_APPROVAL must be never, always or tools:NAME[,NAME…]')
+    .optional(),
+  SESSIONLOG_APPROVAL_TIMEOUT_MS: int('SESSIONLOG_APPROVAL_TIMEOUT_MS', 1000).optional(),
+  SESSIONLOG_CONTEXT_BUDGET: int('SESSIONLOG_CONTEXT_BUDGET', 1).optional(),
 });
 
 /** Resolves configuration from `env` (default `process.env`) plus explicit overrides (CLI flags). */
@@ -197,10 +208,13 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
       ...(e.SESSIONLOG_MAX_STEPS !== undefined ? { maxStepsPerTurn: e.SESSIONLOG_MAX_STEPS } : {}),
       ...(e.SESSIONLOG_MAX_MESSAGE_BYTES !== undefined ? { maxMessageBytes: e.SESSIONLOG_MAX_MESSAGE_BYTES } : {}),
       ...(e.SESSIONLOG_CONTINUE_AS_NEW_TURNS !== undefined ? { continueAsNewAfterTurns: e.SESSIONLOG_CONTINUE_AS_NEW_TURNS } : {}),
+      ...(e.SESSIONLOG_APPROVAL_TIMEOUT_MS !== undefined ? { approvalTimeoutMs: e.SESSIONLOG_APPROVAL_TIMEOUT_MS } : {}),
     },
     spillMaxInlineBytes: e.SESSIONLOG_SPILL_BYTES ?? 16 * 1024,
     chunkFlushMs: e.SESSIONLOG_CHUNK_FLUSH_MS ?? 50,
     catalogue,
+    approval: parseApprovalPolicy(e.SESSIONLOG_APPROVAL ?? 'never'),
+    contextBudget: e.SESSIONLOG_CONTEXT_BUDGET,
   };
 }
 

@@ -13,7 +13,9 @@ import { SessionlogError } from '../session/index.js';
 import { runChat } from './chat.js';
 import { connectClient, openConfiguredStore, packageRoot, runtimeOptions, startModel, temporalAddressFor } from './runtime.js';
 import {
+  answerApproval,
   compactSession,
+  listApprovals,
   exportSession,
   forkSession,
   listSessions,
@@ -236,6 +238,41 @@ sessions
     const violations = o.file ? await verifyExportFile(o.file, output()) : await withClient(({ client }) => verifySession(client, id!, output()), { lazy: true });
     if (violations.length > 0) process.exitCode = 1;
   });
+
+const approvals = program.command('approvals').description('tool calls waiting for an answer (approval or an external result)');
+approvals
+  .command('list')
+  .option('--session <id>', 'only this session')
+  .description('list the calls waiting for an answer across sessions')
+  .action((o: { session?: string }) => withClient(({ client }) => listApprovals(client, o.session, output()), { lazy: true }));
+approvals
+  .command('approve')
+  .argument('<session>', 'session id')
+  .argument('<callId>', 'the tool call id')
+  .option('--reason <text>', 'why (logged)')
+  .option('--by <name>', 'who answers (logged)')
+  .option('--args <json>', 'run the call with these edited arguments (a JSON object)')
+  .option('--always', 'allow this tool without asking for the rest of the session')
+  .description('approve a waiting tool call')
+  .action((sessionId: string, callId: string, o: { reason?: string; by?: string; args?: string; always?: boolean }) =>
+    withClient(({ client }) =>
+      answerApproval(client, sessionId, callId, { decision: 'approve', ...answerOptions(o), ...(o.args !== undefined ? { arguments: o.args } : {}), ...(o.always ? { allowForSession: true } : {}) }, output()),
+    ),
+  );
+approvals
+  .command('deny')
+  .argument('<session>', 'session id')
+  .argument('<callId>', 'the tool call id')
+  .option('--reason <text>', 'why (logged; the model sees it)')
+  .option('--by <name>', 'who answers (logged)')
+  .description('deny a waiting tool call')
+  .action((sessionId: string, callId: string, o: { reason?: string; by?: string }) =>
+    withClient(({ client }) => answerApproval(client, sessionId, callId, { decision: 'deny', ...answerOptions(o) }, output())),
+  );
+
+function answerOptions(o: { reason?: string; by?: string }): { reason?: string; by?: string } {
+  return { ...(o.reason !== undefined ? { reason: o.reason } : {}), ...(o.by !== undefined ? { by: o.by } : {}) };
+}
 
 program.version(PACKAGE_VERSION, '--version', 'print the version');
 

@@ -161,3 +161,25 @@ export function seqArgument(value: string, name: string): number {
   if (!/^\d+$/.test(value)) throw new SessionlogError('INVALID_ARGUMENT', `${name} must be a non-negative integer, got ${JSON.stringify(clip(value, 20))}`);
   return Number(value);
 }
+
+/** Lists tool calls waiting for an answer (approval or external result). */
+export async function listApprovals(client: SessionClient, sessionId: string | undefined, out: Output): Promise<void> {
+  const pending = await client.pendingApprovals(sessionId !== undefined ? { sessionId } : {});
+  print(
+    out,
+    () =>
+      pending.length === 0
+        ? 'no tool calls are waiting for an answer'
+        : table(
+            ['SESSION', 'CALL', 'TOOL', 'KIND', 'ARGUMENTS', 'AGE', 'EXPIRES'],
+            pending.map((p) => [p.sessionId, p.callId, p.tool, p.kind, clip(p.arguments, 60), `${Math.round(p.ageMs / 1000)}s`, new Date(p.expiresAt).toISOString()]),
+          ),
+    pending,
+  );
+}
+
+/** Approves or denies a waiting tool call and prints the decision that counts. */
+export async function answerApproval(client: SessionClient, sessionId: string, callId: string, answer: Parameters<SessionClient['approve']>[2], out: Output): Promise<void> {
+  const result = await client.approve(sessionId, callId, answer);
+  print(out, () => `${callId}: ${result.decision}${result.reason ? ` (${result.reason})` : ''}`, result);
+}

@@ -38,6 +38,8 @@ import {
 import {
   DEFAULT_TASK_QUEUE,
   DEFAULT_TUNABLES,
+  approveUpdate,
+  toolResultUpdate,
   SESSION_WORKFLOW_TYPE,
   cancelSignal,
   closeSignal,
@@ -47,15 +49,18 @@ import {
   statusQuery,
   userMessageSignal,
   workflowIdFor,
+  type ApprovalInput,
+  type ApprovalResult,
   type CompactResult,
   type SeedSpec,
+  type ToolResultAck,
   type SendResult,
   type SessionStatus,
   type SessionTunables,
   type SessionWorkflowInput,
 } from '../workflows/api.js';
 import type { sessionWorkflow } from '../workflows/session-workflow.js';
-import { assertMessageId, assertMessageText, assertSessionId } from './inputs.js';
+import { assertMessageId, assertMessageText, assertSessionId, isWellFormed } from './inputs.js';
 import { WatchHub } from './watch-hub.js';
 
 export type SessionClientOptions = {
@@ -82,6 +87,22 @@ export type Reply = SendResult & { text: string; messageId: string };
 /** A session as listed: its header and how many events its log holds. */
 export type SessionSummary = SessionHeader & { events: number };
 
+/** A tool call waiting for an answer, as {@link SessionClient.pendingApprovals} lists it. */
+export type PendingApproval = {
+  sessionId: string;
+  callId: string;
+  tool: string;
+  /** `approval`: approve or deny it; `external`: post the tool's result. */
+  kind: 'approval' | 'external';
+  /** The call's arguments (JSON text). */
+  arguments: string;
+  turn: number;
+  step: number;
+  requestedAt: number;
+  ageMs: number;
+  expiresAt: number;
+};
+
 /** The result of {@link SessionClient.verify}: every problem of the stored log, with its seq. */
 export type VerifyReport = { sessionId: string; events: number; violations: Violation[] };
 
@@ -99,6 +120,9 @@ const REJECTION_CODES: ReadonlySet<string> = new Set([
   'OPEN_TURN',
   'INVALID_BOUNDARY',
   'SESSION_NOT_FOUND',
+  'UNKNOWN_CALL',
+  'ALREADY_ANSWERED',
+  'INVALID_ARGUMENT',
 ]);
 
 /** Maps a refusal of an update (validator or handler) to a SessionlogError with its code. */
@@ -405,6 +429,78 @@ export class SessionClient {
     assertSessionId(sessionId);
     if (!this.measure) throw new SessionlogError('INVALID_ARGUMENT', 'this SessionClient has no token meter: build it with the contextReport option (the CLI and gateway do)');
     return this.measure(await this.store.session(sessionId));
+  }
+
+  // ---- tool calls waiting for answers (DESIGN §5.1) ------------------------------------------
+
+  /**
+   * Answers a tool call waiting for approval. Exactly one answer counts: a second answer (from
+   * any client) returns the first decision. Works whether or not the session's workflow runs
+   * (a new run re-enters the wait from the log).
+   *
+   * @throws SessionlogError `UNKNOWN_CALL` when the call is not waiting for approval.
+   */
+  async approve(sessionId: string, callId: string, answer: Omit<ApprovalInput, 'callId'>): Promise<ApprovalResult> {
+    await this.requireSession(sessionId);
+    assertMessageId(callId);
+    if (answer.reason !== undefined) assertMessageText(answer.reason, this.maxMessageBytes);
+    try {
+      return await this.temporal.workflow.executeUpdateWithStart(approveUpdate, { args: [{ ...answer, callId }], startWorkflowOperation: this.startOperation(sessionId) });
+    } catch (error) {
+      throw refusal(error);
+    }
+  }
+
+  /**
+   * Posts the result of an external tool the caller ran; the turn waiting for it carries on.
+   *
+   * @throws SessionlogError `UNKNOWN_CALL` when the call is not waiting for a result,
+   *   `ALREADY_ANSWERED` when its result was already posted.
+   */
+  async submitToolResult(sessionId: string, callId: string, output: string, options: { isError?: boolean; by?: string } = {}): Promise<ToolResultAck> {
+    await this.requireSession(sessionId);
+    assertMessageId(callId);
+    if (typeof output !== 'string' || !isWellFormed(output)) throw new SessionlogError('INVALID_MESSAGE', 'a tool result output must be well-formed text');
+    try {
+      return await this.temporal.workflow.executeUpdateWithStart(toolResultUpdate, {
+        args: [{ callId, output, ...(options.isError ? { isError: true } : {}), ...(options.by !== undefined ? { by: options.by } : {}) }],
+        startWorkflowOperation: this.startOperation(sessionId),
+      });
+    } catch (error) {
+      throw refusal(error);
+    }
+  }
+
+  /**
+   * Tool calls waiting for an answer (approval or an external result), across every stored
+   * session (or one), read from the logs: session, call, tool, arguments, age and expiry.
+   */
+  async pendingApprovals(options: { sessionId?: string } = {}): Promise<PendingApproval[]> {
+    const ids = options.sessionId !== undefined ? [options.sessionId] : (await this.store.list()).map((h) => h.id);
+    const now = Date.now();
+    const pending: PendingApproval[] = [];
+    for (const id of ids) {
+      assertSessionId(id);
+      const session = await this.store.session(id);
+      for (const call of session.turns.pending.values()) {
+        if (!call.request || call.answer) continue;
+        const request = session.eventAt(call.request.seq);
+        if (request?.type !== 'tool/approval-request') continue;
+        pending.push({
+          sessionId: id,
+          callId: call.callId,
+          tool: call.name,
+          kind: call.request.kind,
+          arguments: request.data.arguments,
+          turn: call.turn,
+          step: call.step,
+          requestedAt: request.time,
+          ageMs: Math.max(0, now - request.time),
+          expiresAt: call.request.expiresAt,
+        });
+      }
+    }
+    return pending;
   }
 
   // ---- commands -----------------------------------------------------------------------------

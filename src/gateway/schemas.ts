@@ -4,15 +4,13 @@
  * document (they are not re-checked at run time).
  */
 import { z } from 'zod';
+import { LONE_SURROGATE } from '../client/inputs.js';
 import { SESSION_ID_PATTERN } from '../session/index.js';
 
 const SESSION_ID_RULE = "1-128 characters of A-Z a-z 0-9 . _ - not starting with '.'";
 
 /** A session id by the DESIGN §3 rule. */
 export const sessionIdSchema = z.string().regex(SESSION_ID_PATTERN, `must be a session id: ${SESSION_ID_RULE}`);
-
-/** Matches a UTF-16 surrogate that is not part of a pair (the `u` flag pairs the valid ones). */
-const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
 
 /**
  * A string of well-formed UTF-16. A lone surrogate cannot be encoded as UTF-8, so Temporal's

@@ -25,7 +25,9 @@ export type SessionErrorCode =
   | 'LOG_AHEAD'
   | 'OP_CONFLICT'
   | 'SESSION_ERASED'
-  | 'UNAVAILABLE';
+  | 'UNAVAILABLE'
+  | 'UNKNOWN_CALL'
+  | 'ALREADY_ANSWERED';
 
 export class SessionlogError extends Error {
   constructor(

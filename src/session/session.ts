@@ -59,6 +59,7 @@ export class Session {
   private readonly turnFold = new TurnFold();
   private latestHeader: RequestHeader | undefined;
   private owner: string | undefined;
+  private readonly allowed = new Set<string>();
 
   private constructor(header: SessionHeader) {
     this.header = deepFreeze({ ...header });
@@ -169,6 +170,12 @@ export class Session {
     this.turnFold.apply(event);
     if (isEventOfType(event, 'request/header')) this.latestHeader = event.data.header;
     else if (isEventOfType(event, 'session/run')) this.owner = event.data.runId;
+    else if (isEventOfType(event, 'tool/allow')) this.allowed.add(event.data.tool);
+  }
+
+  /** Tools allowed without approval for the rest of the session (`tool/allow`). */
+  get allowedTools(): ReadonlySet<string> {
+    return this.allowed;
   }
 
   /** The turn and step fold at the head: open turn and step, pending calls, turn records. */
@@ -239,6 +246,7 @@ export type SessionView = Pick<
   | 'turns'
   | 'requestHeader'
   | 'owningRun'
+  | 'allowedTools'
   | 'eventsOfOp'
 >;
 
