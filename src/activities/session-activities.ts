@@ -485,7 +485,7 @@ export function createActivities(deps: ActivityDeps) {
         if (eventsWithOp(session, `${prefix}/results`, input.knownHead).length > 0) return { headSeq: session.nextSeq };
         const events: NewEvent[] = [];
         for (const result of input.results) {
-          const full = await deps.store.artifacts.get(result.locator);
+          const full = await deps.store.artifacts.get(input.sessionId, result.locator);
           const call = session.eventAt(result.callSeq) as SessionEvent<'tool/call'>;
           const text = deps.shapeToolResult
             ? await deps.shapeToolResult({ sessionId: input.sessionId, callId: result.callId, toolName: call.data.name, text: full, locator: result.locator })

@@ -4,7 +4,7 @@
  * caller, nothing here does I/O.
  */
 import { SessionlogError } from './errors.js';
-import { isSurfaceType, type StoredEvent, type NewEvent, type RequestHeader, type SessionEvent, type SessionHeader } from './events.js';
+import { isKnownEvent, isSurfaceType, type StoredEvent, type NewEvent, type RequestHeader, type SessionEvent, type SessionHeader } from './events.js';
 import { deepFreeze, toLosslessJson } from './json.js';
 import type { Message } from './messages.js';
 import { SurfaceFold, type SurfaceSnapshot } from './surface.js';
@@ -159,7 +159,8 @@ export class Session {
   }
 
   private commit(event: StoredEvent, alreadyValidated = false): void {
-    if (!alreadyValidated || isSurfaceType(event.type)) {
+    // An ignorable event of a type this build does not know is kept verbatim but never folded.
+    if (isKnownEvent(event) && (!alreadyValidated || isSurfaceType(event.type))) {
       this.fold.apply(event, (seq) => this.log[seq]);
     }
     this.log.push(event);

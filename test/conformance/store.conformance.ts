@@ -395,7 +395,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
         expect(await failureCode(() => store.append('s', [run(0)], { expectedSeq: head, op: 'late' }))).toBe('SEQ_CONFLICT');
       });
 
-      it('a torn final record after the last turn/end is dropped by load (and ignored by readFrom); damage before a committed turn/end is CORRUPT_LOG', async () => {
+      it('a damaged final record is a torn write only in JSONL (dropped by load, ignored by readFrom); the transactional backends refuse it; damage before a committed record is CORRUPT_LOG everywhere', async () => {
         await store.create(header('s'));
         await store.create(header('c'));
         const closed: NewEvent[] = [
@@ -410,12 +410,20 @@ export function runStoreConformance(fixture: BackendFixture): void {
         fixture.plantDamagedRecord(url, 'c', 2, false);
         fixture.plantEvent(url, 'c', { seq: 3, type: 'turn/end', time: T0, data: { turn: 1, reason: { kind: 'completed' } }, op: 'late' });
         const fresh = await reopen();
-        expect((await fresh.readFrom('s', 0)).map((e) => e.seq)).toEqual([0, 1, 2]);
-        const loaded = await fresh.load('s');
-        expect(loaded.events.map((e) => e.seq)).toEqual([0, 1, 2]);
-        expect(loaded.truncated).toBe(1);
-        expect(await fresh.append('s', [run(3)], { expectedSeq: 3, op: 'after' })).toEqual({ firstSeq: 3, lastSeq: 3, replayed: false });
-        expect((await (await reopen()).readFrom('s', 0)).map((e) => e.seq)).toEqual([0, 1, 2, 3]);
+        if (fixture.name === 'jsonl') {
+          expect((await fresh.readFrom('s', 0)).map((e) => e.seq)).toEqual([0, 1, 2]);
+          const loaded = await fresh.load('s');
+          expect(loaded.events.map((e) => e.seq)).toEqual([0, 1, 2]);
+          expect(loaded.truncated).toBe(1);
+          expect(await fresh.append('s', [run(3)], { expectedSeq: 3, op: 'after' })).toEqual({ firstSeq: 3, lastSeq: 3, replayed: false });
+          expect((await (await reopen()).readFrom('s', 0)).map((e) => e.seq)).toEqual([0, 1, 2, 3]);
+        } else {
+          const before = fixture.dump(url);
+          for (const attempt of [() => fresh.readFrom('s', 0), () => fresh.load('s'), () => fresh.append('s', [run(3)], { expectedSeq: 3, op: 'after' })]) {
+            expect(await failureCode(attempt)).toBe('CORRUPT_LOG');
+          }
+          expect(fixture.dump(url)).toBe(before);
+        }
         expect(await failureCode(() => fresh.load('c'))).toBe('CORRUPT_LOG');
       });
     });
@@ -584,10 +592,10 @@ export function runStoreConformance(fixture: BackendFixture): void {
         const again = await store.artifacts.put({ sessionId: 's', name: 'echo-call1.txt', content: 'second' });
         expect(again.locator).not.toBe(ref.locator);
         const fresh = await reopen();
-        expect(await fresh.artifacts.get(ref.locator)).toBe(content);
-        expect(await fresh.artifacts.get(again.locator)).toBe('second');
-        expect(await fresh.artifacts.read(ref.locator, 5, 3)).toEqual({ text: content.slice(5, 8), total: content.length });
-        expect(await fresh.artifacts.read(ref.locator, content.length + 5, 3)).toEqual({ text: '', total: content.length });
+        expect(await fresh.artifacts.get('s', ref.locator)).toBe(content);
+        expect(await fresh.artifacts.get('s', again.locator)).toBe('second');
+        expect(await fresh.artifacts.read('s', ref.locator, 5, 3)).toEqual({ text: content.slice(5, 8), total: content.length });
+        expect(await fresh.artifacts.read('s', ref.locator, content.length + 5, 3)).toEqual({ text: '', total: content.length });
       });
 
       it('a hostile suggested name stays inside the session namespace, and unknown or malformed locators are ARTIFACT_NOT_FOUND', async () => {
@@ -595,10 +603,67 @@ export function runStoreConformance(fixture: BackendFixture): void {
         await store.create(header('t'));
         const ref = await store.artifacts.put({ sessionId: 's', name: '../../t/../etc/passwd', content: 'x' });
         expect(ref.locator.startsWith('artifact:s/')).toBe(true);
-        expect(await store.artifacts.get(ref.locator)).toBe('x');
-        for (const locator of ['artifact:s/missing.txt', 'artifact:t/' + ref.locator.split('/')[1], 'nonsense', 'artifact:../x/y', 'artifact:s/../t']) {
-          expect(await failureCode(() => store.artifacts.get(locator))).toBe('ARTIFACT_NOT_FOUND');
+        expect(await store.artifacts.get('s', ref.locator)).toBe('x');
+        for (const locator of ['artifact:s/missing.txt', 'nonsense', 'artifact:../x/y', 'artifact:s/../t', 'artifact:s/.hidden']) {
+          expect(await failureCode(() => store.artifacts.get('s', locator))).toBe('ARTIFACT_NOT_FOUND');
         }
+      });
+
+      it("a session never reads another session's artifact: get and read of a foreign locator are ARTIFACT_FOREIGN without its content, even for a session that does not exist", async () => {
+        await store.create(header('victim'));
+        await store.create(header('attacker'));
+        const secret = 'the victim tool output 7f3a';
+        const ref = await store.artifacts.put({ sessionId: 'victim', name: 'calculator-call_1.txt', content: secret });
+        const fresh = await reopen();
+        for (const reader of ['attacker', 'nobody']) {
+          for (const attempt of [() => fresh.artifacts.get(reader, ref.locator), () => fresh.artifacts.read(reader, ref.locator, 0, 100)]) {
+            const error = await failure(attempt);
+            expect(isSessionlogError(error, 'ARTIFACT_FOREIGN'), String(error)).toBe(true);
+            expect((error as Error).message).toContain(reader);
+            expect((error as Error).message).not.toContain(secret);
+          }
+        }
+        // Same name under the attacker's own id: a different artifact (not found), never the victim's.
+        const own = ref.locator.replace('artifact:victim/', 'artifact:attacker/');
+        expect(await failureCode(() => fresh.artifacts.get('attacker', own))).toBe('ARTIFACT_NOT_FOUND');
+        expect(await fresh.artifacts.get('victim', ref.locator)).toBe(secret);
+        expect(await failureCode(() => fresh.artifacts.get('../victim', ref.locator))).toBe('INVALID_SESSION_ID');
+      });
+
+      it('for any sessions, names and locators, a read through session A returns only an artifact A stored, never one of B (property)', async () => {
+        await fc.assert(
+          fc.asyncProperty(
+            fc.uniqueArray(fc.stringMatching(/^[A-Za-z0-9_-]{1,12}$/), { minLength: 2, maxLength: 4 }),
+            fc.array(fc.tuple(fc.nat(), fc.string({ maxLength: 20 }), fc.string({ maxLength: 30 })), { minLength: 1, maxLength: 8 }),
+            fc.array(fc.tuple(fc.nat(), fc.nat(), fc.oneof(fc.constant('own'), fc.constant('swap'), fc.string({ maxLength: 40 }))), { minLength: 1, maxLength: 12 }),
+            async (names, puts, reads) => {
+              const prefix = `p${Math.random().toString(36).slice(2, 8)}-`;
+              const ids = names.map((n) => `${prefix}${n}`);
+              for (const id of ids) await store.create(header(id));
+              const stored = new Map<string, { owner: string; content: string }>();
+              for (const [who, name, content] of puts) {
+                const owner = ids[who % ids.length]!;
+                const ref = await store.artifacts.put({ sessionId: owner, name, content: `${owner}:${content}` });
+                stored.set(ref.locator, { owner, content: `${owner}:${content}` });
+              }
+              const locators = [...stored.keys()];
+              for (const [who, which, how] of reads) {
+                const reader = ids[who % ids.length]!;
+                const target = locators[which % locators.length]!;
+                const locator = how === 'own' ? target : how === 'swap' ? target.replace(/^artifact:[^/]+\//, `artifact:${reader}/`) : how;
+                let content: string | undefined;
+                try {
+                  content = await store.artifacts.get(reader, locator);
+                } catch (error) {
+                  expect(['ARTIFACT_FOREIGN', 'ARTIFACT_NOT_FOUND']).toContain(isSessionlogError(error) ? error.code : String(error));
+                  continue;
+                }
+                expect(stored.get(locator), `${reader} read ${locator}`).toEqual({ owner: reader, content });
+              }
+            },
+          ),
+          { numRuns: 25 },
+        );
       });
     });
 
