@@ -364,7 +364,7 @@ export function corruptLogError(scanner: LogScanner, problem: ScanProblem): Sess
 export function corruptHeaderError(where: string, reason: string, cause?: unknown): SessionlogError {
   return new SessionlogError(
     'CORRUPT_LOG',
-    `${where}: the stored header (before seq 0) is damaged: ${reason}. Nothing was changed; restore it from a backup`,
+    `${where}: the stored header (the record before the events) is damaged: ${reason}. Nothing was changed; restore it from a backup`,
     cause === undefined ? undefined : { cause },
   );
 }
