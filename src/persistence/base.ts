@@ -82,7 +82,7 @@ export function resolveStoreOptions(options: StoreOptions = {}): ResolvedStoreOp
 // Argument checks (public boundary of every backend)
 
 /** Throws INVALID_ARGUMENT unless `value` is a non-negative safe integer. */
-export function assertSeqArgument(name: string, value: unknown): asserts value is number {
+function assertSeqArgument(name: string, value: unknown): asserts value is number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
     throw new SessionlogError('INVALID_ARGUMENT', `${name} must be a non-negative safe integer, got ${String(value)}`);
   }
@@ -352,7 +352,7 @@ export class LogScanner {
 }
 
 /** The error every reader and writer throws for a log whose scan found a definite problem. */
-export function corruptLogError(scanner: LogScanner, problem: ScanProblem): SessionlogError {
+function corruptLogError(scanner: LogScanner, problem: ScanProblem): SessionlogError {
   if (problem.code === 'UNSUPPORTED_FORMAT') return new SessionlogError('UNSUPPORTED_FORMAT', `${scanner.where}: ${problem.reason}`);
   return new SessionlogError(
     'CORRUPT_LOG',
@@ -487,7 +487,7 @@ export function notifyAppended(location: string, id: string): void {
   appendSignals.emit(`${location}\0${id}`);
 }
 
-export function onAppended(location: string, id: string, listener: () => void): () => void {
+function onAppended(location: string, id: string, listener: () => void): () => void {
   const name = `${location}\0${id}`;
   appendSignals.on(name, listener);
   return () => appendSignals.off(name, listener);

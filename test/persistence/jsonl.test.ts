@@ -98,6 +98,23 @@ describe('JSONL store: append', () => {
   });
 });
 
+describe('JSONL store: lock', () => {
+  it('a lock held by a live writer that keeps its heartbeat times out as UNAVAILABLE, saying what to check, and writes nothing', async () => {
+    await seeded();
+    const lock = join(root, 's1', 'session.lock');
+    writeFileSync(lock, JSON.stringify({ pid: process.pid, host: (await import('node:os')).hostname(), token: 'held-by-this-test' }));
+    const before = readFileSync(logPath('s1'));
+    const store = openJsonlStore(root, { lockTimeoutMs: 150, lockStaleMs: 60_000 });
+    stores.push(store);
+    await expect(store.append('s1', [{ type: 'step/end', time: 1, data: { turn: 2, step: 1 } }], { expectedSeq: 9, op: 'x' })).rejects.toMatchObject({
+      code: 'UNAVAILABLE',
+      message: expect.stringMatching(/timed out after 150 ms waiting for lock .*held-by-this-test.*check whether that process is still writing/),
+    });
+    expect(readFileSync(logPath('s1')).equals(before)).toBe(true);
+    expect(readFileSync(lock, 'utf8')).toContain('held-by-this-test');
+  });
+});
+
 describe('JSONL store: torn tail and corruption', () => {
   it('recovers a torn final line: inspect ignores it without writing, load truncates it and repairs the open turn', async () => {
     await seeded();

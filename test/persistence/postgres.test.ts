@@ -120,6 +120,25 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
       expect(postgresFixture.dump(url)).toBe(before);
     });
 
+    it('a writer that waits longer than lockTimeoutMs for the session row is UNAVAILABLE, saying what to check, and writes nothing', async () => {
+      const store = await open();
+      await store.create(testHeader('s'));
+      const impatient = (await openStore(url, { lockTimeoutMs: 200, pollIntervalMs: 600_000 })) as PostgresSessionStore;
+      opened.push(impatient);
+      await admin.query('BEGIN');
+      try {
+        await admin.query(`SELECT 1 FROM "${schema}".sessions WHERE id = 's' FOR UPDATE`);
+        expect(await failure(() => impatient.append('s', [run(0)], { expectedSeq: 0, op: 'waits' }))).toMatchObject({
+          code: 'UNAVAILABLE',
+          message: expect.stringMatching(/lockTimeoutMs \(200 ms\).*another writer holds it/),
+        });
+      } finally {
+        await admin.query('ROLLBACK');
+      }
+      expect(await store.nextSeq('s')).toBe(0);
+      expect(await impatient.append('s', [run(0)], { expectedSeq: 0, op: 'waits' })).toEqual({ firstSeq: 0, lastSeq: 0, replayed: false });
+    });
+
     it('an op PostgreSQL text cannot hold (a NUL character) is INVALID_ARGUMENT and writes nothing', async () => {
       const store = await open();
       await store.create(testHeader('s'));
