@@ -70,10 +70,21 @@ function parseOwner(text: string): LockOwner | undefined {
   return undefined;
 }
 
-async function readOwner(path: string): Promise<{ owner: LockOwner | undefined; text: string; mtimeMs: number } | undefined> {
+async function readOwner(path: string): Promise<{ owner: LockOwner | undefined; text: string } | undefined> {
   try {
-    const [text, info] = await Promise.all([readFile(path, 'utf8'), stat(path)]);
-    return { owner: parseOwner(text), text, mtimeMs: info.mtimeMs };
+    const text = await readFile(path, 'utf8');
+    return { owner: parseOwner(text), text };
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+}
+
+/** The owner and the age of its heartbeat (the file's mtime). */
+async function readOwnerAndHeartbeat(path: string): Promise<{ owner: LockOwner | undefined; text: string; mtimeMs: number } | undefined> {
+  try {
+    const [seen, info] = await Promise.all([readOwner(path), stat(path)]);
+    return seen && { ...seen, mtimeMs: info.mtimeMs };
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw error;
@@ -163,7 +174,7 @@ function heldLock(path: string, token: string, broken: string[], staleMs: number
 }
 
 async function breakIfStale(path: string, staleMs: number): Promise<void> {
-  const seen = await readOwner(path);
+  const seen = await readOwnerAndHeartbeat(path);
   if (!seen) return;
   const { owner } = seen;
   const deadOwner = owner !== undefined && owner.host === HOST && !processAlive(owner);

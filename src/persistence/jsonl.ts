@@ -610,7 +610,10 @@ export class JsonlSessionStore implements SessionStore {
     check();
     const outcome = await this.serial(id, async () => {
       await this.requireSession(id);
-      const lock = await acquireFileLock(join(this.sessionDir(id), LOCK_FILE), { timeoutMs: this.options.lockTimeoutMs, staleMs: this.options.lockStaleMs });
+      const lock = await acquireFileLock(join(this.sessionDir(id), LOCK_FILE), { timeoutMs: this.options.lockTimeoutMs, staleMs: this.options.lockStaleMs }).catch((error: unknown) => {
+        // The directory went away under us: the session was erased meanwhile.
+        throw isErrno(error, 'ENOENT') ? notFound(id) : error;
+      });
       try {
         if (lock.broken.length > 0) await this.fenceOffBrokenLock(id, lock);
         return await body(await this.refresh(id), lock);
@@ -740,6 +743,13 @@ export class JsonlSessionStore implements SessionStore {
     // holder reads this batch as committed.
     const held = await lock.held();
     const opened = await handle.stat();
+    const named = await stat(this.logPath(id)).catch((error: unknown) => {
+      if (isErrno(error, 'ENOENT')) return undefined;
+      throw error;
+    });
+    if (named === undefined) return 'lost';
+    // Not moved: ours if the lock still is; if it was broken, the new holder may or may not keep it.
+    if (named.ino === opened.ino) return held ? 'kept' : 'lost';
     let current: FileHandle;
     try {
       current = await open(this.logPath(id), 'r');
@@ -748,10 +758,6 @@ export class JsonlSessionStore implements SessionStore {
       throw error;
     }
     try {
-      if ((await current.stat()).ino === opened.ino) {
-        // Not moved: ours if the lock still is; if it was broken, the new holder may or may not keep it.
-        return held ? 'kept' : 'lost';
-      }
       return (await readFully(current, at, bytes.length)).equals(bytes) ? 'moved' : 'lost';
     } finally {
       await current.close();
