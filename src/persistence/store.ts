@@ -108,7 +108,9 @@ export interface SessionStore {
   inspect(id: string): Promise<LoadedSession>;
   /**
    * The store's one validated copy of the session in this process, brought up to the stored head
-   * (reading only the tail). Appends through this store commit into the same object.
+   * (reading only the tail). Appends through this store commit into the same object. A new
+   * object replaces it when the stored log no longer extends it (restored from a backup, erased
+   * and created again) or it was evicted from the cache (`sessionCacheSize`).
    */
   session(id: string): Promise<SessionView>;
   /**
