@@ -183,3 +183,24 @@ export async function answerApproval(client: SessionClient, sessionId: string, c
   const result = await client.approve(sessionId, callId, answer);
   print(out, () => `${callId}: ${result.decision}${result.reason ? ` (${result.reason})` : ''}`, result);
 }
+
+/** Salvages a damaged session into a new one and says what it kept. */
+export async function salvageSession(client: SessionClient, id: string, into: string | undefined, out: Output): Promise<void> {
+  const salvaged = await client.salvage(id, into !== undefined ? { into } : {});
+  const at = salvaged.header.salvagedAt;
+  print(out, () => `salvaged ${id} into ${salvaged.sessionId}: kept seqs 0-${(at?.firstBadSeq ?? 1) - 1}${at ? `; the log is damaged at seq ${at.firstBadSeq} (${at.reason})` : ''}`, salvaged);
+}
+
+/** Erases a session and prints the receipt. */
+export async function eraseSession(client: SessionClient, id: string, out: Output): Promise<void> {
+  const receipt = await client.erase(id);
+  const r = receipt.store.removed;
+  print(
+    out,
+    () =>
+      receipt.store.erased || receipt.temporal.deletedRuns > 0
+        ? `erased ${id}: ${r.events} events, ${r.artifacts} artifacts, ${r.projectionCheckpoints} checkpoints, ${receipt.temporal.deletedRuns} workflow histories; the id is refused until ${new Date(receipt.store.tombstoneUntil).toISOString()}`
+        : `${id}: nothing left to erase`,
+    receipt,
+  );
+}

@@ -14,7 +14,7 @@ import {
   type WorkflowHandle,
 } from '@temporalio/client';
 import { readDerivedHistory } from '../persistence/derived-history.js';
-import type { SessionStore } from '../persistence/store.js';
+import type { SessionStore, StoreEraseReceipt } from '../persistence/store.js';
 import {
   SESSION_FORMAT_VERSION,
   SessionlogError,
@@ -61,6 +61,7 @@ import {
 } from '../workflows/api.js';
 import type { sessionWorkflow } from '../workflows/session-workflow.js';
 import { assertMessageId, assertMessageText, assertSessionId, isWellFormed } from './inputs.js';
+import { eraseWorkflows, type TemporalEraseReceipt } from './erase.js';
 import { WatchHub } from './watch-hub.js';
 
 export type SessionClientOptions = {
@@ -86,6 +87,9 @@ export type Reply = SendResult & { text: string; messageId: string };
 
 /** A session as listed: its header and how many events its log holds. */
 export type SessionSummary = SessionHeader & { events: number };
+
+/** What `erase` removed, from the store and from Temporal. */
+export type EraseReceipt = { sessionId: string; store: StoreEraseReceipt; temporal: TemporalEraseReceipt };
 
 /** A tool call waiting for an answer, as {@link SessionClient.pendingApprovals} lists it. */
 export type PendingApproval = {
@@ -390,7 +394,7 @@ export class SessionClient {
   async readArtifact(sessionId: string, name: string, offset: number, limit: number): Promise<{ locator: string; offset: number; text: string; total: number }> {
     assertSessionId(sessionId);
     const locator = `artifact:${sessionId}/${name}`;
-    const page = await this.store.artifacts.read(locator, offset, limit);
+    const page = await this.store.artifacts.read(sessionId, locator, offset, limit);
     return { locator, offset, text: page.text, total: page.total };
   }
 
@@ -415,9 +419,12 @@ export class SessionClient {
   /** Checks the stored log's invariants as stored (nothing is repaired); every problem with its seq. */
   async verify(sessionId: string): Promise<VerifyReport> {
     assertSessionId(sessionId);
-    const loaded = await this.store.inspect(sessionId);
-    const events = loaded.events.slice(0, loaded.events.length - loaded.repaired);
-    return { sessionId, events: events.length, violations: verifyLog(loaded.header, events) };
+    const scan = await this.store.scan(sessionId);
+    const violations = scan.header ? verifyLog(scan.header, scan.events) : [];
+    if (scan.headerProblem) violations.unshift({ seq: null, rule: 'stored-header', message: scan.headerProblem.reason });
+    // A JSONL torn final write is no damage: reads ignore it and the next append removes it.
+    if (scan.problem && !scan.problem.torn) violations.push({ seq: scan.problem.seq, rule: 'stored-record', message: scan.problem.reason });
+    return { sessionId, events: scan.events.length, violations };
   }
 
   /**
@@ -577,6 +584,29 @@ export class SessionClient {
   async fork(sessionId: string, options: { childId?: string; at?: number } = {}): Promise<{ sessionId: string; header: SessionHeader }> {
     await this.requireSession(sessionId);
     return this.seed(options.childId ?? randomUUID(), { kind: 'fork', parentId: sessionId, ...(options.at !== undefined ? { at: options.at } : {}) });
+  }
+
+  /**
+   * Salvages a damaged session (DESIGN §4.1): a new session seeded with the longest valid
+   * prefix of the damaged log (a turn it leaves open is closed with the repair closers), its
+   * header naming the parent and the first bad seq. The damaged session is left untouched.
+   */
+  async salvage(sessionId: string, options: { into?: string } = {}): Promise<{ sessionId: string; header: SessionHeader }> {
+    await this.requireSession(sessionId);
+    return this.seed(options.into ?? randomUUID(), { kind: 'salvage', parentId: sessionId });
+  }
+
+  /**
+   * Erases a session (DESIGN §4.2): terminates its workflow and deletes every run's history in
+   * Temporal, then removes its events, header, artifacts and projection checkpoints from the
+   * store. The id is refused (`SESSION_ERASED`) for the store's tombstone period. Forks keep
+   * their own data. Erasing twice is harmless: the second receipt lists nothing removed.
+   */
+  async erase(sessionId: string): Promise<EraseReceipt> {
+    assertSessionId(sessionId);
+    const temporal = await eraseWorkflows(this.temporal, workflowIdFor(sessionId));
+    const store = await this.store.erase(sessionId);
+    return { sessionId, store, temporal };
   }
 
   // ---- internals ----------------------------------------------------------------------------

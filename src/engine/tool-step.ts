@@ -76,7 +76,7 @@ export async function appendToolResults(deps: EngineDeps, input: AppendToolResul
     const events: NewEvent[] = [];
     for (const denied of input.denied ?? []) events.push(deniedResult(deps, input, denied));
     for (const result of input.results) {
-      const full = await deps.store.artifacts.get(result.locator);
+      const full = await deps.store.artifacts.get(input.sessionId, result.locator);
       const call = writer.session.eventAt(result.callSeq);
       const toolName = call?.type === 'tool/call' ? call.data.name : 'unknown';
       const text = deps.shapeToolResult

@@ -15,6 +15,7 @@ import {
   cancelResponse,
   compactResponse,
   contextResponse,
+  eraseResponse,
   createSessionBody,
   emptyBody,
   eventsQuery,
@@ -32,6 +33,7 @@ import {
   resumeResponse,
   sessionDetailResponse,
   sessionListResponse,
+  salvageBody,
   sessionParams,
   sessionResponse,
   transcriptResponse,
@@ -50,7 +52,7 @@ export type RouteContext = {
   streamTokens: StreamTokenSigner;
 };
 
-export type HttpMethod = 'GET' | 'POST';
+export type HttpMethod = 'GET' | 'POST' | 'DELETE';
 
 /** A documented response of a route. */
 export type ResponseSpec = { description: string; schema?: z.ZodType; eventStream?: string };
@@ -407,6 +409,33 @@ export const ROUTES: readonly RouteSpec[] = [
     responses: { 200: { description: 'pending calls, oldest session first', schema: approvalsResponse } },
     errors: [400, ...AUTH_ERRORS],
     handler: async (ctx, { query }) => ok({ approvals: await ctx.client.pendingApprovals(query.session !== undefined ? { sessionId: query.session } : {}) }),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/v1/sessions/:id/salvage',
+    operationId: 'salvageSession',
+    summary: 'A new session seeded with the longest valid prefix of a damaged one (the damaged session is left untouched)',
+    params: sessionParams,
+    query: noQuery,
+    body: salvageBody,
+    responses: { 201: { description: 'the new session; its header names the parent and the first bad seq', schema: sessionResponse } },
+    errors: [...SESSION_ERRORS, 409, 413, 415],
+    handler: async (ctx, { params, body }) => {
+      await requireSession(ctx, params.id);
+      const salvaged = await ctx.client.salvage(params.id, body?.into !== undefined ? { into: body.into } : {});
+      return { status: 201, body: { session: salvaged.header } };
+    },
+  }),
+  defineRoute({
+    method: 'DELETE',
+    path: '/v1/sessions/:id',
+    operationId: 'eraseSession',
+    summary: 'Erase a session: its log, artifacts, checkpoints and workflow histories; the id is refused for the tombstone period',
+    params: sessionParams,
+    query: noQuery,
+    responses: { 200: { description: 'what was removed, from the store and from Temporal (erasing twice is harmless)', schema: eraseResponse } },
+    errors: [400, 401],
+    handler: async (ctx, { params }) => ok({ receipt: await ctx.client.erase(params.id) }),
   }),
   defineRoute({
     method: 'POST',

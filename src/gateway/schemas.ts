@@ -81,6 +81,10 @@ export const forkBody = z
   })
   .optional();
 
+export const salvageBody = z
+  .strictObject({ into: sessionIdSchema.optional().describe('the new session id; a UUID when omitted') })
+  .optional();
+
 /** Parses the SSE `Last-Event-ID` header: the seq of the last event the client holds. */
 export const lastEventIdSchema = queryInteger('Last-Event-ID', 0);
 
@@ -163,5 +167,16 @@ export const contextResponse = z.object({
     contextWindow: tokenCount,
     compactAt: tokenCount.describe('compaction runs before a request once tokens.total reaches this'),
     messages: z.array(z.object({ seq: z.number().int(), kind: z.enum(['user', 'assistant', 'tool-result', 'summary']), tokens: tokenCount })),
+  }),
+});
+export const eraseResponse = z.object({
+  receipt: z.object({
+    sessionId: z.string(),
+    store: z.looseObject({
+      erased: z.boolean().describe('false when nothing was left to remove'),
+      removed: z.object({ header: z.number().int(), events: z.number().int(), artifacts: z.number().int(), projectionCheckpoints: z.number().int() }),
+      tombstoneUntil: z.number().describe('until when (epoch ms) the id is refused with SESSION_ERASED'),
+    }),
+    temporal: z.object({ terminated: z.boolean(), deletedRuns: z.number().int() }),
   }),
 });

@@ -162,7 +162,8 @@ export class Session {
   }
 
   private commit(event: StoredEvent, alreadyValidated = false): void {
-    if (!alreadyValidated || isSurfaceType(event.type)) {
+    // An ignorable event of a type this build does not know is kept verbatim but never folded.
+    if (isKnownEvent(event) && (!alreadyValidated || isSurfaceType(event.type))) {
       this.fold.apply(event, (seq) => this.log[seq]);
     }
     this.log.push(event);
