@@ -287,7 +287,7 @@ export class LogScanner {
       // commitPlanned checks event by event; check the whole batch first so a bad event commits none.
       const scratch = new SurfaceFold(this.session.surfaceNodes, this.session.replaceGeneration);
       const base = this.session.nextSeq;
-      const lookup = (s: number): StoredEvent | undefined => this.session.eventAt(s) ?? events[s - base];
+      const lookup = (s: number): StoredEvent | undefined => this.session.storedAt(s) ?? events[s - base];
       for (const event of events) {
         try {
           if (isKnownEvent(event)) scratch.apply(event, lookup);
@@ -414,7 +414,7 @@ export function planAppend(scanner: LogScanner, events: readonly NewEvent[], opt
   const stored = scanner.ops.get(options.op);
   if (stored) {
     const storedTypes: string[] = [];
-    for (let seq = stored.firstSeq; seq <= stored.lastSeq; seq++) storedTypes.push(scanner.session.eventAt(seq)!.type);
+    for (let seq = stored.firstSeq; seq <= stored.lastSeq; seq++) storedTypes.push(scanner.session.storedAt(seq)!.type);
     const types = events.map((event) => (event as { type?: unknown } | null)?.type);
     if (types.length !== storedTypes.length || types.some((type, i) => type !== storedTypes[i])) {
       throw new SessionlogError(
@@ -459,7 +459,7 @@ export function planRepair(scanner: LogScanner): StoredEvent[] {
 export function sliceEvents(session: SessionView, fromSeq: number, limit: number | undefined): StoredEvent[] {
   const end = limit === undefined ? session.nextSeq : Math.min(session.nextSeq, fromSeq + limit);
   const out: StoredEvent[] = [];
-  for (let seq = fromSeq; seq < end; seq++) out.push(session.eventAt(seq)!);
+  for (let seq = fromSeq; seq < end; seq++) out.push(session.storedAt(seq)!);
   return out;
 }
 

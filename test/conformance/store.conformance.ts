@@ -804,9 +804,9 @@ export function runStoreConformance(fixture: BackendFixture): void {
         fixture.plantEvent(url, 's', { seq: 1, type: 'future/widget', time: T0, data: { v: 2 }, op: 'future', ignorable: true });
         const fresh = await reopen();
         const view = await fresh.session('s');
-        expect(view.eventAt(1)).toEqual({ seq: 1, type: 'future/widget', time: T0, data: { v: 2 }, op: 'future', ignorable: true });
+        expect(view.storedAt(1)).toEqual({ seq: 1, type: 'future/widget', time: T0, data: { v: 2 }, op: 'future', ignorable: true });
         expect(view.surface.nodes).toEqual([0]);
-        expect((await fresh.readFrom('s', 1))[0]).toEqual(view.eventAt(1));
+        expect((await fresh.readFrom('s', 1))[0]).toEqual(view.storedAt(1));
       });
     });
 
