@@ -5,16 +5,14 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DEFAULT_MODEL_CATALOGUE, ModelCatalogueError, lookupModel, resolveModelCatalogue, type ModelCatalogue, type ModelCatalogueOverrides } from './model/catalogue.js';
+import { DEFAULT_GATEWAY_TIMEOUTS, assertGatewayTimeouts, isLoopbackHost, type GatewayTimeouts } from './gateway/settings.js';
+import { ConfigError } from './session/errors.js';
 import { parseApprovalPolicy, type ApprovalPolicy } from './tools/approval.js';
 import { DEFAULT_TASK_QUEUE, DEFAULT_TUNABLES, type SessionTunables } from './workflows/api.js';
 
-export class ConfigError extends Error {
-  readonly code = 'INVALID_CONFIG';
-  constructor(message: string) {
-    super(message);
-    this.name = 'ConfigError';
-  }
-}
+export { ConfigError };
+export { DEFAULT_GATEWAY_TIMEOUTS, isLoopbackHost };
+export type { GatewayTimeouts };
 
 export type ModelSettings = {
   /** Model name from the catalogue (e.g. deepseek-flash) or `fake` for the offline model. */
@@ -31,55 +29,6 @@ export type ModelSettings = {
   maxTokens: number | undefined;
   timeoutMs: number;
 };
-
-/**
- * How long the gateway waits for each part of a request (ms). Documented in the README's
- * configuration table; none of them cuts a request once it has fully arrived, so `?wait=true`
- * turns and SSE streams run as long as they need.
- */
-export type GatewayTimeouts = {
-  /**
-   * A socket idle this long before its first request's headers are in is closed (fastify
-   * `connectionTimeout`). After a response Node's keep-alive timeout takes over; a silent
-   * connection meets the headers timeout first unless that is set longer.
-   */
-  connectionTimeoutMs: number;
-  /** The request line and headers must arrive within this (Node's `headersTimeout`); else 408. */
-  headersTimeoutMs: number;
-  /** Once the headers are in, the body must arrive within this; else 408. */
-  bodyTimeoutMs: number;
-  /** The whole request, headers and body, must arrive within this (fastify/Node `requestTimeout`); else 408. At least `headersTimeoutMs`. */
-  requestTimeoutMs: number;
-};
-
-export const DEFAULT_GATEWAY_TIMEOUTS: Readonly<GatewayTimeouts> = {
-  connectionTimeoutMs: 60_000,
-  headersTimeoutMs: 10_000,
-  bodyTimeoutMs: 30_000,
-  requestTimeoutMs: 60_000,
-};
-
-/**
- * Throws ConfigError unless every timeout is a positive whole number and the headers fit in
- * the request timeout (Node refuses the server otherwise).
- */
-export function assertGatewayTimeouts(timeouts: GatewayTimeouts): void {
-  const names: Record<keyof GatewayTimeouts, string> = {
-    connectionTimeoutMs: 'SESSIONLOG_CONNECTION_TIMEOUT_MS',
-    headersTimeoutMs: 'SESSIONLOG_HEADERS_TIMEOUT_MS',
-    bodyTimeoutMs: 'SESSIONLOG_BODY_TIMEOUT_MS',
-    requestTimeoutMs: 'SESSIONLOG_REQUEST_TIMEOUT_MS',
-  };
-  for (const key of Object.keys(names) as Array<keyof GatewayTimeouts>) {
-    const value = timeouts[key];
-    if (!Number.isSafeInteger(value) || value < 1) throw new ConfigError(`${names[key]} (gateway ${key}) must be a positive whole number of milliseconds, got ${String(value)}`);
-  }
-  if (timeouts.headersTimeoutMs > timeouts.requestTimeoutMs) {
-    throw new ConfigError(
-      `SESSIONLOG_HEADERS_TIMEOUT_MS (${timeouts.headersTimeoutMs}) must not exceed SESSIONLOG_REQUEST_TIMEOUT_MS (${timeouts.requestTimeoutMs}): the request timeout covers the headers too`,
-    );
-  }
-}
 
 export type Config = {
   store: string;
@@ -248,9 +197,4 @@ function loadCatalogue(path: string): ModelCatalogue {
     if (error instanceof ModelCatalogueError) throw new ConfigError(`SESSIONLOG_MODELS: ${path}: ${error.message}`);
     throw error;
   }
-}
-
-/** True for addresses that only this machine can reach. */
-export function isLoopbackHost(host: string): boolean {
-  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host);
 }

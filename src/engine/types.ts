@@ -5,7 +5,9 @@
  * the step that consumes it).
  */
 import type { TurnOutcome } from '../session/turns.js';
-import type { UserInput } from '../workflows/api.js';
+
+/** A user message as it enters a turn: its idempotency id and its (bounded) text. */
+export type UserInput = { id: string; text: string };
 
 /** What an operation learns about the attempt it runs in (an activity's context, or a test's). */
 export type StepContext = {

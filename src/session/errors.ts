@@ -47,3 +47,12 @@ export class SessionlogError extends Error {
 export function isSessionlogError(error: unknown, code?: SessionErrorCode): error is SessionlogError {
   return error instanceof SessionlogError && (code === undefined || error.code === code);
 }
+
+/** A setting that cannot work, found at start-up; the message names the setting and the fix (DESIGN §1.8). */
+export class ConfigError extends Error {
+  readonly code = 'INVALID_CONFIG';
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}

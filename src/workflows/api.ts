@@ -4,10 +4,10 @@
  * message text is the one bounded exception.
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { SeedSpec } from '../engine/types.js';
+import type { SeedSpec, UserInput } from '../engine/types.js';
 import type { TurnOutcome } from '../session/turns.js';
 
-export type UserInput = { id: string; text: string };
+export type { UserInput };
 
 /** The reply to `send`: the turn that answered and the seq of its final assistant message. */
 export type SendResult = { turn: number; replySeq: number | null; outcome: TurnOutcome };
