@@ -41,6 +41,13 @@ export type Config = {
   spillMaxInlineBytes: number;
   /** Streamed chunks are coalesced into one log append per this window. */
   chunkFlushMs: number;
+  /**
+   * The operations listener of `sessionlog worker` (`/healthz`, `/readyz`): off when `port` is
+   * undefined, 0 picks a free port.
+   */
+  ops: { host: string; port: number | undefined };
+  /** How long a worker asked to stop lets running activities finish before it hands them back. */
+  shutdownGraceMs: number;
 };
 
 const DEEPSEEK_BASE_URL = 'https://api.deepseek.com';
@@ -75,6 +82,11 @@ const envSchema = z.object({
   SESSIONLOG_SPILL_BYTES: int('SESSIONLOG_SPILL_BYTES', 256).optional(),
   SESSIONLOG_CHUNK_FLUSH_MS: int('SESSIONLOG_CHUNK_FLUSH_MS', 1, 10_000).optional(),
   SESSIONLOG_CONTINUE_AS_NEW_TURNS: int('SESSIONLOG_CONTINUE_AS_NEW_TURNS', 1).optional(),
+  SESSIONLOG_MODEL_HEARTBEAT_MS: int('SESSIONLOG_MODEL_HEARTBEAT_MS', 500).optional(),
+  SESSIONLOG_MODEL_MAX_ATTEMPTS: int('SESSIONLOG_MODEL_MAX_ATTEMPTS', 1, 1000).optional(),
+  SESSIONLOG_METRICS_HOST: z.string().min(1).optional(),
+  SESSIONLOG_METRICS_PORT: int('SESSIONLOG_METRICS_PORT', 0, 65535).optional(),
+  SESSIONLOG_SHUTDOWN_GRACE_MS: int('SESSIONLOG_SHUTDOWN_GRACE_MS', 0, 3_600_000).optional(),
 });
 
 /** Resolves configuration from `env` (default `process.env`) plus explicit overrides (CLI flags). */
@@ -124,9 +136,13 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
       ...(e.SESSIONLOG_MAX_STEPS !== undefined ? { maxStepsPerTurn: e.SESSIONLOG_MAX_STEPS } : {}),
       ...(e.SESSIONLOG_MAX_MESSAGE_BYTES !== undefined ? { maxMessageBytes: e.SESSIONLOG_MAX_MESSAGE_BYTES } : {}),
       ...(e.SESSIONLOG_CONTINUE_AS_NEW_TURNS !== undefined ? { continueAsNewAfterTurns: e.SESSIONLOG_CONTINUE_AS_NEW_TURNS } : {}),
+      ...(e.SESSIONLOG_MODEL_HEARTBEAT_MS !== undefined ? { modelHeartbeatMs: e.SESSIONLOG_MODEL_HEARTBEAT_MS } : {}),
+      ...(e.SESSIONLOG_MODEL_MAX_ATTEMPTS !== undefined ? { modelMaxAttempts: e.SESSIONLOG_MODEL_MAX_ATTEMPTS } : {}),
     },
     spillMaxInlineBytes: e.SESSIONLOG_SPILL_BYTES ?? 16 * 1024,
     chunkFlushMs: e.SESSIONLOG_CHUNK_FLUSH_MS ?? 50,
+    ops: { host: e.SESSIONLOG_METRICS_HOST ?? '127.0.0.1', port: e.SESSIONLOG_METRICS_PORT },
+    shutdownGraceMs: e.SESSIONLOG_SHUTDOWN_GRACE_MS ?? 10_000,
   };
 }
 

@@ -11,7 +11,7 @@ import { ConfigError, isLoopbackHost, resolveConfig, type Config } from '../conf
 import type { SessionStore } from '../persistence/store.js';
 import { SessionlogError } from '../session/index.js';
 import { runChat } from './chat.js';
-import { connectClient, openConfiguredStore, packageRoot, startModel, temporalAddressFor } from './runtime.js';
+import { connectClient, openConfiguredStore, packageRoot, temporalAddressFor } from './runtime.js';
 import {
   compactSession,
   exportSession,
@@ -84,10 +84,22 @@ async function withStore<T>(fn: (store: SessionStore) => Promise<T>): Promise<T>
   }
 }
 
-/** Quiet Temporal SDK logging for long-running commands (warnings and errors only). */
-async function quietTemporalLogs(): Promise<void> {
+/**
+ * Quiet Temporal SDK logging for long-running commands (warnings and errors only). A fleet
+ * worker also keeps the SDK core's per-retry connection warnings out: its own reachability
+ * monitor says once when Temporal goes away and once when it is back.
+ */
+async function quietTemporalLogs(options: { core?: 'WARN' | 'ERROR' } = {}): Promise<void> {
   const { DefaultLogger, Runtime } = await import('@temporalio/worker');
-  Runtime.install({ logger: new DefaultLogger('WARN') });
+  Runtime.install({
+    logger: new DefaultLogger('WARN'),
+    ...(options.core ? { telemetryOptions: { logging: { filter: { core: options.core, other: 'ERROR' } } } } : {}),
+  });
+}
+
+/** Log lines of the fleet commands (`worker`, `serve`): timestamped, on stdout. */
+function fleetLog(line: string): void {
+  process.stdout.write(`${new Date().toISOString()} ${line}\n`);
 }
 
 program
@@ -103,39 +115,12 @@ program
 
 program
   .command('worker')
-  .description('run a worker for the session workflows (needs TEMPORAL_ADDRESS)')
+  .description('run a worker for the session workflows (needs TEMPORAL_ADDRESS); SIGTERM drains it')
   .action(async () => {
     const cfg = config();
-    const address = temporalAddressFor(cfg);
-    const store = await openConfiguredStore(cfg);
-    const model = await startModel(cfg);
-    process.stdout.write(`model: ${model.description}\n`);
-    await quietTemporalLogs();
-    const { NativeConnection } = await import('@temporalio/worker');
-    const { createWorker } = await import('../worker.js');
-    const connection = await NativeConnection.connect({ address });
-    const worker = await createWorker({
-      connection,
-      namespace: cfg.namespace,
-      taskQueue: cfg.taskQueue,
-      store,
-      provider: model.provider,
-      providerName: model.providerName,
-      agent: { model: cfg.model.name, tools: ['read_artifact', 'calculator', 'word_count'], ...(cfg.model.system !== undefined ? { system: cfg.model.system } : {}) },
-      spillMaxInlineBytes: cfg.spillMaxInlineBytes,
-      chunkFlushMs: cfg.chunkFlushMs,
-    });
-    const stop = () => worker.shutdown();
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-    process.stdout.write(`worker on ${address}, task queue ${cfg.taskQueue}, store ${cfg.store}\n`);
-    try {
-      await worker.run();
-    } finally {
-      await connection.close();
-      await model.offline?.close();
-      await store.close();
-    }
+    await quietTemporalLogs({ core: 'ERROR' });
+    const { runWorkerProcess } = await import('./worker-process.js');
+    process.exitCode = await runWorkerProcess(cfg, fleetLog);
   });
 
 program
@@ -153,18 +138,8 @@ program
     if (!isLoopbackHost(cfg.gateway.host) && !cfg.gateway.token) {
       throw new ConfigError(`SESSIONLOG_GATEWAY_TOKEN must be set to listen on ${cfg.gateway.host} (beyond loopback)`);
     }
-    const store = await openConfiguredStore(cfg);
-    const client = await connectClient(cfg, store);
-    const { startGateway } = await import('../gateway/index.js');
-    const gateway = await startGateway({ client, store, token: cfg.gateway.token, host: cfg.gateway.host, port: cfg.gateway.port, bodyLimitBytes: cfg.gateway.bodyLimitBytes, maxMessageBytes: cfg.tunables.maxMessageBytes });
-    process.stdout.write(`gateway: ${gateway.url}/v1\n`);
-    await new Promise<void>((resolve) => {
-      process.once('SIGINT', resolve);
-      process.once('SIGTERM', resolve);
-    });
-    await gateway.close();
-    await client.temporal.connection.close();
-    await store.close();
+    const { runServeProcess } = await import('./serve-process.js');
+    process.exitCode = await runServeProcess(cfg, fleetLog);
   });
 
 program

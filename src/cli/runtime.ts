@@ -11,6 +11,7 @@ import type { FakeModelServer } from '../model/fake-server.js';
 import { createOpenAIProvider, type ModelProvider } from '../model/provider.js';
 import { openStore } from '../persistence/open.js';
 import type { SessionStore } from '../persistence/store.js';
+import type { CreateWorkerOptions } from '../worker.js';
 
 /** The package root (holds package.json and scripts/), found from this module's location. */
 export function packageRoot(): string {
@@ -99,4 +100,17 @@ export async function startModel(config: Config): Promise<ModelRuntime> {
 /** A SessionClient connected to the configured (or dev) Temporal server and store. */
 export async function connectClient(config: Config, store: SessionStore): Promise<SessionClient> {
   return SessionClient.connect({ address: temporalAddressFor(config), namespace: config.namespace, store, taskQueue: config.taskQueue, tunables: config.tunables });
+}
+
+/** The agent of sessions that name none, from the model settings (one function for `dev` and `worker`). */
+export function configuredAgent(config: Config): CreateWorkerOptions['agent'] {
+  const m = config.model;
+  return {
+    model: m.name,
+    tools: ['read_artifact', 'calculator', 'word_count'],
+    ...(m.system !== undefined ? { system: m.system } : {}),
+    ...(m.maxTokens !== undefined ? { maxTokens: m.maxTokens } : {}),
+    ...(m.thinking !== undefined ? { thinking: m.thinking } : {}),
+    ...(m.reasoningEffort !== undefined ? { reasoningEffort: m.reasoningEffort } : {}),
+  };
 }
