@@ -209,14 +209,32 @@ sessions
   .action((id: string) => withClient(({ client }) => resumeSession(client, id, output())));
 sessions
   .command('verify')
-  .argument('[id]', 'a stored session')
+  .argument('[ids...]', 'stored sessions (one or more)')
   .option('--file <path>', 'verify an exported JSONL file instead of a stored session')
   .description('check the log invariants; exits 1 on a violation')
-  .action(async (id: string | undefined, o: { file?: string }) => {
-    if ((id === undefined) === (o.file === undefined)) throw new ConfigError('give either a session id or --file <export.jsonl>');
-    const violations = o.file ? await verifyExportFile(o.file, output()) : await withStore((store) => verifySession(store, id!, output()));
+  .action(async (ids: string[], o: { file?: string }) => {
+    if ((ids.length === 0) === (o.file === undefined)) throw new ConfigError('give either session ids or --file <export.jsonl>');
+    if (o.file) {
+      if ((await verifyExportFile(o.file, output())).length > 0) process.exitCode = 1;
+      return;
+    }
+    const violations = await withStore((store) => (ids.length === 1 ? verifySession(store, ids[0]!, output()) : verifySessions(store, ids, output())));
     if (violations.length > 0) process.exitCode = 1;
   });
+
+/** Verifies several sessions: a line per session (`ID: ok …`), or with --json one object keyed by id. */
+async function verifySessions(store: SessionStore, ids: string[], out: Output): Promise<unknown[]> {
+  const all: unknown[] = [];
+  const reports: Record<string, unknown> = {};
+  for (const id of ids) {
+    let text = '';
+    all.push(...(await verifySession(store, id, { json: out.json, write: (chunk) => (text += chunk) })));
+    if (out.json) reports[id] = JSON.parse(text) as unknown;
+    else out.write(text.replace(/^(?=.)/gm, `${id}: `));
+  }
+  if (out.json) out.write(`${JSON.stringify(reports, null, 2)}\n`);
+  return all;
+}
 
 program.version(PACKAGE_VERSION, '--version', 'print the version');
 
