@@ -372,12 +372,21 @@ export class PostgresSessionStore implements SessionStore {
    */
   private async transaction<T>(mode: 'write' | 'read', body: (client: PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
+    // A checked-out connection that breaks between statements (the server restarted or was
+    // killed) emits 'error' on the client, which the pool no longer listens to: unheard, it
+    // would crash the process. The next statement on it fails and says why; that is enough.
+    const onBroken = (): void => undefined;
+    client.on('error', onBroken);
+    const release = (error?: Error): void => {
+      client.off('error', onBroken);
+      client.release(error);
+    };
     // A connection whose state is unknown (a failed ROLLBACK, BEGIN or COMMIT) is discarded, not reused.
     let broken: Error | undefined;
     try {
       await client.query(mode === 'read' ? 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY' : 'BEGIN');
     } catch (error) {
-      client.release(error as Error);
+      release(error as Error);
       throw error;
     }
     try {
@@ -400,7 +409,7 @@ export class PostgresSessionStore implements SessionStore {
       }
       return result;
     } finally {
-      client.release(broken);
+      release(broken);
     }
   }
 
