@@ -106,9 +106,11 @@ function chaosPlan(f: Fleet, counts: Record<string, number>): ChaosStep[] {
       at: 0.05 + (0.85 * (k + 0.5)) / WORKER_KILLS,
       name: 'worker SIGKILL',
       run: async () => {
-        // Prefer a worker that is polling, so the kill takes work away.
-        const polling = f.workers.map((w, slot) => ({ w, slot })).filter(({ w }) => w.lines.some((l) => / worker on /.test(l)));
-        const pool = polling.length > 0 ? polling : f.workers.map((w, slot) => ({ w, slot }));
+        // Kill a polling worker, so each kill takes work away: wait (bounded) for the last replacement to poll.
+        const polling = () => f.workers.map((w, slot) => ({ w, slot })).filter(({ w }) => w.lines.some((l) => / worker on /.test(l)));
+        const deadline = Date.now() + 90_000;
+        while (polling().length < f.workers.length && Date.now() < deadline) await sleep(100);
+        const pool = polling().length > 0 ? polling() : f.workers.map((w, slot) => ({ w, slot }));
         const { slot } = pool[Math.floor(rng() * pool.length)]!;
         await f.killWorker(slot);
         counts.workerKills! += 1;
