@@ -1,6 +1,6 @@
 /**
  * The fleet of test/fleet/topology.ts as real processes on this machine, for the fleet test and
- * bench/fleet.ts: the full Temporal server on a private PostgreSQL (scripts/temporal-server),
+ * bench/fleet.ts (which also runs the same processes on the CLI's dev server and SQLite): the full Temporal server on a private PostgreSQL (scripts/temporal-server),
  * sessionlog's store on a second private PostgreSQL (scripts/postgres-cluster, so it can be
  * killed with -9), `sessionlog worker` and `sessionlog serve` child processes started exactly
  * as an operator would (bin/sessionlog.mjs, environment from the topology), and the means to
@@ -95,8 +95,15 @@ export class PostgresCluster {
   }
 }
 
+/** A running Temporal frontend the fleet uses. */
+export interface TemporalService {
+  readonly address: string;
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
 /** The full Temporal server (scripts/temporal-server) with its own private PostgreSQL, state in `stateDir`. */
-export class TemporalServer {
+export class TemporalServer implements TemporalService {
   private constructor(
     readonly stateDir: string,
     readonly address: string,
@@ -116,6 +123,28 @@ export class TemporalServer {
   /** Stops the server and its private PostgreSQL. */
   async stop(): Promise<void> {
     await runScript('temporal-server', ['stop', '--state-dir', this.stateDir]);
+  }
+}
+
+/** The Temporal CLI's dev server (scripts/temporal-dev-server, in-memory SQLite), for comparison runs. */
+export class DevTemporalServer implements TemporalService {
+  private constructor(
+    readonly stateDir: string,
+    readonly address: string,
+  ) {}
+
+  static async start(stateDir: string): Promise<DevTemporalServer> {
+    mkdirSync(stateDir, { recursive: true });
+    const out = await runScript('temporal-dev-server', ['start', '--port', '0', '--state-dir', stateDir]);
+    return new DevTemporalServer(stateDir, lineValue(out, 'TEMPORAL_ADDRESS'));
+  }
+
+  restart(): Promise<void> {
+    return Promise.reject(new Error('the in-memory dev server loses every workflow on a restart; restart the full server instead'));
+  }
+
+  async stop(): Promise<void> {
+    await runScript('temporal-dev-server', ['stop', '--state-dir', this.stateDir]);
   }
 }
 
@@ -192,6 +221,11 @@ export async function waitReady(url: string, timeoutMs: number): Promise<void> {
 export type FleetOptions = {
   /** Where the clusters, the server's state and the process logs go. */
   dir: string;
+  /**
+   * `full` (default): the production topology, the full Temporal server and the store on
+   * PostgreSQL. `dev`: the same processes on the CLI's dev server and one SQLite file.
+   */
+  backend?: 'full' | 'dev';
   workers: number;
   gateways: number;
   /** The shared model's OpenAI-compatible base URL (…/v1). */
@@ -218,21 +252,39 @@ export class Fleet {
 
   private constructor(
     readonly options: FleetOptions,
-    readonly temporal: TemporalServer,
-    readonly storeDatabase: PostgresCluster,
+    readonly temporal: TemporalService,
+    /** The store's PostgreSQL (absent on the `dev` backend, whose store is a SQLite file). */
+    readonly storeDatabase: PostgresCluster | undefined,
     readonly endpoints: FleetEndpoints,
   ) {}
 
   static async start(options: FleetOptions): Promise<Fleet> {
     mkdirSync(join(options.dir, 'logs'), { recursive: true });
     allowPostgresThrough(options.dir);
-    await ensureTemporalServerBuilt();
-    const [temporal, storeDatabase] = await Promise.all([TemporalServer.start(join(options.dir, 'temporal')), PostgresCluster.start(join(options.dir, 'store-postgres'))]);
+    let temporal: TemporalService;
+    let storeDatabase: PostgresCluster | undefined;
+    let storeUrl: string;
+    if (options.backend === 'dev') {
+      temporal = await DevTemporalServer.start(join(options.dir, 'temporal-dev'));
+      mkdirSync(join(options.dir, 'store'), { recursive: true });
+      storeUrl = `sqlite:${join(options.dir, 'store', 'sessions.db')}`;
+    } else {
+      await ensureTemporalServerBuilt();
+      const [server, cluster] = await Promise.allSettled([TemporalServer.start(join(options.dir, 'temporal')), PostgresCluster.start(join(options.dir, 'store-postgres'))]);
+      if (server.status === 'rejected' || cluster.status === 'rejected') {
+        // Stop whichever did start before failing.
+        if (server.status === 'fulfilled') await server.value.stop();
+        if (cluster.status === 'fulfilled') await cluster.value.destroy();
+        throw server.status === 'rejected' ? server.reason : (cluster as PromiseRejectedResult).reason;
+      }
+      [temporal, storeDatabase] = [server.value, cluster.value];
+      storeUrl = `${storeDatabase.url}?schema=sessionlog`;
+    }
     const endpoints: FleetEndpoints = {
       temporalAddress: temporal.address,
       namespace: 'default',
       taskQueue: options.taskQueue ?? 'sessionlog',
-      storeUrl: `${storeDatabase.url}?schema=sessionlog`,
+      storeUrl,
       modelBaseUrl: options.modelBaseUrl,
       model: 'fake',
     };
@@ -322,6 +374,6 @@ export class Fleet {
   private async stopServers(): Promise<void> {
     // Best effort: a failure to stop one must not keep the other running; each script says why on stderr.
     await this.temporal.stop().catch((error: unknown) => appendFileSync(this.logFile(), `temporal stop: ${(error as Error).message}\n`));
-    await this.storeDatabase.destroy().catch((error: unknown) => appendFileSync(this.logFile(), `store cluster destroy: ${(error as Error).message}\n`));
+    await this.storeDatabase?.destroy().catch((error: unknown) => appendFileSync(this.logFile(), `store cluster destroy: ${(error as Error).message}\n`));
   }
 }
