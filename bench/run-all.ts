@@ -1,7 +1,8 @@
 /**
- * `npm run bench`: runs every benchmark (store, turns, token meter), each in its own process so one's heap and RSS do not
+ * `npm run bench`: runs every benchmark (store, turns, token meter, fleet), each in its own process so one's heap and RSS do not
  * colour the other's. bench/turns.ts needs Temporal: it uses TEMPORAL_ADDRESS when set, else a
  * private dev server from `scripts/temporal-dev-server run` (started and stopped here).
+ * bench/fleet.ts starts its own servers (and builds the full Temporal server the first time).
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -24,6 +25,7 @@ async function main(): Promise<number> {
   const turns = process.env.TEMPORAL_ADDRESS ? run(TSX, ['bench/turns.ts']) : run(DEV_SERVER, ['run', '--', TSX, 'bench/turns.ts']);
   if ((await turns) !== 0) failures.push('bench/turns.ts');
   if ((await run(TSX, ['bench/meter.ts'])) !== 0) failures.push('bench/meter.ts');
+  if ((await run(TSX, ['bench/fleet.ts'])) !== 0) failures.push('bench/fleet.ts');
   if (failures.length > 0) console.error(`\nfailed: ${failures.join(', ')}`);
   return failures.length === 0 ? 0 : 1;
 }

@@ -140,10 +140,10 @@ function chaosPlan(f: Fleet, counts: Record<string, number>): ChaosStep[] {
     at: 0.65,
     name: 'store PostgreSQL kill -9 and restart',
     run: async () => {
-      await f.storeDatabase.kill();
+      await f.storeDatabase!.kill();
       counts.storeKills! += 1;
       await sleep(1_000);
-      await f.storeDatabase.start();
+      await f.storeDatabase!.start();
     },
   });
   return steps.sort((a, b) => a.at - b.at);
