@@ -217,16 +217,25 @@ describe(`the fleet: full Temporal server and store on PostgreSQL, 3 workers, 2 
     const total = SESSIONS * TURNS;
     const acks: Ack[] = [];
     const counts: Record<string, number> = { workerKills: 0, gatewayKills: 0, temporalRestarts: 0, storeKills: 0 };
+    const plan = chaosPlan(f, counts);
+    /** The fault under way or next; traffic may run ahead of it by PACING_SLACK of the messages, no more. */
+    let nextFault = 0;
+    const PACING_SLACK = 0.1;
     let driverDone = false;
     const driving = Promise.all(
       sessionIds.map(async (id, i) => {
-        for (let turn = 1; turn <= TURNS; turn++) acks.push(await driver.send(id, `${id}-m${turn}`, messageText(i, turn), i % 2));
+        for (let turn = 1; turn <= TURNS; turn++) {
+          // Pace the traffic so every fault lands while messages are still being sent.
+          while (nextFault < plan.length && acks.length >= (plan[nextFault]!.at + PACING_SLACK) * total) await sleep(20);
+          acks.push(await driver.send(id, `${id}-m${turn}`, messageText(i, turn), i % 2));
+        }
       }),
     ).finally(() => (driverDone = true));
 
     const missed: string[] = [];
     const chaos = (async () => {
-      for (const step of chaosPlan(f, counts)) {
+      for (const [k, step] of plan.entries()) {
+        nextFault = k;
         while (!driverDone && acks.length < step.at * total) await sleep(50);
         if (driverDone) {
           missed.push(step.name);
@@ -235,6 +244,7 @@ describe(`the fleet: full Temporal server and store on PostgreSQL, 3 workers, 2 
         console.log(`fleet test: ${step.name} at ${acks.length}/${total} acknowledged (${((Date.now() - started) / 1000).toFixed(1)} s)`);
         await step.run();
       }
+      nextFault = plan.length;
     })();
     await Promise.all([driving, chaos]);
     const drivenMs = Date.now() - started;
