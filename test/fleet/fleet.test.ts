@@ -98,30 +98,47 @@ afterAll(async () => {
 
 type ChaosStep = { at: number; name: string; run: () => Promise<void> };
 
-/** The faults, each at a fraction of the acknowledged messages, in order. */
-function chaosPlan(f: Fleet, counts: Record<string, number>): ChaosStep[] {
+/** Waits (bounded) until `ready` holds; returns whether it did. */
+async function until(ready: () => boolean, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (!ready()) {
+    if (Date.now() > deadline) return false;
+    await sleep(20);
+  }
+  return true;
+}
+
+/**
+ * The faults, each at a fraction of the acknowledged messages, in order. Each waits (bounded)
+ * until requests are under way, so it lands on a busy fleet; `counts.underLoad` says how many did.
+ */
+function chaosPlan(f: Fleet, driver: HttpDriver, counts: Record<string, number>): ChaosStep[] {
+  const busy = async (url?: string) => {
+    if (await until(() => driver.inFlight(url) > 0, 10_000)) counts.underLoad! += 1;
+  };
   const steps: ChaosStep[] = [];
   for (let k = 0; k < WORKER_KILLS; k++) {
     steps.push({
-      at: 0.05 + (0.85 * (k + 0.5)) / WORKER_KILLS,
+      at: 0.05 + (0.75 * (k + 0.5)) / WORKER_KILLS,
       name: 'worker SIGKILL',
       run: async () => {
-        // Kill a polling worker, so each kill takes work away: wait (bounded) for the last replacement to poll.
+        // Kill a polling worker while another one polls too (a replacement takes seconds to start).
         const polling = () => f.workers.map((w, slot) => ({ w, slot })).filter(({ w }) => w.lines.some((l) => / worker on /.test(l)));
-        const deadline = Date.now() + 90_000;
-        while (polling().length < f.workers.length && Date.now() < deadline) await sleep(100);
+        await until(() => polling().length >= 2, 60_000);
         const pool = polling().length > 0 ? polling() : f.workers.map((w, slot) => ({ w, slot }));
         const { slot } = pool[Math.floor(rng() * pool.length)]!;
+        await busy();
         await f.killWorker(slot);
         counts.workerKills! += 1;
       },
     });
   }
   steps.push({
-    at: 0.25,
+    at: 0.2,
     name: 'gateway SIGKILL and restart',
     run: async () => {
       const slot = Math.floor(rng() * f.gateways.length);
+      await busy(f.gatewayUrl(slot));
       await f.killGateway(slot);
       counts.gatewayKills! += 1;
       await sleep(1_000);
@@ -129,17 +146,19 @@ function chaosPlan(f: Fleet, counts: Record<string, number>): ChaosStep[] {
     },
   });
   steps.push({
-    at: 0.45,
+    at: 0.4,
     name: 'Temporal server restart',
     run: async () => {
+      await busy();
       await f.temporal.restart();
       counts.temporalRestarts! += 1;
     },
   });
   steps.push({
-    at: 0.65,
+    at: 0.6,
     name: 'store PostgreSQL kill -9 and restart',
     run: async () => {
+      await busy();
       await f.storeDatabase!.kill();
       counts.storeKills! += 1;
       await sleep(1_000);
@@ -216,11 +235,11 @@ describe(`the fleet: full Temporal server and store on PostgreSQL, 3 workers, 2 
 
     const total = SESSIONS * TURNS;
     const acks: Ack[] = [];
-    const counts: Record<string, number> = { workerKills: 0, gatewayKills: 0, temporalRestarts: 0, storeKills: 0 };
-    const plan = chaosPlan(f, counts);
-    /** The fault under way or next; traffic may run ahead of it by PACING_SLACK of the messages, no more. */
+    const counts: Record<string, number> = { workerKills: 0, gatewayKills: 0, temporalRestarts: 0, storeKills: 0, underLoad: 0 };
+    const plan = chaosPlan(f, driver, counts);
+    /** The next fault not yet under way; traffic may run ahead of it by PACING_SLACK of the messages, no more. */
     let nextFault = 0;
-    const PACING_SLACK = 0.1;
+    const PACING_SLACK = 0.15;
     let driverDone = false;
     const driving = Promise.all(
       sessionIds.map(async (id, i) => {
@@ -242,6 +261,8 @@ describe(`the fleet: full Temporal server and store on PostgreSQL, 3 workers, 2 
           continue;
         }
         console.log(`fleet test: ${step.name} at ${acks.length}/${total} acknowledged (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+        // While this fault runs, traffic may go on up to the next one.
+        nextFault = k + 1;
         await step.run();
       }
       nextFault = plan.length;
@@ -274,7 +295,7 @@ describe(`the fleet: full Temporal server and store on PostgreSQL, 3 workers, 2 
         [
           `fleet test results (${FULL ? 'full' : 'short'} run, seed ${SEED}, ${(drivenMs / 1000).toFixed(1)} s of traffic):`,
           `  sessions ${SESSIONS}, turns each ${TURNS}, messages acknowledged ${acks.length}/${total} (${retried} after a retry), events stored ${events}`,
-          `  worker SIGKILLs ${counts.workerKills}, gateway SIGKILLs ${counts.gatewayKills}, Temporal restarts ${counts.temporalRestarts}, store PostgreSQL kill -9 ${counts.storeKills}`,
+          `  worker SIGKILLs ${counts.workerKills}, gateway SIGKILLs ${counts.gatewayKills}, Temporal restarts ${counts.temporalRestarts}, store PostgreSQL kill -9 ${counts.storeKills} (${counts.underLoad} of ${plan.length} faults with requests under way)`,
           `  failed attempts by kind: ${[...driver.failures].map(([k, n]) => `${k} ×${n}`).join(', ') || 'none'}`,
           `  follower reconnects ${followers.reduce((n, fw) => n + fw.reconnects, 0)}, error events before a reconnect ${followers.reduce((n, fw) => n + fw.errorEvents.length, 0)}`,
           `  outage log lines from workers and gateways: ${outageLines.length}`,
@@ -282,7 +303,7 @@ describe(`the fleet: full Temporal server and store on PostgreSQL, 3 workers, 2 
         ].join('\n'),
       );
       expect(missed, 'every fault happened while the driver was still sending').toEqual([]);
-      expect(counts).toEqual({ workerKills: WORKER_KILLS, gatewayKills: 1, temporalRestarts: 1, storeKills: 1 });
+      expect(counts).toMatchObject({ workerKills: WORKER_KILLS, gatewayKills: 1, temporalRestarts: 1, storeKills: 1 });
       expect(acks).toHaveLength(total);
       expect(problems).toEqual([]);
 

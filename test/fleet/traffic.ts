@@ -33,6 +33,8 @@ function countFailure(failures: FailureCounts, kind: string): void {
 /** Sends through the fleet's gateways, alternating, retrying on another gateway until acknowledged. */
 export class HttpDriver {
   readonly failures: FailureCounts = new Map();
+  /** Requests under way, by gateway URL. */
+  private readonly pending = new Map<string, number>();
 
   constructor(
     /** The gateways' base URLs (looked up per attempt: a slot may be restarted meanwhile). */
@@ -40,6 +42,12 @@ export class HttpDriver {
     private readonly token: string,
     private readonly options: { attemptTimeoutMs: number; deadlineMs: number } = { attemptTimeoutMs: 120_000, deadlineMs: 600_000 },
   ) {}
+
+  /** Requests under way through `url`, or through any gateway. */
+  inFlight(url?: string): number {
+    if (url !== undefined) return this.pending.get(url) ?? 0;
+    return [...this.pending.values()].reduce((a, b) => a + b, 0);
+  }
 
   private headers(): Record<string, string> {
     return { authorization: `Bearer ${this.token}`, 'content-type': 'application/json' };
@@ -52,8 +60,11 @@ export class HttpDriver {
       const urls = this.gatewayUrls();
       const url = urls[(startSlot + attempt - 1) % urls.length]!;
       let failure: string;
+      this.pending.set(url, (this.pending.get(url) ?? 0) + 1);
       try {
-        const response = await fetch(`${url}${path}`, { method: 'POST', headers: this.headers(), body: JSON.stringify(body), signal: AbortSignal.timeout(this.options.attemptTimeoutMs) });
+        const response = await fetch(`${url}${path}`, { method: 'POST', headers: this.headers(), body: JSON.stringify(body), signal: AbortSignal.timeout(this.options.attemptTimeoutMs) }).finally(() =>
+          this.pending.set(url, this.pending.get(url)! - 1),
+        );
         const text = await response.text();
         if (okStatuses.includes(response.status)) return { body: (text ? JSON.parse(text) : undefined) as T, attempts: attempt };
         const code = (JSON.parse(text) as { error?: { code?: string } }).error?.code ?? 'unknown';
