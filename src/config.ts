@@ -48,6 +48,8 @@ export type Config = {
   ops: { host: string; port: number | undefined };
   /** How long a worker asked to stop lets running activities finish before it hands them back. */
   shutdownGraceMs: number;
+  /** Port `sessionlog dev` starts the Temporal dev server on (0: a free one); a taken one falls back to a free one. */
+  devTemporalPort: number;
 };
 
 const DEEPSEEK_BASE_URL = 'https://api.deepseek.com';
@@ -87,6 +89,7 @@ const envSchema = z.object({
   SESSIONLOG_METRICS_HOST: z.string().min(1).optional(),
   SESSIONLOG_METRICS_PORT: int('SESSIONLOG_METRICS_PORT', 0, 65535).optional(),
   SESSIONLOG_SHUTDOWN_GRACE_MS: int('SESSIONLOG_SHUTDOWN_GRACE_MS', 0, 3_600_000).optional(),
+  TEMPORAL_DEV_PORT: int('TEMPORAL_DEV_PORT', 0, 65535).optional(),
 });
 
 /** Resolves configuration from `env` (default `process.env`) plus explicit overrides (CLI flags). */
@@ -143,6 +146,7 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
     chunkFlushMs: e.SESSIONLOG_CHUNK_FLUSH_MS ?? 50,
     ops: { host: e.SESSIONLOG_METRICS_HOST ?? '127.0.0.1', port: e.SESSIONLOG_METRICS_PORT },
     shutdownGraceMs: e.SESSIONLOG_SHUTDOWN_GRACE_MS ?? 10_000,
+    devTemporalPort: e.TEMPORAL_DEV_PORT ?? 7233,
   };
 }
 

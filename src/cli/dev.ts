@@ -28,7 +28,7 @@ async function stopTemporal(): Promise<void> {
 }
 
 /** Starts (or reuses) the file-backed dev server in .sessionlog/temporal via scripts/temporal-dev-server. */
-async function startTemporal(log: (line: string) => void): Promise<TemporalServer> {
+async function startTemporal(preferredPort: number, log: (line: string) => void): Promise<TemporalServer> {
   const script = TEMPORAL_SCRIPT();
   const stateDir = temporalStateDir();
   mkdirSync(stateDir, { recursive: true, mode: 0o700 });
@@ -36,11 +36,11 @@ async function startTemporal(log: (line: string) => void): Promise<TemporalServe
   const start = async (port: string) => (await run(script, ['start', '--port', port, ...base], { maxBuffer: 1 << 20 })).stdout;
   let out: string;
   try {
-    out = await start('7233');
+    out = await start(String(preferredPort));
   } catch (error) {
     const stderr = String((error as { stderr?: string }).stderr ?? '');
-    if (!stderr.includes('already answers')) throw new Error(`could not start the Temporal dev server:\n${stderr.trim()}`, { cause: error });
-    log('port 7233 is taken by another Temporal server; using a free port');
+    if (preferredPort === 0 || !stderr.includes('already answers')) throw new Error(`could not start the Temporal dev server:\n${stderr.trim()}`, { cause: error });
+    log(`port ${preferredPort} is taken by another Temporal server; using a free port`);
     out = await start('0');
   }
   const address = /TEMPORAL_ADDRESS=(\S+)/.exec(out)?.[1];
@@ -95,7 +95,7 @@ export async function runDev(config: Config, log: (line: string) => void = (line
       say('Temporal: starting the local dev server (the first run builds the binary; this can take minutes)…');
       // Registered before the start, which may be cut short after the server was launched.
       cleanups.push(stopTemporal);
-      const temporal = await startTemporal(say);
+      const temporal = await startTemporal(config.devTemporalPort, say);
       address = temporal.address;
       uiUrl = temporal.uiUrl;
     }

@@ -15,8 +15,9 @@ import { eventually } from '../support/log-wait.js';
 const ROOT = new URL('../..', import.meta.url).pathname;
 const BIN = join(ROOT, 'bin/sessionlog.mjs');
 
+/** A new user's environment, but the dev server on a free port: other tests race for 7233. */
 function userEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, SESSIONLOG_PORT: '0' };
+  const env: NodeJS.ProcessEnv = { ...process.env, SESSIONLOG_PORT: '0', TEMPORAL_DEV_PORT: '0' };
   for (const key of ['TEMPORAL_ADDRESS', 'OPENAI_API_KEY', 'DEEPSEEK_API_KEY', 'OPENAI_BASE_URL', 'SESSIONLOG_STORE']) delete env[key];
   return env;
 }
@@ -136,7 +137,7 @@ describe('sessionlog dev stops its Temporal dev server', () => {
 
   it('on SIGTERM while it is still starting, once the dev server was launched', async () => {
     const dev = startDev();
-    await eventually(async () => (existsSync(join(temporalDir(dev), 'temporal.pid')) ? true : undefined), 240_000, 20);
+    await eventually(async () => (existsSync(join(temporalDir(dev), 'temporal.pid')) && existsSync(join(temporalDir(dev), 'temporal.address')) ? true : undefined), 240_000, 20);
     const server = temporalServer(dev);
     dev.child.kill('SIGTERM');
     await expectEverythingStopped(dev, server);

@@ -14,6 +14,12 @@ describe('fleet settings in resolveConfig', () => {
     expect(config.shutdownGraceMs).toBe(10_000);
     expect(config.tunables.modelHeartbeatMs).toBe(DEFAULT_TUNABLES.modelHeartbeatMs);
     expect(config.tunables.modelMaxAttempts).toBe(DEFAULT_TUNABLES.modelMaxAttempts);
+    expect(config.devTemporalPort).toBe(7233);
+  });
+
+  it('lets `dev` start its Temporal dev server on another port, or a free one', () => {
+    expect(resolveConfig({ TEMPORAL_DEV_PORT: '0' }).devTemporalPort).toBe(0);
+    expect(resolveConfig({ TEMPORAL_DEV_PORT: '17233' }).devTemporalPort).toBe(17233);
   });
 
   it('reads the operations listener, the grace period and the model heartbeat and attempts', () => {
@@ -39,6 +45,7 @@ describe('fleet settings in resolveConfig', () => {
     ['SESSIONLOG_SHUTDOWN_GRACE_MS', '-1'],
     ['SESSIONLOG_MODEL_HEARTBEAT_MS', '100'],
     ['SESSIONLOG_MODEL_MAX_ATTEMPTS', '0'],
+    ['TEMPORAL_DEV_PORT', '65536'],
   ])('refuses %s=%s, naming the variable', (name, value) => {
     expect(() => resolveConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => resolveConfig({ [name]: value })).toThrow(new RegExp(`^${name}: `));
