@@ -86,14 +86,17 @@ async function withStore<T>(fn: (store: SessionStore) => Promise<T>): Promise<T>
 
 /**
  * Quiet Temporal SDK logging for long-running commands (warnings and errors only). A fleet
- * worker also keeps the SDK core's per-retry connection warnings out: its own reachability
- * monitor says once when Temporal goes away and once when it is back.
+ * worker (`fleet: true`) also keeps out the SDK core's line per retried poll while Temporal is
+ * unreachable (a warning at first, an error after a minute or so, for every poller): its own
+ * reachability monitor says once when Temporal goes away and once when it is back.
  */
-async function quietTemporalLogs(options: { core?: 'WARN' | 'ERROR' } = {}): Promise<void> {
-  const { DefaultLogger, Runtime } = await import('@temporalio/worker');
+async function quietTemporalLogs(options: { fleet?: boolean } = {}): Promise<void> {
+  const { DefaultLogger, Runtime, makeTelemetryFilterString } = await import('@temporalio/worker');
   Runtime.install({
     logger: new DefaultLogger('WARN'),
-    ...(options.core ? { telemetryOptions: { logging: { filter: { core: options.core, other: 'ERROR' } } } } : {}),
+    ...(options.fleet
+      ? { telemetryOptions: { logging: { filter: `${makeTelemetryFilterString({ core: 'ERROR', other: 'ERROR' })},temporalio_client::retry=off` } } }
+      : {}),
   });
 }
 
@@ -118,7 +121,7 @@ program
   .description('run a worker for the session workflows (needs TEMPORAL_ADDRESS); SIGTERM drains it')
   .action(async () => {
     const cfg = config();
-    await quietTemporalLogs({ core: 'ERROR' });
+    await quietTemporalLogs({ fleet: true });
     const { runWorkerProcess } = await import('./worker-process.js');
     process.exitCode = await runWorkerProcess(cfg, fleetLog);
   });
