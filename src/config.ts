@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DEFAULT_MODEL_CATALOGUE, ModelCatalogueError, lookupModel, resolveModelCatalogue, type ModelCatalogue, type ModelCatalogueOverrides } from './model/catalogue.js';
-import { DEFAULT_GATEWAY_TIMEOUTS, assertGatewayTimeouts, isLoopbackHost, type GatewayTimeouts } from './gateway/settings.js';
+import { DEFAULT_GATEWAY_TIMEOUTS, isLoopbackHost, resolveGatewayTimeouts, type GatewayTimeouts } from './gateway/settings.js';
 import { ConfigError } from './session/errors.js';
 import { registerSecret } from './session/secrets.js';
 import { parseApprovalPolicy, type ApprovalPolicy } from './tools/approval.js';
@@ -140,13 +140,12 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
     if (error instanceof ModelCatalogueError) throw new ConfigError(`SESSIONLOG_MODEL: ${error.message}`);
     throw error;
   }
-  const timeouts: GatewayTimeouts = {
-    connectionTimeoutMs: e.SESSIONLOG_CONNECTION_TIMEOUT_MS ?? DEFAULT_GATEWAY_TIMEOUTS.connectionTimeoutMs,
-    headersTimeoutMs: e.SESSIONLOG_HEADERS_TIMEOUT_MS ?? DEFAULT_GATEWAY_TIMEOUTS.headersTimeoutMs,
-    bodyTimeoutMs: e.SESSIONLOG_BODY_TIMEOUT_MS ?? DEFAULT_GATEWAY_TIMEOUTS.bodyTimeoutMs,
-    requestTimeoutMs: e.SESSIONLOG_REQUEST_TIMEOUT_MS ?? DEFAULT_GATEWAY_TIMEOUTS.requestTimeoutMs,
-  };
-  assertGatewayTimeouts(timeouts);
+  const timeouts = resolveGatewayTimeouts({
+    ...(e.SESSIONLOG_CONNECTION_TIMEOUT_MS !== undefined ? { connectionTimeoutMs: e.SESSIONLOG_CONNECTION_TIMEOUT_MS } : {}),
+    ...(e.SESSIONLOG_HEADERS_TIMEOUT_MS !== undefined ? { headersTimeoutMs: e.SESSIONLOG_HEADERS_TIMEOUT_MS } : {}),
+    ...(e.SESSIONLOG_BODY_TIMEOUT_MS !== undefined ? { bodyTimeoutMs: e.SESSIONLOG_BODY_TIMEOUT_MS } : {}),
+    ...(e.SESSIONLOG_REQUEST_TIMEOUT_MS !== undefined ? { requestTimeoutMs: e.SESSIONLOG_REQUEST_TIMEOUT_MS } : {}),
+  });
   return {
     store: e.SESSIONLOG_STORE ?? 'sqlite:./.sessionlog/sessionlog.db',
     temporalAddress: e.TEMPORAL_ADDRESS,

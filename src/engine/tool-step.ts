@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { parseToolCallArguments } from '../model/tool-arguments.js';
-import { SessionlogError, closersFor, isSessionlogError, scrubSecrets, type NewEvent, type TurnEndReason } from '../session/index.js';
+import { SessionlogError, closersFor, isSessionlogError, scrubSecrets, type EventDataMap, type NewEvent, type TurnEndReason } from '../session/index.js';
 import { ToolInputError, type ToolContext } from '../tools/registry.js';
 import type { EngineDeps } from './deps.js';
 import { StepInterrupted, ToolAttemptFailed } from './errors.js';
@@ -85,25 +85,13 @@ export async function appendToolResults(deps: EngineDeps, input: AppendToolResul
       const text = deps.shapeToolResult
         ? await deps.shapeToolResult({ sessionId: input.sessionId, callId: result.callId, toolName, text: full, locator: result.locator })
         : full;
-      events.push({
-        type: 'tool/result',
-        time: deps.now(),
-        data: {
-          turn: input.turn,
-          step: input.step,
-          message: {
-            id: randomUUID(),
-            role: 'user',
-            content: [{ type: 'tool-result', toolCallId: result.callId, content: [{ type: 'text', text }], ...(result.isError ? { isError: true as const } : {}) }],
-            source: { kind: 'tool', callId: result.callId },
-          },
+      events.push(
+        toolResultEvent(deps, input, result, text, {
           ...(result.errorCode ? { error: { name: 'ToolError', code: result.errorCode } } : {}),
           meta: { locator: result.locator, bytes: result.bytes },
           ...(result.external ? { origin: 'external' as const } : {}),
-        },
-        surfaceOp: 'append',
-        sourceEventSeqs: [result.callSeq],
-      });
+        }),
+      );
     }
     // Results in call order, whoever produced them.
     events.sort((a, b) => (a.sourceEventSeqs?.[0] ?? 0) - (b.sourceEventSeqs?.[0] ?? 0));
@@ -122,6 +110,19 @@ function deniedResult(deps: EngineDeps, input: AppendToolResultsInput, denied: D
     denied.decision === 'expire'
       ? 'The tool call was not run: nobody approved it before its approval request expired. Ask the user before trying again.'
       : `The tool call was not run: the user denied it${denied.reason ? `: ${denied.reason}` : '.'}`;
+  return toolResultEvent(deps, input, { ...denied, isError: true }, text, {
+    error: { name: 'ToolNotApproved', code: denied.decision === 'expire' ? 'TOOL_APPROVAL_EXPIRED' : 'TOOL_DENIED' },
+  });
+}
+
+/** The `tool/result` of call `call` with `text` as the model's view of it (and `extra` data: error, artifact, origin). */
+function toolResultEvent(
+  deps: EngineDeps,
+  input: AppendToolResultsInput,
+  call: { callId: string; callSeq: number; isError: boolean },
+  text: string,
+  extra: Pick<EventDataMap['tool/result'], 'error' | 'meta' | 'origin'>,
+): NewEvent {
   return {
     type: 'tool/result',
     time: deps.now(),
@@ -131,13 +132,13 @@ function deniedResult(deps: EngineDeps, input: AppendToolResultsInput, denied: D
       message: {
         id: randomUUID(),
         role: 'user',
-        content: [{ type: 'tool-result', toolCallId: denied.callId, content: [{ type: 'text', text }], isError: true }],
-        source: { kind: 'tool', callId: denied.callId },
+        content: [{ type: 'tool-result', toolCallId: call.callId, content: [{ type: 'text', text }], ...(call.isError ? { isError: true as const } : {}) }],
+        source: { kind: 'tool', callId: call.callId },
       },
-      error: { name: 'ToolNotApproved', code: denied.decision === 'expire' ? 'TOOL_APPROVAL_EXPIRED' : 'TOOL_DENIED' },
+      ...extra,
     },
     surfaceOp: 'append',
-    sourceEventSeqs: [denied.callSeq],
+    sourceEventSeqs: [call.callSeq],
   };
 }
 

@@ -53,6 +53,18 @@ export function assertGatewayTimeouts(timeouts: GatewayTimeouts): void {
   }
 }
 
+/** Fills unset timeouts with the defaults and validates the result (ConfigError naming the setting). */
+export function resolveGatewayTimeouts(timeouts: Partial<GatewayTimeouts>): GatewayTimeouts {
+  const resolved: GatewayTimeouts = {
+    connectionTimeoutMs: timeouts.connectionTimeoutMs ?? DEFAULT_GATEWAY_TIMEOUTS.connectionTimeoutMs,
+    headersTimeoutMs: timeouts.headersTimeoutMs ?? DEFAULT_GATEWAY_TIMEOUTS.headersTimeoutMs,
+    bodyTimeoutMs: timeouts.bodyTimeoutMs ?? DEFAULT_GATEWAY_TIMEOUTS.bodyTimeoutMs,
+    requestTimeoutMs: timeouts.requestTimeoutMs ?? DEFAULT_GATEWAY_TIMEOUTS.requestTimeoutMs,
+  };
+  assertGatewayTimeouts(resolved);
+  return resolved;
+}
+
 /** True for addresses that only this machine can reach. */
 export function isLoopbackHost(host: string): boolean {
   return host === 'localhost' || host === '::1' || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host);
