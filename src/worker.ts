@@ -89,7 +89,16 @@ export type CreateWorkerOptions = {
   /** Tool output above this many UTF-8 bytes is logged as a head/tail preview (default 16 KiB). */
   spillMaxInlineBytes?: number;
   /** Context management (meter, pressure policy, pruner); `false` turns it off. */
-  context?: false | { policy?: Partial<ContextPolicy>; pruner?: Partial<PrunerConfig> | false; meter?: TokenMeter; catalogue?: ModelCatalogue };
+  context?:
+    | false
+    | {
+        policy?: Partial<ContextPolicy>;
+        pruner?: Partial<PrunerConfig> | false;
+        meter?: TokenMeter;
+        catalogue?: ModelCatalogue;
+        /** Learn context windows from providers' overflow refusals (default true). */
+        learnLimits?: boolean;
+      };
   /** How often a streaming model call or a running tool heartbeats, ms (default 1000). */
   heartbeatMs?: number;
   /** Extra Temporal worker options (concurrency limits, heartbeat throttling…). */
@@ -134,6 +143,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     ...(context ? { context } : {}),
     heartbeatMs: options.heartbeatMs ?? 1000,
     learnedWindows: new Map(),
+    ...(options.context !== false && options.context?.learnLimits === false ? { learnLimits: false } : {}),
     now: Date.now,
     onTurnEnded: (sessionId) => checkpointProjections(store, sessionId),
   });

@@ -31,6 +31,8 @@ export type EngineDeps = {
    * this worker (each session also logs its own as `model/limit`).
    */
   learnedWindows?: Map<string, number>;
+  /** Learn context windows from overflow refusals (default true; false only to measure without it). */
+  learnLimits?: boolean;
   /** Called once a turn is durably closed (e.g. to refresh the projection cache off the critical path). */
   onTurnEnded?(sessionId: string): void;
 };

@@ -8,6 +8,7 @@ import type { EngineDeps } from './deps.js';
 
 /** The smallest window known for `model`: the session's own, else one the worker learned. */
 export function learnedWindowOf(deps: EngineDeps, session: SessionView, model: string): number | undefined {
+  if (deps.learnLimits === false) return undefined;
   const own = session.learnedWindow(model);
   const worker = deps.learnedWindows?.get(model);
   if (own === undefined) return worker;

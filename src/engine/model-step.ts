@@ -214,7 +214,7 @@ async function failStep(deps: EngineDeps, writer: LogWriter, input: ModelStepInp
 async function learnLimit(deps: EngineDeps, writer: LogWriter, key: StepKey, failure: ModelFailure, attempt: number): Promise<void> {
   const model = writer.session.requestHeader?.model;
   const stated = failure.contextLimit;
-  if (model === undefined || stated === undefined) return;
+  if (model === undefined || stated === undefined || deps.learnLimits === false) return;
   offerLearnedWindow(deps, model, stated);
   if (writer.session.learnedWindow(model) === stated) return;
   const source = failure.status === 413 ? 'http-413' : 'provider-message';
