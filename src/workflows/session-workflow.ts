@@ -205,7 +205,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     let overflowRetried = false;
     for (let pass = 0; ; pass++) {
       const result = await runInScope(() =>
-        act.model.modelStep({ ...base, turn, step, knownHead: state.headSeq, entering, maxAttempts: tunables.modelMaxAttempts, pass }),
+        act.model.modelStep({ ...base, turn, step, knownHead: state.headSeq, entering, maxAttempts: tunables.modelMaxAttempts, pass, approvalTimeoutMs: tunables.approvalTimeoutMs }),
       );
       state.headSeq = result.headSeq;
       if (result.pressure) state.pressure = result.pressure;
