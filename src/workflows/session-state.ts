@@ -157,8 +157,8 @@ export class SessionState {
       throw ApplicationFailure.nonRetryable('edited arguments must be the text of a JSON object', 'INVALID_ARGUMENT');
     }
     this.throwIfStopped();
-    // Until the run has read its log it cannot know the call: the handler decides then.
-    if (this.phase === 'starting' || this.decisions.has(input.callId)) return;
+    // Until the run knows its waiting calls the handler decides (see knowsWaitingCalls).
+    if (!this.knowsWaitingCalls || this.decisions.has(input.callId)) return;
     const call = this.awaiting.get(input.callId);
     if (!call) throw ApplicationFailure.nonRetryable(`no tool call ${input.callId} is waiting for approval in session ${this.sessionId}`, 'UNKNOWN_CALL');
     if (call.gate !== 'approval') throw ApplicationFailure.nonRetryable(`tool call ${input.callId} is an external tool: post its result instead of approving it`, 'INVALID_ARGUMENT');
@@ -174,7 +174,7 @@ export class SessionState {
       throw ApplicationFailure.nonRetryable(`tool output is ${bytes} bytes; the limit is ${this.tunables.maxMessageBytes}`, 'MESSAGE_TOO_LARGE');
     }
     this.throwIfStopped();
-    if (this.phase === 'starting') return;
+    if (!this.knowsWaitingCalls) return;
     this.assertExternalWaiting(input.callId);
   }
 
@@ -184,6 +184,15 @@ export class SessionState {
     if (!call) throw ApplicationFailure.nonRetryable(`no tool call ${callId} is waiting for a result in session ${this.sessionId}`, 'UNKNOWN_CALL');
     if (call.gate !== 'external') throw ApplicationFailure.nonRetryable(`tool call ${callId} waits for approval, not for a result`, 'INVALID_ARGUMENT');
     if (this.answers.has(callId)) throw ApplicationFailure.nonRetryable(`tool call ${callId} already has a result`, 'ALREADY_ANSWERED');
+  }
+
+  /**
+   * Whether `awaiting` holds every call that waits: not before the run has read its log, nor
+   * while a model step runs (the step logs its approval requests before its activity returns,
+   * so a caller following the log can answer a call this run has not heard of yet).
+   */
+  get knowsWaitingCalls(): boolean {
+    return this.phase !== 'starting' && this.phase !== 'model';
   }
 
   decisionOf(callId: string): ApprovalResult | undefined {

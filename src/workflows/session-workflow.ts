@@ -115,7 +115,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   setHandler(
     approveUpdate,
     async (answer) => {
-      await condition(() => state.phase !== 'starting' || state.fatal !== undefined);
+      await condition(() => state.knowsWaitingCalls || state.fatal !== undefined);
       state.throwIfStopped();
       if (!state.decisionOf(answer.callId)) {
         state.validateApproval(answer);
@@ -131,7 +131,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   setHandler(
     toolResultUpdate,
     async (result) => {
-      await condition(() => state.phase !== 'starting' || state.fatal !== undefined);
+      await condition(() => state.knowsWaitingCalls || state.fatal !== undefined);
       state.throwIfStopped();
       state.assertExternalWaiting(result.callId);
       state.answers.set(result.callId, { kind: 'external', callId: result.callId, output: result.output, isError: result.isError === true, ...(result.by !== undefined ? { by: result.by } : {}) });
