@@ -58,7 +58,7 @@ export type ModelStepInput = {
 /**
  * A tool call of a step. `gate`: it waits for an answer before it runs — a person's approval,
  * or an external tool's result — until `expiresAt` (epoch ms). `answered`: the approval
- * decision the log already holds (a run resuming a waiting step).
+ * decision the log already holds (a run resuming a waiting step), with its `reason`.
  */
 export type ToolCallRef = {
   callId: string;
@@ -67,6 +67,8 @@ export type ToolCallRef = {
   gate?: 'approval' | 'external';
   expiresAt?: number;
   answered?: 'approve' | 'deny' | 'expire';
+  /** The reason logged with `answered`, if any. */
+  reason?: string;
 };
 
 /** How a model step ended. `needs-compaction` asks the workflow to compact and call the step again. */

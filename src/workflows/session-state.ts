@@ -70,6 +70,10 @@ export class SessionState {
     this.headSeq = opened.headSeq;
     this.turn = Math.max(this.turn, opened.lastTurn);
     this.resume = opened.waiting;
+    // Answers the log holds for the waiting step: what the step acts on and what a second answer is told.
+    for (const call of opened.waiting?.calls ?? []) {
+      if (call.answered) this.decisions.set(call.callId, { callId: call.callId, decision: call.answered, ...(call.reason !== undefined ? { reason: call.reason } : {}) });
+    }
     for (const r of opened.recent) {
       // Messages of a turn this run resumes are answered when it ends.
       if (r.turn === opened.waiting?.turn) {
