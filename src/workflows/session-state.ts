@@ -52,6 +52,8 @@ export class SessionState {
   readonly answers = new Map<string, CallAnswer>();
   /** Approval decisions logged, by call id (bounded): what a second answer is told. */
   private readonly decisions = new Map<string, ApprovalResult>();
+  /** External calls whose result this run took (bounded): a second result is already answered. */
+  private readonly delivered = new Set<string>();
 
   constructor(
     readonly sessionId: string,
@@ -185,6 +187,9 @@ export class SessionState {
   /** Throws unless `callId` is an external call waiting for its result (and none arrived yet). */
   assertExternalWaiting(callId: string): void {
     const call = this.awaiting.get(callId);
+    if (!call && (this.delivered.has(callId) || this.decisions.has(callId))) {
+      throw ApplicationFailure.nonRetryable(`tool call ${callId} was already answered; the first answer counts`, 'ALREADY_ANSWERED');
+    }
     if (!call) throw ApplicationFailure.nonRetryable(`no tool call ${callId} is waiting for a result in session ${this.sessionId}`, 'UNKNOWN_CALL');
     if (call.gate !== 'external') throw ApplicationFailure.nonRetryable(`tool call ${callId} waits for approval, not for a result`, 'INVALID_ARGUMENT');
     if (this.answers.has(callId)) throw ApplicationFailure.nonRetryable(`tool call ${callId} already has a result`, 'ALREADY_ANSWERED');
@@ -206,7 +211,11 @@ export class SessionState {
   /** Records a logged answer: the call stops waiting; an approval decision is what later answers are told. */
   answered(answer: CallAnswer): void {
     this.awaiting.delete(answer.callId);
-    if (answer.kind !== 'approval') return;
+    if (answer.kind !== 'approval') {
+      this.delivered.add(answer.callId);
+      while (this.delivered.size > MAX_RECENT_IDS) this.delivered.delete(this.delivered.values().next().value as string);
+      return;
+    }
     this.decisions.set(answer.callId, { callId: answer.callId, decision: answer.decision, ...(answer.reason !== undefined ? { reason: answer.reason } : {}) });
     while (this.decisions.size > MAX_RECENT_IDS) this.decisions.delete(this.decisions.keys().next().value as string);
   }
