@@ -7,14 +7,17 @@
  */
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SessionClient } from '../../src/client/session-client.js';
 import { startGateway, type RunningGateway } from '../../src/gateway/index.js';
+import { openSqliteStore } from '../../src/persistence/sqlite.js';
 import type { FakeReply } from '../../src/model/fake-server.js';
 import { isEventOfType } from '../../src/session/index.js';
 import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';
 import { ToolRegistry, type Tool } from '../../src/tools/registry.js';
 import { waitForEvent } from '../support/log-wait.js';
-import { startStack, temporalAddress, type Stack } from '../support/stack.js';
+import { TEST_TUNABLES, startStack, temporalAddress, type Stack } from '../support/stack.js';
 import { request } from './http.js';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
@@ -146,5 +149,43 @@ describe('pending approvals across sessions', () => {
     await expectPending([], 'all answered');
     await Promise.all(names.map((name) => waitForEvent(stack.client, `pend-${name}`, (e) => e.type === 'turn/end')));
     expect((await cli(['approvals', 'list'])).stdout.trim()).toBe('no tool calls are waiting for an answer');
+  });
+
+  it('a damaged session does not hide the calls of the others: it is left out of the list, which still answers', { timeout: 120_000 }, async () => {
+    const healthy = `pend-ok${Date.now()}`;
+    const damaged = `pend-damaged-${Date.now()}`;
+    await stack.client.send(damaged, 'hello');
+    await stack.client.start({ sessionId: healthy });
+    await stack.client.post(healthy, `deploy ok${healthy.slice('pend-ok'.length)}`);
+    await waitForEvent(stack.client, healthy, (e) => isEventOfType(e, 'tool/approval-request'));
+    // A garbage row past the damaged session's head: every reader of its log now refuses it (CORRUPT_LOG).
+    const db = new Database(join(stack.dir, 'sessions.db'));
+    try {
+      const { key } = db.prepare('SELECT key FROM sessions WHERE id = ?').get(damaged) as { key: number };
+      const { head } = db.prepare('SELECT MAX(seq) AS head FROM events WHERE session_key = ?').get(key) as { head: number };
+      db.prepare("INSERT INTO events (session_key, seq, type, time, data) VALUES (?, ?, 'user/message', 0, 'not json')").run(key, head + 1);
+    } finally {
+      db.close();
+    }
+    // A gateway on a new store handle, as another server would be (the stack's own handle is warm).
+    const store = openSqliteStore(join(stack.dir, 'sessions.db'));
+    const fresh = await startGateway({ client: new SessionClient({ temporal: stack.temporal, store, taskQueue: stack.taskQueue, tunables: TEST_TUNABLES }), host: '127.0.0.1', port: 0, bodyLimitBytes: 64 * 1024 });
+    try {
+      const one = await request(fresh.url, 'GET', `/v1/sessions/${damaged}/events`);
+      expect((one.body as { error?: { code?: string } }).error?.code).toBe('CORRUPT_LOG');
+      const listed = await request(fresh.url, 'GET', '/v1/approvals?status=pending');
+      expect(listed.status, JSON.stringify(listed.body)).toBe(200);
+      expect((listed.body as { approvals: Listed[] }).approvals.map((p) => p.sessionId)).toEqual([healthy]);
+      const byCli = await cli(['--json', 'approvals', 'list']);
+      expect(byCli.code, byCli.stderr).toBe(0);
+      expect((JSON.parse(byCli.stdout) as Listed[]).map((p) => p.sessionId)).toEqual([healthy]);
+      // Asked for by name, the damaged session's refusal is reported.
+      const named = await request(fresh.url, 'GET', `/v1/approvals?status=pending&session=${damaged}`);
+      expect((named.body as { error?: { code?: string } }).error?.code).toBe('CORRUPT_LOG');
+    } finally {
+      await fresh.close();
+      await store.close();
+    }
+    await stack.client.approve(healthy, `call-ok${healthy.slice('pend-ok'.length)}`, { decision: 'deny' });
   });
 });
