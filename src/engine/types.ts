@@ -107,8 +107,8 @@ export type RecordAnswersInput = { sessionId: string; runId: string; turn: numbe
 /** What recording answers left: the new head and, for external results, their stored outputs. */
 export type RecordAnswersResult = { headSeq: number; external: ToolRunRef[] };
 
-/** A call that does not run: denied by a person, or its wait expired. */
-export type DeniedCall = { callId: string; callSeq: number; decision: 'deny' | 'expire'; reason?: string };
+/** A call that does not run: denied by a person, or its wait expired. `external`: it waited for a caller's result, not an approval. */
+export type DeniedCall = { callId: string; callSeq: number; decision: 'deny' | 'expire'; reason?: string; external?: true };
 
 export type AppendToolResultsInput = {
   sessionId: string;

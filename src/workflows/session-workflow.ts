@@ -304,7 +304,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
       const decision = call.gate === 'approval' ? (state.decisionOf(call.callId)?.decision ?? call.answered) : call.gate === 'external' ? state.decisionOf(call.callId)?.decision : undefined;
       if (decision === 'deny' || decision === 'expire') {
         const reason = state.decisionOf(call.callId)?.reason;
-        denied.push({ callId: call.callId, callSeq: call.callSeq, decision, ...(reason !== undefined ? { reason } : {}) });
+        denied.push({ callId: call.callId, callSeq: call.callSeq, decision, ...(reason !== undefined ? { reason } : {}), ...(call.gate === 'external' ? { external: true as const } : {}) });
       } else if (call.gate !== 'external') runnable.push(call);
     }
     state.phase = 'tools';
