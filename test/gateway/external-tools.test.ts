@@ -174,4 +174,25 @@ describe('an external tool', () => {
     expect(result?.data.origin).toBe('external');
     expect(result?.data.message.content[0]).toMatchObject({ isError: true, content: [{ type: 'text', text: 'element #buy not found' }] });
   });
+
+  it('a result that never comes: the wait expires and the model is told the result did not arrive', async () => {
+    const id = newId('expire');
+    // Tunables are the workflow's input: this session's run is started with a short wait.
+    const shortWait = new SessionClient({ temporal: stack.temporal, store: stack.store, taskQueue: stack.taskQueue, tunables: { ...TEST_TUNABLES, approvalTimeoutMs: 1_500 } });
+    await shortWait.start({ sessionId: id });
+    stack.fake.enqueueReplies({ text: 'Clicking.', toolCalls: [{ id: 'click-5', name: 'browser_click', arguments: { selector: '#buy' } }] }, { text: 'the click did not happen' });
+    expect((await shortWait.send(id, 'buy it for me')).text).toBe('the click did not happen');
+    const events = await stack.client.events(id);
+    expect(ofType(events, 'tool/approval').map((e) => [e.data.callId, e.data.decision, e.data.reason])).toEqual([['click-5', 'expire', 'expired']]);
+    const [result] = ofType(events, 'tool/result');
+    expect(result!.data.error?.code).toBe('TOOL_APPROVAL_EXPIRED');
+    const sent = stack.fake.chatRequests()[1]!.messages.find((m) => m.role === 'tool' && m.tool_call_id === 'click-5')?.content;
+    expect(sent).toEqual(expect.stringContaining('result'));
+    expect(sent).toEqual(expect.stringContaining('expired'));
+    // Nobody was asked to approve an external call: the model must not be told so.
+    expect(sent).not.toEqual(expect.stringContaining('approv'));
+    const late = await request(gatewayB.url, 'POST', `/v1/sessions/${id}/tool-results`, { json: { callId: 'click-5', output: 'too late' } });
+    expect(late.status).toBe(409);
+    expect(errorCode(late.body)).toBe('ALREADY_ANSWERED');
+  });
 });
