@@ -14,7 +14,7 @@
  * A plain re-export list: each module documents its own exports.
  */
 export { SessionClient } from './client/session-client.js';
-export type { Reply, SessionClientOptions, SessionSummary, VerifyReport } from './client/session-client.js';
+export type { PendingApproval, Reply, SessionClientOptions, SessionSummary, VerifyReport } from './client/session-client.js';
 
 export { createWorker } from './worker.js';
 export type { CreateWorkerOptions } from './worker.js';
@@ -50,11 +50,13 @@ export type {
 } from './session/index.js';
 
 export { ToolInputError, ToolRegistry } from './tools/registry.js';
-export type { Tool, ToolContext, ToolOutput } from './tools/registry.js';
+export type { ApprovalRule, ExternalTool, RunnableTool, Tool, ToolContext, ToolOutput } from './tools/registry.js';
+export { parseApprovalPolicy } from './tools/approval.js';
+export type { ApprovalPolicy } from './tools/approval.js';
 export { BUILTIN_TOOLS, calculatorTool, readArtifactTool, wordCountTool } from './tools/builtin.js';
 
 export { DEFAULT_TASK_QUEUE, DEFAULT_TUNABLES } from './workflows/api.js';
-export type { CompactResult, SendResult, SessionPhase, SessionStatus, SessionTunables, TurnOutcome } from './workflows/api.js';
+export type { ApprovalInput, ApprovalResult, CompactResult, SendResult, SessionPhase, SessionStatus, SessionTunables, ToolResultAck, TurnOutcome } from './workflows/api.js';
 
 export { ConfigError, resolveConfig } from './config.js';
 export type { Config, ModelSettings } from './config.js';

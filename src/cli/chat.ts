@@ -82,6 +82,9 @@ async function chatTurn(
       write('\r  \r');
     }
   };
+  // Turns whose end the tail has shown: the tail keeps running until it shows the end of the reply's turn.
+  const endedTurns = new Set<number>();
+  let onTurnEnd: (() => void) | undefined;
   const streaming = (async () => {
     for await (const event of client.follow(sessionId, from, follow.signal)) {
       if (isEventOfType(event, 'assistant/chunk')) {
@@ -104,6 +107,9 @@ async function chatTurn(
         const decision = answer === 'y' || answer === 'yes' || answer === 'a' || answer === 'always' ? 'approve' : 'deny';
         const result = await client.approve(sessionId, callId, { decision, allowForSession: answer === 'a' || answer === 'always', by: 'chat' });
         write(`  ${result.decision === 'approve' ? 'approved' : result.decision === 'deny' ? 'denied' : 'expired'}\n`);
+      } else if (isEventOfType(event, 'turn/end')) {
+        endedTurns.add(event.data.turn);
+        onTurnEnd?.();
       }
     }
   })().catch((error: unknown) => write(`\nerror: ${(error as Error).message}\n`));
@@ -111,6 +117,18 @@ async function chatTurn(
   process.on('SIGINT', onInterrupt);
   try {
     const reply = await client.send(sessionId, text);
+    // The reply is logged, but the tail (polling the store of another process) may not have
+    // shown all of it yet: stopping it now would cut the reply short on the screen.
+    if (!endedTurns.has(reply.turn)) {
+      await Promise.race([
+        new Promise<void>((resolve) => {
+          onTurnEnd = () => {
+            if (endedTurns.has(reply.turn)) resolve();
+          };
+        }),
+        streaming,
+      ]);
+    }
     stopSpinner();
     if (first) write(`bot> ${reply.text}`);
     write(reply.outcome === 'completed' ? '\n' : `\n(turn ended: ${reply.outcome})\n`);

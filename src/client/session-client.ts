@@ -129,6 +129,9 @@ const REJECTION_CODES: ReadonlySet<string> = new Set([
   'INVALID_ARGUMENT',
 ]);
 
+/** Why a listed session's log may not be readable: `sessions verify` reports it; listings across sessions skip it. */
+const UNLISTABLE_CODES: ReadonlySet<string> = new Set(['CORRUPT_LOG', 'UNSUPPORTED_FORMAT', 'SESSION_NOT_FOUND', 'SESSION_ERASED']);
+
 /** Maps a refusal of an update (validator or handler) to a SessionlogError with its code. */
 function refusal(error: unknown): unknown {
   if (error instanceof WorkflowUpdateFailedError && error.cause instanceof ApplicationFailure && REJECTION_CODES.has(error.cause.type ?? '')) {
@@ -481,6 +484,8 @@ export class SessionClient {
   /**
    * Tool calls waiting for an answer (approval or an external result), across every stored
    * session (or one), read from the logs: session, call, tool, arguments, age and expiry.
+   * Across sessions, one whose log cannot be read (damaged, from a newer version) or that is
+   * gone since it was listed is left out: it does not hide the calls of the others.
    */
   async pendingApprovals(options: { sessionId?: string } = {}): Promise<PendingApproval[]> {
     const ids = options.sessionId !== undefined ? [options.sessionId] : (await this.store.list()).map((h) => h.id);
@@ -488,7 +493,13 @@ export class SessionClient {
     const pending: PendingApproval[] = [];
     for (const id of ids) {
       assertSessionId(id);
-      const session = await this.store.session(id);
+      let session: SessionView;
+      try {
+        session = await this.store.session(id);
+      } catch (error) {
+        if (options.sessionId === undefined && isSessionlogError(error) && UNLISTABLE_CODES.has(error.code)) continue;
+        throw error;
+      }
       for (const call of session.turns.pending.values()) {
         if (!call.request || call.answer) continue;
         const request = session.eventAt(call.request.seq);

@@ -52,7 +52,7 @@ export function annotate(session: SessionView, calls: ToolCallRef[]): ToolCallRe
       ...call,
       gate: pending.request.kind,
       expiresAt: pending.request.expiresAt,
-      ...(pending.answer ? { answered: pending.answer.decision } : {}),
+      ...(pending.answer ? { answered: pending.answer.decision, ...(pending.answer.reason !== undefined ? { reason: pending.answer.reason } : {}) } : {}),
     };
   });
 }

@@ -107,9 +107,11 @@ export async function appendToolResults(deps: EngineDeps, input: AppendToolResul
 /** The error result the model sees for a call that did not run: denied (with the person's reason) or expired. */
 function deniedResult(deps: EngineDeps, input: AppendToolResultsInput, denied: DeniedCall): NewEvent {
   const text =
-    denied.decision === 'expire'
-      ? 'The tool call was not run: nobody approved it before its approval request expired. Ask the user before trying again.'
-      : `The tool call was not run: the user denied it${denied.reason ? `: ${denied.reason}` : '.'}`;
+    denied.decision === 'deny'
+      ? `The tool call was not run: the user denied it${denied.reason ? `: ${denied.reason}` : '.'}`
+      : denied.external
+        ? 'The tool is run by the caller, and its result did not arrive before the wait for it expired.'
+        : 'The tool call was not run: nobody approved it before its approval request expired. Ask the user before trying again.';
   return toolResultEvent(deps, input, { ...denied, isError: true }, text, {
     error: { name: 'ToolNotApproved', code: denied.decision === 'expire' ? 'TOOL_APPROVAL_EXPIRED' : 'TOOL_DENIED' },
   });

@@ -60,7 +60,7 @@ export type ModelStepInput = {
 /**
  * A tool call of a step. `gate`: it waits for an answer before it runs — a person's approval,
  * or an external tool's result — until `expiresAt` (epoch ms). `answered`: the approval
- * decision the log already holds (a run resuming a waiting step).
+ * decision the log already holds (a run resuming a waiting step), with its `reason`.
  */
 export type ToolCallRef = {
   callId: string;
@@ -69,6 +69,8 @@ export type ToolCallRef = {
   gate?: 'approval' | 'external';
   expiresAt?: number;
   answered?: 'approve' | 'deny' | 'expire';
+  /** The reason logged with `answered`, if any. */
+  reason?: string;
 };
 
 /** How a model step ended. `needs-compaction` asks the workflow to compact and call the step again. */
@@ -107,8 +109,8 @@ export type RecordAnswersInput = { sessionId: string; runId: string; turn: numbe
 /** What recording answers left: the new head and, for external results, their stored outputs. */
 export type RecordAnswersResult = { headSeq: number; external: ToolRunRef[] };
 
-/** A call that does not run: denied by a person, or its wait expired. */
-export type DeniedCall = { callId: string; callSeq: number; decision: 'deny' | 'expire'; reason?: string };
+/** A call that does not run: denied by a person, or its wait expired. `external`: it waited for a caller's result, not an approval. */
+export type DeniedCall = { callId: string; callSeq: number; decision: 'deny' | 'expire'; reason?: string; external?: true };
 
 export type AppendToolResultsInput = {
   sessionId: string;

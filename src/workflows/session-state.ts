@@ -52,6 +52,8 @@ export class SessionState {
   readonly answers = new Map<string, CallAnswer>();
   /** Approval decisions logged, by call id (bounded): what a second answer is told. */
   private readonly decisions = new Map<string, ApprovalResult>();
+  /** External calls whose result this run took (bounded): a second result is already answered. */
+  private readonly delivered = new Set<string>();
 
   constructor(
     readonly sessionId: string,
@@ -70,6 +72,10 @@ export class SessionState {
     this.headSeq = opened.headSeq;
     this.turn = Math.max(this.turn, opened.lastTurn);
     this.resume = opened.waiting;
+    // Answers the log holds for the waiting step: what the step acts on and what a second answer is told.
+    for (const call of opened.waiting?.calls ?? []) {
+      if (call.answered) this.decisions.set(call.callId, { callId: call.callId, decision: call.answered, ...(call.reason !== undefined ? { reason: call.reason } : {}) });
+    }
     for (const r of opened.recent) {
       // Messages of a turn this run resumes are answered when it ends.
       if (r.turn === opened.waiting?.turn) {
@@ -157,8 +163,8 @@ export class SessionState {
       throw ApplicationFailure.nonRetryable('edited arguments must be the text of a JSON object', 'INVALID_ARGUMENT');
     }
     this.throwIfStopped();
-    // Until the run has read its log it cannot know the call: the handler decides then.
-    if (this.phase === 'starting' || this.decisions.has(input.callId)) return;
+    // Until the run knows its waiting calls the handler decides (see knowsWaitingCalls).
+    if (!this.knowsWaitingCalls || this.decisions.has(input.callId)) return;
     const call = this.awaiting.get(input.callId);
     if (!call) throw ApplicationFailure.nonRetryable(`no tool call ${input.callId} is waiting for approval in session ${this.sessionId}`, 'UNKNOWN_CALL');
     if (call.gate !== 'approval') throw ApplicationFailure.nonRetryable(`tool call ${input.callId} is an external tool: post its result instead of approving it`, 'INVALID_ARGUMENT');
@@ -174,16 +180,28 @@ export class SessionState {
       throw ApplicationFailure.nonRetryable(`tool output is ${bytes} bytes; the limit is ${this.tunables.maxMessageBytes}`, 'MESSAGE_TOO_LARGE');
     }
     this.throwIfStopped();
-    if (this.phase === 'starting') return;
+    if (!this.knowsWaitingCalls) return;
     this.assertExternalWaiting(input.callId);
   }
 
   /** Throws unless `callId` is an external call waiting for its result (and none arrived yet). */
   assertExternalWaiting(callId: string): void {
     const call = this.awaiting.get(callId);
+    if (!call && (this.delivered.has(callId) || this.decisions.has(callId))) {
+      throw ApplicationFailure.nonRetryable(`tool call ${callId} was already answered; the first answer counts`, 'ALREADY_ANSWERED');
+    }
     if (!call) throw ApplicationFailure.nonRetryable(`no tool call ${callId} is waiting for a result in session ${this.sessionId}`, 'UNKNOWN_CALL');
     if (call.gate !== 'external') throw ApplicationFailure.nonRetryable(`tool call ${callId} waits for approval, not for a result`, 'INVALID_ARGUMENT');
     if (this.answers.has(callId)) throw ApplicationFailure.nonRetryable(`tool call ${callId} already has a result`, 'ALREADY_ANSWERED');
+  }
+
+  /**
+   * Whether `awaiting` holds every call that waits: not before the run has read its log, nor
+   * while a model step runs (the step logs its approval requests before its activity returns,
+   * so a caller following the log can answer a call this run has not heard of yet).
+   */
+  get knowsWaitingCalls(): boolean {
+    return this.phase !== 'starting' && this.phase !== 'model';
   }
 
   decisionOf(callId: string): ApprovalResult | undefined {
@@ -193,7 +211,11 @@ export class SessionState {
   /** Records a logged answer: the call stops waiting; an approval decision is what later answers are told. */
   answered(answer: CallAnswer): void {
     this.awaiting.delete(answer.callId);
-    if (answer.kind !== 'approval') return;
+    if (answer.kind !== 'approval') {
+      this.delivered.add(answer.callId);
+      while (this.delivered.size > MAX_RECENT_IDS) this.delivered.delete(this.delivered.values().next().value as string);
+      return;
+    }
     this.decisions.set(answer.callId, { callId: answer.callId, decision: answer.decision, ...(answer.reason !== undefined ? { reason: answer.reason } : {}) });
     while (this.decisions.size > MAX_RECENT_IDS) this.decisions.delete(this.decisions.keys().next().value as string);
   }

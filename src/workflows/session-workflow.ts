@@ -115,7 +115,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   setHandler(
     approveUpdate,
     async (answer) => {
-      await condition(() => state.phase !== 'starting' || state.fatal !== undefined);
+      await condition(() => state.knowsWaitingCalls || state.fatal !== undefined);
       state.throwIfStopped();
       if (!state.decisionOf(answer.callId)) {
         state.validateApproval(answer);
@@ -131,7 +131,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   setHandler(
     toolResultUpdate,
     async (result) => {
-      await condition(() => state.phase !== 'starting' || state.fatal !== undefined);
+      await condition(() => state.knowsWaitingCalls || state.fatal !== undefined);
       state.throwIfStopped();
       state.assertExternalWaiting(result.callId);
       state.answers.set(result.callId, { kind: 'external', callId: result.callId, output: result.output, isError: result.isError === true, ...(result.by !== undefined ? { by: result.by } : {}) });
@@ -205,7 +205,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     let overflowRetried = false;
     for (let pass = 0; ; pass++) {
       const result = await runInScope(() =>
-        act.model.modelStep({ ...base, turn, step, knownHead: state.headSeq, entering, maxAttempts: tunables.modelMaxAttempts, pass }),
+        act.model.modelStep({ ...base, turn, step, knownHead: state.headSeq, entering, maxAttempts: tunables.modelMaxAttempts, pass, approvalTimeoutMs: tunables.approvalTimeoutMs }),
       );
       state.headSeq = result.headSeq;
       if (result.pressure) state.pressure = result.pressure;
@@ -304,7 +304,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
       const decision = call.gate === 'approval' ? (state.decisionOf(call.callId)?.decision ?? call.answered) : call.gate === 'external' ? state.decisionOf(call.callId)?.decision : undefined;
       if (decision === 'deny' || decision === 'expire') {
         const reason = state.decisionOf(call.callId)?.reason;
-        denied.push({ callId: call.callId, callSeq: call.callSeq, decision, ...(reason !== undefined ? { reason } : {}) });
+        denied.push({ callId: call.callId, callSeq: call.callSeq, decision, ...(reason !== undefined ? { reason } : {}), ...(call.gate === 'external' ? { external: true as const } : {}) });
       } else if (call.gate !== 'external') runnable.push(call);
     }
     state.phase = 'tools';

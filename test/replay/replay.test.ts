@@ -12,8 +12,9 @@ const DIR = new URL('../fixtures/histories/', import.meta.url).pathname;
 const files = readdirSync(DIR).filter((f) => f.endsWith('.history.pb')).sort();
 
 describe('recorded workflow histories replay deterministically', () => {
-  it('has recorded histories to replay', () => {
-    expect(files.length).toBeGreaterThanOrEqual(4);
+  it('has recorded histories to replay, including turns that wait for an approval and for an external tool', () => {
+    expect(files.length).toBeGreaterThanOrEqual(7);
+    expect(files).toEqual(expect.arrayContaining(['approval.history.pb', 'approval-resumed.history.pb', 'external-tool.history.pb']));
   });
 
   it.each(files)('replays %s without a determinism error', async (file) => {

@@ -2,41 +2,69 @@
  * Records workflow histories for the replay test (test/replay/replay.test.ts). Run against a
  * dev server after an intended workflow change:
  *
- *   scripts/temporal-dev-server run -- npx tsx test/support/record-histories.ts
+ *   scripts/temporal-dev-server run -- npx tsx test/support/record-histories.ts [SCENARIO…]
  *
  * Each scenario runs on the in-process stack; its closed or running histories are written to
- * test/fixtures/histories/<scenario>.history.pb (protobuf-encoded History).
+ * test/fixtures/histories/<scenario>.history.pb (protobuf-encoded History). With scenario
+ * names, only those are recorded (the other fixtures stay as recorded by older builds, which
+ * is what the replay test is for); without, all of them.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import proto from '@temporalio/proto';
 
 const { temporal } = proto;
+import { SessionClient } from '../../src/client/session-client.js';
+import { isEventOfType } from '../../src/session/index.js';
+import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';
+import { ToolRegistry, type Tool } from '../../src/tools/registry.js';
 import { workflowIdFor } from '../../src/workflows/api.js';
 import { waitForEvent } from './log-wait.js';
-import { startStack, type Stack } from './stack.js';
+import { TEST_TUNABLES, startStack, type Stack } from './stack.js';
 
 const OUT = new URL('../fixtures/histories/', import.meta.url).pathname;
 
-async function save(stack: Stack, name: string, sessionId: string): Promise<void> {
+/** A tool that needs approval, and one the caller runs: the approval scenarios use them. */
+const RECORDING_TOOLS: Tool[] = [
+  {
+    name: 'deploy',
+    description: 'Deploys the service to a target.',
+    parameters: { type: 'object', properties: { target: { type: 'string' } }, required: ['target'] },
+    approval: 'always',
+    run: (args) => Promise.resolve({ text: `deployed to ${(args as { target: string }).target}` }),
+  },
+  {
+    name: 'browser_click',
+    description: "Clicks an element in the user's browser (run by the caller).",
+    parameters: { type: 'object', properties: { selector: { type: 'string' } }, required: ['selector'] },
+    external: true,
+  },
+];
+
+async function save(stack: Stack, name: string, sessionId: string, runId?: string): Promise<void> {
   const handle = stack.temporal.workflow.getHandle(workflowIdFor(sessionId));
-  const runId = (await handle.describe()).runId;
-  const history = await stack.temporal.workflow.getHandle(workflowIdFor(sessionId), runId).fetchHistory();
+  const run = runId ?? (await handle.describe()).runId;
+  const history = await stack.temporal.workflow.getHandle(workflowIdFor(sessionId), run).fetchHistory();
   writeFileSync(join(OUT, `${name}.history.pb`), temporal.api.history.v1.History.encode(history).finish());
   console.log(`recorded ${name} (${history.events?.length ?? 0} events)`);
 }
 
-async function main(): Promise<void> {
-  const stack = await startStack({ tunables: { continueAsNewAfterTurns: 3 } });
-  const stamp = Date.now();
-  try {
+/** Waits for the approval request of `callId` in the session's log. */
+function requested(stack: Stack, sessionId: string, callId: string): Promise<unknown> {
+  return waitForEvent(stack.client, sessionId, (e) => isEventOfType(e, 'tool/approval-request') && e.data.callId === callId);
+}
+
+const SCENARIOS: Record<string, (stack: Stack, stamp: number) => Promise<void>> = {
+  async 'tools-and-close'(stack, stamp) {
     const tools = `replay-tools-${stamp}`;
     stack.fake.enqueueReplies({ text: 'computing', toolCalls: [{ name: 'calculator', arguments: { expression: '6*7' } }, { name: 'word_count', arguments: { text: 'a b' } }] }, { text: '42' });
     await stack.client.send(tools, 'what is 6*7?');
     await stack.client.send(tools, 'thanks');
     await stack.client.close(tools);
     await save(stack, 'tools-and-close', tools);
+  },
 
+  async cancel(stack, stamp) {
     const cancel = `replay-cancel-${stamp}`;
     stack.fake.enqueueReplies({ text: 'word '.repeat(300) });
     stack.fake.configure({ tokenDelayMs: 20 });
@@ -47,7 +75,9 @@ async function main(): Promise<void> {
     stack.fake.configure({ tokenDelayMs: 0 });
     await stack.client.send(cancel, 'short one');
     await save(stack, 'cancel', cancel);
+  },
 
+  async faults(stack, stamp) {
     const faults = `replay-faults-${stamp}`;
     stack.fake.injectFault({ kind: 'server_error', times: 1 });
     await stack.client.send(faults, 'retry me');
@@ -55,10 +85,90 @@ async function main(): Promise<void> {
     await stack.client.send(faults, 'fail me');
     await stack.client.send(faults, 'recover');
     await save(stack, 'faults', faults);
+  },
 
+  async 'continued-as-new'(stack, stamp) {
     const can = `replay-can-${stamp}`;
     for (let i = 0; i < 4; i++) await stack.client.send(can, `turn ${i}`);
     await save(stack, 'continued-as-new', can);
+  },
+
+  /**
+   * Approval: two calls wait at once in one step; one is approved with edited arguments and
+   * "allow for the session", the other denied; a later turn's call runs without waiting. Then a
+   * call waits, the run is terminated, and the run resumed from the log re-enters the wait
+   * (recorded as `approval-resumed`).
+   */
+  async approval(stack, stamp) {
+    const id = `replay-approval-${stamp}`;
+    await stack.client.start({ sessionId: id });
+    stack.fake.enqueueReplies(
+      {
+        text: 'Two deploys.',
+        toolCalls: [
+          { id: 'rec-a1', name: 'deploy', arguments: { target: 'eu' } },
+          { id: 'rec-a2', name: 'deploy', arguments: { target: 'us' } },
+        ],
+      },
+      { text: 'one deployed' },
+      { text: '', toolCalls: [{ id: 'rec-a3', name: 'deploy', arguments: { target: 'ap' } }] },
+      { text: 'ap deployed without asking' },
+    );
+    const first = stack.client.send(id, 'deploy eu and us');
+    await requested(stack, id, 'rec-a2');
+    await stack.client.approve(id, 'rec-a1', { decision: 'approve', arguments: '{"target":"eu-west"}', allowForSession: true, by: 'recorder' });
+    await stack.client.approve(id, 'rec-a2', { decision: 'deny', reason: 'us is frozen' });
+    await first;
+    await stack.client.send(id, 'deploy ap');
+    await save(stack, 'approval', id);
+
+    const resumed = `replay-approval-resumed-${stamp}`;
+    await stack.client.start({ sessionId: resumed });
+    stack.fake.enqueueReplies({ text: '', toolCalls: [{ id: 'rec-r1', name: 'deploy', arguments: { target: 'eu' } }] }, { text: 'deployed after the resume' });
+    await stack.client.post(resumed, 'deploy eu');
+    await requested(stack, resumed, 'rec-r1');
+    await stack.temporal.workflow.getHandle(workflowIdFor(resumed)).terminate('recording: a run lost while it waits');
+    const { runId } = await stack.client.resume(resumed);
+    await stack.client.approve(resumed, 'rec-r1', { decision: 'approve' });
+    await waitForEvent(stack.client, resumed, (e) => e.type === 'turn/end');
+    await save(stack, 'approval-resumed', resumed, runId);
+  },
+
+  /** External tool: a result posted by the caller, then a call whose result never comes (expired). */
+  async 'external-tool'(stack, stamp) {
+    const id = `replay-external-${stamp}`;
+    const client = new SessionClient({ temporal: stack.temporal, store: stack.store, taskQueue: stack.taskQueue, tunables: { ...TEST_TUNABLES, approvalTimeoutMs: 5_000 } });
+    await client.start({ sessionId: id });
+    stack.fake.enqueueReplies(
+      { text: 'Clicking.', toolCalls: [{ id: 'rec-x1', name: 'browser_click', arguments: { selector: '#buy' } }] },
+      { text: 'bought' },
+      { text: '', toolCalls: [{ id: 'rec-x2', name: 'browser_click', arguments: { selector: '#pay' } }] },
+      { text: 'the click never came back' },
+    );
+    const first = client.send(id, 'buy it');
+    await requested(stack, id, 'rec-x1');
+    await client.submitToolResult(id, 'rec-x1', 'clicked #buy', { by: 'recorder' });
+    await first;
+    await client.send(id, 'pay for it');
+    await save(stack, 'external-tool', id);
+  },
+};
+
+async function main(): Promise<void> {
+  const wanted = process.argv.slice(2);
+  for (const name of wanted) if (!(name in SCENARIOS)) throw new Error(`unknown scenario ${name}; known: ${Object.keys(SCENARIOS).join(', ')}`);
+  const stack = await startStack({
+    tunables: { continueAsNewAfterTurns: 3 },
+    worker: {
+      tools: new ToolRegistry([...BUILTIN_TOOLS, ...RECORDING_TOOLS]),
+      agent: { model: 'fake', system: 'You are a test assistant.', tools: ['read_artifact', 'calculator', 'word_count', 'deploy', 'browser_click'] },
+    },
+  });
+  const stamp = Date.now();
+  try {
+    for (const [name, scenario] of Object.entries(SCENARIOS)) {
+      if (wanted.length === 0 || wanted.includes(name)) await scenario(stack, stamp);
+    }
   } finally {
     await stack.close();
   }

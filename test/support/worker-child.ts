@@ -14,15 +14,19 @@
  *   CHILD_HOLD_APPEND       `before:REGEX` or `after:REGEX`: the first append whose op matches
  *                           REGEX is held forever, before it is written or after it committed,
  *                           and reported, so the parent can kill the worker inside an append.
+ *   CHILD_SIDE_EFFECT_FILE  enables the `record` tool, which appends to this file
  *
  * Besides the built-in tools the worker has a `sleep` tool (`{ms}`) that waits while
- * honouring the activity's abort signal, so "kill during a tool" is reliable.
+ * honouring the activity's abort signal, so "kill during a tool" is reliable; with
+ * CHILD_SIDE_EFFECT_FILE also a `record` tool (`{note}`) that needs approval and appends one
+ * line (`callId note`) to that file per run, so the parent counts runs across worker processes.
  *
  * It prints one JSON object per line on stdout: `{"event":"armed"}` when it waits for `go`,
  * `{"event":"ready"}` once polling,
  * `{"event":"tool-start","callId":…,"ms":…}` when a sleep starts, `{"event":"hold",…}` when
  * an append is held. SIGTERM shuts the worker down gracefully.
  */
+import { appendFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
@@ -59,6 +63,23 @@ const sleepTool: Tool = {
     return { text: `slept ${ms} ms` };
   },
 };
+
+/** A tool with an effect outside the worker: one line appended to `file` per run (approval required). */
+function recordTool(file: string): Tool {
+  return {
+    name: 'record',
+    description: 'Records a note (needs approval).',
+    parameters: { type: 'object', properties: { note: { type: 'string' } }, required: ['note'] },
+    approval: 'always',
+    run(args, context) {
+      const note = (args as { note?: unknown } | null)?.note;
+      if (typeof note !== 'string') throw new ToolInputError('record: note must be a string');
+      appendFileSync(file, `${context.callId} ${note}\n`);
+      report({ event: 'tool-run', sessionId: context.sessionId, callId: context.callId });
+      return Promise.resolve({ text: `recorded ${note}` });
+    },
+  };
+}
 
 /** Wraps `store` so the first append whose op matches `rule` hangs (before or after it is written). */
 function holdingStore(store: SessionStore, rule: string | undefined): SessionStore {
@@ -99,6 +120,7 @@ const storeUrl = required('SESSIONLOG_STORE');
 const baseURL = required('FAKE_MODEL_BASE_URL');
 const taskQueue = required('SESSIONLOG_TASK_QUEUE');
 const bundlePath = process.env.WORKFLOW_BUNDLE_PATH;
+const sideEffectFile = process.env.CHILD_SIDE_EFFECT_FILE;
 
 const baseStore = await openStore(storeUrl, { pollIntervalMs: 20 });
 const store = holdingStore(baseStore, process.env.CHILD_HOLD_APPEND);
@@ -108,8 +130,8 @@ const worker = await createWorker({
   taskQueue,
   store,
   model: provider,
-  agent: { model: 'fake', system: 'You are a test assistant.', tools: ['read_artifact', 'calculator', 'sleep'] },
-  tools: new ToolRegistry([...BUILTIN_TOOLS, sleepTool]),
+  agent: { model: 'fake', system: 'You are a test assistant.', tools: ['read_artifact', 'calculator', 'sleep', ...(sideEffectFile ? ['record'] : [])] },
+  tools: new ToolRegistry([...BUILTIN_TOOLS, sleepTool, ...(sideEffectFile ? [recordTool(sideEffectFile)] : [])]),
   workerOptions: {
     maxHeartbeatThrottleInterval: '500ms',
     defaultHeartbeatThrottleInterval: '500ms',
