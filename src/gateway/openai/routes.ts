@@ -1,0 +1,461 @@
+/**
+ * The OpenAI-compatible API (`/openai/v1`, DESIGN §8): Conversations are sessions, Responses
+ * are turns. Everything goes through `SessionClient`: commands (create, post, cancel) through
+ * the session's workflow, reads (the log, followed live) from the store; every answer is
+ * derived from the log (response-fold.ts, items.ts), so it is the same on any gateway and after
+ * any crash.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Response, ResponseStreamEvent } from 'openai/resources/responses/responses';
+import type { z } from 'zod';
+import { isKnownEvent, type AgentSpec, type SessionHeader, type StoredEvent } from '../../session/index.js';
+import type { ResponseSpec, RouteContext } from '../routes.js';
+import { OpenAiError, invalidRequest, notFound } from './errors.js';
+import { decodeResponseId, encodeResponseId, newConversationId, newMessageId, type ResponseRef } from './ids.js';
+import { conversationItems } from './items.js';
+import { ResponseTracker } from './response-fold.js';
+import {
+  RESPONSE_REFUSALS,
+  contentText,
+  conversationCreateBody,
+  conversationDeletedObject,
+  conversationObject,
+  conversationParams,
+  conversationUpdateBody,
+  itemListObject,
+  itemObjectSchema,
+  itemParams,
+  itemsListQuery,
+  noParams,
+  noQuery,
+  responseCreateBody,
+  responseObject,
+  responseParams,
+  responseRetrieveQuery,
+  type InputItem,
+} from './schemas.js';
+import { followUntilDone, streamResponseEvents } from './stream.js';
+
+/** The model and system prompt the workers give a session whose header names none. */
+export type AgentDefaults = { model?: string | undefined; system?: string | undefined };
+
+/** What the OpenAI API's handlers work with: the gateway's route context and the workers' agent defaults. */
+export type OpenAiContext = RouteContext & { defaults: AgentDefaults };
+
+/** Prefix of every route of this API. */
+export const OPENAI_PREFIX = '/openai/v1';
+
+type HandlerInput<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType> = {
+  params: z.output<P>;
+  query: z.output<Q>;
+  body: z.output<B>;
+  request: FastifyRequest;
+  reply: FastifyReply;
+};
+
+export type OpenAiRouteResult = { status: number; body: unknown } | typeof STREAMED_RESPONSE;
+export const STREAMED_RESPONSE = Symbol('streamed');
+
+/** A route of this API, as its registration and the OpenAPI generator see it. */
+export type OpenAiRouteSpec = {
+  method: 'GET' | 'POST' | 'DELETE';
+  path: string;
+  operationId: string;
+  summary: string;
+  params: z.ZodType;
+  query: z.ZodType;
+  body?: z.ZodType;
+  /** Fields of OpenAI's request that are refused, with the reason (for unknown-field errors). */
+  refusals?: Readonly<Record<string, string>>;
+  responses: Record<number, ResponseSpec>;
+  errors: number[];
+  /** The OpenAPI component the error responses refer to. */
+  errorSchema: 'OpenAIError';
+  handler(ctx: OpenAiContext, input: HandlerInput<z.ZodType, z.ZodType, z.ZodType>): Promise<OpenAiRouteResult>;
+};
+
+function defineRoute<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType = z.ZodUndefined>(
+  spec: Omit<OpenAiRouteSpec, 'params' | 'query' | 'body' | 'handler' | 'errorSchema'> & {
+    params: P;
+    query: Q;
+    body?: B;
+    handler(ctx: OpenAiContext, input: HandlerInput<P, Q, B>): Promise<OpenAiRouteResult>;
+  },
+): OpenAiRouteSpec {
+  return { ...spec, errorSchema: 'OpenAIError' } as unknown as OpenAiRouteSpec;
+}
+
+const ok = (body: unknown): OpenAiRouteResult => ({ status: 200, body });
+const seconds = (ms: number): number => Math.floor(ms / 1000);
+
+// ---- conversations ------------------------------------------------------------------------
+
+async function requireConversation(ctx: OpenAiContext, id: string, param: string | null = null): Promise<SessionHeader> {
+  if (!(await ctx.client.exists(id))) throw notFound(param, `No conversation found with id '${id}'.`);
+  return ctx.client.header(id);
+}
+
+function conversationOf(header: SessionHeader, metadata: Record<string, string>) {
+  return { id: header.id, object: 'conversation' as const, created_at: seconds(header.createdAt), metadata };
+}
+
+/** What a conversation's log says about the next turn: the model and system prompt it runs with, and whether a turn is running. */
+type ConversationState = { model: string | undefined; system: string | undefined; openTurn: number | undefined };
+
+function conversationState(header: SessionHeader, events: readonly StoredEvent[], defaults: AgentDefaults): ConversationState {
+  let model = header.agent?.model ?? defaults.model;
+  let system = header.agent?.system ?? defaults.system;
+  let openTurn: number | undefined;
+  for (const event of events) {
+    if (!isKnownEvent(event)) continue;
+    if (event.type === 'request/header') {
+      model = event.data.header.model;
+      system = event.data.header.system;
+    } else if (event.type === 'turn/start') openTurn = event.data.turn;
+    else if (event.type === 'turn/end' && event.data.turn === openTurn) openTurn = undefined;
+  }
+  return { model, system, openTurn };
+}
+
+/** A system or developer message first in a new conversation's items sets its instructions; anything else is a user message. */
+function splitInitialItems(items: readonly InputItem[]): { system: string | undefined; messages: string[] } {
+  let system: string | undefined;
+  const messages: string[] = [];
+  items.forEach((item, i) => {
+    if (item.type === 'function_call_output') {
+      throw invalidRequest(`items[${i}].type`, 'a new conversation has no tool call to answer: function_call_output items belong in the input of a response', 'unsupported_value');
+    }
+    if (item.role === 'user') messages.push(contentText(item.content));
+    else if (i === 0) system = contentText(item.content);
+    else throw invalidRequest(`items[${i}].role`, `a ${item.role} message sets the conversation's instructions and must come first, once`, 'unsupported_value');
+  });
+  return { system, messages };
+}
+
+// ---- responses ----------------------------------------------------------------------------
+
+type LoadedResponse = { tracker: ResponseTracker; replayed: ResponseStreamEvent[]; nextSeq: number };
+
+/** Folds a session's stored log into the response `ref` names (404 when there is no such session). */
+async function loadResponse(ctx: OpenAiContext, responseId: string, ref: ResponseRef, param: string | null): Promise<LoadedResponse> {
+  const header = await requireConversation(ctx, ref.sessionId, param);
+  const events = await ctx.client.events(ref.sessionId, 0);
+  const tracker = new ResponseTracker({ responseId, sessionId: ref.sessionId, anchor: ref.anchor, header, defaults: ctx.defaults });
+  const replayed = events.flatMap((event) => tracker.push(event));
+  return { tracker, replayed, nextSeq: events.length };
+}
+
+/**
+ * The response an id names. One whose anchor is not logged yet exists only while its
+ * session's workflow runs (its message is queued there); otherwise the id names nothing.
+ */
+async function findResponse(ctx: OpenAiContext, id: string, param: string | null = null): Promise<LoadedResponse> {
+  const ref = decodeResponseId(id);
+  const missing = notFound(param, `No response found with id '${id}'.`);
+  if (!ref || !(await ctx.client.exists(ref.sessionId))) throw missing;
+  const loaded = await loadResponse(ctx, id, ref, param);
+  if (loaded.tracker.state() === 'queued' && !(await ctx.client.isRunning(ref.sessionId))) throw missing;
+  return loaded;
+}
+
+type ResponseInput = { message: string | undefined; toolOutputs: Array<{ callId: string; output: string }> };
+
+function normalizeInput(input: z.output<typeof responseCreateBody>['input']): ResponseInput {
+  if (typeof input === 'string') return { message: input, toolOutputs: [] };
+  let message: string | undefined;
+  const toolOutputs: ResponseInput['toolOutputs'] = [];
+  input.forEach((item, i) => {
+    if (item.type === 'function_call_output') {
+      toolOutputs.push({ callId: item.call_id, output: contentText(item.output) });
+      return;
+    }
+    if (item.role !== 'user') {
+      throw invalidRequest(`input[${i}].role`, `${item.role} messages are not accepted in a response's input: send the system prompt as instructions (it is fixed per conversation)`, 'unsupported_value');
+    }
+    if (message !== undefined) {
+      throw invalidRequest(`input[${i}]`, 'a response takes one user message (sessionlog logs each response as one turn answering it); send earlier context in its own response or in the conversation\'s items', 'unsupported_value');
+    }
+    message = contentText(item.content);
+  });
+  return { message, toolOutputs };
+}
+
+/** Checks what the request says about the conversation's model and instructions against what the conversation runs with. */
+function checkAgentFields(body: z.output<typeof responseCreateBody>, state: ConversationState, sessionId: string): void {
+  if (body.model !== undefined && body.model !== state.model) {
+    const runs = state.model === undefined ? 'the worker\'s default model (unknown to this gateway: configure its defaults)' : `model ${JSON.stringify(state.model)}`;
+    throw invalidRequest('model', `conversation ${sessionId} runs ${runs}; a conversation's model is fixed when it is created (by its first response or conversations.create): omit model or send that one`, 'model_mismatch');
+  }
+  const instructions = body.instructions ?? undefined;
+  if (instructions !== undefined && instructions !== (state.system ?? '')) {
+    throw invalidRequest(
+      'instructions',
+      `conversation ${sessionId} has ${state.system === undefined ? 'no instructions' : 'other instructions'}; a conversation's instructions are fixed when it is created (by its first response, or a system message first in conversations.create items): omit instructions or repeat them unchanged`,
+      'instructions_mismatch',
+    );
+  }
+}
+
+async function createResponse(ctx: OpenAiContext, body: z.output<typeof responseCreateBody>, request: FastifyRequest, reply: FastifyReply): Promise<OpenAiRouteResult> {
+  const input = normalizeInput(body.input);
+  if (body.tools && body.tools.length > 0) throw invalidRequest('tools', 'function tools are not available yet in this build of sessionlog', 'unsupported_parameter');
+  if (input.toolOutputs.length > 0) throw invalidRequest('input', 'function_call_output items are not available yet in this build of sessionlog', 'unsupported_value');
+  if (body.metadata && Object.keys(body.metadata).length > 0) throw invalidRequest('metadata', 'response metadata is not available yet in this build of sessionlog', 'unsupported_parameter');
+  const text = input.message;
+  if (text === undefined) throw invalidRequest('input', 'input must hold a user message', 'missing_required_parameter');
+  const conversation = typeof body.conversation === 'object' && body.conversation !== null ? body.conversation.id : (body.conversation ?? undefined);
+  const previous = body.previous_response_id ?? undefined;
+  if (conversation !== undefined && previous !== undefined) {
+    throw invalidRequest('previous_response_id', 'set conversation or previous_response_id, not both: a previous response already names its conversation', 'invalid_parameter_combination');
+  }
+
+  let header: SessionHeader;
+  if (conversation !== undefined) header = await requireConversation(ctx, conversation, 'conversation');
+  else if (previous !== undefined) {
+    const loaded = await findResponse(ctx, previous, 'previous_response_id');
+    header = await ctx.client.header(loaded.tracker.context.sessionId);
+  } else {
+    const agent: AgentSpec = { ...(body.model !== undefined ? { model: body.model } : {}), ...(body.instructions != null ? { system: body.instructions } : {}) };
+    header = await ctx.client.create({ sessionId: newConversationId(), ...(Object.keys(agent).length > 0 ? { agent } : {}) });
+  }
+  const sessionId = header.id;
+  const events = await ctx.client.events(sessionId, 0);
+  const state = conversationState(header, events, ctx.defaults);
+  checkAgentFields(body, state, sessionId);
+  if (state.openTurn !== undefined) {
+    throw new OpenAiError(409, `conversation ${sessionId} is answering another response (turn ${state.openTurn} is running); retry once it has finished, or cancel it`, {
+      code: 'conversation_locked',
+    });
+  }
+
+  const messageId = newMessageId();
+  const responseId = encodeResponseId({ sessionId, anchor: { kind: 'message', messageId } });
+  const tracker = new ResponseTracker({ responseId, sessionId, anchor: { kind: 'message', messageId }, header, defaults: ctx.defaults });
+  for (const event of events) tracker.push(event);
+  const postedAt = seconds(Date.now());
+  await ctx.client.post(sessionId, text, { id: messageId });
+  if (body.stream === true) {
+    await streamResponseEvents(request, reply, {
+      client: ctx.client,
+      tracker,
+      replayed: [],
+      fromSeq: events.length,
+      startingAfter: -1,
+      heartbeatMs: ctx.sseHeartbeatMs,
+      streams: ctx.streams,
+    });
+    return STREAMED_RESPONSE;
+  }
+  if (body.background !== true) await followUntilDone(request, ctx.client, tracker, events.length, ctx.streams);
+  return ok(withBackground(tracker.snapshot(postedAt), body.background === true));
+}
+
+function withBackground(response: Response, background: boolean): Response {
+  return { ...response, background };
+}
+
+/** Feeds the tracker what the log appends within `ms` (or until the response ends); returns the next seq to read. */
+async function followFor(ctx: OpenAiContext, tracker: ResponseTracker, fromSeq: number, ms: number): Promise<number> {
+  const stop = new AbortController();
+  const timer = setTimeout(() => stop.abort(), ms);
+  let next = fromSeq;
+  try {
+    for await (const event of ctx.client.follow(tracker.context.sessionId, fromSeq, stop.signal)) {
+      tracker.push(event);
+      next = event.seq + 1;
+      if (tracker.state() === 'done') break;
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+  return next;
+}
+
+/** Cancels the turn of a response that is not over; waits (bounded) until the log says it ended. */
+async function cancelResponse(ctx: OpenAiContext, id: string): Promise<Response> {
+  const { tracker, nextSeq } = await findResponse(ctx, id);
+  if (tracker.state() === 'done') {
+    const current = tracker.snapshot();
+    if (current.status === 'cancelled') return current;
+    throw invalidRequest(null, `response ${id} has already ended (status ${current.status}); only a queued or running response can be cancelled`, 'response_already_ended');
+  }
+  const deadline = Date.now() + CANCEL_WAIT_MS;
+  let seq = nextSeq;
+  while (tracker.state() !== 'done' && Date.now() < deadline) {
+    // A queued message has no turn to cancel yet, and a cancel the workflow gets between turns is dropped: cancel again until the log shows the end.
+    if (tracker.state() === 'running') await ctx.client.cancel(tracker.context.sessionId);
+    seq = await followFor(ctx, tracker, seq, CANCEL_RETRY_MS);
+  }
+  return tracker.snapshot();
+}
+
+const CANCEL_WAIT_MS = 30_000;
+const CANCEL_RETRY_MS = 1_000;
+
+// ---- the route table ----------------------------------------------------------------------
+
+const COMMON_ERRORS = [400, 401, 404];
+
+/** Every route of the OpenAI-compatible API. */
+export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
+  defineRoute({
+    method: 'POST',
+    path: `${OPENAI_PREFIX}/conversations`,
+    operationId: 'openaiCreateConversation',
+    summary: 'OpenAI Conversations: create a conversation (a new session)',
+    params: noParams,
+    query: noQuery,
+    body: conversationCreateBody,
+    responses: { 200: { description: 'the conversation', schema: conversationObject } },
+    errors: [400, 401, 413, 415],
+    handler: async (ctx, { body }) => {
+      const { system, messages } = splitInitialItems(body?.items ?? []);
+      if (messages.length > 0) throw invalidRequest('items', 'initial user messages are not available yet in this build of sessionlog', 'unsupported_value');
+      if (body?.metadata && Object.keys(body.metadata).length > 0) throw invalidRequest('metadata', 'conversation metadata is not available yet in this build of sessionlog', 'unsupported_parameter');
+      const header = await ctx.client.create({ sessionId: newConversationId(), ...(system !== undefined ? { agent: { system } } : {}) });
+      return ok(conversationOf(header, {}));
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${OPENAI_PREFIX}/conversations/:id`,
+    operationId: 'openaiGetConversation',
+    summary: 'OpenAI Conversations: a conversation (session)',
+    params: conversationParams,
+    query: noQuery,
+    responses: { 200: { description: 'the conversation', schema: conversationObject } },
+    errors: COMMON_ERRORS,
+    handler: async (ctx, { params }) => ok(conversationOf(await requireConversation(ctx, params.id), {})),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: `${OPENAI_PREFIX}/conversations/:id`,
+    operationId: 'openaiUpdateConversation',
+    summary: "OpenAI Conversations: replace a conversation's metadata",
+    params: conversationParams,
+    query: noQuery,
+    body: conversationUpdateBody,
+    responses: { 200: { description: 'the conversation', schema: conversationObject } },
+    errors: [...COMMON_ERRORS, 413, 415],
+    handler: async (ctx, { params }) => {
+      await requireConversation(ctx, params.id);
+      throw new OpenAiError(501, 'conversation metadata is not available yet in this build of sessionlog', { code: 'not_implemented' });
+    },
+  }),
+  defineRoute({
+    method: 'DELETE',
+    path: `${OPENAI_PREFIX}/conversations/:id`,
+    operationId: 'openaiDeleteConversation',
+    summary: 'OpenAI Conversations: erase a conversation (its session, log and workflow)',
+    params: conversationParams,
+    query: noQuery,
+    responses: { 200: { description: 'the conversation is erased', schema: conversationDeletedObject } },
+    errors: [...COMMON_ERRORS, 501],
+    handler: async (ctx, { params }) => {
+      await requireConversation(ctx, params.id);
+      throw new OpenAiError(501, 'erasing a conversation is not available yet in this build of sessionlog (it needs session erasure, DESIGN §4.2); nothing was deleted', {
+        code: 'not_implemented',
+      });
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${OPENAI_PREFIX}/conversations/:id/items`,
+    operationId: 'openaiListConversationItems',
+    summary: "OpenAI Conversations: the conversation's derived history as items (message, reasoning, function_call, function_call_output)",
+    params: conversationParams,
+    query: itemsListQuery,
+    responses: { 200: { description: 'a page of items', schema: itemListObject } },
+    errors: COMMON_ERRORS,
+    handler: async (ctx, { params, query }) => {
+      await requireConversation(ctx, params.id);
+      const items = conversationItems(await ctx.client.events(params.id, 0));
+      if (query.order !== 'asc') items.reverse();
+      let start = 0;
+      if (query.after !== undefined) {
+        const at = items.findIndex((item) => item.id === query.after);
+        if (at < 0) throw invalidRequest('after', `conversation ${params.id} has no item '${query.after}'`, 'invalid_value');
+        start = at + 1;
+      }
+      const limit = query.limit ?? 20;
+      const data = items.slice(start, start + limit);
+      return ok({ object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: start + limit < items.length });
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${OPENAI_PREFIX}/conversations/:id/items/:item_id`,
+    operationId: 'openaiGetConversationItem',
+    summary: 'OpenAI Conversations: one item of the derived history',
+    params: itemParams,
+    query: noQuery,
+    responses: { 200: { description: 'the item', schema: itemObjectSchema } },
+    errors: COMMON_ERRORS,
+    handler: async (ctx, { params }) => {
+      await requireConversation(ctx, params.id);
+      const item = conversationItems(await ctx.client.events(params.id, 0)).find((i) => i.id === params.item_id);
+      if (!item) throw notFound('item_id', `No item found with id '${params.item_id}' in conversation ${params.id}.`);
+      return ok(item);
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: `${OPENAI_PREFIX}/responses`,
+    operationId: 'openaiCreateResponse',
+    summary: 'OpenAI Responses: run one turn of a conversation (streamed with stream: true, at once with background: true)',
+    params: noParams,
+    query: noQuery,
+    body: responseCreateBody,
+    refusals: RESPONSE_REFUSALS,
+    responses: {
+      200: {
+        description: 'the response (or, with stream: true, its events)',
+        schema: responseObject,
+        eventStream: 'the SDK\'s own events (`event: response.created`, `data: {…, "sequence_number": N}`), sequence numbers derived from the log',
+      },
+    },
+    errors: [...COMMON_ERRORS, 409, 413, 415, 422],
+    handler: async (ctx, { body, request, reply }) => createResponse(ctx, body, request, reply),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${OPENAI_PREFIX}/responses/:id`,
+    operationId: 'openaiGetResponse',
+    summary: 'OpenAI Responses: a response (a turn) as the log has it; with stream=true its events, replayed and then live (starting_after=N resumes)',
+    params: responseParams,
+    query: responseRetrieveQuery,
+    responses: {
+      200: {
+        description: 'the response, or its events',
+        schema: responseObject,
+        eventStream: 'the response\'s events with sequence_number greater than starting_after, until its terminal event',
+      },
+    },
+    errors: COMMON_ERRORS,
+    handler: async (ctx, { params, query, request, reply }) => {
+      const loaded = await findResponse(ctx, params.id);
+      if (query.stream !== 'true') return ok(loaded.tracker.snapshot());
+      await streamResponseEvents(request, reply, {
+        client: ctx.client,
+        tracker: loaded.tracker,
+        replayed: loaded.replayed,
+        fromSeq: loaded.nextSeq,
+        startingAfter: query.starting_after ?? -1,
+        heartbeatMs: ctx.sseHeartbeatMs,
+        streams: ctx.streams,
+      });
+      return STREAMED_RESPONSE;
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: `${OPENAI_PREFIX}/responses/:id/cancel`,
+    operationId: 'openaiCancelResponse',
+    summary: "OpenAI Responses: cancel a queued or running response (its turn's partial reply is logged as interrupted)",
+    params: responseParams,
+    query: noQuery,
+    responses: { 200: { description: 'the response, cancelled', schema: responseObject } },
+    errors: COMMON_ERRORS,
+    handler: async (ctx, { params }) => ok(await cancelResponse(ctx, params.id)),
+  }),
+];

@@ -1,0 +1,191 @@
+/**
+ * The OpenAI-compatible API (`/openai/v1`) through the official `openai` npm client, unchanged,
+ * against the real gateway, a Temporal dev server, a worker and the fake model: conversations
+ * and responses map to sessions and turns, streams are the SDK's own events numbered from the
+ * log, and every refusal raises the SDK's own error class.
+ */
+import OpenAI from 'openai';
+import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startGateway, type RunningGateway } from '../../src/gateway/index.js';
+import { textOf } from '../../src/session/index.js';
+import { startStack, type Stack } from '../support/stack.js';
+
+let stack: Stack;
+let gateway: RunningGateway;
+let client: OpenAI;
+const DEFAULT_AGENT = { model: 'fake', system: 'You are a test assistant.' };
+
+beforeAll(async () => {
+  stack = await startStack();
+  gateway = await startGateway({ client: stack.client, host: '127.0.0.1', port: 0, bodyLimitBytes: 256 * 1024, defaultAgent: DEFAULT_AGENT });
+  client = new OpenAI({ baseURL: `${gateway.url}/openai/v1`, apiKey: 'not-checked-on-loopback', maxRetries: 0 });
+});
+afterAll(async () => {
+  await gateway?.close();
+  await stack?.close();
+});
+beforeEach(() => {
+  stack.fake.reset();
+  stack.fake.configure({ tokenDelayMs: 0, firstTokenDelayMs: 0 });
+});
+
+/** The text of every message item: `role: text`. */
+function describeItems(items: Array<{ type: string; role?: string; content?: Array<{ type: string; text?: string }> }>): string[] {
+  return items.map((item) => `${item.type}/${item.role ?? ''}: ${(item.content ?? []).map((part) => `${part.type}=${part.text ?? ''}`).join('|')}`);
+}
+
+describe('conversations and responses', () => {
+  it('runs two responses in a conversation; the second request carries the first exchange and items list all four in order', async () => {
+    const conversation = await client.conversations.create();
+    expect(conversation.object).toBe('conversation');
+    expect(await stack.client.exists(conversation.id)).toBe(true);
+
+    const first = await client.responses.create({ conversation: conversation.id, input: 'hello there', model: 'fake' });
+    expect(first.status).toBe('completed');
+    expect(first.output_text).toBe('echo: hello there');
+    expect(first.conversation?.id).toBe(conversation.id);
+    expect(first.usage?.input_tokens).toBeGreaterThan(0);
+
+    const second = await client.responses.create({ conversation: conversation.id, input: 'and again' });
+    expect(second.output_text).toBe('echo: and again');
+    expect(second.id).not.toBe(first.id);
+    // The model was sent the first exchange before the new message.
+    const request = stack.fake.chatRequests().at(-1)!;
+    expect(request.messages.map((m) => `${m.role}: ${typeof m.content === 'string' ? m.content : JSON.stringify(m.content)}`)).toEqual([
+      'system: You are a test assistant.',
+      'user: hello there',
+      'assistant: echo: hello there',
+      'user: and again',
+    ]);
+    // The second request extends the first byte for byte, and the fake provider reports that prefix as cached.
+    expect(second.usage?.input_tokens_details.cached_tokens).toBeGreaterThan(0);
+
+    const items = await client.conversations.items.list(conversation.id, { order: 'asc' });
+    expect(describeItems(items.data as never)).toEqual([
+      'message/user: input_text=hello there',
+      'message/assistant: output_text=echo: hello there',
+      'message/user: input_text=and again',
+      'message/assistant: output_text=echo: and again',
+    ]);
+    // The assistant items are the responses' output items, by id.
+    expect(items.data[1]!.id).toBe(first.output[0]!.id);
+    expect(items.data[3]!.id).toBe(second.output[0]!.id);
+    // Newest first by default, as OpenAI; pages follow `after`.
+    const newest = await client.conversations.items.list(conversation.id, { limit: 1 });
+    expect(newest.data.map((i) => i.id)).toEqual([items.data[3]!.id]);
+    expect(newest.has_more).toBe(true);
+    const all: string[] = [];
+    for await (const item of client.conversations.items.list(conversation.id, { limit: 3, order: 'asc' })) all.push(item.id);
+    expect(all).toEqual(items.data.map((i) => i.id));
+
+    // Retrieving either response later gives what the log says.
+    const again = await client.responses.retrieve(first.id);
+    expect(again).toMatchObject({ id: first.id, status: 'completed', output_text: 'echo: hello there' });
+    const fetched = await client.conversations.retrieve(conversation.id);
+    expect(fetched).toMatchObject({ id: conversation.id, object: 'conversation' });
+  });
+
+  it('streams a response with the SDK helper: text deltas come before response.completed and the final text is the logged reply', async () => {
+    const words = Array.from({ length: 30 }, (_, i) => `w${i}`).join(' ');
+    stack.fake.setMatcher(({ lastUserText }) => (lastUserText === 'stream please' ? { text: words } : undefined));
+    stack.fake.configure({ tokenDelayMs: 5 });
+    try {
+      const stream = client.responses.stream({ input: 'stream please', model: 'fake', instructions: 'Be brief.' });
+      const seen: ResponseStreamEvent[] = [];
+      for await (const event of stream) seen.push(event);
+      const final = await stream.finalResponse();
+      const types = seen.map((e) => e.type);
+      expect(types[0]).toBe('response.created');
+      expect(types[1]).toBe('response.in_progress');
+      expect(types.at(-1)).toBe('response.completed');
+      const deltas = seen.filter((e) => e.type === 'response.output_text.delta');
+      expect(deltas.length).toBeGreaterThan(1);
+      expect(types.indexOf('response.output_text.delta')).toBeLessThan(types.indexOf('response.completed'));
+      expect(seen.map((e) => e.sequence_number)).toEqual(seen.map((_, i) => i));
+      expect(deltas.map((e) => (e as { delta: string }).delta).join('')).toBe(words);
+      expect(final.output_text).toBe(words);
+
+      // The final text equals the assistant message in the log; a new conversation was made with the instructions.
+      const sessionId = final.conversation!.id;
+      const logged = (await stack.client.events(sessionId, 0)).filter((e) => e.type === 'assistant/message');
+      expect(logged).toHaveLength(1);
+      expect(textOf((logged[0]!.data as { message: { content: never } }).message.content)).toBe(final.output_text);
+      expect((await stack.client.header(sessionId)).agent).toEqual({ model: 'fake', system: 'Be brief.' });
+      expect(stack.fake.chatRequests().at(-1)!.messages[0]).toMatchObject({ role: 'system', content: 'Be brief.' });
+
+      // A retrieve of the finished response's stream replays the same events.
+      const replay = await client.responses.retrieve(final.id, { stream: true });
+      const replayed: ResponseStreamEvent[] = [];
+      for await (const event of replay) replayed.push(event);
+      expect(replayed).toEqual(seen);
+    } finally {
+      stack.fake.setMatcher(undefined);
+    }
+  });
+
+  it('continues a conversation with previous_response_id', async () => {
+    const first = await client.responses.create({ model: 'fake', input: 'first message' });
+    const second = await client.responses.create({ model: 'fake', previous_response_id: first.id, input: 'second message' });
+    expect(second.conversation?.id).toBe(first.conversation?.id);
+    const request = stack.fake.chatRequests().at(-1)!;
+    expect(request.messages.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'user']);
+  });
+
+  it('answers background: true at once with queued or in_progress, and the response completes', async () => {
+    stack.fake.configure({ firstTokenDelayMs: 300 });
+    const started = await client.responses.create({ model: 'fake', input: 'in the background', background: true });
+    expect(['queued', 'in_progress']).toContain(started.status);
+    let current = started;
+    for (let i = 0; i < 200 && current.status !== 'completed'; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      current = await client.responses.retrieve(started.id);
+    }
+    expect(current.status).toBe('completed');
+    expect(current.output_text).toBe('echo: in the background');
+  });
+});
+
+describe('refusals raise the SDK error classes', () => {
+  it('refuses fields sessionlog cannot honour with BadRequestError naming the field', async () => {
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ store: false }, 'store'],
+      [{ temperature: 0.2 }, 'temperature'],
+      [{ tools: [{ type: 'web_search' }] }, 'tools[0].type'],
+      [{ made_up_field: 1 }, 'made_up_field'],
+      [{ input: [{ role: 'assistant', content: 'I said this' }] }, 'input[0].role'],
+      [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://example.com/x.png' }] }] }, 'input[0].content[0].type'],
+      [{ tool_choice: 'required' }, 'tool_choice'],
+    ];
+    for (const [patch, param] of cases) {
+      const error = await client.responses.create({ model: 'fake', input: 'hi', ...patch } as never).catch((e: unknown) => e);
+      expect(error, JSON.stringify(patch)).toBeInstanceOf(OpenAI.BadRequestError);
+      expect((error as InstanceType<typeof OpenAI.BadRequestError>).param, JSON.stringify(patch)).toBe(param);
+      expect((error as InstanceType<typeof OpenAI.BadRequestError>).error, JSON.stringify(patch)).toMatchObject({ type: 'invalid_request_error' });
+    }
+  });
+
+  it('answers unknown ids with NotFoundError', async () => {
+    await expect(client.conversations.retrieve('conv_does_not_exist')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(client.responses.retrieve('resp_bm9wZS9ub3Bl')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(client.responses.retrieve('not-a-response-id')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(client.responses.create({ conversation: 'conv_does_not_exist', input: 'hi' })).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(client.conversations.items.list('conv_does_not_exist')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+  });
+
+  it('answers a wrong or missing token with AuthenticationError when the gateway has one', async () => {
+    const token = 'openai-token-0123456789abcdef';
+    const guarded = await startGateway({ client: stack.client, token, host: '127.0.0.1', port: 0, bodyLimitBytes: 64 * 1024, defaultAgent: DEFAULT_AGENT });
+    try {
+      const wrong = new OpenAI({ baseURL: `${guarded.url}/openai/v1`, apiKey: 'wrong-token', maxRetries: 0 });
+      const error = await wrong.conversations.create().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(OpenAI.AuthenticationError);
+      expect((error as InstanceType<typeof OpenAI.AuthenticationError>).error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_api_key' });
+      const right = new OpenAI({ baseURL: `${guarded.url}/openai/v1`, apiKey: token, maxRetries: 0 });
+      const conversation = await right.conversations.create();
+      expect(conversation.object).toBe('conversation');
+    } finally {
+      await guarded.close();
+    }
+  });
+});
