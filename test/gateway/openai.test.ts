@@ -124,6 +124,47 @@ describe('conversations and responses', () => {
     }
   });
 
+  it('rejoins a dropped stream with retrieve(id, {stream, starting_after}): exactly the remaining events, no gap and no repeat', async () => {
+    const words = Array.from({ length: 40 }, (_, i) => `r${i}`).join(' ');
+    stack.fake.setMatcher(({ lastUserText }) => (lastUserText === 'drop me' ? { text: words } : undefined));
+    // Slow enough that the client drops the stream while the reply is still being written.
+    stack.fake.configure({ tokenDelayMs: 40 });
+    try {
+      const stream = await client.responses.create({ model: 'fake', input: 'drop me', stream: true });
+      const before: ResponseStreamEvent[] = [];
+      for await (const event of stream) {
+        before.push(event);
+        if (before.filter((e) => e.type === 'response.output_text.delta').length === 3) break;
+      }
+      const responseId = (before[0] as { response: { id: string } }).response.id;
+      const n = before.at(-1)!.sequence_number;
+      const rejoined = await client.responses.retrieve(responseId, { stream: true, starting_after: n });
+      const after: ResponseStreamEvent[] = [];
+      for await (const event of rejoined) after.push(event);
+
+      expect(after[0]!.sequence_number).toBe(n + 1);
+      const all = [...before, ...after];
+      expect(all.map((e) => e.sequence_number)).toEqual(all.map((_, i) => i));
+      expect(all.at(-1)!.type).toBe('response.completed');
+      const text = all.filter((e) => e.type === 'response.output_text.delta').map((e) => (e as { delta: string }).delta).join('');
+      expect(text).toBe(words);
+      // The reply was still streaming when the client left: some deltas came only on the rejoined stream.
+      expect(after.some((e) => e.type === 'response.output_text.delta')).toBe(true);
+      // What a client starting from scratch gets is the same sequence.
+      const full: ResponseStreamEvent[] = [];
+      for await (const event of await client.responses.retrieve(responseId, { stream: true })) full.push(event);
+      expect(full).toEqual(all);
+      // The SDK's stream helper rejoins the same way and ends with the whole response.
+      const helper = client.responses.stream({ response_id: responseId, starting_after: n });
+      const helped: ResponseStreamEvent[] = [];
+      for await (const event of helper) helped.push(event);
+      expect(helped).toEqual(after);
+      expect((await helper.finalResponse()).output_text).toBe(words);
+    } finally {
+      stack.fake.setMatcher(undefined);
+    }
+  });
+
   it('continues a conversation with previous_response_id', async () => {
     const first = await client.responses.create({ model: 'fake', input: 'first message' });
     const second = await client.responses.create({ model: 'fake', previous_response_id: first.id, input: 'second message' });
