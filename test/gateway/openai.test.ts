@@ -76,7 +76,7 @@ describe('conversations and responses', () => {
     expect(newest.data.map((i) => i.id)).toEqual([items.data[3]!.id]);
     expect(newest.has_more).toBe(true);
     const all: string[] = [];
-    for await (const item of client.conversations.items.list(conversation.id, { limit: 3, order: 'asc' })) all.push(item.id);
+    for await (const item of client.conversations.items.list(conversation.id, { limit: 3, order: 'asc' })) all.push(String(item.id));
     expect(all).toEqual(items.data.map((i) => i.id));
 
     // Retrieving either response later gives what the log says.
