@@ -5,15 +5,14 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DEFAULT_MODEL_CATALOGUE, ModelCatalogueError, lookupModel, resolveModelCatalogue, type ModelCatalogue, type ModelCatalogueOverrides } from './model/catalogue.js';
+import { DEFAULT_GATEWAY_TIMEOUTS, assertGatewayTimeouts, isLoopbackHost, type GatewayTimeouts } from './gateway/settings.js';
+import { ConfigError } from './session/errors.js';
+import { parseApprovalPolicy, type ApprovalPolicy } from './tools/approval.js';
 import { DEFAULT_TASK_QUEUE, DEFAULT_TUNABLES, type SessionTunables } from './workflows/api.js';
 
-export class ConfigError extends Error {
-  readonly code = 'INVALID_CONFIG';
-  constructor(message: string) {
-    super(message);
-    this.name = 'ConfigError';
-  }
-}
+export { ConfigError };
+export { DEFAULT_GATEWAY_TIMEOUTS, isLoopbackHost };
+export type { GatewayTimeouts };
 
 export type ModelSettings = {
   /** Model name from the catalogue (e.g. deepseek-flash) or `fake` for the offline model. */
@@ -31,55 +30,6 @@ export type ModelSettings = {
   timeoutMs: number;
 };
 
-/**
- * How long the gateway waits for each part of a request (ms). Documented in the README's
- * configuration table; none of them cuts a request once it has fully arrived, so `?wait=true`
- * turns and SSE streams run as long as they need.
- */
-export type GatewayTimeouts = {
-  /**
-   * A socket idle this long before its first request's headers are in is closed (fastify
-   * `connectionTimeout`). After a response Node's keep-alive timeout takes over; a silent
-   * connection meets the headers timeout first unless that is set longer.
-   */
-  connectionTimeoutMs: number;
-  /** The request line and headers must arrive within this (Node's `headersTimeout`); else 408. */
-  headersTimeoutMs: number;
-  /** Once the headers are in, the body must arrive within this; else 408. */
-  bodyTimeoutMs: number;
-  /** The whole request, headers and body, must arrive within this (fastify/Node `requestTimeout`); else 408. At least `headersTimeoutMs`. */
-  requestTimeoutMs: number;
-};
-
-export const DEFAULT_GATEWAY_TIMEOUTS: Readonly<GatewayTimeouts> = {
-  connectionTimeoutMs: 60_000,
-  headersTimeoutMs: 10_000,
-  bodyTimeoutMs: 30_000,
-  requestTimeoutMs: 60_000,
-};
-
-/**
- * Throws ConfigError unless every timeout is a positive whole number and the headers fit in
- * the request timeout (Node refuses the server otherwise).
- */
-export function assertGatewayTimeouts(timeouts: GatewayTimeouts): void {
-  const names: Record<keyof GatewayTimeouts, string> = {
-    connectionTimeoutMs: 'SESSIONLOG_CONNECTION_TIMEOUT_MS',
-    headersTimeoutMs: 'SESSIONLOG_HEADERS_TIMEOUT_MS',
-    bodyTimeoutMs: 'SESSIONLOG_BODY_TIMEOUT_MS',
-    requestTimeoutMs: 'SESSIONLOG_REQUEST_TIMEOUT_MS',
-  };
-  for (const key of Object.keys(names) as Array<keyof GatewayTimeouts>) {
-    const value = timeouts[key];
-    if (!Number.isSafeInteger(value) || value < 1) throw new ConfigError(`${names[key]} (gateway ${key}) must be a positive whole number of milliseconds, got ${String(value)}`);
-  }
-  if (timeouts.headersTimeoutMs > timeouts.requestTimeoutMs) {
-    throw new ConfigError(
-      `SESSIONLOG_HEADERS_TIMEOUT_MS (${timeouts.headersTimeoutMs}) must not exceed SESSIONLOG_REQUEST_TIMEOUT_MS (${timeouts.requestTimeoutMs}): the request timeout covers the headers too`,
-    );
-  }
-}
-
 export type Config = {
   store: string;
   temporalAddress: string | undefined;
@@ -94,6 +44,10 @@ export type Config = {
   chunkFlushMs: number;
   /** The model catalogue: the built-in one, extended or overridden by the file SESSIONLOG_MODELS names. */
   catalogue: ModelCatalogue;
+  /** Which tool calls wait for a person's approval by default. */
+  approval: ApprovalPolicy;
+  /** The token budget that triggers pressure handling (unset: the model's window). */
+  contextBudget: number | undefined;
 };
 
 const DEEPSEEK_BASE_URL = 'https://api.deepseek.com';
@@ -133,6 +87,12 @@ const envSchema = z.object({
   SESSIONLOG_CHUNK_FLUSH_MS: int('SESSIONLOG_CHUNK_FLUSH_MS', 1, 10_000).optional(),
   SESSIONLOG_CONTINUE_AS_NEW_TURNS: int('SESSIONLOG_CONTINUE_AS_NEW_TURNS', 1).optional(),
   SESSIONLOG_MODELS: z.string().min(1).optional(),
+  SESSIONLOG_APPROVAL: z
+    .string()
+    .regex(/^(never|always|tools:[A-Za-z0-9_-]+(,[A-Za-z0-9_-]+)*)$/, 'SESSIONLOG_APPROVAL must be never, always or tools:NAME[,NAME…]')
+    .optional(),
+  SESSIONLOG_APPROVAL_TIMEOUT_MS: int('SESSIONLOG_APPROVAL_TIMEOUT_MS', 1000).optional(),
+  SESSIONLOG_CONTEXT_BUDGET: int('SESSIONLOG_CONTEXT_BUDGET', 1).optional(),
 });
 
 /** Resolves configuration from `env` (default `process.env`) plus explicit overrides (CLI flags). */
@@ -197,10 +157,13 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
       ...(e.SESSIONLOG_MAX_STEPS !== undefined ? { maxStepsPerTurn: e.SESSIONLOG_MAX_STEPS } : {}),
       ...(e.SESSIONLOG_MAX_MESSAGE_BYTES !== undefined ? { maxMessageBytes: e.SESSIONLOG_MAX_MESSAGE_BYTES } : {}),
       ...(e.SESSIONLOG_CONTINUE_AS_NEW_TURNS !== undefined ? { continueAsNewAfterTurns: e.SESSIONLOG_CONTINUE_AS_NEW_TURNS } : {}),
+      ...(e.SESSIONLOG_APPROVAL_TIMEOUT_MS !== undefined ? { approvalTimeoutMs: e.SESSIONLOG_APPROVAL_TIMEOUT_MS } : {}),
     },
     spillMaxInlineBytes: e.SESSIONLOG_SPILL_BYTES ?? 16 * 1024,
     chunkFlushMs: e.SESSIONLOG_CHUNK_FLUSH_MS ?? 50,
     catalogue,
+    approval: parseApprovalPolicy(e.SESSIONLOG_APPROVAL ?? 'never'),
+    contextBudget: e.SESSIONLOG_CONTEXT_BUDGET,
   };
 }
 
@@ -234,9 +197,4 @@ function loadCatalogue(path: string): ModelCatalogue {
     if (error instanceof ModelCatalogueError) throw new ConfigError(`SESSIONLOG_MODELS: ${path}: ${error.message}`);
     throw error;
   }
-}
-
-/** True for addresses that only this machine can reach. */
-export function isLoopbackHost(host: string): boolean {
-  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host);
 }

@@ -13,7 +13,9 @@ import { SessionlogError } from '../session/index.js';
 import { runChat } from './chat.js';
 import { connectClient, openConfiguredStore, packageRoot, runtimeOptions, startModel, temporalAddressFor } from './runtime.js';
 import {
+  answerApproval,
   compactSession,
+  listApprovals,
   exportSession,
   forkSession,
   listSessions,
@@ -21,6 +23,8 @@ import {
   sendMessage,
   seqArgument,
   showEvents,
+  eraseSession,
+  salvageSession,
   showContext,
   showHistory,
   showSession,
@@ -217,6 +221,25 @@ sessions
   .description('summarise older history now (the log keeps everything)')
   .action((id: string) => withClient(({ client }) => compactSession(client, id, output())));
 sessions
+  .command('salvage')
+  .argument('<id>', 'the damaged session')
+  .option('--into <id>', 'id of the new session (default: a new UUID)')
+  .description('copy the longest valid prefix of a damaged session into a new one (the damaged one is left as it is)')
+  .action((id: string, o: { into?: string }) => withClient(({ client }) => salvageSession(client, id, o.into, output())));
+sessions
+  .command('erase')
+  .argument('<id>')
+  .option('--yes', 'do not ask for confirmation')
+  .description('erase a session: its log, artifacts, checkpoints and workflow histories (the id is refused for a while afterwards)')
+  .action(async (id: string, o: { yes?: boolean }) => {
+    if (!o.yes && !(await confirm(`erase session ${id} and everything it holds? this cannot be undone [y/N] `))) {
+      process.stderr.write('not erased\n');
+      process.exitCode = 1;
+      return;
+    }
+    await withClient(({ client }) => eraseSession(client, id, output()));
+  });
+sessions
   .command('context')
   .argument('<id>')
   .description("what the session's next request costs, by kind, against its budget and window")
@@ -236,6 +259,53 @@ sessions
     const violations = o.file ? await verifyExportFile(o.file, output()) : await withClient(({ client }) => verifySession(client, id!, output()), { lazy: true });
     if (violations.length > 0) process.exitCode = 1;
   });
+
+const approvals = program.command('approvals').description('tool calls waiting for an answer (approval or an external result)');
+approvals
+  .command('list')
+  .option('--session <id>', 'only this session')
+  .description('list the calls waiting for an answer across sessions')
+  .action((o: { session?: string }) => withClient(({ client }) => listApprovals(client, o.session, output()), { lazy: true }));
+approvals
+  .command('approve')
+  .argument('<session>', 'session id')
+  .argument('<callId>', 'the tool call id')
+  .option('--reason <text>', 'why (logged)')
+  .option('--by <name>', 'who answers (logged)')
+  .option('--args <json>', 'run the call with these edited arguments (a JSON object)')
+  .option('--always', 'allow this tool without asking for the rest of the session')
+  .description('approve a waiting tool call')
+  .action((sessionId: string, callId: string, o: { reason?: string; by?: string; args?: string; always?: boolean }) =>
+    withClient(({ client }) =>
+      answerApproval(client, sessionId, callId, { decision: 'approve', ...answerOptions(o), ...(o.args !== undefined ? { arguments: o.args } : {}), ...(o.always ? { allowForSession: true } : {}) }, output()),
+    ),
+  );
+approvals
+  .command('deny')
+  .argument('<session>', 'session id')
+  .argument('<callId>', 'the tool call id')
+  .option('--reason <text>', 'why (logged; the model sees it)')
+  .option('--by <name>', 'who answers (logged)')
+  .description('deny a waiting tool call')
+  .action((sessionId: string, callId: string, o: { reason?: string; by?: string }) =>
+    withClient(({ client }) => answerApproval(client, sessionId, callId, { decision: 'deny', ...answerOptions(o) }, output())),
+  );
+
+/** Asks a yes/no question on the terminal; false without a terminal (use --yes in scripts). */
+async function confirm(question: string): Promise<boolean> {
+  if (!process.stdin.isTTY) return false;
+  const { createInterface } = await import('node:readline/promises');
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    return /^y(es)?$/i.test((await rl.question(question)).trim());
+  } finally {
+    rl.close();
+  }
+}
+
+function answerOptions(o: { reason?: string; by?: string }): { reason?: string; by?: string } {
+  return { ...(o.reason !== undefined ? { reason: o.reason } : {}), ...(o.by !== undefined ? { by: o.by } : {}) };
+}
 
 program.version(PACKAGE_VERSION, '--version', 'print the version');
 

@@ -125,7 +125,8 @@ export function runtimeOptions(config: Config) {
           ...(config.model.reasoningEffort !== undefined ? { reasoningEffort: config.model.reasoningEffort } : {}),
         },
         spillMaxInlineBytes: config.spillMaxInlineBytes,
-        context: { catalogue },
+        approval: config.approval,
+        context: { catalogue, ...(config.contextBudget !== undefined ? { policy: { budgetTokens: config.contextBudget } } : {}) },
       };
     },
     client(store: SessionStore): Omit<SessionClientOptions, 'temporal'> {
@@ -142,7 +143,12 @@ export function runtimeOptions(config: Config) {
             throw error;
           }
         },
-        contextReport: createContextReporter({ meter: createTokenMeter({ catalogue }), catalogue, defaultModel: config.model.name }),
+        contextReport: createContextReporter({
+          meter: createTokenMeter({ catalogue }),
+          catalogue,
+          defaultModel: config.model.name,
+          ...(config.contextBudget !== undefined ? { policy: { budgetTokens: config.contextBudget } } : {}),
+        }),
       };
     },
     gateway(client: SessionClient): GatewayOptions {

@@ -5,6 +5,7 @@
 import type { ContextDeps } from '../context/pressure.js';
 import type { ModelPort } from '../model/provider.js';
 import type { SessionStore } from '../persistence/store.js';
+import type { ApprovalPolicy } from '../tools/approval.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import type { AgentConfig } from './agent.js';
 
@@ -16,6 +17,8 @@ export type EngineDeps = {
   model: ModelPort;
   tools: ToolRegistry;
   agent: AgentConfig;
+  /** Which calls wait for a person's approval when the tool itself does not say (DESIGN §5.1). */
+  approval: ApprovalPolicy;
   /** Shapes each tool output for the log (default: logged whole). */
   shapeToolResult?: ToolResultShaper;
   /** Token meter, pressure policy and pruner; omit to run without context management. */

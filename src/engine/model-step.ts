@@ -24,6 +24,7 @@ import {
 } from '../session/index.js';
 import type { TokenMeasurement } from '../context/meter-types.js';
 import { requestHeaderFor } from './agent.js';
+import { requestAnswers } from './answers.js';
 import type { EngineDeps } from './deps.js';
 import { StepInterrupted } from './errors.js';
 import { LogWriter } from './log-writer.js';
@@ -35,7 +36,12 @@ export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: St
   const key: StepKey = { runId: input.runId, turn: input.turn, step: input.step, pass: input.pass };
   const writer = await LogWriter.open(deps.store, input.sessionId, input.runId, input.knownHead);
   const reply = writer.logged(stepOps.reply(key));
-  if (reply.length > 0) return loggedStepResult(writer.session, input.turn, reply, false);
+  if (reply.length > 0) {
+    const logged = loggedStepResult(writer.session, input.turn, reply, false);
+    if (logged.toolCalls.length === 0) return logged;
+    // A retried step whose reply is logged: its approval requests may not be (requested once either way).
+    return { ...logged, toolCalls: await requestAnswers(deps, writer, key, logged.toolCalls, input.approvalTimeoutMs), headSeq: writer.session.nextSeq };
+  }
   for (const op of [stepOps.cancel(key), stepOps.error(key)]) {
     const closed = writer.logged(op);
     if (closed.length > 0) return loggedStepResult(writer.session, input.turn, closed, true);
@@ -156,7 +162,9 @@ async function streamReply(deps: EngineDeps, writer: LogWriter, input: ModelStep
   }
   const stored = await writer.append(events, stepOps.reply(key));
   if (calls.length === 0) deps.onTurnEnded?.(input.sessionId);
-  return { ...loggedStepResult(writer.session, input.turn, stored, false), replayed: false };
+  const result = { ...loggedStepResult(writer.session, input.turn, stored, false), replayed: false };
+  if (result.toolCalls.length === 0) return result;
+  return { ...result, toolCalls: await requestAnswers(deps, writer, key, result.toolCalls, input.approvalTimeoutMs), headSeq: writer.session.nextSeq };
 }
 
 /** A cancel asked for by the workflow logs the partial reply as interrupted; any other abort writes nothing. */

@@ -13,7 +13,7 @@ import { StepInterrupted, ToolAttemptFailed } from './errors.js';
 import { LogWriter } from './log-writer.js';
 import { endTurnOp, stepOps } from './ops.js';
 import { loggedTurnEnd } from './outcomes.js';
-import type { AppendToolResultsInput, EndTurnInput, HeadResult, RunToolInput, StepContext, ToolRunRef } from './types.js';
+import type { AppendToolResultsInput, DeniedCall, EndTurnInput, HeadResult, RunToolInput, StepContext, ToolRunRef } from './types.js';
 
 type ToolOutcome = { text: string; isError: boolean; errorCode?: string };
 
@@ -25,7 +25,9 @@ export async function runTool(deps: EngineDeps, input: RunToolInput, ctx: StepCo
     throw new SessionlogError('INVALID_ARGUMENT', `seq ${input.callSeq} of session ${input.sessionId} is not a tool/call`);
   }
   const { callId, name } = call.data;
-  const outcome = await callTool(deps, input, ctx, { sessionId: input.sessionId, callId, name, rawArguments: call.data.arguments });
+  // Arguments a person edited when approving the call replace the model's (both stay logged).
+  const edited = session.turns.pending.get(callId)?.answer?.arguments;
+  const outcome = await callTool(deps, input, ctx, { sessionId: input.sessionId, callId, name, rawArguments: edited ?? call.data.arguments });
   const ref = await deps.store.artifacts.put({ sessionId: input.sessionId, name: `${name}-${callId}.txt`, content: outcome.text });
   return { callId, callSeq: input.callSeq, locator: ref.locator, bytes: ref.bytes, isError: outcome.isError, ...(outcome.errorCode ? { errorCode: outcome.errorCode } : {}) };
 }
@@ -37,6 +39,9 @@ async function callTool(
   call: { sessionId: string; callId: string; name: string; rawArguments: string },
 ): Promise<ToolOutcome> {
   const tool = deps.tools.get(call.name);
+  if (tool?.external) {
+    return { text: `The tool ${call.name} is run by the caller, not by sessionlog; its result never arrived.`, isError: true, errorCode: 'TOOL_EXTERNAL' };
+  }
   if (!tool) {
     return { text: `Unknown tool "${call.name}". Available tools: ${deps.tools.names.join(', ') || '(none)'}.`, isError: true, errorCode: 'TOOL_UNKNOWN' };
   }
@@ -69,8 +74,9 @@ export async function appendToolResults(deps: EngineDeps, input: AppendToolResul
   const op = stepOps.results(input);
   if (writer.logged(op).length === 0) {
     const events: NewEvent[] = [];
+    for (const denied of input.denied ?? []) events.push(deniedResult(deps, input, denied));
     for (const result of input.results) {
-      const full = await deps.store.artifacts.get(result.locator);
+      const full = await deps.store.artifacts.get(input.sessionId, result.locator);
       const call = writer.session.eventAt(result.callSeq);
       const toolName = call?.type === 'tool/call' ? call.data.name : 'unknown';
       const text = deps.shapeToolResult
@@ -90,11 +96,14 @@ export async function appendToolResults(deps: EngineDeps, input: AppendToolResul
           },
           ...(result.errorCode ? { error: { name: 'ToolError', code: result.errorCode } } : {}),
           meta: { locator: result.locator, bytes: result.bytes },
+          ...(result.external ? { origin: 'external' as const } : {}),
         },
         surfaceOp: 'append',
         sourceEventSeqs: [result.callSeq],
       });
     }
+    // Results in call order, whoever produced them.
+    events.sort((a, b) => (a.sourceEventSeqs?.[0] ?? 0) - (b.sourceEventSeqs?.[0] ?? 0));
     events.push({ type: 'step/end', time: deps.now(), data: { turn: input.turn, step: input.step } });
     if (input.endTurnReason) events.push({ type: 'turn/end', time: deps.now(), data: { turn: input.turn, reason: { kind: input.endTurnReason } } });
     await writer.append(events, op);
@@ -102,6 +111,31 @@ export async function appendToolResults(deps: EngineDeps, input: AppendToolResul
   }
   const turnEnd = loggedTurnEnd(writer.session, input.turn);
   return { headSeq: writer.session.nextSeq, ...(turnEnd ? { turnEnd } : {}) };
+}
+
+/** The error result the model sees for a call that did not run: denied (with the person's reason) or expired. */
+function deniedResult(deps: EngineDeps, input: AppendToolResultsInput, denied: DeniedCall): NewEvent {
+  const text =
+    denied.decision === 'expire'
+      ? 'The tool call was not run: nobody approved it before its approval request expired. Ask the user before trying again.'
+      : `The tool call was not run: the user denied it${denied.reason ? `: ${denied.reason}` : '.'}`;
+  return {
+    type: 'tool/result',
+    time: deps.now(),
+    data: {
+      turn: input.turn,
+      step: input.step,
+      message: {
+        id: randomUUID(),
+        role: 'user',
+        content: [{ type: 'tool-result', toolCallId: denied.callId, content: [{ type: 'text', text }], isError: true }],
+        source: { kind: 'tool', callId: denied.callId },
+      },
+      error: { name: 'ToolNotApproved', code: denied.decision === 'expire' ? 'TOOL_APPROVAL_EXPIRED' : 'TOOL_DENIED' },
+    },
+    surfaceOp: 'append',
+    sourceEventSeqs: [denied.callSeq],
+  };
 }
 
 /**

@@ -210,6 +210,8 @@ export type SessionHeader = {
   createdAt: number;
   parentSession?: string;
   seedLength?: number;
+  /** A salvaged session: its seed is the parent's longest valid prefix, which ended at this damaged seq. */
+  salvagedAt?: { firstBadSeq: number; reason: string };
   agent?: AgentSpec;
 };
 

@@ -59,6 +59,7 @@ export class Session {
   private readonly turnFold = new TurnFold();
   private latestHeader: RequestHeader | undefined;
   private owner: string | undefined;
+  private readonly allowed = new Set<string>();
 
   private constructor(header: SessionHeader) {
     this.header = deepFreeze({ ...header });
@@ -161,7 +162,8 @@ export class Session {
   }
 
   private commit(event: StoredEvent, alreadyValidated = false): void {
-    if (!alreadyValidated || isSurfaceType(event.type)) {
+    // An ignorable event of a type this build does not know is kept verbatim but never folded.
+    if (isKnownEvent(event) && (!alreadyValidated || isSurfaceType(event.type))) {
       this.fold.apply(event, (seq) => this.log[seq]);
     }
     this.log.push(event);
@@ -169,6 +171,12 @@ export class Session {
     this.turnFold.apply(event);
     if (isEventOfType(event, 'request/header')) this.latestHeader = event.data.header;
     else if (isEventOfType(event, 'session/run')) this.owner = event.data.runId;
+    else if (isEventOfType(event, 'tool/allow')) this.allowed.add(event.data.tool);
+  }
+
+  /** Tools allowed without approval for the rest of the session (`tool/allow`). */
+  get allowedTools(): ReadonlySet<string> {
+    return this.allowed;
   }
 
   /** The turn and step fold at the head: open turn and step, pending calls, turn records. */
@@ -239,6 +247,7 @@ export type SessionView = Pick<
   | 'turns'
   | 'requestHeader'
   | 'owningRun'
+  | 'allowedTools'
   | 'eventsOfOp'
 >;
 

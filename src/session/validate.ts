@@ -157,6 +157,7 @@ const headerSchema = z
     createdAt: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
     parentSession: z.string().optional(),
     seedLength: z.number().int().nonnegative().optional(),
+    salvagedAt: z.object({ firstBadSeq: z.number().int().nonnegative(), reason: z.string() }).strict().optional(),
     agent: z
       .object({ model: z.string().optional(), system: z.string().optional(), tools: z.array(z.string()).optional() })
       .strict()

@@ -36,7 +36,7 @@ export const readArtifactTool: Tool = {
   },
   async run(args, context) {
     const { locator, offset, limit } = parseArgs(readArtifactArgs, args, 'read_artifact');
-    const { text, total } = await context.artifacts.read(locator, offset, limit);
+    const { text, total } = await context.artifacts.read(context.sessionId, locator, offset, limit);
     const end = offset + text.length;
     const more = end < total ? ` More remains: call again with offset ${end}.` : ' This is the end.';
     return { text: `${text}\n\n(characters ${offset}-${end} of ${total}.${more})` };

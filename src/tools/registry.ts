@@ -10,14 +10,31 @@ export type ToolContext = { sessionId: string; callId: string; artifacts: Artifa
 
 export type ToolOutput = { text: string; isError?: boolean };
 
-export type Tool = {
+/**
+ * Whether a call needs a person's approval before it runs (DESIGN §5.1): always, never, or a
+ * function of the call's parsed arguments. Unset: the worker's approval policy decides.
+ */
+export type ApprovalRule = 'always' | 'never' | ((args: unknown) => boolean);
+
+type ToolBase = {
   name: string;
   description: string;
   /** JSON Schema of the arguments object. */
   parameters: JsonValue;
+  approval?: ApprovalRule;
+};
+
+/** A tool the worker runs. */
+export type RunnableTool = ToolBase & {
   /** Runs the tool with already-parsed JSON arguments. Throw a ToolInputError for bad arguments. */
   run(args: unknown, context: ToolContext): Promise<ToolOutput>;
+  external?: never;
 };
+
+/** A tool the caller runs (a browser, a backend service): the turn waits for its posted result. */
+export type ExternalTool = ToolBase & { external: true; run?: never };
+
+export type Tool = RunnableTool | ExternalTool;
 
 /** Bad arguments from the model: reported back to the model as an error result, not retried. */
 export class ToolInputError extends Error {
