@@ -187,6 +187,85 @@ describe('conversations and responses', () => {
   });
 });
 
+describe('conversation items, metadata and erasure', () => {
+  it('logs initial items without calling the model; the first response sends them, with a leading system item as the instructions', async () => {
+    const before = stack.fake.chatRequests().length;
+    const conversation = await client.conversations.create({
+      items: [
+        { role: 'developer', content: 'Answer in one word.' },
+        { role: 'user', content: 'My name is Ada.' },
+        { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'I live in London.' }] },
+      ],
+      metadata: { tenant: 'acme' },
+    });
+    expect(conversation.metadata).toEqual({ tenant: 'acme' });
+    expect(stack.fake.chatRequests()).toHaveLength(before);
+    const initial = await client.conversations.items.list(conversation.id, { order: 'asc' });
+    expect(describeItems(initial.data as never)).toEqual(['message/user: input_text=My name is Ada.', 'message/user: input_text=I live in London.']);
+
+    const response = await client.responses.create({ conversation: conversation.id, input: 'Where do I live?', instructions: 'Answer in one word.' });
+    expect(response.output_text).toBe('echo: Where do I live?');
+    expect(stack.fake.chatRequests().at(-1)!.messages.map((m) => `${m.role}: ${String(m.content)}`)).toEqual([
+      'system: Answer in one word.',
+      'user: My name is Ada.',
+      'user: I live in London.',
+      'user: Where do I live?',
+    ]);
+    // The items are the derived history: the initial messages, the input and the reply.
+    const items = await client.conversations.items.list(conversation.id, { order: 'asc' });
+    expect(items.data).toHaveLength(4);
+    const item = await client.conversations.items.retrieve(items.data[3]!.id!, { conversation_id: conversation.id });
+    expect(item).toEqual(items.data[3]);
+  });
+
+  it('keeps conversation metadata in the log: updated, cleared and read back by another gateway', async () => {
+    const conversation = await client.conversations.create({ metadata: { a: '1' } });
+    const updated = await client.conversations.update(conversation.id, { metadata: { a: '2', b: 'x' } });
+    expect(updated.metadata).toEqual({ a: '2', b: 'x' });
+    const log = await stack.client.events(conversation.id, 0);
+    expect(log.filter((e) => e.type === 'session/metadata').map((e) => e.data)).toEqual([{ metadata: { a: '1' } }, { metadata: { a: '2', b: 'x' } }]);
+    const other = await startGateway({ client: stack.client, host: '127.0.0.1', port: 0, bodyLimitBytes: 64 * 1024, defaultAgent: DEFAULT_AGENT });
+    try {
+      const elsewhere = new OpenAI({ baseURL: `${other.url}/openai/v1`, apiKey: 'unused', maxRetries: 0 });
+      expect((await elsewhere.conversations.retrieve(conversation.id)).metadata).toEqual({ a: '2', b: 'x' });
+      const cleared = await elsewhere.conversations.update(conversation.id, { metadata: null });
+      expect(cleared.metadata).toEqual({});
+    } finally {
+      await other.close();
+    }
+    expect((await client.conversations.retrieve(conversation.id)).metadata).toEqual({});
+  });
+
+  it("keeps a response's metadata and takes several user messages in one input", async () => {
+    const conversation = await client.conversations.create();
+    const response = await client.responses.create({
+      conversation: conversation.id,
+      metadata: { request: 'r-17' },
+      input: [
+        { role: 'user', content: 'first part' },
+        { role: 'user', content: 'second part' },
+      ],
+    });
+    expect(response.metadata).toEqual({ request: 'r-17' });
+    expect(response.output_text).toBe('echo: second part');
+    expect((await client.responses.retrieve(response.id)).metadata).toEqual({ request: 'r-17' });
+    expect(stack.fake.chatRequests().at(-1)!.messages.slice(1).map((m) => m.content)).toEqual(['first part', 'second part']);
+    // The conversation's own metadata is untouched by a response's.
+    expect((await client.conversations.retrieve(conversation.id)).metadata).toEqual({});
+  });
+
+  it('erases a conversation: its session, log and responses are gone', async () => {
+    const response = await client.responses.create({ model: 'fake', input: 'forget me' });
+    const id = response.conversation!.id;
+    const deleted = await client.conversations.delete(id);
+    expect(deleted).toEqual({ id, object: 'conversation.deleted', deleted: true });
+    expect(await stack.client.exists(id)).toBe(false);
+    await expect(client.conversations.retrieve(id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(client.responses.retrieve(response.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(client.conversations.delete(id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+  });
+});
+
 describe('refusals raise the SDK error classes', () => {
   it('refuses fields sessionlog cannot honour with BadRequestError naming the field', async () => {
     const cases: Array<[Record<string, unknown>, string]> = [

@@ -101,6 +101,7 @@ export class ResponseTracker {
   private completedAt: number | null = null;
   private outcome: Outcome | undefined;
   private usage: TokenUsage | undefined;
+  private metadata: Record<string, string> = {};
   private readonly assembler = new OutputAssembler();
   private sequence = 0;
 
@@ -126,6 +127,9 @@ export class ResponseTracker {
       case 'request/header':
         this.model = event.data.header.model;
         this.system = event.data.header.system ?? null;
+        break;
+      case 'session/metadata':
+        if (this.progress === 'queued' && this.context.anchor.kind === 'message' && event.data.messageId === this.context.anchor.messageId) this.metadata = event.data.metadata;
         break;
       case 'turn/start':
         this.openTurn = event.data.turn;
@@ -195,7 +199,7 @@ export class ResponseTracker {
       error: this.outcome?.error ?? null,
       incomplete_details: this.outcome?.incomplete ?? null,
       instructions: this.system,
-      metadata: {},
+      metadata: { ...this.metadata },
       model: this.model,
       output,
       output_text: outputTextOf(output),

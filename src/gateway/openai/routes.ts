@@ -95,6 +95,20 @@ async function requireConversation(ctx: OpenAiContext, id: string, param: string
   return ctx.client.header(id);
 }
 
+/** The conversation's metadata: the last `session/metadata` of the session itself (not of a turn). */
+function conversationMetadata(events: readonly StoredEvent[]): Record<string, string> {
+  let metadata: Record<string, string> = {};
+  for (const event of events) {
+    if (isKnownEvent(event) && event.type === 'session/metadata' && event.data.messageId === undefined) metadata = event.data.metadata;
+  }
+  return metadata;
+}
+
+async function readConversation(ctx: OpenAiContext, id: string) {
+  const header = await requireConversation(ctx, id);
+  return conversationOf(header, conversationMetadata(await ctx.client.events(id, 0)));
+}
+
 function conversationOf(header: SessionHeader, metadata: Record<string, string>) {
   return { id: header.id, object: 'conversation' as const, created_at: seconds(header.createdAt), metadata };
 }
@@ -115,6 +129,13 @@ function conversationState(header: SessionHeader, events: readonly StoredEvent[]
     else if (event.type === 'turn/end' && event.data.turn === openTurn) openTurn = undefined;
   }
   return { model, system, openTurn };
+}
+
+/** Refuses, before anything is created, a message text the session would refuse (blank, too large). */
+function checkText(ctx: OpenAiContext, text: string, param: string): void {
+  if (text.trim().length === 0) throw invalidRequest(param, 'a message must not be empty or blank', 'empty_message');
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > ctx.client.maxMessageBytes) throw invalidRequest(param, `the message is ${bytes} bytes; the limit is ${ctx.client.maxMessageBytes} (SESSIONLOG_MAX_MESSAGE_BYTES)`, 'message_too_large');
 }
 
 /** A system or developer message first in a new conversation's items sets its instructions; anything else is a user message. */
@@ -158,26 +179,24 @@ async function findResponse(ctx: OpenAiContext, id: string, param: string | null
   return loaded;
 }
 
-type ResponseInput = { message: string | undefined; toolOutputs: Array<{ callId: string; output: string }> };
+type ResponseInput = { messages: string[]; toolOutputs: Array<{ callId: string; output: string }> };
 
 function normalizeInput(input: z.output<typeof responseCreateBody>['input']): ResponseInput {
-  if (typeof input === 'string') return { message: input, toolOutputs: [] };
-  let message: string | undefined;
+  if (typeof input === 'string') return { messages: [input], toolOutputs: [] };
+  const messages: string[] = [];
   const toolOutputs: ResponseInput['toolOutputs'] = [];
   input.forEach((item, i) => {
     if (item.type === 'function_call_output') {
+      if (messages.length > 0) throw invalidRequest(`input[${i}]`, 'function_call_output items come before the user messages of an input (they answer the calls of the turn that is waiting)', 'unsupported_value');
       toolOutputs.push({ callId: item.call_id, output: contentText(item.output) });
       return;
     }
     if (item.role !== 'user') {
       throw invalidRequest(`input[${i}].role`, `${item.role} messages are not accepted in a response's input: send the system prompt as instructions (it is fixed per conversation)`, 'unsupported_value');
     }
-    if (message !== undefined) {
-      throw invalidRequest(`input[${i}]`, 'a response takes one user message (sessionlog logs each response as one turn answering it); send earlier context in its own response or in the conversation\'s items', 'unsupported_value');
-    }
-    message = contentText(item.content);
+    messages.push(contentText(item.content));
   });
-  return { message, toolOutputs };
+  return { messages, toolOutputs };
 }
 
 /** Checks what the request says about the conversation's model and instructions against what the conversation runs with. */
@@ -200,9 +219,9 @@ async function createResponse(ctx: OpenAiContext, body: z.output<typeof response
   const input = normalizeInput(body.input);
   if (body.tools && body.tools.length > 0) throw invalidRequest('tools', 'function tools are not available yet in this build of sessionlog', 'unsupported_parameter');
   if (input.toolOutputs.length > 0) throw invalidRequest('input', 'function_call_output items are not available yet in this build of sessionlog', 'unsupported_value');
-  if (body.metadata && Object.keys(body.metadata).length > 0) throw invalidRequest('metadata', 'response metadata is not available yet in this build of sessionlog', 'unsupported_parameter');
-  const text = input.message;
+  const text = input.messages.at(-1);
   if (text === undefined) throw invalidRequest('input', 'input must hold a user message', 'missing_required_parameter');
+  for (const message of input.messages) checkText(ctx, message, 'input');
   const conversation = typeof body.conversation === 'object' && body.conversation !== null ? body.conversation.id : (body.conversation ?? undefined);
   const previous = body.previous_response_id ?? undefined;
   if (conversation !== undefined && previous !== undefined) {
@@ -233,6 +252,16 @@ async function createResponse(ctx: OpenAiContext, body: z.output<typeof response
   const tracker = new ResponseTracker({ responseId, sessionId, anchor: { kind: 'message', messageId }, header, defaults: ctx.defaults });
   for (const event of events) tracker.push(event);
   const postedAt = seconds(Date.now());
+  // Earlier user messages of the input and the response's metadata are logged first, between turns; the last message starts the turn.
+  const earlier = input.messages.slice(0, -1);
+  const metadata = body.metadata && Object.keys(body.metadata).length > 0 ? body.metadata : undefined;
+  if (earlier.length > 0 || metadata) {
+    await ctx.client.note(sessionId, {
+      id: `${messageId}.input`,
+      ...(metadata ? { metadata: { values: metadata, messageId } } : {}),
+      ...(earlier.length > 0 ? { messages: earlier.map((text, i) => ({ id: `${messageId}.${i}`, text })) } : {}),
+    });
+  }
   await ctx.client.post(sessionId, text, { id: messageId });
   if (body.stream === true) {
     await streamResponseEvents(request, reply, {
@@ -310,10 +339,18 @@ export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
     errors: [400, 401, 413, 415],
     handler: async (ctx, { body }) => {
       const { system, messages } = splitInitialItems(body?.items ?? []);
-      if (messages.length > 0) throw invalidRequest('items', 'initial user messages are not available yet in this build of sessionlog', 'unsupported_value');
-      if (body?.metadata && Object.keys(body.metadata).length > 0) throw invalidRequest('metadata', 'conversation metadata is not available yet in this build of sessionlog', 'unsupported_parameter');
+      const metadata = body?.metadata ?? {};
+      for (const [i, text] of messages.entries()) checkText(ctx, text, `items[${i}].content`);
       const header = await ctx.client.create({ sessionId: newConversationId(), ...(system !== undefined ? { agent: { system } } : {}) });
-      return ok(conversationOf(header, {}));
+      // The initial messages are logged without a turn: the model gets them with the conversation's first response.
+      if (messages.length > 0 || Object.keys(metadata).length > 0) {
+        await ctx.client.note(header.id, {
+          id: 'conversation.create',
+          ...(Object.keys(metadata).length > 0 ? { metadata: { values: metadata } } : {}),
+          ...(messages.length > 0 ? { messages: messages.map((text, i) => ({ id: `${header.id}.item${i}`, text })) } : {}),
+        });
+      }
+      return ok(conversationOf(header, metadata));
     },
   }),
   defineRoute({
@@ -325,7 +362,7 @@ export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
     query: noQuery,
     responses: { 200: { description: 'the conversation', schema: conversationObject } },
     errors: COMMON_ERRORS,
-    handler: async (ctx, { params }) => ok(conversationOf(await requireConversation(ctx, params.id), {})),
+    handler: async (ctx, { params }) => ok(await readConversation(ctx, params.id)),
   }),
   defineRoute({
     method: 'POST',
@@ -337,25 +374,26 @@ export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
     body: conversationUpdateBody,
     responses: { 200: { description: 'the conversation', schema: conversationObject } },
     errors: [...COMMON_ERRORS, 413, 415],
-    handler: async (ctx, { params }) => {
+    handler: async (ctx, { params, body }) => {
       await requireConversation(ctx, params.id);
-      throw new OpenAiError(501, 'conversation metadata is not available yet in this build of sessionlog', { code: 'not_implemented' });
+      // Logged between turns: this waits for a running turn to end.
+      await ctx.client.note(params.id, { metadata: { values: body.metadata ?? {} } });
+      return ok(await readConversation(ctx, params.id));
     },
   }),
   defineRoute({
     method: 'DELETE',
     path: `${OPENAI_PREFIX}/conversations/:id`,
     operationId: 'openaiDeleteConversation',
-    summary: 'OpenAI Conversations: erase a conversation (its session, log and workflow)',
+    summary: 'OpenAI Conversations: erase a conversation: its log, artifacts, checkpoints and workflow histories (DESIGN §4.2); the id is refused for the tombstone period',
     params: conversationParams,
     query: noQuery,
     responses: { 200: { description: 'the conversation is erased', schema: conversationDeletedObject } },
-    errors: [...COMMON_ERRORS, 501],
+    errors: COMMON_ERRORS,
     handler: async (ctx, { params }) => {
       await requireConversation(ctx, params.id);
-      throw new OpenAiError(501, 'erasing a conversation is not available yet in this build of sessionlog (it needs session erasure, DESIGN §4.2); nothing was deleted', {
-        code: 'not_implemented',
-      });
+      await ctx.client.erase(params.id);
+      return ok({ id: params.id, object: 'conversation.deleted', deleted: true });
     },
   }),
   defineRoute({
