@@ -6,6 +6,7 @@
  * @temporalio/workflow and its own folder: everything else must be `import type`.
  */
 import { readFileSync, readdirSync, statSync } from 'node:fs';
+import process from 'node:process';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { DEFAULT_MODEL_CATALOGUE, ModelCatalogueError, lookupModel, resolveModelCatalogue, type ModelCatalogue, type ModelCatalogueOverrides } from './model/catalogue.js';
 import { DEFAULT_GATEWAY_TIMEOUTS, assertGatewayTimeouts, isLoopbackHost, type GatewayTimeouts } from './gateway/settings.js';
 import { ConfigError } from './session/errors.js';
+import { registerSecret } from './session/secrets.js';
 import { parseApprovalPolicy, type ApprovalPolicy } from './tools/approval.js';
 import { DEFAULT_TASK_QUEUE, DEFAULT_TUNABLES, type SessionTunables } from './workflows/api.js';
 
@@ -114,6 +115,9 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
   const baseURL = offline ? undefined : (e.OPENAI_BASE_URL ?? DEEPSEEK_BASE_URL);
   const modelName = e.SESSIONLOG_MODEL ?? (offline ? 'fake' : 'deepseek-flash');
   const provider = offline ? 'fake' : baseURL?.includes('deepseek') ? 'deepseek' : 'openai';
+  // Configured secrets never leave the process in a log, an error or an export.
+  registerSecret(apiKey);
+  registerSecret(e.SESSIONLOG_GATEWAY_TOKEN);
   const catalogue = e.SESSIONLOG_MODELS === undefined ? DEFAULT_MODEL_CATALOGUE : loadCatalogue(e.SESSIONLOG_MODELS);
   try {
     lookupModel(catalogue, modelName);

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { Command } from 'commander';
 import { ConfigError, isLoopbackHost, resolveConfig, type Config } from '../config.js';
 import type { SessionStore } from '../persistence/store.js';
-import { SessionlogError } from '../session/index.js';
+import { SessionlogError, scrubSecrets } from '../session/index.js';
 import { runChat } from './chat.js';
 import { connectClient, openConfiguredStore, packageRoot, runtimeOptions, startModel, temporalAddressFor } from './runtime.js';
 import {
@@ -320,7 +320,7 @@ async function main(): Promise<void> {
   } catch (error) {
     const code = error instanceof ConfigError ? 2 : 1;
     const label = error instanceof SessionlogError ? `${error.code}: ` : error instanceof ConfigError ? 'configuration: ' : '';
-    process.stderr.write(`sessionlog: ${label}${(error as Error).message}\n`);
+    process.stderr.write(`sessionlog: ${label}${scrubSecrets((error as Error).message)}\n`);
     process.exitCode = code;
   }
 }

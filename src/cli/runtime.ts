@@ -13,7 +13,7 @@ import { ConfigError, type Config } from '../config.js';
 import { createContextReporter } from '../context/report.js';
 import { createTokenMeter } from '../context/token-meter.js';
 import type { GatewayOptions } from '../gateway/server.js';
-import { ModelCatalogueError, lookupModel } from '../model/catalogue.js';
+import { ModelCatalogueError, lookupModel, type ModelCatalogue } from '../model/catalogue.js';
 import type { FakeModelServer } from '../model/fake-server.js';
 import { createOpenAIProvider, type ModelPort } from '../model/provider.js';
 import { openStore } from '../persistence/open.js';
@@ -104,6 +104,19 @@ export async function startModel(config: Config): Promise<ModelRuntime> {
   };
 }
 
+/** Refuses an agent whose model `catalogue` does not know (SessionlogError UNKNOWN_MODEL). */
+export function agentCheck(catalogue: ModelCatalogue): (agent: AgentSpec) => void {
+  return (agent) => {
+    if (agent.model === undefined) return;
+    try {
+      lookupModel(catalogue, agent.model);
+    } catch (error) {
+      if (error instanceof ModelCatalogueError) throw new SessionlogError('UNKNOWN_MODEL', error.message);
+      throw error;
+    }
+  };
+}
+
 /**
  * The one translation of a `Config` into the options of the parts `dev`, `worker` and `serve`
  * run: the worker's agent and limits, the client's checks and meter, the gateway's listener.
@@ -134,15 +147,7 @@ export function runtimeOptions(config: Config) {
         store,
         taskQueue: config.taskQueue,
         tunables: config.tunables,
-        checkAgent: (agent: AgentSpec) => {
-          if (agent.model === undefined) return;
-          try {
-            lookupModel(catalogue, agent.model);
-          } catch (error) {
-            if (error instanceof ModelCatalogueError) throw new SessionlogError('UNKNOWN_MODEL', error.message);
-            throw error;
-          }
-        },
+        checkAgent: agentCheck(catalogue),
         contextReport: createContextReporter({
           meter: createTokenMeter({ catalogue }),
           catalogue,

@@ -9,7 +9,7 @@
  */
 import { classifyModelError, ModelCallError } from '../model/errors.js';
 import type { ModelPort, ModelReply } from '../model/provider.js';
-import { SessionlogError, type ContentBlock, type RequestHeader, type SessionView } from '../session/index.js';
+import { SessionlogError, scrubSecrets, type ContentBlock, type RequestHeader, type SessionView } from '../session/index.js';
 import { bracketState, liveBracket, planCommit, summarizerMessages, summaryBlocks, type BracketState, type CompactionTrigger } from './compaction.js';
 import { contextLimits, priceOf, type ContextDeps, type LogPort } from './pressure.js';
 import { planPrune } from './pruner.js';
@@ -52,7 +52,7 @@ function flattenError(error: unknown): string {
     parts.push(current.message);
     current = current.cause;
   }
-  return parts.join(': ') || String(error);
+  return scrubSecrets(parts.join(': ') || String(error));
 }
 
 /**

@@ -6,7 +6,7 @@
  * logs them as `tool/result` with origin `external`.
  */
 import { parseToolCallArguments } from '../model/tool-arguments.js';
-import type { NewEvent, SessionView } from '../session/index.js';
+import { scrubSecrets, type NewEvent, type SessionView } from '../session/index.js';
 import { gateOf } from '../tools/approval.js';
 import type { EngineDeps } from './deps.js';
 import { LogWriter } from './log-writer.js';
@@ -80,7 +80,7 @@ export async function recordAnswers(deps: EngineDeps, input: RecordAnswersInput)
     const pending = writer.session.turns.pending.get(answer.callId);
     if (!pending?.request || pending.callSeq === undefined) continue;
     if (answer.kind === 'external') {
-      const ref = await deps.store.artifacts.put({ sessionId: input.sessionId, name: `${pending.name}-${answer.callId}.txt`, content: answer.output });
+      const ref = await deps.store.artifacts.put({ sessionId: input.sessionId, name: `${pending.name}-${answer.callId}.txt`, content: scrubSecrets(answer.output) });
       external.push({ callId: answer.callId, callSeq: pending.callSeq, locator: ref.locator, bytes: ref.bytes, isError: answer.isError, external: true });
       continue;
     }

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { parseToolCallArguments } from '../model/tool-arguments.js';
-import { SessionlogError, closersFor, isSessionlogError, type NewEvent, type TurnEndReason } from '../session/index.js';
+import { SessionlogError, closersFor, isSessionlogError, scrubSecrets, type NewEvent, type TurnEndReason } from '../session/index.js';
 import { ToolInputError, type ToolContext } from '../tools/registry.js';
 import type { EngineDeps } from './deps.js';
 import { StepInterrupted, ToolAttemptFailed } from './errors.js';
@@ -28,7 +28,8 @@ export async function runTool(deps: EngineDeps, input: RunToolInput, ctx: StepCo
   // Arguments a person edited when approving the call replace the model's (both stay logged).
   const edited = session.turns.pending.get(callId)?.answer?.arguments;
   const outcome = await callTool(deps, input, ctx, { sessionId: input.sessionId, callId, name, rawArguments: edited ?? call.data.arguments });
-  const ref = await deps.store.artifacts.put({ sessionId: input.sessionId, name: `${name}-${callId}.txt`, content: outcome.text });
+  // A tool that prints a key (an environment dump, an echoed error) must not put it in the log.
+  const ref = await deps.store.artifacts.put({ sessionId: input.sessionId, name: `${name}-${callId}.txt`, content: scrubSecrets(outcome.text) });
   return { callId, callSeq: input.callSeq, locator: ref.locator, bytes: ref.bytes, isError: outcome.isError, ...(outcome.errorCode ? { errorCode: outcome.errorCode } : {}) };
 }
 

@@ -66,6 +66,8 @@ export type StackOptions = {
   worker?: Partial<CreateWorkerOptions>;
   store?: SessionStore;
   modelTimeoutMs?: number;
+  /** The API key the worker's model client sends (default `test-key`). */
+  apiKey?: string;
 };
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
@@ -73,7 +75,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const dir = mkdtempSync(join(tmpdir(), 'sessionlog-it-'));
   const store = options.store ?? openSqliteStore(join(dir, 'sessions.db'));
   const fake = await startFakeModelServer(options.fake ?? {});
-  const provider = createOpenAIProvider({ baseURL: fake.baseURL, apiKey: 'test-key', timeoutMs: options.modelTimeoutMs ?? 20_000, idleTimeoutMs: options.modelTimeoutMs ?? 20_000, provider: 'fake', coalesce: { maxDelayMs: 20 } });
+  const provider = createOpenAIProvider({ baseURL: fake.baseURL, apiKey: options.apiKey ?? 'test-key', timeoutMs: options.modelTimeoutMs ?? 20_000, idleTimeoutMs: options.modelTimeoutMs ?? 20_000, provider: 'fake', coalesce: { maxDelayMs: 20 } });
   const taskQueue = `test-${randomUUID()}`;
   const address = temporalAddress();
   const nativeConnection = await NativeConnection.connect({ address });
