@@ -102,6 +102,7 @@ export async function runDev(config: Config, log: (line: string) => void = (line
     writeDevState(DEV_DIR, { pid: process.pid, temporalAddress: address, gatewayUrl: gateway.url, store: config.store, startedAt: Date.now() });
 
     log(`Gateway: ${gateway.url}/v1 (OpenAPI at ${gateway.url}/v1/openapi.json)`);
+    log(`OpenAI API: ${gateway.url}/openai/v1 (point the openai SDK's baseURL here)`);
     log(`Inspector: ${gateway.url}/ui/`);
     if (uiUrl) log(`Temporal UI: ${uiUrl}`);
     log(`Store: ${config.store}`);
