@@ -187,6 +187,60 @@ describe('conversations and responses', () => {
   });
 });
 
+/** Polls a response until `done` says so (bounded). */
+async function waitForResponse(id: string, done: (response: OpenAI.Responses.Response) => boolean): Promise<OpenAI.Responses.Response> {
+  let current = await client.responses.retrieve(id);
+  for (let i = 0; i < 300 && !done(current); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    current = await client.responses.retrieve(id);
+  }
+  return current;
+}
+
+describe('running responses', () => {
+  it('cancels a running response: status cancelled, the partial reply logged as interrupted, the stream ends with response.incomplete', async () => {
+    stack.fake.configure({ tokenDelayMs: 100 });
+    stack.fake.setMatcher(() => ({ text: Array.from({ length: 60 }, (_, i) => `c${i}`).join(' ') }));
+    try {
+      const started = await client.responses.create({ model: 'fake', input: 'a long one', background: true });
+      const running = await waitForResponse(started.id, (r) => r.output_text.length > 0);
+      expect(running.status).toBe('in_progress');
+      const cancelled = await client.responses.cancel(started.id);
+      expect(cancelled.status).toBe('cancelled');
+      expect(cancelled.output).toEqual([expect.objectContaining({ type: 'message', status: 'incomplete' })]);
+      const events: ResponseStreamEvent[] = [];
+      for await (const event of await client.responses.retrieve(started.id, { stream: true })) events.push(event);
+      expect(events.at(-1)).toMatchObject({ type: 'response.incomplete', response: { status: 'cancelled' } });
+      const log = await stack.client.events(cancelled.conversation!.id, 0);
+      expect(log.find((e) => e.type === 'assistant/message')?.data).toMatchObject({ interrupted: true });
+      // Cancelling again answers the cancelled response; a completed one cannot be cancelled.
+      expect((await client.responses.cancel(started.id)).status).toBe('cancelled');
+    } finally {
+      stack.fake.setMatcher(undefined);
+    }
+    const done = await client.responses.create({ model: 'fake', input: 'quick' });
+    await expect(client.responses.cancel(done.id)).rejects.toBeInstanceOf(OpenAI.BadRequestError);
+  });
+
+  it('refuses a second response while the conversation is answering one (409 conversation_locked)', async () => {
+    stack.fake.configure({ tokenDelayMs: 50 });
+    stack.fake.setMatcher(() => ({ text: Array.from({ length: 30 }, (_, i) => `l${i}`).join(' ') }));
+    try {
+      const first = await client.responses.create({ model: 'fake', input: 'take your time', background: true });
+      await waitForResponse(first.id, (r) => r.status === 'in_progress');
+      const error = await client.responses.create({ previous_response_id: first.id, input: 'me too' }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(OpenAI.ConflictError);
+      expect((error as InstanceType<typeof OpenAI.ConflictError>).code).toBe('conversation_locked');
+      expect((await waitForResponse(first.id, (r) => r.status !== 'in_progress')).status).toBe('completed');
+      // Once it has finished the conversation takes the next response.
+      const next = await client.responses.create({ previous_response_id: first.id, input: 'me too' });
+      expect(next.status).toBe('completed');
+    } finally {
+      stack.fake.setMatcher(undefined);
+    }
+  });
+});
+
 describe('conversation items, metadata and erasure', () => {
   it('logs initial items without calling the model; the first response sends them, with a leading system item as the instructions', async () => {
     const before = stack.fake.chatRequests().length;
@@ -283,6 +337,38 @@ describe('refusals raise the SDK error classes', () => {
       expect((error as InstanceType<typeof OpenAI.BadRequestError>).param, JSON.stringify(patch)).toBe(param);
       expect((error as InstanceType<typeof OpenAI.BadRequestError>).error, JSON.stringify(patch)).toMatchObject({ type: 'invalid_request_error' });
     }
+  });
+
+  it("refuses a model or instructions other than the conversation's, naming the field", async () => {
+    const first = await client.responses.create({ model: 'fake', instructions: 'Be terse.', input: 'hi' });
+    const cases: Array<[Record<string, unknown>, string]> = [
+      [{ model: 'another-model' }, 'model'],
+      [{ instructions: 'Be verbose.' }, 'instructions'],
+      [{ conversation: first.conversation!.id }, 'previous_response_id'],
+    ];
+    for (const [patch, param] of cases) {
+      const error = await client.responses.create({ previous_response_id: first.id, input: 'again', ...patch } as never).catch((e: unknown) => e);
+      expect(error, JSON.stringify(patch)).toBeInstanceOf(OpenAI.BadRequestError);
+      expect((error as InstanceType<typeof OpenAI.BadRequestError>).param).toBe(param);
+    }
+    // The same ones again, or none, are fine.
+    const same = await client.responses.create({ previous_response_id: first.id, model: 'fake', instructions: 'Be terse.', input: 'again' });
+    expect(same.status).toBe('completed');
+    // A conversation created without a model runs the workers' default one.
+    const conversation = await client.conversations.create();
+    await expect(client.responses.create({ conversation: conversation.id, model: 'gpt-4o', input: 'hi' })).rejects.toBeInstanceOf(OpenAI.BadRequestError);
+  });
+
+  it('answers unknown routes and methods under /openai/v1 in the OpenAI error shape', async () => {
+    const unknown = await fetch(`${gateway.url}/openai/v1/assistants`);
+    expect(unknown.status).toBe(404);
+    expect(Object.keys(((await unknown.json()) as { error: object }).error).sort()).toEqual(['code', 'message', 'param', 'type']);
+    const method = await fetch(`${gateway.url}/openai/v1/responses`, { method: 'GET' });
+    expect(method.status).toBe(405);
+    expect(((await method.json()) as { error: { type: string } }).error.type).toBe('invalid_request_error');
+    const badJson = await fetch(`${gateway.url}/openai/v1/responses`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"input": ' });
+    expect(badJson.status).toBe(400);
+    expect(((await badJson.json()) as { error: { code: string } }).error.code).toBe('invalid_json');
   });
 
   it('answers unknown ids with NotFoundError', async () => {
