@@ -9,6 +9,8 @@ import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../../src/gateway/index.js';
 import { textOf } from '../../src/session/index.js';
+import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';
+import { ToolRegistry, type Tool } from '../../src/tools/registry.js';
 import { startStack, type Stack } from '../support/stack.js';
 
 let stack: Stack;
@@ -16,8 +18,18 @@ let gateway: RunningGateway;
 let client: OpenAI;
 const DEFAULT_AGENT = { model: 'fake', system: 'You are a test assistant.' };
 
+/** A tool the caller runs: the turn waits for its result (DESIGN §5.1). */
+const lookupOrder: Tool = {
+  name: 'lookup_order',
+  description: 'Looks up an order by its id.',
+  parameters: { type: 'object', properties: { id: { type: 'string' } }, required: ['id'], additionalProperties: false },
+  external: true,
+};
+
 beforeAll(async () => {
-  stack = await startStack();
+  stack = await startStack({
+    worker: { tools: new ToolRegistry([...BUILTIN_TOOLS, lookupOrder]), agent: { model: 'fake', system: 'You are a test assistant.', tools: ['read_artifact', 'calculator', 'lookup_order'] } },
+  });
   gateway = await startGateway({ client: stack.client, host: '127.0.0.1', port: 0, bodyLimitBytes: 256 * 1024, defaultAgent: DEFAULT_AGENT });
   client = new OpenAI({ baseURL: `${gateway.url}/openai/v1`, apiKey: 'not-checked-on-loopback', maxRetries: 0 });
 });
@@ -235,6 +247,60 @@ describe('running responses', () => {
       // Once it has finished the conversation takes the next response.
       const next = await client.responses.create({ previous_response_id: first.id, input: 'me too' });
       expect(next.status).toBe('completed');
+    } finally {
+      stack.fake.setMatcher(undefined);
+    }
+  });
+});
+
+describe('tools the caller runs', () => {
+  it('ends the response with the function_call; a function_call_output input carries the turn on to its reply', async () => {
+    stack.fake.setMatcher(({ body, lastUserText }) => {
+      const last = body.messages.at(-1)!;
+      if (last.role === 'tool') return { text: `The order is ${String(last.content)}.` };
+      if (lastUserText === 'where is order A-7?') return { text: 'Let me look.', toolCalls: [{ id: 'call_A7', name: 'lookup_order', arguments: { id: 'A-7' } }] };
+      return undefined;
+    });
+    try {
+      const conversation = await client.conversations.create();
+      const first = await client.responses.create({ conversation: conversation.id, input: 'where is order A-7?' });
+      expect(first.status).toBe('completed');
+      const calls = first.output.filter((item) => item.type === 'function_call');
+      expect(calls).toEqual([expect.objectContaining({ type: 'function_call', call_id: 'call_A7', name: 'lookup_order', arguments: '{"id":"A-7"}', status: 'completed' })]);
+      expect(first.output_text).toBe('Let me look.');
+      // The turn is still open, waiting for the caller: another plain response is refused.
+      await expect(client.responses.create({ conversation: conversation.id, input: 'hello?' })).rejects.toBeInstanceOf(OpenAI.ConflictError);
+      // A result for a call nothing waits for is refused, naming the item.
+      const wrong = await client.responses
+        .create({ previous_response_id: first.id, input: [{ type: 'function_call_output', call_id: 'call_nope', output: 'x' }] })
+        .catch((e: unknown) => e);
+      expect(wrong).toBeInstanceOf(OpenAI.BadRequestError);
+      expect((wrong as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('input[0].call_id');
+
+      // The client runs the tool and answers with the next response (streamed this time).
+      const events: ResponseStreamEvent[] = [];
+      const stream = client.responses.stream({ previous_response_id: first.id, input: [{ type: 'function_call_output', call_id: 'call_A7', output: 'shipped on Monday' }] });
+      for await (const event of stream) events.push(event);
+      const second = await stream.finalResponse();
+      expect(second.status).toBe('completed');
+      expect(second.output_text).toBe('The order is shipped on Monday.');
+      expect(events.map((e) => e.type)).toContain('response.output_text.delta');
+      expect(second.id).not.toBe(first.id);
+
+      // One turn: the call, its external result and the reply; the conversation's items show all of it.
+      const log = await stack.client.events(conversation.id, 0);
+      expect(log.filter((e) => e.type === 'turn/start')).toHaveLength(1);
+      expect(log.find((e) => e.type === 'tool/result')?.data).toMatchObject({ origin: 'external' });
+      const items = await client.conversations.items.list(conversation.id, { order: 'asc' });
+      expect(items.data.map((i) => i.type)).toEqual(['message', 'message', 'function_call', 'function_call_output', 'message']);
+      expect(items.data[2]!.id).toBe(calls[0]!.id);
+      // Both responses read back the same from the log.
+      expect(await client.responses.retrieve(first.id)).toMatchObject({ status: 'completed', output: first.output });
+      expect(await client.responses.retrieve(second.id)).toMatchObject({ status: 'completed', output_text: 'The order is shipped on Monday.' });
+      const replay: ResponseStreamEvent[] = [];
+      for await (const event of await client.responses.retrieve(first.id, { stream: true })) replay.push(event);
+      expect(replay.filter((e) => e.type === 'response.function_call_arguments.done')).toEqual([expect.objectContaining({ name: 'lookup_order', arguments: '{"id":"A-7"}' })]);
+      expect(replay.at(-1)!.type).toBe('response.completed');
     } finally {
       stack.fake.setMatcher(undefined);
     }

@@ -104,6 +104,10 @@ export class ResponseTracker {
   private metadata: Record<string, string> = {};
   private readonly assembler = new OutputAssembler();
   private sequence = 0;
+  /** The tool calls of the turn's replies: their step and position among the reply's calls. */
+  private readonly calls = new Map<string, { step: number; index: number }>();
+  /** The turn waits for the caller: the batch (op) of its external calls ends the response. */
+  private waitingForCaller: { op: string | undefined; time: number } | undefined;
 
   constructor(readonly context: ResponseFoldContext) {
     this.model = context.header.agent?.model ?? context.defaults.model ?? '';
@@ -121,7 +125,10 @@ export class ResponseTracker {
 
   /** Feeds the log's next event (seq order, from seq 0); returns the stream events it produced. */
   push(event: StoredEvent): ResponseStreamEvent[] {
-    if (this.progress === 'done' || !isKnownEvent(event)) return [];
+    if (this.progress === 'done') return [];
+    // The external calls of a step are requested in one batch: the first event after it ends the response.
+    if (this.waitingForCaller && (event.op === undefined || event.op !== this.waitingForCaller.op)) return this.flush();
+    if (!isKnownEvent(event)) return [];
     const out: UnsequencedEvent[] = [];
     switch (event.type) {
       case 'request/header':
@@ -162,8 +169,19 @@ export class ResponseTracker {
         if (this.progress === 'running' && event.data.turn === this.turn) {
           out.push(...this.assembler.push(event));
           if (event.data.usage) this.addUsage(event.data.usage);
+          let index = 0;
+          for (const block of event.data.message.content) if (block.type === 'tool-call') this.calls.set(block.id, { step: event.data.step, index: index++ });
         }
         break;
+      case 'tool/approval-request': {
+        const { turn, step, callId, tool, arguments: args, kind } = event.data;
+        if (this.progress === 'running' && turn === this.turn && kind === 'external') {
+          const index = this.calls.get(callId)?.index ?? this.calls.size;
+          this.assembler.functionCall(turn, step, index, { callId, name: tool, arguments: args }, out);
+          this.waitingForCaller = { op: event.op, time: event.time };
+        }
+        break;
+      }
       case 'step/end':
         if (this.progress === 'running' && event.data.turn === this.turn) out.push(...this.assembler.push(event));
         break;
@@ -181,6 +199,24 @@ export class ResponseTracker {
         break;
     }
     return out.map((e) => ({ ...e, sequence_number: this.sequence++ }) as ResponseStreamEvent);
+  }
+
+  /** True while the response has shown calls the caller runs and ends once their batch is known to be whole. */
+  awaitingCaller(): boolean {
+    return this.waitingForCaller !== undefined && this.progress !== 'done';
+  }
+
+  /**
+   * Ends a response whose turn waits for the caller, once the batch requesting the calls is
+   * known to be complete: the log holds no event after it (a batch is committed whole) or the
+   * next event belongs to another batch. The feeder calls this when the log has nothing more.
+   */
+  flush(): ResponseStreamEvent[] {
+    if (!this.waitingForCaller || this.progress === 'done') return [];
+    this.outcome = { status: 'completed', error: null, incomplete: null, terminal: 'response.completed' };
+    this.completedAt = Math.floor(this.waitingForCaller.time / 1000);
+    this.progress = 'done';
+    return [{ type: 'response.completed', response: this.snapshot(), sequence_number: this.sequence++ }];
   }
 
   /**

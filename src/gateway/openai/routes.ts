@@ -11,7 +11,7 @@ import type { z } from 'zod';
 import { isKnownEvent, type AgentSpec, type SessionHeader, type StoredEvent } from '../../session/index.js';
 import type { ResponseSpec, RouteContext } from '../routes.js';
 import { OpenAiError, invalidRequest, notFound } from './errors.js';
-import { decodeResponseId, encodeResponseId, newConversationId, newMessageId, type ResponseRef } from './ids.js';
+import { decodeResponseId, encodeResponseId, newConversationId, newMessageId, type ResponseAnchor, type ResponseRef } from './ids.js';
 import { conversationItems } from './items.js';
 import { ResponseTracker } from './response-fold.js';
 import {
@@ -34,7 +34,7 @@ import {
   responseRetrieveQuery,
   type InputItem,
 } from './schemas.js';
-import { followUntilDone, streamResponseEvents } from './stream.js';
+import { feedLive, followUntilDone, streamResponseEvents } from './stream.js';
 
 /** The model and system prompt the workers give a session whose header names none. */
 export type AgentDefaults = { model?: string | undefined; system?: string | undefined };
@@ -114,21 +114,47 @@ function conversationOf(header: SessionHeader, metadata: Record<string, string>)
 }
 
 /** What a conversation's log says about the next turn: the model and system prompt it runs with, and whether a turn is running. */
-type ConversationState = { model: string | undefined; system: string | undefined; openTurn: number | undefined };
+type ConversationState = {
+  model: string | undefined;
+  system: string | undefined;
+  openTurn: number | undefined;
+  /** Calls of the open turn that wait for the caller's result (external tools). */
+  awaitingResults: Set<string>;
+};
 
 function conversationState(header: SessionHeader, events: readonly StoredEvent[], defaults: AgentDefaults): ConversationState {
   let model = header.agent?.model ?? defaults.model;
   let system = header.agent?.system ?? defaults.system;
   let openTurn: number | undefined;
+  const awaitingResults = new Set<string>();
   for (const event of events) {
     if (!isKnownEvent(event)) continue;
-    if (event.type === 'request/header') {
-      model = event.data.header.model;
-      system = event.data.header.system;
-    } else if (event.type === 'turn/start') openTurn = event.data.turn;
-    else if (event.type === 'turn/end' && event.data.turn === openTurn) openTurn = undefined;
+    switch (event.type) {
+      case 'request/header':
+        model = event.data.header.model;
+        system = event.data.header.system;
+        break;
+      case 'turn/start':
+        openTurn = event.data.turn;
+        break;
+      case 'turn/end':
+        if (event.data.turn === openTurn) openTurn = undefined;
+        awaitingResults.clear();
+        break;
+      case 'tool/approval-request':
+        if (event.data.kind === 'external') awaitingResults.add(event.data.callId);
+        break;
+      case 'tool/approval':
+        awaitingResults.delete(event.data.callId);
+        break;
+      case 'tool/result':
+        awaitingResults.delete(event.data.message.source.callId);
+        break;
+      default:
+        break;
+    }
   }
-  return { model, system, openTurn };
+  return { model, system, openTurn, awaitingResults };
 }
 
 /** Refuses, before anything is created, a message text the session would refuse (blank, too large). */
@@ -163,6 +189,8 @@ async function loadResponse(ctx: OpenAiContext, responseId: string, ref: Respons
   const events = await ctx.client.events(ref.sessionId, 0);
   const tracker = new ResponseTracker({ responseId, sessionId: ref.sessionId, anchor: ref.anchor, header, defaults: ctx.defaults });
   const replayed = events.flatMap((event) => tracker.push(event));
+  // The stored log ends with whole batches: a response waiting for the caller ends here.
+  replayed.push(...tracker.flush());
   return { tracker, replayed, nextSeq: events.length };
 }
 
@@ -179,7 +207,7 @@ async function findResponse(ctx: OpenAiContext, id: string, param: string | null
   return loaded;
 }
 
-type ResponseInput = { messages: string[]; toolOutputs: Array<{ callId: string; output: string }> };
+type ResponseInput = { messages: string[]; toolOutputs: Array<{ callId: string; output: string; index: number }> };
 
 function normalizeInput(input: z.output<typeof responseCreateBody>['input']): ResponseInput {
   if (typeof input === 'string') return { messages: [input], toolOutputs: [] };
@@ -188,7 +216,7 @@ function normalizeInput(input: z.output<typeof responseCreateBody>['input']): Re
   input.forEach((item, i) => {
     if (item.type === 'function_call_output') {
       if (messages.length > 0) throw invalidRequest(`input[${i}]`, 'function_call_output items come before the user messages of an input (they answer the calls of the turn that is waiting)', 'unsupported_value');
-      toolOutputs.push({ callId: item.call_id, output: contentText(item.output) });
+      toolOutputs.push({ callId: item.call_id, output: contentText(item.output), index: i });
       return;
     }
     if (item.role !== 'user') {
@@ -215,17 +243,46 @@ function checkAgentFields(body: z.output<typeof responseCreateBody>, state: Conv
   }
 }
 
+/** Refuses what the conversation's state cannot take: a response while a turn runs, or results nothing waits for. */
+function checkTurnState(state: ConversationState, input: ResponseInput, sessionId: string): void {
+  if (input.toolOutputs.length === 0) {
+    if (state.openTurn === undefined) return;
+    const waiting = state.awaitingResults.size > 0 ? `; it waits for the results of ${[...state.awaitingResults].join(', ')}: send them as function_call_output items` : '';
+    throw new OpenAiError(409, `conversation ${sessionId} is answering another response (turn ${state.openTurn} is running)${waiting}; otherwise retry once it has finished, or cancel it`, {
+      code: 'conversation_locked',
+    });
+  }
+  const seen = new Set<string>();
+  for (const output of input.toolOutputs) {
+    if (!state.awaitingResults.has(output.callId) || seen.has(output.callId)) {
+      const waiting = state.awaitingResults.size > 0 ? `it waits for ${[...state.awaitingResults].join(', ')}` : 'no call waits for a result';
+      throw invalidRequest(`input[${output.index}].call_id`, `conversation ${sessionId} has no call ${JSON.stringify(output.callId)} waiting for its result (${waiting})`, 'invalid_call_id');
+    }
+    seen.add(output.callId);
+  }
+}
+
 async function createResponse(ctx: OpenAiContext, body: z.output<typeof responseCreateBody>, request: FastifyRequest, reply: FastifyReply): Promise<OpenAiRouteResult> {
   const input = normalizeInput(body.input);
-  if (body.tools && body.tools.length > 0) throw invalidRequest('tools', 'function tools are not available yet in this build of sessionlog', 'unsupported_parameter');
-  if (input.toolOutputs.length > 0) throw invalidRequest('input', 'function_call_output items are not available yet in this build of sessionlog', 'unsupported_value');
-  const text = input.messages.at(-1);
-  if (text === undefined) throw invalidRequest('input', 'input must hold a user message', 'missing_required_parameter');
+  if (body.tools && body.tools.length > 0) {
+    throw invalidRequest(
+      'tools',
+      "per-response tools are not available yet: a conversation's tools are the worker's, and the calls of those the caller runs (external tools) come back as function_call items, answered with function_call_output input",
+      'unsupported_parameter',
+    );
+  }
+  const answering = input.toolOutputs.length > 0;
+  if (!answering && input.messages.length === 0) throw invalidRequest('input', 'input must hold a user message or function_call_output items', 'missing_required_parameter');
   for (const message of input.messages) checkText(ctx, message, 'input');
+  const metadata = body.metadata && Object.keys(body.metadata).length > 0 ? body.metadata : undefined;
+  if (answering && metadata) throw invalidRequest('metadata', 'a response that answers tool calls carries on a running turn; it takes no metadata of its own', 'unsupported_parameter');
   const conversation = typeof body.conversation === 'object' && body.conversation !== null ? body.conversation.id : (body.conversation ?? undefined);
   const previous = body.previous_response_id ?? undefined;
   if (conversation !== undefined && previous !== undefined) {
     throw invalidRequest('previous_response_id', 'set conversation or previous_response_id, not both: a previous response already names its conversation', 'invalid_parameter_combination');
+  }
+  if (answering && conversation === undefined && previous === undefined) {
+    throw invalidRequest('input', 'function_call_output items answer the calls of a conversation: send its conversation or previous_response_id', 'missing_required_parameter');
   }
 
   let header: SessionHeader;
@@ -241,28 +298,29 @@ async function createResponse(ctx: OpenAiContext, body: z.output<typeof response
   const events = await ctx.client.events(sessionId, 0);
   const state = conversationState(header, events, ctx.defaults);
   checkAgentFields(body, state, sessionId);
-  if (state.openTurn !== undefined) {
-    throw new OpenAiError(409, `conversation ${sessionId} is answering another response (turn ${state.openTurn} is running); retry once it has finished, or cancel it`, {
-      code: 'conversation_locked',
-    });
-  }
+  checkTurnState(state, input, sessionId);
 
   const messageId = newMessageId();
-  const responseId = encodeResponseId({ sessionId, anchor: { kind: 'message', messageId } });
-  const tracker = new ResponseTracker({ responseId, sessionId, anchor: { kind: 'message', messageId }, header, defaults: ctx.defaults });
+  const anchor: ResponseAnchor = answering ? { kind: 'tool-results', callId: input.toolOutputs[0]!.callId } : { kind: 'message', messageId };
+  const tracker = new ResponseTracker({ responseId: encodeResponseId({ sessionId, anchor }), sessionId, anchor, header, defaults: ctx.defaults });
   for (const event of events) tracker.push(event);
   const postedAt = seconds(Date.now());
-  // Earlier user messages of the input and the response's metadata are logged first, between turns; the last message starts the turn.
-  const earlier = input.messages.slice(0, -1);
-  const metadata = body.metadata && Object.keys(body.metadata).length > 0 ? body.metadata : undefined;
-  if (earlier.length > 0 || metadata) {
-    await ctx.client.note(sessionId, {
-      id: `${messageId}.input`,
-      ...(metadata ? { metadata: { values: metadata, messageId } } : {}),
-      ...(earlier.length > 0 ? { messages: earlier.map((text, i) => ({ id: `${messageId}.${i}`, text })) } : {}),
-    });
+  if (answering) {
+    for (const output of input.toolOutputs) await ctx.client.submitToolResult(sessionId, output.callId, output.output);
+    // User messages sent with the results join the running turn at its next step.
+    for (const [i, text] of input.messages.entries()) await ctx.client.post(sessionId, text, { id: `${messageId}.${i}` });
+  } else {
+    // Earlier user messages of the input and the response's metadata are logged first, between turns; the last message starts the turn.
+    const earlier = input.messages.slice(0, -1);
+    if (earlier.length > 0 || metadata) {
+      await ctx.client.note(sessionId, {
+        id: `${messageId}.input`,
+        ...(metadata ? { metadata: { values: metadata, messageId } } : {}),
+        ...(earlier.length > 0 ? { messages: earlier.map((text, i) => ({ id: `${messageId}.${i}`, text })) } : {}),
+      });
+    }
+    await ctx.client.post(sessionId, input.messages.at(-1)!, { id: messageId });
   }
-  await ctx.client.post(sessionId, text, { id: messageId });
   if (body.stream === true) {
     await streamResponseEvents(request, reply, {
       client: ctx.client,
@@ -290,7 +348,7 @@ async function followFor(ctx: OpenAiContext, tracker: ResponseTracker, fromSeq: 
   let next = fromSeq;
   try {
     for await (const event of ctx.client.follow(tracker.context.sessionId, fromSeq, stop.signal)) {
-      tracker.push(event);
+      await feedLive(ctx.client, tracker, event);
       next = event.seq + 1;
       if (tracker.state() === 'done') break;
     }

@@ -9,6 +9,7 @@ import { once } from 'node:events';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import type { SessionClient } from '../../client/session-client.js';
+import type { StoredEvent } from '../../session/index.js';
 import type { StreamRegistry } from '../sse.js';
 import { toOpenAiErrorResponse } from './errors.js';
 import type { ResponseTracker } from './response-fold.js';
@@ -37,6 +38,17 @@ export function formatResponseEvent(event: ResponseStreamEvent): string {
   return `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
 }
 
+/**
+ * Feeds a live event to the tracker. A response that waits for the caller ends after the batch
+ * requesting the calls; when the log holds nothing after this event, that batch is whole (a
+ * batch is committed at once), so the response ends now rather than when the next event comes.
+ */
+export async function feedLive(client: SessionClient, tracker: ResponseTracker, event: StoredEvent): Promise<ResponseStreamEvent[]> {
+  const events = tracker.push(event);
+  if (tracker.awaitingCaller() && (await client.nextSeq(tracker.context.sessionId)) === event.seq + 1) events.push(...tracker.flush());
+  return events;
+}
+
 /** Takes over the response and streams the response's events until its terminal event or the client leaves. */
 export async function streamResponseEvents(request: FastifyRequest, reply: FastifyReply, options: ResponseStreamOptions): Promise<void> {
   const abort = new AbortController();
@@ -60,7 +72,7 @@ export async function streamResponseEvents(request: FastifyRequest, reply: Fasti
     if (options.tracker.state() !== 'done') {
       for await (const event of options.client.follow(options.tracker.context.sessionId, options.fromSeq, abort.signal)) {
         if (abort.signal.aborted) break;
-        await send(options.tracker.push(event));
+        await send(await feedLive(options.client, options.tracker, event));
         if (options.tracker.state() === 'done') break;
       }
     }
@@ -91,7 +103,7 @@ export async function followUntilDone(request: FastifyRequest, client: SessionCl
   request.raw.socket.on('close', onClose);
   try {
     for await (const event of client.follow(tracker.context.sessionId, fromSeq, abort.signal)) {
-      tracker.push(event);
+      await feedLive(client, tracker, event);
       if (tracker.state() === 'done') return true;
     }
     return false;
