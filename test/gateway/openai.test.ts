@@ -9,6 +9,7 @@ import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../../src/gateway/index.js';
 import { textOf } from '../../src/session/index.js';
+import { workflowIdFor } from '../../src/workflows/api.js';
 import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';
 import { ToolRegistry, type Tool } from '../../src/tools/registry.js';
 import { startStack, type Stack } from '../support/stack.js';
@@ -232,6 +233,27 @@ describe('running responses', () => {
     }
     const done = await client.responses.create({ model: 'fake', input: 'quick' });
     await expect(client.responses.cancel(done.id)).rejects.toBeInstanceOf(OpenAI.BadRequestError);
+  });
+
+  it("ends a stream with an error event when the session's workflow is gone, and the response fails once a new run repairs the turn", async () => {
+    stack.fake.configure({ tokenDelayMs: 200 });
+    stack.fake.setMatcher(() => ({ text: Array.from({ length: 100 }, (_, i) => `t${i}`).join(' ') }));
+    try {
+      const started = await client.responses.create({ model: 'fake', input: 'never finished', background: true });
+      await waitForResponse(started.id, (r) => r.output_text.length > 0);
+      const sessionId = started.conversation!.id;
+      await stack.temporal.workflow.getHandle(workflowIdFor(sessionId)).terminate('test: the workflow is lost');
+      const events: ResponseStreamEvent[] = [];
+      for await (const event of await client.responses.retrieve(started.id, { stream: true })) events.push(event);
+      expect(events.at(-1)).toMatchObject({ type: 'error', code: 'session_not_running' });
+      // A new run closes the interrupted turn from the log; the response then reads as failed.
+      await stack.client.resume(sessionId);
+      const failed = await waitForResponse(started.id, (r) => r.status !== 'in_progress');
+      expect(failed.status).toBe('failed');
+      expect(failed.error?.message).toMatch(/interrupted/);
+    } finally {
+      stack.fake.setMatcher(undefined);
+    }
   });
 
   it('refuses a second response while the conversation is answering one (409 conversation_locked)', async () => {

@@ -11,7 +11,7 @@ import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import type { SessionClient } from '../../client/session-client.js';
 import type { StoredEvent } from '../../session/index.js';
 import type { StreamRegistry } from '../sse.js';
-import { toOpenAiErrorResponse } from './errors.js';
+import { OpenAiError, toOpenAiErrorResponse } from './errors.js';
 import type { ResponseTracker } from './response-fold.js';
 
 export type ResponseStreamOptions = {
@@ -49,6 +49,64 @@ export async function feedLive(client: SessionClient, tracker: ResponseTracker, 
   return events;
 }
 
+/** How often a follow checks that the session's workflow still runs (nothing else would write the response). */
+const WORKFLOW_CHECK_MS = 2_000;
+
+/**
+ * Follows the log from `fromSeq`, feeding the tracker and handing what each event produced to
+ * `deliver`, until the response ends or `signal` aborts. A response can only progress while its
+ * session's workflow runs (the only writer of its log): checked every few seconds, and when the
+ * workflow is gone and the log shows the response unfinished, this fails (409) rather than
+ * wait for ever.
+ */
+export async function followResponse(
+  client: SessionClient,
+  tracker: ResponseTracker,
+  fromSeq: number,
+  signal: AbortSignal,
+  deliver: (events: readonly ResponseStreamEvent[]) => Promise<void>,
+): Promise<void> {
+  const sessionId = tracker.context.sessionId;
+  const stop = new AbortController();
+  const forward = (): void => stop.abort();
+  signal.addEventListener('abort', forward, { once: true });
+  let gone = false;
+  const watchdog = setInterval(() => {
+    client.isRunning(sessionId).then(
+      (running) => {
+        if (!running) {
+          gone = true;
+          stop.abort();
+        }
+      },
+      (error: unknown) => {
+        // Temporal unreachable for a moment: the next check asks again.
+        void error;
+      },
+    );
+  }, WORKFLOW_CHECK_MS);
+  let next = fromSeq;
+  try {
+    for await (const event of client.follow(sessionId, fromSeq, stop.signal)) {
+      next = event.seq + 1;
+      await deliver(await feedLive(client, tracker, event));
+      if (tracker.state() === 'done') return;
+    }
+  } finally {
+    clearInterval(watchdog);
+    signal.removeEventListener('abort', forward);
+  }
+  if (!gone || signal.aborted) return;
+  // The run may have written its last events just before it ended: take what the log holds now.
+  for (const event of await client.events(sessionId, next)) await deliver(tracker.push(event));
+  await deliver(tracker.flush());
+  if (tracker.state() !== 'done') {
+    throw new OpenAiError(409, `conversation ${sessionId} has no running workflow, so this response cannot progress; resume the session (POST /v1/sessions/${sessionId}/resume) and retrieve it again`, {
+      code: 'session_not_running',
+    });
+  }
+}
+
 /** Takes over the response and streams the response's events until its terminal event or the client leaves. */
 export async function streamResponseEvents(request: FastifyRequest, reply: FastifyReply, options: ResponseStreamOptions): Promise<void> {
   const abort = new AbortController();
@@ -69,13 +127,7 @@ export async function streamResponseEvents(request: FastifyRequest, reply: Fasti
   };
   try {
     await send(options.replayed);
-    if (options.tracker.state() !== 'done') {
-      for await (const event of options.client.follow(options.tracker.context.sessionId, options.fromSeq, abort.signal)) {
-        if (abort.signal.aborted) break;
-        await send(await feedLive(options.client, options.tracker, event));
-        if (options.tracker.state() === 'done') break;
-      }
-    }
+    if (options.tracker.state() !== 'done') await followResponse(options.client, options.tracker, options.fromSeq, abort.signal, send);
   } catch (error) {
     if (!abort.signal.aborted) {
       const response = toOpenAiErrorResponse(error);
@@ -93,20 +145,16 @@ export async function streamResponseEvents(request: FastifyRequest, reply: Fasti
 
 /**
  * Follows the log until the response's terminal event (a non-streamed response waits for its
- * turn). Resolves false when the client left or the gateway closes first.
+ * turn), the client leaves or the gateway closes.
  */
-export async function followUntilDone(request: FastifyRequest, client: SessionClient, tracker: ResponseTracker, fromSeq: number, streams: StreamRegistry): Promise<boolean> {
-  if (tracker.state() === 'done') return true;
+export async function followUntilDone(request: FastifyRequest, client: SessionClient, tracker: ResponseTracker, fromSeq: number, streams: StreamRegistry): Promise<void> {
+  if (tracker.state() === 'done') return;
   const abort = new AbortController();
   streams.add(abort);
   const onClose = (): void => abort.abort();
   request.raw.socket.on('close', onClose);
   try {
-    for await (const event of client.follow(tracker.context.sessionId, fromSeq, abort.signal)) {
-      await feedLive(client, tracker, event);
-      if (tracker.state() === 'done') return true;
-    }
-    return false;
+    await followResponse(client, tracker, fromSeq, abort.signal, async () => undefined);
   } finally {
     request.raw.socket.off('close', onClose);
     streams.delete(abort);
