@@ -59,7 +59,7 @@ export function registerOpenAiApi(app: FastifyInstance, context: OpenAiContext):
             const input = {
               params: parseOpenAi(route.params, request.params),
               query: parseOpenAi(route.query, request.query),
-              body: route.body ? parseOpenAi(route.body, request.body, route.refusals) : undefined,
+              body: route.body ? parseOpenAi(route.body, request.body) : undefined,
               request,
               reply,
             };

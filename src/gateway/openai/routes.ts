@@ -15,7 +15,6 @@ import { decodeResponseId, encodeResponseId, newConversationId, newMessageId, ty
 import { conversationItems } from './items.js';
 import { ResponseTracker } from './response-fold.js';
 import {
-  RESPONSE_REFUSALS,
   contentText,
   conversationCreateBody,
   conversationDeletedObject,
@@ -65,8 +64,6 @@ export type OpenAiRouteSpec = {
   params: z.ZodType;
   query: z.ZodType;
   body?: z.ZodType;
-  /** Fields of OpenAI's request that are refused, with the reason (for unknown-field errors). */
-  refusals?: Readonly<Record<string, string>>;
   responses: Record<number, ResponseSpec>;
   errors: number[];
   /** The OpenAPI component the error responses refer to. */
@@ -502,7 +499,6 @@ export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
     params: noParams,
     query: noQuery,
     body: responseCreateBody,
-    refusals: RESPONSE_REFUSALS,
     responses: {
       200: {
         description: 'the response (or, with stream: true, its events)',

@@ -16,8 +16,8 @@ import { invalidRequest, type OpenAiError } from './errors.js';
 type Issue = z.core.$ZodIssue;
 
 /** `input[0].content` from a zod path. */
-export function paramOf(path: readonly PropertyKey[], prefix?: string): string | null {
-  let out = prefix ?? '';
+export function paramOf(path: readonly PropertyKey[]): string | null {
+  let out = '';
   for (const key of path) out += typeof key === 'number' ? `[${key}]` : out.length === 0 ? String(key) : `.${String(key)}`;
   return out.length === 0 ? null : out;
 }
@@ -37,27 +37,21 @@ function deepestIssue(issue: Issue): { issue: Issue; path: PropertyKey[] } {
   return { issue, path: [...issue.path] };
 }
 
-/** Why a field of the OpenAI API is not accepted here, by field name. */
-export type Refusals = Readonly<Record<string, string>>;
-
-function issueError(first: Issue, refusals: Refusals, prefix: string | undefined): OpenAiError {
+function issueError(first: Issue): OpenAiError {
   if (first.code === 'unrecognized_keys') {
-    const key = first.keys[0]!;
-    const param = paramOf([...first.path, key], prefix);
-    const reason = first.path.length === 0 && prefix === undefined ? refusals[key] : undefined;
-    if (reason) return invalidRequest(param, `'${key}' is not supported by sessionlog: ${reason}`, 'unsupported_parameter');
-    return invalidRequest(param, `Unrecognized request argument supplied: ${param ?? key}`, 'unknown_parameter');
+    const param = paramOf([...first.path, first.keys[0]!]);
+    return invalidRequest(param, `Unrecognized request argument supplied: ${param ?? first.keys[0]!}`, 'unknown_parameter');
   }
   const { issue, path } = deepestIssue(first);
-  const param = paramOf(path, prefix);
+  const param = paramOf(path);
   return invalidRequest(param, `Invalid '${param ?? 'body'}': ${issue.message}`, issue.code === 'invalid_value' || issue.code === 'custom' ? 'invalid_value' : 'invalid_type');
 }
 
 /** Parses `value` or throws a 400 in OpenAI's shape naming the first bad field. */
-export function parseOpenAi<T extends z.ZodType>(schema: T, value: unknown, refusals: Refusals = {}, prefix?: string): z.output<T> {
+export function parseOpenAi<T extends z.ZodType>(schema: T, value: unknown): z.output<T> {
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
-  throw issueError(parsed.error.issues[0]!, refusals, prefix);
+  throw issueError(parsed.error.issues[0]!);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -181,8 +175,8 @@ export type FunctionTool = z.output<typeof functionToolSchema>;
 
 const nullOnly = (reason: string) => z.null({ error: reason }).optional();
 
-/** Fields of OpenAI's request that mean nothing here; each is accepted only as null. */
-export const RESPONSE_REFUSALS: Refusals = {
+/** Fields of OpenAI's request that mean nothing here, with the reason; each is accepted only as null. */
+const RESPONSE_REFUSALS: Readonly<Record<string, string>> = {
   temperature: 'sampling is set by the worker, not per response',
   top_p: 'sampling is set by the worker, not per response',
   top_logprobs: 'log probabilities are not logged',
