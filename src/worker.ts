@@ -133,6 +133,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     shapeToolResult,
     ...(context ? { context } : {}),
     heartbeatMs: options.heartbeatMs ?? 1000,
+    learnedWindows: new Map(),
     now: Date.now,
     onTurnEnded: (sessionId) => checkpointProjections(store, sessionId),
   });

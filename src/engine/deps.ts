@@ -26,6 +26,11 @@ export type EngineDeps = {
   /** How often a long operation (a streaming model call, a tool) reports it is alive, ms. */
   heartbeatMs: number;
   now(): number;
+  /**
+   * Context windows providers stated in overflow refusals, by model, learned by any session of
+   * this worker (each session also logs its own as `model/limit`).
+   */
+  learnedWindows?: Map<string, number>;
   /** Called once a turn is durably closed (e.g. to refresh the projection cache off the critical path). */
   onTurnEnded?(sessionId: string): void;
 };

@@ -10,6 +10,7 @@ import { SessionlogError, closersFor, isSessionlogError, scrubSecrets, type NewE
 import { ToolInputError, type ToolContext } from '../tools/registry.js';
 import type { EngineDeps } from './deps.js';
 import { StepInterrupted, ToolAttemptFailed } from './errors.js';
+import { historyOf } from './history.js';
 import { LogWriter } from './log-writer.js';
 import { endTurnOp, stepOps } from './ops.js';
 import { loggedTurnEnd } from './outcomes.js';
@@ -53,6 +54,7 @@ async function callTool(
     sessionId: call.sessionId,
     callId: call.callId,
     artifacts: deps.store.artifacts,
+    history: historyOf(deps.store, call.sessionId),
     signal: ctx.signal,
   };
   const alive = setInterval(() => ctx.heartbeat(), deps.heartbeatMs);

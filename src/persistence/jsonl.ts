@@ -86,10 +86,13 @@ import {
   type ResolvedStoreOptions,
   type StoreOptions,
   type TornTail,
+  scanSearch,
+  searchLimit,
+  searchTerms,
 } from './base.js';
 import { acquireFileLock, type FileLock } from './file-lock.js';
 import { parseProjectionCacheRecord, serializeProjectionCacheRecord, type ProjectionCacheRecord, type ProjectionCacheStore } from './projection-cache.js';
-import type { AppendOptions, AppendResult, ErasedPlace, LoadedSession, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions } from './store.js';
+import type { AppendOptions, AppendResult, ErasedPlace, LoadedSession, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions, SearchHit } from './store.js';
 
 /** The JSONL file format this build writes (it also reads and appends to version 1). */
 export const JSONL_FORMAT_VERSION = 2;
@@ -449,6 +452,13 @@ export class JsonlSessionStore implements SessionStore {
 
   async session(id: string): Promise<SessionView> {
     return (await this.readState(id)).scanner.session;
+  }
+
+  /** Full-text search over the session's text (a scan of the validated copy). */
+  async search(id: string, query: string, options?: { limit?: number }): Promise<SearchHit[]> {
+    const terms = searchTerms(query);
+    const limit = searchLimit(options);
+    return scanSearch(await this.session(id), terms, limit);
   }
 
   async scan(id: string): Promise<ScanReport> {

@@ -67,10 +67,13 @@ import {
   watchEvents,
   type ResolvedStoreOptions,
   type StoreOptions,
+  scanSearch,
+  searchLimit,
+  searchTerms,
 } from './base.js';
 import { parseProjectionCacheRecord, serializeProjectionCacheRecord, type ProjectionCacheRecord, type ProjectionCacheStore } from './projection-cache.js';
 import { decodeRows, encodeEvent, parseStoredHeader, storedHead, type BatchRow, type EventRow } from './rows.js';
-import type { AppendOptions, AppendResult, LoadedSession, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions } from './store.js';
+import type { AppendOptions, AppendResult, LoadedSession, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions, SearchHit } from './store.js';
 
 /** The `schema_version` this build writes and reads. */
 export const POSTGRES_SCHEMA_VERSION = 2;
@@ -606,6 +609,13 @@ export class PostgresSessionStore implements SessionStore {
       const { scanner } = await this.readSynced(id);
       return loadedSession(scanner, planRepair(scanner), 0);
     });
+  }
+
+  /** Full-text search over the session's text (a scan of the validated copy). */
+  async search(id: string, query: string, options?: { limit?: number }): Promise<SearchHit[]> {
+    const terms = searchTerms(query);
+    const limit = searchLimit(options);
+    return scanSearch(await this.session(id), terms, limit);
   }
 
   scan(id: string): Promise<ScanReport> {

@@ -55,10 +55,13 @@ import {
   watchEvents,
   type ResolvedStoreOptions,
   type StoreOptions,
+  scanSearch,
+  searchLimit,
+  searchTerms,
 } from './base.js';
 import { parseProjectionCacheRecord, serializeProjectionCacheRecord, type ProjectionCacheRecord, type ProjectionCacheStore } from './projection-cache.js';
 import { decodeRows, encodeEvent, parseStoredHeader, storedHead, type BatchRow, type EventRow } from './rows.js';
-import type { AppendOptions, AppendResult, LoadedSession, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions } from './store.js';
+import type { AppendOptions, AppendResult, LoadedSession, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions, SearchHit } from './store.js';
 
 /** `PRAGMA application_id` of a sessionlog database ("SLOG"). */
 export const SQLITE_APPLICATION_ID = 0x534c4f47;
@@ -423,6 +426,13 @@ export class SqliteSessionStore implements SessionStore {
         })
         .deferred();
     });
+  }
+
+  /** Full-text search over the session's text (a scan of the validated copy). */
+  async search(id: string, query: string, options?: { limit?: number }): Promise<SearchHit[]> {
+    const terms = searchTerms(query);
+    const limit = searchLimit(options);
+    return scanSearch(await this.session(id), terms, limit);
   }
 
   scan(id: string): Promise<ScanReport> {

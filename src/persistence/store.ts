@@ -76,6 +76,9 @@ export type StoreEraseReceipt = {
   notes: string[];
 };
 
+/** A hit of a full-text search over one session's log. */
+export type SearchHit = { seq: number; score: number; snippet: string };
+
 export interface SessionStore {
   readonly kind: 'sqlite' | 'jsonl' | 'postgres';
   /**
@@ -113,6 +116,12 @@ export interface SessionStore {
    * and created again) or it was evicted from the cache (`sessionCacheSize`).
    */
   session(id: string): Promise<SessionView>;
+  /**
+   * Full-text search over the text every event of the session carries (shadowed events
+   * included), best first, at most `limit` (default 20, at most 100). The query is plain words;
+   * INVALID_ARGUMENT for one without any.
+   */
+  search(id: string, query: string, options?: { limit?: number }): Promise<SearchHit[]>;
   /**
    * Reads and checks the whole stored log without changing anything and without throwing
    * CORRUPT_LOG: the header (or its problem), the longest valid prefix and the first problem.

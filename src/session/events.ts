@@ -74,8 +74,11 @@ export interface EventDataMap {
     provider: string;
     model: string;
     usage?: TokenUsage;
+    /** The summary's own price in the routed model's tokens (measured, not reported). */
+    summaryTokens?: number;
   };
-  'compaction/end': { compactionId: string; turn: number | null; error?: string };
+  /** Closes a bracket; `tokensBefore`/`tokensAfter`: the request measured before and after it (absent on an error). */
+  'compaction/end': { compactionId: string; turn: number | null; error?: string; tokensBefore?: number; tokensAfter?: number };
   'compaction/prune': {
     shadowedRange: { start: number; end: number };
     shadowedSeqs: number[];

@@ -83,7 +83,15 @@ const dataSchemas: Record<string, z.ZodType> = {
       shadowedTokenCount: z.number().int().nonnegative(),
     })
     .passthrough(),
-  'compaction/end': z.object({ compactionId: nonEmpty, turn: z.number().int().positive().nullable(), error: z.string().optional() }).passthrough(),
+  'compaction/end': z
+    .object({
+      compactionId: nonEmpty,
+      turn: z.number().int().positive().nullable(),
+      error: z.string().optional(),
+      tokensBefore: z.number().int().nonnegative().optional(),
+      tokensAfter: z.number().int().nonnegative().optional(),
+    })
+    .passthrough(),
   'compaction/prune': z.object({ shadowedSeqs: z.array(seqSchema).min(1), shadowedTokenCount: z.number().int().nonnegative() }).passthrough(),
   'session/end-seed': z.object({}).passthrough(),
   'session/run': z.object({ workflowId: nonEmpty, runId: nonEmpty }).passthrough(),

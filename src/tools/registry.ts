@@ -4,9 +4,31 @@
  * artifact and logs the result.
  */
 import type { ArtifactStore } from '../persistence/artifacts.js';
-import { SessionlogError, type JsonValue, type ToolSchema } from '../session/index.js';
+import { SessionlogError, type JsonValue, type StoredEvent, type ToolSchema } from '../session/index.js';
 
-export type ToolContext = { sessionId: string; callId: string; artifacts: ArtifactStore; signal: AbortSignal };
+/** A hit of a search over the session's whole log (shadowed ranges included). */
+export type HistoryHit = {
+  seq: number;
+  /** The turn the event belongs to (0 before the first turn). */
+  turn: number;
+  type: string;
+  snippet: string;
+  /** True when a compaction summary or a prune now stands in for the event on the surface. */
+  shadowed: boolean;
+};
+
+/** The calling session's own log, as tools read it (never another session's). */
+export type SessionHistory = {
+  /** Full-text search over every event's text, best first, at most `limit` hits. */
+  search(query: string, limit: number): Promise<HistoryHit[]>;
+  /** The stored events `fromSeq..toSeq` (inclusive), exactly as stored. */
+  read(fromSeq: number, toSeq: number): Promise<StoredEvent[]>;
+  /** The seq the next event gets (the log's length). */
+  nextSeq(): Promise<number>;
+};
+
+/** What a tool runs with: always the calling session's identity, never one from the model's arguments. */
+export type ToolContext = { sessionId: string; callId: string; artifacts: ArtifactStore; history: SessionHistory; signal: AbortSignal };
 
 export type ToolOutput = { text: string; isError?: boolean };
 

@@ -57,6 +57,8 @@ export type Stack = {
   temporal: Client;
   taskQueue: string;
   dir: string;
+  /** Stops the worker and starts a new one on the same task queue (in-memory worker state is lost), with `overrides`. */
+  restartWorker(overrides?: Partial<CreateWorkerOptions>): Promise<void>;
   close(): Promise<void>;
 };
 
@@ -79,7 +81,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const taskQueue = `test-${randomUUID()}`;
   const address = temporalAddress();
   const nativeConnection = await NativeConnection.connect({ address });
-  const worker = await createWorker({
+  const workerOptions = (overrides: Partial<CreateWorkerOptions> = {}): CreateWorkerOptions => ({
     connection: nativeConnection,
     taskQueue,
     store,
@@ -87,8 +89,10 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     agent: { model: 'fake', system: 'You are a test assistant.', tools: ['read_artifact', 'calculator', 'word_count'] },
     workerOptions: { maxHeartbeatThrottleInterval: '500ms', defaultHeartbeatThrottleInterval: '500ms' },
     ...options.worker,
+    ...overrides,
   });
-  const workerRun = worker.run();
+  let worker = await createWorker(workerOptions());
+  let workerRun = worker.run();
   const connection = await Connection.connect({ address });
   const temporal = new Client({ connection, namespace: 'default' });
   const workerContext = options.worker?.context === false ? undefined : options.worker?.context;
@@ -103,12 +107,22 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   return {
     store,
     fake,
-    worker,
-    workerRun,
+    get worker() {
+      return worker;
+    },
+    get workerRun() {
+      return workerRun;
+    },
     client,
     temporal,
     taskQueue,
     dir,
+    async restartWorker(overrides = {}) {
+      worker.shutdown();
+      await workerRun.catch(() => undefined);
+      worker = await createWorker(workerOptions(overrides));
+      workerRun = worker.run();
+    },
     async close() {
       worker.shutdown();
       await workerRun.catch(() => undefined);
