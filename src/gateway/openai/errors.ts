@@ -51,9 +51,11 @@ export function toOpenAiErrorResponse(error: unknown): OpenAiErrorResponse {
   }
   const native = toErrorResponse(error);
   const code = native.status === 401 ? 'invalid_api_key' : native.body.error.code.toLowerCase();
+  // A model the catalogue does not know can only have come from the request's `model`.
+  const param = native.body.error.code === 'UNKNOWN_MODEL' ? 'model' : null;
   return {
     status: native.status,
-    body: { error: { message: native.body.error.message, type: errorType(native.status), param: null, code } },
+    body: { error: { message: native.body.error.message, type: errorType(native.status), param, code } },
     headers: native.headers,
     logDetail: native.logDetail,
   };

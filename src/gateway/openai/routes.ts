@@ -162,14 +162,14 @@ function checkText(ctx: OpenAiContext, text: string, param: string): void {
 }
 
 /** A system or developer message first in a new conversation's items sets its instructions; anything else is a user message. */
-function splitInitialItems(items: readonly InputItem[]): { system: string | undefined; messages: string[] } {
+function splitInitialItems(items: readonly InputItem[]): { system: string | undefined; messages: Array<{ text: string; index: number }> } {
   let system: string | undefined;
-  const messages: string[] = [];
+  const messages: Array<{ text: string; index: number }> = [];
   items.forEach((item, i) => {
     if (item.type === 'function_call_output') {
       throw invalidRequest(`items[${i}].type`, 'a new conversation has no tool call to answer: function_call_output items belong in the input of a response', 'unsupported_value');
     }
-    if (item.role === 'user') messages.push(contentText(item.content));
+    if (item.role === 'user') messages.push({ text: contentText(item.content), index: i });
     else if (i === 0) system = contentText(item.content);
     else throw invalidRequest(`items[${i}].role`, `a ${item.role} message sets the conversation's instructions and must come first, once`, 'unsupported_value');
   });
@@ -395,14 +395,14 @@ export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
     handler: async (ctx, { body }) => {
       const { system, messages } = splitInitialItems(body?.items ?? []);
       const metadata = body?.metadata ?? {};
-      for (const [i, text] of messages.entries()) checkText(ctx, text, `items[${i}].content`);
+      for (const message of messages) checkText(ctx, message.text, `items[${message.index}].content`);
       const header = await ctx.client.create({ sessionId: newConversationId(), ...(system !== undefined ? { agent: { system } } : {}) });
       // The initial messages are logged without a turn: the model gets them with the conversation's first response.
       if (messages.length > 0 || Object.keys(metadata).length > 0) {
         await ctx.client.note(header.id, {
           id: 'conversation.create',
           ...(Object.keys(metadata).length > 0 ? { metadata: { values: metadata } } : {}),
-          ...(messages.length > 0 ? { messages: messages.map((text, i) => ({ id: `${header.id}.item${i}`, text })) } : {}),
+          ...(messages.length > 0 ? { messages: messages.map((message) => ({ id: `${header.id}.item${message.index}`, text: message.text })) } : {}),
         });
       }
       return ok(conversationOf(header, metadata));
