@@ -1,7 +1,8 @@
 /**
- * `npm run bench`: runs every benchmark (store, turns, token meter, idle followers), each in its own process so one's heap and RSS do not
+ * `npm run bench`: runs every benchmark (store, turns, token meter, idle followers, fleet), each in its own process so one's heap and RSS do not
  * colour the other's. bench/turns.ts needs Temporal: it uses TEMPORAL_ADDRESS when set, else a
  * private dev server from `scripts/temporal-dev-server run` (started and stopped here).
+ * bench/fleet.ts starts its own servers (and builds the full Temporal server the first time).
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -25,6 +26,7 @@ async function main(): Promise<number> {
   if ((await turns) !== 0) failures.push('bench/turns.ts');
   if ((await run(TSX, ['bench/meter.ts'])) !== 0) failures.push('bench/meter.ts');
   if ((await run(TSX, ['bench/followers.ts'])) !== 0) failures.push('bench/followers.ts');
+  if ((await run(TSX, ['bench/fleet.ts'])) !== 0) failures.push('bench/fleet.ts');
   if (failures.length > 0) console.error(`\nfailed: ${failures.join(', ')}`);
   return failures.length === 0 ? 0 : 1;
 }

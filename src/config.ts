@@ -49,6 +49,15 @@ export type Config = {
   approval: ApprovalPolicy;
   /** The token budget that triggers pressure handling (unset: the model's window). */
   contextBudget: number | undefined;
+  /**
+   * The operations listener of `sessionlog worker` (`/healthz`, `/readyz`): off when `port` is
+   * undefined, 0 picks a free port.
+   */
+  ops: { host: string; port: number | undefined };
+  /** How long a worker asked to stop lets running activities finish before it hands them back. */
+  shutdownGraceMs: number;
+  /** Port `sessionlog dev` starts the Temporal dev server on (0: a free one); a taken one falls back to a free one. */
+  devTemporalPort: number;
 };
 
 const DEEPSEEK_BASE_URL = 'https://api.deepseek.com';
@@ -94,6 +103,12 @@ const envSchema = z.object({
     .optional(),
   SESSIONLOG_APPROVAL_TIMEOUT_MS: int('SESSIONLOG_APPROVAL_TIMEOUT_MS', 1000).optional(),
   SESSIONLOG_CONTEXT_BUDGET: int('SESSIONLOG_CONTEXT_BUDGET', 1).optional(),
+  SESSIONLOG_MODEL_HEARTBEAT_MS: int('SESSIONLOG_MODEL_HEARTBEAT_MS', 500).optional(),
+  SESSIONLOG_MODEL_MAX_ATTEMPTS: int('SESSIONLOG_MODEL_MAX_ATTEMPTS', 1, 1000).optional(),
+  SESSIONLOG_METRICS_HOST: z.string().min(1).optional(),
+  SESSIONLOG_METRICS_PORT: int('SESSIONLOG_METRICS_PORT', 0, 65535).optional(),
+  SESSIONLOG_SHUTDOWN_GRACE_MS: int('SESSIONLOG_SHUTDOWN_GRACE_MS', 0, 3_600_000).optional(),
+  TEMPORAL_DEV_PORT: int('TEMPORAL_DEV_PORT', 0, 65535).optional(),
 });
 
 /** Resolves configuration from `env` (default `process.env`) plus explicit overrides (CLI flags). */
@@ -162,12 +177,17 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
       ...(e.SESSIONLOG_MAX_MESSAGE_BYTES !== undefined ? { maxMessageBytes: e.SESSIONLOG_MAX_MESSAGE_BYTES } : {}),
       ...(e.SESSIONLOG_CONTINUE_AS_NEW_TURNS !== undefined ? { continueAsNewAfterTurns: e.SESSIONLOG_CONTINUE_AS_NEW_TURNS } : {}),
       ...(e.SESSIONLOG_APPROVAL_TIMEOUT_MS !== undefined ? { approvalTimeoutMs: e.SESSIONLOG_APPROVAL_TIMEOUT_MS } : {}),
+      ...(e.SESSIONLOG_MODEL_HEARTBEAT_MS !== undefined ? { modelHeartbeatMs: e.SESSIONLOG_MODEL_HEARTBEAT_MS } : {}),
+      ...(e.SESSIONLOG_MODEL_MAX_ATTEMPTS !== undefined ? { modelMaxAttempts: e.SESSIONLOG_MODEL_MAX_ATTEMPTS } : {}),
     },
     spillMaxInlineBytes: e.SESSIONLOG_SPILL_BYTES ?? 16 * 1024,
     chunkFlushMs: e.SESSIONLOG_CHUNK_FLUSH_MS ?? 50,
     catalogue,
     approval: parseApprovalPolicy(e.SESSIONLOG_APPROVAL ?? 'never'),
     contextBudget: e.SESSIONLOG_CONTEXT_BUDGET,
+    ops: { host: e.SESSIONLOG_METRICS_HOST ?? '127.0.0.1', port: e.SESSIONLOG_METRICS_PORT },
+    shutdownGraceMs: e.SESSIONLOG_SHUTDOWN_GRACE_MS ?? 10_000,
+    devTemporalPort: e.TEMPORAL_DEV_PORT ?? 7233,
   };
 }
 

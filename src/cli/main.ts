@@ -8,10 +8,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command } from 'commander';
 import { ConfigError, isLoopbackHost, resolveConfig, type Config } from '../config.js';
+import type { SessionClient } from '../client/session-client.js';
 import type { SessionStore } from '../persistence/store.js';
 import { SessionlogError, scrubSecrets } from '../session/index.js';
 import { runChat } from './chat.js';
-import { connectClient, openConfiguredStore, packageRoot, runtimeOptions, startModel, temporalAddressFor } from './runtime.js';
+import { connectClient, openConfiguredStore, packageRoot, temporalAddressFor } from './runtime.js';
 import {
   answerApproval,
   compactSession,
@@ -87,10 +88,25 @@ async function withClient<T>(
   }
 }
 
-/** Quiet Temporal SDK logging for long-running commands (warnings and errors only). */
-async function quietTemporalLogs(): Promise<void> {
-  const { DefaultLogger, Runtime } = await import('@temporalio/worker');
-  Runtime.install({ logger: new DefaultLogger('WARN') });
+/**
+ * Quiet Temporal SDK logging for long-running commands (warnings and errors only). A fleet
+ * worker (`fleet: true`) also keeps out the SDK core's line per retried poll while Temporal is
+ * unreachable (a warning at first, an error after a minute or so, for every poller): its own
+ * reachability monitor says once when Temporal goes away and once when it is back.
+ */
+async function quietTemporalLogs(options: { fleet?: boolean } = {}): Promise<void> {
+  const { DefaultLogger, Runtime, makeTelemetryFilterString } = await import('@temporalio/worker');
+  Runtime.install({
+    logger: new DefaultLogger('WARN'),
+    ...(options.fleet
+      ? { telemetryOptions: { logging: { filter: `${makeTelemetryFilterString({ core: 'ERROR', other: 'ERROR' })},temporalio_client::retry=off` } } }
+      : {}),
+  });
+}
+
+/** Log lines of the fleet commands (`worker`, `serve`): timestamped, on stdout. */
+function fleetLog(line: string): void {
+  process.stdout.write(`${new Date().toISOString()} ${line}\n`);
 }
 
 program
@@ -106,29 +122,12 @@ program
 
 program
   .command('worker')
-  .description('run a worker for the session workflows (needs TEMPORAL_ADDRESS)')
+  .description('run a worker for the session workflows (needs TEMPORAL_ADDRESS); SIGTERM drains it')
   .action(async () => {
     const cfg = config();
-    const address = temporalAddressFor(cfg);
-    const store = await openConfiguredStore(cfg);
-    const model = await startModel(cfg);
-    process.stdout.write(`model: ${model.description}\n`);
-    await quietTemporalLogs();
-    const { NativeConnection } = await import('@temporalio/worker');
-    const { createWorker } = await import('../worker.js');
-    const connection = await NativeConnection.connect({ address });
-    const worker = await createWorker(runtimeOptions(cfg).worker({ connection, store, model: model.model }));
-    const stop = () => worker.shutdown();
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-    process.stdout.write(`worker on ${address}, task queue ${cfg.taskQueue}, store ${cfg.store}\n`);
-    try {
-      await worker.run();
-    } finally {
-      await connection.close();
-      await model.offline?.close();
-      await store.close();
-    }
+    await quietTemporalLogs({ fleet: true });
+    const { runWorkerProcess } = await import('./worker-process.js');
+    process.exitCode = await runWorkerProcess(cfg, fleetLog);
   });
 
 program
@@ -146,18 +145,8 @@ program
     if (!isLoopbackHost(cfg.gateway.host) && !cfg.gateway.token) {
       throw new ConfigError(`SESSIONLOG_GATEWAY_TOKEN must be set to listen on ${cfg.gateway.host} (beyond loopback)`);
     }
-    const store = await openConfiguredStore(cfg);
-    const client = await connectClient(cfg, store);
-    const { startGateway } = await import('../gateway/index.js');
-    const gateway = await startGateway({ ...runtimeOptions(cfg).gateway(client), port: cfg.gateway.port });
-    process.stdout.write(`gateway: ${gateway.url}/v1\n`);
-    await new Promise<void>((resolve) => {
-      process.once('SIGINT', resolve);
-      process.once('SIGTERM', resolve);
-    });
-    await gateway.close();
-    await client.temporal.connection.close();
-    await store.close();
+    const { runServeProcess } = await import('./serve-process.js');
+    process.exitCode = await runServeProcess(cfg, fleetLog);
   });
 
 program
@@ -251,14 +240,32 @@ sessions
   .action((id: string) => withClient(({ client }) => resumeSession(client, id, output())));
 sessions
   .command('verify')
-  .argument('[id]', 'a stored session')
+  .argument('[ids...]', 'stored sessions (one or more)')
   .option('--file <path>', 'verify an exported JSONL file instead of a stored session')
   .description('check the log invariants; exits 1 on a violation')
-  .action(async (id: string | undefined, o: { file?: string }) => {
-    if ((id === undefined) === (o.file === undefined)) throw new ConfigError('give either a session id or --file <export.jsonl>');
-    const violations = o.file ? await verifyExportFile(o.file, output()) : await withClient(({ client }) => verifySession(client, id!, output()), { lazy: true });
+  .action(async (ids: string[], o: { file?: string }) => {
+    if ((ids.length === 0) === (o.file === undefined)) throw new ConfigError('give either session ids or --file <export.jsonl>');
+    if (o.file) {
+      if ((await verifyExportFile(o.file, output())).length > 0) process.exitCode = 1;
+      return;
+    }
+    const violations = await withClient(({ client }) => (ids.length === 1 ? verifySession(client, ids[0]!, output()) : verifySessions(client, ids, output())), { lazy: true });
     if (violations.length > 0) process.exitCode = 1;
   });
+
+/** Verifies several sessions: a line per session (`ID: ok …`), or with --json one object keyed by id. */
+async function verifySessions(client: SessionClient, ids: string[], out: Output): Promise<unknown[]> {
+  const all: unknown[] = [];
+  const reports: Record<string, unknown> = {};
+  for (const id of ids) {
+    let text = '';
+    all.push(...(await verifySession(client, id, { json: out.json, write: (chunk) => (text += chunk) })));
+    if (out.json) reports[id] = JSON.parse(text) as unknown;
+    else out.write(text.replace(/^(?=.)/gm, `${id}: `));
+  }
+  if (out.json) out.write(`${JSON.stringify(reports, null, 2)}\n`);
+  return all;
+}
 
 const approvals = program.command('approvals').description('tool calls waiting for an answer (approval or an external result)');
 approvals

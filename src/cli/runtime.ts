@@ -176,3 +176,4 @@ export async function connectClient(config: Config, store: SessionStore, options
   const temporal = new Client({ connection: Connection.lazy({ address }), namespace: config.namespace });
   return new SessionClient({ ...clientOptions, temporal });
 }
+

@@ -38,6 +38,7 @@ import {
   sessionResponse,
   transcriptResponse,
 } from './schemas.js';
+import { checkReadiness, probeStore, probeTemporal, readinessResponse } from './readiness.js';
 import { streamEvents, wantsEventStream, type StreamRegistry } from './sse.js';
 import type { StreamTokenSigner } from './stream-token.js';
 
@@ -126,6 +127,24 @@ export const ROUTES: readonly RouteSpec[] = [
     responses: { 200: { description: 'the gateway is up', schema: healthResponse } },
     errors: [400],
     handler: async () => ok({ ok: true }),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/readyz',
+    operationId: 'ready',
+    summary: 'Readiness probe: the store and Temporal answer (no token needed)',
+    public: true,
+    params: noParams,
+    query: noQuery,
+    responses: {
+      200: { description: 'the store and the Temporal frontend answer', schema: readinessResponse },
+      503: { description: 'a dependency does not answer; `reason` names it', schema: readinessResponse },
+    },
+    errors: [400],
+    handler: async (ctx) => {
+      const report = await checkReadiness({ store: () => probeStore(ctx.client.store), temporal: () => probeTemporal(ctx.client.temporal.connection) });
+      return { status: report.ready ? 200 : 503, body: report };
+    },
   }),
   defineRoute({
     method: 'GET',

@@ -423,22 +423,24 @@ export class PostgresSessionStore implements SessionStore {
    */
   private async transaction<T>(mode: 'write' | 'read', body: (client: PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
-    // A connection that breaks while checked out reports here, not as an uncaught 'error' event;
-    // the query in flight fails with it.
-    let lost: Error | undefined;
-    const onError = (error: Error): void => {
-      lost = error;
+    // A checked-out connection that breaks between statements (the server restarted or was
+    // killed) emits 'error' on the client, which the pool no longer listens to: unheard, it
+    // would crash the process. The next statement on it fails and says why; that is enough.
+    const onBroken = (): void => undefined;
+    client.on('error', onBroken);
+    const release = (error?: Error): void => {
+      client.off('error', onBroken);
+      client.release(error);
     };
-    client.on('error', onError);
     // A connection whose state is unknown (a failed ROLLBACK, BEGIN or COMMIT) is discarded, not reused.
     let broken: Error | undefined;
     try {
-      try {
-        await client.query(mode === 'read' ? 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY' : 'BEGIN');
-      } catch (error) {
-        broken = error as Error;
-        throw error;
-      }
+      await client.query(mode === 'read' ? 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY' : 'BEGIN');
+    } catch (error) {
+      release(error as Error);
+      throw error;
+    }
+    try {
       let result: T;
       try {
         result = await body(client);
@@ -458,8 +460,7 @@ export class PostgresSessionStore implements SessionStore {
       }
       return result;
     } finally {
-      client.off('error', onError);
-      client.release(broken ?? lost);
+      release(broken);
     }
   }
 

@@ -65,6 +65,11 @@ export type SessionTunables = {
   modelHeartbeatMs: number;
   toolStartToCloseMs: number;
   appendStartToCloseMs: number;
+  /**
+   * First retry delay of a model step that failed without saying when to retry (a worker that
+   * died or stopped heartbeating, a network error); a provider's retry-after wins.
+   */
+  modelRetryInitialMs: number;
   /** Max attempts of a retryable model failure (429, 5xx, timeout, network) per step. */
   modelMaxAttempts: number;
   toolMaxAttempts: number;
@@ -83,6 +88,7 @@ export const DEFAULT_TUNABLES: SessionTunables = {
   modelHeartbeatMs: 30_000,
   toolStartToCloseMs: 5 * 60_000,
   appendStartToCloseMs: 30_000,
+  modelRetryInitialMs: 200,
   modelMaxAttempts: 6,
   toolMaxAttempts: 4,
   compactionMaxAttempts: 3,

@@ -56,7 +56,7 @@ function activities(tunables: SessionTunables) {
     startToCloseTimeout: tunables.modelStartToCloseMs,
     heartbeatTimeout: tunables.modelHeartbeatMs,
     cancellationType: 'WAIT_CANCELLATION_COMPLETED',
-    retry: { maximumAttempts: tunables.modelMaxAttempts, initialInterval: 1_000, maximumInterval: 30_000, nonRetryableErrorTypes: ['SEQ_CONFLICT', 'INVALID_ARGUMENT'] },
+    retry: { maximumAttempts: tunables.modelMaxAttempts, initialInterval: tunables.modelRetryInitialMs, maximumInterval: 30_000, nonRetryableErrorTypes: ['SEQ_CONFLICT', 'INVALID_ARGUMENT'] },
   });
   const compactor = proxyActivities<SessionActivities>({
     startToCloseTimeout: tunables.modelStartToCloseMs,
