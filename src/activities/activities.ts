@@ -37,6 +37,7 @@ export function createActivities(engine: TurnEngine) {
     endTurn: (input: Parameters<TurnEngine['endTurn']>[0]) => mapped(() => engine.endTurn(input)),
     compact: (input: Parameters<TurnEngine['compact']>[0]) => mapped(() => engine.compact(input, stepContext())),
     abandonCompaction: (input: Parameters<TurnEngine['abandonCompaction']>[0]) => mapped(() => engine.abandonCompaction(input)),
+    logNote: (input: Parameters<TurnEngine['logNote']>[0]) => mapped(() => engine.logNote(input)),
   };
 }
 

@@ -152,6 +152,8 @@ async function startStack(
   writeDevState(DEV_DIR, { pid: process.pid, temporalAddress: address, gatewayUrl: gateway.url, store: config.store, startedAt: Date.now() });
 
   say(`Gateway: ${gateway.url}/v1 (OpenAPI at ${gateway.url}/v1/openapi.json)`);
+  say(`OpenAI API: ${gateway.url}/openai/v1 (point the openai SDK's baseURL here)`);
+  say(`Inspector: ${gateway.url}/ui/`);
   if (uiUrl) say(`Temporal UI: ${uiUrl}`);
   say(`Store: ${config.store}`);
   say('Ready. Chat in another terminal: npx sessionlog chat');

@@ -158,7 +158,9 @@ export function runtimeOptions(config: Config) {
     },
     gateway(client: SessionClient): GatewayOptions {
       const { port: _port, ...gateway } = config.gateway;
-      return { client, ...gateway };
+      // The worker's agent (above): what a session that names no model or system prompt runs with.
+      const defaultAgent = { model: config.model.name, ...(config.model.system !== undefined ? { system: config.model.system } : {}) };
+      return { client, ...gateway, defaultAgent };
     },
   };
 }

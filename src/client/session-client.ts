@@ -44,6 +44,7 @@ import {
   cancelSignal,
   closeSignal,
   compactUpdate,
+  noteUpdate,
   openedUpdate,
   sendUpdate,
   statusQuery,
@@ -52,6 +53,7 @@ import {
   type ApprovalInput,
   type ApprovalResult,
   type CompactResult,
+  type NoteInput,
   type SeedSpec,
   type ToolResultAck,
   type SendResult,
@@ -439,6 +441,36 @@ export class SessionClient {
     assertSessionId(sessionId);
     if (!this.measure) throw new SessionlogError('INVALID_ARGUMENT', 'this SessionClient has no token meter: build it with the contextReport option (the CLI and gateway do)');
     return this.measure(await this.store.session(sessionId));
+  }
+
+  /**
+   * Logs a note between turns: metadata of the session (replacing its earlier metadata) or, with
+   * `metadata.messageId`, of the turn that answers that message; and user messages the model
+   * gets with the next turn, without a turn answering them now (a conversation's initial items).
+   * Waits until no turn or compaction runs, so it may take as long as the running turn. Logged
+   * once per note id; starts the session's workflow if it is not running.
+   *
+   * @returns the note's id and the log's head after it.
+   * @throws SessionlogError `SESSION_NOT_FOUND`, or `EMPTY_MESSAGE` / `MESSAGE_TOO_LARGE` /
+   *   `INVALID_MESSAGE` / `INVALID_ARGUMENT` for what the session would not log.
+   */
+  async note(
+    sessionId: string,
+    note: { id?: string; metadata?: { values: Record<string, string>; messageId?: string }; messages?: Array<{ id?: string; text: string }> },
+  ): Promise<{ id: string; headSeq: number }> {
+    await this.requireSession(sessionId);
+    const id = note.id ?? randomUUID();
+    assertMessageId(id);
+    const messages = (note.messages ?? []).map((m) => ({ id: this.checkMessage(sessionId, m.text, m.id), text: m.text }));
+    const input: NoteInput = { id, ...(note.metadata ? { metadata: note.metadata } : {}), ...(messages.length > 0 ? { messages } : {}) };
+    const logged = await retryWhileTaskFails(async () => {
+      try {
+        return await this.temporal.workflow.executeUpdateWithStart(noteUpdate, { args: [input], updateId: `note/${id}`, startWorkflowOperation: this.startOperation(sessionId) });
+      } catch (error) {
+        throw refusal(error);
+      }
+    });
+    return { id, headSeq: logged.headSeq };
   }
 
   // ---- tool calls waiting for answers (DESIGN §5.1) ------------------------------------------

@@ -7,6 +7,7 @@ import { recordAnswers } from './answers.js';
 import { abandon, compact } from './compaction-step.js';
 import type { EngineDeps } from './deps.js';
 import { modelStep } from './model-step.js';
+import { logNote } from './note.js';
 import { openRun } from './run.js';
 import { appendToolResults, endTurn, runTool } from './tool-step.js';
 import type {
@@ -16,6 +17,7 @@ import type {
   CompactInput,
   EndTurnInput,
   HeadResult,
+  LogNoteInput,
   ModelStepInput,
   ModelStepResult,
   OpenRunInput,
@@ -36,6 +38,7 @@ export type TurnEngine = {
   endTurn(input: EndTurnInput): Promise<HeadResult>;
   compact(input: CompactInput, ctx: StepContext): Promise<CompactActivityResult>;
   abandonCompaction(input: AbandonCompactionInput): Promise<{ headSeq: number }>;
+  logNote(input: LogNoteInput): Promise<HeadResult>;
 };
 
 export function createTurnEngine(deps: EngineDeps): TurnEngine {
@@ -48,5 +51,6 @@ export function createTurnEngine(deps: EngineDeps): TurnEngine {
     endTurn: (input) => endTurn(deps, input),
     compact: (input, ctx) => compact(deps, input, ctx),
     abandonCompaction: (input) => abandon(deps, input),
+    logNote: (input) => logNote(deps, input),
   };
 }

@@ -75,6 +75,11 @@ export function compactionOp(runId: string, id: string, suffix: string): string 
   return `${runId}/${id}/${suffix}`;
 }
 
+/** A caller's note logged between turns (metadata, messages for the next turn), by the note's id. */
+export function noteOp(runId: string, noteId: string): string {
+  return `${runId}/note/${noteId}`;
+}
+
 /** A session setting logged between turns (e.g. a tool allowed for the rest of the session). */
 export function settingOp(runId: string, name: string, n: number): string {
   return `${runId}/setting/${name}/${n}`;

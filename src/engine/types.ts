@@ -9,6 +9,20 @@ import type { TurnOutcome } from '../session/turns.js';
 /** A user message as it enters a turn: its idempotency id and its (bounded) text. */
 export type UserInput = { id: string; text: string };
 
+/**
+ * What a caller logs between turns (DESIGN §8): labels of the session or of the turn that will
+ * answer a message (`session/metadata`), and user messages the model gets with the next turn
+ * without answering them now (a conversation's initial items). `id` names the batch: it is
+ * logged once.
+ */
+export type NoteInput = {
+  id: string;
+  metadata?: { values: Record<string, string>; messageId?: string };
+  messages?: UserInput[];
+};
+
+export type LogNoteInput = { sessionId: string; runId: string; knownHead: number; note: NoteInput };
+
 /** What an operation learns about the attempt it runs in (an activity's context, or a test's). */
 export type StepContext = {
   /** This attempt, 1-based. */

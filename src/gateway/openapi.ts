@@ -5,8 +5,26 @@
  */
 import { z } from 'zod';
 import { ERROR_STATUS } from './errors.js';
+import { openAiErrorSchema } from './openai/schemas.js';
 import { errorResponseSchema } from './schemas.js';
-import type { RouteSpec } from './routes.js';
+import type { ResponseSpec } from './routes.js';
+
+/** What the document needs of a route: its shape, not its handler. */
+export type DocumentedRoute = {
+  method: string;
+  path: string;
+  operationId: string;
+  summary: string;
+  public?: true;
+  params: z.ZodType;
+  query: z.ZodType;
+  body?: z.ZodType;
+  headers?: Array<{ name: string; description: string; schema: z.ZodType }>;
+  responses: Record<number, ResponseSpec>;
+  errors: number[];
+  /** The component its errors are described by: `Error` (`{error: {code, message}}`) unless named. */
+  errorSchema?: 'Error' | 'OpenAIError';
+};
 
 type JsonSchema = Record<string, unknown>;
 
@@ -26,7 +44,7 @@ export function openApiPath(path: string): string {
   return path.replace(/:([A-Za-z_]\w*)/g, '{$1}');
 }
 
-function parametersOf(route: RouteSpec): JsonSchema[] {
+function parametersOf(route: DocumentedRoute): JsonSchema[] {
   const parameters: JsonSchema[] = [];
   for (const [where, schema] of [['path', route.params], ['query', route.query]] as const) {
     const json = inputSchema(schema);
@@ -54,11 +72,13 @@ const STATUS_TEXT: Record<number, string> = {
   422: 'message refused (EMPTY_MESSAGE, MESSAGE_TOO_LARGE, INVALID_MESSAGE)',
   417: 'an Expect header other than 100-continue (EXPECTATION_FAILED)',
   431: 'request headers too large (HEADERS_TOO_LARGE)',
+  410: 'the session was erased (SESSION_ERASED)',
   500: 'internal error (details are in the gateway log)',
+  501: 'not available in this build',
 };
 
 /** Builds the OpenAPI 3.1 document for `routes`. */
-export function buildOpenApiDocument(routes: readonly RouteSpec[], info: { title: string; version: string }): JsonSchema {
+export function buildOpenApiDocument(routes: readonly DocumentedRoute[], info: { title: string; version: string }): JsonSchema {
   const paths: Record<string, Record<string, JsonSchema>> = {};
   for (const route of routes) {
     const responses: Record<string, JsonSchema> = {};
@@ -70,7 +90,8 @@ export function buildOpenApiDocument(routes: readonly RouteSpec[], info: { title
     }
     // Every route can time out or get headers too large for the server: those come from the HTTP layer, not the route.
     for (const status of [...route.errors, 408, 417, 431, 500]) {
-      responses[String(status)] ??= { description: STATUS_TEXT[status] ?? 'error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+      const ref = `#/components/schemas/${route.errorSchema ?? 'Error'}`;
+      responses[String(status)] ??= { description: STATUS_TEXT[status] ?? 'error', content: { 'application/json': { schema: { $ref: ref } } } };
     }
     const operation: JsonSchema = {
       operationId: route.operationId,
@@ -89,7 +110,11 @@ export function buildOpenApiDocument(routes: readonly RouteSpec[], info: { title
   }
   return {
     openapi: '3.1.0',
-    info: { ...info, description: 'sessionlog HTTP gateway: LLM chat sessions as durable workflows over an append-only event log. Errors are `{error: {code, message}}`.' },
+    info: {
+      ...info,
+      description:
+        'sessionlog HTTP gateway: LLM chat sessions as durable workflows over an append-only event log. Errors are `{error: {code, message}}` under /v1 and OpenAI\'s `{error: {message, type, param, code}}` under /openai/v1 (the OpenAI-compatible Conversations and Responses API).',
+    },
     servers: [{ url: '/' }],
     security: [{ bearerAuth: [] }],
     paths,
@@ -97,6 +122,7 @@ export function buildOpenApiDocument(routes: readonly RouteSpec[], info: { title
       securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'SESSIONLOG_GATEWAY_TOKEN; required whenever a token is configured' } },
       schemas: {
         Error: { ...outputSchema(errorResponseSchema), description: `error codes and statuses: ${Object.entries(ERROR_STATUS).map(([code, status]) => `${code}=${status}`).join(', ')}` },
+        OpenAIError: { ...outputSchema(openAiErrorSchema), description: 'errors under /openai/v1, in OpenAI\'s shape (`code` is the sessionlog code in lower case, or an OpenAI-style code)' },
       },
     },
   };

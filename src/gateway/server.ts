@@ -13,6 +13,7 @@ import type { SessionClient } from '../client/session-client.js';
 import { isLoopbackHost, resolveGatewayTimeouts, type GatewayTimeouts } from './settings.js';
 import { ConfigError, assertSessionId } from '../session/index.js';
 import { GatewayError, clientErrorResponse, rawHttpResponse, toErrorResponse, type ErrorResponse } from './errors.js';
+import { OPENAI_ROUTES, registerOpenAiApi, type AgentDefaults } from './openai/index.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { ROUTES, STREAMED, type RouteContext, type RouteSpec } from './routes.js';
 import type { StreamRegistry } from './sse.js';
@@ -32,6 +33,12 @@ export type GatewayOptions = {
   logger?: FastifyBaseLogger;
   /** Interval of SSE heartbeat comments, ms. Default 15000. */
   sseHeartbeatMs?: number;
+  /**
+   * The model and system prompt the workers give a session whose header names none (their
+   * `agent`): the OpenAI-compatible API reports them and checks `model` and `instructions`
+   * against them.
+   */
+  defaultAgent?: AgentDefaults;
 } & Partial<GatewayTimeouts>;
 
 export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'logger' | 'token'>> & { token: string | undefined; logger: FastifyBaseLogger | undefined };
@@ -64,6 +71,7 @@ export function resolveGatewayOptions(options: GatewayOptions): ResolvedGatewayO
     bodyLimitBytes: options.bodyLimitBytes,
     logger: options.logger,
     sseHeartbeatMs: options.sseHeartbeatMs ?? 15_000,
+    defaultAgent: options.defaultAgent ?? {},
   };
 }
 
@@ -281,7 +289,7 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
     client: resolved.client,
     sseHeartbeatMs: resolved.sseHeartbeatMs,
     streams,
-    openapi: () => (openapi ??= buildOpenApiDocument(ROUTES, { title: 'sessionlog gateway', version: GATEWAY_API_VERSION })),
+    openapi: () => (openapi ??= buildOpenApiDocument([...ROUTES, ...OPENAI_ROUTES], { title: 'sessionlog gateway', version: GATEWAY_API_VERSION })),
     streamTokens,
   };
 
@@ -316,6 +324,7 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
   });
 
   for (const route of ROUTES) registerRoute(app, route, context);
+  registerOpenAiApi(app, { ...context, defaults: resolved.defaultAgent });
   registerInspectorUi(app, { tokenRequired: resolved.token !== undefined });
   return app;
 }

@@ -111,6 +111,12 @@ export interface EventDataMap {
   };
   /** A tool allowed without approval for the rest of the session. */
   'tool/allow': { tool: string; by?: string };
+  /**
+   * The caller's labels (string pairs, never sent to the model), logged between turns:
+   * the session's own (replacing earlier ones), or, with `messageId`, those of the turn that
+   * answers that user message (an OpenAI response's metadata).
+   */
+  'session/metadata': { metadata: Record<string, string>; messageId?: string };
   /** A context window the provider stated when it refused a request (learned limit, DESIGN §6). */
   'model/limit': { model: string; contextWindow: number; source: 'provider-message' | 'http-413' };
   /**
@@ -151,6 +157,7 @@ export const KNOWN_EVENT_TYPES: ReadonlySet<string> = new Set<KnownEventType>([
   'tool/approval-request',
   'tool/approval',
   'tool/allow',
+  'session/metadata',
   'model/limit',
   'compaction/stalled',
 ]);

@@ -102,6 +102,7 @@ const dataSchemas: Record<string, z.ZodType> = {
     .object({ ...turnStep, callId: nonEmpty, decision: z.enum(['approve', 'deny', 'expire']), reason: z.string().optional(), arguments: z.string().optional(), by: z.string().optional() })
     .passthrough(),
   'tool/allow': z.object({ tool: nonEmpty, by: z.string().optional() }).passthrough(),
+  'session/metadata': z.object({ metadata: z.record(z.string(), z.string()), messageId: nonEmpty.optional() }).passthrough(),
   'model/limit': z.object({ model: nonEmpty, contextWindow: z.number().int().positive(), source: nonEmpty }).passthrough(),
   'compaction/stalled': z
     .object({

@@ -4,10 +4,10 @@
  * message text is the one bounded exception.
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { SeedSpec, UserInput } from '../engine/types.js';
+import type { NoteInput, SeedSpec, UserInput } from '../engine/types.js';
 import type { TurnOutcome } from '../session/turns.js';
 
-export type { UserInput };
+export type { NoteInput, UserInput };
 
 /** The reply to `send`: the turn that answered and the seq of its final assistant message. */
 export type SendResult = { turn: number; replySeq: number | null; outcome: TurnOutcome };
@@ -120,6 +120,11 @@ export const approveUpdate = defineUpdate<ApprovalResult, [ApprovalInput]>('appr
 export const toolResultUpdate = defineUpdate<ToolResultAck, [ToolResultInput]>('toolResult');
 /** Waits until the run has opened its session (created, seeded, repaired); fails with the reason it could not. */
 export const openedUpdate = defineUpdate<{ headSeq: number }, []>('opened');
+/**
+ * Logs a caller's note between turns (metadata; user messages for the next turn, unanswered
+ * until then): waits until no turn or compaction runs, logs it once per note id, answers the head.
+ */
+export const noteUpdate = defineUpdate<{ headSeq: number }, [NoteInput]>('note');
 
 export const SESSION_WORKFLOW_TYPE = 'sessionWorkflow';
 export const DEFAULT_TASK_QUEUE = 'sessionlog';

@@ -5,7 +5,7 @@
  * wires handlers to it.
  */
 import { ApplicationFailure } from '@temporalio/workflow';
-import type { CallAnswer, PressureRef, RecentMessage, ToolCallRef, WaitingStep } from '../engine/types.js';
+import type { CallAnswer, NoteInput, PressureRef, RecentMessage, ToolCallRef, WaitingStep } from '../engine/types.js';
 import {
   utf8Length,
   type ApprovalInput,
@@ -20,6 +20,8 @@ import {
 } from './api.js';
 
 const MAX_RECENT_IDS = 256;
+const MAX_METADATA_KEYS = 16;
+const MAX_NOTE_MESSAGES = 20;
 
 /** A failure that stops the session: its log cannot be written safely by this run. */
 export type Fatal = { code: string; message: string };
@@ -39,6 +41,10 @@ export class SessionState {
   cancelRequested = false;
   compacting = false;
   compactRequests = 0;
+  /** A caller's note is being logged between turns (no turn or compaction may start meanwhile). */
+  noting = false;
+  /** Note updates waiting to be logged: continue-as-new waits for them. */
+  noteRequests = 0;
   manualCompactions = 0;
   turnsThisRun = 0;
   lastError: string | undefined;
@@ -218,6 +224,25 @@ export class SessionState {
     }
     this.decisions.set(answer.callId, { callId: answer.callId, decision: answer.decision, ...(answer.reason !== undefined ? { reason: answer.reason } : {}) });
     while (this.decisions.size > MAX_RECENT_IDS) this.decisions.delete(this.decisions.keys().next().value as string);
+  }
+
+  /** Refuses a note the session would not log: bounded metadata and messages, as `validate` checks a message. */
+  validateNote(note: NoteInput): void {
+    if (typeof note?.id !== 'string' || note.id.length === 0 || note.id.length > 128) {
+      throw ApplicationFailure.nonRetryable('a note id must be a string of 1-128 characters', 'INVALID_ARGUMENT');
+    }
+    const values = note.metadata?.values;
+    if (note.metadata && (typeof values !== 'object' || values === null || Object.keys(values).length > MAX_METADATA_KEYS)) {
+      throw ApplicationFailure.nonRetryable(`metadata holds at most ${MAX_METADATA_KEYS} string pairs`, 'INVALID_ARGUMENT');
+    }
+    for (const [key, value] of Object.entries(values ?? {})) {
+      if (typeof value !== 'string' || key.length > 64 || value.length > 512) {
+        throw ApplicationFailure.nonRetryable('metadata keys are at most 64 and values at most 512 characters of text', 'INVALID_ARGUMENT');
+      }
+    }
+    if ((note.messages?.length ?? 0) > MAX_NOTE_MESSAGES) throw ApplicationFailure.nonRetryable(`a note carries at most ${MAX_NOTE_MESSAGES} messages`, 'INVALID_ARGUMENT');
+    for (const message of note.messages ?? []) this.validate(message);
+    this.throwIfStopped();
   }
 
   /** Throws the stopping failure to a handler waiting on this run, if the session stopped. */

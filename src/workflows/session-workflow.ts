@@ -27,6 +27,7 @@ import {
   closeSignal,
   approveUpdate,
   compactUpdate,
+  noteUpdate,
   openedUpdate,
   sendUpdate,
   statusQuery,
@@ -224,7 +225,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   setHandler(compactUpdate, async () => {
     state.compactRequests += 1;
     try {
-      await condition(() => (state.phase === 'idle' && !state.compacting) || state.fatal !== undefined);
+      await condition(() => (state.phase === 'idle' && !state.compacting && !state.noting) || state.fatal !== undefined);
       state.throwIfStopped();
       state.compacting = true;
       try {
@@ -238,6 +239,29 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
       state.compactRequests -= 1;
     }
   });
+
+  setHandler(
+    noteUpdate,
+    async (note) => {
+      state.noteRequests += 1;
+      try {
+        // Between turns only: a turn's or a compaction's activities expect the head they left.
+        await condition(() => ((state.phase === 'idle' || state.phase === 'closed') && !state.compacting && !state.noting) || state.fatal !== undefined);
+        state.throwIfStopped();
+        state.noting = true;
+        try {
+          const logged = await act.local.logNote({ ...base, knownHead: state.headSeq, note });
+          state.headSeq = logged.headSeq;
+          return { headSeq: logged.headSeq };
+        } finally {
+          state.noting = false;
+        }
+      } finally {
+        state.noteRequests -= 1;
+      }
+    },
+    { validator: (note) => state.validateNote(note) },
+  );
 
   /** Closes a turn that did not end by itself (the activity answers every open call first); how the log says it ended. */
   const closeTurn = async (turn: number, reason: EndTurnInput['reason']): Promise<TurnEndRef | undefined> => {
@@ -397,7 +421,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
 
   while (!state.fatal) {
     const idle = tunables.idleTimeoutMs > 0 ? tunables.idleTimeoutMs : undefined;
-    const ready = () => (state.queue.length > 0 || state.closing) && !state.compacting;
+    const ready = () => (state.queue.length > 0 || state.closing) && !state.compacting && !state.noting;
     const woke = idle === undefined ? (await condition(ready), true) : await condition(ready, idle);
     if (state.queue.length === 0) {
       if (state.closing || !woke) break;
@@ -421,7 +445,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     // `send` would never continue as new.
     const wantsNewRun = suggested || state.turnsThisRun >= tunables.continueAsNewAfterTurns;
     // A close request ends this run soon anyway; a pending manual compaction runs here first.
-    const canLeave = () => !state.closing && state.compactRequests === 0;
+    const canLeave = () => !state.closing && state.compactRequests === 0 && state.noteRequests === 0;
     if (wantsNewRun && canLeave() && (state.waiting === 0 || (!state.unanswered() && patched(CAN_AFTER_ANSWERED_SENDS)))) {
       state.phase = 'closing';
       // A `send` or `compact` arriving meanwhile must be served by this run (its handler would

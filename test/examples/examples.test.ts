@@ -65,6 +65,41 @@ describe('examples/backend-service.ts', () => {
   });
 });
 
+describe('examples/openai-chat.ts', () => {
+  const scriptPath = fileURLToPath(new URL('../../examples/openai-chat.ts', import.meta.url));
+
+  it('is an OpenAI SDK program that only changes baseURL', () => {
+    const source = readFileSync(scriptPath, 'utf8');
+    expect(source).toMatch(/new OpenAI\(\{\s*\/\/[^\n]*\n\s*baseURL: [^\n]*,\n\}\)/);
+    expect(source).not.toMatch(/from '\.\.\/src/);
+  });
+
+  it('chats through a token-protected gateway: streams each reply, and the conversation is a session whose log holds the turns', async () => {
+    const token = 'openai-example-token-0123456789';
+    const gateway = await startGateway({ client: stack.client, token, host: '127.0.0.1', port: 0, bodyLimitBytes: 64 * 1024, defaultAgent: { model: 'fake' } });
+    try {
+      const child = execFile(process.execPath, ['--import', 'tsx', scriptPath], {
+        env: { ...process.env, SESSIONLOG_OPENAI_URL: `${gateway.url}/openai/v1`, OPENAI_API_KEY: token, OPENAI_MODEL: 'fake' },
+        timeout: 60_000,
+      });
+      child.stdin!.end('Hello, durable world\nWhat did I say?\n');
+      const stdout = await new Promise<string>((resolve, reject) => {
+        let out = '';
+        child.stdout!.on('data', (d: Buffer) => (out += d.toString('utf8')));
+        child.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`openai-chat exited with ${code}:\n${out}`))));
+      });
+      const conversationId = /^conversation (\S+)$/m.exec(stdout)![1]!;
+      expect(stdout).toContain('echo: Hello, durable world\n[completed;');
+      expect(stdout).toContain('echo: What did I say?\n[completed;');
+      expect(stdout).toContain('history:\n  user: Hello, durable world\n  assistant: echo: Hello, durable world\n  user: What did I say?\n  assistant: echo: What did I say?\n');
+      const history = await stack.client.history(conversationId);
+      expect(history.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant']);
+    } finally {
+      await gateway.close();
+    }
+  });
+});
+
 describe('examples/http-client.sh', () => {
   const scriptPath = fileURLToPath(new URL('../../examples/http-client.sh', import.meta.url));
   const script = readFileSync(scriptPath, 'utf8');

@@ -1,0 +1,32 @@
+/**
+ * A caller's note logged between turns (DESIGN §8): the session's or a turn's metadata
+ * (`session/metadata`, never model-visible) and user messages the model gets with the next turn
+ * without a turn of their own (a conversation's initial items), in one batch, once per note id.
+ * The workflow runs it only while no turn or compaction writes the log.
+ */
+import type { NewEvent } from '../session/index.js';
+import type { EngineDeps } from './deps.js';
+import { LogWriter } from './log-writer.js';
+import { noteOp } from './ops.js';
+import type { HeadResult, LogNoteInput } from './types.js';
+
+export async function logNote(deps: EngineDeps, input: LogNoteInput): Promise<HeadResult> {
+  const writer = await LogWriter.open(deps.store, input.sessionId, input.runId, input.knownHead);
+  const op = noteOp(input.runId, input.note.id);
+  if (writer.logged(op).length > 0) return { headSeq: writer.session.nextSeq };
+  const events: NewEvent[] = [];
+  const { metadata, messages } = input.note;
+  if (metadata) {
+    events.push({ type: 'session/metadata', time: deps.now(), data: { metadata: metadata.values, ...(metadata.messageId !== undefined ? { messageId: metadata.messageId } : {}) } });
+  }
+  for (const message of messages ?? []) {
+    events.push({
+      type: 'user/message',
+      time: deps.now(),
+      data: { id: message.id, role: 'user', content: [{ type: 'text', text: message.text }], source: { kind: 'user' } },
+      surfaceOp: 'append',
+    });
+  }
+  if (events.length > 0) await writer.append(events, op);
+  return { headSeq: writer.session.nextSeq };
+}

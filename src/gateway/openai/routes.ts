@@ -1,0 +1,553 @@
+/**
+ * The OpenAI-compatible API (`/openai/v1`, DESIGN §8): Conversations are sessions, Responses
+ * are turns. Everything goes through `SessionClient`: commands (create, post, cancel) through
+ * the session's workflow, reads (the log, followed live) from the store; every answer is
+ * derived from the log (response-fold.ts, items.ts), so it is the same on any gateway and after
+ * any crash.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Response, ResponseStreamEvent } from 'openai/resources/responses/responses';
+import type { z } from 'zod';
+import { isKnownEvent, type AgentSpec, type SessionHeader, type StoredEvent } from '../../session/index.js';
+import type { ResponseSpec, RouteContext } from '../routes.js';
+import { OpenAiError, invalidRequest, notFound } from './errors.js';
+import { decodeResponseId, encodeResponseId, newConversationId, newMessageId, type ResponseAnchor, type ResponseRef } from './ids.js';
+import { conversationItems } from './items.js';
+import { ResponseTracker } from './response-fold.js';
+import {
+  contentText,
+  conversationCreateBody,
+  conversationDeletedObject,
+  conversationObject,
+  conversationParams,
+  conversationUpdateBody,
+  itemListObject,
+  itemObjectSchema,
+  itemParams,
+  itemsListQuery,
+  noParams,
+  noQuery,
+  responseCreateBody,
+  responseObject,
+  responseParams,
+  responseRetrieveQuery,
+  type InputItem,
+} from './schemas.js';
+import { feedLive, followUntilDone, streamResponseEvents } from './stream.js';
+
+/** The model and system prompt the workers give a session whose header names none. */
+export type AgentDefaults = { model?: string | undefined; system?: string | undefined };
+
+/** What the OpenAI API's handlers work with: the gateway's route context and the workers' agent defaults. */
+export type OpenAiContext = RouteContext & { defaults: AgentDefaults };
+
+/** Prefix of every route of this API. */
+export const OPENAI_PREFIX = '/openai/v1';
+
+type HandlerInput<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType> = {
+  params: z.output<P>;
+  query: z.output<Q>;
+  body: z.output<B>;
+  request: FastifyRequest;
+  reply: FastifyReply;
+};
+
+export type OpenAiRouteResult = { status: number; body: unknown } | typeof STREAMED_RESPONSE;
+export const STREAMED_RESPONSE = Symbol('streamed');
+
+/** A route of this API, as its registration and the OpenAPI generator see it. */
+export type OpenAiRouteSpec = {
+  method: 'GET' | 'POST' | 'DELETE';
+  path: string;
+  operationId: string;
+  summary: string;
+  params: z.ZodType;
+  query: z.ZodType;
+  body?: z.ZodType;
+  responses: Record<number, ResponseSpec>;
+  errors: number[];
+  /** The OpenAPI component the error responses refer to. */
+  errorSchema: 'OpenAIError';
+  handler(ctx: OpenAiContext, input: HandlerInput<z.ZodType, z.ZodType, z.ZodType>): Promise<OpenAiRouteResult>;
+};
+
+function defineRoute<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType = z.ZodUndefined>(
+  spec: Omit<OpenAiRouteSpec, 'params' | 'query' | 'body' | 'handler' | 'errorSchema'> & {
+    params: P;
+    query: Q;
+    body?: B;
+    handler(ctx: OpenAiContext, input: HandlerInput<P, Q, B>): Promise<OpenAiRouteResult>;
+  },
+): OpenAiRouteSpec {
+  return { ...spec, errorSchema: 'OpenAIError' } as unknown as OpenAiRouteSpec;
+}
+
+const ok = (body: unknown): OpenAiRouteResult => ({ status: 200, body });
+const seconds = (ms: number): number => Math.floor(ms / 1000);
+
+// ---- conversations ------------------------------------------------------------------------
+
+async function requireConversation(ctx: OpenAiContext, id: string, param: string | null = null): Promise<SessionHeader> {
+  if (!(await ctx.client.exists(id))) throw notFound(param, `No conversation found with id '${id}'.`);
+  return ctx.client.header(id);
+}
+
+/** The conversation's metadata: the last `session/metadata` of the session itself (not of a turn). */
+function conversationMetadata(events: readonly StoredEvent[]): Record<string, string> {
+  let metadata: Record<string, string> = {};
+  for (const event of events) {
+    if (isKnownEvent(event) && event.type === 'session/metadata' && event.data.messageId === undefined) metadata = event.data.metadata;
+  }
+  return metadata;
+}
+
+async function readConversation(ctx: OpenAiContext, id: string) {
+  const header = await requireConversation(ctx, id);
+  return conversationOf(header, conversationMetadata(await ctx.client.events(id, 0)));
+}
+
+function conversationOf(header: SessionHeader, metadata: Record<string, string>) {
+  return { id: header.id, object: 'conversation' as const, created_at: seconds(header.createdAt), metadata };
+}
+
+/** What a conversation's log says about the next turn: the model and system prompt it runs with, and whether a turn is running. */
+type ConversationState = {
+  model: string | undefined;
+  system: string | undefined;
+  openTurn: number | undefined;
+  /** Calls of the open turn that wait for the caller's result (external tools). */
+  awaitingResults: Set<string>;
+};
+
+function conversationState(header: SessionHeader, events: readonly StoredEvent[], defaults: AgentDefaults): ConversationState {
+  let model = header.agent?.model ?? defaults.model;
+  let system = header.agent?.system ?? defaults.system;
+  let openTurn: number | undefined;
+  const awaitingResults = new Set<string>();
+  for (const event of events) {
+    if (!isKnownEvent(event)) continue;
+    switch (event.type) {
+      case 'request/header':
+        model = event.data.header.model;
+        system = event.data.header.system;
+        break;
+      case 'turn/start':
+        openTurn = event.data.turn;
+        break;
+      case 'turn/end':
+        if (event.data.turn === openTurn) openTurn = undefined;
+        awaitingResults.clear();
+        break;
+      case 'tool/approval-request':
+        if (event.data.kind === 'external') awaitingResults.add(event.data.callId);
+        break;
+      case 'tool/approval':
+        awaitingResults.delete(event.data.callId);
+        break;
+      case 'tool/result':
+        awaitingResults.delete(event.data.message.source.callId);
+        break;
+      default:
+        break;
+    }
+  }
+  return { model, system, openTurn, awaitingResults };
+}
+
+/** Refuses, before anything is created, a message text the session would refuse (blank, too large). */
+function checkText(ctx: OpenAiContext, text: string, param: string): void {
+  if (text.trim().length === 0) throw invalidRequest(param, 'a message must not be empty or blank', 'empty_message');
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > ctx.client.maxMessageBytes) throw invalidRequest(param, `the message is ${bytes} bytes; the limit is ${ctx.client.maxMessageBytes} (SESSIONLOG_MAX_MESSAGE_BYTES)`, 'message_too_large');
+}
+
+/** A system or developer message first in a new conversation's items sets its instructions; anything else is a user message. */
+function splitInitialItems(items: readonly InputItem[]): { system: string | undefined; messages: Array<{ text: string; index: number }> } {
+  let system: string | undefined;
+  const messages: Array<{ text: string; index: number }> = [];
+  items.forEach((item, i) => {
+    if (item.type === 'function_call_output') {
+      throw invalidRequest(`items[${i}].type`, 'a new conversation has no tool call to answer: function_call_output items belong in the input of a response', 'unsupported_value');
+    }
+    if (item.role === 'user') messages.push({ text: contentText(item.content), index: i });
+    else if (i === 0) system = contentText(item.content);
+    else throw invalidRequest(`items[${i}].role`, `a ${item.role} message sets the conversation's instructions and must come first, once`, 'unsupported_value');
+  });
+  return { system, messages };
+}
+
+// ---- responses ----------------------------------------------------------------------------
+
+type LoadedResponse = { tracker: ResponseTracker; replayed: ResponseStreamEvent[]; nextSeq: number };
+
+/** Folds a session's stored log into the response `ref` names (404 when there is no such session). */
+async function loadResponse(ctx: OpenAiContext, responseId: string, ref: ResponseRef, param: string | null): Promise<LoadedResponse> {
+  const header = await requireConversation(ctx, ref.sessionId, param);
+  const events = await ctx.client.events(ref.sessionId, 0);
+  const tracker = new ResponseTracker({ responseId, sessionId: ref.sessionId, anchor: ref.anchor, header, defaults: ctx.defaults });
+  const replayed = events.flatMap((event) => tracker.push(event));
+  // The stored log ends with whole batches: a response waiting for the caller ends here.
+  replayed.push(...tracker.flush());
+  return { tracker, replayed, nextSeq: events.length };
+}
+
+/**
+ * The response an id names. One whose anchor is not logged yet exists only while its
+ * session's workflow runs (its message is queued there); otherwise the id names nothing.
+ */
+async function findResponse(ctx: OpenAiContext, id: string, param: string | null = null): Promise<LoadedResponse> {
+  const ref = decodeResponseId(id);
+  const missing = notFound(param, `No response found with id '${id}'.`);
+  if (!ref || !(await ctx.client.exists(ref.sessionId))) throw missing;
+  const loaded = await loadResponse(ctx, id, ref, param);
+  if (loaded.tracker.state() === 'queued' && !(await ctx.client.isRunning(ref.sessionId))) throw missing;
+  return loaded;
+}
+
+type ResponseInput = { messages: string[]; toolOutputs: Array<{ callId: string; output: string; index: number }> };
+
+function normalizeInput(input: z.output<typeof responseCreateBody>['input']): ResponseInput {
+  if (typeof input === 'string') return { messages: [input], toolOutputs: [] };
+  const messages: string[] = [];
+  const toolOutputs: ResponseInput['toolOutputs'] = [];
+  input.forEach((item, i) => {
+    if (item.type === 'function_call_output') {
+      if (messages.length > 0) throw invalidRequest(`input[${i}]`, 'function_call_output items come before the user messages of an input (they answer the calls of the turn that is waiting)', 'unsupported_value');
+      toolOutputs.push({ callId: item.call_id, output: contentText(item.output), index: i });
+      return;
+    }
+    if (item.role !== 'user') {
+      throw invalidRequest(`input[${i}].role`, `${item.role} messages are not accepted in a response's input: send the system prompt as instructions (it is fixed per conversation)`, 'unsupported_value');
+    }
+    messages.push(contentText(item.content));
+  });
+  return { messages, toolOutputs };
+}
+
+/** Checks what the request says about the conversation's model and instructions against what the conversation runs with. */
+function checkAgentFields(body: z.output<typeof responseCreateBody>, state: ConversationState, sessionId: string): void {
+  if (body.model !== undefined && body.model !== state.model) {
+    const runs = state.model === undefined ? 'the worker\'s default model (unknown to this gateway: configure its defaults)' : `model ${JSON.stringify(state.model)}`;
+    throw invalidRequest('model', `conversation ${sessionId} runs ${runs}; a conversation's model is fixed when it is created (by its first response or conversations.create): omit model or send that one`, 'model_mismatch');
+  }
+  const instructions = body.instructions ?? undefined;
+  if (instructions !== undefined && instructions !== (state.system ?? '')) {
+    throw invalidRequest(
+      'instructions',
+      `conversation ${sessionId} has ${state.system === undefined ? 'no instructions' : 'other instructions'}; a conversation's instructions are fixed when it is created (by its first response, or a system message first in conversations.create items): omit instructions or repeat them unchanged`,
+      'instructions_mismatch',
+    );
+  }
+}
+
+/** Refuses what the conversation's state cannot take: a response while a turn runs, or results nothing waits for. */
+function checkTurnState(state: ConversationState, input: ResponseInput, sessionId: string): void {
+  if (input.toolOutputs.length === 0) {
+    if (state.openTurn === undefined) return;
+    const waiting = state.awaitingResults.size > 0 ? `; it waits for the results of ${[...state.awaitingResults].join(', ')}: send them as function_call_output items` : '';
+    throw new OpenAiError(409, `conversation ${sessionId} is answering another response (turn ${state.openTurn} is running)${waiting}; otherwise retry once it has finished, or cancel it`, {
+      code: 'conversation_locked',
+    });
+  }
+  const seen = new Set<string>();
+  for (const output of input.toolOutputs) {
+    if (!state.awaitingResults.has(output.callId) || seen.has(output.callId)) {
+      const waiting = state.awaitingResults.size > 0 ? `it waits for ${[...state.awaitingResults].join(', ')}` : 'no call waits for a result';
+      throw invalidRequest(`input[${output.index}].call_id`, `conversation ${sessionId} has no call ${JSON.stringify(output.callId)} waiting for its result (${waiting})`, 'invalid_call_id');
+    }
+    seen.add(output.callId);
+  }
+}
+
+async function createResponse(ctx: OpenAiContext, body: z.output<typeof responseCreateBody>, request: FastifyRequest, reply: FastifyReply): Promise<OpenAiRouteResult> {
+  const input = normalizeInput(body.input);
+  if (body.tools && body.tools.length > 0) {
+    throw invalidRequest(
+      'tools',
+      "per-response tools are not available yet: a conversation's tools are the worker's, and the calls of those the caller runs (external tools) come back as function_call items, answered with function_call_output input",
+      'unsupported_parameter',
+    );
+  }
+  const answering = input.toolOutputs.length > 0;
+  if (!answering && input.messages.length === 0) throw invalidRequest('input', 'input must hold a user message or function_call_output items', 'missing_required_parameter');
+  for (const message of input.messages) checkText(ctx, message, 'input');
+  const metadata = body.metadata && Object.keys(body.metadata).length > 0 ? body.metadata : undefined;
+  if (answering && metadata) throw invalidRequest('metadata', 'a response that answers tool calls carries on a running turn; it takes no metadata of its own', 'unsupported_parameter');
+  const conversation = typeof body.conversation === 'object' && body.conversation !== null ? body.conversation.id : (body.conversation ?? undefined);
+  const previous = body.previous_response_id ?? undefined;
+  if (conversation !== undefined && previous !== undefined) {
+    throw invalidRequest('previous_response_id', 'set conversation or previous_response_id, not both: a previous response already names its conversation', 'invalid_parameter_combination');
+  }
+  if (answering && conversation === undefined && previous === undefined) {
+    throw invalidRequest('input', 'function_call_output items answer the calls of a conversation: send its conversation or previous_response_id', 'missing_required_parameter');
+  }
+
+  let header: SessionHeader;
+  if (conversation !== undefined) header = await requireConversation(ctx, conversation, 'conversation');
+  else if (previous !== undefined) {
+    const loaded = await findResponse(ctx, previous, 'previous_response_id');
+    header = await ctx.client.header(loaded.tracker.context.sessionId);
+  } else {
+    const agent: AgentSpec = { ...(body.model !== undefined ? { model: body.model } : {}), ...(body.instructions != null ? { system: body.instructions } : {}) };
+    header = await ctx.client.create({ sessionId: newConversationId(), ...(Object.keys(agent).length > 0 ? { agent } : {}) });
+  }
+  const sessionId = header.id;
+  const events = await ctx.client.events(sessionId, 0);
+  const state = conversationState(header, events, ctx.defaults);
+  checkAgentFields(body, state, sessionId);
+  checkTurnState(state, input, sessionId);
+
+  const messageId = newMessageId();
+  const anchor: ResponseAnchor = answering ? { kind: 'tool-results', callId: input.toolOutputs[0]!.callId } : { kind: 'message', messageId };
+  const tracker = new ResponseTracker({ responseId: encodeResponseId({ sessionId, anchor }), sessionId, anchor, header, defaults: ctx.defaults });
+  for (const event of events) tracker.push(event);
+  const postedAt = seconds(Date.now());
+  if (answering) {
+    for (const output of input.toolOutputs) await ctx.client.submitToolResult(sessionId, output.callId, output.output);
+    // User messages sent with the results join the running turn at its next step.
+    for (const [i, text] of input.messages.entries()) await ctx.client.post(sessionId, text, { id: `${messageId}.${i}` });
+  } else {
+    // Earlier user messages of the input and the response's metadata are logged first, between turns; the last message starts the turn.
+    const earlier = input.messages.slice(0, -1);
+    if (earlier.length > 0 || metadata) {
+      await ctx.client.note(sessionId, {
+        id: `${messageId}.input`,
+        ...(metadata ? { metadata: { values: metadata, messageId } } : {}),
+        ...(earlier.length > 0 ? { messages: earlier.map((text, i) => ({ id: `${messageId}.${i}`, text })) } : {}),
+      });
+    }
+    await ctx.client.post(sessionId, input.messages.at(-1)!, { id: messageId });
+  }
+  if (body.stream === true) {
+    await streamResponseEvents(request, reply, {
+      client: ctx.client,
+      tracker,
+      replayed: [],
+      fromSeq: events.length,
+      startingAfter: -1,
+      heartbeatMs: ctx.sseHeartbeatMs,
+      streams: ctx.streams,
+    });
+    return STREAMED_RESPONSE;
+  }
+  if (body.background !== true) await followUntilDone(request, ctx.client, tracker, events.length, ctx.streams);
+  return ok(withBackground(tracker.snapshot(postedAt), body.background === true));
+}
+
+function withBackground(response: Response, background: boolean): Response {
+  return { ...response, background };
+}
+
+/** Feeds the tracker what the log appends within `ms` (or until the response ends); returns the next seq to read. */
+async function followFor(ctx: OpenAiContext, tracker: ResponseTracker, fromSeq: number, ms: number): Promise<number> {
+  const stop = new AbortController();
+  const timer = setTimeout(() => stop.abort(), ms);
+  let next = fromSeq;
+  try {
+    for await (const event of ctx.client.follow(tracker.context.sessionId, fromSeq, stop.signal)) {
+      await feedLive(ctx.client, tracker, event);
+      next = event.seq + 1;
+      if (tracker.state() === 'done') break;
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+  return next;
+}
+
+/** Cancels the turn of a response that is not over; waits (bounded) until the log says it ended. */
+async function cancelResponse(ctx: OpenAiContext, id: string): Promise<Response> {
+  const { tracker, nextSeq } = await findResponse(ctx, id);
+  if (tracker.state() === 'done') {
+    const current = tracker.snapshot();
+    if (current.status === 'cancelled') return current;
+    throw invalidRequest(null, `response ${id} has already ended (status ${current.status}); only a queued or running response can be cancelled`, 'response_already_ended');
+  }
+  const deadline = Date.now() + CANCEL_WAIT_MS;
+  let seq = nextSeq;
+  while (tracker.state() !== 'done' && Date.now() < deadline) {
+    // A queued message has no turn to cancel yet, and a cancel the workflow gets between turns is dropped: cancel again until the log shows the end.
+    if (tracker.state() === 'running') await ctx.client.cancel(tracker.context.sessionId);
+    seq = await followFor(ctx, tracker, seq, CANCEL_RETRY_MS);
+  }
+  return tracker.snapshot();
+}
+
+const CANCEL_WAIT_MS = 30_000;
+const CANCEL_RETRY_MS = 1_000;
+
+// ---- the route table ----------------------------------------------------------------------
+
+const COMMON_ERRORS = [400, 401, 404];
+
+/** Every route of the OpenAI-compatible API. */
+export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
+  defineRoute({
+    method: 'POST',
+    path: `${OPENAI_PREFIX}/conversations`,
+    operationId: 'openaiCreateConversation',
+    summary: 'OpenAI Conversations: create a conversation (a new session)',
+    params: noParams,
+    query: noQuery,
+    body: conversationCreateBody,
+    responses: { 200: { description: 'the conversation', schema: conversationObject } },
+    errors: [400, 401, 413, 415],
+    handler: async (ctx, { body }) => {
+      const { system, messages } = splitInitialItems(body?.items ?? []);
+      const metadata = body?.metadata ?? {};
+      for (const message of messages) checkText(ctx, message.text, `items[${message.index}].content`);
+      const header = await ctx.client.create({ sessionId: newConversationId(), ...(system !== undefined ? { agent: { system } } : {}) });
+      // The initial messages are logged without a turn: the model gets them with the conversation's first response.
+      if (messages.length > 0 || Object.keys(metadata).length > 0) {
+        await ctx.client.note(header.id, {
+          id: 'conversation.create',
+          ...(Object.keys(metadata).length > 0 ? { metadata: { values: metadata } } : {}),
+          ...(messages.length > 0 ? { messages: messages.map((message) => ({ id: `${header.id}.item${message.index}`, text: message.text })) } : {}),
+        });
+      }
+      return ok(conversationOf(header, metadata));
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${OPENAI_PREFIX}/conversations/:id`,
+    operationId: 'openaiGetConversation',
+    summary: 'OpenAI Conversations: a conversation (session)',
+    params: conversationParams,
+    query: noQuery,
+    responses: { 200: { description: 'the conversation', schema: conversationObject } },
+    errors: COMMON_ERRORS,
+    handler: async (ctx, { params }) => ok(await readConversation(ctx, params.id)),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: `${OPENAI_PREFIX}/conversations/:id`,
+    operationId: 'openaiUpdateConversation',
+    summary: "OpenAI Conversations: replace a conversation's metadata",
+    params: conversationParams,
+    query: noQuery,
+    body: conversationUpdateBody,
+    responses: { 200: { description: 'the conversation', schema: conversationObject } },
+    errors: [...COMMON_ERRORS, 413, 415],
+    handler: async (ctx, { params, body }) => {
+      await requireConversation(ctx, params.id);
+      // Logged between turns: this waits for a running turn to end.
+      await ctx.client.note(params.id, { metadata: { values: body.metadata ?? {} } });
+      return ok(await readConversation(ctx, params.id));
+    },
+  }),
+  defineRoute({
+    method: 'DELETE',
+    path: `${OPENAI_PREFIX}/conversations/:id`,
+    operationId: 'openaiDeleteConversation',
+    summary: 'OpenAI Conversations: erase a conversation: its log, artifacts, checkpoints and workflow histories (DESIGN §4.2); the id is refused for the tombstone period',
+    params: conversationParams,
+    query: noQuery,
+    responses: { 200: { description: 'the conversation is erased', schema: conversationDeletedObject } },
+    errors: COMMON_ERRORS,
+    handler: async (ctx, { params }) => {
+      await requireConversation(ctx, params.id);
+      await ctx.client.erase(params.id);
+      return ok({ id: params.id, object: 'conversation.deleted', deleted: true });
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${OPENAI_PREFIX}/conversations/:id/items`,
+    operationId: 'openaiListConversationItems',
+    summary: "OpenAI Conversations: the conversation's derived history as items (message, reasoning, function_call, function_call_output)",
+    params: conversationParams,
+    query: itemsListQuery,
+    responses: { 200: { description: 'a page of items', schema: itemListObject } },
+    errors: COMMON_ERRORS,
+    handler: async (ctx, { params, query }) => {
+      await requireConversation(ctx, params.id);
+      const items = conversationItems(await ctx.client.events(params.id, 0));
+      if (query.order !== 'asc') items.reverse();
+      let start = 0;
+      if (query.after !== undefined) {
+        const at = items.findIndex((item) => item.id === query.after);
+        if (at < 0) throw invalidRequest('after', `conversation ${params.id} has no item '${query.after}'`, 'invalid_value');
+        start = at + 1;
+      }
+      const limit = query.limit ?? 20;
+      const data = items.slice(start, start + limit);
+      return ok({ object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: start + limit < items.length });
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${OPENAI_PREFIX}/conversations/:id/items/:item_id`,
+    operationId: 'openaiGetConversationItem',
+    summary: 'OpenAI Conversations: one item of the derived history',
+    params: itemParams,
+    query: noQuery,
+    responses: { 200: { description: 'the item', schema: itemObjectSchema } },
+    errors: COMMON_ERRORS,
+    handler: async (ctx, { params }) => {
+      await requireConversation(ctx, params.id);
+      const item = conversationItems(await ctx.client.events(params.id, 0)).find((i) => i.id === params.item_id);
+      if (!item) throw notFound('item_id', `No item found with id '${params.item_id}' in conversation ${params.id}.`);
+      return ok(item);
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: `${OPENAI_PREFIX}/responses`,
+    operationId: 'openaiCreateResponse',
+    summary: 'OpenAI Responses: run one turn of a conversation (streamed with stream: true, at once with background: true)',
+    params: noParams,
+    query: noQuery,
+    body: responseCreateBody,
+    responses: {
+      200: {
+        description: 'the response (or, with stream: true, its events)',
+        schema: responseObject,
+        eventStream: 'the SDK\'s own events (`event: response.created`, `data: {…, "sequence_number": N}`), sequence numbers derived from the log',
+      },
+    },
+    errors: [...COMMON_ERRORS, 409, 413, 415, 422],
+    handler: async (ctx, { body, request, reply }) => createResponse(ctx, body, request, reply),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${OPENAI_PREFIX}/responses/:id`,
+    operationId: 'openaiGetResponse',
+    summary: 'OpenAI Responses: a response (a turn) as the log has it; with stream=true its events, replayed and then live (starting_after=N resumes)',
+    params: responseParams,
+    query: responseRetrieveQuery,
+    responses: {
+      200: {
+        description: 'the response, or its events',
+        schema: responseObject,
+        eventStream: 'the response\'s events with sequence_number greater than starting_after, until its terminal event',
+      },
+    },
+    errors: COMMON_ERRORS,
+    handler: async (ctx, { params, query, request, reply }) => {
+      const loaded = await findResponse(ctx, params.id);
+      if (query.stream !== 'true') return ok(loaded.tracker.snapshot());
+      await streamResponseEvents(request, reply, {
+        client: ctx.client,
+        tracker: loaded.tracker,
+        replayed: loaded.replayed,
+        fromSeq: loaded.nextSeq,
+        startingAfter: query.starting_after ?? -1,
+        heartbeatMs: ctx.sseHeartbeatMs,
+        streams: ctx.streams,
+      });
+      return STREAMED_RESPONSE;
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: `${OPENAI_PREFIX}/responses/:id/cancel`,
+    operationId: 'openaiCancelResponse',
+    summary: "OpenAI Responses: cancel a queued or running response (its turn's partial reply is logged as interrupted)",
+    params: responseParams,
+    query: noQuery,
+    responses: { 200: { description: 'the response, cancelled', schema: responseObject } },
+    errors: COMMON_ERRORS,
+    handler: async (ctx, { params }) => ok(await cancelResponse(ctx, params.id)),
+  }),
+];

@@ -1,0 +1,252 @@
+/**
+ * Wire schemas of the OpenAI-compatible API. Requests are parsed with these (one source with
+ * the OpenAPI document); whatever sessionlog cannot honour is refused with a 400 naming the
+ * field and why, never ignored: unknown fields, fields of the OpenAI API that have no meaning
+ * here (`temperature`, `store: false`, hosted tools, …) and input it cannot log (images,
+ * assistant messages).
+ */
+import { z } from 'zod';
+import { SESSION_ID_PATTERN } from '../../session/index.js';
+import { wellFormedString } from '../schemas.js';
+import { invalidRequest, type OpenAiError } from './errors.js';
+
+// ---------------------------------------------------------------------------------------------
+// Parsing with OpenAI-style errors
+
+type Issue = z.core.$ZodIssue;
+
+/** `input[0].content` from a zod path. */
+export function paramOf(path: readonly PropertyKey[]): string | null {
+  let out = '';
+  for (const key of path) out += typeof key === 'number' ? `[${key}]` : out.length === 0 ? String(key) : `.${String(key)}`;
+  return out.length === 0 ? null : out;
+}
+
+/** The issue to report: inside a union, the branch that got furthest. */
+function deepestIssue(issue: Issue): { issue: Issue; path: PropertyKey[] } {
+  if (issue.code === 'invalid_union' && issue.errors.length > 0) {
+    let best: { issue: Issue; path: PropertyKey[] } | undefined;
+    for (const branch of issue.errors) {
+      for (const inner of branch) {
+        const found = deepestIssue(inner);
+        if (!best || found.path.length > best.path.length) best = found;
+      }
+    }
+    if (best && best.path.length > 0) return { issue: best.issue, path: [...issue.path, ...best.path] };
+  }
+  return { issue, path: [...issue.path] };
+}
+
+function issueError(first: Issue): OpenAiError {
+  if (first.code === 'unrecognized_keys') {
+    const param = paramOf([...first.path, first.keys[0]!]);
+    return invalidRequest(param, `Unrecognized request argument supplied: ${param ?? first.keys[0]!}`, 'unknown_parameter');
+  }
+  const { issue, path } = deepestIssue(first);
+  const param = paramOf(path);
+  return invalidRequest(param, `Invalid '${param ?? 'body'}': ${issue.message}`, issue.code === 'invalid_value' || issue.code === 'custom' ? 'invalid_value' : 'invalid_type');
+}
+
+/** Parses `value` or throws a 400 in OpenAI's shape naming the first bad field. */
+export function parseOpenAi<T extends z.ZodType>(schema: T, value: unknown): z.output<T> {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  throw issueError(parsed.error.issues[0]!);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared pieces
+
+const SESSION_ID_RULE = "1-128 characters of A-Z a-z 0-9 . _ - not starting with '.'";
+
+export const conversationIdSchema = z.string().regex(SESSION_ID_PATTERN, `must be a conversation id (${SESSION_ID_RULE})`);
+
+/** OpenAI's metadata: up to 16 string pairs, keys up to 64 and values up to 512 characters. */
+export const metadataSchema = z
+  .record(wellFormedString().max(64, 'metadata keys are at most 64 characters'), wellFormedString().max(512, 'metadata values are at most 512 characters'))
+  .refine((value) => Object.keys(value).length <= 16, 'metadata holds at most 16 keys')
+  .describe('up to 16 string key/value pairs, kept in the log');
+
+const inputTextPart = z.strictObject({ type: z.literal('input_text'), text: wellFormedString() });
+
+/** A user (or, in a conversation's first items, system/developer) message of an input list. */
+export const inputMessageSchema = z.strictObject({
+  type: z.literal('message').optional(),
+  role: z.enum(['user', 'system', 'developer']),
+  content: z.union([wellFormedString(), z.array(inputTextPart).min(1, 'content must hold at least one input_text part')]),
+  status: z.enum(['in_progress', 'completed', 'incomplete']).optional(),
+});
+
+export const functionCallOutputSchema = z.strictObject({
+  type: z.literal('function_call_output'),
+  call_id: wellFormedString().min(1).max(200),
+  output: z.union([wellFormedString(), z.array(inputTextPart)]),
+  id: wellFormedString().max(200).optional(),
+  status: z.enum(['in_progress', 'completed', 'incomplete']).optional(),
+});
+
+export const inputItemSchema = z.union([inputMessageSchema, functionCallOutputSchema]);
+export type InputItem = z.output<typeof inputItemSchema>;
+
+/** The text of an input message or tool output (parts are joined: sessionlog logs a message as one text). */
+export function contentText(content: string | Array<{ text: string }>): string {
+  return typeof content === 'string' ? content : content.map((p) => p.text).join('');
+}
+
+/**
+ * Refuses, with a reason, input items sessionlog cannot log: assistant messages (only the
+ * model's own replies are logged as the assistant's), item types other than messages and
+ * tool outputs, and content other than text. Runs before the schema so the reason is precise.
+ */
+export function refuseUnloggableItems(items: unknown, param: string): void {
+  if (!Array.isArray(items)) return;
+  items.forEach((item: unknown, i) => {
+    if (typeof item !== 'object' || item === null) return;
+    const { role, type, content } = item as { role?: unknown; type?: unknown; content?: unknown };
+    const at = `${param}[${i}]`;
+    if (role === 'assistant') {
+      throw invalidRequest(
+        `${at}.role`,
+        "assistant messages cannot be supplied: sessionlog logs only the model's own replies as the assistant's (its log is the conversation); send earlier context as a user message instead",
+        'unsupported_value',
+      );
+    }
+    if (type !== undefined && type !== 'message' && type !== 'function_call_output') {
+      throw invalidRequest(
+        `${at}.type`,
+        `input items of type ${JSON.stringify(type)} are not supported by sessionlog; send user messages and function_call_output items (the items of a conversation come from its log)`,
+        'unsupported_value',
+      );
+    }
+    if (Array.isArray(content)) {
+      content.forEach((part: unknown, j) => {
+        const partType = typeof part === 'object' && part !== null ? (part as { type?: unknown }).type : undefined;
+        if (partType !== 'input_text') {
+          throw invalidRequest(`${at}.content[${j}].type`, `content parts of type ${JSON.stringify(partType)} are not supported by sessionlog; send input_text parts`, 'unsupported_value');
+        }
+      });
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversations
+
+export const conversationParams = z.strictObject({ id: conversationIdSchema.describe('the conversation (session) id') });
+export const itemParams = z.strictObject({ id: conversationIdSchema.describe('the conversation (session) id'), item_id: z.string().min(1).max(300).describe('the item id') });
+
+export const conversationCreateBody = z
+  .strictObject({
+    items: z.array(inputItemSchema).max(20, 'at most 20 items').nullable().optional().describe('initial user messages (a system or developer message first sets the conversation\'s instructions)'),
+    metadata: metadataSchema.nullable().optional(),
+  })
+  .nullable()
+  .optional();
+
+export const conversationUpdateBody = z.strictObject({ metadata: metadataSchema.nullable() });
+
+const queryInteger = (name: string, min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d{1,9}$/, `${name} must be a whole number`)
+    .transform(Number)
+    .refine((n) => n >= min && n <= max, `${name} must be between ${min} and ${max}`);
+
+export const itemsListQuery = z.strictObject({
+  after: z.string().min(1).max(300).optional().describe('an item id: list the items after it'),
+  limit: queryInteger('limit', 1, 100).optional().describe('1-100, default 20'),
+  order: z.enum(['asc', 'desc']).optional().describe('default desc (newest first), as OpenAI'),
+});
+
+export const noParams = z.strictObject({});
+export const noQuery = z.strictObject({});
+
+// ---------------------------------------------------------------------------------------------
+// Responses
+
+const functionToolSchema = z.strictObject({
+  type: z.literal('function'),
+  name: wellFormedString().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a function name is 1-64 characters of A-Z a-z 0-9 _ -'),
+  description: wellFormedString().max(4096).nullable().optional(),
+  parameters: z.record(z.string(), z.unknown()).nullable().optional(),
+  strict: z.boolean().nullable().optional(),
+});
+export type FunctionTool = z.output<typeof functionToolSchema>;
+
+const nullOnly = (reason: string) => z.null({ error: reason }).optional();
+
+/** Fields of OpenAI's request that mean nothing here, with the reason; each is accepted only as null. */
+const RESPONSE_REFUSALS: Readonly<Record<string, string>> = {
+  temperature: 'sampling is set by the worker, not per response',
+  top_p: 'sampling is set by the worker, not per response',
+  top_logprobs: 'log probabilities are not logged',
+  max_output_tokens: "the output limit is the worker's (SESSIONLOG_MAX_TOKENS)",
+  max_tool_calls: "a turn's model steps are bounded by the worker (SESSIONLOG_MAX_STEPS)",
+  reasoning: "reasoning is set by the worker (SESSIONLOG_THINKING, SESSIONLOG_REASONING_EFFORT)",
+  prompt: 'stored prompt templates do not exist in sessionlog; send instructions',
+  prompt_cache_key: "caching follows the provider's automatic prefix cache",
+  prompt_cache_retention: "caching follows the provider's automatic prefix cache",
+  prompt_cache_options: "caching follows the provider's automatic prefix cache",
+  safety_identifier: 'nothing is forwarded to the provider besides the conversation',
+  user: 'nothing is forwarded to the provider besides the conversation',
+  service_tier: 'the provider tier is not chosen per response',
+  context_management: 'sessionlog manages context itself (pruning, spill and compaction)',
+  moderation: 'sessionlog has no moderation step',
+};
+
+export const responseCreateBody = z.strictObject({
+  conversation: z
+    .union([conversationIdSchema, z.strictObject({ id: conversationIdSchema })])
+    .nullable()
+    .optional()
+    .describe('the conversation (session) to continue; omitted with no previous_response_id: a new conversation'),
+  previous_response_id: z.string().min(1).max(1024).nullable().optional().describe("continue that response's conversation"),
+  input: z.union([wellFormedString(), z.array(inputItemSchema).min(1, 'input must hold at least one item')]).describe('a user message, or a list of one user message and/or function_call_output items'),
+  instructions: wellFormedString().nullable().optional().describe("the conversation's system prompt: set by its first response, repeated (or omitted) afterwards"),
+  model: wellFormedString().min(1).max(200).optional().describe("the conversation's model: set by its first response, repeated (or omitted) afterwards"),
+  tools: z.array(functionToolSchema).max(128).nullable().optional().describe('function tools the caller runs (external tools of this turn)'),
+  tool_choice: z.literal('auto', { error: "only tool_choice 'auto' is supported: the model decides" }).nullable().optional(),
+  parallel_tool_calls: z.literal(true, { error: 'the model may always call tools in parallel; parallel_tool_calls: false is not supported' }).nullable().optional(),
+  stream: z.boolean().nullable().optional(),
+  stream_options: z.strictObject({ include_obfuscation: z.literal(false, { error: 'stream obfuscation is not supported; set include_obfuscation: false' }).optional() }).nullable().optional(),
+  background: z.boolean().nullable().optional().describe('answer at once with status queued or in_progress'),
+  metadata: metadataSchema.nullable().optional(),
+  store: z.literal(true, { error: 'store: false is not supported: every response is kept in the conversation\'s log (that is what makes it durable)' }).nullable().optional(),
+  truncation: z.literal('auto', { error: "truncation 'disabled' is not supported: sessionlog compacts a conversation that outgrows its context" }).nullable().optional(),
+  include: z.array(z.never({ error: 'include is not supported: responses carry all they have' })).nullable().optional(),
+  text: z
+    .strictObject({ format: z.strictObject({ type: z.literal('text', { error: 'only text output is supported (no structured output formats)' }) }).optional(), verbosity: z.null().optional() })
+    .nullable()
+    .optional(),
+  ...Object.fromEntries(Object.entries(RESPONSE_REFUSALS).map(([name, reason]) => [name, nullOnly(`'${name}' is not supported by sessionlog: ${reason}`)])),
+});
+
+export const responseParams = z.strictObject({ id: z.string().min(1).max(1024).describe('the response id') });
+
+export const responseRetrieveQuery = z.strictObject({
+  stream: z.enum(['true', 'false']).optional().describe('true: the response\'s stream events (SSE), replayed from the log and then live'),
+  starting_after: queryInteger('starting_after', 0, 1_000_000_000).optional().describe('with stream=true: send only the events whose sequence_number is greater'),
+  include_obfuscation: z.literal('false', { error: 'stream obfuscation is not supported' }).optional(),
+});
+
+// ---------------------------------------------------------------------------------------------
+// Responses (documentation)
+
+export const openAiErrorSchema = z.object({
+  error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable() }),
+});
+
+export const conversationObject = z.looseObject({ id: z.string(), object: z.literal('conversation'), created_at: z.number().int(), metadata: z.record(z.string(), z.string()) });
+export const conversationDeletedObject = z.object({ id: z.string(), object: z.literal('conversation.deleted'), deleted: z.boolean() });
+const itemObject = z.looseObject({ id: z.string(), type: z.string() });
+export const itemListObject = z.object({ object: z.literal('list'), data: z.array(itemObject), first_id: z.string().nullable(), last_id: z.string().nullable(), has_more: z.boolean() });
+export const itemObjectSchema = itemObject;
+export const responseObject = z.looseObject({
+  id: z.string(),
+  object: z.literal('response'),
+  created_at: z.number().int(),
+  status: z.enum(['queued', 'in_progress', 'completed', 'failed', 'cancelled', 'incomplete']),
+  output: z.array(itemObject),
+  output_text: z.string(),
+  usage: z.unknown().optional(),
+});
