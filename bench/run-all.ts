@@ -1,5 +1,5 @@
 /**
- * `npm run bench`: runs every benchmark (store, turns, token meter, idle followers), each in its own process so one's heap and RSS do not
+ * `npm run bench`: runs every benchmark (store, search, turns, token meter, idle followers), each in its own process so one's heap and RSS do not
  * colour the other's. bench/turns.ts needs Temporal: it uses TEMPORAL_ADDRESS when set, else a
  * private dev server from `scripts/temporal-dev-server run` (started and stopped here).
  */
@@ -21,6 +21,7 @@ function run(command: string, args: readonly string[]): Promise<number> {
 async function main(): Promise<number> {
   const failures: string[] = [];
   if ((await run(TSX, ['bench/store.ts'])) !== 0) failures.push('bench/store.ts');
+  if ((await run(TSX, ['bench/search.ts'])) !== 0) failures.push('bench/search.ts');
   const turns = process.env.TEMPORAL_ADDRESS ? run(TSX, ['bench/turns.ts']) : run(DEV_SERVER, ['run', '--', TSX, 'bench/turns.ts']);
   if ((await turns) !== 0) failures.push('bench/turns.ts');
   if ((await run(TSX, ['bench/meter.ts'])) !== 0) failures.push('bench/meter.ts');

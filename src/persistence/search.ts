@@ -182,6 +182,16 @@ function utf8Length(word: string): number {
 export function indexedWords(text: string): string[] {
   const words: string[] = [];
   let bytes = 0;
+  if (ASCII_TEXT.test(text)) {
+    // The common case, without a callback per word: the same words as forEachWord's ASCII path.
+    for (const word of text.toLowerCase().match(ASCII_WORD) ?? []) {
+      if (word.length > MAX_WORD_CHARS) continue;
+      bytes += word.length + 1;
+      if (bytes > MAX_INDEXED_BYTES) break;
+      words.push(word);
+    }
+    return words;
+  }
   forEachWord(text, (word) => {
     if (word.length > MAX_WORD_CHARS) return true;
     bytes += utf8Length(word) + 1;
@@ -283,25 +293,60 @@ export function scanSession(session: SessionView, words: readonly string[], limi
     const event = session.storedAt(seq);
     const text = event && searchableText(event);
     if (text === undefined) continue;
+    let counted: { counts: number[]; length: number } | undefined;
     if (ASCII_TEXT.test(text)) {
       // The words of ASCII text are substrings of its lower case: a cheap necessary condition.
       if (!asciiWords) continue;
       const lower = text.toLowerCase();
       if (!words.every((word) => lower.includes(word))) continue;
+      // Short enough that the byte cap cannot cut it: count in place instead of listing the words.
+      if (text.length < MAX_INDEXED_BYTES) counted = countAsciiWords(lower, words);
     }
-    const counts = new Array<number>(words.length).fill(0);
-    let length = 0;
-    for (const word of indexedWords(text)) {
-      length += 1;
-      const i = wanted.get(word);
-      if (i !== undefined) counts[i]! += 1;
+    if (!counted) {
+      counted = { counts: new Array<number>(words.length).fill(0), length: 0 };
+      for (const word of indexedWords(text)) {
+        counted.length += 1;
+        const i = wanted.get(word);
+        if (i !== undefined) counted.counts[i]! += 1;
+      }
     }
+    const { counts, length } = counted;
     if (counts.some((tf) => tf === 0)) continue;
     const norm = BM25_K1 * (1 - BM25_B + (BM25_B * length) / REFERENCE_WORDS);
     const score = counts.reduce((sum, tf) => sum + (tf * (BM25_K1 + 1)) / (tf + norm), 0);
     ranked.push({ seq, score });
   }
   return ranked.sort(byRank).slice(0, limit);
+}
+
+function isAsciiWordChar(code: number): boolean {
+  return (code >= 97 && code <= 122) || (code >= 48 && code <= 57);
+}
+
+/**
+ * For lower-cased ASCII text under the byte cap: how often each of `words` occurs as a word, and
+ * how many indexed words the text has — what counting {@link indexedWords} gives, without
+ * allocating them.
+ */
+function countAsciiWords(lower: string, words: readonly string[]): { counts: number[]; length: number } {
+  let length = 0;
+  let run = 0;
+  for (let i = 0; i <= lower.length; i++) {
+    if (i < lower.length && isAsciiWordChar(lower.charCodeAt(i))) {
+      run += 1;
+      continue;
+    }
+    if (run > 0 && run <= MAX_WORD_CHARS) length += 1;
+    run = 0;
+  }
+  const counts = words.map((word) => {
+    let n = 0;
+    for (let at = lower.indexOf(word); at >= 0; at = lower.indexOf(word, at + 1)) {
+      if (!isAsciiWordChar(lower.charCodeAt(at - 1)) && !isAsciiWordChar(lower.charCodeAt(at + word.length))) n += 1;
+    }
+    return n;
+  });
+  return { counts, length };
 }
 
 /** The hits for ranked seqs of `session`, each with its snippet. */

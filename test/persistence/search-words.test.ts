@@ -11,8 +11,10 @@ import {
   buildSnippet,
   indexedWords,
   parseSearchRequest,
+  scanSession,
   searchableText,
 } from '../../src/persistence/search.js';
+import { SESSION_FORMAT_VERSION, Session, type NewEvent } from '../../src/session/index.js';
 
 describe('words', () => {
   it('are runs of letters and digits, folded to lower case without accents', () => {
@@ -59,6 +61,30 @@ describe('queries', () => {
   it('are the distinct words of the query, with the limit defaulted', () => {
     expect(parseSearchRequest('Walrus walrus "plan" OR plan*', undefined)).toEqual({ words: ['walrus', 'plan', 'or'], limit: 20 });
     expect(parseSearchRequest('?!', { limit: 3 })).toEqual({ words: [], limit: 3 });
+  });
+});
+
+describe('the JSONL scan', () => {
+  const sessionOf = (texts: readonly string[]): Session => {
+    const session = Session.create({ version: SESSION_FORMAT_VERSION, id: 's', createdAt: 0 });
+    const events = texts.map(
+      (text, i): NewEvent => ({ type: 'user/message', time: 0, data: { id: `u${i}`, role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' } }, surfaceOp: 'append' }),
+    );
+    if (events.length > 0) session.appendBatch(events, 'b');
+    return session;
+  };
+
+  it('counts ASCII text in place exactly as the general word list does (same hits, same scores)', () => {
+    const piece = fc.constantFrom('gecko', 'Gecko', 'GECKO', 'geckos', 'a', 'b1', 'x'.repeat(MAX_WORD_CHARS + 3), '-', '_', '.', ' ', '\n', 'gecko-gecko', '9gecko', 'gecko9');
+    fc.assert(
+      fc.property(fc.array(fc.array(piece, { maxLength: 30 }).map((p) => p.join('')), { maxLength: 12 }), (texts) => {
+        // An em dash makes the text non-ASCII (the general path) without adding a word.
+        for (const words of [['gecko'], ['gecko', 'a'], ['b1']]) {
+          expect(scanSession(sessionOf(texts), words, 100)).toEqual(scanSession(sessionOf(texts.map((t) => `${t} —`)), words, 100));
+        }
+      }),
+      { numRuns: 200 },
+    );
   });
 });
 
