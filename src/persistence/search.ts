@@ -223,11 +223,11 @@ export type SearchRequest = { words: string[]; limit: number };
  * 1..{@link SEARCH_MAX_LIMIT}. INVALID_ARGUMENT otherwise.
  */
 export function parseSearchRequest(query: unknown, options: unknown): SearchRequest {
+  if (typeof query === 'string' && query.length > MAX_QUERY_CHARS) {
+    throw new SessionlogError('INVALID_ARGUMENT', `a search query is at most ${MAX_QUERY_CHARS} characters (got ${query.length}); search for a few distinctive words`);
+  }
   if (typeof query !== 'string' || query.trim().length === 0) {
     throw new SessionlogError('INVALID_ARGUMENT', `search needs a non-empty query of plain words, got ${JSON.stringify(typeof query === 'string' ? query : typeof query)}`);
-  }
-  if (query.length > MAX_QUERY_CHARS) {
-    throw new SessionlogError('INVALID_ARGUMENT', `a search query is at most ${MAX_QUERY_CHARS} characters (got ${query.length}); search for a few distinctive words`);
   }
   let limit = SEARCH_DEFAULT_LIMIT;
   if (options !== undefined) {
