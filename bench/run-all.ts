@@ -1,6 +1,6 @@
 /**
- * `npm run bench`: runs every benchmark (store, turns, token meter, learned limits, idle
- * followers, fleet), each in its own process so one's heap and RSS do not
+ * `npm run bench`: runs every benchmark (store, search, turns, token meter, learned limits,
+ * idle followers, fleet), each in its own process so one's heap and RSS do not
  * colour the other's. bench/turns.ts needs Temporal: it uses TEMPORAL_ADDRESS when set, else a
  * private dev server from `scripts/temporal-dev-server run` (started and stopped here).
  * bench/fleet.ts starts its own servers (and builds the full Temporal server the first time).
@@ -23,6 +23,7 @@ function run(command: string, args: readonly string[]): Promise<number> {
 async function main(): Promise<number> {
   const failures: string[] = [];
   if ((await run(TSX, ['bench/store.ts'])) !== 0) failures.push('bench/store.ts');
+  if ((await run(TSX, ['bench/search.ts'])) !== 0) failures.push('bench/search.ts');
   const withTemporal = (script: string) => (process.env.TEMPORAL_ADDRESS ? run(TSX, [script]) : run(DEV_SERVER, ['run', '--', TSX, script]));
   for (const script of ['bench/turns.ts', 'bench/limits.ts']) if ((await withTemporal(script)) !== 0) failures.push(script);
   if ((await run(TSX, ['bench/meter.ts'])) !== 0) failures.push('bench/meter.ts');

@@ -24,10 +24,8 @@ import {
   type NewEvent,
   type SessionHeader,
   type SessionView,
-  queryTerms,
-  searchableText,
 } from '../session/index.js';
-import type { AppendOptions, AppendResult, LoadedSession, ScanProblem, ScanReport, SearchHit } from './store.js';
+import type { AppendOptions, AppendResult, LoadedSession, ScanProblem, ScanReport } from './store.js';
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -623,57 +621,4 @@ export function artifactWindow(content: string, offset: unknown, limit: unknown)
   assertSeqArgument('offset', offset);
   assertSeqArgument('limit', limit);
   return { text: content.slice(offset, offset + limit), total: content.length };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Search (a scan of the validated copy; backends with a full-text index answer from it instead)
-
-const SNIPPET_CHARS = 300;
-
-/** Resolves the `search` limit: default 20, at most 100. */
-export function searchLimit(options: { limit?: number } | undefined): number {
-  const limit = options?.limit ?? 20;
-  if (!Number.isSafeInteger(limit) || limit < 1) throw new SessionlogError('INVALID_ARGUMENT', `search limit must be a positive whole number, got ${String(limit)}`);
-  return Math.min(limit, 100);
-}
-
-/** The words of `query`, or INVALID_ARGUMENT for a query without any. */
-export function searchTerms(query: unknown): string[] {
-  if (typeof query !== 'string' || query.trim().length === 0) throw new SessionlogError('INVALID_ARGUMENT', 'a search needs a query of one or more words');
-  return queryTerms(query);
-}
-
-/** A window of `text` around the first occurrence of any of `terms` (at most 300 characters). */
-export function snippetOf(text: string, terms: readonly string[]): string {
-  const lower = text.toLowerCase();
-  const at = Math.min(...terms.map((t) => lower.indexOf(t)).filter((i) => i >= 0), text.length);
-  const start = Math.max(0, Math.min(at - SNIPPET_CHARS / 3, text.length - SNIPPET_CHARS));
-  const window = text.slice(Math.max(0, Math.floor(start)), Math.floor(start) + SNIPPET_CHARS).replace(/\s+/g, ' ').trim();
-  return `${start > 0 ? '…' : ''}${window}${start + SNIPPET_CHARS < text.length ? '…' : ''}`;
-}
-
-/**
- * Scores every text-bearing event of `session` for `terms`: occurrences of each term, weighted
- * so an event with every term ranks above one with many of a single term. Best first.
- */
-export function scanSearch(session: SessionView, terms: readonly string[], limit: number): SearchHit[] {
-  if (terms.length === 0) return [];
-  const hits: SearchHit[] = [];
-  for (let seq = 0; seq < session.nextSeq; seq++) {
-    const event = session.storedAt(seq);
-    const text = event ? searchableText(event) : undefined;
-    if (!text) continue;
-    const lower = text.toLowerCase();
-    let matched = 0;
-    let occurrences = 0;
-    for (const term of terms) {
-      let count = 0;
-      for (let i = lower.indexOf(term); i >= 0; i = lower.indexOf(term, i + term.length)) count += 1;
-      if (count > 0) matched += 1;
-      occurrences += count;
-    }
-    if (matched === 0) continue;
-    hits.push({ seq, score: matched * 1000 + Math.min(occurrences, 999), snippet: snippetOf(text, terms) });
-  }
-  return hits.sort((a, b) => b.score - a.score || b.seq - a.seq).slice(0, limit);
 }

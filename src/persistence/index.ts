@@ -1,6 +1,17 @@
 export * from './store.js';
 export * from './artifacts.js';
 export * from './projection-cache.js';
+export {
+  MAX_QUERY_CHARS,
+  MAX_QUERY_WORDS,
+  SEARCHABLE_EVENT_TYPES,
+  SEARCH_DEFAULT_LIMIT,
+  SEARCH_MAX_LIMIT,
+  SNIPPET_MAX_CHARS,
+  searchableText,
+  type SearchHit,
+  type SearchOptions,
+} from './search.js';
 export { resolveStoreOptions, type StoreOptions, type ResolvedStoreOptions } from './base.js';
 export { openStore } from './open.js';
 export { openSqliteStore, SqliteSessionStore, SQLITE_APPLICATION_ID, SQLITE_SCHEMA_VERSION } from './sqlite.js';

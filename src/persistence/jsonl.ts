@@ -30,6 +30,9 @@
  * their lines do not say where a batch began, so only a final line that is incomplete or does
  * not parse is a torn write there; a complete line is never dropped.
  *
+ * Search keeps no index on disk: `search` scans the session's validated copy (search.ts
+ * `scanSession`), so there is nothing to upgrade or to erase besides the session's folder.
+ *
  * Writers in several processes are serialized by the session's lock file (file-lock.ts); under
  * it the writer re-reads the file's new bytes, so a stale `expectedSeq` is always SEQ_CONFLICT.
  * The lock is fenced: right before the positioned write the writer checks that the lock file
@@ -86,13 +89,11 @@ import {
   type ResolvedStoreOptions,
   type StoreOptions,
   type TornTail,
-  scanSearch,
-  searchLimit,
-  searchTerms,
 } from './base.js';
 import { acquireFileLock, type FileLock } from './file-lock.js';
 import { parseProjectionCacheRecord, serializeProjectionCacheRecord, type ProjectionCacheRecord, type ProjectionCacheStore } from './projection-cache.js';
-import type { AppendOptions, AppendResult, ErasedPlace, LoadedSession, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions, SearchHit } from './store.js';
+import { parseSearchRequest, scanSession, searchHits, searchable, type SearchHit, type SearchOptions } from './search.js';
+import type { AppendOptions, AppendResult, ErasedPlace, LoadedSession, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions } from './store.js';
 
 /** The JSONL file format this build writes (it also reads and appends to version 1). */
 export const JSONL_FORMAT_VERSION = 2;
@@ -454,11 +455,13 @@ export class JsonlSessionStore implements SessionStore {
     return (await this.readState(id)).scanner.session;
   }
 
-  /** Full-text search over the session's text (a scan of the validated copy). */
-  async search(id: string, query: string, options?: { limit?: number }): Promise<SearchHit[]> {
-    const terms = searchTerms(query);
-    const limit = searchLimit(options);
-    return scanSearch(await this.session(id), terms, limit);
+  async search(id: string, query: string, options?: SearchOptions): Promise<SearchHit[]> {
+    this.assertOpen();
+    assertSessionId(id);
+    const request = parseSearchRequest(query, options);
+    const { session } = (await this.readState(id)).scanner;
+    if (!searchable(request)) return [];
+    return searchHits(session, scanSession(session, request.words, request.limit), request.words);
   }
 
   async scan(id: string): Promise<ScanReport> {

@@ -4,7 +4,9 @@
  *
  * Storage format (schema version {@link POSTGRES_SCHEMA_VERSION}, in one PostgreSQL schema named
  * by the URL's `?schema=` parameter, default `sessionlog`; a schema whose `schema_version` is
- * newer is refused; version 1 is upgraded in place by adding the `tombstones` table):
+ * newer is refused; versions 1 and 2 are upgraded in place when a store opens, in the schema
+ * transaction: version 2 adds the `tombstones` table, version 3 the `search` column, filled from
+ * every stored event, and its indexes):
  *
  * - `schema_version(version)`: one row.
  * - `sessions(key bigserial, id text unique, header text)`: the header JSON text.
@@ -17,6 +19,13 @@
  * - `artifacts(session_key, name, content bytea)` (UTF-8; `text` cannot hold NUL) and
  *   `projection_cache(session_key, record text)`.
  * - `tombstones(id, erased_at, until)` (version 2): erased ids `create` refuses until `until`.
+ * - `events.search tsvector` (version 3): for an event that carries text, `to_tsvector('simple',
+ *   …)` of its folded words (search.ts; `simple` has no stemming or stop words, so any language
+ *   works), written by the append's own INSERT; NULL for other events. `events_search` is a GIN
+ *   index on it; queries rank with `ts_rank` (normalised by document length), and the snippet comes
+ *   from the validated copy. `events_unindexed`, a partial index that is empty in normal
+ *   operation, finds text events a writer of an older build appended without the column during a
+ *   rolling upgrade; `search` indexes those first.
  *
  * The schema is created on open in one transaction under an advisory lock, so concurrent first
  * opens do not race. Every append is one transaction that takes the session row
@@ -67,16 +76,14 @@ import {
   watchEvents,
   type ResolvedStoreOptions,
   type StoreOptions,
-  scanSearch,
-  searchLimit,
-  searchTerms,
 } from './base.js';
 import { parseProjectionCacheRecord, serializeProjectionCacheRecord, type ProjectionCacheRecord, type ProjectionCacheStore } from './projection-cache.js';
 import { decodeRows, encodeEvent, parseStoredHeader, storedHead, type BatchRow, type EventRow } from './rows.js';
-import type { AppendOptions, AppendResult, LoadedSession, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions, SearchHit } from './store.js';
+import { SEARCHABLE_EVENT_TYPES, indexText, parseSearchRequest, searchHits, searchable, type SearchHit, type SearchOptions } from './search.js';
+import type { AppendOptions, AppendResult, LoadedSession, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions } from './store.js';
 
 /** The `schema_version` this build writes and reads. */
-export const POSTGRES_SCHEMA_VERSION = 2;
+export const POSTGRES_SCHEMA_VERSION = 3;
 
 /** The schema used when the URL has no `?schema=` parameter. */
 export const POSTGRES_DEFAULT_SCHEMA = 'sessionlog';
@@ -100,6 +107,20 @@ CREATE TABLE ${s}.tombstones (
 `;
 }
 
+/** The searchable event types as an SQL list (constants of ours, so a partial index predicate can name them). */
+const SEARCHABLE_TYPES_SQL = SEARCHABLE_EVENT_TYPES.map((type) => `'${type}'`).join(', ');
+
+/** Rows per page when indexing events stored without their `search` value. */
+const INDEX_PAGE_ROWS = 1000;
+
+function searchIndexDdl(s: string): string {
+  return `CREATE INDEX events_search ON ${s}.events USING gin (search);`;
+}
+
+function unindexedIndexDdl(s: string): string {
+  return `CREATE INDEX events_unindexed ON ${s}.events (session_key, seq) WHERE search IS NULL AND type IN (${SEARCHABLE_TYPES_SQL});`;
+}
+
 function schemaDdl(s: string): string {
   return `
 CREATE TABLE ${s}.schema_version (
@@ -120,6 +141,7 @@ CREATE TABLE ${s}.events (
   surface_op text,
   source_event_seqs text,
   ignorable boolean,
+  search tsvector,
   PRIMARY KEY (session_key, seq)
 );
 CREATE TABLE ${s}.batches (
@@ -140,7 +162,10 @@ CREATE TABLE ${s}.projection_cache (
   session_key bigint PRIMARY KEY REFERENCES ${s}.sessions(key),
   record text NOT NULL
 );
-${tombstonesDdl(s)}`;
+${tombstonesDdl(s)}
+${searchIndexDdl(s)}
+${unindexedIndexDdl(s)}
+`;
 }
 
 function statements(s: string) {
@@ -159,8 +184,29 @@ function statements(s: string) {
     eventsFrom: `SELECT seq, type, time, data, surface_op, source_event_seqs, ignorable FROM ${s}.events WHERE session_key = $1 AND seq >= $2 AND seq < $3 ORDER BY seq`,
     batchesFrom: `SELECT op, first_seq, last_seq FROM ${s}.batches WHERE session_key = $1 AND last_seq >= $2 AND first_seq < $3 ORDER BY first_seq`,
     insertEvents: `
-      INSERT INTO ${s}.events (session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable)
-      SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::boolean[])`,
+      INSERT INTO ${s}.events (session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable, search)
+      SELECT $1, seq, type, time, data, surface_op, sources, ignorable, to_tsvector('simple', body)
+      FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::boolean[], $9::text[])
+        AS row (seq, type, time, data, surface_op, sources, ignorable, body)`,
+    // Both name the partial index's predicate literally, so the planner can use it.
+    unindexedOfSession: `
+      SELECT session_key, seq, type, data FROM ${s}.events
+      WHERE search IS NULL AND type IN (${SEARCHABLE_TYPES_SQL}) AND session_key = $1 AND seq > $2
+      ORDER BY seq LIMIT ${INDEX_PAGE_ROWS}`,
+    unindexedAfter: `
+      SELECT session_key, seq, type, data FROM ${s}.events
+      WHERE search IS NULL AND type IN (${SEARCHABLE_TYPES_SQL}) AND (session_key, seq) > ($1, $2)
+      ORDER BY session_key, seq LIMIT ${INDEX_PAGE_ROWS}`,
+    setSearch: `
+      UPDATE ${s}.events e SET search = to_tsvector('simple', u.body)
+      FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS u (session_key, seq, body)
+      WHERE e.session_key = u.session_key AND e.seq = u.seq AND e.search IS NULL`,
+    // ts_rank normalisation 1 divides by 1 + log(document length); ties go to the later event.
+    search: `
+      SELECT seq, ts_rank(search, query, 1) AS score
+      FROM ${s}.events, plainto_tsquery('simple', $2) AS query
+      WHERE session_key = $1 AND search @@ query AND seq < $3
+      ORDER BY score DESC, seq DESC LIMIT $4`,
     insertBatch: `INSERT INTO ${s}.batches (session_key, op, first_seq, last_seq) VALUES ($1, $2, $3, $4)`,
     notify: `SELECT pg_notify($1, $2)`,
     insertArtifact: `INSERT INTO ${s}.artifacts (session_key, name, content) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
@@ -365,15 +411,19 @@ export class PostgresSessionStore implements SessionStore {
           `PostgreSQL schema ${this.schema} has schema version ${version}, written by a newer version of sessionlog (this build reads version ${POSTGRES_SCHEMA_VERSION}); upgrade sessionlog to open it`,
         );
       }
-      if (version === 1) {
-        // Version 2 only adds the tombstones of erased sessions.
-        await client.query(tombstonesDdl(s));
-        await client.query(`UPDATE ${s}.schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION]);
-        return;
-      }
-      if (version < POSTGRES_SCHEMA_VERSION) {
+      if (version < 1) {
         throw new SessionlogError('UNSUPPORTED_FORMAT', `PostgreSQL schema ${this.schema} has schema version ${version}, older than this build reads, and there is no upgrade path`);
       }
+      // Version 2 adds the tombstones of erased sessions, version 3 the search column.
+      if (version < 2) await client.query(tombstonesDdl(s));
+      if (version < 3) {
+        await client.query(`ALTER TABLE ${s}.events ADD COLUMN search tsvector`);
+        await client.query(unindexedIndexDdl(s));
+        await this.indexUnindexed(client, undefined);
+        // Built after the backfill: one pass over the filled column instead of one insert per row.
+        await client.query(searchIndexDdl(s));
+      }
+      if (version < POSTGRES_SCHEMA_VERSION) await client.query(`UPDATE ${s}.schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION]);
     });
   }
 
@@ -612,13 +662,6 @@ export class PostgresSessionStore implements SessionStore {
     });
   }
 
-  /** Full-text search over the session's text (a scan of the validated copy). */
-  async search(id: string, query: string, options?: { limit?: number }): Promise<SearchHit[]> {
-    const terms = searchTerms(query);
-    const limit = searchLimit(options);
-    return scanSearch(await this.session(id), terms, limit);
-  }
-
   scan(id: string): Promise<ScanReport> {
     return this.use(async () => {
       assertSessionId(id);
@@ -676,6 +719,20 @@ export class PostgresSessionStore implements SessionStore {
         this.cache.delete(id);
         return receipt;
       });
+    });
+  }
+
+  search(id: string, query: string, options?: SearchOptions): Promise<SearchHit[]> {
+    return this.use(async () => {
+      assertSessionId(id);
+      const request = parseSearchRequest(query, options);
+      const entry = await this.readSynced(id);
+      if (!searchable(request)) return [];
+      const head = entry.scanner.nextSeq;
+      await this.indexUnindexed(this.pool, entry.key);
+      // Rows past the validated copy's head (appended meanwhile) are left out: their snippets come from it.
+      const rows = (await this.query<{ seq: number; score: number }>(this.sql.search, [entry.key, request.words.join(' '), head, request.limit])).rows;
+      return searchHits(entry.scanner.session, rows, request.words);
     });
   }
 
@@ -777,6 +834,37 @@ export class PostgresSessionStore implements SessionStore {
     for (const record of decodeRows(rows, batches)) scanner.push(record);
   }
 
+  /**
+   * Fills `search` for text events stored without it: every such event of the session `key`, or
+   * of every session (the upgrade to version 3), a page at a time. A row whose data does not
+   * decode gets an empty vector, so it is not read again: its session is refused as CORRUPT_LOG by
+   * every read, search included.
+   */
+  private async indexUnindexed(db: Queryable, key: number | undefined): Promise<void> {
+    type Row = { session_key: number; seq: number; type: string; data: string };
+    let after = { key: key ?? -1, seq: -1 };
+    for (;;) {
+      const rows =
+        key === undefined
+          ? (await db.query<Row>(this.sql.unindexedAfter, [after.key, after.seq])).rows
+          : (await db.query<Row>(this.sql.unindexedOfSession, [key, after.seq])).rows;
+      if (rows.length === 0) return;
+      const bodies = rows.map((row) => {
+        let data: unknown;
+        try {
+          data = JSON.parse(row.data);
+        } catch {
+          // Damaged row: nothing to index (see above).
+          return '';
+        }
+        return indexText({ type: row.type, data }) ?? '';
+      });
+      await db.query(this.sql.setSearch, [rows.map((row) => row.session_key), rows.map((row) => row.seq), bodies]);
+      const last = rows[rows.length - 1]!;
+      after = { key: last.session_key, seq: last.seq };
+    }
+  }
+
   private async insertBatch(client: PoolClient, key: number, id: string, events: readonly StoredEvent[], op: string): Promise<void> {
     const rows = events.map(encodeEvent);
     await client.query(this.sql.insertEvents, [
@@ -788,6 +876,7 @@ export class PostgresSessionStore implements SessionStore {
       rows.map((r) => r.surfaceOp),
       rows.map((r) => r.sourceEventSeqs),
       rows.map((r) => r.ignorable),
+      events.map((event) => indexText(event) ?? null),
     ]);
     await client.query(this.sql.insertBatch, [key, op, events[0]!.seq, events[events.length - 1]!.seq]);
     // Delivered to listeners when (and only if) the transaction commits.

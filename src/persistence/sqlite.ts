@@ -3,7 +3,10 @@
  *
  * Storage format (schema version {@link SQLITE_SCHEMA_VERSION}, `application_id`
  * {@link SQLITE_APPLICATION_ID}; a file with a newer `user_version` or a foreign application id
- * is refused; version 1 is upgraded in place by adding the `tombstones` table):
+ * is refused; versions 1 and 2 are upgraded in place when the store opens, in one transaction:
+ * version 2 adds the `tombstones` table, version 3 the `search` index, filled from every stored
+ * event. Stop processes of an older build before a newer one opens the file: one still running
+ * would append without indexing):
  *
  * - `sessions(key, id, header)`: integer key, text id, header JSON.
  * - `events(session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable)`,
@@ -13,12 +16,18 @@
  *   is the unique op index, and reads re-attach `op` to events from it.
  * - `artifacts(session_key, name, content)` and `projection_cache(session_key, record)`.
  * - `tombstones(id, erased_at, until)` (version 2): erased ids `create` refuses until `until`.
+ * - `search(body)` (version 3): an FTS5 table (tokenizer `ascii`, option `secure-delete`) with
+ *   one row per event that carries text, written in the event's append transaction. `body` holds
+ *   the event's folded words (search.ts); the rowid is `session_key << 32 | seq`, so a query is a
+ *   rowid range of one session (limits: 2^31 session keys, 2^32 events per session). Ranked
+ *   with `bm25`; the hit's snippet comes from the validated copy.
  *
  * Every append is one `BEGIN IMMEDIATE` transaction, so writers in several processes on one file
  * are serialized by SQLite's own lock; WAL with `synchronous=FULL` makes a commit durable. A
  * transaction commits whole, so nothing is ever truncated: any damaged row is CORRUPT_LOG.
- * `secure_delete` is on, and `erase` ends with a `wal_checkpoint(TRUNCATE)`, so an erased
- * session's bytes are overwritten in the database file and gone from the WAL.
+ * `secure_delete` is on, FTS5 `secure-delete` removes an erased session's words from the index
+ * itself (not just marks them deleted), and `erase` ends with a `wal_checkpoint(TRUNCATE)`, so an
+ * erased session's bytes are overwritten in the database file and gone from the WAL.
  */
 import { closeSync, mkdirSync, openSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -55,18 +64,24 @@ import {
   watchEvents,
   type ResolvedStoreOptions,
   type StoreOptions,
-  scanSearch,
-  searchLimit,
-  searchTerms,
 } from './base.js';
 import { parseProjectionCacheRecord, serializeProjectionCacheRecord, type ProjectionCacheRecord, type ProjectionCacheStore } from './projection-cache.js';
 import { decodeRows, encodeEvent, parseStoredHeader, storedHead, type BatchRow, type EventRow } from './rows.js';
-import type { AppendOptions, AppendResult, LoadedSession, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions, SearchHit } from './store.js';
+import { SEARCHABLE_EVENT_TYPES, fts5MatchExpression, indexText, parseSearchRequest, searchHits, searchable, type SearchHit, type SearchOptions } from './search.js';
+import type { AppendOptions, AppendResult, LoadedSession, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions } from './store.js';
 
 /** `PRAGMA application_id` of a sessionlog database ("SLOG"). */
 export const SQLITE_APPLICATION_ID = 0x534c4f47;
 /** `PRAGMA user_version` this build writes and reads. */
-export const SQLITE_SCHEMA_VERSION = 2;
+export const SQLITE_SCHEMA_VERSION = 3;
+
+/** The first rowid of session `key` in `search` is `key << 32`; its seqs are the low 32 bits. */
+const MAX_INDEXED_SEQ = 2 ** 32 - 1;
+
+const SEARCH_DDL = `
+CREATE VIRTUAL TABLE search USING fts5(body, tokenize = 'ascii');
+INSERT INTO search (search, rank) VALUES ('secure-delete', 1);
+`;
 
 const TOMBSTONES_DDL = `
 CREATE TABLE tombstones (
@@ -111,7 +126,8 @@ CREATE TABLE projection_cache (
   session_key INTEGER PRIMARY KEY REFERENCES sessions(key),
   record TEXT NOT NULL
 ) STRICT;
-${TOMBSTONES_DDL}`;
+${TOMBSTONES_DDL}
+${SEARCH_DDL}`;
 
 /** The per-session state this process keeps: the validated copy, bound to the row it came from. */
 type CachedSession = { key: number; headerText: string; scanner: LogScanner };
@@ -215,17 +231,47 @@ export class SqliteSessionStore implements SessionStore {
           `${file} has schema version ${version}, written by a newer version of sessionlog (this build reads version ${SQLITE_SCHEMA_VERSION}); upgrade sessionlog to open it`,
         );
       }
-      if (version === 1) {
-        // Version 2 only adds the tombstones of erased sessions.
-        this.db.exec(TOMBSTONES_DDL);
-        this.db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
-        return;
-      }
-      if (version < SQLITE_SCHEMA_VERSION) {
+      if (version < 1) {
         throw new SessionlogError('UNSUPPORTED_FORMAT', `${file} has schema version ${version}, older than this build reads, and there is no upgrade path`);
       }
+      // Version 2 adds the tombstones of erased sessions, version 3 the search index.
+      if (version < 2) this.db.exec(TOMBSTONES_DDL);
+      if (version < 3) {
+        this.db.exec(SEARCH_DDL);
+        this.backfillSearchIndex();
+      }
+      if (version < SQLITE_SCHEMA_VERSION) this.db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
     });
     init.immediate();
+  }
+
+  /**
+   * Indexes every stored event that carries text (the upgrade to version 3), a page of rows at a
+   * time. A row whose data does not decode is left out: its session is refused as CORRUPT_LOG by
+   * every read, search included.
+   */
+  private backfillSearchIndex(): void {
+    const types = SEARCHABLE_EVENT_TYPES.map((type) => `'${type}'`).join(', ');
+    const page = this.db.prepare<[number, number], { session_key: number; seq: number; type: string; data: string }>(
+      `SELECT session_key, seq, type, data FROM events WHERE (session_key, seq) > (?, ?) AND type IN (${types}) ORDER BY session_key, seq LIMIT 1000`,
+    );
+    const insert = this.db.prepare<[number, number, string]>(`INSERT INTO search (rowid, body) VALUES ((? << 32) + ?, ?)`);
+    let after = { key: -1, seq: -1 };
+    for (let rows = page.all(after.key, after.seq); rows.length > 0; rows = page.all(after.key, after.seq)) {
+      for (const row of rows) {
+        let data: unknown;
+        try {
+          data = JSON.parse(row.data);
+        } catch {
+          // Damaged row: nothing to index (see above).
+          continue;
+        }
+        const body = indexText({ type: row.type, data });
+        if (body && row.seq <= MAX_INDEXED_SEQ) insert.run(row.session_key, row.seq, body);
+      }
+      const last = rows[rows.length - 1]!;
+      after = { key: last.session_key, seq: last.seq };
+    }
   }
 
   private prepareStatements() {
@@ -269,6 +315,13 @@ export class SqliteSessionStore implements SessionStore {
       deleteArtifacts: db.prepare<[number]>(`DELETE FROM artifacts WHERE session_key = ?`),
       deleteCache: db.prepare<[number]>(`DELETE FROM projection_cache WHERE session_key = ?`),
       deleteSession: db.prepare<[number]>(`DELETE FROM sessions WHERE key = ?`),
+      insertSearch: db.prepare<[number, number, string]>(`INSERT INTO search (rowid, body) VALUES ((? << 32) + ?, ?)`),
+      // bm25 is lower for a better match; ties go to the later event.
+      searchMatch: db.prepare<[string, number, number, number, number], { seq: number; rank: number }>(
+        `SELECT rowid & ${MAX_INDEXED_SEQ} AS seq, rank FROM search WHERE search MATCH ? AND rowid >= (? << 32) AND rowid < (? << 32) + ? ORDER BY rank, rowid DESC LIMIT ?`,
+      ),
+      countSearch: db.prepare<[number, number], { n: number }>(`SELECT count(*) AS n FROM search WHERE rowid >= (? << 32) AND rowid < ((? + 1) << 32)`),
+      deleteSearch: db.prepare<[number, number]>(`DELETE FROM search WHERE rowid >= (? << 32) AND rowid < ((? + 1) << 32)`),
     };
   }
 
@@ -428,13 +481,6 @@ export class SqliteSessionStore implements SessionStore {
     });
   }
 
-  /** Full-text search over the session's text (a scan of the validated copy). */
-  async search(id: string, query: string, options?: { limit?: number }): Promise<SearchHit[]> {
-    const terms = searchTerms(query);
-    const limit = searchLimit(options);
-    return scanSearch(await this.session(id), terms, limit);
-  }
-
   scan(id: string): Promise<ScanReport> {
     return this.use(() => {
       assertSessionId(id);
@@ -474,7 +520,9 @@ export class SqliteSessionStore implements SessionStore {
             batches: this.stmt.countBatches.get(key)!.n,
             artifacts: this.stmt.countArtifacts.get(key)!.n,
             projection_cache: this.stmt.countCache.get(key)!.n,
+            search: this.stmt.countSearch.get(key, key)!.n,
           };
+          this.stmt.deleteSearch.run(key, key);
           this.stmt.deleteEvents.run(key);
           this.stmt.deleteBatches.run(key);
           this.stmt.deleteArtifacts.run(key);
@@ -507,6 +555,26 @@ export class SqliteSessionStore implements SessionStore {
     const [result] = this.db.pragma('wal_checkpoint(TRUNCATE)') as Array<{ busy: number; log: number; checkpointed: number }>;
     if (result && result.busy === 0) return 'the deleted rows were overwritten (secure_delete) and the WAL checkpointed and truncated';
     return `the deleted rows were overwritten (secure_delete) but another connection kept the WAL from being truncated (${result?.checkpointed ?? 0} of ${result?.log ?? 0} frames checkpointed); older copies of the erased bytes stay in the WAL until the next full checkpoint`;
+  }
+
+  search(id: string, query: string, options?: SearchOptions): Promise<SearchHit[]> {
+    return this.use(() => {
+      assertSessionId(id);
+      const request = parseSearchRequest(query, options);
+      // One snapshot: the index agrees with the validated copy the snippets come from.
+      return this.db
+        .transaction((): SearchHit[] => {
+          const entry = this.synced(id);
+          if (!searchable(request)) return [];
+          const rows = this.stmt.searchMatch.all(fts5MatchExpression(request.words), entry.key, entry.key, entry.scanner.nextSeq, request.limit);
+          return searchHits(
+            entry.scanner.session,
+            rows.map((row) => ({ seq: row.seq, score: -row.rank })),
+            request.words,
+          );
+        })
+        .deferred();
+    });
   }
 
   watch(id: string, fromSeq: number, options: WatchOptions = {}): AsyncIterable<StoredEvent> {
@@ -601,6 +669,11 @@ export class SqliteSessionStore implements SessionStore {
     for (const event of events) {
       const row = encodeEvent(event);
       this.stmt.insertEvent.run(key, row.seq, row.type, row.time, row.data, row.surfaceOp, row.sourceEventSeqs, row.ignorable ? 1 : null);
+      const body = indexText(event);
+      if (body) {
+        if (event.seq > MAX_INDEXED_SEQ) throw new SessionlogError('INVALID_ARGUMENT', `seq ${event.seq} is past the SQLite store's limit of 2^32 events per session; continue in a fork`);
+        this.stmt.insertSearch.run(key, event.seq, body);
+      }
     }
     this.stmt.insertBatch.run(key, op, events[0]!.seq, events[events.length - 1]!.seq);
   }

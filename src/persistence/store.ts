@@ -6,6 +6,7 @@
 import type { NewEvent, SessionHeader, SessionView, StoredEvent } from '../session/index.js';
 import type { ArtifactStore } from './artifacts.js';
 import type { ProjectionCacheStore } from './projection-cache.js';
+import type { SearchHit, SearchOptions } from './search.js';
 
 export type AppendOptions = {
   /** The seq the batch must start at (the stored next seq). A mismatch is SEQ_CONFLICT. */
@@ -76,9 +77,6 @@ export type StoreEraseReceipt = {
   notes: string[];
 };
 
-/** A hit of a full-text search over one session's log. */
-export type SearchHit = { seq: number; score: number; snippet: string };
-
 export interface SessionStore {
   readonly kind: 'sqlite' | 'jsonl' | 'postgres';
   /**
@@ -117,12 +115,6 @@ export interface SessionStore {
    */
   session(id: string): Promise<SessionView>;
   /**
-   * Full-text search over the text every event of the session carries (shadowed events
-   * included), best first, at most `limit` (default 20, at most 100). The query is plain words;
-   * INVALID_ARGUMENT for one without any.
-   */
-  search(id: string, query: string, options?: { limit?: number }): Promise<SearchHit[]>;
-  /**
    * Reads and checks the whole stored log without changing anything and without throwing
    * CORRUPT_LOG: the header (or its problem), the longest valid prefix and the first problem.
    */
@@ -136,6 +128,16 @@ export interface SessionStore {
   erase(id: string): Promise<StoreEraseReceipt>;
   /** Headers of every stored session. */
   list(): Promise<SessionHeader[]>;
+  /**
+   * Full-text search of the session's whole log, shadowed events included (search.ts): the events
+   * whose text (message text and reasoning, tool-call arguments, tool results, compaction
+   * summaries) holds every word of `query`, case- and accent-insensitively, best first, at most
+   * `limit` (default 20, at most 100), each with a snippet of at most 300 characters. The query is
+   * plain words, never query syntax; one without any word (only punctuation) finds nothing.
+   * INVALID_ARGUMENT for an empty or oversized query or a bad limit; SESSION_NOT_FOUND,
+   * CORRUPT_LOG as for reads. Never returns another session's events.
+   */
+  search(id: string, query: string, options?: SearchOptions): Promise<SearchHit[]>;
   /** Live tail: yields stored events from `fromSeq` on, then each new one as it is appended (also by another process). */
   watch(id: string, fromSeq: number, options?: WatchOptions): AsyncIterable<StoredEvent>;
   readonly artifacts: ArtifactStore;

@@ -145,11 +145,11 @@ export const RECALL_TOOL_NAMES = ['search_history', 'read_history'] as const;
 export const searchHistoryTool: Tool = {
   name: 'search_history',
   description:
-    'Search this conversation\'s whole history by words, including the parts an earlier summary replaced. Returns matching events with their seq, turn, type, a snippet and whether a summary now stands in for them. Read one in full with read_history.',
+    'Search this conversation\'s whole history by words, including the parts an earlier summary replaced. Every word must appear in a matching event, so use a few distinctive keywords (a name, an id, a term), not a sentence. Returns matching events with their seq, turn, type, a snippet and whether a summary now stands in for them. Read one in full with read_history.',
   parameters: {
     type: 'object',
     properties: {
-      query: { type: 'string', description: 'words to look for' },
+      query: { type: 'string', description: 'a few keywords, all of which must match' },
       limit: { type: 'integer', minimum: 1, maximum: 50, description: 'at most this many hits (default 10)' },
     },
     required: ['query'],

@@ -6,7 +6,8 @@
  */
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openStore, readDerivedHistory, type SessionStore } from '../../src/persistence/index.js';
+import { openStore, readDerivedHistory, searchableText, SNIPPET_MAX_CHARS, type SearchHit, type SessionStore } from '../../src/persistence/index.js';
+import { indexedWords } from '../../src/persistence/search.js';
 import {
   ProjectionRegistry,
   SESSION_FORMAT_VERSION,
@@ -15,6 +16,7 @@ import {
   isSessionlogError,
   repairOp,
   surfaceProjection,
+  type ContentBlock,
   type StoredEvent,
   type NewEvent,
   type SessionErrorCode,
@@ -86,6 +88,89 @@ async function take(iterable: AsyncIterable<StoredEvent>, count: number): Promis
     if (out.length === count) break;
   }
   return out;
+}
+
+const assistant = (id: string, turn: number, step: number, content: ContentBlock[]): NewEvent => ({
+  type: 'assistant/message',
+  time: T0,
+  data: { turn, step, message: { id, role: 'assistant', content, source: { kind: 'model', provider: 'fake', model: 'fake-1' } } },
+  surfaceOp: 'append',
+});
+
+const toolResult = (callId: string, turn: number, step: number, text: string): NewEvent => ({
+  type: 'tool/result',
+  time: T0,
+  data: {
+    turn,
+    step,
+    message: { id: `r-${callId}`, role: 'user', content: [{ type: 'tool-result', toolCallId: callId, content: [{ type: 'text', text }] }], source: { kind: 'tool', callId } },
+  },
+  surfaceOp: 'append',
+});
+
+const GREP_ARGUMENTS = JSON.stringify({ pattern: 'quokka\nhabitat', path: 'src/zoo.ts' });
+
+/**
+ * A turn whose every text-bearing event holds its own word, then a manual compaction that shadows
+ * the turn's surface nodes (1, 3, 7, 8): user message 1 (walrus, naïve), reasoning 3 (zebra),
+ * tool call 3 and 4 (quokka habitat, zoo.ts), tool result 7 (ocelot, zoo.ts), answer 8 (walrus,
+ * café), compaction summary 12 (narwhal), replacement 13 (checkpoint).
+ */
+function searchableTurn(): NewEvent[] {
+  return [
+    { type: 'turn/start', time: T0, data: { turn: 1 } },
+    user('u1', 'Where is the Walrus migration plan? A naïve question.'),
+    { type: 'step/start', time: T0, data: { turn: 1, step: 1 } },
+    assistant('a1', 1, 1, [
+      { type: 'reasoning', text: 'The zebra crossing note may help.' },
+      { type: 'text', text: 'Let me search the repository.' },
+      { type: 'tool-call', id: 'c1', name: 'grep', arguments: GREP_ARGUMENTS },
+    ]),
+    { type: 'tool/call', time: T0, data: { turn: 1, step: 1, callId: 'c1', name: 'grep', arguments: GREP_ARGUMENTS } },
+    { type: 'step/end', time: T0, data: { turn: 1, step: 1 } },
+    { type: 'step/start', time: T0, data: { turn: 1, step: 2 } },
+    toolResult('c1', 1, 2, 'src/zoo.ts:12: the OCELOT enclosure opens at 09:30'),
+    assistant('a2', 1, 2, [{ type: 'text', text: 'The plan lives in docs/walrus.md; the café opens later.' }]),
+    { type: 'step/end', time: T0, data: { turn: 1, step: 2 } },
+    { type: 'turn/end', time: T0, data: { turn: 1, reason: { kind: 'completed' } } },
+    { type: 'compaction/start', time: T0, data: { compactionId: 'k1', turn: null, trigger: 'manual' } },
+    {
+      type: 'compaction/summary',
+      time: T0,
+      data: {
+        compactionId: 'k1',
+        summary: [{ type: 'text', text: 'Summary: the narwhal budget was approved.' }],
+        shadowedRange: { start: 1, end: 8 },
+        shadowedSeqs: [1, 3, 7, 8],
+        shadowedTokenCount: 100,
+        provider: 'fake',
+        model: 'fake-1',
+      },
+    },
+    {
+      type: 'user/message',
+      time: T0,
+      data: { id: 'checkpoint-k1', role: 'user', content: [{ type: 'text', text: 'Checkpoint: earlier turns were summarised.' }], source: { kind: 'plugin', plugin: 'compact', compactionId: 'k1' } },
+      surfaceOp: { op: 'replace', start: 1, end: 8 },
+      sourceEventSeqs: [11, 12, 1, 3, 7, 8],
+    },
+    { type: 'compaction/end', time: T0, data: { compactionId: 'k1', turn: null } },
+  ];
+}
+
+const seqsOf = (hits: readonly SearchHit[]): number[] => hits.map((hit) => hit.seq);
+const sortedSeqsOf = (hits: readonly SearchHit[]): number[] => seqsOf(hits).sort((a, b) => a - b);
+
+/** The seqs whose indexed words hold every one of `words` (the reference the indexes must agree with). */
+function referenceSearch(events: readonly StoredEvent[], words: readonly string[]): number[] {
+  return events
+    .filter((event) => {
+      const text = searchableText(event);
+      if (text === undefined) return false;
+      const indexed = new Set(indexedWords(text));
+      return words.every((word) => indexed.has(word));
+    })
+    .map((event) => event.seq);
 }
 
 function openTurnInputs(): NewEvent[] {
@@ -184,6 +269,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
           () => store.session('nope'),
           () => store.scan('nope'),
           () => store.erase('nope'),
+          () => store.search('nope', 'anything'),
           () => store.artifacts.put({ sessionId: 'nope', name: 'a.txt', content: 'x' }),
         ]) {
           expect(await failureCode(attempt)).toBe('SESSION_NOT_FOUND');
@@ -929,6 +1015,177 @@ export function runStoreConformance(fixture: BackendFixture): void {
       });
     });
 
+    describe('search', () => {
+      /** Creates `id` and appends `events` in batches of `size`. */
+      async function seeded(id: string, events: readonly NewEvent[], size = 3): Promise<void> {
+        await store.create(header(id));
+        await appendInBatches(store, Session.create(header(id)), events, [size]);
+      }
+
+      it('finds every kind of text-bearing event (message text, reasoning, tool-call arguments, tool results, compaction summaries), case- and accent-insensitively, shadowed ones included', async () => {
+        await seeded('s', searchableTurn());
+        const view = await store.session('s');
+        // The turn's messages are off the surface: only the compaction's replacement is left there.
+        expect(view.surface.nodes).toEqual([13]);
+        for (const s of [store, await reopen()]) {
+          const find = async (query: string): Promise<number[]> => sortedSeqsOf(await s.search('s', query));
+          expect(await find('walrus')).toEqual([1, 8]);
+          expect(await find('WALRUS Migration')).toEqual([1]);
+          expect(await find('zebra')).toEqual([3]);
+          expect(await find('quokka habitat')).toEqual([3, 4]);
+          expect(await find('grep')).toEqual([3, 4]);
+          expect(await find('ocelot enclosure')).toEqual([7]);
+          expect(await find('zoo.ts')).toEqual([3, 4, 7]);
+          expect(await find('narwhal')).toEqual([12]);
+          expect(await find('checkpoint')).toEqual([13]);
+          expect(await find('cafe')).toEqual([8]);
+          expect(await find('CAFÉ')).toEqual([8]);
+          expect(await find('naive')).toEqual([1]);
+          // Every word must match; a word only in non-text events (turn, step markers) matches nothing.
+          expect(await find('walrus narwhal')).toEqual([]);
+          expect(await find('completed')).toEqual([]);
+          expect(await find('manual')).toEqual([]);
+        }
+      });
+
+      it('each hit has a snippet of at most 300 characters holding a matched word, cut around it from a long text', async () => {
+        const long = `${'lorem ipsum dolor '.repeat(200)}the shy IBEX lives on the ridge ${'sit amet consectetur '.repeat(200)}`;
+        await seeded('s', [user('u0', long), user('u1', 'an ibex, briefly')]);
+        const hits = await store.search('s', 'ibex');
+        expect(sortedSeqsOf(hits)).toEqual([0, 1]);
+        for (const hit of hits) {
+          expect(hit.snippet.length).toBeLessThanOrEqual(SNIPPET_MAX_CHARS);
+          expect(hit.snippet.toLowerCase()).toContain('ibex');
+        }
+        const cut = hits.find((hit) => hit.seq === 0)!.snippet;
+        expect(cut).toMatch(/^….*the shy IBEX lives on the ridge.*…$/);
+        expect(cut.length).toBeGreaterThan(200);
+        expect(hits.find((hit) => hit.seq === 1)!.snippet).toBe('an ibex, briefly');
+      });
+
+      it('ranks best first: more occurrences in a shorter text rank higher, on every backend', async () => {
+        await seeded('s', [user('long', `kestrel ${'filler '.repeat(200)}`), user('three', 'kestrel kestrel kestrel'), user('one', 'kestrel hawk falcon'), user('none', 'hawk')]);
+        const hits = await store.search('s', 'kestrel');
+        expect(seqsOf(hits)).toEqual([1, 2, 0]);
+        expect(hits[0]!.score).toBeGreaterThan(hits[1]!.score);
+        expect(hits[1]!.score).toBeGreaterThan(hits[2]!.score);
+      });
+
+      it('returns at most limit hits (default 20, at most 100), best first, and refuses a bad limit or an empty query with INVALID_ARGUMENT', async () => {
+        await seeded('s', Array.from({ length: 30 }, (_, i) => user(`g${i}`, `gecko ${'gecko '.repeat(i % 4)}number ${i}`)), 7);
+        const all = await store.search('s', 'gecko', { limit: 100 });
+        expect(sortedSeqsOf(all)).toEqual([...Array(30).keys()]);
+        for (let i = 1; i < all.length; i++) expect(all[i - 1]!.score).toBeGreaterThanOrEqual(all[i]!.score);
+        const top = await store.search('s', 'gecko');
+        expect(top).toHaveLength(20);
+        expect(seqsOf(top)).toEqual(seqsOf(all).slice(0, 20));
+        expect(seqsOf(await store.search('s', 'gecko', { limit: 5 }))).toEqual(seqsOf(all).slice(0, 5));
+        expect(await store.search('s', 'gecko', {})).toHaveLength(20);
+        for (const limit of [0, 101, 2.5, -1, Number.NaN, '3']) {
+          expect(await failureCode(() => store.search('s', 'gecko', { limit } as never)), `limit ${String(limit)}`).toBe('INVALID_ARGUMENT');
+        }
+        const tooManyWords = Array.from({ length: 33 }, (_, i) => `w${i}`).join(' ');
+        for (const query of ['', '   ', '\n\t', 42, undefined, 'x'.repeat(1001), tooManyWords]) {
+          expect(await failureCode(() => store.search('s', query as string)), `query ${JSON.stringify(query)?.slice(0, 40)}`).toBe('INVALID_ARGUMENT');
+        }
+        expect(await failureCode(() => store.search('s', 'gecko', null as never))).toBe('INVALID_ARGUMENT');
+      });
+
+      it('treats the query as plain words: FTS5 and tsquery syntax neither throws nor is interpreted, and a query of only punctuation finds nothing', async () => {
+        await seeded('s', [user('u0', 'gecko in the garden'), user('u1', 'salt OR pepper'), user('u2', 'near the barn')]);
+        const find = async (query: string): Promise<number[]> => sortedSeqsOf(await store.search('s', query));
+        // Operators are ordinary words (every one must be in the text), quotes and stars punctuation.
+        expect(await find('"gecko" OR bar*')).toEqual([]);
+        expect(await find('salt OR pepper')).toEqual([1]);
+        expect(await find('salt AND pepper')).toEqual([]);
+        expect(await find('salt NOT pepper')).toEqual([]);
+        expect(await find('NEAR(')).toEqual([2]);
+        expect(await find('NEAR(gecko garden)')).toEqual([]);
+        // A column filter is two words, and the text has no word "body".
+        expect(await find('body:gecko')).toEqual([]);
+        for (const query of ['"gecko"', 'gecko*', 'gecko:*', '^gecko', '-gecko', '{gecko}', '(gecko)', "gecko'", 'gecko\\', '"gecko', 'gecko & !', '+gecko', 'gecko;']) {
+          expect(await find(query), query).toEqual([0]);
+        }
+        for (const query of ['"', '*', '"*()^:-', "'", '\\', '&|!<->', ':*', '…', 'NEAR(', ')(']) {
+          const attempt = await failure(() => store.search('s', query));
+          expect(attempt, query).toBeUndefined();
+        }
+        expect(await find('"*()^:-')).toEqual([]);
+        expect(await find("'; DROP TABLE events; --")).toEqual([]);
+        expect(await store.nextSeq('s')).toBe(3);
+        expect(await find('garden')).toEqual([0]);
+      });
+
+      it("never returns another session's events, and a session's search sees only its own seqs", async () => {
+        await seeded('other', Array.from({ length: 25 }, (_, i) => user(`o${i}`, `walrus platypus ${i}`)), 10);
+        await seeded('s', searchableTurn());
+        await seeded('third', [user('t0', 'walrus')]);
+        for (const s of [store, await reopen()]) {
+          expect(sortedSeqsOf(await s.search('s', 'walrus', { limit: 100 }))).toEqual([1, 8]);
+          expect(await s.search('s', 'platypus', { limit: 100 })).toEqual([]);
+          expect(sortedSeqsOf(await s.search('other', 'walrus', { limit: 100 }))).toEqual([...Array(25).keys()]);
+          expect(sortedSeqsOf(await s.search('other', 'platypus 24'))).toEqual([24]);
+          expect(await s.search('other', 'narwhal')).toEqual([]);
+          expect(sortedSeqsOf(await s.search('third', 'walrus'))).toEqual([0]);
+        }
+        await store.erase('third');
+        expect(await failureCode(() => store.search('third', 'walrus'))).toBe('SESSION_NOT_FOUND');
+        expect(sortedSeqsOf(await store.search('other', 'walrus', { limit: 100 }))).toHaveLength(25);
+      });
+
+      it('is in step with the log: events appended by another instance and by crash repair are found at once', async () => {
+        await seeded('s', [user('u0', 'first heron')]);
+        const other = await reopen();
+        expect(sortedSeqsOf(await other.search('s', 'heron'))).toEqual([0]);
+        await store.append('s', [user('u1', 'second heron')], { expectedSeq: 1, op: 'b-late' });
+        expect(sortedSeqsOf(await other.search('s', 'heron'))).toEqual([0, 1]);
+        await other.append('s', openTurnInputs(), { expectedSeq: 2, op: 'b-turn' });
+        const loaded = await (await reopen()).load('s');
+        expect(loaded.repaired).toBeGreaterThan(0);
+        const closers = loaded.events.slice(-loaded.repaired);
+        // The repair's tool results carry text; each is found under its own seq.
+        const repairedResults = closers.filter((e) => e.type === 'tool/result');
+        expect(repairedResults.length).toBeGreaterThan(0);
+        const words = indexedWords(searchableText(repairedResults[0]!)!).slice(0, 3);
+        for (const s of [store, other]) {
+          const hits = sortedSeqsOf(await s.search('s', words.join(' '), { limit: 100 }));
+          expect(hits).toEqual(referenceSearch(loaded.events, words));
+          expect(hits).toContain(repairedResults[0]!.seq);
+        }
+      });
+
+      it('for random logs appended in random batches, every backend finds exactly the events whose words hold the query', async () => {
+        const queries = [['alpha'], ['beta'], ['gamma'], ['delta'], ['unicode'], ['clef'], ['line', 'break'], ['quoted'], ['json', '1'], ['recap'], ['compacted', 'summary'], ['pruned'], ['alpha', '7']];
+        await fc.assert(
+          fc.asyncProperty(programArb(50), fc.array(fc.integer({ min: 1, max: 6 }), { minLength: 1, maxLength: 8 }), async (program, sizes) => {
+            const id = `sr-${Math.random().toString(36).slice(2, 10)}`;
+            const generated = buildLog(program, ANY_REPLACES);
+            await store.create(header(id));
+            const reference = Session.create(header(id));
+            await appendInBatches(store, reference, generated.inputs, sizes);
+            const fresh = await reopen();
+            for (const words of queries) {
+              const expected = referenceSearch(reference.events, words);
+              for (const s of [store, fresh]) {
+                const hits = await s.search(id, words.join(' '), { limit: 100 });
+                if (expected.length <= 100) expect(sortedSeqsOf(hits), words.join(' ')).toEqual(expected);
+                else expect(hits).toHaveLength(100);
+                for (const hit of hits) expect(expected).toContain(hit.seq);
+              }
+            }
+          }),
+          { numRuns: 8 },
+        );
+      });
+
+      it('a damaged log is CORRUPT_LOG for search, as for every read', async () => {
+        await seeded('s', [user('u0', 'heron one'), user('u1', 'heron two'), user('u2', 'heron three')], 1);
+        await store.close();
+        fixture.editRecord(url, 's', 1, { kind: 'garble' });
+        expect(await failureCode(async () => (await reopen()).search('s', 'heron'))).toBe('CORRUPT_LOG');
+      });
+    });
+
     describe('closed store', () => {
       it('every method of a closed store fails with STORE_CLOSED', async () => {
         await store.create(header('s'));
@@ -944,6 +1201,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
           () => store.scan('s'),
           () => store.erase('s'),
           () => store.list(),
+          () => store.search('s', 'anything'),
         ]) {
           expect(await failureCode(attempt)).toBe('STORE_CLOSED');
         }

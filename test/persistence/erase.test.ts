@@ -1,9 +1,11 @@
 /**
  * Erasure leaves no byte of the session's text in the store (DESIGN §4.2, issue 8): SQLite
- * overwrites the deleted rows (secure_delete) and empties the WAL, so the text is in neither the
- * database file nor its -wal or -shm; JSONL removes the session's folder; PostgreSQL deletes the
- * rows from every table. A unique text is written into the header, the events, an artifact and the
- * projection checkpoint, and is found in the store's files before the erase (so the check can fail).
+ * overwrites the deleted rows (secure_delete), removes the words from the FTS5 search index itself
+ * (its `secure-delete` option) and empties the WAL, so the text is in neither the database file nor
+ * its -wal or -shm; JSONL removes the session's folder; PostgreSQL deletes the rows from every
+ * table, the `search` vectors with them. A unique text is written into the header, the events, an
+ * artifact and the projection checkpoint, and is found in the store's files and search index
+ * before the erase (so the check can fail).
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
@@ -46,6 +48,11 @@ function filesUnder(dir: string): string[] {
   return out;
 }
 
+/** The word the search index keeps of `erase-<hex>`: the hex part (the index splits at "-"). */
+function indexedWordOf(secret: string): string {
+  return secret.split('-')[1]!;
+}
+
 function filesContaining(paths: readonly string[], text: string): string[] {
   const needle = Buffer.from(text, 'utf8');
   return paths.filter((path) => existsSync(path) && readFileSync(path).includes(needle));
@@ -81,16 +88,39 @@ describe('erase leaves no byte of the session in the store', () => {
     await populate(store, 'kept', kept);
     const files = [path, `${path}-wal`, `${path}-shm`];
     expect(filesContaining(files, secret).length).toBeGreaterThan(0);
+    // The search index holds the session's words, in its content and in its index segments.
+    const word = indexedWordOf(secret);
+    const indexed = (db: Database.Database): { matches: number; content: number; segments: number } => ({
+      matches: (db.prepare(`SELECT count(*) AS n FROM search WHERE search MATCH ?`).get(`"${word}"`) as { n: number }).n,
+      content: (db.prepare(`SELECT count(*) AS n FROM search_content WHERE instr(c0, ?) > 0`).get(word) as { n: number }).n,
+      // Segment leaves store terms prefix-compressed; the word's tail is stored verbatim.
+      segments: (db.prepare(`SELECT count(*) AS n FROM search_data WHERE instr(block, ?) > 0`).get(Buffer.from(word.slice(4))) as { n: number }).n,
+    });
+    const before = new Database(path, { readonly: true });
+    expect(indexed(before)).toEqual({ matches: 41, content: 41, segments: expect.any(Number) });
+    expect(indexed(before).segments).toBeGreaterThan(0);
+    before.close();
+    expect((await store.search('gone', word, { limit: 100 })).length).toBe(41);
 
     const receipt = await store.erase('gone');
     expect(receipt).toMatchObject({ erased: true, removed: { header: 1, events: 41, artifacts: 1, projectionCheckpoints: 1 } });
+    expect(receipt.places).toContainEqual({ place: `sqlite:${path} table search`, removed: 41 });
     expect(receipt.notes.join(' ')).toMatch(/checkpointed and truncated/);
     expect(filesContaining(files, secret)).toEqual([]);
+    expect(filesContaining(files, word.slice(4))).toEqual([]);
     expect(statSync(`${path}-wal`).size).toBe(0);
     await store.close();
     expect(filesContaining(files, secret)).toEqual([]);
+    expect(filesContaining(files, word.slice(4))).toEqual([]);
     expect(filesContaining(files, kept)).toEqual([path]);
-    expect((await (await open(`sqlite:${path}`)).readFrom('kept', 0)).length).toBe(40);
+    const after = new Database(path);
+    expect(indexed(after)).toEqual({ matches: 0, content: 0, segments: 0 });
+    // Removing entries from the segments in place left a consistent index.
+    after.prepare(`INSERT INTO search (search) VALUES ('integrity-check')`).run();
+    after.close();
+    const reopened = await open(`sqlite:${path}`);
+    expect((await reopened.readFrom('kept', 0)).length).toBe(40);
+    expect((await reopened.search('kept', indexedWordOf(kept), { limit: 100 })).length).toBe(40);
   });
 
   it('JSONL: the session folder is gone and no file under the root holds the text; the tombstone is kept apart', async () => {
@@ -106,6 +136,8 @@ describe('erase leaves no byte of the session in the store', () => {
     await store.erase('gone');
     expect(existsSync(join(root, 'gone'))).toBe(false);
     expect(filesContaining(filesUnder(root), secret)).toEqual([]);
+    // JSONL keeps no search index: search scans the log, which is gone.
+    await expect(store.search('gone', indexedWordOf(secret))).rejects.toMatchObject({ code: 'SESSION_NOT_FOUND' });
     expect(readdirSync(root).sort()).toEqual(['.tombstones', 'kept']);
     expect(readdirSync(join(root, '.tombstones'))).toEqual(['gone.json']);
   });
@@ -131,10 +163,17 @@ describe('erase leaves no byte of the session in the store', () => {
       };
       expect(await everything()).toContain(secret);
       const key = (await admin.query<{ key: string }>(`SELECT key FROM "${schema}".sessions WHERE id = 'gone'`)).rows[0]!.key;
+      const word = indexedWordOf(secret);
+      const vectorsWith = async (): Promise<number> =>
+        Number((await admin.query<{ n: string }>(`SELECT count(*) AS n FROM "${schema}".events WHERE search @@ plainto_tsquery('simple', $1)`, [word])).rows[0]!.n);
+      expect(await vectorsWith()).toBe(40);
+      expect(await everything()).toContain(`'${word}'`);
 
       const receipt = await store.erase('gone');
       expect(receipt).toMatchObject({ erased: true, removed: { header: 1, events: 40, artifacts: 1, projectionCheckpoints: 1 } });
       expect(await everything()).not.toContain(secret);
+      expect(await everything()).not.toContain(word);
+      expect(await vectorsWith()).toBe(0);
       for (const table of ['events', 'batches', 'artifacts', 'projection_cache']) {
         expect((await admin.query(`SELECT 1 FROM "${schema}"."${table}" WHERE session_key = $1`, [key])).rowCount, table).toBe(0);
       }
