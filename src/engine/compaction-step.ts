@@ -9,6 +9,7 @@ import { SessionlogError } from '../session/index.js';
 import type { EngineDeps } from './deps.js';
 import { LogWriter } from './log-writer.js';
 import { compactionId, compactionOp } from './ops.js';
+import { observedModel } from './telemetry.js';
 import type { AbandonCompactionInput, CompactActivityResult, CompactInput, StepContext } from './types.js';
 
 function idOf(input: { runId: string; key: CompactInput['key'] }): string {
@@ -30,7 +31,7 @@ export async function compact(deps: EngineDeps, input: CompactInput, ctx: StepCo
   const writer = await LogWriter.open(deps.store, input.sessionId, input.runId, input.knownHead);
   const id = idOf(input);
   const outcome = await runCompaction(
-    { log: logPort(writer, input.runId, id), summarizer: deps.model, context: deps.context, now: deps.now, signal: ctx.signal, heartbeat: () => ctx.heartbeat() },
+    { log: logPort(writer, input.runId, id), summarizer: observedModel(deps.model, deps.telemetry, { sessionId: input.sessionId, turn: input.turn, purpose: 'summary' }), context: deps.context, now: deps.now, signal: ctx.signal, heartbeat: () => ctx.heartbeat() },
     { compactionId: id, trigger: input.trigger, turn: input.turn, fromSeq: input.knownHead, attempt: ctx.attempt, maxAttempts: input.maxAttempts },
   );
   return { headSeq: writer.session.nextSeq, ...outcome };

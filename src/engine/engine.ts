@@ -7,6 +7,7 @@ import { abandon, compact } from './compaction-step.js';
 import type { EngineDeps } from './deps.js';
 import { modelStep } from './model-step.js';
 import { openRun } from './run.js';
+import { observedStore } from './telemetry.js';
 import { appendToolResults, endTurn, runTool } from './tool-step.js';
 import type {
   AbandonCompactionInput,
@@ -34,7 +35,8 @@ export type TurnEngine = {
   abandonCompaction(input: AbandonCompactionInput): Promise<{ headSeq: number }>;
 };
 
-export function createTurnEngine(deps: EngineDeps): TurnEngine {
+export function createTurnEngine(engineDeps: EngineDeps): TurnEngine {
+  const deps = engineDeps.telemetry ? { ...engineDeps, store: observedStore(engineDeps.store, engineDeps.telemetry) } : engineDeps;
   return {
     openRun: (input) => openRun(deps, input),
     modelStep: (input, ctx) => modelStep(deps, input, ctx),

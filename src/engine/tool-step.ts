@@ -25,7 +25,15 @@ export async function runTool(deps: EngineDeps, input: RunToolInput, ctx: StepCo
     throw new SessionlogError('INVALID_ARGUMENT', `seq ${input.callSeq} of session ${input.sessionId} is not a tool/call`);
   }
   const { callId, name } = call.data;
-  const outcome = await callTool(deps, input, ctx, { sessionId: input.sessionId, callId, name, rawArguments: call.data.arguments });
+  const observer = deps.telemetry?.toolCall({ sessionId: input.sessionId, turn: input.turn, step: input.step, callId, tool: name, attempt: ctx.attempt });
+  let outcome: ToolOutcome;
+  try {
+    outcome = await callTool(deps, input, ctx, { sessionId: input.sessionId, callId, name, rawArguments: call.data.arguments });
+  } catch (error) {
+    observer?.end({ isError: true, failed: true, errorCode: (error as { code?: string }).code ?? 'TOOL_FAILED' });
+    throw error;
+  }
+  observer?.end({ isError: outcome.isError, ...(outcome.errorCode ? { errorCode: outcome.errorCode } : {}) });
   const ref = await deps.store.artifacts.put({ sessionId: input.sessionId, name: `${name}-${callId}.txt`, content: outcome.text });
   return { callId, callSeq: input.callSeq, locator: ref.locator, bytes: ref.bytes, isError: outcome.isError, ...(outcome.errorCode ? { errorCode: outcome.errorCode } : {}) };
 }
