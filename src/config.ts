@@ -94,7 +94,23 @@ export type Config = {
   chunkFlushMs: number;
   /** The model catalogue: the built-in one, extended or overridden by the file SESSIONLOG_MODELS names. */
   catalogue: ModelCatalogue;
+  /**
+   * The operations listener of `sessionlog worker` (`/healthz`, `/readyz`, `/metrics`): off when
+   * `port` is undefined, 0 picks a free port.
+   */
+  ops: { host: string; port: number | undefined };
+  /** Operations telemetry: log level, and tracing (on when an OTLP endpoint is set). */
+  telemetry: {
+    logLevel: LogLevel;
+    /** OTLP/HTTP endpoint of a trace collector; spans go to `<endpoint>/v1/traces`. */
+    otlpEndpoint: string | undefined;
+    /** Record prompt and reply text in spans (off unless asked for). */
+    captureContent: boolean;
+  };
 };
+
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
 
 const DEEPSEEK_BASE_URL = 'https://api.deepseek.com';
 
@@ -133,6 +149,11 @@ const envSchema = z.object({
   SESSIONLOG_CHUNK_FLUSH_MS: int('SESSIONLOG_CHUNK_FLUSH_MS', 1, 10_000).optional(),
   SESSIONLOG_CONTINUE_AS_NEW_TURNS: int('SESSIONLOG_CONTINUE_AS_NEW_TURNS', 1).optional(),
   SESSIONLOG_MODELS: z.string().min(1).optional(),
+  SESSIONLOG_METRICS_HOST: z.string().min(1).optional(),
+  SESSIONLOG_METRICS_PORT: int('SESSIONLOG_METRICS_PORT', 0, 65535).optional(),
+  SESSIONLOG_LOG_LEVEL: z.enum(LOG_LEVELS, { message: `SESSIONLOG_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}` }).optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.string().url('OTEL_EXPORTER_OTLP_ENDPOINT must be a URL such as http://127.0.0.1:4318 (OTLP over HTTP)').optional(),
+  SESSIONLOG_TRACE_CONTENT: z.enum(['true', 'false'], { message: 'SESSIONLOG_TRACE_CONTENT must be true or false' }).optional(),
 });
 
 /** Resolves configuration from `env` (default `process.env`) plus explicit overrides (CLI flags). */
@@ -201,6 +222,12 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
     spillMaxInlineBytes: e.SESSIONLOG_SPILL_BYTES ?? 16 * 1024,
     chunkFlushMs: e.SESSIONLOG_CHUNK_FLUSH_MS ?? 50,
     catalogue,
+    ops: { host: e.SESSIONLOG_METRICS_HOST ?? '127.0.0.1', port: e.SESSIONLOG_METRICS_PORT },
+    telemetry: {
+      logLevel: e.SESSIONLOG_LOG_LEVEL ?? 'info',
+      otlpEndpoint: e.OTEL_EXPORTER_OTLP_ENDPOINT,
+      captureContent: e.SESSIONLOG_TRACE_CONTENT === 'true',
+    },
   };
 }
 

@@ -76,10 +76,14 @@ export async function runDev(config: Config, log: (line: string) => void = (line
     if (model.offline) cleanups.push(() => model.offline!.close());
     log(`Model: ${model.description}`);
 
+    const options = runtimeOptions(config);
+    // One telemetry for the whole dev process: the gateway's /metrics shows the worker's metrics too.
+    const telemetry = await options.telemetry('dev');
+    cleanups.push(() => telemetry.shutdown());
+    telemetry.installTemporalRuntime();
     const connection = await NativeConnection.connect({ address });
     cleanups.push(() => connection.close());
-    const options = runtimeOptions(config);
-    const worker = await createWorker(options.worker({ connection, store, model: model.model }));
+    const worker = await createWorker(options.worker({ connection, store, model: model.model, telemetry }));
     const workerRun = worker.run();
     cleanups.push(async () => {
       // The SDK's runtime may already be shutting the worker down on SIGINT itself.
@@ -87,10 +91,10 @@ export async function runDev(config: Config, log: (line: string) => void = (line
       await workerRun;
     });
 
-    const client = await connectClient({ ...config, temporalAddress: address }, store);
+    const client = await connectClient({ ...config, temporalAddress: address }, store, { telemetry });
     cleanups.push(() => client.temporal.connection.close());
     let gateway: RunningGateway;
-    const gatewayOptions = options.gateway(client);
+    const gatewayOptions = options.gateway(client, telemetry);
     try {
       gateway = await startGateway({ ...gatewayOptions, port: config.gateway.port });
     } catch (error) {
@@ -103,6 +107,7 @@ export async function runDev(config: Config, log: (line: string) => void = (line
 
     log(`Gateway: ${gateway.url}/v1 (OpenAPI at ${gateway.url}/v1/openapi.json)`);
     log(`Inspector: ${gateway.url}/ui/`);
+    log(`Metrics: ${gateway.url}/metrics${telemetry.tracing ? `; traces to ${config.telemetry.otlpEndpoint}` : ''}`);
     if (uiUrl) log(`Temporal UI: ${uiUrl}`);
     log(`Store: ${config.store}`);
     log('Ready. Chat in another terminal: npx sessionlog chat');

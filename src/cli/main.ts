@@ -83,19 +83,12 @@ async function withClient<T>(
   }
 }
 
-/** Quiet Temporal SDK logging for long-running commands (warnings and errors only). */
-async function quietTemporalLogs(): Promise<void> {
-  const { DefaultLogger, Runtime } = await import('@temporalio/worker');
-  Runtime.install({ logger: new DefaultLogger('WARN') });
-}
-
 program
   .command('dev')
   .description('start a local Temporal dev server, a worker and the HTTP gateway (data in ./.sessionlog)')
   .option('--port <port>', 'gateway port (env SESSIONLOG_PORT, default 8787)')
   .action(async (o: { port?: string }) => {
     const cfg = resolveConfig(process.env, { ...(o.port ? { SESSIONLOG_PORT: o.port } : {}), ...(program.opts<GlobalOptions>().store ? { SESSIONLOG_STORE: program.opts<GlobalOptions>().store! } : {}) });
-    await quietTemporalLogs();
     const { runDev } = await import('./dev.js');
     await runDev(cfg);
   });
@@ -109,21 +102,35 @@ program
     const store = await openConfiguredStore(cfg);
     const model = await startModel(cfg);
     process.stdout.write(`model: ${model.description}\n`);
-    await quietTemporalLogs();
+    const options = runtimeOptions(cfg);
+    const telemetry = await options.telemetry('worker');
+    telemetry.installTemporalRuntime();
     const { NativeConnection } = await import('@temporalio/worker');
     const { createWorker } = await import('../worker.js');
+    const { startOpsServer } = await import('../telemetry/ops-server.js');
     const connection = await NativeConnection.connect({ address });
-    const worker = await createWorker(runtimeOptions(cfg).worker({ connection, store, model: model.model }));
+    const worker = await createWorker(options.worker({ connection, store, model: model.model, telemetry }));
+    const ops =
+      cfg.ops.port === undefined
+        ? undefined
+        : await startOpsServer({
+            host: cfg.ops.host,
+            port: cfg.ops.port,
+            ready: () => (worker.getState() === 'RUNNING' ? { ready: true, checks: {} } : { ready: false, reason: `worker ${worker.getState().toLowerCase()}`, checks: {} }),
+            routes: telemetry.metricsRoute(),
+          });
     const stop = () => worker.shutdown();
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
-    process.stdout.write(`worker on ${address}, task queue ${cfg.taskQueue}, store ${cfg.store}\n`);
+    process.stdout.write(`worker on ${address}, task queue ${cfg.taskQueue}, store ${cfg.store}${ops ? `, operations ${ops.url}/metrics` : ''}\n`);
     try {
       await worker.run();
     } finally {
+      await ops?.close();
       await connection.close();
       await model.offline?.close();
       await store.close();
+      await telemetry.shutdown();
     }
   });
 
@@ -143,9 +150,11 @@ program
       throw new ConfigError(`SESSIONLOG_GATEWAY_TOKEN must be set to listen on ${cfg.gateway.host} (beyond loopback)`);
     }
     const store = await openConfiguredStore(cfg);
-    const client = await connectClient(cfg, store);
+    const options = runtimeOptions(cfg);
+    const telemetry = await options.telemetry('gateway');
+    const client = await connectClient(cfg, store, { telemetry });
     const { startGateway } = await import('../gateway/index.js');
-    const gateway = await startGateway({ ...runtimeOptions(cfg).gateway(client), port: cfg.gateway.port });
+    const gateway = await startGateway({ ...options.gateway(client, telemetry), port: cfg.gateway.port });
     process.stdout.write(`gateway: ${gateway.url}/v1\n`);
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);
@@ -154,6 +163,7 @@ program
     await gateway.close();
     await client.temporal.connection.close();
     await store.close();
+    await telemetry.shutdown();
   });
 
 program
