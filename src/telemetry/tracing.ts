@@ -58,7 +58,7 @@ export async function startTracing(options: TracingOptions): Promise<Tracing> {
     import('@opentelemetry/resources'),
     import('@opentelemetry/exporter-trace-otlp-proto'),
   ]);
-  const resource = Resource.default().merge(new Resource({ 'service.name': options.serviceName }));
+  const resource = Resource.default().merge(new Resource({ 'service.name': options.serviceName, 'process.pid': process.pid }));
   const exporter = options.exporter ?? new OTLPTraceExporter({ url: `${options.endpoint.replace(/\/+$/, '')}/v1/traces` });
   const processor: SpanProcessor = new BatchSpanProcessor(exporter, { scheduledDelayMillis: 1_000 });
   const provider = new NodeTracerProvider({ resource, spanProcessors: [processor] });

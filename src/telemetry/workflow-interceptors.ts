@@ -9,6 +9,7 @@
  *   signal) that delivered the turn's first message instead, so the turn's model call, tools
  *   and appends join the trace of the request that asked for the turn.
  * - Every workflow span gets the session id, and the turn where it is known.
+ * - Span ids stay the same when a replaying worker takes over (see ReplayStableInbound).
  *
  * Messages and activity inputs are read by shape (`{id}`, `{sessionId, turn, entering}`), so
  * this module imports nothing of the workflow's own.
@@ -24,6 +25,7 @@ import type {
   ActivityInput,
   LocalActivityInput,
   Next,
+  QueryInput,
   SignalInput,
   UpdateInput,
   WorkflowExecuteInput,
@@ -36,6 +38,23 @@ import { SESSION_ID, TURN, sessionOfWorkflow, sessionTurnOf } from './attributes
 
 /** Bound on remembered message contexts (messages wait at most a few turns in the queue). */
 const MAX_REMEMBERED = 256;
+
+/**
+ * Temporal's inbound interceptor without spans for update validators and queries. Those run
+ * only when live, never in a replay; a span made there draws its id from the workflow's random
+ * sequence, so after a worker crash the replaying worker would give every later span a
+ * different id than the crashed one did — and the retried activity, whose parent id was
+ * recorded in history, would point at the wrong span.
+ */
+class ReplayStableInbound extends OpenTelemetryInboundInterceptor {
+  override validateUpdate(input: UpdateInput, next: Next<WorkflowInboundCallsInterceptor, 'validateUpdate'>): void {
+    next(input);
+  }
+
+  override handleQuery(input: QueryInput, next: Next<WorkflowInboundCallsInterceptor, 'handleQuery'>): Promise<unknown> {
+    return next(input);
+  }
+}
 
 /** Per workflow: the trace context of each queued message, and of each turn once it began. */
 class TurnContexts {
@@ -76,6 +95,12 @@ function annotate(arg: unknown): void {
   if (turn !== undefined) span.setAttribute(TURN, turn);
 }
 
+/** The session id on the active span, from the workflow id. */
+function annotateSession(): void {
+  const sessionId = sessionOfWorkflow(workflowInfo().workflowId);
+  if (sessionId !== undefined) trace.getActiveSpan()?.setAttribute(SESSION_ID, sessionId);
+}
+
 /** Inside the OpenTelemetry inbound spans: remembers each message's context, annotates the spans. */
 class SessionInbound implements WorkflowInboundCallsInterceptor {
   constructor(private readonly contexts: TurnContexts) {}
@@ -98,8 +123,7 @@ class SessionInbound implements WorkflowInboundCallsInterceptor {
   }
 
   private remember(message: unknown, headers: SignalInput['headers']): void {
-    const sessionId = sessionOfWorkflow(workflowInfo().workflowId);
-    if (sessionId !== undefined) trace.getActiveSpan()?.setAttribute(SESSION_ID, sessionId);
+    annotateSession();
     const id = (message as { id?: unknown } | null)?.id;
     if (typeof id !== 'string') return;
     // The handler's own span when the SDK made one, else the caller's context from the headers.
@@ -140,7 +164,7 @@ class ActivityAnnotation implements WorkflowOutboundCallsInterceptor {
 export const interceptors = (): WorkflowInterceptors => {
   const contexts = new TurnContexts();
   return {
-    inbound: [new OpenTelemetryInboundInterceptor(), new SessionInbound(contexts)],
+    inbound: [new ReplayStableInbound(), new SessionInbound(contexts)],
     outbound: [new TurnScheduling(contexts), new OpenTelemetryOutboundInterceptor(), new ActivityAnnotation()],
     internals: [new OpenTelemetryInternalsInterceptor()],
   };
