@@ -64,7 +64,7 @@ export function createEngineObserver(options: EngineObserverOptions) {
         },
         end(result: ModelEnd) {
           const durationMs = performance.now() - started;
-          const outcome = result.errorCode ?? 'ok';
+          const outcome = result.errorCode ?? (result.aborted ? 'aborted' : 'ok');
           metrics?.modelCalls.inc({ model: call.model, purpose: call.purpose, outcome });
           metrics?.modelDuration.observe({ model: call.model, purpose: call.purpose }, seconds(durationMs));
           if (result.errorCode === 'context_overflow') metrics?.contextOverflows.inc({ model: call.model });
