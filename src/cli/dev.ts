@@ -80,7 +80,7 @@ export async function runDev(config: Config, log: (line: string) => void = (line
     // One telemetry for the whole dev process: the gateway's /metrics shows the worker's metrics too.
     const telemetry = await options.telemetry('dev');
     cleanups.push(() => telemetry.shutdown());
-    telemetry.installTemporalRuntime();
+    await telemetry.installTemporalRuntime();
     const connection = await NativeConnection.connect({ address });
     cleanups.push(() => connection.close());
     const worker = await createWorker(options.worker({ connection, store, model: model.model, telemetry }));

@@ -104,7 +104,7 @@ program
     process.stdout.write(`model: ${model.description}\n`);
     const options = runtimeOptions(cfg);
     const telemetry = await options.telemetry('worker');
-    telemetry.installTemporalRuntime();
+    await telemetry.installTemporalRuntime();
     const { NativeConnection } = await import('@temporalio/worker');
     const { createWorker } = await import('../worker.js');
     const { startOpsServer } = await import('../telemetry/ops-server.js');

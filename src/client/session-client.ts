@@ -165,7 +165,8 @@ export class SessionClient {
   /**
    * Connects to the Temporal frontend at `address` (`host:port`) in `namespace` (default
    * `default`) and builds a client over `store`. The connection is the caller's to close:
-   * `client.temporal.connection.close()`.
+   * `client.temporal.connection.close()`. `interceptors` are Temporal workflow-client
+   * interceptors (tracing's, from src/telemetry).
    */
   static async connect(
     options: Omit<SessionClientOptions, 'temporal'> & { address: string; namespace?: string; interceptors?: WorkflowClientInterceptor[] },

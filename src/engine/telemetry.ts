@@ -82,7 +82,13 @@ export function observedModel(model: ModelPort, telemetry: EngineTelemetry | und
       const observer = telemetry.modelCall({ ...call, provider: model.provider, model: request.header.model, messages: request.messages });
       let reply: ModelReply;
       try {
-        reply = await model.stream({ ...request, onFirstDelta: () => (observer.firstToken(), request.onFirstDelta?.()) });
+        reply = await model.stream({
+          ...request,
+          onFirstDelta: () => {
+            observer.firstToken();
+            request.onFirstDelta?.();
+          },
+        });
       } catch (error) {
         observer.end({ errorCode: classifyModelError(error).code });
         throw error;

@@ -5,14 +5,13 @@
  * (src/cli/runtime.ts) wires its pieces into the worker, the client and the gateway.
  */
 import { SpanKind, SpanStatusCode, context, trace } from '@opentelemetry/api';
-import { Runtime } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { SESSION_ID, TURN } from './attributes.js';
 import { createEngineObserver } from './engine-observer.js';
 import { createLogger, temporalLogger, type LogLevelSetting } from './logging.js';
 import { SessionlogMetrics, type ModelPrices } from './metrics.js';
 import type { OpsRoute } from './ops-server.js';
-import { TemporalMetricsBridge } from './temporal-metrics.js';
+import type { TemporalMetricsBridge } from './temporal-metrics.js';
 import type { Tracing } from './tracing.js';
 
 export { SessionlogMetrics, type ModelPrices } from './metrics.js';
@@ -63,15 +62,16 @@ export type Telemetry = {
   /**
    * Installs the Temporal SDK runtime with this telemetry: the SDK's logger (workflow and
    * activity `log`, the core's forwarded lines) through ours, and its worker metrics drained
-   * into our registry. Call once, before the process opens any Temporal connection; returns
-   * false when a runtime was already installed (its logger and metrics stay as they were).
+   * into our registry. Call once, before the process opens any Temporal connection; resolves
+   * to false when a runtime was already installed (its logger and metrics stay as they were).
+   * A gateway never calls it, so it never loads the worker's native SDK.
    */
-  installTemporalRuntime(options?: { coreLogLevel?: 'WARN' | 'ERROR' }): boolean;
+  installTemporalRuntime(options?: { coreLogLevel?: 'WARN' | 'ERROR' }): Promise<boolean>;
   /** `/metrics` for the operations listener (`startOpsServer({ routes })`). */
   metricsRoute(): Record<string, OpsRoute>;
   /** Sets the pending-approvals gauge: the approvals feature reports the count it sees here. */
   setPendingApprovals(count: number): void;
-  /** Flushes spans and stops background work. */
+  /** Flushes spans (best effort: an unreachable collector is logged, not thrown) and stops background work. */
   shutdown(): Promise<void>;
 };
 
@@ -133,7 +133,8 @@ export async function startTelemetry(settings: TelemetrySettings, options: Telem
     tracing,
     engine,
     gateway,
-    installTemporalRuntime(runtimeOptions = {}) {
+    async installTemporalRuntime(runtimeOptions = {}) {
+      const [{ Runtime }, { TemporalMetricsBridge }] = await Promise.all([import('@temporalio/worker'), import('./temporal-metrics.js')]);
       const candidate = new TemporalMetricsBridge(metrics.registry);
       try {
         Runtime.install({
@@ -161,7 +162,12 @@ export async function startTelemetry(settings: TelemetrySettings, options: Telem
     setPendingApprovals: (count) => metrics.setPendingApprovals(count),
     async shutdown() {
       bridge?.stop();
-      await tracing?.shutdown();
+      try {
+        await tracing?.shutdown();
+      } catch (error) {
+        // The collector is unreachable: the last spans are lost, which must not fail a clean stop.
+        logger.warn({ err: error }, 'could not export the last spans');
+      }
     },
   };
 }

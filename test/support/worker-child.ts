@@ -104,7 +104,7 @@ const telemetry = otlpEndpoint
       { logDestination: { write: (line: string) => void process.stderr.write(line) } },
     )
   : undefined;
-if (telemetry) telemetry.installTemporalRuntime();
+if (telemetry) await telemetry.installTemporalRuntime();
 else Runtime.install({ logger: new DefaultLogger('WARN') });
 const tracing = telemetry?.tracing?.workerOptions();
 

@@ -45,7 +45,7 @@ beforeAll(async () => {
   workerTelemetry = await startTelemetry({ ...settings, serviceName: 'sessionlog-worker' }, { prices: () => PRICES, logDestination: { write: (line: string) => void workerLog.push(line) } });
   gatewayTelemetry = await startTelemetry({ ...settings, serviceName: 'sessionlog-gateway' }, { logDestination: { write: (line: string) => void gatewayLog.push(line) } });
   // Before any Temporal connection of this process: the SDK's worker metrics go to the worker's registry.
-  expect(workerTelemetry.installTemporalRuntime()).toBe(true);
+  expect(await workerTelemetry.installTemporalRuntime()).toBe(true);
 
   fake = await startFakeModelServer({ apiKey: API_KEY });
   fake.setMatcher((request) => {
