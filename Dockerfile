@@ -42,7 +42,8 @@ COPY --from=build /app/dist/src ./dist/src
 RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]
-# The HTTP gateway (`serve`); workers listen on nothing.
-EXPOSE 8787
+# The HTTP gateway (`serve`); a worker's operations listener (/healthz, /readyz) when
+# SESSIONLOG_METRICS_PORT is set.
+EXPOSE 8787 9464
 ENTRYPOINT ["node", "bin/sessionlog.mjs"]
 CMD ["--help"]

@@ -1,7 +1,10 @@
 /**
- * `npm run bench`: runs every benchmark (store, turns, telemetry cost, token meter, idle followers), each in its own process so one's heap and RSS do not
- * colour the other's. bench/turns.ts and bench/telemetry.ts need Temporal: they use TEMPORAL_ADDRESS when set, else a
+ * `npm run bench`: runs every benchmark (store, turns, token meter, learned limits, telemetry
+ * cost, idle followers, fleet), each in its own process so one's heap and RSS do not colour
+ * the other's. bench/turns.ts, bench/limits.ts and bench/telemetry.ts need Temporal: they use
+ * TEMPORAL_ADDRESS when set, else a
  * private dev server from `scripts/temporal-dev-server run` (started and stopped here).
+ * bench/fleet.ts starts its own servers (and builds the full Temporal server the first time).
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -21,12 +24,11 @@ function run(command: string, args: readonly string[]): Promise<number> {
 async function main(): Promise<number> {
   const failures: string[] = [];
   if ((await run(TSX, ['bench/store.ts'])) !== 0) failures.push('bench/store.ts');
-  const turns = process.env.TEMPORAL_ADDRESS ? run(TSX, ['bench/turns.ts']) : run(DEV_SERVER, ['run', '--', TSX, 'bench/turns.ts']);
-  if ((await turns) !== 0) failures.push('bench/turns.ts');
-  const telemetry = process.env.TEMPORAL_ADDRESS ? run(TSX, ['bench/telemetry.ts']) : run(DEV_SERVER, ['run', '--', TSX, 'bench/telemetry.ts']);
-  if ((await telemetry) !== 0) failures.push('bench/telemetry.ts');
+  const withTemporal = (script: string) => (process.env.TEMPORAL_ADDRESS ? run(TSX, [script]) : run(DEV_SERVER, ['run', '--', TSX, script]));
+  for (const script of ['bench/turns.ts', 'bench/limits.ts', 'bench/telemetry.ts']) if ((await withTemporal(script)) !== 0) failures.push(script);
   if ((await run(TSX, ['bench/meter.ts'])) !== 0) failures.push('bench/meter.ts');
   if ((await run(TSX, ['bench/followers.ts'])) !== 0) failures.push('bench/followers.ts');
+  if ((await run(TSX, ['bench/fleet.ts'])) !== 0) failures.push('bench/fleet.ts');
   if (failures.length > 0) console.error(`\nfailed: ${failures.join(', ')}`);
   return failures.length === 0 ? 0 : 1;
 }

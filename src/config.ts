@@ -5,15 +5,15 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DEFAULT_MODEL_CATALOGUE, ModelCatalogueError, lookupModel, resolveModelCatalogue, type ModelCatalogue, type ModelCatalogueOverrides } from './model/catalogue.js';
+import { DEFAULT_GATEWAY_TIMEOUTS, isLoopbackHost, resolveGatewayTimeouts, type GatewayTimeouts } from './gateway/settings.js';
+import { ConfigError } from './session/errors.js';
+import { registerSecret } from './session/secrets.js';
+import { parseApprovalPolicy, type ApprovalPolicy } from './tools/approval.js';
 import { DEFAULT_TASK_QUEUE, DEFAULT_TUNABLES, type SessionTunables } from './workflows/api.js';
 
-export class ConfigError extends Error {
-  readonly code = 'INVALID_CONFIG';
-  constructor(message: string) {
-    super(message);
-    this.name = 'ConfigError';
-  }
-}
+export { ConfigError };
+export { DEFAULT_GATEWAY_TIMEOUTS, isLoopbackHost };
+export type { GatewayTimeouts };
 
 export type ModelSettings = {
   /** Model name from the catalogue (e.g. deepseek-flash) or `fake` for the offline model. */
@@ -31,55 +31,6 @@ export type ModelSettings = {
   timeoutMs: number;
 };
 
-/**
- * How long the gateway waits for each part of a request (ms). Documented in the README's
- * configuration table; none of them cuts a request once it has fully arrived, so `?wait=true`
- * turns and SSE streams run as long as they need.
- */
-export type GatewayTimeouts = {
-  /**
-   * A socket idle this long before its first request's headers are in is closed (fastify
-   * `connectionTimeout`). After a response Node's keep-alive timeout takes over; a silent
-   * connection meets the headers timeout first unless that is set longer.
-   */
-  connectionTimeoutMs: number;
-  /** The request line and headers must arrive within this (Node's `headersTimeout`); else 408. */
-  headersTimeoutMs: number;
-  /** Once the headers are in, the body must arrive within this; else 408. */
-  bodyTimeoutMs: number;
-  /** The whole request, headers and body, must arrive within this (fastify/Node `requestTimeout`); else 408. At least `headersTimeoutMs`. */
-  requestTimeoutMs: number;
-};
-
-export const DEFAULT_GATEWAY_TIMEOUTS: Readonly<GatewayTimeouts> = {
-  connectionTimeoutMs: 60_000,
-  headersTimeoutMs: 10_000,
-  bodyTimeoutMs: 30_000,
-  requestTimeoutMs: 60_000,
-};
-
-/**
- * Throws ConfigError unless every timeout is a positive whole number and the headers fit in
- * the request timeout (Node refuses the server otherwise).
- */
-export function assertGatewayTimeouts(timeouts: GatewayTimeouts): void {
-  const names: Record<keyof GatewayTimeouts, string> = {
-    connectionTimeoutMs: 'SESSIONLOG_CONNECTION_TIMEOUT_MS',
-    headersTimeoutMs: 'SESSIONLOG_HEADERS_TIMEOUT_MS',
-    bodyTimeoutMs: 'SESSIONLOG_BODY_TIMEOUT_MS',
-    requestTimeoutMs: 'SESSIONLOG_REQUEST_TIMEOUT_MS',
-  };
-  for (const key of Object.keys(names) as Array<keyof GatewayTimeouts>) {
-    const value = timeouts[key];
-    if (!Number.isSafeInteger(value) || value < 1) throw new ConfigError(`${names[key]} (gateway ${key}) must be a positive whole number of milliseconds, got ${String(value)}`);
-  }
-  if (timeouts.headersTimeoutMs > timeouts.requestTimeoutMs) {
-    throw new ConfigError(
-      `SESSIONLOG_HEADERS_TIMEOUT_MS (${timeouts.headersTimeoutMs}) must not exceed SESSIONLOG_REQUEST_TIMEOUT_MS (${timeouts.requestTimeoutMs}): the request timeout covers the headers too`,
-    );
-  }
-}
-
 export type Config = {
   store: string;
   temporalAddress: string | undefined;
@@ -94,11 +45,19 @@ export type Config = {
   chunkFlushMs: number;
   /** The model catalogue: the built-in one, extended or overridden by the file SESSIONLOG_MODELS names. */
   catalogue: ModelCatalogue;
+  /** Which tool calls wait for a person's approval by default. */
+  approval: ApprovalPolicy;
+  /** The token budget that triggers pressure handling (unset: the model's window). */
+  contextBudget: number | undefined;
   /**
-   * The operations listener of `sessionlog worker` (`/healthz`, `/readyz`, `/metrics`): off when
-   * `port` is undefined, 0 picks a free port.
+   * The operations listener of `sessionlog worker` (`/healthz`, `/readyz`, `/metrics`): off when `port` is
+   * undefined, 0 picks a free port.
    */
   ops: { host: string; port: number | undefined };
+  /** How long a worker asked to stop lets running activities finish before it hands them back. */
+  shutdownGraceMs: number;
+  /** Port `sessionlog dev` starts the Temporal dev server on (0: a free one); a taken one falls back to a free one. */
+  devTemporalPort: number;
   /** Operations telemetry: log level, and tracing (on when an OTLP endpoint is set). */
   telemetry: {
     logLevel: LogLevel;
@@ -149,8 +108,18 @@ const envSchema = z.object({
   SESSIONLOG_CHUNK_FLUSH_MS: int('SESSIONLOG_CHUNK_FLUSH_MS', 1, 10_000).optional(),
   SESSIONLOG_CONTINUE_AS_NEW_TURNS: int('SESSIONLOG_CONTINUE_AS_NEW_TURNS', 1).optional(),
   SESSIONLOG_MODELS: z.string().min(1).optional(),
+  SESSIONLOG_APPROVAL: z
+    .string()
+    .regex(/^(never|always|tools:[A-Za-z0-9_-]+(,[A-Za-z0-9_-]+)*)$/, 'SESSIONLOG_APPROVAL must be never, always or tools:NAME[,NAME…]')
+    .optional(),
+  SESSIONLOG_APPROVAL_TIMEOUT_MS: int('SESSIONLOG_APPROVAL_TIMEOUT_MS', 1000).optional(),
+  SESSIONLOG_CONTEXT_BUDGET: int('SESSIONLOG_CONTEXT_BUDGET', 1).optional(),
+  SESSIONLOG_MODEL_HEARTBEAT_MS: int('SESSIONLOG_MODEL_HEARTBEAT_MS', 500).optional(),
+  SESSIONLOG_MODEL_MAX_ATTEMPTS: int('SESSIONLOG_MODEL_MAX_ATTEMPTS', 1, 1000).optional(),
   SESSIONLOG_METRICS_HOST: z.string().min(1).optional(),
   SESSIONLOG_METRICS_PORT: int('SESSIONLOG_METRICS_PORT', 0, 65535).optional(),
+  SESSIONLOG_SHUTDOWN_GRACE_MS: int('SESSIONLOG_SHUTDOWN_GRACE_MS', 0, 3_600_000).optional(),
+  TEMPORAL_DEV_PORT: int('TEMPORAL_DEV_PORT', 0, 65535).optional(),
   SESSIONLOG_LOG_LEVEL: z.enum(LOG_LEVELS, { message: `SESSIONLOG_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}` }).optional(),
   OTEL_EXPORTER_OTLP_ENDPOINT: z.string().url('OTEL_EXPORTER_OTLP_ENDPOINT must be a URL such as http://127.0.0.1:4318 (OTLP over HTTP)').optional(),
   SESSIONLOG_TRACE_CONTENT: z.enum(['true', 'false'], { message: 'SESSIONLOG_TRACE_CONTENT must be true or false' }).optional(),
@@ -175,6 +144,9 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
   const baseURL = offline ? undefined : (e.OPENAI_BASE_URL ?? DEEPSEEK_BASE_URL);
   const modelName = e.SESSIONLOG_MODEL ?? (offline ? 'fake' : 'deepseek-flash');
   const provider = offline ? 'fake' : baseURL?.includes('deepseek') ? 'deepseek' : 'openai';
+  // Configured secrets never leave the process in a log, an error or an export.
+  registerSecret(apiKey);
+  registerSecret(e.SESSIONLOG_GATEWAY_TOKEN);
   const catalogue = e.SESSIONLOG_MODELS === undefined ? DEFAULT_MODEL_CATALOGUE : loadCatalogue(e.SESSIONLOG_MODELS);
   try {
     lookupModel(catalogue, modelName);
@@ -182,13 +154,12 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
     if (error instanceof ModelCatalogueError) throw new ConfigError(`SESSIONLOG_MODEL: ${error.message}`);
     throw error;
   }
-  const timeouts: GatewayTimeouts = {
-    connectionTimeoutMs: e.SESSIONLOG_CONNECTION_TIMEOUT_MS ?? DEFAULT_GATEWAY_TIMEOUTS.connectionTimeoutMs,
-    headersTimeoutMs: e.SESSIONLOG_HEADERS_TIMEOUT_MS ?? DEFAULT_GATEWAY_TIMEOUTS.headersTimeoutMs,
-    bodyTimeoutMs: e.SESSIONLOG_BODY_TIMEOUT_MS ?? DEFAULT_GATEWAY_TIMEOUTS.bodyTimeoutMs,
-    requestTimeoutMs: e.SESSIONLOG_REQUEST_TIMEOUT_MS ?? DEFAULT_GATEWAY_TIMEOUTS.requestTimeoutMs,
-  };
-  assertGatewayTimeouts(timeouts);
+  const timeouts = resolveGatewayTimeouts({
+    ...(e.SESSIONLOG_CONNECTION_TIMEOUT_MS !== undefined ? { connectionTimeoutMs: e.SESSIONLOG_CONNECTION_TIMEOUT_MS } : {}),
+    ...(e.SESSIONLOG_HEADERS_TIMEOUT_MS !== undefined ? { headersTimeoutMs: e.SESSIONLOG_HEADERS_TIMEOUT_MS } : {}),
+    ...(e.SESSIONLOG_BODY_TIMEOUT_MS !== undefined ? { bodyTimeoutMs: e.SESSIONLOG_BODY_TIMEOUT_MS } : {}),
+    ...(e.SESSIONLOG_REQUEST_TIMEOUT_MS !== undefined ? { requestTimeoutMs: e.SESSIONLOG_REQUEST_TIMEOUT_MS } : {}),
+  });
   return {
     store: e.SESSIONLOG_STORE ?? 'sqlite:./.sessionlog/sessionlog.db',
     temporalAddress: e.TEMPORAL_ADDRESS,
@@ -218,11 +189,18 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
       ...(e.SESSIONLOG_MAX_STEPS !== undefined ? { maxStepsPerTurn: e.SESSIONLOG_MAX_STEPS } : {}),
       ...(e.SESSIONLOG_MAX_MESSAGE_BYTES !== undefined ? { maxMessageBytes: e.SESSIONLOG_MAX_MESSAGE_BYTES } : {}),
       ...(e.SESSIONLOG_CONTINUE_AS_NEW_TURNS !== undefined ? { continueAsNewAfterTurns: e.SESSIONLOG_CONTINUE_AS_NEW_TURNS } : {}),
+      ...(e.SESSIONLOG_APPROVAL_TIMEOUT_MS !== undefined ? { approvalTimeoutMs: e.SESSIONLOG_APPROVAL_TIMEOUT_MS } : {}),
+      ...(e.SESSIONLOG_MODEL_HEARTBEAT_MS !== undefined ? { modelHeartbeatMs: e.SESSIONLOG_MODEL_HEARTBEAT_MS } : {}),
+      ...(e.SESSIONLOG_MODEL_MAX_ATTEMPTS !== undefined ? { modelMaxAttempts: e.SESSIONLOG_MODEL_MAX_ATTEMPTS } : {}),
     },
     spillMaxInlineBytes: e.SESSIONLOG_SPILL_BYTES ?? 16 * 1024,
     chunkFlushMs: e.SESSIONLOG_CHUNK_FLUSH_MS ?? 50,
     catalogue,
+    approval: parseApprovalPolicy(e.SESSIONLOG_APPROVAL ?? 'never'),
+    contextBudget: e.SESSIONLOG_CONTEXT_BUDGET,
     ops: { host: e.SESSIONLOG_METRICS_HOST ?? '127.0.0.1', port: e.SESSIONLOG_METRICS_PORT },
+    shutdownGraceMs: e.SESSIONLOG_SHUTDOWN_GRACE_MS ?? 10_000,
+    devTemporalPort: e.TEMPORAL_DEV_PORT ?? 7233,
     telemetry: {
       logLevel: e.SESSIONLOG_LOG_LEVEL ?? 'info',
       otlpEndpoint: e.OTEL_EXPORTER_OTLP_ENDPOINT,
@@ -261,9 +239,4 @@ function loadCatalogue(path: string): ModelCatalogue {
     if (error instanceof ModelCatalogueError) throw new ConfigError(`SESSIONLOG_MODELS: ${path}: ${error.message}`);
     throw error;
   }
-}
-
-/** True for addresses that only this machine can reach. */
-export function isLoopbackHost(host: string): boolean {
-  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host);
 }

@@ -28,7 +28,7 @@ export { startOpsServer } from './telemetry/ops-server.js';
 
 export { openStore } from './persistence/open.js';
 export type { StoreOptions } from './persistence/base.js';
-export type { AppendOptions, AppendResult, LoadedSession, SessionStore, WatchOptions } from './persistence/store.js';
+export type { AppendOptions, AppendResult, ErasedPlace, LoadedSession, ScanProblem, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions } from './persistence/store.js';
 
 export { Session, SESSION_FORMAT_VERSION, SessionlogError, isEventOfType, isSessionlogError, textOf } from './session/index.js';
 export type {

@@ -19,6 +19,7 @@ import { DEFAULT_MODEL_CATALOGUE, lookupModel, type ModelCatalogue } from './mod
 import type { ModelPort } from './model/provider.js';
 import { writeProjectionCheckpoint } from './persistence/derived-history.js';
 import type { SessionStore } from './persistence/store.js';
+import type { ApprovalPolicy } from './tools/approval.js';
 import { BUILTIN_TOOLS } from './tools/builtin.js';
 import { ToolRegistry } from './tools/registry.js';
 import { DEFAULT_TASK_QUEUE } from './workflows/api.js';
@@ -91,12 +92,26 @@ export type CreateWorkerOptions = {
   agent: AgentConfig;
   /** The tools a session may name (default: the built-in `read_artifact`, `calculator`, `word_count`). */
   tools?: ToolRegistry;
+  /**
+   * Which calls wait for a person's approval when the tool itself does not say (default
+   * `{mode: 'never'}`; `SESSIONLOG_APPROVAL`). A tool's own `approval` rule wins.
+   */
+  approval?: ApprovalPolicy;
   /** Replaces the default spill shaper (preview + notice above `spillMaxInlineBytes`). */
   shapeToolResult?: ToolResultShaper;
   /** Tool output above this many UTF-8 bytes is logged as a head/tail preview (default 16 KiB). */
   spillMaxInlineBytes?: number;
   /** Context management (meter, pressure policy, pruner); `false` turns it off. */
-  context?: false | { policy?: Partial<ContextPolicy>; pruner?: Partial<PrunerConfig> | false; meter?: TokenMeter; catalogue?: ModelCatalogue };
+  context?:
+    | false
+    | {
+        policy?: Partial<ContextPolicy>;
+        pruner?: Partial<PrunerConfig> | false;
+        meter?: TokenMeter;
+        catalogue?: ModelCatalogue;
+        /** Learn context windows from providers' overflow refusals (default true). */
+        learnLimits?: boolean;
+      };
   /** How often a streaming model call or a running tool heartbeats, ms (default 1000). */
   heartbeatMs?: number;
   /** Extra Temporal worker options (concurrency limits, heartbeat throttling…). */
@@ -140,9 +155,12 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     model: options.model,
     tools: options.tools ?? new ToolRegistry(BUILTIN_TOOLS),
     agent: options.agent,
+    approval: options.approval ?? { mode: 'never' },
     shapeToolResult,
     ...(context ? { context } : {}),
     heartbeatMs: options.heartbeatMs ?? 1000,
+    learnedWindows: new Map(),
+    ...(options.context !== false && options.context?.learnLimits === false ? { learnLimits: false } : {}),
     now: Date.now,
     onTurnEnded: (sessionId) => checkpointProjections(store, sessionId),
     ...(options.telemetry ? { telemetry: options.telemetry } : {}),

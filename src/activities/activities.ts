@@ -32,6 +32,7 @@ export function createActivities(engine: TurnEngine) {
     openRun: (input: Parameters<TurnEngine['openRun']>[0]) => mapped(() => engine.openRun(input)),
     modelStep: (input: Parameters<TurnEngine['modelStep']>[0]) => mapped(() => engine.modelStep(input, stepContext())),
     runTool: (input: Parameters<TurnEngine['runTool']>[0]) => mapped(() => engine.runTool(input, stepContext())),
+    recordAnswers: (input: Parameters<TurnEngine['recordAnswers']>[0]) => mapped(() => engine.recordAnswers(input)),
     appendToolResults: (input: Parameters<TurnEngine['appendToolResults']>[0]) => mapped(() => engine.appendToolResults(input)),
     endTurn: (input: Parameters<TurnEngine['endTurn']>[0]) => mapped(() => engine.endTurn(input)),
     compact: (input: Parameters<TurnEngine['compact']>[0]) => mapped(() => engine.compact(input, stepContext())),

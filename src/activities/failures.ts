@@ -5,7 +5,7 @@
 import { ApplicationFailure, CancelledFailure } from '@temporalio/activity';
 import { StepInterrupted, ToolAttemptFailed } from '../engine/errors.js';
 import { ModelCallError } from '../model/errors.js';
-import { SessionlogError } from '../session/index.js';
+import { SessionlogError, scrubSecrets } from '../session/index.js';
 
 /** Session errors a retry can fix: the store or a lock was unreachable for a moment. */
 const RETRYABLE_CODES: ReadonlySet<string> = new Set(['UNAVAILABLE']);
@@ -20,10 +20,12 @@ export function toTemporalFailure(error: unknown): unknown {
     return ApplicationFailure.create({ message: failure.message, type: failure.code, ...(failure.retryAfterMs !== undefined ? { nextRetryDelay: failure.retryAfterMs } : {}) });
   }
   if (error instanceof SessionlogError) {
-    if (RETRYABLE_CODES.has(error.code)) return ApplicationFailure.retryable(error.message, error.code);
-    return ApplicationFailure.nonRetryable(error.message, error.code);
+    if (RETRYABLE_CODES.has(error.code)) return ApplicationFailure.retryable(scrubSecrets(error.message), error.code);
+    return ApplicationFailure.nonRetryable(scrubSecrets(error.message), error.code);
   }
-  if (error instanceof ToolAttemptFailed) return ApplicationFailure.retryable(error.message, 'TOOL_ATTEMPT_FAILED');
-  // Anything else (a bug, a dropped connection) is retried by the activity's policy.
-  return error;
+  if (error instanceof ToolAttemptFailed) return ApplicationFailure.retryable(scrubSecrets(error.message), 'TOOL_ATTEMPT_FAILED');
+  // Anything else (a bug, a dropped connection) is retried by the activity's policy; its text
+  // goes into Temporal's history, so it is scrubbed like everything else.
+  const message = error instanceof Error ? error.message : String(error);
+  return ApplicationFailure.retryable(scrubSecrets(message), error instanceof Error ? error.name : 'Error');
 }

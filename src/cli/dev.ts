@@ -1,7 +1,9 @@
 /**
  * `sessionlog dev`: the local Temporal dev server (file-backed, so sessions survive a restart),
  * a worker, the offline or configured model, and the HTTP gateway, in one process tree with
- * data under ./.sessionlog/. Ctrl-C stops every child cleanly.
+ * data under ./.sessionlog/. Ctrl-C, SIGTERM and SIGHUP (the terminal closed) stop every child
+ * cleanly, also while it is still starting: the dev server runs in its own session (so a key
+ * press in the terminal does not reach it) and would otherwise outlive us on port 7233.
  */
 import { execFile } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
@@ -15,46 +17,72 @@ import { DEV_DIR, connectClient, openConfiguredStore, packageRoot, readDevState,
 
 const run = promisify(execFile);
 
-type TemporalServer = { address: string; uiUrl: string | undefined; stop(): Promise<void> };
+type TemporalServer = { address: string; uiUrl: string | undefined };
+
+const TEMPORAL_SCRIPT = (): string => join(packageRoot(), 'scripts', 'temporal-dev-server');
+const temporalStateDir = (): string => resolve(DEV_DIR, 'temporal');
+
+/** Stops the dev server recorded in .sessionlog/temporal (a no-op when none runs there). */
+async function stopTemporal(): Promise<void> {
+  await run(TEMPORAL_SCRIPT(), ['stop', '--state-dir', temporalStateDir()]);
+}
 
 /** Starts (or reuses) the file-backed dev server in .sessionlog/temporal via scripts/temporal-dev-server. */
-async function startTemporal(log: (line: string) => void): Promise<TemporalServer> {
-  const script = join(packageRoot(), 'scripts', 'temporal-dev-server');
-  const stateDir = resolve(DEV_DIR, 'temporal');
+async function startTemporal(preferredPort: number, log: (line: string) => void): Promise<TemporalServer> {
+  const script = TEMPORAL_SCRIPT();
+  const stateDir = temporalStateDir();
   mkdirSync(stateDir, { recursive: true, mode: 0o700 });
   const base = ['--state-dir', stateDir, '--db-filename', join(stateDir, 'temporal.db'), '--ui'];
   const start = async (port: string) => (await run(script, ['start', '--port', port, ...base], { maxBuffer: 1 << 20 })).stdout;
   let out: string;
   try {
-    out = await start('7233');
+    out = await start(String(preferredPort));
   } catch (error) {
     const stderr = String((error as { stderr?: string }).stderr ?? '');
-    if (!stderr.includes('already answers')) throw new Error(`could not start the Temporal dev server:\n${stderr.trim()}`, { cause: error });
-    log('port 7233 is taken by another Temporal server; using a free port');
+    if (preferredPort === 0 || !stderr.includes('already answers')) throw new Error(`could not start the Temporal dev server:\n${stderr.trim()}`, { cause: error });
+    log(`port ${preferredPort} is taken by another Temporal server; using a free port`);
     out = await start('0');
   }
   const address = /TEMPORAL_ADDRESS=(\S+)/.exec(out)?.[1];
   if (!address) throw new Error(`scripts/temporal-dev-server printed no address:\n${out}`);
   const port = Number(address.split(':').pop());
-  return {
-    address,
-    uiUrl: Number.isFinite(port) ? `http://127.0.0.1:${port + 1000}` : undefined,
-    async stop() {
-      await run(script, ['stop', '--state-dir', stateDir]);
-    },
-  };
+  return { address, uiUrl: Number.isFinite(port) ? `http://127.0.0.1:${port + 1000}` : undefined };
 }
+
+/** The signals that stop `dev`: Ctrl-C, a service manager, and a closed terminal. */
+const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 export async function runDev(config: Config, log: (line: string) => void = (line) => process.stdout.write(`${line}\n`)): Promise<void> {
   const running = readDevState();
   if (running) throw new Error(`sessionlog dev is already running here (pid ${running.pid}, gateway ${running.gatewayUrl}); stop it first`);
   mkdirSync(DEV_DIR, { recursive: true, mode: 0o700 });
 
+  // Listen before starting anything, so a signal during start-up stops what already started.
+  const stop = new AbortController();
+  let terminalGone = false;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (signal === 'SIGHUP' && !terminalGone) {
+      terminalGone = true;
+      // The terminal is gone: a write to it fails (EIO, EPIPE), and neither that nor the
+      // CLI's exit-on-EPIPE may cut the clean-up short.
+      for (const stream of [process.stdout, process.stderr]) {
+        stream.removeAllListeners('error');
+        stream.on('error', () => undefined);
+      }
+    }
+    stop.abort();
+  };
+  for (const signal of STOP_SIGNALS) process.on(signal, onSignal);
+  const say = (line: string): void => {
+    // After SIGHUP no one reads the terminal, and writing to it may fail.
+    if (!terminalGone) log(line);
+  };
+
   const cleanups: Array<() => Promise<void>> = [];
   const stopAll = async () => {
     while (cleanups.length > 0) {
       const cleanup = cleanups.pop()!;
-      await cleanup().catch((error: unknown) => log(`while stopping: ${(error as Error).message}`));
+      await cleanup().catch((error: unknown) => say(`while stopping: ${(error as Error).message}`));
     }
     rmSync(join(DEV_DIR, 'dev.json'), { force: true });
   };
@@ -62,71 +90,86 @@ export async function runDev(config: Config, log: (line: string) => void = (line
     let address = config.temporalAddress;
     let uiUrl: string | undefined;
     if (address) {
-      log(`Temporal: using ${address} (TEMPORAL_ADDRESS)`);
+      say(`Temporal: using ${address} (TEMPORAL_ADDRESS)`);
     } else {
-      log('Temporal: starting the local dev server (the first run builds the binary; this can take minutes)…');
-      const temporal = await startTemporal(log);
-      cleanups.push(() => temporal.stop());
+      say('Temporal: starting the local dev server (the first run builds the binary; this can take minutes)…');
+      // Registered before the start, which may be cut short after the server was launched.
+      cleanups.push(stopTemporal);
+      const temporal = await startTemporal(config.devTemporalPort, say);
       address = temporal.address;
       uiUrl = temporal.uiUrl;
     }
-    const store = await openConfiguredStore(config);
-    cleanups.push(() => store.close());
-    const model = await startModel(config);
-    if (model.offline) cleanups.push(() => model.offline!.close());
-    log(`Model: ${model.description}`);
-
-    const options = runtimeOptions(config);
-    // One telemetry for the whole dev process: the gateway's /metrics shows the worker's metrics too.
-    const telemetry = await options.telemetry('dev');
-    cleanups.push(() => telemetry.shutdown());
-    await telemetry.installTemporalRuntime();
-    const connection = await NativeConnection.connect({ address });
-    cleanups.push(() => connection.close());
-    const worker = await createWorker(options.worker({ connection, store, model: model.model, telemetry }));
-    const workerRun = worker.run();
-    cleanups.push(async () => {
-      // The SDK's runtime may already be shutting the worker down on SIGINT itself.
-      if (worker.getState() === 'RUNNING') worker.shutdown();
-      await workerRun;
-    });
-
-    const client = await connectClient({ ...config, temporalAddress: address }, store, { telemetry });
-    cleanups.push(() => client.temporal.connection.close());
-    let gateway: RunningGateway;
-    const gatewayOptions = options.gateway(client, telemetry);
-    try {
-      gateway = await startGateway({ ...gatewayOptions, port: config.gateway.port });
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
-      log(`port ${config.gateway.port} is taken; the gateway uses a free port`);
-      gateway = await startGateway({ ...gatewayOptions, port: 0 });
-    }
-    cleanups.push(() => gateway.close());
-    writeDevState(DEV_DIR, { pid: process.pid, temporalAddress: address, gatewayUrl: gateway.url, store: config.store, startedAt: Date.now() });
-
-    log(`Gateway: ${gateway.url}/v1 (OpenAPI at ${gateway.url}/v1/openapi.json)`);
-    log(`Inspector: ${gateway.url}/ui/`);
-    log(`Metrics: ${gateway.url}/metrics${telemetry.tracing ? `; traces to ${config.telemetry.otlpEndpoint}` : ''}`);
-    if (uiUrl) log(`Temporal UI: ${uiUrl}`);
-    log(`Store: ${config.store}`);
-    log('Ready. Chat in another terminal: npx sessionlog chat');
-    log(`   or over HTTP: curl -X POST ${gateway.url}/v1/sessions -H 'content-type: application/json' -d '{"id":"demo"}'`);
-    log(`                 curl -X POST '${gateway.url}/v1/sessions/demo/messages?wait=true' -H 'content-type: application/json' -d '{"text":"hello"}'`);
-    log('Press Ctrl-C to stop.');
-
-    await new Promise<void>((resolveStop) => {
-      const onSignal = () => resolveStop();
-      process.once('SIGINT', onSignal);
-      process.once('SIGTERM', onSignal);
-      workerRun.catch((error: unknown) => {
-        log(`worker stopped: ${(error as Error).message}`);
-        resolveStop();
-      });
-    });
-    log('Stopping…');
+    if (!stop.signal.aborted) await startStack(config, address, uiUrl, { say, cleanups, stop: stop.signal });
+    say('Stopping…');
   } finally {
-    await stopAll();
+    try {
+      await stopAll();
+    } finally {
+      for (const signal of STOP_SIGNALS) process.off(signal, onSignal);
+    }
   }
-  log('Stopped.');
+  say('Stopped.');
+}
+
+/** Store, model, worker and gateway on `address`; returns when `stop` aborts or the worker fails. */
+async function startStack(
+  config: Config,
+  address: string,
+  uiUrl: string | undefined,
+  { say, cleanups, stop }: { say: (line: string) => void; cleanups: Array<() => Promise<void>>; stop: AbortSignal },
+): Promise<void> {
+  const store = await openConfiguredStore(config);
+  cleanups.push(() => store.close());
+  const model = await startModel(config);
+  if (model.offline) cleanups.push(() => model.offline!.close());
+  say(`Model: ${model.description}`);
+  if (stop.aborted) return;
+
+  const options = runtimeOptions(config);
+  // One telemetry for the whole dev process: the gateway's /metrics shows the worker's metrics too.
+  const telemetry = await options.telemetry('dev');
+  cleanups.push(() => telemetry.shutdown());
+  await telemetry.installTemporalRuntime();
+  const connection = await NativeConnection.connect({ address });
+  cleanups.push(() => connection.close());
+  const worker = await createWorker(options.worker({ connection, store, model: model.model, telemetry }));
+  if (stop.aborted) return;
+  const workerRun = worker.run();
+  cleanups.push(async () => {
+    // The SDK's runtime may already be shutting the worker down on SIGINT/SIGTERM itself.
+    if (worker.getState() === 'RUNNING') worker.shutdown();
+    await workerRun;
+  });
+
+  const client = await connectClient({ ...config, temporalAddress: address }, store, { telemetry });
+  cleanups.push(() => client.temporal.connection.close());
+  let gateway: RunningGateway;
+  const gatewayOptions = options.gateway(client, telemetry);
+  try {
+    gateway = await startGateway({ ...gatewayOptions, port: config.gateway.port });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
+    say(`port ${config.gateway.port} is taken; the gateway uses a free port`);
+    gateway = await startGateway({ ...gatewayOptions, port: 0 });
+  }
+  cleanups.push(() => gateway.close());
+  writeDevState(DEV_DIR, { pid: process.pid, temporalAddress: address, gatewayUrl: gateway.url, store: config.store, startedAt: Date.now() });
+
+  say(`Gateway: ${gateway.url}/v1 (OpenAPI at ${gateway.url}/v1/openapi.json)`);
+  say(`Metrics: ${gateway.url}/metrics${telemetry.tracing ? `; traces to ${config.telemetry.otlpEndpoint}` : ''}`);
+  if (uiUrl) say(`Temporal UI: ${uiUrl}`);
+  say(`Store: ${config.store}`);
+  say('Ready. Chat in another terminal: npx sessionlog chat');
+  say(`   or over HTTP: curl -X POST ${gateway.url}/v1/sessions -H 'content-type: application/json' -d '{"id":"demo"}'`);
+  say(`                 curl -X POST '${gateway.url}/v1/sessions/demo/messages?wait=true' -H 'content-type: application/json' -d '{"text":"hello"}'`);
+  say('Press Ctrl-C to stop.');
+
+  await new Promise<void>((resolveStop) => {
+    if (stop.aborted) resolveStop();
+    stop.addEventListener('abort', () => resolveStop(), { once: true });
+    workerRun.catch((error: unknown) => {
+      say(`worker stopped: ${(error as Error).message}`);
+      resolveStop();
+    });
+  });
 }

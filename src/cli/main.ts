@@ -8,12 +8,15 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command } from 'commander';
 import { ConfigError, isLoopbackHost, resolveConfig, type Config } from '../config.js';
+import type { SessionClient } from '../client/session-client.js';
 import type { SessionStore } from '../persistence/store.js';
-import { SessionlogError } from '../session/index.js';
+import { SessionlogError, scrubSecrets } from '../session/index.js';
 import { runChat } from './chat.js';
-import { connectClient, openConfiguredStore, packageRoot, runtimeOptions, startModel, temporalAddressFor } from './runtime.js';
+import { connectClient, openConfiguredStore, packageRoot, temporalAddressFor } from './runtime.js';
 import {
+  answerApproval,
   compactSession,
+  listApprovals,
   exportSession,
   forkSession,
   listSessions,
@@ -21,6 +24,8 @@ import {
   sendMessage,
   seqArgument,
   showEvents,
+  eraseSession,
+  salvageSession,
   showContext,
   showHistory,
   showSession,
@@ -83,6 +88,11 @@ async function withClient<T>(
   }
 }
 
+/** Log lines of the fleet commands (`worker`, `serve`): timestamped, on stdout. */
+function fleetLog(line: string): void {
+  process.stdout.write(`${new Date().toISOString()} ${line}\n`);
+}
+
 program
   .command('dev')
   .description('start a local Temporal dev server, a worker and the HTTP gateway (data in ./.sessionlog)')
@@ -95,43 +105,11 @@ program
 
 program
   .command('worker')
-  .description('run a worker for the session workflows (needs TEMPORAL_ADDRESS)')
+  .description('run a worker for the session workflows (needs TEMPORAL_ADDRESS); SIGTERM drains it')
   .action(async () => {
     const cfg = config();
-    const address = temporalAddressFor(cfg);
-    const store = await openConfiguredStore(cfg);
-    const model = await startModel(cfg);
-    process.stdout.write(`model: ${model.description}\n`);
-    const options = runtimeOptions(cfg);
-    const telemetry = await options.telemetry('worker');
-    await telemetry.installTemporalRuntime();
-    const { NativeConnection } = await import('@temporalio/worker');
-    const { createWorker } = await import('../worker.js');
-    const { startOpsServer } = await import('../telemetry/ops-server.js');
-    const connection = await NativeConnection.connect({ address });
-    const worker = await createWorker(options.worker({ connection, store, model: model.model, telemetry }));
-    const ops =
-      cfg.ops.port === undefined
-        ? undefined
-        : await startOpsServer({
-            host: cfg.ops.host,
-            port: cfg.ops.port,
-            ready: () => (worker.getState() === 'RUNNING' ? { ready: true, checks: {} } : { ready: false, reason: `worker ${worker.getState().toLowerCase()}`, checks: {} }),
-            routes: telemetry.metricsRoute(),
-          });
-    const stop = () => worker.shutdown();
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-    process.stdout.write(`worker on ${address}, task queue ${cfg.taskQueue}, store ${cfg.store}${ops ? `, operations ${ops.url}/metrics` : ''}\n`);
-    try {
-      await worker.run();
-    } finally {
-      await ops?.close();
-      await connection.close();
-      await model.offline?.close();
-      await store.close();
-      await telemetry.shutdown();
-    }
+    const { runWorkerProcess } = await import('./worker-process.js');
+    process.exitCode = await runWorkerProcess(cfg, fleetLog);
   });
 
 program
@@ -149,21 +127,8 @@ program
     if (!isLoopbackHost(cfg.gateway.host) && !cfg.gateway.token) {
       throw new ConfigError(`SESSIONLOG_GATEWAY_TOKEN must be set to listen on ${cfg.gateway.host} (beyond loopback)`);
     }
-    const store = await openConfiguredStore(cfg);
-    const options = runtimeOptions(cfg);
-    const telemetry = await options.telemetry('gateway');
-    const client = await connectClient(cfg, store, { telemetry });
-    const { startGateway } = await import('../gateway/index.js');
-    const gateway = await startGateway({ ...options.gateway(client, telemetry), port: cfg.gateway.port });
-    process.stdout.write(`gateway: ${gateway.url}/v1\n`);
-    await new Promise<void>((resolve) => {
-      process.once('SIGINT', resolve);
-      process.once('SIGTERM', resolve);
-    });
-    await gateway.close();
-    await client.temporal.connection.close();
-    await store.close();
-    await telemetry.shutdown();
+    const { runServeProcess } = await import('./serve-process.js');
+    process.exitCode = await runServeProcess(cfg, fleetLog);
   });
 
 program
@@ -227,6 +192,25 @@ sessions
   .description('summarise older history now (the log keeps everything)')
   .action((id: string) => withClient(({ client }) => compactSession(client, id, output())));
 sessions
+  .command('salvage')
+  .argument('<id>', 'the damaged session')
+  .option('--into <id>', 'id of the new session (default: a new UUID)')
+  .description('copy the longest valid prefix of a damaged session into a new one (the damaged one is left as it is)')
+  .action((id: string, o: { into?: string }) => withClient(({ client }) => salvageSession(client, id, o.into, output())));
+sessions
+  .command('erase')
+  .argument('<id>')
+  .option('--yes', 'do not ask for confirmation')
+  .description('erase a session: its log, artifacts, checkpoints and workflow histories (the id is refused for a while afterwards)')
+  .action(async (id: string, o: { yes?: boolean }) => {
+    if (!o.yes && !(await confirm(`erase session ${id} and everything it holds? this cannot be undone [y/N] `))) {
+      process.stderr.write('not erased\n');
+      process.exitCode = 1;
+      return;
+    }
+    await withClient(({ client }) => eraseSession(client, id, output()));
+  });
+sessions
   .command('context')
   .argument('<id>')
   .description("what the session's next request costs, by kind, against its budget and window")
@@ -238,14 +222,79 @@ sessions
   .action((id: string) => withClient(({ client }) => resumeSession(client, id, output())));
 sessions
   .command('verify')
-  .argument('[id]', 'a stored session')
+  .argument('[ids...]', 'stored sessions (one or more)')
   .option('--file <path>', 'verify an exported JSONL file instead of a stored session')
   .description('check the log invariants; exits 1 on a violation')
-  .action(async (id: string | undefined, o: { file?: string }) => {
-    if ((id === undefined) === (o.file === undefined)) throw new ConfigError('give either a session id or --file <export.jsonl>');
-    const violations = o.file ? await verifyExportFile(o.file, output()) : await withClient(({ client }) => verifySession(client, id!, output()), { lazy: true });
+  .action(async (ids: string[], o: { file?: string }) => {
+    if ((ids.length === 0) === (o.file === undefined)) throw new ConfigError('give either session ids or --file <export.jsonl>');
+    if (o.file) {
+      if ((await verifyExportFile(o.file, output())).length > 0) process.exitCode = 1;
+      return;
+    }
+    const violations = await withClient(({ client }) => (ids.length === 1 ? verifySession(client, ids[0]!, output()) : verifySessions(client, ids, output())), { lazy: true });
     if (violations.length > 0) process.exitCode = 1;
   });
+
+/** Verifies several sessions: a line per session (`ID: ok …`), or with --json one object keyed by id. */
+async function verifySessions(client: SessionClient, ids: string[], out: Output): Promise<unknown[]> {
+  const all: unknown[] = [];
+  const reports: Record<string, unknown> = {};
+  for (const id of ids) {
+    let text = '';
+    all.push(...(await verifySession(client, id, { json: out.json, write: (chunk) => (text += chunk) })));
+    if (out.json) reports[id] = JSON.parse(text) as unknown;
+    else out.write(text.replace(/^(?=.)/gm, `${id}: `));
+  }
+  if (out.json) out.write(`${JSON.stringify(reports, null, 2)}\n`);
+  return all;
+}
+
+const approvals = program.command('approvals').description('tool calls waiting for an answer (approval or an external result)');
+approvals
+  .command('list')
+  .option('--session <id>', 'only this session')
+  .description('list the calls waiting for an answer across sessions')
+  .action((o: { session?: string }) => withClient(({ client }) => listApprovals(client, o.session, output()), { lazy: true }));
+approvals
+  .command('approve')
+  .argument('<session>', 'session id')
+  .argument('<callId>', 'the tool call id')
+  .option('--reason <text>', 'why (logged)')
+  .option('--by <name>', 'who answers (logged)')
+  .option('--args <json>', 'run the call with these edited arguments (a JSON object)')
+  .option('--always', 'allow this tool without asking for the rest of the session')
+  .description('approve a waiting tool call')
+  .action((sessionId: string, callId: string, o: { reason?: string; by?: string; args?: string; always?: boolean }) =>
+    withClient(({ client }) =>
+      answerApproval(client, sessionId, callId, { decision: 'approve', ...answerOptions(o), ...(o.args !== undefined ? { arguments: o.args } : {}), ...(o.always ? { allowForSession: true } : {}) }, output()),
+    ),
+  );
+approvals
+  .command('deny')
+  .argument('<session>', 'session id')
+  .argument('<callId>', 'the tool call id')
+  .option('--reason <text>', 'why (logged; the model sees it)')
+  .option('--by <name>', 'who answers (logged)')
+  .description('deny a waiting tool call')
+  .action((sessionId: string, callId: string, o: { reason?: string; by?: string }) =>
+    withClient(({ client }) => answerApproval(client, sessionId, callId, { decision: 'deny', ...answerOptions(o) }, output())),
+  );
+
+/** Asks a yes/no question on the terminal; false without a terminal (use --yes in scripts). */
+async function confirm(question: string): Promise<boolean> {
+  if (!process.stdin.isTTY) return false;
+  const { createInterface } = await import('node:readline/promises');
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    return /^y(es)?$/i.test((await rl.question(question)).trim());
+  } finally {
+    rl.close();
+  }
+}
+
+function answerOptions(o: { reason?: string; by?: string }): { reason?: string; by?: string } {
+  return { ...(o.reason !== undefined ? { reason: o.reason } : {}), ...(o.by !== undefined ? { by: o.by } : {}) };
+}
 
 program.version(PACKAGE_VERSION, '--version', 'print the version');
 
@@ -260,7 +309,7 @@ async function main(): Promise<void> {
   } catch (error) {
     const code = error instanceof ConfigError ? 2 : 1;
     const label = error instanceof SessionlogError ? `${error.code}: ` : error instanceof ConfigError ? 'configuration: ' : '';
-    process.stderr.write(`sessionlog: ${label}${(error as Error).message}\n`);
+    process.stderr.write(`sessionlog: ${label}${scrubSecrets((error as Error).message)}\n`);
     process.exitCode = code;
   }
 }

@@ -14,7 +14,7 @@ import { ConfigError, type Config } from '../config.js';
 import { createContextReporter } from '../context/report.js';
 import { createTokenMeter } from '../context/token-meter.js';
 import type { GatewayOptions } from '../gateway/server.js';
-import { ModelCatalogueError, lookupModel } from '../model/catalogue.js';
+import { ModelCatalogueError, lookupModel, type ModelCatalogue } from '../model/catalogue.js';
 import type { FakeModelServer } from '../model/fake-server.js';
 import { createOpenAIProvider, type ModelPort } from '../model/provider.js';
 import { openStore } from '../persistence/open.js';
@@ -109,6 +109,19 @@ export async function startModel(config: Config): Promise<ModelRuntime> {
   };
 }
 
+/** Refuses an agent whose model `catalogue` does not know (SessionlogError UNKNOWN_MODEL). */
+export function agentCheck(catalogue: ModelCatalogue): (agent: AgentSpec) => void {
+  return (agent) => {
+    if (agent.model === undefined) return;
+    try {
+      lookupModel(catalogue, agent.model);
+    } catch (error) {
+      if (error instanceof ModelCatalogueError) throw new SessionlogError('UNKNOWN_MODEL', error.message);
+      throw error;
+    }
+  };
+}
+
 /**
  * The one translation of a `Config` into the options of the parts `dev`, `worker` and `serve`
  * run: the worker's agent and limits, the client's checks and meter, the gateway's listener.
@@ -148,7 +161,8 @@ export function runtimeOptions(config: Config) {
           ...(config.model.reasoningEffort !== undefined ? { reasoningEffort: config.model.reasoningEffort } : {}),
         },
         spillMaxInlineBytes: config.spillMaxInlineBytes,
-        context: { catalogue },
+        approval: config.approval,
+        context: { catalogue, ...(config.contextBudget !== undefined ? { policy: { budgetTokens: config.contextBudget } } : {}) },
       };
     },
     client(store: SessionStore): Omit<SessionClientOptions, 'temporal'> {
@@ -156,16 +170,13 @@ export function runtimeOptions(config: Config) {
         store,
         taskQueue: config.taskQueue,
         tunables: config.tunables,
-        checkAgent: (agent: AgentSpec) => {
-          if (agent.model === undefined) return;
-          try {
-            lookupModel(catalogue, agent.model);
-          } catch (error) {
-            if (error instanceof ModelCatalogueError) throw new SessionlogError('UNKNOWN_MODEL', error.message);
-            throw error;
-          }
-        },
-        contextReport: createContextReporter({ meter: createTokenMeter({ catalogue }), catalogue, defaultModel: config.model.name }),
+        checkAgent: agentCheck(catalogue),
+        contextReport: createContextReporter({
+          meter: createTokenMeter({ catalogue }),
+          catalogue,
+          defaultModel: config.model.name,
+          ...(config.contextBudget !== undefined ? { policy: { budgetTokens: config.contextBudget } } : {}),
+        }),
       };
     },
     gateway(client: SessionClient, telemetry?: Telemetry): GatewayOptions {

@@ -161,3 +161,46 @@ export function seqArgument(value: string, name: string): number {
   if (!/^\d+$/.test(value)) throw new SessionlogError('INVALID_ARGUMENT', `${name} must be a non-negative integer, got ${JSON.stringify(clip(value, 20))}`);
   return Number(value);
 }
+
+/** Lists tool calls waiting for an answer (approval or external result). */
+export async function listApprovals(client: SessionClient, sessionId: string | undefined, out: Output): Promise<void> {
+  const pending = await client.pendingApprovals(sessionId !== undefined ? { sessionId } : {});
+  print(
+    out,
+    () =>
+      pending.length === 0
+        ? 'no tool calls are waiting for an answer'
+        : table(
+            ['SESSION', 'CALL', 'TOOL', 'KIND', 'ARGUMENTS', 'AGE', 'EXPIRES'],
+            pending.map((p) => [p.sessionId, p.callId, p.tool, p.kind, clip(p.arguments, 60), `${Math.round(p.ageMs / 1000)}s`, new Date(p.expiresAt).toISOString()]),
+          ),
+    pending,
+  );
+}
+
+/** Approves or denies a waiting tool call and prints the decision that counts. */
+export async function answerApproval(client: SessionClient, sessionId: string, callId: string, answer: Parameters<SessionClient['approve']>[2], out: Output): Promise<void> {
+  const result = await client.approve(sessionId, callId, answer);
+  print(out, () => `${callId}: ${result.decision}${result.reason ? ` (${result.reason})` : ''}`, result);
+}
+
+/** Salvages a damaged session into a new one and says what it kept. */
+export async function salvageSession(client: SessionClient, id: string, into: string | undefined, out: Output): Promise<void> {
+  const salvaged = await client.salvage(id, into !== undefined ? { into } : {});
+  const at = salvaged.header.salvagedAt;
+  print(out, () => `salvaged ${id} into ${salvaged.sessionId}: kept seqs 0-${(at?.firstBadSeq ?? 1) - 1}${at ? `; the log is damaged at seq ${at.firstBadSeq} (${at.reason})` : ''}`, salvaged);
+}
+
+/** Erases a session and prints the receipt. */
+export async function eraseSession(client: SessionClient, id: string, out: Output): Promise<void> {
+  const receipt = await client.erase(id);
+  const r = receipt.store.removed;
+  print(
+    out,
+    () =>
+      receipt.store.erased || receipt.temporal.deletedRuns > 0
+        ? `erased ${id}: ${r.events} events, ${r.artifacts} artifacts, ${r.projectionCheckpoints} checkpoints, ${receipt.temporal.deletedRuns} workflow histories; the id is refused until ${new Date(receipt.store.tombstoneUntil).toISOString()}`
+        : `${id}: nothing left to erase`,
+    receipt,
+  );
+}

@@ -5,17 +5,12 @@
  */
 import { SessionlogError, assertSessionId } from '../session/index.js';
 
+/** Matches a UTF-16 surrogate that is not part of a pair (the `u` flag pairs the valid ones). */
+export const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
+
 /** True when `text` has no lone surrogate (it encodes to UTF-8 and back unchanged). */
 export function isWellFormed(text: string): boolean {
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c >= 0xd800 && c <= 0xdbff) {
-      const next = text.charCodeAt(i + 1);
-      if (!(next >= 0xdc00 && next <= 0xdfff)) return false;
-      i++;
-    } else if (c >= 0xdc00 && c <= 0xdfff) return false;
-  }
-  return true;
+  return !LONE_SURROGATE.test(text);
 }
 
 /** Throws INVALID_MESSAGE unless `id` is 1-128 well-formed characters. */

@@ -15,7 +15,7 @@ import {
   type WorkflowHandle,
 } from '@temporalio/client';
 import { readDerivedHistory } from '../persistence/derived-history.js';
-import type { SessionStore } from '../persistence/store.js';
+import type { SessionStore, StoreEraseReceipt } from '../persistence/store.js';
 import {
   SESSION_FORMAT_VERSION,
   SessionlogError,
@@ -39,6 +39,8 @@ import {
 import {
   DEFAULT_TASK_QUEUE,
   DEFAULT_TUNABLES,
+  approveUpdate,
+  toolResultUpdate,
   SESSION_WORKFLOW_TYPE,
   cancelSignal,
   closeSignal,
@@ -48,15 +50,19 @@ import {
   statusQuery,
   userMessageSignal,
   workflowIdFor,
+  type ApprovalInput,
+  type ApprovalResult,
   type CompactResult,
   type SeedSpec,
+  type ToolResultAck,
   type SendResult,
   type SessionStatus,
   type SessionTunables,
   type SessionWorkflowInput,
 } from '../workflows/api.js';
 import type { sessionWorkflow } from '../workflows/session-workflow.js';
-import { assertMessageId, assertMessageText, assertSessionId } from './inputs.js';
+import { assertMessageId, assertMessageText, assertSessionId, isWellFormed } from './inputs.js';
+import { eraseWorkflows, type TemporalEraseReceipt } from './erase.js';
 import { WatchHub } from './watch-hub.js';
 
 export type SessionClientOptions = {
@@ -83,6 +89,25 @@ export type Reply = SendResult & { text: string; messageId: string };
 /** A session as listed: its header and how many events its log holds. */
 export type SessionSummary = SessionHeader & { events: number };
 
+/** What `erase` removed, from the store and from Temporal. */
+export type EraseReceipt = { sessionId: string; store: StoreEraseReceipt; temporal: TemporalEraseReceipt };
+
+/** A tool call waiting for an answer, as {@link SessionClient.pendingApprovals} lists it. */
+export type PendingApproval = {
+  sessionId: string;
+  callId: string;
+  tool: string;
+  /** `approval`: approve or deny it; `external`: post the tool's result. */
+  kind: 'approval' | 'external';
+  /** The call's arguments (JSON text). */
+  arguments: string;
+  turn: number;
+  step: number;
+  requestedAt: number;
+  ageMs: number;
+  expiresAt: number;
+};
+
 /** The result of {@link SessionClient.verify}: every problem of the stored log, with its seq. */
 export type VerifyReport = { sessionId: string; events: number; violations: Violation[] };
 
@@ -100,6 +125,9 @@ const REJECTION_CODES: ReadonlySet<string> = new Set([
   'OPEN_TURN',
   'INVALID_BOUNDARY',
   'SESSION_NOT_FOUND',
+  'UNKNOWN_CALL',
+  'ALREADY_ANSWERED',
+  'INVALID_ARGUMENT',
 ]);
 
 /** Maps a refusal of an update (validator or handler) to a SessionlogError with its code. */
@@ -370,7 +398,7 @@ export class SessionClient {
   async readArtifact(sessionId: string, name: string, offset: number, limit: number): Promise<{ locator: string; offset: number; text: string; total: number }> {
     assertSessionId(sessionId);
     const locator = `artifact:${sessionId}/${name}`;
-    const page = await this.store.artifacts.read(locator, offset, limit);
+    const page = await this.store.artifacts.read(sessionId, locator, offset, limit);
     return { locator, offset, text: page.text, total: page.total };
   }
 
@@ -395,9 +423,12 @@ export class SessionClient {
   /** Checks the stored log's invariants as stored (nothing is repaired); every problem with its seq. */
   async verify(sessionId: string): Promise<VerifyReport> {
     assertSessionId(sessionId);
-    const loaded = await this.store.inspect(sessionId);
-    const events = loaded.events.slice(0, loaded.events.length - loaded.repaired);
-    return { sessionId, events: events.length, violations: verifyLog(loaded.header, events) };
+    const scan = await this.store.scan(sessionId);
+    const violations = scan.header ? verifyLog(scan.header, scan.events) : [];
+    if (scan.headerProblem) violations.unshift({ seq: null, rule: 'stored-header', message: scan.headerProblem.reason });
+    // A JSONL torn final write is no damage: reads ignore it and the next append removes it.
+    if (scan.problem && !scan.problem.torn) violations.push({ seq: scan.problem.seq, rule: 'stored-record', message: scan.problem.reason });
+    return { sessionId, events: scan.events.length, violations };
   }
 
   /**
@@ -409,6 +440,78 @@ export class SessionClient {
     assertSessionId(sessionId);
     if (!this.measure) throw new SessionlogError('INVALID_ARGUMENT', 'this SessionClient has no token meter: build it with the contextReport option (the CLI and gateway do)');
     return this.measure(await this.store.session(sessionId));
+  }
+
+  // ---- tool calls waiting for answers (DESIGN §5.1) ------------------------------------------
+
+  /**
+   * Answers a tool call waiting for approval. Exactly one answer counts: a second answer (from
+   * any client) returns the first decision. Works whether or not the session's workflow runs
+   * (a new run re-enters the wait from the log).
+   *
+   * @throws SessionlogError `UNKNOWN_CALL` when the call is not waiting for approval.
+   */
+  async approve(sessionId: string, callId: string, answer: Omit<ApprovalInput, 'callId'>): Promise<ApprovalResult> {
+    await this.requireSession(sessionId);
+    assertMessageId(callId);
+    if (answer.reason !== undefined) assertMessageText(answer.reason, this.maxMessageBytes);
+    try {
+      return await this.temporal.workflow.executeUpdateWithStart(approveUpdate, { args: [{ ...answer, callId }], startWorkflowOperation: this.startOperation(sessionId) });
+    } catch (error) {
+      throw refusal(error);
+    }
+  }
+
+  /**
+   * Posts the result of an external tool the caller ran; the turn waiting for it carries on.
+   *
+   * @throws SessionlogError `UNKNOWN_CALL` when the call is not waiting for a result,
+   *   `ALREADY_ANSWERED` when its result was already posted.
+   */
+  async submitToolResult(sessionId: string, callId: string, output: string, options: { isError?: boolean; by?: string } = {}): Promise<ToolResultAck> {
+    await this.requireSession(sessionId);
+    assertMessageId(callId);
+    if (typeof output !== 'string' || !isWellFormed(output)) throw new SessionlogError('INVALID_MESSAGE', 'a tool result output must be well-formed text');
+    try {
+      return await this.temporal.workflow.executeUpdateWithStart(toolResultUpdate, {
+        args: [{ callId, output, ...(options.isError ? { isError: true } : {}), ...(options.by !== undefined ? { by: options.by } : {}) }],
+        startWorkflowOperation: this.startOperation(sessionId),
+      });
+    } catch (error) {
+      throw refusal(error);
+    }
+  }
+
+  /**
+   * Tool calls waiting for an answer (approval or an external result), across every stored
+   * session (or one), read from the logs: session, call, tool, arguments, age and expiry.
+   */
+  async pendingApprovals(options: { sessionId?: string } = {}): Promise<PendingApproval[]> {
+    const ids = options.sessionId !== undefined ? [options.sessionId] : (await this.store.list()).map((h) => h.id);
+    const now = Date.now();
+    const pending: PendingApproval[] = [];
+    for (const id of ids) {
+      assertSessionId(id);
+      const session = await this.store.session(id);
+      for (const call of session.turns.pending.values()) {
+        if (!call.request || call.answer) continue;
+        const request = session.eventAt(call.request.seq);
+        if (request?.type !== 'tool/approval-request') continue;
+        pending.push({
+          sessionId: id,
+          callId: call.callId,
+          tool: call.name,
+          kind: call.request.kind,
+          arguments: request.data.arguments,
+          turn: call.turn,
+          step: call.step,
+          requestedAt: request.time,
+          ageMs: Math.max(0, now - request.time),
+          expiresAt: call.request.expiresAt,
+        });
+      }
+    }
+    return pending;
   }
 
   // ---- commands -----------------------------------------------------------------------------
@@ -485,6 +588,29 @@ export class SessionClient {
   async fork(sessionId: string, options: { childId?: string; at?: number } = {}): Promise<{ sessionId: string; header: SessionHeader }> {
     await this.requireSession(sessionId);
     return this.seed(options.childId ?? randomUUID(), { kind: 'fork', parentId: sessionId, ...(options.at !== undefined ? { at: options.at } : {}) });
+  }
+
+  /**
+   * Salvages a damaged session (DESIGN §4.1): a new session seeded with the longest valid
+   * prefix of the damaged log (a turn it leaves open is closed with the repair closers), its
+   * header naming the parent and the first bad seq. The damaged session is left untouched.
+   */
+  async salvage(sessionId: string, options: { into?: string } = {}): Promise<{ sessionId: string; header: SessionHeader }> {
+    await this.requireSession(sessionId);
+    return this.seed(options.into ?? randomUUID(), { kind: 'salvage', parentId: sessionId });
+  }
+
+  /**
+   * Erases a session (DESIGN §4.2): terminates its workflow and deletes every run's history in
+   * Temporal, then removes its events, header, artifacts and projection checkpoints from the
+   * store. The id is refused (`SESSION_ERASED`) for the store's tombstone period. Forks keep
+   * their own data. Erasing twice is harmless: the second receipt lists nothing removed.
+   */
+  async erase(sessionId: string): Promise<EraseReceipt> {
+    assertSessionId(sessionId);
+    const temporal = await eraseWorkflows(this.temporal, workflowIdFor(sessionId));
+    const store = await this.store.erase(sessionId);
+    return { sessionId, store, temporal };
   }
 
   // ---- internals ----------------------------------------------------------------------------

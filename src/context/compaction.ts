@@ -18,9 +18,16 @@ export type ContextPolicy = {
   retainRatio: number;
   /** Summarizer output cap. */
   summaryMaxTokens: number;
+  /**
+   * The circuit breaker: an automatic compaction must bring the request to at most
+   * floor(threshold × (1 − minHeadroomRatio)); one that cannot (or whose irreducible part —
+   * system prompt, tools, retained tail — is already above that) logs `compaction/stalled` and
+   * automatic compaction stops. In [0, 1).
+   */
+  minHeadroomRatio: number;
 };
 
-export const DEFAULT_CONTEXT_POLICY: ContextPolicy = { thresholdRatio: 0.8, retainRatio: 0.16, summaryMaxTokens: 8192 };
+export const DEFAULT_CONTEXT_POLICY: ContextPolicy = { thresholdRatio: 0.8, retainRatio: 0.16, summaryMaxTokens: 8192, minHeadroomRatio: 0.1 };
 
 /** Validates the policy; throws naming the field to fix. */
 export function resolveContextPolicy(policy: Partial<ContextPolicy> = {}): ContextPolicy {
@@ -29,31 +36,37 @@ export function resolveContextPolicy(policy: Partial<ContextPolicy> = {}): Conte
   if (!(p.retainRatio >= 0 && p.retainRatio < p.thresholdRatio)) throw new SessionlogError('INVALID_ARGUMENT', 'context retainRatio must be at least 0 and below thresholdRatio');
   if (p.budgetTokens !== undefined && (!Number.isSafeInteger(p.budgetTokens) || p.budgetTokens <= 0)) throw new SessionlogError('INVALID_ARGUMENT', 'context budgetTokens must be a positive integer');
   if (!Number.isSafeInteger(p.summaryMaxTokens) || p.summaryMaxTokens <= 0) throw new SessionlogError('INVALID_ARGUMENT', 'context summaryMaxTokens must be a positive integer');
+  if (!(p.minHeadroomRatio >= 0 && p.minHeadroomRatio < 1)) throw new SessionlogError('INVALID_ARGUMENT', 'context minHeadroomRatio must be in [0, 1)');
   return p;
 }
 
 /** The instruction appended after the shadowed messages (our own wording of dsh-spec §4.5). */
 export const COMPACTION_INSTRUCTION = [
   'You are now acting as the compaction engine of this assistant. Condense the whole conversation above into a checkpoint from which the work can resume without it.',
-  'Output exactly one Markdown document with these eight sections, in this order, each a "## " heading:',
-  '## Primary request and intent (quote the user where the wording matters)',
-  '## Key technical concepts',
-  '## Files and code (exact paths, why they matter, key changes or snippets)',
-  '## Errors and fixes (including what the user said about them)',
-  '## Pending tasks',
-  '## Current work',
-  '## Next step (a single step, or "(none)")',
-  '## Critical context (decisions and why, constraints, preferences, open questions, data still needed)',
-  'Rules: terse bullet points; write "(none)" for an empty section and never drop a section; concise English; keep exact paths, commands, errors, identifiers, numbers and signatures; record corrections faithfully; do not mention that this is a summary; call no tools.',
+  'Output exactly one Markdown document with these six sections, in this order, each a "## " heading:',
+  '## Goal (what the user wants; quote the user where the wording matters)',
+  '## Decisions (what was decided, and why)',
+  '## Facts (exact dates, numbers, names, identifiers, commands, error messages, results)',
+  '## Files and artifacts (exact paths, and stored artifacts by their locators exactly as written, e.g. artifact:<session>/<name>)',
+  '## Open tasks (what is still to do; the single next step first)',
+  '## Current state (where the work stands, constraints, preferences, open questions)',
+  'Rules: terse bullet points; write "(none)" for an empty section and never drop a section; concise English; keep exact paths, commands, errors, identifiers, dates, numbers and signatures; record corrections faithfully; do not mention that this is a summary; call no tools.',
   'If the conversation already contains a <compacted-summary> block, it is an earlier checkpoint: merge it with what followed into one consolidated checkpoint, keeping facts that are still true and dropping stale ones, rather than copying it.',
 ].join('\n');
 
 export const CHECKPOINT_PREAMBLE =
   'This is an automatically generated checkpoint that condenses an earlier part of this conversation. Treat it as established background: do not restate or acknowledge it, and continue from the messages that follow it.';
 
-/** The replacement message's content: preamble + opening tag, the summary's text blocks, closing tag. */
-export function frameCheckpoint(summary: readonly ContentBlock[]): ContentBlock[] {
-  return [{ type: 'text', text: `${CHECKPOINT_PREAMBLE}\n\n<compacted-summary>` }, ...summary, { type: 'text', text: '</compacted-summary>' }];
+/**
+ * The replacement message's content: preamble + opening tag, the summary's text blocks, closing
+ * tag. With `recall` (the session has the recall tools), the preamble also says which seqs the
+ * summary replaced and that they can be searched and read.
+ */
+export function frameCheckpoint(summary: readonly ContentBlock[], recall?: { start: number; end: number }): ContentBlock[] {
+  const note = recall
+    ? `\n\nThe original messages it replaces (log seqs ${recall.start}-${recall.end}) are kept: find facts in them with the search_history tool and read them exactly with read_history.`
+    : '';
+  return [{ type: 'text', text: `${CHECKPOINT_PREAMBLE}${note}\n\n<compacted-summary>` }, ...summary, { type: 'text', text: '</compacted-summary>' }];
 }
 
 /** Keeps only the text of a summarizer reply; throws when it has none or contains tool calls only. */
@@ -153,13 +166,17 @@ export function planCommit(input: {
   model: string;
   usage?: TokenUsage;
   time: number;
+  /** The session has the recall tools: the checkpoint says what it replaced and how to read it. */
+  recall?: boolean;
+  /** Prices the checkpoint message (logged as the summary's `summaryTokens`). */
+  price?: (checkpoint: UserMessage) => number;
 }): NewEvent[] {
   const start = input.shadowedSeqs[0]!;
   const end = input.shadowedSeqs[input.shadowedSeqs.length - 1]!;
   const checkpoint: UserMessage = {
     id: `checkpoint-${input.compactionId}`,
     role: 'user',
-    content: frameCheckpoint(input.summary),
+    content: frameCheckpoint(input.summary, input.recall ? { start, end } : undefined),
     source: { kind: 'plugin', plugin: 'compact', compactionId: input.compactionId },
   };
   return [
@@ -175,6 +192,7 @@ export function planCommit(input: {
         provider: input.provider,
         model: input.model,
         ...(input.usage ? { usage: input.usage } : {}),
+        ...(input.price ? { summaryTokens: input.price(checkpoint) } : {}),
       },
     },
     {

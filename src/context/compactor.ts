@@ -9,7 +9,7 @@
  */
 import { classifyModelError, ModelCallError } from '../model/errors.js';
 import type { ModelPort, ModelReply } from '../model/provider.js';
-import { SessionlogError, type ContentBlock, type RequestHeader, type SessionView } from '../session/index.js';
+import { SessionlogError, scrubSecrets, type ContentBlock, type RequestHeader, type SessionView } from '../session/index.js';
 import { bracketState, liveBracket, planCommit, summarizerMessages, summaryBlocks, type BracketState, type CompactionTrigger } from './compaction.js';
 import { contextLimits, priceOf, type ContextDeps, type LogPort } from './pressure.js';
 import { planPrune } from './pruner.js';
@@ -33,12 +33,16 @@ export type CompactionOutcome = {
   /** What was shadowed, or null when nothing was compacted (see `error`). */
   result: { compactionId: string; shadowedSeqs: number[]; tokensBefore: number; tokensAfter: number } | null;
   error?: string;
+  /** True when this compaction tripped the circuit breaker (`compaction/stalled` is logged). */
+  stalled?: boolean;
 };
 
 export type CompactionPorts = {
   log: LogPort;
   summarizer: ModelPort;
   context: ContextDeps;
+  /** The session has the recall tools (search_history, read_history): the checkpoint points to them. */
+  recall?: boolean;
   now(): number;
   signal?: AbortSignal;
   /** Called while the summary streams (keeps a caller's liveness check fed). */
@@ -52,7 +56,7 @@ function flattenError(error: unknown): string {
     parts.push(current.message);
     current = current.cause;
   }
-  return parts.join(': ') || String(error);
+  return scrubSecrets(parts.join(': ') || String(error));
 }
 
 /**
@@ -65,15 +69,27 @@ export async function runCompaction(ports: CompactionPorts, request: CompactionR
   const session = (): SessionView => log.session;
   let state = bracketState(session(), request.compactionId, request.fromSeq);
 
+  const header0 = session().requestHeader;
+  const tokensBefore = header0 ? context.meter.measure(session(), header0).totalTokens : 0;
   const finish = async (error?: string): Promise<CompactionOutcome> => {
+    const header = session().requestHeader;
+    const tokensAfter = header ? context.meter.measure(session(), header).totalTokens : 0;
     if (state.endSeq === undefined) {
-      const end = { compactionId: request.compactionId, turn: request.turn, ...(error !== undefined ? { error } : {}) };
+      const measured = error === undefined && state.summarySeq !== undefined ? { tokensBefore, tokensAfter } : {};
+      const end = { compactionId: request.compactionId, turn: request.turn, ...(error !== undefined ? { error } : {}), ...measured };
       await log.append([{ type: 'compaction/end', time: ports.now(), data: end }], 'end');
       state = bracketState(session(), request.compactionId, request.fromSeq);
     }
     const err = error ?? state.error;
     if (err !== undefined || state.shadowedSeqs === undefined) return { result: null, ...(err !== undefined ? { error: err } : {}) };
-    return { result: resultOf(ports, request.compactionId, state) };
+    const result = resultOf(ports, request.compactionId, state);
+    // An automatic compaction that restored too little headroom trips the breaker (logged, so it holds across restarts).
+    const stall = header && request.trigger !== 'manual' ? stallOf(context, header.model, request, result.tokensAfter) : undefined;
+    if (stall) {
+      await logStall(ports, request, { tokensBefore: result.tokensBefore, tokensAfter: result.tokensAfter, ...stall, reason: `the compaction left ${result.tokensAfter} tokens, above its target of ${stall.target}` });
+      return { result, stalled: true, error: `compaction stalled: it left ${result.tokensAfter} tokens, above the target of ${stall.target}` };
+    }
+    return { result };
   };
 
   // A retried call: the bracket is finished, or its summary is logged and only the end is missing.
@@ -89,7 +105,17 @@ export async function runCompaction(ports: CompactionPorts, request: CompactionR
       const events = planPrune(session(), context.pruner, priceOf(context.meter.measure(session(), header)), ports.now());
       if (events.length > 0) await log.append(events, 'prune');
     }
-    if (!selectRange(session(), header, context, request)) return { result: null };
+    const planned = selectRange(session(), header, context, request);
+    // What no compaction can shrink (system prompt, tools, the retained tail): above the target, compacting cannot help.
+    const measurement = context.meter.measure(session(), header);
+    const irreducible = measurement.totalTokens - (planned?.tokens ?? 0);
+    const stall = request.trigger !== 'manual' ? stallOf(context, header.model, request, irreducible) : undefined;
+    if (stall) {
+      const reason = `the system prompt, tools and retained tail alone take ${irreducible} tokens, above the compaction target of ${stall.target}`;
+      await logStall(ports, request, { tokensBefore: measurement.totalTokens, tokensAfter: measurement.totalTokens, ...stall, reason });
+      return { result: null, stalled: true, error: `compaction stalled: ${reason}` };
+    }
+    if (!planned) return { result: null };
     const start = { compactionId: request.compactionId, turn: request.turn, trigger: request.trigger };
     await log.append([{ type: 'compaction/start', time: ports.now(), data: start }], 'start');
     state = bracketState(session(), request.compactionId, request.fromSeq);
@@ -128,6 +154,7 @@ export async function runCompaction(ports: CompactionPorts, request: CompactionR
   } catch (error) {
     return finish(`summary refused: ${flattenError(error)}`);
   }
+  let checkpointTokens = 0;
   const events = planCommit({
     compactionId: request.compactionId,
     startSeq: state.startSeq!,
@@ -139,9 +166,9 @@ export async function runCompaction(ports: CompactionPorts, request: CompactionR
     model: reply.model,
     ...(reply.usage ? { usage: reply.usage } : {}),
     time: ports.now(),
+    ...(ports.recall ? { recall: true } : {}),
+    price: (checkpoint) => (checkpointTokens = context.meter.messageTokens(checkpoint, header.model)),
   });
-  const replacement = events[1]!;
-  const checkpointTokens = replacement.type === 'user/message' ? context.meter.messageTokens(replacement.data, header.model) : 0;
   if (checkpointTokens >= plan.tokens) {
     return finish(`the summary (${checkpointTokens} tokens) is not smaller than what it would replace (${plan.tokens} tokens)`);
   }
@@ -175,6 +202,25 @@ function resultOf(ports: CompactionPorts, compactionId: string, state: BracketSt
     tokensBefore: tokensAfter + state.shadowedTokenCount! - checkpointPrice,
     tokensAfter,
   };
+}
+
+/** The breaker's verdict: `tokens` above floor(threshold × (1 − minHeadroomRatio)) restores too little. */
+function stallOf(context: ContextDeps, model: string, request: CompactionRequest, tokens: number): { budget: number; threshold: number; irreducible: number; target: number } | undefined {
+  const limits = contextLimits(context, model, request.learnedWindow);
+  const target = Math.floor(limits.threshold * (1 - context.policy.minHeadroomRatio));
+  return tokens > target ? { budget: limits.budget, threshold: limits.threshold, irreducible: tokens, target } : undefined;
+}
+
+async function logStall(
+  ports: CompactionPorts,
+  request: CompactionRequest,
+  numbers: { tokensBefore: number; tokensAfter: number; budget: number; threshold: number; irreducible: number; reason: string },
+): Promise<void> {
+  const { tokensBefore, tokensAfter, budget, threshold, irreducible, reason } = numbers;
+  await ports.log.append(
+    [{ type: 'compaction/stalled', time: ports.now(), data: { compactionId: request.compactionId, tokensBefore, tokensAfter, budget, threshold, irreducible, reason } }],
+    'stalled',
+  );
 }
 
 function selectRange(session: SessionView, header: RequestHeader, context: ContextDeps, request: CompactionRequest): CompactableRange | null {

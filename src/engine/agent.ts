@@ -4,6 +4,7 @@
  */
 import type { ModelPort } from '../model/provider.js';
 import type { AgentSpec, RequestHeader } from '../session/index.js';
+import { RECALL_TOOL_NAMES } from '../tools/builtin.js';
 import type { ToolRegistry } from '../tools/registry.js';
 
 /** How the agent of new sessions is configured (model, system prompt, tool set, limits). */
@@ -20,10 +21,13 @@ export type AgentConfig = {
  * The request envelope for a session started with `spec`. Resolves the model through the
  * port's catalogue, so an unknown model fails here (UNKNOWN_MODEL), before any call.
  */
-export function requestHeaderFor(deps: { model: ModelPort; tools: ToolRegistry; agent: AgentConfig }, spec: AgentSpec | undefined): RequestHeader {
+export function requestHeaderFor(deps: { model: ModelPort; tools: ToolRegistry; agent: AgentConfig; context?: unknown }, spec: AgentSpec | undefined): RequestHeader {
   const model = spec?.model ?? deps.agent.model;
   deps.model.model(model);
-  const tools = deps.tools.schemas(spec?.tools ?? deps.agent.tools);
+  const names = [...(spec?.tools ?? deps.agent.tools)];
+  // Where compaction runs, what it replaces stays reachable: the recall tools come with it.
+  if (deps.context) for (const name of RECALL_TOOL_NAMES) if (!names.includes(name) && deps.tools.get(name)) names.push(name);
+  const tools = deps.tools.schemas(names);
   const system = spec?.system ?? deps.agent.system;
   return {
     provider: deps.model.provider,

@@ -8,9 +8,16 @@ import type { LogPort } from '../context/pressure.js';
 import { SessionlogError } from '../session/index.js';
 import type { EngineDeps } from './deps.js';
 import { LogWriter } from './log-writer.js';
+import { learnedWindowOf } from './limits.js';
 import { compactionId, compactionOp } from './ops.js';
 import { observedModel } from './telemetry.js';
+import { RECALL_TOOL_NAMES } from '../tools/builtin.js';
 import type { AbandonCompactionInput, CompactActivityResult, CompactInput, StepContext } from './types.js';
+
+/** Whether the session's tools include the recall tools a checkpoint can point to. */
+function hasRecallTools(deps: EngineDeps): boolean {
+  return RECALL_TOOL_NAMES.every((name) => deps.tools.get(name) !== undefined);
+}
 
 function idOf(input: { runId: string; key: CompactInput['key'] }): string {
   return compactionId({ runId: input.runId, ...input.key });
@@ -30,9 +37,27 @@ export async function compact(deps: EngineDeps, input: CompactInput, ctx: StepCo
   if (!deps.context) throw new SessionlogError('INVALID_ARGUMENT', 'context management is not configured on this worker');
   const writer = await LogWriter.open(deps.store, input.sessionId, input.runId, input.knownHead);
   const id = idOf(input);
+  const model = writer.session.requestHeader?.model;
+  const learnedWindow = model === undefined ? undefined : learnedWindowOf(deps, writer.session, model);
   const outcome = await runCompaction(
-    { log: logPort(writer, input.runId, id), summarizer: observedModel(deps.model, deps.telemetry, { sessionId: input.sessionId, turn: input.turn, purpose: 'summary' }), context: deps.context, now: deps.now, signal: ctx.signal, heartbeat: () => ctx.heartbeat() },
-    { compactionId: id, trigger: input.trigger, turn: input.turn, fromSeq: input.knownHead, attempt: ctx.attempt, maxAttempts: input.maxAttempts },
+    {
+      log: logPort(writer, input.runId, id),
+      summarizer: observedModel(deps.model, deps.telemetry, { sessionId: input.sessionId, turn: input.turn, purpose: 'summary' }),
+      context: deps.context,
+      recall: hasRecallTools(deps),
+      now: deps.now,
+      signal: ctx.signal,
+      heartbeat: () => ctx.heartbeat(),
+    },
+    {
+      compactionId: id,
+      trigger: input.trigger,
+      turn: input.turn,
+      fromSeq: input.knownHead,
+      attempt: ctx.attempt,
+      maxAttempts: input.maxAttempts,
+      ...(learnedWindow !== undefined ? { learnedWindow } : {}),
+    },
   );
   return { headSeq: writer.session.nextSeq, ...outcome };
 }

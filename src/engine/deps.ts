@@ -5,6 +5,7 @@
 import type { ContextDeps } from '../context/pressure.js';
 import type { ModelPort } from '../model/provider.js';
 import type { SessionStore } from '../persistence/store.js';
+import type { ApprovalPolicy } from '../tools/approval.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import type { AgentConfig } from './agent.js';
 import type { EngineTelemetry } from './telemetry.js';
@@ -17,6 +18,8 @@ export type EngineDeps = {
   model: ModelPort;
   tools: ToolRegistry;
   agent: AgentConfig;
+  /** Which calls wait for a person's approval when the tool itself does not say (DESIGN §5.1). */
+  approval: ApprovalPolicy;
   /** Shapes each tool output for the log (default: logged whole). */
   shapeToolResult?: ToolResultShaper;
   /** Token meter, pressure policy and pruner; omit to run without context management. */
@@ -24,6 +27,13 @@ export type EngineDeps = {
   /** How often a long operation (a streaming model call, a tool) reports it is alive, ms. */
   heartbeatMs: number;
   now(): number;
+  /**
+   * Context windows providers stated in overflow refusals, by model, learned by any session of
+   * this worker (each session also logs its own as `model/limit`).
+   */
+  learnedWindows?: Map<string, number>;
+  /** Learn context windows from overflow refusals (default true; false only to measure without it). */
+  learnLimits?: boolean;
   /** Called once a turn is durably closed (e.g. to refresh the projection cache off the critical path). */
   onTurnEnded?(sessionId: string): void;
   /** Metrics and traces (src/telemetry); omit to run unobserved. */

@@ -3,6 +3,7 @@
  * each one call here with its inputs and an attempt context. The activities are thin wrappers
  * over these; tests call them directly.
  */
+import { recordAnswers } from './answers.js';
 import { abandon, compact } from './compaction-step.js';
 import type { EngineDeps } from './deps.js';
 import { modelStep } from './model-step.js';
@@ -20,6 +21,8 @@ import type {
   ModelStepResult,
   OpenRunInput,
   OpenRunResult,
+  RecordAnswersInput,
+  RecordAnswersResult,
   RunToolInput,
   StepContext,
   ToolRunRef,
@@ -29,6 +32,7 @@ export type TurnEngine = {
   openRun(input: OpenRunInput): Promise<OpenRunResult>;
   modelStep(input: ModelStepInput, ctx: StepContext): Promise<ModelStepResult>;
   runTool(input: RunToolInput, ctx: StepContext): Promise<ToolRunRef>;
+  recordAnswers(input: RecordAnswersInput): Promise<RecordAnswersResult>;
   appendToolResults(input: AppendToolResultsInput): Promise<HeadResult>;
   endTurn(input: EndTurnInput): Promise<HeadResult>;
   compact(input: CompactInput, ctx: StepContext): Promise<CompactActivityResult>;
@@ -41,6 +45,7 @@ export function createTurnEngine(engineDeps: EngineDeps): TurnEngine {
     openRun: (input) => openRun(deps, input),
     modelStep: (input, ctx) => modelStep(deps, input, ctx),
     runTool: (input, ctx) => runTool(deps, input, ctx),
+    recordAnswers: (input) => recordAnswers(deps, input),
     appendToolResults: (input) => appendToolResults(deps, input),
     endTurn: (input) => endTurn(deps, input),
     compact: (input, ctx) => compact(deps, input, ctx),

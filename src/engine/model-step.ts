@@ -24,8 +24,10 @@ import {
 } from '../session/index.js';
 import type { TokenMeasurement } from '../context/meter-types.js';
 import { requestHeaderFor } from './agent.js';
+import { requestAnswers } from './answers.js';
 import type { EngineDeps } from './deps.js';
 import { StepInterrupted } from './errors.js';
+import { learnedWindowOf, offerLearnedWindow } from './limits.js';
 import { LogWriter } from './log-writer.js';
 import { stepOps, type StepKey } from './ops.js';
 import { loggedStepResult, loggedTurnEnd } from './outcomes.js';
@@ -36,7 +38,12 @@ export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: St
   const key: StepKey = { runId: input.runId, turn: input.turn, step: input.step, pass: input.pass };
   const writer = await LogWriter.open(deps.store, input.sessionId, input.runId, input.knownHead);
   const reply = writer.logged(stepOps.reply(key));
-  if (reply.length > 0) return loggedStepResult(writer.session, input.turn, reply, false);
+  if (reply.length > 0) {
+    const logged = loggedStepResult(writer.session, input.turn, reply, false);
+    if (logged.toolCalls.length === 0) return logged;
+    // A retried step whose reply is logged: its approval requests may not be (requested once either way).
+    return { ...logged, toolCalls: await requestAnswers(deps, writer, key, logged.toolCalls, input.approvalTimeoutMs), headSeq: writer.session.nextSeq };
+  }
   for (const op of [stepOps.cancel(key), stepOps.error(key)]) {
     const closed = writer.logged(op);
     if (closed.length > 0) return loggedStepResult(writer.session, input.turn, closed, true);
@@ -62,12 +69,22 @@ export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: St
       },
       append: (events) => writer.append(events, stepOps.prune(key)),
     };
-    const report = await relievePressure({ log, context: deps.context, header, time: deps.now() });
+    const learnedWindow = learnedWindowOf(deps, writer.session, header.model);
+    const report = await relievePressure({ log, context: deps.context, header, time: deps.now(), ...(learnedWindow !== undefined ? { learnedWindow } : {}) });
     measured = report.measurement;
     pressure = { tokens: report.tokens, contextWindow: report.contextWindow, budget: report.budget };
-    // Ask the workflow for a compaction once per step; after it, send what we have.
-    if (report.needsCompaction && input.pass === 0) {
-      return { headSeq: writer.session.nextSeq, replySeq: null, toolCalls: [], outcome: 'needs-compaction', replayed: false, pressure };
+    if (report.needsCompaction) {
+      // The breaker (compaction/stalled, read from the log) holds while the budget is the one it stalled at.
+      const stall = writer.session.compactionStall;
+      const breakerHolds = stall !== undefined && stall.budget === report.budget;
+      // Ask the workflow for a compaction once per step; after it, send what we have.
+      if (!breakerHolds && input.pass === 0) {
+        return { headSeq: writer.session.nextSeq, replySeq: null, toolCalls: [], outcome: 'needs-compaction', replayed: false, pressure };
+      }
+      if (breakerHolds && report.tokens >= report.budget) {
+        const message = `the request needs ${report.tokens} tokens, over the ${report.budget}-token budget, and automatic compaction stopped (seq ${stall.seq}: ${stall.reason}). Raise the budget (SESSIONLOG_CONTEXT_BUDGET), keep a shorter verbatim tail (retainRatio), send fewer tools or a shorter system prompt, or compact by hand (sessionlog sessions compact ${input.sessionId})`;
+        return { ...(await closeWithError(deps, writer, input, key, { code: 'compaction_stalled', message })), pressure };
+      }
     }
   }
   const result = await streamReply(deps, writer, input, key, header, ctx);
@@ -157,7 +174,9 @@ async function streamReply(deps: EngineDeps, writer: LogWriter, input: ModelStep
   }
   const stored = await writer.append(events, stepOps.reply(key));
   if (calls.length === 0) deps.onTurnEnded?.(input.sessionId);
-  return { ...loggedStepResult(writer.session, input.turn, stored, false), replayed: false };
+  const result = { ...loggedStepResult(writer.session, input.turn, stored, false), replayed: false };
+  if (result.toolCalls.length === 0) return result;
+  return { ...result, toolCalls: await requestAnswers(deps, writer, key, result.toolCalls, input.approvalTimeoutMs), headSeq: writer.session.nextSeq };
 }
 
 /** A cancel asked for by the workflow logs the partial reply as interrupted; any other abort writes nothing. */
@@ -185,12 +204,31 @@ async function failStep(deps: EngineDeps, writer: LogWriter, input: ModelStepInp
     throw new ModelCallError({ ...failure, retryAfterMs: delayMs });
   }
   const error = { code: failure.code, message: failure.message };
-  if (failure.code === 'context_overflow') return { headSeq: writer.session.nextSeq, replySeq: null, toolCalls: [], outcome: 'context-overflow', error, replayed: false };
-  const reason: TurnEndReason = { kind: 'error', error: { ...error, ...(failure.status !== undefined ? { status: failure.status } : {}) } };
+  if (failure.code === 'context_overflow') {
+    await learnLimit(deps, writer, key, failure, attempt);
+    return { headSeq: writer.session.nextSeq, replySeq: null, toolCalls: [], outcome: 'context-overflow', error, replayed: false };
+  }
+  return closeWithError(deps, writer, input, key, { ...error, ...(failure.status !== undefined ? { status: failure.status } : {}) });
+}
+
+/** Logs the window an overflow refusal states (`model/limit`), unless the session already knows it. */
+async function learnLimit(deps: EngineDeps, writer: LogWriter, key: StepKey, failure: ModelFailure, attempt: number): Promise<void> {
+  const model = writer.session.requestHeader?.model;
+  const stated = failure.contextLimit;
+  if (model === undefined || stated === undefined || deps.learnLimits === false) return;
+  offerLearnedWindow(deps, model, stated);
+  if (writer.session.learnedWindow(model) === stated) return;
+  const source = failure.status === 413 ? 'http-413' : 'provider-message';
+  await writer.append([{ type: 'model/limit', time: deps.now(), data: { model, contextWindow: stated, source } }], stepOps.limit(key, attempt));
+}
+
+/** Ends the turn with `error`: every open call gets an error result, then the step and the turn end. */
+async function closeWithError(deps: EngineDeps, writer: LogWriter, input: ModelStepInput, key: StepKey, error: { code: string; message: string; status?: number }): Promise<ModelStepResult> {
+  const reason: TurnEndReason = { kind: 'error', error };
   const last = writer.session.storedAt(writer.session.nextSeq - 1);
   await writer.append(closersFor(writer.session.turns, last, reason, deps.now()), stepOps.error(key));
   deps.onTurnEnded?.(input.sessionId);
   const turnEnd = loggedTurnEnd(writer.session, input.turn);
-  return { headSeq: writer.session.nextSeq, replySeq: turnEnd?.replySeq ?? null, toolCalls: [], outcome: 'error', error, replayed: false, ...(turnEnd ? { turnEnd } : {}) };
+  return { headSeq: writer.session.nextSeq, replySeq: turnEnd?.replySeq ?? null, toolCalls: [], outcome: 'error', error: { code: error.code, message: error.message }, replayed: false, ...(turnEnd ? { turnEnd } : {}) };
 }
 

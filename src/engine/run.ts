@@ -5,6 +5,7 @@
  */
 import { SESSION_FORMAT_VERSION, closersFor, repairOp, type SessionHeader } from '../session/index.js';
 import type { EngineDeps } from './deps.js';
+import { waitingStep } from './answers.js';
 import { LogWriter } from './log-writer.js';
 import { runOp } from './ops.js';
 import { recentMessages } from './outcomes.js';
@@ -18,9 +19,17 @@ export async function openRun(deps: EngineDeps, input: OpenRunInput): Promise<Op
   // Logged once per run (a retried takeover finds its marker stored under the same op).
   await writer.claim({ type: 'session/run', time: deps.now(), data: { workflowId: input.workflowId, runId: input.runId } }, runOp(input.runId));
   const session = writer.session;
-  const closers = closersFor(session.turns, session.storedAt(session.nextSeq - 1));
+  // A step waiting for answers (approvals, external results) is not interrupted: the run re-enters the wait.
+  const waiting = waitingStep(session);
+  const closers = waiting ? [] : closersFor(session.turns, session.storedAt(session.nextSeq - 1));
   if (closers.length > 0) await writer.append(closers, repairOp(session.nextSeq - 1));
-  return { headSeq: writer.session.nextSeq, lastTurn: writer.session.turns.lastTurn, repaired: closers.length, recent: recentMessages(writer.session) };
+  return {
+    headSeq: writer.session.nextSeq,
+    lastTurn: writer.session.turns.lastTurn,
+    repaired: closers.length,
+    recent: recentMessages(writer.session),
+    ...(waiting ? { waiting } : {}),
+  };
 }
 
 function defaultHeader(deps: EngineDeps, sessionId: string): SessionHeader {

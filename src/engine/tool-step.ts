@@ -6,14 +6,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import { parseToolCallArguments } from '../model/tool-arguments.js';
-import { SessionlogError, closersFor, isSessionlogError, type NewEvent, type TurnEndReason } from '../session/index.js';
+import { SessionlogError, closersFor, isSessionlogError, scrubSecrets, type EventDataMap, type NewEvent, type TurnEndReason } from '../session/index.js';
 import { ToolInputError, type ToolContext } from '../tools/registry.js';
 import type { EngineDeps } from './deps.js';
 import { StepInterrupted, ToolAttemptFailed } from './errors.js';
+import { historyOf } from './history.js';
 import { LogWriter } from './log-writer.js';
 import { endTurnOp, stepOps } from './ops.js';
 import { loggedTurnEnd } from './outcomes.js';
-import type { AppendToolResultsInput, EndTurnInput, HeadResult, RunToolInput, StepContext, ToolRunRef } from './types.js';
+import type { AppendToolResultsInput, DeniedCall, EndTurnInput, HeadResult, RunToolInput, StepContext, ToolRunRef } from './types.js';
 
 type ToolOutcome = { text: string; isError: boolean; errorCode?: string };
 
@@ -25,16 +26,19 @@ export async function runTool(deps: EngineDeps, input: RunToolInput, ctx: StepCo
     throw new SessionlogError('INVALID_ARGUMENT', `seq ${input.callSeq} of session ${input.sessionId} is not a tool/call`);
   }
   const { callId, name } = call.data;
+  // Arguments a person edited when approving the call replace the model's (both stay logged).
+  const edited = session.turns.pending.get(callId)?.answer?.arguments;
   const observer = deps.telemetry?.toolCall({ sessionId: input.sessionId, turn: input.turn, step: input.step, callId, tool: name, attempt: ctx.attempt });
   let outcome: ToolOutcome;
   try {
-    outcome = await callTool(deps, input, ctx, { sessionId: input.sessionId, callId, name, rawArguments: call.data.arguments });
+    outcome = await callTool(deps, input, ctx, { sessionId: input.sessionId, callId, name, rawArguments: edited ?? call.data.arguments });
   } catch (error) {
     observer?.end({ isError: true, failed: true, errorCode: (error as { code?: string }).code ?? 'TOOL_FAILED' });
     throw error;
   }
   observer?.end({ isError: outcome.isError, ...(outcome.errorCode ? { errorCode: outcome.errorCode } : {}) });
-  const ref = await deps.store.artifacts.put({ sessionId: input.sessionId, name: `${name}-${callId}.txt`, content: outcome.text });
+  // A tool that prints a key (an environment dump, an echoed error) must not put it in the log.
+  const ref = await deps.store.artifacts.put({ sessionId: input.sessionId, name: `${name}-${callId}.txt`, content: scrubSecrets(outcome.text) });
   return { callId, callSeq: input.callSeq, locator: ref.locator, bytes: ref.bytes, isError: outcome.isError, ...(outcome.errorCode ? { errorCode: outcome.errorCode } : {}) };
 }
 
@@ -45,6 +49,9 @@ async function callTool(
   call: { sessionId: string; callId: string; name: string; rawArguments: string },
 ): Promise<ToolOutcome> {
   const tool = deps.tools.get(call.name);
+  if (tool?.external) {
+    return { text: `The tool ${call.name} is run by the caller, not by sessionlog; its result never arrived.`, isError: true, errorCode: 'TOOL_EXTERNAL' };
+  }
   if (!tool) {
     return { text: `Unknown tool "${call.name}". Available tools: ${deps.tools.names.join(', ') || '(none)'}.`, isError: true, errorCode: 'TOOL_UNKNOWN' };
   }
@@ -55,6 +62,7 @@ async function callTool(
     sessionId: call.sessionId,
     callId: call.callId,
     artifacts: deps.store.artifacts,
+    history: historyOf(deps.store, call.sessionId),
     signal: ctx.signal,
   };
   const alive = setInterval(() => ctx.heartbeat(), deps.heartbeatMs);
@@ -77,32 +85,24 @@ export async function appendToolResults(deps: EngineDeps, input: AppendToolResul
   const op = stepOps.results(input);
   if (writer.logged(op).length === 0) {
     const events: NewEvent[] = [];
+    for (const denied of input.denied ?? []) events.push(deniedResult(deps, input, denied));
     for (const result of input.results) {
-      const full = await deps.store.artifacts.get(result.locator);
+      const full = await deps.store.artifacts.get(input.sessionId, result.locator);
       const call = writer.session.eventAt(result.callSeq);
       const toolName = call?.type === 'tool/call' ? call.data.name : 'unknown';
       const text = deps.shapeToolResult
         ? await deps.shapeToolResult({ sessionId: input.sessionId, callId: result.callId, toolName, text: full, locator: result.locator })
         : full;
-      events.push({
-        type: 'tool/result',
-        time: deps.now(),
-        data: {
-          turn: input.turn,
-          step: input.step,
-          message: {
-            id: randomUUID(),
-            role: 'user',
-            content: [{ type: 'tool-result', toolCallId: result.callId, content: [{ type: 'text', text }], ...(result.isError ? { isError: true as const } : {}) }],
-            source: { kind: 'tool', callId: result.callId },
-          },
+      events.push(
+        toolResultEvent(deps, input, result, text, {
           ...(result.errorCode ? { error: { name: 'ToolError', code: result.errorCode } } : {}),
           meta: { locator: result.locator, bytes: result.bytes },
-        },
-        surfaceOp: 'append',
-        sourceEventSeqs: [result.callSeq],
-      });
+          ...(result.external ? { origin: 'external' as const } : {}),
+        }),
+      );
     }
+    // Results in call order, whoever produced them.
+    events.sort((a, b) => (a.sourceEventSeqs?.[0] ?? 0) - (b.sourceEventSeqs?.[0] ?? 0));
     events.push({ type: 'step/end', time: deps.now(), data: { turn: input.turn, step: input.step } });
     if (input.endTurnReason) events.push({ type: 'turn/end', time: deps.now(), data: { turn: input.turn, reason: { kind: input.endTurnReason } } });
     await writer.append(events, op);
@@ -110,6 +110,44 @@ export async function appendToolResults(deps: EngineDeps, input: AppendToolResul
   }
   const turnEnd = loggedTurnEnd(writer.session, input.turn);
   return { headSeq: writer.session.nextSeq, ...(turnEnd ? { turnEnd } : {}) };
+}
+
+/** The error result the model sees for a call that did not run: denied (with the person's reason) or expired. */
+function deniedResult(deps: EngineDeps, input: AppendToolResultsInput, denied: DeniedCall): NewEvent {
+  const text =
+    denied.decision === 'expire'
+      ? 'The tool call was not run: nobody approved it before its approval request expired. Ask the user before trying again.'
+      : `The tool call was not run: the user denied it${denied.reason ? `: ${denied.reason}` : '.'}`;
+  return toolResultEvent(deps, input, { ...denied, isError: true }, text, {
+    error: { name: 'ToolNotApproved', code: denied.decision === 'expire' ? 'TOOL_APPROVAL_EXPIRED' : 'TOOL_DENIED' },
+  });
+}
+
+/** The `tool/result` of call `call` with `text` as the model's view of it (and `extra` data: error, artifact, origin). */
+function toolResultEvent(
+  deps: EngineDeps,
+  input: AppendToolResultsInput,
+  call: { callId: string; callSeq: number; isError: boolean },
+  text: string,
+  extra: Pick<EventDataMap['tool/result'], 'error' | 'meta' | 'origin'>,
+): NewEvent {
+  return {
+    type: 'tool/result',
+    time: deps.now(),
+    data: {
+      turn: input.turn,
+      step: input.step,
+      message: {
+        id: randomUUID(),
+        role: 'user',
+        content: [{ type: 'tool-result', toolCallId: call.callId, content: [{ type: 'text', text }], ...(call.isError ? { isError: true as const } : {}) }],
+        source: { kind: 'tool', callId: call.callId },
+      },
+      ...extra,
+    },
+    surfaceOp: 'append',
+    sourceEventSeqs: [call.callSeq],
+  };
 }
 
 /**

@@ -5,7 +5,9 @@
  * the step that consumes it).
  */
 import type { TurnOutcome } from '../session/turns.js';
-import type { UserInput } from '../workflows/api.js';
+
+/** A user message as it enters a turn: its idempotency id and its (bounded) text. */
+export type UserInput = { id: string; text: string };
 
 /** What an operation learns about the attempt it runs in (an activity's context, or a test's). */
 export type StepContext = {
@@ -34,7 +36,10 @@ export type OpenRunInput = {
 /** A message the log already holds, with the result of the turn that consumed it. */
 export type RecentMessage = { id: string; turn: number; replySeq: number | null; outcome: TurnOutcome };
 
-export type OpenRunResult = { headSeq: number; lastTurn: number; repaired: number; recent: RecentMessage[] };
+/** A step the log shows waiting for answers (approvals, external results): the new run re-enters the wait. */
+export type WaitingStep = { turn: number; step: number; calls: ToolCallRef[] };
+
+export type OpenRunResult = { headSeq: number; lastTurn: number; repaired: number; recent: RecentMessage[]; waiting?: WaitingStep };
 
 export type ModelStepInput = {
   sessionId: string;
@@ -48,9 +53,23 @@ export type ModelStepInput = {
   maxAttempts: number;
   /** 0 for the first call of a step; incremented for each call after a compaction. */
   pass: number;
+  /** How long a call waits for its approval or external result before it counts as denied (ms). */
+  approvalTimeoutMs?: number;
 };
 
-export type ToolCallRef = { callId: string; name: string; callSeq: number };
+/**
+ * A tool call of a step. `gate`: it waits for an answer before it runs — a person's approval,
+ * or an external tool's result — until `expiresAt` (epoch ms). `answered`: the approval
+ * decision the log already holds (a run resuming a waiting step).
+ */
+export type ToolCallRef = {
+  callId: string;
+  name: string;
+  callSeq: number;
+  gate?: 'approval' | 'external';
+  expiresAt?: number;
+  answered?: 'approve' | 'deny' | 'expire';
+};
 
 /** How a model step ended. `needs-compaction` asks the workflow to compact and call the step again. */
 export type StepOutcome = 'tools' | 'completed' | 'max-tokens' | 'aborted' | 'error' | 'context-overflow' | 'needs-compaction';
@@ -75,7 +94,21 @@ export type ModelStepResult = {
 };
 
 export type RunToolInput = { sessionId: string; turn: number; step: number; callSeq: number; maxAttempts: number };
-export type ToolRunRef = { callId: string; callSeq: number; locator: string; bytes: number; isError: boolean; errorCode?: string };
+/** A tool's output, stored whole as an artifact. `external`: posted by the caller. */
+export type ToolRunRef = { callId: string; callSeq: number; locator: string; bytes: number; isError: boolean; errorCode?: string; external?: true };
+
+/** One answer to a waiting call: an approval decision, or an external tool's result. */
+export type CallAnswer =
+  | { callId: string; kind: 'approval'; decision: 'approve' | 'deny' | 'expire'; reason?: string; arguments?: string; by?: string; allowForSession?: boolean }
+  | { callId: string; kind: 'external'; output: string; isError: boolean; by?: string };
+
+export type RecordAnswersInput = { sessionId: string; runId: string; turn: number; step: number; knownHead: number; answers: CallAnswer[] };
+
+/** What recording answers left: the new head and, for external results, their stored outputs. */
+export type RecordAnswersResult = { headSeq: number; external: ToolRunRef[] };
+
+/** A call that does not run: denied by a person, or its wait expired. */
+export type DeniedCall = { callId: string; callSeq: number; decision: 'deny' | 'expire'; reason?: string };
 
 export type AppendToolResultsInput = {
   sessionId: string;
@@ -84,6 +117,8 @@ export type AppendToolResultsInput = {
   step: number;
   knownHead: number;
   results: ToolRunRef[];
+  /** Calls that did not run (denied, expired): each gets an error result with the reason. */
+  denied?: DeniedCall[];
   /** Close the turn in the same batch (the step budget is used up). */
   endTurnReason?: 'max-steps';
 };

@@ -5,7 +5,7 @@
  */
 import { STATUS_CODES, maxHeaderSize } from 'node:http';
 import type { FastifyError } from 'fastify';
-import { SessionlogError, type SessionErrorCode } from '../session/index.js';
+import { SessionlogError, scrubSecrets, type SessionErrorCode } from '../session/index.js';
 
 /** Codes the gateway itself raises (request shape, routing, auth, server faults). */
 export type GatewayErrorCode =
@@ -43,6 +43,8 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   NOT_FOUND: 404,
   SESSION_NOT_FOUND: 404,
   ARTIFACT_NOT_FOUND: 404,
+  UNKNOWN_CALL: 404,
+  ARTIFACT_FOREIGN: 403,
   METHOD_NOT_ALLOWED: 405,
   REQUEST_TIMEOUT: 408,
   BODY_TOO_LARGE: 413,
@@ -52,10 +54,11 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   // State conflicts: the request was well formed but the session's state refuses it.
   SESSION_ALREADY_EXISTS: 409,
   SEQ_CONFLICT: 409,
+  OP_CONFLICT: 409,
   OPEN_TURN: 409,
   HEADER_MISMATCH: 409,
   SESSION_CLOSED: 409,
-  OP_CONFLICT: 409,
+  ALREADY_ANSWERED: 409,
   LOG_BEHIND: 409,
   LOG_AHEAD: 409,
   SESSION_ERASED: 410,
@@ -110,7 +113,11 @@ const FASTIFY_MESSAGES: Partial<Record<GatewayErrorCode, string>> = {
   INVALID_JSON: 'request body is not valid JSON; send a JSON object with Content-Type: application/json',
 };
 
-function errorResponse(code: ErrorCode, message: string, headers: Record<string, string> = {}): ErrorResponse {
+/** Server-side faults whose message is for the caller: a refused stored log names its session, seq and the fix. */
+const EXPLAINED_FAULTS: ReadonlySet<ErrorCode> = new Set(['CORRUPT_LOG', 'UNSUPPORTED_FORMAT']);
+
+function errorResponse(code: ErrorCode, rawMessage: string, headers: Record<string, string> = {}): ErrorResponse {
+  const message = scrubSecrets(rawMessage);
   const status = ERROR_STATUS[code];
   return { status, body: { error: { code, message } }, headers, logDetail: status >= 500 };
 }
@@ -123,7 +130,7 @@ function isFastifyError(error: unknown): error is FastifyError {
 export function toErrorResponse(error: unknown): ErrorResponse {
   if (error instanceof GatewayError) return errorResponse(error.code, error.message, error.headers);
   if (error instanceof SessionlogError) {
-    if (ERROR_STATUS[error.code] >= 500) return errorResponse(error.code, serverFaultMessage(error.code));
+    if (ERROR_STATUS[error.code] >= 500 && !EXPLAINED_FAULTS.has(error.code)) return errorResponse(error.code, serverFaultMessage(error.code));
     return errorResponse(error.code, error.message);
   }
   if (isFastifyError(error)) {

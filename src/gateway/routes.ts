@@ -7,6 +7,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import type { SessionClient } from '../client/session-client.js';
 import { SessionlogError, type SessionHeader } from '../session/index.js';
+import { approvalBody, approvalResponse, approvalsQuery, approvalsResponse, callParams, toolResultBody, toolResultResponse } from './approval-schemas.js';
 import { GatewayError } from './errors.js';
 import { ARTIFACT_PAGE_DEFAULT_CHARS, artifactParams, artifactQuery, artifactResponse, streamTokenResponse, surfaceResponse, turnsQuery, turnsResponse } from './inspector-schemas.js';
 import {
@@ -14,6 +15,7 @@ import {
   cancelResponse,
   compactResponse,
   contextResponse,
+  eraseResponse,
   createSessionBody,
   emptyBody,
   eventsQuery,
@@ -31,10 +33,12 @@ import {
   resumeResponse,
   sessionDetailResponse,
   sessionListResponse,
+  salvageBody,
   sessionParams,
   sessionResponse,
   transcriptResponse,
 } from './schemas.js';
+import { checkReadiness, probeStore, probeTemporal, readinessResponse } from './readiness.js';
 import { streamEvents, wantsEventStream, type StreamRegistry } from './sse.js';
 import type { StreamTokenSigner } from './stream-token.js';
 
@@ -49,7 +53,7 @@ export type RouteContext = {
   streamTokens: StreamTokenSigner;
 };
 
-export type HttpMethod = 'GET' | 'POST';
+export type HttpMethod = 'GET' | 'POST' | 'DELETE';
 
 /** A documented response of a route. */
 export type ResponseSpec = { description: string; schema?: z.ZodType; eventStream?: string };
@@ -123,6 +127,24 @@ export const ROUTES: readonly RouteSpec[] = [
     responses: { 200: { description: 'the gateway is up', schema: healthResponse } },
     errors: [400],
     handler: async () => ok({ ok: true }),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/readyz',
+    operationId: 'ready',
+    summary: 'Readiness probe: the store and Temporal answer (no token needed)',
+    public: true,
+    params: noParams,
+    query: noQuery,
+    responses: {
+      200: { description: 'the store and the Temporal frontend answer', schema: readinessResponse },
+      503: { description: 'a dependency does not answer; `reason` names it', schema: readinessResponse },
+    },
+    errors: [400],
+    handler: async (ctx) => {
+      const report = await checkReadiness({ store: () => probeStore(ctx.client.store), temporal: () => probeTemporal(ctx.client.temporal.connection) });
+      return { status: report.ready ? 200 : 503, body: report };
+    },
   }),
   defineRoute({
     method: 'GET',
@@ -365,6 +387,74 @@ export const ROUTES: readonly RouteSpec[] = [
       const forked = await ctx.client.fork(params.id, { ...(body?.id !== undefined ? { childId: body.id } : {}), ...(body?.at !== undefined ? { at: body.at } : {}) });
       return { status: 201, body: { session: forked.header } };
     },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/v1/sessions/:id/approvals/:callId',
+    operationId: 'answerApproval',
+    summary: 'Approve or deny a tool call waiting for approval; a second answer returns the first decision',
+    params: callParams,
+    query: noQuery,
+    body: approvalBody,
+    responses: { 200: { description: 'the decision that counts for the call', schema: approvalResponse } },
+    errors: [...SESSION_ERRORS, 413, 415],
+    handler: async (ctx, { params, body }) => {
+      await requireSession(ctx, params.id);
+      return ok(await ctx.client.approve(params.id, params.callId, body));
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/v1/sessions/:id/tool-results',
+    operationId: 'postToolResult',
+    summary: "Post the result of an external tool the caller ran; the turn waiting for it carries on",
+    params: sessionParams,
+    query: noQuery,
+    body: toolResultBody,
+    responses: { 200: { description: 'the result was accepted and logged with the step', schema: toolResultResponse } },
+    errors: [...SESSION_ERRORS, 409, 413, 415, 422],
+    handler: async (ctx, { params, body }) => {
+      await requireSession(ctx, params.id);
+      return ok(await ctx.client.submitToolResult(params.id, body.callId, body.output, { ...(body.isError !== undefined ? { isError: body.isError } : {}), ...(body.by !== undefined ? { by: body.by } : {}) }));
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/v1/approvals',
+    operationId: 'listApprovals',
+    summary: 'Tool calls waiting for an answer (approval or external result) across sessions, with tool, arguments, age and expiry',
+    params: noParams,
+    query: approvalsQuery,
+    responses: { 200: { description: 'pending calls, oldest session first', schema: approvalsResponse } },
+    errors: [400, ...AUTH_ERRORS],
+    handler: async (ctx, { query }) => ok({ approvals: await ctx.client.pendingApprovals(query.session !== undefined ? { sessionId: query.session } : {}) }),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/v1/sessions/:id/salvage',
+    operationId: 'salvageSession',
+    summary: 'A new session seeded with the longest valid prefix of a damaged one (the damaged session is left untouched)',
+    params: sessionParams,
+    query: noQuery,
+    body: salvageBody,
+    responses: { 201: { description: 'the new session; its header names the parent and the first bad seq', schema: sessionResponse } },
+    errors: [...SESSION_ERRORS, 409, 413, 415],
+    handler: async (ctx, { params, body }) => {
+      await requireSession(ctx, params.id);
+      const salvaged = await ctx.client.salvage(params.id, body?.into !== undefined ? { into: body.into } : {});
+      return { status: 201, body: { session: salvaged.header } };
+    },
+  }),
+  defineRoute({
+    method: 'DELETE',
+    path: '/v1/sessions/:id',
+    operationId: 'eraseSession',
+    summary: 'Erase a session: its log, artifacts, checkpoints and workflow histories; the id is refused for the tombstone period',
+    params: sessionParams,
+    query: noQuery,
+    responses: { 200: { description: 'what was removed, from the store and from Temporal (erasing twice is harmless)', schema: eraseResponse } },
+    errors: [400, 401],
+    handler: async (ctx, { params }) => ok({ receipt: await ctx.client.erase(params.id) }),
   }),
   defineRoute({
     method: 'POST',

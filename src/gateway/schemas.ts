@@ -4,15 +4,13 @@
  * document (they are not re-checked at run time).
  */
 import { z } from 'zod';
+import { LONE_SURROGATE } from '../client/inputs.js';
 import { SESSION_ID_PATTERN } from '../session/index.js';
 
 const SESSION_ID_RULE = "1-128 characters of A-Z a-z 0-9 . _ - not starting with '.'";
 
 /** A session id by the DESIGN §3 rule. */
 export const sessionIdSchema = z.string().regex(SESSION_ID_PATTERN, `must be a session id: ${SESSION_ID_RULE}`);
-
-/** Matches a UTF-16 surrogate that is not part of a pair (the `u` flag pairs the valid ones). */
-const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
 
 /**
  * A string of well-formed UTF-16. A lone surrogate cannot be encoded as UTF-8, so Temporal's
@@ -81,6 +79,10 @@ export const forkBody = z
     at: z.number().int().min(0).optional().describe('last parent seq to copy (inclusive); default the last event'),
     id: sessionIdSchema.optional().describe('the child session id; a UUID when omitted'),
   })
+  .optional();
+
+export const salvageBody = z
+  .strictObject({ into: sessionIdSchema.optional().describe('the new session id; a UUID when omitted') })
   .optional();
 
 /** Parses the SSE `Last-Event-ID` header: the seq of the last event the client holds. */
@@ -165,5 +167,16 @@ export const contextResponse = z.object({
     contextWindow: tokenCount,
     compactAt: tokenCount.describe('compaction runs before a request once tokens.total reaches this'),
     messages: z.array(z.object({ seq: z.number().int(), kind: z.enum(['user', 'assistant', 'tool-result', 'summary']), tokens: tokenCount })),
+  }),
+});
+export const eraseResponse = z.object({
+  receipt: z.object({
+    sessionId: z.string(),
+    store: z.looseObject({
+      erased: z.boolean().describe('false when nothing was left to remove'),
+      removed: z.object({ header: z.number().int(), events: z.number().int(), artifacts: z.number().int(), projectionCheckpoints: z.number().int() }),
+      tombstoneUntil: z.number().describe('until when (epoch ms) the id is refused with SESSION_ERASED'),
+    }),
+    temporal: z.object({ terminated: z.boolean(), deletedRuns: z.number().int() }),
   }),
 });

@@ -10,8 +10,8 @@ import { PassThrough } from 'node:stream';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import type { SessionClient } from '../client/session-client.js';
-import { ConfigError, DEFAULT_GATEWAY_TIMEOUTS, assertGatewayTimeouts, isLoopbackHost, type GatewayTimeouts } from '../config.js';
-import { assertSessionId } from '../session/index.js';
+import { isLoopbackHost, resolveGatewayTimeouts, type GatewayTimeouts } from './settings.js';
+import { ConfigError, assertSessionId } from '../session/index.js';
 import { GatewayError, clientErrorResponse, rawHttpResponse, toErrorResponse, type ErrorResponse } from './errors.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { ROUTES, STREAMED, type RouteContext, type RouteSpec } from './routes.js';
@@ -73,13 +73,7 @@ export function resolveGatewayOptions(options: GatewayOptions): ResolvedGatewayO
   if (!Number.isSafeInteger(options.bodyLimitBytes) || options.bodyLimitBytes < 1) {
     throw new ConfigError(`gateway bodyLimitBytes must be a positive whole number, got ${String(options.bodyLimitBytes)} (SESSIONLOG_BODY_LIMIT_BYTES)`);
   }
-  const timeouts: GatewayTimeouts = {
-    connectionTimeoutMs: options.connectionTimeoutMs ?? DEFAULT_GATEWAY_TIMEOUTS.connectionTimeoutMs,
-    headersTimeoutMs: options.headersTimeoutMs ?? DEFAULT_GATEWAY_TIMEOUTS.headersTimeoutMs,
-    bodyTimeoutMs: options.bodyTimeoutMs ?? DEFAULT_GATEWAY_TIMEOUTS.bodyTimeoutMs,
-    requestTimeoutMs: options.requestTimeoutMs ?? DEFAULT_GATEWAY_TIMEOUTS.requestTimeoutMs,
-  };
-  assertGatewayTimeouts(timeouts);
+  const timeouts = resolveGatewayTimeouts(options);
   return {
     ...timeouts,
     client: options.client,

@@ -6,6 +6,7 @@
  */
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import type { ContentBlock } from '../session/messages.js';
+import { scrubSecrets } from '../session/secrets.js';
 import { ModelCatalogueError } from './catalogue.js';
 
 export type ModelFailureCode =
@@ -81,7 +82,8 @@ const TIMEOUT_ERROR_CODES = new Set(['ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UN
 
 /** A failure of class `code` with that class's retry behaviour. */
 export function modelFailure(code: ModelFailureCode, message: string, extra: Partial<ModelFailure> = {}): ModelFailure {
-  return { code, retryable: RETRYABLE_FAILURES[code], message, ...extra };
+  // Providers echo keys in their error text (a 401 that quotes the key): never keep one.
+  return { code, retryable: RETRYABLE_FAILURES[code], message: scrubSecrets(message), ...extra };
 }
 
 /**

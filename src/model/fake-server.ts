@@ -47,7 +47,9 @@ export type FakeFault =
   | { kind: 'server_error'; status?: number; times?: number }
   | { kind: 'hang'; times?: number }
   | { kind: 'drop_stream'; afterChunks?: number; times?: number }
-  | { kind: 'malformed_tool_json'; times?: number };
+  | { kind: 'malformed_tool_json'; times?: number }
+  /** A 401 whose message quotes the API key the request carried, as several providers do. */
+  | { kind: 'auth_echo'; times?: number };
 
 /** Runtime-adjustable behaviour. */
 export type FakeModelConfig = {
@@ -144,6 +146,7 @@ const times = z.number().int().positive().optional();
 const faultSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('rate_limit'), retryAfterSeconds: z.number().nonnegative().optional(), times }),
   z.object({ kind: z.literal('server_error'), status: z.number().int().min(500).max(599).optional(), times }),
+  z.object({ kind: z.literal('auth_echo'), times }),
   z.object({ kind: z.literal('hang'), times }),
   z.object({ kind: z.literal('drop_stream'), afterChunks: z.number().int().nonnegative().optional(), times }),
   z.object({ kind: z.literal('malformed_tool_json'), times }),
@@ -335,6 +338,10 @@ export class FakeModelServer {
         { message: 'Rate limit reached for requests. Please retry after the time in the retry-after header.', type: 'rate_limit_error', code: 'rate_limit_exceeded' },
         { 'retry-after': String(seconds) },
       );
+    }
+    if (fault?.kind === 'auth_echo') {
+      const presented = record.headers.authorization?.replace(/^Bearer\s+/i, '') ?? '(none)';
+      throw new HttpError(401, { message: `Incorrect API key provided: ${presented}. You can find your API key in your account settings.`, type: 'invalid_request_error', code: 'invalid_api_key' });
     }
     if (fault?.kind === 'server_error') {
       throw new HttpError(fault.status ?? 500, { message: 'The server had an error while processing your request.', type: 'server_error', code: 'internal_error' });

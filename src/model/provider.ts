@@ -6,6 +6,7 @@
  */
 import OpenAI from 'openai';
 import type { RequestHeader } from '../session/events.js';
+import { registerSecret } from '../session/secrets.js';
 import type { ContentBlock, Message, StreamChunk, TokenUsage } from '../session/messages.js';
 import { DEFAULT_MODEL_CATALOGUE, lookupModel } from './catalogue.js';
 import type { ModelCatalogue, ResolvedModel } from './catalogue.js';
@@ -90,6 +91,7 @@ export function resolveOpenAIProviderConfig(config: OpenAIProviderConfig): Resol
 /** The model port over an OpenAI-compatible endpoint. */
 export function createOpenAIProvider(input: OpenAIProviderConfig): ModelPort {
   const config = resolveOpenAIProviderConfig(input);
+  registerSecret(config.apiKey);
   const client = new OpenAI({
     baseURL: config.baseURL,
     apiKey: config.apiKey,

@@ -1,6 +1,7 @@
 /**
  * Artifact store (DESIGN §4): full tool output and spilled text, addressed by an opaque
- * locator, namespaced per session.
+ * locator, namespaced per session. Reads name the session asking, and a session reads only its
+ * own artifacts (issue 9): a locator of another session is ARTIFACT_FOREIGN on every backend.
  */
 export type ArtifactRef = {
   /** Opaque locator: `artifact:<sessionId>/<name>`; only the store that issued it can read it. */
@@ -22,8 +23,12 @@ export interface ArtifactStore {
    * gets a new locator). SESSION_NOT_FOUND unless the session exists. Owner-only where it is a file.
    */
   put(input: ArtifactPut): Promise<ArtifactRef>;
-  /** The whole content. ARTIFACT_NOT_FOUND for an unknown locator or one not of the form `artifact:<sessionId>/<name>`. */
-  get(locator: string): Promise<string>;
-  /** A code-point window of the content: `offset` and `limit` in characters (UTF-16 units). */
-  read(locator: string, offset: number, limit: number): Promise<{ text: string; total: number }>;
+  /**
+   * The whole content of an artifact of session `sessionId`. ARTIFACT_FOREIGN for a locator of
+   * another session; ARTIFACT_NOT_FOUND for an unknown locator or one not of the form
+   * `artifact:<sessionId>/<name>`.
+   */
+  get(sessionId: string, locator: string): Promise<string>;
+  /** A window of the content, `offset` and `limit` in UTF-16 code units; same refusals as {@link get}. */
+  read(sessionId: string, locator: string, offset: number, limit: number): Promise<{ text: string; total: number }>;
 }

@@ -1,8 +1,8 @@
 /**
- * Machinery shared by the durable `SessionStore` backends: argument checks, the stored-log
- * scanner that tells a torn tail from corruption (dsh-spec §8.6/§8.8), the append and repair
- * planners that run under a backend's write lock, the live-tail `watch` loop, and artifact
- * naming. Backends own only their I/O and locking.
+ * Machinery shared by the durable `SessionStore` backends: options, argument checks, the one
+ * stored-log scanner that applies the integrity rules of DESIGN §4.1 (`LogScanner`), the append
+ * and repair planners that run under a backend's write lock, the live-tail `watch` loop, and
+ * artifact naming. Backends own only their I/O, locking and caching.
  */
 import { EventEmitter } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -10,18 +10,24 @@ import {
   KNOWN_EVENT_TYPES,
   Session,
   SessionlogError,
+  SurfaceFold,
   assertSessionId,
   assertStoredEvent,
   deepFreeze,
   interruptedTurnClosers,
+  isKnownEvent,
   isSessionlogError,
+  isSurfaceType,
   NonJsonValueError,
   repairOp,
   type StoredEvent,
   type NewEvent,
   type SessionHeader,
+  type SessionView,
+  queryTerms,
+  searchableText,
 } from '../session/index.js';
-import type { AppendOptions, AppendResult, LoadedSession } from './store.js';
+import type { AppendOptions, AppendResult, LoadedSession, ScanProblem, ScanReport, SearchHit } from './store.js';
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -30,17 +36,29 @@ import type { AppendOptions, AppendResult, LoadedSession } from './store.js';
 export type StoreOptions = {
   /** How often `watch` polls for appends made by another process (ms). Default 40. */
   pollIntervalMs?: number;
-  /** SQLite: how long a writer waits for another connection's lock (ms). Default 5000. */
+  /** SQLite: how long a writer waits for another connection's lock before UNAVAILABLE (ms). Default 5000. */
   busyTimeoutMs?: number;
-  /** JSONL: how long an append waits for the session's lock file (ms). Default 30000. */
+  /**
+   * How long a writer waits for a session's lock before UNAVAILABLE (ms): the JSONL lock file,
+   * PostgreSQL's row lock (`lock_timeout`). Default 30000.
+   */
   lockTimeoutMs?: number;
-  /** JSONL: a lock file older than this is considered abandoned even if its pid looks alive (ms). Default 15000. */
+  /**
+   * How long a lock holder may make no progress before it loses the lock (ms): a JSONL lock file
+   * whose holder stopped refreshing it for this long is broken (the holder's write is then
+   * fenced off and fails with SEQ_CONFLICT); a PostgreSQL connection idle inside a transaction
+   * this long is ended by the server (`idle_in_transaction_session_timeout`). Default 15000.
+   */
   lockStaleMs?: number;
-  /** How many sessions keep their validated in-memory log between calls. Default 32. */
+  /** How many sessions keep their validated in-memory copy between calls. Default 32. */
   sessionCacheSize?: number;
+  /** How long an erased session's id stays refused by `create` (SESSION_ERASED), in ms. Default 30 days. */
+  tombstoneMs?: number;
 };
 
 export type ResolvedStoreOptions = Required<StoreOptions>;
+
+const DAY_MS = 24 * 60 * 60 * 1000;
 
 function positiveInteger(name: string, value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
@@ -58,12 +76,14 @@ export function resolveStoreOptions(options: StoreOptions = {}): ResolvedStoreOp
     lockTimeoutMs: positiveInteger('lockTimeoutMs', options.lockTimeoutMs, 30_000),
     lockStaleMs: positiveInteger('lockStaleMs', options.lockStaleMs, 15_000),
     sessionCacheSize: positiveInteger('sessionCacheSize', options.sessionCacheSize, 32),
+    tombstoneMs: positiveInteger('tombstoneMs', options.tombstoneMs, 30 * DAY_MS),
   };
 }
 
 // ---------------------------------------------------------------------------------------------
 // Argument checks (public boundary of every backend)
 
+/** Throws INVALID_ARGUMENT unless `value` is a non-negative safe integer. */
 /** Throws INVALID_ARGUMENT unless `value` is a non-negative safe integer. */
 export function assertSeqArgument(name: string, value: unknown): asserts value is number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
@@ -108,117 +128,317 @@ export function alreadyExists(id: string): SessionlogError {
   );
 }
 
+/** The error for `create` of an id whose tombstone still lasts. */
+export function sessionErased(id: string, erasedAt: number, until: number): SessionlogError {
+  return new SessionlogError(
+    'SESSION_ERASED',
+    `session ${id} was erased at ${new Date(erasedAt).toISOString()} and its id cannot be reused until ${new Date(until).toISOString()}; pick another id`,
+  );
+}
+
 // ---------------------------------------------------------------------------------------------
-// Scanning a stored log: valid prefix, torn tail, corruption
-
-/** One stored record as a backend decoded it. `position` locates it (byte offset or seq). */
-export type StoredRecord =
-  | { ok: true; value: unknown; position: number }
-  | { ok: false; reason: string; position: number };
-
-/** Where the torn tail starts and how many records it holds. */
-export type TornTail = { position: number; seq: number; reason: string; records: number };
+// Scanning a stored log (DESIGN §4.1)
 
 /**
- * Folds stored records into a validated `Session` (envelope, payload and surface transition,
- * exactly as a live append). The first bad record or seq gap starts a candidate torn tail;
- * every later record is dropped with it, unless a later record is a `turn/end`: then the damage
- * lies inside committed turns and the log is CORRUPT_LOG. A type unknown to this build and not
- * `ignorable` is UNSUPPORTED_FORMAT wherever it appears in the valid prefix.
+ * How a backend frames its records, which decides the one damage it may repair by itself:
+ *
+ * - `transactional` (SQLite, PostgreSQL): batches commit whole, so there are no torn writes;
+ *   every problem is corruption. Every event must carry its batch's `op`.
+ * - `jsonl-v2`: every line carries its batch's event count, so a reader tells the complete lines
+ *   of an unfinished final batch from a finished batch. The final batch that never finished (its
+ *   last line incomplete or unparsable, or fewer lines than its count) is a torn write.
+ * - `jsonl-v1` (files written before the batch count): only a final line that is incomplete or
+ *   does not parse is a torn write; complete lines are never dropped.
+ */
+export type ScanFraming = 'transactional' | 'jsonl-v1' | 'jsonl-v2';
+
+/** One stored record as a backend decoded it. `end` is where the record ends (a byte offset in JSONL). */
+export type StoredRecord =
+  | { kind: 'event'; value: unknown; end: number; batchSize?: unknown }
+  | { kind: 'damaged'; reason: string; end: number };
+
+/** A JSONL torn final write: where it starts and how many records it holds. */
+export type TornTail = { seq: number; position: number; records: number; reason: string };
+
+export type OpRange = { firstSeq: number; lastSeq: number };
+
+type PendingBatch = { op: string; size: number; firstSeq: number; events: StoredEvent[]; end: number };
+
+/**
+ * The one classifier of stored records, shared by every backend. It folds records into a
+ * validated `Session` (envelope, payload and surface transition, exactly as a live append) and
+ * indexes their ops. The first problem stops it: `problem` then names the first bad seq. A
+ * record it could not judge yet (a damaged JSONL line, an unfinished JSONL batch) is held until
+ * the next record or {@link finish} decides between corruption and a torn final write.
  */
 export class LogScanner {
   readonly session: Session;
-  private tail: TornTail | undefined;
+  readonly ops = new Map<string, OpRange>();
+  /** Where the valid prefix ends (after its last record). */
+  validEnd: number;
+  private failure: ScanProblem | undefined;
+  private pending: PendingBatch | undefined;
+  private damaged: { seq: number; reason: string } | undefined;
 
   constructor(
     header: SessionHeader,
-    private readonly where: string,
+    private readonly framing: ScanFraming,
+    /** Names the session and its location in messages: `session <id> in <location>`. */
+    readonly where: string,
+    start = 0,
   ) {
     this.session = Session.create(header);
+    this.validEnd = start;
   }
 
   get nextSeq(): number {
     return this.session.nextSeq;
   }
 
-  get torn(): TornTail | undefined {
-    return this.tail;
+  /** The first definite problem (corruption or a newer format), if any. */
+  get problem(): ScanProblem | undefined {
+    return this.failure;
   }
 
-  /** Feeds the next stored record. Returns true when it joined the valid prefix. */
-  push(record: StoredRecord): boolean {
-    if (this.tail) {
-      this.tail.records += 1;
-      if (record.ok && isTurnEnd(record.value)) {
-        throw new SessionlogError(
-          'CORRUPT_LOG',
-          `${this.where}: stored record at ${this.tail.position} is damaged (${this.tail.reason}) but a later committed turn/end exists, so this is not a torn write; restore the log from a backup or export its valid prefix`,
-        );
-      }
-      return false;
+  private get expectedSeq(): number {
+    return this.session.nextSeq + (this.pending?.events.length ?? 0);
+  }
+
+  private fail(seq: number, reason: string, code: ScanProblem['code'] = 'CORRUPT_LOG'): void {
+    this.failure = { seq, reason, code, torn: false };
+    this.pending = undefined;
+    this.damaged = undefined;
+  }
+
+  private failWith(seq: number, error: unknown): void {
+    if (isSessionlogError(error, 'UNSUPPORTED_FORMAT')) return this.fail(seq, error.message, 'UNSUPPORTED_FORMAT');
+    if (isSessionlogError(error) || error instanceof NonJsonValueError) return this.fail(seq, error.message);
+    throw error;
+  }
+
+  /** Feeds the next stored record, in storage order. */
+  push(record: StoredRecord): void {
+    if (this.failure) return;
+    if (this.damaged) {
+      // Something follows the damaged record, so it was not a final write that never finished.
+      return this.fail(this.damaged.seq, this.damaged.reason);
     }
-    if (!record.ok) {
-      this.tail = { position: record.position, seq: this.nextSeq, reason: record.reason, records: 1 };
-      return false;
+    const seq = this.expectedSeq;
+    if (record.kind === 'damaged') {
+      if (this.framing === 'transactional') return this.fail(seq, record.reason);
+      this.damaged = { seq, reason: record.reason };
+      return;
     }
     try {
-      assertStoredEvent(record.value, this.nextSeq, this.session.id);
-      this.session.commitPlanned([deepFreeze(record.value)]);
-      return true;
+      assertStoredEvent(record.value, seq, this.session.id);
     } catch (error) {
-      if (isSessionlogError(error, 'UNSUPPORTED_FORMAT')) throw error;
-      if (!isSessionlogError(error) && !(error instanceof NonJsonValueError)) throw error;
-      this.tail = { position: record.position, seq: this.nextSeq, reason: error.message, records: 1 };
-      return false;
+      return this.failWith(seq, error);
     }
+    const event = deepFreeze(record.value);
+    if (this.framing === 'jsonl-v2') return this.pushFramed(event, record.batchSize, record.end);
+    if (event.op === undefined) {
+      if (this.framing === 'transactional') return this.fail(seq, `seq ${seq} is not covered by any stored batch (its batch record is missing)`);
+    } else {
+      const range = this.ops.get(event.op);
+      if (range && range.lastSeq !== seq - 1) return this.fail(seq, `op ${JSON.stringify(event.op)} at seq ${seq} is already used by seqs ${range.firstSeq}..${range.lastSeq}`);
+    }
+    try {
+      this.session.commitPlanned([event]);
+    } catch (error) {
+      return this.failWith(seq, error);
+    }
+    if (event.op !== undefined) this.indexOp(event.op, seq, seq);
+    this.validEnd = record.end;
   }
 
-  /** Commits events the caller planned with {@link planAppend} and durably wrote. */
-  commitWritten(events: readonly StoredEvent[]): void {
+  private pushFramed(event: StoredEvent, batchSize: unknown, end: number): void {
+    const seq = event.seq;
+    const op = event.op;
+    if (op === undefined) return this.fail(this.pending?.firstSeq ?? seq, `the line of seq ${seq} has no op`);
+    if (typeof batchSize !== 'number' || !Number.isSafeInteger(batchSize) || batchSize <= 0) {
+      return this.fail(this.pending?.firstSeq ?? seq, `the line of seq ${seq} has no valid batchSize marker (got ${JSON.stringify(batchSize)})`);
+    }
+    const pending = this.pending;
+    if (pending) {
+      if (op !== pending.op || batchSize !== pending.size) {
+        return this.fail(
+          pending.firstSeq,
+          `batch ${JSON.stringify(pending.op)} starting at seq ${pending.firstSeq} declares ${pending.size} events but only ${pending.events.length} precede seq ${seq} (op ${JSON.stringify(op)}, batchSize ${batchSize})`,
+        );
+      }
+    } else {
+      const used = this.ops.get(op);
+      if (used) {
+        // Next to its own batch, one of the two lines' framing is damaged: name the batch.
+        const at = used.lastSeq === seq - 1 ? used.firstSeq : seq;
+        return this.fail(at, `op ${JSON.stringify(op)} at seq ${seq} is already used by seqs ${used.firstSeq}..${used.lastSeq}`);
+      }
+      this.pending = { op, size: batchSize, firstSeq: seq, events: [], end };
+    }
+    const batch = this.pending!;
+    batch.events.push(event);
+    batch.end = end;
+    if (batch.events.length === batch.size) this.commitBatch(batch);
+  }
+
+  /** Validates a complete batch as one surface transition and commits it, or records the first bad seq. */
+  private commitBatch(batch: PendingBatch): void {
+    this.pending = undefined;
+    const events = batch.events;
+    if (events.length > 1 && events.some((e) => isKnownEvent(e) && (isSurfaceType(e.type) || e.surfaceOp !== undefined || e.sourceEventSeqs !== undefined))) {
+      // commitPlanned checks event by event; check the whole batch first so a bad event commits none.
+      const scratch = new SurfaceFold(this.session.surfaceNodes, this.session.replaceGeneration);
+      const base = this.session.nextSeq;
+      const lookup = (s: number): StoredEvent | undefined => this.session.storedAt(s) ?? events[s - base];
+      for (const event of events) {
+        try {
+          if (isKnownEvent(event)) scratch.apply(event, lookup);
+        } catch (error) {
+          return this.failWith(event.seq, error);
+        }
+      }
+    }
+    try {
+      this.session.commitPlanned(events);
+    } catch (error) {
+      return this.failWith(events[0]!.seq, error);
+    }
+    this.indexOp(batch.op, batch.firstSeq, batch.firstSeq + events.length - 1);
+    this.validEnd = batch.end;
+  }
+
+  private indexOp(op: string, firstSeq: number, lastSeq: number): void {
+    const range = this.ops.get(op);
+    if (range) range.lastSeq = lastSeq;
+    else this.ops.set(op, { firstSeq, lastSeq });
+  }
+
+  /**
+   * Ends a pass over the stored records. `head` (transactional backends) is the next seq the
+   * stored batches account for: seqs below it that no record filled are missing. Returns the torn
+   * final write, if that is what the held records were; it is not part of the session, and the
+   * next pass re-reads from {@link validEnd}. A definite problem is in {@link problem}.
+   */
+  finish(head?: number): TornTail | undefined {
+    if (this.failure) return undefined;
+    let torn: TornTail | undefined;
+    const pending = this.pending;
+    if (this.damaged) {
+      torn = {
+        seq: pending?.firstSeq ?? this.damaged.seq,
+        position: this.validEnd,
+        records: (pending?.events.length ?? 0) + 1,
+        reason: this.damaged.reason,
+      };
+    } else if (pending) {
+      torn = {
+        seq: pending.firstSeq,
+        position: this.validEnd,
+        records: pending.events.length,
+        reason: `batch ${JSON.stringify(pending.op)} declares ${pending.size} events but only ${pending.events.length} were written (a write that never finished)`,
+      };
+    } else if (head !== undefined && head > this.session.nextSeq) {
+      const from = this.session.nextSeq;
+      this.fail(from, `seq${head - 1 > from ? `s ${from}..${head - 1} are` : ` ${from} is`} missing (the stored batches end at seq ${head - 1})`);
+    }
+    this.pending = undefined;
+    this.damaged = undefined;
+    return torn;
+  }
+
+  /** Commits events the caller planned with {@link planAppend} and durably wrote, ending at `end`. */
+  commitWritten(events: readonly StoredEvent[], end?: number): void {
     this.session.commitPlanned(events);
-  }
-
-  /** Forgets the torn tail after the backend truncated it durably (or to rescan it). */
-  clearTorn(): void {
-    this.tail = undefined;
+    this.indexOp(events[0]!.op!, events[0]!.seq, events[events.length - 1]!.seq);
+    if (end !== undefined) this.validEnd = end;
   }
 }
 
-function isTurnEnd(value: unknown): boolean {
-  return typeof value === 'object' && value !== null && (value as { type?: unknown }).type === 'turn/end';
+/** The error every reader and writer throws for a log whose scan found a definite problem. */
+function corruptLogError(scanner: LogScanner, problem: ScanProblem): SessionlogError {
+  if (problem.code === 'UNSUPPORTED_FORMAT') return new SessionlogError('UNSUPPORTED_FORMAT', `${scanner.where}: ${problem.reason}`);
+  return new SessionlogError(
+    'CORRUPT_LOG',
+    `${scanner.where}: the stored log is damaged at seq ${problem.seq}: ${problem.reason}. Nothing was changed; \`sessionlog sessions verify ${scanner.session.id}\` reports the problem and \`sessionlog sessions salvage ${scanner.session.id} --into NEW_ID\` keeps the valid prefix`,
+  );
+}
+
+/** The error for a stored header that cannot be read. */
+export function corruptHeaderError(where: string, reason: string, cause?: unknown): SessionlogError {
+  return new SessionlogError(
+    'CORRUPT_LOG',
+    `${where}: the stored header (the record before the events) is damaged: ${reason}. Nothing was changed; restore it from a backup`,
+    cause === undefined ? undefined : { cause },
+  );
+}
+
+/** Throws for a definite problem found by `finish`. */
+export function assertScanned(scanner: LogScanner): void {
+  if (scanner.problem) throw corruptLogError(scanner, scanner.problem);
+}
+
+/** The `scan` report of a scanner after `finish`. */
+export function scanReport(scanner: LogScanner, torn: TornTail | undefined): ScanReport {
+  const problem = scanner.problem ?? (torn && { seq: torn.seq, reason: torn.reason, code: 'CORRUPT_LOG' as const, torn: true });
+  return { sessionId: scanner.session.id, header: scanner.session.header, events: scanner.session.events, ...(problem ? { problem } : {}) };
+}
+
+/** The `scan` report of a session whose header could not be read. */
+export function headerProblemReport(id: string, error: unknown): ScanReport {
+  if (isSessionlogError(error, 'UNSUPPORTED_FORMAT') || isSessionlogError(error, 'CORRUPT_LOG') || isSessionlogError(error, 'INVALID_EVENT') || isSessionlogError(error, 'INVALID_SESSION_ID')) {
+    return {
+      sessionId: id,
+      header: undefined,
+      headerProblem: { code: error.code === 'UNSUPPORTED_FORMAT' ? 'UNSUPPORTED_FORMAT' : 'CORRUPT_LOG', reason: error.message },
+      events: [],
+    };
+  }
+  throw error;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Planning writes (run by a backend while it holds the session's write lock)
 
-export type OpRange = { firstSeq: number; lastSeq: number };
-
 export type AppendPlan = { kind: 'replayed'; result: AppendResult } | { kind: 'write'; events: StoredEvent[] };
 
+function describeTypes(types: readonly unknown[]): string {
+  return types.map((t) => String(t)).join(', ');
+}
+
 /**
- * Decides an append against the synced stored state: a stored op is replayed (nothing
- * written), a wrong `expectedSeq` is SEQ_CONFLICT, otherwise the batch is validated as a
- * surface transition and returned ready to write. Throws without side effects.
+ * Decides an append against the synced stored state: a stored op with the same event count and
+ * types is replayed (nothing written) and with anything else is OP_CONFLICT; a wrong
+ * `expectedSeq` is SEQ_CONFLICT; otherwise the batch is validated as a surface transition (the
+ * one validation of the batch) and returned ready to write. Throws without side effects.
  */
-export function planAppend(
-  scanner: LogScanner,
-  storedOp: OpRange | undefined,
-  events: readonly NewEvent[],
-  options: AppendOptions,
-): AppendPlan {
-  if (storedOp) return { kind: 'replayed', result: { ...storedOp, replayed: true } };
+export function planAppend(scanner: LogScanner, events: readonly NewEvent[], options: AppendOptions): AppendPlan {
+  const id = scanner.session.id;
+  const stored = scanner.ops.get(options.op);
+  if (stored) {
+    const storedTypes: string[] = [];
+    for (let seq = stored.firstSeq; seq <= stored.lastSeq; seq++) storedTypes.push(scanner.session.storedAt(seq)!.type);
+    const types = events.map((event) => (event as { type?: unknown } | null)?.type);
+    if (types.length !== storedTypes.length || types.some((type, i) => type !== storedTypes[i])) {
+      throw new SessionlogError(
+        'OP_CONFLICT',
+        `session ${id}: op ${JSON.stringify(options.op)} is already stored as seqs ${stored.firstSeq}..${stored.lastSeq} (${describeTypes(storedTypes)}), but this append has ${types.length} event(s) (${describeTypes(types)}); two different writes under one key is a bug in the writer — give each batch its own op`,
+      );
+    }
+    return { kind: 'replayed', result: { ...stored, replayed: true } };
+  }
   if (scanner.nextSeq !== options.expectedSeq) {
     throw new SessionlogError(
       'SEQ_CONFLICT',
-      `session ${scanner.session.id}: append expected to start at seq ${options.expectedSeq} but the stored next seq is ${scanner.nextSeq}; another writer appended — reload the session and retry`,
+      `session ${id}: append expected to start at seq ${options.expectedSeq} but the stored next seq is ${scanner.nextSeq}; another writer appended — reload the session and retry`,
     );
   }
   for (const event of events) {
     // The stored-log rule refuses unknown types on read, so this build must not write one.
-    if (!KNOWN_EVENT_TYPES.has((event as { type?: unknown })?.type as string)) {
+    const type = (event as { type?: unknown } | null)?.type;
+    if (typeof type !== 'string' || !KNOWN_EVENT_TYPES.has(type)) {
       throw new SessionlogError(
         'INVALID_EVENT',
-        `session ${scanner.session.id}: event type ${JSON.stringify((event as { type?: unknown })?.type)} is unknown to this build and could not be read back; add it to EventDataMap first`,
+        `session ${id}: event type ${JSON.stringify(type)} is unknown to this build and could not be read back; add it to EventDataMap first`,
       );
     }
   }
@@ -237,6 +457,14 @@ export function planRepair(scanner: LogScanner): StoredEvent[] {
   return scanner.session.planBatch(closers, repairOp(events[events.length - 1]!.seq));
 }
 
+/** `events[fromSeq .. fromSeq+limit)` of a session without copying the whole log. */
+export function sliceEvents(session: SessionView, fromSeq: number, limit: number | undefined): StoredEvent[] {
+  const end = limit === undefined ? session.nextSeq : Math.min(session.nextSeq, fromSeq + limit);
+  const out: StoredEvent[] = [];
+  for (let seq = fromSeq; seq < end; seq++) out.push(session.storedAt(seq)!);
+  return out;
+}
+
 /** Builds the `load`/`inspect` result. */
 export function loadedSession(scanner: LogScanner, closers: readonly StoredEvent[], truncated: number): LoadedSession {
   return {
@@ -245,66 +473,6 @@ export function loadedSession(scanner: LogScanner, closers: readonly StoredEvent
     repaired: closers.length,
     truncated,
   };
-}
-
-/** Records op ranges of accepted events into an op index. */
-export function indexOps(index: Map<string, OpRange>, events: readonly StoredEvent[]): void {
-  for (const event of events) {
-    if (event.op === undefined) continue;
-    const range = index.get(event.op);
-    if (range) range.lastSeq = event.seq;
-    else index.set(event.op, { firstSeq: event.seq, lastSeq: event.seq });
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Small bounded LRU for per-session state
-
-export class LruMap<K, V> {
-  private readonly map = new Map<K, V>();
-  constructor(private readonly capacity: number) {}
-
-  get(key: K): V | undefined {
-    const value = this.map.get(key);
-    if (value !== undefined) {
-      this.map.delete(key);
-      this.map.set(key, value);
-    }
-    return value;
-  }
-
-  set(key: K, value: V): void {
-    this.map.delete(key);
-    this.map.set(key, value);
-    while (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value as K);
-  }
-
-  delete(key: K): void {
-    this.map.delete(key);
-  }
-
-  clear(): void {
-    this.map.clear();
-  }
-}
-
-/** Runs async operations one at a time per key (errors do not poison the chain). */
-export class KeyedSerializer {
-  private readonly tails = new Map<string, Promise<unknown>>();
-
-  run<T>(key: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.tails.get(key) ?? Promise.resolve();
-    const next = previous.then(fn, fn);
-    const settled = next.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.tails.set(key, settled);
-    void settled.then(() => {
-      if (this.tails.get(key) === settled) this.tails.delete(key);
-    });
-    return next;
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -322,7 +490,7 @@ export function notifyAppended(location: string, id: string): void {
   appendSignals.emit(`${location}\0${id}`);
 }
 
-export function onAppended(location: string, id: string, listener: () => void): () => void {
+function onAppended(location: string, id: string, listener: () => void): () => void {
   const name = `${location}\0${id}`;
   appendSignals.on(name, listener);
   return () => appendSignals.off(name, listener);
@@ -422,8 +590,12 @@ export function artifactLocator(sessionId: string, name: string): string {
   return `artifact:${sessionId}/${name}`;
 }
 
-/** Parses a locator this store issued; anything else is ARTIFACT_NOT_FOUND. */
-export function parseArtifactLocator(locator: unknown): { sessionId: string; name: string } {
+/**
+ * The artifact name a locator this store issued points at, for a read by session `sessionId`.
+ * A locator of another session is ARTIFACT_FOREIGN; anything malformed is ARTIFACT_NOT_FOUND.
+ */
+export function ownArtifactName(sessionId: unknown, locator: unknown): string {
+  assertSessionId(sessionId);
   const match = typeof locator === 'string' ? LOCATOR_PATTERN.exec(locator) : null;
   if (!match) {
     throw new SessionlogError(
@@ -431,21 +603,22 @@ export function parseArtifactLocator(locator: unknown): { sessionId: string; nam
       `artifact locator ${JSON.stringify(String(locator).slice(0, 200))} is not of the form artifact:<sessionId>/<name>; use a locator returned by put()`,
     );
   }
-  const [, sessionId, name] = match as unknown as [string, string, string];
-  if (!ARTIFACT_NAME_PATTERN.test(name)) throw artifactNotFound(locator as string);
-  try {
-    assertSessionId(sessionId);
-  } catch (error) {
-    throw artifactNotFound(locator as string, error);
+  const [, owner, name] = match as unknown as [string, string, string];
+  if (owner !== sessionId) {
+    throw new SessionlogError(
+      'ARTIFACT_FOREIGN',
+      `artifact locator ${JSON.stringify((locator as string).slice(0, 200))} does not belong to session ${sessionId}; a session reads only the artifacts stored under its own id`,
+    );
   }
-  return { sessionId, name };
+  if (!ARTIFACT_NAME_PATTERN.test(name)) throw artifactNotFound(locator as string);
+  return name;
 }
 
-export function artifactNotFound(locator: string, cause?: unknown): SessionlogError {
-  return new SessionlogError('ARTIFACT_NOT_FOUND', `no artifact ${JSON.stringify(locator.slice(0, 200))} in this store`, cause ? { cause } : undefined);
+export function artifactNotFound(locator: string): SessionlogError {
+  return new SessionlogError('ARTIFACT_NOT_FOUND', `no artifact ${JSON.stringify(locator.slice(0, 200))} in this store`);
 }
 
-/** The `read(locator, offset, limit)` window over a whole artifact text. */
+/** The `read(sessionId, locator, offset, limit)` window over a whole artifact text. */
 export function artifactWindow(content: string, offset: unknown, limit: unknown): { text: string; total: number } {
   assertSeqArgument('offset', offset);
   assertSeqArgument('limit', limit);
@@ -453,16 +626,54 @@ export function artifactWindow(content: string, offset: unknown, limit: unknown)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Misc
+// Search (a scan of the validated copy; backends with a full-text index answer from it instead)
 
-/** Retries `attempt` until it returns a value or `deadline` passes, sleeping a few ms between tries. */
-export async function retryUntil<T>(deadline: number, attempt: () => Promise<T | undefined>): Promise<T | undefined> {
-  let delay = 2;
-  for (;;) {
-    const value = await attempt();
-    if (value !== undefined) return value;
-    if (Date.now() >= deadline) return undefined;
-    await sleep(delay + Math.floor(Math.random() * delay));
-    delay = Math.min(delay * 2, 50);
+const SNIPPET_CHARS = 300;
+
+/** Resolves the `search` limit: default 20, at most 100. */
+export function searchLimit(options: { limit?: number } | undefined): number {
+  const limit = options?.limit ?? 20;
+  if (!Number.isSafeInteger(limit) || limit < 1) throw new SessionlogError('INVALID_ARGUMENT', `search limit must be a positive whole number, got ${String(limit)}`);
+  return Math.min(limit, 100);
+}
+
+/** The words of `query`, or INVALID_ARGUMENT for a query without any. */
+export function searchTerms(query: unknown): string[] {
+  if (typeof query !== 'string' || query.trim().length === 0) throw new SessionlogError('INVALID_ARGUMENT', 'a search needs a query of one or more words');
+  return queryTerms(query);
+}
+
+/** A window of `text` around the first occurrence of any of `terms` (at most 300 characters). */
+export function snippetOf(text: string, terms: readonly string[]): string {
+  const lower = text.toLowerCase();
+  const at = Math.min(...terms.map((t) => lower.indexOf(t)).filter((i) => i >= 0), text.length);
+  const start = Math.max(0, Math.min(at - SNIPPET_CHARS / 3, text.length - SNIPPET_CHARS));
+  const window = text.slice(Math.max(0, Math.floor(start)), Math.floor(start) + SNIPPET_CHARS).replace(/\s+/g, ' ').trim();
+  return `${start > 0 ? '…' : ''}${window}${start + SNIPPET_CHARS < text.length ? '…' : ''}`;
+}
+
+/**
+ * Scores every text-bearing event of `session` for `terms`: occurrences of each term, weighted
+ * so an event with every term ranks above one with many of a single term. Best first.
+ */
+export function scanSearch(session: SessionView, terms: readonly string[], limit: number): SearchHit[] {
+  if (terms.length === 0) return [];
+  const hits: SearchHit[] = [];
+  for (let seq = 0; seq < session.nextSeq; seq++) {
+    const event = session.storedAt(seq);
+    const text = event ? searchableText(event) : undefined;
+    if (!text) continue;
+    const lower = text.toLowerCase();
+    let matched = 0;
+    let occurrences = 0;
+    for (const term of terms) {
+      let count = 0;
+      for (let i = lower.indexOf(term); i >= 0; i = lower.indexOf(term, i + term.length)) count += 1;
+      if (count > 0) matched += 1;
+      occurrences += count;
+    }
+    if (matched === 0) continue;
+    hits.push({ seq, score: matched * 1000 + Math.min(occurrences, 999), snippet: snippetOf(text, terms) });
   }
+  return hits.sort((a, b) => b.score - a.score || b.seq - a.seq).slice(0, limit);
 }

@@ -8,23 +8,42 @@
  * <root>/<sessionId>/session.lock           exclusive writer lock (present only while writing)
  * <root>/<sessionId>/artifacts/<name>       artifact files
  * <root>/<sessionId>/projection-cache.json  projection checkpoint, replaced atomically
+ * <root>/.tombstones/<sessionId>.json       {erasedAt, until} of an erased session
  * ```
  *
- * Format: line 1 is `{"type":"session", ...SessionHeader}` (its `version` is checked first and a
- * newer one refused); every later line is one event envelope
- * `{seq, type, time, data, surfaceOp?, sourceEventSeqs?, op}` as JSON. A batch is written with
- * one positioned write and one fsync; a failed write is truncated back. A damaged line, a seq
- * gap or a final line without newline after the last committed `turn/end` is a torn tail
- * (ignored by reads, truncated by `load` and `append`); earlier damage is CORRUPT_LOG.
+ * File format, version {@link JSONL_FORMAT_VERSION}. Line 1 is the header record
+ * `{"type":"session","format":2, ...SessionHeader}`; its `format` (absent = 1) and `version`
+ * are checked first and a newer one refused as UNSUPPORTED_FORMAT. Every later line is one
+ * event envelope `{seq, type, time, data, surfaceOp?, sourceEventSeqs?, op, ignorable?}` plus
+ * `batchSize`: the number of events of the append batch the line belongs to. A batch is written
+ * with one positioned write and one fsync, so a crash leaves a prefix of its bytes; the count
+ * lets a reader tell the complete lines of that unfinished final batch from a finished batch.
  *
- * Writers in several processes are serialized by the session's lock file; under it the writer
- * re-reads the file's new bytes, so a stale `expectedSeq` is always a SEQ_CONFLICT. The op index
- * is built in memory while reading.
+ * Integrity (DESIGN §4.1, applied by the shared `LogScanner`): the one damage this store repairs
+ * by itself is a torn final write, the final batch that never finished: its last line is
+ * incomplete (no newline) or does not parse, or it has fewer lines than its `batchSize`. Reads
+ * ignore it; `load` and `append` cut it off before writing. Anything else (a complete line that
+ * fails validation, a seq gap or duplicate, framing that does not add up, a damaged header) is
+ * CORRUPT_LOG and nothing is changed.
+ *
+ * Version-1 files (written before `batchSize`) are still read and appended to in version 1:
+ * their lines do not say where a batch began, so only a final line that is incomplete or does
+ * not parse is a torn write there; a complete line is never dropped.
+ *
+ * Writers in several processes are serialized by the session's lock file (file-lock.ts); under
+ * it the writer re-reads the file's new bytes, so a stale `expectedSeq` is always SEQ_CONFLICT.
+ * The lock is fenced: right before the positioned write the writer checks that the lock file
+ * still names it and that the log is still the file (inode) and size it scanned; after the fsync
+ * it checks again. A writer whose lock was broken while it was paused finds out and fails with
+ * SEQ_CONFLICT; and the next holder after a break first moves the log to a new inode (a copy
+ * linked over the name), so a paused writer's late write lands in the old, unlinked file.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, realpathSync } from 'node:fs';
-import { link, mkdir, open, readFile, readdir, rename, stat, unlink, type FileHandle } from 'node:fs/promises';
+import { link, mkdir, open, readFile, readdir, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import AsyncLock from 'async-lock';
+import { LRUCache } from 'lru-cache';
 import {
   SessionlogError,
   assertSessionId,
@@ -38,9 +57,7 @@ import {
 } from '../session/index.js';
 import type { ArtifactPut, ArtifactRef, ArtifactStore } from './artifacts.js';
 import {
-  KeyedSerializer,
   LogScanner,
-  LruMap,
   alreadyExists,
   appendResultOf,
   artifactLocator,
@@ -49,41 +66,55 @@ import {
   artifactWindow,
   assertAppendArguments,
   assertReadArguments,
-  indexOps,
+  assertScanned,
+  corruptHeaderError,
+  headerProblemReport,
   loadedSession,
   notFound,
   notifyAppended,
-  subscribeLocal,
-  parseArtifactLocator,
+  ownArtifactName,
   planAppend,
   planRepair,
   resolveStoreOptions,
   sanitizeArtifactName,
+  scanReport,
+  sessionErased,
+  sliceEvents,
   storeClosed,
+  subscribeLocal,
   watchEvents,
-  type OpRange,
   type ResolvedStoreOptions,
   type StoreOptions,
+  type TornTail,
+  scanSearch,
+  searchLimit,
+  searchTerms,
 } from './base.js';
-import { acquireFileLock } from './file-lock.js';
+import { acquireFileLock, type FileLock } from './file-lock.js';
 import { parseProjectionCacheRecord, serializeProjectionCacheRecord, type ProjectionCacheRecord, type ProjectionCacheStore } from './projection-cache.js';
-import type { AppendOptions, AppendResult, LoadedSession, SessionStore, WatchOptions } from './store.js';
+import type { AppendOptions, AppendResult, ErasedPlace, LoadedSession, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions, SearchHit } from './store.js';
+
+/** The JSONL file format this build writes (it also reads and appends to version 1). */
+export const JSONL_FORMAT_VERSION = 2;
 
 const LOG_FILE = 'session.jsonl';
 const LOCK_FILE = 'session.lock';
 const ARTIFACT_DIR = 'artifacts';
 const CACHE_FILE = 'projection-cache.json';
+const TOMBSTONE_DIR = '.tombstones';
+const ERASING_PREFIX = '.erasing-';
 
-/** What this process knows of one session's file: the validated prefix and where it ends. */
-type SessionFileState = {
-  header: SessionHeader;
+type Format = 1 | 2;
+
+/** What this process knows of one session's file: the validated copy and where it ends. */
+type SessionFile = {
+  format: Format;
   scanner: LogScanner;
-  ops: Map<string, OpRange>;
   ino: number;
-  /** Byte offset just past the last record of the valid prefix. */
-  validEnd: number;
-  /** Byte offset through which the file has been scanned (> validEnd only with a torn tail). */
+  /** Byte offset through which the file has been read (beyond `scanner.validEnd` only with a torn tail). */
   scannedEnd: number;
+  /** The torn final write found by the last read, if any. */
+  torn: TornTail | undefined;
 };
 
 /** Opens (creating the root directory 0700 if needed) a JSONL store rooted at `root`. */
@@ -125,11 +156,18 @@ async function writeFully(handle: FileHandle, buffer: Buffer, position: number):
 }
 
 function headerLine(header: SessionHeader): string {
-  return `${JSON.stringify({ type: 'session', ...header })}\n`;
+  return `${JSON.stringify({ type: 'session', format: JSONL_FORMAT_VERSION, ...header })}\n`;
 }
 
-/** Reads and validates the header line; returns the header and the byte offset after it. */
-async function readHeaderLine(handle: FileHandle, id: string, path: string): Promise<{ header: SessionHeader; end: number }> {
+/** The bytes of one batch: one line per event, in version 2 each with the batch's event count. */
+function encodeBatch(events: readonly StoredEvent[], format: Format): Buffer {
+  const lines = events.map((event) => JSON.stringify(format === 2 ? { ...event, batchSize: events.length } : event));
+  return Buffer.from(`${lines.join('\n')}\n`, 'utf8');
+}
+
+/** Reads and validates the header line; returns the header, the file format and the byte offset after it. */
+async function readHeaderLine(handle: FileHandle, id: string, path: string): Promise<{ header: SessionHeader; format: Format; end: number }> {
+  const where = `session ${id} in ${path}`;
   let collected = Buffer.alloc(0);
   for (let position = 0; ; ) {
     const chunk = await readFully(handle, position, 64 * 1024);
@@ -138,9 +176,7 @@ async function readHeaderLine(handle: FileHandle, id: string, path: string): Pro
       collected = Buffer.concat([collected, chunk.subarray(0, newline)]);
       break;
     }
-    if (chunk.length === 0) {
-      throw new SessionlogError('CORRUPT_LOG', `${path}: the header line is incomplete; restore the file from a backup`);
-    }
+    if (chunk.length === 0) throw corruptHeaderError(where, 'the header line is incomplete');
     collected = Buffer.concat([collected, chunk]);
     position += chunk.length;
   }
@@ -148,17 +184,58 @@ async function readHeaderLine(handle: FileHandle, id: string, path: string): Pro
   try {
     raw = JSON.parse(collected.toString('utf8'));
   } catch (error) {
-    throw new SessionlogError('CORRUPT_LOG', `${path}: the header line is not JSON; restore the file from a backup`, { cause: error });
+    throw corruptHeaderError(where, 'the header line is not JSON', error);
   }
-  if (typeof raw !== 'object' || raw === null || (raw as { type?: unknown }).type !== 'session') {
-    throw new SessionlogError('CORRUPT_LOG', `${path}: the first line is not a {"type":"session"} header record`);
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw) || (raw as { type?: unknown }).type !== 'session') {
+    throw corruptHeaderError(where, 'the first line is not a {"type":"session"} header record');
   }
-  const { type: _type, ...fields } = raw as Record<string, unknown>;
-  const header = parseHeader(fields, path);
-  if (header.id !== id) {
-    throw new SessionlogError('CORRUPT_LOG', `${path}: header names session ${header.id} but the directory is ${id}; the file was moved or copied by hand`);
+  const { type: _type, format: rawFormat, ...fields } = raw as Record<string, unknown>;
+  if (typeof rawFormat === 'number' && Number.isSafeInteger(rawFormat) && rawFormat > JSONL_FORMAT_VERSION) {
+    throw new SessionlogError(
+      'UNSUPPORTED_FORMAT',
+      `${where}: JSONL format ${rawFormat} was written by a newer version of sessionlog (this build reads formats 1 and ${JSONL_FORMAT_VERSION}); upgrade sessionlog to read it`,
+    );
   }
-  return { header, end: collected.length + 1 };
+  if (rawFormat !== undefined && rawFormat !== 2) throw corruptHeaderError(where, `the header's format is ${JSON.stringify(rawFormat)}`);
+  let header: SessionHeader;
+  try {
+    header = parseHeader(fields, `stored header of session ${id}`);
+  } catch (error) {
+    if (error instanceof SessionlogError && error.code !== 'UNSUPPORTED_FORMAT') throw corruptHeaderError(where, error.message, error);
+    throw error;
+  }
+  if (header.id !== id) throw corruptHeaderError(where, `it names session ${header.id} but the directory is ${id}; the file was moved or copied by hand`);
+  return { header, format: rawFormat === 2 ? 2 : 1, end: collected.length + 1 };
+}
+
+/** Feeds the lines of `bytes` (which start at file offset `base`) into the scanner. */
+function scanLines(scanner: LogScanner, format: Format, bytes: Buffer, base: number): void {
+  let position = 0;
+  while (position < bytes.length) {
+    const at = base + position;
+    const newline = bytes.indexOf(10, position);
+    if (newline < 0) {
+      scanner.push({ kind: 'damaged', reason: `the final line at byte ${at} has no newline (a write that never finished)`, end: base + bytes.length });
+      return;
+    }
+    const end = base + newline + 1;
+    let value: unknown;
+    try {
+      value = JSON.parse(bytes.toString('utf8', position, newline));
+    } catch {
+      // Not JSON: a damaged record; the scanner decides torn final write vs corruption.
+      scanner.push({ kind: 'damaged', reason: `the line at byte ${at} is not valid JSON`, end });
+      position = newline + 1;
+      continue;
+    }
+    if (format === 2 && typeof value === 'object' && value !== null && !Array.isArray(value)) {
+      const { batchSize, ...event } = value as Record<string, unknown>;
+      scanner.push({ kind: 'event', value: event, end, batchSize });
+    } else {
+      scanner.push({ kind: 'event', value, end });
+    }
+    position = newline + 1;
+  }
 }
 
 export class JsonlSessionStore implements SessionStore {
@@ -167,8 +244,9 @@ export class JsonlSessionStore implements SessionStore {
   readonly location: string;
   readonly artifacts: ArtifactStore;
   readonly projectionCache: ProjectionCacheStore;
-  private readonly states: LruMap<string, SessionFileState>;
-  private readonly serial = new KeyedSerializer();
+  private readonly cache: LRUCache<string, SessionFile>;
+  /** Serializes this process's operations on one session (the lock file serializes processes). */
+  private readonly keyed = new AsyncLock({ maxPending: Number.POSITIVE_INFINITY });
   private readonly closeListeners = new Set<() => void>();
   private closed = false;
 
@@ -180,7 +258,7 @@ export class JsonlSessionStore implements SessionStore {
     mkdirSync(absolute, { recursive: true, mode: 0o700 });
     this.root = realpathSync(absolute);
     this.location = `jsonl:${this.root}`;
-    this.states = new LruMap(options.sessionCacheSize);
+    this.cache = new LRUCache({ max: options.sessionCacheSize });
     this.artifacts = new JsonlArtifacts(this);
     this.projectionCache = new JsonlProjectionCache(this);
   }
@@ -191,6 +269,10 @@ export class JsonlSessionStore implements SessionStore {
 
   private logPath(id: string): string {
     return join(this.root, id, LOG_FILE);
+  }
+
+  private tombstonePath(id: string): string {
+    return join(this.root, TOMBSTONE_DIR, `${id}.json`);
   }
 
   assertOpen(): void {
@@ -212,11 +294,16 @@ export class JsonlSessionStore implements SessionStore {
     }
   }
 
+  private serial<T>(id: string, body: () => Promise<T>): Promise<T> {
+    return this.keyed.acquire(id, body);
+  }
+
   async create(header: SessionHeader): Promise<void> {
     this.assertOpen();
     const parsed = parseHeader(header, `create session ${String((header as { id?: unknown } | null)?.id)}`);
     const id = parsed.id;
-    await this.serial.run(id, async () => {
+    await this.serial(id, async () => {
+      await this.refuseTombstoned(id);
       const dir = this.sessionDir(id);
       try {
         await mkdir(dir, { mode: 0o700 });
@@ -247,13 +334,38 @@ export class JsonlSessionStore implements SessionStore {
     });
   }
 
+  /** SESSION_ERASED while the id's tombstone lasts; an expired tombstone is removed. */
+  private async refuseTombstoned(id: string): Promise<void> {
+    const tombstone = await this.readTombstone(id);
+    if (!tombstone) return;
+    if (tombstone.until > Date.now()) throw sessionErased(id, tombstone.erasedAt, tombstone.until);
+    await unlink(this.tombstonePath(id)).catch((error: unknown) => {
+      if (!isErrno(error, 'ENOENT')) throw error;
+    });
+  }
+
+  private async readTombstone(id: string): Promise<{ erasedAt: number; until: number } | undefined> {
+    let text: string;
+    try {
+      text = await readFile(this.tombstonePath(id), 'utf8');
+    } catch (error) {
+      if (isErrno(error, 'ENOENT')) return undefined;
+      throw error;
+    }
+    try {
+      const value = JSON.parse(text) as { erasedAt?: unknown; until?: unknown };
+      if (typeof value.erasedAt === 'number' && typeof value.until === 'number') return { erasedAt: value.erasedAt, until: value.until };
+    } catch {
+      // A damaged tombstone still marks the id as erased, for the default period from now.
+    }
+    return { erasedAt: Date.now(), until: Date.now() + this.options.tombstoneMs };
+  }
+
   private async checkSameHeader(id: string, header: SessionHeader): Promise<void> {
     if (!jsonEqual(await this.readHeader(id), header)) throw alreadyExists(id);
   }
 
   private async readHeader(id: string): Promise<SessionHeader> {
-    const cached = this.states.get(id);
-    if (cached) return cached.header;
     let handle: FileHandle;
     try {
       handle = await open(this.logPath(id), 'r');
@@ -290,50 +402,181 @@ export class JsonlSessionStore implements SessionStore {
         headers.push(await this.readHeader(id));
       } catch (error) {
         // A directory without a log is a create that has not published its header yet.
-        if (!isSessionlogError404(error)) throw error;
+        if (!(error instanceof SessionlogError && error.code === 'SESSION_NOT_FOUND')) throw error;
       }
     }
     return headers;
   }
 
   append(id: string, events: readonly NewEvent[], options: AppendOptions): Promise<AppendResult> {
-    return this.write(id, async (state) => {
-      const plan = planAppend(state.scanner, state.ops.get(options.op), events, options);
-      if (plan.kind === 'replayed') return { result: plan.result, written: false };
-      await this.truncateTorn(id, state);
-      await this.writeBatch(id, state, plan.events);
-      return { result: appendResultOf(plan.events), written: true };
-    }, () => assertAppendArguments(id, events, options));
+    return this.write(
+      id,
+      async (file, lock) => {
+        const plan = planAppend(file.scanner, events, options);
+        if (plan.kind === 'replayed') return { result: plan.result, written: false };
+        await this.writeBatch(id, file, lock, plan.events);
+        return { result: appendResultOf(plan.events), written: true };
+      },
+      () => assertAppendArguments(id, events, options),
+    );
   }
 
   load(id: string): Promise<LoadedSession> {
-    return this.write(id, async (state) => {
-      const truncated = await this.truncateTorn(id, state);
-      const closers = planRepair(state.scanner);
-      const result = loadedSession(state.scanner, closers, truncated);
-      if (closers.length > 0) await this.writeBatch(id, state, closers);
-      return { result, written: closers.length > 0 };
-    }, () => assertSessionId(id));
+    return this.write(
+      id,
+      async (file, lock) => {
+        const truncated = file.torn?.records ?? 0;
+        const closers = planRepair(file.scanner);
+        const result = loadedSession(file.scanner, closers, truncated);
+        if (closers.length > 0) await this.writeBatch(id, file, lock, closers);
+        else if (file.torn) await this.cutTornTail(id, file, lock);
+        return { result, written: closers.length > 0 };
+      },
+      () => assertSessionId(id),
+    );
   }
 
   async inspect(id: string): Promise<LoadedSession> {
-    const state = await this.readState(id);
-    return loadedSession(state.scanner, planRepair(state.scanner), state.scanner.torn?.records ?? 0);
+    const file = await this.readState(id);
+    return loadedSession(file.scanner, planRepair(file.scanner), file.torn?.records ?? 0);
   }
 
   async readFrom(id: string, fromSeq: number, limit?: number): Promise<StoredEvent[]> {
     assertReadArguments(id, fromSeq, limit);
-    const state = await this.readState(id);
-    const end = limit === undefined ? undefined : fromSeq + limit;
-    return state.scanner.session.events.slice(fromSeq, end);
+    return sliceEvents((await this.readState(id)).scanner.session, fromSeq, limit);
+  }
+
+  async nextSeq(id: string): Promise<number> {
+    return (await this.readState(id)).scanner.nextSeq;
   }
 
   async session(id: string): Promise<SessionView> {
     return (await this.readState(id)).scanner.session;
   }
 
-  async nextSeq(id: string): Promise<number> {
-    return (await this.readState(id)).scanner.nextSeq;
+  /** Full-text search over the session's text (a scan of the validated copy). */
+  async search(id: string, query: string, options?: { limit?: number }): Promise<SearchHit[]> {
+    const terms = searchTerms(query);
+    const limit = searchLimit(options);
+    return scanSearch(await this.session(id), terms, limit);
+  }
+
+  async scan(id: string): Promise<ScanReport> {
+    this.assertOpen();
+    assertSessionId(id);
+    const path = this.logPath(id);
+    let handle: FileHandle;
+    try {
+      handle = await open(path, 'r');
+    } catch (error) {
+      if (isErrno(error, 'ENOENT')) throw notFound(id);
+      throw error;
+    }
+    try {
+      let top: { header: SessionHeader; format: Format; end: number };
+      try {
+        top = await readHeaderLine(handle, id, path);
+      } catch (error) {
+        return headerProblemReport(id, error);
+      }
+      const scanner = new LogScanner(top.header, top.format === 2 ? 'jsonl-v2' : 'jsonl-v1', `session ${id} in ${path}`, top.end);
+      const size = (await handle.stat()).size;
+      scanLines(scanner, top.format, await readFully(handle, top.end, Math.max(0, size - top.end)), top.end);
+      return scanReport(scanner, scanner.finish());
+    } finally {
+      await handle.close();
+    }
+  }
+
+  async erase(id: string): Promise<StoreEraseReceipt> {
+    this.assertOpen();
+    assertSessionId(id);
+    return this.serial(id, async () => {
+      this.cache.delete(id);
+      await this.removeLeftovers(id);
+      const dir = this.sessionDir(id);
+      if (!(await this.fileExists(id))) {
+        const tombstone = await this.readTombstone(id);
+        if (!tombstone) throw notFound(id);
+        return { sessionId: id, erased: false, removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 }, places: [], tombstoneUntil: tombstone.until, notes: [] };
+      }
+      // Wait for a writer in another process to finish; the lock file goes with the directory.
+      const lock = await acquireFileLock(join(dir, LOCK_FILE), { timeoutMs: this.options.lockTimeoutMs, staleMs: this.options.lockStaleMs });
+      try {
+        const counted = await this.countForErase(id);
+        const now = Date.now();
+        const until = now + this.options.tombstoneMs;
+        await this.writeTombstone(id, { erasedAt: now, until });
+        // One rename takes the whole directory out of the store's view, then it is deleted.
+        const doomed = join(this.root, `${ERASING_PREFIX}${id}-${randomUUID()}`);
+        await rename(dir, doomed);
+        await fsyncDir(this.root);
+        await rm(doomed, { recursive: true, force: true });
+        await fsyncDir(this.root);
+        return {
+          sessionId: id,
+          erased: true,
+          removed: counted.removed,
+          places: counted.places,
+          tombstoneUntil: until,
+          notes: [`directory ${dir} removed; tombstone kept in ${this.tombstonePath(id)}`],
+        };
+      } finally {
+        await lock.release();
+      }
+    });
+  }
+
+  /** Directories of an erase that crashed after taking the session out of view. */
+  private async removeLeftovers(id: string): Promise<void> {
+    const prefix = `${ERASING_PREFIX}${id}-`;
+    for (const name of await readdir(this.root)) {
+      // The suffix after the id is a UUID (no dashes beyond its own), so another id cannot match.
+      if (name.startsWith(prefix) && /^[0-9a-f-]{36}$/.test(name.slice(prefix.length))) await rm(join(this.root, name), { recursive: true, force: true });
+    }
+  }
+
+  private async countForErase(id: string): Promise<{ removed: StoreEraseReceipt['removed']; places: ErasedPlace[] }> {
+    const dir = this.sessionDir(id);
+    const log = await readFile(this.logPath(id));
+    let lines = 0;
+    for (let i = log.indexOf(10); i >= 0; i = log.indexOf(10, i + 1)) lines++;
+    const events = Math.max(0, lines - 1);
+    let artifacts = 0;
+    try {
+      artifacts = (await readdir(join(dir, ARTIFACT_DIR))).length;
+    } catch (error) {
+      if (!isErrno(error, 'ENOENT')) throw error;
+    }
+    const checkpoint = (await readdir(dir)).includes(CACHE_FILE) ? 1 : 0;
+    return {
+      removed: { header: 1, events, artifacts, projectionCheckpoints: checkpoint },
+      places: [
+        { place: `${this.logPath(id)} (header and event lines)`, removed: 1 + events },
+        { place: join(dir, ARTIFACT_DIR), removed: artifacts },
+        { place: join(dir, CACHE_FILE), removed: checkpoint },
+      ],
+    };
+  }
+
+  private async writeTombstone(id: string, tombstone: { erasedAt: number; until: number }): Promise<void> {
+    const dir = join(this.root, TOMBSTONE_DIR);
+    try {
+      await mkdir(dir, { mode: 0o700 });
+      await fsyncDir(this.root);
+    } catch (error) {
+      if (!isErrno(error, 'EEXIST')) throw error;
+    }
+    const temp = join(dir, `.${id}.${randomUUID()}.tmp`);
+    const handle = await open(temp, 'wx', 0o600);
+    try {
+      await handle.writeFile(JSON.stringify(tombstone));
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temp, this.tombstonePath(id));
+    await fsyncDir(dir);
   }
 
   watch(id: string, fromSeq: number, options: WatchOptions = {}): AsyncIterable<StoredEvent> {
@@ -353,7 +596,7 @@ export class JsonlSessionStore implements SessionStore {
   close(): Promise<void> {
     if (!this.closed) {
       this.closed = true;
-      this.states.clear();
+      this.cache.clear();
       for (const wake of [...this.closeListeners]) wake();
     }
     return Promise.resolve();
@@ -361,44 +604,43 @@ export class JsonlSessionStore implements SessionStore {
 
   // -------------------------------------------------------------------------------------------
 
-  private readState(id: string): Promise<SessionFileState> {
+  private readState(id: string): Promise<SessionFile> {
     this.assertOpen();
     assertSessionId(id);
-    return this.serial.run(id, () => this.refresh(id));
+    return this.serial(id, () => this.refresh(id));
   }
 
   /**
-   * Runs a write under the in-process chain and the cross-process lock file, with the state
-   * refreshed under the lock. Wakes in-process watchers when something was written.
+   * Runs a write under the in-process serializer and the cross-process lock file, with the state
+   * refreshed under the lock (after fencing off the writer of a broken lock). Wakes in-process
+   * watchers when something was written.
    */
-  private async write<T>(id: string, body: (state: SessionFileState) => Promise<{ result: T; written: boolean }>, check: () => void): Promise<T> {
+  private async write<T>(id: string, body: (file: SessionFile, lock: FileLock) => Promise<{ result: T; written: boolean }>, check: () => void): Promise<T> {
     this.assertOpen();
     check();
-    const outcome = await this.serial.run(id, async () => {
+    const outcome = await this.serial(id, async () => {
       await this.requireSession(id);
-      const release = await acquireFileLock(join(this.sessionDir(id), LOCK_FILE), {
-        timeoutMs: this.options.lockTimeoutMs,
-        staleMs: this.options.lockStaleMs,
+      const lock = await acquireFileLock(join(this.sessionDir(id), LOCK_FILE), { timeoutMs: this.options.lockTimeoutMs, staleMs: this.options.lockStaleMs }).catch((error: unknown) => {
+        // The directory went away under us: the session was erased meanwhile.
+        throw isErrno(error, 'ENOENT') ? notFound(id) : error;
       });
       try {
-        const state = await this.refresh(id);
-        try {
-          return await body(state);
-        } catch (error) {
-          // The in-memory state may be ahead of or behind the file now; rebuild it next time.
-          this.states.delete(id);
-          throw error;
-        }
+        if (lock.broken.length > 0) await this.fenceOffBrokenLock(id, lock);
+        return await body(await this.refresh(id), lock);
       } finally {
-        await release();
+        await lock.release();
       }
     });
     if (outcome.written) notifyAppended(this.location, id);
     return outcome.result;
   }
 
-  /** Reads whatever was appended since the last look (by any process) into the cached state. */
-  private async refresh(id: string): Promise<SessionFileState> {
+  /**
+   * Brings the session's validated copy up to the file (reading only bytes past its valid end).
+   * A file replaced (another inode) or shorter than the copy is read again from the start.
+   * CORRUPT_LOG, with nothing cached, when the stored log is damaged.
+   */
+  private async refresh(id: string): Promise<SessionFile> {
     const path = this.logPath(id);
     let handle: FileHandle;
     try {
@@ -409,104 +651,168 @@ export class JsonlSessionStore implements SessionStore {
     }
     try {
       const info = await handle.stat();
-      let state = this.states.get(id);
-      if (state && (state.ino !== info.ino || info.size < state.validEnd)) state = undefined;
-      if (!state) {
-        const { header, end } = await readHeaderLine(handle, id, path);
-        state = { header, scanner: new LogScanner(header, path), ops: new Map(), ino: info.ino, validEnd: end, scannedEnd: end };
+      let file = this.cache.get(id);
+      if (file && (file.ino !== info.ino || info.size < file.scanner.validEnd)) file = undefined;
+      if (!file) {
+        const { header, format, end } = await readHeaderLine(handle, id, path);
+        const scanner = new LogScanner(header, format === 2 ? 'jsonl-v2' : 'jsonl-v1', `session ${id} in ${path}`, end);
+        file = { format, scanner, ino: info.ino, scannedEnd: end, torn: undefined };
       }
-      if (state.scanner.torn) {
-        // Rescan the tail: a writer may have truncated it and appended since.
-        state.scanner.clearTorn();
-        state.scannedEnd = state.validEnd;
+      const from = file.scanner.validEnd;
+      if (info.size > from) scanLines(file.scanner, file.format, await readFully(handle, from, info.size - from), from);
+      file.torn = file.scanner.finish();
+      file.scannedEnd = Math.max(info.size, file.scanner.validEnd);
+      if (file.scanner.problem) {
+        this.cache.delete(id);
+        assertScanned(file.scanner);
       }
-      if (info.size > state.scannedEnd) {
-        const bytes = await readFully(handle, state.scannedEnd, info.size - state.scannedEnd);
-        this.scanLines(state, bytes, state.scannedEnd);
-      }
-      this.states.set(id, state);
-      return state;
+      this.cache.set(id, file);
+      return file;
     } finally {
       await handle.close();
     }
   }
 
-  private scanLines(state: SessionFileState, bytes: Buffer, base: number): void {
-    let position = 0;
-    while (position < bytes.length) {
-      const at = base + position;
-      const newline = bytes.indexOf(10, position);
-      if (newline < 0) {
-        state.scanner.push({ ok: false, reason: `final line at byte ${at} has no newline (torn write)`, position: at });
-        break;
-      }
-      let value: unknown;
-      let parsed = true;
-      try {
-        value = JSON.parse(bytes.toString('utf8', position, newline));
-      } catch {
-        // Not JSON: recorded as a damaged record; the scanner decides torn tail vs corruption.
-        parsed = false;
-      }
-      const accepted = state.scanner.push(
-        parsed ? { ok: true, value, position: at } : { ok: false, reason: `line at byte ${at} is not valid JSON`, position: at },
-      );
-      if (accepted) {
-        indexOps(state.ops, [state.scanner.session.storedAt(state.scanner.nextSeq - 1)!]);
-        state.validEnd = base + newline + 1;
-      }
-      position = newline + 1;
-    }
-    state.scannedEnd = base + bytes.length;
+  /**
+   * The fence before a write through `handle`: this process still holds the lock, and the log is
+   * still the file (inode) and size it read. Otherwise SEQ_CONFLICT and nothing is written.
+   */
+  private async assertFenced(id: string, file: SessionFile, lock: FileLock, handle: FileHandle): Promise<void> {
+    const [held, opened, named] = [await lock.held(), await handle.stat(), await stat(this.logPath(id)).catch(() => undefined)];
+    if (held && opened.ino === file.ino && named?.ino === file.ino && opened.size === file.scannedEnd) return;
+    this.cache.delete(id);
+    throw lostLock(id, 'before writing; nothing was written');
   }
 
-  /** Durably cuts a torn tail (caller holds the lock). Returns the records dropped. */
-  private async truncateTorn(id: string, state: SessionFileState): Promise<number> {
-    const torn = state.scanner.torn;
-    if (!torn) return 0;
+  /** Durably cuts a torn final write (fenced; caller holds the lock). */
+  private async cutTornTail(id: string, file: SessionFile, lock: FileLock): Promise<void> {
     const handle = await open(this.logPath(id), 'r+');
     try {
-      await handle.truncate(state.validEnd);
+      await this.assertFenced(id, file, lock, handle);
+      await handle.truncate(file.scanner.validEnd);
       await handle.sync();
     } finally {
       await handle.close();
     }
-    state.scanner.clearTorn();
-    state.scannedEnd = state.validEnd;
-    return torn.records;
+    file.torn = undefined;
+    file.scannedEnd = file.scanner.validEnd;
   }
 
-  /** Writes planned events as one batch at the valid end and fsyncs; a failure truncates back. */
-  private async writeBatch(id: string, state: SessionFileState, events: readonly StoredEvent[]): Promise<void> {
-    const bytes = Buffer.from(events.map((event) => `${JSON.stringify(event)}\n`).join(''), 'utf8');
+  /**
+   * Writes planned events as one batch at the valid end (cutting a torn final write first), fsyncs,
+   * and confirms the batch counts before committing it to the validated copy. A failed write is
+   * cut back while the lock is still held.
+   */
+  private async writeBatch(id: string, file: SessionFile, lock: FileLock, events: readonly StoredEvent[]): Promise<void> {
+    const bytes = encodeBatch(events, file.format);
+    const at = file.scanner.validEnd;
     const handle = await open(this.logPath(id), 'r+');
+    let confirmed: 'kept' | 'moved' | 'lost';
     try {
+      await this.assertFenced(id, file, lock, handle);
       try {
-        await writeFully(handle, bytes, state.validEnd);
+        if (file.torn) await handle.truncate(at);
+        await writeFully(handle, bytes, at);
         await handle.sync();
       } catch (error) {
-        await handle.truncate(state.validEnd).then(
-          () => handle.sync(),
-          (cleanup: unknown) => {
-            throw new SessionlogError('CORRUPT_LOG', `append to ${this.logPath(id)} failed and the partial batch could not be removed; the next load drops it as a torn tail`, {
-              cause: new AggregateError([error, cleanup]),
-            });
-          },
-        );
+        this.cache.delete(id);
+        if (await lock.held()) {
+          await handle.truncate(at).then(
+            () => handle.sync(),
+            (cleanup: unknown) => {
+              throw new SessionlogError('UNAVAILABLE', `append to ${this.logPath(id)} failed and the partial batch could not be removed; the next writer cuts it off as a torn final write`, {
+                cause: new AggregateError([error, cleanup]),
+              });
+            },
+          );
+        }
         throw error;
       }
+      confirmed = await this.confirmWritten(id, handle, lock, bytes, at);
     } finally {
       await handle.close();
     }
-    state.scanner.commitWritten(events);
-    indexOps(state.ops, events);
-    state.validEnd += bytes.length;
-    state.scannedEnd = state.validEnd;
+    if (confirmed === 'lost') {
+      this.cache.delete(id);
+      throw lostLock(id, 'while writing; the batch may or may not have been kept (a retry with the same op finds it if it was)');
+    }
+    // Kept, but in the new inode of the writer that broke the lock: read the file afresh next time.
+    if (confirmed === 'moved') return;
+    file.scanner.commitWritten(events, at + bytes.length);
+    file.torn = undefined;
+    file.scannedEnd = at + bytes.length;
+  }
+
+  /**
+   * After the fsync: the batch counts if this process still held the lock with the log still at
+   * the inode it wrote, or if the writer that broke the lock moved the log to a new inode that
+   * holds these very bytes at this offset (it read them as committed).
+   */
+  private async confirmWritten(id: string, handle: FileHandle, lock: FileLock, bytes: Buffer, at: number): Promise<'kept' | 'moved' | 'lost'> {
+    // The order matters: a lock broken after this check is broken after the fsync, so its new
+    // holder reads this batch as committed.
+    const held = await lock.held();
+    const opened = await handle.stat();
+    const named = await stat(this.logPath(id)).catch((error: unknown) => {
+      if (isErrno(error, 'ENOENT')) return undefined;
+      throw error;
+    });
+    if (named === undefined) return 'lost';
+    // Not moved: ours if the lock still is; if it was broken, the new holder may or may not keep it.
+    if (named.ino === opened.ino) return held ? 'kept' : 'lost';
+    let current: FileHandle;
+    try {
+      current = await open(this.logPath(id), 'r');
+    } catch (error) {
+      if (isErrno(error, 'ENOENT')) return 'lost';
+      throw error;
+    }
+    try {
+      return (await readFully(current, at, bytes.length)).equals(bytes) ? 'moved' : 'lost';
+    } finally {
+      await current.close();
+    }
+  }
+
+  /**
+   * After a lock was broken, its old holder may still write through a handle it opened: move the
+   * log's valid bytes to a new inode (a copy renamed over the name), so such a write lands in
+   * the old file, which no reader opens any more. A torn final write is not copied.
+   */
+  private async fenceOffBrokenLock(id: string, lock: FileLock): Promise<void> {
+    this.cache.delete(id);
+    const file = await this.refresh(id);
+    const path = this.logPath(id);
+    const temp = join(this.sessionDir(id), `${LOG_FILE}.${randomUUID()}.tmp`);
+    const source = await open(path, 'r');
+    try {
+      const bytes = await readFully(source, 0, file.scanner.validEnd);
+      const copy = await open(temp, 'wx', 0o600);
+      try {
+        await writeFully(copy, bytes, 0);
+        await copy.sync();
+      } finally {
+        await copy.close();
+      }
+    } finally {
+      await source.close();
+    }
+    if (!(await lock.held())) {
+      await unlink(temp);
+      throw lostLock(id, 'before writing; nothing was written');
+    }
+    await rename(temp, path);
+    await fsyncDir(this.sessionDir(id));
+    await lock.clearBroken();
+    this.cache.delete(id);
   }
 }
 
-function isSessionlogError404(error: unknown): boolean {
-  return error instanceof SessionlogError && error.code === 'SESSION_NOT_FOUND';
+function lostLock(id: string, when: string): SessionlogError {
+  return new SessionlogError(
+    'SEQ_CONFLICT',
+    `session ${id}: this writer lost the session's lock ${when}. Another writer took the lock because this one made no progress for longer than lockStaleMs (a paused or very slow process); reload the session and retry`,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -546,9 +852,9 @@ class JsonlArtifacts implements ArtifactStore {
     throw new Error('unreachable: artifact name candidates are infinite');
   }
 
-  async get(locator: string): Promise<string> {
+  async get(sessionId: string, locator: string): Promise<string> {
     this.store.assertOpen();
-    const { sessionId, name } = parseArtifactLocator(locator);
+    const name = ownArtifactName(sessionId, locator);
     try {
       return await readFile(join(this.store.sessionDir(sessionId), ARTIFACT_DIR, name), 'utf8');
     } catch (error) {
@@ -557,8 +863,8 @@ class JsonlArtifacts implements ArtifactStore {
     }
   }
 
-  async read(locator: string, offset: number, limit: number): Promise<{ text: string; total: number }> {
-    return artifactWindow(await this.get(locator), offset, limit);
+  async read(sessionId: string, locator: string, offset: number, limit: number): Promise<{ text: string; total: number }> {
+    return artifactWindow(await this.get(sessionId, locator), offset, limit);
   }
 }
 

@@ -4,25 +4,30 @@
  *
  * Storage format (schema version {@link POSTGRES_SCHEMA_VERSION}, in one PostgreSQL schema named
  * by the URL's `?schema=` parameter, default `sessionlog`; a schema whose `schema_version` is
- * newer is refused, there are no migrations yet):
+ * newer is refused; version 1 is upgraded in place by adding the `tombstones` table):
  *
  * - `schema_version(version)`: one row.
  * - `sessions(key bigserial, id text unique, header text)`: the header JSON text.
  * - `events(session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable)`,
- *   primary key `(session_key, seq)`. `data` is the payload's JSON *text* exactly as serialised
- *   at append (not `jsonb`, which would reorder keys), so reads are byte-identical;
- *   `surface_op` is `append` or the replace object's JSON; `source_event_seqs` a JSON array;
- *   `ignorable` true or NULL. Neither the op nor the text id is repeated per row.
+ *   primary key `(session_key, seq)`, in the shared relational row codec (rows.ts). `data` is
+ *   the payload's JSON *text* exactly as serialised at append (not `jsonb`, which would reorder
+ *   keys), so reads are byte-identical. Neither the op nor the text id is repeated per row.
  * - `batches(session_key, op, first_seq, last_seq)`, primary key `(session_key, op)`: the op
  *   index; reads re-attach `op` to events from it.
  * - `artifacts(session_key, name, content bytea)` (UTF-8; `text` cannot hold NUL) and
  *   `projection_cache(session_key, record text)`.
+ * - `tombstones(id, erased_at, until)` (version 2): erased ids `create` refuses until `until`.
  *
  * The schema is created on open in one transaction under an advisory lock, so concurrent first
  * opens do not race. Every append is one transaction that takes the session row
  * `FOR NO KEY UPDATE` (serialising writers of one session across hosts without blocking
- * artifact writes), checks the op index, then `expectedSeq`, writes the rows and the batch, and
- * `NOTIFY`s the store's channel (`sessionlog_<schema>`) with the session id, delivered on commit.
+ * artifact writes), brings the store's validated copy up to the stored head, checks the op and
+ * `expectedSeq`, writes the rows and the batch, and `NOTIFY`s the store's channel
+ * (`sessionlog_<schema>`) with the session id, delivered on commit. A transaction commits whole,
+ * so nothing is ever truncated: any damaged row is CORRUPT_LOG. A writer waits at most
+ * `lockTimeoutMs` for the row lock (`lock_timeout`), and a connection idle inside a transaction
+ * for `lockStaleMs` is ended by the server (`idle_in_transaction_session_timeout`), so a paused
+ * writer cannot hold a session; both, and a server that cannot be reached, are UNAVAILABLE.
  *
  * `watch` listens on one dedicated connection per store, shared by all its watchers, and also
  * wakes on in-process appends; it polls only as a fallback for a missed notification, every
@@ -30,23 +35,12 @@
  */
 import pg from 'pg';
 import type { Notification, PoolClient, PoolConfig } from 'pg';
-import {
-  SessionlogError,
-  assertSessionId,
-  assertStoredEvent,
-  deepFreeze,
-  jsonEqual,
-  parseHeader,
-  type StoredEvent,
-  type NewEvent,
-  type SessionHeader,
-  type SessionView,
-} from '../session/index.js';
+import AsyncLock from 'async-lock';
+import { LRUCache } from 'lru-cache';
+import { SessionlogError, assertSessionId, jsonEqual, parseHeader, type StoredEvent, type NewEvent, type SessionHeader, type SessionView } from '../session/index.js';
 import type { ArtifactPut, ArtifactRef, ArtifactStore } from './artifacts.js';
 import {
-  KeyedSerializer,
   LogScanner,
-  LruMap,
   alreadyExists,
   appendResultOf,
   artifactLocator,
@@ -55,26 +49,34 @@ import {
   artifactWindow,
   assertAppendArguments,
   assertReadArguments,
+  assertScanned,
+  headerProblemReport,
   loadedSession,
   notFound,
   notifyAppended,
-  subscribeLocal,
-  parseArtifactLocator,
+  ownArtifactName,
   planAppend,
   planRepair,
   resolveStoreOptions,
   sanitizeArtifactName,
+  scanReport,
+  sessionErased,
+  sliceEvents,
   storeClosed,
+  subscribeLocal,
   watchEvents,
   type ResolvedStoreOptions,
   type StoreOptions,
-  type StoredRecord,
+  scanSearch,
+  searchLimit,
+  searchTerms,
 } from './base.js';
 import { parseProjectionCacheRecord, serializeProjectionCacheRecord, type ProjectionCacheRecord, type ProjectionCacheStore } from './projection-cache.js';
-import type { AppendOptions, AppendResult, LoadedSession, SessionStore, WatchOptions } from './store.js';
+import { decodeRows, encodeEvent, parseStoredHeader, storedHead, type BatchRow, type EventRow } from './rows.js';
+import type { AppendOptions, AppendResult, LoadedSession, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions, SearchHit } from './store.js';
 
 /** The `schema_version` this build writes and reads. */
-export const POSTGRES_SCHEMA_VERSION = 1;
+export const POSTGRES_SCHEMA_VERSION = 2;
 
 /** The schema used when the URL has no `?schema=` parameter. */
 export const POSTGRES_DEFAULT_SCHEMA = 'sessionlog';
@@ -87,6 +89,16 @@ const MIN_WATCH_POLL_MS = 1000;
 
 /** How long opening a connection may take before the operation fails. */
 const CONNECT_TIMEOUT_MS = 10_000;
+
+function tombstonesDdl(s: string): string {
+  return `
+CREATE TABLE ${s}.tombstones (
+  id text PRIMARY KEY,
+  erased_at bigint NOT NULL,
+  until bigint NOT NULL
+);
+`;
+}
 
 function schemaDdl(s: string): string {
   return `
@@ -128,60 +140,65 @@ CREATE TABLE ${s}.projection_cache (
   session_key bigint PRIMARY KEY REFERENCES ${s}.sessions(key),
   record text NOT NULL
 );
-`;
+${tombstonesDdl(s)}`;
 }
 
 function statements(s: string) {
   return {
+    // The session row and the stored head in one statement (one snapshot).
+    sessionHead: `
+      SELECT s.key, s.header,
+        (SELECT max(e.seq) FROM ${s}.events e WHERE e.session_key = s.key) AS last_event,
+        (SELECT max(b.last_seq) FROM ${s}.batches b WHERE b.session_key = s.key) AS last_batch
+      FROM ${s}.sessions s WHERE s.id = $1`,
     sessionById: `SELECT key, header FROM ${s}.sessions WHERE id = $1`,
-    headerByKey: `SELECT header FROM ${s}.sessions WHERE key = $1`,
     insertSession: `INSERT INTO ${s}.sessions (id, header) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING RETURNING key`,
     listSessions: `SELECT id, header FROM ${s}.sessions ORDER BY id COLLATE "C"`,
-    lockSession: `SELECT key FROM ${s}.sessions WHERE key = $1 FOR NO KEY UPDATE`,
-    lastSeq: `SELECT max(seq) AS seq FROM ${s}.events WHERE session_key = $1`,
-    // Batches never overlap, so the one with the smallest last_seq >= seq is the only candidate.
-    eventsFrom: `
-      SELECT e.seq, e.type, e.time, e.data, e.surface_op, e.source_event_seqs, e.ignorable, b.first_seq AS batch_first_seq, b.op
-      FROM ${s}.events e
-      LEFT JOIN LATERAL (
-        SELECT first_seq, op FROM ${s}.batches b
-        WHERE b.session_key = e.session_key AND b.last_seq >= e.seq
-        ORDER BY b.last_seq LIMIT 1
-      ) b ON true
-      WHERE e.session_key = $1 AND e.seq >= $2 AND e.seq < $3
-      ORDER BY e.seq`,
+    lockSession: `SELECT key FROM ${s}.sessions WHERE id = $1 FOR NO KEY UPDATE`,
+    lockSessionForErase: `SELECT key FROM ${s}.sessions WHERE id = $1 FOR UPDATE`,
+    eventsFrom: `SELECT seq, type, time, data, surface_op, source_event_seqs, ignorable FROM ${s}.events WHERE session_key = $1 AND seq >= $2 AND seq < $3 ORDER BY seq`,
+    batchesFrom: `SELECT op, first_seq, last_seq FROM ${s}.batches WHERE session_key = $1 AND last_seq >= $2 AND first_seq < $3 ORDER BY first_seq`,
     insertEvents: `
       INSERT INTO ${s}.events (session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable)
       SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::boolean[])`,
-    deleteEventsFrom: `DELETE FROM ${s}.events WHERE session_key = $1 AND seq >= $2`,
-    batchByOp: `SELECT first_seq, last_seq FROM ${s}.batches WHERE session_key = $1 AND op = $2`,
     insertBatch: `INSERT INTO ${s}.batches (session_key, op, first_seq, last_seq) VALUES ($1, $2, $3, $4)`,
-    deleteBatchesFrom: `DELETE FROM ${s}.batches WHERE session_key = $1 AND first_seq >= $2`,
-    clipBatches: `UPDATE ${s}.batches SET last_seq = $1 WHERE session_key = $2 AND last_seq >= $3`,
     notify: `SELECT pg_notify($1, $2)`,
     insertArtifact: `INSERT INTO ${s}.artifacts (session_key, name, content) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
     artifact: `SELECT a.content FROM ${s}.artifacts a JOIN ${s}.sessions s ON s.key = a.session_key WHERE s.id = $1 AND a.name = $2`,
     cacheGet: `SELECT c.record FROM ${s}.projection_cache c JOIN ${s}.sessions s ON s.key = c.session_key WHERE s.id = $1`,
     cachePut: `INSERT INTO ${s}.projection_cache (session_key, record) VALUES ($1, $2) ON CONFLICT (session_key) DO UPDATE SET record = excluded.record`,
+    tombstone: `SELECT erased_at, until FROM ${s}.tombstones WHERE id = $1`,
+    putTombstone: `INSERT INTO ${s}.tombstones (id, erased_at, until) VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET erased_at = excluded.erased_at, until = excluded.until`,
+    dropExpiredTombstones: `DELETE FROM ${s}.tombstones WHERE until <= $1`,
+    deleteEvents: `DELETE FROM ${s}.events WHERE session_key = $1`,
+    deleteBatches: `DELETE FROM ${s}.batches WHERE session_key = $1`,
+    deleteArtifacts: `DELETE FROM ${s}.artifacts WHERE session_key = $1`,
+    deleteCache: `DELETE FROM ${s}.projection_cache WHERE session_key = $1`,
+    deleteSession: `DELETE FROM ${s}.sessions WHERE key = $1`,
   };
 }
 
 type Statements = ReturnType<typeof statements>;
 
-type EventRow = {
-  seq: number;
-  type: string;
-  time: number;
-  data: string;
-  surface_op: string | null;
-  source_event_seqs: string | null;
-  ignorable: boolean | null;
-  batch_first_seq: number | null;
-  op: string | null;
-};
+type SessionHeadRow = { key: number; header: string; last_event: number | null; last_batch: number | null };
+
+/** The per-session state this process keeps: the validated copy, bound to the row it came from. */
+type CachedSession = { key: number; headerText: string; scanner: LogScanner };
 
 /** Something that runs queries: the pool, or a client inside a transaction. */
 type Queryable = Pick<PoolClient, 'query'>;
+
+/** Errors that mean the server cannot be reached or let go of the work, not that the request is wrong. */
+const UNAVAILABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'EAI_AGAIN', 'EPIPE']);
+
+function unavailableKind(error: unknown): 'lock' | 'server' | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (code === '55P03') return 'lock';
+  if (typeof code === 'string' && (UNAVAILABLE_ERRNO.has(code) || code.startsWith('08') || code.startsWith('57P') || code === '25P03' || code === '53300')) return 'server';
+  const message = (error as Error | null)?.message ?? '';
+  if (/Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed/i.test(message)) return 'server';
+  return undefined;
+}
 
 // ---------------------------------------------------------------------------------------------
 // URL handling
@@ -253,7 +270,7 @@ export class PostgresSessionStore implements SessionStore {
   readonly kind = 'postgres' as const;
   readonly artifacts: ArtifactStore;
   readonly projectionCache: ProjectionCacheStore;
-  /** Identifies the database and schema for in-process watch wake-ups. */
+  /** Identifies the database and schema for in-process watch wake-ups and in messages. */
   readonly location: string;
   readonly schema: string;
   /** The `LISTEN/NOTIFY` channel of this store's schema. */
@@ -261,10 +278,9 @@ export class PostgresSessionStore implements SessionStore {
   readonly sql: Statements;
   private readonly pool: pg.Pool;
   private readonly listener: NotificationListener;
-  private readonly keys = new Map<string, number>();
-  private readonly headers = new Map<number, SessionHeader>();
-  private readonly scanners: LruMap<number, LogScanner>;
-  private readonly serial = new KeyedSerializer();
+  private readonly cache: LRUCache<string, CachedSession>;
+  /** Serializes this process's operations on one session (the row lock serializes hosts). */
+  private readonly keyed = new AsyncLock({ maxPending: Number.POSITIVE_INFINITY });
   private readonly closeListeners = new Set<() => void>();
   private closed = false;
   private closing: Promise<void> | undefined;
@@ -277,14 +293,14 @@ export class PostgresSessionStore implements SessionStore {
     this.location = target.location;
     this.channel = `sessionlog_${target.schema}`;
     this.sql = statements(quoteIdent(target.schema));
-    this.scanners = new LruMap(options.sessionCacheSize);
+    this.cache = new LRUCache({ max: options.sessionCacheSize });
     const config: PoolConfig = {
       connectionString: target.connectionString,
       connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
       // Seqs, times and keys are bigint columns holding safe integers; read them as numbers.
       types: { getTypeParser: (oid, format) => (oid === pg.types.builtins.INT8 ? Number : pg.types.getTypeParser(oid, format)) },
     };
-    this.pool = new pg.Pool(config);
+    this.pool = new pg.Pool({ ...config, lock_timeout: options.lockTimeoutMs, idle_in_transaction_session_timeout: options.lockStaleMs });
     // An idle pooled connection that dies (server restart) is replaced on next use; without a
     // listener the pool's 'error' event would crash the process.
     this.pool.on('error', () => undefined);
@@ -302,9 +318,17 @@ export class PostgresSessionStore implements SessionStore {
     } catch (error) {
       await store.close();
       if (error instanceof SessionlogError) throw error;
+      const shown = JSON.stringify(redactUrl(url).slice(0, 300));
+      const detail = scrub((error as Error).message, target.password);
+      if (unavailableKind(error)) {
+        throw new SessionlogError(
+          'UNAVAILABLE',
+          `could not reach the PostgreSQL store ${shown}: ${detail}; check that the server is running and reachable at that host and port (accepted store URLs: postgres://USER@HOST:PORT/DATABASE?schema=NAME, sqlite:PATH, jsonl:DIR)`,
+        );
+      }
       throw new SessionlogError(
         'INVALID_ARGUMENT',
-        `could not open the PostgreSQL store ${JSON.stringify(redactUrl(url).slice(0, 300))}: ${scrub((error as Error).message, target.password)}; check that the server is running and the URL, user and database are right (accepted store URLs: postgres://USER@HOST:PORT/DATABASE?schema=NAME, sqlite:PATH, jsonl:DIR)`,
+        `could not open the PostgreSQL store ${shown}: ${detail}; check that the URL, user, password and database are right (accepted store URLs: postgres://USER@HOST:PORT/DATABASE?schema=NAME, sqlite:PATH, jsonl:DIR)`,
       );
     }
     return store;
@@ -341,6 +365,12 @@ export class PostgresSessionStore implements SessionStore {
           `PostgreSQL schema ${this.schema} has schema version ${version}, written by a newer version of sessionlog (this build reads version ${POSTGRES_SCHEMA_VERSION}); upgrade sessionlog to open it`,
         );
       }
+      if (version === 1) {
+        // Version 2 only adds the tombstones of erased sessions.
+        await client.query(tombstonesDdl(s));
+        await client.query(`UPDATE ${s}.schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION]);
+        return;
+      }
       if (version < POSTGRES_SCHEMA_VERSION) {
         throw new SessionlogError('UNSUPPORTED_FORMAT', `PostgreSQL schema ${this.schema} has schema version ${version}, older than this build reads, and there is no upgrade path`);
       }
@@ -350,13 +380,33 @@ export class PostgresSessionStore implements SessionStore {
   // -------------------------------------------------------------------------------------------
   // Connection plumbing
 
-  /** Runs `body` on the open store; driver errors raised because the store closed meanwhile read as STORE_CLOSED. */
+  /**
+   * Runs `body` on the open store. Driver errors raised because the store closed meanwhile read
+   * as STORE_CLOSED; a server that cannot be reached, or a lock wait past `lockTimeoutMs`, as
+   * UNAVAILABLE.
+   */
   async use<T>(body: () => Promise<T>): Promise<T> {
     if (this.closed) throw storeClosed();
     try {
       return await body();
     } catch (error) {
-      if (this.closed && !(error instanceof SessionlogError)) throw storeClosed();
+      if (error instanceof SessionlogError) throw error;
+      if (this.closed) throw storeClosed();
+      const kind = unavailableKind(error);
+      if (kind === 'lock') {
+        throw new SessionlogError(
+          'UNAVAILABLE',
+          `waited longer than lockTimeoutMs (${this.options.lockTimeoutMs} ms) for a session's row lock in ${this.location}; another writer holds it — check for a stuck or paused process, then retry`,
+          { cause: error },
+        );
+      }
+      if (kind === 'server') {
+        throw new SessionlogError(
+          'UNAVAILABLE',
+          `the PostgreSQL store ${this.location} is unavailable (${scrub((error as Error).message, this.target.password)}); check that the server is running and reachable, then retry (an append is idempotent by its op)`,
+          { cause: error },
+        );
+      }
       throw error;
     }
   }
@@ -373,12 +423,21 @@ export class PostgresSessionStore implements SessionStore {
    */
   private async transaction<T>(mode: 'write' | 'read', body: (client: PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
+    // A checked-out connection that breaks between statements (the server restarted or was
+    // killed) emits 'error' on the client, which the pool no longer listens to: unheard, it
+    // would crash the process. The next statement on it fails and says why; that is enough.
+    const onBroken = (): void => undefined;
+    client.on('error', onBroken);
+    const release = (error?: Error): void => {
+      client.off('error', onBroken);
+      client.release(error);
+    };
     // A connection whose state is unknown (a failed ROLLBACK, BEGIN or COMMIT) is discarded, not reused.
     let broken: Error | undefined;
     try {
       await client.query(mode === 'read' ? 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY' : 'BEGIN');
     } catch (error) {
-      client.release(error as Error);
+      release(error as Error);
       throw error;
     }
     try {
@@ -401,17 +460,13 @@ export class PostgresSessionStore implements SessionStore {
       }
       return result;
     } finally {
-      client.release(broken);
+      release(broken);
     }
   }
 
-  /** The key of a session, or undefined (session rows are never deleted, so a key is cached once found). */
+  /** The key of a session, or undefined. */
   async sessionKey(id: string): Promise<number | undefined> {
-    const cached = this.keys.get(id);
-    if (cached !== undefined) return cached;
-    const row = (await this.query<{ key: number }>(this.sql.sessionById, [id])).rows[0];
-    if (row) this.keys.set(id, row.key);
-    return row?.key;
+    return (await this.query<{ key: number }>(this.sql.sessionById, [id])).rows[0]?.key;
   }
 
   async requireKey(id: string): Promise<number> {
@@ -420,15 +475,8 @@ export class PostgresSessionStore implements SessionStore {
     return key;
   }
 
-  /** The validated stored header (headers are immutable, so it is cached once parsed). */
-  private async readHeader(db: Queryable, key: number, id: string): Promise<SessionHeader> {
-    const cached = this.headers.get(key);
-    if (cached) return cached;
-    const row = (await db.query<{ header: string }>(this.sql.headerByKey, [key])).rows[0];
-    if (!row) throw notFound(id);
-    const header = parseStoredHeader(row.header, id);
-    this.headers.set(key, header);
-    return header;
+  private where(id: string): string {
+    return `session ${id} in ${this.location}`;
   }
 
   // -------------------------------------------------------------------------------------------
@@ -437,17 +485,24 @@ export class PostgresSessionStore implements SessionStore {
   create(header: SessionHeader): Promise<void> {
     return this.use(async () => {
       const parsed = parseHeader(header, `create session ${String((header as { id?: unknown } | null)?.id)}`);
+      const tombstone = (await this.query<{ erased_at: number; until: number }>(this.sql.tombstone, [parsed.id])).rows[0];
+      if (tombstone) {
+        if (tombstone.until > Date.now()) throw sessionErased(parsed.id, tombstone.erased_at, tombstone.until);
+        await this.query(this.sql.dropExpiredTombstones, [Date.now()]);
+      }
       const inserted = await this.query<{ key: number }>(this.sql.insertSession, [parsed.id, JSON.stringify(parsed)]);
       if (inserted.rowCount === 1) return;
       const existing = (await this.query<{ header: string }>(this.sql.sessionById, [parsed.id])).rows[0];
-      if (!existing || !jsonEqual(parseStoredHeader(existing.header, parsed.id), parsed)) throw alreadyExists(parsed.id);
+      if (!existing || !jsonEqual(parseStoredHeader(existing.header, parsed.id, this.where(parsed.id)), parsed)) throw alreadyExists(parsed.id);
     });
   }
 
   header(id: string): Promise<SessionHeader> {
     return this.use(async () => {
       assertSessionId(id);
-      return this.readHeader(this.pool, await this.requireKey(id), id);
+      const row = (await this.query<{ header: string }>(this.sql.sessionById, [id])).rows[0];
+      if (!row) throw notFound(id);
+      return parseStoredHeader(row.header, id, this.where(id));
     });
   }
 
@@ -461,7 +516,7 @@ export class PostgresSessionStore implements SessionStore {
   list(): Promise<SessionHeader[]> {
     return this.use(async () => {
       const rows = (await this.query<{ id: string; header: string }>(this.sql.listSessions, [])).rows;
-      return rows.map((row) => parseStoredHeader(row.header, row.id));
+      return rows.map((row) => parseStoredHeader(row.header, row.id, this.where(row.id)));
     });
   }
 
@@ -471,31 +526,27 @@ export class PostgresSessionStore implements SessionStore {
       if (options.op.includes('\u0000')) {
         throw new SessionlogError('INVALID_ARGUMENT', `append op must not contain a NUL character (PostgreSQL text cannot store it), got ${JSON.stringify(options.op.slice(0, 200))}`);
       }
-      const key = await this.requireKey(id);
-      return this.serial.run(id, async () => {
-        let written: StoredEvent[] = [];
+      return this.keyed.acquire(id, async () => {
+        let written: { entry: CachedSession; events: StoredEvent[] } | undefined;
         let writing = false;
         let result: AppendResult;
         try {
           result = await this.transaction('write', async (client) => {
-            await client.query(this.sql.lockSession, [key]);
-            const stored = (await client.query<{ first_seq: number; last_seq: number }>(this.sql.batchByOp, [key, options.op])).rows[0];
-            const scanner = await this.syncScanner(client, key, id);
-            const plan = planAppend(scanner, stored && { firstSeq: stored.first_seq, lastSeq: stored.last_seq }, events, options);
+            const entry = await this.lockedSync(client, id);
+            const plan = planAppend(entry.scanner, events, options);
             if (plan.kind === 'replayed') return plan.result;
             writing = true;
-            await this.truncateTorn(client, key, scanner);
-            await this.insertBatch(client, key, id, plan.events, options.op);
-            written = plan.events;
+            await this.insertBatch(client, entry.key, id, plan.events, options.op);
+            written = { entry, events: plan.events };
             return appendResultOf(plan.events);
           });
         } catch (error) {
-          // A write rolled back (or its commit is unknown): forget in-memory state that may assume it happened.
-          if (writing) this.scanners.delete(key);
+          // Rolled back, or a commit whose outcome is unknown: read the log afresh next time.
+          if (writing) this.cache.delete(id);
           throw error;
         }
-        if (written.length > 0) {
-          this.scanners.get(key)?.commitWritten(written);
+        if (written) {
+          written.entry.scanner.commitWritten(written.events);
           notifyAppended(this.location, id);
         }
         return result;
@@ -506,66 +557,46 @@ export class PostgresSessionStore implements SessionStore {
   readFrom(id: string, fromSeq: number, limit?: number): Promise<StoredEvent[]> {
     return this.use(async () => {
       assertReadArguments(id, fromSeq, limit);
-      const key = await this.requireKey(id);
-      // A header this build cannot read (newer format) refuses reads of its events too.
-      await this.readHeader(this.pool, key, id);
-      const max = limit ?? Number.MAX_SAFE_INTEGER;
-      if (max === 0) return [];
-      const end = fromSeq + Math.min(max, Number.MAX_SAFE_INTEGER - fromSeq);
-      const out: StoredEvent[] = [];
-      for (const record of await this.records(this.pool, key, fromSeq, end)) {
-        const event = record.ok ? checkRow(record.value, fromSeq + out.length, id) : undefined;
-        if (!event) {
-          // Damaged row or gap: classify the whole log (throws CORRUPT_LOG inside committed
-          // turns) and serve the valid prefix.
-          const scanner = await this.serial.run(id, () => this.transaction('read', (client) => this.syncScanner(client, key, id)));
-          return scanner.session.events.slice(fromSeq, end);
-        }
-        out.push(event);
-      }
-      return out;
+      return sliceEvents((await this.readSynced(id)).scanner.session, fromSeq, limit);
     });
   }
 
   nextSeq(id: string): Promise<number> {
     return this.use(async () => {
       assertSessionId(id);
-      const key = await this.requireKey(id);
-      return this.serial.run(id, () => this.transaction('read', async (client) => (await this.syncScanner(client, key, id)).nextSeq));
+      return (await this.readSynced(id)).scanner.nextSeq;
     });
   }
 
   session(id: string): Promise<SessionView> {
     return this.use(async () => {
       assertSessionId(id);
-      const key = await this.requireKey(id);
-      return this.serial.run(id, () => this.transaction('read', async (client) => (await this.syncScanner(client, key, id)).session));
+      return (await this.readSynced(id)).scanner.session;
     });
   }
 
   load(id: string): Promise<LoadedSession> {
     return this.use(async () => {
       assertSessionId(id);
-      const key = await this.requireKey(id);
-      return this.serial.run(id, async () => {
-        let closers: StoredEvent[] = [];
+      return this.keyed.acquire(id, async () => {
+        let written: { entry: CachedSession; events: StoredEvent[] } | undefined;
         let loaded: LoadedSession;
         try {
           loaded = await this.transaction('write', async (client) => {
-            await client.query(this.sql.lockSession, [key]);
-            const scanner = await this.syncScanner(client, key, id);
-            const truncated = await this.truncateTorn(client, key, scanner);
-            closers = planRepair(scanner);
-            if (closers.length > 0) await this.insertBatch(client, key, id, closers, closers[0]!.op!);
-            return loadedSession(scanner, closers, truncated);
+            const entry = await this.lockedSync(client, id);
+            const closers = planRepair(entry.scanner);
+            if (closers.length > 0) {
+              await this.insertBatch(client, entry.key, id, closers, closers[0]!.op!);
+              written = { entry, events: closers };
+            }
+            return loadedSession(entry.scanner, closers, 0);
           });
         } catch (error) {
-          // Rolled back: the cached scanner may reflect a truncation that did not happen.
-          this.scanners.delete(key);
+          if (written) this.cache.delete(id);
           throw error;
         }
-        if (closers.length > 0) {
-          this.scanners.get(key)?.commitWritten(closers);
+        if (written) {
+          written.entry.scanner.commitWritten(written.events);
           notifyAppended(this.location, id);
         }
         return loaded;
@@ -576,13 +607,75 @@ export class PostgresSessionStore implements SessionStore {
   inspect(id: string): Promise<LoadedSession> {
     return this.use(async () => {
       assertSessionId(id);
-      const key = await this.requireKey(id);
-      return this.serial.run(id, () =>
-        this.transaction('read', async (client) => {
-          const scanner = await this.syncScanner(client, key, id);
-          return loadedSession(scanner, planRepair(scanner), scanner.torn?.records ?? 0);
-        }),
-      );
+      const { scanner } = await this.readSynced(id);
+      return loadedSession(scanner, planRepair(scanner), 0);
+    });
+  }
+
+  /** Full-text search over the session's text (a scan of the validated copy). */
+  async search(id: string, query: string, options?: { limit?: number }): Promise<SearchHit[]> {
+    const terms = searchTerms(query);
+    const limit = searchLimit(options);
+    return scanSearch(await this.session(id), terms, limit);
+  }
+
+  scan(id: string): Promise<ScanReport> {
+    return this.use(async () => {
+      assertSessionId(id);
+      return this.transaction('read', async (client): Promise<ScanReport> => {
+        const row = (await client.query<SessionHeadRow>(this.sql.sessionHead, [id])).rows[0];
+        if (!row) throw notFound(id);
+        let header: SessionHeader;
+        try {
+          header = parseStoredHeader(row.header, id, this.where(id));
+        } catch (error) {
+          return headerProblemReport(id, error);
+        }
+        const scanner = new LogScanner(header, 'transactional', this.where(id));
+        const head = storedHead(row.last_event, row.last_batch);
+        await this.readTail(client, row.key, scanner, head);
+        return scanReport(scanner, scanner.finish(head));
+      });
+    });
+  }
+
+  erase(id: string): Promise<StoreEraseReceipt> {
+    return this.use(async () => {
+      assertSessionId(id);
+      return this.keyed.acquire(id, async () => {
+        const now = Date.now();
+        const receipt = await this.transaction('write', async (client): Promise<StoreEraseReceipt> => {
+          const locked = (await client.query<{ key: number }>(this.sql.lockSessionForErase, [id])).rows[0];
+          if (!locked) {
+            const tombstone = (await client.query<{ erased_at: number; until: number }>(this.sql.tombstone, [id])).rows[0];
+            if (!tombstone) throw notFound(id);
+            return { sessionId: id, erased: false, removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 }, places: [], tombstoneUntil: tombstone.until, notes: [] };
+          }
+          const key = locked.key;
+          const removed = {
+            events: (await client.query(this.sql.deleteEvents, [key])).rowCount ?? 0,
+            batches: (await client.query(this.sql.deleteBatches, [key])).rowCount ?? 0,
+            artifacts: (await client.query(this.sql.deleteArtifacts, [key])).rowCount ?? 0,
+            projection_cache: (await client.query(this.sql.deleteCache, [key])).rowCount ?? 0,
+            sessions: (await client.query(this.sql.deleteSession, [key])).rowCount ?? 0,
+          };
+          await client.query(this.sql.dropExpiredTombstones, [now]);
+          const until = now + this.options.tombstoneMs;
+          await client.query(this.sql.putTombstone, [id, now, until]);
+          // Watchers of the session wake up and find it gone.
+          await client.query(this.sql.notify, [this.channel, id]);
+          return {
+            sessionId: id,
+            erased: true,
+            removed: { header: removed.sessions, events: removed.events, artifacts: removed.artifacts, projectionCheckpoints: removed.projection_cache },
+            places: Object.entries(removed).map(([table, n]) => ({ place: `${this.location} table ${table}`, removed: n })),
+            tombstoneUntil: until,
+            notes: ['the rows are deleted; PostgreSQL reclaims their space at the next VACUUM, and backups or replicas keep their own copies'],
+          };
+        });
+        this.cache.delete(id);
+        return receipt;
+      });
     });
   }
 
@@ -621,7 +714,7 @@ export class PostgresSessionStore implements SessionStore {
   close(): Promise<void> {
     if (!this.closing) {
       this.closed = true;
-      this.scanners.clear();
+      this.cache.clear();
       for (const wake of [...this.closeListeners]) wake();
       this.closing = Promise.all([this.listener.close(), this.pool.end()]).then(() => undefined);
     }
@@ -631,56 +724,74 @@ export class PostgresSessionStore implements SessionStore {
   // -------------------------------------------------------------------------------------------
 
   /**
-   * Brings the cached scanner of a session up to the stored rows (inside a transaction; the
-   * caller holds the session's serializer slot). A scanner that is ahead of the stored log, or
-   * saw a torn tail, is rebuilt from seq 0.
+   * The session's validated copy brought up to the stored head for a read: one statement when
+   * nothing changed, else the tail read in one snapshot.
    */
-  private async syncScanner(client: PoolClient, key: number, id: string): Promise<LogScanner> {
-    const last = (await client.query<{ seq: number | null }>(this.sql.lastSeq, [key])).rows[0]?.seq ?? null;
-    const physicalNext = (last ?? -1) + 1;
-    let scanner = this.scanners.get(key);
-    if (scanner && !scanner.torn && scanner.nextSeq === physicalNext) return scanner;
-    if (!scanner || scanner.torn || scanner.nextSeq > physicalNext) {
-      scanner = new LogScanner(await this.readHeader(client, key, id), `session ${id} in ${this.location}`);
-    }
-    this.scanners.delete(key);
-    for (const record of await this.records(client, key, scanner.nextSeq, physicalNext)) scanner.push(record);
-    this.scanners.set(key, scanner);
-    return scanner;
+  private readSynced(id: string): Promise<CachedSession> {
+    return this.keyed.acquire(id, async () => {
+      const row = (await this.query<SessionHeadRow>(this.sql.sessionHead, [id])).rows[0];
+      if (!row) throw notFound(id);
+      const entry = this.cache.get(id);
+      if (entry && entry.key === row.key && entry.headerText === row.header && storedHead(row.last_event, row.last_batch) === entry.scanner.nextSeq) return entry;
+      return this.transaction('read', (client) => this.sync(client, id));
+    });
   }
 
-  /** Decoded rows `fromSeq..toSeq-1` with their ops re-attached, in one statement (one snapshot). */
-  private async records(db: Queryable, key: number, fromSeq: number, toSeq: number): Promise<StoredRecord[]> {
-    if (fromSeq >= toSeq) return [];
-    const rows = (await db.query<EventRow>(this.sql.eventsFrom, [key, fromSeq, toSeq])).rows;
-    return rows.map((row) => decodeRow(row, row.batch_first_seq !== null && row.batch_first_seq <= row.seq ? (row.op ?? undefined) : undefined));
+  /** Locks the session row for a write and brings the validated copy up to the stored head. */
+  private async lockedSync(client: PoolClient, id: string): Promise<CachedSession> {
+    if ((await client.query(this.sql.lockSession, [id])).rowCount === 0) throw notFound(id);
+    return this.sync(client, id);
+  }
+
+  /**
+   * Brings the session's validated copy up to the stored head inside a transaction: only rows
+   * past the cached copy are read. A copy ahead of the stored log (restored from a backup) or of
+   * another incarnation of the id is rebuilt from seq 0. CORRUPT_LOG, with nothing cached, when
+   * the stored log is damaged.
+   */
+  private async sync(client: PoolClient, id: string): Promise<CachedSession> {
+    const row = (await client.query<SessionHeadRow>(this.sql.sessionHead, [id])).rows[0];
+    if (!row) throw notFound(id);
+    const head = storedHead(row.last_event, row.last_batch);
+    let entry = this.cache.get(id);
+    if (!entry || entry.key !== row.key || entry.headerText !== row.header || head < entry.scanner.nextSeq) {
+      const header = parseStoredHeader(row.header, id, this.where(id));
+      entry = { key: row.key, headerText: row.header, scanner: new LogScanner(header, 'transactional', this.where(id)) };
+    }
+    await this.readTail(client, row.key, entry.scanner, head);
+    entry.scanner.finish(head);
+    if (entry.scanner.problem) {
+      this.cache.delete(id);
+      assertScanned(entry.scanner);
+    }
+    this.cache.set(id, entry);
+    return entry;
+  }
+
+  /** Feeds the rows between the scanner's next seq and `head` into it. */
+  private async readTail(db: Queryable, key: number, scanner: LogScanner, head: number): Promise<void> {
+    const from = scanner.nextSeq;
+    if (head <= from) return;
+    const rows = (await db.query<EventRow>(this.sql.eventsFrom, [key, from, head])).rows;
+    const batches = (await db.query<BatchRow>(this.sql.batchesFrom, [key, from, head])).rows;
+    for (const record of decodeRows(rows, batches)) scanner.push(record);
   }
 
   private async insertBatch(client: PoolClient, key: number, id: string, events: readonly StoredEvent[], op: string): Promise<void> {
+    const rows = events.map(encodeEvent);
     await client.query(this.sql.insertEvents, [
       key,
-      events.map((e) => e.seq),
-      events.map((e) => e.type),
-      events.map((e) => e.time),
-      events.map((e) => JSON.stringify(e.data)),
-      events.map((e) => encodeSurfaceOp(e.surfaceOp)),
-      events.map((e) => (e.sourceEventSeqs === undefined ? null : JSON.stringify(e.sourceEventSeqs))),
-      events.map((e) => (e.ignorable ? true : null)),
+      rows.map((r) => r.seq),
+      rows.map((r) => r.type),
+      rows.map((r) => r.time),
+      rows.map((r) => r.data),
+      rows.map((r) => r.surfaceOp),
+      rows.map((r) => r.sourceEventSeqs),
+      rows.map((r) => r.ignorable),
     ]);
     await client.query(this.sql.insertBatch, [key, op, events[0]!.seq, events[events.length - 1]!.seq]);
     // Delivered to listeners when (and only if) the transaction commits.
     await client.query(this.sql.notify, [this.channel, id]);
-  }
-
-  /** Deletes a torn tail found by the scanner (inside the write transaction). Returns the rows dropped. */
-  private async truncateTorn(client: PoolClient, key: number, scanner: LogScanner): Promise<number> {
-    const torn = scanner.torn;
-    if (!torn) return 0;
-    await client.query(this.sql.deleteEventsFrom, [key, torn.seq]);
-    await client.query(this.sql.deleteBatchesFrom, [key, torn.seq]);
-    await client.query(this.sql.clipBatches, [torn.seq - 1, key, torn.seq]);
-    scanner.clearTorn();
-    return torn.records;
   }
 }
 
@@ -769,53 +880,10 @@ class NotificationListener {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Rows
 
 function quoteIdent(name: string): string {
   return `"${name.replace(/"/g, '""')}"`;
 }
-
-function parseStoredHeader(text: string, id: string): SessionHeader {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (error) {
-    throw new SessionlogError('CORRUPT_LOG', `stored header of session ${id} is not valid JSON; restore the database from a backup`, { cause: error });
-  }
-  return parseHeader(raw, `stored header of session ${id}`);
-}
-
-function encodeSurfaceOp(op: StoredEvent['surfaceOp']): string | null {
-  if (op === undefined) return null;
-  return op === 'append' ? 'append' : JSON.stringify(op);
-}
-
-function decodeRow(row: EventRow, op: string | undefined): StoredRecord {
-  try {
-    const event: Record<string, unknown> = { seq: row.seq, type: row.type, time: row.time, data: JSON.parse(row.data) };
-    if (row.surface_op !== null) event.surfaceOp = row.surface_op.startsWith('{') ? JSON.parse(row.surface_op) : row.surface_op;
-    if (row.source_event_seqs !== null) event.sourceEventSeqs = JSON.parse(row.source_event_seqs);
-    if (op !== undefined) event.op = op;
-    if (row.ignorable !== null) event.ignorable = row.ignorable;
-    return { ok: true, value: event, position: row.seq };
-  } catch (error) {
-    return { ok: false, reason: `row seq ${row.seq} does not decode: ${(error as Error).message}`, position: row.seq };
-  }
-}
-
-/** The fast-path check of `readFrom`: envelope and payload, no surface fold. */
-function checkRow(value: unknown, expectedSeq: number, id: string): StoredEvent | undefined {
-  try {
-    assertStoredEvent(value, expectedSeq, id);
-    return deepFreeze(value);
-  } catch (error) {
-    if (error instanceof SessionlogError && error.code === 'UNSUPPORTED_FORMAT') throw error;
-    // Any other validation failure is classified by a full scan.
-    return undefined;
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
 
 class PostgresArtifacts implements ArtifactStore {
   constructor(private readonly store: PostgresSessionStore) {}
@@ -834,16 +902,16 @@ class PostgresArtifacts implements ArtifactStore {
     });
   }
 
-  get(locator: string): Promise<string> {
-    return this.store.use(() => this.content(locator));
+  get(sessionId: string, locator: string): Promise<string> {
+    return this.store.use(() => this.content(sessionId, locator));
   }
 
-  read(locator: string, offset: number, limit: number): Promise<{ text: string; total: number }> {
-    return this.store.use(async () => artifactWindow(await this.content(locator), offset, limit));
+  read(sessionId: string, locator: string, offset: number, limit: number): Promise<{ text: string; total: number }> {
+    return this.store.use(async () => artifactWindow(await this.content(sessionId, locator), offset, limit));
   }
 
-  private async content(locator: string): Promise<string> {
-    const { sessionId, name } = parseArtifactLocator(locator);
+  private async content(sessionId: string, locator: string): Promise<string> {
+    const name = ownArtifactName(sessionId, locator);
     const row = (await this.store.query<{ content: Buffer }>(this.store.sql.artifact, [sessionId, name])).rows[0];
     if (!row) throw artifactNotFound(locator);
     return row.content.toString('utf8');

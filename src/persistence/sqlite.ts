@@ -3,41 +3,32 @@
  *
  * Storage format (schema version {@link SQLITE_SCHEMA_VERSION}, `application_id`
  * {@link SQLITE_APPLICATION_ID}; a file with a newer `user_version` or a foreign application id
- * is refused, there are no migrations yet):
+ * is refused; version 1 is upgraded in place by adding the `tombstones` table):
  *
  * - `sessions(key, id, header)`: integer key, text id, header JSON.
  * - `events(session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable)`,
- *   `WITHOUT ROWID`, primary key `(session_key, seq)`: one row per event, clustered by seq.
- *   `data` is the payload JSON; `surface_op` is `append` or the replace object's JSON;
- *   `source_event_seqs` a JSON array; `ignorable` 1 or NULL. Neither the op nor the text id is
- *   repeated per row.
+ *   `WITHOUT ROWID`, primary key `(session_key, seq)`: one row per event, clustered by seq, in
+ *   the shared relational row codec (rows.ts). Neither the op nor the text id is repeated per row.
  * - `batches(session_key, op, first_seq, last_seq)`: one row per append batch; its primary key
  *   is the unique op index, and reads re-attach `op` to events from it.
  * - `artifacts(session_key, name, content)` and `projection_cache(session_key, record)`.
+ * - `tombstones(id, erased_at, until)` (version 2): erased ids `create` refuses until `until`.
  *
  * Every append is one `BEGIN IMMEDIATE` transaction, so writers in several processes on one file
- * are serialized by SQLite's own lock; WAL with `synchronous=FULL` makes a commit durable.
+ * are serialized by SQLite's own lock; WAL with `synchronous=FULL` makes a commit durable. A
+ * transaction commits whole, so nothing is ever truncated: any damaged row is CORRUPT_LOG.
+ * `secure_delete` is on, and `erase` ends with a `wal_checkpoint(TRUNCATE)`, so an erased
+ * session's bytes are overwritten in the database file and gone from the WAL.
  */
 import { closeSync, mkdirSync, openSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import Database from 'better-sqlite3';
-import {
-  SessionlogError,
-  assertSessionId,
-  assertStoredEvent,
-  deepFreeze,
-  jsonEqual,
-  parseHeader,
-  type StoredEvent,
-  type NewEvent,
-  type SessionHeader,
-  type SessionView,
-} from '../session/index.js';
+import { LRUCache } from 'lru-cache';
+import { SessionlogError, assertSessionId, jsonEqual, parseHeader, type StoredEvent, type NewEvent, type SessionHeader, type SessionView } from '../session/index.js';
 import type { ArtifactPut, ArtifactRef, ArtifactStore } from './artifacts.js';
 import {
   LogScanner,
-  LruMap,
   alreadyExists,
   appendResultOf,
   artifactLocator,
@@ -46,28 +37,44 @@ import {
   artifactWindow,
   assertAppendArguments,
   assertReadArguments,
+  assertScanned,
+  headerProblemReport,
   loadedSession,
   notFound,
   notifyAppended,
-  subscribeLocal,
-  parseArtifactLocator,
+  ownArtifactName,
   planAppend,
   planRepair,
   resolveStoreOptions,
   sanitizeArtifactName,
+  scanReport,
+  sessionErased,
+  sliceEvents,
   storeClosed,
+  subscribeLocal,
   watchEvents,
   type ResolvedStoreOptions,
   type StoreOptions,
-  type StoredRecord,
+  scanSearch,
+  searchLimit,
+  searchTerms,
 } from './base.js';
 import { parseProjectionCacheRecord, serializeProjectionCacheRecord, type ProjectionCacheRecord, type ProjectionCacheStore } from './projection-cache.js';
-import type { AppendOptions, AppendResult, LoadedSession, SessionStore, WatchOptions } from './store.js';
+import { decodeRows, encodeEvent, parseStoredHeader, storedHead, type BatchRow, type EventRow } from './rows.js';
+import type { AppendOptions, AppendResult, LoadedSession, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions, SearchHit } from './store.js';
 
 /** `PRAGMA application_id` of a sessionlog database ("SLOG"). */
 export const SQLITE_APPLICATION_ID = 0x534c4f47;
 /** `PRAGMA user_version` this build writes and reads. */
-export const SQLITE_SCHEMA_VERSION = 1;
+export const SQLITE_SCHEMA_VERSION = 2;
+
+const TOMBSTONES_DDL = `
+CREATE TABLE tombstones (
+  id TEXT PRIMARY KEY,
+  erased_at INTEGER NOT NULL,
+  until INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+`;
 
 const SCHEMA = `
 CREATE TABLE sessions (
@@ -104,18 +111,12 @@ CREATE TABLE projection_cache (
   session_key INTEGER PRIMARY KEY REFERENCES sessions(key),
   record TEXT NOT NULL
 ) STRICT;
-`;
+${TOMBSTONES_DDL}`;
 
-type EventRow = {
-  seq: number;
-  type: string;
-  time: number;
-  data: string;
-  surface_op: string | null;
-  source_event_seqs: string | null;
-  ignorable: number | null;
-};
-type BatchRow = { op: string; first_seq: number; last_seq: number };
+/** The per-session state this process keeps: the validated copy, bound to the row it came from. */
+type CachedSession = { key: number; headerText: string; scanner: LogScanner };
+
+type SessionRow = { key: number; header: string };
 
 /** Opens (creating if needed) a SQLite store at `path`, or an in-memory one for `:memory:`. */
 export function openSqliteStore(path: string, options: StoreOptions = {}): SqliteSessionStore {
@@ -138,12 +139,11 @@ export class SqliteSessionStore implements SessionStore {
   readonly kind = 'sqlite' as const;
   readonly artifacts: ArtifactStore;
   readonly projectionCache: ProjectionCacheStore;
-  /** Identifies the database for in-process watch wake-ups. */
+  /** Identifies the database for in-process watch wake-ups and in messages. */
   readonly location: string;
   private readonly db: Database.Database;
-  private readonly keys = new Map<string, number>();
-  private readonly headers = new Map<number, SessionHeader>();
-  private readonly scanners: LruMap<number, LogScanner>;
+  private readonly memory: boolean;
+  private readonly cache: LRUCache<string, CachedSession>;
   private readonly closeListeners = new Set<() => void>();
   private closed = false;
   private readonly stmt: ReturnType<SqliteSessionStore['prepareStatements']>;
@@ -152,13 +152,13 @@ export class SqliteSessionStore implements SessionStore {
     path: string,
     private readonly options: ResolvedStoreOptions,
   ) {
-    const memory = path === ':memory:';
-    const file = memory ? ':memory:' : prepareFile(path);
-    this.location = memory ? `sqlite:memory:${randomUUID()}` : `sqlite:${file}`;
-    this.scanners = new LruMap(options.sessionCacheSize);
+    this.memory = path === ':memory:';
+    const file = this.memory ? ':memory:' : prepareFile(path);
+    this.location = this.memory ? `sqlite:memory:${randomUUID()}` : `sqlite:${file}`;
+    this.cache = new LRUCache({ max: options.sessionCacheSize });
     this.db = new Database(file);
     try {
-      this.configure(memory);
+      this.configure();
       this.initializeSchema(file);
     } catch (error) {
       this.db.close();
@@ -169,10 +169,10 @@ export class SqliteSessionStore implements SessionStore {
     this.projectionCache = new SqliteProjectionCache(this, this.stmt);
   }
 
-  private configure(memory: boolean): void {
+  private configure(): void {
     this.db.pragma(`busy_timeout = ${this.options.busyTimeoutMs}`);
     const journal = this.db.pragma('journal_mode = WAL', { simple: true });
-    if (journal !== (memory ? 'memory' : 'wal')) {
+    if (journal !== (this.memory ? 'memory' : 'wal')) {
       throw new SessionlogError('INVALID_ARGUMENT', `SQLite refused WAL journal mode (got ${String(journal)}); put the database on a local filesystem`);
     }
     this.db.pragma('synchronous = FULL');
@@ -181,6 +181,11 @@ export class SqliteSessionStore implements SessionStore {
     this.db.pragma('foreign_keys = ON');
     if (this.db.pragma('foreign_keys', { simple: true }) !== 1) {
       throw new SessionlogError('INVALID_ARGUMENT', 'SQLite foreign_keys could not be enabled');
+    }
+    // Erased content is overwritten with zeros, not left in free space (DESIGN §4.2).
+    this.db.pragma('secure_delete = ON');
+    if (this.db.pragma('secure_delete', { simple: true }) !== 1) {
+      throw new SessionlogError('INVALID_ARGUMENT', 'SQLite secure_delete could not be enabled');
     }
   }
 
@@ -210,6 +215,12 @@ export class SqliteSessionStore implements SessionStore {
           `${file} has schema version ${version}, written by a newer version of sessionlog (this build reads version ${SQLITE_SCHEMA_VERSION}); upgrade sessionlog to open it`,
         );
       }
+      if (version === 1) {
+        // Version 2 only adds the tombstones of erased sessions.
+        this.db.exec(TOMBSTONES_DDL);
+        this.db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
+        return;
+      }
       if (version < SQLITE_SCHEMA_VERSION) {
         throw new SessionlogError('UNSUPPORTED_FORMAT', `${file} has schema version ${version}, older than this build reads, and there is no upgrade path`);
       }
@@ -220,53 +231,72 @@ export class SqliteSessionStore implements SessionStore {
   private prepareStatements() {
     const db = this.db;
     return {
-      sessionByIdStmt: db.prepare<[string], { key: number; header: string }>(`SELECT key, header FROM sessions WHERE id = ?`),
-      headerByKey: db.prepare<[number], { header: string }>(`SELECT header FROM sessions WHERE key = ?`),
+      sessionById: db.prepare<[string], SessionRow>(`SELECT key, header FROM sessions WHERE id = ?`),
       insertSession: db.prepare<[string, string]>(`INSERT INTO sessions (id, header) VALUES (?, ?)`),
       listSessions: db.prepare<[], { header: string; id: string }>(`SELECT id, header FROM sessions ORDER BY id`),
-      lastSeq: db.prepare<[number], { seq: number }>(`SELECT seq FROM events WHERE session_key = ? ORDER BY seq DESC LIMIT 1`),
+      head: db.prepare<[number, number], { last_event: number | null; last_batch: number | null }>(
+        `SELECT (SELECT max(seq) FROM events WHERE session_key = ?) AS last_event, (SELECT max(last_seq) FROM batches WHERE session_key = ?) AS last_batch`,
+      ),
       eventsFrom: db.prepare<[number, number, number], EventRow>(
-        `SELECT seq, type, time, data, surface_op, source_event_seqs, ignorable FROM events WHERE session_key = ? AND seq >= ? ORDER BY seq LIMIT ?`,
+        `SELECT seq, type, time, data, surface_op, source_event_seqs, ignorable FROM events WHERE session_key = ? AND seq >= ? AND seq < ? ORDER BY seq`,
+      ),
+      batchesFrom: db.prepare<[number, number, number], BatchRow>(
+        `SELECT op, first_seq, last_seq FROM batches WHERE session_key = ? AND last_seq >= ? AND first_seq < ? ORDER BY first_seq`,
       ),
       insertEvent: db.prepare<[number, number, string, number, string, string | null, string | null, number | null]>(
         `INSERT INTO events (session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
-      deleteEventsFrom: db.prepare<[number, number]>(`DELETE FROM events WHERE session_key = ? AND seq >= ?`),
-      batchByOp: db.prepare<[number, string], { first_seq: number; last_seq: number }>(
-        `SELECT first_seq, last_seq FROM batches WHERE session_key = ? AND op = ?`,
-      ),
-      batchesFrom: db.prepare<[number, number, number], BatchRow>(
-        `SELECT op, first_seq, last_seq FROM batches WHERE session_key = ? AND last_seq >= ? AND first_seq <= ? ORDER BY first_seq`,
-      ),
       insertBatch: db.prepare<[number, string, number, number]>(`INSERT INTO batches (session_key, op, first_seq, last_seq) VALUES (?, ?, ?, ?)`),
-      deleteBatchesFrom: db.prepare<[number, number]>(`DELETE FROM batches WHERE session_key = ? AND first_seq >= ?`),
-      clipBatches: db.prepare<[number, number, number]>(`UPDATE batches SET last_seq = ? WHERE session_key = ? AND last_seq >= ?`),
       insertArtifact: db.prepare<[number, string, string]>(`INSERT INTO artifacts (session_key, name, content) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`),
-      artifact: db.prepare<[number, string], { content: string }>(`SELECT content FROM artifacts WHERE session_key = ? AND name = ?`),
-      cacheGet: db.prepare<[number], { record: string }>(`SELECT record FROM projection_cache WHERE session_key = ?`),
+      artifact: db.prepare<[string, string], { content: string }>(
+        `SELECT a.content FROM artifacts a JOIN sessions s ON s.key = a.session_key WHERE s.id = ? AND a.name = ?`,
+      ),
+      cacheGet: db.prepare<[string], { record: string }>(`SELECT c.record FROM projection_cache c JOIN sessions s ON s.key = c.session_key WHERE s.id = ?`),
       cachePut: db.prepare<[number, string]>(
         `INSERT INTO projection_cache (session_key, record) VALUES (?, ?) ON CONFLICT (session_key) DO UPDATE SET record = excluded.record`,
       ),
+      tombstone: db.prepare<[string], { erased_at: number; until: number }>(`SELECT erased_at, until FROM tombstones WHERE id = ?`),
+      putTombstone: db.prepare<[string, number, number]>(
+        `INSERT INTO tombstones (id, erased_at, until) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET erased_at = excluded.erased_at, until = excluded.until`,
+      ),
+      dropExpiredTombstones: db.prepare<[number]>(`DELETE FROM tombstones WHERE until <= ?`),
+      countEvents: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM events WHERE session_key = ?`),
+      countBatches: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM batches WHERE session_key = ?`),
+      countArtifacts: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM artifacts WHERE session_key = ?`),
+      countCache: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM projection_cache WHERE session_key = ?`),
+      deleteEvents: db.prepare<[number]>(`DELETE FROM events WHERE session_key = ?`),
+      deleteBatches: db.prepare<[number]>(`DELETE FROM batches WHERE session_key = ?`),
+      deleteArtifacts: db.prepare<[number]>(`DELETE FROM artifacts WHERE session_key = ?`),
+      deleteCache: db.prepare<[number]>(`DELETE FROM projection_cache WHERE session_key = ?`),
+      deleteSession: db.prepare<[number]>(`DELETE FROM sessions WHERE key = ?`),
     };
   }
 
-  /** Runs a synchronous body against the open database. */
+  /** Runs a synchronous body against the open database; a lock wait past busyTimeoutMs is UNAVAILABLE. */
   private use<T>(body: () => T): Promise<T> {
     if (this.closed) return Promise.reject(storeClosed());
     try {
       return Promise.resolve(body());
     } catch (error) {
-      return Promise.reject(error);
+      return Promise.reject(this.unavailable(error));
     }
   }
 
-  /** The integer key of a session, or undefined. */
+  private unavailable(error: unknown): unknown {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (typeof code === 'string' && code.startsWith('SQLITE_BUSY')) {
+      return new SessionlogError(
+        'UNAVAILABLE',
+        `${this.location} stayed locked by another connection for longer than busyTimeoutMs (${this.options.busyTimeoutMs} ms); check for a stuck or paused process holding a write transaction on this database`,
+        { cause: error },
+      );
+    }
+    return error;
+  }
+
+  /** The key of a session, or undefined. */
   sessionKey(id: string): number | undefined {
-    const cached = this.keys.get(id);
-    if (cached !== undefined) return cached;
-    const row = this.stmt.sessionByIdStmt.get(id);
-    if (row) this.keys.set(id, row.key);
-    return row?.key;
+    return this.stmt.sessionById.get(id)?.key;
   }
 
   requireKey(id: string): number {
@@ -275,13 +305,8 @@ export class SqliteSessionStore implements SessionStore {
     return key;
   }
 
-  /** The validated stored header (headers are immutable, so it is cached once parsed). */
-  private readHeader(key: number, id: string): SessionHeader {
-    const cached = this.headers.get(key);
-    if (cached) return cached;
-    const header = parseStoredHeader(this.stmt.headerByKey.get(key)!.header, id);
-    this.headers.set(key, header);
-    return header;
+  private where(id: string): string {
+    return `session ${id} in ${this.location}`;
   }
 
   create(header: SessionHeader): Promise<void> {
@@ -289,11 +314,14 @@ export class SqliteSessionStore implements SessionStore {
       const parsed = parseHeader(header, `create session ${String((header as { id?: unknown } | null)?.id)}`);
       this.db
         .transaction(() => {
-          const existing = this.stmt.sessionByIdStmt.get(parsed.id);
+          const tombstone = this.stmt.tombstone.get(parsed.id);
+          if (tombstone && tombstone.until > Date.now()) throw sessionErased(parsed.id, tombstone.erased_at, tombstone.until);
+          const existing = this.stmt.sessionById.get(parsed.id);
           if (existing) {
-            if (!jsonEqual(parseStoredHeader(existing.header, parsed.id), parsed)) throw alreadyExists(parsed.id);
+            if (!jsonEqual(parseStoredHeader(existing.header, parsed.id, this.where(parsed.id)), parsed)) throw alreadyExists(parsed.id);
             return;
           }
+          this.stmt.dropExpiredTombstones.run(Date.now());
           this.stmt.insertSession.run(parsed.id, JSON.stringify(parsed));
         })
         .immediate();
@@ -303,7 +331,9 @@ export class SqliteSessionStore implements SessionStore {
   header(id: string): Promise<SessionHeader> {
     return this.use(() => {
       assertSessionId(id);
-      return this.readHeader(this.requireKey(id), id);
+      const row = this.stmt.sessionById.get(id);
+      if (!row) throw notFound(id);
+      return parseStoredHeader(row.header, id, this.where(id));
     });
   }
 
@@ -315,37 +345,26 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   list(): Promise<SessionHeader[]> {
-    return this.use(() => this.stmt.listSessions.all().map((row) => parseStoredHeader(row.header, row.id)));
+    return this.use(() => this.stmt.listSessions.all().map((row) => parseStoredHeader(row.header, row.id, this.where(row.id))));
   }
 
   append(id: string, events: readonly NewEvent[], options: AppendOptions): Promise<AppendResult> {
     return this.use(() => {
       assertAppendArguments(id, events, options);
-      const key = this.requireKey(id);
-      let written: StoredEvent[] = [];
-      let writing = false;
-      let result: AppendResult;
-      try {
-        result = this.db
-          .transaction((): AppendResult => {
-            const stored = this.stmt.batchByOp.get(key, options.op);
-            const scanner = this.syncScanner(key, id);
-            const plan = planAppend(scanner, stored && { firstSeq: stored.first_seq, lastSeq: stored.last_seq }, events, options);
-            if (plan.kind === 'replayed') return plan.result;
-            writing = true;
-            this.truncateTorn(key, scanner);
-            this.insertBatch(key, plan.events, options.op);
-            written = plan.events;
-            return appendResultOf(plan.events);
-          })
-          .immediate();
-      } catch (error) {
-        // A write rolled back: forget in-memory state that may have assumed it happened.
-        if (writing) this.scanners.delete(key);
-        throw error;
-      }
-      if (written.length > 0) {
-        this.scanners.get(key)?.commitWritten(written);
+      let written: { entry: CachedSession; events: StoredEvent[] } | undefined;
+      const result = this.db
+        .transaction((): AppendResult => {
+          const entry = this.synced(id);
+          const plan = planAppend(entry.scanner, events, options);
+          if (plan.kind === 'replayed') return plan.result;
+          this.insertBatch(entry.key, plan.events, options.op);
+          written = { entry, events: plan.events };
+          return appendResultOf(plan.events);
+        })
+        .immediate();
+      // Committed: now the validated copy takes the batch (a rolled-back write never reaches it).
+      if (written) {
+        written.entry.scanner.commitWritten(written.events);
         notifyAppended(this.location, id);
       }
       return result;
@@ -355,52 +374,42 @@ export class SqliteSessionStore implements SessionStore {
   readFrom(id: string, fromSeq: number, limit?: number): Promise<StoredEvent[]> {
     return this.use(() => {
       assertReadArguments(id, fromSeq, limit);
-      const key = this.requireKey(id);
-      // A header this build cannot read (newer format) refuses reads of its events too.
-      this.readHeader(key, id);
-      return this.db.transaction(() => this.readPage(key, id, fromSeq, limit ?? Number.MAX_SAFE_INTEGER)).deferred();
+      const session = this.db.transaction(() => this.synced(id).scanner.session).deferred();
+      return sliceEvents(session, fromSeq, limit);
     });
   }
 
   nextSeq(id: string): Promise<number> {
     return this.use(() => {
       assertSessionId(id);
-      const key = this.requireKey(id);
-      return this.db.transaction(() => this.syncScanner(key, id).nextSeq).deferred();
+      return this.db.transaction(() => this.synced(id).scanner.nextSeq).deferred();
     });
   }
 
   session(id: string): Promise<SessionView> {
     return this.use(() => {
       assertSessionId(id);
-      const key = this.requireKey(id);
-      return this.db.transaction(() => this.syncScanner(key, id).session).deferred();
+      return this.db.transaction(() => this.synced(id).scanner.session).deferred();
     });
   }
 
   load(id: string): Promise<LoadedSession> {
     return this.use(() => {
       assertSessionId(id);
-      const key = this.requireKey(id);
-      let closers: StoredEvent[] = [];
-      let loaded: LoadedSession;
-      try {
-        loaded = this.db
-          .transaction((): LoadedSession => {
-            const scanner = this.syncScanner(key, id);
-            const truncated = this.truncateTorn(key, scanner);
-            closers = planRepair(scanner);
-            if (closers.length > 0) this.insertBatch(key, closers, closers[0]!.op!);
-            return loadedSession(scanner, closers, truncated);
-          })
-          .immediate();
-      } catch (error) {
-        // Rolled back: the cached scanner may reflect a truncation that did not happen.
-        this.scanners.delete(key);
-        throw error;
-      }
-      if (closers.length > 0) {
-        this.scanners.get(key)?.commitWritten(closers);
+      let written: { entry: CachedSession; events: StoredEvent[] } | undefined;
+      const loaded = this.db
+        .transaction((): LoadedSession => {
+          const entry = this.synced(id);
+          const closers = planRepair(entry.scanner);
+          if (closers.length > 0) {
+            this.insertBatch(entry.key, closers, closers[0]!.op!);
+            written = { entry, events: closers };
+          }
+          return loadedSession(entry.scanner, closers, 0);
+        })
+        .immediate();
+      if (written) {
+        written.entry.scanner.commitWritten(written.events);
         notifyAppended(this.location, id);
       }
       return loaded;
@@ -410,14 +419,94 @@ export class SqliteSessionStore implements SessionStore {
   inspect(id: string): Promise<LoadedSession> {
     return this.use(() => {
       assertSessionId(id);
-      const key = this.requireKey(id);
       return this.db
         .transaction((): LoadedSession => {
-          const scanner = this.syncScanner(key, id);
-          return loadedSession(scanner, planRepair(scanner), scanner.torn?.records ?? 0);
+          const { scanner } = this.synced(id);
+          return loadedSession(scanner, planRepair(scanner), 0);
         })
         .deferred();
     });
+  }
+
+  /** Full-text search over the session's text (a scan of the validated copy). */
+  async search(id: string, query: string, options?: { limit?: number }): Promise<SearchHit[]> {
+    const terms = searchTerms(query);
+    const limit = searchLimit(options);
+    return scanSearch(await this.session(id), terms, limit);
+  }
+
+  scan(id: string): Promise<ScanReport> {
+    return this.use(() => {
+      assertSessionId(id);
+      return this.db
+        .transaction((): ScanReport => {
+          const row = this.stmt.sessionById.get(id);
+          if (!row) throw notFound(id);
+          let header: SessionHeader;
+          try {
+            header = parseStoredHeader(row.header, id, this.where(id));
+          } catch (error) {
+            return headerProblemReport(id, error);
+          }
+          const scanner = new LogScanner(header, 'transactional', this.where(id));
+          const head = this.readTail(row.key, scanner);
+          return scanReport(scanner, scanner.finish(head));
+        })
+        .deferred();
+    });
+  }
+
+  erase(id: string): Promise<StoreEraseReceipt> {
+    return this.use(() => {
+      assertSessionId(id);
+      const now = Date.now();
+      const receipt = this.db
+        .transaction((): StoreEraseReceipt => {
+          const row = this.stmt.sessionById.get(id);
+          const tombstone = this.stmt.tombstone.get(id);
+          if (!row) {
+            if (!tombstone) throw notFound(id);
+            return { sessionId: id, erased: false, removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 }, places: [], tombstoneUntil: tombstone.until, notes: [] };
+          }
+          const key = row.key;
+          const counts = {
+            events: this.stmt.countEvents.get(key)!.n,
+            batches: this.stmt.countBatches.get(key)!.n,
+            artifacts: this.stmt.countArtifacts.get(key)!.n,
+            projection_cache: this.stmt.countCache.get(key)!.n,
+          };
+          this.stmt.deleteEvents.run(key);
+          this.stmt.deleteBatches.run(key);
+          this.stmt.deleteArtifacts.run(key);
+          this.stmt.deleteCache.run(key);
+          this.stmt.deleteSession.run(key);
+          this.stmt.dropExpiredTombstones.run(now);
+          const until = now + this.options.tombstoneMs;
+          this.stmt.putTombstone.run(id, now, until);
+          return {
+            sessionId: id,
+            erased: true,
+            removed: { header: 1, events: counts.events, artifacts: counts.artifacts, projectionCheckpoints: counts.projection_cache },
+            places: [
+              { place: `${this.location} table sessions`, removed: 1 },
+              ...Object.entries(counts).map(([table, n]) => ({ place: `${this.location} table ${table}`, removed: n })),
+            ],
+            tombstoneUntil: until,
+            notes: [],
+          };
+        })
+        .immediate();
+      this.cache.delete(id);
+      if (receipt.erased && !this.memory) receipt.notes.push(this.checkpointAfterErase());
+      return receipt;
+    });
+  }
+
+  /** Moves every WAL frame into the database and empties the WAL, so erased bytes leave the WAL file. */
+  private checkpointAfterErase(): string {
+    const [result] = this.db.pragma('wal_checkpoint(TRUNCATE)') as Array<{ busy: number; log: number; checkpointed: number }>;
+    if (result && result.busy === 0) return 'the deleted rows were overwritten (secure_delete) and the WAL checkpointed and truncated';
+    return `the deleted rows were overwritten (secure_delete) but another connection kept the WAL from being truncated (${result?.checkpointed ?? 0} of ${result?.log ?? 0} frames checkpointed); older copies of the erased bytes stay in the WAL until the next full checkpoint`;
   }
 
   watch(id: string, fromSeq: number, options: WatchOptions = {}): AsyncIterable<StoredEvent> {
@@ -452,7 +541,7 @@ export class SqliteSessionStore implements SessionStore {
     if (!this.closed) {
       this.closed = true;
       this.db.close();
-      this.scanners.clear();
+      this.cache.clear();
       for (const wake of [...this.closeListeners]) wake();
     }
     return Promise.resolve();
@@ -470,120 +559,50 @@ export class SqliteSessionStore implements SessionStore {
   // -------------------------------------------------------------------------------------------
 
   /**
-   * Brings the cached scanner of a session up to the stored rows (call inside a transaction).
-   * A scanner that is ahead of the stored log, or saw a torn tail, is rebuilt from seq 0.
+   * The session's validated copy brought up to the stored head (call inside a transaction):
+   * only rows past the cached copy are read. A copy ahead of the stored log (restored from a
+   * backup) or of another incarnation of the id is rebuilt from seq 0. CORRUPT_LOG, with nothing
+   * cached, when the stored log is damaged.
    */
-  private syncScanner(key: number, id: string): LogScanner {
-    const physicalNext = (this.stmt.lastSeq.get(key)?.seq ?? -1) + 1;
-    let scanner = this.scanners.get(key);
-    if (scanner && !scanner.torn && scanner.nextSeq === physicalNext) return scanner;
-    if (!scanner || scanner.torn || scanner.nextSeq > physicalNext) {
-      scanner = new LogScanner(this.readHeader(key, id), `session ${id} in ${this.location}`);
+  private synced(id: string): CachedSession {
+    const row = this.stmt.sessionById.get(id);
+    if (!row) throw notFound(id);
+    let entry = this.cache.get(id);
+    if (!entry || entry.key !== row.key || entry.headerText !== row.header) {
+      const header = parseStoredHeader(row.header, id, this.where(id));
+      entry = { key: row.key, headerText: row.header, scanner: new LogScanner(header, 'transactional', this.where(id)) };
     }
-    for (const record of this.records(key, scanner.nextSeq, physicalNext)) {
-      scanner.push(record);
-      // Later rows only matter for telling torn from corrupt, which push() does as it goes.
+    const head = this.readTail(row.key, entry.scanner);
+    if (head < entry.scanner.nextSeq) {
+      this.cache.delete(id);
+      return this.synced(id);
     }
-    this.scanners.set(key, scanner);
-    return scanner;
+    entry.scanner.finish(head);
+    if (entry.scanner.problem) {
+      this.cache.delete(id);
+      assertScanned(entry.scanner);
+    }
+    this.cache.set(id, entry);
+    return entry;
   }
 
-  /** Decoded rows `fromSeq..toSeq-1` with their ops re-attached. */
-  private *records(key: number, fromSeq: number, toSeq: number): Generator<StoredRecord> {
-    if (fromSeq >= toSeq) return;
-    const batches = this.stmt.batchesFrom.all(key, fromSeq, toSeq - 1);
-    let b = 0;
-    for (const row of this.stmt.eventsFrom.all(key, fromSeq, toSeq - fromSeq)) {
-      while (b < batches.length && batches[b]!.last_seq < row.seq) b++;
-      const batch = batches[b];
-      const op = batch && batch.first_seq <= row.seq ? batch.op : undefined;
-      yield decodeRow(row, op);
+  /** Feeds the rows past the scanner's next seq into it; returns the stored head. */
+  private readTail(key: number, scanner: LogScanner): number {
+    const { last_event, last_batch } = this.stmt.head.get(key, key)!;
+    const head = storedHead(last_event, last_batch);
+    const from = scanner.nextSeq;
+    if (head > from) {
+      for (const record of decodeRows(this.stmt.eventsFrom.all(key, from, head), this.stmt.batchesFrom.all(key, from, head))) scanner.push(record);
     }
-  }
-
-  private readPage(key: number, id: string, fromSeq: number, limit: number): StoredEvent[] {
-    if (limit === 0) return [];
-    const out: StoredEvent[] = [];
-    const end = fromSeq + Math.min(limit, Number.MAX_SAFE_INTEGER - fromSeq);
-    for (const record of this.records(key, fromSeq, end)) {
-      const expected = fromSeq + out.length;
-      const event = record.ok ? checkRow(record.value, expected, id) : undefined;
-      if (!event) {
-        // Damaged row or gap: classify the whole log (throws CORRUPT_LOG inside committed
-        // turns) and serve the valid prefix.
-        const scanner = this.syncScanner(key, id);
-        return scanner.session.events.slice(fromSeq, end);
-      }
-      out.push(event);
-    }
-    return out;
+    return head;
   }
 
   private insertBatch(key: number, events: readonly StoredEvent[], op: string): void {
     for (const event of events) {
-      this.stmt.insertEvent.run(
-        key,
-        event.seq,
-        event.type,
-        event.time,
-        JSON.stringify(event.data),
-        encodeSurfaceOp(event.surfaceOp),
-        event.sourceEventSeqs === undefined ? null : JSON.stringify(event.sourceEventSeqs),
-        event.ignorable ? 1 : null,
-      );
+      const row = encodeEvent(event);
+      this.stmt.insertEvent.run(key, row.seq, row.type, row.time, row.data, row.surfaceOp, row.sourceEventSeqs, row.ignorable ? 1 : null);
     }
     this.stmt.insertBatch.run(key, op, events[0]!.seq, events[events.length - 1]!.seq);
-  }
-
-  /** Deletes a torn tail found by the scanner (inside a write transaction). Returns the rows dropped. */
-  private truncateTorn(key: number, scanner: LogScanner): number {
-    const torn = scanner.torn;
-    if (!torn) return 0;
-    this.stmt.deleteEventsFrom.run(key, torn.seq);
-    this.stmt.deleteBatchesFrom.run(key, torn.seq);
-    this.stmt.clipBatches.run(torn.seq - 1, key, torn.seq);
-    scanner.clearTorn();
-    return torn.records;
-  }
-}
-
-function parseStoredHeader(text: string, id: string): SessionHeader {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (error) {
-    throw new SessionlogError('CORRUPT_LOG', `stored header of session ${id} is not valid JSON; restore the database from a backup`, { cause: error });
-  }
-  return parseHeader(raw, `stored header of session ${id}`);
-}
-
-function encodeSurfaceOp(op: StoredEvent['surfaceOp']): string | null {
-  if (op === undefined) return null;
-  return op === 'append' ? 'append' : JSON.stringify(op);
-}
-
-function decodeRow(row: EventRow, op: string | undefined): StoredRecord {
-  try {
-    const event: Record<string, unknown> = { seq: row.seq, type: row.type, time: row.time, data: JSON.parse(row.data) };
-    if (row.surface_op !== null) event.surfaceOp = row.surface_op.startsWith('{') ? JSON.parse(row.surface_op) : row.surface_op;
-    if (row.source_event_seqs !== null) event.sourceEventSeqs = JSON.parse(row.source_event_seqs);
-    if (op !== undefined) event.op = op;
-    if (row.ignorable !== null) event.ignorable = row.ignorable === 1 ? true : row.ignorable;
-    return { ok: true, value: event, position: row.seq };
-  } catch (error) {
-    return { ok: false, reason: `row seq ${row.seq} does not decode: ${(error as Error).message}`, position: row.seq };
-  }
-}
-
-/** The fast-path check of `readFrom`: envelope and payload, no surface fold. */
-function checkRow(value: unknown, expectedSeq: number, id: string): StoredEvent | undefined {
-  try {
-    assertStoredEvent(value, expectedSeq, id);
-    return deepFreeze(value);
-  } catch (error) {
-    if (error instanceof SessionlogError && error.code === 'UNSUPPORTED_FORMAT') throw error;
-    // Any other validation failure is classified by a full scan.
-    return undefined;
   }
 }
 
@@ -611,18 +630,17 @@ class SqliteArtifacts implements ArtifactStore {
     });
   }
 
-  get(locator: string): Promise<string> {
-    return this.store.read(() => this.content(locator));
+  get(sessionId: string, locator: string): Promise<string> {
+    return this.store.read(() => this.content(sessionId, locator));
   }
 
-  read(locator: string, offset: number, limit: number): Promise<{ text: string; total: number }> {
-    return this.store.read(() => artifactWindow(this.content(locator), offset, limit));
+  read(sessionId: string, locator: string, offset: number, limit: number): Promise<{ text: string; total: number }> {
+    return this.store.read(() => artifactWindow(this.content(sessionId, locator), offset, limit));
   }
 
-  private content(locator: string): string {
-    const { sessionId, name } = parseArtifactLocator(locator);
-    const key = this.store.sessionKey(sessionId);
-    const row = key === undefined ? undefined : this.statements.artifact.get(key, name);
+  private content(sessionId: string, locator: string): string {
+    const name = ownArtifactName(sessionId, locator);
+    const row = this.statements.artifact.get(sessionId, name);
     if (!row) throw artifactNotFound(locator);
     return row.content;
   }
@@ -637,8 +655,7 @@ class SqliteProjectionCache implements ProjectionCacheStore {
   get(sessionId: string): Promise<ProjectionCacheRecord | undefined> {
     return this.store.read(() => {
       assertSessionId(sessionId);
-      const key = this.store.sessionKey(sessionId);
-      const row = key === undefined ? undefined : this.statements.cacheGet.get(key);
+      const row = this.statements.cacheGet.get(sessionId);
       return row ? parseProjectionCacheRecord(row.record) : undefined;
     });
   }

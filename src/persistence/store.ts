@@ -1,6 +1,7 @@
 /**
  * The `SessionStore` seam (DESIGN §4): every backend keeps the append-only log durable and
- * exactly-once under retries, and passes one conformance suite (test/conformance).
+ * exactly-once under retries, refuses damaged data instead of repairing it away (§4.1), can erase
+ * a session (§4.2), and passes one conformance suite (test/conformance).
  */
 import type { NewEvent, SessionHeader, SessionView, StoredEvent } from '../session/index.js';
 import type { ArtifactStore } from './artifacts.js';
@@ -25,43 +26,114 @@ export type LoadedSession = {
   events: StoredEvent[];
   /** Events appended by crash repair during this load (0 when the log was balanced). */
   repaired: number;
-  /** Records dropped from a torn tail during this load. */
+  /** Records of a JSONL torn final write dropped during this load (always 0 on SQLite and PostgreSQL). */
   truncated: number;
 };
 
 export type WatchOptions = { signal?: AbortSignal };
 
+/** The first thing wrong with a stored log, found by a scan. */
+export type ScanProblem = {
+  /** The first seq that is not part of the valid prefix. */
+  seq: number;
+  reason: string;
+  /** UNSUPPORTED_FORMAT for an intact record of a type this build does not know (a newer version wrote it). */
+  code: 'CORRUPT_LOG' | 'UNSUPPORTED_FORMAT';
+  /**
+   * JSONL only: the problem is a torn final write (the final batch never finished). Reads ignore
+   * it, the next `load` or `append` removes it; it is not corruption.
+   */
+  torn: boolean;
+};
+
+/** What `scan` found: everything `verify` and `salvage` need, read without changing anything. */
+export type ScanReport = {
+  sessionId: string;
+  /** The stored header, or undefined when it is damaged or of a newer format (see `headerProblem`). */
+  header: SessionHeader | undefined;
+  headerProblem?: { code: 'CORRUPT_LOG' | 'UNSUPPORTED_FORMAT'; reason: string };
+  /** The longest valid prefix of the log (every event validated as a live append would be). */
+  events: readonly StoredEvent[];
+  /** The first problem after that prefix, if any. */
+  problem?: ScanProblem;
+};
+
+/** One place `erase` removed data from, and how many records or files it removed there. */
+export type ErasedPlace = { place: string; removed: number };
+
+/** What `erase` removed (DESIGN §4.2). */
+export type StoreEraseReceipt = {
+  sessionId: string;
+  /** False when nothing of the session was left to remove (it was erased before). */
+  erased: boolean;
+  /** Counts by kind: the header (0 or 1), events, artifacts and projection checkpoints. */
+  removed: { header: number; events: number; artifacts: number; projectionCheckpoints: number };
+  /** Where the data was removed from (tables, files, directories), with counts. */
+  places: ErasedPlace[];
+  /** Until when (epoch ms) `create` refuses this id with SESSION_ERASED. */
+  tombstoneUntil: number;
+  /** Anything the caller should know about how completely the bytes are gone. */
+  notes: string[];
+};
+
+/** A hit of a full-text search over one session's log. */
+export type SearchHit = { seq: number; score: number; snippet: string };
+
 export interface SessionStore {
   readonly kind: 'sqlite' | 'jsonl' | 'postgres';
-  /** Registers a session. Idempotent for an identical header; SESSION_ALREADY_EXISTS otherwise. */
+  /**
+   * Registers a session. Idempotent for an identical header; SESSION_ALREADY_EXISTS otherwise;
+   * SESSION_ERASED while the id's tombstone lasts.
+   */
   create(header: SessionHeader): Promise<void>;
   /** The stored header, or SESSION_NOT_FOUND. */
   header(id: string): Promise<SessionHeader>;
   /** Whether the session exists. */
   exists(id: string): Promise<boolean>;
   /**
-   * Appends `events` at `expectedSeq` in one durable transaction, each stamped with `op`.
-   * Returns the stored seqs; a batch whose op exists returns its seqs with `replayed: true`
-   * (checked first, whatever `expectedSeq` says). Throws SEQ_CONFLICT (nothing written) when
-   * the stored next seq is not `expectedSeq`; INVALID_ARGUMENT for an empty batch; INVALID_EVENT,
-   * NON_JSON_VALUE or SURFACE_VIOLATION for a batch that is not a valid transition of the stored
-   * log (including an event type this build does not know, since it could not read it back).
-   * A torn tail left by a crashed writer is truncated before the batch is written.
+   * Appends `events` at `expectedSeq` in one durable transaction, each stamped with `op`, and
+   * commits them into the store's validated copy of the session. A batch whose op is already
+   * stored returns its seqs with `replayed: true` (checked first, whatever `expectedSeq` says)
+   * when it has the same event count and types, and is OP_CONFLICT otherwise. Throws
+   * SEQ_CONFLICT (nothing written) when the stored next seq is not `expectedSeq` or the writer
+   * lost its lock; INVALID_ARGUMENT for an empty batch; INVALID_EVENT, NON_JSON_VALUE or
+   * SURFACE_VIOLATION for a batch that is not a valid transition of the stored log;
+   * CORRUPT_LOG for a damaged stored log. A JSONL torn final write is removed before writing.
    */
   append(id: string, events: readonly NewEvent[], options: AppendOptions): Promise<AppendResult>;
-  /** Stored events with seq >= fromSeq (at most `limit`), no repair, no closers. */
+  /** Stored events with seq >= fromSeq (at most `limit`), no repair, no closers. CORRUPT_LOG for a damaged log. */
   readFrom(id: string, fromSeq: number, limit?: number): Promise<StoredEvent[]>;
-  /**
-   * The store's one validated copy of the session in this process, brought up to the stored
-   * head (only the tail is read). Live: appends through this store are committed into it.
-   */
-  session(id: string): Promise<SessionView>;
   /** The stored next seq (= number of events). */
   nextSeq(id: string): Promise<number>;
-  /** Header and events; a cold interrupted turn is repaired durably, a torn tail truncated. */
+  /** Header and events; a cold interrupted turn is repaired durably (an append of closers), a JSONL torn final write removed. */
   load(id: string): Promise<LoadedSession>;
   /** Like load, but writes nothing: closers are applied in memory only. */
   inspect(id: string): Promise<LoadedSession>;
+  /**
+   * The store's one validated copy of the session in this process, brought up to the stored head
+   * (reading only the tail). Appends through this store commit into the same object. A new
+   * object replaces it when the stored log no longer extends it (restored from a backup, erased
+   * and created again) or it was evicted from the cache (`sessionCacheSize`).
+   */
+  session(id: string): Promise<SessionView>;
+  /**
+   * Full-text search over the text every event of the session carries (shadowed events
+   * included), best first, at most `limit` (default 20, at most 100). The query is plain words;
+   * INVALID_ARGUMENT for one without any.
+   */
+  search(id: string, query: string, options?: { limit?: number }): Promise<SearchHit[]>;
+  /**
+   * Reads and checks the whole stored log without changing anything and without throwing
+   * CORRUPT_LOG: the header (or its problem), the longest valid prefix and the first problem.
+   */
+  scan(id: string): Promise<ScanReport>;
+  /**
+   * Removes the session's events, header, artifacts and projection checkpoint (sessions forked
+   * from it keep their own copies) and leaves a tombstone that refuses `create` of the id for
+   * `tombstoneMs`. Idempotent: erasing again returns a receipt with `erased: false`.
+   * SESSION_NOT_FOUND when the session neither exists nor has a tombstone.
+   */
+  erase(id: string): Promise<StoreEraseReceipt>;
   /** Headers of every stored session. */
   list(): Promise<SessionHeader[]>;
   /** Live tail: yields stored events from `fromSeq` on, then each new one as it is appended (also by another process). */

@@ -5,6 +5,7 @@ export type SessionErrorCode =
   | 'SURFACE_VIOLATION'
   | 'NON_JSON_VALUE'
   | 'SEQ_CONFLICT'
+  | 'OP_CONFLICT'
   | 'SESSION_NOT_FOUND'
   | 'SESSION_ALREADY_EXISTS'
   | 'HEADER_MISMATCH'
@@ -14,7 +15,10 @@ export type SessionErrorCode =
   | 'INVALID_BOUNDARY'
   | 'INVALID_ARGUMENT'
   | 'STORE_CLOSED'
+  | 'UNAVAILABLE'
+  | 'SESSION_ERASED'
   | 'ARTIFACT_NOT_FOUND'
+  | 'ARTIFACT_FOREIGN'
   | 'INVALID_MESSAGE'
   | 'EMPTY_MESSAGE'
   | 'MESSAGE_TOO_LARGE'
@@ -25,7 +29,9 @@ export type SessionErrorCode =
   | 'LOG_AHEAD'
   | 'OP_CONFLICT'
   | 'SESSION_ERASED'
-  | 'UNAVAILABLE';
+  | 'UNAVAILABLE'
+  | 'UNKNOWN_CALL'
+  | 'ALREADY_ANSWERED';
 
 export class SessionlogError extends Error {
   constructor(
@@ -40,4 +46,13 @@ export class SessionlogError extends Error {
 
 export function isSessionlogError(error: unknown, code?: SessionErrorCode): error is SessionlogError {
   return error instanceof SessionlogError && (code === undefined || error.code === code);
+}
+
+/** A setting that cannot work, found at start-up; the message names the setting and the fix (DESIGN §1.8). */
+export class ConfigError extends Error {
+  readonly code = 'INVALID_CONFIG';
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
 }

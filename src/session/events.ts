@@ -74,8 +74,11 @@ export interface EventDataMap {
     provider: string;
     model: string;
     usage?: TokenUsage;
+    /** The summary's own price in the routed model's tokens (measured, not reported). */
+    summaryTokens?: number;
   };
-  'compaction/end': { compactionId: string; turn: number | null; error?: string };
+  /** Closes a bracket; `tokensBefore`/`tokensAfter`: the request measured before and after it (absent on an error). */
+  'compaction/end': { compactionId: string; turn: number | null; error?: string; tokensBefore?: number; tokensAfter?: number };
   'compaction/prune': {
     shadowedRange: { start: number; end: number };
     shadowedSeqs: number[];
@@ -210,6 +213,8 @@ export type SessionHeader = {
   createdAt: number;
   parentSession?: string;
   seedLength?: number;
+  /** A salvaged session: its seed is the parent's longest valid prefix, which ended at this damaged seq. */
+  salvagedAt?: { firstBadSeq: number; reason: string };
   agent?: AgentSpec;
 };
 

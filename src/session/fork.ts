@@ -3,8 +3,9 @@
  * followed by one `session/end-seed`, and its header records the lineage.
  */
 import { SessionlogError } from './errors.js';
-import { SESSION_FORMAT_VERSION, type StoredEvent, type NewEvent, type SessionHeader } from './events.js';
+import { SESSION_FORMAT_VERSION, type NewEvent, type SessionHeader, type StoredEvent } from './events.js';
 import { assertSessionId } from './ids.js';
+import { interruptedTurnClosers } from './repair.js';
 
 export type ForkPlan = { header: SessionHeader; seed: StoredEvent[]; endSeed: NewEvent<'session/end-seed'> | undefined };
 
@@ -43,4 +44,37 @@ export function planFork(
     ...(source.header.agent ? { agent: source.header.agent } : {}),
   };
   return { header, seed, endSeed: lastIsEndSeed ? undefined : { type: 'session/end-seed', time, data: {} } };
+}
+
+/**
+ * Plans a salvage of a damaged session (DESIGN §4.1): the child is seeded with `prefix` (the
+ * longest valid prefix of the parent), the closers of a turn that prefix leaves open, and
+ * `session/end-seed`; its header names the parent and the first bad seq.
+ */
+export function planSalvage(
+  parent: SessionHeader,
+  prefix: readonly StoredEvent[],
+  problem: { seq: number; reason: string },
+  childId: string,
+  createdAt: number,
+): { header: SessionHeader; seed: NewEvent[] } {
+  assertSessionId(childId);
+  const time = prefix.length > 0 ? prefix[prefix.length - 1]!.time : createdAt;
+  const header: SessionHeader = {
+    version: SESSION_FORMAT_VERSION,
+    id: childId,
+    createdAt,
+    parentSession: parent.id,
+    seedLength: prefix.length,
+    salvagedAt: { firstBadSeq: problem.seq, reason: problem.reason.slice(0, 1000) },
+    ...(parent.agent ? { agent: parent.agent } : {}),
+  };
+  const seed: NewEvent[] = [...prefix.map(seedEventOf), ...interruptedTurnClosers(prefix), { type: 'session/end-seed', time, data: {} }];
+  return { header, seed };
+}
+
+/** A stored event as a child's seed event: the store re-stamps seq and op. */
+export function seedEventOf(event: StoredEvent): NewEvent {
+  const { seq: _seq, op: _op, ...rest } = event;
+  return rest as NewEvent;
 }

@@ -7,6 +7,8 @@ export * from './json.js';
 export * from './messages.js';
 export * from './projection.js';
 export * from './repair.js';
+export * from './search-text.js';
+export * from './secrets.js';
 export * from './session.js';
 export * from './surface.js';
 export * from './surface-view.js';

@@ -48,6 +48,9 @@ export function buildEvent(input: NewEvent, seq: number, op: string | undefined)
   return deepFreeze(event) as StoredEvent;
 }
 
+/** Automatic compaction stopped (see `compaction/stalled`); it holds while the budget is the one it stalled at. */
+export type CompactionStall = { seq: number; budget: number; reason: string };
+
 export class Session {
   readonly header: SessionHeader;
   private readonly log: StoredEvent[] = [];
@@ -59,6 +62,10 @@ export class Session {
   private readonly turnFold = new TurnFold();
   private latestHeader: RequestHeader | undefined;
   private owner: string | undefined;
+  private readonly allowed = new Set<string>();
+  private readonly learned = new Map<string, number>();
+  private stalled: CompactionStall | undefined;
+  private readonly manualCompactions = new Set<string>();
 
   private constructor(header: SessionHeader) {
     this.header = deepFreeze({ ...header });
@@ -161,7 +168,8 @@ export class Session {
   }
 
   private commit(event: StoredEvent, alreadyValidated = false): void {
-    if (!alreadyValidated || isSurfaceType(event.type)) {
+    // An ignorable event of a type this build does not know is kept verbatim but never folded.
+    if (isKnownEvent(event) && (!alreadyValidated || isSurfaceType(event.type))) {
       this.fold.apply(event, (seq) => this.log[seq]);
     }
     this.log.push(event);
@@ -169,6 +177,27 @@ export class Session {
     this.turnFold.apply(event);
     if (isEventOfType(event, 'request/header')) this.latestHeader = event.data.header;
     else if (isEventOfType(event, 'session/run')) this.owner = event.data.runId;
+    else if (isEventOfType(event, 'tool/allow')) this.allowed.add(event.data.tool);
+    else if (isEventOfType(event, 'model/limit')) this.learned.set(event.data.model, event.data.contextWindow);
+    else if (isEventOfType(event, 'compaction/stalled')) this.stalled = { seq: event.seq, budget: event.data.budget, reason: event.data.reason };
+    else if (isEventOfType(event, 'compaction/start') && event.data.trigger === 'manual') this.manualCompactions.add(event.data.compactionId);
+    // A manual compaction that succeeds resets the breaker: the person chose to compact.
+    else if (isEventOfType(event, 'compaction/end') && event.data.error === undefined && this.manualCompactions.has(event.data.compactionId)) this.stalled = undefined;
+  }
+
+  /** The context window the provider stated for `model` in this session (a learned limit), if any. */
+  learnedWindow(model: string): number | undefined {
+    return this.learned.get(model);
+  }
+
+  /** The compaction circuit breaker: set by `compaction/stalled`, reset by a successful manual compaction. */
+  get compactionStall(): CompactionStall | undefined {
+    return this.stalled;
+  }
+
+  /** Tools allowed without approval for the rest of the session (`tool/allow`). */
+  get allowedTools(): ReadonlySet<string> {
+    return this.allowed;
   }
 
   /** The turn and step fold at the head: open turn and step, pending calls, turn records. */
@@ -239,6 +268,9 @@ export type SessionView = Pick<
   | 'turns'
   | 'requestHeader'
   | 'owningRun'
+  | 'allowedTools'
+  | 'learnedWindow'
+  | 'compactionStall'
   | 'eventsOfOp'
 >;
 

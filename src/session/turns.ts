@@ -9,8 +9,20 @@ import { isKnownEvent, type SessionEvent, type StoredEvent, type TurnEndReason }
 /** How many user message ids a fold remembers (the workflow's de-duplication window). */
 export const RECENT_USER_MESSAGES = 256;
 
-/** A tool call of the open step without a result yet. `callSeq` is set once its `tool/call` is logged. */
-export type PendingCall = { callId: string; name: string; turn: number; step: number; callSeq?: number };
+/**
+ * A tool call of the open step without a result yet. `callSeq` is set once its `tool/call` is
+ * logged; `request` once it waits for an answer (approval or external result); `answer` once
+ * an approval answer is logged.
+ */
+export type PendingCall = {
+  callId: string;
+  name: string;
+  turn: number;
+  step: number;
+  callSeq?: number;
+  request?: { kind: 'approval' | 'external'; expiresAt: number; seq: number };
+  answer?: { decision: 'approve' | 'deny' | 'expire'; reason?: string; arguments?: string; seq: number };
+};
 
 /** How a turn ended, from the caller's point of view. */
 export type TurnOutcome = 'completed' | 'aborted' | 'error' | 'max-steps' | 'max-tokens' | 'interrupted';
@@ -27,13 +39,15 @@ export type TurnProblem = { seq: number; rule: 'balanced-turns' | 'turn-numberin
 export type TurnRecord = { turn: number; startSeq: number; replySeq: number | null; endSeq?: number; outcome?: TurnOutcome };
 
 /** Events that name the turn and step they belong to. */
-type StepScoped = SessionEvent<'assistant/chunk' | 'assistant/message' | 'tool/call' | 'tool/result' | 'llm/retry'>;
+type StepScoped = SessionEvent<'assistant/chunk' | 'assistant/message' | 'tool/call' | 'tool/result' | 'llm/retry' | 'tool/approval-request' | 'tool/approval'>;
 
 function isStepScoped(event: SessionEvent): event is StepScoped {
   switch (event.type) {
     case 'assistant/chunk':
     case 'tool/call':
     case 'llm/retry':
+    case 'tool/approval-request':
+    case 'tool/approval':
       return true;
     case 'assistant/message':
     case 'tool/result':
@@ -161,6 +175,19 @@ export class TurnFold {
       case 'tool/result':
         this.pending.delete(event.data.message.source.callId);
         break;
+      case 'tool/approval-request': {
+        const call = this.pending.get(event.data.callId);
+        if (call) call.request = { kind: event.data.kind, expiresAt: event.data.expiresAt, seq: event.seq };
+        break;
+      }
+      case 'tool/approval': {
+        const call = this.pending.get(event.data.callId);
+        if (call && !call.answer) {
+          const { decision, reason, arguments: edited } = event.data;
+          call.answer = { decision, seq: event.seq, ...(reason !== undefined ? { reason } : {}), ...(edited !== undefined ? { arguments: edited } : {}) };
+        }
+        break;
+      }
       default:
         break;
     }

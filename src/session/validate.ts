@@ -83,7 +83,15 @@ const dataSchemas: Record<string, z.ZodType> = {
       shadowedTokenCount: z.number().int().nonnegative(),
     })
     .passthrough(),
-  'compaction/end': z.object({ compactionId: nonEmpty, turn: z.number().int().positive().nullable(), error: z.string().optional() }).passthrough(),
+  'compaction/end': z
+    .object({
+      compactionId: nonEmpty,
+      turn: z.number().int().positive().nullable(),
+      error: z.string().optional(),
+      tokensBefore: z.number().int().nonnegative().optional(),
+      tokensAfter: z.number().int().nonnegative().optional(),
+    })
+    .passthrough(),
   'compaction/prune': z.object({ shadowedSeqs: z.array(seqSchema).min(1), shadowedTokenCount: z.number().int().nonnegative() }).passthrough(),
   'session/end-seed': z.object({}).passthrough(),
   'session/run': z.object({ workflowId: nonEmpty, runId: nonEmpty }).passthrough(),
@@ -157,6 +165,7 @@ const headerSchema = z
     createdAt: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
     parentSession: z.string().optional(),
     seedLength: z.number().int().nonnegative().optional(),
+    salvagedAt: z.object({ firstBadSeq: z.number().int().nonnegative(), reason: z.string() }).strict().optional(),
     agent: z
       .object({ model: z.string().optional(), system: z.string().optional(), tools: z.array(z.string()).optional() })
       .strict()

@@ -61,12 +61,12 @@ export type Telemetry = {
   readonly gateway: GatewayTelemetryPort;
   /**
    * Installs the Temporal SDK runtime with this telemetry: the SDK's logger (workflow and
-   * activity `log`, the core's forwarded lines) through ours, and its worker metrics drained
-   * into our registry. Call once, before the process opens any Temporal connection; resolves
+   * activity `log`, the core's forwarded lines, narrowed by `coreLogFilter`, an env-filter
+   * string) through ours, and its worker metrics drained into our registry. Call once, before the process opens any Temporal connection; resolves
    * to false when a runtime was already installed (its logger and metrics stay as they were).
    * A gateway never calls it, so it never loads the worker's native SDK.
    */
-  installTemporalRuntime(options?: { coreLogLevel?: 'WARN' | 'ERROR' }): Promise<boolean>;
+  installTemporalRuntime(options?: { coreLogFilter?: string }): Promise<boolean>;
   /** `/metrics` for the operations listener (`startOpsServer({ routes })`). */
   metricsRoute(): Record<string, OpsRoute>;
   /** Sets the pending-approvals gauge: the approvals feature reports the count it sees here. */
@@ -140,7 +140,7 @@ export async function startTelemetry(settings: TelemetrySettings, options: Telem
         Runtime.install({
           logger: temporalLogger(logger.child({ component: 'temporal' })),
           telemetryOptions: {
-            logging: { filter: { core: runtimeOptions.coreLogLevel ?? 'WARN', other: 'ERROR' }, forward: {} },
+            logging: { filter: runtimeOptions.coreLogFilter ?? { core: 'WARN', other: 'ERROR' }, forward: {} },
             metrics: { buffer: candidate.buffer },
           },
         });

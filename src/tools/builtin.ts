@@ -1,6 +1,8 @@
 /**
- * Built-in tools: `read_artifact` pages through stored (spilled) tool output; `calculator`
- * and `word_count` are small examples of how to write a tool (see README: "Tools").
+ * Built-in tools: `read_artifact` pages through stored (spilled) tool output;
+ * `search_history` and `read_history` recall the session's whole log, including what
+ * compaction replaced; `calculator` and `word_count` are small examples of how to write a tool
+ * (see README: "Tools").
  */
 import { z } from 'zod';
 import { ToolInputError, type Tool } from './registry.js';
@@ -36,7 +38,7 @@ export const readArtifactTool: Tool = {
   },
   async run(args, context) {
     const { locator, offset, limit } = parseArgs(readArtifactArgs, args, 'read_artifact');
-    const { text, total } = await context.artifacts.read(locator, offset, limit);
+    const { text, total } = await context.artifacts.read(context.sessionId, locator, offset, limit);
     const end = offset + text.length;
     const more = end < total ? ` More remains: call again with offset ${end}.` : ' This is the end.';
     return { text: `${text}\n\n(characters ${offset}-${end} of ${total}.${more})` };
@@ -135,4 +137,60 @@ export const wordCountTool: Tool = {
   },
 };
 
-export const BUILTIN_TOOLS: readonly Tool[] = [readArtifactTool, calculatorTool, wordCountTool];
+const searchHistoryArgs = z.object({ query: z.string().trim().min(1).max(500), limit: z.number().int().positive().max(50).default(10) });
+
+/** The recall tools compaction advertises: what a summary replaced stays searchable and readable. */
+export const RECALL_TOOL_NAMES = ['search_history', 'read_history'] as const;
+
+export const searchHistoryTool: Tool = {
+  name: 'search_history',
+  description:
+    'Search this conversation\'s whole history by words, including the parts an earlier summary replaced. Returns matching events with their seq, turn, type, a snippet and whether a summary now stands in for them. Read one in full with read_history.',
+  parameters: {
+    type: 'object',
+    properties: {
+      query: { type: 'string', description: 'words to look for' },
+      limit: { type: 'integer', minimum: 1, maximum: 50, description: 'at most this many hits (default 10)' },
+    },
+    required: ['query'],
+    additionalProperties: false,
+  },
+  async run(args, context) {
+    const { query, limit } = parseArgs(searchHistoryArgs, args, 'search_history');
+    const hits = await context.history.search(query, limit);
+    if (hits.length === 0) return { text: `No event of this conversation matches "${query}".` };
+    const lines = hits.map((h) => `seq ${h.seq} · turn ${h.turn} · ${h.type}${h.shadowed ? ' · replaced by a summary' : ''}: ${h.snippet}`);
+    return { text: `${hits.length} match(es) for "${query}", best first:\n${lines.join('\n')}\n\nRead an event in full with read_history {"fromSeq": <seq>, "toSeq": <seq>}.` };
+  },
+};
+
+/** The most events one read_history call returns (the output is spilled like any tool output beyond that size). */
+export const READ_HISTORY_MAX_EVENTS = 200;
+
+const readHistoryArgs = z.object({ fromSeq: z.number().int().nonnegative(), toSeq: z.number().int().nonnegative() }).refine((a) => a.toSeq >= a.fromSeq, { message: 'toSeq must not be below fromSeq' });
+
+export const readHistoryTool: Tool = {
+  name: 'read_history',
+  description:
+    'Read events of this conversation\'s log exactly as they were recorded, by seq range (inclusive), including parts an earlier summary replaced. One JSON event per line; at most 200 events per call.',
+  parameters: {
+    type: 'object',
+    properties: {
+      fromSeq: { type: 'integer', minimum: 0 },
+      toSeq: { type: 'integer', minimum: 0 },
+    },
+    required: ['fromSeq', 'toSeq'],
+    additionalProperties: false,
+  },
+  async run(args, context) {
+    const { fromSeq, toSeq } = parseArgs(readHistoryArgs, args, 'read_history');
+    const next = await context.history.nextSeq();
+    if (fromSeq >= next) return { text: `This conversation's log ends at seq ${next - 1}.`, isError: true };
+    const last = Math.min(toSeq, next - 1, fromSeq + READ_HISTORY_MAX_EVENTS - 1);
+    const events = await context.history.read(fromSeq, last);
+    const more = last < Math.min(toSeq, next - 1) ? `\n(seqs ${fromSeq}-${last} shown; continue with fromSeq ${last + 1})` : '';
+    return { text: `${events.map((e) => JSON.stringify(e)).join('\n')}${more}` };
+  },
+};
+
+export const BUILTIN_TOOLS: readonly Tool[] = [readArtifactTool, calculatorTool, wordCountTool, searchHistoryTool, readHistoryTool];

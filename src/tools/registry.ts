@@ -4,20 +4,59 @@
  * artifact and logs the result.
  */
 import type { ArtifactStore } from '../persistence/artifacts.js';
-import { SessionlogError, type JsonValue, type ToolSchema } from '../session/index.js';
+import { SessionlogError, type JsonValue, type StoredEvent, type ToolSchema } from '../session/index.js';
 
-export type ToolContext = { sessionId: string; callId: string; artifacts: ArtifactStore; signal: AbortSignal };
+/** A hit of a search over the session's whole log (shadowed ranges included). */
+export type HistoryHit = {
+  seq: number;
+  /** The turn the event belongs to (0 before the first turn). */
+  turn: number;
+  type: string;
+  snippet: string;
+  /** True when a compaction summary or a prune now stands in for the event on the surface. */
+  shadowed: boolean;
+};
+
+/** The calling session's own log, as tools read it (never another session's). */
+export type SessionHistory = {
+  /** Full-text search over every event's text, best first, at most `limit` hits. */
+  search(query: string, limit: number): Promise<HistoryHit[]>;
+  /** The stored events `fromSeq..toSeq` (inclusive), exactly as stored. */
+  read(fromSeq: number, toSeq: number): Promise<StoredEvent[]>;
+  /** The seq the next event gets (the log's length). */
+  nextSeq(): Promise<number>;
+};
+
+/** What a tool runs with: always the calling session's identity, never one from the model's arguments. */
+export type ToolContext = { sessionId: string; callId: string; artifacts: ArtifactStore; history: SessionHistory; signal: AbortSignal };
 
 export type ToolOutput = { text: string; isError?: boolean };
 
-export type Tool = {
+/**
+ * Whether a call needs a person's approval before it runs (DESIGN §5.1): always, never, or a
+ * function of the call's parsed arguments. Unset: the worker's approval policy decides.
+ */
+export type ApprovalRule = 'always' | 'never' | ((args: unknown) => boolean);
+
+type ToolBase = {
   name: string;
   description: string;
   /** JSON Schema of the arguments object. */
   parameters: JsonValue;
+  approval?: ApprovalRule;
+};
+
+/** A tool the worker runs. */
+export type RunnableTool = ToolBase & {
   /** Runs the tool with already-parsed JSON arguments. Throw a ToolInputError for bad arguments. */
   run(args: unknown, context: ToolContext): Promise<ToolOutput>;
+  external?: never;
 };
+
+/** A tool the caller runs (a browser, a backend service): the turn waits for its posted result. */
+export type ExternalTool = ToolBase & { external: true; run?: never };
+
+export type Tool = RunnableTool | ExternalTool;
 
 /** Bad arguments from the model: reported back to the model as an error result, not retried. */
 export class ToolInputError extends Error {

@@ -4,10 +4,10 @@
  * message text is the one bounded exception.
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { SeedSpec } from '../engine/types.js';
+import type { SeedSpec, UserInput } from '../engine/types.js';
 import type { TurnOutcome } from '../session/turns.js';
 
-export type UserInput = { id: string; text: string };
+export type { UserInput };
 
 /** The reply to `send`: the turn that answered and the seq of its final assistant message. */
 export type SendResult = { turn: number; replySeq: number | null; outcome: TurnOutcome };
@@ -16,7 +16,27 @@ export type { TurnOutcome };
 
 export type CompactResult = { compactionId: string; shadowedSeqs: number[]; tokensBefore: number; tokensAfter: number };
 
-export type SessionPhase = 'starting' | 'idle' | 'turn' | 'model' | 'tools' | 'compacting' | 'closing' | 'closed';
+export type SessionPhase = 'starting' | 'idle' | 'turn' | 'model' | 'tools' | 'waiting' | 'compacting' | 'closing' | 'closed';
+
+/** An answer to a call waiting for approval (DESIGN §5.1). `arguments`: edited arguments (a JSON object's text) the call runs with. */
+export type ApprovalInput = {
+  callId: string;
+  decision: 'approve' | 'deny';
+  reason?: string;
+  arguments?: string;
+  /** Approve this tool without asking for the rest of the session (logged as `tool/allow`). */
+  allowForSession?: boolean;
+  /** Who answered (logged). */
+  by?: string;
+};
+
+/** The decision that counts for a call: the first one given (or `expire` when none came in time). */
+export type ApprovalResult = { callId: string; decision: 'approve' | 'deny' | 'expire'; reason?: string };
+
+/** The result of an external tool, posted by the caller that ran it. */
+export type ToolResultInput = { callId: string; output: string; isError?: boolean; by?: string };
+
+export type ToolResultAck = { callId: string; accepted: true };
 
 export type SessionStatus = {
   sessionId: string;
@@ -45,11 +65,18 @@ export type SessionTunables = {
   modelHeartbeatMs: number;
   toolStartToCloseMs: number;
   appendStartToCloseMs: number;
+  /**
+   * First retry delay of a model step that failed without saying when to retry (a worker that
+   * died or stopped heartbeating, a network error); a provider's retry-after wins.
+   */
+  modelRetryInitialMs: number;
   /** Max attempts of a retryable model failure (429, 5xx, timeout, network) per step. */
   modelMaxAttempts: number;
   toolMaxAttempts: number;
   /** Attempts of a compaction activity; its last attempt closes the bracket with an error rather than throw. */
   compactionMaxAttempts: number;
+  /** How long a tool call waits for its approval or external result before it counts as denied (`expired`). */
+  approvalTimeoutMs: number;
 };
 
 export const DEFAULT_TUNABLES: SessionTunables = {
@@ -61,9 +88,11 @@ export const DEFAULT_TUNABLES: SessionTunables = {
   modelHeartbeatMs: 30_000,
   toolStartToCloseMs: 5 * 60_000,
   appendStartToCloseMs: 30_000,
+  modelRetryInitialMs: 200,
   modelMaxAttempts: 6,
   toolMaxAttempts: 4,
   compactionMaxAttempts: 3,
+  approvalTimeoutMs: 24 * 60 * 60_000,
 };
 
 /** Where a new session's log starts: a copy of another session's prefix (fork, salvage). */
@@ -85,6 +114,10 @@ export const closeSignal = defineSignal('close');
 export const sendUpdate = defineUpdate<SendResult, [UserInput]>('send');
 export const compactUpdate = defineUpdate<CompactResult | null, []>('compact');
 export const statusQuery = defineQuery<SessionStatus>('status');
+/** Answers a call waiting for approval; a second answer returns the first decision. */
+export const approveUpdate = defineUpdate<ApprovalResult, [ApprovalInput]>('approve');
+/** Posts the result of an external tool the caller ran; refused for a call that is not waiting for one. */
+export const toolResultUpdate = defineUpdate<ToolResultAck, [ToolResultInput]>('toolResult');
 /** Waits until the run has opened its session (created, seeded, repaired); fails with the reason it could not. */
 export const openedUpdate = defineUpdate<{ headSeq: number }, []>('opened');
 

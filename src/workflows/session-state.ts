@@ -5,8 +5,19 @@
  * wires handlers to it.
  */
 import { ApplicationFailure } from '@temporalio/workflow';
-import type { PressureRef, RecentMessage } from '../engine/types.js';
-import { utf8Length, type SendResult, type SessionPhase, type SessionStatus, type SessionTunables, type SessionWorkflowInput, type UserInput } from './api.js';
+import type { CallAnswer, PressureRef, RecentMessage, ToolCallRef, WaitingStep } from '../engine/types.js';
+import {
+  utf8Length,
+  type ApprovalInput,
+  type ApprovalResult,
+  type SendResult,
+  type SessionPhase,
+  type SessionStatus,
+  type SessionTunables,
+  type SessionWorkflowInput,
+  type ToolResultInput,
+  type UserInput,
+} from './api.js';
 
 const MAX_RECENT_IDS = 256;
 
@@ -17,6 +28,8 @@ export class SessionState {
   readonly queue: UserInput[];
   /** Recently seen message ids and, once answered, their results (bounded, carried across runs). */
   private readonly results = new Map<string, SendResult | null>();
+  /** The turn of each message taken in from the log's open turn (answered by `answerTurn`). */
+  private readonly turnOf = new Map<string, number>();
   /** Message ids that `send` handlers wait on, with how many handlers wait on each. */
   private readonly waitingFor = new Map<string, number>();
   headSeq: number;
@@ -31,6 +44,14 @@ export class SessionState {
   lastError: string | undefined;
   pressure: PressureRef | undefined;
   fatal: Fatal | undefined;
+  /** A step the log shows waiting for answers when this run opened: the run continues that turn first. */
+  resume: WaitingStep | undefined;
+  /** Calls of the current step waiting for an answer, by call id. */
+  readonly awaiting = new Map<string, ToolCallRef>();
+  /** Answers received and not logged yet. */
+  readonly answers = new Map<string, CallAnswer>();
+  /** Approval decisions logged, by call id (bounded): what a second answer is told. */
+  private readonly decisions = new Map<string, ApprovalResult>();
 
   constructor(
     readonly sessionId: string,
@@ -45,11 +66,17 @@ export class SessionState {
   }
 
   /** Takes in what the run's opening read from the log: its head, last turn and answered messages. */
-  opened(opened: { headSeq: number; lastTurn: number; recent: RecentMessage[] }): void {
+  opened(opened: { headSeq: number; lastTurn: number; recent: RecentMessage[]; waiting?: WaitingStep }): void {
     this.headSeq = opened.headSeq;
     this.turn = Math.max(this.turn, opened.lastTurn);
+    this.resume = opened.waiting;
     for (const r of opened.recent) {
-      if (!this.results.get(r.id)) this.remember(r.id, { turn: r.turn, replySeq: r.replySeq, outcome: r.outcome });
+      // Messages of a turn this run resumes are answered when it ends.
+      if (r.turn === opened.waiting?.turn) {
+        this.remember(r.id, null);
+        this.turnOf.set(r.id, r.turn);
+      }
+      else if (!this.results.get(r.id)) this.remember(r.id, { turn: r.turn, replySeq: r.replySeq, outcome: r.outcome });
     }
     // A message carried over or re-sent that the log already holds was answered before.
     for (let i = this.queue.length - 1; i >= 0; i--) if (this.results.has(this.queue[i]!.id)) this.queue.splice(i, 1);
@@ -85,6 +112,11 @@ export class SessionState {
     while (this.results.size > MAX_RECENT_IDS) this.results.delete(this.results.keys().next().value as string);
   }
 
+  /** Answers every message of a resumed turn (taken in by an earlier run) with its result. */
+  answerTurn(turn: number, result: SendResult): void {
+    for (const [id, known] of this.results) if (known === null && this.turnOf.get(id) === turn) this.remember(id, result);
+  }
+
   resultOf(id: string): SendResult | null | undefined {
     return this.results.get(id);
   }
@@ -116,6 +148,56 @@ export class SessionState {
     this.lastError = `${fatal.code}: ${fatal.message}`;
   }
 
+  /** Refuses an approval answer the session cannot take (synchronously, as an update validator must). */
+  validateApproval(input: ApprovalInput): void {
+    if (typeof input?.callId !== 'string' || input.callId.length === 0 || (input.decision !== 'approve' && input.decision !== 'deny')) {
+      throw ApplicationFailure.nonRetryable('an approval needs a callId and a decision of approve or deny', 'INVALID_ARGUMENT');
+    }
+    if (input.arguments !== undefined && !isJsonObjectText(input.arguments)) {
+      throw ApplicationFailure.nonRetryable('edited arguments must be the text of a JSON object', 'INVALID_ARGUMENT');
+    }
+    this.throwIfStopped();
+    // Until the run has read its log it cannot know the call: the handler decides then.
+    if (this.phase === 'starting' || this.decisions.has(input.callId)) return;
+    const call = this.awaiting.get(input.callId);
+    if (!call) throw ApplicationFailure.nonRetryable(`no tool call ${input.callId} is waiting for approval in session ${this.sessionId}`, 'UNKNOWN_CALL');
+    if (call.gate !== 'approval') throw ApplicationFailure.nonRetryable(`tool call ${input.callId} is an external tool: post its result instead of approving it`, 'INVALID_ARGUMENT');
+  }
+
+  /** Refuses an external result the session cannot take. */
+  validateToolResult(input: ToolResultInput): void {
+    if (typeof input?.callId !== 'string' || input.callId.length === 0 || typeof input.output !== 'string') {
+      throw ApplicationFailure.nonRetryable('a tool result needs a callId and an output text', 'INVALID_ARGUMENT');
+    }
+    const bytes = utf8Length(input.output);
+    if (bytes > this.tunables.maxMessageBytes) {
+      throw ApplicationFailure.nonRetryable(`tool output is ${bytes} bytes; the limit is ${this.tunables.maxMessageBytes}`, 'MESSAGE_TOO_LARGE');
+    }
+    this.throwIfStopped();
+    if (this.phase === 'starting') return;
+    this.assertExternalWaiting(input.callId);
+  }
+
+  /** Throws unless `callId` is an external call waiting for its result (and none arrived yet). */
+  assertExternalWaiting(callId: string): void {
+    const call = this.awaiting.get(callId);
+    if (!call) throw ApplicationFailure.nonRetryable(`no tool call ${callId} is waiting for a result in session ${this.sessionId}`, 'UNKNOWN_CALL');
+    if (call.gate !== 'external') throw ApplicationFailure.nonRetryable(`tool call ${callId} waits for approval, not for a result`, 'INVALID_ARGUMENT');
+    if (this.answers.has(callId)) throw ApplicationFailure.nonRetryable(`tool call ${callId} already has a result`, 'ALREADY_ANSWERED');
+  }
+
+  decisionOf(callId: string): ApprovalResult | undefined {
+    return this.decisions.get(callId);
+  }
+
+  /** Records a logged answer: the call stops waiting; an approval decision is what later answers are told. */
+  answered(answer: CallAnswer): void {
+    this.awaiting.delete(answer.callId);
+    if (answer.kind !== 'approval') return;
+    this.decisions.set(answer.callId, { callId: answer.callId, decision: answer.decision, ...(answer.reason !== undefined ? { reason: answer.reason } : {}) });
+    while (this.decisions.size > MAX_RECENT_IDS) this.decisions.delete(this.decisions.keys().next().value as string);
+  }
+
   /** Throws the stopping failure to a handler waiting on this run, if the session stopped. */
   throwIfStopped(): void {
     if (this.fatal) throw ApplicationFailure.nonRetryable(this.fatal.message, this.fatal.code);
@@ -145,5 +227,15 @@ export class SessionState {
       runId: this.runId,
       ...(this.lastError !== undefined ? { lastError: this.lastError } : {}),
     };
+  }
+}
+
+function isJsonObjectText(text: string): boolean {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === 'object' && value !== null && !Array.isArray(value);
+  } catch {
+    // Not JSON at all: refused by the caller.
+    return false;
   }
 }

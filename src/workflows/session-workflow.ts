@@ -20,15 +20,17 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { SessionActivities } from '../activities/activities.js';
-import type { CompactInput, EndTurnInput, ModelStepResult, ToolRunRef, TurnEndRef } from '../engine/types.js';
+import type { CompactInput, DeniedCall, EndTurnInput, ModelStepResult, ToolCallRef, ToolRunRef, TurnEndRef, WaitingStep } from '../engine/types.js';
 import {
   DEFAULT_TUNABLES,
   cancelSignal,
   closeSignal,
+  approveUpdate,
   compactUpdate,
   openedUpdate,
   sendUpdate,
   statusQuery,
+  toolResultUpdate,
   userMessageSignal,
   type CompactResult,
   type SendResult,
@@ -53,7 +55,7 @@ function activities(tunables: SessionTunables) {
     startToCloseTimeout: tunables.modelStartToCloseMs,
     heartbeatTimeout: tunables.modelHeartbeatMs,
     cancellationType: 'WAIT_CANCELLATION_COMPLETED',
-    retry: { maximumAttempts: tunables.modelMaxAttempts, initialInterval: 1_000, maximumInterval: 30_000, nonRetryableErrorTypes: ['SEQ_CONFLICT', 'INVALID_ARGUMENT'] },
+    retry: { maximumAttempts: tunables.modelMaxAttempts, initialInterval: tunables.modelRetryInitialMs, maximumInterval: 30_000, nonRetryableErrorTypes: ['SEQ_CONFLICT', 'INVALID_ARGUMENT'] },
   });
   const compactor = proxyActivities<SessionActivities>({
     startToCloseTimeout: tunables.modelStartToCloseMs,
@@ -110,8 +112,39 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     },
     { validator: (message) => state.validate(message) },
   );
+  setHandler(
+    approveUpdate,
+    async (answer) => {
+      await condition(() => state.phase !== 'starting' || state.fatal !== undefined);
+      state.throwIfStopped();
+      if (!state.decisionOf(answer.callId)) {
+        state.validateApproval(answer);
+        if (!state.answers.has(answer.callId)) state.answers.set(answer.callId, { kind: 'approval', ...answer });
+      }
+      // The answer counts once it is logged; whichever came first is what every caller is told.
+      await condition(() => state.decisionOf(answer.callId) !== undefined || state.fatal !== undefined);
+      state.throwIfStopped();
+      return state.decisionOf(answer.callId)!;
+    },
+    { validator: (answer) => state.validateApproval(answer) },
+  );
+  setHandler(
+    toolResultUpdate,
+    async (result) => {
+      await condition(() => state.phase !== 'starting' || state.fatal !== undefined);
+      state.throwIfStopped();
+      state.assertExternalWaiting(result.callId);
+      state.answers.set(result.callId, { kind: 'external', callId: result.callId, output: result.output, isError: result.isError === true, ...(result.by !== undefined ? { by: result.by } : {}) });
+      await condition(() => !state.awaiting.has(result.callId) || state.fatal !== undefined);
+      state.throwIfStopped();
+      return { callId: result.callId, accepted: true as const };
+    },
+    { validator: (result) => state.validateToolResult(result) },
+  );
   setHandler(cancelSignal, () => {
-    if (state.phase === 'model' || state.phase === 'tools') {
+    if (state.phase === 'waiting') {
+      state.cancelRequested = true;
+    } else if (state.phase === 'model' || state.phase === 'tools') {
       state.cancelRequested = true;
       currentScope?.cancel();
     }
@@ -221,8 +254,68 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     return closeTurn(turn, { kind: 'error', code, message: state.lastError });
   };
 
-  /** Runs one turn over the queued messages; returns how the log says it ended. */
-  const runTurn = async (turn: number, turnIds: string[]): Promise<SendResult> => {
+  /**
+   * Waits until every gated call of the step is answered (or expired), logging answers as they
+   * arrive. Returns the stored outputs of external calls, or 'cancelled'.
+   */
+  const awaitAnswers = async (turn: number, step: number, calls: ToolCallRef[]): Promise<ToolRunRef[] | 'cancelled'> => {
+    state.phase = 'waiting';
+    for (const call of calls) if (call.gate && call.answered === undefined) state.awaiting.set(call.callId, call);
+    const external: ToolRunRef[] = [];
+    try {
+      while (state.awaiting.size > 0) {
+        const unanswered = [...state.awaiting.values()].filter((c) => !state.answers.has(c.callId));
+        const ready = () => state.answers.size > 0 || state.cancelRequested || state.fatal !== undefined;
+        if (!ready() && unanswered.length > 0) {
+          const wait = Math.min(...unanswered.map((c) => c.expiresAt ?? Number.POSITIVE_INFINITY)) - Date.now();
+          if (!(wait > 0 && (await condition(ready, wait)))) {
+            for (const c of unanswered) if ((c.expiresAt ?? Number.POSITIVE_INFINITY) <= Date.now()) state.answers.set(c.callId, { kind: 'approval', callId: c.callId, decision: 'expire', reason: 'expired' });
+          }
+        }
+        if (state.cancelRequested) return 'cancelled';
+        state.throwIfStopped();
+        const answers = [...state.answers.values()];
+        if (answers.length === 0) continue;
+        const recorded = await act.local.recordAnswers({ ...base, turn, step, knownHead: state.headSeq, answers });
+        state.headSeq = recorded.headSeq;
+        external.push(...recorded.external);
+        for (const answer of answers) {
+          state.answers.delete(answer.callId);
+          state.answered(answer);
+        }
+      }
+      return external;
+    } finally {
+      state.awaiting.clear();
+      state.answers.clear();
+    }
+  };
+
+  /**
+   * The tool half of a step: calls that wait for answers are answered first; then the calls
+   * that may run run in parallel, and one append logs every result in call order.
+   */
+  const runTools = async (turn: number, step: number, calls: ToolCallRef[]): Promise<{ refs: ToolRunRef[]; denied: DeniedCall[] } | 'cancelled'> => {
+    const external = calls.some((c) => c.gate) ? await awaitAnswers(turn, step, calls) : [];
+    if (external === 'cancelled') return external;
+    const denied: DeniedCall[] = [];
+    const runnable: ToolCallRef[] = [];
+    for (const call of calls) {
+      const decision = call.gate === 'approval' ? (state.decisionOf(call.callId)?.decision ?? call.answered) : call.gate === 'external' ? state.decisionOf(call.callId)?.decision : undefined;
+      if (decision === 'deny' || decision === 'expire') {
+        const reason = state.decisionOf(call.callId)?.reason;
+        denied.push({ callId: call.callId, callSeq: call.callSeq, decision, ...(reason !== undefined ? { reason } : {}) });
+      } else if (call.gate !== 'external') runnable.push(call);
+    }
+    state.phase = 'tools';
+    const ran = await runInScope(() =>
+      Promise.all(runnable.map((call) => act.tools.runTool({ sessionId: input.sessionId, turn, step, callSeq: call.callSeq, maxAttempts: tunables.toolMaxAttempts }))),
+    );
+    return { refs: [...ran, ...external], denied };
+  };
+
+  /** Runs one turn over the queued messages (or resumes one waiting for answers); returns how the log says it ended. */
+  const runTurn = async (turn: number, turnIds: string[], resume?: WaitingStep): Promise<SendResult> => {
     let replySeq: number | null = null;
     let outcome: SendResult['outcome'] = 'completed';
     const ended = (end: TurnEndRef | undefined, fallback: SendResult['outcome']): SendResult => ({
@@ -230,18 +323,23 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
       replySeq: end?.replySeq ?? replySeq,
       outcome: end?.outcome ?? fallback,
     });
-    for (let step = 1; ; step++) {
-      const entering = state.queue.splice(0, state.queue.length);
-      for (const m of entering) {
-        turnIds.push(m.id);
-        state.remember(m.id, null);
-      }
-      state.phase = 'model';
+    for (let step = resume?.step ?? 1; ; step++) {
       let result: ModelStepResult;
-      try {
-        result = await modelCall(turn, step, entering);
-      } catch (error) {
-        return ended(await failTurn(turn, error, 'MODEL_STEP_FAILED'), state.cancelRequested && isCancellation(error) ? 'aborted' : 'error');
+      if (resume && step === resume.step) {
+        // The log shows this step's calls waiting for answers: continue from its tool half.
+        result = { headSeq: state.headSeq, replySeq: null, toolCalls: resume.calls, outcome: 'tools', replayed: true };
+      } else {
+        const entering = state.queue.splice(0, state.queue.length);
+        for (const m of entering) {
+          turnIds.push(m.id);
+          state.remember(m.id, null);
+        }
+        state.phase = 'model';
+        try {
+          result = await modelCall(turn, step, entering);
+        } catch (error) {
+          return ended(await failTurn(turn, error, 'MODEL_STEP_FAILED'), state.cancelRequested && isCancellation(error) ? 'aborted' : 'error');
+        }
       }
       state.headSeq = result.headSeq;
       if (result.replySeq !== null) replySeq = result.replySeq;
@@ -255,21 +353,21 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
         return ended(result.turnEnd, outcome);
       }
       state.phase = 'tools';
-      let refs: ToolRunRef[];
+      let tools: Awaited<ReturnType<typeof runTools>>;
       try {
-        refs = await runInScope(() =>
-          Promise.all(result.toolCalls.map((call) => act.tools.runTool({ sessionId: input.sessionId, turn, step, callSeq: call.callSeq, maxAttempts: tunables.toolMaxAttempts }))),
-        );
+        tools = await runTools(turn, step, result.toolCalls);
       } catch (error) {
         return ended(await failTurn(turn, error, 'TOOL_FAILED'), state.cancelRequested && isCancellation(error) ? 'aborted' : 'error');
       }
+      if (tools === 'cancelled') return ended(await closeTurn(turn, { kind: 'aborted' }), 'aborted');
       const lastStep = step >= tunables.maxStepsPerTurn;
       const appended = await act.local.appendToolResults({
         ...base,
         turn,
         step,
         knownHead: state.headSeq,
-        results: refs,
+        results: tools.refs,
+        ...(tools.denied.length > 0 ? { denied: tools.denied } : {}),
         ...(lastStep ? { endTurnReason: 'max-steps' as const } : {}),
       });
       state.headSeq = appended.headSeq;
@@ -286,6 +384,16 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   // A run that cannot open its session (refused log, bad seed) stops with the reason.
   const opened = await guarded(() => act.local.openRun({ sessionId: input.sessionId, workflowId: info.workflowId, runId, ...(input.seed ? { seed: input.seed } : {}) }), true);
   if (opened) state.opened(opened);
+
+  if (state.resume && !state.fatal) {
+    const resumed = state.resume;
+    state.resume = undefined;
+    state.turn = resumed.turn;
+    state.phase = 'turn';
+    const result = await guarded(() => runTurn(resumed.turn, [], resumed));
+    if (result) state.answerTurn(resumed.turn, result);
+    state.phase = 'idle';
+  }
 
   while (!state.fatal) {
     const idle = tunables.idleTimeoutMs > 0 ? tunables.idleTimeoutMs : undefined;

@@ -181,6 +181,9 @@ export function runStoreConformance(fixture: BackendFixture): void {
           () => store.nextSeq('nope'),
           () => store.load('nope'),
           () => store.inspect('nope'),
+          () => store.session('nope'),
+          () => store.scan('nope'),
+          () => store.erase('nope'),
           () => store.artifacts.put({ sessionId: 'nope', name: 'a.txt', content: 'x' }),
         ]) {
           expect(await failureCode(attempt)).toBe('SESSION_NOT_FOUND');
@@ -395,7 +398,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
         expect(await failureCode(() => store.append('s', [run(0)], { expectedSeq: head, op: 'late' }))).toBe('SEQ_CONFLICT');
       });
 
-      it('a torn final record after the last turn/end is dropped by load (and ignored by readFrom); damage before a committed turn/end is CORRUPT_LOG', async () => {
+      it('a damaged final record is a torn write only in JSONL (dropped by load, ignored by readFrom); the transactional backends refuse it; damage before a committed record is CORRUPT_LOG everywhere', async () => {
         await store.create(header('s'));
         await store.create(header('c'));
         const closed: NewEvent[] = [
@@ -410,12 +413,20 @@ export function runStoreConformance(fixture: BackendFixture): void {
         fixture.plantDamagedRecord(url, 'c', 2, false);
         fixture.plantEvent(url, 'c', { seq: 3, type: 'turn/end', time: T0, data: { turn: 1, reason: { kind: 'completed' } }, op: 'late' });
         const fresh = await reopen();
-        expect((await fresh.readFrom('s', 0)).map((e) => e.seq)).toEqual([0, 1, 2]);
-        const loaded = await fresh.load('s');
-        expect(loaded.events.map((e) => e.seq)).toEqual([0, 1, 2]);
-        expect(loaded.truncated).toBe(1);
-        expect(await fresh.append('s', [run(3)], { expectedSeq: 3, op: 'after' })).toEqual({ firstSeq: 3, lastSeq: 3, replayed: false });
-        expect((await (await reopen()).readFrom('s', 0)).map((e) => e.seq)).toEqual([0, 1, 2, 3]);
+        if (fixture.name === 'jsonl') {
+          expect((await fresh.readFrom('s', 0)).map((e) => e.seq)).toEqual([0, 1, 2]);
+          const loaded = await fresh.load('s');
+          expect(loaded.events.map((e) => e.seq)).toEqual([0, 1, 2]);
+          expect(loaded.truncated).toBe(1);
+          expect(await fresh.append('s', [run(3)], { expectedSeq: 3, op: 'after' })).toEqual({ firstSeq: 3, lastSeq: 3, replayed: false });
+          expect((await (await reopen()).readFrom('s', 0)).map((e) => e.seq)).toEqual([0, 1, 2, 3]);
+        } else {
+          const before = fixture.dump(url);
+          for (const attempt of [() => fresh.readFrom('s', 0), () => fresh.load('s'), () => fresh.append('s', [run(3)], { expectedSeq: 3, op: 'after' })]) {
+            expect(await failureCode(attempt)).toBe('CORRUPT_LOG');
+          }
+          expect(fixture.dump(url)).toBe(before);
+        }
         expect(await failureCode(() => fresh.load('c'))).toBe('CORRUPT_LOG');
       });
     });
@@ -503,6 +514,9 @@ export function runStoreConformance(fixture: BackendFixture): void {
           () => store.nextSeq(id),
           () => store.load(id),
           () => store.inspect(id),
+          () => store.session(id),
+          () => store.scan(id),
+          () => store.erase(id),
           () => store.watch(id, 0),
           () => store.artifacts.put({ sessionId: id, name: 'a.txt', content: 'x' }),
           () => store.projectionCache.get(id),
@@ -584,10 +598,10 @@ export function runStoreConformance(fixture: BackendFixture): void {
         const again = await store.artifacts.put({ sessionId: 's', name: 'echo-call1.txt', content: 'second' });
         expect(again.locator).not.toBe(ref.locator);
         const fresh = await reopen();
-        expect(await fresh.artifacts.get(ref.locator)).toBe(content);
-        expect(await fresh.artifacts.get(again.locator)).toBe('second');
-        expect(await fresh.artifacts.read(ref.locator, 5, 3)).toEqual({ text: content.slice(5, 8), total: content.length });
-        expect(await fresh.artifacts.read(ref.locator, content.length + 5, 3)).toEqual({ text: '', total: content.length });
+        expect(await fresh.artifacts.get('s', ref.locator)).toBe(content);
+        expect(await fresh.artifacts.get('s', again.locator)).toBe('second');
+        expect(await fresh.artifacts.read('s', ref.locator, 5, 3)).toEqual({ text: content.slice(5, 8), total: content.length });
+        expect(await fresh.artifacts.read('s', ref.locator, content.length + 5, 3)).toEqual({ text: '', total: content.length });
       });
 
       it('a hostile suggested name stays inside the session namespace, and unknown or malformed locators are ARTIFACT_NOT_FOUND', async () => {
@@ -595,10 +609,67 @@ export function runStoreConformance(fixture: BackendFixture): void {
         await store.create(header('t'));
         const ref = await store.artifacts.put({ sessionId: 's', name: '../../t/../etc/passwd', content: 'x' });
         expect(ref.locator.startsWith('artifact:s/')).toBe(true);
-        expect(await store.artifacts.get(ref.locator)).toBe('x');
-        for (const locator of ['artifact:s/missing.txt', 'artifact:t/' + ref.locator.split('/')[1], 'nonsense', 'artifact:../x/y', 'artifact:s/../t']) {
-          expect(await failureCode(() => store.artifacts.get(locator))).toBe('ARTIFACT_NOT_FOUND');
+        expect(await store.artifacts.get('s', ref.locator)).toBe('x');
+        for (const locator of ['artifact:s/missing.txt', 'nonsense', 'artifact:../x/y', 'artifact:s/../t', 'artifact:s/.hidden']) {
+          expect(await failureCode(() => store.artifacts.get('s', locator))).toBe('ARTIFACT_NOT_FOUND');
         }
+      });
+
+      it("a session never reads another session's artifact: get and read of a foreign locator are ARTIFACT_FOREIGN without its content, even for a session that does not exist", async () => {
+        await store.create(header('victim'));
+        await store.create(header('attacker'));
+        const secret = 'the victim tool output 7f3a';
+        const ref = await store.artifacts.put({ sessionId: 'victim', name: 'calculator-call_1.txt', content: secret });
+        const fresh = await reopen();
+        for (const reader of ['attacker', 'nobody']) {
+          for (const attempt of [() => fresh.artifacts.get(reader, ref.locator), () => fresh.artifacts.read(reader, ref.locator, 0, 100)]) {
+            const error = await failure(attempt);
+            expect(isSessionlogError(error, 'ARTIFACT_FOREIGN'), String(error)).toBe(true);
+            expect((error as Error).message).toContain(reader);
+            expect((error as Error).message).not.toContain(secret);
+          }
+        }
+        // Same name under the attacker's own id: a different artifact (not found), never the victim's.
+        const own = ref.locator.replace('artifact:victim/', 'artifact:attacker/');
+        expect(await failureCode(() => fresh.artifacts.get('attacker', own))).toBe('ARTIFACT_NOT_FOUND');
+        expect(await fresh.artifacts.get('victim', ref.locator)).toBe(secret);
+        expect(await failureCode(() => fresh.artifacts.get('../victim', ref.locator))).toBe('INVALID_SESSION_ID');
+      });
+
+      it('for any sessions, names and locators, a read through session A returns only an artifact A stored, never one of B (property)', async () => {
+        await fc.assert(
+          fc.asyncProperty(
+            fc.uniqueArray(fc.stringMatching(/^[A-Za-z0-9_-]{1,12}$/), { minLength: 2, maxLength: 4 }),
+            fc.array(fc.tuple(fc.nat(), fc.string({ maxLength: 20 }), fc.string({ maxLength: 30 })), { minLength: 1, maxLength: 8 }),
+            fc.array(fc.tuple(fc.nat(), fc.nat(), fc.oneof(fc.constant('own'), fc.constant('swap'), fc.string({ maxLength: 40 }))), { minLength: 1, maxLength: 12 }),
+            async (names, puts, reads) => {
+              const prefix = `p${Math.random().toString(36).slice(2, 8)}-`;
+              const ids = names.map((n) => `${prefix}${n}`);
+              for (const id of ids) await store.create(header(id));
+              const stored = new Map<string, { owner: string; content: string }>();
+              for (const [who, name, content] of puts) {
+                const owner = ids[who % ids.length]!;
+                const ref = await store.artifacts.put({ sessionId: owner, name, content: `${owner}:${content}` });
+                stored.set(ref.locator, { owner, content: `${owner}:${content}` });
+              }
+              const locators = [...stored.keys()];
+              for (const [who, which, how] of reads) {
+                const reader = ids[who % ids.length]!;
+                const target = locators[which % locators.length]!;
+                const locator = how === 'own' ? target : how === 'swap' ? target.replace(/^artifact:[^/]+\//, `artifact:${reader}/`) : how;
+                let content: string | undefined;
+                try {
+                  content = await store.artifacts.get(reader, locator);
+                } catch (error) {
+                  expect(['ARTIFACT_FOREIGN', 'ARTIFACT_NOT_FOUND']).toContain(isSessionlogError(error) ? error.code : String(error));
+                  continue;
+                }
+                expect(stored.get(locator), `${reader} read ${locator}`).toEqual({ owner: reader, content });
+              }
+            },
+          ),
+          { numRuns: 25 },
+        );
       });
     });
 
@@ -689,6 +760,175 @@ export function runStoreConformance(fixture: BackendFixture): void {
       });
     });
 
+    describe('session: the one validated copy', () => {
+      it("session(id) is the store's validated copy: equal to the stored log, the same object on every call, and appends through the store commit into it", async () => {
+        await store.create(header('s'));
+        await store.append('s', [user('u0'), user('u1')], { expectedSeq: 0, op: 'b0' });
+        const view = await store.session('s');
+        expect(JSON.stringify(view.events)).toBe(JSON.stringify(await store.readFrom('s', 0)));
+        expect(view.deriveMessages().map((m) => m.id)).toEqual(['u0', 'u1']);
+        await store.append('s', [user('u2')], { expectedSeq: 2, op: 'b1' });
+        expect(await store.session('s')).toBe(view);
+        expect(view.nextSeq).toBe(3);
+        expect(view.deriveMessages().map((m) => m.id)).toEqual(['u0', 'u1', 'u2']);
+        expect(view.eventAt(2)?.op).toBe('b1');
+      });
+
+      it('session(id) is brought up to the head when another instance (a process) appended, and plans against it', async () => {
+        await store.create(header('s'));
+        await store.append('s', [user('u0')], { expectedSeq: 0, op: 'b0' });
+        const view = await store.session('s');
+        const other = await reopen();
+        await other.append('s', [user('u1'), { ...user('sum'), surfaceOp: { op: 'replace', start: 0, end: 1 }, sourceEventSeqs: [0, 1] }], { expectedSeq: 1, op: 'b1' });
+        expect(await store.session('s')).toBe(view);
+        expect(view.nextSeq).toBe(3);
+        expect(view.deriveMessages().map((m) => m.id)).toEqual(['sum']);
+        expect(() => view.planBatch([{ ...user('again'), surfaceOp: { op: 'replace', start: 0, end: 0 }, sourceEventSeqs: [0] }])).toThrow(/not found in surface/);
+      });
+
+      it('session(id) of a damaged log is CORRUPT_LOG and of an unknown session SESSION_NOT_FOUND', async () => {
+        await store.create(header('s'));
+        await store.append('s', [user('u0'), user('u1')], { expectedSeq: 0, op: 'b0' });
+        await store.append('s', [user('u2')], { expectedSeq: 2, op: 'b1' });
+        await store.close();
+        fixture.editRecord(url, 's', 1, { kind: 'garble' });
+        const fresh = await reopen();
+        expect(await failureCode(() => fresh.session('s'))).toBe('CORRUPT_LOG');
+        expect(await failureCode(() => fresh.session('t'))).toBe('SESSION_NOT_FOUND');
+      });
+
+      it('an ignorable event of an unknown type is kept verbatim by reads and the validated copy but never reaches the surface', async () => {
+        await store.create(header('s'));
+        await store.append('s', [user('u0')], { expectedSeq: 0, op: 'b0' });
+        await store.close();
+        fixture.plantEvent(url, 's', { seq: 1, type: 'future/widget', time: T0, data: { v: 2 }, op: 'future', ignorable: true });
+        const fresh = await reopen();
+        const view = await fresh.session('s');
+        expect(view.storedAt(1)).toEqual({ seq: 1, type: 'future/widget', time: T0, data: { v: 2 }, op: 'future', ignorable: true });
+        expect(view.surface.nodes).toEqual([0]);
+        expect((await fresh.readFrom('s', 1))[0]).toEqual(view.storedAt(1));
+      });
+    });
+
+    describe('scan', () => {
+      it('a healthy log scans with its header, every event and no problem, and scanning writes nothing', async () => {
+        await store.create(header('s'));
+        await store.append('s', openTurnInputs(), { expectedSeq: 0, op: 'b0' });
+        const before = fixture.dump(url);
+        const report = await (await reopen()).scan('s');
+        expect(report.header).toEqual(header('s'));
+        expect(report.problem).toBeUndefined();
+        expect(JSON.stringify(report.events)).toBe(JSON.stringify(await store.readFrom('s', 0)));
+        expect(fixture.dump(url)).toBe(before);
+      });
+
+      it('a damaged log scans without throwing: the valid prefix before the first bad seq, and that seq with the reason; nothing changes', async () => {
+        await store.create(header('s'));
+        await store.append('s', [user('u0'), user('u1')], { expectedSeq: 0, op: 'b0' });
+        await store.append('s', [user('u2')], { expectedSeq: 2, op: 'b1' });
+        await store.append('s', [user('u3')], { expectedSeq: 3, op: 'b2' });
+        await store.close();
+        fixture.editRecord(url, 's', 2, { kind: 'garble' });
+        const before = fixture.dump(url);
+        const report = await (await reopen()).scan('s');
+        expect(report.events.map((e) => e.seq)).toEqual([0, 1]);
+        expect(report.problem).toMatchObject({ seq: 2, code: 'CORRUPT_LOG', torn: false });
+        expect(report.problem?.reason.length).toBeGreaterThan(0);
+        expect(fixture.dump(url)).toBe(before);
+      });
+
+      it('a header of a newer format scans as a header problem, not an exception', async () => {
+        await store.create(header('s'));
+        await store.append('s', [run(0)], { expectedSeq: 0, op: 'b0' });
+        await store.close();
+        fixture.setHeaderVersion(url, 's', SESSION_FORMAT_VERSION + 1);
+        const report = await (await reopen()).scan('s');
+        expect(report.header).toBeUndefined();
+        expect(report.headerProblem).toMatchObject({ code: 'UNSUPPORTED_FORMAT', reason: expect.stringMatching(/newer version/) });
+        expect(report.events).toEqual([]);
+      });
+
+      it('a torn final record scans as a torn write in JSONL and as corruption elsewhere', async () => {
+        await store.create(header('s'));
+        await store.append('s', [run(0), run(1)], { expectedSeq: 0, op: 'b0' });
+        await store.close();
+        fixture.plantDamagedRecord(url, 's', 2, true);
+        const report = await (await reopen()).scan('s');
+        expect(report.events).toHaveLength(2);
+        expect(report.problem).toMatchObject({ seq: 2, torn: fixture.name === 'jsonl' });
+      });
+    });
+
+    describe('erase', () => {
+      async function populated(id: string, text: string): Promise<void> {
+        await store.create(header(id));
+        await store.append(id, [{ type: 'turn/start', time: T0, data: { turn: 1 } }, user(`${id}-u`, text)], { expectedSeq: 0, op: 'b0' });
+        await store.artifacts.put({ sessionId: id, name: 'tool-1.txt', content: `artifact of ${text}` });
+        await readDerivedHistory(store, id);
+      }
+
+      it('erase removes the header, events, artifacts and projection checkpoint and says so; other sessions and forks keep theirs', async () => {
+        await populated('gone', 'erase me');
+        await populated('kept', 'keep me');
+        const parentEvents = await store.readFrom('gone', 0);
+        // A fork holds its own copy of the seed (DESIGN §4.2).
+        await store.create(header('fork', { parentSession: 'gone', seedLength: parentEvents.length }));
+        await store.append('fork', [...parentEvents.map((e) => ({ type: e.type, time: e.time, data: e.data, ...(e.surfaceOp ? { surfaceOp: e.surfaceOp } : {}) }) as NewEvent)], { expectedSeq: 0, op: 'seed' });
+        const artifact = (await store.artifacts.put({ sessionId: 'gone', name: 'last.txt', content: 'x' })).locator;
+        const receipt = await store.erase('gone');
+        expect(receipt).toMatchObject({ sessionId: 'gone', erased: true, removed: { header: 1, events: 2, artifacts: 2, projectionCheckpoints: 1 } });
+        expect(receipt.places.length).toBeGreaterThan(0);
+        expect(receipt.tombstoneUntil).toBeGreaterThan(Date.now());
+        const fresh = await reopen();
+        for (const s of [store, fresh]) {
+          expect(await s.exists('gone')).toBe(false);
+          expect((await s.list()).map((h) => h.id).sort()).toEqual(['fork', 'kept']);
+          expect(await failureCode(() => s.readFrom('gone', 0))).toBe('SESSION_NOT_FOUND');
+          expect(await failureCode(() => s.artifacts.get('gone', artifact))).toBe('ARTIFACT_NOT_FOUND');
+          expect(await s.projectionCache.get('gone')).toBeUndefined();
+          expect((await s.readFrom('kept', 0)).length).toBe(2);
+          expect(JSON.stringify((await s.readFrom('fork', 0)).map((e) => e.data))).toBe(JSON.stringify(parentEvents.map((e) => e.data)));
+        }
+      });
+
+      it('erasing again returns a receipt that nothing was left, and an id never created is SESSION_NOT_FOUND', async () => {
+        await populated('gone', 'erase me');
+        const first = await store.erase('gone');
+        const again = await (await reopen()).erase('gone');
+        expect(again).toMatchObject({ sessionId: 'gone', erased: false, removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 }, tombstoneUntil: first.tombstoneUntil });
+        expect(await failureCode(() => store.erase('never'))).toBe('SESSION_NOT_FOUND');
+      });
+
+      it('an erased id is refused by create with SESSION_ERASED while its tombstone lasts, and can be reused after it expires', async () => {
+        await populated('gone', 'erase me');
+        await store.erase('gone');
+        for (const s of [store, await reopen()]) {
+          const error = await failure(() => s.create(header('gone')));
+          expect(isSessionlogError(error, 'SESSION_ERASED'), String(error)).toBe(true);
+          expect((error as Error).message).toMatch(/pick another id/);
+        }
+        const short = await openStore(url, { tombstoneMs: 1 });
+        opened.push(short);
+        await populated('brief', 'short lived');
+        const { tombstoneUntil } = await short.erase('brief');
+        for (let i = 0; i < 1000 && Date.now() <= tombstoneUntil; i++) await new Promise((resolve) => setTimeout(resolve, 1));
+        await short.create(header('brief'));
+        expect(await short.nextSeq('brief')).toBe(0);
+      });
+
+      it('the validated copy of an erased session is gone with it: a later session with the same id starts empty', async () => {
+        const short = await openStore(url, { tombstoneMs: 1 });
+        opened.push(short);
+        await short.create(header('s'));
+        await short.append('s', [user('old')], { expectedSeq: 0, op: 'b0' });
+        const { tombstoneUntil } = await short.erase('s');
+        for (let i = 0; i < 1000 && Date.now() <= tombstoneUntil; i++) await new Promise((resolve) => setTimeout(resolve, 1));
+        await short.create(header('s', { createdAt: T0 + 5 }));
+        expect((await short.session('s')).nextSeq).toBe(0);
+        expect(await short.append('s', [user('new')], { expectedSeq: 0, op: 'b0' })).toEqual({ firstSeq: 0, lastSeq: 0, replayed: false });
+      });
+    });
+
     describe('closed store', () => {
       it('every method of a closed store fails with STORE_CLOSED', async () => {
         await store.create(header('s'));
@@ -700,6 +940,9 @@ export function runStoreConformance(fixture: BackendFixture): void {
           () => store.readFrom('s', 0),
           () => store.load('s'),
           () => store.inspect('s'),
+          () => store.session('s'),
+          () => store.scan('s'),
+          () => store.erase('s'),
           () => store.list(),
         ]) {
           expect(await failureCode(attempt)).toBe('STORE_CLOSED');

@@ -189,7 +189,7 @@ describe('bracketState', () => {
 describe('context policy', () => {
   it('fills the documented defaults', () => {
     expect(resolveContextPolicy()).toEqual(DEFAULT_CONTEXT_POLICY);
-    expect(DEFAULT_CONTEXT_POLICY).toEqual({ thresholdRatio: 0.8, retainRatio: 0.16, summaryMaxTokens: 8192 });
+    expect(DEFAULT_CONTEXT_POLICY).toEqual({ thresholdRatio: 0.8, retainRatio: 0.16, summaryMaxTokens: 8192, minHeadroomRatio: 0.1 });
   });
 
   it.each([

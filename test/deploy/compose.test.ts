@@ -1,8 +1,9 @@
 /**
  * docker-compose.yml is checked by Compose itself (`docker compose config` resolves and
  * validates the file without a Docker engine): the services and their start-up order are
- * there, the worker and the gateway share the store volume, and the gateway cannot be
- * configured without SESSIONLOG_GATEWAY_TOKEN.
+ * there, the workers and the gateways share the PostgreSQL store, and the file cannot be
+ * configured without SESSIONLOG_GATEWAY_TOKEN or the databases' passwords. That it matches what
+ * the fleet test runs is test/fleet/topology.test.ts.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -31,7 +32,7 @@ if (compose.reason) console.warn(`test/deploy/compose.test.ts skipped: ${compose
 
 // Every variable docker-compose.yml reads, so the caller's environment cannot leak into a check.
 const COMPOSE_VARIABLES = [...new Set([...readFileSync(COMPOSE_FILE, 'utf8').matchAll(/\$\{([A-Z0-9_]+)/g)].map((m) => m[1]!))];
-const REQUIRED = { SESSIONLOG_GATEWAY_TOKEN: 'compose-test-token-0123456789', TEMPORAL_DB_PASSWORD: 'compose-test-db-password' };
+const REQUIRED = { SESSIONLOG_GATEWAY_TOKEN: 'compose-test-token-0123456789', TEMPORAL_DB_PASSWORD: 'compose-test-db-password', SESSIONLOG_DB_PASSWORD: 'composetestsessionlogpassword' };
 
 // An empty env file keeps a developer's own .env out of the checks.
 const scratch = mkdtempSync(join(tmpdir(), 'sessionlog-compose-'));
@@ -57,6 +58,7 @@ type Service = {
   environment?: Record<string, string | null>;
   depends_on?: Record<string, { condition: string }>;
   healthcheck?: { test: string[] };
+  deploy?: { replicas?: number };
   volumes?: Array<{ type: string; source: string; target: string }>;
   ports?: Array<{ target: number; published: string; host_ip?: string }>;
 };
@@ -67,10 +69,10 @@ describe.skipIf(compose.reason !== undefined)(`docker-compose.yml (${compose.rea
     expect(result.stderr).not.toMatch(/error/i);
     expect(result.status).toBe(0);
     const { services } = JSON.parse(result.stdout) as { services: Record<string, Service> };
-    expect(Object.keys(services).sort()).toEqual(['postgresql', 'sessionlog-gateway', 'sessionlog-worker', 'temporal', 'temporal-namespace', 'temporal-schema', 'temporal-ui']);
+    expect(Object.keys(services).sort()).toEqual(['postgresql', 'sessionlog-gateway', 'sessionlog-postgresql', 'sessionlog-worker', 'temporal', 'temporal-namespace', 'temporal-schema', 'temporal-ui']);
 
     // Third-party images carry an explicit version tag.
-    for (const name of ['postgresql', 'temporal', 'temporal-schema', 'temporal-namespace', 'temporal-ui']) expect(services[name]!.image).toMatch(/:\d+\.\d+/);
+    for (const name of ['postgresql', 'sessionlog-postgresql', 'temporal', 'temporal-schema', 'temporal-namespace', 'temporal-ui']) expect(services[name]!.image).toMatch(/:\d+\.\d+/);
     expect(services.temporal!.environment!.DB).toBe('postgres12');
 
     const condition = (service: string, on: string) => services[service]!.depends_on?.[on]?.condition;
@@ -80,25 +82,34 @@ describe.skipIf(compose.reason !== undefined)(`docker-compose.yml (${compose.rea
     expect(condition('temporal-ui', 'temporal')).toBe('service_healthy');
     expect(condition('sessionlog-worker', 'temporal-namespace')).toBe('service_completed_successfully');
     expect(condition('sessionlog-gateway', 'temporal-namespace')).toBe('service_completed_successfully');
-    for (const name of ['postgresql', 'temporal', 'temporal-ui', 'sessionlog-worker', 'sessionlog-gateway']) expect(services[name]!.healthcheck?.test.length).toBeGreaterThan(0);
+    expect(condition('sessionlog-worker', 'sessionlog-postgresql')).toBe('service_healthy');
+    expect(condition('sessionlog-gateway', 'sessionlog-postgresql')).toBe('service_healthy');
+    for (const name of ['postgresql', 'sessionlog-postgresql', 'temporal', 'temporal-ui', 'sessionlog-worker', 'sessionlog-gateway']) expect(services[name]!.healthcheck?.test.length).toBeGreaterThan(0);
   });
 
-  it('runs the worker and the gateway from the image on one shared SQLite store volume', () => {
+  it('runs 3 workers and 2 gateways from the image on one PostgreSQL store, with readiness checks', () => {
     const { services } = JSON.parse(composeConfig(REQUIRED).stdout) as { services: Record<string, Service> };
     const worker = services['sessionlog-worker']!;
     const gateway = services['sessionlog-gateway']!;
     expect(worker.command).toEqual(['worker']);
     expect(gateway.command).toEqual(['serve', '--host', '0.0.0.0', '--port', '8787']);
+    expect(worker.deploy?.replicas).toBe(3);
+    expect(gateway.deploy?.replicas).toBe(2);
     expect(gateway.environment!.SESSIONLOG_GATEWAY_TOKEN).toBe(REQUIRED.SESSIONLOG_GATEWAY_TOKEN);
     for (const service of [worker, gateway]) {
-      expect(service.environment!.SESSIONLOG_STORE).toBe('sqlite:/data/sessionlog.db');
+      expect(service.environment!.SESSIONLOG_STORE).toBe(`postgres://sessionlog:${REQUIRED.SESSIONLOG_DB_PASSWORD}@sessionlog-postgresql:5432/sessionlog`);
       expect(service.environment!.TEMPORAL_ADDRESS).toBe('temporal:7233');
-      expect(service.volumes).toContainEqual(expect.objectContaining({ type: 'volume', target: '/data' }));
+      expect(service.healthcheck!.test.join(' ')).toContain('/readyz');
     }
-    const source = (service: Service) => service.volumes!.find((v) => v.target === '/data')!.source;
-    expect(source(worker)).toBe(source(gateway));
-    // Published on loopback unless the operator says otherwise.
-    expect(gateway.ports).toContainEqual(expect.objectContaining({ target: 8787, published: '8787', host_ip: '127.0.0.1' }));
+    // Published on loopback unless the operator says otherwise, one host port per gateway.
+    expect(gateway.ports).toContainEqual(expect.objectContaining({ target: 8787, published: '8787-8788', host_ip: '127.0.0.1' }));
+  });
+
+  it('refuses to resolve without the password of sessionlog\'s database', () => {
+    const { SESSIONLOG_DB_PASSWORD: _password, ...withoutPassword } = REQUIRED;
+    const result = composeConfig(withoutPassword);
+    expect(result.status).not.toBe(0);
+    expect(result.stderr).toContain('SESSIONLOG_DB_PASSWORD');
   });
 
   it('refuses to resolve without SESSIONLOG_GATEWAY_TOKEN, or with it empty, naming the variable', () => {

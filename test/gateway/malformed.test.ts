@@ -110,7 +110,8 @@ const CASES: Case[] = [
   // Routing.
   { name: 'unknown route', method: 'GET', path: '/v1/nope', status: 404, code: 'NOT_FOUND' },
   { name: 'unversioned route', method: 'GET', path: '/sessions', status: 404, code: 'NOT_FOUND' },
-  { name: 'DELETE a session', method: 'DELETE', path: A(), status: 405, code: 'METHOD_NOT_ALLOWED' },
+  { name: 'PATCH a session', method: 'PATCH', path: A(), status: 405, code: 'METHOD_NOT_ALLOWED' },
+  { name: 'DELETE the sessions collection', method: 'DELETE', path: '/v1/sessions', status: 405, code: 'METHOD_NOT_ALLOWED' },
   { name: 'PUT the collection', method: 'PUT', path: '/v1/sessions', json: {}, status: 405, code: 'METHOD_NOT_ALLOWED' },
   { name: 'GET a command', method: 'GET', path: `${A()}/fork`, status: 405, code: 'METHOD_NOT_ALLOWED' },
   { name: 'POST the health probe', method: 'POST', path: '/healthz', json: {}, status: 405, code: 'METHOD_NOT_ALLOWED' },

@@ -265,7 +265,7 @@ describe('one session', () => {
     await stack.client.send(id, 'dump something huge');
     const result = ofType(await stack.store.readFrom(id, 0), 'tool/result')[0]!;
     const locator = (result.data.meta as { locator: string }).locator;
-    const full = await stack.store.artifacts.get(locator);
+    const full = await stack.store.artifacts.get(id, locator);
 
     const { page } = await openPage();
     await page.goto(`${gateway.url}/ui/#/sessions/${id}`);

@@ -153,7 +153,7 @@ describe('context management in a live session', () => {
     expect(spilled.type === 'text' && Buffer.byteLength(spilled.text) <= 6_000).toBe(true);
     expect(spilled.type === 'text' && /Omitted \d+ bytes/.test(spilled.text)).toBe(true);
     const page = results[1]!.data.message.content[0].content[0]!;
-    const full = await stack.store.artifacts.get(locator);
+    const full = await stack.store.artifacts.get(id, locator);
     expect(full.length).toBe(20_000);
     expect(page.type === 'text' && page.text.startsWith(full.slice(19_000, 20_000))).toBe(true);
   });

@@ -2,7 +2,7 @@ import { appendFileSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openJsonlStore, type JsonlSessionStore } from '../../src/persistence/index.js';
+import { JSONL_FORMAT_VERSION, openJsonlStore, type JsonlSessionStore } from '../../src/persistence/index.js';
 import { closedTurn, openTurn, testHeader } from '../support/persistence-events.js';
 
 let root: string;
@@ -38,10 +38,10 @@ describe('JSONL store: layout', () => {
   it('writes a header line then one event per line, with owner-only directory and file', async () => {
     await seeded();
     const [header, ...events] = lines('s1');
-    expect(JSON.parse(header!)).toEqual({ type: 'session', ...testHeader('s1') });
-    expect(events.map((l) => JSON.parse(l) as { seq: number; op: string }).map((e) => [e.seq, e.op])).toEqual([
-      ...[0, 1, 2, 3, 4, 5].map((seq) => [seq, 'turn-1']),
-      ...[6, 7, 8].map((seq) => [seq, 'turn-2']),
+    expect(JSON.parse(header!)).toEqual({ type: 'session', format: JSONL_FORMAT_VERSION, ...testHeader('s1') });
+    expect(events.map((l) => JSON.parse(l) as { seq: number; op: string; batchSize: number }).map((e) => [e.seq, e.op, e.batchSize])).toEqual([
+      ...[0, 1, 2, 3, 4, 5].map((seq) => [seq, 'turn-1', 6]),
+      ...[6, 7, 8].map((seq) => [seq, 'turn-2', 3]),
     ]);
     expect(statSync(root).mode & 0o777).toBe(0o700);
     expect(statSync(join(root, 's1')).mode & 0o777).toBe(0o700);
@@ -98,6 +98,23 @@ describe('JSONL store: append', () => {
   });
 });
 
+describe('JSONL store: lock', () => {
+  it('a lock held by a live writer that keeps its heartbeat times out as UNAVAILABLE, saying what to check, and writes nothing', async () => {
+    await seeded();
+    const lock = join(root, 's1', 'session.lock');
+    writeFileSync(lock, JSON.stringify({ pid: process.pid, host: (await import('node:os')).hostname(), token: 'held-by-this-test' }));
+    const before = readFileSync(logPath('s1'));
+    const store = openJsonlStore(root, { lockTimeoutMs: 150, lockStaleMs: 60_000 });
+    stores.push(store);
+    await expect(store.append('s1', [{ type: 'step/end', time: 1, data: { turn: 2, step: 1 } }], { expectedSeq: 9, op: 'x' })).rejects.toMatchObject({
+      code: 'UNAVAILABLE',
+      message: expect.stringMatching(/timed out after 150 ms waiting for lock .*held-by-this-test.*check whether that process is still writing/),
+    });
+    expect(readFileSync(logPath('s1')).equals(before)).toBe(true);
+    expect(readFileSync(lock, 'utf8')).toContain('held-by-this-test');
+  });
+});
+
 describe('JSONL store: torn tail and corruption', () => {
   it('recovers a torn final line: inspect ignores it without writing, load truncates it and repairs the open turn', async () => {
     await seeded();
@@ -121,12 +138,39 @@ describe('JSONL store: torn tail and corruption', () => {
     expect(await open().load('s1')).toMatchObject({ truncated: 0, repaired: 0, events: loaded.events });
   });
 
-  it('drops an unparsable line and everything after it when no later turn/end exists', async () => {
+  it('refuses an unparsable line followed by a complete line as CORRUPT_LOG naming its seq, even with no later turn/end, and deletes nothing', async () => {
     await seeded();
-    appendFileSync(logPath('s1'), 'garbage\n{"seq":10,"type":"step/end","time":1,"data":{"turn":2,"step":1},"op":"z"}\n');
-    const loaded = await open().load('s1');
-    expect(loaded).toMatchObject({ truncated: 2 });
-    expect(loaded.events.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    appendFileSync(logPath('s1'), 'garbage\n{"seq":10,"type":"step/end","time":1,"data":{"turn":2,"step":1},"op":"z","batchSize":1}\n');
+    const before = readFileSync(logPath('s1'));
+    await expect(open().load('s1')).rejects.toMatchObject({ code: 'CORRUPT_LOG', message: expect.stringMatching(/seq 9\b/) });
+    expect(readFileSync(logPath('s1')).equals(before)).toBe(true);
+  });
+
+  it('an unparsable final line that ends with a newline is a torn final write: ignored by reads, cut by load', async () => {
+    await seeded();
+    appendFileSync(logPath('s1'), '{"seq":9,"type":"step/e\u0000\n');
+    const store = open();
+    expect(await store.readFrom('s1', 0)).toHaveLength(9);
+    expect(await store.load('s1')).toMatchObject({ truncated: 1, repaired: 2 });
+  });
+
+  it('the complete lines of an unfinished final batch are a torn write with it; a finished batch before it is kept', async () => {
+    await seeded();
+    const full = readFileSync(logPath('s1'));
+    const store = open();
+    // A three-event batch whose write stopped in its third line, then one stopped right after its second line.
+    await store.append('s1', [{ type: 'step/end', time: 1, data: { turn: 2, step: 1 } }, { type: 'step/start', time: 1, data: { turn: 2, step: 2 } }, { type: 'step/end', time: 1, data: { turn: 2, step: 2 } }], {
+      expectedSeq: 9,
+      op: 'three',
+    });
+    const three = readFileSync(logPath('s1')).subarray(full.length);
+    const secondNewline = three.indexOf(10, three.indexOf(10) + 1);
+    for (const cut of [three.length - 5, secondNewline + 1, 3]) {
+      writeFileSync(logPath('s1'), Buffer.concat([full, three.subarray(0, cut)]));
+      const fresh = open();
+      expect((await fresh.readFrom('s1', 0)).map((e) => e.seq), `cut ${cut}`).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]);
+      expect((await fresh.inspect('s1')).truncated, `cut ${cut}`).toBe(cut === 3 ? 1 : cut === secondNewline + 1 ? 2 : 3);
+    }
   });
 
   it('truncates a torn tail before appending, so the new batch lands at the valid next seq', async () => {
@@ -160,10 +204,10 @@ describe('JSONL store: torn tail and corruption', () => {
 
   it('refuses an unknown non-ignorable event type with a "newer version" message and loads an ignorable one', async () => {
     await seeded();
-    appendFileSync(logPath('s1'), '{"seq":9,"type":"future/thing","time":1,"data":{}}\n');
+    appendFileSync(logPath('s1'), '{"seq":9,"type":"future/thing","time":1,"data":{},"op":"f","batchSize":1}\n');
     await expect(open().load('s1')).rejects.toMatchObject({ code: 'UNSUPPORTED_FORMAT', message: expect.stringMatching(/newer version/) });
     const all = lines('s1');
-    all[10] = '{"seq":9,"type":"future/thing","time":1,"data":{},"ignorable":true}';
+    all[10] = '{"seq":9,"type":"future/thing","time":1,"data":{},"op":"f","ignorable":true,"batchSize":1}';
     writeFileSync(logPath('s1'), `${all.join('\n')}\n`);
     const loaded = await open().load('s1');
     expect(loaded.events[9]).toMatchObject({ type: 'future/thing', ignorable: true });
@@ -190,9 +234,9 @@ describe('JSONL store: artifacts and projection cache files', () => {
     const dir = join(root, 's1', 'artifacts');
     expect(statSync(dir).mode & 0o777).toBe(0o700);
     for (const name of readdirSync(dir)) expect(statSync(join(dir, name)).mode & 0o777).toBe(0o600);
-    expect(await store.artifacts.get(b.locator)).toBe('two');
-    await expect(store.artifacts.get('artifact:s1/../session.jsonl')).rejects.toMatchObject({ code: 'ARTIFACT_NOT_FOUND' });
-    await expect(store.artifacts.get('/etc/passwd')).rejects.toMatchObject({ code: 'ARTIFACT_NOT_FOUND' });
+    expect(await store.artifacts.get('s1', b.locator)).toBe('two');
+    await expect(store.artifacts.get('s1', 'artifact:s1/../session.jsonl')).rejects.toMatchObject({ code: 'ARTIFACT_NOT_FOUND' });
+    await expect(store.artifacts.get('s1', '/etc/passwd')).rejects.toMatchObject({ code: 'ARTIFACT_NOT_FOUND' });
   });
 
   it('replaces the projection cache file atomically with an owner-only file', async () => {

@@ -60,7 +60,7 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
       const store = await open();
       expect(store.kind).toBe('postgres');
       const tables = await admin.query<{ tablename: string }>(`SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename`, [schema]);
-      expect(tables.rows.map((r) => r.tablename)).toEqual(['artifacts', 'batches', 'events', 'projection_cache', 'schema_version', 'sessions']);
+      expect(tables.rows.map((r) => r.tablename)).toEqual(['artifacts', 'batches', 'events', 'projection_cache', 'schema_version', 'sessions', 'tombstones']);
       const key = await admin.query<{ attname: string }>(
         `SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
          WHERE i.indrelid = $1::regclass AND i.indisprimary ORDER BY array_position(i.indkey, a.attnum)`,
@@ -115,8 +115,28 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
       const before = postgresFixture.dump(url);
       const other = await open();
       expect(await other.append('s', [run(0), run(1)], { expectedSeq: 0, op: 'once' })).toEqual({ ...first, replayed: true });
-      expect(await store.append('s', [run(9)], { expectedSeq: 3, op: 'once' })).toEqual({ ...first, replayed: true });
+      expect(await store.append('s', [run(9), run(8)], { expectedSeq: 3, op: 'once' })).toEqual({ ...first, replayed: true });
+      expect(await failure(() => store.append('s', [run(9)], { expectedSeq: 3, op: 'once' }))).toMatchObject({ code: 'OP_CONFLICT' });
       expect(postgresFixture.dump(url)).toBe(before);
+    });
+
+    it('a writer that waits longer than lockTimeoutMs for the session row is UNAVAILABLE, saying what to check, and writes nothing', async () => {
+      const store = await open();
+      await store.create(testHeader('s'));
+      const impatient = (await openStore(url, { lockTimeoutMs: 200, pollIntervalMs: 600_000 })) as PostgresSessionStore;
+      opened.push(impatient);
+      await admin.query('BEGIN');
+      try {
+        await admin.query(`SELECT 1 FROM "${schema}".sessions WHERE id = 's' FOR UPDATE`);
+        expect(await failure(() => impatient.append('s', [run(0)], { expectedSeq: 0, op: 'waits' }))).toMatchObject({
+          code: 'UNAVAILABLE',
+          message: expect.stringMatching(/lockTimeoutMs \(200 ms\).*another writer holds it/),
+        });
+      } finally {
+        await admin.query('ROLLBACK');
+      }
+      expect(await store.nextSeq('s')).toBe(0);
+      expect(await impatient.append('s', [run(0)], { expectedSeq: 0, op: 'waits' })).toEqual({ firstSeq: 0, lastSeq: 0, replayed: false });
     });
 
     it('an op PostgreSQL text cannot hold (a NUL character) is INVALID_ARGUMENT and writes nothing', async () => {
@@ -258,7 +278,7 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
       const content = `a\u0000b 𝄞 ${'z'.repeat(1000)}`;
       const ref = await store.artifacts.put({ sessionId: 's', name: 'nul.bin', content });
       expect(ref).toEqual({ locator: 'artifact:s/nul.bin', bytes: Buffer.byteLength(content, 'utf8') });
-      expect(await (await open()).artifacts.get(ref.locator)).toBe(content);
+      expect(await (await open()).artifacts.get('s', ref.locator)).toBe(content);
     });
   });
 });
@@ -274,7 +294,8 @@ describe('PostgreSQL store URLs and errors', () => {
       `postgres://postgres:${secret}@[bad/test`,
     ]) {
       const error = await failure(() => openStore(target));
-      expect(error, target).toMatchObject({ code: 'INVALID_ARGUMENT' });
+      // Port 1 answers nobody (UNAVAILABLE); the last two are malformed (INVALID_ARGUMENT).
+      expect(error, target).toMatchObject({ code: target.includes(':1/') ? 'UNAVAILABLE' : 'INVALID_ARGUMENT' });
       expect((error as Error).message, target).not.toContain(secret);
       expect((error as Error).message, target).toContain('***');
     }

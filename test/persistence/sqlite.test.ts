@@ -151,29 +151,24 @@ describe('SQLite store: damaged and foreign rows', () => {
     await expect(store.readFrom('s1', 0)).rejects.toMatchObject({ code: 'CORRUPT_LOG' });
   });
 
-  it('drops a damaged tail after the last turn/end: inspect ignores it, load deletes it and repairs', async () => {
+  it('refuses a damaged row after the last turn/end too, and deletes nothing: a transaction commits whole, so there is no torn tail', async () => {
     const store = await seeded();
     const db = raw();
     db.prepare(`UPDATE events SET data = 'not json' WHERE seq = 7`).run();
     const version = db.pragma('data_version', { simple: true });
-    const inspected = await store.inspect('s1');
+    for (const attempt of [() => store.inspect('s1'), () => store.readFrom('s1', 6), () => store.load('s1'), () => store.append('s1', closedTurn(3), { expectedSeq: 9, op: 'x' })]) {
+      await expect(attempt()).rejects.toMatchObject({ code: 'CORRUPT_LOG', message: expect.stringMatching(/seq 7\b/) });
+    }
     expect(db.pragma('data_version', { simple: true })).toBe(version);
+    expect((db.prepare('SELECT count(*) AS n FROM events').get() as { n: number }).n).toBe(9);
     db.close();
-    expect(inspected).toMatchObject({ truncated: 2, repaired: 1 });
-    expect(inspected.events.map((e) => e.type).slice(6)).toEqual(['turn/start', 'turn/end']);
-    expect(await store.readFrom('s1', 6)).toHaveLength(1);
-    const loaded = await store.load('s1');
-    expect(loaded).toMatchObject({ truncated: 2, repaired: 1 });
-    expect(loaded.events.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
-    expect(loaded.events[7]).toMatchObject({ type: 'turn/end', op: 'repair:6', data: { reason: { kind: 'interrupted' } } });
-    expect(await store.readFrom('s1', 0)).toEqual(loaded.events);
-    expect(await store.load('s1')).toMatchObject({ truncated: 0, repaired: 0 });
   });
 
   it('refuses an unknown non-ignorable event type with a "newer version" message, and loads an ignorable one', async () => {
     const store = await seeded();
     const db = raw();
     db.prepare(`INSERT INTO events (session_key, seq, type, time, data) VALUES (1, 9, 'future/thing', 1, '{}')`).run();
+    db.prepare(`INSERT INTO batches (session_key, op, first_seq, last_seq) VALUES (1, 'future', 9, 9)`).run();
     db.close();
     await expect(store.load('s1')).rejects.toMatchObject({ code: 'UNSUPPORTED_FORMAT', message: expect.stringMatching(/newer version/) });
     await expect(store.readFrom('s1', 9)).rejects.toMatchObject({ code: 'UNSUPPORTED_FORMAT' });

@@ -57,6 +57,8 @@ export type Stack = {
   temporal: Client;
   taskQueue: string;
   dir: string;
+  /** Stops the worker and starts a new one on the same task queue (in-memory worker state is lost), with `overrides`. */
+  restartWorker(overrides?: Partial<CreateWorkerOptions>): Promise<void>;
   close(): Promise<void>;
 };
 
@@ -66,6 +68,8 @@ export type StackOptions = {
   worker?: Partial<CreateWorkerOptions>;
   store?: SessionStore;
   modelTimeoutMs?: number;
+  /** The API key the worker's model client sends (default `test-key`). */
+  apiKey?: string;
 };
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
@@ -73,11 +77,11 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const dir = mkdtempSync(join(tmpdir(), 'sessionlog-it-'));
   const store = options.store ?? openSqliteStore(join(dir, 'sessions.db'));
   const fake = await startFakeModelServer(options.fake ?? {});
-  const provider = createOpenAIProvider({ baseURL: fake.baseURL, apiKey: 'test-key', timeoutMs: options.modelTimeoutMs ?? 20_000, idleTimeoutMs: options.modelTimeoutMs ?? 20_000, provider: 'fake', coalesce: { maxDelayMs: 20 } });
+  const provider = createOpenAIProvider({ baseURL: fake.baseURL, apiKey: options.apiKey ?? 'test-key', timeoutMs: options.modelTimeoutMs ?? 20_000, idleTimeoutMs: options.modelTimeoutMs ?? 20_000, provider: 'fake', coalesce: { maxDelayMs: 20 } });
   const taskQueue = `test-${randomUUID()}`;
   const address = temporalAddress();
   const nativeConnection = await NativeConnection.connect({ address });
-  const worker = await createWorker({
+  const workerOptions = (overrides: Partial<CreateWorkerOptions> = {}): CreateWorkerOptions => ({
     connection: nativeConnection,
     taskQueue,
     store,
@@ -85,8 +89,10 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     agent: { model: 'fake', system: 'You are a test assistant.', tools: ['read_artifact', 'calculator', 'word_count'] },
     workerOptions: { maxHeartbeatThrottleInterval: '500ms', defaultHeartbeatThrottleInterval: '500ms' },
     ...options.worker,
+    ...overrides,
   });
-  const workerRun = worker.run();
+  let worker = await createWorker(workerOptions());
+  let workerRun = worker.run();
   const connection = await Connection.connect({ address });
   const temporal = new Client({ connection, namespace: 'default' });
   const workerContext = options.worker?.context === false ? undefined : options.worker?.context;
@@ -101,12 +107,22 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   return {
     store,
     fake,
-    worker,
-    workerRun,
+    get worker() {
+      return worker;
+    },
+    get workerRun() {
+      return workerRun;
+    },
     client,
     temporal,
     taskQueue,
     dir,
+    async restartWorker(overrides = {}) {
+      worker.shutdown();
+      await workerRun.catch(() => undefined);
+      worker = await createWorker(workerOptions(overrides));
+      workerRun = worker.run();
+    },
     async close() {
       worker.shutdown();
       await workerRun.catch(() => undefined);

@@ -15,6 +15,13 @@ import { parsePostgresUrl, redactUrl } from '../../src/persistence/postgres.js';
 
 export type RawEvent = { seq: number; type: string; time: number; data: unknown; op: string; ignorable?: true };
 
+/**
+ * A hand-made change to one stored record, as an operator or a disk might make it:
+ * `replace` stores `event` (any JSON object, valid or not) in the record's place keeping its
+ * batch framing; `garble` leaves a complete record that does not decode; `delete` removes it.
+ */
+export type RecordEdit = { kind: 'replace'; event: Record<string, unknown> } | { kind: 'garble' } | { kind: 'delete' };
+
 export type BackendFixture = {
   name: 'sqlite' | 'jsonl' | 'postgres';
   /** A store URL for a store living under `dir`. */
@@ -26,6 +33,8 @@ export type BackendFixture = {
    * complete but undecodable record that later records may follow. The store must be closed.
    */
   plantDamagedRecord(url: string, id: string, seq: number, final: boolean): void;
+  /** Changes the stored record of event `seq` (see {@link RecordEdit}). The store must be closed. */
+  editRecord(url: string, id: string, seq: number, edit: RecordEdit): void;
   /** Rewrites the stored header's `version`. The store must be closed. */
   setHeaderVersion(url: string, id: string, version: number): void;
   /** Replaces the stored projection cache record with arbitrary text. The store must be closed. */
@@ -37,6 +46,28 @@ export type BackendFixture = {
 export function tempDir(prefix = 'sessionlog-test-'): { dir: string; cleanup: () => void } {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** The columns a relational backend stores for an event given as a plain object (no validation). */
+function relationalRow(event: Record<string, unknown>): {
+  seq: unknown;
+  type: unknown;
+  time: unknown;
+  data: string;
+  surfaceOp: string | null;
+  sources: string | null;
+  ignorable: true | null;
+} {
+  const surfaceOp = event.surfaceOp;
+  return {
+    seq: event.seq,
+    type: event.type,
+    time: event.time,
+    data: JSON.stringify(event.data),
+    surfaceOp: surfaceOp === undefined ? null : surfaceOp === 'append' ? 'append' : JSON.stringify(surfaceOp),
+    sources: event.sourceEventSeqs === undefined ? null : JSON.stringify(event.sourceEventSeqs),
+    ignorable: event.ignorable === true ? true : null,
+  };
 }
 
 function sqlitePath(url: string): string {
@@ -81,6 +112,29 @@ export const sqliteFixture: BackendFixture = {
       db.prepare("INSERT INTO events (session_key, seq, type, time, data) VALUES (?, ?, 'session/run', 1, '{\"workflowId\":')").run(key, seq);
     });
   },
+  editRecord(url, id, seq, edit) {
+    withDb(url, (db) => {
+      const key = sessionKey(db, id);
+      if (edit.kind === 'delete') {
+        db.prepare('DELETE FROM events WHERE session_key = ? AND seq = ?').run(key, seq);
+      } else if (edit.kind === 'garble') {
+        db.prepare(`UPDATE events SET data = '{"garbled":' WHERE session_key = ? AND seq = ?`).run(key, seq);
+      } else {
+        const row = relationalRow(edit.event);
+        db.prepare('UPDATE events SET seq = ?, type = ?, time = ?, data = ?, surface_op = ?, source_event_seqs = ?, ignorable = ? WHERE session_key = ? AND seq = ?').run(
+          row.seq,
+          row.type,
+          row.time,
+          row.data,
+          row.surfaceOp,
+          row.sources,
+          row.ignorable === null ? null : 1,
+          key,
+          seq,
+        );
+      }
+    });
+  },
   setHeaderVersion(url, id, version) {
     withDb(url, (db) => {
       db.prepare("UPDATE sessions SET header = json_set(header, '$.version', ?) WHERE id = ?").run(version, id);
@@ -114,6 +168,12 @@ function jsonlLog(url: string, id: string): string {
   return join(jsonlRoot(url), id, 'session.jsonl');
 }
 
+/** The JSONL file format of a session's log (the header's `format`, absent in version 1). */
+function jsonlFormat(url: string, id: string): number {
+  const text = readFileSync(jsonlLog(url, id), 'utf8');
+  return ((JSON.parse(text.slice(0, text.indexOf('\n'))) as { format?: number }).format ?? 1);
+}
+
 function listFiles(dir: string): string[] {
   const out: string[] = [];
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
@@ -128,10 +188,23 @@ export const jsonlFixture: BackendFixture = {
   name: 'jsonl',
   url: (dir) => `jsonl:${join(dir, 'root')}`,
   plantEvent(url, id, event) {
-    appendFileSync(jsonlLog(url, id), `${JSON.stringify(event)}\n`);
+    // Version-2 files frame every line with its batch's event count; a planted event is a batch of one.
+    const framed = jsonlFormat(url, id) === 2 ? { ...event, batchSize: 1 } : event;
+    appendFileSync(jsonlLog(url, id), `${JSON.stringify(framed)}\n`);
   },
   plantDamagedRecord(url, id, seq, final) {
     appendFileSync(jsonlLog(url, id), `{"seq":${seq},"type":"session/run","time":1,"data":{"workf${final ? '' : '\n'}`);
+  },
+  editRecord(url, id, seq, edit) {
+    const path = jsonlLog(url, id);
+    const lines = readFileSync(path, 'utf8').split('\n');
+    const index = lines.findIndex((line, i) => i > 0 && line.length > 0 && (JSON.parse(line) as { seq?: unknown }).seq === seq);
+    if (index < 0) throw new Error(`fixture: no line for seq ${seq}`);
+    const original = JSON.parse(lines[index]!) as Record<string, unknown>;
+    if (edit.kind === 'delete') lines.splice(index, 1);
+    else if (edit.kind === 'garble') lines[index] = lines[index]!.slice(0, Math.floor(lines[index]!.length / 2));
+    else lines[index] = JSON.stringify('batchSize' in original ? { ...edit.event, batchSize: original.batchSize } : edit.event);
+    writeFileSync(path, lines.join('\n'));
   },
   setHeaderVersion(url, id, version) {
     const path = jsonlLog(url, id);
@@ -303,6 +376,23 @@ export const postgresFixture: BackendFixture = {
   plantDamagedRecord(url, id, seq) {
     const key = pgSessionKey(url, id);
     pgRaw(url, [[`INSERT INTO ${pgSchema(url)}.events (session_key, seq, type, time, data) VALUES ($1, $2, 'session/run', 1, '{"workflowId":')`, [key, seq]]]);
+  },
+  editRecord(url, id, seq, edit) {
+    const s = pgSchema(url);
+    const key = pgSessionKey(url, id);
+    if (edit.kind === 'delete') {
+      pgRaw(url, [[`DELETE FROM ${s}.events WHERE session_key = $1 AND seq = $2`, [key, seq]]]);
+    } else if (edit.kind === 'garble') {
+      pgRaw(url, [[`UPDATE ${s}.events SET data = '{"garbled":' WHERE session_key = $1 AND seq = $2`, [key, seq]]]);
+    } else {
+      const row = relationalRow(edit.event);
+      pgRaw(url, [
+        [
+          `UPDATE ${s}.events SET seq = $3, type = $4, time = $5, data = $6, surface_op = $7, source_event_seqs = $8, ignorable = $9 WHERE session_key = $1 AND seq = $2`,
+          [key, seq, row.seq, row.type, row.time, row.data, row.surfaceOp, row.sources, row.ignorable],
+        ],
+      ]);
+    }
   },
   setHeaderVersion(url, id, version) {
     pgRaw(url, [[`UPDATE ${pgSchema(url)}.sessions SET header = jsonb_set(header::jsonb, '{version}', to_jsonb($1::int))::text WHERE id = $2`, [version, id]]]);

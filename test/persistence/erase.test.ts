@@ -1,0 +1,148 @@
+/**
+ * Erasure leaves no byte of the session's text in the store (DESIGN §4.2, issue 8): SQLite
+ * overwrites the deleted rows (secure_delete) and empties the WAL, so the text is in neither the
+ * database file nor its -wal or -shm; JSONL removes the session's folder; PostgreSQL deletes the
+ * rows from every table. A unique text is written into the header, the events, an artifact and the
+ * projection checkpoint, and is found in the store's files before the erase (so the check can fail).
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { afterEach, describe, expect, it } from 'vitest';
+import { openStore, readDerivedHistory, type SessionStore } from '../../src/persistence/index.js';
+import { SESSION_FORMAT_VERSION, type NewEvent, type SessionHeader } from '../../src/session/index.js';
+import { POSTGRES_TEST_URL, postgresTestSchema, postgresUrlWithSchema, probePostgres, tempDir } from '../support/store-fixtures.js';
+
+const postgres = await probePostgres();
+if (!postgres.available) console.warn(`erase tests: PostgreSQL skipped: ${postgres.reason}`);
+
+const T0 = 1_700_000_000_000;
+
+function header(id: string, system: string): SessionHeader {
+  return { version: SESSION_FORMAT_VERSION, id, createdAt: T0, agent: { model: 'fake', system } };
+}
+
+function user(id: string, text: string): NewEvent {
+  return { type: 'user/message', time: T0, data: { id, role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' } }, surfaceOp: 'append' };
+}
+
+/** Writes a session whose text is `secret` everywhere the store keeps something of it, in many batches. */
+async function populate(store: SessionStore, id: string, secret: string): Promise<void> {
+  await store.create(header(id, `system prompt ${secret}`));
+  for (let i = 0; i < 40; i++) await store.append(id, [user(`${id}-${i}`, `message ${i}: ${secret} ${'pad '.repeat(50)}`)], { expectedSeq: i, op: `b${i}` });
+  await store.artifacts.put({ sessionId: id, name: 'tool-out.txt', content: `tool output ${secret}` });
+  await readDerivedHistory(store, id);
+}
+
+function filesUnder(dir: string): string[] {
+  const out: string[] = [];
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) out.push(...filesUnder(path));
+    else out.push(path);
+  }
+  return out;
+}
+
+function filesContaining(paths: readonly string[], text: string): string[] {
+  const needle = Buffer.from(text, 'utf8');
+  return paths.filter((path) => existsSync(path) && readFileSync(path).includes(needle));
+}
+
+const stores: SessionStore[] = [];
+const cleanups: Array<() => void> = [];
+afterEach(async () => {
+  for (const store of stores.splice(0)) await store.close();
+  for (const cleanup of cleanups.splice(0)) cleanup();
+});
+
+async function open(url: string): Promise<SessionStore> {
+  const store = await openStore(url);
+  stores.push(store);
+  return store;
+}
+
+describe('erase leaves no byte of the session in the store', () => {
+  it('SQLite: the text is in neither the database file nor its -wal or -shm after erase, while another session keeps its own', async () => {
+    const { dir, cleanup } = tempDir('sessionlog-erase-sqlite-');
+    cleanups.push(cleanup);
+    const path = join(dir, 'store.db');
+    const secret = `erase-${randomBytes(8).toString('hex')}`;
+    const kept = `keep-${randomBytes(8).toString('hex')}`;
+    const store = await open(`sqlite:${path}`);
+    await populate(store, 'gone', secret);
+    // Move part of the data into the main database file, as SQLite's automatic checkpoints do.
+    const raw = new Database(path);
+    raw.pragma('wal_checkpoint(TRUNCATE)');
+    raw.close();
+    await store.append('gone', [user('late', `after the checkpoint ${secret}`)], { expectedSeq: 40, op: 'late' });
+    await populate(store, 'kept', kept);
+    const files = [path, `${path}-wal`, `${path}-shm`];
+    expect(filesContaining(files, secret).length).toBeGreaterThan(0);
+
+    const receipt = await store.erase('gone');
+    expect(receipt).toMatchObject({ erased: true, removed: { header: 1, events: 41, artifacts: 1, projectionCheckpoints: 1 } });
+    expect(receipt.notes.join(' ')).toMatch(/checkpointed and truncated/);
+    expect(filesContaining(files, secret)).toEqual([]);
+    expect(statSync(`${path}-wal`).size).toBe(0);
+    await store.close();
+    expect(filesContaining(files, secret)).toEqual([]);
+    expect(filesContaining(files, kept)).toEqual([path]);
+    expect((await (await open(`sqlite:${path}`)).readFrom('kept', 0)).length).toBe(40);
+  });
+
+  it('JSONL: the session folder is gone and no file under the root holds the text; the tombstone is kept apart', async () => {
+    const { dir, cleanup } = tempDir('sessionlog-erase-jsonl-');
+    cleanups.push(cleanup);
+    const root = join(dir, 'root');
+    const secret = `erase-${randomBytes(8).toString('hex')}`;
+    const store = await open(`jsonl:${root}`);
+    await populate(store, 'gone', secret);
+    await populate(store, 'kept', `keep-${randomBytes(8).toString('hex')}`);
+    expect(filesContaining(filesUnder(root), secret).length).toBeGreaterThanOrEqual(3);
+
+    await store.erase('gone');
+    expect(existsSync(join(root, 'gone'))).toBe(false);
+    expect(filesContaining(filesUnder(root), secret)).toEqual([]);
+    expect(readdirSync(root).sort()).toEqual(['.tombstones', 'kept']);
+    expect(readdirSync(join(root, '.tombstones'))).toEqual(['gone.json']);
+  });
+
+  it.skipIf(!postgres.available)('PostgreSQL: no row of any table holds the session or its text after erase', async () => {
+    const schema = postgresTestSchema();
+    const admin = new pg.Client({ connectionString: POSTGRES_TEST_URL });
+    await admin.connect();
+    try {
+      const secret = `erase-${randomBytes(8).toString('hex')}`;
+      const store = await open(postgresUrlWithSchema(schema));
+      await populate(store, 'gone', secret);
+      await populate(store, 'kept', `keep-${randomBytes(8).toString('hex')}`);
+      const everything = async (): Promise<string> => {
+        const tables = (await admin.query<{ tablename: string }>(`SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename`, [schema])).rows;
+        const dumps: string[] = [];
+        for (const { tablename } of tables) {
+          // bytea (artifact content) as text, so the search sees it.
+          const rows = (await admin.query(`SELECT * FROM "${schema}"."${tablename}"`)).rows as Array<Record<string, unknown>>;
+          dumps.push(`${tablename}:${JSON.stringify(rows.map((row) => Object.fromEntries(Object.entries(row).map(([k, v]) => [k, Buffer.isBuffer(v) ? v.toString('utf8') : v]))))}`);
+        }
+        return dumps.join('\n');
+      };
+      expect(await everything()).toContain(secret);
+      const key = (await admin.query<{ key: string }>(`SELECT key FROM "${schema}".sessions WHERE id = 'gone'`)).rows[0]!.key;
+
+      const receipt = await store.erase('gone');
+      expect(receipt).toMatchObject({ erased: true, removed: { header: 1, events: 40, artifacts: 1, projectionCheckpoints: 1 } });
+      expect(await everything()).not.toContain(secret);
+      for (const table of ['events', 'batches', 'artifacts', 'projection_cache']) {
+        expect((await admin.query(`SELECT 1 FROM "${schema}"."${table}" WHERE session_key = $1`, [key])).rowCount, table).toBe(0);
+      }
+      expect((await admin.query(`SELECT id FROM "${schema}".tombstones`)).rows).toEqual([{ id: 'gone' }]);
+    } finally {
+      for (const store of stores.splice(0)) await store.close();
+      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    }
+  });
+});
