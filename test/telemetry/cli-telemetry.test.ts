@@ -66,7 +66,7 @@ afterAll(async () => {
 describe('telemetry of the CLI processes', () => {
   it('sessionlog worker serves /metrics on SESSIONLOG_METRICS_PORT and logs a JSON line per turn', async () => {
     worker = start('worker', { SESSIONLOG_METRICS_PORT: '0', SESSIONLOG_LOG_LEVEL: 'info' });
-    const metricsUrl = await eventually(async () => /operations (http:\/\/127\.0\.0\.1:\d+)\/metrics/.exec(worker!.stdout())?.[1], 120_000, 200).catch((error: unknown) => {
+    const metricsUrl = await eventually(async () => /operations: (http:\/\/127\.0\.0\.1:\d+)\/healthz/.exec(worker!.stdout())?.[1], 120_000, 200).catch((error: unknown) => {
       throw new Error(`sessionlog worker did not start:\n${worker!.stdout()}\n${worker!.stderr()}`, { cause: error });
     });
     const sessionId = `cli-telemetry-${randomUUID()}`;
