@@ -156,6 +156,7 @@ async function startStack(
   writeDevState(DEV_DIR, { pid: process.pid, temporalAddress: address, gatewayUrl: gateway.url, store: config.store, startedAt: Date.now() });
 
   say(`Gateway: ${gateway.url}/v1 (OpenAPI at ${gateway.url}/v1/openapi.json)`);
+  say(`Inspector: ${gateway.url}/ui/`);
   say(`Metrics: ${gateway.url}/metrics${telemetry.tracing ? `; traces to ${config.telemetry.otlpEndpoint}` : ''}`);
   if (uiUrl) say(`Temporal UI: ${uiUrl}`);
   say(`Store: ${config.store}`);
