@@ -50,7 +50,7 @@ export type Config = {
   /** The token budget that triggers pressure handling (unset: the model's window). */
   contextBudget: number | undefined;
   /**
-   * The operations listener of `sessionlog worker` (`/healthz`, `/readyz`): off when `port` is
+   * The operations listener of `sessionlog worker` (`/healthz`, `/readyz`, `/metrics`): off when `port` is
    * undefined, 0 picks a free port.
    */
   ops: { host: string; port: number | undefined };
@@ -58,7 +58,18 @@ export type Config = {
   shutdownGraceMs: number;
   /** Port `sessionlog dev` starts the Temporal dev server on (0: a free one); a taken one falls back to a free one. */
   devTemporalPort: number;
+  /** Operations telemetry: log level, and tracing (on when an OTLP endpoint is set). */
+  telemetry: {
+    logLevel: LogLevel;
+    /** OTLP/HTTP endpoint of a trace collector; spans go to `<endpoint>/v1/traces`. */
+    otlpEndpoint: string | undefined;
+    /** Record prompt and reply text in spans (off unless asked for). */
+    captureContent: boolean;
+  };
 };
+
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
 
 const DEEPSEEK_BASE_URL = 'https://api.deepseek.com';
 
@@ -109,6 +120,9 @@ const envSchema = z.object({
   SESSIONLOG_METRICS_PORT: int('SESSIONLOG_METRICS_PORT', 0, 65535).optional(),
   SESSIONLOG_SHUTDOWN_GRACE_MS: int('SESSIONLOG_SHUTDOWN_GRACE_MS', 0, 3_600_000).optional(),
   TEMPORAL_DEV_PORT: int('TEMPORAL_DEV_PORT', 0, 65535).optional(),
+  SESSIONLOG_LOG_LEVEL: z.enum(LOG_LEVELS, { message: `SESSIONLOG_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}` }).optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.string().url('OTEL_EXPORTER_OTLP_ENDPOINT must be a URL such as http://127.0.0.1:4318 (OTLP over HTTP)').optional(),
+  SESSIONLOG_TRACE_CONTENT: z.enum(['true', 'false'], { message: 'SESSIONLOG_TRACE_CONTENT must be true or false' }).optional(),
 });
 
 /** Resolves configuration from `env` (default `process.env`) plus explicit overrides (CLI flags). */
@@ -187,6 +201,11 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
     ops: { host: e.SESSIONLOG_METRICS_HOST ?? '127.0.0.1', port: e.SESSIONLOG_METRICS_PORT },
     shutdownGraceMs: e.SESSIONLOG_SHUTDOWN_GRACE_MS ?? 10_000,
     devTemporalPort: e.TEMPORAL_DEV_PORT ?? 7233,
+    telemetry: {
+      logLevel: e.SESSIONLOG_LOG_LEVEL ?? 'info',
+      otlpEndpoint: e.OTEL_EXPORTER_OTLP_ENDPOINT,
+      captureContent: e.SESSIONLOG_TRACE_CONTENT === 'true',
+    },
   };
 }
 

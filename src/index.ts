@@ -8,6 +8,8 @@
  *   workers write to.
  * - {@link startGateway}: the HTTP API (`/v1`) over a client and a store.
  * - {@link resolveConfig}: the environment variables of DESIGN §9 as one validated value.
+ * - {@link startTelemetry}: Prometheus metrics, OpenTelemetry tracing and JSON logs for a worker
+ *   (`createWorker({ telemetry: t.engine })`) and a gateway (`startGateway({ telemetry: t.gateway })`).
  * - {@link createOpenAIProvider} and {@link startFakeModelServer}: the model port for any
  *   OpenAI-compatible endpoint, and the offline model server used by `sessionlog dev` and tests.
  *
@@ -18,7 +20,11 @@ export type { PendingApproval, Reply, SessionClientOptions, SessionSummary, Veri
 
 export { createWorker } from './worker.js';
 export type { CreateWorkerOptions } from './worker.js';
-export type { AgentConfig, ToolResultShaper } from './engine/index.js';
+export type { AgentConfig, EngineTelemetry, ToolResultShaper } from './engine/index.js';
+
+export { startTelemetry } from './telemetry/index.js';
+export type { Telemetry, TelemetryOptions, TelemetrySettings } from './telemetry/index.js';
+export { startOpsServer } from './telemetry/ops-server.js';
 
 export { openStore } from './persistence/open.js';
 export type { StoreOptions } from './persistence/base.js';

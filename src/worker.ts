@@ -13,6 +13,7 @@ import { spillText } from './context/spill.js';
 import { createTokenMeter, type MeterMeasurement, type SessionTokenMeter } from './context/token-meter.js';
 import type { AgentConfig } from './engine/agent.js';
 import type { ToolResultShaper } from './engine/deps.js';
+import type { EngineTelemetry } from './engine/telemetry.js';
 import { createTurnEngine } from './engine/engine.js';
 import { DEFAULT_MODEL_CATALOGUE, lookupModel, type ModelCatalogue } from './model/catalogue.js';
 import type { ModelPort } from './model/provider.js';
@@ -48,14 +49,26 @@ function contextDeps(options: { policy?: Partial<ContextPolicy>; pruner?: Partia
   });
 }
 
-let cachedBundle: Promise<{ code: string }> | undefined;
+const cachedBundles = new Map<string, Promise<{ code: string }>>();
 
-/** The workflow bundle, built once per process (bundling takes seconds). */
-export function workflowBundle(): Promise<{ code: string }> {
-  const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
-  const workflowsPath = fileURLToPath(new URL(`./workflows/index${ext}`, import.meta.url));
-  cachedBundle ??= bundleWorkflowCode({ workflowsPath, logger: { log() {}, info() {}, warn() {}, error() {}, debug() {}, trace() {} } });
-  return cachedBundle;
+/**
+ * The workflow bundle, built once per process for each set of workflow interceptor modules
+ * (bundling takes seconds). Tracing adds its interceptors (src/telemetry); none by default.
+ */
+export function workflowBundle(interceptorModules: readonly string[] = []): Promise<{ code: string }> {
+  const key = interceptorModules.join('\n');
+  let bundle = cachedBundles.get(key);
+  if (!bundle) {
+    const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
+    const workflowsPath = fileURLToPath(new URL(`./workflows/index${ext}`, import.meta.url));
+    bundle = bundleWorkflowCode({
+      workflowsPath,
+      ...(interceptorModules.length > 0 ? { workflowInterceptorModules: [...interceptorModules] } : {}),
+      logger: { log() {}, info() {}, warn() {}, error() {}, debug() {}, trace() {} },
+    });
+    cachedBundles.set(key, bundle);
+  }
+  return bundle;
 }
 
 /** What {@link createWorker} assembles: where to poll, the store to write, the model and tools. */
@@ -103,6 +116,10 @@ export type CreateWorkerOptions = {
   heartbeatMs?: number;
   /** Extra Temporal worker options (concurrency limits, heartbeat throttling…). */
   workerOptions?: Partial<WorkerOptions>;
+  /** Metrics and traces of the turn engine (src/telemetry's `engine`); omit to run unobserved. */
+  telemetry?: EngineTelemetry;
+  /** Workflow interceptor modules bundled into the workflow code (tracing's); ignored when `workerOptions` brings its own bundle. */
+  workflowInterceptorModules?: string[];
 };
 
 /**
@@ -146,6 +163,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     ...(options.context !== false && options.context?.learnLimits === false ? { learnLimits: false } : {}),
     now: Date.now,
     onTurnEnded: (sessionId) => checkpointProjections(store, sessionId),
+    ...(options.telemetry ? { telemetry: options.telemetry } : {}),
   });
   // Load the tokenizer now: its vocabulary takes seconds to load, and loading it inside the
   // first model step would block that worker's heartbeats.
@@ -155,7 +173,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     namespace: options.namespace ?? 'default',
     taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
     // A caller that supplies its own bundle (or workflowsPath) skips the seconds-long bundling.
-    ...(options.workerOptions?.workflowBundle || options.workerOptions?.workflowsPath ? {} : { workflowBundle: await workflowBundle() }),
+    ...(options.workerOptions?.workflowBundle || options.workerOptions?.workflowsPath ? {} : { workflowBundle: await workflowBundle(options.workflowInterceptorModules) }),
     activities: createActivities(engine),
     ...options.workerOptions,
   });

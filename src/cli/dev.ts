@@ -125,10 +125,14 @@ async function startStack(
   say(`Model: ${model.description}`);
   if (stop.aborted) return;
 
+  const options = runtimeOptions(config);
+  // One telemetry for the whole dev process: the gateway's /metrics shows the worker's metrics too.
+  const telemetry = await options.telemetry('dev');
+  cleanups.push(() => telemetry.shutdown());
+  await telemetry.installTemporalRuntime();
   const connection = await NativeConnection.connect({ address });
   cleanups.push(() => connection.close());
-  const options = runtimeOptions(config);
-  const worker = await createWorker(options.worker({ connection, store, model: model.model }));
+  const worker = await createWorker(options.worker({ connection, store, model: model.model, telemetry }));
   if (stop.aborted) return;
   const workerRun = worker.run();
   cleanups.push(async () => {
@@ -137,10 +141,10 @@ async function startStack(
     await workerRun;
   });
 
-  const client = await connectClient({ ...config, temporalAddress: address }, store);
+  const client = await connectClient({ ...config, temporalAddress: address }, store, { telemetry });
   cleanups.push(() => client.temporal.connection.close());
   let gateway: RunningGateway;
-  const gatewayOptions = options.gateway(client);
+  const gatewayOptions = options.gateway(client, telemetry);
   try {
     gateway = await startGateway({ ...gatewayOptions, port: config.gateway.port });
   } catch (error) {
@@ -154,6 +158,7 @@ async function startStack(
   say(`Gateway: ${gateway.url}/v1 (OpenAPI at ${gateway.url}/v1/openapi.json)`);
   say(`OpenAI API: ${gateway.url}/openai/v1 (point the openai SDK's baseURL here)`);
   say(`Inspector: ${gateway.url}/ui/`);
+  say(`Metrics: ${gateway.url}/metrics${telemetry.tracing ? `; traces to ${config.telemetry.otlpEndpoint}` : ''}`);
   if (uiUrl) say(`Temporal UI: ${uiUrl}`);
   say(`Store: ${config.store}`);
   say('Ready. Chat in another terminal: npx sessionlog chat');

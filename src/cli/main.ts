@@ -88,22 +88,6 @@ async function withClient<T>(
   }
 }
 
-/**
- * Quiet Temporal SDK logging for long-running commands (warnings and errors only). A fleet
- * worker (`fleet: true`) also keeps out the SDK core's line per retried poll while Temporal is
- * unreachable (a warning at first, an error after a minute or so, for every poller): its own
- * reachability monitor says once when Temporal goes away and once when it is back.
- */
-async function quietTemporalLogs(options: { fleet?: boolean } = {}): Promise<void> {
-  const { DefaultLogger, Runtime, makeTelemetryFilterString } = await import('@temporalio/worker');
-  Runtime.install({
-    logger: new DefaultLogger('WARN'),
-    ...(options.fleet
-      ? { telemetryOptions: { logging: { filter: `${makeTelemetryFilterString({ core: 'ERROR', other: 'ERROR' })},temporalio_client::retry=off` } } }
-      : {}),
-  });
-}
-
 /** Log lines of the fleet commands (`worker`, `serve`): timestamped, on stdout. */
 function fleetLog(line: string): void {
   process.stdout.write(`${new Date().toISOString()} ${line}\n`);
@@ -115,7 +99,6 @@ program
   .option('--port <port>', 'gateway port (env SESSIONLOG_PORT, default 8787)')
   .action(async (o: { port?: string }) => {
     const cfg = resolveConfig(process.env, { ...(o.port ? { SESSIONLOG_PORT: o.port } : {}), ...(program.opts<GlobalOptions>().store ? { SESSIONLOG_STORE: program.opts<GlobalOptions>().store! } : {}) });
-    await quietTemporalLogs();
     const { runDev } = await import('./dev.js');
     await runDev(cfg);
   });
@@ -125,7 +108,6 @@ program
   .description('run a worker for the session workflows (needs TEMPORAL_ADDRESS); SIGTERM drains it')
   .action(async () => {
     const cfg = config();
-    await quietTemporalLogs({ fleet: true });
     const { runWorkerProcess } = await import('./worker-process.js');
     process.exitCode = await runWorkerProcess(cfg, fleetLog);
   });

@@ -1,7 +1,8 @@
 /**
  * Assembly shared by the CLI commands: the store, the model (or the built-in offline model),
  * the Temporal address (from config or a running `sessionlog dev`), and the one function that
- * turns a `Config` into worker, client and gateway options for `dev`, `worker` and `serve`.
+ * turns a `Config` into worker, client, gateway and telemetry options for `dev`, `worker` and
+ * `serve`.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -19,7 +20,11 @@ import { createOpenAIProvider, type ModelPort } from '../model/provider.js';
 import { openStore } from '../persistence/open.js';
 import type { SessionStore } from '../persistence/store.js';
 import { SessionlogError, type AgentSpec } from '../session/index.js';
+import { startTelemetry, type Telemetry } from '../telemetry/index.js';
 import type { CreateWorkerOptions } from '../worker.js';
+
+/** A process part, naming its spans' `service.name` and its log lines. */
+export type ProcessPart = 'worker' | 'gateway' | 'dev';
 
 /** The package root (holds package.json and scripts/), found from this module's location. */
 export function packageRoot(): string {
@@ -124,9 +129,27 @@ export function agentCheck(catalogue: ModelCatalogue): (agent: AgentSpec) => voi
 export function runtimeOptions(config: Config) {
   const catalogue = config.catalogue;
   return {
-    worker(parts: { connection: NativeConnection; store: SessionStore; model: ModelPort }): CreateWorkerOptions {
+    /** Starts this part's telemetry: metrics priced from the catalogue, logs at SESSIONLOG_LOG_LEVEL (readable in dev), tracing when configured. */
+    telemetry(part: ProcessPart, options: Parameters<typeof startTelemetry>[1] = {}): Promise<Telemetry> {
+      return startTelemetry(
+        {
+          serviceName: `sessionlog-${part}`,
+          logLevel: config.telemetry.logLevel,
+          logFormat: part === 'dev' ? 'pretty' : 'json',
+          otlpEndpoint: config.telemetry.otlpEndpoint,
+          captureContent: config.telemetry.captureContent,
+        },
+        { prices: (model) => pricesOf(catalogue, model), ...options },
+      );
+    },
+    worker(parts: { connection: NativeConnection; store: SessionStore; model: ModelPort; telemetry?: Telemetry }): CreateWorkerOptions {
+      const { telemetry, ...rest } = parts;
+      const tracing = telemetry?.tracing?.workerOptions();
       return {
-        ...parts,
+        ...rest,
+        ...(telemetry ? { telemetry: telemetry.engine } : {}),
+        ...(telemetry?.tracing ? { workflowInterceptorModules: telemetry.tracing.workflowInterceptorModules } : {}),
+        ...(tracing ? { workerOptions: { interceptors: tracing.interceptors, sinks: tracing.sinks } } : {}),
         namespace: config.namespace,
         taskQueue: config.taskQueue,
         agent: {
@@ -156,11 +179,14 @@ export function runtimeOptions(config: Config) {
         }),
       };
     },
-    gateway(client: SessionClient): GatewayOptions {
+    gateway(client: SessionClient, telemetry?: Telemetry): GatewayOptions {
       const { port: _port, ...gateway } = config.gateway;
       // The worker's agent (above): what a session that names no model or system prompt runs with.
       const defaultAgent = { model: config.model.name, ...(config.model.system !== undefined ? { system: config.model.system } : {}) };
-      return { client, ...gateway, defaultAgent };
+      if (!telemetry) return { client, ...gateway, defaultAgent };
+      // Fastify logs every request at info; that is for debugging sessions, not for every day.
+      const verbose = config.telemetry.logLevel === 'debug' || config.telemetry.logLevel === 'trace';
+      return { client, ...gateway, defaultAgent, telemetry: telemetry.gateway, logger: telemetry.logger.child({ component: 'gateway' }, { level: verbose ? config.telemetry.logLevel : 'warn' }) };
     },
   };
 }
@@ -169,11 +195,22 @@ export function runtimeOptions(config: Config) {
  * A SessionClient over `store` and the configured (or dev) Temporal server. `lazy`: connect only
  * when a command first needs Temporal (reads of the store never do).
  */
-export async function connectClient(config: Config, store: SessionStore, options: { lazy?: boolean } = {}): Promise<SessionClient> {
+export async function connectClient(config: Config, store: SessionStore, options: { lazy?: boolean; telemetry?: Telemetry } = {}): Promise<SessionClient> {
   const clientOptions = runtimeOptions(config).client(store);
-  if (!options.lazy) return SessionClient.connect({ address: temporalAddressFor(config), namespace: config.namespace, ...clientOptions });
+  const interceptors = options.telemetry?.tracing?.clientInterceptors();
+  if (!options.lazy) return SessionClient.connect({ address: temporalAddressFor(config), namespace: config.namespace, ...clientOptions, ...(interceptors ? { interceptors } : {}) });
   const address = config.temporalAddress ?? readDevState()?.temporalAddress ?? '127.0.0.1:7233';
   const temporal = new Client({ connection: Connection.lazy({ address }), namespace: config.namespace });
   return new SessionClient({ ...clientOptions, temporal });
 }
 
+/** A model's prices from the catalogue, for the cost estimate; none for a model it does not know. */
+function pricesOf(catalogue: Config['catalogue'], model: string) {
+  try {
+    return lookupModel(catalogue, model).prices;
+  } catch (error) {
+    // A model the catalogue does not know has no price: its tokens are counted, its cost is not.
+    if (error instanceof ModelCatalogueError) return undefined;
+    throw error;
+  }
+}

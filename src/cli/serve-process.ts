@@ -7,6 +7,8 @@
  * - Once running, a store or Temporal outage is logged when it starts and when it ends; requests
  *   meanwhile fail with 503 (`/readyz` says why) and SSE streams end with an `error` event, so
  *   clients reconnect with `Last-Event-ID`. The process keeps running.
+ * - `GET /metrics` serves the gateway's metrics; with OTEL_EXPORTER_OTLP_ENDPOINT each request is
+ *   the root span of its turn's trace.
  * - SIGTERM (or SIGINT) closes the listener, ends open event streams (clients reconnect to
  *   another gateway) and exits 0.
  */
@@ -38,13 +40,15 @@ export async function runServeProcess(config: Config, log: (line: string) => voi
   let client: SessionClient | undefined;
   let gateway: RunningGateway | undefined;
   let monitor: ReachabilityMonitor | undefined;
+  const options = runtimeOptions(config);
+  const telemetry = await options.telemetry('gateway');
   try {
     store = await untilConnected(`store ${storeLabel(config.store)}`, () => openConfiguredStore(config), { log, signal: stop.signal, retryable: isConnectivityError });
     if (!store) return 0;
     const openStore = store;
-    client = await untilConnected(`Temporal at ${address}`, () => connectClient(config, openStore), { log, signal: stop.signal });
+    client = await untilConnected(`Temporal at ${address}`, () => connectClient(config, openStore, { telemetry }), { log, signal: stop.signal });
     if (!client) return 0;
-    gateway = await startGateway({ ...runtimeOptions(config).gateway(client), port: config.gateway.port });
+    gateway = await startGateway({ ...options.gateway(client, telemetry), port: config.gateway.port });
     monitor = new ReachabilityMonitor(fleetProbes(store, config.store, client.temporal.connection, address), { intervalMs: PROBE_INTERVAL_MS, timeoutMs: PROBE_TIMEOUT_MS, log });
     await monitor.start();
     log(`gateway: ${gateway.url}/v1 (Temporal ${address}, store ${storeLabel(config.store)}; probes ${gateway.url}/healthz, ${gateway.url}/readyz)`);
@@ -58,5 +62,6 @@ export async function runServeProcess(config: Config, log: (line: string) => voi
     await gateway?.close();
     await client?.temporal.connection.close();
     await store?.close();
+    await telemetry.shutdown();
   }
 }

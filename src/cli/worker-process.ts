@@ -10,10 +10,13 @@
  * - SIGTERM (or SIGINT) drains: polling stops at once, running activities get
  *   `SESSIONLOG_SHUTDOWN_GRACE_MS` to finish and are then cancelled, so Temporal hands them to
  *   another worker; connections close; the exit status is 0.
- * - With `SESSIONLOG_METRICS_PORT` set, `GET /healthz` and `GET /readyz` are served there.
+ * - With `SESSIONLOG_METRICS_PORT` set, `GET /healthz`, `GET /readyz` and `GET /metrics` are
+ *   served there. Logs are JSON lines (the Temporal SDK's too); the SDK core's line per retried
+ *   poll while Temporal is unreachable is kept out: the reachability monitor says once when
+ *   Temporal goes away and once when it is back.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { NativeConnection, type Worker } from '@temporalio/worker';
+import { NativeConnection, makeTelemetryFilterString, type Worker } from '@temporalio/worker';
 import type { Config } from '../config.js';
 import type { SessionStore } from '../persistence/store.js';
 import { startOpsServer, type Readiness, type RunningOpsServer } from '../telemetry/ops-server.js';
@@ -59,6 +62,10 @@ export async function runWorkerProcess(config: Config, log: (line: string) => vo
     return down ? { ready: false, reason: `${down.label} is unreachable: ${down.state.error ?? 'unknown'}`, checks } : { ready: true, checks };
   };
 
+  const options = runtimeOptions(config);
+  const telemetry = await options.telemetry('worker');
+  await telemetry.installTemporalRuntime({ coreLogFilter: `${makeTelemetryFilterString({ core: 'ERROR', other: 'ERROR' })},temporalio_client::retry=off` });
+
   let ops: RunningOpsServer | undefined;
   let store: SessionStore | undefined;
   let model: ModelRuntime | undefined;
@@ -66,8 +73,8 @@ export async function runWorkerProcess(config: Config, log: (line: string) => vo
   let exitCode = 0;
   try {
     if (config.ops.port !== undefined) {
-      ops = await startOpsServer({ host: config.ops.host, port: config.ops.port, ready: readiness });
-      log(`operations: ${ops.url}/healthz, ${ops.url}/readyz`);
+      ops = await startOpsServer({ host: config.ops.host, port: config.ops.port, ready: readiness, routes: telemetry.metricsRoute() });
+      log(`operations: ${ops.url}/healthz, ${ops.url}/readyz, ${ops.url}/metrics`);
     }
     store = await untilConnected(`store ${storeLabel(config.store)}`, () => openConfiguredStore(config), { log, signal: stop.signal, retryable: isConnectivityError });
     if (!store) return 0;
@@ -81,9 +88,10 @@ export async function runWorkerProcess(config: Config, log: (line: string) => vo
 
     while (!stop.signal.aborted) {
       startingStep = 'creating the Temporal worker';
+      const workerOptions = options.worker({ connection, store, model: model.model, telemetry });
       worker = await createWorker({
-        ...runtimeOptions(config).worker({ connection, store, model: model.model }),
-        workerOptions: { shutdownGraceTime: config.shutdownGraceMs, shutdownForceTime: config.shutdownGraceMs + FORCE_AFTER_GRACE_MS },
+        ...workerOptions,
+        workerOptions: { ...workerOptions.workerOptions, shutdownGraceTime: config.shutdownGraceMs, shutdownForceTime: config.shutdownGraceMs + FORCE_AFTER_GRACE_MS },
       });
       if (stop.signal.aborted) break;
       const run = worker.run();
@@ -113,5 +121,6 @@ export async function runWorkerProcess(config: Config, log: (line: string) => vo
     await model?.offline?.close();
     await store?.close();
     await ops?.close();
+    await telemetry.shutdown();
   }
 }

@@ -11,6 +11,7 @@ import {
   WithStartWorkflowOperation,
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
+  type WorkflowClientInterceptor,
   type WorkflowHandle,
 } from '@temporalio/client';
 import { readDerivedHistory } from '../persistence/derived-history.js';
@@ -197,12 +198,15 @@ export class SessionClient {
   /**
    * Connects to the Temporal frontend at `address` (`host:port`) in `namespace` (default
    * `default`) and builds a client over `store`. The connection is the caller's to close:
-   * `client.temporal.connection.close()`.
+   * `client.temporal.connection.close()`. `interceptors` are Temporal workflow-client
+   * interceptors (tracing's, from src/telemetry).
    */
-  static async connect(options: Omit<SessionClientOptions, 'temporal'> & { address: string; namespace?: string }): Promise<SessionClient> {
-    const { address, namespace, ...rest } = options;
+  static async connect(
+    options: Omit<SessionClientOptions, 'temporal'> & { address: string; namespace?: string; interceptors?: WorkflowClientInterceptor[] },
+  ): Promise<SessionClient> {
+    const { address, namespace, interceptors, ...rest } = options;
     const connection = await Connection.connect({ address });
-    const temporal = new Client({ connection, namespace: namespace ?? 'default' });
+    const temporal = new Client({ connection, namespace: namespace ?? 'default', ...(interceptors ? { interceptors: { workflow: interceptors } } : {}) });
     return new SessionClient({ ...rest, temporal });
   }
 

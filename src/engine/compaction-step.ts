@@ -10,6 +10,7 @@ import type { EngineDeps } from './deps.js';
 import { LogWriter } from './log-writer.js';
 import { learnedWindowOf } from './limits.js';
 import { compactionId, compactionOp } from './ops.js';
+import { observedModel } from './telemetry.js';
 import { RECALL_TOOL_NAMES } from '../tools/builtin.js';
 import type { AbandonCompactionInput, CompactActivityResult, CompactInput, StepContext } from './types.js';
 
@@ -41,7 +42,7 @@ export async function compact(deps: EngineDeps, input: CompactInput, ctx: StepCo
   const outcome = await runCompaction(
     {
       log: logPort(writer, input.runId, id),
-      summarizer: deps.model,
+      summarizer: observedModel(deps.model, deps.telemetry, { sessionId: input.sessionId, turn: input.turn, purpose: 'summary' }),
       context: deps.context,
       recall: hasRecallTools(deps),
       now: deps.now,

@@ -8,6 +8,7 @@ import type { SessionStore } from '../persistence/store.js';
 import type { ApprovalPolicy } from '../tools/approval.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import type { AgentConfig } from './agent.js';
+import type { EngineTelemetry } from './telemetry.js';
 
 /** Turns a tool's full output into the text logged inline (spill lives in src/context). */
 export type ToolResultShaper = (input: { sessionId: string; callId: string; toolName: string; text: string; locator: string }) => Promise<string>;
@@ -35,4 +36,6 @@ export type EngineDeps = {
   learnLimits?: boolean;
   /** Called once a turn is durably closed (e.g. to refresh the projection cache off the critical path). */
   onTurnEnded?(sessionId: string): void;
+  /** Metrics and traces (src/telemetry); omit to run unobserved. */
+  telemetry?: EngineTelemetry;
 };

@@ -9,6 +9,7 @@ import type { EngineDeps } from './deps.js';
 import { modelStep } from './model-step.js';
 import { logNote } from './note.js';
 import { openRun } from './run.js';
+import { observedStore } from './telemetry.js';
 import { appendToolResults, endTurn, runTool } from './tool-step.js';
 import type {
   AbandonCompactionInput,
@@ -41,7 +42,8 @@ export type TurnEngine = {
   logNote(input: LogNoteInput): Promise<HeadResult>;
 };
 
-export function createTurnEngine(deps: EngineDeps): TurnEngine {
+export function createTurnEngine(engineDeps: EngineDeps): TurnEngine {
+  const deps = engineDeps.telemetry ? { ...engineDeps, store: observedStore(engineDeps.store, engineDeps.telemetry) } : engineDeps;
   return {
     openRun: (input) => openRun(deps, input),
     modelStep: (input, ctx) => modelStep(deps, input, ctx),

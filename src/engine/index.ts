@@ -5,5 +5,6 @@ export * from './engine.js';
 export * from './errors.js';
 export * from './log-writer.js';
 export * from './ops.js';
+export * from './telemetry.js';
 export * from './outcomes.js';
 export * from './types.js';

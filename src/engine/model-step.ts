@@ -31,6 +31,7 @@ import { learnedWindowOf, offerLearnedWindow } from './limits.js';
 import { LogWriter } from './log-writer.js';
 import { stepOps, type StepKey } from './ops.js';
 import { loggedStepResult, loggedTurnEnd } from './outcomes.js';
+import { observedModel } from './telemetry.js';
 import type { ModelStepInput, ModelStepResult, StepContext } from './types.js';
 
 export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: StepContext): Promise<ModelStepResult> {
@@ -134,7 +135,7 @@ async function streamReply(deps: EngineDeps, writer: LogWriter, input: ModelStep
   const alive = setInterval(() => ctx.heartbeat({ chunks: chunkSeqs.length }), deps.heartbeatMs);
   let reply: ModelReply;
   try {
-    reply = await deps.model.stream({
+    reply = await observedModel(deps.model, deps.telemetry, { sessionId: input.sessionId, turn: input.turn, step: input.step, purpose: 'reply' }).stream({
       messages: writer.session.deriveMessages(),
       header,
       signal: ctx.signal,

@@ -28,7 +28,15 @@ export async function runTool(deps: EngineDeps, input: RunToolInput, ctx: StepCo
   const { callId, name } = call.data;
   // Arguments a person edited when approving the call replace the model's (both stay logged).
   const edited = session.turns.pending.get(callId)?.answer?.arguments;
-  const outcome = await callTool(deps, input, ctx, { sessionId: input.sessionId, callId, name, rawArguments: edited ?? call.data.arguments });
+  const observer = deps.telemetry?.toolCall({ sessionId: input.sessionId, turn: input.turn, step: input.step, callId, tool: name, attempt: ctx.attempt });
+  let outcome: ToolOutcome;
+  try {
+    outcome = await callTool(deps, input, ctx, { sessionId: input.sessionId, callId, name, rawArguments: edited ?? call.data.arguments });
+  } catch (error) {
+    observer?.end({ isError: true, failed: true, errorCode: (error as { code?: string }).code ?? 'TOOL_FAILED' });
+    throw error;
+  }
+  observer?.end({ isError: outcome.isError, ...(outcome.errorCode ? { errorCode: outcome.errorCode } : {}) });
   // A tool that prints a key (an environment dump, an echoed error) must not put it in the log.
   const ref = await deps.store.artifacts.put({ sessionId: input.sessionId, name: `${name}-${callId}.txt`, content: scrubSecrets(outcome.text) });
   return { callId, callSeq: input.callSeq, locator: ref.locator, bytes: ref.bytes, isError: outcome.isError, ...(outcome.errorCode ? { errorCode: outcome.errorCode } : {}) };

@@ -20,6 +20,18 @@ import type { StreamRegistry } from './sse.js';
 import { createStreamTokenSigner, streamTokenAuthorizes } from './stream-token.js';
 import { INSPECTOR_UI_PATHS, registerInspectorUi } from './ui-routes.js';
 
+/** The request's trace span as a route sees it. */
+export type RequestSpan = { setTurn(turn: number): void; setStatus(status: number): void };
+
+/**
+ * Operations telemetry of the gateway (src/telemetry's `gateway`), injected so the gateway
+ * depends on no telemetry code: the `GET /metrics` answer, and a span around each request.
+ */
+export type GatewayTelemetry = {
+  exposition(state: { sseClients: number }): Promise<{ contentType: string; text: string }>;
+  traceRequest<T>(request: { method: string; route: string; sessionId?: string }, run: (span: RequestSpan) => Promise<T>): Promise<T>;
+};
+
 export type GatewayOptions = {
   /** Every request reaches sessions through this client (its store serves the reads). */
   client: SessionClient;
@@ -39,9 +51,15 @@ export type GatewayOptions = {
    * against them.
    */
   defaultAgent?: AgentDefaults;
+  /** Metrics at `GET /metrics` (behind the token when one is set) and request spans; absent: neither. */
+  telemetry?: GatewayTelemetry;
 } & Partial<GatewayTimeouts>;
 
-export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'logger' | 'token'>> & { token: string | undefined; logger: FastifyBaseLogger | undefined };
+export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'logger' | 'token' | 'telemetry'>> & {
+  token: string | undefined;
+  logger: FastifyBaseLogger | undefined;
+  telemetry: GatewayTelemetry | undefined;
+};
 
 /** Version of the HTTP API described by the OpenAPI document. */
 export const GATEWAY_API_VERSION = '1.0.0';
@@ -72,6 +90,7 @@ export function resolveGatewayOptions(options: GatewayOptions): ResolvedGatewayO
     logger: options.logger,
     sseHeartbeatMs: options.sseHeartbeatMs ?? 15_000,
     defaultAgent: options.defaultAgent ?? {},
+    telemetry: options.telemetry,
   };
 }
 
@@ -323,31 +342,47 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
     return sendError(request, reply, new GatewayError('NOT_FOUND', `no route ${request.method} ${path}; the routes are listed in GET /v1/openapi.json`));
   });
 
-  for (const route of ROUTES) registerRoute(app, route, context);
+  for (const route of ROUTES) registerRoute(app, route, context, resolved.telemetry);
   registerOpenAiApi(app, { ...context, defaults: resolved.defaultAgent });
+  const telemetry = resolved.telemetry;
+  if (telemetry) {
+    app.get('/metrics', async (_request, reply) => {
+      const { contentType, text } = await telemetry.exposition({ sseClients: streams.size });
+      return reply.header('content-type', contentType).header('cache-control', 'no-store').send(text);
+    });
+  }
   registerInspectorUi(app, { tokenRequired: resolved.token !== undefined });
   return app;
 }
 
-function registerRoute(app: FastifyInstance, route: RouteSpec, context: RouteContext): void {
+function registerRoute(app: FastifyInstance, route: RouteSpec, context: RouteContext, telemetry: GatewayTelemetry | undefined): void {
+  const handle = async (request: FastifyRequest, reply: FastifyReply, span?: RequestSpan): Promise<FastifyReply> => {
+    const rawParams = request.params as Record<string, unknown>;
+    // The DESIGN §3 id rule at the boundary, with its own code (a traversal-style id is a 400, never a lookup).
+    if ('id' in rawParams) assertSessionId(rawParams.id);
+    const input = {
+      params: parsePart(route.params, rawParams, 'path'),
+      query: parsePart(route.query, request.query, 'query'),
+      body: route.body ? parsePart(route.body, request.body, 'body') : undefined,
+      request,
+      reply,
+    };
+    const result = await route.handler(context, input);
+    if (result === STREAMED) return reply;
+    const turn = (result.body as { turn?: unknown } | null | undefined)?.turn;
+    if (typeof turn === 'number') span?.setTurn(turn);
+    span?.setStatus(result.status);
+    return reply.code(result.status).send(result.body);
+  };
   app.route({
     method: route.method,
     url: route.path,
-    handler: async (request, reply) => {
-      const rawParams = request.params as Record<string, unknown>;
-      // The DESIGN §3 id rule at the boundary, with its own code (a traversal-style id is a 400, never a lookup).
-      if ('id' in rawParams) assertSessionId(rawParams.id);
-      const input = {
-        params: parsePart(route.params, rawParams, 'path'),
-        query: parsePart(route.query, request.query, 'query'),
-        body: route.body ? parsePart(route.body, request.body, 'body') : undefined,
-        request,
-        reply,
-      };
-      const result = await route.handler(context, input);
-      if (result === STREAMED) return reply;
-      return reply.code(result.status).send(result.body);
-    },
+    handler: telemetry
+      ? (request, reply) => {
+          const id = (request.params as { id?: unknown }).id;
+          return telemetry.traceRequest({ method: route.method, route: route.path, ...(typeof id === 'string' ? { sessionId: id } : {}) }, (span) => handle(request, reply, span));
+        }
+      : (request, reply) => handle(request, reply),
   });
 }
 

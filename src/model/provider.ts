@@ -22,6 +22,8 @@ export type ModelRequest = {
   signal?: AbortSignal;
   /** Receives the reply's coalesced chunks as they stream, a batch at a time (awaited). */
   onChunks?: (chunks: StreamChunk[]) => void | Promise<void>;
+  /** Called once, when the first delta arrives (before coalescing): the time to first token. */
+  onFirstDelta?: () => void;
 };
 
 export type ModelReply = {
@@ -101,7 +103,7 @@ export function createOpenAIProvider(input: OpenAIProviderConfig): ModelPort {
   return {
     provider: config.provider,
     model,
-    async stream({ messages, header, signal, onChunks }) {
+    async stream({ messages, header, signal, onChunks, onFirstDelta }) {
       const resolved = model(header.model);
       const request = buildChatRequest({ messages, header, model: resolved });
       const result = await streamCompletion({
@@ -111,6 +113,7 @@ export function createOpenAIProvider(input: OpenAIProviderConfig): ModelPort {
         idleTimeoutMs: config.idleTimeoutMs,
         ...(signal ? { signal } : {}),
         ...(onChunks ? { onChunks } : {}),
+        ...(onFirstDelta ? { onFirstDelta } : {}),
       });
       return {
         content: result.content,

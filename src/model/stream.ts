@@ -32,6 +32,8 @@ export type StreamCompletionOptions = {
    * batches, never a backlog of small ones).
    */
   onChunks?: (chunks: StreamChunk[]) => void | Promise<void>;
+  /** Called once, when the first delta arrives (before coalescing delays it). */
+  onFirstDelta?: () => void;
   coalesce?: Partial<CoalesceOptions>;
   /** Fail with `timeout` when no delta arrives for this long (default: no idle limit). */
   idleTimeoutMs?: number;
@@ -232,6 +234,7 @@ export async function streamCompletion(options: StreamCompletionOptions): Promis
 
   let finishReason: string | null = null;
   let usage: TokenUsage | undefined;
+  let firstDelta = options.onFirstDelta;
   try {
     armIdle();
     const request = { ...options.request, stream: true, stream_options: { include_usage: true } } as ChatCompletionCreateParamsStreaming;
@@ -240,6 +243,8 @@ export async function streamCompletion(options: StreamCompletionOptions): Promis
       armIdle();
       for (const choice of chunk.choices) {
         for (const piece of chunksOfDelta(choice.delta as WireDelta)) {
+          firstDelta?.();
+          firstDelta = undefined;
           accumulator.add(piece);
           coalescer.push(piece);
         }

@@ -6,6 +6,7 @@
  *   TEMPORAL_ADDRESS        Temporal frontend (required)
  *   SESSIONLOG_STORE        store URL for `openStore`, e.g. `sqlite:/tmp/x/sessions.db` (required)
  *   FAKE_MODEL_BASE_URL     the fake model server's `…/v1` base URL (required)
+ *   FAKE_MODEL_API_KEY      the key the worker's model client sends (default `test-key`)
  *   SESSIONLOG_TASK_QUEUE   task queue (required)
  *   WORKFLOW_BUNDLE_PATH    a prebuilt workflow bundle (skips bundling, which takes seconds)
  *   CHILD_WAIT_FOR_GO       when `1`, get everything ready (imports, store, connection, worker)
@@ -15,6 +16,9 @@
  *                           REGEX is held forever, before it is written or after it committed,
  *                           and reported, so the parent can kill the worker inside an append.
  *   CHILD_SIDE_EFFECT_FILE  enables the `record` tool, which appends to this file
+ *   OTEL_EXPORTER_OTLP_ENDPOINT  when set, the worker runs with sessionlog's telemetry and traces
+ *                           to this OTLP/HTTP endpoint (its log lines go to stderr; a prebuilt
+ *                           WORKFLOW_BUNDLE_PATH must then include the tracing interceptors).
  *
  * Besides the built-in tools the worker has a `sleep` tool (`{ms}`) that waits while
  * honouring the activity's abort signal, so "kill during a tool" is reliable; with
@@ -36,6 +40,7 @@ import { openStore } from '../../src/persistence/open.js';
 import type { SessionStore } from '../../src/persistence/store.js';
 import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';
 import { ToolInputError, ToolRegistry, type Tool } from '../../src/tools/registry.js';
+import { startTelemetry } from '../../src/telemetry/index.js';
 import { createWorker } from '../../src/worker.js';
 
 function required(name: string): string {
@@ -113,7 +118,16 @@ function holdingStore(store: SessionStore, rule: string | undefined): SessionSto
   });
 }
 
-Runtime.install({ logger: new DefaultLogger('WARN') });
+const otlpEndpoint = process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
+const telemetry = otlpEndpoint
+  ? await startTelemetry(
+      { serviceName: 'sessionlog-worker', logLevel: 'info', logFormat: 'json', otlpEndpoint, captureContent: false },
+      { logDestination: { write: (line: string) => void process.stderr.write(line) } },
+    )
+  : undefined;
+if (telemetry) await telemetry.installTemporalRuntime();
+else Runtime.install({ logger: new DefaultLogger('WARN') });
+const tracing = telemetry?.tracing?.workerOptions();
 
 const address = required('TEMPORAL_ADDRESS');
 const storeUrl = required('SESSIONLOG_STORE');
@@ -124,7 +138,7 @@ const sideEffectFile = process.env.CHILD_SIDE_EFFECT_FILE;
 
 const baseStore = await openStore(storeUrl, { pollIntervalMs: 20 });
 const store = holdingStore(baseStore, process.env.CHILD_HOLD_APPEND);
-const provider = createOpenAIProvider({ baseURL, apiKey: 'test-key', timeoutMs: 20_000, idleTimeoutMs: 20_000, provider: 'fake', coalesce: { maxDelayMs: 30 } });
+const provider = createOpenAIProvider({ baseURL, apiKey: process.env.FAKE_MODEL_API_KEY ?? 'test-key', timeoutMs: 20_000, idleTimeoutMs: 20_000, provider: 'fake', coalesce: { maxDelayMs: 30 } });
 const worker = await createWorker({
   address,
   taskQueue,
@@ -132,7 +146,10 @@ const worker = await createWorker({
   model: provider,
   agent: { model: 'fake', system: 'You are a test assistant.', tools: ['read_artifact', 'calculator', 'sleep', ...(sideEffectFile ? ['record'] : [])] },
   tools: new ToolRegistry([...BUILTIN_TOOLS, sleepTool, ...(sideEffectFile ? [recordTool(sideEffectFile)] : [])]),
+  ...(telemetry ? { telemetry: telemetry.engine } : {}),
+  ...(telemetry?.tracing ? { workflowInterceptorModules: telemetry.tracing.workflowInterceptorModules } : {}),
   workerOptions: {
+    ...(tracing ? { sinks: tracing.sinks, interceptors: tracing.interceptors } : {}),
     maxHeartbeatThrottleInterval: '500ms',
     defaultHeartbeatThrottleInterval: '500ms',
     // After a kill, tasks parked on this worker's sticky queue move to the normal queue fast.
@@ -203,4 +220,5 @@ try {
   await running;
 } finally {
   await baseStore.close();
+  await telemetry?.shutdown();
 }
