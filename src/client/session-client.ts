@@ -24,6 +24,7 @@ import {
   isAppendSurfaceEvent,
   isSessionlogError,
   textOf,
+  turnToolsProblem,
   verifyLog,
   type AgentSpec,
   type ContextReport,
@@ -33,6 +34,7 @@ import {
   type SessionView,
   type StoredEvent,
   type SurfaceView,
+  type ToolSchema,
   type TurnsView,
   type Violation,
 } from '../session/index.js';
@@ -61,6 +63,7 @@ import {
   type SessionStatus,
   type SessionTunables,
   type SessionWorkflowInput,
+  type UserInput,
 } from '../workflows/api.js';
 import type { sessionWorkflow } from '../workflows/session-workflow.js';
 import { assertMessageId, assertMessageText, assertSessionId, isWellFormed } from './inputs.js';
@@ -130,6 +133,7 @@ const REJECTION_CODES: ReadonlySet<string> = new Set([
   'UNKNOWN_CALL',
   'ALREADY_ANSWERED',
   'INVALID_ARGUMENT',
+  'UNAVAILABLE',
 ]);
 
 /** Why a listed session's log may not be readable: `sessions verify` reports it; listings across sessions skip it. */
@@ -287,16 +291,21 @@ export class SessionClient {
    * (`assistant/chunk` events) started before this call.
    *
    * @param options.id idempotency key of the message (default: a new UUID).
-   * @throws SessionlogError `EMPTY_MESSAGE`, `MESSAGE_TOO_LARGE`, `INVALID_MESSAGE` or
-   *   `SESSION_CLOSED` when the message is refused (it never reaches the log); `CORRUPT_LOG`,
-   *   `LOG_BEHIND` or `LOG_AHEAD` (naming the session and seq) when the session's log stops it.
+   * @param options.tools function tools the caller runs, for the turn this message starts only
+   *   (a message with tools never joins a running turn): the model sees them beside the worker's
+   *   tools, and each call waits for {@link submitToolResult}, as an external tool's does.
+   * @throws SessionlogError `EMPTY_MESSAGE`, `MESSAGE_TOO_LARGE`, `INVALID_MESSAGE`,
+   *   `INVALID_ARGUMENT` (bad tools) or `SESSION_CLOSED` when the message is refused (it never
+   *   reaches the log); `UNAVAILABLE` when the store refused the turn's first write (nothing is
+   *   logged: send it again); `CORRUPT_LOG`, `LOG_BEHIND` or `LOG_AHEAD` (naming the session and
+   *   seq) when the session's log stops it.
    */
-  async send(sessionId: string, text: string, options: { id?: string } = {}): Promise<Reply> {
-    const id = this.checkMessage(sessionId, text, options.id);
+  async send(sessionId: string, text: string, options: { id?: string; tools?: ToolSchema[] } = {}): Promise<Reply> {
+    const message = this.checkMessage(sessionId, text, options);
     await this.ensureSession(sessionId);
     const result = await retryWhileTaskFails(async () => {
       try {
-        return await this.temporal.workflow.executeUpdateWithStart(sendUpdate, { args: [{ id, text }], updateId: id, startWorkflowOperation: this.startOperation(sessionId) });
+        return await this.temporal.workflow.executeUpdateWithStart(sendUpdate, { args: [message], updateId: message.id, startWorkflowOperation: this.startOperation(sessionId) });
       } catch (error) {
         throw refusal(error);
       }
@@ -309,13 +318,14 @@ export class SessionClient {
    * log; see {@link follow}. The checks `send` makes before Temporal are made here too.
    *
    * @param options.id idempotency key of the message (default: a new UUID).
+   * @param options.tools the caller's tools for the turn this message starts (as for {@link send}).
    * @returns the message id.
    */
-  async post(sessionId: string, text: string, options: { id?: string } = {}): Promise<{ id: string }> {
-    const id = this.checkMessage(sessionId, text, options.id);
+  async post(sessionId: string, text: string, options: { id?: string; tools?: ToolSchema[] } = {}): Promise<{ id: string }> {
+    const message = this.checkMessage(sessionId, text, options);
     await this.ensureSession(sessionId);
-    await this.temporal.workflow.signalWithStart(SESSION_WORKFLOW_TYPE, { ...this.startOptions(sessionId), signal: userMessageSignal, signalArgs: [{ id, text }] });
-    return { id };
+    await this.temporal.workflow.signalWithStart(SESSION_WORKFLOW_TYPE, { ...this.startOptions(sessionId), signal: userMessageSignal, signalArgs: [message] });
+    return { id: message.id };
   }
 
   // ---- reads --------------------------------------------------------------------------------
@@ -465,7 +475,7 @@ export class SessionClient {
     await this.requireSession(sessionId);
     const id = note.id ?? randomUUID();
     assertMessageId(id);
-    const messages = (note.messages ?? []).map((m) => ({ id: this.checkMessage(sessionId, m.text, m.id), text: m.text }));
+    const messages = (note.messages ?? []).map((m) => this.checkMessage(sessionId, m.text, m.id === undefined ? {} : { id: m.id }));
     const input: NoteInput = { id, ...(note.metadata ? { metadata: note.metadata } : {}), ...(messages.length > 0 ? { messages } : {}) };
     const logged = await retryWhileTaskFails(async () => {
       try {
@@ -658,12 +668,15 @@ export class SessionClient {
 
   // ---- internals ----------------------------------------------------------------------------
 
-  private checkMessage(sessionId: string, text: string, id: string | undefined): string {
+  private checkMessage(sessionId: string, text: string, options: { id?: string; tools?: ToolSchema[] }): UserInput {
     assertSessionId(sessionId);
     assertMessageText(text, this.maxMessageBytes);
-    const messageId = id ?? randomUUID();
-    assertMessageId(messageId);
-    return messageId;
+    const id = options.id ?? randomUUID();
+    assertMessageId(id);
+    if (options.tools === undefined) return { id, text };
+    const problem = turnToolsProblem(options.tools);
+    if (problem) throw new SessionlogError('INVALID_ARGUMENT', problem);
+    return { id, text, tools: options.tools };
   }
 
   private async requireSession(sessionId: string): Promise<void> {

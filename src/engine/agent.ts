@@ -2,8 +2,9 @@
  * The agent a session runs: the worker's defaults overridden by the session's own header
  * (model, system prompt, tool set), and the request envelope a model call is made with.
  */
+import { ModelCallError, modelFailure } from '../model/errors.js';
 import type { ModelPort } from '../model/provider.js';
-import type { AgentSpec, RequestHeader } from '../session/index.js';
+import { clashingToolNames, type AgentSpec, type RequestHeader, type ToolSchema } from '../session/index.js';
 import { RECALL_TOOL_NAMES } from '../tools/builtin.js';
 import type { ToolRegistry } from '../tools/registry.js';
 
@@ -18,16 +19,29 @@ export type AgentConfig = {
 };
 
 /**
- * The request envelope for a session started with `spec`. Resolves the model through the
- * port's catalogue, so an unknown model fails here (UNKNOWN_MODEL), before any call.
+ * The request envelope for a session started with `spec`, in a turn that adds `turnTools` (the
+ * caller's, after the worker's). Resolves the model through the port's catalogue, so an unknown
+ * model fails here (UNKNOWN_MODEL), before any call; a turn tool named like one of the worker's
+ * fails as a bad request (the model could not tell them apart).
  */
-export function requestHeaderFor(deps: { model: ModelPort; tools: ToolRegistry; agent: AgentConfig; context?: unknown }, spec: AgentSpec | undefined): RequestHeader {
+export function requestHeaderFor(
+  deps: { model: ModelPort; tools: ToolRegistry; agent: AgentConfig; context?: unknown },
+  spec: AgentSpec | undefined,
+  turnTools?: readonly ToolSchema[],
+): RequestHeader {
   const model = spec?.model ?? deps.agent.model;
   deps.model.model(model);
   const names = [...(spec?.tools ?? deps.agent.tools)];
   // Where compaction runs, what it replaces stays reachable: the recall tools come with it.
   if (deps.context) for (const name of RECALL_TOOL_NAMES) if (!names.includes(name) && deps.tools.get(name)) names.push(name);
   const tools = deps.tools.schemas(names);
+  if (turnTools) {
+    const clashes = clashingToolNames(turnTools, tools);
+    if (clashes.length > 0) {
+      throw new ModelCallError(modelFailure('bad_request', `the tools given for this turn include ${clashes.map((n) => JSON.stringify(n)).join(', ')}, which the worker already has; give the caller's tools other names`));
+    }
+    tools.push(...turnTools);
+  }
   const system = spec?.system ?? deps.agent.system;
   return {
     provider: deps.model.provider,

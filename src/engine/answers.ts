@@ -30,7 +30,7 @@ export async function requestAnswers(deps: EngineDeps, writer: LogWriter, key: S
       if (logged?.type !== 'tool/call') continue;
       const parsed = parseToolCallArguments(call.name, logged.data.arguments);
       // Unparsable arguments never run: the tool step answers them with an error, no approval needed.
-      const gate = parsed.ok ? gateOf(deps.tools.get(call.name), parsed.value, deps.approval, writer.session.allowedTools) : undefined;
+      const gate = !parsed.ok ? undefined : isTurnTool(writer.session, call.name) ? 'external' : gateOf(deps.tools.get(call.name), parsed.value, deps.approval, writer.session.allowedTools);
       if (!gate) continue;
       events.push({
         type: 'tool/approval-request',
@@ -41,6 +41,11 @@ export async function requestAnswers(deps: EngineDeps, writer: LogWriter, key: S
     if (events.length > 0) await writer.append(events, op);
   }
   return annotate(writer.session, calls);
+}
+
+/** Whether `name` is one of the tools the caller gave the open turn (its calls wait for the caller's result). */
+export function isTurnTool(session: SessionView, name: string): boolean {
+  return session.turns.turnTools?.some((tool) => tool.name === name) ?? false;
 }
 
 /** The step's calls with the gates, expiries and answers the log holds for them. */

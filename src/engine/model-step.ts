@@ -17,6 +17,7 @@ import {
   SessionlogError,
   closersFor,
   jsonEqual,
+  turnToolsProblem,
   type AssistantMessage,
   type NewEvent,
   type RequestHeader,
@@ -52,7 +53,7 @@ export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: St
 
   let header: RequestHeader;
   try {
-    header = requestHeaderFor(deps, writer.session.header.agent);
+    header = requestHeaderFor(deps, writer.session.header.agent, writer.session.turns.turnTools);
   } catch (error) {
     return failStep(deps, writer, input, key, classifyModelError(error));
   }
@@ -115,7 +116,11 @@ async function beginStep(deps: EngineDeps, writer: LogWriter, input: ModelStepIn
         `session ${input.sessionId}: the log's last turn is ${writer.session.turns.lastTurn} but this workflow run is starting turn ${input.turn}; run \`sessionlog sessions resume ${input.sessionId}\` to continue from what the log holds`,
       );
     }
-    events.push({ type: 'turn/start', time: deps.now(), data: { turn: input.turn } });
+    // The caller's tools for this turn come with the message that starts it (the workflow lets one such message in).
+    const tools = input.entering.find((message) => message.tools !== undefined)?.tools;
+    const problem = tools === undefined ? undefined : turnToolsProblem(tools);
+    if (problem) throw new SessionlogError('INVALID_ARGUMENT', `the tools sent for turn ${input.turn}: ${problem}`);
+    events.push({ type: 'turn/start', time: deps.now(), data: { turn: input.turn, ...(tools ? { tools } : {}) } });
   }
   events.push({ type: 'step/start', time: deps.now(), data: { turn: input.turn, step: input.step } });
   for (const message of input.entering) {

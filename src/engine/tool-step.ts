@@ -10,6 +10,7 @@ import { SessionlogError, closersFor, isSessionlogError, scrubSecrets, type Even
 import { ToolInputError, type ToolContext } from '../tools/registry.js';
 import type { EngineDeps } from './deps.js';
 import { StepInterrupted, ToolAttemptFailed } from './errors.js';
+import { isTurnTool } from './answers.js';
 import { historyOf } from './history.js';
 import { LogWriter } from './log-writer.js';
 import { endTurnOp, stepOps } from './ops.js';
@@ -31,7 +32,7 @@ export async function runTool(deps: EngineDeps, input: RunToolInput, ctx: StepCo
   const observer = deps.telemetry?.toolCall({ sessionId: input.sessionId, turn: input.turn, step: input.step, callId, tool: name, attempt: ctx.attempt });
   let outcome: ToolOutcome;
   try {
-    outcome = await callTool(deps, input, ctx, { sessionId: input.sessionId, callId, name, rawArguments: edited ?? call.data.arguments });
+    outcome = await callTool(deps, input, ctx, { sessionId: input.sessionId, callId, name, rawArguments: edited ?? call.data.arguments, turnTool: isTurnTool(session, name) });
   } catch (error) {
     observer?.end({ isError: true, failed: true, errorCode: (error as { code?: string }).code ?? 'TOOL_FAILED' });
     throw error;
@@ -46,10 +47,13 @@ async function callTool(
   deps: EngineDeps,
   input: RunToolInput,
   ctx: StepContext,
-  call: { sessionId: string; callId: string; name: string; rawArguments: string },
+  call: { sessionId: string; callId: string; name: string; rawArguments: string; turnTool: boolean },
 ): Promise<ToolOutcome> {
   const tool = deps.tools.get(call.name);
-  if (tool?.external) {
+  if (call.turnTool || tool?.external) {
+    // Only a call whose arguments are not a JSON object reaches here waiting for nothing: tell the model why.
+    const parsed = parseToolCallArguments(call.name, call.rawArguments);
+    if (!parsed.ok) return { text: parsed.message, isError: true, errorCode: parsed.code };
     return { text: `The tool ${call.name} is run by the caller, not by sessionlog; its result never arrived.`, isError: true, errorCode: 'TOOL_EXTERNAL' };
   }
   if (!tool) {

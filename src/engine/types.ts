@@ -4,10 +4,15 @@
  * (DESIGN §1.3). The user's message text is the one bounded exception (it enters the log in
  * the step that consumes it).
  */
+import type { ToolSchema } from '../session/events.js';
 import type { TurnOutcome } from '../session/turns.js';
 
 /** A user message as it enters a turn: its idempotency id and its (bounded) text. */
-export type UserInput = { id: string; text: string };
+/**
+ * A user message on its way into a turn. `tools`: function tools the caller runs in the turn this
+ * message starts (session/turn-tools.ts); such a message only ever starts a turn.
+ */
+export type UserInput = { id: string; text: string; tools?: ToolSchema[] };
 
 /**
  * What a caller logs between turns (DESIGN §8): labels of the session or of the turn that will

@@ -63,7 +63,7 @@ export function buildChatRequest({ messages, header, model }: BuildChatRequestIn
 function toWireTool(tool: NonNullable<RequestHeader['tools']>[number]): ChatCompletionTool {
   return {
     type: 'function',
-    function: { name: tool.name, description: tool.description, parameters: tool.parameters as Record<string, unknown> },
+    function: { name: tool.name, description: tool.description, parameters: tool.parameters as Record<string, unknown>, ...(tool.strict !== undefined ? { strict: tool.strict } : {}) },
   };
 }
 

@@ -15,7 +15,11 @@ export type TurnEndReason =
   | { kind: 'max-steps' }
   | { kind: 'interrupted' };
 
-export type ToolSchema = { name: string; description: string; parameters: JsonValue };
+/**
+ * A tool as the model is told of it. `strict`: the provider holds the model's arguments to the
+ * schema exactly (OpenAI's structured outputs; providers without it ignore the flag).
+ */
+export type ToolSchema = { name: string; description: string; parameters: JsonValue; strict?: boolean };
 
 /** The request envelope a model call is made with (dsh-spec §1.4 `EpochHeader`, simplified). */
 export type RequestHeader = {
@@ -32,7 +36,8 @@ export type ToolErrorInfo = { name: string; code: string };
 
 /** Payload of every known event type. */
 export interface EventDataMap {
-  'turn/start': { turn: number };
+  /** `tools`: function tools the caller runs in this turn only (session/turn-tools.ts). */
+  'turn/start': { turn: number; tools?: ToolSchema[] };
   'turn/end': { turn: number; reason: TurnEndReason };
   'step/start': { turn: number; step: number };
   'step/end': { turn: number; step: number };

@@ -11,6 +11,7 @@ export * from './secrets.js';
 export * from './session.js';
 export * from './surface.js';
 export * from './surface-view.js';
+export * from './turn-tools.js';
 export * from './turns.js';
 export * from './turns-view.js';
 export * from './validate.js';

@@ -4,7 +4,7 @@
  * repair (closers), log verification (numbering rules) and the turn engine (outcomes, recent
  * messages).
  */
-import { isKnownEvent, type SessionEvent, type StoredEvent, type TurnEndReason } from './events.js';
+import { isKnownEvent, type SessionEvent, type StoredEvent, type ToolSchema, type TurnEndReason } from './events.js';
 
 /** How many user message ids a fold remembers (the workflow's de-duplication window). */
 export const RECENT_USER_MESSAGES = 256;
@@ -59,7 +59,7 @@ function isStepScoped(event: SessionEvent): event is StepScoped {
 }
 
 /** A read-only view of a fold's state. */
-export type TurnState = Readonly<Pick<TurnFold, 'lastTurn' | 'openTurn' | 'openStep' | 'lastStep' | 'pending' | 'turns' | 'recentUserMessages' | 'open'>>;
+export type TurnState = Readonly<Pick<TurnFold, 'lastTurn' | 'openTurn' | 'openStep' | 'lastStep' | 'pending' | 'turnTools' | 'turns' | 'recentUserMessages' | 'open'>>;
 
 export class TurnFold {
   /** The highest turn number started so far (0 before the first turn). */
@@ -70,6 +70,8 @@ export class TurnFold {
   lastStep = 0;
   /** Tool calls of the open step without a result, in call order. */
   pending = new Map<string, PendingCall>();
+  /** Function tools the caller runs in the open turn (its `turn/start` `tools`). */
+  turnTools: ToolSchema[] | undefined;
   /** Every turn seen, by number (a turn number repeated by a damaged log keeps its last record). */
   readonly turns = new Map<number, TurnRecord>();
   /** The newest user-sent messages (at most {@link RECENT_USER_MESSAGES}) with the turn each entered. */
@@ -101,6 +103,7 @@ export class TurnFold {
         this.openStep = undefined;
         this.lastStep = 0;
         this.pending = new Map();
+        this.turnTools = event.data.tools;
         this.turns.set(turn, { turn, startSeq: event.seq, replySeq: null });
         break;
       }
@@ -117,6 +120,7 @@ export class TurnFold {
         this.openTurn = undefined;
         this.openStep = undefined;
         this.pending = new Map();
+        this.turnTools = undefined;
         break;
       }
       case 'step/start': {

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { SessionlogError } from './errors.js';
 import { KNOWN_EVENT_TYPES, SESSION_FORMAT_VERSION, type StoredEvent, type SessionHeader } from './events.js';
 import { assertSessionId } from './ids.js';
+import { turnToolsProblem } from './turn-tools.js';
 
 const seqSchema = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 const nonEmpty = z.string().min(1);
@@ -61,7 +62,13 @@ const toolResultMessage = z
 const turnStep = { turn: z.number().int().positive(), step: z.number().int().positive() };
 
 const dataSchemas: Record<string, z.ZodType> = {
-  'turn/start': z.object({ turn: z.number().int().positive() }).passthrough(),
+  'turn/start': z
+    .object({ turn: z.number().int().positive(), tools: z.array(z.unknown()).optional() })
+    .passthrough()
+    .superRefine((data, ctx) => {
+      const problem = data.tools === undefined ? undefined : turnToolsProblem(data.tools);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem, path: ['tools'] });
+    }),
   'turn/end': z.object({ turn: z.number().int().positive(), reason: z.object({ kind: nonEmpty }).passthrough() }).passthrough(),
   'step/start': z.object(turnStep).passthrough(),
   'step/end': z.object(turnStep).passthrough(),

@@ -22,6 +22,8 @@ import {
 const MAX_RECENT_IDS = 256;
 const MAX_METADATA_KEYS = 16;
 const MAX_NOTE_MESSAGES = 20;
+/** A message's tools for its turn, as JSON (session/turn-tools.ts holds the exact per-tool limits, below this). */
+const MAX_TOOLS_JSON = 300 * 1024;
 
 /** A failure that stops the session: its log cannot be written safely by this run. */
 export type Fatal = { code: string; message: string };
@@ -32,6 +34,11 @@ export class SessionState {
   private readonly results = new Map<string, SendResult | null>();
   /** The turn of each message taken in from the log's open turn (answered by `answerTurn`). */
   private readonly turnOf = new Map<string, number>();
+  /**
+   * Messages the log never took (their turn could not be begun): each `send` waiting on one fails
+   * with the reason, and the same id may be sent again.
+   */
+  private readonly refused = new Map<string, Fatal>();
   /** Message ids that `send` handlers wait on, with how many handlers wait on each. */
   private readonly waitingFor = new Map<string, number>();
   headSeq: number;
@@ -107,6 +114,10 @@ export class SessionState {
     if (bytes > this.tunables.maxMessageBytes) {
       throw ApplicationFailure.nonRetryable(`message is ${bytes} bytes; the limit is ${this.tunables.maxMessageBytes}`, 'MESSAGE_TOO_LARGE');
     }
+    // Bounds only (the history holds them); the engine checks each tool before the turn is logged.
+    if (message.tools !== undefined && (!Array.isArray(message.tools) || message.tools.length === 0 || JSON.stringify(message.tools).length > MAX_TOOLS_JSON)) {
+      throw ApplicationFailure.nonRetryable(`tools must be a non-empty list of at most ${MAX_TOOLS_JSON} characters of JSON`, 'INVALID_ARGUMENT');
+    }
     this.throwIfStopped();
     if (this.closing) throw ApplicationFailure.nonRetryable('session is closing and accepts no more messages', 'SESSION_CLOSED');
   }
@@ -114,7 +125,23 @@ export class SessionState {
   /** Queues a message unless its id is already queued or answered. */
   enqueue(message: UserInput): void {
     if (this.results.has(message.id) || this.queue.some((m) => m.id === message.id)) return;
-    this.queue.push({ id: message.id, text: message.text });
+    this.refused.delete(message.id);
+    this.queue.push({ id: message.id, text: message.text, ...(message.tools !== undefined ? { tools: message.tools } : {}) });
+  }
+
+  /**
+   * Takes the queued messages that enter step `step` of a turn, in order. A message that brings
+   * tools for its turn only starts a turn: step 1 takes messages up to the second one with tools,
+   * a later step those before the first one.
+   */
+  takeEntering(step: number): UserInput[] {
+    let withTools = step === 1 ? 0 : 1;
+    let count = 0;
+    for (const message of this.queue) {
+      if (message.tools !== undefined && ++withTools > 1) break;
+      count += 1;
+    }
+    return this.queue.splice(0, count);
   }
 
   /** Records a message's result (null: taken into a turn, not answered yet). */
@@ -127,6 +154,20 @@ export class SessionState {
   /** Answers every message of a resumed turn (taken in by an earlier run) with its result. */
   answerTurn(turn: number, result: SendResult): void {
     for (const [id, known] of this.results) if (known === null && this.turnOf.get(id) === turn) this.remember(id, result);
+  }
+
+  /** Forgets messages whose turn was never logged; their waiting sends fail with `reason`. */
+  refuse(ids: readonly string[], reason: Fatal): void {
+    for (const id of ids) {
+      this.results.delete(id);
+      this.refused.set(id, reason);
+    }
+    while (this.refused.size > MAX_RECENT_IDS) this.refused.delete(this.refused.keys().next().value as string);
+  }
+
+  /** Why the log never took message `id`, if it did not. */
+  refusalOf(id: string): Fatal | undefined {
+    return this.refused.get(id);
   }
 
   resultOf(id: string): SendResult | null | undefined {
@@ -151,7 +192,7 @@ export class SessionState {
 
   /** Whether a `send` waits for a message this run has not answered. */
   unanswered(): boolean {
-    return [...this.waitingFor.keys()].some((id) => this.results.get(id) == null);
+    return [...this.waitingFor.keys()].some((id) => this.results.get(id) == null && !this.refused.has(id));
   }
 
   /** Stops the session: waiting sends are answered with the failure, new ones refused. */
@@ -241,7 +282,10 @@ export class SessionState {
       }
     }
     if ((note.messages?.length ?? 0) > MAX_NOTE_MESSAGES) throw ApplicationFailure.nonRetryable(`a note carries at most ${MAX_NOTE_MESSAGES} messages`, 'INVALID_ARGUMENT');
-    for (const message of note.messages ?? []) this.validate(message);
+    for (const message of note.messages ?? []) {
+      this.validate(message);
+      if (message.tools !== undefined) throw ApplicationFailure.nonRetryable('a note logs messages without starting a turn: its messages take no tools', 'INVALID_ARGUMENT');
+    }
     this.throwIfStopped();
   }
 

@@ -43,6 +43,8 @@ import { SessionState, type Fatal } from './session-state.js';
 
 /** Patch id: continue-as-new no longer waits for `send`s that the finished turn already answered. */
 const CAN_AFTER_ANSWERED_SENDS = 'continue-as-new-after-answered-sends';
+/** A turn whose first step failed before the log took it gives its number back, and its messages are refused. */
+const TURN_NOT_LOGGED = 'turn-not-logged-gives-number-back';
 
 /** Activity failures that mean this run must not write the log any more (see LogWriter). */
 const FATAL_CODES: ReadonlySet<string> = new Set(['LOG_BEHIND', 'LOG_AHEAD', 'CORRUPT_LOG', 'UNSUPPORTED_FORMAT', 'OP_CONFLICT', 'SESSION_ERASED']);
@@ -102,9 +104,11 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
       state.enqueue(message);
       const done = state.wait(message.id);
       try {
-        await condition(() => state.resultOf(message.id) != null || state.fatal !== undefined);
+        await condition(() => state.resultOf(message.id) != null || state.refusalOf(message.id) !== undefined || state.fatal !== undefined);
         const result = state.resultOf(message.id);
         if (result) return result;
+        const refusal = state.refusalOf(message.id);
+        if (refusal) throw ApplicationFailure.nonRetryable(refusal.message, refusal.code);
         state.throwIfStopped();
         throw ApplicationFailure.nonRetryable(`message ${message.id} was not answered`, 'INTERNAL');
       } finally {
@@ -339,7 +343,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   };
 
   /** Runs one turn over the queued messages (or resumes one waiting for answers); returns how the log says it ended. */
-  const runTurn = async (turn: number, turnIds: string[], resume?: WaitingStep): Promise<SendResult> => {
+  const runTurn = async (turn: number, turnIds: string[], resume?: WaitingStep): Promise<SendResult | { notLogged: Fatal }> => {
     let replySeq: number | null = null;
     let outcome: SendResult['outcome'] = 'completed';
     const ended = (end: TurnEndRef | undefined, fallback: SendResult['outcome']): SendResult => ({
@@ -353,7 +357,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
         // The log shows this step's calls waiting for answers: continue from its tool half.
         result = { headSeq: state.headSeq, replySeq: null, toolCalls: resume.calls, outcome: 'tools', replayed: true };
       } else {
-        const entering = state.queue.splice(0, state.queue.length);
+        const entering = state.takeEntering(step);
         for (const m of entering) {
           turnIds.push(m.id);
           state.remember(m.id, null);
@@ -362,7 +366,10 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
         try {
           result = await modelCall(turn, step, entering);
         } catch (error) {
-          return ended(await failTurn(turn, error, 'MODEL_STEP_FAILED'), state.cancelRequested && isCancellation(error) ? 'aborted' : 'error');
+          const end = await failTurn(turn, error, 'MODEL_STEP_FAILED');
+          // Nothing of the turn is in the log (its first batch was refused): its messages were never taken.
+          if (end === undefined && step === 1 && !resume && patched(TURN_NOT_LOGGED)) return { notLogged: { code: failureCode(error) === 'INVALID_ARGUMENT' ? 'INVALID_ARGUMENT' : 'UNAVAILABLE', message: describeFailure(error) } };
+          return ended(end, state.cancelRequested && isCancellation(error) ? 'aborted' : 'error');
         }
       }
       state.headSeq = result.headSeq;
@@ -415,7 +422,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     state.turn = resumed.turn;
     state.phase = 'turn';
     const result = await guarded(() => runTurn(resumed.turn, [], resumed));
-    if (result) state.answerTurn(resumed.turn, result);
+    if (result && !('notLogged' in result)) state.answerTurn(resumed.turn, result);
     state.phase = 'idle';
   }
 
@@ -435,8 +442,13 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     const turnIds: string[] = [];
     const result = await guarded(() => runTurn(turn, turnIds));
     if (!result) break;
-    for (const id of turnIds) state.remember(id, result);
     state.phase = 'idle';
+    if ('notLogged' in result) {
+      state.turn -= 1;
+      state.refuse(turnIds, { code: result.notLogged.code, message: `the message was not logged (nothing of turn ${turn} is in the log): ${result.notLogged.message}; send it again` });
+      continue;
+    }
+    for (const id of turnIds) state.remember(id, result);
 
     const suggested = workflowInfo().continueAsNewSuggested;
     // Queued signal messages are carried over; a waiting `send` keeps the run until it is answered.
@@ -473,6 +485,12 @@ function fatalOf(error: unknown, anyRefusal = false): Fatal | undefined {
   if (!(cause instanceof ApplicationFailure) || !cause.type) return undefined;
   if (FATAL_CODES.has(cause.type) || (anyRefusal && cause.nonRetryable)) return { code: cause.type, message: cause.message };
   return undefined;
+}
+
+/** The code of an activity's application failure, if it has one. */
+function failureCode(error: unknown): string | undefined {
+  const cause = error instanceof ActivityFailure ? error.cause : error;
+  return cause instanceof ApplicationFailure && cause.type ? cause.type : undefined;
 }
 
 function describeFailure(error: unknown): string {

@@ -102,6 +102,9 @@ export class ResponseTracker {
   private outcome: Outcome | undefined;
   private usage: TokenUsage | undefined;
   private metadata: Record<string, string> = {};
+  /** The function tools the caller gave the response's turn, and the open turn's (`turn/start` `tools`). */
+  private tools: Response['tools'] = [];
+  private openTurnTools: Response['tools'] = [];
   private readonly assembler = new OutputAssembler();
   private sequence = 0;
   /** The tool calls of the turn's replies: their step and position among the reply's calls. */
@@ -140,6 +143,13 @@ export class ResponseTracker {
         break;
       case 'turn/start':
         this.openTurn = event.data.turn;
+        this.openTurnTools = (event.data.tools ?? []).map((tool) => ({
+          type: 'function' as const,
+          name: tool.name,
+          description: tool.description,
+          parameters: tool.parameters as Record<string, unknown>,
+          strict: tool.strict ?? null,
+        }));
         if (this.awaitingTurn) {
           this.awaitingTurn = false;
           this.begin(event.data.turn, event.time, out);
@@ -243,7 +253,7 @@ export class ResponseTracker {
       temperature: null,
       top_p: null,
       tool_choice: 'auto',
-      tools: [],
+      tools: [...this.tools],
       conversation: { id: this.context.sessionId },
       previous_response_id: null,
       text: { format: { type: 'text' } },
@@ -255,6 +265,7 @@ export class ResponseTracker {
 
   private begin(turn: number, time: number, out: UnsequencedEvent[]): void {
     this.turn = turn;
+    this.tools = this.openTurnTools;
     this.createdAt = Math.floor(time / 1000);
     this.progress = 'running';
     const response = this.snapshot();

@@ -8,7 +8,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Response, ResponseStreamEvent } from 'openai/resources/responses/responses';
 import type { z } from 'zod';
-import { isKnownEvent, type AgentSpec, type SessionHeader, type StoredEvent } from '../../session/index.js';
+import { isKnownEvent, jsonEqual, turnToolsProblem, type AgentSpec, type SessionHeader, type StoredEvent, type ToolSchema } from '../../session/index.js';
 import type { ResponseSpec, RouteContext } from '../routes.js';
 import { OpenAiError, invalidRequest, notFound } from './errors.js';
 import { decodeResponseId, encodeResponseId, newConversationId, newMessageId, type ResponseAnchor, type ResponseRef } from './ids.js';
@@ -31,6 +31,7 @@ import {
   responseObject,
   responseParams,
   responseRetrieveQuery,
+  type FunctionTool,
   type InputItem,
 } from './schemas.js';
 import { feedLive, followUntilDone, streamResponseEvents } from './stream.js';
@@ -117,12 +118,15 @@ type ConversationState = {
   openTurn: number | undefined;
   /** Calls of the open turn that wait for the caller's result (external tools). */
   awaitingResults: Set<string>;
+  /** The function tools the response that started the open turn gave it. */
+  turnTools: ToolSchema[] | undefined;
 };
 
 function conversationState(header: SessionHeader, events: readonly StoredEvent[], defaults: AgentDefaults): ConversationState {
   let model = header.agent?.model ?? defaults.model;
   let system = header.agent?.system ?? defaults.system;
   let openTurn: number | undefined;
+  let turnTools: ToolSchema[] | undefined;
   const awaitingResults = new Set<string>();
   for (const event of events) {
     if (!isKnownEvent(event)) continue;
@@ -133,9 +137,11 @@ function conversationState(header: SessionHeader, events: readonly StoredEvent[]
         break;
       case 'turn/start':
         openTurn = event.data.turn;
+        turnTools = event.data.tools;
         break;
       case 'turn/end':
         if (event.data.turn === openTurn) openTurn = undefined;
+        turnTools = undefined;
         awaitingResults.clear();
         break;
       case 'tool/approval-request':
@@ -151,7 +157,17 @@ function conversationState(header: SessionHeader, events: readonly StoredEvent[]
         break;
     }
   }
-  return { model, system, openTurn, awaitingResults };
+  return { model, system, openTurn, awaitingResults, turnTools };
+}
+
+/** A function tool of the request as the model is told of it (no description: empty; no parameters: any object). */
+function toolSchemaOf(tool: FunctionTool): ToolSchema {
+  return {
+    name: tool.name,
+    description: tool.description ?? '',
+    parameters: (tool.parameters ?? { type: 'object', properties: {} }) as ToolSchema['parameters'],
+    ...(tool.strict != null ? { strict: tool.strict } : {}),
+  };
 }
 
 /** Refuses, before anything is created, a message text the session would refuse (blank, too large). */
@@ -261,12 +277,10 @@ function checkTurnState(state: ConversationState, input: ResponseInput, sessionI
 
 async function createResponse(ctx: OpenAiContext, body: z.output<typeof responseCreateBody>, request: FastifyRequest, reply: FastifyReply): Promise<OpenAiRouteResult> {
   const input = normalizeInput(body.input);
-  if (body.tools && body.tools.length > 0) {
-    throw invalidRequest(
-      'tools',
-      "per-response tools are not available yet: a conversation's tools are the worker's, and the calls of those the caller runs (external tools) come back as function_call items, answered with function_call_output input",
-      'unsupported_parameter',
-    );
+  const tools = body.tools && body.tools.length > 0 ? body.tools.map(toolSchemaOf) : undefined;
+  if (tools) {
+    const problem = turnToolsProblem(tools);
+    if (problem) throw invalidRequest('tools', problem, 'invalid_value');
   }
   const answering = input.toolOutputs.length > 0;
   if (!answering && input.messages.length === 0) throw invalidRequest('input', 'input must hold a user message or function_call_output items', 'missing_required_parameter');
@@ -296,6 +310,10 @@ async function createResponse(ctx: OpenAiContext, body: z.output<typeof response
   const state = conversationState(header, events, ctx.defaults);
   checkAgentFields(body, state, sessionId);
   checkTurnState(state, input, sessionId);
+  // Results carry on the turn their calls belong to: its tools are those of the response that started it.
+  if (answering && tools && !jsonEqual(tools, state.turnTools ?? [])) {
+    throw invalidRequest('tools', `these results carry on a turn whose tools were fixed by the response that started it (${(state.turnTools ?? []).map((t) => t.name).join(', ') || 'none'}); send the same tools or none`, 'invalid_value');
+  }
 
   const messageId = newMessageId();
   const anchor: ResponseAnchor = answering ? { kind: 'tool-results', callId: input.toolOutputs[0]!.callId } : { kind: 'message', messageId };
@@ -316,7 +334,7 @@ async function createResponse(ctx: OpenAiContext, body: z.output<typeof response
         ...(earlier.length > 0 ? { messages: earlier.map((text, i) => ({ id: `${messageId}.${i}`, text })) } : {}),
       });
     }
-    await ctx.client.post(sessionId, input.messages.at(-1)!, { id: messageId });
+    await ctx.client.post(sessionId, input.messages.at(-1)!, { id: messageId, ...(tools ? { tools } : {}) });
   }
   if (body.stream === true) {
     await streamResponseEvents(request, reply, {
