@@ -66,6 +66,8 @@ export type StackOptions = {
   worker?: Partial<CreateWorkerOptions>;
   store?: SessionStore;
   modelTimeoutMs?: number;
+  /** The worker's task queue (default: a new one); a stack restarted on the same queue serves the same workflows. */
+  taskQueue?: string;
 };
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
@@ -74,7 +76,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const store = options.store ?? openSqliteStore(join(dir, 'sessions.db'));
   const fake = await startFakeModelServer(options.fake ?? {});
   const provider = createOpenAIProvider({ baseURL: fake.baseURL, apiKey: 'test-key', timeoutMs: options.modelTimeoutMs ?? 20_000, idleTimeoutMs: options.modelTimeoutMs ?? 20_000, provider: 'fake', coalesce: { maxDelayMs: 20 } });
-  const taskQueue = `test-${randomUUID()}`;
+  const taskQueue = options.taskQueue ?? `test-${randomUUID()}`;
   const address = temporalAddress();
   const nativeConnection = await NativeConnection.connect({ address });
   const worker = await createWorker({

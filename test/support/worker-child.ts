@@ -14,6 +14,10 @@
  *   CHILD_HOLD_APPEND       `before:REGEX` or `after:REGEX`: the first append whose op matches
  *                           REGEX is held forever, before it is written or after it committed,
  *                           and reported, so the parent can kill the worker inside an append.
+ *   CHILD_ONE_ACTIVITY      when `1`, run one activity at a time (so no activity poll is open
+ *                           while one runs) and keep two workflow-task polls: the server still
+ *                           hands tasks to the open polls of a worker stopped with SIGSTOP, and
+ *                           each is lost to a timeout before another worker gets it
  *
  * Besides the built-in tools the worker has a `sleep` tool (`{ms}`) that waits while
  * honouring the activity's abort signal, so "kill during a tool" is reliable.
@@ -116,6 +120,7 @@ const worker = await createWorker({
     // After a kill, tasks parked on this worker's sticky queue move to the normal queue fast.
     stickyQueueScheduleToStartTimeout: '1s',
     shutdownGraceTime: '2s',
+    ...(process.env.CHILD_ONE_ACTIVITY === '1' ? { maxConcurrentActivityTaskExecutions: 1, maxConcurrentActivityTaskPolls: 1, maxConcurrentWorkflowTaskPolls: 2 } : {}),
     ...(bundlePath ? { workflowBundle: { codePath: bundlePath } } : {}),
     ...(process.env.CHILD_DEBUG === '1'
       ? {
