@@ -21,8 +21,12 @@ export async function eraseWorkflows(temporal: Client, workflowId: string): Prom
   for await (const execution of temporal.workflow.list({ query: `WorkflowId = '${workflowId.replace(/'/g, "\\'")}'` })) runs.push(execution.runId);
   let deletedRuns = 0;
   for (const runId of runs) {
+    const workflowExecution = { workflowId, runId };
     try {
-      await temporal.workflowService.deleteWorkflowExecution({ namespace: temporal.options.namespace, workflowExecution: { workflowId, runId } });
+      // Visibility lists a run for a while after its history was deleted (by an earlier erase):
+      // only a run that still exists counts as removed now.
+      await temporal.workflowService.describeWorkflowExecution({ namespace: temporal.options.namespace, execution: workflowExecution });
+      await temporal.workflowService.deleteWorkflowExecution({ namespace: temporal.options.namespace, workflowExecution });
       deletedRuns += 1;
     } catch (error) {
       // Already deleted (a concurrent or earlier erase): the goal is met.
