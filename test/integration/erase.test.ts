@@ -85,8 +85,12 @@ describe.each(FIXTURES)('erasure end to end: $name', (fixture) => {
     cleanup?.();
   });
 
-  const runsOf = async (id: string): Promise<string[]> =>
-    (await world.client.events(id)).filter((e): e is SessionEvent<'session/run'> => e.type === 'session/run').map((e) => e.data.runId);
+  /** Every run of the session's workflow: those the log names, and the newest (which may not have opened the session yet). */
+  const runsOf = async (id: string): Promise<string[]> => {
+    const logged = (await world.client.events(id)).filter((e): e is SessionEvent<'session/run'> => e.type === 'session/run').map((e) => e.data.runId);
+    const newest = (await world.client.temporal.workflow.getHandle(workflowIdFor(id)).describe()).runId;
+    return [...new Set([...logged, newest])];
+  };
 
   async function historiesGone(id: string, runIds: readonly string[]): Promise<void> {
     const gone = async (runId: string): Promise<boolean> => {
