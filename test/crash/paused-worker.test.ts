@@ -84,7 +84,9 @@ describe.each(BACKENDS)('a worker paused past its heartbeat, replaced, then resu
     writeFileSync(bundlePath, workflowCode);
     const env = { TEMPORAL_ADDRESS: temporalAddress(), SESSIONLOG_STORE: url, FAKE_MODEL_BASE_URL: fake.baseURL, SESSIONLOG_TASK_QUEUE: taskQueue, WORKFLOW_BUNDLE_PATH: bundlePath, CHILD_DEBUG: '1' };
     // The worker to be stopped has no activity poll open while it streams (see above).
-    children.push(spawnLineChild(bundle, [], { ...env, CHILD_ONE_ACTIVITY: '1' }), spawnLineChild(bundle, [], { ...env, CHILD_WAIT_FOR_GO: '1' }));
+    // Its model stream gives up after 2 s without data, so when it resumes after a longer stop its
+    // stale attempt goes on to log a retry (refused: the log has moved on).
+    children.push(spawnLineChild(bundle, [], { ...env, CHILD_ONE_ACTIVITY: '1', CHILD_MODEL_IDLE_MS: '2000' }), spawnLineChild(bundle, [], { ...env, CHILD_WAIT_FOR_GO: '1' }));
   }, 120_000);
   afterAll(async () => {
     for (const child of children) {

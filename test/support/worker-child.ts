@@ -14,6 +14,9 @@
  *   CHILD_HOLD_APPEND       `before:REGEX` or `after:REGEX`: the first append whose op matches
  *                           REGEX is held forever, before it is written or after it committed,
  *                           and reported, so the parent can kill the worker inside an append.
+ *   CHILD_MODEL_IDLE_MS     how long a model stream may send nothing before it fails (default
+ *                           20000): shorter than a SIGSTOP, so the stream of a resumed worker
+ *                           fails at once
  *   CHILD_ONE_ACTIVITY      when `1`, run one activity at a time (so no activity poll is open
  *                           while one runs) and keep two workflow-task polls: the server still
  *                           hands tasks to the open polls of a worker stopped with SIGSTOP, and
@@ -106,7 +109,7 @@ const bundlePath = process.env.WORKFLOW_BUNDLE_PATH;
 
 const baseStore = await openStore(storeUrl, { pollIntervalMs: 20 });
 const store = holdingStore(baseStore, process.env.CHILD_HOLD_APPEND);
-const provider = createOpenAIProvider({ baseURL, apiKey: 'test-key', timeoutMs: 20_000, idleTimeoutMs: 20_000, provider: 'fake', coalesce: { maxDelayMs: 30 } });
+const provider = createOpenAIProvider({ baseURL, apiKey: 'test-key', timeoutMs: 20_000, idleTimeoutMs: Number(process.env.CHILD_MODEL_IDLE_MS ?? 20_000), provider: 'fake', coalesce: { maxDelayMs: 30 } });
 const worker = await createWorker({
   address,
   taskQueue,
