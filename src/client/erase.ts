@@ -9,20 +9,33 @@ export type TemporalEraseReceipt = { terminated: boolean; deletedRuns: number };
 
 /** Terminates the open run of `workflowId` (if any) and deletes the history of each of its runs. */
 export async function eraseWorkflows(temporal: Client, workflowId: string): Promise<TemporalEraseReceipt> {
+  const handle = temporal.workflow.getHandle(workflowId);
   let terminated = false;
   try {
-    await temporal.workflow.getHandle(workflowId).terminate('session erased');
+    await handle.terminate('session erased');
     terminated = true;
   } catch (error) {
     // Nothing runs (finished, or never started): only histories are left to delete.
     if (!(error instanceof WorkflowNotFoundError)) throw error;
   }
-  const runs: string[] = [];
-  for await (const execution of temporal.workflow.list({ query: `WorkflowId = '${workflowId.replace(/'/g, "\\'")}'` })) runs.push(execution.runId);
+  // Visibility lags: it may not list runs that just started (continue-as-new right before the
+  // erase). The newest run (closed by now) and the runs it continues are taken from Temporal itself.
+  const runs = new Set<string>();
+  try {
+    for (let runId: string | undefined = (await handle.describe()).runId; runId && !runs.has(runId); runId = await continuedFrom(temporal, workflowId, runId)) runs.add(runId);
+  } catch (error) {
+    // No run left at all (erased before, or never started).
+    if (!(error instanceof WorkflowNotFoundError)) throw error;
+  }
+  for await (const execution of temporal.workflow.list({ query: `WorkflowId = '${workflowId.replace(/'/g, "\\'")}'` })) runs.add(execution.runId);
   let deletedRuns = 0;
   for (const runId of runs) {
+    const workflowExecution = { workflowId, runId };
     try {
-      await temporal.workflowService.deleteWorkflowExecution({ namespace: temporal.options.namespace, workflowExecution: { workflowId, runId } });
+      // Visibility lists a run for a while after its history was deleted (by an earlier erase):
+      // only a run that still exists counts as removed now.
+      await temporal.workflowService.describeWorkflowExecution({ namespace: temporal.options.namespace, execution: workflowExecution });
+      await temporal.workflowService.deleteWorkflowExecution({ namespace: temporal.options.namespace, workflowExecution });
       deletedRuns += 1;
     } catch (error) {
       // Already deleted (a concurrent or earlier erase): the goal is met.
@@ -30,6 +43,18 @@ export async function eraseWorkflows(temporal: Client, workflowId: string): Prom
     }
   }
   return { terminated, deletedRuns };
+}
+
+/** The run that `runId` continued as new from, if any (and if its history is still there). */
+async function continuedFrom(temporal: Client, workflowId: string, runId: string): Promise<string | undefined> {
+  try {
+    const { history } = await temporal.workflowService.getWorkflowExecutionHistory({ namespace: temporal.options.namespace, execution: { workflowId, runId }, maximumPageSize: 1 });
+    return history?.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
+  } catch (error) {
+    // Deleted already: the chain ends here (visibility lists whatever is older).
+    if (isNotFound(error)) return undefined;
+    throw error;
+  }
 }
 
 function isNotFound(error: unknown): boolean {

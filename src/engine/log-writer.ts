@@ -6,6 +6,10 @@
  *   older copy (LOG_BEHIND); a foreign tail means another writer (LOG_AHEAD). Either stops the
  *   session rather than fork or renumber it.
  * - The run fence: once a newer run has logged `session/run`, an older run writes nothing.
+ * - The writer fence: a writer appends only right after what it last saw (the head at opening,
+ *   then the end of its own last batch). The store's validated copy is shared and brought up to
+ *   date by any read, so a stale attempt (its worker paused past its heartbeat while another
+ *   attempt carried on) must not take its head from there: it gets SEQ_CONFLICT instead.
  * - Exactly once: a batch is appended under its op key; a key already stored returns the
  *   stored events (the store refuses a key reused for a different batch with OP_CONFLICT).
  *
@@ -15,13 +19,18 @@ import type { SessionStore } from '../persistence/store.js';
 import { SessionlogError, type NewEvent, type SessionView, type StoredEvent } from '../session/index.js';
 
 export class LogWriter {
+  /** The seq this writer's next batch must start at: never taken from the shared copy after opening. */
+  private next: number;
+
   private constructor(
     private readonly store: SessionStore,
     private current: SessionView,
     readonly runId: string,
     /** Where this operation's own writes may start: a replayed op is searched from here. */
     readonly fromSeq: number,
-  ) {}
+  ) {
+    this.next = current.nextSeq;
+  }
 
   /**
    * Opens the session for run `runId`, checking the log against the head the workflow knows.
@@ -67,7 +76,8 @@ export class LogWriter {
   }
 
   private async write(events: readonly NewEvent[], op: string): Promise<StoredEvent[]> {
-    const result = await this.store.append(this.current.id, events, { expectedSeq: this.current.nextSeq, op });
+    const result = await this.store.append(this.current.id, events, { expectedSeq: this.next, op });
+    if (!result.replayed) this.next = result.lastSeq + 1;
     this.current = await this.store.session(this.current.id);
     const stored: StoredEvent[] = [];
     for (let seq = result.firstSeq; seq <= result.lastSeq; seq++) {

@@ -144,6 +144,10 @@ export function toErrorResponse(error: unknown): ErrorResponse {
 
 function serverFaultMessage(code: ErrorCode): string {
   if (code === 'STORE_CLOSED' || code === 'UNAVAILABLE') return 'the gateway is shutting down or its store is unavailable; retry shortly';
+  // The store's own message names where the data lives; the caller gets what to do instead.
+  if (code === 'CORRUPT_LOG' || code === 'UNSUPPORTED_FORMAT') {
+    return "the session's stored log is damaged or of a newer format and was refused (nothing was changed, retrying will not help); `sessionlog sessions verify ID` shows where, `sessionlog sessions salvage ID --into NEW_ID` keeps the valid prefix";
+  }
   return 'internal error; the gateway logged the details';
 }
 

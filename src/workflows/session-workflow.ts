@@ -52,7 +52,10 @@ const FATAL_CODES: ReadonlySet<string> = new Set(['LOG_BEHIND', 'LOG_AHEAD', 'CO
 function activities(tunables: SessionTunables) {
   const local = proxyLocalActivities<SessionActivities>({
     startToCloseTimeout: tunables.appendStartToCloseMs,
-    retry: { maximumAttempts: 10, initialInterval: 200, maximumInterval: 5_000 },
+    // No attempt limit: these appends open, close and continue turns, and a store that refuses
+    // writes for a while (UNAVAILABLE) must not fail the workflow and every waiting `send` with it.
+    // A refusal that retrying cannot fix is non-retryable and fails at once.
+    retry: { initialInterval: 200, maximumInterval: 5_000 },
   });
   const model = proxyActivities<SessionActivities>({
     startToCloseTimeout: tunables.modelStartToCloseMs,

@@ -139,8 +139,16 @@ describe('session lifecycle', () => {
         }
       }
       expect(carried).toBeGreaterThan(0);
-      const status = await local.client.status(id);
-      expect(status.runId).toBe((runs.at(-1) as SessionEvent<'session/run'>).data.runId);
+      // The run that answered the last turn may continue as new right after it (its second turn),
+      // so `answered` can predate the newest run's `session/run`. Compare status with the log as
+      // read between two status queries that agree on a run that has opened the session.
+      const { status, lastRun } = await eventually(async () => {
+        const before = await local.client.status(id);
+        const logged = ofType(await local.client.events(id), 'session/run').at(-1) as SessionEvent<'session/run'>;
+        const after = await local.client.status(id);
+        return before.runId === after.runId && before.phase !== 'starting' ? { status: after, lastRun: logged.data.runId } : undefined;
+      }, 30_000, 100);
+      expect(status.runId).toBe(lastRun);
     } finally {
       await local.close();
     }

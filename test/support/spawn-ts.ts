@@ -51,9 +51,9 @@ export type LineChild = {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 };
 
-/** Starts `node <file> ...args` (a bundle from {@link bundleScript}). */
-export function spawnLineChild(file: string, args: readonly string[]): LineChild {
-  const child = spawn(process.execPath, [file, ...args], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+/** Starts `node <file> ...args` (a bundle from {@link bundleScript}), with `env` added to this process's environment. */
+export function spawnLineChild(file: string, args: readonly string[], env: Record<string, string> = {}): LineChild {
+  const child = spawn(process.execPath, [file, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
   const lines: string[] = [];
   let partial = '';
   let stderr = '';

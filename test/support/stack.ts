@@ -70,6 +70,8 @@ export type StackOptions = {
   modelTimeoutMs?: number;
   /** The API key the worker's model client sends (default `test-key`). */
   apiKey?: string;
+  /** The worker's task queue (default: a new one); a stack restarted on the same queue serves the same workflows. */
+  taskQueue?: string;
 };
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
@@ -78,7 +80,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const store = options.store ?? openSqliteStore(join(dir, 'sessions.db'));
   const fake = await startFakeModelServer(options.fake ?? {});
   const provider = createOpenAIProvider({ baseURL: fake.baseURL, apiKey: options.apiKey ?? 'test-key', timeoutMs: options.modelTimeoutMs ?? 20_000, idleTimeoutMs: options.modelTimeoutMs ?? 20_000, provider: 'fake', coalesce: { maxDelayMs: 20 } });
-  const taskQueue = `test-${randomUUID()}`;
+  const taskQueue = options.taskQueue ?? `test-${randomUUID()}`;
   const address = temporalAddress();
   const nativeConnection = await NativeConnection.connect({ address });
   const workerOptions = (overrides: Partial<CreateWorkerOptions> = {}): CreateWorkerOptions => ({

@@ -19,6 +19,13 @@
  *   OTEL_EXPORTER_OTLP_ENDPOINT  when set, the worker runs with sessionlog's telemetry and traces
  *                           to this OTLP/HTTP endpoint (its log lines go to stderr; a prebuilt
  *                           WORKFLOW_BUNDLE_PATH must then include the tracing interceptors).
+ *   CHILD_MODEL_IDLE_MS     how long a model stream may send nothing before it fails (default
+ *                           20000): shorter than a SIGSTOP, so the stream of a resumed worker
+ *                           fails at once
+ *   CHILD_ONE_ACTIVITY      when `1`, run one activity at a time (so no activity poll is open
+ *                           while one runs) and keep two workflow-task polls: the server still
+ *                           hands tasks to the open polls of a worker stopped with SIGSTOP, and
+ *                           each is lost to a timeout before another worker gets it
  *
  * Besides the built-in tools the worker has a `sleep` tool (`{ms}`) that waits while
  * honouring the activity's abort signal, so "kill during a tool" is reliable; with
@@ -138,7 +145,7 @@ const sideEffectFile = process.env.CHILD_SIDE_EFFECT_FILE;
 
 const baseStore = await openStore(storeUrl, { pollIntervalMs: 20 });
 const store = holdingStore(baseStore, process.env.CHILD_HOLD_APPEND);
-const provider = createOpenAIProvider({ baseURL, apiKey: process.env.FAKE_MODEL_API_KEY ?? 'test-key', timeoutMs: 20_000, idleTimeoutMs: 20_000, provider: 'fake', coalesce: { maxDelayMs: 30 } });
+const provider = createOpenAIProvider({ baseURL, apiKey: process.env.FAKE_MODEL_API_KEY ?? 'test-key', timeoutMs: 20_000, idleTimeoutMs: Number(process.env.CHILD_MODEL_IDLE_MS ?? 20_000), provider: 'fake', coalesce: { maxDelayMs: 30 } });
 const worker = await createWorker({
   address,
   taskQueue,
@@ -155,6 +162,7 @@ const worker = await createWorker({
     // After a kill, tasks parked on this worker's sticky queue move to the normal queue fast.
     stickyQueueScheduleToStartTimeout: '1s',
     shutdownGraceTime: '2s',
+    ...(process.env.CHILD_ONE_ACTIVITY === '1' ? { maxConcurrentActivityTaskExecutions: 1, maxConcurrentActivityTaskPolls: 1, maxConcurrentWorkflowTaskPolls: 2 } : {}),
     ...(bundlePath ? { workflowBundle: { codePath: bundlePath } } : {}),
     ...(process.env.CHILD_DEBUG === '1'
       ? {
