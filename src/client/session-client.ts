@@ -296,9 +296,9 @@ export class SessionClient {
    *   tools, and each call waits for {@link submitToolResult}, as an external tool's does.
    * @throws SessionlogError `EMPTY_MESSAGE`, `MESSAGE_TOO_LARGE`, `INVALID_MESSAGE`,
    *   `INVALID_ARGUMENT` (bad tools) or `SESSION_CLOSED` when the message is refused (it never
-   *   reaches the log); `UNAVAILABLE` when the store refused the turn's first write (nothing is
-   *   logged: send it again); `CORRUPT_LOG`, `LOG_BEHIND` or `LOG_AHEAD` (naming the session and
-   *   seq) when the session's log stops it.
+   *   reaches the log); `CORRUPT_LOG`, `LOG_BEHIND` or `LOG_AHEAD` (naming the session and seq)
+   *   when the session's log stops it. While the store refuses writes the message waits (the
+   *   status's `lastError` says so) and the turn is tried again, with backoff up to a minute.
    */
   async send(sessionId: string, text: string, options: { id?: string; tools?: ToolSchema[] } = {}): Promise<Reply> {
     const message = this.checkMessage(sessionId, text, options);

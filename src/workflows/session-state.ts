@@ -156,6 +156,12 @@ export class SessionState {
     for (const [id, known] of this.results) if (known === null && this.turnOf.get(id) === turn) this.remember(id, result);
   }
 
+  /** Puts back, first in the queue, the messages of a turn the log never took (they run again). */
+  requeue(messages: readonly UserInput[]): void {
+    for (const message of messages) this.results.delete(message.id);
+    this.queue.unshift(...messages.filter((message) => !this.queue.some((m) => m.id === message.id)));
+  }
+
   /** Forgets messages whose turn was never logged; their waiting sends fail with `reason`. */
   refuse(ids: readonly string[], reason: Fatal): void {
     for (const id of ids) {

@@ -17,6 +17,7 @@ import {
   proxyActivities,
   proxyLocalActivities,
   setHandler,
+  sleep,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { SessionActivities } from '../activities/activities.js';
@@ -43,8 +44,17 @@ import { SessionState, type Fatal } from './session-state.js';
 
 /** Patch id: continue-as-new no longer waits for `send`s that the finished turn already answered. */
 const CAN_AFTER_ANSWERED_SENDS = 'continue-as-new-after-answered-sends';
-/** A turn whose first step failed before the log took it gives its number back, and its messages are refused. */
+/**
+ * Patch id: a turn whose first step failed before the log took anything of it gives its number
+ * back; its messages wait in the queue while the store is unavailable, and are refused otherwise.
+ */
 const TURN_NOT_LOGGED = 'turn-not-logged-gives-number-back';
+/** Backoff between tries of a turn the store could not log (doubling up to the cap). */
+const NOT_LOGGED_FIRST_DELAY_MS = 1_000;
+const NOT_LOGGED_MAX_DELAY_MS = 60_000;
+
+/** A turn of which nothing reached the log: why, whether to try it again, and its messages. */
+type NotLogged = { reason: Fatal; retry: boolean; messages: UserInput[] };
 
 /** Activity failures that mean this run must not write the log any more (see LogWriter). */
 const FATAL_CODES: ReadonlySet<string> = new Set(['LOG_BEHIND', 'LOG_AHEAD', 'CORRUPT_LOG', 'UNSUPPORTED_FORMAT', 'OP_CONFLICT', 'SESSION_ERASED']);
@@ -346,7 +356,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   };
 
   /** Runs one turn over the queued messages (or resumes one waiting for answers); returns how the log says it ended. */
-  const runTurn = async (turn: number, turnIds: string[], resume?: WaitingStep): Promise<SendResult | { notLogged: Fatal }> => {
+  const runTurn = async (turn: number, turnIds: string[], resume?: WaitingStep): Promise<SendResult | { notLogged: NotLogged }> => {
     let replySeq: number | null = null;
     let outcome: SendResult['outcome'] = 'completed';
     const ended = (end: TurnEndRef | undefined, fallback: SendResult['outcome']): SendResult => ({
@@ -371,7 +381,12 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
         } catch (error) {
           const end = await failTurn(turn, error, 'MODEL_STEP_FAILED');
           // Nothing of the turn is in the log (its first batch was refused): its messages were never taken.
-          if (end === undefined && step === 1 && !resume && patched(TURN_NOT_LOGGED)) return { notLogged: { code: failureCode(error) === 'INVALID_ARGUMENT' ? 'INVALID_ARGUMENT' : 'UNAVAILABLE', message: describeFailure(error) } };
+          if (end === undefined && step === 1 && !resume && patched(TURN_NOT_LOGGED)) {
+            const cancelled = state.cancelRequested && isCancellation(error);
+            const invalid = failureCode(error) === 'INVALID_ARGUMENT';
+            const reason = { code: invalid ? 'INVALID_ARGUMENT' : 'UNAVAILABLE', message: cancelled ? 'the turn was cancelled before it was logged' : describeFailure(error) };
+            return { notLogged: { reason, retry: !cancelled && !invalid, messages: entering } };
+          }
           return ended(end, state.cancelRequested && isCancellation(error) ? 'aborted' : 'error');
         }
       }
@@ -429,6 +444,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     state.phase = 'idle';
   }
 
+  let notLoggedDelayMs = NOT_LOGGED_FIRST_DELAY_MS;
   while (!state.fatal) {
     const idle = tunables.idleTimeoutMs > 0 ? tunables.idleTimeoutMs : undefined;
     const ready = () => (state.queue.length > 0 || state.closing) && !state.compacting && !state.noting;
@@ -447,10 +463,21 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     if (!result) break;
     state.phase = 'idle';
     if ('notLogged' in result) {
+      // Nothing of this turn is in the log: the number is free again.
       state.turn -= 1;
-      state.refuse(turnIds, { code: result.notLogged.code, message: `the message was not logged (nothing of turn ${turn} is in the log): ${result.notLogged.message}; send it again` });
+      const { reason, retry, messages } = result.notLogged;
+      if (retry) {
+        // The store refused every attempt: the messages wait (their sends too) and the turn is tried again later.
+        state.requeue(messages);
+        state.lastError = `turn ${turn} could not be logged, trying again in ${notLoggedDelayMs} ms: ${reason.message}`;
+        await sleep(notLoggedDelayMs);
+        notLoggedDelayMs = Math.min(notLoggedDelayMs * 2, NOT_LOGGED_MAX_DELAY_MS);
+      } else {
+        state.refuse(turnIds, { code: reason.code, message: `the message was not logged: ${reason.message}` });
+      }
       continue;
     }
+    notLoggedDelayMs = NOT_LOGGED_FIRST_DELAY_MS;
     for (const id of turnIds) state.remember(id, result);
 
     const suggested = workflowInfo().continueAsNewSuggested;

@@ -93,4 +93,32 @@ describe('a store that refuses writes past every retry', () => {
     expect(third.turn).toBe(3);
     expect(third.text).toBe('echo: third');
   }, 180_000);
+
+  it('keeps a send whose turn the store never took waiting (nothing logged, turn number given back) until the store takes it', async () => {
+    const id = `unavailable-start-${Date.now()}`;
+    expect((await stack.client.send(id, 'first')).turn).toBe(1);
+    const before = await stack.client.events(id);
+    const blocker = new Database(path);
+    let sent: Promise<unknown> | undefined;
+    try {
+      blocker.exec('BEGIN IMMEDIATE');
+      // Every attempt of the model step finds the store locked before it can log turn 2.
+      sent = stack.client.send(id, 'second', { id: 'second-msg' });
+      const status = await eventually(async () => {
+        const current = await stack.client.status(id);
+        return current.lastError?.includes('could not be logged') ? current : undefined;
+      }, 120_000, 200);
+      expect(status.lastError).toMatch(/turn 2 could not be logged, trying again/);
+      expect((await stack.client.events(id)).length).toBe(before.length);
+    } finally {
+      if (blocker.inTransaction) blocker.exec('ROLLBACK');
+      blocker.close();
+    }
+    // Turn 2 again (no LOG_BEHIND): the waiting send is answered by it.
+    expect(await sent).toMatchObject({ turn: 2, outcome: 'completed', text: 'echo: second' });
+    const events = await stack.client.events(id);
+    expect(ofType(events, 'user/message').map((m) => m.data.id)).toEqual([expect.any(String), 'second-msg']);
+    expect(verifyLog(await stack.client.header(id), events)).toEqual([]);
+    expect(await stack.client.send(id, 'third')).toMatchObject({ turn: 3, outcome: 'completed' });
+  }, 180_000);
 });
