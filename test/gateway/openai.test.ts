@@ -327,6 +327,56 @@ describe('tools the caller runs', () => {
       stack.fake.setMatcher(undefined);
     }
   });
+  it("takes a response's own function tools for its turn: the model gets them, the caller answers, a different set is refused", async () => {
+    const weather = {
+      type: 'function' as const,
+      name: 'get_weather',
+      description: 'The weather in a city.',
+      parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false },
+      strict: true,
+    };
+    stack.fake.setMatcher(({ body, lastUserText }) => {
+      const last = body.messages.at(-1)!;
+      if (last.role === 'tool') return { text: `Oslo: ${String(last.content)}.` };
+      if (lastUserText === 'weather in Oslo?') return { text: '', toolCalls: [{ id: 'call_W1', name: 'get_weather', arguments: { city: 'Oslo' } }] };
+      return undefined;
+    });
+    try {
+      const conversation = await client.conversations.create();
+      const first = await client.responses.create({ conversation: conversation.id, input: 'weather in Oslo?', tools: [weather] });
+      expect(first.status).toBe('completed');
+      expect(first.tools).toEqual([weather]);
+      expect(first.output.filter((item) => item.type === 'function_call')).toEqual([expect.objectContaining({ call_id: 'call_W1', name: 'get_weather', arguments: '{"city":"Oslo"}' })]);
+      // The model was offered the worker's tools and this response's, with its strict flag.
+      const offered = stack.fake.chatRequests().at(-1)!.tools!.map((t) => t.function);
+      expect(offered.map((f) => f.name)).toEqual([...stack.fake.chatRequests()[0]!.tools!.map((t) => t.function.name).filter((n) => n !== 'get_weather'), 'get_weather']);
+      expect(offered.map((f) => f.name)).toEqual(expect.arrayContaining(['read_artifact', 'calculator', 'lookup_order']));
+      expect(offered.at(-1)).toMatchObject({ name: 'get_weather', strict: true, parameters: weather.parameters });
+
+      // Answering with other tools is refused; with the same ones (as SDK programs resend them) it carries the turn on.
+      const other = await client.responses
+        .create({ previous_response_id: first.id, input: [{ type: 'function_call_output', call_id: 'call_W1', output: 'x' }], tools: [{ ...weather, name: 'get_forecast' }] })
+        .catch((e: unknown) => e);
+      expect(other).toBeInstanceOf(OpenAI.BadRequestError);
+      expect((other as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('tools');
+      const second = await client.responses.create({ previous_response_id: first.id, input: [{ type: 'function_call_output', call_id: 'call_W1', output: 'sunny' }], tools: [weather] });
+      expect(second.output_text).toBe('Oslo: sunny.');
+      expect(second.tools).toEqual([weather]);
+
+      // The next response has no tools of its own: the model is not offered get_weather any more.
+      const third = await client.responses.create({ conversation: conversation.id, input: 'thanks' });
+      expect(third.output_text).toBe('echo: thanks');
+      expect(third.tools).toEqual([]);
+      expect(stack.fake.chatRequests().at(-1)!.tools!.map((t) => t.function.name)).not.toContain('get_weather');
+
+      // A tool named like one of the worker's: the response fails and says why.
+      const clash = await client.responses.create({ conversation: conversation.id, input: 'compute', tools: [{ ...weather, name: 'calculator' }] });
+      expect(clash.status).toBe('failed');
+      expect(clash.error?.message).toContain('"calculator", which the worker already has');
+    } finally {
+      stack.fake.setMatcher(undefined);
+    }
+  });
 });
 
 describe('conversation items, metadata and erasure', () => {
