@@ -14,7 +14,11 @@ import { assistantBlocks } from './request.js';
 
 /** When buffered deltas are handed to `onChunks`: the one coalescing setting of a model call. */
 export type CoalesceOptions = {
-  /** Deliver buffered deltas this long after the first of them arrived. Default 50 ms. */
+  /**
+   * Deliver buffered deltas this long after the first of them arrived. Default 100 ms: ten
+   * updates a second for a live follower, and half the durable commits of 50 ms (a reply
+   * streamed at ~500 characters/s took 52 commits at 50 ms, 28 at 100 ms).
+   */
   maxDelayMs: number;
   /**
    * Deliver as soon as this many characters are buffered: a cap on one chunk's size when a
@@ -25,7 +29,7 @@ export type CoalesceOptions = {
   maxChars: number;
 };
 
-export const DEFAULT_COALESCE: CoalesceOptions = { maxDelayMs: 50, maxChars: 4096 };
+export const DEFAULT_COALESCE: CoalesceOptions = { maxDelayMs: 100, maxChars: 4096 };
 
 export type StreamCompletionOptions = {
   client: OpenAI;
