@@ -20,7 +20,7 @@ import { workflowIdFor } from '../../src/workflows/api.js';
 import { questionFor, replyTextFor, startFakeModelProcess } from './fake-model-process.js';
 import { SYSTEM_PROMPT, wideWindowCatalogue } from './peer-turns.js';
 import { fmtMs, median, printGrid } from './report.js';
-import { TurnProbe } from './turn-probe.js';
+import { TurnProbe, isChunkAppend } from './turn-probe.js';
 
 export type ChunkSettingsOptions = {
   temporal: Client;
@@ -77,7 +77,7 @@ export async function benchChunkSettings(options: ChunkSettingsOptions): Promise
         const spans = probe.spansOf(label);
         probe.forget((l) => l === label);
         if (turn === 1) continue;
-        const chunks = spans.filter((s) => s.op === 'store.append' && s.detail?.startsWith('assistant/chunk'));
+        const chunks = spans.filter(isChunkAppend);
         const replied = spans.find((s) => s.op === 'store.append' && s.detail?.includes('assistant/message'));
         const fetched = spans.find((s) => s.op === 'fetch');
         if (fetched?.firstByteAt === undefined || fetched.lastByteAt === undefined || !replied) continue;
@@ -85,7 +85,7 @@ export async function benchChunkSettings(options: ChunkSettingsOptions): Promise
           commits: chunks.length,
           commitMs: chunks.reduce((sum, s) => sum + (s.end - s.start), 0),
           streamMs: fetched.lastByteAt - fetched.firstByteAt,
-          firstChunkMs: chunks.length > 0 ? chunks[0]!.end - fetched.firstByteAt : Number.NaN,
+          firstChunkMs: (spans.find((s) => s.op === 'store.append' && s.detail?.includes('assistant/chunk'))?.end ?? Number.NaN) - fetched.firstByteAt,
           tailMs: replied.end - fetched.lastByteAt,
           turnMs,
         });
@@ -106,7 +106,7 @@ export async function benchChunkSettings(options: ChunkSettingsOptions): Promise
   const m = (figures: TurnFigures[], of: (t: TurnFigures) => number) => median(figures.map(of).filter((v) => Number.isFinite(v)));
   printGrid(
     `Chunk coalescing, sessionlog on SQLite: a ~1,600-character reply streamed ${options.tokenDelayMs > 0 ? `at one word-sized piece per ${options.tokenDelayMs} ms` : 'as fast as the socket takes it'} (median of ${options.turns} turns per setting, settings interleaved)`,
-    ['window / character cap', 'chunk commits per reply', 'event loop in chunk commits', '… share of the stream', 'first token → first chunk durable', 'last token → reply durable', 'stream', 'turn'],
+    ['window / character cap', 'chunk-only commits per reply', 'event loop in them', '… share of the stream', 'first token → first chunk durable', 'last token → reply durable', 'stream', 'turn'],
     lanes.map((lane) => [
       lane.name,
       String(m(lane.figures, (t) => t.commits)),

@@ -32,7 +32,7 @@ import { createChatPeerActivities } from './chat-peer-activities.js';
 import { startFakeModelProcess, questionFor, replyTextFor } from './fake-model-process.js';
 import { closingEvent, historyStats, serverHistorySize, turnEventTimes, type TurnEventTimes } from './history.js';
 import { fmtBytes, fmtMs, fmtRatio, median, percentile, printGrid, printTable, type Figure } from './report.js';
-import { TurnProbe, checkpointBytes, processWrites, wallNow, type Span } from './turn-probe.js';
+import { TurnProbe, checkpointBytes, isChunkAppend, processWrites, wallNow, type Span } from './turn-probe.js';
 
 export type PeerName = 'naive' | 'floor' | 'sessionlog';
 
@@ -315,7 +315,7 @@ function timelineOf(peer: PeerName, record: TurnRecord | undefined, spans: Span[
   const appends = spans.filter((s) => s.op === 'store.append');
   const begin = appends.find((s) => s.detail?.includes('step/start'));
   const reply = appends.find((s) => s.detail?.includes('assistant/message'));
-  const chunks = appends.filter((s) => s.detail?.startsWith('assistant/chunk'));
+  const chunks = appends.filter(isChunkAppend);
   const fetched = first('fetch');
   const checkpoint = first('checkpoint');
   const put = first('cache.put');
@@ -383,7 +383,7 @@ const PHASES: Phase[] = [
 ];
 
 const SIDE_FIGURES: Phase[] = [
-  { name: 'chunk appends per turn', of: (t) => t.chunkAppends, count: true },
+  { name: 'chunk-only appends per turn', of: (t) => t.chunkAppends, count: true },
   { name: 'time in chunk appends (sum)', of: (t) => t.chunkAppendMs },
   { name: 'begin-turn append', of: (t) => t.beginAppendMs },
   { name: 'reply append (assistant/message, step/end, turn/end)', of: (t) => t.replyAppendMs },

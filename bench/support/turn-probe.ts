@@ -196,6 +196,11 @@ export class TurnProbe {
   }
 }
 
+/** Whether `span` is an append of streamed chunks only (a reply's own append may carry its last chunks too). */
+export function isChunkAppend(span: Span): boolean {
+  return span.op === 'store.append' && span.detail !== undefined && span.detail.split(',').every((type) => type === 'assistant/chunk');
+}
+
 /** Bytes of a projection checkpoint record as the store writes it. */
 export function checkpointBytes(record: ProjectionCacheRecord): number {
   return Buffer.byteLength(serializeProjectionCacheRecord(record));

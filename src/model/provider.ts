@@ -22,6 +22,11 @@ export type ModelRequest = {
   signal?: AbortSignal;
   /** Receives the reply's coalesced chunks as they stream, a batch at a time (awaited). */
   onChunks?: (chunks: StreamChunk[]) => void | Promise<void>;
+  /**
+   * Return the chunks still buffered when the reply completes in `ModelReply.heldChunks`
+   * instead of passing them to `onChunks` (a port may ignore this and deliver them all).
+   */
+  holdLastChunks?: boolean;
 };
 
 export type ModelReply = {
@@ -35,6 +40,8 @@ export type ModelReply = {
   /** The canonical model id that answered. */
   model: string;
   aborted: boolean;
+  /** With `holdLastChunks`: the reply's last coalesced chunks, not passed to `onChunks`. */
+  heldChunks?: StreamChunk[];
 };
 
 /** What the turn engine calls to reach a model. */
@@ -101,7 +108,7 @@ export function createOpenAIProvider(input: OpenAIProviderConfig): ModelPort {
   return {
     provider: config.provider,
     model,
-    async stream({ messages, header, signal, onChunks }) {
+    async stream({ messages, header, signal, onChunks, holdLastChunks }) {
       const resolved = model(header.model);
       const request = buildChatRequest({ messages, header, model: resolved });
       const result = await streamCompletion({
@@ -111,6 +118,7 @@ export function createOpenAIProvider(input: OpenAIProviderConfig): ModelPort {
         idleTimeoutMs: config.idleTimeoutMs,
         ...(signal ? { signal } : {}),
         ...(onChunks ? { onChunks } : {}),
+        ...(holdLastChunks ? { holdLastChunks } : {}),
       });
       return {
         content: result.content,
@@ -119,6 +127,7 @@ export function createOpenAIProvider(input: OpenAIProviderConfig): ModelPort {
         provider: config.provider,
         model: resolved.id,
         aborted: result.aborted,
+        ...(result.heldChunks ? { heldChunks: result.heldChunks } : {}),
       };
     },
   };

@@ -42,6 +42,12 @@ export type StreamCompletionOptions = {
    */
   onChunks?: (chunks: StreamChunk[]) => void | Promise<void>;
   coalesce?: Partial<CoalesceOptions>;
+  /**
+   * When the stream completes, return the chunks still buffered in `heldChunks` instead of
+   * delivering them, so the caller can log them in the same commit as the reply (one durable
+   * append fewer per reply). An aborted or failed stream delivers them as usual.
+   */
+  holdLastChunks?: boolean;
   /** Fail with `timeout` when no delta arrives for this long (default: no idle limit). */
   idleTimeoutMs?: number;
 };
@@ -54,6 +60,8 @@ export type CompletionResult = {
   usage?: TokenUsage;
   /** True when the caller's signal aborted the stream; `content` is what had arrived. */
   aborted: boolean;
+  /** With `holdLastChunks`: the coalesced chunks not delivered to `onChunks`, in order. */
+  heldChunks?: StreamChunk[];
 };
 
 type ToolCallAccumulator = { id: string; name: string; arguments: string };
@@ -98,6 +106,7 @@ class ChunkCoalescer {
   private timer: NodeJS.Timeout | undefined;
   private delivering: Promise<void> | undefined;
   private wanted = false;
+  private held = false;
   private failure: { error: unknown } | undefined;
 
   constructor(
@@ -120,6 +129,7 @@ class ChunkCoalescer {
   flush(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    if (this.held) return;
     if (this.delivering) {
       this.wanted = true;
       return;
@@ -152,6 +162,22 @@ class ChunkCoalescer {
       this.flush();
     }
     if (this.failure) throw this.failure.error;
+  }
+
+  /**
+   * Stops delivering, waits for the delivery in flight, and returns what is still buffered
+   * (not delivered); rethrows a consumer failure.
+   */
+  async hold(): Promise<StreamChunk[]> {
+    this.held = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    while (this.delivering) await this.delivering;
+    if (this.failure) throw this.failure.error;
+    const rest = this.buffered;
+    this.buffered = [];
+    this.size = 0;
+    return rest;
   }
 
   consumerFailed(): boolean {
@@ -280,10 +306,11 @@ export async function streamCompletion(options: StreamCompletionOptions): Promis
       accumulator.partial(),
     );
   }
-  await coalescer.drain();
+  const held = options.holdLastChunks && options.onChunks && !options.signal?.aborted ? await coalescer.hold() : (await coalescer.drain(), undefined);
   if (options.signal?.aborted) return abortedResult(accumulator, finishReason, usage);
   const result: CompletionResult = { content: accumulator.blocks(), finishReason, aborted: false };
   if (usage) result.usage = usage;
+  if (held) result.heldChunks = held;
   return result;
 }
 
