@@ -40,8 +40,8 @@ async function eachPage(temporal: Client, workflowId: string, runId: string | un
     const page = await temporal.workflowService.getWorkflowExecutionHistory({
       namespace: temporal.options.namespace,
       execution: { workflowId, ...(runId ? { runId } : {}) },
-      // Small pages: a naive chat's activity inputs reach ~0.5 MB each late in the run.
-      maximumPageSize: 100,
+      // Small pages: a naive chat's activity inputs reach ~0.5 MB each late in the run, and a reply is capped at 4 MB.
+      maximumPageSize: 10,
       ...(nextPageToken ? { nextPageToken } : {}),
     });
     const events = page.history?.events ?? [];
