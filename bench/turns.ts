@@ -1,9 +1,21 @@
 /**
- * Turn benchmarks against a real Temporal server, with a zero-latency fake model: per-turn
- * latency of `SessionClient.send` beside a minimal one-activity workflow on the same server,
- * Temporal history growth per turn, and 100/500 concurrent sessions on one in-process worker.
+ * Turn benchmarks against a real Temporal server and the fake model server over HTTP:
  *
- *   scripts/temporal-dev-server run -- npx tsx bench/turns.ts [--turns 50] [--concurrency 100,500] [--turns-per-session 3]
+ * - peers: one 300-turn conversation kept three ways side by side (support/peer-turns.ts):
+ *   Temporal's naive chat (the message list in workflow state, passed whole to the model
+ *   activity every turn), the floor (one update + one no-op activity), and sessionlog; turn
+ *   time, Temporal history, where the naive chat is terminated, where each millisecond of a
+ *   sessionlog turn goes, and its bytes written, CPU and projection checkpoint per turn;
+ * - chunks: the chunk coalescing settings (flush window, character cap) compared on interleaved
+ *   conversations, at a realistic token rate (support/chunk-settings.ts);
+ * - latency: per-turn latency of `SessionClient.send` beside a minimal one-activity workflow
+ *   on the same server, and Temporal history growth per turn;
+ * - concurrency: 100/500 concurrent sessions on one in-process worker.
+ *
+ *   scripts/temporal-dev-server run -- npx tsx bench/turns.ts [--phases peers,chunks,latency,concurrency]
+ *     [--peer-turns 300] [--points 10,100,240,300] [--breakdown-turns 50] [--peers naive,floor,sessionlog]
+ *     [--chunk-settings WINDOW_MS:MAX_CHARS,…] [--token-delay 10] [--chunk-turns 5]
+ *     [--turns 50] [--concurrency 100,500] [--turns-per-session 3]
  *
  * Needs TEMPORAL_ADDRESS (the command above provides a private dev server). The worker, the
  * client and the fake model server all run in this process, so "worker RSS" is this process's
@@ -26,6 +38,8 @@ import { openSqliteStore } from '../src/persistence/index.js';
 import { createWorker } from '../src/worker.js';
 import { workflowIdFor } from '../src/workflows/api.js';
 import { fmtBytes, fmtInt, fmtMs, fmtRatio, machineLine, median, percentile, printGrid, printTable, since, type Figure } from './support/report.js';
+import { benchChunkSettings, parseCoalesce } from './support/chunk-settings.js';
+import { benchPeerTurns, type PeerName } from './support/peer-turns.js';
 import { roundTripActivities } from './support/round-trip-activities.js';
 
 const { values: args } = parseArgs({
@@ -35,7 +49,14 @@ const { values: args } = parseArgs({
     'history-turn': { type: 'string', default: '100' },
     concurrency: { type: 'string', default: '100,500' },
     'turns-per-session': { type: 'string', default: '3' },
-    phases: { type: 'string', default: 'latency,concurrency' },
+    phases: { type: 'string', default: 'peers,chunks,latency,concurrency' },
+    'peer-turns': { type: 'string', default: '300' },
+    points: { type: 'string', default: '10,100,240,300' },
+    'breakdown-turns': { type: 'string', default: '50' },
+    peers: { type: 'string', default: 'naive,floor,sessionlog' },
+    'chunk-settings': { type: 'string', default: '50:,100:,200:' },
+    'token-delay': { type: 'string', default: '10' },
+    'chunk-turns': { type: 'string', default: '5' },
   },
 });
 const MEASURED_TURNS = Number(args.turns);
@@ -45,6 +66,13 @@ const HISTORY_EARLY_TURN = 5;
 const CONCURRENCY = args.concurrency.split(',').map(Number);
 const TURNS_PER_SESSION = Number(args['turns-per-session']);
 const PHASES = new Set(args.phases.split(','));
+const PEER_TURNS = Number(args['peer-turns']);
+const POINTS = args.points.split(',').map(Number);
+const BREAKDOWN_TURNS = Number(args['breakdown-turns']);
+const PEERS = new Set(args.peers.split(',') as PeerName[]);
+const CHUNK_SETTINGS = args['chunk-settings'].split(',').map(parseCoalesce);
+const TOKEN_DELAY_MS = Number(args['token-delay']);
+const CHUNK_TURNS = Number(args['chunk-turns']);
 
 /**
  * Worker settings for 500 concurrent sessions (SDK defaults in brackets): every session's
@@ -211,10 +239,27 @@ async function main(): Promise<void> {
   console.log(`bench/turns.ts · ${machineLine()} · Temporal at ${address}`);
 
   const dir = mkdtempSync(join(tmpdir(), 'sessionlog-bench-turns-'));
+  const native = await NativeConnection.connect({ address });
+  const connection = await Connection.connect({ address });
+  const temporal = new Client({ connection, namespace: 'default' });
+  try {
+    if (PHASES.has('peers')) {
+      await benchPeerTurns({ temporal, native, dir, turns: PEER_TURNS, points: POINTS, breakdownTurns: BREAKDOWN_TURNS, peers: PEERS });
+    }
+    if (PHASES.has('chunks')) await benchChunkSettings({ temporal, native, dir, settings: CHUNK_SETTINGS, tokenDelayMs: TOKEN_DELAY_MS, turns: CHUNK_TURNS });
+    if (PHASES.has('latency') || PHASES.has('concurrency')) await benchSessionTurns(temporal, native, dir);
+  } finally {
+    await connection.close();
+    await native.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The latency and concurrency phases, on one worker with the in-process fake model (echo replies). */
+async function benchSessionTurns(temporal: Client, native: NativeConnection, dir: string): Promise<void> {
   const store = openSqliteStore(join(dir, 'sessions.db'), { sessionCacheSize: STORE_SESSION_CACHE });
   const fake = await startFakeModelServer({});
   const provider = createOpenAIProvider({ baseURL: fake.baseURL, apiKey: 'bench', timeoutMs: 120_000, idleTimeoutMs: 120_000, provider: 'fake' });
-  const native = await NativeConnection.connect({ address });
   const sessionQueue = `bench-session-${randomUUID()}`;
   const roundTripQueue = `bench-round-trip-${randomUUID()}`;
   const sessionWorker = await createWorker({
@@ -231,8 +276,6 @@ async function main(): Promise<void> {
   });
   const roundTripWorker = await Worker.create({ connection: native, taskQueue: roundTripQueue, workflowBundle: roundTripBundle, activities: roundTripActivities });
   const running = [sessionWorker.run(), roundTripWorker.run()];
-  const connection = await Connection.connect({ address });
-  const temporal = new Client({ connection, namespace: 'default' });
   const client = new SessionClient({ temporal, store, taskQueue: sessionQueue });
   const sessions: string[] = [];
   const bench: Bench = { temporal, client, roundTripQueue, sessions };
@@ -249,11 +292,8 @@ async function main(): Promise<void> {
     sessionWorker.shutdown();
     roundTripWorker.shutdown();
     await Promise.allSettled(running);
-    await connection.close();
-    await native.close();
     await fake.close();
     await store.close();
-    rmSync(dir, { recursive: true, force: true });
   }
 }
 

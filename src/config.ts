@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { DEFAULT_COALESCE } from './model/stream.js';
 import { DEFAULT_MODEL_CATALOGUE, ModelCatalogueError, lookupModel, resolveModelCatalogue, type ModelCatalogue, type ModelCatalogueOverrides } from './model/catalogue.js';
 import { DEFAULT_GATEWAY_TIMEOUTS, isLoopbackHost, resolveGatewayTimeouts, type GatewayTimeouts } from './gateway/settings.js';
 import { ConfigError } from './session/errors.js';
@@ -194,7 +195,7 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
       ...(e.SESSIONLOG_MODEL_MAX_ATTEMPTS !== undefined ? { modelMaxAttempts: e.SESSIONLOG_MODEL_MAX_ATTEMPTS } : {}),
     },
     spillMaxInlineBytes: e.SESSIONLOG_SPILL_BYTES ?? 16 * 1024,
-    chunkFlushMs: e.SESSIONLOG_CHUNK_FLUSH_MS ?? 50,
+    chunkFlushMs: e.SESSIONLOG_CHUNK_FLUSH_MS ?? DEFAULT_COALESCE.maxDelayMs,
     catalogue,
     approval: parseApprovalPolicy(e.SESSIONLOG_APPROVAL ?? 'never'),
     contextBudget: e.SESSIONLOG_CONTEXT_BUDGET,

@@ -20,6 +20,7 @@ import {
   turnToolsProblem,
   type AssistantMessage,
   type NewEvent,
+  type StreamChunk,
   type RequestHeader,
   type TurnEndReason,
 } from '../session/index.js';
@@ -138,6 +139,8 @@ async function streamReply(deps: EngineDeps, writer: LogWriter, input: ModelStep
   const chunkSeqs: number[] = [];
   let batches = 0;
   const alive = setInterval(() => ctx.heartbeat({ chunks: chunkSeqs.length }), deps.heartbeatMs);
+  const chunkEvents = (chunks: readonly StreamChunk[]): NewEvent[] =>
+    chunks.map((chunk) => ({ type: 'assistant/chunk', time: deps.now(), data: { turn: input.turn, step: input.step, chunk } }));
   let reply: ModelReply;
   try {
     reply = await observedModel(deps.model, deps.telemetry, { sessionId: input.sessionId, turn: input.turn, step: input.step, purpose: 'reply' }).stream({
@@ -145,10 +148,11 @@ async function streamReply(deps: EngineDeps, writer: LogWriter, input: ModelStep
       header,
       signal: ctx.signal,
       async onChunks(chunks) {
-        const events: NewEvent[] = chunks.map((chunk) => ({ type: 'assistant/chunk', time: deps.now(), data: { turn: input.turn, step: input.step, chunk } }));
-        for (const event of await writer.append(events, stepOps.chunks(key, ctx.attempt, batches++))) chunkSeqs.push(event.seq);
+        for (const event of await writer.append(chunkEvents(chunks), stepOps.chunks(key, ctx.attempt, batches++))) chunkSeqs.push(event.seq);
         ctx.heartbeat({ chunks: chunkSeqs.length });
       },
+      // The reply's last chunks are logged in the reply's own append: one commit fewer after the last token.
+      holdLastChunks: true,
     });
   } catch (error) {
     // Our own log refusing an append is not a model failure.
@@ -160,7 +164,10 @@ async function streamReply(deps: EngineDeps, writer: LogWriter, input: ModelStep
   const message: AssistantMessage = { id: randomUUID(), role: 'assistant', content: reply.content, source: { kind: 'model', provider: reply.provider, model: reply.model } };
   if (reply.aborted) return interrupted(deps, writer, input, key, message, chunkSeqs, ctx);
   const calls = reply.content.filter((b) => b.type === 'tool-call');
+  const held = chunkEvents(reply.heldChunks ?? []);
+  for (let i = 0; i < held.length; i++) chunkSeqs.push(writer.session.nextSeq + i);
   const events: NewEvent[] = [
+    ...held,
     {
       type: 'assistant/message',
       time: deps.now(),

@@ -24,6 +24,11 @@ export type ModelRequest = {
   onChunks?: (chunks: StreamChunk[]) => void | Promise<void>;
   /** Called once, when the first delta arrives (before coalescing): the time to first token. */
   onFirstDelta?: () => void;
+  /**
+   * Return the chunks still buffered when the reply completes in `ModelReply.heldChunks`
+   * instead of passing them to `onChunks` (a port may ignore this and deliver them all).
+   */
+  holdLastChunks?: boolean;
 };
 
 export type ModelReply = {
@@ -37,6 +42,8 @@ export type ModelReply = {
   /** The canonical model id that answered. */
   model: string;
   aborted: boolean;
+  /** With `holdLastChunks`: the reply's last coalesced chunks, not passed to `onChunks`. */
+  heldChunks?: StreamChunk[];
 };
 
 /** What the turn engine calls to reach a model. */
@@ -103,7 +110,7 @@ export function createOpenAIProvider(input: OpenAIProviderConfig): ModelPort {
   return {
     provider: config.provider,
     model,
-    async stream({ messages, header, signal, onChunks, onFirstDelta }) {
+    async stream({ messages, header, signal, onChunks, onFirstDelta, holdLastChunks }) {
       const resolved = model(header.model);
       const request = buildChatRequest({ messages, header, model: resolved });
       const result = await streamCompletion({
@@ -114,6 +121,7 @@ export function createOpenAIProvider(input: OpenAIProviderConfig): ModelPort {
         ...(signal ? { signal } : {}),
         ...(onChunks ? { onChunks } : {}),
         ...(onFirstDelta ? { onFirstDelta } : {}),
+        ...(holdLastChunks ? { holdLastChunks } : {}),
       });
       return {
         content: result.content,
@@ -122,6 +130,7 @@ export function createOpenAIProvider(input: OpenAIProviderConfig): ModelPort {
         provider: config.provider,
         model: resolved.id,
         aborted: result.aborted,
+        ...(result.heldChunks ? { heldChunks: result.heldChunks } : {}),
       };
     },
   };

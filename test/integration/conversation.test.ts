@@ -29,6 +29,18 @@ describe('a session workflow on a real Temporal server', () => {
     expect(turnEvents).toEqual(['session/run', 'turn/start', 'step/start', 'user/message', 'request/header', 'assistant/message', 'step/end', 'turn/end']);
   });
 
+  it('logs the last streamed chunks in the reply\'s own append, and the reply cites every chunk', async () => {
+    const sessionId = `held-${Date.now()}`;
+    const reply = await stack.client.send(sessionId, 'stream this back');
+    const events = await stack.client.events(sessionId);
+    const chunks = events.filter((e): e is SessionEvent<'assistant/chunk'> => e.type === 'assistant/chunk');
+    const message = events.find((e): e is SessionEvent<'assistant/message'> => e.type === 'assistant/message')!;
+    expect(chunks.length).toBeGreaterThan(0);
+    expect(chunks.at(-1)!.op).toBe(message.op);
+    expect(message.sourceEventSeqs).toEqual(chunks.map((c) => c.seq));
+    expect(chunks.map((c) => (c.data.chunk.kind === 'text-delta' ? c.data.chunk.text : '')).join('')).toBe(reply.text);
+  });
+
   it('runs tool calls and sends the model exactly the derived history', async () => {
     const sessionId = `tools-${Date.now()}`;
     stack.fake.reset();

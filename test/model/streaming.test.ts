@@ -81,6 +81,20 @@ describe('streamCompletion against the fake server', () => {
     ]);
   });
 
+  it('with holdLastChunks, returns the chunks still buffered when the stream completes instead of delivering them', async () => {
+    fake().enqueueReplies({ text: 'one two three four' });
+    const delivered: StreamChunk[] = [];
+    const result = await provider({ maxDelayMs: 60_000, maxChars: 8 }).stream({
+      messages: [userMessage('count')],
+      header: fakeHeader(),
+      onChunks: (cs) => void delivered.push(...cs),
+      holdLastChunks: true,
+    });
+    expect(delivered).toEqual([{ kind: 'text-delta', text: 'one two three' }]);
+    expect(result.heldChunks).toEqual([{ kind: 'text-delta', text: ' four' }]);
+    expect(result.content).toEqual([{ type: 'text', text: 'one two three four' }]);
+  });
+
   it('echoes the last user message when nothing is scripted', async () => {
     const result = await provider().stream({ messages: [userMessage('ping')], header: fakeHeader() });
     expect(result.content).toEqual([{ type: 'text', text: 'echo: ping' }]);
