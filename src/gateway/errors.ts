@@ -113,9 +113,6 @@ const FASTIFY_MESSAGES: Partial<Record<GatewayErrorCode, string>> = {
   INVALID_JSON: 'request body is not valid JSON; send a JSON object with Content-Type: application/json',
 };
 
-/** Server-side faults whose message is for the caller: a refused stored log names its session, seq and the fix. */
-const EXPLAINED_FAULTS: ReadonlySet<ErrorCode> = new Set(['CORRUPT_LOG', 'UNSUPPORTED_FORMAT']);
-
 function errorResponse(code: ErrorCode, rawMessage: string, headers: Record<string, string> = {}): ErrorResponse {
   const message = scrubSecrets(rawMessage);
   const status = ERROR_STATUS[code];
@@ -130,7 +127,7 @@ function isFastifyError(error: unknown): error is FastifyError {
 export function toErrorResponse(error: unknown): ErrorResponse {
   if (error instanceof GatewayError) return errorResponse(error.code, error.message, error.headers);
   if (error instanceof SessionlogError) {
-    if (ERROR_STATUS[error.code] >= 500 && !EXPLAINED_FAULTS.has(error.code)) return errorResponse(error.code, serverFaultMessage(error.code));
+    if (ERROR_STATUS[error.code] >= 500) return errorResponse(error.code, serverFaultMessage(error.code, error.message));
     return errorResponse(error.code, error.message);
   }
   if (isFastifyError(error)) {
@@ -142,11 +139,19 @@ export function toErrorResponse(error: unknown): ErrorResponse {
   return errorResponse('INTERNAL', serverFaultMessage('INTERNAL'));
 }
 
-function serverFaultMessage(code: ErrorCode): string {
+/**
+ * What a 5xx tells the caller. The store's own message names where the data lives (a path, a
+ * database URL), so it never goes out; a refused log keeps the session and seq it names.
+ */
+function serverFaultMessage(code: ErrorCode, storeMessage = ''): string {
   if (code === 'STORE_CLOSED' || code === 'UNAVAILABLE') return 'the gateway is shutting down or its store is unavailable; retry shortly';
-  // The store's own message names where the data lives; the caller gets what to do instead.
   if (code === 'CORRUPT_LOG' || code === 'UNSUPPORTED_FORMAT') {
-    return "the session's stored log is damaged or of a newer format and was refused (nothing was changed, retrying will not help); `sessionlog sessions verify ID` shows where, `sessionlog sessions salvage ID --into NEW_ID` keeps the valid prefix";
+    const session = /^session (\S+) in /.exec(storeMessage)?.[1];
+    const seq = /damaged at seq (\d+)/.exec(storeMessage)?.[1];
+    const id = session ?? 'ID';
+    const subject = session === undefined ? "the session's stored log" : `session ${session}: the stored log`;
+    if (code === 'UNSUPPORTED_FORMAT') return `${subject} was written by a newer version of sessionlog and was refused (nothing was changed); upgrade the server that reads it`;
+    return `${subject} is damaged${seq === undefined ? '' : ` at seq ${seq}`} and was refused (nothing was changed, retrying will not help); \`sessionlog sessions verify ${id}\` shows where, \`sessionlog sessions salvage ${id} --into NEW_ID\` keeps the valid prefix`;
   }
   return 'internal error; the gateway logged the details';
 }

@@ -57,7 +57,7 @@ const RUN = 'run-1';
 const KEY = { runId: RUN, turn: 1, step: 1, pass: 0 };
 
 /** A log of one turn: the user's message, the chunks of each attempt (by attempt number), then the logged reply. */
-function turnLog(attempts: Array<[number, string[]]>, reply: string): StoredEvent[] {
+function turnLog(attempts: Array<[number, string[]]>, reply: string, held: string[] = []): StoredEvent[] {
   const events: Array<Omit<StoredEvent, 'seq'>> = [
     { type: 'turn/start', time: 1000, data: { turn: 1 }, op: stepOps.start(KEY) },
     { type: 'step/start', time: 1000, data: { turn: 1, step: 1 }, op: stepOps.start(KEY) },
@@ -66,6 +66,8 @@ function turnLog(attempts: Array<[number, string[]]>, reply: string): StoredEven
   for (const [attempt, texts] of attempts) {
     texts.forEach((text, n) => events.push({ type: 'assistant/chunk', time: 1001, data: { turn: 1, step: 1, chunk: { kind: 'text-delta', text } }, op: stepOps.chunks(KEY, attempt, n) }));
   }
+  // The call's last chunks, held for the reply's own batch (src/engine/model-step.ts).
+  for (const text of held) events.push({ type: 'assistant/chunk', time: 1002, data: { turn: 1, step: 1, chunk: { kind: 'text-delta', text } }, op: stepOps.reply(KEY) });
   const message = { id: 'a1', role: 'assistant', content: [{ type: 'text', text: reply }], source: { kind: 'model', provider: 'fake', model: 'fake' } };
   events.push({ type: 'assistant/message', time: 1002, data: { turn: 1, step: 1, message, finishReason: 'stop' }, surfaceOp: 'append', op: stepOps.reply(KEY) });
   events.push({ type: 'step/end', time: 1002, data: { turn: 1, step: 1 }, op: stepOps.reply(KEY) });
@@ -126,6 +128,28 @@ describe('a retried model call', () => {
     expect(response.output_text).toBe('Goodbye');
     // The conversation's assistant item is the response's output item.
     expect(conversationItems(log).map((i) => i.id)).toEqual(['m1', 'msg_1_1_1']);
+  });
+
+  it('whose last chunks were written in the reply batch streams them once, after what the chunk batches sent', () => {
+    const fold = tracker(anchor);
+    const events = turnLog([[1, ['Hello ', 'wor']]], 'Hello world!', ['ld', '!']).flatMap((e) => fold.push(e));
+    expect(deltas(events)).toEqual([
+      ['msg_1_1_0', 'Hello '],
+      ['msg_1_1_0', 'wor'],
+      ['msg_1_1_0', 'ld!'],
+    ]);
+    expect(fold.snapshot().output_text).toBe('Hello world!');
+  });
+
+  it('whose retry held its whole different reply for the reply batch replaces the item streamed by the failed call', () => {
+    const fold = tracker(anchor);
+    const events = turnLog([[1, ['Hello ', 'wor']]], 'Goodbye', ['Good', 'bye']).flatMap((e) => fold.push(e));
+    expect(deltas(events)).toEqual([
+      ['msg_1_1_0', 'Hello '],
+      ['msg_1_1_0', 'wor'],
+      ['msg_1_1_1', 'Goodbye'],
+    ]);
+    expect(fold.snapshot().output.map((i) => i.id)).toEqual(['msg_1_1_1']);
   });
 
   it('whose reply was logged without chunks still yields the item events and the text as one delta', () => {

@@ -39,10 +39,13 @@ export type MessageItemIds = { reasoning?: string; message?: string };
 
 /**
  * Chunk batches of one model call share their op key up to the batch number
- * (`…/p<pass>/a<attempt>/c<n>`, src/engine/ops.ts): a different prefix is a new call.
+ * (`…/p<pass>/a<attempt>/c<n>`, src/engine/ops.ts): a different prefix is a new call. A call's
+ * last chunks are written in the reply's own batch (op `…/reply`), which names no attempt:
+ * `undefined`. The `assistant/message` of that same batch carries their text.
  */
-export function chunkAttemptOf(op: string | undefined): string {
-  return (op ?? '').replace(/\/c\d+$/, '');
+export function chunkAttemptOf(op: string | undefined): string | undefined {
+  const key = op ?? '';
+  return /\/c\d+$/.test(key) ? key.replace(/\/c\d+$/, '') : undefined;
 }
 
 class StepState {
@@ -93,6 +96,8 @@ export class OutputAssembler {
         const { turn, step, chunk } = event.data;
         const state = this.stepState(turn, step);
         const attempt = chunkAttemptOf(event.op);
+        // Chunks held for the reply's batch: its message, next in the same batch, streams what they add.
+        if (attempt === undefined) break;
         if (state.attempt !== attempt) {
           state.attempt = attempt;
           state.attemptText = '';
