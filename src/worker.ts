@@ -17,7 +17,7 @@ import type { EngineTelemetry } from './engine/telemetry.js';
 import { createTurnEngine } from './engine/engine.js';
 import { DEFAULT_MODEL_CATALOGUE, lookupModel, type ModelCatalogue } from './model/catalogue.js';
 import type { ModelPort } from './model/provider.js';
-import { writeProjectionCheckpoint } from './persistence/derived-history.js';
+import { CheckpointSchedule, DEFAULT_CHECKPOINT_POLICY, writeProjectionCheckpoint, type CheckpointPolicy } from './persistence/derived-history.js';
 import type { SessionStore } from './persistence/store.js';
 import type { ApprovalPolicy } from './tools/approval.js';
 import { BUILTIN_TOOLS } from './tools/builtin.js';
@@ -114,6 +114,11 @@ export type CreateWorkerOptions = {
       };
   /** How often a streaming model call or a running tool heartbeats, ms (default 1000). */
   heartbeatMs?: number;
+  /**
+   * When the worker refreshes a session's projection checkpoint after a turn (default: once the
+   * log has grown 256 events and a quarter past the last one; see {@link CheckpointPolicy}).
+   */
+  checkpoints?: Partial<CheckpointPolicy>;
   /** Extra Temporal worker options (concurrency limits, heartbeat throttling…). */
   workerOptions?: Partial<WorkerOptions>;
   /** Metrics and traces of the turn engine (src/telemetry's `engine`); omit to run unobserved. */
@@ -150,6 +155,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     options.shapeToolResult ?? (async ({ text, locator, toolName }) => spillText({ text, locator, toolName, maxInlineBytes }));
   const context = options.context === false ? undefined : contextDeps(options.context ?? {});
   const store = options.store;
+  const checkpoints = new CheckpointSchedule({ ...DEFAULT_CHECKPOINT_POLICY, ...options.checkpoints });
   const engine = createTurnEngine({
     store,
     model: options.model,
@@ -162,7 +168,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     learnedWindows: new Map(),
     ...(options.context !== false && options.context?.learnLimits === false ? { learnLimits: false } : {}),
     now: Date.now,
-    onTurnEnded: (sessionId) => checkpointProjections(store, sessionId),
+    onTurnEnded: (sessionId, headSeq) => checkpointProjections(store, checkpoints, sessionId, headSeq),
     ...(options.telemetry ? { telemetry: options.telemetry } : {}),
   });
   // Load the tokenizer now: its vocabulary takes seconds to load, and loading it inside the
@@ -180,11 +186,14 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
 }
 
 /**
- * Refreshes the projection cache once a turn is durable, off the turn's critical path.
- * Fail-soft: the cache may lag the log, and reads fall back to the log.
+ * Refreshes the projection cache once a turn is durable and the log has grown enough past the
+ * last checkpoint (`CheckpointSchedule`), off the turn's critical path. Fail-soft: the cache may
+ * lag the log, and reads fold the tail (and refresh it) or fall back to the log.
  */
-function checkpointProjections(store: SessionStore, sessionId: string): void {
-  void writeProjectionCheckpoint(store, sessionId).catch((error: unknown) => {
+function checkpointProjections(store: SessionStore, schedule: CheckpointSchedule, sessionId: string, headSeq: number): void {
+  if (!schedule.due(sessionId, headSeq)) return;
+  schedule.wrote(sessionId, headSeq);
+  void writeProjectionCheckpoint(store, sessionId).then(({ asOfSeq }) => schedule.wrote(sessionId, asOfSeq)).catch((error: unknown) => {
     // The cache is an accelerator: a failed write leaves it stale.
     process.emitWarning(`projection checkpoint of session ${sessionId} failed: ${(error as Error).message}`);
   });

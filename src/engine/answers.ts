@@ -2,8 +2,9 @@
  * Calls that wait for an answer (DESIGN §5.1): after a reply with tool calls, the calls the
  * policy gates are logged as `tool/approval-request`; answers are logged as they arrive —
  * approvals as `tool/approval` (and `tool/allow` when the person allows the tool for the rest
- * of the session), external results stored whole as artifacts until the step's results batch
- * logs them as `tool/result` with origin `external`.
+ * of the session), external results stored whole as artifacts and logged with their answer
+ * (`tool/approval` with `result`), then as `tool/result` with origin `external` by the step's
+ * results batch.
  */
 import { parseToolCallArguments } from '../model/tool-arguments.js';
 import { scrubSecrets, type NewEvent, type SessionView } from '../session/index.js';
@@ -11,7 +12,7 @@ import { gateOf } from '../tools/approval.js';
 import type { EngineDeps } from './deps.js';
 import { LogWriter } from './log-writer.js';
 import { stepOps, type StepKey } from './ops.js';
-import type { RecordAnswersInput, RecordAnswersResult, ToolCallRef, ToolRunRef, WaitingStep } from './types.js';
+import type { CallAnswer, RecordAnswersInput, RecordAnswersResult, ToolCallRef, ToolRunRef, WaitingStep } from './types.js';
 
 /** A day: how long a call waits for its answer when the workflow gives no timeout. */
 const DEFAULT_ANSWER_TIMEOUT_MS = 24 * 60 * 60_000;
@@ -57,7 +58,13 @@ export function annotate(session: SessionView, calls: ToolCallRef[]): ToolCallRe
       ...call,
       gate: pending.request.kind,
       expiresAt: pending.request.expiresAt,
-      ...(pending.answer ? { answered: pending.answer.decision, ...(pending.answer.reason !== undefined ? { reason: pending.answer.reason } : {}) } : {}),
+      ...(pending.answer
+        ? {
+            answered: pending.answer.decision,
+            ...(pending.answer.reason !== undefined ? { reason: pending.answer.reason } : {}),
+            ...(pending.answer.result !== undefined ? { result: pending.answer.result } : {}),
+          }
+        : {}),
     };
   });
 }
@@ -73,9 +80,10 @@ export function waitingStep(session: SessionView): WaitingStep | undefined {
 }
 
 /**
- * Logs answers that arrived (each once, under its call's op key) and stores external results
- * as artifacts of the session. An answer to a call that is not waiting, or is answered
- * already, is skipped: the first answer counts.
+ * Logs answers that arrived (each once, under its call's op key); an external result is stored
+ * whole as an artifact of the session and logged with its answer. An answer to a call that is
+ * not waiting, or is answered already, is skipped: the first answer counts. Returns the stored
+ * results of the external calls answered, from the log (so a retried call returns the same).
  */
 export async function recordAnswers(deps: EngineDeps, input: RecordAnswersInput): Promise<RecordAnswersResult> {
   const writer = await LogWriter.open(deps.store, input.sessionId, input.runId, input.knownHead);
@@ -84,31 +92,36 @@ export async function recordAnswers(deps: EngineDeps, input: RecordAnswersInput)
   for (const answer of input.answers) {
     const pending = writer.session.turns.pending.get(answer.callId);
     if (!pending?.request || pending.callSeq === undefined) continue;
-    if (answer.kind === 'external') {
-      const ref = await deps.store.artifacts.put({ sessionId: input.sessionId, name: `${pending.name}-${answer.callId}.txt`, content: scrubSecrets(answer.output) });
-      external.push({ callId: answer.callId, callSeq: pending.callSeq, locator: ref.locator, bytes: ref.bytes, isError: answer.isError, external: true });
-      continue;
-    }
-    if (pending.answer) continue;
-    const events: NewEvent[] = [
-      {
-        type: 'tool/approval',
-        time: deps.now(),
-        data: {
-          turn: input.turn,
-          step: input.step,
-          callId: answer.callId,
-          decision: answer.decision,
-          ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
-          ...(answer.arguments !== undefined ? { arguments: answer.arguments } : {}),
-          ...(answer.by !== undefined ? { by: answer.by } : {}),
-        },
-      },
-    ];
-    if (answer.allowForSession && answer.decision === 'approve') {
-      events.push({ type: 'tool/allow', time: deps.now(), data: { tool: pending.name, ...(answer.by !== undefined ? { by: answer.by } : {}) } });
-    }
-    await writer.append(events, stepOps.answer(key, answer.callId));
+    if (!pending.answer) await writer.append(await answerEvents(deps, input, pending.name, answer), stepOps.answer(key, answer.callId));
+    const result = writer.session.turns.pending.get(answer.callId)?.answer?.result;
+    if (answer.kind === 'external' && result) external.push({ callId: answer.callId, callSeq: pending.callSeq, ...result, external: true });
   }
   return { headSeq: writer.session.nextSeq, external };
+}
+
+/** The events of one answer: `tool/approval` (with an external call's stored result), and `tool/allow` when asked. */
+async function answerEvents(deps: EngineDeps, input: RecordAnswersInput, tool: string, answer: CallAnswer): Promise<NewEvent[]> {
+  const turnStep = { turn: input.turn, step: input.step, callId: answer.callId };
+  if (answer.kind === 'external') {
+    const ref = await deps.store.artifacts.put({ sessionId: input.sessionId, name: `${tool}-${answer.callId}.txt`, content: scrubSecrets(answer.output) });
+    const result = { locator: ref.locator, bytes: ref.bytes, isError: answer.isError };
+    return [{ type: 'tool/approval', time: deps.now(), data: { ...turnStep, decision: 'approve', result, ...(answer.by !== undefined ? { by: answer.by } : {}) } }];
+  }
+  const events: NewEvent[] = [
+    {
+      type: 'tool/approval',
+      time: deps.now(),
+      data: {
+        ...turnStep,
+        decision: answer.decision,
+        ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
+        ...(answer.arguments !== undefined ? { arguments: answer.arguments } : {}),
+        ...(answer.by !== undefined ? { by: answer.by } : {}),
+      },
+    },
+  ];
+  if (answer.allowForSession && answer.decision === 'approve') {
+    events.push({ type: 'tool/allow', time: deps.now(), data: { tool, ...(answer.by !== undefined ? { by: answer.by } : {}) } });
+  }
+  return events;
 }

@@ -34,8 +34,8 @@ export type EngineDeps = {
   learnedWindows?: Map<string, number>;
   /** Learn context windows from overflow refusals (default true; false only to measure without it). */
   learnLimits?: boolean;
-  /** Called once a turn is durably closed (e.g. to refresh the projection cache off the critical path). */
-  onTurnEnded?(sessionId: string): void;
+  /** Called once a turn is durably closed, with the log's last seq (e.g. to refresh the projection cache off the critical path). */
+  onTurnEnded?(sessionId: string, headSeq: number): void;
   /** Metrics and traces (src/telemetry); omit to run unobserved. */
   telemetry?: EngineTelemetry;
 };

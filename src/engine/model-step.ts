@@ -185,7 +185,7 @@ async function streamReply(deps: EngineDeps, writer: LogWriter, input: ModelStep
     events.push({ type: 'turn/end', time: deps.now(), data: { turn: input.turn, reason } });
   }
   const stored = await writer.append(events, stepOps.reply(key));
-  if (calls.length === 0) deps.onTurnEnded?.(input.sessionId);
+  if (calls.length === 0) deps.onTurnEnded?.(input.sessionId, writer.session.nextSeq - 1);
   const result = { ...loggedStepResult(writer.session, input.turn, stored, false), replayed: false };
   if (result.toolCalls.length === 0) return result;
   return { ...result, toolCalls: await requestAnswers(deps, writer, key, result.toolCalls, input.approvalTimeoutMs), headSeq: writer.session.nextSeq };
@@ -200,7 +200,7 @@ async function interrupted(deps: EngineDeps, writer: LogWriter, input: ModelStep
     { type: 'turn/end', time: deps.now(), data: { turn: input.turn, reason: { kind: 'aborted', reason: { kind: 'user' } } } },
   ];
   await writer.append(events, stepOps.cancel(key));
-  deps.onTurnEnded?.(input.sessionId);
+  deps.onTurnEnded?.(input.sessionId, writer.session.nextSeq - 1);
   throw new StepInterrupted(true, 'model step cancelled; partial reply logged as interrupted');
 }
 
@@ -239,7 +239,7 @@ async function closeWithError(deps: EngineDeps, writer: LogWriter, input: ModelS
   const reason: TurnEndReason = { kind: 'error', error };
   const last = writer.session.storedAt(writer.session.nextSeq - 1);
   await writer.append(closersFor(writer.session.turns, last, reason, deps.now()), stepOps.error(key));
-  deps.onTurnEnded?.(input.sessionId);
+  deps.onTurnEnded?.(input.sessionId, writer.session.nextSeq - 1);
   const turnEnd = loggedTurnEnd(writer.session, input.turn);
   return { headSeq: writer.session.nextSeq, replySeq: turnEnd?.replySeq ?? null, toolCalls: [], outcome: 'error', error: { code: error.code, message: error.message }, replayed: false, ...(turnEnd ? { turnEnd } : {}) };
 }

@@ -110,7 +110,7 @@ export async function appendToolResults(deps: EngineDeps, input: AppendToolResul
     events.push({ type: 'step/end', time: deps.now(), data: { turn: input.turn, step: input.step } });
     if (input.endTurnReason) events.push({ type: 'turn/end', time: deps.now(), data: { turn: input.turn, reason: { kind: input.endTurnReason } } });
     await writer.append(events, op);
-    if (input.endTurnReason) deps.onTurnEnded?.(input.sessionId);
+    if (input.endTurnReason) deps.onTurnEnded?.(input.sessionId, writer.session.nextSeq - 1);
   }
   const turnEnd = loggedTurnEnd(writer.session, input.turn);
   return { headSeq: writer.session.nextSeq, ...(turnEnd ? { turnEnd } : {}) };
@@ -170,7 +170,7 @@ export async function endTurn(deps: EngineDeps, input: EndTurnInput): Promise<He
   const closers = closersFor(writer.session.turns, writer.session.storedAt(writer.session.nextSeq - 1), reason, deps.now());
   if (closers.length > 0) {
     await writer.append(closers, endTurnOp(input.runId, input.turn));
-    deps.onTurnEnded?.(input.sessionId);
+    deps.onTurnEnded?.(input.sessionId, writer.session.nextSeq - 1);
   }
   const turnEnd = loggedTurnEnd(writer.session, input.turn);
   return { headSeq: writer.session.nextSeq, ...(turnEnd ? { turnEnd } : {}) };

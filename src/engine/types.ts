@@ -4,7 +4,7 @@
  * (DESIGN §1.3). The user's message text is the one bounded exception (it enters the log in
  * the step that consumes it).
  */
-import type { ToolSchema } from '../session/events.js';
+import type { ExternalResult, ToolSchema } from '../session/events.js';
 import type { TurnOutcome } from '../session/turns.js';
 
 /** A user message as it enters a turn: its idempotency id and its (bounded) text. */
@@ -90,6 +90,8 @@ export type ToolCallRef = {
   answered?: 'approve' | 'deny' | 'expire';
   /** The reason logged with `answered`, if any. */
   reason?: string;
+  /** An external call's accepted result, as logged with its answer. */
+  result?: ExternalResult;
 };
 
 /** How a model step ended. `needs-compaction` asks the workflow to compact and call the step again. */

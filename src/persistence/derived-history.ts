@@ -13,6 +13,7 @@ import {
   type SessionHeader,
   type SurfaceNodeState,
 } from '../session/index.js';
+import { LRUCache } from 'lru-cache';
 import type { SessionStore } from './store.js';
 
 export type DerivedHistory = {
@@ -88,6 +89,51 @@ export async function writeProjectionCheckpoint(
 ): Promise<{ asOfSeq: number }> {
   const history = await readDerivedHistory(store, id, registry, { ...options, forceWrite: true });
   return { asOfSeq: history.asOfSeq };
+}
+
+/**
+ * When a writer refreshes the checkpoint (dsh-spec §9.3): once the log has grown past it by at
+ * least `minEvents` and by `ratio` of its length. A checkpoint holds the whole surface, so
+ * writing it after every turn costs O(conversation) per turn; written this way, its bytes and
+ * CPU per turn stay bounded (each write is paid for by `ratio` × the log's events), and a cold
+ * read folds a tail of at most max(`minEvents`, `ratio` × the log) events past it.
+ */
+export type CheckpointPolicy = { minEvents: number; ratio: number };
+
+export const DEFAULT_CHECKPOINT_POLICY: CheckpointPolicy = { minEvents: 256, ratio: 0.25 };
+
+/** Whether a log whose last seq is `headSeq`, checkpointed at `checkpointSeq` (-1: none), is due a new checkpoint. */
+export function checkpointDue(checkpointSeq: number, headSeq: number, policy: CheckpointPolicy = DEFAULT_CHECKPOINT_POLICY): boolean {
+  const grown = headSeq - checkpointSeq;
+  return grown >= policy.minEvents && grown >= policy.ratio * (headSeq + 1);
+}
+
+/**
+ * The checkpoint seqs a worker wrote, per session (bounded, least recently used out). A session
+ * it has not written counts as checkpointed at seq -1: its first checkpoint comes once its log
+ * holds `minEvents` events.
+ */
+export class CheckpointSchedule {
+  private readonly written: LRUCache<string, number>;
+
+  constructor(
+    readonly policy: CheckpointPolicy = DEFAULT_CHECKPOINT_POLICY,
+    maxSessions = 10_000,
+  ) {
+    if (!(Number.isSafeInteger(policy.minEvents) && policy.minEvents > 0)) throw new SessionlogError('INVALID_ARGUMENT', 'checkpoint minEvents must be a positive integer');
+    if (!(policy.ratio >= 0 && policy.ratio <= 1)) throw new SessionlogError('INVALID_ARGUMENT', 'checkpoint ratio must be in [0, 1]');
+    this.written = new LRUCache({ max: maxSessions });
+  }
+
+  /** Whether session `id`, whose log now ends at `headSeq`, is due a checkpoint. */
+  due(id: string, headSeq: number): boolean {
+    return checkpointDue(this.written.get(id) ?? -1, headSeq, this.policy);
+  }
+
+  /** Notes a checkpoint written for `id` at `seq`. */
+  wrote(id: string, seq: number): void {
+    this.written.set(id, Math.max(seq, this.written.get(id) ?? -1));
+  }
 }
 
 async function restoreFromCache(

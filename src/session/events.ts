@@ -5,6 +5,9 @@
 import type { JsonValue } from './json.js';
 import type { AssistantMessage, StreamChunk, TokenUsage, ToolResultMessage, UserMessage, ContentBlock } from './messages.js';
 
+/** Where an external call's accepted result is stored (an artifact of the session). */
+export type ExternalResult = { locator: string; bytes: number; isError: boolean };
+
 export type SurfaceOp = 'append' | { op: 'replace'; start: number; end: number };
 
 export type TurnEndReason =
@@ -113,6 +116,11 @@ export interface EventDataMap {
     reason?: string;
     arguments?: string;
     by?: string;
+    /**
+     * An external call's result, stored whole as an artifact of the session: logged the moment
+     * it is accepted, so a run that ends before the step's results batch still has it.
+     */
+    result?: ExternalResult;
   };
   /** A tool allowed without approval for the rest of the session. */
   'tool/allow': { tool: string; by?: string };

@@ -4,7 +4,7 @@
  * repair (closers), log verification (numbering rules) and the turn engine (outcomes, recent
  * messages).
  */
-import { isKnownEvent, type SessionEvent, type StoredEvent, type ToolSchema, type TurnEndReason } from './events.js';
+import { isKnownEvent, type ExternalResult, type SessionEvent, type StoredEvent, type ToolSchema, type TurnEndReason } from './events.js';
 
 /** How many user message ids a fold remembers (the workflow's de-duplication window). */
 export const RECENT_USER_MESSAGES = 256;
@@ -21,7 +21,7 @@ export type PendingCall = {
   step: number;
   callSeq?: number;
   request?: { kind: 'approval' | 'external'; expiresAt: number; seq: number };
-  answer?: { decision: 'approve' | 'deny' | 'expire'; reason?: string; arguments?: string; seq: number };
+  answer?: { decision: 'approve' | 'deny' | 'expire'; reason?: string; arguments?: string; result?: ExternalResult; seq: number };
 };
 
 /** How a turn ended, from the caller's point of view. */
@@ -187,8 +187,14 @@ export class TurnFold {
       case 'tool/approval': {
         const call = this.pending.get(event.data.callId);
         if (call && !call.answer) {
-          const { decision, reason, arguments: edited } = event.data;
-          call.answer = { decision, seq: event.seq, ...(reason !== undefined ? { reason } : {}), ...(edited !== undefined ? { arguments: edited } : {}) };
+          const { decision, reason, arguments: edited, result } = event.data;
+          call.answer = {
+            decision,
+            seq: event.seq,
+            ...(reason !== undefined ? { reason } : {}),
+            ...(edited !== undefined ? { arguments: edited } : {}),
+            ...(result !== undefined ? { result } : {}),
+          };
         }
         break;
       }

@@ -106,8 +106,17 @@ const dataSchemas: Record<string, z.ZodType> = {
     .object({ ...turnStep, callId: nonEmpty, tool: z.string(), arguments: z.string(), expiresAt: seqSchema, kind: z.enum(['approval', 'external']) })
     .passthrough(),
   'tool/approval': z
-    .object({ ...turnStep, callId: nonEmpty, decision: z.enum(['approve', 'deny', 'expire']), reason: z.string().optional(), arguments: z.string().optional(), by: z.string().optional() })
-    .passthrough(),
+    .object({
+      ...turnStep,
+      callId: nonEmpty,
+      decision: z.enum(['approve', 'deny', 'expire']),
+      reason: z.string().optional(),
+      arguments: z.string().optional(),
+      by: z.string().optional(),
+      result: z.object({ locator: nonEmpty, bytes: seqSchema, isError: z.boolean() }).strict().optional(),
+    })
+    .passthrough()
+    .refine((data) => data.result === undefined || data.decision === 'approve', { message: 'only an approved (accepted) answer carries a result' }),
   'tool/allow': z.object({ tool: nonEmpty, by: z.string().optional() }).passthrough(),
   'session/metadata': z.object({ metadata: z.record(z.string(), z.string()), messageId: nonEmpty.optional() }).passthrough(),
   'model/limit': z.object({ model: nonEmpty, contextWindow: z.number().int().positive(), source: nonEmpty }).passthrough(),

@@ -302,7 +302,8 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   const awaitAnswers = async (turn: number, step: number, calls: ToolCallRef[]): Promise<ToolRunRef[] | 'cancelled'> => {
     state.phase = 'waiting';
     for (const call of calls) if (call.gate && call.answered === undefined) state.awaiting.set(call.callId, call);
-    const external: ToolRunRef[] = [];
+    // External results the log already holds (a run resuming the step): they are not asked for again.
+    const external: ToolRunRef[] = calls.flatMap((c) => (c.gate === 'external' && c.result ? [{ callId: c.callId, callSeq: c.callSeq, ...c.result, external: true as const }] : []));
     try {
       while (state.awaiting.size > 0) {
         const unanswered = [...state.awaiting.values()].filter((c) => !state.answers.has(c.callId));
@@ -342,9 +343,9 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     const denied: DeniedCall[] = [];
     const runnable: ToolCallRef[] = [];
     for (const call of calls) {
-      const decision = call.gate === 'approval' ? (state.decisionOf(call.callId)?.decision ?? call.answered) : call.gate === 'external' ? state.decisionOf(call.callId)?.decision : undefined;
+      const decision = call.gate ? (state.decisionOf(call.callId)?.decision ?? call.answered) : undefined;
       if (decision === 'deny' || decision === 'expire') {
-        const reason = state.decisionOf(call.callId)?.reason;
+        const reason = state.decisionOf(call.callId)?.reason ?? call.reason;
         denied.push({ callId: call.callId, callSeq: call.callSeq, decision, ...(reason !== undefined ? { reason } : {}), ...(call.gate === 'external' ? { external: true as const } : {}) });
       } else if (call.gate !== 'external') runnable.push(call);
     }

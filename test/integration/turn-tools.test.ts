@@ -131,3 +131,46 @@ describe('tools a message brings for its turn', () => {
     expect(verifyLog(await stack.client.header(id), await stack.client.events(id))).toEqual([]);
   }, 60_000);
 });
+
+describe('an accepted external result', () => {
+  it('is logged with its answer, so a run lost before the results batch does not ask for it again', async () => {
+    const id = `turn-tools-lost-${Date.now()}`;
+    stack.fake.setMatcher(({ body, lastUserText }) => {
+      const tools = body.messages.filter((m) => m.role === 'tool');
+      if (tools.length === 2) return { text: `Oslo: ${String(tools[0]!.content)}; Bergen: ${String(tools[1]!.content)}` };
+      if (lastUserText === 'weather in Oslo and Bergen?') {
+        return {
+          text: '',
+          toolCalls: [
+            { id: 'call_o', name: 'get_weather', arguments: { city: 'Oslo' } },
+            { id: 'call_b', name: 'get_weather', arguments: { city: 'Bergen' } },
+          ],
+        };
+      }
+      return undefined;
+    });
+    await stack.client.post(id, 'weather in Oslo and Bergen?', { tools: [getWeather] });
+    await eventually(async () => ((await stack.client.pendingApprovals({ sessionId: id })).length === 2 ? true : undefined));
+    expect(await stack.client.submitToolResult(id, 'call_o', 'sunny')).toMatchObject({ callId: 'call_o' });
+    // The answer is in the log the moment it is acknowledged, result and all.
+    const answer = ofType(await stack.client.events(id), 'tool/approval').find((e) => e.data.callId === 'call_o');
+    expect(answer?.data).toMatchObject({ decision: 'approve', result: { isError: false, bytes: 5 } });
+    expect(await stack.store.artifacts.get(id, answer!.data.result!.locator)).toBe('sunny');
+
+    await stack.temporal.workflow.getHandle(workflowIdFor(id)).terminate('test: the run is lost between two results');
+    // Only the unanswered call still waits; the new run (started by the answer) takes the logged result.
+    expect((await stack.client.pendingApprovals({ sessionId: id })).map((p) => p.callId)).toEqual(['call_b']);
+    await stack.client.submitToolResult(id, 'call_b', 'rain');
+    const end = (await waitForEvent(stack.client, id, (e) => e.type === 'turn/end')) as SessionEvent<'turn/end'>;
+    expect(end.data.reason).toEqual({ kind: 'completed' });
+
+    const events = await stack.client.events(id);
+    expect(ofType(events, 'tool/result').map((e) => [e.data.message.source.callId, e.data.origin])).toEqual([
+      ['call_o', 'external'],
+      ['call_b', 'external'],
+    ]);
+    expect(ofType(events, 'tool/approval').map((e) => e.data.callId)).toEqual(['call_o', 'call_b']);
+    expect(ofType(events, 'assistant/message').at(-1)!.data.message.content).toEqual([{ type: 'text', text: 'Oslo: sunny; Bergen: rain' }]);
+    expect(verifyLog(await stack.client.header(id), events)).toEqual([]);
+  }, 60_000);
+});

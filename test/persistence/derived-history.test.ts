@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
+  CheckpointSchedule,
+  checkpointDue,
   defaultProjectionRegistry,
   openStore,
   readDerivedHistory,
@@ -122,5 +124,35 @@ describe.each(backends)('derived history through the $name projection cache', ({
     await appendAll('s1', history);
     expect(await writeProjectionCheckpoint(store, 's1')).toEqual({ asOfSeq: 18 });
     expect((await store.projectionCache.get('s1'))?.rows.surface?.seq).toBe(18);
+  });
+});
+
+describe('when a worker refreshes the checkpoint', () => {
+  it('waits for minEvents and for the ratio of the log, so each write is paid for by the events since the last one', () => {
+    const policy = { minEvents: 100, ratio: 0.25 };
+    expect(checkpointDue(-1, 98, policy)).toBe(false);
+    expect(checkpointDue(-1, 99, policy)).toBe(true);
+    // At seq 1000 a quarter of the log (250 events) must have come since the last checkpoint.
+    expect(checkpointDue(800, 1000, policy)).toBe(false);
+    expect(checkpointDue(749, 1000, policy)).toBe(true);
+    // Over a 300-turn conversation of 16 events a turn: writes grow geometrically apart.
+    const schedule = new CheckpointSchedule(policy);
+    const writes: number[] = [];
+    for (let head = 15; head < 300 * 16; head += 16) {
+      if (schedule.due('s', head)) {
+        schedule.wrote('s', head);
+        writes.push(head);
+      }
+    }
+    expect(writes.length).toBeGreaterThan(3);
+    expect(writes.length).toBeLessThan(20);
+    for (let i = 1; i < writes.length; i++) expect(writes[i]! - writes[i - 1]!).toBeGreaterThanOrEqual(Math.max(100, 0.25 * (writes[i]! + 1)));
+    // The tail a cold read folds stays within the policy.
+    expect(300 * 16 - 1 - writes.at(-1)!).toBeLessThan(Math.max(100, 0.25 * 300 * 16) + 16);
+  });
+
+  it('refuses a policy that cannot work, naming the field', () => {
+    expect(() => new CheckpointSchedule({ minEvents: 0, ratio: 0.25 })).toThrow(/minEvents/);
+    expect(() => new CheckpointSchedule({ minEvents: 10, ratio: 2 })).toThrow(/ratio/);
   });
 });
