@@ -436,6 +436,11 @@ function windowMedian(peer: PeerState, point: number, turns: number, of: (r: Tur
   return { value: values.length > 0 ? median(values) : Number.NaN, n: values.length };
 }
 
+/** A checkpoint figure, or what its absence means (the worker writes one only every so often). */
+function orNotWritten(value: number, fmt: (v: number) => string): string {
+  return Number.isFinite(value) ? fmt(value) : 'not written in these turns';
+}
+
 /** The mean of `of` over turns `from`..`to` (every turn's record, so occasional work is included). */
 function spanMean(peer: PeerState, from: number, to: number, of: (r: TurnRecord) => number | undefined): { value: number; n: number } {
   const values: number[] = [];
@@ -514,8 +519,8 @@ function printTurnCost(peers: PeerState[], points: number[], turns: number): voi
         fmtBytes(writes.value),
         fmtBytes(m((r) => r.wchar).value),
         fmtMs(m((r) => r.cpuMs).value),
-        peer.name === 'sessionlog' ? fmtMs(m((r) => r.checkpointMs).value) : '—',
-        peer.name === 'sessionlog' ? fmtBytes(m((r) => r.checkpointBytes).value) : '—',
+        peer.name === 'sessionlog' ? orNotWritten(m((r) => r.checkpointMs).value, fmtMs) : '—',
+        peer.name === 'sessionlog' ? orNotWritten(m((r) => r.checkpointBytes).value, fmtBytes) : '—',
       ]);
     }
   }
