@@ -22,6 +22,9 @@
  *   rowid range of one session (limits: 2^31 session keys, 2^32 events per session). Ranked
  *   with `bm25`; the hit's snippet comes from the validated copy.
  *
+ * A new file is made with 8 KiB pages ({@link SQLITE_PAGE_SIZE}), so a ~2 KB event row stays on
+ * its page; files made with other page sizes are read and written as they are.
+ *
  * Every append is one `BEGIN IMMEDIATE` transaction, so writers in several processes on one file
  * are serialized by SQLite's own lock; WAL with `synchronous=FULL` makes a commit durable. A
  * transaction commits whole, so nothing is ever truncated: any damaged row is CORRUPT_LOG.
@@ -74,6 +77,9 @@ import type { AppendOptions, AppendResult, LoadedSession, ScanReport, SessionSto
 export const SQLITE_APPLICATION_ID = 0x534c4f47;
 /** `PRAGMA user_version` this build writes and reads. */
 export const SQLITE_SCHEMA_VERSION = 3;
+
+/** The page size of a new database file (an existing file keeps its own). */
+export const SQLITE_PAGE_SIZE = 8192;
 
 /** The first rowid of session `key` in `search` is `key << 32`; its seqs are the low 32 bits. */
 const MAX_INDEXED_SEQ = 2 ** 32 - 1;
@@ -187,6 +193,11 @@ export class SqliteSessionStore implements SessionStore {
 
   private configure(): void {
     this.db.pragma(`busy_timeout = ${this.options.busyTimeoutMs}`);
+    // A new file gets 8 KiB pages: an event row of up to ~2 KB (a typical assistant reply) then
+    // stays on its b-tree page instead of spilling to a mostly empty overflow page, as it does
+    // with 4 KiB pages in a WITHOUT ROWID table (BENCHMARKS.md, "bytes on disk"). Only possible
+    // before the first table exists; a file made with other pages keeps them (SQLite reads both).
+    if (this.db.pragma('page_count', { simple: true }) === 0) this.db.pragma(`page_size = ${SQLITE_PAGE_SIZE}`);
     const journal = this.db.pragma('journal_mode = WAL', { simple: true });
     if (journal !== (this.memory ? 'memory' : 'wal')) {
       throw new SessionlogError('INVALID_ARGUMENT', `SQLite refused WAL journal mode (got ${String(journal)}); put the database on a local filesystem`);
@@ -592,7 +603,7 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   /** The connection's settings as SQLite reports them (diagnostics and `sessionlog verify`). */
-  settings(): { journalMode: string; synchronous: number; foreignKeys: number; busyTimeoutMs: number; applicationId: number; userVersion: number } {
+  settings(): { journalMode: string; synchronous: number; foreignKeys: number; busyTimeoutMs: number; applicationId: number; userVersion: number; pageSize: number } {
     if (this.closed) throw storeClosed();
     const get = (name: string): unknown => this.db.pragma(name, { simple: true });
     return {
@@ -602,6 +613,7 @@ export class SqliteSessionStore implements SessionStore {
       busyTimeoutMs: get('busy_timeout') as number,
       applicationId: get('application_id') as number,
       userVersion: get('user_version') as number,
+      pageSize: get('page_size') as number,
     };
   }
 

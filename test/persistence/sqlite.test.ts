@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openSqliteStore, SQLITE_APPLICATION_ID, SQLITE_SCHEMA_VERSION, type SqliteSessionStore } from '../../src/persistence/index.js';
-import { closedTurn, openTurn, testHeader } from '../support/persistence-events.js';
+import { openSqliteStore, SQLITE_APPLICATION_ID, SQLITE_PAGE_SIZE, SQLITE_SCHEMA_VERSION, type SqliteSessionStore } from '../../src/persistence/index.js';
+import { closedTurn, openTurn, testHeader, userMessage } from '../support/persistence-events.js';
 
 let dir: string;
 let path: string;
@@ -40,6 +40,7 @@ describe('SQLite store: connection and schema', () => {
       busyTimeoutMs: 5000,
       applicationId: SQLITE_APPLICATION_ID,
       userVersion: SQLITE_SCHEMA_VERSION,
+      pageSize: SQLITE_PAGE_SIZE,
     });
   });
 
@@ -60,6 +61,33 @@ describe('SQLite store: connection and schema', () => {
     expect(columns).toContainEqual(['seq', 2]);
     expect(columns.map(([name]) => name)).not.toContain('op');
     expect(columns.map(([name]) => name)).not.toContain('id');
+  });
+
+  it('makes a new file with 8 KiB pages, so a 2 KB event row stays on its page, and keeps the pages of an existing file', async () => {
+    const store = open();
+    expect(store.settings().pageSize).toBe(SQLITE_PAGE_SIZE);
+    await store.create(testHeader('big'));
+    const replies = Array.from({ length: 40 }, (_, i) => userMessage(`u${i}`, `reply ${i} `.repeat(190), 1));
+    await store.append('big', replies, { expectedSeq: 0, op: 'replies' });
+    await store.close();
+    const db = raw();
+    const pages = db.prepare(`SELECT pagetype, count(*) AS n FROM dbstat WHERE name = 'events' GROUP BY pagetype`).all() as Array<{ pagetype: string; n: number }>;
+    db.close();
+    // 40 rows of ~2 KB each: on b-tree pages only (with 4 KiB pages each spills to an overflow page).
+    expect(pages.find((p) => p.pagetype === 'overflow')).toBeUndefined();
+    expect(pages.find((p) => p.pagetype === 'leaf')?.n).toBeGreaterThan(5);
+    // A file made with 4 KiB pages by an earlier build opens and keeps them.
+    const older = join(dir, 'older.db');
+    const made = new Database(older);
+    made.pragma('page_size = 4096');
+    made.pragma('journal_mode = WAL');
+    made.pragma('user_version = 0'); // writes the file's first page: its page size is fixed
+    made.close();
+    const kept = openSqliteStore(older);
+    expect(kept.settings().pageSize).toBe(4096);
+    await kept.create(testHeader('old'));
+    expect(await kept.readFrom('old', 0)).toEqual([]);
+    await kept.close();
   });
 
   it('refuses a database whose user_version is newer, saying a newer version wrote it', async () => {
