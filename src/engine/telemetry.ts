@@ -67,6 +67,8 @@ export interface EngineTelemetry {
   spilled(spill: { sessionId: string; tool: string; bytes: number }): void;
   /** A transient model failure logged as `llm/retry`. */
   modelRetried(retry: { sessionId: string; turn: number; code: string }): void;
+  /** How many of the session's tool calls wait for an answer (approval or external result), after a batch that may change it. */
+  callsWaiting(report: { sessionId: string; count: number }): void;
 }
 
 /**
@@ -136,8 +138,16 @@ const OUTCOME: Record<NewEvent<'turn/end'>['data']['reason']['kind'], TurnOutcom
   interrupted: 'interrupted',
 };
 
+/** Events after which the number of calls waiting for an answer may have changed. */
+const WAITING_CHANGES: ReadonlySet<string> = new Set(['tool/approval-request', 'tool/approval', 'tool/result', 'turn/end']);
+
 async function reportBatch(store: SessionStore, telemetry: EngineTelemetry, sessionId: string, events: readonly NewEvent[], triggers: Map<string, string>): Promise<void> {
   let pruned = 0;
+  if (events.some((event) => WAITING_CHANGES.has(event.type))) {
+    // Counted from the log as the store holds it, as `SessionClient.pendingApprovals` counts.
+    const { pending } = (await store.session(sessionId)).turns;
+    telemetry.callsWaiting({ sessionId, count: [...pending.values()].filter((call) => call.request !== undefined && call.answer === undefined).length });
+  }
   for (const event of events) {
     switch (event.type) {
       case 'turn/start':

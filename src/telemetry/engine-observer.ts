@@ -38,6 +38,9 @@ export function createEngineObserver(options: EngineObserverOptions) {
   const { metrics, tracer, logger } = options;
   const capture = options.captureContent === true;
 
+  // Calls waiting for an answer, per session this worker last wrote to; the gauge is their sum.
+  const waiting = new Map<string, number>();
+
   const startSpan = (name: string, kind: SpanKind, attributes: Record<string, string | number>): Span | undefined =>
     tracer?.startSpan(name, { kind, attributes }, context.active());
 
@@ -149,6 +152,14 @@ export function createEngineObserver(options: EngineObserverOptions) {
     modelRetried(retry: { sessionId: string; turn: number; code: string }) {
       metrics?.modelRetries.inc({ code: retry.code });
       logger?.warn({ sessionId: retry.sessionId, turn: retry.turn, code: retry.code }, 'model call failed; retrying');
+    },
+
+    callsWaiting(report: { sessionId: string; count: number }) {
+      if (report.count > 0) waiting.set(report.sessionId, report.count);
+      else waiting.delete(report.sessionId);
+      let total = 0;
+      for (const count of waiting.values()) total += count;
+      metrics?.setPendingApprovals(total);
     },
   };
 }

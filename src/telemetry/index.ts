@@ -69,7 +69,7 @@ export type Telemetry = {
   installTemporalRuntime(options?: { coreLogFilter?: string }): Promise<boolean>;
   /** `/metrics` for the operations listener (`startOpsServer({ routes })`). */
   metricsRoute(): Record<string, OpsRoute>;
-  /** Sets the pending-approvals gauge: the approvals feature reports the count it sees here. */
+  /** Sets the pending-approvals gauge (the engine observer sets it from the log; for a process that runs no engine). */
   setPendingApprovals(count: number): void;
   /** Flushes spans (best effort: an unreachable collector is logged, not thrown) and stops background work. */
   shutdown(): Promise<void>;

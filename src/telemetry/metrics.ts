@@ -132,7 +132,7 @@ export class SessionlogMetrics {
   readonly sseClients = new Gauge({ name: 'sessionlog_sse_clients', help: 'Open server-sent event streams on this gateway.', registers: [this.registry] });
   readonly pendingApprovals = new Gauge({
     name: 'sessionlog_pending_approvals',
-    help: 'Tool calls waiting for an approval answer (as last reported by the approvals feature).',
+    help: 'Tool calls waiting for an answer (approval or external result) in the sessions this worker last wrote to, counted from their logs.',
     registers: [this.registry],
   });
 
@@ -159,7 +159,7 @@ export class SessionlogMetrics {
     }
   }
 
-  /** Sets the pending-approvals gauge (the approvals feature reports the count it sees). */
+  /** Sets the pending-approvals gauge (the engine observer reports the sum over the sessions it wrote to). */
   setPendingApprovals(count: number): void {
     this.pendingApprovals.set(count);
   }

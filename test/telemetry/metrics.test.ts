@@ -15,6 +15,7 @@ import { startTelemetry, type Telemetry } from '../../src/telemetry/index.js';
 import { startOpsServer, type RunningOpsServer } from '../../src/telemetry/ops-server.js';
 import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';
 import { ToolRegistry, type Tool } from '../../src/tools/registry.js';
+import { eventually, waitForEvent } from '../support/log-wait.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { histogram, labelValues, names, scrape, value, type Scrape } from './scrape.js';
 
@@ -28,6 +29,17 @@ const dumpTool: Tool = {
   parameters: { type: 'object', properties: { size: { type: 'integer' } }, required: ['size'] },
   async run(args) {
     return { text: 'z'.repeat((args as { size: number }).size) };
+  },
+};
+
+/** Waits for a person's approval on every call. */
+const deployTool: Tool = {
+  name: 'deploy',
+  description: 'Deploy to a target.',
+  parameters: { type: 'object', properties: { target: { type: 'string' } }, required: ['target'] },
+  approval: 'always',
+  async run(args) {
+    return { text: `deployed to ${(args as { target: string }).target}` };
   },
 };
 
@@ -53,6 +65,15 @@ beforeAll(async () => {
     const last = request.body.messages.at(-1)!;
     if (last.role === 'tool') return { text: 'done' };
     if (request.lastUserText.includes('calculate')) return { text: 'calculating', toolCalls: [{ name: 'calculator', arguments: { expression: '6*7' } }] };
+    if (request.lastUserText.includes('deploy')) {
+      return {
+        text: 'deploying',
+        toolCalls: [
+          { id: 'call_eu', name: 'deploy', arguments: { target: 'eu' } },
+          { id: 'call_us', name: 'deploy', arguments: { target: 'us' } },
+        ],
+      };
+    }
     if (request.lastUserText.includes('dump')) return { text: 'dumping', toolCalls: [{ name: 'dump', arguments: { size: 3000 } }] };
     return undefined;
   });
@@ -61,8 +82,8 @@ beforeAll(async () => {
     worker: {
       model,
       telemetry: workerTelemetry.engine,
-      tools: new ToolRegistry([...BUILTIN_TOOLS, dumpTool]),
-      agent: { model: 'fake', system: 'You are a test assistant.', tools: ['calculator', 'dump', 'read_artifact'] },
+      tools: new ToolRegistry([...BUILTIN_TOOLS, dumpTool, deployTool]),
+      agent: { model: 'fake', system: 'You are a test assistant.', tools: ['calculator', 'dump', 'read_artifact', 'deploy'] },
       spillMaxInlineBytes: 1_024,
     },
   });
@@ -105,7 +126,6 @@ describe('Prometheus metrics after a scripted session', () => {
     expect(compacted.status).toBe(200);
     expect((compacted.body.compaction as { compactionId?: unknown } | null)?.compactionId).toBeTypeOf('string');
     events = await stack.client.events(sessionId);
-    workerTelemetry.setPendingApprovals(2);
 
     // One live SSE follower while the gateway is scraped.
     const follower = new AbortController();
@@ -184,8 +204,8 @@ describe('Prometheus metrics after a scripted session', () => {
     expect(histogram(worker, 'temporal_activity_execution_latency', { activity_type: 'modelStep' }).count).toBeGreaterThanOrEqual(3);
   });
 
-  it('reports the pending-approvals gauge as set, and the gateway its SSE followers', () => {
-    expect(value(worker, 'sessionlog_pending_approvals')).toBe(2);
+  it('reports the gateway its SSE followers', () => {
+    expect(value(worker, 'sessionlog_pending_approvals')).toBe(0);
     expect(value(gatewayScrape, 'sessionlog_sse_clients')).toBe(1);
     expect(gatewayScrape.contentType).toMatch(/^text\/plain; version=0\.0\.4/);
     // The gateway's registry is its own: the turns ran on the worker.
@@ -205,5 +225,25 @@ describe('Prometheus metrics after a scripted session', () => {
     for (const prompt of prompts) expect(everything).not.toContain(prompt);
     expect(everything).not.toContain(API_KEY);
     expect(everything).not.toContain(API_KEY.slice(3));
+  });
+});
+
+describe('the pending-approvals gauge', () => {
+  it('counts the calls waiting for an answer as the log shows them: 2 requested, 1 after one answer, 0 once the turn ends', async () => {
+    const id = `metrics-approvals-${Date.now()}`;
+    await stack.client.start({ sessionId: id });
+    await stack.client.post(id, 'please deploy to both regions');
+    const listed = async () => (await stack.client.pendingApprovals({ sessionId: id })).length;
+    // The gauge is reported right after the batch is appended: wait for it, then compare with the log.
+    const gaugeReaches = (n: number) => eventually(async () => (value(await scrape(`${ops.url}/metrics`), 'sessionlog_pending_approvals') === n ? true : undefined));
+    await gaugeReaches(2);
+    expect(await listed()).toBe(2);
+    await stack.client.approve(id, 'call_eu', { decision: 'approve' });
+    await gaugeReaches(1);
+    expect(await listed()).toBe(1);
+    await stack.client.approve(id, 'call_us', { decision: 'deny' });
+    await waitForEvent(stack.client, id, (e) => e.type === 'turn/end');
+    await gaugeReaches(0);
+    expect(await listed()).toBe(0);
   });
 });
