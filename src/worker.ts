@@ -192,6 +192,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
  */
 function checkpointProjections(store: SessionStore, schedule: CheckpointSchedule, sessionId: string, headSeq: number): void {
   if (!schedule.due(sessionId, headSeq)) return;
+  // Noted before the write, so the next turn does not start a second one meanwhile (a failed write waits for the next due point).
   schedule.wrote(sessionId, headSeq);
   void writeProjectionCheckpoint(store, sessionId).then(({ asOfSeq }) => schedule.wrote(sessionId, asOfSeq)).catch((error: unknown) => {
     // The cache is an accelerator: a failed write leaves it stale.

@@ -26,6 +26,7 @@ import {
   textOf,
   turnToolsProblem,
   verifyLog,
+  waitsForAnswer,
   type AgentSpec,
   type ContextReport,
   type Message,
@@ -547,7 +548,7 @@ export class SessionClient {
         throw error;
       }
       for (const call of session.turns.pending.values()) {
-        if (!call.request || call.answer) continue;
+        if (!waitsForAnswer(call)) continue;
         const request = session.eventAt(call.request.seq);
         if (request?.type !== 'tool/approval-request') continue;
         pending.push({

@@ -10,7 +10,7 @@
  */
 import type { ModelPort, ModelReply, ModelRequest } from '../model/provider.js';
 import type { SessionStore } from '../persistence/store.js';
-import type { NewEvent, TokenUsage, TurnOutcome } from '../session/index.js';
+import { waitsForAnswer, type NewEvent, type SessionView, type TokenUsage, type TurnOutcome } from '../session/index.js';
 import { classifyModelError } from '../model/errors.js';
 
 /** A model call about to start: a step's reply or a compaction's summary. */
@@ -143,10 +143,12 @@ const WAITING_CHANGES: ReadonlySet<string> = new Set(['tool/approval-request', '
 
 async function reportBatch(store: SessionStore, telemetry: EngineTelemetry, sessionId: string, events: readonly NewEvent[], triggers: Map<string, string>): Promise<void> {
   let pruned = 0;
+  // The session as the store holds it after the batch, read at most once.
+  let view: SessionView | undefined;
+  const session = async () => (view ??= await store.session(sessionId));
   if (events.some((event) => WAITING_CHANGES.has(event.type))) {
-    // Counted from the log as the store holds it, as `SessionClient.pendingApprovals` counts.
-    const { pending } = (await store.session(sessionId)).turns;
-    telemetry.callsWaiting({ sessionId, count: [...pending.values()].filter((call) => call.request !== undefined && call.answer === undefined).length });
+    // Counted from the log, as `SessionClient.pendingApprovals` lists them.
+    telemetry.callsWaiting({ sessionId, count: [...(await session()).turns.pending.values()].filter(waitsForAnswer).length });
   }
   for (const event of events) {
     switch (event.type) {
@@ -155,9 +157,9 @@ async function reportBatch(store: SessionStore, telemetry: EngineTelemetry, sess
         break;
       case 'turn/end': {
         const { turn, reason } = event.data as NewEvent<'turn/end'>['data'];
-        const view = await store.session(sessionId);
-        const startSeq = view.turns.turns.get(turn)?.startSeq;
-        const started = startSeq === undefined ? undefined : view.storedAt(startSeq)?.time;
+        const log = await session();
+        const startSeq = log.turns.turns.get(turn)?.startSeq;
+        const started = startSeq === undefined ? undefined : log.storedAt(startSeq)?.time;
         telemetry.turnEnded({
           sessionId,
           turn,
@@ -188,7 +190,7 @@ async function reportBatch(store: SessionStore, telemetry: EngineTelemetry, sess
         const logged = data.message.content.reduce((sum, block) => sum + block.content.reduce((n, part) => n + (part.type === 'text' ? Buffer.byteLength(part.text) : 0), 0), 0);
         // Logged shorter than the stored output, on the first logging of the result: a spill (a prune replaces, it does not append).
         if (event.surfaceOp === 'append' && typeof meta?.bytes === 'number' && logged < meta.bytes) {
-          const call = (await store.session(sessionId)).eventAt(event.sourceEventSeqs?.[0] ?? -1);
+          const call = (await session()).eventAt(event.sourceEventSeqs?.[0] ?? -1);
           telemetry.spilled({ sessionId, tool: call?.type === 'tool/call' ? call.data.name : 'unknown', bytes: meta.bytes });
         }
         break;

@@ -24,6 +24,11 @@ export type PendingCall = {
   answer?: { decision: 'approve' | 'deny' | 'expire'; reason?: string; arguments?: string; result?: ExternalResult; seq: number };
 };
 
+/** Whether `call` waits for an answer: its approval or external result was asked for and none is logged. */
+export function waitsForAnswer(call: PendingCall): call is PendingCall & { request: NonNullable<PendingCall['request']> } {
+  return call.request !== undefined && call.answer === undefined;
+}
+
 /** How a turn ended, from the caller's point of view. */
 export type TurnOutcome = 'completed' | 'aborted' | 'error' | 'max-steps' | 'max-tokens' | 'interrupted';
 

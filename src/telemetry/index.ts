@@ -69,8 +69,6 @@ export type Telemetry = {
   installTemporalRuntime(options?: { coreLogFilter?: string }): Promise<boolean>;
   /** `/metrics` for the operations listener (`startOpsServer({ routes })`). */
   metricsRoute(): Record<string, OpsRoute>;
-  /** Sets the pending-approvals gauge (the engine observer sets it from the log; for a process that runs no engine). */
-  setPendingApprovals(count: number): void;
   /** Flushes spans (best effort: an unreachable collector is logged, not thrown) and stops background work. */
   shutdown(): Promise<void>;
 };
@@ -159,7 +157,6 @@ export async function startTelemetry(settings: TelemetrySettings, options: Telem
         return { status: 200, body: text, contentType };
       },
     }),
-    setPendingApprovals: (count) => metrics.setPendingApprovals(count),
     async shutdown() {
       bridge?.stop();
       try {
