@@ -7,6 +7,7 @@
 import {
   ProjectionRegistry,
   SessionlogError,
+  surfaceMessages,
   surfaceProjection,
   type JsonValue,
   type Message,
@@ -69,11 +70,12 @@ export async function readDerivedHistory(
     }
   }
   const surface = restored.states[surfaceProjection.key] as SurfaceNodeState & JsonValue;
+  const session = await store.session(id);
   return {
-    messages: surfaceProjection.view!(surface),
+    messages: surfaceMessages(surface, (seq) => session.storedAt(seq)),
     states: restored.states,
     asOfSeq: restored.asOfSeq,
-    fromCache: cached !== undefined,
+    fromCache: cached?.used === true,
   };
 }
 
@@ -93,8 +95,9 @@ export async function writeProjectionCheckpoint(
 
 /**
  * When a writer refreshes the checkpoint (dsh-spec §9.3): once the log has grown past it by at
- * least `minEvents` and by `ratio` of its length. A checkpoint holds the whole surface, so
- * writing it after every turn costs O(conversation) per turn; written this way, its bytes and
+ * least `minEvents` and by `ratio` of its length. A checkpoint holds the whole surface node
+ * list (a few bytes per node), so writing it after every turn would still grow with the
+ * conversation; written this way, its bytes and
  * CPU per turn stay bounded (each write is paid for by `ratio` × the log's events), and a cold
  * read folds a tail of at most max(`minEvents`, `ratio` × the log) events past it.
  */
@@ -141,16 +144,22 @@ async function restoreFromCache(
   header: SessionHeader,
   registry: ProjectionRegistry,
   report: (problem: unknown) => void,
-): Promise<{ states: Record<string, JsonValue>; asOfSeq: number; previousSeq: number } | undefined> {
+): Promise<{ states: Record<string, JsonValue>; asOfSeq: number; previousSeq: number; used: boolean } | undefined> {
   try {
     const record = await store.projectionCache.get(header.id);
     if (!record || record.identity.createdAt !== header.createdAt) return undefined;
     const floor = registry.restoreFloor(record.rows);
     const tail = await store.readFrom(header.id, floor);
     const restored = registry.restore(record.rows, tail, floor);
-    const seqs = registry.keys.map((key) => record.rows[key]?.seq ?? Number.NaN);
-    const previousSeq = seqs.every((seq) => seq === seqs[0]) ? seqs[0]! : Number.NaN;
-    return { ...restored, previousSeq };
+    // A row of another state version (e.g. before an upgrade) was refolded, not used: the
+    // read is then not from the cache, and the record is rewritten in the current version.
+    const usable = registry.keys.map((key) => {
+      const row = record.rows[key];
+      return row !== undefined && row.ver === registry.definition(key)!.stateVersion ? row.seq : Number.NaN;
+    });
+    if (usable.some((seq) => Number.isNaN(seq))) return { ...restored, previousSeq: Number.NaN, used: false };
+    const previousSeq = usable.every((seq) => seq === usable[0]) ? usable[0]! : Number.NaN;
+    return { ...restored, previousSeq, used: true };
   } catch (error) {
     // Stale, broken or foreign checkpoint (or a log shorter than it): refold from seq 0.
     report(error);

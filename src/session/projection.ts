@@ -112,39 +112,51 @@ export class ProjectionRegistry {
 }
 
 /**
- * The surface as a projection: the node list with each node's derived message. Its
- * checkpoint lets a cold read of derived history fold only the log's tail.
+ * The surface as a projection: the surface node list (the seqs of the events whose messages the
+ * model sees, in surface order). Its checkpoint holds seqs, not messages (DESIGN §4: "the
+ * surface node list"), so it costs a few bytes per node; the messages are derived from the
+ * nodes' own events ({@link surfaceMessages}), which every reader holds in its validated copy.
+ * Version 1 held each node's message and is refolded from the log when read.
  */
-export type SurfaceNodeState = { nodes: Array<{ seq: number; message: Message | null }>; replaceGeneration: number };
+export type SurfaceNodeState = { nodes: number[]; replaceGeneration: number };
 
-export const surfaceProjection: ProjectionDefinition<SurfaceNodeState & JsonValue, Message[]> = {
+export const surfaceProjection: ProjectionDefinition<SurfaceNodeState & JsonValue, never> = {
   key: 'surface',
-  stateVersion: 1,
+  stateVersion: 2,
   stateSchema: z
-    .object({
-      nodes: z.array(z.object({ seq: z.number().int().nonnegative(), message: z.record(z.string(), z.unknown()).nullable() })),
-      replaceGeneration: z.number().int().nonnegative(),
-    })
+    .object({ nodes: z.array(z.number().int().nonnegative()), replaceGeneration: z.number().int().nonnegative() })
     .strict() as unknown as z.ZodType<SurfaceNodeState & JsonValue>,
   init: () => ({ nodes: [], replaceGeneration: 0 }) as SurfaceNodeState & JsonValue,
   apply(state, event) {
-    const change = surfaceChange(
-      state.nodes.map((n) => n.seq),
-      event,
-    );
+    const change = surfaceChange(state.nodes, event);
     if (change === undefined) return state;
     const nodes = [...state.nodes];
-    applySurfaceChange(nodes, change, { seq: event.seq, message: deriveEventMessage(event) });
+    applySurfaceChange(nodes, change, event.seq);
     return { nodes, replaceGeneration: state.replaceGeneration + (change.kind === 'replace' ? 1 : 0) } as typeof state;
   },
-  view: (state) => state.nodes.flatMap((n) => (n.message ? [n.message] : [])),
   checkCheckpoint(state, seq) {
     const seen = new Set<number>();
     for (const node of state.nodes) {
-      if (node.seq > seq || seen.has(node.seq)) {
-        throw new SessionlogError('INVALID_ARGUMENT', `surface checkpoint at seq ${seq} names node ${node.seq}, which it cannot hold`);
+      if (node > seq || seen.has(node)) {
+        throw new SessionlogError('INVALID_ARGUMENT', `surface checkpoint at seq ${seq} names node ${node}, which it cannot hold`);
       }
-      seen.add(node.seq);
+      seen.add(node);
     }
   },
 };
+
+/**
+ * The model-visible messages of a surface state: each node's event's message, in surface
+ * order. `eventAt` reads the log the state was folded from; a node it does not hold is a
+ * checkpoint that does not belong to this log (INVALID_ARGUMENT).
+ */
+export function surfaceMessages(state: SurfaceNodeState, eventAt: (seq: number) => StoredEvent | undefined): Message[] {
+  const messages: Message[] = [];
+  for (const seq of state.nodes) {
+    const event = eventAt(seq);
+    if (event === undefined) throw new SessionlogError('INVALID_ARGUMENT', `surface node ${seq} is not in the log`);
+    const message = deriveEventMessage(event);
+    if (message) messages.push(message);
+  }
+  return messages;
+}

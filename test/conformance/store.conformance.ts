@@ -782,6 +782,21 @@ export function runStoreConformance(fixture: BackendFixture): void {
         expect(second.messages).toEqual(reference.deriveMessages());
       });
 
+      it('the checkpoint holds the surface node list, not messages; a version-1 record (with messages) is refolded and replaced', async () => {
+        const reference = await seed('s', conversation(6));
+        await readDerivedHistory(store, 's');
+        const record = await store.projectionCache.get('s');
+        expect(record?.rows.surface).toEqual({ ver: 2, seq: 5, val: { nodes: [0, 1, 2, 3, 4, 5], replaceGeneration: 0 } });
+        const versionOne = { ver: 1, seq: 5, val: { nodes: reference.surfaceNodes.map((seq) => ({ seq, message: { role: 'user', id: 'stale', content: 'stale' } })), replaceGeneration: 0 } };
+        await store.projectionCache.put('s', { identity: { createdAt: T0 }, rows: { surface: versionOne } });
+        const upgraded = await reopen();
+        const history = await readDerivedHistory(upgraded, 's');
+        expect(history.fromCache).toBe(false);
+        expect(history.messages).toEqual(reference.deriveMessages());
+        expect((await upgraded.projectionCache.get('s'))?.rows.surface).toEqual(record?.rows.surface);
+        expect((await readDerivedHistory(upgraded, 's')).fromCache).toBe(true);
+      });
+
       it('a stale checkpoint (the log grew, with a replacement) is used and the tail folded onto it', async () => {
         const reference = await seed('s', conversation(4));
         await readDerivedHistory(store, 's');
@@ -810,7 +825,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
         const registry = new ProjectionRegistry().register(surfaceProjection);
         const good = registry.checkpoint(registry.foldAll(reference.events.slice(0, 2)), 1);
         const bad = [
-          { surface: { ver: 1, seq: 1, val: { nodes: 'nope', replaceGeneration: 0 } } },
+          { surface: { ver: surfaceProjection.stateVersion, seq: 1, val: { nodes: 'nope', replaceGeneration: 0 } } },
           { surface: { ...good.surface!, ver: 42 } },
           { surface: { ...good.surface!, seq: 50 } },
         ];

@@ -9,7 +9,9 @@ import {
   Session,
   deriveEventMessage,
   foldSurface,
+  surfaceMessages,
   surfaceProjection,
+  type SurfaceNodeState,
   type StoredEvent,
   type Message,
   type NewEvent,
@@ -26,7 +28,7 @@ function derivedFromScratch(events: readonly StoredEvent[]): Message[] {
 
 function surfaceView(events: readonly StoredEvent[]): Message[] {
   const registry = new ProjectionRegistry().register(surfaceProjection);
-  return surfaceProjection.view!(registry.foldAll(events).surface as never);
+  return surfaceMessages(registry.foldAll(events).surface as SurfaceNodeState, (seq) => events[seq]);
 }
 
 describe('log envelope', () => {
@@ -272,7 +274,8 @@ describe('surface projection checkpoints', () => {
         const restored = registry.restore(storedRows, events.slice(floor), floor);
         expect(restored.asOfSeq).toBe(events.length - 1);
         expect(restored.states).toEqual(registry.foldAll(events));
-        expect(surfaceProjection.view!(restored.states.surface as never)).toEqual(session.deriveMessages());
+        expect(surfaceMessages(restored.states.surface as SurfaceNodeState, (seq) => events[seq])).toEqual(session.deriveMessages());
+        expect((restored.states.surface as SurfaceNodeState).nodes).toEqual(session.surfaceNodes);
       }),
       RUNS,
     );
