@@ -244,6 +244,10 @@ export async function benchPeerTurns(options: PeerTurnsOptions): Promise<void> {
     for (const peer of peers) events.set(peer.name, await turnEventTimes(temporal, peer.workflowId, undefined, activityOf[peer.name], peer.name === 'naive' ? 12 * (breakdown[0]?.turns.at(-1) ?? 0) : undefined));
     printBreakdown(probe, peers, events, breakdown);
     printTurnCost(peers, points.filter((p) => p !== 240), turns);
+    if (probe.lastCheckpoint) {
+      const seq = probe.lastCheckpoint.rows.surface?.seq;
+      console.log(`\nThe last projection checkpoint written: ${fmtBytes(checkpointBytes(probe.lastCheckpoint))} at seq ${seq ?? '?'}; checkpoint writes in the run: ${probe.checkpointWrites}`);
+    }
     printTargets(peers, points, turns);
   } finally {
     probe.label = '';

@@ -61,6 +61,8 @@ export class TurnProbe {
   readonly spans: Span[] = [];
   /** The last projection checkpoint record written (for its size). */
   lastCheckpoint: ProjectionCacheRecord | undefined;
+  /** How many projection checkpoint records were written. */
+  checkpointWrites = 0;
   private checkpointStart: number | undefined;
   private checkpointDone: Array<() => void> = [];
 
@@ -113,6 +115,7 @@ export class TurnProbe {
         try {
           await this.timed('cache.put', () => store.projectionCache.put(sessionId, record));
           this.lastCheckpoint = record;
+          this.checkpointWrites++;
         } finally {
           const start = this.checkpointStart ?? wallNow();
           this.checkpointStart = undefined;
