@@ -50,6 +50,33 @@ export async function readDerivedHistory(
   registry: ProjectionRegistry = defaultProjectionRegistry(),
   options: DerivedHistoryOptions = {},
 ): Promise<DerivedHistory> {
+  const restored = await restoreProjections(store, id, registry, options);
+  const surface = restored.states[surfaceProjection.key] as SurfaceNodeState & JsonValue;
+  const session = await store.session(id);
+  return { messages: surfaceMessages(surface, (seq) => session.storedAt(seq)), ...restored };
+}
+
+/**
+ * Writes a fresh checkpoint of `id`'s projections (call after `turn/end`, once the turn is
+ * durable). Incremental: folds only what the existing checkpoint lacks. Fail-soft.
+ */
+export async function writeProjectionCheckpoint(
+  store: SessionStore,
+  id: string,
+  registry: ProjectionRegistry = defaultProjectionRegistry(),
+  options: Omit<DerivedHistoryOptions, 'forceWrite'> = {},
+): Promise<{ asOfSeq: number }> {
+  const { asOfSeq } = await restoreProjections(store, id, registry, { ...options, forceWrite: true });
+  return { asOfSeq };
+}
+
+/** Every projection restored from the cache plus the log's tail (or folded from seq 0), the checkpoint refreshed. */
+async function restoreProjections(
+  store: SessionStore,
+  id: string,
+  registry: ProjectionRegistry,
+  options: DerivedHistoryOptions,
+): Promise<Omit<DerivedHistory, 'messages'>> {
   if (registry.definition(surfaceProjection.key) === undefined) {
     throw new SessionlogError('INVALID_ARGUMENT', `the projection registry must include surfaceProjection (key "${surfaceProjection.key}")`);
   }
@@ -69,28 +96,7 @@ export async function readDerivedHistory(
       report(error);
     }
   }
-  const surface = restored.states[surfaceProjection.key] as SurfaceNodeState & JsonValue;
-  const session = await store.session(id);
-  return {
-    messages: surfaceMessages(surface, (seq) => session.storedAt(seq)),
-    states: restored.states,
-    asOfSeq: restored.asOfSeq,
-    fromCache: cached?.used === true,
-  };
-}
-
-/**
- * Writes a fresh checkpoint of `id`'s projections (call after `turn/end`, once the turn is
- * durable). Incremental: folds only what the existing checkpoint lacks. Fail-soft.
- */
-export async function writeProjectionCheckpoint(
-  store: SessionStore,
-  id: string,
-  registry: ProjectionRegistry = defaultProjectionRegistry(),
-  options: Omit<DerivedHistoryOptions, 'forceWrite'> = {},
-): Promise<{ asOfSeq: number }> {
-  const history = await readDerivedHistory(store, id, registry, { ...options, forceWrite: true });
-  return { asOfSeq: history.asOfSeq };
+  return { states: restored.states, asOfSeq: restored.asOfSeq, fromCache: cached?.used === true };
 }
 
 /**
