@@ -13,6 +13,7 @@
  * SESSIONLOG_BENCH_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test) in a fresh
  * schema, dropped at the end; it is skipped, saying so, when no server answers.
  */
+import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -178,18 +179,23 @@ function appendRaw(path: string, batches: readonly Row[][], withIndex: boolean):
     session_key INTEGER NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, time INTEGER NOT NULL, data TEXT NOT NULL,
     surface_op TEXT, source_event_seqs TEXT, ignorable INTEGER, PRIMARY KEY (session_key, seq)) STRICT, WITHOUT ROWID;
     CREATE TABLE batches (session_key INTEGER NOT NULL, op TEXT NOT NULL, first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL, PRIMARY KEY (session_key, op)) STRICT, WITHOUT ROWID;
-    CREATE VIRTUAL TABLE search USING fts5(body, tokenize = 'ascii');
-    INSERT INTO search (search, rank) VALUES ('secure-delete', 1);`);
+    CREATE VIRTUAL TABLE search USING fts5(body, tokenize = 'ascii', content = '');
+    INSERT INTO search (search, rank) VALUES ('secure-delete', 1);
+    CREATE TABLE search_rows (search_rowid INTEGER PRIMARY KEY, words_sha256 BLOB NOT NULL) STRICT;`);
   const insertEvent = db.prepare(`INSERT INTO events VALUES (1, ?, ?, ?, ?, ?, ?, ?)`);
   const insertBatch = db.prepare(`INSERT INTO batches VALUES (1, ?, ?, ?)`);
   const insertSearch = db.prepare(`INSERT INTO search (rowid, body) VALUES ((1 << 32) + ?, ?)`);
+  const insertSearchRow = db.prepare(`INSERT INTO search_rows VALUES ((1 << 32) + ?, ?)`);
   const write = db.transaction((rows: readonly Row[], op: string) => {
     for (const r of rows) {
       insertEvent.run(r.seq, r.type, r.time, r.data, r.surfaceOp, r.sourceEventSeqs, r.ignorable ? 1 : null);
       if (withIndex) {
         // The store computes the words inside its transaction; so does this.
         const body = indexText(r.event);
-        if (body) insertSearch.run(r.seq, body);
+        if (body) {
+          insertSearch.run(r.seq, body);
+          insertSearchRow.run(r.seq, createHash('sha256').update(body).digest().subarray(0, 16));
+        }
       }
     }
     insertBatch.run(op, rows[0]!.seq, rows[rows.length - 1]!.seq);

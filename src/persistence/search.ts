@@ -13,9 +13,11 @@
  * event's words are (PostgreSQL refuses a `tsvector` over 1 MB; the same cap everywhere keeps the
  * backends in agreement). Changing any of this changes what the stored indexes hold: it needs a
  * schema version bump that rebuilds them.
- * SQLite and PostgreSQL store the folded words joined by spaces, so their own tokenizers (FTS5
+ * SQLite and PostgreSQL index the folded words joined by spaces, so their own tokenizers (FTS5
  * `ascii`, the `simple` configuration) see exactly these words and every backend finds the same
- * events for the same log.
+ * events for the same log. SQLite's index is contentless: its `erase` derives each row's words
+ * again with {@link indexText} to remove them, which is one more reason a change here needs a
+ * version that re-indexes.
  *
  * Queries are plain words, never a query language: the query goes through the same splitter, so
  * FTS5 and tsquery syntax in it (`"`, `*`, `OR`, `NEAR(`, `&`, `:*`) is punctuation or an ordinary

@@ -3,10 +3,11 @@
  *
  * Storage format (schema version {@link SQLITE_SCHEMA_VERSION}, `application_id`
  * {@link SQLITE_APPLICATION_ID}; a file with a newer `user_version` or a foreign application id
- * is refused; versions 1 and 2 are upgraded in place when the store opens, in one transaction:
- * version 2 adds the `tombstones` table, version 3 the `search` index, filled from every stored
- * event. Stop processes of an older build before a newer one opens the file: one still running
- * would append without indexing):
+ * is refused; versions 1 to 3 are upgraded in place when the store opens, in one transaction:
+ * version 2 adds the `tombstones` table, version 3 the `search` index, version 4 makes that index
+ * contentless (version 3's is dropped and the index filled again from every stored event). Stop
+ * processes of an older build before a newer one opens the file; a newer file is refused by an
+ * older build):
  *
  * - `sessions(key, id, header)`: integer key, text id, header JSON.
  * - `events(session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable)`,
@@ -16,11 +17,19 @@
  *   is the unique op index, and reads re-attach `op` to events from it.
  * - `artifacts(session_key, name, content)` and `projection_cache(session_key, record)`.
  * - `tombstones(id, erased_at, until)` (version 2): erased ids `create` refuses until `until`.
- * - `search(body)` (version 3): an FTS5 table (tokenizer `ascii`, option `secure-delete`) with
- *   one row per event that carries text, written in the event's append transaction. `body` holds
- *   the event's folded words (search.ts); the rowid is `session_key << 32 | seq`, so a query is a
- *   rowid range of one session (limits: 2^31 session keys, 2^32 events per session). Ranked
- *   with `bm25`; the hit's snippet comes from the validated copy.
+ * - `search(body)` (version 4): a contentless FTS5 index (`content = ''`, tokenizer `ascii`,
+ *   option `secure-delete`) with one row per event that carries text, written in the event's
+ *   append transaction. `body` is the event's folded words (search.ts), kept only in the index
+ *   (version 3 also kept a copy of them, 37% of a conversation's file); the rowid is
+ *   `session_key << 32 | seq`, so a query is a rowid range of one session (limits: 2^31 session
+ *   keys, 2^32 events per session). Ranked with `bm25`; the hit's snippet comes from the
+ *   validated copy.
+ * - `search_rows(search_rowid, words_sha256)` (version 4): for each indexed row, a digest of the
+ *   words it was indexed with. A contentless index forgets a row's words only when given them
+ *   again exactly, so `erase` re-derives them from the event and checks the digest; when a row
+ *   no longer matches (damaged or edited in the file), it rebuilds the whole index instead.
+ *   The word folding of search.ts is therefore part of this format: changing it needs a new
+ *   version that re-indexes.
  *
  * A new file is made with 8 KiB pages ({@link SQLITE_PAGE_SIZE}), so a ~2 KB event row stays on
  * its page; files made with other page sizes are read and written as they are.
@@ -34,7 +43,7 @@
  */
 import { closeSync, mkdirSync, openSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
 import { SessionlogError, assertSessionId, jsonEqual, parseHeader, type StoredEvent, type NewEvent, type SessionHeader, type SessionView } from '../session/index.js';
@@ -76,7 +85,7 @@ import type { AppendOptions, AppendResult, LoadedSession, ScanReport, SessionSto
 /** `PRAGMA application_id` of a sessionlog database ("SLOG"). */
 export const SQLITE_APPLICATION_ID = 0x534c4f47;
 /** `PRAGMA user_version` this build writes and reads. */
-export const SQLITE_SCHEMA_VERSION = 3;
+export const SQLITE_SCHEMA_VERSION = 4;
 
 /** The page size of a new database file (an existing file keeps its own). */
 export const SQLITE_PAGE_SIZE = 8192;
@@ -85,9 +94,33 @@ export const SQLITE_PAGE_SIZE = 8192;
 const MAX_INDEXED_SEQ = 2 ** 32 - 1;
 
 const SEARCH_DDL = `
-CREATE VIRTUAL TABLE search USING fts5(body, tokenize = 'ascii');
+CREATE VIRTUAL TABLE search USING fts5(body, tokenize = 'ascii', content = '');
 INSERT INTO search (search, rank) VALUES ('secure-delete', 1);
+CREATE TABLE search_rows (
+  search_rowid INTEGER PRIMARY KEY,
+  words_sha256 BLOB NOT NULL
+) STRICT;
 `;
+
+const INSERT_SEARCH = `INSERT INTO search (rowid, body) VALUES ((? << 32) + ?, ?)`;
+const INSERT_SEARCH_ROW = `INSERT INTO search_rows (search_rowid, words_sha256) VALUES ((? << 32) + ?, ?)`;
+
+/** The digest `search_rows` keeps of the words a row was indexed with (16 bytes of SHA-256). */
+function wordsDigest(words: string): Buffer {
+  return createHash('sha256').update(words, 'utf8').digest().subarray(0, 16);
+}
+
+/** The indexed words of a stored row, or undefined when its data does not decode or it carries no text. */
+function storedRowWords(type: string, data: string): string | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(data);
+  } catch {
+    // A damaged row has no words to re-derive.
+    return undefined;
+  }
+  return indexText({ type, data: parsed });
+}
 
 const TOMBSTONES_DDL = `
 CREATE TABLE tombstones (
@@ -245,9 +278,11 @@ export class SqliteSessionStore implements SessionStore {
       if (version < 1) {
         throw new SessionlogError('UNSUPPORTED_FORMAT', `${file} has schema version ${version}, older than this build reads, and there is no upgrade path`);
       }
-      // Version 2 adds the tombstones of erased sessions, version 3 the search index.
+      // Version 2 adds the tombstones of erased sessions, version 3 the search index, version 4
+      // makes it contentless (the words once, in the index) with the digests erase needs.
       if (version < 2) this.db.exec(TOMBSTONES_DDL);
-      if (version < 3) {
+      if (version < 4) {
+        if (version === 3) this.db.exec(`DROP TABLE search`);
         this.db.exec(SEARCH_DDL);
         this.backfillSearchIndex();
       }
@@ -257,28 +292,27 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   /**
-   * Indexes every stored event that carries text (the upgrade to version 3), a page of rows at a
-   * time. A row whose data does not decode is left out: its session is refused as CORRUPT_LOG by
-   * every read, search included.
+   * Indexes every stored event that carries text (the upgrade to version 4, and the rebuild after
+   * an erase that could not re-derive a row's words), a page of rows at a time. A row whose data
+   * does not decode is left out: its session is refused as CORRUPT_LOG by every read, search
+   * included.
    */
   private backfillSearchIndex(): void {
     const types = SEARCHABLE_EVENT_TYPES.map((type) => `'${type}'`).join(', ');
     const page = this.db.prepare<[number, number], { session_key: number; seq: number; type: string; data: string }>(
       `SELECT session_key, seq, type, data FROM events WHERE (session_key, seq) > (?, ?) AND type IN (${types}) ORDER BY session_key, seq LIMIT 1000`,
     );
-    const insert = this.db.prepare<[number, number, string]>(`INSERT INTO search (rowid, body) VALUES ((? << 32) + ?, ?)`);
+    // Its own statements: it also runs while the store opens, before `stmt` is prepared.
+    const insert = this.db.prepare<[number, number, string]>(INSERT_SEARCH);
+    const insertRow = this.db.prepare<[number, number, Buffer]>(INSERT_SEARCH_ROW);
     let after = { key: -1, seq: -1 };
     for (let rows = page.all(after.key, after.seq); rows.length > 0; rows = page.all(after.key, after.seq)) {
       for (const row of rows) {
-        let data: unknown;
-        try {
-          data = JSON.parse(row.data);
-        } catch {
-          // Damaged row: nothing to index (see above).
-          continue;
-        }
-        const body = indexText({ type: row.type, data });
-        if (body && row.seq <= MAX_INDEXED_SEQ) insert.run(row.session_key, row.seq, body);
+        // A damaged row has no words: nothing to index (see above).
+        const body = storedRowWords(row.type, row.data);
+        if (!body || row.seq > MAX_INDEXED_SEQ) continue;
+        insert.run(row.session_key, row.seq, body);
+        insertRow.run(row.session_key, row.seq, wordsDigest(body));
       }
       const last = rows[rows.length - 1]!;
       after = { key: last.session_key, seq: last.seq };
@@ -326,13 +360,21 @@ export class SqliteSessionStore implements SessionStore {
       deleteArtifacts: db.prepare<[number]>(`DELETE FROM artifacts WHERE session_key = ?`),
       deleteCache: db.prepare<[number]>(`DELETE FROM projection_cache WHERE session_key = ?`),
       deleteSession: db.prepare<[number]>(`DELETE FROM sessions WHERE key = ?`),
-      insertSearch: db.prepare<[number, number, string]>(`INSERT INTO search (rowid, body) VALUES ((? << 32) + ?, ?)`),
+      insertSearch: db.prepare<[number, number, string]>(INSERT_SEARCH),
+      insertSearchRow: db.prepare<[number, number, Buffer]>(INSERT_SEARCH_ROW),
+      // A contentless index forgets a row's words only when given them again, exactly.
+      unindexSearch: db.prepare<[number, string]>(`INSERT INTO search (search, rowid, body) VALUES ('delete', ?, ?)`),
+      indexedRows: db.prepare<[number, number, number], { rowid: number; digest: Buffer; type: string | null; data: string | null }>(
+        `SELECT r.search_rowid AS rowid, r.words_sha256 AS digest, e.type, e.data FROM search_rows r
+         LEFT JOIN events e ON e.session_key = ? AND e.seq = (r.search_rowid & ${MAX_INDEXED_SEQ})
+         WHERE r.search_rowid >= (? << 32) AND r.search_rowid < ((? + 1) << 32)`,
+      ),
       // bm25 is lower for a better match; ties go to the later event.
       searchMatch: db.prepare<[string, number, number, number, number], { seq: number; rank: number }>(
         `SELECT rowid & ${MAX_INDEXED_SEQ} AS seq, rank FROM search WHERE search MATCH ? AND rowid >= (? << 32) AND rowid < (? << 32) + ? ORDER BY rank, rowid DESC LIMIT ?`,
       ),
-      countSearch: db.prepare<[number, number], { n: number }>(`SELECT count(*) AS n FROM search WHERE rowid >= (? << 32) AND rowid < ((? + 1) << 32)`),
-      deleteSearch: db.prepare<[number, number]>(`DELETE FROM search WHERE rowid >= (? << 32) AND rowid < ((? + 1) << 32)`),
+      countSearch: db.prepare<[number, number], { n: number }>(`SELECT count(*) AS n FROM search_rows WHERE search_rowid >= (? << 32) AND search_rowid < ((? + 1) << 32)`),
+      deleteSearchRows: db.prepare<[number, number]>(`DELETE FROM search_rows WHERE search_rowid >= (? << 32) AND search_rowid < ((? + 1) << 32)`),
     };
   }
 
@@ -533,7 +575,7 @@ export class SqliteSessionStore implements SessionStore {
             projection_cache: this.stmt.countCache.get(key)!.n,
             search: this.stmt.countSearch.get(key, key)!.n,
           };
-          this.stmt.deleteSearch.run(key, key);
+          const exact = this.unindexSession(key);
           this.stmt.deleteEvents.run(key);
           this.stmt.deleteBatches.run(key);
           this.stmt.deleteArtifacts.run(key);
@@ -542,6 +584,7 @@ export class SqliteSessionStore implements SessionStore {
           this.stmt.dropExpiredTombstones.run(now);
           const until = now + this.options.tombstoneMs;
           this.stmt.putTombstone.run(id, now, until);
+          if (!exact) this.rebuildSearchIndex();
           return {
             sessionId: id,
             erased: true,
@@ -551,7 +594,9 @@ export class SqliteSessionStore implements SessionStore {
               ...Object.entries(counts).map(([table, n]) => ({ place: `${this.location} table ${table}`, removed: n })),
             ],
             tombstoneUntil: until,
-            notes: [],
+            notes: exact
+              ? []
+              : ['a text row of the session no longer had the words it was indexed with (damaged or edited in the file), so the whole search index was rebuilt from the remaining sessions: none of its words stay'],
           };
         })
         .immediate();
@@ -559,6 +604,35 @@ export class SqliteSessionStore implements SessionStore {
       if (receipt.erased && !this.memory) receipt.notes.push(this.checkpointAfterErase());
       return receipt;
     });
+  }
+
+  /**
+   * Removes session `key`'s words from the contentless index: each row's words are re-derived
+   * from its event and given back to the index, if they still hash to the digest taken when the
+   * row was indexed. False when some row's could not be (a damaged or edited row): the caller
+   * then rebuilds the whole index, since a contentless index cannot forget words it is not given.
+   */
+  private unindexSession(key: number): boolean {
+    let exact = true;
+    for (const row of this.stmt.indexedRows.all(key, key, key)) {
+      const words = row.type === null || row.data === null ? undefined : storedRowWords(row.type, row.data);
+      if (words !== undefined && wordsDigest(words).equals(row.digest)) this.stmt.unindexSearch.run(row.rowid, words);
+      else exact = false;
+    }
+    this.stmt.deleteSearchRows.run(key, key);
+    return exact;
+  }
+
+  /** Empties the search index and indexes every stored event again (in the caller's transaction). */
+  private rebuildSearchIndex(): void {
+    this.db.exec(`INSERT INTO search (search) VALUES ('delete-all'); DELETE FROM search_rows;`);
+    this.backfillSearchIndex();
+  }
+
+  /** Indexes one event's words, with the digest erase checks them against. */
+  private indexWords(key: number, seq: number, words: string): void {
+    this.stmt.insertSearch.run(key, seq, words);
+    this.stmt.insertSearchRow.run(key, seq, wordsDigest(words));
   }
 
   /** Moves every WAL frame into the database and empties the WAL, so erased bytes leave the WAL file. */
@@ -684,7 +758,7 @@ export class SqliteSessionStore implements SessionStore {
       const body = indexText(event);
       if (body) {
         if (event.seq > MAX_INDEXED_SEQ) throw new SessionlogError('INVALID_ARGUMENT', `seq ${event.seq} is past the SQLite store's limit of 2^32 events per session; continue in a fork`);
-        this.stmt.insertSearch.run(key, event.seq, body);
+        this.indexWords(key, event.seq, body);
       }
     }
     this.stmt.insertBatch.run(key, op, events[0]!.seq, events[events.length - 1]!.seq);

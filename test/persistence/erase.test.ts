@@ -1,11 +1,13 @@
 /**
  * Erasure leaves no byte of the session's text in the store (DESIGN §4.2, issue 8): SQLite
- * overwrites the deleted rows (secure_delete), removes the words from the FTS5 search index itself
- * (its `secure-delete` option) and empties the WAL, so the text is in neither the database file nor
- * its -wal or -shm; JSONL removes the session's folder; PostgreSQL deletes the rows from every
- * table, the `search` vectors with them. A unique text is written into the header, the events, an
- * artifact and the projection checkpoint, and is found in the store's files and search index
- * before the erase (so the check can fail).
+ * overwrites the deleted rows (secure_delete), removes the words from the contentless FTS5 search
+ * index itself (given each row's words again, with its `secure-delete` option; or rebuilding the
+ * index when a row no longer has the words it was indexed with) and empties the WAL, so the text
+ * is in neither the database file nor its -wal or -shm; JSONL removes the session's folder;
+ * PostgreSQL deletes the rows from every table, the `search` vectors with them. A unique text is
+ * written into the header, the events and an artifact (the projection checkpoint, also erased,
+ * holds seqs), and is found in the store's files and search index before the erase (so the check
+ * can fail).
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
@@ -58,6 +60,16 @@ function filesContaining(paths: readonly string[], text: string): string[] {
   return paths.filter((path) => existsSync(path) && readFileSync(path).includes(needle));
 }
 
+/** What the SQLite search index holds of `word`: rows matching it, index segments holding its tail, and the digests of all rows. */
+function indexed(db: Database.Database, word: string): { matches: number; segments: number; digests: number } {
+  return {
+    matches: (db.prepare(`SELECT count(*) AS n FROM search WHERE search MATCH ?`).get(`"${word}"`) as { n: number }).n,
+    // Segment leaves store terms prefix-compressed; the word's tail is stored verbatim.
+    segments: (db.prepare(`SELECT count(*) AS n FROM search_data WHERE instr(block, ?) > 0`).get(Buffer.from(word.slice(4))) as { n: number }).n,
+    digests: (db.prepare(`SELECT count(*) AS n FROM search_rows`).get() as { n: number }).n,
+  };
+}
+
 const stores: SessionStore[] = [];
 const cleanups: Array<() => void> = [];
 afterEach(async () => {
@@ -88,17 +100,11 @@ describe('erase leaves no byte of the session in the store', () => {
     await populate(store, 'kept', kept);
     const files = [path, `${path}-wal`, `${path}-shm`];
     expect(filesContaining(files, secret).length).toBeGreaterThan(0);
-    // The search index holds the session's words, in its content and in its index segments.
+    // The search index holds the session's words in its index segments (and a digest per row).
     const word = indexedWordOf(secret);
-    const indexed = (db: Database.Database): { matches: number; content: number; segments: number } => ({
-      matches: (db.prepare(`SELECT count(*) AS n FROM search WHERE search MATCH ?`).get(`"${word}"`) as { n: number }).n,
-      content: (db.prepare(`SELECT count(*) AS n FROM search_content WHERE instr(c0, ?) > 0`).get(word) as { n: number }).n,
-      // Segment leaves store terms prefix-compressed; the word's tail is stored verbatim.
-      segments: (db.prepare(`SELECT count(*) AS n FROM search_data WHERE instr(block, ?) > 0`).get(Buffer.from(word.slice(4))) as { n: number }).n,
-    });
     const before = new Database(path, { readonly: true });
-    expect(indexed(before)).toEqual({ matches: 41, content: 41, segments: expect.any(Number) });
-    expect(indexed(before).segments).toBeGreaterThan(0);
+    expect(indexed(before, word)).toEqual({ matches: 41, segments: expect.any(Number), digests: 81 });
+    expect(indexed(before, word).segments).toBeGreaterThan(0);
     before.close();
     expect((await store.search('gone', word, { limit: 100 })).length).toBe(41);
 
@@ -106,6 +112,7 @@ describe('erase leaves no byte of the session in the store', () => {
     expect(receipt).toMatchObject({ erased: true, removed: { header: 1, events: 41, artifacts: 1, projectionCheckpoints: 1 } });
     expect(receipt.places).toContainEqual({ place: `sqlite:${path} table search`, removed: 41 });
     expect(receipt.notes.join(' ')).toMatch(/checkpointed and truncated/);
+    expect(receipt.notes.join(' ')).not.toMatch(/rebuilt/);
     expect(filesContaining(files, secret)).toEqual([]);
     expect(filesContaining(files, word.slice(4))).toEqual([]);
     expect(statSync(`${path}-wal`).size).toBe(0);
@@ -114,12 +121,45 @@ describe('erase leaves no byte of the session in the store', () => {
     expect(filesContaining(files, word.slice(4))).toEqual([]);
     expect(filesContaining(files, kept)).toEqual([path]);
     const after = new Database(path);
-    expect(indexed(after)).toEqual({ matches: 0, content: 0, segments: 0 });
+    expect(indexed(after, word)).toEqual({ matches: 0, segments: 0, digests: 40 });
     // Removing entries from the segments in place left a consistent index.
     after.prepare(`INSERT INTO search (search) VALUES ('integrity-check')`).run();
     after.close();
     const reopened = await open(`sqlite:${path}`);
     expect((await reopened.readFrom('kept', 0)).length).toBe(40);
+    expect((await reopened.search('kept', indexedWordOf(kept), { limit: 100 })).length).toBe(40);
+  });
+
+  it('SQLite: a row edited in the file after it was indexed cannot be unindexed by its words, so erase rebuilds the index and no word of the session stays', async () => {
+    const { dir, cleanup } = tempDir('sessionlog-erase-sqlite-edited-');
+    cleanups.push(cleanup);
+    const path = join(dir, 'store.db');
+    const secret = `erase-${randomBytes(8).toString('hex')}`;
+    const kept = `keep-${randomBytes(8).toString('hex')}`;
+    const store = await open(`sqlite:${path}`);
+    await populate(store, 'gone', secret);
+    await populate(store, 'kept', kept);
+    // Someone edits message 7 of the session by hand: its words are no longer the indexed ones.
+    const raw = new Database(path);
+    const key = (raw.prepare(`SELECT key FROM sessions WHERE id = 'gone'`).get() as { key: number }).key;
+    const edited = raw.prepare(`UPDATE events SET data = replace(data, 'message 7:', 'edited 7:') WHERE session_key = ? AND seq = 7`).run(key);
+    raw.close();
+    expect(edited.changes).toBe(1);
+    const files = [path, `${path}-wal`, `${path}-shm`];
+    const word = indexedWordOf(secret);
+    expect(filesContaining(files, word.slice(4)).length).toBeGreaterThan(0);
+
+    const receipt = await store.erase('gone');
+    expect(receipt.erased).toBe(true);
+    expect(receipt.notes.join(' ')).toMatch(/the whole search index was rebuilt/);
+    await store.close();
+    expect(filesContaining(files, secret)).toEqual([]);
+    expect(filesContaining(files, word.slice(4))).toEqual([]);
+    const after = new Database(path);
+    expect(indexed(after, word)).toEqual({ matches: 0, segments: 0, digests: 40 });
+    after.prepare(`INSERT INTO search (search) VALUES ('integrity-check')`).run();
+    after.close();
+    const reopened = await open(`sqlite:${path}`);
     expect((await reopened.search('kept', indexedWordOf(kept), { limit: 100 })).length).toBe(40);
   });
 
@@ -131,7 +171,8 @@ describe('erase leaves no byte of the session in the store', () => {
     const store = await open(`jsonl:${root}`);
     await populate(store, 'gone', secret);
     await populate(store, 'kept', `keep-${randomBytes(8).toString('hex')}`);
-    expect(filesContaining(filesUnder(root), secret).length).toBeGreaterThanOrEqual(3);
+    expect(filesContaining(filesUnder(root), secret).map((path) => path.slice(root.length)).sort()).toEqual(['/gone/artifacts/tool-out.txt', '/gone/session.jsonl']);
+    expect(existsSync(join(root, 'gone', 'projection-cache.json'))).toBe(true);
 
     await store.erase('gone');
     expect(existsSync(join(root, 'gone'))).toBe(false);

@@ -1,13 +1,15 @@
 /**
  * Where each relational backend keeps its search index, and the upgrade that builds it (the
- * shared search behaviour is in the conformance suite). SQLite keeps an FTS5 table and PostgreSQL
- * a `tsvector` column with a GIN index, both written in the append's transaction. A database
+ * shared search behaviour is in the conformance suite). SQLite keeps a contentless FTS5 table (with
+ * a digest of each row's words) and PostgreSQL a `tsvector` column with a GIN index, both written
+ * in the append's transaction. A database
  * written by the previous build — the previous schema's DDL copied here, filled with rows in the
  * shared row codec — opens, upgrades in place, backfills the index from its stored events
  * (leaving a damaged row out without failing), and searches. PostgreSQL also indexes, on search,
  * a text event an older writer appended without its vector during a rolling upgrade.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -23,6 +25,7 @@ import {
   type SessionStore,
 } from '../../src/persistence/index.js';
 import { encodeEvent } from '../../src/persistence/rows.js';
+import { indexText } from '../../src/persistence/search.js';
 import { Session, type NewEvent } from '../../src/session/index.js';
 import { testHeader, userMessage } from '../support/persistence-events.js';
 import { POSTGRES_TEST_URL, postgresTestSchema, postgresUrlWithSchema, probePostgres } from '../support/store-fixtures.js';
@@ -126,18 +129,27 @@ CREATE TABLE projection_cache (session_key INTEGER PRIMARY KEY REFERENCES sessio
 const SQLITE_V2_SCHEMA = `${SQLITE_V1_SCHEMA}
 CREATE TABLE tombstones (id TEXT PRIMARY KEY, erased_at INTEGER NOT NULL, until INTEGER NOT NULL) STRICT, WITHOUT ROWID;
 `;
+/** Version 3 added the search index, an FTS5 table that kept its own copy of the words. */
+const SQLITE_V3_SCHEMA = `${SQLITE_V2_SCHEMA}
+CREATE VIRTUAL TABLE search USING fts5(body, tokenize = 'ascii');
+INSERT INTO search (search, rank) VALUES ('secure-delete', 1);
+`;
 
-function writeOldSqlite(path: string, version: 1 | 2): void {
+function writeOldSqlite(path: string, version: 1 | 2 | 3): void {
   const db = new Database(path);
   db.pragma('journal_mode = WAL');
-  db.exec(version === 1 ? SQLITE_V1_SCHEMA : SQLITE_V2_SCHEMA);
+  db.exec([SQLITE_V1_SCHEMA, SQLITE_V2_SCHEMA, SQLITE_V3_SCHEMA][version - 1]!);
   db.pragma(`application_id = ${SQLITE_APPLICATION_ID}`);
   db.pragma(`user_version = ${version}`);
   const insertEvent = db.prepare(`INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
   for (const session of OLD_SESSIONS) {
     const key = Number(db.prepare(`INSERT INTO sessions (id, header) VALUES (?, ?)`).run(session.id, JSON.stringify(testHeader(session.id))).lastInsertRowid);
     for (const { op, rows } of rowsOf(session)) {
-      for (const r of rows) insertEvent.run(key, r.seq, r.type, r.time, r.data, r.surfaceOp, r.sourceEventSeqs, r.ignorable ? 1 : null);
+      for (const r of rows) {
+        insertEvent.run(key, r.seq, r.type, r.time, r.data, r.surfaceOp, r.sourceEventSeqs, r.ignorable ? 1 : null);
+        const words = version === 3 ? indexText({ type: r.type, data: JSON.parse(r.data) }) : undefined;
+        if (words) db.prepare(`INSERT INTO search (rowid, body) VALUES (?, ?)`).run(key * 2 ** 32 + r.seq, words);
+      }
       db.prepare(`INSERT INTO batches VALUES (?, ?, ?, ?)`).run(key, op, rows[0]!.seq, rows[rows.length - 1]!.seq);
     }
     if (session.id === 'broken') {
@@ -169,16 +181,29 @@ describe('SQLite: the FTS5 search index', () => {
     return store;
   }
 
-  function searchRows(): Array<{ rowid: number; body: string }> {
-    const db = new Database(path, { readonly: true });
+  /**
+   * The index's rows as it holds them: each row's words read back in order from the index itself
+   * (`fts5vocab`, a contentless table has no copy of them), with the digest kept for erase.
+   */
+  function searchRows(): Array<{ rowid: number; body: string; digest: string }> {
+    const db = new Database(path);
     try {
-      return db.prepare(`SELECT rowid, body FROM search ORDER BY rowid`).all() as Array<{ rowid: number; body: string }>;
+      db.exec(`CREATE VIRTUAL TABLE temp.search_terms USING fts5vocab(main, search, instance)`);
+      const words = new Map<number, string[]>();
+      for (const { doc, term } of db.prepare(`SELECT doc, term FROM temp.search_terms ORDER BY doc, offset`).all() as Array<{ doc: number; term: string }>) {
+        words.set(doc, [...(words.get(doc) ?? []), term]);
+      }
+      const digests = db.prepare(`SELECT search_rowid AS rowid, hex(words_sha256) AS digest FROM search_rows ORDER BY search_rowid`).all() as Array<{ rowid: number; digest: string }>;
+      expect(digests.map((d) => d.rowid)).toEqual([...words.keys()]);
+      return digests.map(({ rowid, digest }) => ({ rowid, body: words.get(rowid)!.join(' '), digest }));
     } finally {
       db.close();
     }
   }
 
-  it('is an FTS5 table with secure-delete on, holding one row of folded words per text event, keyed session_key << 32 | seq, written with the append', async () => {
+  const digestOf = (words: string): string => createHash('sha256').update(words).digest().subarray(0, 16).toString('hex').toUpperCase();
+
+  it('is a contentless FTS5 table with secure-delete on, holding one row of folded words per text event, keyed session_key << 32 | seq, with a digest of its words, written with the append', async () => {
     const store = open();
     await store.create(testHeader('notes'));
     await store.append('notes', notesTurn(), { expectedSeq: 0, op: 'turn-1' });
@@ -187,15 +212,44 @@ describe('SQLite: the FTS5 search index', () => {
     const config = db.prepare(`SELECT k, v FROM search_config WHERE k = 'secure-delete'`).get();
     const key = (db.prepare(`SELECT key FROM sessions WHERE id = 'notes'`).get() as { key: number }).key;
     db.close();
-    expect(sql).toMatch(/USING fts5\(body, tokenize = 'ascii'\)/);
+    expect(sql).toMatch(/USING fts5\(body, tokenize = 'ascii', content = ''\)/);
     expect(config).toEqual({ k: 'secure-delete', v: 1 });
+    const row = (seq: number, body: string) => ({ rowid: key * 2 ** 32 + seq, body, digest: digestOf(body) });
     expect(searchRows()).toEqual([
-      { rowid: key * 2 ** 32 + 1, body: 'where did we park the walrus migration' },
-      { rowid: key * 2 ** 32 + 3, body: 'grep pattern quokka' },
-      { rowid: key * 2 ** 32 + 4, body: 'grep pattern quokka' },
-      { rowid: key * 2 ** 32 + 7, body: 'found the ocelot file' },
-      { rowid: key * 2 ** 32 + 8, body: 'the walrus plan is in docs' },
+      row(1, 'where did we park the walrus migration'),
+      row(3, 'grep pattern quokka'),
+      row(4, 'grep pattern quokka'),
+      row(7, 'found the ocelot file'),
+      row(8, 'the walrus plan is in docs'),
     ]);
+  });
+
+  it('a version-3 database (an FTS5 index with its own copy of the words) upgrades to a contentless index: the copy is dropped and overwritten, the words indexed again with digests', async () => {
+    writeOldSqlite(path, 3);
+    const raw = new Database(path, { readonly: true });
+    expect(raw.prepare(`SELECT count(*) AS n FROM search_content`).get()).toEqual({ n: OLD_TEXT_EVENTS });
+    raw.close();
+    const copy = Buffer.from('where did we park the walrus migration');
+    expect([path, `${path}-wal`].filter((file) => existsSync(file) && readFileSync(file).includes(copy))).not.toEqual([]);
+    const store = open();
+    expect(store.settings().userVersion).toBe(SQLITE_SCHEMA_VERSION);
+    const rows = searchRows();
+    expect(rows).toHaveLength(OLD_TEXT_EVENTS);
+    expect(rows.every((r) => r.digest === digestOf(r.body))).toBe(true);
+    const tables = new Database(path, { readonly: true });
+    expect(tables.prepare(`SELECT name FROM sqlite_master WHERE name LIKE 'search%' ORDER BY name`).all().map((r) => (r as { name: string }).name)).toEqual([
+      'search',
+      'search_config',
+      'search_data',
+      'search_docsize',
+      'search_idx',
+      'search_rows',
+    ]);
+    tables.close();
+    await expectOldSessionsSearchable(store);
+    await store.close();
+    // secure_delete zeroed the old copy's pages: its text (a whole row of words) is in no page.
+    expect([path, `${path}-wal`].filter((file) => existsSync(file) && readFileSync(file).includes(copy))).toEqual([]);
   });
 
   for (const version of [2, 1] as const) {
