@@ -83,14 +83,18 @@ async function open(url: string): Promise<SessionStore> {
   return store;
 }
 
+/** A SQLite store in a fresh directory, and the unique texts of the session to erase and of the one to keep. */
+async function openSqliteWithSecrets(prefix: string): Promise<{ path: string; secret: string; kept: string; store: SessionStore }> {
+  const { dir, cleanup } = tempDir(prefix);
+  cleanups.push(cleanup);
+  const path = join(dir, 'store.db');
+  const store = await open(`sqlite:${path}`);
+  return { path, secret: `erase-${randomBytes(8).toString('hex')}`, kept: `keep-${randomBytes(8).toString('hex')}`, store };
+}
+
 describe('erase leaves no byte of the session in the store', () => {
   it('SQLite: the text is in neither the database file nor its -wal or -shm after erase, while another session keeps its own', async () => {
-    const { dir, cleanup } = tempDir('sessionlog-erase-sqlite-');
-    cleanups.push(cleanup);
-    const path = join(dir, 'store.db');
-    const secret = `erase-${randomBytes(8).toString('hex')}`;
-    const kept = `keep-${randomBytes(8).toString('hex')}`;
-    const store = await open(`sqlite:${path}`);
+    const { path, secret, kept, store } = await openSqliteWithSecrets('sessionlog-erase-sqlite-');
     await populate(store, 'gone', secret);
     // Move part of the data into the main database file, as SQLite's automatic checkpoints do.
     const raw = new Database(path);
@@ -131,12 +135,7 @@ describe('erase leaves no byte of the session in the store', () => {
   });
 
   it('SQLite: a row edited in the file after it was indexed cannot be unindexed by its words, so erase rebuilds the index and no word of the session stays', async () => {
-    const { dir, cleanup } = tempDir('sessionlog-erase-sqlite-edited-');
-    cleanups.push(cleanup);
-    const path = join(dir, 'store.db');
-    const secret = `erase-${randomBytes(8).toString('hex')}`;
-    const kept = `keep-${randomBytes(8).toString('hex')}`;
-    const store = await open(`sqlite:${path}`);
+    const { path, secret, kept, store } = await openSqliteWithSecrets('sessionlog-erase-sqlite-edited-');
     await populate(store, 'gone', secret);
     await populate(store, 'kept', kept);
     // Someone edits message 7 of the session by hand: its words are no longer the indexed ones.
