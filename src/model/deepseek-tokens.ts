@@ -148,7 +148,7 @@ export function deepseekPromptTokenIds(messages: readonly TemplateMessage[], too
  * by their total characters, oldest out). Without this the fake model spent most of a late
  * turn re-tokenizing the whole prompt, which a real provider's prefix cache does not.
  */
-const SEGMENT_CACHE_MAX_CHARS = 16 * 1024 * 1024;
+const SEGMENT_CACHE_MAX_CHARS = 4 * 1024 * 1024;
 const SEGMENT_CACHE_MIN_CHARS = 64;
 const segmentCache = new Map<string, readonly number[]>();
 let segmentCacheChars = 0;
