@@ -50,7 +50,15 @@ function filesUnder(dir: string): string[] {
   return out;
 }
 
-/** The word the search index keeps of `erase-<hex>`: the hex part (the index splits at "-"). */
+/**
+ * A unique text `<prefix>-w<hex>`. Its word starts with a letter: PostgreSQL's parser reads a
+ * word of hex digits such as `50584e300d2b060a` as a number in exponent notation and splits it.
+ */
+function uniqueText(prefix: string): string {
+  return `${prefix}-w${randomBytes(8).toString('hex')}`;
+}
+
+/** The word the search index keeps of `erase-w<hex>`: the part after "-" (the index splits there). */
 function indexedWordOf(secret: string): string {
   return secret.split('-')[1]!;
 }
@@ -89,7 +97,7 @@ async function openSqliteWithSecrets(prefix: string): Promise<{ path: string; se
   cleanups.push(cleanup);
   const path = join(dir, 'store.db');
   const store = await open(`sqlite:${path}`);
-  return { path, secret: `erase-${randomBytes(8).toString('hex')}`, kept: `keep-${randomBytes(8).toString('hex')}`, store };
+  return { path, secret: uniqueText('erase'), kept: uniqueText('keep'), store };
 }
 
 describe('erase leaves no byte of the session in the store', () => {
@@ -166,10 +174,10 @@ describe('erase leaves no byte of the session in the store', () => {
     const { dir, cleanup } = tempDir('sessionlog-erase-jsonl-');
     cleanups.push(cleanup);
     const root = join(dir, 'root');
-    const secret = `erase-${randomBytes(8).toString('hex')}`;
+    const secret = uniqueText('erase');
     const store = await open(`jsonl:${root}`);
     await populate(store, 'gone', secret);
-    await populate(store, 'kept', `keep-${randomBytes(8).toString('hex')}`);
+    await populate(store, 'kept', uniqueText('keep'));
     expect(filesContaining(filesUnder(root), secret).map((path) => path.slice(root.length)).sort()).toEqual(['/gone/artifacts/tool-out.txt', '/gone/session.jsonl']);
     expect(existsSync(join(root, 'gone', 'projection-cache.json'))).toBe(true);
 
@@ -187,10 +195,10 @@ describe('erase leaves no byte of the session in the store', () => {
     const admin = new pg.Client({ connectionString: POSTGRES_TEST_URL });
     await admin.connect();
     try {
-      const secret = `erase-${randomBytes(8).toString('hex')}`;
+      const secret = uniqueText('erase');
       const store = await open(postgresUrlWithSchema(schema));
       await populate(store, 'gone', secret);
-      await populate(store, 'kept', `keep-${randomBytes(8).toString('hex')}`);
+      await populate(store, 'kept', uniqueText('keep'));
       const everything = async (): Promise<string> => {
         const tables = (await admin.query<{ tablename: string }>(`SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename`, [schema])).rows;
         const dumps: string[] = [];
