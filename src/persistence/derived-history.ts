@@ -11,10 +11,11 @@ import {
   surfaceProjection,
   type JsonValue,
   type Message,
-  type SessionHeader,
+  type SessionView,
   type SurfaceNodeState,
 } from '../session/index.js';
 import { LRUCache } from 'lru-cache';
+import { sliceEvents } from './base.js';
 import type { SessionStore } from './store.js';
 
 export type DerivedHistory = {
@@ -50,9 +51,8 @@ export async function readDerivedHistory(
   registry: ProjectionRegistry = defaultProjectionRegistry(),
   options: DerivedHistoryOptions = {},
 ): Promise<DerivedHistory> {
-  const restored = await restoreProjections(store, id, registry, options);
+  const { restored, session } = await restoreProjections(store, id, registry, options);
   const surface = restored.states[surfaceProjection.key] as SurfaceNodeState & JsonValue;
-  const session = await store.session(id);
   return { messages: surfaceMessages(surface, (seq) => session.storedAt(seq)), ...restored };
 }
 
@@ -66,24 +66,28 @@ export async function writeProjectionCheckpoint(
   registry: ProjectionRegistry = defaultProjectionRegistry(),
   options: Omit<DerivedHistoryOptions, 'forceWrite'> = {},
 ): Promise<{ asOfSeq: number }> {
-  const { asOfSeq } = await restoreProjections(store, id, registry, { ...options, forceWrite: true });
-  return { asOfSeq };
+  const { restored } = await restoreProjections(store, id, registry, { ...options, forceWrite: true });
+  return { asOfSeq: restored.asOfSeq };
 }
 
-/** Every projection restored from the cache plus the log's tail (or folded from seq 0), the checkpoint refreshed. */
+/**
+ * Every projection restored from the cache plus the log's tail (or folded from seq 0), the
+ * checkpoint refreshed; with the store's validated copy of the session the events came from.
+ */
 async function restoreProjections(
   store: SessionStore,
   id: string,
   registry: ProjectionRegistry,
   options: DerivedHistoryOptions,
-): Promise<Omit<DerivedHistory, 'messages'>> {
+): Promise<{ restored: Omit<DerivedHistory, 'messages'>; session: SessionView }> {
   if (registry.definition(surfaceProjection.key) === undefined) {
     throw new SessionlogError('INVALID_ARGUMENT', `the projection registry must include surfaceProjection (key "${surfaceProjection.key}")`);
   }
-  const header = await store.header(id);
+  const session = await store.session(id);
+  const header = session.header;
   const report = options.onCacheProblem ?? (() => undefined);
-  const cached = await restoreFromCache(store, header, registry, report);
-  const restored = cached ?? registry.restore({}, await store.readFrom(id, 0), 0);
+  const cached = await restoreFromCache(store, session, registry, report);
+  const restored = cached ?? registry.restore({}, sliceEvents(session, 0, undefined), 0);
   const previousSeq = cached?.previousSeq;
   if (options.forceWrite || previousSeq !== restored.asOfSeq) {
     try {
@@ -96,7 +100,7 @@ async function restoreProjections(
       report(error);
     }
   }
-  return { states: restored.states, asOfSeq: restored.asOfSeq, fromCache: cached?.used === true };
+  return { restored: { states: restored.states, asOfSeq: restored.asOfSeq, fromCache: cached?.used === true }, session };
 }
 
 /**
@@ -147,15 +151,15 @@ export class CheckpointSchedule {
 
 async function restoreFromCache(
   store: SessionStore,
-  header: SessionHeader,
+  session: SessionView,
   registry: ProjectionRegistry,
   report: (problem: unknown) => void,
 ): Promise<{ states: Record<string, JsonValue>; asOfSeq: number; previousSeq: number; used: boolean } | undefined> {
   try {
-    const record = await store.projectionCache.get(header.id);
-    if (!record || record.identity.createdAt !== header.createdAt) return undefined;
+    const record = await store.projectionCache.get(session.id);
+    if (!record || record.identity.createdAt !== session.header.createdAt) return undefined;
     const floor = registry.restoreFloor(record.rows);
-    const tail = await store.readFrom(header.id, floor);
+    const tail = sliceEvents(session, floor, undefined);
     const restored = registry.restore(record.rows, tail, floor);
     // A row of another state version (e.g. before an upgrade) was refolded, not used: the
     // read is then not from the cache, and the record is rewritten in the current version.

@@ -110,6 +110,14 @@ function wordsDigest(words: string): Buffer {
   return createHash('sha256').update(words, 'utf8').digest().subarray(0, 16);
 }
 
+type SearchWriters = { insertSearch: Database.Statement<[number, number, string]>; insertSearchRow: Database.Statement<[number, number, Buffer]> };
+
+/** Indexes one event's words, with the digest erase checks them against. */
+function indexWords(writers: SearchWriters, key: number, seq: number, words: string): void {
+  writers.insertSearch.run(key, seq, words);
+  writers.insertSearchRow.run(key, seq, wordsDigest(words));
+}
+
 /** The indexed words of a stored row, or undefined when its data does not decode or it carries no text. */
 function storedRowWords(type: string, data: string): string | undefined {
   let parsed: unknown;
@@ -303,16 +311,13 @@ export class SqliteSessionStore implements SessionStore {
       `SELECT session_key, seq, type, data FROM events WHERE (session_key, seq) > (?, ?) AND type IN (${types}) ORDER BY session_key, seq LIMIT 1000`,
     );
     // Its own statements: it also runs while the store opens, before `stmt` is prepared.
-    const insert = this.db.prepare<[number, number, string]>(INSERT_SEARCH);
-    const insertRow = this.db.prepare<[number, number, Buffer]>(INSERT_SEARCH_ROW);
+    const writers: SearchWriters = { insertSearch: this.db.prepare(INSERT_SEARCH), insertSearchRow: this.db.prepare(INSERT_SEARCH_ROW) };
     let after = { key: -1, seq: -1 };
     for (let rows = page.all(after.key, after.seq); rows.length > 0; rows = page.all(after.key, after.seq)) {
       for (const row of rows) {
         // A damaged row has no words: nothing to index (see above).
         const body = storedRowWords(row.type, row.data);
-        if (!body || row.seq > MAX_INDEXED_SEQ) continue;
-        insert.run(row.session_key, row.seq, body);
-        insertRow.run(row.session_key, row.seq, wordsDigest(body));
+        if (body && row.seq <= MAX_INDEXED_SEQ) indexWords(writers, row.session_key, row.seq, body);
       }
       const last = rows[rows.length - 1]!;
       after = { key: last.session_key, seq: last.seq };
@@ -373,7 +378,6 @@ export class SqliteSessionStore implements SessionStore {
       searchMatch: db.prepare<[string, number, number, number, number], { seq: number; rank: number }>(
         `SELECT rowid & ${MAX_INDEXED_SEQ} AS seq, rank FROM search WHERE search MATCH ? AND rowid >= (? << 32) AND rowid < (? << 32) + ? ORDER BY rank, rowid DESC LIMIT ?`,
       ),
-      countSearch: db.prepare<[number, number], { n: number }>(`SELECT count(*) AS n FROM search_rows WHERE search_rowid >= (? << 32) AND search_rowid < ((? + 1) << 32)`),
       deleteSearchRows: db.prepare<[number, number]>(`DELETE FROM search_rows WHERE search_rowid >= (? << 32) AND search_rowid < ((? + 1) << 32)`),
     };
   }
@@ -573,9 +577,8 @@ export class SqliteSessionStore implements SessionStore {
             batches: this.stmt.countBatches.get(key)!.n,
             artifacts: this.stmt.countArtifacts.get(key)!.n,
             projection_cache: this.stmt.countCache.get(key)!.n,
-            search: this.stmt.countSearch.get(key, key)!.n,
           };
-          const exact = this.unindexSession(key);
+          const unindexed = this.unindexSession(key);
           this.stmt.deleteEvents.run(key);
           this.stmt.deleteBatches.run(key);
           this.stmt.deleteArtifacts.run(key);
@@ -584,17 +587,17 @@ export class SqliteSessionStore implements SessionStore {
           this.stmt.dropExpiredTombstones.run(now);
           const until = now + this.options.tombstoneMs;
           this.stmt.putTombstone.run(id, now, until);
-          if (!exact) this.rebuildSearchIndex();
+          if (!unindexed.exact) this.rebuildSearchIndex();
           return {
             sessionId: id,
             erased: true,
             removed: { header: 1, events: counts.events, artifacts: counts.artifacts, projectionCheckpoints: counts.projection_cache },
             places: [
               { place: `${this.location} table sessions`, removed: 1 },
-              ...Object.entries(counts).map(([table, n]) => ({ place: `${this.location} table ${table}`, removed: n })),
+              ...Object.entries({ ...counts, search: unindexed.rows }).map(([table, n]) => ({ place: `${this.location} table ${table}`, removed: n })),
             ],
             tombstoneUntil: until,
-            notes: exact
+            notes: unindexed.exact
               ? []
               : ['a text row of the session no longer had the words it was indexed with (damaged or edited in the file), so the whole search index was rebuilt from the remaining sessions: none of its words stay'],
           };
@@ -609,30 +612,26 @@ export class SqliteSessionStore implements SessionStore {
   /**
    * Removes session `key`'s words from the contentless index: each row's words are re-derived
    * from its event and given back to the index, if they still hash to the digest taken when the
-   * row was indexed. False when some row's could not be (a damaged or edited row): the caller
-   * then rebuilds the whole index, since a contentless index cannot forget words it is not given.
+   * row was indexed. `exact` is false when some row's could not be (a damaged or edited row):
+   * the caller then rebuilds the whole index, since a contentless index cannot forget words it
+   * is not given. `rows`: how many indexed rows the session had.
    */
-  private unindexSession(key: number): boolean {
+  private unindexSession(key: number): { rows: number; exact: boolean } {
+    const indexed = this.stmt.indexedRows.all(key, key, key);
     let exact = true;
-    for (const row of this.stmt.indexedRows.all(key, key, key)) {
+    for (const row of indexed) {
       const words = row.type === null || row.data === null ? undefined : storedRowWords(row.type, row.data);
       if (words !== undefined && wordsDigest(words).equals(row.digest)) this.stmt.unindexSearch.run(row.rowid, words);
       else exact = false;
     }
     this.stmt.deleteSearchRows.run(key, key);
-    return exact;
+    return { rows: indexed.length, exact };
   }
 
   /** Empties the search index and indexes every stored event again (in the caller's transaction). */
   private rebuildSearchIndex(): void {
     this.db.exec(`INSERT INTO search (search) VALUES ('delete-all'); DELETE FROM search_rows;`);
     this.backfillSearchIndex();
-  }
-
-  /** Indexes one event's words, with the digest erase checks them against. */
-  private indexWords(key: number, seq: number, words: string): void {
-    this.stmt.insertSearch.run(key, seq, words);
-    this.stmt.insertSearchRow.run(key, seq, wordsDigest(words));
   }
 
   /** Moves every WAL frame into the database and empties the WAL, so erased bytes leave the WAL file. */
@@ -758,7 +757,7 @@ export class SqliteSessionStore implements SessionStore {
       const body = indexText(event);
       if (body) {
         if (event.seq > MAX_INDEXED_SEQ) throw new SessionlogError('INVALID_ARGUMENT', `seq ${event.seq} is past the SQLite store's limit of 2^32 events per session; continue in a fork`);
-        this.indexWords(key, event.seq, body);
+        indexWords(this.stmt, key, event.seq, body);
       }
     }
     this.stmt.insertBatch.run(key, op, events[0]!.seq, events[events.length - 1]!.seq);
