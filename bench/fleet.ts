@@ -55,7 +55,11 @@ const START_PARALLELISM = 25;
 const root = mkdtempSync(join(tmpdir(), 'sessionlog-bench-fleet-'));
 allowPostgresThrough(root);
 
-async function eachLimited<T>(items: readonly T[], limit: number, task: (item: T, index: number) => Promise<void>): Promise<void> {
+async function eachLimited<T>(
+  items: readonly T[],
+  limit: number,
+  task: (item: T, index: number) => Promise<void>,
+): Promise<void> {
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(limit, items.length) }, async () => {
@@ -67,7 +71,11 @@ async function eachLimited<T>(items: readonly T[], limit: number, task: (item: T
   );
 }
 
-async function withFleet<T>(name: string, options: { backend: 'full' | 'dev'; workers: number; fake: FakeModelServer; heartbeatMs?: number }, body: (fleet: Fleet) => Promise<T>): Promise<T> {
+async function withFleet<T>(
+  name: string,
+  options: { backend: 'full' | 'dev'; workers: number; fake: FakeModelServer; heartbeatMs?: number },
+  body: (fleet: Fleet) => Promise<T>,
+): Promise<T> {
   const fleet = await Fleet.start({
     dir: join(root, name),
     backend: options.backend,
@@ -103,7 +111,12 @@ async function measureThroughput(fleet: Fleet, label: string): Promise<Throughpu
   await Promise.all(
     ids.map(async (id, i) => {
       for (let turn = 1; turn <= TURNS; turn++) {
-        const ack = await driver.send(id, `${id}-t${turn}`, `question ${turn}: how many words are in this sentence?`, i % 2);
+        const ack = await driver.send(
+          id,
+          `${id}-t${turn}`,
+          `question ${turn}: how many words are in this sentence?`,
+          i % 2,
+        );
         if (ack.reply.outcome !== 'completed') throw new Error(`${id} turn ${turn} ended ${ack.reply.outcome}`);
         latencies.push(ack.latencyMs);
       }
@@ -111,7 +124,13 @@ async function measureThroughput(fleet: Fleet, label: string): Promise<Throughpu
   );
   const seconds = (performance.now() - started) / 1000;
   const failures = [...driver.failures.values()].reduce((a, b) => a + b, 0) - failuresBefore;
-  return { label, turnsPerSecond: latencies.length / seconds, p50: median(latencies), p99: percentile(latencies, 99), failures };
+  return {
+    label,
+    turnsPerSecond: latencies.length / seconds,
+    p50: median(latencies),
+    p99: percentile(latencies, 99),
+    failures,
+  };
 }
 
 /** Kills the worker streaming a reply; returns ms from the kill to the next chunk of that turn (appended by another worker). */
@@ -139,7 +158,8 @@ async function measureWorkerFailover(fleet: Fleet, temporal: Client, fake: FakeM
         const activity = description.raw.pendingActivities?.find((a) => a.activityType?.name === 'modelStep');
         const pid = Number(activity?.lastWorkerIdentity?.split('@')[0]);
         const slot = fleet.workers.findIndex((w) => w.child.pid === pid);
-        if (slot < 0) throw new Error(`no worker of ours runs the model step (identity ${activity?.lastWorkerIdentity})`);
+        if (slot < 0)
+          throw new Error(`no worker of ours runs the model step (identity ${activity?.lastWorkerIdentity})`);
         killedAt = Date.now();
         await fleet.killWorker(slot);
         continue;
@@ -185,15 +205,26 @@ async function measureGatewayFailover(fleet: Fleet): Promise<number[]> {
 
 async function main(): Promise<void> {
   console.log(`\nbench/fleet.ts · ${machineLine()}`);
-  console.log(`${SESSIONS} concurrent sessions × ${TURNS} measured turns · zero-latency fake model · 2 gateways · every process on this machine`);
+  console.log(
+    `${SESSIONS} concurrent sessions × ${TURNS} measured turns · zero-latency fake model · 2 gateways · every process on this machine`,
+  );
   await ensureTemporalServerBuilt();
   const fake = await startFakeModelServer({ tokenDelayMs: 0 });
   try {
     if (PHASES.has('throughput')) {
       const rows: ThroughputRow[] = [];
-      for (const [backend, workers] of [['dev', 1], ['full', 1], ['dev', 3], ['full', 3]] as const) {
+      for (const [backend, workers] of [
+        ['dev', 1],
+        ['full', 1],
+        ['dev', 3],
+        ['full', 3],
+      ] as const) {
         const label = `${backend === 'full' ? 'fleet: full Temporal server + PostgreSQL store' : 'CLI dev server + SQLite store'}, ${workers} worker${workers > 1 ? 's' : ''}`;
-        rows.push(await withFleet(`${backend}-${workers}`, { backend, workers, fake }, (fleet) => measureThroughput(fleet, label)));
+        rows.push(
+          await withFleet(`${backend}-${workers}`, { backend, workers, fake }, (fleet) =>
+            measureThroughput(fleet, label),
+          ),
+        );
         console.log(`  done: ${label}`);
       }
       printGrid(
@@ -206,20 +237,30 @@ async function main(): Promise<void> {
       const workerRows: string[][] = [];
       let reopened: number[] = [];
       for (const [i, heartbeatMs] of HEARTBEATS.entries()) {
-        await withFleet(`failover-${heartbeatMs}`, { backend: 'full', workers: 3, fake, heartbeatMs }, async (fleet) => {
-          if (PHASES.has('worker-failover')) {
-            const connection = await Connection.connect({ address: fleet.endpoints.temporalAddress });
-            try {
-              const temporal = new Client({ connection });
-              const samples: number[] = [];
-              for (let k = 0; k < KILLS; k++) samples.push(await measureWorkerFailover(fleet, temporal, fake));
-              workerRows.push([`${fmtMs(heartbeatMs)}`, `${fmtMs(heartbeatMs + 1_000)}`, fmtMs(median(samples)), fmtMs(Math.max(...samples)), samples.map((s) => fmtMs(s)).join(', ')]);
-            } finally {
-              await connection.close();
+        await withFleet(
+          `failover-${heartbeatMs}`,
+          { backend: 'full', workers: 3, fake, heartbeatMs },
+          async (fleet) => {
+            if (PHASES.has('worker-failover')) {
+              const connection = await Connection.connect({ address: fleet.endpoints.temporalAddress });
+              try {
+                const temporal = new Client({ connection });
+                const samples: number[] = [];
+                for (let k = 0; k < KILLS; k++) samples.push(await measureWorkerFailover(fleet, temporal, fake));
+                workerRows.push([
+                  `${fmtMs(heartbeatMs)}`,
+                  `${fmtMs(heartbeatMs + 1_000)}`,
+                  fmtMs(median(samples)),
+                  fmtMs(Math.max(...samples)),
+                  samples.map((s) => fmtMs(s)).join(', '),
+                ]);
+              } finally {
+                await connection.close();
+              }
             }
-          }
-          if (PHASES.has('gateway-failover') && i === 0) reopened = await measureGatewayFailover(fleet);
-        });
+            if (PHASES.has('gateway-failover') && i === 0) reopened = await measureGatewayFailover(fleet);
+          },
+        );
       }
       if (workerRows.length > 0) {
         printGrid(
@@ -229,9 +270,11 @@ async function main(): Promise<void> {
         );
       }
       if (reopened.length > 0) {
-        printGrid(`Gateway SIGKILL → follower's stream open again on the other gateway (${FOLLOWERS} followers)`, ['median', 'p90', 'max'], [
-          [fmtMs(median(reopened)), fmtMs(percentile(reopened, 90)), fmtMs(Math.max(...reopened))],
-        ]);
+        printGrid(
+          `Gateway SIGKILL → follower's stream open again on the other gateway (${FOLLOWERS} followers)`,
+          ['median', 'p90', 'max'],
+          [[fmtMs(median(reopened)), fmtMs(percentile(reopened, 90)), fmtMs(Math.max(...reopened))]],
+        );
       }
     }
   } finally {

@@ -52,7 +52,10 @@ type GatewayReport = { cpuMicros: number; rss: number };
 type ParentMessage = { kind: 'measure' } | { kind: 'exit' };
 type ChildMessage = { kind: 'ready'; url: string; sessions: string[] } | ({ kind: 'measured' } & GatewayReport);
 
-const MODE_LABEL: Record<Mode, string> = { 'per-follower': 'one watch per follower (before)', hub: 'one shared watch per session (WatchHub)' };
+const MODE_LABEL: Record<Mode, string> = {
+  'per-follower': 'one watch per follower (before)',
+  hub: 'one shared watch per session (WatchHub)',
+};
 
 // ---------------------------------------------------------------------------------------------
 // The measured gateway process
@@ -97,7 +100,10 @@ async function serve(): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 // The driver
 
-async function nextMessage<K extends ChildMessage['kind']>(child: ChildProcess, kind: K): Promise<Extract<ChildMessage, { kind: K }>> {
+async function nextMessage<K extends ChildMessage['kind']>(
+  child: ChildProcess,
+  kind: K,
+): Promise<Extract<ChildMessage, { kind: K }>> {
   for (;;) {
     const [message] = (await once(child, 'message')) as [ChildMessage];
     if (message.kind === kind) return message as Extract<ChildMessage, { kind: K }>;
@@ -119,10 +125,14 @@ function openFollower(url: string, agent: http.Agent): Promise<http.ClientReques
 async function measure(mode: Mode, shape: Shape, followers: number): Promise<GatewayReport & { windowMs: number }> {
   const dir = mkdtempSync(join(tmpdir(), 'sessionlog-bench-followers-'));
   const sessionCount = shape === 'one' ? 1 : Math.max(1, followers);
-  const child = fork(fileURLToPath(import.meta.url), ['--serve', '--mode', mode, '--sessions', String(sessionCount), '--dir', dir], {
-    execArgv: ['--import', 'tsx'],
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
+  const child = fork(
+    fileURLToPath(import.meta.url),
+    ['--serve', '--mode', mode, '--sessions', String(sessionCount), '--dir', dir],
+    {
+      execArgv: ['--import', 'tsx'],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    },
+  );
   const agent = new http.Agent({ keepAlive: false, maxSockets: Infinity });
   const requests: http.ClientRequest[] = [];
   try {
@@ -179,9 +189,13 @@ async function pollAnatomy(): Promise<void> {
     const [turn] = takeBatches(realisticEvents(), REALISTIC_EVENTS_PER_TURN, REALISTIC_EVENTS_PER_TURN);
     await store.append('idle', turn!, { expectedSeq: 0, op: 'idle:1' });
     const ms = Number(args.window) * 1000;
-    const idle = await cpuWhile(ms, (signal) => new Promise((resolve) => signal.addEventListener('abort', () => resolve())));
+    const idle = await cpuWhile(
+      ms,
+      (signal) => new Promise((resolve) => signal.addEventListener('abort', () => resolve())),
+    );
     const watch = await cpuWhile(ms, async (signal) => {
-      for await (const _event of store.watch('idle', REALISTIC_EVENTS_PER_TURN, { signal })) throw new Error('an idle session got an event');
+      for await (const _event of store.watch('idle', REALISTIC_EVENTS_PER_TURN, { signal }))
+        throw new Error('an idle session got an event');
     });
     const timer = await cpuWhile(ms, async (signal) => {
       while (!signal.aborted) await sleep(40);
@@ -206,7 +220,9 @@ async function main(): Promise<void> {
   const counts = args.counts.split(',').map(Number);
   const shapes = args.shapes.split(',') as Shape[];
   const phases = new Set(args.phases.split(','));
-  console.log(`# Idle SSE followers\n\n${machineLine()}\nwindow ${args.window} s after ${args.settle} s settling; gateway CPU = user + system time of the gateway process`);
+  console.log(
+    `# Idle SSE followers\n\n${machineLine()}\nwindow ${args.window} s after ${args.settle} s settling; gateway CPU = user + system time of the gateway process`,
+  );
   if (phases.has('poll')) await pollAnatomy();
   if (!phases.has('followers')) return;
   for (const shape of shapes) {
@@ -225,7 +241,11 @@ async function main(): Promise<void> {
       console.error(`  ${shape} × ${followers}: before ${b.toFixed(1)}%, after ${a.toFixed(1)}%`);
     }
     const title = shape === 'one' ? 'N idle followers of one session' : 'N idle sessions, one follower each';
-    printGrid(`${title}: gateway CPU, % of one core (RSS at the end)`, ['followers', MODE_LABEL['per-follower'], MODE_LABEL.hub, 'after ÷ before'], rows);
+    printGrid(
+      `${title}: gateway CPU, % of one core (RSS at the end)`,
+      ['followers', MODE_LABEL['per-follower'], MODE_LABEL.hub, 'after ÷ before'],
+      rows,
+    );
   }
 }
 

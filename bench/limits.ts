@@ -24,7 +24,9 @@ import { openSqliteStore } from '../src/persistence/index.js';
 import { createWorker } from '../src/worker.js';
 import { fmtInt, machineLine, printGrid, printTable } from './support/report.js';
 
-const { values: args } = parseArgs({ options: { turns: { type: 'string', default: '100' }, limit: { type: 'string', default: '2500' } } });
+const { values: args } = parseArgs({
+  options: { turns: { type: 'string', default: '100' }, limit: { type: 'string', default: '2500' } },
+});
 const TURNS = Number(args.turns);
 const LIMIT = Number(args.limit);
 
@@ -39,7 +41,11 @@ async function conversation(address: string, learnLimits: boolean): Promise<Run>
   const dir = mkdtempSync(join(tmpdir(), 'sessionlog-bench-limits-'));
   const store = openSqliteStore(join(dir, 'sessions.db'));
   const fake = await startFakeModelServer({ contextLimitTokens: LIMIT });
-  fake.setMatcher((request) => (request.lastUserText === COMPACTION_INSTRUCTION ? { text: '## Goal\n- a long chat about the weather\n## Facts\n- (none)' } : { text: `noted ${'w'.repeat(200)}` }));
+  fake.setMatcher((request) =>
+    request.lastUserText === COMPACTION_INSTRUCTION
+      ? { text: '## Goal\n- a long chat about the weather\n## Facts\n- (none)' }
+      : { text: `noted ${'w'.repeat(200)}` },
+  );
   const taskQueue = `bench-limits-${randomUUID()}`;
   const native = await NativeConnection.connect({ address });
   const worker = await createWorker({
@@ -56,8 +62,14 @@ async function conversation(address: string, learnLimits: boolean): Promise<Run>
   const id = `limits-${learnLimits ? 'learned' : 'unlearned'}-${randomUUID()}`;
   let errors = 0;
   try {
-    for (let turn = 1; turn <= TURNS; turn++) if ((await client.send(id, userText(turn))).outcome !== 'completed') errors += 1;
-    const main = fake.requests().filter((r) => r.path === '/v1/chat/completions' && !JSON.stringify(r.body).includes(COMPACTION_INSTRUCTION.slice(0, 60)));
+    for (let turn = 1; turn <= TURNS; turn++)
+      if ((await client.send(id, userText(turn))).outcome !== 'completed') errors += 1;
+    const main = fake
+      .requests()
+      .filter(
+        (r) =>
+          r.path === '/v1/chat/completions' && !JSON.stringify(r.body).includes(COMPACTION_INSTRUCTION.slice(0, 60)),
+      );
     const compactions = (await client.events(id)).filter((e) => e.type === 'compaction/summary').length;
     return { refused: main.filter((r) => r.status === 400).length, requests: main.length, compactions, errors };
   } finally {
@@ -73,17 +85,45 @@ async function conversation(address: string, learnLimits: boolean): Promise<Run>
 
 async function main(): Promise<void> {
   const address = process.env.TEMPORAL_ADDRESS;
-  if (!address) throw new Error('set TEMPORAL_ADDRESS (run: scripts/temporal-dev-server run -- npx tsx bench/limits.ts)');
+  if (!address)
+    throw new Error('set TEMPORAL_ADDRESS (run: scripts/temporal-dev-server run -- npx tsx bench/limits.ts)');
   Runtime.install({ logger: new DefaultLogger('ERROR') });
-  console.log(`bench/limits.ts · ${machineLine()} · ${TURNS} turns · provider limit ${fmtInt(LIMIT)} tokens (catalogue: 128K)`);
+  console.log(
+    `bench/limits.ts · ${machineLine()} · ${TURNS} turns · provider limit ${fmtInt(LIMIT)} tokens (catalogue: 128K)`,
+  );
   const without = await conversation(address, false);
   const withLearning = await conversation(address, true);
   const per100 = (run: Run) => ((run.refused / TURNS) * 100).toFixed(1);
-  printGrid('Overflow refusals on one scripted conversation', ['', 'refused requests', 'per 100 turns', 'model requests', 'compactions', 'turns ended in error'], [
-    ['without learned limits', fmtInt(without.refused), per100(without), fmtInt(without.requests), fmtInt(without.compactions), fmtInt(without.errors)],
-    ['with learned limits', fmtInt(withLearning.refused), per100(withLearning), fmtInt(withLearning.requests), fmtInt(withLearning.compactions), fmtInt(withLearning.errors)],
+  printGrid(
+    'Overflow refusals on one scripted conversation',
+    ['', 'refused requests', 'per 100 turns', 'model requests', 'compactions', 'turns ended in error'],
+    [
+      [
+        'without learned limits',
+        fmtInt(without.refused),
+        per100(without),
+        fmtInt(without.requests),
+        fmtInt(without.compactions),
+        fmtInt(without.errors),
+      ],
+      [
+        'with learned limits',
+        fmtInt(withLearning.refused),
+        per100(withLearning),
+        fmtInt(withLearning.requests),
+        fmtInt(withLearning.compactions),
+        fmtInt(withLearning.errors),
+      ],
+    ],
+  );
+  printTable('Target', [
+    {
+      name: 'overflow refusals after the first, with learned limits',
+      value: fmtInt(Math.max(0, withLearning.refused - 1)),
+      target: '0',
+      met: withLearning.refused <= 1,
+    },
   ]);
-  printTable('Target', [{ name: 'overflow refusals after the first, with learned limits', value: fmtInt(Math.max(0, withLearning.refused - 1)), target: '0', met: withLearning.refused <= 1 }]);
 }
 
 await main();

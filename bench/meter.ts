@@ -48,8 +48,15 @@ const CODE = [
   '#include <stdio.h>\nint main(void) { printf("%d\\n", 42); return 0; }\n',
 ];
 const JSON_TEXT = [
-  JSON.stringify({ id: 'evt_01H', type: 'invoice.paid', data: { amount: 1299, currency: 'eur', lines: [{ sku: 'A-1', qty: 2 }] } }),
-  JSON.stringify([{ name: 'alpha', tags: ['x', 'y'], score: 0.93 }, { name: 'beta', tags: [], score: null }]),
+  JSON.stringify({
+    id: 'evt_01H',
+    type: 'invoice.paid',
+    data: { amount: 1299, currency: 'eur', lines: [{ sku: 'A-1', qty: 2 }] },
+  }),
+  JSON.stringify([
+    { name: 'alpha', tags: ['x', 'y'], score: 0.93 },
+    { name: 'beta', tags: [], score: null },
+  ]),
   JSON.stringify({ config: { retries: 3, backoff: { base: 250, max: 8000 }, hosts: ['a.example', 'b.example'] } }),
 ];
 const CHINESE = [
@@ -69,7 +76,14 @@ const CATEGORIES: ReadonlyArray<{ name: string; fragments: readonly string[]; to
   { name: 'mixed', fragments: [...TEXT_FRAGMENTS, ...PROSE, ...CODE, ...JSON_TEXT, ...CHINESE], toolSteps: 2 },
 ];
 
-type Sample = { category: string; exact: number; meter: number; heuristic: number; o200k: number; o200kCalibrated?: number };
+type Sample = {
+  category: string;
+  exact: number;
+  meter: number;
+  heuristic: number;
+  o200k: number;
+  o200kCalibrated?: number;
+};
 
 function buildCorpus(): Array<{ category: string; session: Session; header: RequestHeader }> {
   const random = seededRandom(20_260_101);
@@ -78,8 +92,14 @@ function buildCorpus(): Array<{ category: string; session: Session; header: Requ
     const category = CATEGORIES[i % CATEGORIES.length]!;
     const session = meterSession(`bench-${i}`);
     const exchanges = 1 + Math.floor(random() * 6);
-    for (let t = 1; t <= exchanges; t++) appendExchange(session, randomExchange(random, 8, category.fragments, category.toolSteps), t);
-    const header: RequestHeader = { provider: 'fake', model: 'fake', system: TEST_SYSTEM, ...(category.toolSteps > 0 ? { tools: TEST_TOOLS } : {}) };
+    for (let t = 1; t <= exchanges; t++)
+      appendExchange(session, randomExchange(random, 8, category.fragments, category.toolSteps), t);
+    const header: RequestHeader = {
+      provider: 'fake',
+      model: 'fake',
+      system: TEST_SYSTEM,
+      ...(category.toolSteps > 0 ? { tools: TEST_TOOLS } : {}),
+    };
     corpus.push({ category: category.name, session, header });
   }
   return corpus;
@@ -123,7 +143,11 @@ async function accuracy(): Promise<Sample[]> {
       };
       const guessed = calibrated.measure(session, guessedHeader);
       if (index < CALIBRATION_REQUESTS) {
-        calibration.record({ model: 'gpt-next', estimatedPromptTokens: guessed.uncalibratedTokens, reportedPromptTokens: exact });
+        calibration.record({
+          model: 'gpt-next',
+          estimatedPromptTokens: guessed.uncalibratedTokens,
+          reportedPromptTokens: exact,
+        });
       } else {
         sample.o200kCalibrated = guessed.totalTokens;
       }
@@ -149,11 +173,18 @@ function costSession(): Session {
   const random = seededRandom(99);
   const session = meterSession('bench-cost');
   let turn = 0;
-  while (session.surfaceNodes.length < COST_MESSAGES) appendExchange(session, randomExchange(random, 8, [...TEXT_FRAGMENTS, ...PROSE, ...CODE, ...CHINESE], 2), ++turn);
+  while (session.surfaceNodes.length < COST_MESSAGES)
+    appendExchange(session, randomExchange(random, 8, [...TEXT_FRAGMENTS, ...PROSE, ...CODE, ...CHINESE], 2), ++turn);
   return session;
 }
 
-function cost(): { incrementalMs: number; fullMs: number; exactCountMs: number; messages: number; promptTokens: number } {
+function cost(): {
+  incrementalMs: number;
+  fullMs: number;
+  exactCountMs: number;
+  messages: number;
+  promptTokens: number;
+} {
   const header: RequestHeader = { provider: 'fake', model: 'fake', system: TEST_SYSTEM, tools: TEST_TOOLS };
   const session = costSession();
   const meter = createTokenMeter();
@@ -165,7 +196,12 @@ function cost(): { incrementalMs: number; fullMs: number; exactCountMs: number; 
     session.append({
       type: 'user/message',
       time: 1_700_000_000_000,
-      data: { id: `late-${i}`, role: 'user', content: [{ type: 'text', text: `${PROSE[i % PROSE.length]} (${i})` }], source: { kind: 'user' } },
+      data: {
+        id: `late-${i}`,
+        role: 'user',
+        content: [{ type: 'text', text: `${PROSE[i % PROSE.length]} (${i})` }],
+        source: { kind: 'user' },
+      },
       surfaceOp: 'append',
     });
     const start = performance.now();
@@ -184,7 +220,13 @@ function cost(): { incrementalMs: number; fullMs: number; exactCountMs: number; 
     deepseekPromptTokenIds(request.messages, request.tools);
     exact.push(since(start));
   }
-  return { incrementalMs: median(incremental), fullMs: median(full), exactCountMs: median(exact), messages: session.surfaceNodes.length, promptTokens };
+  return {
+    incrementalMs: median(incremental),
+    fullMs: median(full),
+    exactCountMs: median(exact),
+    messages: session.surfaceNodes.length,
+    promptTokens,
+  };
 }
 
 async function main(): Promise<void> {
@@ -196,31 +238,47 @@ async function main(): Promise<void> {
   const calibratedStats = stats(samples, (s) => s.o200kCalibrated);
   const exactTotal = samples.reduce((sum, s) => sum + s.exact, 0);
 
-  printTable(`Accuracy against the fake server's DeepSeek V3 prompt_tokens (${samples.length} requests over HTTP, ${exactTotal.toLocaleString('en-US')} tokens)`, [
-    { name: 'meter mean |error|', value: fmtPct(meterStats.mean), target: '≤ 1%', met: meterStats.mean <= 1 },
-    { name: 'meter max |error|', value: fmtPct(meterStats.max), target: '≤ 3%', met: meterStats.max <= 3 },
-  ]);
+  printTable(
+    `Accuracy against the fake server's DeepSeek V3 prompt_tokens (${samples.length} requests over HTTP, ${exactTotal.toLocaleString('en-US')} tokens)`,
+    [
+      { name: 'meter mean |error|', value: fmtPct(meterStats.mean), target: '≤ 1%', met: meterStats.mean <= 1 },
+      { name: 'meter max |error|', value: fmtPct(meterStats.max), target: '≤ 3%', met: meterStats.max <= 3 },
+    ],
+  );
   const rows = [
     ['meter (DeepSeek V3 + template)', fmtPct(meterStats.mean), fmtPct(meterStats.max)],
     ['4 chars/token heuristic (§7.1)', fmtPct(heuristicStats.mean), fmtPct(heuristicStats.max)],
     ['o200k_base + OpenAI overhead', fmtPct(o200kStats.mean), fmtPct(o200kStats.max)],
-    [`o200k_base + calibration (learned on first ${CALIBRATION_REQUESTS})`, fmtPct(calibratedStats.mean), fmtPct(calibratedStats.max)],
+    [
+      `o200k_base + calibration (learned on first ${CALIBRATION_REQUESTS})`,
+      fmtPct(calibratedStats.mean),
+      fmtPct(calibratedStats.max),
+    ],
   ];
   printGrid('Estimators side by side (mean / max absolute error)', ['estimator', 'mean', 'max'], rows);
   const perCategory = CATEGORIES.map((c) => {
     const group = samples.filter((s) => s.category === c.name);
-    return [c.name, String(group.length), fmtPct(stats(group, (s) => s.meter).mean), fmtPct(stats(group, (s) => s.heuristic).mean), fmtPct(stats(group, (s) => s.o200k).mean)];
+    return [
+      c.name,
+      String(group.length),
+      fmtPct(stats(group, (s) => s.meter).mean),
+      fmtPct(stats(group, (s) => s.heuristic).mean),
+      fmtPct(stats(group, (s) => s.o200k).mean),
+    ];
   });
   printGrid('Mean |error| by corpus category', ['category', 'requests', 'meter', 'heuristic', 'o200k'], perCategory);
 
   const c = cost();
   const ratio = (c.incrementalMs / c.fullMs) * 100;
-  printTable(`measure() cost on a ${c.messages.toLocaleString('en-US')}-message session (${c.promptTokens.toLocaleString('en-US')} prompt tokens)`, [
-    { name: 'measure() after appending one message (median)', value: fmtMs(c.incrementalMs) },
-    { name: 'full recount: fresh meter (median)', value: fmtMs(c.fullMs) },
-    { name: 'incremental / full', value: `${ratio.toFixed(2)}%`, target: '≤ 5%', met: ratio <= 5 },
-    { name: 'exact whole-request count (deepseekPromptTokenIds)', value: fmtMs(c.exactCountMs) },
-  ]);
+  printTable(
+    `measure() cost on a ${c.messages.toLocaleString('en-US')}-message session (${c.promptTokens.toLocaleString('en-US')} prompt tokens)`,
+    [
+      { name: 'measure() after appending one message (median)', value: fmtMs(c.incrementalMs) },
+      { name: 'full recount: fresh meter (median)', value: fmtMs(c.fullMs) },
+      { name: 'incremental / full', value: `${ratio.toFixed(2)}%`, target: '≤ 5%', met: ratio <= 5 },
+      { name: 'exact whole-request count (deepseekPromptTokenIds)', value: fmtMs(c.exactCountMs) },
+    ],
+  );
   disposeTokenizers();
 }
 

@@ -25,8 +25,10 @@ async function main(): Promise<number> {
   const failures: string[] = [];
   if ((await run(TSX, ['bench/store.ts'])) !== 0) failures.push('bench/store.ts');
   if ((await run(TSX, ['bench/search.ts'])) !== 0) failures.push('bench/search.ts');
-  const withTemporal = (script: string) => (process.env.TEMPORAL_ADDRESS ? run(TSX, [script]) : run(DEV_SERVER, ['run', '--', TSX, script]));
-  for (const script of ['bench/turns.ts', 'bench/limits.ts', 'bench/telemetry.ts']) if ((await withTemporal(script)) !== 0) failures.push(script);
+  const withTemporal = (script: string) =>
+    process.env.TEMPORAL_ADDRESS ? run(TSX, [script]) : run(DEV_SERVER, ['run', '--', TSX, script]);
+  for (const script of ['bench/turns.ts', 'bench/limits.ts', 'bench/telemetry.ts'])
+    if ((await withTemporal(script)) !== 0) failures.push(script);
   if ((await run(TSX, ['bench/meter.ts'])) !== 0) failures.push('bench/meter.ts');
   if ((await run(TSX, ['bench/followers.ts'])) !== 0) failures.push('bench/followers.ts');
   if ((await run(TSX, ['bench/fleet.ts'])) !== 0) failures.push('bench/fleet.ts');

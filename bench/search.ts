@@ -26,7 +26,19 @@ import { encodeEvent } from '../src/persistence/rows.js';
 import { indexText } from '../src/persistence/search.js';
 import { Session, type NewEvent, type StoredEvent } from '../src/session/index.js';
 import { REALISTIC_EVENTS_PER_TURN, TextSource, benchHeader, realisticEvents, takeBatches } from './support/events.js';
-import { fmtBytes, fmtInt, fmtMs, fmtRatio, machineLine, median, percentile, printGrid, printTable, since, type Figure } from './support/report.js';
+import {
+  fmtBytes,
+  fmtInt,
+  fmtMs,
+  fmtRatio,
+  machineLine,
+  median,
+  percentile,
+  printGrid,
+  printTable,
+  since,
+  type Figure,
+} from './support/report.js';
 
 type Backend = 'sqlite' | 'jsonl' | 'postgres';
 
@@ -233,9 +245,14 @@ function fileSize(path: string): number {
 function sqliteBreakdown(path: string): { total: number; search: number } {
   const db = new Database(path);
   db.pragma('wal_checkpoint(TRUNCATE)');
-  const rows = db.prepare(`SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name`).all() as Array<{ name: string; bytes: number }>;
+  const rows = db.prepare(`SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name`).all() as Array<{
+    name: string;
+    bytes: number;
+  }>;
   db.close();
-  const search = rows.filter((row) => row.name === 'search' || row.name.startsWith('search_')).reduce((sum, row) => sum + row.bytes, 0);
+  const search = rows
+    .filter((row) => row.name === 'search' || row.name.startsWith('search_'))
+    .reduce((sum, row) => sum + row.bytes, 0);
   return { total: fileSize(path) + fileSize(`${path}-wal`), search };
 }
 
@@ -264,21 +281,37 @@ async function benchAppendCost(): Promise<Figure[]> {
   // Payload as bench/store.ts counts it: the JSON of each event as handed to append.
   const payload = batches.flat().reduce((sum, r) => {
     const { type, time, data, surfaceOp } = r.event;
-    return sum + Buffer.byteLength(JSON.stringify({ type, time, data, ...(surfaceOp === undefined ? {} : { surfaceOp }) }));
+    return (
+      sum + Buffer.byteLength(JSON.stringify({ type, time, data, ...(surfaceOp === undefined ? {} : { surfaceOp }) }))
+    );
   }, 0);
   const texts = batches.flat().filter((r) => indexText(r.event) !== undefined).length;
   return [
-    { name: `raw insert of the store's rows, no index, events/s (${APPEND_BATCH}/txn, WAL, synchronous=FULL)`, value: fmtInt(raw) },
-    { name: 'the same rows plus the FTS5 rows (words computed in the transaction), events/s', value: `${fmtInt(indexed)} (${((indexed / raw) * 100).toFixed(0)}% of no index)` },
+    {
+      name: `raw insert of the store's rows, no index, events/s (${APPEND_BATCH}/txn, WAL, synchronous=FULL)`,
+      value: fmtInt(raw),
+    },
+    {
+      name: 'the same rows plus the FTS5 rows (words computed in the transaction), events/s',
+      value: `${fmtInt(indexed)} (${((indexed / raw) * 100).toFixed(0)}% of no index)`,
+    },
     { name: 'SQLite store append (validation + index), events/s', value: fmtInt(store) },
     { name: `text-bearing events indexed`, value: `${fmtInt(texts)} of ${fmtInt(APPEND_EVENTS)}` },
     { name: 'raw rows on disk, no index, per event', value: `${(bytes.raw / APPEND_EVENTS).toFixed(0)} B` },
-    { name: 'raw rows on disk, with index, per event', value: `${(bytes.indexed / APPEND_EVENTS).toFixed(0)} B (${fmtRatio(bytes.indexed / bytes.raw)})` },
+    {
+      name: 'raw rows on disk, with index, per event',
+      value: `${(bytes.indexed / APPEND_EVENTS).toFixed(0)} B (${fmtRatio(bytes.indexed / bytes.raw)})`,
+    },
     {
       name: 'SQLite store file per event, and the index tables share of it',
       value: `${(bytes.store.total / APPEND_EVENTS).toFixed(0)} B; index ${(bytes.store.search / APPEND_EVENTS).toFixed(0)} B = ${((bytes.store.search / bytes.store.total) * 100).toFixed(0)}%`,
     },
-    { name: 'SQLite store file ÷ payload JSON (events as appended)', value: fmtRatio(bytes.store.total / payload), target: '≤ 2× (bench/store.ts)', met: bytes.store.total <= 2 * payload },
+    {
+      name: 'SQLite store file ÷ payload JSON (events as appended)',
+      value: fmtRatio(bytes.store.total / payload),
+      target: '≤ 2× (bench/store.ts)',
+      met: bytes.store.total <= 2 * payload,
+    },
   ];
 }
 
@@ -291,7 +324,13 @@ async function postgresSizes(): Promise<Figure[]> {
   try {
     await client.query(`VACUUM ANALYZE "${POSTGRES_SCHEMA}".events`);
     const row = (
-      await client.query<{ events: string; table_bytes: string; gin: string; column_bytes: string; data_bytes: string }>(
+      await client.query<{
+        events: string;
+        table_bytes: string;
+        gin: string;
+        column_bytes: string;
+        data_bytes: string;
+      }>(
         `SELECT (SELECT count(*) FROM "${POSTGRES_SCHEMA}".events) AS events,
                 pg_total_relation_size('"${POSTGRES_SCHEMA}".events') AS table_bytes,
                 pg_relation_size('"${POSTGRES_SCHEMA}".events_search') AS gin,
@@ -302,10 +341,22 @@ async function postgresSizes(): Promise<Figure[]> {
     const events = Number(row.events);
     return [
       { name: `events in the schema (all sessions of this run)`, value: fmtInt(events) },
-      { name: 'events table with its indexes and TOAST', value: `${fmtBytes(Number(row.table_bytes))} (${(Number(row.table_bytes) / events).toFixed(0)} B/event)` },
-      { name: '`search` tsvector column (sum of values)', value: `${fmtBytes(Number(row.column_bytes))} (${(Number(row.column_bytes) / events).toFixed(0)} B/event)` },
-      { name: '`events_search` GIN index', value: `${fmtBytes(Number(row.gin))} (${(Number(row.gin) / events).toFixed(0)} B/event)` },
-      { name: '`data` column (sum of values, for scale)', value: `${fmtBytes(Number(row.data_bytes))} (${(Number(row.data_bytes) / events).toFixed(0)} B/event)` },
+      {
+        name: 'events table with its indexes and TOAST',
+        value: `${fmtBytes(Number(row.table_bytes))} (${(Number(row.table_bytes) / events).toFixed(0)} B/event)`,
+      },
+      {
+        name: '`search` tsvector column (sum of values)',
+        value: `${fmtBytes(Number(row.column_bytes))} (${(Number(row.column_bytes) / events).toFixed(0)} B/event)`,
+      },
+      {
+        name: '`events_search` GIN index',
+        value: `${fmtBytes(Number(row.gin))} (${(Number(row.gin) / events).toFixed(0)} B/event)`,
+      },
+      {
+        name: '`data` column (sum of values, for scale)',
+        value: `${fmtBytes(Number(row.data_bytes))} (${(Number(row.data_bytes) / events).toFixed(0)} B/event)`,
+      },
     ];
   } finally {
     await client.end();
@@ -313,7 +364,10 @@ async function postgresSizes(): Promise<Figure[]> {
 }
 
 async function postgresReachable(): Promise<string | undefined> {
-  const client = new pg.Client({ connectionString: parsePostgresUrl(POSTGRES_URL).connectionString, connectionTimeoutMillis: 5000 });
+  const client = new pg.Client({
+    connectionString: parsePostgresUrl(POSTGRES_URL).connectionString,
+    connectionTimeoutMillis: 5000,
+  });
   client.on('error', () => undefined);
   try {
     await client.connect();
@@ -353,19 +407,38 @@ async function main(): Promise<void> {
     printGrid(
       `search latency, limit 20 (warm: validated copy in memory; ${queries(SIZES[0]!).length} queries × ${REPS})`,
       ['backend', 'events', 'warm p50', 'warm p99', 'cold first search', 'build (append)'],
-      results.map((r) => [r.backend, fmtInt(r.events), fmtMs(percentile(r.warm, 50)), fmtMs(percentile(r.warm, 99)), fmtMs(r.coldMs), fmtMs(r.buildMs)]),
+      results.map((r) => [
+        r.backend,
+        fmtInt(r.events),
+        fmtMs(percentile(r.warm, 50)),
+        fmtMs(percentile(r.warm, 99)),
+        fmtMs(r.coldMs),
+        fmtMs(r.buildMs),
+      ]),
     );
     const largest = Math.max(...SIZES);
     const perQueryRows = queries(largest).map(({ name, query }, i) => [
       `${name}: \`${query}\``,
-      ...results.filter((r) => r.events === largest).map((r) => `${fmtMs(r.perQuery[i]!.p50)} (${r.perQuery[i]!.hits} hits)`),
+      ...results
+        .filter((r) => r.events === largest)
+        .map((r) => `${fmtMs(r.perQuery[i]!.p50)} (${r.perQuery[i]!.hits} hits)`),
     ]);
-    printGrid(`warm p50 per query, ${fmtInt(largest)} events`, ['query', ...results.filter((r) => r.events === largest).map((r) => r.backend)], perQueryRows);
-    if (backends.includes('sqlite')) printTable(`SQLite: the index's cost (${fmtInt(APPEND_EVENTS)} realistic events in batches of ${APPEND_BATCH}, median)`, await benchAppendCost());
-    if (backends.includes('postgres')) printTable('PostgreSQL: the index on disk (after VACUUM ANALYZE)', await postgresSizes());
+    printGrid(
+      `warm p50 per query, ${fmtInt(largest)} events`,
+      ['query', ...results.filter((r) => r.events === largest).map((r) => r.backend)],
+      perQueryRows,
+    );
+    if (backends.includes('sqlite'))
+      printTable(
+        `SQLite: the index's cost (${fmtInt(APPEND_EVENTS)} realistic events in batches of ${APPEND_BATCH}, median)`,
+        await benchAppendCost(),
+      );
+    if (backends.includes('postgres'))
+      printTable('PostgreSQL: the index on disk (after VACUUM ANALYZE)', await postgresSizes());
   } finally {
     if (backends.includes('postgres') && !args.keep) await dropPostgresSchema();
-    if (args.keep) console.log(`\nkept ${ROOT}${backends.includes('postgres') ? ` and PostgreSQL schema ${POSTGRES_SCHEMA}` : ''}`);
+    if (args.keep)
+      console.log(`\nkept ${ROOT}${backends.includes('postgres') ? ` and PostgreSQL schema ${POSTGRES_SCHEMA}` : ''}`);
     else rmSync(ROOT, { recursive: true, force: true });
   }
 }

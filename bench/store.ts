@@ -17,7 +17,14 @@ import Database from 'better-sqlite3';
 import { AIMessage, HumanMessage, type BaseMessage } from '@langchain/core/messages';
 import { emptyCheckpoint, uuid6, type Checkpoint } from '@langchain/langgraph-checkpoint';
 import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
-import { openJsonlStore, openSqliteStore, readDerivedHistory, writeProjectionCheckpoint, type ProjectionCacheRecord, type SessionStore } from '../src/persistence/index.js';
+import {
+  openJsonlStore,
+  openSqliteStore,
+  readDerivedHistory,
+  writeProjectionCheckpoint,
+  type ProjectionCacheRecord,
+  type SessionStore,
+} from '../src/persistence/index.js';
 import { Session, type NewEvent } from '../src/session/index.js';
 import {
   ASSISTANT_CHARS,
@@ -34,7 +41,19 @@ import {
   turnStart,
   userMessage,
 } from './support/events.js';
-import { fmtBytes, fmtInt, fmtMs, fmtRatio, machineLine, mean, median, printGrid, printTable, since, type Figure } from './support/report.js';
+import {
+  fmtBytes,
+  fmtInt,
+  fmtMs,
+  fmtRatio,
+  machineLine,
+  mean,
+  median,
+  printGrid,
+  printTable,
+  since,
+  type Figure,
+} from './support/report.js';
 
 type Backend = 'sqlite' | 'jsonl';
 
@@ -89,7 +108,16 @@ type RawRow = [number, number, string, number, string, string | null, string | n
 function rawRows(batches: readonly NewEvent[][]): RawRow[][] {
   let seq = 0;
   return batches.map((batch) =>
-    batch.map((e): RawRow => [1, seq++, e.type, e.time, JSON.stringify(e.data), e.surfaceOp === undefined ? null : e.surfaceOp === 'append' ? 'append' : JSON.stringify(e.surfaceOp), null, null]),
+    batch.map((e): RawRow => [
+      1,
+      seq++,
+      e.type,
+      e.time,
+      JSON.stringify(e.data),
+      e.surfaceOp === undefined ? null : e.surfaceOp === 'append' ? 'append' : JSON.stringify(e.surfaceOp),
+      null,
+      null,
+    ]),
   );
 }
 
@@ -153,7 +181,12 @@ async function benchAppend(): Promise<Figure[]> {
   const perEvent = payloadBytes / APPEND_EVENTS;
   return [
     { name: `raw better-sqlite3 insert, events/s (${APPEND_BATCH}/txn, WAL, synchronous=FULL)`, value: fmtInt(raw) },
-    { name: 'SQLite backend append, events/s', value: `${fmtInt(sqlite)} (${((sqlite / raw) * 100).toFixed(0)}% of raw)`, target: '≥ 50% of raw', met: sqlite >= raw * 0.5 },
+    {
+      name: 'SQLite backend append, events/s',
+      value: `${fmtInt(sqlite)} (${((sqlite / raw) * 100).toFixed(0)}% of raw)`,
+      target: '≥ 50% of raw',
+      met: sqlite >= raw * 0.5,
+    },
     { name: 'JSONL backend append, events/s', value: `${fmtInt(jsonl)} (${((jsonl / raw) * 100).toFixed(0)}% of raw)` },
     { name: 'payload JSON bytes per event (NewEvent as appended)', value: `${perEvent.toFixed(0)} B` },
     {
@@ -168,7 +201,10 @@ async function benchAppend(): Promise<Figure[]> {
       target: '≤ 1.5×',
       met: bytes.jsonl <= 1.5 * payloadBytes,
     },
-    { name: 'raw table bytes on disk per event', value: `${(bytes.raw / APPEND_EVENTS).toFixed(0)} B = ${fmtRatio(bytes.raw / payloadBytes)} payload` },
+    {
+      name: 'raw table bytes on disk per event',
+      value: `${(bytes.raw / APPEND_EVENTS).toFixed(0)} B = ${fmtRatio(bytes.raw / payloadBytes)} payload`,
+    },
   ];
 }
 
@@ -207,7 +243,14 @@ async function buildRealistic(store: SessionStore, id: string, turns: number): P
   return seq;
 }
 
-type ReadFigures = { cached: number; full: number; load10k: number; load100k: number; events10k: number; events100k: number };
+type ReadFigures = {
+  cached: number;
+  full: number;
+  load10k: number;
+  load100k: number;
+  events10k: number;
+  events100k: number;
+};
 
 async function benchReads(backend: Backend): Promise<ReadFigures> {
   const path = backendPath(backend, `reads-${backend}`);
@@ -228,7 +271,8 @@ async function benchReads(backend: Backend): Promise<ReadFigures> {
         const start = performance.now();
         const history = await readDerivedHistory(store, 'heavy');
         const ms = since(start);
-        if (!history.fromCache || history.messages.length !== 2 * HEAVY_TURNS) throw new Error(`cold read did not use the cache (${history.messages.length} messages)`);
+        if (!history.fromCache || history.messages.length !== 2 * HEAVY_TURNS)
+          throw new Error(`cold read did not use the cache (${history.messages.length} messages)`);
         return ms;
       }),
     );
@@ -242,7 +286,10 @@ async function benchReads(backend: Backend): Promise<ReadFigures> {
         return ms;
       }),
     );
-    for (const [id, into] of [['load-10k', load10k], ['load-100k', load100k]] as const) {
+    for (const [id, into] of [
+      ['load-10k', load10k],
+      ['load-100k', load100k],
+    ] as const) {
       into.push(
         await withStore(backend, path, async (store) => {
           const start = performance.now();
@@ -254,16 +301,31 @@ async function benchReads(backend: Backend): Promise<ReadFigures> {
       );
     }
   }
-  return { cached: median(cached), full: median(full), load10k: median(load10k), load100k: median(load100k), events10k, events100k };
+  return {
+    cached: median(cached),
+    full: median(full),
+    load10k: median(load10k),
+    load100k: median(load100k),
+    events10k,
+    events100k,
+  };
 }
 
 function readFiguresOf(backend: Backend, r: ReadFigures): Figure[] {
   return [
     { name: `${backend}: cold derived history, 100k events / 200 nodes, via projection cache`, value: fmtMs(r.cached) },
     { name: `${backend}: same, full fold (readFrom(0) + Session.fromEvents + deriveMessages)`, value: fmtMs(r.full) },
-    { name: `${backend}: cached ÷ full fold`, value: `${((r.cached / r.full) * 100).toFixed(1)}%`, target: '≤ 10%', met: r.cached <= r.full * 0.1 },
+    {
+      name: `${backend}: cached ÷ full fold`,
+      value: `${((r.cached / r.full) * 100).toFixed(1)}%`,
+      target: '≤ 10%',
+      met: r.cached <= r.full * 0.1,
+    },
     { name: `${backend}: cold load, ${fmtInt(r.events10k)} events`, value: fmtMs(r.load10k) },
-    { name: `${backend}: cold load, ${fmtInt(r.events100k)} events`, value: `${fmtMs(r.load100k)} (${fmtInt((r.events100k / r.load100k) * 1000)} events/s)` },
+    {
+      name: `${backend}: cold load, ${fmtInt(r.events100k)} events`,
+      value: `${fmtMs(r.load100k)} (${fmtInt((r.events100k / r.load100k) * 1000)} events/s)`,
+    },
   ];
 }
 
@@ -296,18 +358,38 @@ async function peerSessionlog(turns: ReturnType<typeof conversation>, inMemory =
       const turn = i + 1;
       const time = 1_700_000_000_000 + turn * 1_000;
       const start = performance.now();
-      await append([turnStart(turn, time), stepStart(turn, 1, time), userMessage(`u${turn}`, turns[i]!.user, time)], `${prefix}/t${turn}/s1/start`);
+      await append(
+        [turnStart(turn, time), stepStart(turn, 1, time), userMessage(`u${turn}`, turns[i]!.user, time)],
+        `${prefix}/t${turn}/s1/start`,
+      );
       if (turn === 1) {
         await append(
-          [{ type: 'request/header', time, data: { header: { provider: 'deepseek', model: 'deepseek-chat', system: 'You are a helpful assistant.' }, reason: 'initial' } }],
+          [
+            {
+              type: 'request/header',
+              time,
+              data: {
+                header: { provider: 'deepseek', model: 'deepseek-chat', system: 'You are a helpful assistant.' },
+                reason: 'initial',
+              },
+            },
+          ],
           `${prefix}/t${turn}/s1/header`,
         );
       }
-      await append([assistantMessage(`a${turn}`, turn, 1, turns[i]!.assistant, time), stepEnd(turn, 1, time), turnEnd(turn, time)], `${prefix}/t${turn}/s1/reply`);
+      await append(
+        [assistantMessage(`a${turn}`, turn, 1, turns[i]!.assistant, time), stepEnd(turn, 1, time), turnEnd(turn, time)],
+        `${prefix}/t${turn}/s1/reply`,
+      );
       perTurnMs.push(since(start));
     }
   });
-  return { perTurnMs, bytes: inMemory ? 0 : sqliteBytes(path), payloadBytes, note: 'WAL, synchronous=FULL (fsync per commit), 2 commits per turn (3 on turn 1)' };
+  return {
+    perTurnMs,
+    bytes: inMemory ? 0 : sqliteBytes(path),
+    payloadBytes,
+    note: 'WAL, synchronous=FULL (fsync per commit), 2 commits per turn (3 on turn 1)',
+  };
 }
 
 /** Each turn `put`s one checkpoint whose messages channel holds the whole list, as an agent's state does. */
@@ -320,7 +402,10 @@ async function peerLangGraph(turns: ReturnType<typeof conversation>): Promise<Pe
   for (let i = 0; i < turns.length; i++) {
     const turn = i + 1;
     const start = performance.now();
-    messages.push(new HumanMessage({ id: `u${turn}`, content: turns[i]!.user }), new AIMessage({ id: `a${turn}`, content: turns[i]!.assistant }));
+    messages.push(
+      new HumanMessage({ id: `u${turn}`, content: turns[i]!.user }),
+      new AIMessage({ id: `a${turn}`, content: turns[i]!.assistant }),
+    );
     const checkpoint: Checkpoint = {
       ...emptyCheckpoint(),
       id: uuid6(turn),
@@ -336,7 +421,11 @@ async function peerLangGraph(turns: ReturnType<typeof conversation>): Promise<Pe
   const synchronous = saver.db.pragma('synchronous', { simple: true }) as number;
   const journal = saver.db.pragma('journal_mode', { simple: true }) as string;
   saver.db.close();
-  return { perTurnMs, bytes: sqliteBytes(path), note: `journal_mode=${journal}, synchronous=${synchronous === 2 ? 'FULL' : synchronous === 1 ? 'NORMAL (no fsync per commit)' : String(synchronous)}, 1 commit per turn` };
+  return {
+    perTurnMs,
+    bytes: sqliteBytes(path),
+    note: `journal_mode=${journal}, synchronous=${synchronous === 2 ? 'FULL' : synchronous === 1 ? 'NORMAL (no fsync per commit)' : String(synchronous)}, 1 commit per turn`,
+  };
 }
 
 /** Mean per-turn time over the 10 turns around `turn` (clamped to the run). */
@@ -369,21 +458,39 @@ async function benchPeer(): Promise<Figure[]> {
         `${fmtMs(around(cpuOnly.perTurnMs, early))} / ${fmtMs(around(cpuOnly.perTurnMs, late))} / ${fmtRatio(around(cpuOnly.perTurnMs, late) / around(cpuOnly.perTurnMs, early))}`,
         '',
       ],
-      ['total time for all turns', fmtMs(ours.perTurnMs.reduce((a, b) => a + b, 0)), fmtMs(theirs.perTurnMs.reduce((a, b) => a + b, 0))],
+      [
+        'total time for all turns',
+        fmtMs(ours.perTurnMs.reduce((a, b) => a + b, 0)),
+        fmtMs(theirs.perTurnMs.reduce((a, b) => a + b, 0)),
+      ],
       ['file at the end (db + WAL after checkpoint)', fmtBytes(ours.bytes), fmtBytes(theirs.bytes)],
-      ['file ÷ payload JSON of the appended events', fmtRatio(ours.bytes / ours.payloadBytes!), fmtRatio(theirs.bytes / ours.payloadBytes!, 0)],
+      [
+        'file ÷ payload JSON of the appended events',
+        fmtRatio(ours.bytes / ours.payloadBytes!),
+        fmtRatio(theirs.bytes / ours.payloadBytes!, 0),
+      ],
       ['durability settings', ours.note, theirs.note],
     ],
   );
   return [
-    { name: `sessionlog time per turn, turn ${fmtInt(late)} ÷ turn ${early}`, value: fmtRatio(oursLate / ours10), target: '≤ 1.2× (flat)', met: oursLate <= ours10 * 1.2 },
+    {
+      name: `sessionlog time per turn, turn ${fmtInt(late)} ÷ turn ${early}`,
+      value: fmtRatio(oursLate / ours10),
+      target: '≤ 1.2× (flat)',
+      met: oursLate <= ours10 * 1.2,
+    },
     {
       name: 'sessionlog SQLite bytes on disk ÷ payload, this conversation (~1.9 KB assistant rows)',
       value: fmtRatio(ours.bytes / ours.payloadBytes!),
       target: '≤ 2×',
       met: ours.bytes <= 2 * ours.payloadBytes!,
     },
-    { name: 'LangGraph file ÷ sessionlog file', value: fmtRatio(theirs.bytes / ours.bytes, 0), target: '≥ 100×', met: theirs.bytes >= ours.bytes * 100 },
+    {
+      name: 'LangGraph file ÷ sessionlog file',
+      value: fmtRatio(theirs.bytes / ours.bytes, 0),
+      target: '≥ 100×',
+      met: theirs.bytes >= ours.bytes * 100,
+    },
   ];
 }
 
@@ -392,8 +499,14 @@ async function benchPeer(): Promise<Figure[]> {
 async function main(): Promise<void> {
   console.log(`bench/store.ts · ${machineLine()} · ${REPS} repetitions (medians) · files in ${ROOT}`);
   try {
-    printTable(`Append rate and bytes on disk (${fmtInt(APPEND_EVENTS)} realistic events in batches of ${APPEND_BATCH}, median of ${REPS})`, await benchAppend());
-    const reads = [...readFiguresOf('sqlite', await benchReads('sqlite')), ...readFiguresOf('jsonl', await benchReads('jsonl'))];
+    printTable(
+      `Append rate and bytes on disk (${fmtInt(APPEND_EVENTS)} realistic events in batches of ${APPEND_BATCH}, median of ${REPS})`,
+      await benchAppend(),
+    );
+    const reads = [
+      ...readFiguresOf('sqlite', await benchReads('sqlite')),
+      ...readFiguresOf('jsonl', await benchReads('jsonl')),
+    ];
     printTable(`Cold reads (fresh store instance; median of ${REPS})`, reads);
     printTable('sessionlog vs LangGraph SqliteSaver: targets', await benchPeer());
   } finally {

@@ -31,7 +31,17 @@ import { createOpenAIProvider } from '../src/model/provider.js';
 import { openSqliteStore } from '../src/persistence/index.js';
 import { startTelemetry, type Telemetry } from '../src/telemetry/index.js';
 import { createWorker } from '../src/worker.js';
-import { fmtInt, fmtMs, machineLine, median, percentile, printGrid, printTable, since, type Figure } from './support/report.js';
+import {
+  fmtInt,
+  fmtMs,
+  machineLine,
+  median,
+  percentile,
+  printGrid,
+  printTable,
+  since,
+  type Figure,
+} from './support/report.js';
 
 const MODES = ['off', 'metrics', 'tracing'] as const;
 type Mode = (typeof MODES)[number];
@@ -60,15 +70,30 @@ async function runMode(mode: Mode, collector: string): Promise<ChildResult> {
     Runtime.install({ logger: new DefaultLogger('WARN') });
   } else {
     telemetry = await startTelemetry(
-      { serviceName: 'sessionlog-bench', logLevel: 'info', logFormat: 'json', otlpEndpoint: mode === 'tracing' ? collector : undefined, captureContent: false },
+      {
+        serviceName: 'sessionlog-bench',
+        logLevel: 'info',
+        logFormat: 'json',
+        otlpEndpoint: mode === 'tracing' ? collector : undefined,
+        captureContent: false,
+      },
       { logDestination: pino.destination({ dest: join(dir, 'log.jsonl'), sync: false }) },
     );
     await telemetry.installTemporalRuntime();
   }
   const store = openSqliteStore(join(dir, 'sessions.db'));
   const fake = await startFakeModelServer({});
-  fake.setMatcher(({ body }) => (body.messages.at(-1)?.role === 'tool' ? { text: 'the answer is 42' } : { text: 'let me compute', toolCalls: [{ name: 'calculator', arguments: { expression: '6*7' } }] }));
-  const model = createOpenAIProvider({ baseURL: fake.baseURL, apiKey: 'bench', provider: 'fake', coalesce: { maxDelayMs: 20 } });
+  fake.setMatcher(({ body }) =>
+    body.messages.at(-1)?.role === 'tool'
+      ? { text: 'the answer is 42' }
+      : { text: 'let me compute', toolCalls: [{ name: 'calculator', arguments: { expression: '6*7' } }] },
+  );
+  const model = createOpenAIProvider({
+    baseURL: fake.baseURL,
+    apiKey: 'bench',
+    provider: 'fake',
+    coalesce: { maxDelayMs: 20 },
+  });
   const address = process.env.TEMPORAL_ADDRESS!;
   const connection = await NativeConnection.connect({ address });
   const taskQueue = `bench-telemetry-${randomUUID()}`;
@@ -81,13 +106,24 @@ async function runMode(mode: Mode, collector: string): Promise<ChildResult> {
     agent: { model: 'fake', tools: ['calculator'] },
     ...(telemetry ? { telemetry: telemetry.engine } : {}),
     ...(telemetry?.tracing ? { workflowInterceptorModules: telemetry.tracing.workflowInterceptorModules } : {}),
-    workerOptions: { maxCachedWorkflows: 1_000, ...(tracing ? { interceptors: tracing.interceptors, sinks: tracing.sinks } : {}) },
+    workerOptions: {
+      maxCachedWorkflows: 1_000,
+      ...(tracing ? { interceptors: tracing.interceptors, sinks: tracing.sinks } : {}),
+    },
   });
   const running = worker.run();
   const interceptors = telemetry?.tracing?.clientInterceptors();
   const client = await SessionClient.connect({ address, store, taskQueue, ...(interceptors ? { interceptors } : {}) });
-  const gateway = await startGateway({ client, host: '127.0.0.1', port: 0, bodyLimitBytes: 1 << 20, ...(telemetry ? { telemetry: telemetry.gateway } : {}) });
-  const scraper = telemetry ? setInterval(() => void fetch(`${gateway.url}/metrics`).then((r) => r.text()), 5_000) : undefined;
+  const gateway = await startGateway({
+    client,
+    host: '127.0.0.1',
+    port: 0,
+    bodyLimitBytes: 1 << 20,
+    ...(telemetry ? { telemetry: telemetry.gateway } : {}),
+  });
+  const scraper = telemetry
+    ? setInterval(() => void fetch(`${gateway.url}/metrics`).then((r) => r.text()), 5_000)
+    : undefined;
 
   const turn = async (sessionId: string, n: number): Promise<void> => {
     const response = await fetch(`${gateway.url}/v1/sessions/${sessionId}/messages?wait=true`, {
@@ -96,11 +132,16 @@ async function runMode(mode: Mode, collector: string): Promise<ChildResult> {
       body: JSON.stringify({ text: `question ${n}: what is six times seven?` }),
     });
     const body = (await response.json()) as { outcome?: string };
-    if (response.status !== 200 || body.outcome !== 'completed') throw new Error(`turn ${n} of ${sessionId}: ${response.status} ${JSON.stringify(body)}`);
+    if (response.status !== 200 || body.outcome !== 'completed')
+      throw new Error(`turn ${n} of ${sessionId}: ${response.status} ${JSON.stringify(body)}`);
   };
 
   const create = async (sessionId: string): Promise<void> => {
-    const response = await fetch(`${gateway.url}/v1/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: sessionId }) });
+    const response = await fetch(`${gateway.url}/v1/sessions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ id: sessionId }),
+    });
     if (response.status !== 201) throw new Error(`creating ${sessionId}: ${response.status} ${await response.text()}`);
   };
 
@@ -119,15 +160,19 @@ async function runMode(mode: Mode, collector: string): Promise<ChildResult> {
   const cpuMs = (used.user + used.system) / 1000;
 
   const sessions = Array.from({ length: Number(args.sessions) }, () => `throughput-${randomUUID()}`);
-  await Promise.all(sessions.map(async (id) => {
-    await create(id);
-    await turn(id, 0);
-  }));
+  await Promise.all(
+    sessions.map(async (id) => {
+      await create(id);
+      await turn(id, 0);
+    }),
+  );
   const perSession = Number(args['session-turns']);
   const start = performance.now();
-  await Promise.all(sessions.map(async (id) => {
-    for (let n = 1; n <= perSession; n++) await turn(id, n);
-  }));
+  await Promise.all(
+    sessions.map(async (id) => {
+      for (let n = 1; n <= perSession; n++) await turn(id, n);
+    }),
+  );
   const seconds = since(start) / 1000;
 
   if (scraper) clearInterval(scraper);
@@ -155,27 +200,52 @@ async function runMode(mode: Mode, collector: string): Promise<ChildResult> {
 async function unitCost(mode: 'metrics' | 'tracing', collector: string, iterations: number): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'sessionlog-bench-telemetry-'));
   const telemetry = await startTelemetry(
-    { serviceName: 'sessionlog-bench', logLevel: 'info', logFormat: 'json', otlpEndpoint: mode === 'tracing' ? collector : undefined, captureContent: false },
+    {
+      serviceName: 'sessionlog-bench',
+      logLevel: 'info',
+      logFormat: 'json',
+      otlpEndpoint: mode === 'tracing' ? collector : undefined,
+      captureContent: false,
+    },
     { logDestination: pino.destination({ dest: join(dir, 'log.jsonl'), sync: false }) },
   );
   const engine = telemetry.engine;
   const tracer = telemetry.tracing?.tracer;
   const usage = { inputTokens: 40, cacheReadTokens: 260, outputTokens: 12 };
   const oneTurn = (n: number) =>
-    telemetry.gateway.traceRequest({ method: 'POST', route: '/v1/sessions/:id/messages', sessionId: 's' }, async (span) => {
-      for (let i = 0; i < 11; i++) tracer?.startSpan(`StartActivity:modelStep`, { attributes: { 'session.id': 's', 'sessionlog.turn': n, temporalActivityId: String(i) } }).end();
-      engine.turnStarted({ sessionId: 's', turn: n });
-      for (let step = 1; step <= 2; step++) {
-        const call = engine.modelCall({ sessionId: 's', turn: n, step, purpose: 'reply', provider: 'fake', model: 'fake', messages: [] });
-        call.firstToken();
-        call.end({ usage, finishReason: step === 1 ? 'tool_calls' : 'stop', responseModel: 'fake', output: [] });
-        for (let a = 0; a < 4; a++) engine.appended({ sessionId: 's', backend: 'sqlite', events: 3, replayed: false, durationMs: 1.5 });
-      }
-      engine.toolCall({ sessionId: 's', turn: n, step: 1, callId: 'c', tool: 'calculator', attempt: 1 }).end({ isError: false });
-      engine.turnEnded({ sessionId: 's', turn: n, outcome: 'completed', durationMs: 250 });
-      span.setTurn(n);
-      span.setStatus(200);
-    });
+    telemetry.gateway.traceRequest(
+      { method: 'POST', route: '/v1/sessions/:id/messages', sessionId: 's' },
+      async (span) => {
+        for (let i = 0; i < 11; i++)
+          tracer
+            ?.startSpan(`StartActivity:modelStep`, {
+              attributes: { 'session.id': 's', 'sessionlog.turn': n, temporalActivityId: String(i) },
+            })
+            .end();
+        engine.turnStarted({ sessionId: 's', turn: n });
+        for (let step = 1; step <= 2; step++) {
+          const call = engine.modelCall({
+            sessionId: 's',
+            turn: n,
+            step,
+            purpose: 'reply',
+            provider: 'fake',
+            model: 'fake',
+            messages: [],
+          });
+          call.firstToken();
+          call.end({ usage, finishReason: step === 1 ? 'tool_calls' : 'stop', responseModel: 'fake', output: [] });
+          for (let a = 0; a < 4; a++)
+            engine.appended({ sessionId: 's', backend: 'sqlite', events: 3, replayed: false, durationMs: 1.5 });
+        }
+        engine
+          .toolCall({ sessionId: 's', turn: n, step: 1, callId: 'c', tool: 'calculator', attempt: 1 })
+          .end({ isError: false });
+        engine.turnEnded({ sessionId: 's', turn: n, outcome: 'completed', durationMs: 250 });
+        span.setTurn(n);
+        span.setStatus(200);
+      },
+    );
   for (let n = 0; n < 200; n++) await oneTurn(n);
   const start = process.cpuUsage();
   for (let n = 0; n < iterations; n++) await oneTurn(n);
@@ -189,7 +259,12 @@ async function unitCost(mode: 'metrics' | 'tracing', collector: string, iteratio
 // ---- the parent: a collector, the modes in rounds, the table ------------------------------
 
 /** An OTLP/HTTP endpoint that accepts every export and drops it, counting the requests. */
-async function startCollector(): Promise<{ url: string; requests: () => number; bytes: () => number; close(): Promise<void> }> {
+async function startCollector(): Promise<{
+  url: string;
+  requests: () => number;
+  bytes: () => number;
+  close(): Promise<void>;
+}> {
   let requests = 0;
   let bytes = 0;
   const server = http.createServer((req, res) => {
@@ -221,17 +296,30 @@ async function main(): Promise<void> {
     process.stdout.write(`RESULT ${JSON.stringify(result)}\n`);
     return;
   }
-  if (!process.env.TEMPORAL_ADDRESS) throw new Error('TEMPORAL_ADDRESS is not set: run under `scripts/temporal-dev-server run -- …`');
+  if (!process.env.TEMPORAL_ADDRESS)
+    throw new Error('TEMPORAL_ADDRESS is not set: run under `scripts/temporal-dev-server run -- …`');
   const collector = await startCollector();
   const script = fileURLToPath(import.meta.url);
   const tsx = fileURLToPath(new URL('../node_modules/.bin/tsx', import.meta.url));
   const results = new Map<Mode, ChildResult[]>(MODES.map((m) => [m, []]));
-  const passThrough = ['--turns', args.turns, '--warmup', args.warmup, '--sessions', args.sessions, '--session-turns', args['session-turns']];
+  const passThrough = [
+    '--turns',
+    args.turns,
+    '--warmup',
+    args.warmup,
+    '--sessions',
+    args.sessions,
+    '--session-turns',
+    args['session-turns'],
+  ];
   for (let round = 1; round <= Number(args.rounds); round++) {
     // Rotate the order each round so no mode always runs first (cold caches) or last.
     const order = MODES.map((_, i) => MODES[(i + round - 1) % MODES.length]!);
     for (const mode of order) {
-      const { stdout } = await run(tsx, [script, '--child', mode, '--collector', collector.url, ...passThrough], { env: process.env, maxBuffer: 1 << 24 });
+      const { stdout } = await run(tsx, [script, '--child', mode, '--collector', collector.url, ...passThrough], {
+        env: process.env,
+        maxBuffer: 1 << 24,
+      });
       const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
       if (!line) throw new Error(`mode ${mode} printed no result:\n${stdout}`);
       results.get(mode)!.push(JSON.parse(line.slice('RESULT '.length)) as ChildResult);
@@ -240,7 +328,10 @@ async function main(): Promise<void> {
   }
   const unit: Record<string, number> = {};
   for (const kind of ['unit-metrics', 'unit-tracing']) {
-    const { stdout } = await run(tsx, [script, '--child', kind, '--collector', collector.url], { env: process.env, maxBuffer: 1 << 24 });
+    const { stdout } = await run(tsx, [script, '--child', kind, '--collector', collector.url], {
+      env: process.env,
+      maxBuffer: 1 << 24,
+    });
     unit[kind] = Number(/UNIT (\S+)/.exec(stdout)?.[1]);
   }
   await collector.close();
@@ -265,10 +356,23 @@ async function main(): Promise<void> {
   });
   const off = summary[0]!;
   console.log(`\n${machineLine()}`);
-  console.log(`${args.rounds} rounds × (${args.turns} sequential turns after ${args.warmup} warm-up, then ${args.sessions} sessions × ${args['session-turns']} turns concurrently) per mode; each turn = 2 model calls + 1 tool`);
+  console.log(
+    `${args.rounds} rounds × (${args.turns} sequential turns after ${args.warmup} warm-up, then ${args.sessions} sessions × ${args['session-turns']} turns concurrently) per mode; each turn = 2 model calls + 1 tool`,
+  );
   printGrid(
     'Turn latency and throughput by telemetry mode',
-    ['mode', 'turns', 'p50', 'p50 of each round', 'p90', 'mean', 'p50 vs off', 'CPU per turn', 'turns/s (concurrent)', 'turns/s vs off'],
+    [
+      'mode',
+      'turns',
+      'p50',
+      'p50 of each round',
+      'p90',
+      'mean',
+      'p50 vs off',
+      'CPU per turn',
+      'turns/s (concurrent)',
+      'turns/s vs off',
+    ],
     summary.map((s) => [
       s.mode,
       fmtInt(s.samples),
@@ -288,10 +392,30 @@ async function main(): Promise<void> {
   // what the telemetry itself costs, much less disturbed by other processes than wall time.
   const cpuCost = (mode: Mode) => (of(mode).cpuPerTurn - off.cpuPerTurn) / off.p50;
   const figures: Figure[] = [
-    { name: 'metrics: added p50 turn time', value: `${(cost('metrics') * 100).toFixed(1)} %`, target: '< 2 %', met: cost('metrics') < 0.02 },
-    { name: 'metrics + tracing: added p50 turn time', value: `${(cost('tracing') * 100).toFixed(1)} %`, target: '< 5 %', met: cost('tracing') < 0.05 },
-    { name: 'metrics: added CPU per turn / turn time', value: `${(cpuCost('metrics') * 100).toFixed(1)} %`, target: '< 2 %', met: cpuCost('metrics') < 0.02 },
-    { name: 'metrics + tracing: added CPU per turn / turn time', value: `${(cpuCost('tracing') * 100).toFixed(1)} %`, target: '< 5 %', met: cpuCost('tracing') < 0.05 },
+    {
+      name: 'metrics: added p50 turn time',
+      value: `${(cost('metrics') * 100).toFixed(1)} %`,
+      target: '< 2 %',
+      met: cost('metrics') < 0.02,
+    },
+    {
+      name: 'metrics + tracing: added p50 turn time',
+      value: `${(cost('tracing') * 100).toFixed(1)} %`,
+      target: '< 5 %',
+      met: cost('tracing') < 0.05,
+    },
+    {
+      name: 'metrics: added CPU per turn / turn time',
+      value: `${(cpuCost('metrics') * 100).toFixed(1)} %`,
+      target: '< 2 %',
+      met: cpuCost('metrics') < 0.02,
+    },
+    {
+      name: 'metrics + tracing: added CPU per turn / turn time',
+      value: `${(cpuCost('tracing') * 100).toFixed(1)} %`,
+      target: '< 5 %',
+      met: cpuCost('tracing') < 0.05,
+    },
     {
       name: "metrics: the telemetry's own CPU per turn / turn time",
       value: `${fmtMs(unit['unit-metrics']! / 1000)} = ${((unit['unit-metrics']! / 1000 / off.p50) * 100).toFixed(2)} %`,
@@ -304,7 +428,10 @@ async function main(): Promise<void> {
       target: '< 5 %',
       met: unit['unit-tracing']! / 1000 / off.p50 < 0.05,
     },
-    { name: 'OTLP exports received (tracing runs)', value: `${fmtInt(collector.requests())} requests, ${fmtInt(collector.bytes() / 1024)} KiB` },
+    {
+      name: 'OTLP exports received (tracing runs)',
+      value: `${fmtInt(collector.requests())} requests, ${fmtInt(collector.bytes() / 1024)} KiB`,
+    },
   ];
   printTable('Telemetry cost against the targets', figures);
 }

@@ -30,14 +30,33 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import proto from '@temporalio/proto';
-import { DefaultLogger, NativeConnection, Runtime, Worker, bundleWorkflowCode, type WorkerOptions } from '@temporalio/worker';
+import {
+  DefaultLogger,
+  NativeConnection,
+  Runtime,
+  Worker,
+  bundleWorkflowCode,
+  type WorkerOptions,
+} from '@temporalio/worker';
 import { SessionClient } from '../src/client/session-client.js';
 import { startFakeModelServer } from '../src/model/fake-server.js';
 import { createOpenAIProvider } from '../src/model/provider.js';
 import { openSqliteStore } from '../src/persistence/index.js';
 import { createWorker } from '../src/worker.js';
 import { workflowIdFor } from '../src/workflows/api.js';
-import { fmtBytes, fmtInt, fmtMs, fmtRatio, machineLine, median, percentile, printGrid, printTable, since, type Figure } from './support/report.js';
+import {
+  fmtBytes,
+  fmtInt,
+  fmtMs,
+  fmtRatio,
+  machineLine,
+  median,
+  percentile,
+  printGrid,
+  printTable,
+  since,
+  type Figure,
+} from './support/report.js';
 import { benchChunkSettings, parseCoalesce } from './support/chunk-settings.js';
 import { benchPeerTurns, type PeerName } from './support/peer-turns.js';
 import { roundTripActivities } from './support/round-trip-activities.js';
@@ -94,7 +113,10 @@ const STORE_SESSION_CACHE = 1_024;
 type History = Awaited<ReturnType<ReturnType<Client['workflow']['getHandle']>['fetchHistory']>>;
 
 function historySize(history: History): { events: number; bytes: number } {
-  return { events: history.events?.length ?? 0, bytes: proto.temporal.api.history.v1.History.encode(history).finish().length };
+  return {
+    events: history.events?.length ?? 0,
+    bytes: proto.temporal.api.history.v1.History.encode(history).finish().length,
+  };
 }
 
 class RssSampler {
@@ -122,7 +144,9 @@ async function benchLatency({ temporal, client, roundTripQueue, sessions }: Benc
   const lastTurn = Math.max(WARMUP + MEASURED_TURNS, HISTORY_LATE_TURN);
   for (let turn = 1; turn <= lastTurn; turn++) {
     const observe = turn === HISTORY_EARLY_TURN || turn === HISTORY_LATE_TURN;
-    const before = observe ? { size: historySize(await handle.fetchHistory()), runId: (await handle.describe()).runId } : undefined;
+    const before = observe
+      ? { size: historySize(await handle.fetchHistory()), runId: (await handle.describe()).runId }
+      : undefined;
     let start = performance.now();
     const reply = await client.send(latencyId, `question ${turn}: how many words are in this sentence?`);
     const ms = since(start);
@@ -130,11 +154,19 @@ async function benchLatency({ temporal, client, roundTripQueue, sessions }: Benc
     if (before) {
       const after = historySize(await handle.fetchHistory());
       const continuedAsNew = (await handle.describe()).runId !== before.runId;
-      history[turn] = { events: after.events - before.size.events, bytes: after.bytes - before.size.bytes, continuedAsNew };
+      history[turn] = {
+        events: after.events - before.size.events,
+        bytes: after.bytes - before.size.bytes,
+        continuedAsNew,
+      };
     }
     if (turn > WARMUP + MEASURED_TURNS) continue;
     start = performance.now();
-    await temporal.workflow.execute('roundTripWorkflow', { taskQueue: roundTripQueue, workflowId: `round-trip-${randomUUID()}`, args: [`ping ${turn}`] });
+    await temporal.workflow.execute('roundTripWorkflow', {
+      taskQueue: roundTripQueue,
+      workflowId: `round-trip-${randomUUID()}`,
+      args: [`ping ${turn}`],
+    });
     const rtMs = since(start);
     if (turn > WARMUP) {
       sendMs.push(ms);
@@ -147,19 +179,36 @@ async function benchLatency({ temporal, client, roundTripQueue, sessions }: Benc
   const late = history[HISTORY_LATE_TURN]!;
   const historyFigure = (turn: number, h: typeof early): Figure => ({
     name: `Temporal history added by turn ${turn}`,
-    value: h.continuedAsNew ? 'n/a (the run continued as new during this turn)' : `${h.events} events, ${fmtBytes(h.bytes)}`,
+    value: h.continuedAsNew
+      ? 'n/a (the run continued as new during this turn)'
+      : `${h.events} events, ${fmtBytes(h.bytes)}`,
   });
   printTable(`One session, sequential turns (median of ${MEASURED_TURNS} after ${WARMUP} warm-up, interleaved)`, [
-    { name: 'session turn (SessionClient.send round trip)', value: `${fmtMs(turnMedian)} (p90 ${fmtMs(percentile(sendMs, 90))})` },
-    { name: 'minimal Temporal round trip (start + 1 activity + result)', value: `${fmtMs(rtMedian)} (p90 ${fmtMs(percentile(roundTripMs, 90))})` },
-    { name: 'session turn ÷ minimal round trip', value: fmtRatio(turnMedian / rtMedian), target: '≤ 2×', met: turnMedian <= rtMedian * 2 },
+    {
+      name: 'session turn (SessionClient.send round trip)',
+      value: `${fmtMs(turnMedian)} (p90 ${fmtMs(percentile(sendMs, 90))})`,
+    },
+    {
+      name: 'minimal Temporal round trip (start + 1 activity + result)',
+      value: `${fmtMs(rtMedian)} (p90 ${fmtMs(percentile(roundTripMs, 90))})`,
+    },
+    {
+      name: 'session turn ÷ minimal round trip',
+      value: fmtRatio(turnMedian / rtMedian),
+      target: '≤ 2×',
+      met: turnMedian <= rtMedian * 2,
+    },
     historyFigure(HISTORY_EARLY_TURN, early),
     historyFigure(HISTORY_LATE_TURN, late),
     {
       name: `history per turn, turn ${HISTORY_LATE_TURN} vs turn ${HISTORY_EARLY_TURN}`,
       value: `${late.events - early.events >= 0 ? '+' : ''}${late.events - early.events} events, ${late.bytes - early.bytes >= 0 ? '+' : ''}${late.bytes - early.bytes} B`,
       target: 'constant',
-      met: !early.continuedAsNew && !late.continuedAsNew && late.events === early.events && Math.abs(late.bytes - early.bytes) <= early.bytes * 0.05,
+      met:
+        !early.continuedAsNew &&
+        !late.continuedAsNew &&
+        late.events === early.events &&
+        Math.abs(late.bytes - early.bytes) <= early.bytes * 0.05,
     },
   ]);
 }
@@ -218,16 +267,28 @@ async function benchConcurrency({ client, sessions }: Bench): Promise<void> {
   }
   printGrid(
     `Concurrent sessions on one worker (${TURNS_PER_SESSION} measured turns per session after a first, workflow-starting turn)`,
-    ['sessions', 'turns', 'failed', 'turns/s', 'p50 latency', 'p99 latency', 'peak RSS (whole process: worker + client + fake model)'],
+    [
+      'sessions',
+      'turns',
+      'failed',
+      'turns/s',
+      'p50 latency',
+      'p99 latency',
+      'peak RSS (whole process: worker + client + fake model)',
+    ],
     rows,
   );
-  console.log(`\nworker options: ${JSON.stringify(WORKER_TUNING)}; store sessionCacheSize ${STORE_SESSION_CACHE}; first turns started ${START_PARALLELISM} at a time`);
+  console.log(
+    `\nworker options: ${JSON.stringify(WORKER_TUNING)}; store sessionCacheSize ${STORE_SESSION_CACHE}; first turns started ${START_PARALLELISM} at a time`,
+  );
 }
 
 async function main(): Promise<void> {
   const address = process.env.TEMPORAL_ADDRESS;
   if (!address) {
-    throw new Error('TEMPORAL_ADDRESS is not set; run `scripts/temporal-dev-server run -- npx tsx bench/turns.ts` (or `npm run bench`)');
+    throw new Error(
+      'TEMPORAL_ADDRESS is not set; run `scripts/temporal-dev-server run -- npx tsx bench/turns.ts` (or `npm run bench`)',
+    );
   }
   try {
     // ERROR only: under load the SDK warns per slow workflow task, which would bury the tables.
@@ -244,9 +305,25 @@ async function main(): Promise<void> {
   const temporal = new Client({ connection, namespace: 'default' });
   try {
     if (PHASES.has('peers')) {
-      await benchPeerTurns({ temporal, native, dir, turns: PEER_TURNS, points: POINTS, breakdownTurns: BREAKDOWN_TURNS, peers: PEERS });
+      await benchPeerTurns({
+        temporal,
+        native,
+        dir,
+        turns: PEER_TURNS,
+        points: POINTS,
+        breakdownTurns: BREAKDOWN_TURNS,
+        peers: PEERS,
+      });
     }
-    if (PHASES.has('chunks')) await benchChunkSettings({ temporal, native, dir, settings: CHUNK_SETTINGS, tokenDelayMs: TOKEN_DELAY_MS, turns: CHUNK_TURNS });
+    if (PHASES.has('chunks'))
+      await benchChunkSettings({
+        temporal,
+        native,
+        dir,
+        settings: CHUNK_SETTINGS,
+        tokenDelayMs: TOKEN_DELAY_MS,
+        turns: CHUNK_TURNS,
+      });
     if (PHASES.has('latency') || PHASES.has('concurrency')) await benchSessionTurns(temporal, native, dir);
   } finally {
     await connection.close();
@@ -259,7 +336,13 @@ async function main(): Promise<void> {
 async function benchSessionTurns(temporal: Client, native: NativeConnection, dir: string): Promise<void> {
   const store = openSqliteStore(join(dir, 'sessions.db'), { sessionCacheSize: STORE_SESSION_CACHE });
   const fake = await startFakeModelServer({});
-  const provider = createOpenAIProvider({ baseURL: fake.baseURL, apiKey: 'bench', timeoutMs: 120_000, idleTimeoutMs: 120_000, provider: 'fake' });
+  const provider = createOpenAIProvider({
+    baseURL: fake.baseURL,
+    apiKey: 'bench',
+    timeoutMs: 120_000,
+    idleTimeoutMs: 120_000,
+    provider: 'fake',
+  });
   const sessionQueue = `bench-session-${randomUUID()}`;
   const roundTripQueue = `bench-round-trip-${randomUUID()}`;
   const sessionWorker = await createWorker({
@@ -274,7 +357,12 @@ async function benchSessionTurns(temporal: Client, native: NativeConnection, dir
     workflowsPath: fileURLToPath(new URL('./workflows/round-trip.ts', import.meta.url)),
     logger: { log() {}, info() {}, warn() {}, error() {}, debug() {}, trace() {} },
   });
-  const roundTripWorker = await Worker.create({ connection: native, taskQueue: roundTripQueue, workflowBundle: roundTripBundle, activities: roundTripActivities });
+  const roundTripWorker = await Worker.create({
+    connection: native,
+    taskQueue: roundTripQueue,
+    workflowBundle: roundTripBundle,
+    activities: roundTripActivities,
+  });
   const running = [sessionWorker.run(), roundTripWorker.run()];
   const client = new SessionClient({ temporal, store, taskQueue: sessionQueue });
   const sessions: string[] = [];

@@ -14,7 +14,15 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { SessionClient, openStore, resolveConfig, textOf, type Message, type Reply, type SessionEvent } from '../src/index.js';
+import {
+  SessionClient,
+  openStore,
+  resolveConfig,
+  textOf,
+  type Message,
+  type Reply,
+  type SessionEvent,
+} from '../src/index.js';
 
 export type ExampleOptions = {
   /** The user message to send. */
@@ -105,17 +113,30 @@ async function main(): Promise<void> {
   const dev = config.temporalAddress === undefined ? readDevState() : undefined;
   const address = config.temporalAddress ?? dev?.temporalAddress;
   if (address === undefined) {
-    process.stderr.write('TEMPORAL_ADDRESS is not set and no `sessionlog dev` state was found in ./.sessionlog: start `sessionlog dev` here, or set TEMPORAL_ADDRESS and SESSIONLOG_STORE\n');
+    process.stderr.write(
+      'TEMPORAL_ADDRESS is not set and no `sessionlog dev` state was found in ./.sessionlog: start `sessionlog dev` here, or set TEMPORAL_ADDRESS and SESSIONLOG_STORE\n',
+    );
     process.exitCode = 2;
     return;
   }
   // An explicit SESSIONLOG_STORE wins; else the dev stack's store; else the default.
   const store = await openStore(process.env.SESSIONLOG_STORE ? config.store : (dev?.store ?? config.store));
   try {
-    const client = await SessionClient.connect({ address, namespace: config.namespace, store, taskQueue: config.taskQueue, tunables: config.tunables });
+    const client = await SessionClient.connect({
+      address,
+      namespace: config.namespace,
+      store,
+      taskQueue: config.taskQueue,
+      tunables: config.tunables,
+    });
     try {
       const text = process.argv.slice(2).join(' ').trim();
-      await runExample(client, (line) => process.stdout.write(`${line}\n`), text ? { text } : {}, (chunk) => process.stdout.write(chunk));
+      await runExample(
+        client,
+        (line) => process.stdout.write(`${line}\n`),
+        text ? { text } : {},
+        (chunk) => process.stdout.write(chunk),
+      );
     } finally {
       await client.temporal.connection.close();
     }

@@ -34,7 +34,9 @@ for await (const line of lines) {
   stream.on('response.output_text.delta', (event) => process.stdout.write(event.delta));
   const response = await stream.finalResponse();
   const usage = response.usage;
-  console.log(`\n[${response.status}; ${usage?.input_tokens ?? 0} tokens in, ${usage?.input_tokens_details.cached_tokens ?? 0} of them cached, ${usage?.output_tokens ?? 0} out]`);
+  console.log(
+    `\n[${response.status}; ${usage?.input_tokens ?? 0} tokens in, ${usage?.input_tokens_details.cached_tokens ?? 0} of them cached, ${usage?.output_tokens ?? 0} out]`,
+  );
 }
 
 console.log('history:');

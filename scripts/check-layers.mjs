@@ -18,7 +18,23 @@ const SRC = join(ROOT, 'src');
  * and the configuration are assembled from every layer and used by the CLI (whose row names
  * `worker`); the public index re-exports everything.
  */
-const LAYERS = ['session', 'persistence', 'model', 'context', 'tools', 'engine', 'activities', 'workflows', 'client', 'gateway', 'telemetry', 'worker.ts', 'config.ts', 'cli', 'index.ts'];
+const LAYERS = [
+  'session',
+  'persistence',
+  'model',
+  'context',
+  'tools',
+  'engine',
+  'activities',
+  'workflows',
+  'client',
+  'gateway',
+  'telemetry',
+  'worker.ts',
+  'config.ts',
+  'cli',
+  'index.ts',
+];
 
 function layerOf(file) {
   const parts = relative(SRC, file).split('/');
@@ -41,25 +57,37 @@ for (const file of sourceFiles(SRC)) {
   const text = readFileSync(file, 'utf8');
   const from = layerOf(file);
   const specifiers = [];
-  for (const m of text.matchAll(IMPORT)) specifiers.push({ spec: m[5], typeOnly: Boolean(m[3]) || /^\s*\{\s*type\s/.test(m[4] ?? '') && !/,\s*(?!type\s)\w/.test(m[4] ?? '') });
+  for (const m of text.matchAll(IMPORT))
+    specifiers.push({
+      spec: m[5],
+      typeOnly: Boolean(m[3]) || (/^\s*\{\s*type\s/.test(m[4] ?? '') && !/,\s*(?!type\s)\w/.test(m[4] ?? '')),
+    });
   for (const m of text.matchAll(DYNAMIC)) specifiers.push({ spec: m[1], typeOnly: false });
   for (const { spec, typeOnly } of specifiers) {
     if (!spec.startsWith('.')) {
-      if (from === 'workflows' && !typeOnly && !spec.startsWith('@temporalio/workflow')) problems.push(`${relative(ROOT, file)}: workflow code imports ${spec} (only @temporalio/workflow and \`import type\`)`);
+      if (from === 'workflows' && !typeOnly && !spec.startsWith('@temporalio/workflow'))
+        problems.push(
+          `${relative(ROOT, file)}: workflow code imports ${spec} (only @temporalio/workflow and \`import type\`)`,
+        );
       continue;
     }
     const target = resolve(dirname(file), spec.replace(/\.js$/, '.ts'));
     if (!target.startsWith(SRC)) continue;
     const to = layerOf(target);
     if (to === from) continue;
-    if (from === 'workflows' && !typeOnly) problems.push(`${relative(ROOT, file)}: workflow code imports ${spec} as a value (use \`import type\`)`);
+    if (from === 'workflows' && !typeOnly)
+      problems.push(`${relative(ROOT, file)}: workflow code imports ${spec} as a value (use \`import type\`)`);
     if (LAYERS.indexOf(to) > LAYERS.indexOf(from) && !(from === 'workflows' && typeOnly)) {
-      problems.push(`${relative(ROOT, file)}: ${from} imports ${relative(ROOT, target)} (${to} is listed below ${from} in DESIGN §2)`);
+      problems.push(
+        `${relative(ROOT, file)}: ${from} imports ${relative(ROOT, target)} (${to} is listed below ${from} in DESIGN §2)`,
+      );
     }
   }
 }
 if (problems.length > 0) {
-  process.stderr.write(`check:layers: ${problems.length} import(s) against DESIGN §2:\n${problems.map((p) => `  ${p}`).join('\n')}\n`);
+  process.stderr.write(
+    `check:layers: ${problems.length} import(s) against DESIGN §2:\n${problems.map((p) => `  ${p}`).join('\n')}\n`,
+  );
   process.exit(1);
 }
 process.stdout.write('check:layers: every import follows DESIGN §2\n');

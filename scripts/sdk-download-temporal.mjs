@@ -20,7 +20,11 @@ try {
     } catch {
       continue; // the process ended while we looked
     }
-    if (argv.includes('server') && argv.includes('start-dev') && Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(' ')[3]) === process.pid) {
+    if (
+      argv.includes('server') &&
+      argv.includes('start-dev') &&
+      Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(' ')[3]) === process.pid
+    ) {
       copyFileSync(readlinkSync(`/proc/${pid}/exe`), dest);
       chmodSync(dest, 0o755);
       copied = true;
@@ -31,7 +35,9 @@ try {
   await env.teardown();
 }
 if (!copied) {
-  process.stderr.write("the SDK started a dev server, but its executable was not found among this process's children\n");
+  process.stderr.write(
+    "the SDK started a dev server, but its executable was not found among this process's children\n",
+  );
   process.exit(1);
 }
 process.stderr.write(`kept the SDK's dev server binary as ${dest}\n`);

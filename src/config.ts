@@ -5,8 +5,20 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { DEFAULT_COALESCE } from './model/stream.js';
-import { DEFAULT_MODEL_CATALOGUE, ModelCatalogueError, lookupModel, resolveModelCatalogue, type ModelCatalogue, type ModelCatalogueOverrides } from './model/catalogue.js';
-import { DEFAULT_GATEWAY_TIMEOUTS, isLoopbackHost, resolveGatewayTimeouts, type GatewayTimeouts } from './gateway/settings.js';
+import {
+  DEFAULT_MODEL_CATALOGUE,
+  ModelCatalogueError,
+  lookupModel,
+  resolveModelCatalogue,
+  type ModelCatalogue,
+  type ModelCatalogueOverrides,
+} from './model/catalogue.js';
+import {
+  DEFAULT_GATEWAY_TIMEOUTS,
+  isLoopbackHost,
+  resolveGatewayTimeouts,
+  type GatewayTimeouts,
+} from './gateway/settings.js';
 import { ConfigError } from './session/errors.js';
 import { registerSecret } from './session/secrets.js';
 import { parseApprovalPolicy, type ApprovalPolicy } from './tools/approval.js';
@@ -83,7 +95,10 @@ const int = (name: string, min: number, max = Number.MAX_SAFE_INTEGER) =>
 
 const envSchema = z.object({
   SESSIONLOG_STORE: z.string().min(1).optional(),
-  TEMPORAL_ADDRESS: z.string().regex(/^[^\s:]+:\d+$/, 'TEMPORAL_ADDRESS must look like host:port, e.g. 127.0.0.1:7233').optional(),
+  TEMPORAL_ADDRESS: z
+    .string()
+    .regex(/^[^\s:]+:\d+$/, 'TEMPORAL_ADDRESS must look like host:port, e.g. 127.0.0.1:7233')
+    .optional(),
   TEMPORAL_NAMESPACE: z.string().min(1).optional(),
   SESSIONLOG_TASK_QUEUE: z.string().min(1).optional(),
   SESSIONLOG_MODEL: z.string().min(1).optional(),
@@ -111,7 +126,10 @@ const envSchema = z.object({
   SESSIONLOG_MODELS: z.string().min(1).optional(),
   SESSIONLOG_APPROVAL: z
     .string()
-    .regex(/^(never|always|tools:[A-Za-z0-9_-]+(,[A-Za-z0-9_-]+)*)$/, 'SESSIONLOG_APPROVAL must be never, always or tools:NAME[,NAME…]')
+    .regex(
+      /^(never|always|tools:[A-Za-z0-9_-]+(,[A-Za-z0-9_-]+)*)$/,
+      'SESSIONLOG_APPROVAL must be never, always or tools:NAME[,NAME…]',
+    )
     .optional(),
   SESSIONLOG_APPROVAL_TIMEOUT_MS: int('SESSIONLOG_APPROVAL_TIMEOUT_MS', 1000).optional(),
   SESSIONLOG_CONTEXT_BUDGET: int('SESSIONLOG_CONTEXT_BUDGET', 1).optional(),
@@ -121,13 +139,23 @@ const envSchema = z.object({
   SESSIONLOG_METRICS_PORT: int('SESSIONLOG_METRICS_PORT', 0, 65535).optional(),
   SESSIONLOG_SHUTDOWN_GRACE_MS: int('SESSIONLOG_SHUTDOWN_GRACE_MS', 0, 3_600_000).optional(),
   TEMPORAL_DEV_PORT: int('TEMPORAL_DEV_PORT', 0, 65535).optional(),
-  SESSIONLOG_LOG_LEVEL: z.enum(LOG_LEVELS, { message: `SESSIONLOG_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}` }).optional(),
-  OTEL_EXPORTER_OTLP_ENDPOINT: z.string().url('OTEL_EXPORTER_OTLP_ENDPOINT must be a URL such as http://127.0.0.1:4318 (OTLP over HTTP)').optional(),
-  SESSIONLOG_TRACE_CONTENT: z.enum(['true', 'false'], { message: 'SESSIONLOG_TRACE_CONTENT must be true or false' }).optional(),
+  SESSIONLOG_LOG_LEVEL: z
+    .enum(LOG_LEVELS, { message: `SESSIONLOG_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}` })
+    .optional(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: z
+    .string()
+    .url('OTEL_EXPORTER_OTLP_ENDPOINT must be a URL such as http://127.0.0.1:4318 (OTLP over HTTP)')
+    .optional(),
+  SESSIONLOG_TRACE_CONTENT: z
+    .enum(['true', 'false'], { message: 'SESSIONLOG_TRACE_CONTENT must be true or false' })
+    .optional(),
 });
 
 /** Resolves configuration from `env` (default `process.env`) plus explicit overrides (CLI flags). */
-export function resolveConfig(env: Record<string, string | undefined> = process.env, overrides: Partial<Record<keyof z.input<typeof envSchema>, string>> = {}): Config {
+export function resolveConfig(
+  env: Record<string, string | undefined> = process.env,
+  overrides: Partial<Record<keyof z.input<typeof envSchema>, string>> = {},
+): Config {
   const merged: Record<string, string> = {};
   for (const key of Object.keys(envSchema.shape)) {
     const value = overrides[key as keyof typeof overrides] ?? env[key];
@@ -156,7 +184,9 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
     throw error;
   }
   const timeouts = resolveGatewayTimeouts({
-    ...(e.SESSIONLOG_CONNECTION_TIMEOUT_MS !== undefined ? { connectionTimeoutMs: e.SESSIONLOG_CONNECTION_TIMEOUT_MS } : {}),
+    ...(e.SESSIONLOG_CONNECTION_TIMEOUT_MS !== undefined
+      ? { connectionTimeoutMs: e.SESSIONLOG_CONNECTION_TIMEOUT_MS }
+      : {}),
     ...(e.SESSIONLOG_HEADERS_TIMEOUT_MS !== undefined ? { headersTimeoutMs: e.SESSIONLOG_HEADERS_TIMEOUT_MS } : {}),
     ...(e.SESSIONLOG_BODY_TIMEOUT_MS !== undefined ? { bodyTimeoutMs: e.SESSIONLOG_BODY_TIMEOUT_MS } : {}),
     ...(e.SESSIONLOG_REQUEST_TIMEOUT_MS !== undefined ? { requestTimeoutMs: e.SESSIONLOG_REQUEST_TIMEOUT_MS } : {}),
@@ -189,8 +219,12 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
       ...DEFAULT_TUNABLES,
       ...(e.SESSIONLOG_MAX_STEPS !== undefined ? { maxStepsPerTurn: e.SESSIONLOG_MAX_STEPS } : {}),
       ...(e.SESSIONLOG_MAX_MESSAGE_BYTES !== undefined ? { maxMessageBytes: e.SESSIONLOG_MAX_MESSAGE_BYTES } : {}),
-      ...(e.SESSIONLOG_CONTINUE_AS_NEW_TURNS !== undefined ? { continueAsNewAfterTurns: e.SESSIONLOG_CONTINUE_AS_NEW_TURNS } : {}),
-      ...(e.SESSIONLOG_APPROVAL_TIMEOUT_MS !== undefined ? { approvalTimeoutMs: e.SESSIONLOG_APPROVAL_TIMEOUT_MS } : {}),
+      ...(e.SESSIONLOG_CONTINUE_AS_NEW_TURNS !== undefined
+        ? { continueAsNewAfterTurns: e.SESSIONLOG_CONTINUE_AS_NEW_TURNS }
+        : {}),
+      ...(e.SESSIONLOG_APPROVAL_TIMEOUT_MS !== undefined
+        ? { approvalTimeoutMs: e.SESSIONLOG_APPROVAL_TIMEOUT_MS }
+        : {}),
       ...(e.SESSIONLOG_MODEL_HEARTBEAT_MS !== undefined ? { modelHeartbeatMs: e.SESSIONLOG_MODEL_HEARTBEAT_MS } : {}),
       ...(e.SESSIONLOG_MODEL_MAX_ATTEMPTS !== undefined ? { modelMaxAttempts: e.SESSIONLOG_MODEL_MAX_ATTEMPTS } : {}),
     },
@@ -213,7 +247,9 @@ export function resolveConfig(env: Record<string, string | undefined> = process.
 const catalogueFileSchema = z
   .object({
     models: z.record(z.string().min(1), z.record(z.string(), z.unknown())).optional(),
-    aliases: z.record(z.string().min(1), z.object({ model: z.string().min(1), thinking: z.boolean().optional() }).strict()).optional(),
+    aliases: z
+      .record(z.string().min(1), z.object({ model: z.string().min(1), thinking: z.boolean().optional() }).strict())
+      .optional(),
   })
   .strict();
 
@@ -227,7 +263,9 @@ function loadCatalogue(path: string): ModelCatalogue {
   try {
     raw = JSON.parse(readFileSync(path, 'utf8'));
   } catch (error) {
-    throw new ConfigError(`SESSIONLOG_MODELS: cannot read ${path} as JSON (${(error as Error).message}); point it at a model catalogue file`);
+    throw new ConfigError(
+      `SESSIONLOG_MODELS: cannot read ${path} as JSON (${(error as Error).message}); point it at a model catalogue file`,
+    );
   }
   const parsed = catalogueFileSchema.safeParse(raw);
   if (!parsed.success) {

@@ -16,7 +16,13 @@
  * A plain re-export list: each module documents its own exports.
  */
 export { SessionClient } from './client/session-client.js';
-export type { PendingApproval, Reply, SessionClientOptions, SessionSummary, VerifyReport } from './client/session-client.js';
+export type {
+  PendingApproval,
+  Reply,
+  SessionClientOptions,
+  SessionSummary,
+  VerifyReport,
+} from './client/session-client.js';
 
 export { createWorker } from './worker.js';
 export type { CreateWorkerOptions } from './worker.js';
@@ -28,9 +34,26 @@ export { startOpsServer } from './telemetry/ops-server.js';
 
 export { openStore } from './persistence/open.js';
 export type { StoreOptions } from './persistence/base.js';
-export type { AppendOptions, AppendResult, ErasedPlace, LoadedSession, ScanProblem, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions } from './persistence/store.js';
+export type {
+  AppendOptions,
+  AppendResult,
+  ErasedPlace,
+  LoadedSession,
+  ScanProblem,
+  ScanReport,
+  SessionStore,
+  StoreEraseReceipt,
+  WatchOptions,
+} from './persistence/store.js';
 
-export { Session, SESSION_FORMAT_VERSION, SessionlogError, isEventOfType, isSessionlogError, textOf } from './session/index.js';
+export {
+  Session,
+  SESSION_FORMAT_VERSION,
+  SessionlogError,
+  isEventOfType,
+  isSessionlogError,
+  textOf,
+} from './session/index.js';
 export type {
   AgentSpec,
   ContextReport,
@@ -62,7 +85,17 @@ export type { ApprovalPolicy } from './tools/approval.js';
 export { BUILTIN_TOOLS, calculatorTool, readArtifactTool, wordCountTool } from './tools/builtin.js';
 
 export { DEFAULT_TASK_QUEUE, DEFAULT_TUNABLES } from './workflows/api.js';
-export type { ApprovalInput, ApprovalResult, CompactResult, SendResult, SessionPhase, SessionStatus, SessionTunables, ToolResultAck, TurnOutcome } from './workflows/api.js';
+export type {
+  ApprovalInput,
+  ApprovalResult,
+  CompactResult,
+  SendResult,
+  SessionPhase,
+  SessionStatus,
+  SessionTunables,
+  ToolResultAck,
+  TurnOutcome,
+} from './workflows/api.js';
 
 export { ConfigError, resolveConfig } from './config.js';
 export type { Config, ModelSettings } from './config.js';
@@ -71,7 +104,15 @@ export { startGateway } from './gateway/index.js';
 export type { GatewayOptions, RunningGateway, StartGatewayOptions } from './gateway/index.js';
 
 export { createOpenAIProvider, startFakeModelServer } from './model/index.js';
-export type { FakeModelServer, FakeModelServerOptions, ModelFailure, ModelPort, ModelReply, ModelRequest, OpenAIProviderConfig } from './model/index.js';
+export type {
+  FakeModelServer,
+  FakeModelServerOptions,
+  ModelFailure,
+  ModelPort,
+  ModelReply,
+  ModelRequest,
+  OpenAIProviderConfig,
+} from './model/index.js';
 export { ModelCallError, classifyModelError } from './model/index.js';
 
 export { createContextReporter } from './context/report.js';

@@ -17,7 +17,12 @@ import type { EngineTelemetry } from './engine/telemetry.js';
 import { createTurnEngine } from './engine/engine.js';
 import { DEFAULT_MODEL_CATALOGUE, lookupModel, type ModelCatalogue } from './model/catalogue.js';
 import type { ModelPort } from './model/provider.js';
-import { CheckpointSchedule, DEFAULT_CHECKPOINT_POLICY, writeProjectionCheckpoint, type CheckpointPolicy } from './persistence/derived-history.js';
+import {
+  CheckpointSchedule,
+  DEFAULT_CHECKPOINT_POLICY,
+  writeProjectionCheckpoint,
+  type CheckpointPolicy,
+} from './persistence/derived-history.js';
 import type { SessionStore } from './persistence/store.js';
 import type { ApprovalPolicy } from './tools/approval.js';
 import { BUILTIN_TOOLS } from './tools/builtin.js';
@@ -25,7 +30,12 @@ import { ToolRegistry } from './tools/registry.js';
 import { DEFAULT_TASK_QUEUE } from './workflows/api.js';
 
 /** The default context management: the catalogue's tokenizers and windows, calibrated by usage. */
-function contextDeps(options: { policy?: Partial<ContextPolicy>; pruner?: Partial<PrunerConfig> | false; meter?: TokenMeter; catalogue?: ModelCatalogue }): ContextDeps {
+function contextDeps(options: {
+  policy?: Partial<ContextPolicy>;
+  pruner?: Partial<PrunerConfig> | false;
+  meter?: TokenMeter;
+  catalogue?: ModelCatalogue;
+}): ContextDeps {
   const catalogue = options.catalogue ?? DEFAULT_MODEL_CATALOGUE;
   const meter = options.meter ?? createTokenMeter({ catalogue });
   const calibration = 'calibration' in meter ? (meter as SessionTokenMeter).calibration : undefined;
@@ -37,7 +47,8 @@ function contextDeps(options: { policy?: Partial<ContextPolicy>; pruner?: Partia
     ...(calibration
       ? {
           onUsage: ({ model, measurement, usage }) => {
-            const uncalibrated = (measurement as Partial<MeterMeasurement>).uncalibratedTokens ?? measurement.totalTokens;
+            const uncalibrated =
+              (measurement as Partial<MeterMeasurement>).uncalibratedTokens ?? measurement.totalTokens;
             calibration.record({
               model,
               estimatedPromptTokens: uncalibrated,
@@ -149,10 +160,12 @@ export type CreateWorkerOptions = {
  * await store.close();
  */
 export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
-  const connection = options.connection ?? (await NativeConnection.connect({ address: options.address ?? '127.0.0.1:7233' }));
+  const connection =
+    options.connection ?? (await NativeConnection.connect({ address: options.address ?? '127.0.0.1:7233' }));
   const maxInlineBytes = options.spillMaxInlineBytes ?? 16 * 1024;
   const shapeToolResult: ToolResultShaper =
-    options.shapeToolResult ?? (async ({ text, locator, toolName }) => spillText({ text, locator, toolName, maxInlineBytes }));
+    options.shapeToolResult ??
+    (async ({ text, locator, toolName }) => spillText({ text, locator, toolName, maxInlineBytes }));
   const context = options.context === false ? undefined : contextDeps(options.context ?? {});
   const store = options.store;
   const checkpoints = new CheckpointSchedule({ ...DEFAULT_CHECKPOINT_POLICY, ...options.checkpoints });
@@ -173,13 +186,18 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
   });
   // Load the tokenizer now: its vocabulary takes seconds to load, and loading it inside the
   // first model step would block that worker's heartbeats.
-  context?.meter.messageTokens({ id: 'warm-up', role: 'user', content: [{ type: 'text', text: 'warm up' }], source: { kind: 'user' } }, options.agent.model);
+  context?.meter.messageTokens(
+    { id: 'warm-up', role: 'user', content: [{ type: 'text', text: 'warm up' }], source: { kind: 'user' } },
+    options.agent.model,
+  );
   return Worker.create({
     connection,
     namespace: options.namespace ?? 'default',
     taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
     // A caller that supplies its own bundle (or workflowsPath) skips the seconds-long bundling.
-    ...(options.workerOptions?.workflowBundle || options.workerOptions?.workflowsPath ? {} : { workflowBundle: await workflowBundle(options.workflowInterceptorModules) }),
+    ...(options.workerOptions?.workflowBundle || options.workerOptions?.workflowsPath
+      ? {}
+      : { workflowBundle: await workflowBundle(options.workflowInterceptorModules) }),
     activities: createActivities(engine),
     ...options.workerOptions,
   });
@@ -190,12 +208,19 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
  * last checkpoint (`CheckpointSchedule`), off the turn's critical path. Fail-soft: the cache may
  * lag the log, and reads fold the tail (and refresh it) or fall back to the log.
  */
-function checkpointProjections(store: SessionStore, schedule: CheckpointSchedule, sessionId: string, headSeq: number): void {
+function checkpointProjections(
+  store: SessionStore,
+  schedule: CheckpointSchedule,
+  sessionId: string,
+  headSeq: number,
+): void {
   if (!schedule.due(sessionId, headSeq)) return;
   // Noted before the write, so the next turn does not start a second one meanwhile (a failed write waits for the next due point).
   schedule.wrote(sessionId, headSeq);
-  void writeProjectionCheckpoint(store, sessionId).then(({ asOfSeq }) => schedule.wrote(sessionId, asOfSeq)).catch((error: unknown) => {
-    // The cache is an accelerator: a failed write leaves it stale.
-    process.emitWarning(`projection checkpoint of session ${sessionId} failed: ${(error as Error).message}`);
-  });
+  void writeProjectionCheckpoint(store, sessionId)
+    .then(({ asOfSeq }) => schedule.wrote(sessionId, asOfSeq))
+    .catch((error: unknown) => {
+      // The cache is an accelerator: a failed write leaves it stale.
+      process.emitWarning(`projection checkpoint of session ${sessionId} failed: ${(error as Error).message}`);
+    });
 }

@@ -34,7 +34,14 @@ export type ChunkSettingsOptions = {
   turns: number;
 };
 
-type TurnFigures = { commits: number; commitMs: number; streamMs: number; firstChunkMs: number; tailMs: number; turnMs: number };
+type TurnFigures = {
+  commits: number;
+  commitMs: number;
+  streamMs: number;
+  firstChunkMs: number;
+  tailMs: number;
+  turnMs: number;
+};
 
 /** `50:512` → `{maxDelayMs: 50, maxChars: 512}`; either side may be empty (default). */
 export function parseCoalesce(spec: string): Partial<CoalesceOptions> {
@@ -44,7 +51,8 @@ export function parseCoalesce(spec: string): Partial<CoalesceOptions> {
 
 function describe(setting: Partial<CoalesceOptions>): string {
   const resolved = { ...DEFAULT_COALESCE, ...setting };
-  const isDefault = resolved.maxDelayMs === DEFAULT_COALESCE.maxDelayMs && resolved.maxChars === DEFAULT_COALESCE.maxChars;
+  const isDefault =
+    resolved.maxDelayMs === DEFAULT_COALESCE.maxDelayMs && resolved.maxChars === DEFAULT_COALESCE.maxChars;
   return `${resolved.maxDelayMs} ms / ${resolved.maxChars} chars${isDefault ? ' (default)' : ''}`;
 }
 
@@ -55,13 +63,43 @@ export async function benchChunkSettings(options: ChunkSettingsOptions): Promise
   const rawStore = openSqliteStore(join(options.dir, 'chunks.db'));
   const store = probe.wrapStore(rawStore);
   const tag = randomUUID().slice(0, 8);
-  const lanes: Array<{ name: string; worker: Worker; running: Promise<void>; client: SessionClient; sessionId: string; figures: TurnFigures[] }> = [];
+  const lanes: Array<{
+    name: string;
+    worker: Worker;
+    running: Promise<void>;
+    client: SessionClient;
+    sessionId: string;
+    figures: TurnFigures[];
+  }> = [];
   try {
     for (const [i, setting] of options.settings.entries()) {
       const taskQueue = `bench-chunks-${i}-${tag}`;
-      const provider = probe.wrapModel(createOpenAIProvider({ baseURL: fake.baseURL, apiKey: 'bench', timeoutMs: 120_000, idleTimeoutMs: 120_000, provider: 'fake', coalesce: setting }));
-      const worker = await createWorker({ connection: options.native, taskQueue, store, model: provider, agent: { model: 'fake', system: SYSTEM_PROMPT, tools: [] }, context: { catalogue: wideWindowCatalogue() } });
-      lanes.push({ name: describe(setting), worker, running: worker.run(), client: new SessionClient({ temporal: options.temporal, store, taskQueue }), sessionId: `chunks-${i}-${tag}`, figures: [] });
+      const provider = probe.wrapModel(
+        createOpenAIProvider({
+          baseURL: fake.baseURL,
+          apiKey: 'bench',
+          timeoutMs: 120_000,
+          idleTimeoutMs: 120_000,
+          provider: 'fake',
+          coalesce: setting,
+        }),
+      );
+      const worker = await createWorker({
+        connection: options.native,
+        taskQueue,
+        store,
+        model: provider,
+        agent: { model: 'fake', system: SYSTEM_PROMPT, tools: [] },
+        context: { catalogue: wideWindowCatalogue() },
+      });
+      lanes.push({
+        name: describe(setting),
+        worker,
+        running: worker.run(),
+        client: new SessionClient({ temporal: options.temporal, store, taskQueue }),
+        sessionId: `chunks-${i}-${tag}`,
+        figures: [],
+      });
     }
     for (let turn = 1; turn <= options.turns + 1; turn++) {
       const order = [...lanes.slice(turn % lanes.length), ...lanes.slice(0, turn % lanes.length)];
@@ -85,7 +123,9 @@ export async function benchChunkSettings(options: ChunkSettingsOptions): Promise
           commits: chunks.length,
           commitMs: chunks.reduce((sum, s) => sum + (s.end - s.start), 0),
           streamMs: fetched.lastByteAt - fetched.firstByteAt,
-          firstChunkMs: (spans.find((s) => s.op === 'store.append' && s.detail?.includes('assistant/chunk'))?.end ?? Number.NaN) - fetched.firstByteAt,
+          firstChunkMs:
+            (spans.find((s) => s.op === 'store.append' && s.detail?.includes('assistant/chunk'))?.end ?? Number.NaN) -
+            fetched.firstByteAt,
           tailMs: replied.end - fetched.lastByteAt,
           turnMs,
         });
@@ -95,7 +135,10 @@ export async function benchChunkSettings(options: ChunkSettingsOptions): Promise
     probe.label = '';
     for (const lane of lanes) {
       await lane.client.close(lane.sessionId).catch(() => undefined);
-      await options.temporal.workflow.getHandle(workflowIdFor(lane.sessionId)).result().catch(() => undefined);
+      await options.temporal.workflow
+        .getHandle(workflowIdFor(lane.sessionId))
+        .result()
+        .catch(() => undefined);
       lane.worker.shutdown();
       await lane.running;
     }
@@ -103,10 +146,20 @@ export async function benchChunkSettings(options: ChunkSettingsOptions): Promise
     await fake.close();
     await rawStore.close();
   }
-  const m = (figures: TurnFigures[], of: (t: TurnFigures) => number) => median(figures.map(of).filter((v) => Number.isFinite(v)));
+  const m = (figures: TurnFigures[], of: (t: TurnFigures) => number) =>
+    median(figures.map(of).filter((v) => Number.isFinite(v)));
   printGrid(
     `Chunk coalescing, sessionlog on SQLite: a ~1,600-character reply streamed ${options.tokenDelayMs > 0 ? `at one word-sized piece per ${options.tokenDelayMs} ms` : 'as fast as the socket takes it'} (median of ${options.turns} turns per setting, settings interleaved)`,
-    ['window / character cap', 'chunk-only commits per reply', 'event loop in them', '… share of the stream', 'first token → first chunk durable', 'last token → reply durable', 'stream', 'turn'],
+    [
+      'window / character cap',
+      'chunk-only commits per reply',
+      'event loop in them',
+      '… share of the stream',
+      'first token → first chunk durable',
+      'last token → reply durable',
+      'stream',
+      'turn',
+    ],
     lanes.map((lane) => [
       lane.name,
       String(m(lane.figures, (t) => t.commits)),

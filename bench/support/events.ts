@@ -45,15 +45,39 @@ export function benchHeader(id: string): SessionHeader {
 }
 
 export const turnStart = (turn: number, time: number): NewEvent => ({ type: 'turn/start', time, data: { turn } });
-export const turnEnd = (turn: number, time: number): NewEvent => ({ type: 'turn/end', time, data: { turn, reason: { kind: 'completed' } } });
-export const stepStart = (turn: number, step: number, time: number): NewEvent => ({ type: 'step/start', time, data: { turn, step } });
-export const stepEnd = (turn: number, step: number, time: number): NewEvent => ({ type: 'step/end', time, data: { turn, step } });
+export const turnEnd = (turn: number, time: number): NewEvent => ({
+  type: 'turn/end',
+  time,
+  data: { turn, reason: { kind: 'completed' } },
+});
+export const stepStart = (turn: number, step: number, time: number): NewEvent => ({
+  type: 'step/start',
+  time,
+  data: { turn, step },
+});
+export const stepEnd = (turn: number, step: number, time: number): NewEvent => ({
+  type: 'step/end',
+  time,
+  data: { turn, step },
+});
 
 export function userMessage(id: string, text: string, time: number): NewEvent {
-  return { type: 'user/message', time, data: { id, role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' } }, surfaceOp: 'append' };
+  return {
+    type: 'user/message',
+    time,
+    data: { id, role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' } },
+    surfaceOp: 'append',
+  };
 }
 
-export function assistantMessage(id: string, turn: number, step: number, text: string, time: number, toolCall?: { id: string; name: string; arguments: string }): NewEvent {
+export function assistantMessage(
+  id: string,
+  turn: number,
+  step: number,
+  text: string,
+  time: number,
+  toolCall?: { id: string; name: string; arguments: string },
+): NewEvent {
   return {
     type: 'assistant/message',
     time,
@@ -78,7 +102,11 @@ export function assistantChunk(turn: number, step: number, text: string, time: n
 }
 
 export function toolCall(turn: number, step: number, callId: string, time: number): NewEvent {
-  return { type: 'tool/call', time, data: { turn, step, callId, name: 'word_count', arguments: '{"text":"count these words please"}' } };
+  return {
+    type: 'tool/call',
+    time,
+    data: { turn, step, callId, name: 'word_count', arguments: '{"text":"count these words please"}' },
+  };
 }
 
 export function toolResult(turn: number, step: number, callId: string, text: string, time: number): NewEvent {
@@ -113,7 +141,11 @@ export function* realisticEvents(text = new TextSource()): Generator<NewEvent> {
     yield stepStart(turn, 1, time);
     yield userMessage(`u${turn}`, text.text(160), time);
     for (let i = 0; i < 2; i++) yield assistantChunk(turn, 1, text.text(100), time);
-    yield assistantMessage(`a${turn}.1`, turn, 1, text.text(200), time, { id: callId, name: 'word_count', arguments: '{"text":"count these words please"}' });
+    yield assistantMessage(`a${turn}.1`, turn, 1, text.text(200), time, {
+      id: callId,
+      name: 'word_count',
+      arguments: '{"text":"count these words please"}',
+    });
     yield toolCall(turn, 1, callId, time);
     yield stepEnd(turn, 1, time);
     yield stepStart(turn, 2, time);
@@ -148,8 +180,15 @@ export function takeBatches(source: Iterator<NewEvent>, count: number, batchSize
 export function chunkHeavyTurn(turn: number, chunks: number, text: TextSource): NewEvent[] {
   const time = 1_700_000_000_000 + turn * 1_000;
   const answer = text.text(ASSISTANT_CHARS);
-  const events: NewEvent[] = [turnStart(turn, time), stepStart(turn, 1, time), userMessage(`u${turn}`, text.text(120), time)];
-  for (let i = 0; i < chunks; i++) events.push(assistantChunk(turn, 1, answer.slice((i * 7) % ASSISTANT_CHARS, ((i * 7) % ASSISTANT_CHARS) + 7), time));
+  const events: NewEvent[] = [
+    turnStart(turn, time),
+    stepStart(turn, 1, time),
+    userMessage(`u${turn}`, text.text(120), time),
+  ];
+  for (let i = 0; i < chunks; i++)
+    events.push(
+      assistantChunk(turn, 1, answer.slice((i * 7) % ASSISTANT_CHARS, ((i * 7) % ASSISTANT_CHARS) + 7), time),
+    );
   events.push(assistantMessage(`a${turn}`, turn, 1, answer, time), stepEnd(turn, 1, time), turnEnd(turn, time));
   return events;
 }

@@ -40,7 +40,9 @@ export async function startFakeModelProcess(options: { tokenDelayMs?: number } =
   });
   const baseURL = await new Promise<string>((resolve, reject) => {
     child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`the fake model process exited with code ${code} before it listened`)));
+    child.once('exit', (code) =>
+      reject(new Error(`the fake model process exited with code ${code} before it listened`)),
+    );
     child.once('message', (message) => resolve((message as { baseURL: string }).baseURL));
   });
   child.removeAllListeners('exit');

@@ -22,7 +22,8 @@ function heuristicBlock(block: ContentBlock): number {
 }
 
 export const heuristicPricer = {
-  message: (message: Message): number => message.content.reduce((sum, block) => sum + heuristicBlock(block), 0) + ROLE_OVERHEAD,
+  message: (message: Message): number =>
+    message.content.reduce((sum, block) => sum + heuristicBlock(block), 0) + ROLE_OVERHEAD,
   header: (header: RequestHeader): { systemTokens: number; toolsTokens: number } => ({
     systemTokens: header.system ? chars(header.system) + ROLE_OVERHEAD : 0,
     toolsTokens: header.tools && header.tools.length > 0 ? chars(JSON.stringify(header.tools)) + ROLE_OVERHEAD : 0,

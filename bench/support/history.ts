@@ -33,7 +33,13 @@ function largestPayloadIn(value: unknown, seen = 0): number {
 }
 
 /** Calls `visit` with each page of the run's history, oldest first, until `maxEvents` have been visited. */
-async function eachPage(temporal: Client, workflowId: string, runId: string | undefined, visit: (events: HistoryEvent[]) => void, maxEvents = Number.POSITIVE_INFINITY): Promise<void> {
+async function eachPage(
+  temporal: Client,
+  workflowId: string,
+  runId: string | undefined,
+  visit: (events: HistoryEvent[]) => void,
+  maxEvents = Number.POSITIVE_INFINITY,
+): Promise<void> {
   let nextPageToken: Uint8Array | undefined;
   let visited = 0;
   do {
@@ -62,9 +68,17 @@ export async function historyStats(temporal: Client, workflowId: string, runId?:
 }
 
 /** The server's own count of the run's history (what its size limit is checked against). */
-export async function serverHistorySize(temporal: Client, workflowId: string): Promise<{ bytes: number; events: number; runId: string; status: string }> {
+export async function serverHistorySize(
+  temporal: Client,
+  workflowId: string,
+): Promise<{ bytes: number; events: number; runId: string; status: string }> {
   const described = await temporal.workflow.getHandle(workflowId).describe();
-  return { bytes: described.historySize ?? Number.NaN, events: described.historyLength, runId: described.runId, status: described.status.name };
+  return {
+    bytes: described.historySize ?? Number.NaN,
+    events: described.historyLength,
+    runId: described.runId,
+    status: described.status.name,
+  };
 }
 
 /** How the run ended, from its last event (e.g. the reason it was terminated). */
@@ -121,54 +135,66 @@ export async function turnEventTimes(
   const bySchedule = new Map<string, TurnEventTimes>();
   let current: TurnEventTimes | undefined;
   let task: TaskTimes | undefined;
-  await eachPage(temporal, workflowId, runId, (events) => {
-    for (const event of events) {
-      const at = eventTime(event);
-      if (event.workflowTaskScheduledEventAttributes) {
-        task = { scheduled: at };
-        // The first task after the turn's activity completed is the one that completes the update.
-        if (current?.activityCompleted !== undefined && current.completeTask === undefined) current.completeTask = task;
-        continue;
+  await eachPage(
+    temporal,
+    workflowId,
+    runId,
+    (events) => {
+      for (const event of events) {
+        const at = eventTime(event);
+        if (event.workflowTaskScheduledEventAttributes) {
+          task = { scheduled: at };
+          // The first task after the turn's activity completed is the one that completes the update.
+          if (current?.activityCompleted !== undefined && current.completeTask === undefined)
+            current.completeTask = task;
+          continue;
+        }
+        if (event.workflowTaskStartedEventAttributes && task) {
+          task.started = at;
+          continue;
+        }
+        if (event.workflowTaskCompletedEventAttributes && task) {
+          task.completed = at;
+          continue;
+        }
+        const accepted = event.workflowExecutionUpdateAcceptedEventAttributes;
+        if (accepted) {
+          const id = accepted.acceptedRequest?.meta?.updateId ?? accepted.protocolInstanceId ?? '';
+          current = { updateAccepted: at, ...(task ? { acceptTask: task } : {}) };
+          turns.set(id, current);
+          continue;
+        }
+        const scheduled = event.activityTaskScheduledEventAttributes;
+        if (
+          scheduled &&
+          current &&
+          current.activityScheduled === undefined &&
+          scheduled.activityType?.name === activity
+        ) {
+          current.activityScheduled = at;
+          bySchedule.set(String(event.eventId), current);
+          continue;
+        }
+        const started = event.activityTaskStartedEventAttributes;
+        if (started) {
+          const turn = bySchedule.get(String(started.scheduledEventId));
+          if (turn) turn.activityStarted = at;
+          continue;
+        }
+        const completed = event.activityTaskCompletedEventAttributes;
+        if (completed) {
+          const turn = bySchedule.get(String(completed.scheduledEventId));
+          if (turn) turn.activityCompleted = at;
+          continue;
+        }
+        const updated = event.workflowExecutionUpdateCompletedEventAttributes;
+        if (updated) {
+          const turn = turns.get(updated.meta?.updateId ?? '');
+          if (turn) turn.updateCompleted = at;
+        }
       }
-      if (event.workflowTaskStartedEventAttributes && task) {
-        task.started = at;
-        continue;
-      }
-      if (event.workflowTaskCompletedEventAttributes && task) {
-        task.completed = at;
-        continue;
-      }
-      const accepted = event.workflowExecutionUpdateAcceptedEventAttributes;
-      if (accepted) {
-        const id = accepted.acceptedRequest?.meta?.updateId ?? accepted.protocolInstanceId ?? '';
-        current = { updateAccepted: at, ...(task ? { acceptTask: task } : {}) };
-        turns.set(id, current);
-        continue;
-      }
-      const scheduled = event.activityTaskScheduledEventAttributes;
-      if (scheduled && current && current.activityScheduled === undefined && scheduled.activityType?.name === activity) {
-        current.activityScheduled = at;
-        bySchedule.set(String(event.eventId), current);
-        continue;
-      }
-      const started = event.activityTaskStartedEventAttributes;
-      if (started) {
-        const turn = bySchedule.get(String(started.scheduledEventId));
-        if (turn) turn.activityStarted = at;
-        continue;
-      }
-      const completed = event.activityTaskCompletedEventAttributes;
-      if (completed) {
-        const turn = bySchedule.get(String(completed.scheduledEventId));
-        if (turn) turn.activityCompleted = at;
-        continue;
-      }
-      const updated = event.workflowExecutionUpdateCompletedEventAttributes;
-      if (updated) {
-        const turn = turns.get(updated.meta?.updateId ?? '');
-        if (turn) turn.updateCompleted = at;
-      }
-    }
-  }, maxEvents);
+    },
+    maxEvents,
+  );
   return turns;
 }

@@ -27,7 +27,13 @@ import { createOpenAIProvider } from '../../src/model/provider.js';
 import { openSqliteStore } from '../../src/persistence/index.js';
 import { createWorker } from '../../src/worker.js';
 import { workflowIdFor } from '../../src/workflows/api.js';
-import { chatUpdate, endSignal, floorTurnUpdate, type floorWorkflow, type naiveChatWorkflow } from '../workflows/chat-peers.js';
+import {
+  chatUpdate,
+  endSignal,
+  floorTurnUpdate,
+  type floorWorkflow,
+  type naiveChatWorkflow,
+} from '../workflows/chat-peers.js';
 import { createChatPeerActivities } from './chat-peer-activities.js';
 import { startFakeModelProcess, questionFor, replyTextFor } from './fake-model-process.js';
 import { closingEvent, historyStats, serverHistorySize, turnEventTimes, type TurnEventTimes } from './history.js';
@@ -67,7 +73,14 @@ type TurnRecord = {
   checkpointBytes?: number;
 };
 
-type HistoryPoint = { bytes: number; events: number; addedBytes: number; addedEvents: number; largestPayload: number; runId: string };
+type HistoryPoint = {
+  bytes: number;
+  events: number;
+  addedBytes: number;
+  addedEvents: number;
+  largestPayload: number;
+  runId: string;
+};
 
 type Termination = { turn: number; error: string; closing: string; bytes: number; events: number };
 
@@ -94,7 +107,10 @@ function cpuMsSince(start: NodeJS.CpuUsage): number {
 /** A catalogue in which the fake model has a 1M-token window (as DeepSeek's models do), so 300 turns never compact. */
 export function wideWindowCatalogue(): ModelCatalogue {
   const fake = DEFAULT_MODEL_CATALOGUE.models.fake!;
-  return { ...DEFAULT_MODEL_CATALOGUE, models: { ...DEFAULT_MODEL_CATALOGUE.models, fake: { ...fake, contextWindow: 1_000_000 } } };
+  return {
+    ...DEFAULT_MODEL_CATALOGUE,
+    models: { ...DEFAULT_MODEL_CATALOGUE.models, fake: { ...fake, contextWindow: 1_000_000 } },
+  };
 }
 
 function errorText(error: unknown): string {
@@ -114,7 +130,15 @@ export async function benchPeerTurns(options: PeerTurnsOptions): Promise<void> {
   const tag = randomUUID().slice(0, 8);
   const sessionQueue = `bench-peers-session-${tag}`;
   const peerQueue = `bench-peers-chat-${tag}`;
-  const provider = probe.wrapModel(createOpenAIProvider({ baseURL: fake.baseURL, apiKey: 'bench', timeoutMs: 120_000, idleTimeoutMs: 120_000, provider: 'fake' }));
+  const provider = probe.wrapModel(
+    createOpenAIProvider({
+      baseURL: fake.baseURL,
+      apiKey: 'bench',
+      timeoutMs: 120_000,
+      idleTimeoutMs: 120_000,
+      provider: 'fake',
+    }),
+  );
   const sessionWorker = await createWorker({
     connection: native,
     taskQueue: sessionQueue,
@@ -141,7 +165,11 @@ export async function benchPeerTurns(options: PeerTurnsOptions): Promise<void> {
   const peers: PeerState[] = [];
   try {
     if (options.peers.has('naive')) {
-      const handle = await temporal.workflow.start<typeof naiveChatWorkflow>('naiveChatWorkflow', { taskQueue: peerQueue, workflowId: `naive-chat-${tag}`, args: [SYSTEM_PROMPT] });
+      const handle = await temporal.workflow.start<typeof naiveChatWorkflow>('naiveChatWorkflow', {
+        taskQueue: peerQueue,
+        workflowId: `naive-chat-${tag}`,
+        args: [SYSTEM_PROMPT],
+      });
       started.push(handle);
       peers.push({
         name: 'naive',
@@ -152,12 +180,19 @@ export async function benchPeerTurns(options: PeerTurnsOptions): Promise<void> {
       });
     }
     if (options.peers.has('floor')) {
-      const handle = await temporal.workflow.start<typeof floorWorkflow>('floorWorkflow', { taskQueue: peerQueue, workflowId: `floor-${tag}`, args: [] });
+      const handle = await temporal.workflow.start<typeof floorWorkflow>('floorWorkflow', {
+        taskQueue: peerQueue,
+        workflowId: `floor-${tag}`,
+        args: [],
+      });
       started.push(handle);
       peers.push({
         name: 'floor',
         workflowId: handle.workflowId,
-        turn: async (turn) => String(await handle.executeUpdate(floorTurnUpdate, { args: [questionFor(turn)], updateId: `floor-t${turn}` })),
+        turn: async (turn) =>
+          String(
+            await handle.executeUpdate(floorTurnUpdate, { args: [questionFor(turn)], updateId: `floor-t${turn}` }),
+          ),
         records: new Map(),
         history: new Map(),
       });
@@ -192,8 +227,16 @@ export async function benchPeerTurns(options: PeerTurnsOptions): Promise<void> {
         } catch (error) {
           if (peer.name !== 'naive') throw error;
           const size = await serverHistorySize(temporal, peer.workflowId);
-          peer.terminated = { turn, error: errorText(error), closing: await closingEvent(temporal, peer.workflowId), bytes: size.bytes, events: size.events };
-          console.log(`naive chat ended at turn ${turn}: ${peer.terminated.error} · ${peer.terminated.closing} · history ${fmtBytes(size.bytes)}, ${size.events} events`);
+          peer.terminated = {
+            turn,
+            error: errorText(error),
+            closing: await closingEvent(temporal, peer.workflowId),
+            bytes: size.bytes,
+            events: size.events,
+          };
+          console.log(
+            `naive chat ended at turn ${turn}: ${peer.terminated.error} · ${peer.terminated.closing} · history ${fmtBytes(size.bytes)}, ${size.events} events`,
+          );
           continue;
         }
         const ms = wallNow() - t0;
@@ -203,7 +246,8 @@ export async function benchPeerTurns(options: PeerTurnsOptions): Promise<void> {
         const writesAfter = processWrites();
         probe.label = '';
         const expected = peer.name === 'floor' ? String(questionFor(turn).length) : replyTextFor(turn);
-        if (reply !== expected) throw new Error(`${label}: unexpected reply (${reply.length} characters: ${reply.slice(0, 60)}…)`);
+        if (reply !== expected)
+          throw new Error(`${label}: unexpected reply (${reply.length} characters: ${reply.slice(0, 60)}…)`);
         const spans = probe.spansOf(label);
         const fetched = spans.find((s) => s.op === 'fetch');
         const checkpoint = spans.find((s) => s.op === 'checkpoint');
@@ -217,7 +261,8 @@ export async function benchPeerTurns(options: PeerTurnsOptions): Promise<void> {
           modelMs: fetched?.lastByteAt !== undefined ? fetched.lastByteAt - fetched.start : 0,
           ...(checkpoint ? { checkpointMs: checkpoint.end - checkpoint.start } : {}),
         };
-        if (peer.name === 'sessionlog' && measured.has(turn) && checkpoint && probe.lastCheckpoint) record.checkpointBytes = checkpointBytes(probe.lastCheckpoint);
+        if (peer.name === 'sessionlog' && measured.has(turn) && checkpoint && probe.lastCheckpoint)
+          record.checkpointBytes = checkpointBytes(probe.lastCheckpoint);
         peer.records.set(turn, record);
         if (before) {
           const after = await serverHistorySize(temporal, peer.workflowId);
@@ -234,26 +279,47 @@ export async function benchPeerTurns(options: PeerTurnsOptions): Promise<void> {
         }
         if (!keepSpans.has(turn)) probe.forget((l) => l === label);
       }
-      if (turn % 25 === 0) console.log(`… turn ${turn}: ${peers.map((p) => `${p.name} ${p.terminated ? 'ended' : fmtMs(p.records.get(turn)?.ms ?? Number.NaN)}`).join(', ')}`);
+      if (turn % 25 === 0)
+        console.log(
+          `… turn ${turn}: ${peers.map((p) => `${p.name} ${p.terminated ? 'ended' : fmtMs(p.records.get(turn)?.ms ?? Number.NaN)}`).join(', ')}`,
+        );
     }
 
     printSideBySide(peers, points, turns);
     const events = new Map<PeerName, Map<string, TurnEventTimes>>();
     const activityOf: Record<PeerName, string> = { naive: 'complete', floor: 'noop', sessionlog: 'modelStep' };
     // The terminated naive run's history is ~50 MiB: read only while its turns are small.
-    for (const peer of peers) events.set(peer.name, await turnEventTimes(temporal, peer.workflowId, undefined, activityOf[peer.name], peer.name === 'naive' ? 12 * (breakdown[0]?.turns.at(-1) ?? 0) : undefined));
+    for (const peer of peers)
+      events.set(
+        peer.name,
+        await turnEventTimes(
+          temporal,
+          peer.workflowId,
+          undefined,
+          activityOf[peer.name],
+          peer.name === 'naive' ? 12 * (breakdown[0]?.turns.at(-1) ?? 0) : undefined,
+        ),
+      );
     printBreakdown(probe, peers, events, breakdown);
-    printTurnCost(peers, points.filter((p) => p !== 240), turns);
+    printTurnCost(
+      peers,
+      points.filter((p) => p !== 240),
+      turns,
+    );
     if (probe.lastCheckpoint) {
       const seq = probe.lastCheckpoint.rows.surface?.seq;
-      console.log(`\nThe last projection checkpoint written: ${fmtBytes(checkpointBytes(probe.lastCheckpoint))} at seq ${seq ?? '?'}; checkpoint writes in the run: ${probe.checkpointWrites}`);
+      console.log(
+        `\nThe last projection checkpoint written: ${fmtBytes(checkpointBytes(probe.lastCheckpoint))} at seq ${seq ?? '?'}; checkpoint writes in the run: ${probe.checkpointWrites}`,
+      );
     }
     printTargets(peers, points, turns);
   } finally {
     probe.label = '';
     await Promise.allSettled(started.map((h) => h.signal(endSignal)));
     if (options.peers.has('sessionlog')) await client.close(sessionId).catch(() => undefined);
-    const sessionRun = options.peers.has('sessionlog') ? [temporal.workflow.getHandle(workflowIdFor(sessionId)).result()] : [];
+    const sessionRun = options.peers.has('sessionlog')
+      ? [temporal.workflow.getHandle(workflowIdFor(sessionId)).result()]
+      : [];
     await Promise.allSettled([...started.map((h) => h.result()), ...sessionRun]);
     sessionWorker.shutdown();
     peerWorker.shutdown();
@@ -313,8 +379,14 @@ type Timeline = {
   sessionReads: number;
 };
 
-function timelineOf(peer: PeerName, record: TurnRecord | undefined, spans: Span[], events: TurnEventTimes | undefined): Timeline {
-  const first = (op: Span['op'], where: (s: Span) => boolean = () => true) => spans.find((s) => s.op === op && where(s));
+function timelineOf(
+  peer: PeerName,
+  record: TurnRecord | undefined,
+  spans: Span[],
+  events: TurnEventTimes | undefined,
+): Timeline {
+  const first = (op: Span['op'], where: (s: Span) => boolean = () => true) =>
+    spans.find((s) => s.op === op && where(s));
   const last = (op: Span['op']) => spans.filter((s) => s.op === op).at(-1);
   const appends = spans.filter((s) => s.op === 'store.append');
   const begin = appends.find((s) => s.detail?.includes('step/start'));
@@ -366,17 +438,35 @@ const PHASES: Phase[] = [
   { name: 'client checks (sessionlog: session exists + header, from the store)', of: (t) => t.updateSent - t.sent },
   { name: 'update sent → workflow task scheduled (server)', of: (t) => t.acceptTaskScheduled - t.updateSent },
   { name: '→ workflow task started (worker polled it)', of: (t) => t.acceptTaskStarted - t.acceptTaskScheduled },
-  { name: '→ workflow task completed: update accepted, activity scheduled', of: (t) => t.acceptTaskCompleted - t.acceptTaskStarted },
+  {
+    name: '→ workflow task completed: update accepted, activity scheduled',
+    of: (t) => t.acceptTaskCompleted - t.acceptTaskStarted,
+  },
   { name: '→ activity started (server event time)', of: (t) => t.activityStarted - t.acceptTaskCompleted },
-  { name: '→ activity code runs (sessionlog: opens the log; naive: sends the request)', of: (t) => t.activityRuns - t.activityStarted },
+  {
+    name: '→ activity code runs (sessionlog: opens the log; naive: sends the request)',
+    of: (t) => t.activityRuns - t.activityStarted,
+  },
   { name: '→ begin turn logged (turn/start, step/start, user/message: 1 append)', of: (t) => t.begun - t.activityRuns },
   { name: '→ request derived (header check, token meter, derived messages)', of: (t) => t.derived - t.begun },
   { name: '→ request sent (request body built)', of: (t) => t.requestSent - t.derived },
-  { name: 'request sent → response headers (the fake model tokenizes the prompt for usage)', of: (t) => t.responseHeaders - t.requestSent },
+  {
+    name: 'request sent → response headers (the fake model tokenizes the prompt for usage)',
+    of: (t) => t.responseHeaders - t.requestSent,
+  },
   { name: '→ first token read', of: (t) => t.firstToken - t.responseHeaders },
-  { name: 'first token → last token (stream read; sessionlog appends chunks meanwhile)', of: (t) => t.lastToken - t.firstToken },
-  { name: 'last token → reply appended (sessionlog: chunk appends drained, then 1 append)', of: (t) => t.replied - t.lastToken },
-  { name: 'reply appended → turn end logged (the same append)', of: (t) => (Number.isFinite(t.begun) ? 0 : Number.NaN) },
+  {
+    name: 'first token → last token (stream read; sessionlog appends chunks meanwhile)',
+    of: (t) => t.lastToken - t.firstToken,
+  },
+  {
+    name: 'last token → reply appended (sessionlog: chunk appends drained, then 1 append)',
+    of: (t) => t.replied - t.lastToken,
+  },
+  {
+    name: 'reply appended → turn end logged (the same append)',
+    of: (t) => (Number.isFinite(t.begun) ? 0 : Number.NaN),
+  },
   { name: 'turn end (naive: reply read) → activity completed (server)', of: (t) => t.activityCompleted - t.replied },
   { name: '→ workflow task scheduled', of: (t) => t.completeTaskScheduled - t.activityCompleted },
   { name: '→ workflow task started (worker polled it)', of: (t) => t.completeTaskStarted - t.completeTaskScheduled },
@@ -395,7 +485,10 @@ const SIDE_FIGURES: Phase[] = [
   { name: 'checkpoint: starts after the reply append by', of: (t) => t.checkpointStart - t.replied },
   { name: 'checkpoint: duration (cache read → cache write)', of: (t) => t.checkpointEnd - t.checkpointStart },
   { name: 'checkpoint: of which the cache write', of: (t) => t.cachePutMs },
-  { name: 'checkpoint: ends before the activity completes (server) by', of: (t) => t.activityCompleted - t.checkpointEnd },
+  {
+    name: 'checkpoint: ends before the activity completes (server) by',
+    of: (t) => t.activityCompleted - t.checkpointEnd,
+  },
 ];
 
 function cell(values: number[], count?: true): string {
@@ -405,14 +498,26 @@ function cell(values: number[], count?: true): string {
   return `${fmtMs(median(ok))} (p90 ${fmtMs(percentile(ok, 90))})`;
 }
 
-function printBreakdown(probe: TurnProbe, peers: PeerState[], events: Map<PeerName, Map<string, TurnEventTimes>>, windows: BreakdownWindow[]): void {
+function printBreakdown(
+  probe: TurnProbe,
+  peers: PeerState[],
+  events: Map<PeerName, Map<string, TurnEventTimes>>,
+  windows: BreakdownWindow[],
+): void {
   const columns: Array<{ name: string; timelines: Timeline[] }> = [];
   for (const peer of peers) {
     // sessionlog in every window; its peers in the first only, for comparison.
     for (const window of peer.name === 'sessionlog' ? windows : windows.slice(0, 1)) {
       const timelines = window.turns
         .filter((turn) => peer.records.has(turn))
-        .map((turn) => timelineOf(peer.name, peer.records.get(turn), probe.spansOf(`${peer.name}:${turn}`), events.get(peer.name)?.get(`${peer.name}-t${turn}`)));
+        .map((turn) =>
+          timelineOf(
+            peer.name,
+            peer.records.get(turn),
+            probe.spansOf(`${peer.name}:${turn}`),
+            events.get(peer.name)?.get(`${peer.name}-t${turn}`),
+          ),
+        );
       if (timelines.length > 0) columns.push({ name: `${peer.name}, ${window.name}`, timelines });
     }
   }
@@ -431,7 +536,12 @@ function printBreakdown(probe: TurnProbe, peers: PeerState[], events: Map<PeerNa
 
 // ---- side-by-side tables -------------------------------------------------------------------
 
-function windowMedian(peer: PeerState, point: number, turns: number, of: (r: TurnRecord) => number | undefined): { value: number; n: number } {
+function windowMedian(
+  peer: PeerState,
+  point: number,
+  turns: number,
+  of: (r: TurnRecord) => number | undefined,
+): { value: number; n: number } {
   const values = windowOf(point, turns)
     .map((t) => peer.records.get(t))
     .filter((r): r is TurnRecord => r !== undefined)
@@ -446,17 +556,30 @@ function orNotWritten(value: number, fmt: (v: number) => string): string {
 }
 
 /** The mean of `of` over turns `from`..`to` (every turn's record, so occasional work is included). */
-function spanMean(peer: PeerState, from: number, to: number, of: (r: TurnRecord) => number | undefined): { value: number; n: number } {
+function spanMean(
+  peer: PeerState,
+  from: number,
+  to: number,
+  of: (r: TurnRecord) => number | undefined,
+): { value: number; n: number } {
   const values: number[] = [];
   for (let turn = from; turn <= to; turn++) {
     const record = peer.records.get(turn);
     const value = record ? of(record) : undefined;
     if (value !== undefined && Number.isFinite(value)) values.push(value);
   }
-  return { value: values.length > 0 ? values.reduce((a, b) => a + b, 0) / values.length : Number.NaN, n: values.length };
+  return {
+    value: values.length > 0 ? values.reduce((a, b) => a + b, 0) / values.length : Number.NaN,
+    n: values.length,
+  };
 }
 
-function msCell(peer: PeerState | undefined, point: number, turns: number, of: (r: TurnRecord) => number = (r) => r.ms): string {
+function msCell(
+  peer: PeerState | undefined,
+  point: number,
+  turns: number,
+  of: (r: TurnRecord) => number = (r) => r.ms,
+): string {
   if (!peer) return '—';
   const { value, n } = windowMedian(peer, point, turns, of);
   if (n === 0) return peer.terminated ? `ended at turn ${peer.terminated.turn}` : 'n/a';
@@ -476,7 +599,16 @@ function printSideBySide(peers: PeerState[], points: number[], turns: number): v
   };
   printGrid(
     `Turn time, median of the ${WINDOW} turns around each turn (turns in rotating order, same server, same fake model)`,
-    ['turn', 'naive chat', 'floor', 'sessionlog', 'sessionlog ÷ naive', 'sessionlog ÷ floor', 'model (request → last token): naive / sessionlog', 'outside the model: naive / sessionlog'],
+    [
+      'turn',
+      'naive chat',
+      'floor',
+      'sessionlog',
+      'sessionlog ÷ naive',
+      'sessionlog ÷ floor',
+      'model (request → last token): naive / sessionlog',
+      'outside the model: naive / sessionlog',
+    ],
     points.map((p) => [
       String(p),
       msCell(naive, p, turns),
@@ -492,7 +624,9 @@ function printSideBySide(peers: PeerState[], points: number[], turns: number): v
     if (!p) return '—';
     const h = p.history.get(point);
     if (!h) return p.terminated && p.terminated.turn <= point ? `terminated at turn ${p.terminated.turn}` : 'n/a';
-    const added = Number.isFinite(h.addedBytes) ? `+${fmtBytes(h.addedBytes)} (+${h.addedEvents} events)` : 'continued as new';
+    const added = Number.isFinite(h.addedBytes)
+      ? `+${fmtBytes(h.addedBytes)} (+${h.addedEvents} events)`
+      : 'continued as new';
     return `${fmtBytes(h.bytes)}, ${h.events} events; turn: ${added}; largest payload ${fmtBytes(h.largestPayload)}`;
   };
   printGrid(
@@ -549,7 +683,9 @@ function printTargets(peers: PeerState[], points: number[], turns: number): void
     const ok = a.n > 0 && b.n > 0;
     figures.push({
       name: `sessionlog turn time ÷ ${otherName}, turn ${point}`,
-      value: ok ? `${fmtRatio(a.value / b.value)} (${fmtMs(a.value)} vs ${fmtMs(b.value)})` : `n/a (${otherName} ${other.terminated ? `terminated at turn ${other.terminated.turn}` : 'not measured'})`,
+      value: ok
+        ? `${fmtRatio(a.value / b.value)} (${fmtMs(a.value)} vs ${fmtMs(b.value)})`
+        : `n/a (${otherName} ${other.terminated ? `terminated at turn ${other.terminated.turn}` : 'not measured'})`,
       target: `≤ ${limit}×`,
       ...(ok ? { met: a.value / b.value <= limit } : {}),
     });
@@ -561,7 +697,11 @@ function printTargets(peers: PeerState[], points: number[], turns: number): void
     // The floor calls no model: the same ratio without the model's own time (request sent → last token) says what sessionlog adds.
     const a = windowMedian(sessionlog, point, turns, (r) => r.ms - r.modelMs);
     const b = windowMedian(floor!, point, turns, (r) => r.ms);
-    if (a.n > 0 && b.n > 0) figures.push({ name: `… without the model's own time, turn ${point}`, value: `${fmtRatio(a.value / b.value)} (${fmtMs(a.value)} vs ${fmtMs(b.value)})` });
+    if (a.n > 0 && b.n > 0)
+      figures.push({
+        name: `… without the model's own time, turn ${point}`,
+        value: `${fmtRatio(a.value / b.value)} (${fmtMs(a.value)} vs ${fmtMs(b.value)})`,
+      });
   }
   const first = points[0];
   const lastPoint = points[points.length - 1];
@@ -572,16 +712,29 @@ function printTargets(peers: PeerState[], points: number[], turns: number): void
       const ok = Number.isFinite(early.addedBytes) && Number.isFinite(late.addedBytes);
       figures.push({
         name: `sessionlog history added per turn, turn ${lastPoint} vs turn ${first}`,
-        value: ok ? `${fmtBytes(late.addedBytes)} vs ${fmtBytes(early.addedBytes)} (${late.addedEvents} vs ${early.addedEvents} events)` : 'n/a (continued as new)',
+        value: ok
+          ? `${fmtBytes(late.addedBytes)} vs ${fmtBytes(early.addedBytes)} (${late.addedEvents} vs ${early.addedEvents} events)`
+          : 'n/a (continued as new)',
         target: 'constant (±5%)',
-        ...(ok ? { met: late.addedEvents === early.addedEvents && Math.abs(late.addedBytes - early.addedBytes) <= early.addedBytes * 0.05 } : {}),
+        ...(ok
+          ? {
+              met:
+                late.addedEvents === early.addedEvents &&
+                Math.abs(late.addedBytes - early.addedBytes) <= early.addedBytes * 0.05,
+            }
+          : {}),
       });
     }
     const grows = (name: string, of: (r: TurnRecord) => number, fmt: (v: number) => string) => {
       const a = windowMedian(sessionlog, first, turns, of);
       const b = windowMedian(sessionlog, lastPoint, turns, of);
       if (a.n === 0 || b.n === 0) return;
-      figures.push({ name: `sessionlog ${name}, turn ${lastPoint} ÷ turn ${first}`, value: `${fmtRatio(b.value / a.value)} (${fmt(b.value)} vs ${fmt(a.value)})`, target: '≤ 1.3×', met: b.value / a.value <= 1.3 });
+      figures.push({
+        name: `sessionlog ${name}, turn ${lastPoint} ÷ turn ${first}`,
+        value: `${fmtRatio(b.value / a.value)} (${fmt(b.value)} vs ${fmt(a.value)})`,
+        target: '≤ 1.3×',
+        met: b.value / a.value <= 1.3,
+      });
     };
     grows('bytes written per turn', (r) => r.writeBytes, fmtBytes);
     grows('worker CPU per turn', (r) => r.cpuMs, fmtMs);

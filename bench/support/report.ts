@@ -76,7 +76,8 @@ export function printTable(title: string, figures: readonly Figure[]): void {
 /** Prints a free-form table with its own columns (for side-by-side series). */
 export function printGrid(title: string, header: readonly string[], rows: readonly (readonly string[])[]): void {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: readonly string[]): string => `| ${header.map((_, i) => (cells[i] ?? '').padEnd(widths[i]!)).join(' | ')} |`;
+  const line = (cells: readonly string[]): string =>
+    `| ${header.map((_, i) => (cells[i] ?? '').padEnd(widths[i]!)).join(' | ')} |`;
   console.log(`\n### ${title}\n`);
   console.log(line(header));
   console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
@@ -86,6 +87,9 @@ export function printGrid(title: string, header: readonly string[], rows: readon
 /** One line saying where and when the figures were taken. */
 export function machineLine(): string {
   const cpus = os.cpus();
-  const load = os.loadavg().map((l) => l.toFixed(2)).join(' ');
+  const load = os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
   return `${new Date().toISOString()} · Node ${process.version} · ${cpus.length} × ${cpus[0]?.model ?? 'cpu'} · ${fmtBytes(os.totalmem())} RAM · load avg ${load}`;
 }

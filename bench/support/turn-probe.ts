@@ -8,7 +8,11 @@
 import { readFileSync } from 'node:fs';
 import { TransformStream } from 'node:stream/web';
 import type { ModelPort } from '../../src/model/provider.js';
-import { serializeProjectionCacheRecord, type ProjectionCacheRecord, type ProjectionCacheStore } from '../../src/persistence/projection-cache.js';
+import {
+  serializeProjectionCacheRecord,
+  type ProjectionCacheRecord,
+  type ProjectionCacheStore,
+} from '../../src/persistence/projection-cache.js';
 import type { SessionStore } from '../../src/persistence/store.js';
 
 /** Wall-clock milliseconds with sub-millisecond resolution. */
@@ -96,7 +100,10 @@ export class TurnProbe {
    */
   async checkpointSettled(timeoutMs = 10_000): Promise<void> {
     if (this.checkpointStart === undefined) return;
-    await Promise.race([new Promise<void>((resolve) => this.checkpointDone.push(resolve)), new Promise((resolve) => setTimeout(resolve, timeoutMs).unref())]);
+    await Promise.race([
+      new Promise<void>((resolve) => this.checkpointDone.push(resolve)),
+      new Promise((resolve) => setTimeout(resolve, timeoutMs).unref()),
+    ]);
   }
 
   /**
@@ -129,7 +136,8 @@ export class TurnProbe {
       create: (header) => store.create(header),
       header: (id) => this.timed('store.header', () => store.header(id)),
       exists: (id) => this.timed('store.exists', () => store.exists(id)),
-      append: (id, events, options) => this.timed('store.append', () => store.append(id, events, options), events.map((e) => e.type).join(',')),
+      append: (id, events, options) =>
+        this.timed('store.append', () => store.append(id, events, options), events.map((e) => e.type).join(',')),
       readFrom: (id, fromSeq, limit) => this.timed('store.readFrom', () => store.readFrom(id, fromSeq, limit)),
       nextSeq: (id) => store.nextSeq(id),
       load: (id) => store.load(id),
@@ -154,7 +162,15 @@ export class TurnProbe {
       stream: (request) => {
         const onChunks = request.onChunks;
         return this.timed('model.stream', () =>
-          model.stream({ ...request, ...(onChunks ? { onChunks: (chunks) => this.timed('model.onChunks', async () => onChunks(chunks), String(chunks.length)) } : {}) }),
+          model.stream({
+            ...request,
+            ...(onChunks
+              ? {
+                  onChunks: (chunks) =>
+                    this.timed('model.onChunks', async () => onChunks(chunks), String(chunks.length)),
+                }
+              : {}),
+          }),
         );
       },
     };
@@ -189,8 +205,14 @@ export class TurnProbe {
           this.record(span);
         },
       });
-      const body = (response.body as unknown as ReadableStream<Uint8Array>).pipeThrough(timing as unknown as TransformStream<Uint8Array, Uint8Array>);
-      return new Response(body as unknown as ConstructorParameters<typeof Response>[0], { status: response.status, statusText: response.statusText, headers: response.headers });
+      const body = (response.body as unknown as ReadableStream<Uint8Array>).pipeThrough(
+        timing as unknown as TransformStream<Uint8Array, Uint8Array>,
+      );
+      return new Response(body as unknown as ConstructorParameters<typeof Response>[0], {
+        status: response.status,
+        statusText: response.statusText,
+        headers: response.headers,
+      });
     };
     globalThis.fetch = probed;
     return () => {
@@ -201,7 +223,11 @@ export class TurnProbe {
 
 /** Whether `span` is an append of streamed chunks only (a reply's own append may carry its last chunks too). */
 export function isChunkAppend(span: Span): boolean {
-  return span.op === 'store.append' && span.detail !== undefined && span.detail.split(',').every((type) => type === 'assistant/chunk');
+  return (
+    span.op === 'store.append' &&
+    span.detail !== undefined &&
+    span.detail.split(',').every((type) => type === 'assistant/chunk')
+  );
 }
 
 /** Bytes of a projection checkpoint record as the store writes it. */

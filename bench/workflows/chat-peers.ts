@@ -8,7 +8,14 @@
  * - `floorWorkflow`: what any update-driven turn costs at least: one update that runs one
  *   no-op activity and returns.
  */
-import { allHandlersFinished, condition, defineSignal, defineUpdate, proxyActivities, setHandler } from '@temporalio/workflow';
+import {
+  allHandlersFinished,
+  condition,
+  defineSignal,
+  defineUpdate,
+  proxyActivities,
+  setHandler,
+} from '@temporalio/workflow';
 import type { ChatMessage, ChatPeerActivities } from '../support/chat-peer-activities.js';
 
 /** One user message in, the model's reply text out. */
@@ -17,7 +24,11 @@ export const chatUpdate = defineUpdate<string, [string]>('chat');
 export const floorTurnUpdate = defineUpdate<number, [string]>('floorTurn');
 export const endSignal = defineSignal('end');
 
-const { complete } = proxyActivities<ChatPeerActivities>({ startToCloseTimeout: '10 minutes', heartbeatTimeout: '30 seconds', retry: { maximumAttempts: 3 } });
+const { complete } = proxyActivities<ChatPeerActivities>({
+  startToCloseTimeout: '10 minutes',
+  heartbeatTimeout: '30 seconds',
+  retry: { maximumAttempts: 3 },
+});
 const { noop } = proxyActivities<ChatPeerActivities>({ startToCloseTimeout: '30 seconds' });
 
 export async function naiveChatWorkflow(system: string): Promise<void> {

@@ -33,10 +33,12 @@ export function createActivities(engine: TurnEngine) {
     modelStep: (input: Parameters<TurnEngine['modelStep']>[0]) => mapped(() => engine.modelStep(input, stepContext())),
     runTool: (input: Parameters<TurnEngine['runTool']>[0]) => mapped(() => engine.runTool(input, stepContext())),
     recordAnswers: (input: Parameters<TurnEngine['recordAnswers']>[0]) => mapped(() => engine.recordAnswers(input)),
-    appendToolResults: (input: Parameters<TurnEngine['appendToolResults']>[0]) => mapped(() => engine.appendToolResults(input)),
+    appendToolResults: (input: Parameters<TurnEngine['appendToolResults']>[0]) =>
+      mapped(() => engine.appendToolResults(input)),
     endTurn: (input: Parameters<TurnEngine['endTurn']>[0]) => mapped(() => engine.endTurn(input)),
     compact: (input: Parameters<TurnEngine['compact']>[0]) => mapped(() => engine.compact(input, stepContext())),
-    abandonCompaction: (input: Parameters<TurnEngine['abandonCompaction']>[0]) => mapped(() => engine.abandonCompaction(input)),
+    abandonCompaction: (input: Parameters<TurnEngine['abandonCompaction']>[0]) =>
+      mapped(() => engine.abandonCompaction(input)),
     logNote: (input: Parameters<TurnEngine['logNote']>[0]) => mapped(() => engine.logNote(input)),
   };
 }

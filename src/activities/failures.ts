@@ -17,13 +17,18 @@ export function toTemporalFailure(error: unknown): unknown {
   if (error instanceof ModelCallError) {
     const { failure } = error;
     if (!failure.retryable) return ApplicationFailure.nonRetryable(failure.message, failure.code);
-    return ApplicationFailure.create({ message: failure.message, type: failure.code, ...(failure.retryAfterMs !== undefined ? { nextRetryDelay: failure.retryAfterMs } : {}) });
+    return ApplicationFailure.create({
+      message: failure.message,
+      type: failure.code,
+      ...(failure.retryAfterMs !== undefined ? { nextRetryDelay: failure.retryAfterMs } : {}),
+    });
   }
   if (error instanceof SessionlogError) {
     if (RETRYABLE_CODES.has(error.code)) return ApplicationFailure.retryable(scrubSecrets(error.message), error.code);
     return ApplicationFailure.nonRetryable(scrubSecrets(error.message), error.code);
   }
-  if (error instanceof ToolAttemptFailed) return ApplicationFailure.retryable(scrubSecrets(error.message), 'TOOL_ATTEMPT_FAILED');
+  if (error instanceof ToolAttemptFailed)
+    return ApplicationFailure.retryable(scrubSecrets(error.message), 'TOOL_ATTEMPT_FAILED');
   // Anything else (a bug, a dropped connection) is retried by the activity's policy; its text
   // goes into Temporal's history, so it is scrubbed like everything else.
   const message = error instanceof Error ? error.message : String(error);

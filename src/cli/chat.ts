@@ -39,7 +39,10 @@ function lineQueue(input: NodeJS.ReadableStream, output: NodeJS.WritableStream, 
   };
 }
 
-export async function runChat(client: SessionClient, options: { sessionId?: string; input?: NodeJS.ReadableStream; output?: NodeJS.WritableStream }): Promise<void> {
+export async function runChat(
+  client: SessionClient,
+  options: { sessionId?: string; input?: NodeJS.ReadableStream; output?: NodeJS.WritableStream },
+): Promise<void> {
   const output = options.output ?? process.stdout;
   const write = (text: string) => output.write(text);
   const sessionId = options.sessionId ?? `chat-${randomUUID().slice(0, 8)}`;
@@ -103,9 +106,16 @@ async function chatTurn(
       } else if (isEventOfType(event, 'tool/approval-request') && event.data.kind === 'approval') {
         stopSpinner();
         const { callId, tool, arguments: args } = event.data;
-        const answer = ((await io.ask(`  approve ${tool}(${args})? [y]es / [n]o / [a]lways for this session: `)) ?? '').trim().toLowerCase();
-        const decision = answer === 'y' || answer === 'yes' || answer === 'a' || answer === 'always' ? 'approve' : 'deny';
-        const result = await client.approve(sessionId, callId, { decision, allowForSession: answer === 'a' || answer === 'always', by: 'chat' });
+        const answer = ((await io.ask(`  approve ${tool}(${args})? [y]es / [n]o / [a]lways for this session: `)) ?? '')
+          .trim()
+          .toLowerCase();
+        const decision =
+          answer === 'y' || answer === 'yes' || answer === 'a' || answer === 'always' ? 'approve' : 'deny';
+        const result = await client.approve(sessionId, callId, {
+          decision,
+          allowForSession: answer === 'a' || answer === 'always',
+          by: 'chat',
+        });
         write(`  ${result.decision === 'approve' ? 'approved' : result.decision === 'deny' ? 'denied' : 'expired'}\n`);
       } else if (isEventOfType(event, 'turn/end')) {
         endedTurns.add(event.data.turn);

@@ -13,7 +13,16 @@ import { NativeConnection } from '@temporalio/worker';
 import type { Config } from '../config.js';
 import { startGateway, type RunningGateway } from '../gateway/index.js';
 import { createWorker } from '../worker.js';
-import { DEV_DIR, connectClient, openConfiguredStore, packageRoot, readDevState, runtimeOptions, startModel, writeDevState } from './runtime.js';
+import {
+  DEV_DIR,
+  connectClient,
+  openConfiguredStore,
+  packageRoot,
+  readDevState,
+  runtimeOptions,
+  startModel,
+  writeDevState,
+} from './runtime.js';
 
 const run = promisify(execFile);
 
@@ -33,13 +42,15 @@ async function startTemporal(preferredPort: number, log: (line: string) => void)
   const stateDir = temporalStateDir();
   mkdirSync(stateDir, { recursive: true, mode: 0o700 });
   const base = ['--state-dir', stateDir, '--db-filename', join(stateDir, 'temporal.db'), '--ui'];
-  const start = async (port: string) => (await run(script, ['start', '--port', port, ...base], { maxBuffer: 1 << 20 })).stdout;
+  const start = async (port: string) =>
+    (await run(script, ['start', '--port', port, ...base], { maxBuffer: 1 << 20 })).stdout;
   let out: string;
   try {
     out = await start(String(preferredPort));
   } catch (error) {
     const stderr = String((error as { stderr?: string }).stderr ?? '');
-    if (preferredPort === 0 || !stderr.includes('already answers')) throw new Error(`could not start the Temporal dev server:\n${stderr.trim()}`, { cause: error });
+    if (preferredPort === 0 || !stderr.includes('already answers'))
+      throw new Error(`could not start the Temporal dev server:\n${stderr.trim()}`, { cause: error });
     log(`port ${preferredPort} is taken by another Temporal server; using a free port`);
     out = await start('0');
   }
@@ -52,9 +63,15 @@ async function startTemporal(preferredPort: number, log: (line: string) => void)
 /** The signals that stop `dev`: Ctrl-C, a service manager, and a closed terminal. */
 const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
-export async function runDev(config: Config, log: (line: string) => void = (line) => process.stdout.write(`${line}\n`)): Promise<void> {
+export async function runDev(
+  config: Config,
+  log: (line: string) => void = (line) => process.stdout.write(`${line}\n`),
+): Promise<void> {
   const running = readDevState();
-  if (running) throw new Error(`sessionlog dev is already running here (pid ${running.pid}, gateway ${running.gatewayUrl}); stop it first`);
+  if (running)
+    throw new Error(
+      `sessionlog dev is already running here (pid ${running.pid}, gateway ${running.gatewayUrl}); stop it first`,
+    );
   mkdirSync(DEV_DIR, { recursive: true, mode: 0o700 });
 
   // Listen before starting anything, so a signal during start-up stops what already started.
@@ -153,7 +170,13 @@ async function startStack(
     gateway = await startGateway({ ...gatewayOptions, port: 0 });
   }
   cleanups.push(() => gateway.close());
-  writeDevState(DEV_DIR, { pid: process.pid, temporalAddress: address, gatewayUrl: gateway.url, store: config.store, startedAt: Date.now() });
+  writeDevState(DEV_DIR, {
+    pid: process.pid,
+    temporalAddress: address,
+    gatewayUrl: gateway.url,
+    store: config.store,
+    startedAt: Date.now(),
+  });
 
   say(`Gateway: ${gateway.url}/v1 (OpenAPI at ${gateway.url}/v1/openapi.json)`);
   say(`OpenAI API: ${gateway.url}/openai/v1 (point the openai SDK's baseURL here)`);
@@ -162,8 +185,12 @@ async function startStack(
   if (uiUrl) say(`Temporal UI: ${uiUrl}`);
   say(`Store: ${config.store}`);
   say('Ready. Chat in another terminal: npx sessionlog chat');
-  say(`   or over HTTP: curl -X POST ${gateway.url}/v1/sessions -H 'content-type: application/json' -d '{"id":"demo"}'`);
-  say(`                 curl -X POST '${gateway.url}/v1/sessions/demo/messages?wait=true' -H 'content-type: application/json' -d '{"text":"hello"}'`);
+  say(
+    `   or over HTTP: curl -X POST ${gateway.url}/v1/sessions -H 'content-type: application/json' -d '{"id":"demo"}'`,
+  );
+  say(
+    `                 curl -X POST '${gateway.url}/v1/sessions/demo/messages?wait=true' -H 'content-type: application/json' -d '{"text":"hello"}'`,
+  );
   say('Press Ctrl-C to stop.');
 
   await new Promise<void>((resolveStop) => {

@@ -4,7 +4,8 @@ import type { StoredEvent, Message } from '../session/index.js';
 /** Renders rows as an aligned text table with a header line. */
 export function table(headers: readonly string[], rows: ReadonlyArray<readonly string[]>): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: readonly string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
+  const line = (cells: readonly string[]) =>
+    cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
   return [line(headers), ...rows.map(line)].join('\n');
 }
 

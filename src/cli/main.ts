@@ -34,9 +34,17 @@ import {
   type Output,
 } from './sessions.js';
 
-const PACKAGE_VERSION = (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+const PACKAGE_VERSION = (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string })
+  .version;
 
-type GlobalOptions = { store?: string; temporal?: string; namespace?: string; taskQueue?: string; model?: string; json?: boolean };
+type GlobalOptions = {
+  store?: string;
+  temporal?: string;
+  namespace?: string;
+  taskQueue?: string;
+  model?: string;
+  json?: boolean;
+};
 
 const program = new Command()
   .name('sessionlog')
@@ -98,7 +106,10 @@ program
   .description('start a local Temporal dev server, a worker and the HTTP gateway (data in ./.sessionlog)')
   .option('--port <port>', 'gateway port (env SESSIONLOG_PORT, default 8787)')
   .action(async (o: { port?: string }) => {
-    const cfg = resolveConfig(process.env, { ...(o.port ? { SESSIONLOG_PORT: o.port } : {}), ...(program.opts<GlobalOptions>().store ? { SESSIONLOG_STORE: program.opts<GlobalOptions>().store! } : {}) });
+    const cfg = resolveConfig(process.env, {
+      ...(o.port ? { SESSIONLOG_PORT: o.port } : {}),
+      ...(program.opts<GlobalOptions>().store ? { SESSIONLOG_STORE: program.opts<GlobalOptions>().store! } : {}),
+    });
     const { runDev } = await import('./dev.js');
     await runDev(cfg);
   });
@@ -114,7 +125,7 @@ program
 
 program
   .command('serve')
-  .description('run the HTTP gateway (needs TEMPORAL_ADDRESS and the workers\' store)')
+  .description("run the HTTP gateway (needs TEMPORAL_ADDRESS and the workers' store)")
   .option('--host <host>', 'listen address (env SESSIONLOG_HOST, default 127.0.0.1)')
   .option('--port <port>', 'port (env SESSIONLOG_PORT, default 8787)')
   .action(async (o: { host?: string; port?: string }) => {
@@ -149,7 +160,10 @@ program
   });
 
 const sessions = program.command('sessions').description('inspect and operate on stored sessions');
-sessions.command('list').description('list sessions').action(() => withClient(({ client }) => listSessions(client, output()), { lazy: true }));
+sessions
+  .command('list')
+  .description('list sessions')
+  .action(() => withClient(({ client }) => listSessions(client, output()), { lazy: true }));
 sessions
   .command('show')
   .argument('<id>')
@@ -169,14 +183,22 @@ sessions
   .action(async (id: string, o: { from: string; follow?: boolean }) => {
     const stop = new AbortController();
     process.once('SIGINT', () => stop.abort());
-    await withClient(({ client }) => showEvents(client, id, output(), { from: seqArgument(o.from, '--from'), follow: o.follow === true, signal: stop.signal }));
+    await withClient(({ client }) =>
+      showEvents(client, id, output(), {
+        from: seqArgument(o.from, '--from'),
+        follow: o.follow === true,
+        signal: stop.signal,
+      }),
+    );
   });
 sessions
   .command('export')
   .argument('<id>')
   .option('-o, --out <file>', 'write to a new file instead of stdout')
   .description('export the session as JSONL (header line, then one event per line)')
-  .action((id: string, o: { out?: string }) => withClient(({ client }) => exportSession(client, id, o.out, (text) => process.stdout.write(text)), { lazy: true }));
+  .action((id: string, o: { out?: string }) =>
+    withClient(({ client }) => exportSession(client, id, o.out, (text) => process.stdout.write(text)), { lazy: true }),
+  );
 sessions
   .command('fork')
   .argument('<id>')
@@ -184,7 +206,14 @@ sessions
   .option('--child <id>', 'id of the new session (default: a new UUID)')
   .description('copy a session (up to a seq) into a new session that names its parent')
   .action((id: string, o: { at?: string; child?: string }) =>
-    withClient(({ client }) => forkSession(client, id, { ...(o.at !== undefined ? { at: seqArgument(o.at, '--at') } : {}), ...(o.child ? { childId: o.child } : {}) }, output())),
+    withClient(({ client }) =>
+      forkSession(
+        client,
+        id,
+        { ...(o.at !== undefined ? { at: seqArgument(o.at, '--at') } : {}), ...(o.child ? { childId: o.child } : {}) },
+        output(),
+      ),
+    ),
   );
 sessions
   .command('compact')
@@ -196,12 +225,16 @@ sessions
   .argument('<id>', 'the damaged session')
   .option('--into <id>', 'id of the new session (default: a new UUID)')
   .description('copy the longest valid prefix of a damaged session into a new one (the damaged one is left as it is)')
-  .action((id: string, o: { into?: string }) => withClient(({ client }) => salvageSession(client, id, o.into, output())));
+  .action((id: string, o: { into?: string }) =>
+    withClient(({ client }) => salvageSession(client, id, o.into, output())),
+  );
 sessions
   .command('erase')
   .argument('<id>')
   .option('--yes', 'do not ask for confirmation')
-  .description('erase a session: its log, artifacts, checkpoints and workflow histories (the id is refused for a while afterwards)')
+  .description(
+    'erase a session: its log, artifacts, checkpoints and workflow histories (the id is refused for a while afterwards)',
+  )
   .action(async (id: string, o: { yes?: boolean }) => {
     if (!o.yes && !(await confirm(`erase session ${id} and everything it holds? this cannot be undone [y/N] `))) {
       process.stderr.write('not erased\n');
@@ -226,12 +259,17 @@ sessions
   .option('--file <path>', 'verify an exported JSONL file instead of a stored session')
   .description('check the log invariants; exits 1 on a violation')
   .action(async (ids: string[], o: { file?: string }) => {
-    if ((ids.length === 0) === (o.file === undefined)) throw new ConfigError('give either session ids or --file <export.jsonl>');
+    if ((ids.length === 0) === (o.file === undefined))
+      throw new ConfigError('give either session ids or --file <export.jsonl>');
     if (o.file) {
       if ((await verifyExportFile(o.file, output())).length > 0) process.exitCode = 1;
       return;
     }
-    const violations = await withClient(({ client }) => (ids.length === 1 ? verifySession(client, ids[0]!, output()) : verifySessions(client, ids, output())), { lazy: true });
+    const violations = await withClient(
+      ({ client }) =>
+        ids.length === 1 ? verifySession(client, ids[0]!, output()) : verifySessions(client, ids, output()),
+      { lazy: true },
+    );
     if (violations.length > 0) process.exitCode = 1;
   });
 
@@ -249,12 +287,16 @@ async function verifySessions(client: SessionClient, ids: string[], out: Output)
   return all;
 }
 
-const approvals = program.command('approvals').description('tool calls waiting for an answer (approval or an external result)');
+const approvals = program
+  .command('approvals')
+  .description('tool calls waiting for an answer (approval or an external result)');
 approvals
   .command('list')
   .option('--session <id>', 'only this session')
   .description('list the calls waiting for an answer across sessions')
-  .action((o: { session?: string }) => withClient(({ client }) => listApprovals(client, o.session, output()), { lazy: true }));
+  .action((o: { session?: string }) =>
+    withClient(({ client }) => listApprovals(client, o.session, output()), { lazy: true }),
+  );
 approvals
   .command('approve')
   .argument('<session>', 'session id')
@@ -266,7 +308,18 @@ approvals
   .description('approve a waiting tool call')
   .action((sessionId: string, callId: string, o: { reason?: string; by?: string; args?: string; always?: boolean }) =>
     withClient(({ client }) =>
-      answerApproval(client, sessionId, callId, { decision: 'approve', ...answerOptions(o), ...(o.args !== undefined ? { arguments: o.args } : {}), ...(o.always ? { allowForSession: true } : {}) }, output()),
+      answerApproval(
+        client,
+        sessionId,
+        callId,
+        {
+          decision: 'approve',
+          ...answerOptions(o),
+          ...(o.args !== undefined ? { arguments: o.args } : {}),
+          ...(o.always ? { allowForSession: true } : {}),
+        },
+        output(),
+      ),
     ),
   );
 approvals
@@ -277,7 +330,9 @@ approvals
   .option('--by <name>', 'who answers (logged)')
   .description('deny a waiting tool call')
   .action((sessionId: string, callId: string, o: { reason?: string; by?: string }) =>
-    withClient(({ client }) => answerApproval(client, sessionId, callId, { decision: 'deny', ...answerOptions(o) }, output())),
+    withClient(({ client }) =>
+      answerApproval(client, sessionId, callId, { decision: 'deny', ...answerOptions(o) }, output()),
+    ),
   );
 
 /** Asks a yes/no question on the terminal; false without a terminal (use --yes in scripts). */
@@ -308,7 +363,8 @@ async function main(): Promise<void> {
     await program.parseAsync(process.argv);
   } catch (error) {
     const code = error instanceof ConfigError ? 2 : 1;
-    const label = error instanceof SessionlogError ? `${error.code}: ` : error instanceof ConfigError ? 'configuration: ' : '';
+    const label =
+      error instanceof SessionlogError ? `${error.code}: ` : error instanceof ConfigError ? 'configuration: ' : '';
     process.stderr.write(`sessionlog: ${label}${scrubSecrets((error as Error).message)}\n`);
     process.exitCode = code;
   }

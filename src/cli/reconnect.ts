@@ -19,11 +19,13 @@ const MAX_DELAY_MS = 10_000;
  * stopping, recovering or out of connections. Driver messages are the only signal the store's
  * open error keeps, hence the text match.
  */
-const CONNECTIVITY = /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|timeout|timed out|terminated|starting up|shutting down|recovery mode|too many clients|Connection refused/i;
+const CONNECTIVITY =
+  /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|timeout|timed out|terminated|starting up|shutting down|recovery mode|too many clients|Connection refused/i;
 
 /** Whether opening the store failed because its server is unreachable (worth retrying). */
 export function isConnectivityError(error: unknown): boolean {
-  const message = error instanceof Error ? `${error.message} ${(error.cause as Error | undefined)?.message ?? ''}` : String(error);
+  const message =
+    error instanceof Error ? `${error.message} ${(error.cause as Error | undefined)?.message ?? ''}` : String(error);
   return CONNECTIVITY.test(message);
 }
 
@@ -41,7 +43,11 @@ export async function untilConnected<T>(
   connect: () => Promise<T>,
   options: { log: (line: string) => void; signal: AbortSignal; retryable?: (error: unknown) => boolean },
 ): Promise<T | undefined> {
-  for (let attempt = 1, delay = FIRST_DELAY_MS; !options.signal.aborted; attempt++, delay = Math.min(delay * 2, MAX_DELAY_MS)) {
+  for (
+    let attempt = 1, delay = FIRST_DELAY_MS;
+    !options.signal.aborted;
+    attempt++, delay = Math.min(delay * 2, MAX_DELAY_MS)
+  ) {
     try {
       const connected = await connect();
       if (attempt > 1) options.log(`${label}: connected after ${attempt} attempts`);
@@ -60,7 +66,12 @@ export async function untilConnected<T>(
 }
 
 /** The probes a fleet process runs: its store and the Temporal frontend. */
-export function fleetProbes(store: SessionStore, storeUrl: string, connection: TemporalConnectionLike, address: string): Probe[] {
+export function fleetProbes(
+  store: SessionStore,
+  storeUrl: string,
+  connection: TemporalConnectionLike,
+  address: string,
+): Probe[] {
   return [
     { name: 'store', label: `store ${storeLabel(storeUrl)}`, check: () => probeStore(store) },
     { name: 'temporal', label: `Temporal at ${address}`, check: () => probeTemporal(connection) },

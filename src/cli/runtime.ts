@@ -31,7 +31,8 @@ export function packageRoot(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   for (let i = 0; i < 6; i++) {
     const manifest = join(dir, 'package.json');
-    if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === 'sessionlog') return dir;
+    if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === 'sessionlog')
+      return dir;
     dir = dirname(dir);
   }
   throw new Error('cannot find the sessionlog package root (package.json) above the CLI module');
@@ -77,7 +78,9 @@ export function temporalAddressFor(config: Config): string {
   if (config.temporalAddress) return config.temporalAddress;
   const dev = readDevState();
   if (dev) return dev.temporalAddress;
-  throw new ConfigError('TEMPORAL_ADDRESS is not set and no `sessionlog dev` is running here: start `sessionlog dev`, or set TEMPORAL_ADDRESS=host:port');
+  throw new ConfigError(
+    'TEMPORAL_ADDRESS is not set and no `sessionlog dev` is running here: start `sessionlog dev`, or set TEMPORAL_ADDRESS=host:port',
+  );
 }
 
 /** Opens the configured store, creating the parent directory of a default SQLite path. */
@@ -142,7 +145,12 @@ export function runtimeOptions(config: Config) {
         { prices: (model) => pricesOf(catalogue, model), ...options },
       );
     },
-    worker(parts: { connection: NativeConnection; store: SessionStore; model: ModelPort; telemetry?: Telemetry }): CreateWorkerOptions {
+    worker(parts: {
+      connection: NativeConnection;
+      store: SessionStore;
+      model: ModelPort;
+      telemetry?: Telemetry;
+    }): CreateWorkerOptions {
       const { telemetry, ...rest } = parts;
       const tracing = telemetry?.tracing?.workerOptions();
       return {
@@ -162,7 +170,10 @@ export function runtimeOptions(config: Config) {
         },
         spillMaxInlineBytes: config.spillMaxInlineBytes,
         approval: config.approval,
-        context: { catalogue, ...(config.contextBudget !== undefined ? { policy: { budgetTokens: config.contextBudget } } : {}) },
+        context: {
+          catalogue,
+          ...(config.contextBudget !== undefined ? { policy: { budgetTokens: config.contextBudget } } : {}),
+        },
       };
     },
     client(store: SessionStore): Omit<SessionClientOptions, 'temporal'> {
@@ -182,11 +193,23 @@ export function runtimeOptions(config: Config) {
     gateway(client: SessionClient, telemetry?: Telemetry): GatewayOptions {
       const { port: _port, ...gateway } = config.gateway;
       // The worker's agent (above): what a session that names no model or system prompt runs with.
-      const defaultAgent = { model: config.model.name, ...(config.model.system !== undefined ? { system: config.model.system } : {}) };
+      const defaultAgent = {
+        model: config.model.name,
+        ...(config.model.system !== undefined ? { system: config.model.system } : {}),
+      };
       if (!telemetry) return { client, ...gateway, defaultAgent };
       // Fastify logs every request at info; that is for debugging sessions, not for every day.
       const verbose = config.telemetry.logLevel === 'debug' || config.telemetry.logLevel === 'trace';
-      return { client, ...gateway, defaultAgent, telemetry: telemetry.gateway, logger: telemetry.logger.child({ component: 'gateway' }, { level: verbose ? config.telemetry.logLevel : 'warn' }) };
+      return {
+        client,
+        ...gateway,
+        defaultAgent,
+        telemetry: telemetry.gateway,
+        logger: telemetry.logger.child(
+          { component: 'gateway' },
+          { level: verbose ? config.telemetry.logLevel : 'warn' },
+        ),
+      };
     },
   };
 }
@@ -195,10 +218,20 @@ export function runtimeOptions(config: Config) {
  * A SessionClient over `store` and the configured (or dev) Temporal server. `lazy`: connect only
  * when a command first needs Temporal (reads of the store never do).
  */
-export async function connectClient(config: Config, store: SessionStore, options: { lazy?: boolean; telemetry?: Telemetry } = {}): Promise<SessionClient> {
+export async function connectClient(
+  config: Config,
+  store: SessionStore,
+  options: { lazy?: boolean; telemetry?: Telemetry } = {},
+): Promise<SessionClient> {
   const clientOptions = runtimeOptions(config).client(store);
   const interceptors = options.telemetry?.tracing?.clientInterceptors();
-  if (!options.lazy) return SessionClient.connect({ address: temporalAddressFor(config), namespace: config.namespace, ...clientOptions, ...(interceptors ? { interceptors } : {}) });
+  if (!options.lazy)
+    return SessionClient.connect({
+      address: temporalAddressFor(config),
+      namespace: config.namespace,
+      ...clientOptions,
+      ...(interceptors ? { interceptors } : {}),
+    });
   const address = config.temporalAddress ?? readDevState()?.temporalAddress ?? '127.0.0.1:7233';
   const temporal = new Client({ connection: Connection.lazy({ address }), namespace: config.namespace });
   return new SessionClient({ ...clientOptions, temporal });

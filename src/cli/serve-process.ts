@@ -34,7 +34,9 @@ export async function runServeProcess(config: Config, log: (line: string) => voi
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
-  const stopped = new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve(), { once: true }));
+  const stopped = new Promise<void>((resolve) =>
+    stop.signal.addEventListener('abort', () => resolve(), { once: true }),
+  );
 
   let store: SessionStore | undefined;
   let client: SessionClient | undefined;
@@ -43,15 +45,28 @@ export async function runServeProcess(config: Config, log: (line: string) => voi
   const options = runtimeOptions(config);
   const telemetry = await options.telemetry('gateway');
   try {
-    store = await untilConnected(`store ${storeLabel(config.store)}`, () => openConfiguredStore(config), { log, signal: stop.signal, retryable: isConnectivityError });
+    store = await untilConnected(`store ${storeLabel(config.store)}`, () => openConfiguredStore(config), {
+      log,
+      signal: stop.signal,
+      retryable: isConnectivityError,
+    });
     if (!store) return 0;
     const openStore = store;
-    client = await untilConnected(`Temporal at ${address}`, () => connectClient(config, openStore, { telemetry }), { log, signal: stop.signal });
+    client = await untilConnected(`Temporal at ${address}`, () => connectClient(config, openStore, { telemetry }), {
+      log,
+      signal: stop.signal,
+    });
     if (!client) return 0;
     gateway = await startGateway({ ...options.gateway(client, telemetry), port: config.gateway.port });
-    monitor = new ReachabilityMonitor(fleetProbes(store, config.store, client.temporal.connection, address), { intervalMs: PROBE_INTERVAL_MS, timeoutMs: PROBE_TIMEOUT_MS, log });
+    monitor = new ReachabilityMonitor(fleetProbes(store, config.store, client.temporal.connection, address), {
+      intervalMs: PROBE_INTERVAL_MS,
+      timeoutMs: PROBE_TIMEOUT_MS,
+      log,
+    });
     await monitor.start();
-    log(`gateway: ${gateway.url}/v1 (Temporal ${address}, store ${storeLabel(config.store)}; probes ${gateway.url}/healthz, ${gateway.url}/readyz)`);
+    log(
+      `gateway: ${gateway.url}/v1 (Temporal ${address}, store ${storeLabel(config.store)}; probes ${gateway.url}/healthz, ${gateway.url}/readyz)`,
+    );
     await stopped;
     log(`${received}: closing the gateway (open event streams end; clients reconnect elsewhere)`);
     return 0;

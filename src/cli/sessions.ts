@@ -16,7 +16,13 @@ export async function listSessions(client: SessionClient, out: Output): Promise<
   const rows = await client.list();
   print(
     out,
-    () => (rows.length === 0 ? 'no sessions yet' : table(['ID', 'CREATED', 'EVENTS', 'PARENT'], rows.map((r) => [r.id, new Date(r.createdAt).toISOString(), String(r.events), r.parentSession ?? '']))),
+    () =>
+      rows.length === 0
+        ? 'no sessions yet'
+        : table(
+            ['ID', 'CREATED', 'EVENTS', 'PARENT'],
+            rows.map((r) => [r.id, new Date(r.createdAt).toISOString(), String(r.events), r.parentSession ?? '']),
+          ),
     rows,
   );
 }
@@ -44,10 +50,19 @@ export async function showSession(client: SessionClient, id: string, out: Output
 
 export async function showHistory(client: SessionClient, id: string, out: Output): Promise<void> {
   const messages = await client.history(id);
-  print(out, () => messages.map((m) => `[${m.role}${m.source.kind === 'tool' ? ' (tool)' : ''}] ${messageText(m)}`).join('\n\n'), messages);
+  print(
+    out,
+    () => messages.map((m) => `[${m.role}${m.source.kind === 'tool' ? ' (tool)' : ''}] ${messageText(m)}`).join('\n\n'),
+    messages,
+  );
 }
 
-export async function showEvents(client: SessionClient, id: string, out: Output, options: { from: number; follow: boolean; signal?: AbortSignal }): Promise<void> {
+export async function showEvents(
+  client: SessionClient,
+  id: string,
+  out: Output,
+  options: { from: number; follow: boolean; signal?: AbortSignal },
+): Promise<void> {
   const render = (e: Awaited<ReturnType<SessionClient['events']>>[number]) =>
     out.json ? JSON.stringify(e) : `${String(e.seq).padStart(6)}  ${e.type.padEnd(18)} ${describeEvent(e)}`;
   if (!options.follow) {
@@ -58,7 +73,12 @@ export async function showEvents(client: SessionClient, id: string, out: Output,
 }
 
 /** Writes the JSONL export: the header line, then one event per line. */
-export async function exportSession(client: SessionClient, id: string, path: string | undefined, write: (text: string) => void): Promise<void> {
+export async function exportSession(
+  client: SessionClient,
+  id: string,
+  path: string | undefined,
+  write: (text: string) => void,
+): Promise<void> {
   const { header, events } = await client.export(id);
   const lines = [JSON.stringify({ type: 'session', ...header }), ...events.map((e) => JSON.stringify(e))];
   if (!path) {
@@ -77,7 +97,10 @@ function reportViolations(out: Output, events: number, violations: Violation[]):
     () =>
       violations.length === 0
         ? `ok: ${events} events, seqs contiguous, turns balanced, tool calls paired, no open compaction`
-        : table(['SEQ', 'RULE', 'PROBLEM'], violations.map((v) => [v.seq === null ? '-' : String(v.seq), v.rule, v.message])),
+        : table(
+            ['SEQ', 'RULE', 'PROBLEM'],
+            violations.map((v) => [v.seq === null ? '-' : String(v.seq), v.rule, v.message]),
+          ),
     { ok: violations.length === 0, events, violations },
   );
   return violations;
@@ -134,11 +157,23 @@ export async function verifyExportFile(path: string, out: Output): Promise<Viola
 
 export async function sendMessage(client: SessionClient, id: string, text: string, out: Output): Promise<void> {
   const reply = await client.send(id, text);
-  print(out, () => (reply.outcome === 'completed' ? reply.text : `${reply.text}\n(turn ${reply.turn} ended: ${reply.outcome})`), reply);
+  print(
+    out,
+    () => (reply.outcome === 'completed' ? reply.text : `${reply.text}\n(turn ${reply.turn} ended: ${reply.outcome})`),
+    reply,
+  );
 }
 
-export async function forkSession(client: SessionClient, id: string, options: { at?: number; childId?: string }, out: Output): Promise<void> {
-  const child = await client.fork(id, { ...(options.at !== undefined ? { at: options.at } : {}), ...(options.childId ? { childId: options.childId } : {}) });
+export async function forkSession(
+  client: SessionClient,
+  id: string,
+  options: { at?: number; childId?: string },
+  out: Output,
+): Promise<void> {
+  const child = await client.fork(id, {
+    ...(options.at !== undefined ? { at: options.at } : {}),
+    ...(options.childId ? { childId: options.childId } : {}),
+  });
   print(out, () => `forked ${id} into ${child.sessionId} (${child.header.seedLength ?? 0} events)`, child);
 }
 
@@ -146,19 +181,30 @@ export async function compactSession(client: SessionClient, id: string, out: Out
   const result = await client.compact(id);
   print(
     out,
-    () => (result ? `compacted ${result.shadowedSeqs.length} history items: ~${result.tokensBefore} → ~${result.tokensAfter} tokens` : 'nothing to compact (or the summary would not be smaller)'),
+    () =>
+      result
+        ? `compacted ${result.shadowedSeqs.length} history items: ~${result.tokensBefore} → ~${result.tokensAfter} tokens`
+        : 'nothing to compact (or the summary would not be smaller)',
     result,
   );
 }
 
 export async function resumeSession(client: SessionClient, id: string, out: Output): Promise<void> {
   const result = await client.resume(id);
-  print(out, () => (result.started ? `resumed ${id} (run ${result.runId})` : `${id} is already running (run ${result.runId})`), result);
+  print(
+    out,
+    () => (result.started ? `resumed ${id} (run ${result.runId})` : `${id} is already running (run ${result.runId})`),
+    result,
+  );
 }
 
 /** Parses a non-negative integer CLI argument or throws a clear error. */
 export function seqArgument(value: string, name: string): number {
-  if (!/^\d+$/.test(value)) throw new SessionlogError('INVALID_ARGUMENT', `${name} must be a non-negative integer, got ${JSON.stringify(clip(value, 20))}`);
+  if (!/^\d+$/.test(value))
+    throw new SessionlogError(
+      'INVALID_ARGUMENT',
+      `${name} must be a non-negative integer, got ${JSON.stringify(clip(value, 20))}`,
+    );
   return Number(value);
 }
 
@@ -172,23 +218,47 @@ export async function listApprovals(client: SessionClient, sessionId: string | u
         ? 'no tool calls are waiting for an answer'
         : table(
             ['SESSION', 'CALL', 'TOOL', 'KIND', 'ARGUMENTS', 'AGE', 'EXPIRES'],
-            pending.map((p) => [p.sessionId, p.callId, p.tool, p.kind, clip(p.arguments, 60), `${Math.round(p.ageMs / 1000)}s`, new Date(p.expiresAt).toISOString()]),
+            pending.map((p) => [
+              p.sessionId,
+              p.callId,
+              p.tool,
+              p.kind,
+              clip(p.arguments, 60),
+              `${Math.round(p.ageMs / 1000)}s`,
+              new Date(p.expiresAt).toISOString(),
+            ]),
           ),
     pending,
   );
 }
 
 /** Approves or denies a waiting tool call and prints the decision that counts. */
-export async function answerApproval(client: SessionClient, sessionId: string, callId: string, answer: Parameters<SessionClient['approve']>[2], out: Output): Promise<void> {
+export async function answerApproval(
+  client: SessionClient,
+  sessionId: string,
+  callId: string,
+  answer: Parameters<SessionClient['approve']>[2],
+  out: Output,
+): Promise<void> {
   const result = await client.approve(sessionId, callId, answer);
   print(out, () => `${callId}: ${result.decision}${result.reason ? ` (${result.reason})` : ''}`, result);
 }
 
 /** Salvages a damaged session into a new one and says what it kept. */
-export async function salvageSession(client: SessionClient, id: string, into: string | undefined, out: Output): Promise<void> {
+export async function salvageSession(
+  client: SessionClient,
+  id: string,
+  into: string | undefined,
+  out: Output,
+): Promise<void> {
   const salvaged = await client.salvage(id, into !== undefined ? { into } : {});
   const at = salvaged.header.salvagedAt;
-  print(out, () => `salvaged ${id} into ${salvaged.sessionId}: kept seqs 0-${(at?.firstBadSeq ?? 1) - 1}${at ? `; the log is damaged at seq ${at.firstBadSeq} (${at.reason})` : ''}`, salvaged);
+  print(
+    out,
+    () =>
+      `salvaged ${id} into ${salvaged.sessionId}: kept seqs 0-${(at?.firstBadSeq ?? 1) - 1}${at ? `; the log is damaged at seq ${at.firstBadSeq} (${at.reason})` : ''}`,
+    salvaged,
+  );
 }
 
 /** Erases a session and prints the receipt. */

@@ -47,7 +47,9 @@ export async function runWorkerProcess(config: Config, log: (line: string) => vo
   const onSignal = (signal: NodeJS.Signals): void => {
     if (stop.signal.aborted) return;
     phase = 'draining';
-    log(`${signal}: draining: polling stops; running activities get ${config.shutdownGraceMs / 1000} s to finish, then go back to Temporal for another worker`);
+    log(
+      `${signal}: draining: polling stops; running activities get ${config.shutdownGraceMs / 1000} s to finish, then go back to Temporal for another worker`,
+    );
     stop.abort();
     if (worker?.getState() === 'RUNNING') worker.shutdown();
   };
@@ -59,12 +61,16 @@ export async function runWorkerProcess(config: Config, log: (line: string) => vo
     if (phase === 'starting') return { ready: false, reason: `starting: ${startingStep}`, checks };
     if (phase === 'draining') return { ready: false, reason: 'draining: shutting down', checks };
     const down = monitor?.firstDown();
-    return down ? { ready: false, reason: `${down.label} is unreachable: ${down.state.error ?? 'unknown'}`, checks } : { ready: true, checks };
+    return down
+      ? { ready: false, reason: `${down.label} is unreachable: ${down.state.error ?? 'unknown'}`, checks }
+      : { ready: true, checks };
   };
 
   const options = runtimeOptions(config);
   const telemetry = await options.telemetry('worker');
-  await telemetry.installTemporalRuntime({ coreLogFilter: `${makeTelemetryFilterString({ core: 'ERROR', other: 'ERROR' })},temporalio_client::retry=off` });
+  await telemetry.installTemporalRuntime({
+    coreLogFilter: `${makeTelemetryFilterString({ core: 'ERROR', other: 'ERROR' })},temporalio_client::retry=off`,
+  });
 
   let ops: RunningOpsServer | undefined;
   let store: SessionStore | undefined;
@@ -73,17 +79,33 @@ export async function runWorkerProcess(config: Config, log: (line: string) => vo
   let exitCode = 0;
   try {
     if (config.ops.port !== undefined) {
-      ops = await startOpsServer({ host: config.ops.host, port: config.ops.port, ready: readiness, routes: telemetry.metricsRoute() });
+      ops = await startOpsServer({
+        host: config.ops.host,
+        port: config.ops.port,
+        ready: readiness,
+        routes: telemetry.metricsRoute(),
+      });
       log(`operations: ${ops.url}/healthz, ${ops.url}/readyz, ${ops.url}/metrics`);
     }
-    store = await untilConnected(`store ${storeLabel(config.store)}`, () => openConfiguredStore(config), { log, signal: stop.signal, retryable: isConnectivityError });
+    store = await untilConnected(`store ${storeLabel(config.store)}`, () => openConfiguredStore(config), {
+      log,
+      signal: stop.signal,
+      retryable: isConnectivityError,
+    });
     if (!store) return 0;
     model = await startModel(config);
     log(`model: ${model.description}`);
     startingStep = `connecting to Temporal at ${address}`;
-    connection = await untilConnected(`Temporal at ${address}`, () => NativeConnection.connect({ address }), { log, signal: stop.signal });
+    connection = await untilConnected(`Temporal at ${address}`, () => NativeConnection.connect({ address }), {
+      log,
+      signal: stop.signal,
+    });
     if (!connection) return 0;
-    monitor = new ReachabilityMonitor(fleetProbes(store, config.store, connection, address), { intervalMs: PROBE_INTERVAL_MS, timeoutMs: PROBE_TIMEOUT_MS, log });
+    monitor = new ReachabilityMonitor(fleetProbes(store, config.store, connection, address), {
+      intervalMs: PROBE_INTERVAL_MS,
+      timeoutMs: PROBE_TIMEOUT_MS,
+      log,
+    });
     await monitor.start();
 
     while (!stop.signal.aborted) {
@@ -91,12 +113,18 @@ export async function runWorkerProcess(config: Config, log: (line: string) => vo
       const workerOptions = options.worker({ connection, store, model: model.model, telemetry });
       worker = await createWorker({
         ...workerOptions,
-        workerOptions: { ...workerOptions.workerOptions, shutdownGraceTime: config.shutdownGraceMs, shutdownForceTime: config.shutdownGraceMs + FORCE_AFTER_GRACE_MS },
+        workerOptions: {
+          ...workerOptions.workerOptions,
+          shutdownGraceTime: config.shutdownGraceMs,
+          shutdownForceTime: config.shutdownGraceMs + FORCE_AFTER_GRACE_MS,
+        },
       });
       if (stop.signal.aborted) break;
       const run = worker.run();
       if (phase === 'starting') phase = 'running';
-      log(`worker on ${address}, namespace ${config.namespace}, task queue ${config.taskQueue}, store ${storeLabel(config.store)}`);
+      log(
+        `worker on ${address}, namespace ${config.namespace}, task queue ${config.taskQueue}, store ${storeLabel(config.store)}`,
+      );
       try {
         await run;
       } catch (error) {
@@ -105,7 +133,9 @@ export async function runWorkerProcess(config: Config, log: (line: string) => vo
           exitCode = 1;
           break;
         }
-        log(`the Temporal worker stopped (${(error as Error).message.split('\n')[0]}); starting a new one in ${RESTART_DELAY_MS / 1000} s`);
+        log(
+          `the Temporal worker stopped (${(error as Error).message.split('\n')[0]}); starting a new one in ${RESTART_DELAY_MS / 1000} s`,
+        );
         phase = 'starting';
         // An AbortError here means a signal came while waiting: the loop condition ends it.
         await sleep(RESTART_DELAY_MS, undefined, { signal: stop.signal }).catch(() => undefined);

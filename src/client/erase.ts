@@ -22,20 +22,32 @@ export async function eraseWorkflows(temporal: Client, workflowId: string): Prom
   // erase). The newest run (closed by now) and the runs it continues are taken from Temporal itself.
   const runs = new Set<string>();
   try {
-    for (let runId: string | undefined = (await handle.describe()).runId; runId && !runs.has(runId); runId = await continuedFrom(temporal, workflowId, runId)) runs.add(runId);
+    for (
+      let runId: string | undefined = (await handle.describe()).runId;
+      runId && !runs.has(runId);
+      runId = await continuedFrom(temporal, workflowId, runId)
+    )
+      runs.add(runId);
   } catch (error) {
     // No run left at all (erased before, or never started).
     if (!(error instanceof WorkflowNotFoundError)) throw error;
   }
-  for await (const execution of temporal.workflow.list({ query: `WorkflowId = '${workflowId.replace(/'/g, "\\'")}'` })) runs.add(execution.runId);
+  for await (const execution of temporal.workflow.list({ query: `WorkflowId = '${workflowId.replace(/'/g, "\\'")}'` }))
+    runs.add(execution.runId);
   let deletedRuns = 0;
   for (const runId of runs) {
     const workflowExecution = { workflowId, runId };
     try {
       // Visibility lists a run for a while after its history was deleted (by an earlier erase):
       // only a run that still exists counts as removed now.
-      await temporal.workflowService.describeWorkflowExecution({ namespace: temporal.options.namespace, execution: workflowExecution });
-      await temporal.workflowService.deleteWorkflowExecution({ namespace: temporal.options.namespace, workflowExecution });
+      await temporal.workflowService.describeWorkflowExecution({
+        namespace: temporal.options.namespace,
+        execution: workflowExecution,
+      });
+      await temporal.workflowService.deleteWorkflowExecution({
+        namespace: temporal.options.namespace,
+        workflowExecution,
+      });
       deletedRuns += 1;
     } catch (error) {
       // Already deleted (a concurrent or earlier erase): the goal is met.
@@ -48,7 +60,11 @@ export async function eraseWorkflows(temporal: Client, workflowId: string): Prom
 /** The run that `runId` continued as new from, if any (and if its history is still there). */
 async function continuedFrom(temporal: Client, workflowId: string, runId: string): Promise<string | undefined> {
   try {
-    const { history } = await temporal.workflowService.getWorkflowExecutionHistory({ namespace: temporal.options.namespace, execution: { workflowId, runId }, maximumPageSize: 1 });
+    const { history } = await temporal.workflowService.getWorkflowExecutionHistory({
+      namespace: temporal.options.namespace,
+      execution: { workflowId, runId },
+      maximumPageSize: 1,
+    });
     return history?.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
   } catch (error) {
     // Deleted already: the chain ends here (visibility lists whatever is older).

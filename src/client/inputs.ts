@@ -16,7 +16,10 @@ export function isWellFormed(text: string): boolean {
 /** Throws INVALID_MESSAGE unless `id` is 1-128 well-formed characters. */
 export function assertMessageId(id: unknown): asserts id is string {
   if (typeof id !== 'string' || id.length === 0 || id.length > 128 || !isWellFormed(id)) {
-    throw new SessionlogError('INVALID_MESSAGE', 'a message id must be 1-128 characters of well-formed text (no lone UTF-16 surrogates)');
+    throw new SessionlogError(
+      'INVALID_MESSAGE',
+      'a message id must be 1-128 characters of well-formed text (no lone UTF-16 surrogates)',
+    );
   }
 }
 
@@ -24,9 +27,17 @@ export function assertMessageId(id: unknown): asserts id is string {
 export function assertMessageText(text: unknown, maxBytes: number): asserts text is string {
   if (typeof text !== 'string') throw new SessionlogError('INVALID_MESSAGE', 'message text must be a string');
   if (text.trim().length === 0) throw new SessionlogError('EMPTY_MESSAGE', 'message text must not be empty or blank');
-  if (!isWellFormed(text)) throw new SessionlogError('INVALID_MESSAGE', 'message text contains a lone UTF-16 surrogate; send well-formed text');
+  if (!isWellFormed(text))
+    throw new SessionlogError(
+      'INVALID_MESSAGE',
+      'message text contains a lone UTF-16 surrogate; send well-formed text',
+    );
   const bytes = Buffer.byteLength(text, 'utf8');
-  if (bytes > maxBytes) throw new SessionlogError('MESSAGE_TOO_LARGE', `message is ${bytes} bytes; the limit is ${maxBytes}; split it or attach it as a file`);
+  if (bytes > maxBytes)
+    throw new SessionlogError(
+      'MESSAGE_TOO_LARGE',
+      `message is ${bytes} bytes; the limit is ${maxBytes}; split it or attach it as a file`,
+    );
 }
 
 export { assertSessionId };

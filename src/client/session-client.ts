@@ -138,11 +138,20 @@ const REJECTION_CODES: ReadonlySet<string> = new Set([
 ]);
 
 /** Why a listed session's log may not be readable: `sessions verify` reports it; listings across sessions skip it. */
-const UNLISTABLE_CODES: ReadonlySet<string> = new Set(['CORRUPT_LOG', 'UNSUPPORTED_FORMAT', 'SESSION_NOT_FOUND', 'SESSION_ERASED']);
+const UNLISTABLE_CODES: ReadonlySet<string> = new Set([
+  'CORRUPT_LOG',
+  'UNSUPPORTED_FORMAT',
+  'SESSION_NOT_FOUND',
+  'SESSION_ERASED',
+]);
 
 /** Maps a refusal of an update (validator or handler) to a SessionlogError with its code. */
 function refusal(error: unknown): unknown {
-  if (error instanceof WorkflowUpdateFailedError && error.cause instanceof ApplicationFailure && REJECTION_CODES.has(error.cause.type ?? '')) {
+  if (
+    error instanceof WorkflowUpdateFailedError &&
+    error.cause instanceof ApplicationFailure &&
+    REJECTION_CODES.has(error.cause.type ?? '')
+  ) {
     return new SessionlogError(error.cause.type as SessionErrorCode, error.cause.message, { cause: error });
   }
   return error;
@@ -158,7 +167,8 @@ async function retryWhileTaskFails<T>(fn: () => Promise<T>): Promise<T> {
     try {
       return await fn();
     } catch (error) {
-      const message = error instanceof Error ? `${error.message} ${(error.cause as Error | undefined)?.message ?? ''}` : '';
+      const message =
+        error instanceof Error ? `${error.message} ${(error.cause as Error | undefined)?.message ?? ''}` : '';
       if (!/Workflow Task in failed state/i.test(message) || Date.now() + delay > deadline) throw error;
       await new Promise((resolve) => setTimeout(resolve, delay));
     }
@@ -207,11 +217,19 @@ export class SessionClient {
    * interceptors (tracing's, from src/telemetry).
    */
   static async connect(
-    options: Omit<SessionClientOptions, 'temporal'> & { address: string; namespace?: string; interceptors?: WorkflowClientInterceptor[] },
+    options: Omit<SessionClientOptions, 'temporal'> & {
+      address: string;
+      namespace?: string;
+      interceptors?: WorkflowClientInterceptor[];
+    },
   ): Promise<SessionClient> {
     const { address, namespace, interceptors, ...rest } = options;
     const connection = await Connection.connect({ address });
-    const temporal = new Client({ connection, namespace: namespace ?? 'default', ...(interceptors ? { interceptors: { workflow: interceptors } } : {}) });
+    const temporal = new Client({
+      connection,
+      namespace: namespace ?? 'default',
+      ...(interceptors ? { interceptors: { workflow: interceptors } } : {}),
+    });
     return new SessionClient({ ...rest, temporal });
   }
 
@@ -235,9 +253,17 @@ export class SessionClient {
     const sessionId = options.sessionId ?? randomUUID();
     assertSessionId(sessionId);
     if (options.agent) this.checkAgent?.(options.agent);
-    const header: SessionHeader = { version: SESSION_FORMAT_VERSION, id: sessionId, createdAt: Date.now(), ...(options.agent ? { agent: options.agent } : {}) };
+    const header: SessionHeader = {
+      version: SESSION_FORMAT_VERSION,
+      id: sessionId,
+      createdAt: Date.now(),
+      ...(options.agent ? { agent: options.agent } : {}),
+    };
     if (await this.store.exists(sessionId)) {
-      throw new SessionlogError('SESSION_ALREADY_EXISTS', `session ${sessionId} already exists; pick another id or use the existing session`);
+      throw new SessionlogError(
+        'SESSION_ALREADY_EXISTS',
+        `session ${sessionId} already exists; pick another id or use the existing session`,
+      );
     }
     // Creating the header first makes a taken id a clean conflict even when two callers race.
     await this.store.create(header);
@@ -249,7 +275,9 @@ export class SessionClient {
    * Makes sure the session exists and its workflow runs: creates it (header, then workflow)
    * when it is new; an existing session keeps its header. Idempotent.
    */
-  async start(options: { sessionId?: string; agent?: AgentSpec } = {}): Promise<{ sessionId: string; header: SessionHeader }> {
+  async start(
+    options: { sessionId?: string; agent?: AgentSpec } = {},
+  ): Promise<{ sessionId: string; header: SessionHeader }> {
     const sessionId = options.sessionId ?? randomUUID();
     const header = await this.ensureSession(sessionId, options.agent);
     await this.startWorkflow(sessionId);
@@ -306,7 +334,11 @@ export class SessionClient {
     await this.ensureSession(sessionId);
     const result = await retryWhileTaskFails(async () => {
       try {
-        return await this.temporal.workflow.executeUpdateWithStart(sendUpdate, { args: [message], updateId: message.id, startWorkflowOperation: this.startOperation(sessionId) });
+        return await this.temporal.workflow.executeUpdateWithStart(sendUpdate, {
+          args: [message],
+          updateId: message.id,
+          startWorkflowOperation: this.startOperation(sessionId),
+        });
       } catch (error) {
         throw refusal(error);
       }
@@ -322,10 +354,18 @@ export class SessionClient {
    * @param options.tools the caller's tools for the turn this message starts (as for {@link send}).
    * @returns the message id.
    */
-  async post(sessionId: string, text: string, options: { id?: string; tools?: ToolSchema[] } = {}): Promise<{ id: string }> {
+  async post(
+    sessionId: string,
+    text: string,
+    options: { id?: string; tools?: ToolSchema[] } = {},
+  ): Promise<{ id: string }> {
     const message = this.checkMessage(sessionId, text, options);
     await this.ensureSession(sessionId);
-    await this.temporal.workflow.signalWithStart(SESSION_WORKFLOW_TYPE, { ...this.startOptions(sessionId), signal: userMessageSignal, signalArgs: [message] });
+    await this.temporal.workflow.signalWithStart(SESSION_WORKFLOW_TYPE, {
+      ...this.startOptions(sessionId),
+      signal: userMessageSignal,
+      signalArgs: [message],
+    });
     return { id: message.id };
   }
 
@@ -340,7 +380,11 @@ export class SessionClient {
     try {
       return await this.handle(sessionId).query(statusQuery);
     } catch (error) {
-      if (error instanceof WorkflowNotFoundError) throw new SessionlogError('SESSION_NOT_FOUND', `session ${sessionId} has no running workflow; use resume to start one`);
+      if (error instanceof WorkflowNotFoundError)
+        throw new SessionlogError(
+          'SESSION_NOT_FOUND',
+          `session ${sessionId} has no running workflow; use resume to start one`,
+        );
       throw error;
     }
   }
@@ -411,7 +455,12 @@ export class SessionClient {
    * A page of one of the session's artifacts (full tool output, spilled text), by the name in
    * its locator: characters `[offset, offset + limit)` and the total length.
    */
-  async readArtifact(sessionId: string, name: string, offset: number, limit: number): Promise<{ locator: string; offset: number; text: string; total: number }> {
+  async readArtifact(
+    sessionId: string,
+    name: string,
+    offset: number,
+    limit: number,
+  ): Promise<{ locator: string; offset: number; text: string; total: number }> {
     assertSessionId(sessionId);
     const locator = `artifact:${sessionId}/${name}`;
     const page = await this.store.artifacts.read(sessionId, locator, offset, limit);
@@ -441,9 +490,11 @@ export class SessionClient {
     assertSessionId(sessionId);
     const scan = await this.store.scan(sessionId);
     const violations = scan.header ? verifyLog(scan.header, scan.events) : [];
-    if (scan.headerProblem) violations.unshift({ seq: null, rule: 'stored-header', message: scan.headerProblem.reason });
+    if (scan.headerProblem)
+      violations.unshift({ seq: null, rule: 'stored-header', message: scan.headerProblem.reason });
     // A JSONL torn final write is no damage: reads ignore it and the next append removes it.
-    if (scan.problem && !scan.problem.torn) violations.push({ seq: scan.problem.seq, rule: 'stored-record', message: scan.problem.reason });
+    if (scan.problem && !scan.problem.torn)
+      violations.push({ seq: scan.problem.seq, rule: 'stored-record', message: scan.problem.reason });
     return { sessionId, events: scan.events.length, violations };
   }
 
@@ -454,7 +505,11 @@ export class SessionClient {
    */
   async context(sessionId: string): Promise<ContextReport> {
     assertSessionId(sessionId);
-    if (!this.measure) throw new SessionlogError('INVALID_ARGUMENT', 'this SessionClient has no token meter: build it with the contextReport option (the CLI and gateway do)');
+    if (!this.measure)
+      throw new SessionlogError(
+        'INVALID_ARGUMENT',
+        'this SessionClient has no token meter: build it with the contextReport option (the CLI and gateway do)',
+      );
     return this.measure(await this.store.session(sessionId));
   }
 
@@ -471,16 +526,30 @@ export class SessionClient {
    */
   async note(
     sessionId: string,
-    note: { id?: string; metadata?: { values: Record<string, string>; messageId?: string }; messages?: Array<{ id?: string; text: string }> },
+    note: {
+      id?: string;
+      metadata?: { values: Record<string, string>; messageId?: string };
+      messages?: Array<{ id?: string; text: string }>;
+    },
   ): Promise<{ id: string; headSeq: number }> {
     await this.requireSession(sessionId);
     const id = note.id ?? randomUUID();
     assertMessageId(id);
-    const messages = (note.messages ?? []).map((m) => this.checkMessage(sessionId, m.text, m.id === undefined ? {} : { id: m.id }));
-    const input: NoteInput = { id, ...(note.metadata ? { metadata: note.metadata } : {}), ...(messages.length > 0 ? { messages } : {}) };
+    const messages = (note.messages ?? []).map((m) =>
+      this.checkMessage(sessionId, m.text, m.id === undefined ? {} : { id: m.id }),
+    );
+    const input: NoteInput = {
+      id,
+      ...(note.metadata ? { metadata: note.metadata } : {}),
+      ...(messages.length > 0 ? { messages } : {}),
+    };
     const logged = await retryWhileTaskFails(async () => {
       try {
-        return await this.temporal.workflow.executeUpdateWithStart(noteUpdate, { args: [input], updateId: `note/${id}`, startWorkflowOperation: this.startOperation(sessionId) });
+        return await this.temporal.workflow.executeUpdateWithStart(noteUpdate, {
+          args: [input],
+          updateId: `note/${id}`,
+          startWorkflowOperation: this.startOperation(sessionId),
+        });
       } catch (error) {
         throw refusal(error);
       }
@@ -502,7 +571,10 @@ export class SessionClient {
     assertMessageId(callId);
     if (answer.reason !== undefined) assertMessageText(answer.reason, this.maxMessageBytes);
     try {
-      return await this.temporal.workflow.executeUpdateWithStart(approveUpdate, { args: [{ ...answer, callId }], startWorkflowOperation: this.startOperation(sessionId) });
+      return await this.temporal.workflow.executeUpdateWithStart(approveUpdate, {
+        args: [{ ...answer, callId }],
+        startWorkflowOperation: this.startOperation(sessionId),
+      });
     } catch (error) {
       throw refusal(error);
     }
@@ -514,13 +586,26 @@ export class SessionClient {
    * @throws SessionlogError `UNKNOWN_CALL` when the call is not waiting for a result,
    *   `ALREADY_ANSWERED` when its result was already posted.
    */
-  async submitToolResult(sessionId: string, callId: string, output: string, options: { isError?: boolean; by?: string } = {}): Promise<ToolResultAck> {
+  async submitToolResult(
+    sessionId: string,
+    callId: string,
+    output: string,
+    options: { isError?: boolean; by?: string } = {},
+  ): Promise<ToolResultAck> {
     await this.requireSession(sessionId);
     assertMessageId(callId);
-    if (typeof output !== 'string' || !isWellFormed(output)) throw new SessionlogError('INVALID_MESSAGE', 'a tool result output must be well-formed text');
+    if (typeof output !== 'string' || !isWellFormed(output))
+      throw new SessionlogError('INVALID_MESSAGE', 'a tool result output must be well-formed text');
     try {
       return await this.temporal.workflow.executeUpdateWithStart(toolResultUpdate, {
-        args: [{ callId, output, ...(options.isError ? { isError: true } : {}), ...(options.by !== undefined ? { by: options.by } : {}) }],
+        args: [
+          {
+            callId,
+            output,
+            ...(options.isError ? { isError: true } : {}),
+            ...(options.by !== undefined ? { by: options.by } : {}),
+          },
+        ],
         startWorkflowOperation: this.startOperation(sessionId),
       });
     } catch (error) {
@@ -601,7 +686,10 @@ export class SessionClient {
   async compact(sessionId: string): Promise<CompactResult | null> {
     await this.requireSession(sessionId);
     try {
-      return await this.temporal.workflow.executeUpdateWithStart(compactUpdate, { args: [], startWorkflowOperation: this.startOperation(sessionId) });
+      return await this.temporal.workflow.executeUpdateWithStart(compactUpdate, {
+        args: [],
+        startWorkflowOperation: this.startOperation(sessionId),
+      });
     } catch (error) {
       throw refusal(error);
     }
@@ -639,9 +727,16 @@ export class SessionClient {
    *   when the child id is taken, `INVALID_BOUNDARY` for a seq outside the parent's log and
    *   `OPEN_TURN` when `at` falls inside a turn.
    */
-  async fork(sessionId: string, options: { childId?: string; at?: number } = {}): Promise<{ sessionId: string; header: SessionHeader }> {
+  async fork(
+    sessionId: string,
+    options: { childId?: string; at?: number } = {},
+  ): Promise<{ sessionId: string; header: SessionHeader }> {
     await this.requireSession(sessionId);
-    return this.seed(options.childId ?? randomUUID(), { kind: 'fork', parentId: sessionId, ...(options.at !== undefined ? { at: options.at } : {}) });
+    return this.seed(options.childId ?? randomUUID(), {
+      kind: 'fork',
+      parentId: sessionId,
+      ...(options.at !== undefined ? { at: options.at } : {}),
+    });
   }
 
   /**
@@ -649,7 +744,10 @@ export class SessionClient {
    * prefix of the damaged log (a turn it leaves open is closed with the repair closers), its
    * header naming the parent and the first bad seq. The damaged session is left untouched.
    */
-  async salvage(sessionId: string, options: { into?: string } = {}): Promise<{ sessionId: string; header: SessionHeader }> {
+  async salvage(
+    sessionId: string,
+    options: { into?: string } = {},
+  ): Promise<{ sessionId: string; header: SessionHeader }> {
     await this.requireSession(sessionId);
     return this.seed(options.into ?? randomUUID(), { kind: 'salvage', parentId: sessionId });
   }
@@ -683,7 +781,10 @@ export class SessionClient {
   private async requireSession(sessionId: string): Promise<void> {
     assertSessionId(sessionId);
     if (!(await this.store.exists(sessionId))) {
-      throw new SessionlogError('SESSION_NOT_FOUND', `session ${sessionId} does not exist; create it first (POST /v1/sessions or SessionClient.create)`);
+      throw new SessionlogError(
+        'SESSION_NOT_FOUND',
+        `session ${sessionId} does not exist; create it first (POST /v1/sessions or SessionClient.create)`,
+      );
     }
   }
 
@@ -695,7 +796,12 @@ export class SessionClient {
     assertSessionId(sessionId);
     if (await this.store.exists(sessionId)) return this.store.header(sessionId);
     if (agent) this.checkAgent?.(agent);
-    const header: SessionHeader = { version: SESSION_FORMAT_VERSION, id: sessionId, createdAt: Date.now(), ...(agent ? { agent } : {}) };
+    const header: SessionHeader = {
+      version: SESSION_FORMAT_VERSION,
+      id: sessionId,
+      createdAt: Date.now(),
+      ...(agent ? { agent } : {}),
+    };
     try {
       await this.store.create(header);
     } catch (error) {
@@ -708,10 +814,16 @@ export class SessionClient {
   private async seed(childId: string, seed: SeedSpec): Promise<{ sessionId: string; header: SessionHeader }> {
     assertSessionId(childId);
     if (await this.store.exists(childId)) {
-      throw new SessionlogError('SESSION_ALREADY_EXISTS', `session ${childId} already exists; pick another id for the new session`);
+      throw new SessionlogError(
+        'SESSION_ALREADY_EXISTS',
+        `session ${childId} already exists; pick another id for the new session`,
+      );
     }
     try {
-      await this.temporal.workflow.executeUpdateWithStart(openedUpdate, { args: [], startWorkflowOperation: this.startOperation(childId, seed) });
+      await this.temporal.workflow.executeUpdateWithStart(openedUpdate, {
+        args: [],
+        startWorkflowOperation: this.startOperation(childId, seed),
+      });
     } catch (error) {
       throw refusal(error);
     }
@@ -743,17 +855,27 @@ export class SessionClient {
   }
 
   private startWorkflow(sessionId: string) {
-    return this.temporal.workflow.start(SESSION_WORKFLOW_TYPE, { ...this.startOptions(sessionId), workflowIdConflictPolicy: 'USE_EXISTING' });
+    return this.temporal.workflow.start(SESSION_WORKFLOW_TYPE, {
+      ...this.startOptions(sessionId),
+      workflowIdConflictPolicy: 'USE_EXISTING',
+    });
   }
 
   private startOptions(sessionId: string, seed?: SeedSpec) {
-    const input: SessionWorkflowInput = { sessionId, ...(this.tunables ? { tunables: this.tunables } : {}), ...(seed ? { seed } : {}) };
+    const input: SessionWorkflowInput = {
+      sessionId,
+      ...(this.tunables ? { tunables: this.tunables } : {}),
+      ...(seed ? { seed } : {}),
+    };
     return { workflowId: workflowIdFor(sessionId), taskQueue: this.taskQueue, args: [input] as [SessionWorkflowInput] };
   }
 
   /** A start-if-needed operation; single-use, so each attempt makes its own. */
   private startOperation(sessionId: string, seed?: SeedSpec): WithStartWorkflowOperation<typeof sessionWorkflow> {
-    return new WithStartWorkflowOperation<typeof sessionWorkflow>(SESSION_WORKFLOW_TYPE, { ...this.startOptions(sessionId, seed), workflowIdConflictPolicy: 'USE_EXISTING' });
+    return new WithStartWorkflowOperation<typeof sessionWorkflow>(SESSION_WORKFLOW_TYPE, {
+      ...this.startOptions(sessionId, seed),
+      workflowIdConflictPolicy: 'USE_EXISTING',
+    });
   }
 
   private handle(sessionId: string): WorkflowHandle<typeof sessionWorkflow> {

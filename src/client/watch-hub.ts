@@ -85,7 +85,11 @@ export class WatchHub {
     return this.tail(sessionId, fromSeq, signal);
   }
 
-  private async *tail(sessionId: string, fromSeq: number, signal: AbortSignal | undefined): AsyncGenerator<StoredEvent> {
+  private async *tail(
+    sessionId: string,
+    fromSeq: number,
+    signal: AbortSignal | undefined,
+  ): AsyncGenerator<StoredEvent> {
     if (signal?.aborted) return;
     const channel = this.channels.get(sessionId) ?? this.open(sessionId);
     const follower: Follower = { next: fromSeq, queue: [], detached: false, wake: undefined };
@@ -118,7 +122,9 @@ export class WatchHub {
             throw error;
           }
           if (page[0]?.seq !== follower.next) {
-            throw new Error(`watch hub: the store returned no event ${follower.next} of session ${sessionId} although seq ${upTo - 1} was watched`);
+            throw new Error(
+              `watch hub: the store returned no event ${follower.next} of session ${sessionId} although seq ${upTo - 1} was watched`,
+            );
           }
           for (const event of page) {
             if (signal?.aborted) return;
@@ -139,7 +145,14 @@ export class WatchHub {
   }
 
   private open(sessionId: string): Channel {
-    const channel: Channel = { followers: new Set(), stop: new AbortController(), started: Promise.resolve(), cursor: 0, ended: false, failure: undefined };
+    const channel: Channel = {
+      followers: new Set(),
+      stop: new AbortController(),
+      started: Promise.resolve(),
+      cursor: 0,
+      ended: false,
+      failure: undefined,
+    };
     channel.started = this.store.nextSeq(sessionId).then((head) => {
       channel.cursor = head;
     });

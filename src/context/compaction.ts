@@ -5,7 +5,15 @@
  * originals stay in the log. Everything here is pure: the activity does the I/O.
  */
 import { SessionlogError, deriveEventMessage } from '../session/index.js';
-import type { ContentBlock, EventLookup, Message, NewEvent, SessionView, TokenUsage, UserMessage } from '../session/index.js';
+import type {
+  ContentBlock,
+  EventLookup,
+  Message,
+  NewEvent,
+  SessionView,
+  TokenUsage,
+  UserMessage,
+} from '../session/index.js';
 
 export type CompactionTrigger = 'pressure' | 'context-overflow' | 'manual';
 
@@ -27,16 +35,26 @@ export type ContextPolicy = {
   minHeadroomRatio: number;
 };
 
-export const DEFAULT_CONTEXT_POLICY: ContextPolicy = { thresholdRatio: 0.8, retainRatio: 0.16, summaryMaxTokens: 8192, minHeadroomRatio: 0.1 };
+export const DEFAULT_CONTEXT_POLICY: ContextPolicy = {
+  thresholdRatio: 0.8,
+  retainRatio: 0.16,
+  summaryMaxTokens: 8192,
+  minHeadroomRatio: 0.1,
+};
 
 /** Validates the policy; throws naming the field to fix. */
 export function resolveContextPolicy(policy: Partial<ContextPolicy> = {}): ContextPolicy {
   const p = { ...DEFAULT_CONTEXT_POLICY, ...policy };
-  if (!(p.thresholdRatio > 0 && p.thresholdRatio <= 1)) throw new SessionlogError('INVALID_ARGUMENT', 'context thresholdRatio must be in (0, 1]');
-  if (!(p.retainRatio >= 0 && p.retainRatio < p.thresholdRatio)) throw new SessionlogError('INVALID_ARGUMENT', 'context retainRatio must be at least 0 and below thresholdRatio');
-  if (p.budgetTokens !== undefined && (!Number.isSafeInteger(p.budgetTokens) || p.budgetTokens <= 0)) throw new SessionlogError('INVALID_ARGUMENT', 'context budgetTokens must be a positive integer');
-  if (!Number.isSafeInteger(p.summaryMaxTokens) || p.summaryMaxTokens <= 0) throw new SessionlogError('INVALID_ARGUMENT', 'context summaryMaxTokens must be a positive integer');
-  if (!(p.minHeadroomRatio >= 0 && p.minHeadroomRatio < 1)) throw new SessionlogError('INVALID_ARGUMENT', 'context minHeadroomRatio must be in [0, 1)');
+  if (!(p.thresholdRatio > 0 && p.thresholdRatio <= 1))
+    throw new SessionlogError('INVALID_ARGUMENT', 'context thresholdRatio must be in (0, 1]');
+  if (!(p.retainRatio >= 0 && p.retainRatio < p.thresholdRatio))
+    throw new SessionlogError('INVALID_ARGUMENT', 'context retainRatio must be at least 0 and below thresholdRatio');
+  if (p.budgetTokens !== undefined && (!Number.isSafeInteger(p.budgetTokens) || p.budgetTokens <= 0))
+    throw new SessionlogError('INVALID_ARGUMENT', 'context budgetTokens must be a positive integer');
+  if (!Number.isSafeInteger(p.summaryMaxTokens) || p.summaryMaxTokens <= 0)
+    throw new SessionlogError('INVALID_ARGUMENT', 'context summaryMaxTokens must be a positive integer');
+  if (!(p.minHeadroomRatio >= 0 && p.minHeadroomRatio < 1))
+    throw new SessionlogError('INVALID_ARGUMENT', 'context minHeadroomRatio must be in [0, 1)');
   return p;
 }
 
@@ -62,24 +80,44 @@ export const CHECKPOINT_PREAMBLE =
  * tag. With `recall` (the session has the recall tools), the preamble also says which seqs the
  * summary replaced and that they can be searched and read.
  */
-export function frameCheckpoint(summary: readonly ContentBlock[], recall?: { start: number; end: number }): ContentBlock[] {
+export function frameCheckpoint(
+  summary: readonly ContentBlock[],
+  recall?: { start: number; end: number },
+): ContentBlock[] {
   const note = recall
     ? `\n\nThe original messages it replaces (log seqs ${recall.start}-${recall.end}) are kept: find facts in them with the search_history tool and read them exactly with read_history.`
     : '';
-  return [{ type: 'text', text: `${CHECKPOINT_PREAMBLE}${note}\n\n<compacted-summary>` }, ...summary, { type: 'text', text: '</compacted-summary>' }];
+  return [
+    { type: 'text', text: `${CHECKPOINT_PREAMBLE}${note}\n\n<compacted-summary>` },
+    ...summary,
+    { type: 'text', text: '</compacted-summary>' },
+  ];
 }
 
 /** Keeps only the text of a summarizer reply; throws when it has none or contains tool calls only. */
 export function summaryBlocks(content: readonly ContentBlock[], finishReason: string): ContentBlock[] {
-  if (finishReason === 'length') throw new SessionlogError('SUMMARY_REFUSED', 'the summary was cut off at the output limit (MAX_TOKENS); a truncated checkpoint is refused');
-  if (finishReason === 'content_filter') throw new SessionlogError('SUMMARY_REFUSED', 'the summary was stopped by the provider\'s content filter; a partial checkpoint is refused');
+  if (finishReason === 'length')
+    throw new SessionlogError(
+      'SUMMARY_REFUSED',
+      'the summary was cut off at the output limit (MAX_TOKENS); a truncated checkpoint is refused',
+    );
+  if (finishReason === 'content_filter')
+    throw new SessionlogError(
+      'SUMMARY_REFUSED',
+      "the summary was stopped by the provider's content filter; a partial checkpoint is refused",
+    );
   const text = content.filter((b): b is Extract<ContentBlock, { type: 'text' }> => b.type === 'text');
-  if (!text.some((b) => b.text.trim().length > 0)) throw new SessionlogError('SUMMARY_REFUSED', 'the summarizer returned no text');
+  if (!text.some((b) => b.text.trim().length > 0))
+    throw new SessionlogError('SUMMARY_REFUSED', 'the summarizer returned no text');
   return text.map((b) => ({ type: 'text', text: b.text }));
 }
 
 /** The summarizer's messages: the shadowed nodes' derived messages, then one instruction. */
-export function summarizerMessages(session: SessionView, shadowedSeqs: readonly number[], compactionId: string): Message[] {
+export function summarizerMessages(
+  session: SessionView,
+  shadowedSeqs: readonly number[],
+  compactionId: string,
+): Message[] {
   const messages: Message[] = [];
   for (const seq of shadowedSeqs) {
     const event = session.eventAt(seq);
@@ -125,7 +163,8 @@ export function bracketState(session: EventLookup, compactionId: string, fromSeq
         }
         break;
       case 'user/message':
-        if (e.data.source.kind === 'plugin' && e.data.source.compactionId === compactionId && e.surfaceOp !== 'append') state.replacementSeq = e.seq;
+        if (e.data.source.kind === 'plugin' && e.data.source.compactionId === compactionId && e.surfaceOp !== 'append')
+          state.replacementSeq = e.seq;
         break;
       case 'compaction/end':
         if (e.data.compactionId === compactionId) {

@@ -9,8 +9,22 @@
  */
 import { classifyModelError, ModelCallError } from '../model/errors.js';
 import type { ModelPort, ModelReply } from '../model/provider.js';
-import { SessionlogError, scrubSecrets, type ContentBlock, type RequestHeader, type SessionView } from '../session/index.js';
-import { bracketState, liveBracket, planCommit, summarizerMessages, summaryBlocks, type BracketState, type CompactionTrigger } from './compaction.js';
+import {
+  SessionlogError,
+  scrubSecrets,
+  type ContentBlock,
+  type RequestHeader,
+  type SessionView,
+} from '../session/index.js';
+import {
+  bracketState,
+  liveBracket,
+  planCommit,
+  summarizerMessages,
+  summaryBlocks,
+  type BracketState,
+  type CompactionTrigger,
+} from './compaction.js';
 import { contextLimits, priceOf, type ContextDeps, type LogPort } from './pressure.js';
 import { planPrune } from './pruner.js';
 import { halveCompactableRange, selectCompactableRange, type CompactableRange } from './range.js';
@@ -76,18 +90,34 @@ export async function runCompaction(ports: CompactionPorts, request: CompactionR
     const tokensAfter = header ? context.meter.measure(session(), header).totalTokens : 0;
     if (state.endSeq === undefined) {
       const measured = error === undefined && state.summarySeq !== undefined ? { tokensBefore, tokensAfter } : {};
-      const end = { compactionId: request.compactionId, turn: request.turn, ...(error !== undefined ? { error } : {}), ...measured };
+      const end = {
+        compactionId: request.compactionId,
+        turn: request.turn,
+        ...(error !== undefined ? { error } : {}),
+        ...measured,
+      };
       await log.append([{ type: 'compaction/end', time: ports.now(), data: end }], 'end');
       state = bracketState(session(), request.compactionId, request.fromSeq);
     }
     const err = error ?? state.error;
-    if (err !== undefined || state.shadowedSeqs === undefined) return { result: null, ...(err !== undefined ? { error: err } : {}) };
+    if (err !== undefined || state.shadowedSeqs === undefined)
+      return { result: null, ...(err !== undefined ? { error: err } : {}) };
     const result = resultOf(ports, request.compactionId, state);
     // An automatic compaction that restored too little headroom trips the breaker (logged, so it holds across restarts).
-    const stall = header && request.trigger !== 'manual' ? stallOf(context, header.model, request, result.tokensAfter) : undefined;
+    const stall =
+      header && request.trigger !== 'manual' ? stallOf(context, header.model, request, result.tokensAfter) : undefined;
     if (stall) {
-      await logStall(ports, request, { tokensBefore: result.tokensBefore, tokensAfter: result.tokensAfter, ...stall, reason: `the compaction left ${result.tokensAfter} tokens, above its target of ${stall.target}` });
-      return { result, stalled: true, error: `compaction stalled: it left ${result.tokensAfter} tokens, above the target of ${stall.target}` };
+      await logStall(ports, request, {
+        tokensBefore: result.tokensBefore,
+        tokensAfter: result.tokensAfter,
+        ...stall,
+        reason: `the compaction left ${result.tokensAfter} tokens, above its target of ${stall.target}`,
+      });
+      return {
+        result,
+        stalled: true,
+        error: `compaction stalled: it left ${result.tokensAfter} tokens, above the target of ${stall.target}`,
+      };
     }
     return { result };
   };
@@ -99,10 +129,19 @@ export async function runCompaction(ports: CompactionPorts, request: CompactionR
   if (!header) return { result: null };
   if (state.startSeq === undefined) {
     const live = liveBracket(session());
-    if (live) throw new SessionlogError('INVALID_ARGUMENT', `compaction ${live.compactionId} opened at seq ${live.seq} is still running`);
+    if (live)
+      throw new SessionlogError(
+        'INVALID_ARGUMENT',
+        `compaction ${live.compactionId} opened at seq ${live.seq} is still running`,
+      );
     if (request.trigger === 'context-overflow' && context.pruner) {
       // Overflow recovery prunes first (dsh-spec §4.8); the summary then covers what is left.
-      const events = planPrune(session(), context.pruner, priceOf(context.meter.measure(session(), header)), ports.now());
+      const events = planPrune(
+        session(),
+        context.pruner,
+        priceOf(context.meter.measure(session(), header)),
+        ports.now(),
+      );
       if (events.length > 0) await log.append(events, 'prune');
     }
     const planned = selectRange(session(), header, context, request);
@@ -112,7 +151,12 @@ export async function runCompaction(ports: CompactionPorts, request: CompactionR
     const stall = request.trigger !== 'manual' ? stallOf(context, header.model, request, irreducible) : undefined;
     if (stall) {
       const reason = `the system prompt, tools and retained tail alone take ${irreducible} tokens, above the compaction target of ${stall.target}`;
-      await logStall(ports, request, { tokensBefore: measurement.totalTokens, tokensAfter: measurement.totalTokens, ...stall, reason });
+      await logStall(ports, request, {
+        tokensBefore: measurement.totalTokens,
+        tokensAfter: measurement.totalTokens,
+        ...stall,
+        reason,
+      });
       return { result: null, stalled: true, error: `compaction stalled: ${reason}` };
     }
     if (!planned) return { result: null };
@@ -138,13 +182,16 @@ export async function runCompaction(ports: CompactionPorts, request: CompactionR
       if (failure.code === 'context_overflow') {
         // The summarizer request itself is too large: summarise a smaller head-anchored span.
         const measurement = context.meter.measure(session(), header);
-        const smaller = halveCompactableRange(plan, session().surfaceNodes, measurement.nodes, (seq) => session().eventAt(seq));
+        const smaller = halveCompactableRange(plan, session().surfaceNodes, measurement.nodes, (seq) =>
+          session().eventAt(seq),
+        );
         if (smaller) {
           plan = smaller;
           continue;
         }
       }
-      if (failure.retryable && request.attempt < request.maxAttempts) throw new ModelCallError(failure, undefined, { cause: error });
+      if (failure.retryable && request.attempt < request.maxAttempts)
+        throw new ModelCallError(failure, undefined, { cause: error });
       return finish(`summarizer failed: ${flattenError(error)}`);
     }
   }
@@ -170,7 +217,9 @@ export async function runCompaction(ports: CompactionPorts, request: CompactionR
     price: (checkpoint) => (checkpointTokens = context.meter.messageTokens(checkpoint, header.model)),
   });
   if (checkpointTokens >= plan.tokens) {
-    return finish(`the summary (${checkpointTokens} tokens) is not smaller than what it would replace (${plan.tokens} tokens)`);
+    return finish(
+      `the summary (${checkpointTokens} tokens) is not smaller than what it would replace (${plan.tokens} tokens)`,
+    );
   }
   await log.append(events, 'commit');
   state = bracketState(session(), request.compactionId, request.fromSeq);
@@ -187,15 +236,31 @@ export async function abandonCompaction(
 ): Promise<void> {
   const state = bracketState(log.session, input.compactionId, input.fromSeq);
   if (state.startSeq === undefined || state.endSeq !== undefined) return;
-  await log.append([{ type: 'compaction/end', time: input.time, data: { compactionId: input.compactionId, turn: input.turn, error: input.error } }], 'end');
+  await log.append(
+    [
+      {
+        type: 'compaction/end',
+        time: input.time,
+        data: { compactionId: input.compactionId, turn: input.turn, error: input.error },
+      },
+    ],
+    'end',
+  );
 }
 
-function resultOf(ports: CompactionPorts, compactionId: string, state: BracketState): NonNullable<CompactionOutcome['result']> {
+function resultOf(
+  ports: CompactionPorts,
+  compactionId: string,
+  state: BracketState,
+): NonNullable<CompactionOutcome['result']> {
   const session = ports.log.session;
   const header = session.requestHeader;
   const tokensAfter = header ? ports.context.meter.measure(session, header).totalTokens : 0;
   const replacement = state.replacementSeq === undefined ? undefined : session.eventAt(state.replacementSeq);
-  const checkpointPrice = header && replacement?.type === 'user/message' ? ports.context.meter.messageTokens(replacement.data, header.model) : 0;
+  const checkpointPrice =
+    header && replacement?.type === 'user/message'
+      ? ports.context.meter.messageTokens(replacement.data, header.model)
+      : 0;
   return {
     compactionId,
     shadowedSeqs: state.shadowedSeqs!,
@@ -205,26 +270,52 @@ function resultOf(ports: CompactionPorts, compactionId: string, state: BracketSt
 }
 
 /** The breaker's verdict: `tokens` above floor(threshold × (1 − minHeadroomRatio)) restores too little. */
-function stallOf(context: ContextDeps, model: string, request: CompactionRequest, tokens: number): { budget: number; threshold: number; irreducible: number; target: number } | undefined {
+function stallOf(
+  context: ContextDeps,
+  model: string,
+  request: CompactionRequest,
+  tokens: number,
+): { budget: number; threshold: number; irreducible: number; target: number } | undefined {
   const limits = contextLimits(context, model, request.learnedWindow);
   const target = Math.floor(limits.threshold * (1 - context.policy.minHeadroomRatio));
-  return tokens > target ? { budget: limits.budget, threshold: limits.threshold, irreducible: tokens, target } : undefined;
+  return tokens > target
+    ? { budget: limits.budget, threshold: limits.threshold, irreducible: tokens, target }
+    : undefined;
 }
 
 async function logStall(
   ports: CompactionPorts,
   request: CompactionRequest,
-  numbers: { tokensBefore: number; tokensAfter: number; budget: number; threshold: number; irreducible: number; reason: string },
+  numbers: {
+    tokensBefore: number;
+    tokensAfter: number;
+    budget: number;
+    threshold: number;
+    irreducible: number;
+    reason: string;
+  },
 ): Promise<void> {
   const { tokensBefore, tokensAfter, budget, threshold, irreducible, reason } = numbers;
   await ports.log.append(
-    [{ type: 'compaction/stalled', time: ports.now(), data: { compactionId: request.compactionId, tokensBefore, tokensAfter, budget, threshold, irreducible, reason } }],
+    [
+      {
+        type: 'compaction/stalled',
+        time: ports.now(),
+        data: { compactionId: request.compactionId, tokensBefore, tokensAfter, budget, threshold, irreducible, reason },
+      },
+    ],
     'stalled',
   );
 }
 
-function selectRange(session: SessionView, header: RequestHeader, context: ContextDeps, request: CompactionRequest): CompactableRange | null {
+function selectRange(
+  session: SessionView,
+  header: RequestHeader,
+  context: ContextDeps,
+  request: CompactionRequest,
+): CompactableRange | null {
   const measurement = context.meter.measure(session, header);
-  const retain = request.trigger === 'pressure' ? contextLimits(context, header.model, request.learnedWindow).retain : 0;
+  const retain =
+    request.trigger === 'pressure' ? contextLimits(context, header.model, request.learnedWindow).retain : 0;
   return selectCompactableRange(session.surfaceNodes, measurement.nodes, retain, (seq) => session.eventAt(seq));
 }

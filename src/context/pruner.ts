@@ -21,11 +21,19 @@ export const DEFAULT_PRUNER_CONFIG: PrunerConfig = { thresholdChars: 8192, headC
 export function resolvePrunerConfig(config: Partial<PrunerConfig> = {}): PrunerConfig {
   const resolved = { ...DEFAULT_PRUNER_CONFIG, ...config };
   for (const [key, value] of Object.entries(resolved)) {
-    if (!Number.isSafeInteger(value) || value < 0) throw new SessionlogError('INVALID_ARGUMENT', `pruner ${key} must be a non-negative integer, got ${String(value)}`);
+    if (!Number.isSafeInteger(value) || value < 0)
+      throw new SessionlogError(
+        'INVALID_ARGUMENT',
+        `pruner ${key} must be a non-negative integer, got ${String(value)}`,
+      );
   }
-  if (resolved.thresholdChars <= 0) throw new SessionlogError('INVALID_ARGUMENT', 'pruner thresholdChars must be positive');
+  if (resolved.thresholdChars <= 0)
+    throw new SessionlogError('INVALID_ARGUMENT', 'pruner thresholdChars must be positive');
   if (resolved.headChars + MARKER_LENGTH + resolved.tailChars > resolved.thresholdChars) {
-    throw new SessionlogError('INVALID_ARGUMENT', `pruner headChars + marker (${MARKER_LENGTH}) + tailChars must not exceed thresholdChars`);
+    throw new SessionlogError(
+      'INVALID_ARGUMENT',
+      `pruner headChars + marker (${MARKER_LENGTH}) + tailChars must not exceed thresholdChars`,
+    );
   }
   return resolved;
 }
@@ -70,7 +78,12 @@ export function pruneContent(blocks: readonly ContentBlock[], config: PrunerConf
  * `compaction/prune` pricing the original, immediately followed by the replacement. `price`
  * gives a node's current token price. Empty when nothing needs pruning (idempotent).
  */
-export function planPrune(session: SessionView, config: PrunerConfig, price: (seq: number) => number, time: number): NewEvent[] {
+export function planPrune(
+  session: SessionView,
+  config: PrunerConfig,
+  price: (seq: number) => number,
+  time: number,
+): NewEvent[] {
   const events: NewEvent[] = [];
   for (const seq of session.surfaceNodes) {
     const event = session.eventAt(seq);

@@ -9,7 +9,8 @@ import type { NodePrice } from './meter-types.js';
 export type CompactableRange = { start: number; end: number; seqs: number[]; tokens: number };
 
 function openCallsDelta(event: SessionEvent | undefined): number {
-  if (event?.type === 'assistant/message') return event.data.message.content.filter((b) => b.type === 'tool-call').length;
+  if (event?.type === 'assistant/message')
+    return event.data.message.content.filter((b) => b.type === 'tool-call').length;
   if (event?.type === 'tool/result') return -1;
   return 0;
 }
@@ -23,7 +24,8 @@ export function balancedCuts(nodes: readonly number[], eventAt: (seq: number) =>
   let open = 0;
   for (const seq of nodes) {
     open += openCallsDelta(eventAt(seq));
-    if (open < 0) throw new SessionlogError('CORRUPT_LOG', `corrupt surface: tool result at seq ${seq} has no open call`);
+    if (open < 0)
+      throw new SessionlogError('CORRUPT_LOG', `corrupt surface: tool result at seq ${seq} has no open call`);
     balanced.push(open === 0);
   }
   return balanced;
@@ -41,7 +43,10 @@ export function selectCompactableRange(
   eventAt: (seq: number) => SessionEvent | undefined,
 ): CompactableRange | null {
   if (prices.length !== nodes.length || prices.some((p, i) => p.seq !== nodes[i])) {
-    throw new SessionlogError('INVALID_ARGUMENT', 'token measurement does not match the current surface; measure again');
+    throw new SessionlogError(
+      'INVALID_ARGUMENT',
+      'token measurement does not match the current surface; measure again',
+    );
   }
   let k = nodes.length;
   let kept = 0;

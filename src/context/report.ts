@@ -5,7 +5,13 @@
  * token meter, so the figures are the ones the pressure policy acts on.
  */
 import { lookupModel, type ModelCatalogue } from '../model/catalogue.js';
-import { deriveEventMessage, type ContextMessageKind, type ContextReport, type RequestHeader, type SessionView } from '../session/index.js';
+import {
+  deriveEventMessage,
+  type ContextMessageKind,
+  type ContextReport,
+  type RequestHeader,
+  type SessionView,
+} from '../session/index.js';
 import { resolveContextPolicy, type ContextPolicy } from './compaction.js';
 import type { TokenMeter } from './meter-types.js';
 import { contextLimits } from './pressure.js';
@@ -23,7 +29,12 @@ function kindOf(session: SessionView, seq: number): ContextMessageKind {
   const event = session.eventAt(seq);
   if (event?.type === 'tool/result') return 'tool-result';
   if (event?.type === 'assistant/message') return 'assistant';
-  if (event?.type === 'user/message' && event.data.source.kind === 'plugin' && event.data.source.compactionId !== undefined) return 'summary';
+  if (
+    event?.type === 'user/message' &&
+    event.data.source.kind === 'plugin' &&
+    event.data.source.compactionId !== undefined
+  )
+    return 'summary';
   return 'user';
 }
 
@@ -44,7 +55,15 @@ export function createContextReporter(options: ContextReporterOptions): (session
     const measurement = options.meter.measure(session, header);
     const { tools: _tools, ...withoutTools } = header;
     const system = options.meter.headerTokens(withoutTools);
-    const tokens = { system, tools: measurement.headerTokens - system, user: 0, assistant: 0, toolResults: 0, summaries: 0, total: measurement.totalTokens };
+    const tokens = {
+      system,
+      tools: measurement.headerTokens - system,
+      user: 0,
+      assistant: 0,
+      toolResults: 0,
+      summaries: 0,
+      total: measurement.totalTokens,
+    };
     const messages: ContextReport['messages'] = [];
     for (const node of measurement.nodes) {
       const event = session.eventAt(node.seq);

@@ -26,7 +26,15 @@ import {
   type TokenizerFamily,
 } from '../model/catalogue.js';
 import type { TemplateMessage } from '../model/deepseek-tokens.js';
-import { applySurfaceChange, deriveEventMessage, surfaceChange, type Message, type RequestHeader, type SessionEvent, type SessionView } from '../session/index.js';
+import {
+  applySurfaceChange,
+  deriveEventMessage,
+  surfaceChange,
+  type Message,
+  type RequestHeader,
+  type SessionEvent,
+  type SessionView,
+} from '../session/index.js';
 import type { NodePrice, TokenMeasurement, TokenMeter } from './meter-types.js';
 import { familyEstimator, type FamilyEstimator, type StandalonePrice } from './tokenizers.js';
 
@@ -115,7 +123,8 @@ export class UsageCalibration {
   /** Current ratios and sample counts, for diagnostics. */
   snapshot(): Record<string, { ratio: number; samples: number }> {
     const out: Record<string, { ratio: number; samples: number }> = {};
-    for (const [model, list] of this.samples) if (list.length > 0) out[model] = { ratio: this.ratio(model)!, samples: list.length };
+    for (const [model, list] of this.samples)
+      if (list.length > 0) out[model] = { ratio: this.ratio(model)!, samples: list.length };
     return out;
   }
 }
@@ -247,7 +256,10 @@ class SurfacePriceFold {
   private view: NodesView | undefined;
   anchor: FoldAnchor | undefined;
 
-  constructor(private readonly price: (message: Message | null) => StandalonePrice, private readonly discount: number) {}
+  constructor(
+    private readonly price: (message: Message | null) => StandalonePrice,
+    private readonly discount: number,
+  ) {}
 
   /** Consumes the events appended since the last call. */
   catchUp(session: SessionView): void {
@@ -258,8 +270,14 @@ class SurfacePriceFold {
     }
     this.consumed = end;
     const surface = session.surfaceNodes;
-    if (surface.length !== this.nodes.length || (surface.length > 0 && surface[surface.length - 1] !== this.nodes[this.nodes.length - 1]!.seq)) {
-      throw new TokenMeterError('METER_OUT_OF_SYNC', `token meter surface (${this.nodes.length} nodes) disagrees with session ${session.id} (${surface.length} nodes); this is a bug, report it with the session log`);
+    if (
+      surface.length !== this.nodes.length ||
+      (surface.length > 0 && surface[surface.length - 1] !== this.nodes[this.nodes.length - 1]!.seq)
+    ) {
+      throw new TokenMeterError(
+        'METER_OUT_OF_SYNC',
+        `token meter surface (${this.nodes.length} nodes) disagrees with session ${session.id} (${surface.length} nodes); this is a bug, report it with the session log`,
+      );
     }
   }
 
@@ -302,7 +320,13 @@ class SurfacePriceFold {
     }
     const message = deriveEventMessage(event);
     const standalone = this.price(message);
-    const entry: NodeEntry = { seq: event.seq, standalone, empty: message === null, raw: 0, frozen: { seq: event.seq, tokens: 0 } };
+    const entry: NodeEntry = {
+      seq: event.seq,
+      standalone,
+      empty: message === null,
+      raw: 0,
+      frozen: { seq: event.seq, tokens: 0 },
+    };
     this.revision++;
     if (change.kind === 'replace') {
       for (let i = change.index; i < change.index + change.removed; i++) this.rawSurface -= this.nodes[i]!.raw;
@@ -436,7 +460,11 @@ export function createTokenMeter(options: TokenMeterOptions = {}): SessionTokenM
         const anchorSurface = scale(candidate.rawSurface, factor);
         // Usage below the meter's own count for the same request is not trusted (never anchor low).
         if (candidate.promptTokens >= headerTokens + anchorSurface) {
-          anchor = Object.freeze({ seq: candidate.seq, promptTokens: candidate.promptTokens, surfaceTokens: anchorSurface });
+          anchor = Object.freeze({
+            seq: candidate.seq,
+            promptTokens: candidate.promptTokens,
+            surfaceTokens: anchorSurface,
+          });
           totalTokens = Math.max(0, candidate.promptTokens + view.surfaceTokens - anchorSurface);
         }
       }

@@ -8,7 +8,12 @@
  * path: special-token strings in user text are counted as plain text and never throw.
  */
 import { get_encoding, type Tiktoken } from 'tiktoken';
-import { deepseekPromptTokenIds, encodeOrdinary, wireContentText, type TemplateMessage } from '../model/deepseek-tokens.js';
+import {
+  deepseekPromptTokenIds,
+  encodeOrdinary,
+  wireContentText,
+  type TemplateMessage,
+} from '../model/deepseek-tokens.js';
 import { assertNever } from '../session/messages.js';
 import type { TokenizerFamily } from '../model/catalogue.js';
 

@@ -33,12 +33,18 @@ export function requestHeaderFor(
   deps.model.model(model);
   const names = [...(spec?.tools ?? deps.agent.tools)];
   // Where compaction runs, what it replaces stays reachable: the recall tools come with it.
-  if (deps.context) for (const name of RECALL_TOOL_NAMES) if (!names.includes(name) && deps.tools.get(name)) names.push(name);
+  if (deps.context)
+    for (const name of RECALL_TOOL_NAMES) if (!names.includes(name) && deps.tools.get(name)) names.push(name);
   const tools = deps.tools.schemas(names);
   if (turnTools) {
     const clashes = clashingToolNames(turnTools, tools);
     if (clashes.length > 0) {
-      throw new ModelCallError(modelFailure('bad_request', `the tools given for this turn include ${clashes.map((n) => JSON.stringify(n)).join(', ')}, which the worker already has; give the caller's tools other names`));
+      throw new ModelCallError(
+        modelFailure(
+          'bad_request',
+          `the tools given for this turn include ${clashes.map((n) => JSON.stringify(n)).join(', ')}, which the worker already has; give the caller's tools other names`,
+        ),
+      );
     }
     tools.push(...turnTools);
   }

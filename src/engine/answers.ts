@@ -12,7 +12,14 @@ import { gateOf } from '../tools/approval.js';
 import type { EngineDeps } from './deps.js';
 import { LogWriter } from './log-writer.js';
 import { stepOps, type StepKey } from './ops.js';
-import type { CallAnswer, RecordAnswersInput, RecordAnswersResult, ToolCallRef, ToolRunRef, WaitingStep } from './types.js';
+import type {
+  CallAnswer,
+  RecordAnswersInput,
+  RecordAnswersResult,
+  ToolCallRef,
+  ToolRunRef,
+  WaitingStep,
+} from './types.js';
 
 /** A day: how long a call waits for its answer when the workflow gives no timeout. */
 const DEFAULT_ANSWER_TIMEOUT_MS = 24 * 60 * 60_000;
@@ -21,7 +28,13 @@ const DEFAULT_ANSWER_TIMEOUT_MS = 24 * 60 * 60_000;
  * Logs an approval request for every call of the step's reply that waits for an answer, once
  * (one batch), and returns the calls annotated with their gates.
  */
-export async function requestAnswers(deps: EngineDeps, writer: LogWriter, key: StepKey, calls: ToolCallRef[], timeoutMs: number | undefined): Promise<ToolCallRef[]> {
+export async function requestAnswers(
+  deps: EngineDeps,
+  writer: LogWriter,
+  key: StepKey,
+  calls: ToolCallRef[],
+  timeoutMs: number | undefined,
+): Promise<ToolCallRef[]> {
   const op = stepOps.approvalRequests(key);
   if (writer.session.eventsOfOp(op, writer.fromSeq).length === 0) {
     const expiresAt = deps.now() + (timeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS);
@@ -31,12 +44,24 @@ export async function requestAnswers(deps: EngineDeps, writer: LogWriter, key: S
       if (logged?.type !== 'tool/call') continue;
       const parsed = parseToolCallArguments(call.name, logged.data.arguments);
       // Unparsable arguments never run: the tool step answers them with an error, no approval needed.
-      const gate = !parsed.ok ? undefined : isTurnTool(writer.session, call.name) ? 'external' : gateOf(deps.tools.get(call.name), parsed.value, deps.approval, writer.session.allowedTools);
+      const gate = !parsed.ok
+        ? undefined
+        : isTurnTool(writer.session, call.name)
+          ? 'external'
+          : gateOf(deps.tools.get(call.name), parsed.value, deps.approval, writer.session.allowedTools);
       if (!gate) continue;
       events.push({
         type: 'tool/approval-request',
         time: deps.now(),
-        data: { turn: key.turn, step: key.step, callId: call.callId, tool: call.name, arguments: logged.data.arguments, expiresAt, kind: gate },
+        data: {
+          turn: key.turn,
+          step: key.step,
+          callId: call.callId,
+          tool: call.name,
+          arguments: logged.data.arguments,
+          expiresAt,
+          kind: gate,
+        },
       });
     }
     if (events.length > 0) await writer.append(events, op);
@@ -92,20 +117,37 @@ export async function recordAnswers(deps: EngineDeps, input: RecordAnswersInput)
   for (const answer of input.answers) {
     const pending = writer.session.turns.pending.get(answer.callId);
     if (!pending?.request || pending.callSeq === undefined) continue;
-    if (!pending.answer) await writer.append(await answerEvents(deps, input, pending.name, answer), stepOps.answer(key, answer.callId));
+    if (!pending.answer)
+      await writer.append(await answerEvents(deps, input, pending.name, answer), stepOps.answer(key, answer.callId));
     const result = writer.session.turns.pending.get(answer.callId)?.answer?.result;
-    if (answer.kind === 'external' && result) external.push({ callId: answer.callId, callSeq: pending.callSeq, ...result, external: true });
+    if (answer.kind === 'external' && result)
+      external.push({ callId: answer.callId, callSeq: pending.callSeq, ...result, external: true });
   }
   return { headSeq: writer.session.nextSeq, external };
 }
 
 /** The events of one answer: `tool/approval` (with an external call's stored result), and `tool/allow` when asked. */
-async function answerEvents(deps: EngineDeps, input: RecordAnswersInput, tool: string, answer: CallAnswer): Promise<NewEvent[]> {
+async function answerEvents(
+  deps: EngineDeps,
+  input: RecordAnswersInput,
+  tool: string,
+  answer: CallAnswer,
+): Promise<NewEvent[]> {
   const turnStep = { turn: input.turn, step: input.step, callId: answer.callId };
   if (answer.kind === 'external') {
-    const ref = await deps.store.artifacts.put({ sessionId: input.sessionId, name: `${tool}-${answer.callId}.txt`, content: scrubSecrets(answer.output) });
+    const ref = await deps.store.artifacts.put({
+      sessionId: input.sessionId,
+      name: `${tool}-${answer.callId}.txt`,
+      content: scrubSecrets(answer.output),
+    });
     const result = { locator: ref.locator, bytes: ref.bytes, isError: answer.isError };
-    return [{ type: 'tool/approval', time: deps.now(), data: { ...turnStep, decision: 'approve', result, ...(answer.by !== undefined ? { by: answer.by } : {}) } }];
+    return [
+      {
+        type: 'tool/approval',
+        time: deps.now(),
+        data: { ...turnStep, decision: 'approve', result, ...(answer.by !== undefined ? { by: answer.by } : {}) },
+      },
+    ];
   }
   const events: NewEvent[] = [
     {
@@ -121,7 +163,11 @@ async function answerEvents(deps: EngineDeps, input: RecordAnswersInput, tool: s
     },
   ];
   if (answer.allowForSession && answer.decision === 'approve') {
-    events.push({ type: 'tool/allow', time: deps.now(), data: { tool, ...(answer.by !== undefined ? { by: answer.by } : {}) } });
+    events.push({
+      type: 'tool/allow',
+      time: deps.now(),
+      data: { tool, ...(answer.by !== undefined ? { by: answer.by } : {}) },
+    });
   }
   return events;
 }

@@ -34,7 +34,8 @@ function logPort(writer: LogWriter, runId: string, id: string): LogPort {
 
 /** Runs (or resumes) one compaction bracket. */
 export async function compact(deps: EngineDeps, input: CompactInput, ctx: StepContext): Promise<CompactActivityResult> {
-  if (!deps.context) throw new SessionlogError('INVALID_ARGUMENT', 'context management is not configured on this worker');
+  if (!deps.context)
+    throw new SessionlogError('INVALID_ARGUMENT', 'context management is not configured on this worker');
   const writer = await LogWriter.open(deps.store, input.sessionId, input.runId, input.knownHead);
   const id = idOf(input);
   const model = writer.session.requestHeader?.model;
@@ -42,7 +43,11 @@ export async function compact(deps: EngineDeps, input: CompactInput, ctx: StepCo
   const outcome = await runCompaction(
     {
       log: logPort(writer, input.runId, id),
-      summarizer: observedModel(deps.model, deps.telemetry, { sessionId: input.sessionId, turn: input.turn, purpose: 'summary' }),
+      summarizer: observedModel(deps.model, deps.telemetry, {
+        sessionId: input.sessionId,
+        turn: input.turn,
+        purpose: 'summary',
+      }),
       context: deps.context,
       recall: hasRecallTools(deps),
       now: deps.now,
@@ -66,6 +71,12 @@ export async function compact(deps: EngineDeps, input: CompactInput, ctx: StepCo
 export async function abandon(deps: EngineDeps, input: AbandonCompactionInput): Promise<{ headSeq: number }> {
   const writer = await LogWriter.open(deps.store, input.sessionId, input.runId, input.knownHead);
   const id = idOf(input);
-  await abandonCompaction(logPort(writer, input.runId, id), { compactionId: id, turn: input.turn, fromSeq: input.knownHead, error: input.error, time: deps.now() });
+  await abandonCompaction(logPort(writer, input.runId, id), {
+    compactionId: id,
+    turn: input.turn,
+    fromSeq: input.knownHead,
+    error: input.error,
+    time: deps.now(),
+  });
   return { headSeq: writer.session.nextSeq };
 }

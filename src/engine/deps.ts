@@ -11,7 +11,13 @@ import type { AgentConfig } from './agent.js';
 import type { EngineTelemetry } from './telemetry.js';
 
 /** Turns a tool's full output into the text logged inline (spill lives in src/context). */
-export type ToolResultShaper = (input: { sessionId: string; callId: string; toolName: string; text: string; locator: string }) => Promise<string>;
+export type ToolResultShaper = (input: {
+  sessionId: string;
+  callId: string;
+  toolName: string;
+  text: string;
+  locator: string;
+}) => Promise<string>;
 
 export type EngineDeps = {
   store: SessionStore;

@@ -43,7 +43,9 @@ export type TurnEngine = {
 };
 
 export function createTurnEngine(engineDeps: EngineDeps): TurnEngine {
-  const deps = engineDeps.telemetry ? { ...engineDeps, store: observedStore(engineDeps.store, engineDeps.telemetry) } : engineDeps;
+  const deps = engineDeps.telemetry
+    ? { ...engineDeps, store: observedStore(engineDeps.store, engineDeps.telemetry) }
+    : engineDeps;
   return {
     openRun: (input) => openRun(deps, input),
     modelStep: (input, ctx) => modelStep(deps, input, ctx),

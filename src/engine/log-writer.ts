@@ -70,7 +70,10 @@ export class LogWriter {
   async append(events: readonly NewEvent[], op: string): Promise<StoredEvent[]> {
     const owner = this.session.owningRun;
     if (owner !== undefined && owner !== this.runId) {
-      throw new SessionlogError('SEQ_CONFLICT', `session ${this.session.id} is now owned by run ${owner}; run ${this.runId} may not append to it`);
+      throw new SessionlogError(
+        'SEQ_CONFLICT',
+        `session ${this.session.id} is now owned by run ${owner}; run ${this.runId} may not append to it`,
+      );
     }
     return this.write(events, op);
   }

@@ -44,7 +44,11 @@ export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: St
     const logged = loggedStepResult(writer.session, input.turn, reply, false);
     if (logged.toolCalls.length === 0) return logged;
     // A retried step whose reply is logged: its approval requests may not be (requested once either way).
-    return { ...logged, toolCalls: await requestAnswers(deps, writer, key, logged.toolCalls, input.approvalTimeoutMs), headSeq: writer.session.nextSeq };
+    return {
+      ...logged,
+      toolCalls: await requestAnswers(deps, writer, key, logged.toolCalls, input.approvalTimeoutMs),
+      headSeq: writer.session.nextSeq,
+    };
   }
   for (const op of [stepOps.cancel(key), stepOps.error(key)]) {
     const closed = writer.logged(op);
@@ -60,7 +64,10 @@ export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: St
   }
   const previous = writer.session.requestHeader;
   if (!previous || !jsonEqual(previous, header)) {
-    await writer.append([{ type: 'request/header', time: deps.now(), data: { header, reason: previous ? 'change' : 'initial' } }], stepOps.header(key));
+    await writer.append(
+      [{ type: 'request/header', time: deps.now(), data: { header, reason: previous ? 'change' : 'initial' } }],
+      stepOps.header(key),
+    );
   }
   let pressure: ModelStepResult['pressure'];
   let measured: TokenMeasurement | undefined;
@@ -72,7 +79,13 @@ export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: St
       append: (events) => writer.append(events, stepOps.prune(key)),
     };
     const learnedWindow = learnedWindowOf(deps, writer.session, header.model);
-    const report = await relievePressure({ log, context: deps.context, header, time: deps.now(), ...(learnedWindow !== undefined ? { learnedWindow } : {}) });
+    const report = await relievePressure({
+      log,
+      context: deps.context,
+      header,
+      time: deps.now(),
+      ...(learnedWindow !== undefined ? { learnedWindow } : {}),
+    });
     measured = report.measurement;
     pressure = { tokens: report.tokens, contextWindow: report.contextWindow, budget: report.budget };
     if (report.needsCompaction) {
@@ -81,18 +94,29 @@ export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: St
       const breakerHolds = stall !== undefined && stall.budget === report.budget;
       // Ask the workflow for a compaction once per step; after it, send what we have.
       if (!breakerHolds && input.pass === 0) {
-        return { headSeq: writer.session.nextSeq, replySeq: null, toolCalls: [], outcome: 'needs-compaction', replayed: false, pressure };
+        return {
+          headSeq: writer.session.nextSeq,
+          replySeq: null,
+          toolCalls: [],
+          outcome: 'needs-compaction',
+          replayed: false,
+          pressure,
+        };
       }
       if (breakerHolds && report.tokens >= report.budget) {
         const message = `the request needs ${report.tokens} tokens, over the ${report.budget}-token budget, and automatic compaction stopped (seq ${stall.seq}: ${stall.reason}). Raise the budget (SESSIONLOG_CONTEXT_BUDGET), keep a shorter verbatim tail (retainRatio), send fewer tools or a shorter system prompt, or compact by hand (sessionlog sessions compact ${input.sessionId})`;
-        return { ...(await closeWithError(deps, writer, input, key, { code: 'compaction_stalled', message })), pressure };
+        return {
+          ...(await closeWithError(deps, writer, input, key, { code: 'compaction_stalled', message })),
+          pressure,
+        };
       }
     }
   }
   const result = await streamReply(deps, writer, input, key, header, ctx);
   if (measured && result.replySeq !== null && !result.replayed) {
     const logged = writer.session.eventAt(result.replySeq);
-    if (logged?.type === 'assistant/message' && logged.data.usage) deps.context?.onUsage?.({ model: header.model, measurement: measured, usage: logged.data.usage });
+    if (logged?.type === 'assistant/message' && logged.data.usage)
+      deps.context?.onUsage?.({ model: header.model, measurement: measured, usage: logged.data.usage });
   }
   return pressure ? { ...result, pressure } : result;
 }
@@ -109,7 +133,10 @@ async function beginStep(deps: EngineDeps, writer: LogWriter, input: ModelStepIn
   const events: NewEvent[] = [];
   if (input.step === 1) {
     if (turns.open) {
-      await writer.append(closersFor(turns, writer.session.storedAt(writer.session.nextSeq - 1), { kind: 'interrupted' }, deps.now()), stepOps.closeStale(key));
+      await writer.append(
+        closersFor(turns, writer.session.storedAt(writer.session.nextSeq - 1), { kind: 'interrupted' }, deps.now()),
+        stepOps.closeStale(key),
+      );
     }
     if (writer.session.turns.lastTurn !== input.turn - 1) {
       throw new SessionlogError(
@@ -135,20 +162,37 @@ async function beginStep(deps: EngineDeps, writer: LogWriter, input: ModelStepIn
   await writer.append(events, stepOps.start(key));
 }
 
-async function streamReply(deps: EngineDeps, writer: LogWriter, input: ModelStepInput, key: StepKey, header: RequestHeader, ctx: StepContext): Promise<ModelStepResult> {
+async function streamReply(
+  deps: EngineDeps,
+  writer: LogWriter,
+  input: ModelStepInput,
+  key: StepKey,
+  header: RequestHeader,
+  ctx: StepContext,
+): Promise<ModelStepResult> {
   const chunkSeqs: number[] = [];
   let batches = 0;
   const alive = setInterval(() => ctx.heartbeat({ chunks: chunkSeqs.length }), deps.heartbeatMs);
   const chunkEvents = (chunks: readonly StreamChunk[]): NewEvent[] =>
-    chunks.map((chunk) => ({ type: 'assistant/chunk', time: deps.now(), data: { turn: input.turn, step: input.step, chunk } }));
+    chunks.map((chunk) => ({
+      type: 'assistant/chunk',
+      time: deps.now(),
+      data: { turn: input.turn, step: input.step, chunk },
+    }));
   let reply: ModelReply;
   try {
-    reply = await observedModel(deps.model, deps.telemetry, { sessionId: input.sessionId, turn: input.turn, step: input.step, purpose: 'reply' }).stream({
+    reply = await observedModel(deps.model, deps.telemetry, {
+      sessionId: input.sessionId,
+      turn: input.turn,
+      step: input.step,
+      purpose: 'reply',
+    }).stream({
       messages: writer.session.deriveMessages(),
       header,
       signal: ctx.signal,
       async onChunks(chunks) {
-        for (const event of await writer.append(chunkEvents(chunks), stepOps.chunks(key, ctx.attempt, batches++))) chunkSeqs.push(event.seq);
+        for (const event of await writer.append(chunkEvents(chunks), stepOps.chunks(key, ctx.attempt, batches++)))
+          chunkSeqs.push(event.seq);
         ctx.heartbeat({ chunks: chunkSeqs.length });
       },
       // The reply's last chunks are logged in the reply's own append: one commit fewer after the last token.
@@ -161,7 +205,12 @@ async function streamReply(deps: EngineDeps, writer: LogWriter, input: ModelStep
   } finally {
     clearInterval(alive);
   }
-  const message: AssistantMessage = { id: randomUUID(), role: 'assistant', content: reply.content, source: { kind: 'model', provider: reply.provider, model: reply.model } };
+  const message: AssistantMessage = {
+    id: randomUUID(),
+    role: 'assistant',
+    content: reply.content,
+    source: { kind: 'model', provider: reply.provider, model: reply.model },
+  };
   if (reply.aborted) return interrupted(deps, writer, input, key, message, chunkSeqs, ctx);
   const calls = reply.content.filter((b) => b.type === 'tool-call');
   const held = chunkEvents(reply.heldChunks ?? []);
@@ -171,13 +220,23 @@ async function streamReply(deps: EngineDeps, writer: LogWriter, input: ModelStep
     {
       type: 'assistant/message',
       time: deps.now(),
-      data: { turn: input.turn, step: input.step, message, ...(reply.usage ? { usage: reply.usage } : {}), finishReason: reply.finishReason },
+      data: {
+        turn: input.turn,
+        step: input.step,
+        message,
+        ...(reply.usage ? { usage: reply.usage } : {}),
+        finishReason: reply.finishReason,
+      },
       surfaceOp: 'append',
       sourceEventSeqs: chunkSeqs,
     },
   ];
   for (const call of calls) {
-    events.push({ type: 'tool/call', time: deps.now(), data: { turn: input.turn, step: input.step, callId: call.id, name: call.name, arguments: call.arguments } });
+    events.push({
+      type: 'tool/call',
+      time: deps.now(),
+      data: { turn: input.turn, step: input.step, callId: call.id, name: call.name, arguments: call.arguments },
+    });
   }
   if (calls.length === 0) {
     const reason: TurnEndReason = reply.finishReason === 'length' ? { kind: 'max-tokens' } : { kind: 'completed' };
@@ -188,16 +247,39 @@ async function streamReply(deps: EngineDeps, writer: LogWriter, input: ModelStep
   if (calls.length === 0) deps.onTurnEnded?.(input.sessionId, writer.session.nextSeq - 1);
   const result = { ...loggedStepResult(writer.session, input.turn, stored, false), replayed: false };
   if (result.toolCalls.length === 0) return result;
-  return { ...result, toolCalls: await requestAnswers(deps, writer, key, result.toolCalls, input.approvalTimeoutMs), headSeq: writer.session.nextSeq };
+  return {
+    ...result,
+    toolCalls: await requestAnswers(deps, writer, key, result.toolCalls, input.approvalTimeoutMs),
+    headSeq: writer.session.nextSeq,
+  };
 }
 
 /** A cancel asked for by the workflow logs the partial reply as interrupted; any other abort writes nothing. */
-async function interrupted(deps: EngineDeps, writer: LogWriter, input: ModelStepInput, key: StepKey, partial: AssistantMessage, chunkSeqs: number[], ctx: StepContext): Promise<never> {
-  if (!ctx.cancelRequested()) throw new StepInterrupted(false, 'model step abandoned: its run is gone or the worker is stopping');
+async function interrupted(
+  deps: EngineDeps,
+  writer: LogWriter,
+  input: ModelStepInput,
+  key: StepKey,
+  partial: AssistantMessage,
+  chunkSeqs: number[],
+  ctx: StepContext,
+): Promise<never> {
+  if (!ctx.cancelRequested())
+    throw new StepInterrupted(false, 'model step abandoned: its run is gone or the worker is stopping');
   const events: NewEvent[] = [
-    { type: 'assistant/message', time: deps.now(), data: { turn: input.turn, step: input.step, message: partial, interrupted: true }, surfaceOp: 'append', sourceEventSeqs: chunkSeqs },
+    {
+      type: 'assistant/message',
+      time: deps.now(),
+      data: { turn: input.turn, step: input.step, message: partial, interrupted: true },
+      surfaceOp: 'append',
+      sourceEventSeqs: chunkSeqs,
+    },
     { type: 'step/end', time: deps.now(), data: { turn: input.turn, step: input.step } },
-    { type: 'turn/end', time: deps.now(), data: { turn: input.turn, reason: { kind: 'aborted', reason: { kind: 'user' } } } },
+    {
+      type: 'turn/end',
+      time: deps.now(),
+      data: { turn: input.turn, reason: { kind: 'aborted', reason: { kind: 'user' } } },
+    },
   ];
   await writer.append(events, stepOps.cancel(key));
   deps.onTurnEnded?.(input.sessionId, writer.session.nextSeq - 1);
@@ -208,39 +290,91 @@ async function interrupted(deps: EngineDeps, writer: LogWriter, input: ModelStep
  * A failed call: retried when transient and attempts remain (after logging `llm/retry`),
  * handed back on a context overflow, otherwise the turn ends with the error.
  */
-async function failStep(deps: EngineDeps, writer: LogWriter, input: ModelStepInput, key: StepKey, failure: ModelFailure, attempt = 1): Promise<ModelStepResult> {
+async function failStep(
+  deps: EngineDeps,
+  writer: LogWriter,
+  input: ModelStepInput,
+  key: StepKey,
+  failure: ModelFailure,
+  attempt = 1,
+): Promise<ModelStepResult> {
   if (failure.retryable && attempt < input.maxAttempts) {
     const delayMs = failure.retryAfterMs ?? Math.min(30_000, 1000 * 2 ** (attempt - 1));
-    const detail = { code: failure.code, message: failure.message, ...(failure.status !== undefined ? { status: failure.status } : {}) };
-    await writer.append([{ type: 'llm/retry', time: deps.now(), data: { turn: input.turn, step: input.step, attempt: attempt + 1, delayMs, failure: detail } }], stepOps.retry(key, attempt));
+    const detail = {
+      code: failure.code,
+      message: failure.message,
+      ...(failure.status !== undefined ? { status: failure.status } : {}),
+    };
+    await writer.append(
+      [
+        {
+          type: 'llm/retry',
+          time: deps.now(),
+          data: { turn: input.turn, step: input.step, attempt: attempt + 1, delayMs, failure: detail },
+        },
+      ],
+      stepOps.retry(key, attempt),
+    );
     throw new ModelCallError({ ...failure, retryAfterMs: delayMs });
   }
   const error = { code: failure.code, message: failure.message };
   if (failure.code === 'context_overflow') {
     await learnLimit(deps, writer, key, failure, attempt);
-    return { headSeq: writer.session.nextSeq, replySeq: null, toolCalls: [], outcome: 'context-overflow', error, replayed: false };
+    return {
+      headSeq: writer.session.nextSeq,
+      replySeq: null,
+      toolCalls: [],
+      outcome: 'context-overflow',
+      error,
+      replayed: false,
+    };
   }
-  return closeWithError(deps, writer, input, key, { ...error, ...(failure.status !== undefined ? { status: failure.status } : {}) });
+  return closeWithError(deps, writer, input, key, {
+    ...error,
+    ...(failure.status !== undefined ? { status: failure.status } : {}),
+  });
 }
 
 /** Logs the window an overflow refusal states (`model/limit`), unless the session already knows it. */
-async function learnLimit(deps: EngineDeps, writer: LogWriter, key: StepKey, failure: ModelFailure, attempt: number): Promise<void> {
+async function learnLimit(
+  deps: EngineDeps,
+  writer: LogWriter,
+  key: StepKey,
+  failure: ModelFailure,
+  attempt: number,
+): Promise<void> {
   const model = writer.session.requestHeader?.model;
   const stated = failure.contextLimit;
   if (model === undefined || stated === undefined || deps.learnLimits === false) return;
   offerLearnedWindow(deps, model, stated);
   if (writer.session.learnedWindow(model) === stated) return;
   const source = failure.status === 413 ? 'http-413' : 'provider-message';
-  await writer.append([{ type: 'model/limit', time: deps.now(), data: { model, contextWindow: stated, source } }], stepOps.limit(key, attempt));
+  await writer.append(
+    [{ type: 'model/limit', time: deps.now(), data: { model, contextWindow: stated, source } }],
+    stepOps.limit(key, attempt),
+  );
 }
 
 /** Ends the turn with `error`: every open call gets an error result, then the step and the turn end. */
-async function closeWithError(deps: EngineDeps, writer: LogWriter, input: ModelStepInput, key: StepKey, error: { code: string; message: string; status?: number }): Promise<ModelStepResult> {
+async function closeWithError(
+  deps: EngineDeps,
+  writer: LogWriter,
+  input: ModelStepInput,
+  key: StepKey,
+  error: { code: string; message: string; status?: number },
+): Promise<ModelStepResult> {
   const reason: TurnEndReason = { kind: 'error', error };
   const last = writer.session.storedAt(writer.session.nextSeq - 1);
   await writer.append(closersFor(writer.session.turns, last, reason, deps.now()), stepOps.error(key));
   deps.onTurnEnded?.(input.sessionId, writer.session.nextSeq - 1);
   const turnEnd = loggedTurnEnd(writer.session, input.turn);
-  return { headSeq: writer.session.nextSeq, replySeq: turnEnd?.replySeq ?? null, toolCalls: [], outcome: 'error', error: { code: error.code, message: error.message }, replayed: false, ...(turnEnd ? { turnEnd } : {}) };
+  return {
+    headSeq: writer.session.nextSeq,
+    replySeq: turnEnd?.replySeq ?? null,
+    toolCalls: [],
+    outcome: 'error',
+    error: { code: error.code, message: error.message },
+    replayed: false,
+    ...(turnEnd ? { turnEnd } : {}),
+  };
 }
-

@@ -17,7 +17,14 @@ export async function logNote(deps: EngineDeps, input: LogNoteInput): Promise<He
   const events: NewEvent[] = [];
   const { metadata, messages } = input.note;
   if (metadata) {
-    events.push({ type: 'session/metadata', time: deps.now(), data: { metadata: metadata.values, ...(metadata.messageId !== undefined ? { messageId: metadata.messageId } : {}) } });
+    events.push({
+      type: 'session/metadata',
+      time: deps.now(),
+      data: {
+        metadata: metadata.values,
+        ...(metadata.messageId !== undefined ? { messageId: metadata.messageId } : {}),
+      },
+    });
   }
   for (const message of messages ?? []) {
     events.push({

@@ -21,15 +21,26 @@ export function recentMessages(session: SessionView): RecentMessage[] {
 }
 
 /** The result of a step whose reply (or closing batch) is already logged: the model is not called again. */
-export function loggedStepResult(session: SessionView, turn: number, batch: readonly StoredEvent[], closing: boolean): ModelStepResult {
+export function loggedStepResult(
+  session: SessionView,
+  turn: number,
+  batch: readonly StoredEvent[],
+  closing: boolean,
+): ModelStepResult {
   let replySeq: number | null = null;
   const toolCalls: ToolCallRef[] = [];
   for (const event of batch) {
     if (event.type === 'assistant/message') replySeq = event.seq;
-    if (!closing && isEventOfType(event, 'tool/call')) toolCalls.push({ callId: event.data.callId, name: event.data.name, callSeq: event.seq });
+    if (!closing && isEventOfType(event, 'tool/call'))
+      toolCalls.push({ callId: event.data.callId, name: event.data.name, callSeq: event.seq });
   }
   const turnEnd = loggedTurnEnd(session, turn);
   const ended = turnEnd?.outcome;
-  const outcome = toolCalls.length > 0 ? 'tools' : ended === 'max-tokens' || ended === 'aborted' || ended === 'error' ? ended : 'completed';
+  const outcome =
+    toolCalls.length > 0
+      ? 'tools'
+      : ended === 'max-tokens' || ended === 'aborted' || ended === 'error'
+        ? ended
+        : 'completed';
   return { headSeq: session.nextSeq, replySeq, toolCalls, outcome, replayed: true, ...(turnEnd ? { turnEnd } : {}) };
 }

@@ -17,7 +17,10 @@ export async function openRun(deps: EngineDeps, input: OpenRunInput): Promise<Op
   else if (!(await deps.store.exists(input.sessionId))) await deps.store.create(defaultHeader(deps, input.sessionId));
   const writer = await LogWriter.takeOver(deps.store, input.sessionId, input.runId);
   // Logged once per run (a retried takeover finds its marker stored under the same op).
-  await writer.claim({ type: 'session/run', time: deps.now(), data: { workflowId: input.workflowId, runId: input.runId } }, runOp(input.runId));
+  await writer.claim(
+    { type: 'session/run', time: deps.now(), data: { workflowId: input.workflowId, runId: input.runId } },
+    runOp(input.runId),
+  );
   const session = writer.session;
   // A step waiting for answers (approvals, external results) is not interrupted: the run re-enters the wait.
   const waiting = waitingStep(session);
@@ -37,6 +40,10 @@ function defaultHeader(deps: EngineDeps, sessionId: string): SessionHeader {
     version: SESSION_FORMAT_VERSION,
     id: sessionId,
     createdAt: deps.now(),
-    agent: { model: deps.agent.model, tools: deps.agent.tools, ...(deps.agent.system ? { system: deps.agent.system } : {}) },
+    agent: {
+      model: deps.agent.model,
+      tools: deps.agent.tools,
+      ...(deps.agent.system ? { system: deps.agent.system } : {}),
+    },
   };
 }

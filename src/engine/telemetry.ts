@@ -10,7 +10,13 @@
  */
 import type { ModelPort, ModelReply, ModelRequest } from '../model/provider.js';
 import type { SessionStore } from '../persistence/store.js';
-import { waitsForAnswer, type NewEvent, type SessionView, type TokenUsage, type TurnOutcome } from '../session/index.js';
+import {
+  waitsForAnswer,
+  type NewEvent,
+  type SessionView,
+  type TokenUsage,
+  type TurnOutcome,
+} from '../session/index.js';
 import { classifyModelError } from '../model/errors.js';
 
 /** A model call about to start: a step's reply or a compaction's summary. */
@@ -44,7 +50,14 @@ export interface ModelCallObserver {
   end(result: ModelCallEnd): void;
 }
 
-export type ToolCallInfo = { sessionId: string; turn: number; step: number; callId: string; tool: string; attempt: number };
+export type ToolCallInfo = {
+  sessionId: string;
+  turn: number;
+  step: number;
+  callId: string;
+  tool: string;
+  attempt: number;
+};
 
 export interface ToolCallObserver {
   /** The tool returned (`isError` when it reported an error to the model) or threw (`errorCode` set, `failed`). */
@@ -58,7 +71,13 @@ export interface EngineTelemetry {
   appended(batch: { sessionId: string; backend: string; events: number; replayed: boolean; durationMs: number }): void;
   turnStarted(turn: { sessionId: string; turn: number }): void;
   /** A `turn/end` was logged; `durationMs` runs from its `turn/start` (log times). */
-  turnEnded(turn: { sessionId: string; turn: number; outcome: TurnOutcome; durationMs: number | undefined; errorCode?: string }): void;
+  turnEnded(turn: {
+    sessionId: string;
+    turn: number;
+    outcome: TurnOutcome;
+    durationMs: number | undefined;
+    errorCode?: string;
+  }): void;
   /** A compaction bracket closed: `ok` with a summary, `error` without one. */
   compacted(compaction: { sessionId: string; turn: number | null; trigger: string; outcome: 'ok' | 'error' }): void;
   /** Old tool results shortened by the pruner in one batch. */
@@ -75,13 +94,22 @@ export interface EngineTelemetry {
  * The model port as `call` sees it: each stream is reported to the observer (first token, end
  * with usage or failure). Returns `model` itself when there is no telemetry.
  */
-export function observedModel(model: ModelPort, telemetry: EngineTelemetry | undefined, call: Omit<ModelCallInfo, 'provider' | 'model' | 'messages'>): ModelPort {
+export function observedModel(
+  model: ModelPort,
+  telemetry: EngineTelemetry | undefined,
+  call: Omit<ModelCallInfo, 'provider' | 'model' | 'messages'>,
+): ModelPort {
   if (!telemetry) return model;
   return {
     provider: model.provider,
     model: (name) => model.model(name),
     async stream(request: ModelRequest): Promise<ModelReply> {
-      const observer = telemetry.modelCall({ ...call, provider: model.provider, model: request.header.model, messages: request.messages });
+      const observer = telemetry.modelCall({
+        ...call,
+        provider: model.provider,
+        model: request.header.model,
+        messages: request.messages,
+      });
       let reply: ModelReply;
       try {
         reply = await model.stream({
@@ -116,7 +144,13 @@ export function observedStore(store: SessionStore, telemetry: EngineTelemetry): 
   const append: SessionStore['append'] = async (id, events, options) => {
     const started = performance.now();
     const result = await store.append(id, events, options);
-    telemetry.appended({ sessionId: id, backend: store.kind, events: events.length, replayed: result.replayed, durationMs: performance.now() - started });
+    telemetry.appended({
+      sessionId: id,
+      backend: store.kind,
+      events: events.length,
+      replayed: result.replayed,
+      durationMs: performance.now() - started,
+    });
     if (!result.replayed) await reportBatch(store, telemetry, id, events, triggers);
     return result;
   };
@@ -139,16 +173,30 @@ const OUTCOME: Record<NewEvent<'turn/end'>['data']['reason']['kind'], TurnOutcom
 };
 
 /** Events after which the number of calls waiting for an answer may have changed. */
-const WAITING_CHANGES: ReadonlySet<string> = new Set(['tool/approval-request', 'tool/approval', 'tool/result', 'turn/end']);
+const WAITING_CHANGES: ReadonlySet<string> = new Set([
+  'tool/approval-request',
+  'tool/approval',
+  'tool/result',
+  'turn/end',
+]);
 
-async function reportBatch(store: SessionStore, telemetry: EngineTelemetry, sessionId: string, events: readonly NewEvent[], triggers: Map<string, string>): Promise<void> {
+async function reportBatch(
+  store: SessionStore,
+  telemetry: EngineTelemetry,
+  sessionId: string,
+  events: readonly NewEvent[],
+  triggers: Map<string, string>,
+): Promise<void> {
   let pruned = 0;
   // The session as the store holds it after the batch, read at most once.
   let view: SessionView | undefined;
   const session = async () => (view ??= await store.session(sessionId));
   if (events.some((event) => WAITING_CHANGES.has(event.type))) {
     // Counted from the log, as `SessionClient.pendingApprovals` lists them.
-    telemetry.callsWaiting({ sessionId, count: [...(await session()).turns.pending.values()].filter(waitsForAnswer).length });
+    telemetry.callsWaiting({
+      sessionId,
+      count: [...(await session()).turns.pending.values()].filter(waitsForAnswer).length,
+    });
   }
   for (const event of events) {
     switch (event.type) {
@@ -177,7 +225,12 @@ async function reportBatch(store: SessionStore, telemetry: EngineTelemetry, sess
       }
       case 'compaction/end': {
         const data = event.data as NewEvent<'compaction/end'>['data'];
-        telemetry.compacted({ sessionId, turn: data.turn, trigger: triggers.get(data.compactionId) ?? 'unknown', outcome: data.error === undefined ? 'ok' : 'error' });
+        telemetry.compacted({
+          sessionId,
+          turn: data.turn,
+          trigger: triggers.get(data.compactionId) ?? 'unknown',
+          outcome: data.error === undefined ? 'ok' : 'error',
+        });
         triggers.delete(data.compactionId);
         break;
       }
@@ -187,11 +240,19 @@ async function reportBatch(store: SessionStore, telemetry: EngineTelemetry, sess
       case 'tool/result': {
         const data = event.data as NewEvent<'tool/result'>['data'];
         const meta = data.meta as { bytes?: unknown } | undefined;
-        const logged = data.message.content.reduce((sum, block) => sum + block.content.reduce((n, part) => n + (part.type === 'text' ? Buffer.byteLength(part.text) : 0), 0), 0);
+        const logged = data.message.content.reduce(
+          (sum, block) =>
+            sum + block.content.reduce((n, part) => n + (part.type === 'text' ? Buffer.byteLength(part.text) : 0), 0),
+          0,
+        );
         // Logged shorter than the stored output, on the first logging of the result: a spill (a prune replaces, it does not append).
         if (event.surfaceOp === 'append' && typeof meta?.bytes === 'number' && logged < meta.bytes) {
           const call = (await session()).eventAt(event.sourceEventSeqs?.[0] ?? -1);
-          telemetry.spilled({ sessionId, tool: call?.type === 'tool/call' ? call.data.name : 'unknown', bytes: meta.bytes });
+          telemetry.spilled({
+            sessionId,
+            tool: call?.type === 'tool/call' ? call.data.name : 'unknown',
+            bytes: meta.bytes,
+          });
         }
         break;
       }

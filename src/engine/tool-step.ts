@@ -6,7 +6,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import { parseToolCallArguments } from '../model/tool-arguments.js';
-import { SessionlogError, closersFor, isSessionlogError, scrubSecrets, type EventDataMap, type NewEvent, type TurnEndReason } from '../session/index.js';
+import {
+  SessionlogError,
+  closersFor,
+  isSessionlogError,
+  scrubSecrets,
+  type EventDataMap,
+  type NewEvent,
+  type TurnEndReason,
+} from '../session/index.js';
 import { ToolInputError, type ToolContext } from '../tools/registry.js';
 import type { EngineDeps } from './deps.js';
 import { StepInterrupted, ToolAttemptFailed } from './errors.js';
@@ -15,7 +23,15 @@ import { historyOf } from './history.js';
 import { LogWriter } from './log-writer.js';
 import { endTurnOp, stepOps } from './ops.js';
 import { loggedTurnEnd } from './outcomes.js';
-import type { AppendToolResultsInput, DeniedCall, EndTurnInput, HeadResult, RunToolInput, StepContext, ToolRunRef } from './types.js';
+import type {
+  AppendToolResultsInput,
+  DeniedCall,
+  EndTurnInput,
+  HeadResult,
+  RunToolInput,
+  StepContext,
+  ToolRunRef,
+} from './types.js';
 
 type ToolOutcome = { text: string; isError: boolean; errorCode?: string };
 
@@ -24,23 +40,50 @@ export async function runTool(deps: EngineDeps, input: RunToolInput, ctx: StepCo
   const session = await deps.store.session(input.sessionId);
   const call = session.eventAt(input.callSeq);
   if (call?.type !== 'tool/call') {
-    throw new SessionlogError('INVALID_ARGUMENT', `seq ${input.callSeq} of session ${input.sessionId} is not a tool/call`);
+    throw new SessionlogError(
+      'INVALID_ARGUMENT',
+      `seq ${input.callSeq} of session ${input.sessionId} is not a tool/call`,
+    );
   }
   const { callId, name } = call.data;
   // Arguments a person edited when approving the call replace the model's (both stay logged).
   const edited = session.turns.pending.get(callId)?.answer?.arguments;
-  const observer = deps.telemetry?.toolCall({ sessionId: input.sessionId, turn: input.turn, step: input.step, callId, tool: name, attempt: ctx.attempt });
+  const observer = deps.telemetry?.toolCall({
+    sessionId: input.sessionId,
+    turn: input.turn,
+    step: input.step,
+    callId,
+    tool: name,
+    attempt: ctx.attempt,
+  });
   let outcome: ToolOutcome;
   try {
-    outcome = await callTool(deps, input, ctx, { sessionId: input.sessionId, callId, name, rawArguments: edited ?? call.data.arguments, turnTool: isTurnTool(session, name) });
+    outcome = await callTool(deps, input, ctx, {
+      sessionId: input.sessionId,
+      callId,
+      name,
+      rawArguments: edited ?? call.data.arguments,
+      turnTool: isTurnTool(session, name),
+    });
   } catch (error) {
     observer?.end({ isError: true, failed: true, errorCode: (error as { code?: string }).code ?? 'TOOL_FAILED' });
     throw error;
   }
   observer?.end({ isError: outcome.isError, ...(outcome.errorCode ? { errorCode: outcome.errorCode } : {}) });
   // A tool that prints a key (an environment dump, an echoed error) must not put it in the log.
-  const ref = await deps.store.artifacts.put({ sessionId: input.sessionId, name: `${name}-${callId}.txt`, content: scrubSecrets(outcome.text) });
-  return { callId, callSeq: input.callSeq, locator: ref.locator, bytes: ref.bytes, isError: outcome.isError, ...(outcome.errorCode ? { errorCode: outcome.errorCode } : {}) };
+  const ref = await deps.store.artifacts.put({
+    sessionId: input.sessionId,
+    name: `${name}-${callId}.txt`,
+    content: scrubSecrets(outcome.text),
+  });
+  return {
+    callId,
+    callSeq: input.callSeq,
+    locator: ref.locator,
+    bytes: ref.bytes,
+    isError: outcome.isError,
+    ...(outcome.errorCode ? { errorCode: outcome.errorCode } : {}),
+  };
 }
 
 async function callTool(
@@ -54,10 +97,18 @@ async function callTool(
     // Only a call whose arguments are not a JSON object reaches here waiting for nothing: tell the model why.
     const parsed = parseToolCallArguments(call.name, call.rawArguments);
     if (!parsed.ok) return { text: parsed.message, isError: true, errorCode: parsed.code };
-    return { text: `The tool ${call.name} is run by the caller, not by sessionlog; its result never arrived.`, isError: true, errorCode: 'TOOL_EXTERNAL' };
+    return {
+      text: `The tool ${call.name} is run by the caller, not by sessionlog; its result never arrived.`,
+      isError: true,
+      errorCode: 'TOOL_EXTERNAL',
+    };
   }
   if (!tool) {
-    return { text: `Unknown tool "${call.name}". Available tools: ${deps.tools.names.join(', ') || '(none)'}.`, isError: true, errorCode: 'TOOL_UNKNOWN' };
+    return {
+      text: `Unknown tool "${call.name}". Available tools: ${deps.tools.names.join(', ') || '(none)'}.`,
+      isError: true,
+      errorCode: 'TOOL_UNKNOWN',
+    };
   }
   // Model output is a boundary: arguments that are not a JSON object go back to the model as an error result.
   const parsed = parseToolCallArguments(call.name, call.rawArguments);
@@ -75,9 +126,17 @@ async function callTool(
     return { text: output.text, isError: output.isError === true };
   } catch (error) {
     if (ctx.signal.aborted) throw new StepInterrupted(ctx.cancelRequested(), `tool ${call.name} cancelled`);
-    if (error instanceof ToolInputError || isSessionlogError(error)) return { text: error.message, isError: true, errorCode: error.code };
-    if (ctx.attempt < input.maxAttempts) throw new ToolAttemptFailed(`tool ${call.name} failed: ${(error as Error)?.message ?? String(error)}`, { cause: error });
-    return { text: `The tool ${call.name} failed after ${ctx.attempt} attempts: ${(error as Error)?.message ?? String(error)}`, isError: true, errorCode: 'TOOL_FAILED' };
+    if (error instanceof ToolInputError || isSessionlogError(error))
+      return { text: error.message, isError: true, errorCode: error.code };
+    if (ctx.attempt < input.maxAttempts)
+      throw new ToolAttemptFailed(`tool ${call.name} failed: ${(error as Error)?.message ?? String(error)}`, {
+        cause: error,
+      });
+    return {
+      text: `The tool ${call.name} failed after ${ctx.attempt} attempts: ${(error as Error)?.message ?? String(error)}`,
+      isError: true,
+      errorCode: 'TOOL_FAILED',
+    };
   } finally {
     clearInterval(alive);
   }
@@ -95,7 +154,13 @@ export async function appendToolResults(deps: EngineDeps, input: AppendToolResul
       const call = writer.session.eventAt(result.callSeq);
       const toolName = call?.type === 'tool/call' ? call.data.name : 'unknown';
       const text = deps.shapeToolResult
-        ? await deps.shapeToolResult({ sessionId: input.sessionId, callId: result.callId, toolName, text: full, locator: result.locator })
+        ? await deps.shapeToolResult({
+            sessionId: input.sessionId,
+            callId: result.callId,
+            toolName,
+            text: full,
+            locator: result.locator,
+          })
         : full;
       events.push(
         toolResultEvent(deps, input, result, text, {
@@ -108,7 +173,12 @@ export async function appendToolResults(deps: EngineDeps, input: AppendToolResul
     // Results in call order, whoever produced them.
     events.sort((a, b) => (a.sourceEventSeqs?.[0] ?? 0) - (b.sourceEventSeqs?.[0] ?? 0));
     events.push({ type: 'step/end', time: deps.now(), data: { turn: input.turn, step: input.step } });
-    if (input.endTurnReason) events.push({ type: 'turn/end', time: deps.now(), data: { turn: input.turn, reason: { kind: input.endTurnReason } } });
+    if (input.endTurnReason)
+      events.push({
+        type: 'turn/end',
+        time: deps.now(),
+        data: { turn: input.turn, reason: { kind: input.endTurnReason } },
+      });
     await writer.append(events, op);
     if (input.endTurnReason) deps.onTurnEnded?.(input.sessionId, writer.session.nextSeq - 1);
   }
@@ -146,7 +216,14 @@ function toolResultEvent(
       message: {
         id: randomUUID(),
         role: 'user',
-        content: [{ type: 'tool-result', toolCallId: call.callId, content: [{ type: 'text', text }], ...(call.isError ? { isError: true as const } : {}) }],
+        content: [
+          {
+            type: 'tool-result',
+            toolCallId: call.callId,
+            content: [{ type: 'text', text }],
+            ...(call.isError ? { isError: true as const } : {}),
+          },
+        ],
         source: { kind: 'tool', callId: call.callId },
       },
       ...extra,
@@ -167,7 +244,12 @@ export async function endTurn(deps: EngineDeps, input: EndTurnInput): Promise<He
     input.reason.kind === 'aborted'
       ? { kind: 'aborted', reason: { kind: 'user' } }
       : { kind: 'error', error: { code: input.reason.code, message: input.reason.message } };
-  const closers = closersFor(writer.session.turns, writer.session.storedAt(writer.session.nextSeq - 1), reason, deps.now());
+  const closers = closersFor(
+    writer.session.turns,
+    writer.session.storedAt(writer.session.nextSeq - 1),
+    reason,
+    deps.now(),
+  );
   if (closers.length > 0) {
     await writer.append(closers, endTurnOp(input.runId, input.turn));
     deps.onTurnEnded?.(input.sessionId, writer.session.nextSeq - 1);

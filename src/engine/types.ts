@@ -40,9 +40,7 @@ export type StepContext = {
 };
 
 /** Where a new session's log starts: a copy of another session's prefix. */
-export type SeedSpec =
-  | { kind: 'fork'; parentId: string; at?: number }
-  | { kind: 'salvage'; parentId: string };
+export type SeedSpec = { kind: 'fork'; parentId: string; at?: number } | { kind: 'salvage'; parentId: string };
 
 export type OpenRunInput = {
   sessionId: string;
@@ -58,7 +56,13 @@ export type RecentMessage = { id: string; turn: number; replySeq: number | null;
 /** A step the log shows waiting for answers (approvals, external results): the new run re-enters the wait. */
 export type WaitingStep = { turn: number; step: number; calls: ToolCallRef[] };
 
-export type OpenRunResult = { headSeq: number; lastTurn: number; repaired: number; recent: RecentMessage[]; waiting?: WaitingStep };
+export type OpenRunResult = {
+  headSeq: number;
+  lastTurn: number;
+  repaired: number;
+  recent: RecentMessage[];
+  waiting?: WaitingStep;
+};
 
 export type ModelStepInput = {
   sessionId: string;
@@ -95,7 +99,8 @@ export type ToolCallRef = {
 };
 
 /** How a model step ended. `needs-compaction` asks the workflow to compact and call the step again. */
-export type StepOutcome = 'tools' | 'completed' | 'max-tokens' | 'aborted' | 'error' | 'context-overflow' | 'needs-compaction';
+export type StepOutcome =
+  'tools' | 'completed' | 'max-tokens' | 'aborted' | 'error' | 'context-overflow' | 'needs-compaction';
 
 /** How the turn ended, as the log says (set whenever a `turn/end` was logged by the operation). */
 export type TurnEndRef = { outcome: TurnOutcome; replySeq: number | null };
@@ -118,20 +123,49 @@ export type ModelStepResult = {
 
 export type RunToolInput = { sessionId: string; turn: number; step: number; callSeq: number; maxAttempts: number };
 /** A tool's output, stored whole as an artifact. `external`: posted by the caller. */
-export type ToolRunRef = { callId: string; callSeq: number; locator: string; bytes: number; isError: boolean; errorCode?: string; external?: true };
+export type ToolRunRef = {
+  callId: string;
+  callSeq: number;
+  locator: string;
+  bytes: number;
+  isError: boolean;
+  errorCode?: string;
+  external?: true;
+};
 
 /** One answer to a waiting call: an approval decision, or an external tool's result. */
 export type CallAnswer =
-  | { callId: string; kind: 'approval'; decision: 'approve' | 'deny' | 'expire'; reason?: string; arguments?: string; by?: string; allowForSession?: boolean }
+  | {
+      callId: string;
+      kind: 'approval';
+      decision: 'approve' | 'deny' | 'expire';
+      reason?: string;
+      arguments?: string;
+      by?: string;
+      allowForSession?: boolean;
+    }
   | { callId: string; kind: 'external'; output: string; isError: boolean; by?: string };
 
-export type RecordAnswersInput = { sessionId: string; runId: string; turn: number; step: number; knownHead: number; answers: CallAnswer[] };
+export type RecordAnswersInput = {
+  sessionId: string;
+  runId: string;
+  turn: number;
+  step: number;
+  knownHead: number;
+  answers: CallAnswer[];
+};
 
 /** What recording answers left: the new head and, for external results, their stored outputs. */
 export type RecordAnswersResult = { headSeq: number; external: ToolRunRef[] };
 
 /** A call that does not run: denied by a person, or its wait expired. `external`: it waited for a caller's result, not an approval. */
-export type DeniedCall = { callId: string; callSeq: number; decision: 'deny' | 'expire'; reason?: string; external?: true };
+export type DeniedCall = {
+  callId: string;
+  callSeq: number;
+  decision: 'deny' | 'expire';
+  reason?: string;
+  external?: true;
+};
 
 export type AppendToolResultsInput = {
   sessionId: string;
@@ -170,7 +204,12 @@ export type CompactInput = {
   maxAttempts: number;
 };
 
-export type CompactResultRef = { compactionId: string; shadowedSeqs: number[]; tokensBefore: number; tokensAfter: number };
+export type CompactResultRef = {
+  compactionId: string;
+  shadowedSeqs: number[];
+  tokensBefore: number;
+  tokensAfter: number;
+};
 
 export type CompactActivityResult = { headSeq: number; result: CompactResultRef | null; error?: string };
 

@@ -5,14 +5,19 @@
 import { z } from 'zod';
 import { sessionIdSchema, wellFormedString } from './schemas.js';
 
-const callIdSchema = wellFormedString().min(1).max(128).describe('the tool call id (from the tool/approval-request event)');
+const callIdSchema = wellFormedString()
+  .min(1)
+  .max(128)
+  .describe('the tool call id (from the tool/approval-request event)');
 
 export const callParams = z.strictObject({ id: sessionIdSchema, callId: callIdSchema });
 
 export const approvalBody = z.strictObject({
   decision: z.enum(['approve', 'deny']),
   reason: wellFormedString().optional().describe('why (logged; the model sees it with a denial)'),
-  arguments: wellFormedString().optional().describe('edited arguments, the text of a JSON object: the call runs with them (both are logged)'),
+  arguments: wellFormedString()
+    .optional()
+    .describe('edited arguments, the text of a JSON object: the call runs with them (both are logged)'),
   allowForSession: z.boolean().optional().describe('approve this tool without asking for the rest of the session'),
   by: wellFormedString().max(200).optional().describe('who answered (logged)'),
 });
@@ -29,7 +34,11 @@ export const approvalsQuery = z.strictObject({
   session: sessionIdSchema.optional().describe('only this session'),
 });
 
-export const approvalResponse = z.object({ callId: z.string(), decision: z.enum(['approve', 'deny', 'expire']), reason: z.string().optional() });
+export const approvalResponse = z.object({
+  callId: z.string(),
+  decision: z.enum(['approve', 'deny', 'expire']),
+  reason: z.string().optional(),
+});
 export const toolResultResponse = z.object({ callId: z.string(), accepted: z.literal(true) });
 export const approvalsResponse = z.object({
   approvals: z.array(

@@ -108,7 +108,8 @@ const FASTIFY_ERROR_CODES: Record<string, GatewayErrorCode> = {
 };
 
 const FASTIFY_MESSAGES: Partial<Record<GatewayErrorCode, string>> = {
-  BODY_TOO_LARGE: 'request body is larger than the gateway accepts; send a smaller body (limit: SESSIONLOG_BODY_LIMIT_BYTES)',
+  BODY_TOO_LARGE:
+    'request body is larger than the gateway accepts; send a smaller body (limit: SESSIONLOG_BODY_LIMIT_BYTES)',
   UNSUPPORTED_MEDIA_TYPE: 'request bodies must be JSON; send Content-Type: application/json',
   INVALID_JSON: 'request body is not valid JSON; send a JSON object with Content-Type: application/json',
 };
@@ -120,14 +121,19 @@ function errorResponse(code: ErrorCode, rawMessage: string, headers: Record<stri
 }
 
 function isFastifyError(error: unknown): error is FastifyError {
-  return error instanceof Error && typeof (error as FastifyError).code === 'string' && (error as FastifyError).code.startsWith('FST_');
+  return (
+    error instanceof Error &&
+    typeof (error as FastifyError).code === 'string' &&
+    (error as FastifyError).code.startsWith('FST_')
+  );
 }
 
 /** Maps any thrown value to the response the gateway sends. Unknown errors become a generic 500. */
 export function toErrorResponse(error: unknown): ErrorResponse {
   if (error instanceof GatewayError) return errorResponse(error.code, error.message, error.headers);
   if (error instanceof SessionlogError) {
-    if (ERROR_STATUS[error.code] >= 500) return errorResponse(error.code, serverFaultMessage(error.code, error.message));
+    if (ERROR_STATUS[error.code] >= 500)
+      return errorResponse(error.code, serverFaultMessage(error.code, error.message));
     return errorResponse(error.code, error.message);
   }
   if (isFastifyError(error)) {
@@ -144,13 +150,15 @@ export function toErrorResponse(error: unknown): ErrorResponse {
  * database URL), so it never goes out; a refused log keeps the session and seq it names.
  */
 function serverFaultMessage(code: ErrorCode, storeMessage = ''): string {
-  if (code === 'STORE_CLOSED' || code === 'UNAVAILABLE') return 'the gateway is shutting down or its store is unavailable; retry shortly';
+  if (code === 'STORE_CLOSED' || code === 'UNAVAILABLE')
+    return 'the gateway is shutting down or its store is unavailable; retry shortly';
   if (code === 'CORRUPT_LOG' || code === 'UNSUPPORTED_FORMAT') {
     const session = /^session (\S+) in /.exec(storeMessage)?.[1];
     const seq = /damaged at seq (\d+)/.exec(storeMessage)?.[1];
     const id = session ?? 'ID';
     const subject = session === undefined ? "the session's stored log" : `session ${session}: the stored log`;
-    if (code === 'UNSUPPORTED_FORMAT') return `${subject} was written by a newer version of sessionlog and was refused (nothing was changed); upgrade the server that reads it`;
+    if (code === 'UNSUPPORTED_FORMAT')
+      return `${subject} was written by a newer version of sessionlog and was refused (nothing was changed); upgrade the server that reads it`;
     return `${subject} is damaged${seq === undefined ? '' : ` at seq ${seq}`} and was refused (nothing was changed, retrying will not help); \`sessionlog sessions verify ${id}\` shows where, \`sessionlog sessions salvage ${id} --into NEW_ID\` keeps the valid prefix`;
   }
   return 'internal error; the gateway logged the details';
@@ -170,20 +178,50 @@ const CLIENT_ERRORS: Record<string, { code: GatewayErrorCode; hint: string }> = 
     code: 'HEADERS_TOO_LARGE',
     hint: `request headers are larger than the gateway accepts (${Math.round(maxHeaderSize / 1024)} KiB in total); send fewer or shorter headers`,
   },
-  HPE_CHUNK_EXTENSIONS_OVERFLOW: { code: 'BODY_TOO_LARGE', hint: 'chunk extensions of the request body are too large; send the body without chunk extensions' },
-  HPE_INVALID_METHOD: { code: 'INVALID_REQUEST', hint: 'unknown HTTP method; the gateway serves GET, HEAD and POST (routes in GET /v1/openapi.json)' },
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: {
+    code: 'BODY_TOO_LARGE',
+    hint: 'chunk extensions of the request body are too large; send the body without chunk extensions',
+  },
+  HPE_INVALID_METHOD: {
+    code: 'INVALID_REQUEST',
+    hint: 'unknown HTTP method; the gateway serves GET, HEAD and POST (routes in GET /v1/openapi.json)',
+  },
   HPE_INVALID_VERSION: { code: 'INVALID_REQUEST', hint: 'the request line must end with HTTP/1.1 and CRLF' },
-  HPE_INVALID_CONSTANT: { code: 'INVALID_REQUEST', hint: 'the request line must be "METHOD /path HTTP/1.1" with no spaces in the path' },
+  HPE_INVALID_CONSTANT: {
+    code: 'INVALID_REQUEST',
+    hint: 'the request line must be "METHOD /path HTTP/1.1" with no spaces in the path',
+  },
   HPE_STRICT: { code: 'INVALID_REQUEST', hint: 'every line of the request head must end with CRLF' },
   HPE_CR_EXPECTED: { code: 'INVALID_REQUEST', hint: 'every line of the request head must end with CRLF' },
   HPE_LF_EXPECTED: { code: 'INVALID_REQUEST', hint: 'every line of the request head must end with CRLF' },
-  HPE_INVALID_URL: { code: 'INVALID_REQUEST', hint: 'the request target is not a valid path; percent-encode special characters' },
-  HPE_INVALID_HEADER_TOKEN: { code: 'INVALID_REQUEST', hint: 'a header name or value contains characters HTTP does not allow' },
-  HPE_INVALID_CONTENT_LENGTH: { code: 'INVALID_REQUEST', hint: 'send one Content-Length, a whole number, and no Transfer-Encoding with it' },
-  HPE_UNEXPECTED_CONTENT_LENGTH: { code: 'INVALID_REQUEST', hint: 'send one Content-Length, a whole number, and no Transfer-Encoding with it' },
-  HPE_INVALID_TRANSFER_ENCODING: { code: 'INVALID_REQUEST', hint: 'Transfer-Encoding must be chunked and must not come with Content-Length' },
-  HPE_INVALID_CHUNK_SIZE: { code: 'INVALID_REQUEST', hint: 'the chunked request body is malformed: each chunk starts with its size in hex' },
-  HPE_PAUSED_H2_UPGRADE: { code: 'INVALID_REQUEST', hint: 'the gateway speaks HTTP/1.1, not HTTP/2 with prior knowledge' },
+  HPE_INVALID_URL: {
+    code: 'INVALID_REQUEST',
+    hint: 'the request target is not a valid path; percent-encode special characters',
+  },
+  HPE_INVALID_HEADER_TOKEN: {
+    code: 'INVALID_REQUEST',
+    hint: 'a header name or value contains characters HTTP does not allow',
+  },
+  HPE_INVALID_CONTENT_LENGTH: {
+    code: 'INVALID_REQUEST',
+    hint: 'send one Content-Length, a whole number, and no Transfer-Encoding with it',
+  },
+  HPE_UNEXPECTED_CONTENT_LENGTH: {
+    code: 'INVALID_REQUEST',
+    hint: 'send one Content-Length, a whole number, and no Transfer-Encoding with it',
+  },
+  HPE_INVALID_TRANSFER_ENCODING: {
+    code: 'INVALID_REQUEST',
+    hint: 'Transfer-Encoding must be chunked and must not come with Content-Length',
+  },
+  HPE_INVALID_CHUNK_SIZE: {
+    code: 'INVALID_REQUEST',
+    hint: 'the chunked request body is malformed: each chunk starts with its size in hex',
+  },
+  HPE_PAUSED_H2_UPGRADE: {
+    code: 'INVALID_REQUEST',
+    hint: 'the gateway speaks HTTP/1.1, not HTTP/2 with prior knowledge',
+  },
 };
 
 /** The answer to a request Node's HTTP parser refused, or that did not arrive in time. */
@@ -191,7 +229,11 @@ export function clientErrorResponse(error: NodeJS.ErrnoException & { reason?: st
   const known = error.code !== undefined ? CLIENT_ERRORS[error.code] : undefined;
   const reason = typeof error.reason === 'string' && error.reason.length > 0 ? ` (${error.reason})` : '';
   if (known) return errorResponse(known.code, `${known.hint}${reason}`, { connection: 'close' });
-  return errorResponse('INVALID_REQUEST', `the request is not valid HTTP/1.1${reason}; check the request line, the headers and the body framing`, { connection: 'close' });
+  return errorResponse(
+    'INVALID_REQUEST',
+    `the request is not valid HTTP/1.1${reason}; check the request line, the headers and the body framing`,
+    { connection: 'close' },
+  );
 }
 
 /** A complete HTTP/1.1 response for `response`, for writing straight to a socket. */

@@ -22,20 +22,29 @@ export const ARTIFACT_PAGE_DEFAULT_CHARS = 20_000;
 // Requests
 
 export const turnsQuery = z.strictObject({
-  last: queryInteger('last', 0, 1_000_000).optional().describe('only the newest N turns (0: the activity summary alone); default all'),
+  last: queryInteger('last', 0, 1_000_000)
+    .optional()
+    .describe('only the newest N turns (0: the activity summary alone); default all'),
 });
 
 export const artifactParams = z.strictObject({
   id: sessionIdSchema.describe('the session the artifact belongs to (the one its locator names)'),
   name: z
     .string()
-    .regex(/^(?!\.)[A-Za-z0-9._-]{1,160}$/, 'must be an artifact name: the part of an artifact:<sessionId>/<name> locator after the slash')
+    .regex(
+      /^(?!\.)[A-Za-z0-9._-]{1,160}$/,
+      'must be an artifact name: the part of an artifact:<sessionId>/<name> locator after the slash',
+    )
     .describe('the artifact name: the part of its locator `artifact:<sessionId>/<name>` after the slash'),
 });
 
 export const artifactQuery = z.strictObject({
-  offset: queryInteger('offset', 0, Number.MAX_SAFE_INTEGER).optional().describe('first character to return (UTF-16 units, as read_artifact counts); default 0'),
-  limit: queryInteger('limit', 1, ARTIFACT_PAGE_MAX_CHARS).optional().describe(`at most this many characters; default ${ARTIFACT_PAGE_DEFAULT_CHARS}`),
+  offset: queryInteger('offset', 0, Number.MAX_SAFE_INTEGER)
+    .optional()
+    .describe('first character to return (UTF-16 units, as read_artifact counts); default 0'),
+  limit: queryInteger('limit', 1, ARTIFACT_PAGE_MAX_CHARS)
+    .optional()
+    .describe(`at most this many characters; default ${ARTIFACT_PAGE_DEFAULT_CHARS}`),
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -68,7 +77,9 @@ const toolCallSchema = z.object({
   result: z
     .object({
       seq: z.number().int(),
-      text: z.string().describe('the logged inline text (a spill preview when spilled); beyond 4,000 characters its middle is cut'),
+      text: z
+        .string()
+        .describe('the logged inline text (a spill preview when spilled); beyond 4,000 characters its middle is cut'),
       chars: z.number().int().describe('length of the logged inline text'),
       isError: z.boolean(),
       errorCode: z.string().nullable(),
@@ -87,9 +98,14 @@ const turnSchema = z.object({
   endSeq: z.number().int().nullable(),
   startedAt: z.number(),
   endedAt: z.number().nullable(),
-  outcome: z.enum(['completed', 'aborted', 'error', 'max-tokens', 'max-steps', 'interrupted']).nullable().describe('null while the turn is open'),
+  outcome: z
+    .enum(['completed', 'aborted', 'error', 'max-tokens', 'max-steps', 'interrupted'])
+    .nullable()
+    .describe('null while the turn is open'),
   error: z.object({ code: z.string(), message: z.string() }).nullable(),
-  userMessages: z.array(z.object({ seq: z.number().int(), id: z.string(), step: z.number().int(), text: z.string(), source: z.string() })),
+  userMessages: z.array(
+    z.object({ seq: z.number().int(), id: z.string(), step: z.number().int(), text: z.string(), source: z.string() }),
+  ),
   steps: z.array(
     z.object({
       step: z.number().int(),
@@ -108,7 +124,14 @@ const turnSchema = z.object({
         })
         .nullable(),
       toolCalls: z.array(toolCallSchema),
-      retries: z.array(z.object({ seq: z.number().int(), attempt: z.number().int(), delayMs: z.number(), failure: z.looseObject({ code: z.string(), message: z.string() }) })),
+      retries: z.array(
+        z.object({
+          seq: z.number().int(),
+          attempt: z.number().int(),
+          delayMs: z.number(),
+          failure: z.looseObject({ code: z.string(), message: z.string() }),
+        }),
+      ),
     }),
   ),
 });
@@ -146,7 +169,9 @@ export const turnsResponse = z.object({
     events: z.number().int(),
     turns: z.number().int(),
     lastActivity: z.number().nullable(),
-    phase: z.enum(['idle', 'running', 'waiting-for-approval']).describe('from the log: a turn is open, or waits for a tool approval'),
+    phase: z
+      .enum(['idle', 'running', 'waiting-for-approval'])
+      .describe('from the log: a turn is open, or waits for a tool approval'),
     openTurn: z.number().int().nullable(),
     lastRequestTokens: z.number().nullable(),
     pendingApprovals: z.array(approvalRequestSchema),
@@ -165,13 +190,24 @@ export const turnsResponse = z.object({
       }),
     )
     .describe('every model request of an agent step, with the usage its reply logged'),
-  contextActions: z.array(z.discriminatedUnion('kind', [compactionSchema, pruneSchema])).describe('compaction brackets and prunes, in log order'),
+  contextActions: z
+    .array(z.discriminatedUnion('kind', [compactionSchema, pruneSchema]))
+    .describe('compaction brackets and prunes, in log order'),
 });
 
 export const surfaceResponse = z.object({
-  nodes: z.array(z.object({ seq: z.number().int(), type: z.string(), messageId: z.string().nullable() })).describe('the surface in surface order: what the next request carries'),
+  nodes: z
+    .array(z.object({ seq: z.number().int(), type: z.string(), messageId: z.string().nullable() }))
+    .describe('the surface in surface order: what the next request carries'),
   shadowed: z
-    .array(z.object({ seq: z.number().int(), by: z.number().int(), kind: z.enum(['summary', 'prune', 'replace']), compactionId: z.string().nullable() }))
+    .array(
+      z.object({
+        seq: z.number().int(),
+        by: z.number().int(),
+        kind: z.enum(['summary', 'prune', 'replace']),
+        compactionId: z.string().nullable(),
+      }),
+    )
     .describe('surface events no longer carried, with the replacement that shadowed each'),
   replaceGeneration: z.number().int(),
 });
@@ -184,6 +220,8 @@ export const artifactResponse = z.object({
 });
 
 export const streamTokenResponse = z.object({
-  token: z.string().describe('pass as ?streamToken= to GET /v1/sessions/{id}/events (that route only, this session only)'),
+  token: z
+    .string()
+    .describe('pass as ?streamToken= to GET /v1/sessions/{id}/events (that route only, this session only)'),
   expiresAt: z.number().describe('ms since the epoch; open the stream before then (an open stream is not cut)'),
 });

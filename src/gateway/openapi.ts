@@ -46,17 +46,32 @@ export function openApiPath(path: string): string {
 
 function parametersOf(route: DocumentedRoute): JsonSchema[] {
   const parameters: JsonSchema[] = [];
-  for (const [where, schema] of [['path', route.params], ['query', route.query]] as const) {
+  for (const [where, schema] of [
+    ['path', route.params],
+    ['query', route.query],
+  ] as const) {
     const json = inputSchema(schema);
     const properties = (json.properties ?? {}) as Record<string, JsonSchema>;
     const required = new Set((json.required ?? []) as string[]);
     for (const [name, property] of Object.entries(properties)) {
       const { description, ...propertySchema } = property;
-      parameters.push({ name, in: where, required: where === 'path' || required.has(name), ...(description ? { description } : {}), schema: propertySchema });
+      parameters.push({
+        name,
+        in: where,
+        required: where === 'path' || required.has(name),
+        ...(description ? { description } : {}),
+        schema: propertySchema,
+      });
     }
   }
   for (const header of route.headers ?? []) {
-    parameters.push({ name: header.name, in: 'header', required: false, description: header.description, schema: inputSchema(header.schema) });
+    parameters.push({
+      name: header.name,
+      in: 'header',
+      required: false,
+      description: header.description,
+      schema: inputSchema(header.schema),
+    });
   }
   return parameters;
 }
@@ -65,7 +80,7 @@ const STATUS_TEXT: Record<number, string> = {
   400: 'invalid request: malformed JSON, wrong types, an invalid session id or query value',
   401: 'missing or wrong bearer token',
   404: 'unknown session or route',
-  408: 'the request (headers or body) did not arrive within the gateway\'s timeouts (REQUEST_TIMEOUT)',
+  408: "the request (headers or body) did not arrive within the gateway's timeouts (REQUEST_TIMEOUT)",
   409: 'conflicts with the session state (SESSION_ALREADY_EXISTS, SEQ_CONFLICT, OPEN_TURN, SESSION_CLOSED)',
   413: 'request body too large',
   415: 'request body is not application/json',
@@ -78,20 +93,30 @@ const STATUS_TEXT: Record<number, string> = {
 };
 
 /** Builds the OpenAPI 3.1 document for `routes`. */
-export function buildOpenApiDocument(routes: readonly DocumentedRoute[], info: { title: string; version: string }): JsonSchema {
+export function buildOpenApiDocument(
+  routes: readonly DocumentedRoute[],
+  info: { title: string; version: string },
+): JsonSchema {
   const paths: Record<string, Record<string, JsonSchema>> = {};
   for (const route of routes) {
     const responses: Record<string, JsonSchema> = {};
     for (const [status, response] of Object.entries(route.responses)) {
       const content: Record<string, JsonSchema> = {};
       if (response.schema) content['application/json'] = { schema: outputSchema(response.schema) };
-      if (response.eventStream) content['text/event-stream'] = { schema: { type: 'string', description: response.eventStream } };
-      responses[status] = { description: response.description, ...(Object.keys(content).length > 0 ? { content } : {}) };
+      if (response.eventStream)
+        content['text/event-stream'] = { schema: { type: 'string', description: response.eventStream } };
+      responses[status] = {
+        description: response.description,
+        ...(Object.keys(content).length > 0 ? { content } : {}),
+      };
     }
     // Every route can time out or get headers too large for the server: those come from the HTTP layer, not the route.
     for (const status of [...route.errors, 408, 417, 431, 500]) {
       const ref = `#/components/schemas/${route.errorSchema ?? 'Error'}`;
-      responses[String(status)] ??= { description: STATUS_TEXT[status] ?? 'error', content: { 'application/json': { schema: { $ref: ref } } } };
+      responses[String(status)] ??= {
+        description: STATUS_TEXT[status] ?? 'error',
+        content: { 'application/json': { schema: { $ref: ref } } },
+      };
     }
     const operation: JsonSchema = {
       operationId: route.operationId,
@@ -113,16 +138,31 @@ export function buildOpenApiDocument(routes: readonly DocumentedRoute[], info: {
     info: {
       ...info,
       description:
-        'sessionlog HTTP gateway: LLM chat sessions as durable workflows over an append-only event log. Errors are `{error: {code, message}}` under /v1 and OpenAI\'s `{error: {message, type, param, code}}` under /openai/v1 (the OpenAI-compatible Conversations and Responses API).',
+        "sessionlog HTTP gateway: LLM chat sessions as durable workflows over an append-only event log. Errors are `{error: {code, message}}` under /v1 and OpenAI's `{error: {message, type, param, code}}` under /openai/v1 (the OpenAI-compatible Conversations and Responses API).",
     },
     servers: [{ url: '/' }],
     security: [{ bearerAuth: [] }],
     paths,
     components: {
-      securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'SESSIONLOG_GATEWAY_TOKEN; required whenever a token is configured' } },
+      securitySchemes: {
+        bearerAuth: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'SESSIONLOG_GATEWAY_TOKEN; required whenever a token is configured',
+        },
+      },
       schemas: {
-        Error: { ...outputSchema(errorResponseSchema), description: `error codes and statuses: ${Object.entries(ERROR_STATUS).map(([code, status]) => `${code}=${status}`).join(', ')}` },
-        OpenAIError: { ...outputSchema(openAiErrorSchema), description: 'errors under /openai/v1, in OpenAI\'s shape (`code` is the sessionlog code in lower case, or an OpenAI-style code)' },
+        Error: {
+          ...outputSchema(errorResponseSchema),
+          description: `error codes and statuses: ${Object.entries(ERROR_STATUS)
+            .map(([code, status]) => `${code}=${status}`)
+            .join(', ')}`,
+        },
+        OpenAIError: {
+          ...outputSchema(openAiErrorSchema),
+          description:
+            "errors under /openai/v1, in OpenAI's shape (`code` is the sessionlog code in lower case, or an OpenAI-style code)",
+        },
       },
     },
   };

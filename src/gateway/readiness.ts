@@ -32,7 +32,11 @@ export async function probeTemporal(connection: TemporalConnectionLike, timeoutM
 export const dependencyState = z.object({
   ok: z.boolean(),
   error: z.string().optional().describe('why the last probe failed'),
-  since: z.number().int().optional().describe('since when (epoch ms) it has been in this state, where the process keeps track'),
+  since: z
+    .number()
+    .int()
+    .optional()
+    .describe('since when (epoch ms) it has been in this state, where the process keeps track'),
 });
 
 /** The body of `/readyz` (200 when ready, 503 otherwise) on the gateway and the worker. */
@@ -59,7 +63,10 @@ function withTimeout(promise: Promise<void>, ms: number): Promise<void> {
 }
 
 /** Runs the probes at once (each bounded by `timeoutMs`) and reports the first failure as the reason. */
-export async function checkReadiness(probes: Record<string, () => Promise<void>>, timeoutMs = PROBE_TIMEOUT_MS): Promise<ReadinessReport> {
+export async function checkReadiness(
+  probes: Record<string, () => Promise<void>>,
+  timeoutMs = PROBE_TIMEOUT_MS,
+): Promise<ReadinessReport> {
   const entries = await Promise.all(
     Object.entries(probes).map(async ([name, probe]): Promise<[string, { ok: boolean; error?: string }]> => {
       try {
@@ -72,5 +79,7 @@ export async function checkReadiness(probes: Record<string, () => Promise<void>>
   );
   const checks: ReadinessReport['checks'] = Object.fromEntries(entries);
   const down = entries.find(([, state]) => !state.ok);
-  return down ? { ready: false, reason: `${down[0]} unreachable: ${down[1].error ?? 'unknown'}`, checks } : { ready: true, checks };
+  return down
+    ? { ready: false, reason: `${down[0]} unreachable: ${down[1].error ?? 'unknown'}`, checks }
+    : { ready: true, checks };
 }

@@ -7,9 +7,26 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import type { SessionClient } from '../client/session-client.js';
 import { SessionlogError, type SessionHeader } from '../session/index.js';
-import { approvalBody, approvalResponse, approvalsQuery, approvalsResponse, callParams, toolResultBody, toolResultResponse } from './approval-schemas.js';
+import {
+  approvalBody,
+  approvalResponse,
+  approvalsQuery,
+  approvalsResponse,
+  callParams,
+  toolResultBody,
+  toolResultResponse,
+} from './approval-schemas.js';
 import { GatewayError } from './errors.js';
-import { ARTIFACT_PAGE_DEFAULT_CHARS, artifactParams, artifactQuery, artifactResponse, streamTokenResponse, surfaceResponse, turnsQuery, turnsResponse } from './inspector-schemas.js';
+import {
+  ARTIFACT_PAGE_DEFAULT_CHARS,
+  artifactParams,
+  artifactQuery,
+  artifactResponse,
+  streamTokenResponse,
+  surfaceResponse,
+  turnsQuery,
+  turnsResponse,
+} from './inspector-schemas.js';
 import {
   acceptedMessageResponse,
   cancelResponse,
@@ -107,7 +124,10 @@ const SESSION_ERRORS = [400, 401, 404];
 
 async function requireSession(ctx: RouteContext, id: string): Promise<SessionHeader> {
   if (!(await ctx.client.exists(id))) {
-    throw new SessionlogError('SESSION_NOT_FOUND', `session ${id} does not exist; create it with POST /v1/sessions or list sessions with GET /v1/sessions`);
+    throw new SessionlogError(
+      'SESSION_NOT_FOUND',
+      `session ${id} does not exist; create it with POST /v1/sessions or list sessions with GET /v1/sessions`,
+    );
   }
   return ctx.client.header(id);
 }
@@ -142,7 +162,10 @@ export const ROUTES: readonly RouteSpec[] = [
     },
     errors: [400],
     handler: async (ctx) => {
-      const report = await checkReadiness({ store: () => probeStore(ctx.client.store), temporal: () => probeTemporal(ctx.client.temporal.connection) });
+      const report = await checkReadiness({
+        store: () => probeStore(ctx.client.store),
+        temporal: () => probeTemporal(ctx.client.temporal.connection),
+      });
       return { status: report.ready ? 200 : 503, body: report };
     },
   }),
@@ -168,7 +191,10 @@ export const ROUTES: readonly RouteSpec[] = [
     responses: { 201: { description: 'the new session', schema: sessionResponse } },
     errors: [400, 401, 409, 413, 415],
     handler: async (ctx, { body }) => {
-      const session = await ctx.client.create({ ...(body?.id !== undefined ? { sessionId: body.id } : {}), ...(body?.agent ? { agent: body.agent } : {}) });
+      const session = await ctx.client.create({
+        ...(body?.id !== undefined ? { sessionId: body.id } : {}),
+        ...(body?.agent ? { agent: body.agent } : {}),
+      });
       return { status: 201, body: { session } };
     },
   }),
@@ -254,24 +280,34 @@ export const ROUTES: readonly RouteSpec[] = [
     params: sessionParams,
     query: eventsQuery,
     headers: [
-      { name: 'Last-Event-ID', description: 'SSE reconnect: the seq of the last event received; the stream resumes after it', schema: lastEventIdSchema },
+      {
+        name: 'Last-Event-ID',
+        description: 'SSE reconnect: the seq of the last event received; the stream resumes after it',
+        schema: lastEventIdSchema,
+      },
     ],
     responses: {
       200: {
         description: 'events',
         schema: eventsResponse,
-        eventStream: 'one SSE event per log event: `id: <seq>`, `event: <type>`, `data: <event JSON>`; `: heartbeat` comments every 15 s',
+        eventStream:
+          'one SSE event per log event: `id: <seq>`, `event: <type>`, `data: <event JSON>`; `: heartbeat` comments every 15 s',
       },
     },
     errors: SESSION_ERRORS,
     handler: async (ctx, { params, query, request, reply }) => {
       await requireSession(ctx, params.id);
-      if (!wantsEventStream(request)) return ok({ events: await ctx.client.events(params.id, query.from ?? 0, query.limit) });
+      if (!wantsEventStream(request))
+        return ok({ events: await ctx.client.events(params.id, query.from ?? 0, query.limit) });
       const lastEventId = request.headers['last-event-id'];
       let fromSeq = query.from ?? 0;
       if (lastEventId !== undefined) {
         const parsed = lastEventIdSchema.safeParse(lastEventId);
-        if (!parsed.success) throw new GatewayError('INVALID_REQUEST', 'Last-Event-ID must be the seq (a whole number) of the last event received');
+        if (!parsed.success)
+          throw new GatewayError(
+            'INVALID_REQUEST',
+            'Last-Event-ID must be the seq (a whole number) of the last event received',
+          );
         fromSeq = parsed.data + 1;
       }
       await streamEvents(request, reply, {
@@ -303,7 +339,8 @@ export const ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: '/v1/sessions/:id/turns',
     operationId: 'getTurns',
-    summary: 'One summary per turn (messages, streamed replies, tool calls, retries, outcome), every request\'s token usage and every compaction and prune, folded from the log',
+    summary:
+      "One summary per turn (messages, streamed replies, tool calls, retries, outcome), every request's token usage and every compaction and prune, folded from the log",
     params: sessionParams,
     query: turnsQuery,
     responses: { 200: { description: 'the turns view (src/session/turns-view.ts)', schema: turnsResponse } },
@@ -317,7 +354,8 @@ export const ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: '/v1/sessions/:id/surface',
     operationId: 'getSurface',
-    summary: 'Which logged events the next request carries (the surface, in order) and what shadowed the others (summary, prune)',
+    summary:
+      'Which logged events the next request carries (the surface, in order) and what shadowed the others (summary, prune)',
     params: sessionParams,
     query: noQuery,
     responses: { 200: { description: 'the surface view (src/session/surface-view.ts)', schema: surfaceResponse } },
@@ -334,19 +372,24 @@ export const ROUTES: readonly RouteSpec[] = [
     summary: 'A page of a stored artifact (full tool output, spilled text) by the name in its locator',
     params: artifactParams,
     query: artifactQuery,
-    responses: { 200: { description: 'the characters [offset, offset + limit) and the total length', schema: artifactResponse } },
+    responses: {
+      200: { description: 'the characters [offset, offset + limit) and the total length', schema: artifactResponse },
+    },
     errors: SESSION_ERRORS,
     handler: async (ctx, { params, query }) => {
       await requireSession(ctx, params.id);
       const offset = query.offset ?? 0;
-      return ok(await ctx.client.readArtifact(params.id, params.name, offset, query.limit ?? ARTIFACT_PAGE_DEFAULT_CHARS));
+      return ok(
+        await ctx.client.readArtifact(params.id, params.name, offset, query.limit ?? ARTIFACT_PAGE_DEFAULT_CHARS),
+      );
     },
   }),
   defineRoute({
     method: 'POST',
     path: '/v1/sessions/:id/stream-token',
     operationId: 'mintStreamToken',
-    summary: 'A short-lived token that opens this session\'s SSE events stream without an Authorization header (for a browser EventSource)',
+    summary:
+      "A short-lived token that opens this session's SSE events stream without an Authorization header (for a browser EventSource)",
     params: sessionParams,
     query: noQuery,
     body: emptyBody,
@@ -384,7 +427,10 @@ export const ROUTES: readonly RouteSpec[] = [
     errors: [...SESSION_ERRORS, 409, 413, 415],
     handler: async (ctx, { params, body }) => {
       await requireSession(ctx, params.id);
-      const forked = await ctx.client.fork(params.id, { ...(body?.id !== undefined ? { childId: body.id } : {}), ...(body?.at !== undefined ? { at: body.at } : {}) });
+      const forked = await ctx.client.fork(params.id, {
+        ...(body?.id !== undefined ? { childId: body.id } : {}),
+        ...(body?.at !== undefined ? { at: body.at } : {}),
+      });
       return { status: 201, body: { session: forked.header } };
     },
   }),
@@ -407,7 +453,7 @@ export const ROUTES: readonly RouteSpec[] = [
     method: 'POST',
     path: '/v1/sessions/:id/tool-results',
     operationId: 'postToolResult',
-    summary: "Post the result of an external tool the caller ran; the turn waiting for it carries on",
+    summary: 'Post the result of an external tool the caller ran; the turn waiting for it carries on',
     params: sessionParams,
     query: noQuery,
     body: toolResultBody,
@@ -415,29 +461,44 @@ export const ROUTES: readonly RouteSpec[] = [
     errors: [...SESSION_ERRORS, 409, 413, 415, 422],
     handler: async (ctx, { params, body }) => {
       await requireSession(ctx, params.id);
-      return ok(await ctx.client.submitToolResult(params.id, body.callId, body.output, { ...(body.isError !== undefined ? { isError: body.isError } : {}), ...(body.by !== undefined ? { by: body.by } : {}) }));
+      return ok(
+        await ctx.client.submitToolResult(params.id, body.callId, body.output, {
+          ...(body.isError !== undefined ? { isError: body.isError } : {}),
+          ...(body.by !== undefined ? { by: body.by } : {}),
+        }),
+      );
     },
   }),
   defineRoute({
     method: 'GET',
     path: '/v1/approvals',
     operationId: 'listApprovals',
-    summary: 'Tool calls waiting for an answer (approval or external result) across sessions, with tool, arguments, age and expiry',
+    summary:
+      'Tool calls waiting for an answer (approval or external result) across sessions, with tool, arguments, age and expiry',
     params: noParams,
     query: approvalsQuery,
     responses: { 200: { description: 'pending calls, oldest session first', schema: approvalsResponse } },
     errors: [400, ...AUTH_ERRORS],
-    handler: async (ctx, { query }) => ok({ approvals: await ctx.client.pendingApprovals(query.session !== undefined ? { sessionId: query.session } : {}) }),
+    handler: async (ctx, { query }) =>
+      ok({
+        approvals: await ctx.client.pendingApprovals(query.session !== undefined ? { sessionId: query.session } : {}),
+      }),
   }),
   defineRoute({
     method: 'POST',
     path: '/v1/sessions/:id/salvage',
     operationId: 'salvageSession',
-    summary: 'A new session seeded with the longest valid prefix of a damaged one (the damaged session is left untouched)',
+    summary:
+      'A new session seeded with the longest valid prefix of a damaged one (the damaged session is left untouched)',
     params: sessionParams,
     query: noQuery,
     body: salvageBody,
-    responses: { 201: { description: 'the new session; its header names the parent and the first bad seq', schema: sessionResponse } },
+    responses: {
+      201: {
+        description: 'the new session; its header names the parent and the first bad seq',
+        schema: sessionResponse,
+      },
+    },
     errors: [...SESSION_ERRORS, 409, 413, 415],
     handler: async (ctx, { params, body }) => {
       await requireSession(ctx, params.id);
@@ -449,10 +510,16 @@ export const ROUTES: readonly RouteSpec[] = [
     method: 'DELETE',
     path: '/v1/sessions/:id',
     operationId: 'eraseSession',
-    summary: 'Erase a session: its log, artifacts, checkpoints and workflow histories; the id is refused for the tombstone period',
+    summary:
+      'Erase a session: its log, artifacts, checkpoints and workflow histories; the id is refused for the tombstone period',
     params: sessionParams,
     query: noQuery,
-    responses: { 200: { description: 'what was removed, from the store and from Temporal (erasing twice is harmless)', schema: eraseResponse } },
+    responses: {
+      200: {
+        description: 'what was removed, from the store and from Temporal (erasing twice is harmless)',
+        schema: eraseResponse,
+      },
+    },
     errors: [400, 401],
     handler: async (ctx, { params }) => ok({ receipt: await ctx.client.erase(params.id) }),
   }),

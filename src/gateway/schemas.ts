@@ -61,7 +61,11 @@ export const createSessionBody = z
 
 export const postMessageBody = z.strictObject({
   text: wellFormedString().describe('the user message; must not be blank'),
-  id: wellFormedString().min(1).max(128).optional().describe('idempotency key: re-posting the same id never produces a second answer'),
+  id: wellFormedString()
+    .min(1)
+    .max(128)
+    .optional()
+    .describe('idempotency key: re-posting the same id never produces a second answer'),
 });
 
 export const postMessageQuery = z.strictObject({
@@ -69,9 +73,17 @@ export const postMessageQuery = z.strictObject({
 });
 
 export const eventsQuery = z.strictObject({
-  from: queryInteger('from', 0).optional().describe('first seq to return (default 0); with SSE, Last-Event-ID + 1 wins'),
-  limit: queryInteger('limit', 1, 10_000).optional().describe('at most this many events (SSE: close the stream after this many)'),
-  streamToken: z.string().max(200).optional().describe('SSE from a browser: a token from POST /v1/sessions/{id}/stream-token, in place of the bearer token'),
+  from: queryInteger('from', 0)
+    .optional()
+    .describe('first seq to return (default 0); with SSE, Last-Event-ID + 1 wins'),
+  limit: queryInteger('limit', 1, 10_000)
+    .optional()
+    .describe('at most this many events (SSE: close the stream after this many)'),
+  streamToken: z
+    .string()
+    .max(200)
+    .optional()
+    .describe('SSE from a browser: a token from POST /v1/sessions/{id}/stream-token, in place of the bearer token'),
 });
 
 export const forkBody = z
@@ -92,7 +104,10 @@ export const lastEventIdSchema = queryInteger('Last-Event-ID', 0);
 // Responses (documentation)
 
 export const errorResponseSchema = z.object({
-  error: z.object({ code: z.string().describe('stable machine-readable code'), message: z.string().describe('what went wrong and what to do') }),
+  error: z.object({
+    code: z.string().describe('stable machine-readable code'),
+    message: z.string().describe('what went wrong and what to do'),
+  }),
 });
 
 export const sessionHeaderSchema = z.looseObject({
@@ -130,7 +145,10 @@ const statusSchema = z.looseObject({
 });
 
 export const sessionResponse = z.object({ session: sessionHeaderSchema });
-export const sessionDetailResponse = z.object({ session: sessionHeaderSchema, status: statusSchema.nullable().describe('null when no run of the workflow is open') });
+export const sessionDetailResponse = z.object({
+  session: sessionHeaderSchema,
+  status: statusSchema.nullable().describe('null when no run of the workflow is open'),
+});
 export const sessionListResponse = z.object({ sessions: z.array(sessionHeaderSchema) });
 export const acceptedMessageResponse = z.object({ id: z.string().describe('the message id (idempotency key)') });
 export const replyResponse = z.object({
@@ -145,11 +163,18 @@ export const transcriptResponse = z.object({ events: z.array(eventSchema) });
 export const eventsResponse = z.object({ events: z.array(eventSchema) });
 export const compactResponse = z.object({
   compaction: z
-    .object({ compactionId: z.string(), shadowedSeqs: z.array(z.number().int()), tokensBefore: z.number(), tokensAfter: z.number() })
+    .object({
+      compactionId: z.string(),
+      shadowedSeqs: z.array(z.number().int()),
+      tokensBefore: z.number(),
+      tokensAfter: z.number(),
+    })
     .nullable()
     .describe('null when there was nothing to compact'),
 });
-export const cancelResponse = z.object({ cancelRequested: z.boolean().describe('false when no run of the workflow was open') });
+export const cancelResponse = z.object({
+  cancelRequested: z.boolean().describe('false when no run of the workflow was open'),
+});
 export const resumeResponse = z.object({ runId: z.string(), started: z.boolean() });
 export const healthResponse = z.object({ ok: z.literal(true) });
 export const openApiResponse = z.looseObject({ openapi: z.string() });
@@ -160,13 +185,27 @@ export const contextResponse = z.object({
     asOfSeq: z.number().int().describe('the last seq measured (-1 for an empty log)'),
     model: z.string(),
     tokens: z
-      .object({ system: tokenCount, tools: tokenCount, user: tokenCount, assistant: tokenCount, toolResults: tokenCount, summaries: tokenCount, total: tokenCount })
+      .object({
+        system: tokenCount,
+        tools: tokenCount,
+        user: tokenCount,
+        assistant: tokenCount,
+        toolResults: tokenCount,
+        summaries: tokenCount,
+        total: tokenCount,
+      })
       .describe('the next request, by kind; total may be anchored on provider usage'),
     baseline: z.enum(['usage', 'estimated']),
     budget: tokenCount.describe('the budget pressure handling works against'),
     contextWindow: tokenCount,
     compactAt: tokenCount.describe('compaction runs before a request once tokens.total reaches this'),
-    messages: z.array(z.object({ seq: z.number().int(), kind: z.enum(['user', 'assistant', 'tool-result', 'summary']), tokens: tokenCount })),
+    messages: z.array(
+      z.object({
+        seq: z.number().int(),
+        kind: z.enum(['user', 'assistant', 'tool-result', 'summary']),
+        tokens: tokenCount,
+      }),
+    ),
   }),
 });
 export const eraseResponse = z.object({
@@ -174,7 +213,12 @@ export const eraseResponse = z.object({
     sessionId: z.string(),
     store: z.looseObject({
       erased: z.boolean().describe('false when nothing was left to remove'),
-      removed: z.object({ header: z.number().int(), events: z.number().int(), artifacts: z.number().int(), projectionCheckpoints: z.number().int() }),
+      removed: z.object({
+        header: z.number().int(),
+        events: z.number().int(),
+        artifacts: z.number().int(),
+        projectionCheckpoints: z.number().int(),
+      }),
       tombstoneUntil: z.number().describe('until when (epoch ms) the id is refused with SESSION_ERASED'),
     }),
     temporal: z.object({ terminated: z.boolean(), deletedRuns: z.number().int() }),

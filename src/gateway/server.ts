@@ -29,7 +29,10 @@ export type RequestSpan = { setTurn(turn: number): void; setStatus(status: numbe
  */
 export type GatewayTelemetry = {
   exposition(state: { sseClients: number }): Promise<{ contentType: string; text: string }>;
-  traceRequest<T>(request: { method: string; route: string; sessionId?: string }, run: (span: RequestSpan) => Promise<T>): Promise<T>;
+  traceRequest<T>(
+    request: { method: string; route: string; sessionId?: string },
+    run: (span: RequestSpan) => Promise<T>,
+  ): Promise<T>;
 };
 
 export type GatewayOptions = {
@@ -70,7 +73,9 @@ export const GATEWAY_API_VERSION = '1.0.0';
  */
 export function resolveGatewayOptions(options: GatewayOptions): ResolvedGatewayOptions {
   if (options.token !== undefined && options.token.length === 0) {
-    throw new ConfigError('SESSIONLOG_GATEWAY_TOKEN is empty: set a secret of at least 16 characters, or unset it to serve loopback only without a token');
+    throw new ConfigError(
+      'SESSIONLOG_GATEWAY_TOKEN is empty: set a secret of at least 16 characters, or unset it to serve loopback only without a token',
+    );
   }
   if (!isLoopbackHost(options.host) && options.token === undefined) {
     throw new ConfigError(
@@ -78,7 +83,9 @@ export function resolveGatewayOptions(options: GatewayOptions): ResolvedGatewayO
     );
   }
   if (!Number.isSafeInteger(options.bodyLimitBytes) || options.bodyLimitBytes < 1) {
-    throw new ConfigError(`gateway bodyLimitBytes must be a positive whole number, got ${String(options.bodyLimitBytes)} (SESSIONLOG_BODY_LIMIT_BYTES)`);
+    throw new ConfigError(
+      `gateway bodyLimitBytes must be a positive whole number, got ${String(options.bodyLimitBytes)} (SESSIONLOG_BODY_LIMIT_BYTES)`,
+    );
   }
   const timeouts = resolveGatewayTimeouts(options);
   return {
@@ -116,7 +123,8 @@ function sendError(request: FastifyRequest, reply: FastifyReply, error: unknown)
     // The client closed the connection mid-request (or a request timeout closed it): nobody
     // reads the answer, and it is not a server fault.
     request.log.debug({ err: error, method: request.method, url: request.url }, 'client aborted the request');
-  } else if (response.logDetail) request.log.error({ err: error, method: request.method, url: request.url }, 'request failed');
+  } else if (response.logDetail)
+    request.log.error({ err: error, method: request.method, url: request.url }, 'request failed');
   return reply.code(response.status).headers(response.headers).send(response.body);
 }
 
@@ -133,7 +141,11 @@ function isClientAbort(request: FastifyRequest, error: unknown): boolean {
  * with the documented error shape, written to the socket by hand since no response object
  * exists yet.
  */
-function answerClientError(log: FastifyBaseLogger, error: NodeJS.ErrnoException & { reason?: string }, socket: Socket): void {
+function answerClientError(
+  log: FastifyBaseLogger,
+  error: NodeJS.ErrnoException & { reason?: string },
+  socket: Socket,
+): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) {
     log.debug({ err: error }, 'client connection reset');
     socket.destroy();
@@ -154,16 +166,30 @@ function answerClientError(log: FastifyBaseLogger, error: NodeJS.ErrnoException 
 function answerOutsideRoutes(app: FastifyInstance): void {
   app.server.on('connect', (_request: IncomingMessage, socket: Socket) => {
     app.log.debug('refused a CONNECT request');
-    const answer = rawHttpResponse(toErrorResponse(new GatewayError('METHOD_NOT_ALLOWED', 'the gateway is not a proxy: CONNECT is not served', { allow: 'GET, HEAD, POST' })));
+    const answer = rawHttpResponse(
+      toErrorResponse(
+        new GatewayError('METHOD_NOT_ALLOWED', 'the gateway is not a proxy: CONNECT is not served', {
+          allow: 'GET, HEAD, POST',
+        }),
+      ),
+    );
     socket.end(answer, () => socket.destroy());
   });
   app.server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
     const answer = toErrorResponse(
-      new GatewayError('EXPECTATION_FAILED', `the gateway meets only "Expect: 100-continue", not ${JSON.stringify(String(request.headers.expect).slice(0, 60))}; drop the Expect header`, { connection: 'close' }),
+      new GatewayError(
+        'EXPECTATION_FAILED',
+        `the gateway meets only "Expect: 100-continue", not ${JSON.stringify(String(request.headers.expect).slice(0, 60))}; drop the Expect header`,
+        { connection: 'close' },
+      ),
     );
     const body = JSON.stringify(answer.body);
     response
-      .writeHead(answer.status, { ...answer.headers, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body, 'utf8') })
+      .writeHead(answer.status, {
+        ...answer.headers,
+        'content-type': 'application/json; charset=utf-8',
+        'content-length': Buffer.byteLength(body, 'utf8'),
+      })
       .end(body);
   });
 }
@@ -184,9 +210,13 @@ function bodyWithDeadline(raw: IncomingMessage, timeoutMs: number): PassThrough 
   const timer = setTimeout(() => {
     raw.unpipe(body);
     body.destroy(
-      new GatewayError('REQUEST_TIMEOUT', `the request body did not arrive within ${timeoutMs} ms of its headers; send it without pauses (limit: SESSIONLOG_BODY_TIMEOUT_MS)`, {
-        connection: 'close',
-      }),
+      new GatewayError(
+        'REQUEST_TIMEOUT',
+        `the request body did not arrive within ${timeoutMs} ms of its headers; send it without pauses (limit: SESSIONLOG_BODY_TIMEOUT_MS)`,
+        {
+          connection: 'close',
+        },
+      ),
     );
   }, timeoutMs);
   const stop = (): void => clearTimeout(timer);
@@ -269,14 +299,20 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
     // uploads, then none, so a `?wait=true` turn or an SSE stream is never cut for being quiet.
     request.raw.socket.setTimeout(0);
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
-      throw new GatewayError('INVALID_REQUEST', 'an HTTP/1.1 request must carry a Host header', { connection: 'close' });
+      throw new GatewayError('INVALID_REQUEST', 'an HTTP/1.1 request must carry a Host header', {
+        connection: 'close',
+      });
     }
   });
   app.addHook('preParsing', async (request, _reply, payload) => {
     if (!hasBody(request)) return payload;
     const encoding = request.headers['content-encoding'];
     if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
-      throw new GatewayError('UNSUPPORTED_MEDIA_TYPE', `request bodies must be plain JSON; Content-Encoding ${JSON.stringify(encoding.slice(0, 40))} is not accepted`, { connection: 'close' });
+      throw new GatewayError(
+        'UNSUPPORTED_MEDIA_TYPE',
+        `request bodies must be plain JSON; Content-Encoding ${JSON.stringify(encoding.slice(0, 40))} is not accepted`,
+        { connection: 'close' },
+      );
     }
     return bodyWithDeadline(request.raw, resolved.bodyTimeoutMs);
   });
@@ -308,7 +344,11 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
     client: resolved.client,
     sseHeartbeatMs: resolved.sseHeartbeatMs,
     streams,
-    openapi: () => (openapi ??= buildOpenApiDocument([...ROUTES, ...OPENAI_ROUTES], { title: 'sessionlog gateway', version: GATEWAY_API_VERSION })),
+    openapi: () =>
+      (openapi ??= buildOpenApiDocument([...ROUTES, ...OPENAI_ROUTES], {
+        title: 'sessionlog gateway',
+        version: GATEWAY_API_VERSION,
+      })),
     streamTokens,
   };
 
@@ -319,9 +359,13 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
       if (request.routeOptions.url !== undefined && publicUrls.has(request.routeOptions.url)) return;
       if (streamTokenAuthorizes(request, streamTokens)) return;
       if (!authorized(request.headers.authorization, expected)) {
-        throw new GatewayError('UNAUTHORIZED', 'missing or wrong bearer token: send "Authorization: Bearer <SESSIONLOG_GATEWAY_TOKEN>"', {
-          'www-authenticate': 'Bearer realm="sessionlog"',
-        });
+        throw new GatewayError(
+          'UNAUTHORIZED',
+          'missing or wrong bearer token: send "Authorization: Bearer <SESSIONLOG_GATEWAY_TOKEN>"',
+          {
+            'www-authenticate': 'Bearer realm="sessionlog"',
+          },
+        );
       }
     });
   }
@@ -337,9 +381,24 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
     const path = request.url.split('?')[0] ?? '';
     const allowed = [...new Set(routes.filter((r) => pathPattern(r.url).test(path)).map((r) => r.method))];
     if (allowed.length > 0) {
-      return sendError(request, reply, new GatewayError('METHOD_NOT_ALLOWED', `${request.method} is not allowed on ${path}; use ${allowed.join(', ')}`, { allow: allowed.join(', ') }));
+      return sendError(
+        request,
+        reply,
+        new GatewayError(
+          'METHOD_NOT_ALLOWED',
+          `${request.method} is not allowed on ${path}; use ${allowed.join(', ')}`,
+          { allow: allowed.join(', ') },
+        ),
+      );
     }
-    return sendError(request, reply, new GatewayError('NOT_FOUND', `no route ${request.method} ${path}; the routes are listed in GET /v1/openapi.json`));
+    return sendError(
+      request,
+      reply,
+      new GatewayError(
+        'NOT_FOUND',
+        `no route ${request.method} ${path}; the routes are listed in GET /v1/openapi.json`,
+      ),
+    );
   });
 
   for (const route of ROUTES) registerRoute(app, route, context, resolved.telemetry);
@@ -355,7 +414,12 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
   return app;
 }
 
-function registerRoute(app: FastifyInstance, route: RouteSpec, context: RouteContext, telemetry: GatewayTelemetry | undefined): void {
+function registerRoute(
+  app: FastifyInstance,
+  route: RouteSpec,
+  context: RouteContext,
+  telemetry: GatewayTelemetry | undefined,
+): void {
   const handle = async (request: FastifyRequest, reply: FastifyReply, span?: RequestSpan): Promise<FastifyReply> => {
     const rawParams = request.params as Record<string, unknown>;
     // The DESIGN §3 id rule at the boundary, with its own code (a traversal-style id is a 400, never a lookup).
@@ -380,7 +444,10 @@ function registerRoute(app: FastifyInstance, route: RouteSpec, context: RouteCon
     handler: telemetry
       ? (request, reply) => {
           const id = (request.params as { id?: unknown }).id;
-          return telemetry.traceRequest({ method: route.method, route: route.path, ...(typeof id === 'string' ? { sessionId: id } : {}) }, (span) => handle(request, reply, span));
+          return telemetry.traceRequest(
+            { method: route.method, route: route.path, ...(typeof id === 'string' ? { sessionId: id } : {}) },
+            (span) => handle(request, reply, span),
+          );
         }
       : (request, reply) => handle(request, reply),
   });

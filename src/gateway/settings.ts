@@ -44,7 +44,10 @@ export function assertGatewayTimeouts(timeouts: GatewayTimeouts): void {
   };
   for (const key of Object.keys(names) as Array<keyof GatewayTimeouts>) {
     const value = timeouts[key];
-    if (!Number.isSafeInteger(value) || value < 1) throw new ConfigError(`${names[key]} (gateway ${key}) must be a positive whole number of milliseconds, got ${String(value)}`);
+    if (!Number.isSafeInteger(value) || value < 1)
+      throw new ConfigError(
+        `${names[key]} (gateway ${key}) must be a positive whole number of milliseconds, got ${String(value)}`,
+      );
   }
   if (timeouts.headersTimeoutMs > timeouts.requestTimeoutMs) {
     throw new ConfigError(

@@ -48,7 +48,11 @@ const STREAM_HEADERS = {
  * the stream opens: once a 200 stream has begun, an EventSource would reconnect with the same
  * `Last-Event-ID` forever. `HEAD` gets the stream's headers and ends.
  */
-export async function streamEvents(request: FastifyRequest, reply: FastifyReply, options: StreamEventsOptions): Promise<void> {
+export async function streamEvents(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  options: StreamEventsOptions,
+): Promise<void> {
   const nextSeq = await options.client.nextSeq(options.sessionId);
   if (options.fromSeq > nextSeq) {
     throw new GatewayError(

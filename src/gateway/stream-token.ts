@@ -37,8 +37,12 @@ function signature(key: Buffer, sessionId: string, expiresAt: number): Buffer {
 }
 
 /** A signer keyed by `gatewayToken` (or a random key when the gateway has none). */
-export function createStreamTokenSigner(gatewayToken: string | undefined, ttlMs = STREAM_TOKEN_TTL_MS): StreamTokenSigner {
-  const key = gatewayToken === undefined ? randomBytes(32) : Buffer.from(hkdfSync('sha256', gatewayToken, '', KEY_INFO, 32));
+export function createStreamTokenSigner(
+  gatewayToken: string | undefined,
+  ttlMs = STREAM_TOKEN_TTL_MS,
+): StreamTokenSigner {
+  const key =
+    gatewayToken === undefined ? randomBytes(32) : Buffer.from(hkdfSync('sha256', gatewayToken, '', KEY_INFO, 32));
   return {
     mint(sessionId, now = Date.now()) {
       const expiresAt = now + ttlMs;

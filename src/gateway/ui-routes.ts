@@ -52,9 +52,11 @@ function packageDir(pkg: string): string {
   let dir = dirname(require.resolve(pkg));
   for (;;) {
     const manifest = join(dir, 'package.json');
-    if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === pkg) return dir;
+    if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === pkg)
+      return dir;
     const parent = dirname(dir);
-    if (parent === dir) throw new Error(`cannot find the package directory of ${pkg}; reinstall sessionlog's dependencies (npm ci)`);
+    if (parent === dir)
+      throw new Error(`cannot find the package directory of ${pkg}; reinstall sessionlog's dependencies (npm ci)`);
     dir = parent;
   }
 }
@@ -65,7 +67,10 @@ function resolveVendorFiles(): Map<string, string> {
   for (const [name, { pkg, path }] of Object.entries(VENDOR_FILES)) {
     if (!dirs.has(pkg)) dirs.set(pkg, packageDir(pkg));
     const file = join(dirs.get(pkg)!, path);
-    if (!existsSync(file)) throw new Error(`the inspector needs ${pkg}/${path}, which is missing; reinstall sessionlog's dependencies (npm ci)`);
+    if (!existsSync(file))
+      throw new Error(
+        `the inspector needs ${pkg}/${path}, which is missing; reinstall sessionlog's dependencies (npm ci)`,
+      );
     files.set(name, file);
   }
   return files;
@@ -113,7 +118,8 @@ function withoutSourceMap(text: string): string {
 /** Registers `/ui` on `app`. Throws when the page or a library it needs is missing from the install. */
 export function registerInspectorUi(app: FastifyInstance, options: InspectorUiOptions): void {
   const indexPath = join(UI_DIR, 'index.html');
-  if (!existsSync(indexPath)) throw new Error(`the inspector's files are missing (${UI_DIR}); rebuild sessionlog (npm run build)`);
+  if (!existsSync(indexPath))
+    throw new Error(`the inspector's files are missing (${UI_DIR}); rebuild sessionlog (npm run build)`);
   const index = readFileSync(indexPath, 'utf8').replace('{{AUTH}}', options.tokenRequired ? 'bearer' : 'none');
   const headers = securityHeaders(inlineScriptHashes(index));
   const vendor = resolveVendorFiles();
@@ -131,7 +137,8 @@ export function registerInspectorUi(app: FastifyInstance, options: InspectorUiOp
     try {
       body = await readFile(join(UI_DIR, file));
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new GatewayError('NOT_FOUND', `no inspector file ${file}`);
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT')
+        throw new GatewayError('NOT_FOUND', `no inspector file ${file}`);
       throw error;
     }
     return reply.headers(headers).type(type).send(body);
@@ -139,7 +146,14 @@ export function registerInspectorUi(app: FastifyInstance, options: InspectorUiOp
   app.get('/ui/vendor/:file', async (request, reply) => {
     const { file } = request.params as { file: string };
     const path = vendor.get(file);
-    if (!path) throw new GatewayError('NOT_FOUND', `no inspector library ${file}; the page loads ${[...vendor.keys()].join(', ')}`);
-    return reply.headers(headers).type(contentType(path)).send(withoutSourceMap(await readFile(path, 'utf8')));
+    if (!path)
+      throw new GatewayError(
+        'NOT_FOUND',
+        `no inspector library ${file}; the page loads ${[...vendor.keys()].join(', ')}`,
+      );
+    return reply
+      .headers(headers)
+      .type(contentType(path))
+      .send(withoutSourceMap(await readFile(path, 'utf8')));
   });
 }

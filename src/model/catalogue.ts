@@ -151,9 +151,11 @@ function checkSpec(id: string, spec: Partial<ModelSpec>): ModelSpec {
   const problems: string[] = [];
   for (const field of ['contextWindow', 'maxOutput'] as const) {
     const value = spec[field];
-    if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) problems.push(`${field} must be a positive integer`);
+    if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0)
+      problems.push(`${field} must be a positive integer`);
   }
-  if (spec.tokenizer !== 'deepseek' && spec.tokenizer !== 'o200k') problems.push(`tokenizer must be 'deepseek' or 'o200k'`);
+  if (spec.tokenizer !== 'deepseek' && spec.tokenizer !== 'o200k')
+    problems.push(`tokenizer must be 'deepseek' or 'o200k'`);
   if (spec.provider !== 'deepseek' && spec.provider !== 'openai' && spec.provider !== 'fake') {
     problems.push(`provider must be 'deepseek', 'openai' or 'fake'`);
   }

@@ -117,7 +117,11 @@ function templateSegments(messages: readonly TemplateMessage[], tools: readonly 
       case 'tool':
         if (!inToolOutputs) segments.push({ special: S.toolOutputsBegin });
         inToolOutputs = true;
-        segments.push({ special: S.toolOutputBegin }, { text: wireContentText(message.content) }, { special: S.toolOutputEnd });
+        segments.push(
+          { special: S.toolOutputBegin },
+          { text: wireContentText(message.content) },
+          { special: S.toolOutputEnd },
+        );
         break;
       default:
         // system/developer text is already in the system prompt; other roles carry nothing.

@@ -10,14 +10,7 @@ import { scrubSecrets } from '../session/secrets.js';
 import { ModelCatalogueError } from './catalogue.js';
 
 export type ModelFailureCode =
-  | 'rate_limit'
-  | 'server'
-  | 'timeout'
-  | 'network'
-  | 'context_overflow'
-  | 'bad_request'
-  | 'auth'
-  | 'unknown_model';
+  'rate_limit' | 'server' | 'timeout' | 'network' | 'context_overflow' | 'bad_request' | 'auth' | 'unknown_model';
 
 /** Whether each failure class may be retried with the same request. */
 export const RETRYABLE_FAILURES: Readonly<Record<ModelFailureCode, boolean>> = {
@@ -65,8 +58,13 @@ export class ModelCallError extends Error {
   }
 }
 
-const CONTEXT_OVERFLOW_CODES = new Set(['context_length_exceeded', 'context_window_exceeded', 'string_above_max_length']);
-const CONTEXT_OVERFLOW_MESSAGE = /maximum context length|context length|context window|too many tokens|reduce the length/i;
+const CONTEXT_OVERFLOW_CODES = new Set([
+  'context_length_exceeded',
+  'context_window_exceeded',
+  'string_above_max_length',
+]);
+const CONTEXT_OVERFLOW_MESSAGE =
+  /maximum context length|context length|context window|too many tokens|reduce the length/i;
 const NETWORK_ERROR_CODES = new Set([
   'ECONNRESET',
   'ECONNREFUSED',
@@ -78,7 +76,12 @@ const NETWORK_ERROR_CODES = new Set([
   'UND_ERR_SOCKET',
   'UND_ERR_CLOSED',
 ]);
-const TIMEOUT_ERROR_CODES = new Set(['ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+const TIMEOUT_ERROR_CODES = new Set([
+  'ETIMEDOUT',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+]);
 
 /** A failure of class `code` with that class's retry behaviour. */
 export function modelFailure(code: ModelFailureCode, message: string, extra: Partial<ModelFailure> = {}): ModelFailure {
@@ -121,7 +124,10 @@ function classifyStatus(error: APIError): ModelFailure {
   if (status === 408) return modelFailure('timeout', message, extra);
   if (status === 400 || status === 413) {
     // A 413 is the request body being too large for the provider: the context, in effect.
-    const overflow = status === 413 || (providerCode && CONTEXT_OVERFLOW_CODES.has(providerCode)) || CONTEXT_OVERFLOW_MESSAGE.test(message);
+    const overflow =
+      status === 413 ||
+      (providerCode && CONTEXT_OVERFLOW_CODES.has(providerCode)) ||
+      CONTEXT_OVERFLOW_MESSAGE.test(message);
     if (!overflow) return modelFailure('bad_request', message, extra);
     const contextLimit = statedContextLimit(message);
     return modelFailure('context_overflow', message, contextLimit === undefined ? extra : { ...extra, contextLimit });

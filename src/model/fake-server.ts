@@ -110,7 +110,11 @@ const MAX_BODY_BYTES = 64 * 1024 * 1024;
 
 // ---- wire validation ---------------------------------------------------------------------
 
-const contentSchema = z.union([z.string(), z.null(), z.array(z.looseObject({ type: z.string(), text: z.string().optional() }))]);
+const contentSchema = z.union([
+  z.string(),
+  z.null(),
+  z.array(z.looseObject({ type: z.string(), text: z.string().optional() })),
+]);
 const toolCallSchema = z.looseObject({
   id: z.string(),
   type: z.string().optional(),
@@ -134,12 +138,21 @@ const chatBodySchema = z.looseObject({
 export type FakeChatBody = z.infer<typeof chatBodySchema>;
 
 const jsonValueSchema: z.ZodType<JsonValue> = z.lazy(() =>
-  z.union([z.string(), z.number(), z.boolean(), z.null(), z.array(jsonValueSchema), z.record(z.string(), jsonValueSchema)]),
+  z.union([
+    z.string(),
+    z.number(),
+    z.boolean(),
+    z.null(),
+    z.array(jsonValueSchema),
+    z.record(z.string(), jsonValueSchema),
+  ]),
 );
 const replySchema = z.object({
   text: z.string().optional(),
   reasoning: z.string().optional(),
-  toolCalls: z.array(z.object({ id: z.string().optional(), name: z.string(), arguments: z.union([z.string(), jsonValueSchema]) })).optional(),
+  toolCalls: z
+    .array(z.object({ id: z.string().optional(), name: z.string(), arguments: z.union([z.string(), jsonValueSchema]) }))
+    .optional(),
   finishReason: z.enum(['stop', 'length', 'tool_calls', 'content_filter']).optional(),
 });
 const times = z.number().int().positive().optional();
@@ -207,7 +220,8 @@ export class FakeModelServer {
     const fake = new FakeModelServer(server, options);
     server.on('request', (req, res) => {
       fake.handle(req, res).catch((error: unknown) => {
-        if (!res.headersSent) sendJson(res, 500, { error: { message: String(error), type: 'server_error', code: null } });
+        if (!res.headersSent)
+          sendJson(res, 500, { error: { message: String(error), type: 'server_error', code: null } });
         else res.destroy();
       });
     });
@@ -294,7 +308,13 @@ export class FakeModelServer {
     }
     if (path.startsWith('/_control/')) return this.handleControl(method, path, raw, res);
 
-    const record: RecordedRequest = { method, path, body: parseJsonOrText(raw), headers: pickHeaders(req), time: Date.now() };
+    const record: RecordedRequest = {
+      method,
+      path,
+      body: parseJsonOrText(raw),
+      headers: pickHeaders(req),
+      time: Date.now(),
+    };
     if (path.startsWith('/v1/')) this.recorded.push(record);
     res.on('finish', () => (record.status = res.statusCode));
     res.on('close', () => (record.status ??= res.headersSent ? res.statusCode : 0));
@@ -302,7 +322,10 @@ export class FakeModelServer {
     if (method === 'GET' && path === '/v1/models') {
       const created = Math.floor(Date.now() / 1000);
       const ids = [...new Set([this.config.model, 'fake'])];
-      return sendJson(res, 200, { object: 'list', data: ids.map((id) => ({ id, object: 'model', created, owned_by: 'sessionlog-fake' })) });
+      return sendJson(res, 200, {
+        object: 'list',
+        data: ids.map((id) => ({ id, object: 'model', created, owned_by: 'sessionlog-fake' })),
+      });
     }
     if (method === 'POST' && path === '/v1/chat/completions') {
       try {
@@ -313,12 +336,27 @@ export class FakeModelServer {
       }
       return;
     }
-    sendError(res, new HttpError(404, { message: `no route for ${method} ${path}`, type: 'invalid_request_error', code: 'not_found' }));
+    sendError(
+      res,
+      new HttpError(404, {
+        message: `no route for ${method} ${path}`,
+        type: 'invalid_request_error',
+        code: 'not_found',
+      }),
+    );
   }
 
-  private async handleChat(req: http.IncomingMessage, res: http.ServerResponse, record: RecordedRequest): Promise<void> {
+  private async handleChat(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    record: RecordedRequest,
+  ): Promise<void> {
     if (this.config.apiKey !== null && record.headers.authorization !== `Bearer ${this.config.apiKey}`) {
-      throw new HttpError(401, { message: 'Authentication Fails, your api key is invalid', type: 'authentication_error', code: 'invalid_api_key' });
+      throw new HttpError(401, {
+        message: 'Authentication Fails, your api key is invalid',
+        type: 'authentication_error',
+        code: 'invalid_api_key',
+      });
     }
     if (typeof record.body !== 'object' || record.body === null) {
       throw invalidRequest('the request body must be a JSON object with `model` and `messages`');
@@ -335,16 +373,28 @@ export class FakeModelServer {
       const seconds = fault.retryAfterSeconds ?? 1;
       throw new HttpError(
         429,
-        { message: 'Rate limit reached for requests. Please retry after the time in the retry-after header.', type: 'rate_limit_error', code: 'rate_limit_exceeded' },
+        {
+          message: 'Rate limit reached for requests. Please retry after the time in the retry-after header.',
+          type: 'rate_limit_error',
+          code: 'rate_limit_exceeded',
+        },
         { 'retry-after': String(seconds) },
       );
     }
     if (fault?.kind === 'auth_echo') {
       const presented = record.headers.authorization?.replace(/^Bearer\s+/i, '') ?? '(none)';
-      throw new HttpError(401, { message: `Incorrect API key provided: ${presented}. You can find your API key in your account settings.`, type: 'invalid_request_error', code: 'invalid_api_key' });
+      throw new HttpError(401, {
+        message: `Incorrect API key provided: ${presented}. You can find your API key in your account settings.`,
+        type: 'invalid_request_error',
+        code: 'invalid_api_key',
+      });
     }
     if (fault?.kind === 'server_error') {
-      throw new HttpError(fault.status ?? 500, { message: 'The server had an error while processing your request.', type: 'server_error', code: 'internal_error' });
+      throw new HttpError(fault.status ?? 500, {
+        message: 'The server had an error while processing your request.',
+        type: 'server_error',
+        code: 'internal_error',
+      });
     }
     if (fault?.kind === 'hang') {
       // Answer nothing; the client's timeout or abort (or `close()`) ends the exchange.
@@ -372,7 +422,15 @@ export class FakeModelServer {
 
     if (body.stream) {
       const dropAfter = fault?.kind === 'drop_stream' ? (fault.afterChunks ?? 2) : undefined;
-      await this.streamReply(res, clientGone.signal, { id, created, model: body.model, reply, usage, includeUsage: body.stream_options?.include_usage === true, dropAfter });
+      await this.streamReply(res, clientGone.signal, {
+        id,
+        created,
+        model: body.model,
+        reply,
+        usage,
+        includeUsage: body.stream_options?.include_usage === true,
+        dropAfter,
+      });
       return;
     }
     if (fault?.kind === 'drop_stream') {
@@ -380,10 +438,17 @@ export class FakeModelServer {
       return;
     }
     if (!(await pause(this.config.firstTokenDelayMs, clientGone.signal))) return;
-    const message: Record<string, unknown> = { role: 'assistant', content: reply.text === '' && reply.toolCalls.length > 0 ? null : reply.text };
+    const message: Record<string, unknown> = {
+      role: 'assistant',
+      content: reply.text === '' && reply.toolCalls.length > 0 ? null : reply.text,
+    };
     if (reply.reasoning !== '') message.reasoning_content = reply.reasoning;
     if (reply.toolCalls.length > 0) {
-      message.tool_calls = reply.toolCalls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } }));
+      message.tool_calls = reply.toolCalls.map((c) => ({
+        id: c.id,
+        type: 'function',
+        function: { name: c.name, arguments: c.arguments },
+      }));
     }
     sendJson(res, 200, {
       id,
@@ -398,7 +463,15 @@ export class FakeModelServer {
   private async streamReply(
     res: http.ServerResponse,
     signal: AbortSignal,
-    s: { id: string; created: number; model: string; reply: NormalizedReply; usage: object; includeUsage: boolean; dropAfter: number | undefined },
+    s: {
+      id: string;
+      created: number;
+      model: string;
+      reply: NormalizedReply;
+      usage: object;
+      includeUsage: boolean;
+      dropAfter: number | undefined;
+    },
   ): Promise<void> {
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
     const base = { id: s.id, object: 'chat.completion.chunk', created: s.created, model: s.model };
@@ -410,8 +483,13 @@ export class FakeModelServer {
     for (const piece of splitPieces(s.reply.reasoning)) chunks.push(choiceChunk({ reasoning_content: piece }));
     for (const piece of splitPieces(s.reply.text)) chunks.push(choiceChunk({ content: piece }));
     s.reply.toolCalls.forEach((call, index) => {
-      chunks.push(choiceChunk({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] }));
-      for (const piece of splitArguments(call.arguments)) chunks.push(choiceChunk({ tool_calls: [{ index, function: { arguments: piece } }] }));
+      chunks.push(
+        choiceChunk({
+          tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }],
+        }),
+      );
+      for (const piece of splitArguments(call.arguments))
+        chunks.push(choiceChunk({ tool_calls: [{ index, function: { arguments: piece } }] }));
     });
     chunks.push(choiceChunk({}, s.reply.finishReason));
     if (s.includeUsage) chunks.push({ ...base, choices: [], usage: s.usage });
@@ -508,7 +586,14 @@ export class FakeModelServer {
       case 'GET /_control/config':
         return sendJson(res, 200, this.currentConfig());
       default:
-        return sendError(res, new HttpError(404, { message: `no control route ${route}`, type: 'invalid_request_error', code: 'not_found' }));
+        return sendError(
+          res,
+          new HttpError(404, {
+            message: `no control route ${route}`,
+            type: 'invalid_request_error',
+            code: 'not_found',
+          }),
+        );
     }
   }
 }
@@ -554,7 +639,11 @@ async function readBody(req: http.IncomingMessage): Promise<string> {
   for await (const part of req as AsyncIterable<Buffer>) {
     size += part.length;
     if (size > MAX_BODY_BYTES) {
-      throw new HttpError(413, { message: `request body exceeds ${MAX_BODY_BYTES} bytes`, type: 'invalid_request_error', code: 'request_too_large' });
+      throw new HttpError(413, {
+        message: `request body exceeds ${MAX_BODY_BYTES} bytes`,
+        type: 'invalid_request_error',
+        code: 'request_too_large',
+      });
     }
     parts.push(part);
   }
@@ -598,7 +687,8 @@ function commonPrefixLength(a: readonly number[], b: readonly number[]): number 
 function usageOf(promptTokens: number, cacheHit: number, reply: NormalizedReply) {
   const reasoningTokens = countOrdinaryTokens(reply.reasoning);
   let completionTokens = reasoningTokens + countOrdinaryTokens(reply.text);
-  for (const call of reply.toolCalls) completionTokens += countOrdinaryTokens(call.name) + countOrdinaryTokens(call.arguments);
+  for (const call of reply.toolCalls)
+    completionTokens += countOrdinaryTokens(call.name) + countOrdinaryTokens(call.arguments);
   return {
     prompt_tokens: promptTokens,
     completion_tokens: completionTokens,

@@ -63,7 +63,12 @@ export function buildChatRequest({ messages, header, model }: BuildChatRequestIn
 function toWireTool(tool: NonNullable<RequestHeader['tools']>[number]): ChatCompletionTool {
   return {
     type: 'function',
-    function: { name: tool.name, description: tool.description, parameters: tool.parameters as Record<string, unknown>, ...(tool.strict !== undefined ? { strict: tool.strict } : {}) },
+    function: {
+      name: tool.name,
+      description: tool.description,
+      parameters: tool.parameters as Record<string, unknown>,
+      ...(tool.strict !== undefined ? { strict: tool.strict } : {}),
+    },
   };
 }
 
@@ -73,7 +78,11 @@ function toWireMessages(message: Message, model: ResolvedModel): ChatRequestBody
       const content: readonly ContentBlock[] = message.content;
       const results = content.filter((b): b is ToolResultBlock => b.type === 'tool-result');
       if (results.length > 0) {
-        return results.map((result) => ({ role: 'tool' as const, tool_call_id: result.toolCallId, content: textOf(result.content) }));
+        return results.map((result) => ({
+          role: 'tool' as const,
+          tool_call_id: result.toolCallId,
+          content: textOf(result.content),
+        }));
       }
       return [{ role: 'user', content: textOf(message.content) }];
     }
@@ -104,10 +113,15 @@ function toWireAssistant(message: AssistantMessage, model: ResolvedModel): WireA
 }
 
 /** The content blocks an assistant message is made of, in the order the adapter emits them. */
-export function assistantBlocks(parts: { reasoning: string; text: string; toolCalls: { id: string; name: string; arguments: string }[] }): ContentBlock[] {
+export function assistantBlocks(parts: {
+  reasoning: string;
+  text: string;
+  toolCalls: { id: string; name: string; arguments: string }[];
+}): ContentBlock[] {
   const blocks: ContentBlock[] = [];
   if (parts.reasoning !== '') blocks.push({ type: 'reasoning', text: parts.reasoning });
   if (parts.text !== '') blocks.push({ type: 'text', text: parts.text });
-  for (const call of parts.toolCalls) blocks.push({ type: 'tool-call', id: call.id, name: call.name, arguments: call.arguments });
+  for (const call of parts.toolCalls)
+    blocks.push({ type: 'tool-call', id: call.id, name: call.name, arguments: call.arguments });
   return blocks;
 }

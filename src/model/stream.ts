@@ -193,9 +193,19 @@ function chunkSize(chunk: StreamChunk): number {
 
 function mergeChunks(a: StreamChunk, b: StreamChunk): StreamChunk | undefined {
   if (a.kind === 'text-delta' && b.kind === 'text-delta') return { kind: 'text-delta', text: a.text + b.text };
-  if (a.kind === 'reasoning-delta' && b.kind === 'reasoning-delta') return { kind: 'reasoning-delta', text: a.text + b.text };
-  if (a.kind === 'tool-call-delta' && b.kind === 'tool-call-delta' && a.index === b.index && (b.id === undefined || b.id === a.id)) {
-    const merged: StreamChunk = { kind: 'tool-call-delta', index: a.index, argumentsDelta: a.argumentsDelta + b.argumentsDelta };
+  if (a.kind === 'reasoning-delta' && b.kind === 'reasoning-delta')
+    return { kind: 'reasoning-delta', text: a.text + b.text };
+  if (
+    a.kind === 'tool-call-delta' &&
+    b.kind === 'tool-call-delta' &&
+    a.index === b.index &&
+    (b.id === undefined || b.id === a.id)
+  ) {
+    const merged: StreamChunk = {
+      kind: 'tool-call-delta',
+      index: a.index,
+      argumentsDelta: a.argumentsDelta + b.argumentsDelta,
+    };
     if (a.id !== undefined) merged.id = a.id;
     const name = (a.name ?? '') + (b.name ?? '');
     if (name !== '') merged.name = name;
@@ -213,7 +223,11 @@ function chunksOfDelta(delta: WireDelta): StreamChunk[] {
   if (delta.reasoning_content) chunks.push({ kind: 'reasoning-delta', text: delta.reasoning_content });
   if (delta.content) chunks.push({ kind: 'text-delta', text: delta.content });
   for (const call of delta.tool_calls ?? []) {
-    const chunk: StreamChunk = { kind: 'tool-call-delta', index: call.index, argumentsDelta: call.function?.arguments ?? '' };
+    const chunk: StreamChunk = {
+      kind: 'tool-call-delta',
+      index: call.index,
+      argumentsDelta: call.function?.arguments ?? '',
+    };
     if (call.id) chunk.id = call.id;
     if (call.function?.name) chunk.name = call.function.name;
     chunks.push(chunk);
@@ -272,7 +286,11 @@ export async function streamCompletion(options: StreamCompletionOptions): Promis
   let firstDelta = options.onFirstDelta;
   try {
     armIdle();
-    const request = { ...options.request, stream: true, stream_options: { include_usage: true } } as ChatCompletionCreateParamsStreaming;
+    const request = {
+      ...options.request,
+      stream: true,
+      stream_options: { include_usage: true },
+    } as ChatCompletionCreateParamsStreaming;
     const stream = await options.client.chat.completions.create(request, { signal: controller.signal });
     for await (const chunk of stream) {
       armIdle();
@@ -311,7 +329,10 @@ export async function streamCompletion(options: StreamCompletionOptions): Promis
       accumulator.partial(),
     );
   }
-  const held = options.holdLastChunks && options.onChunks && !options.signal?.aborted ? await coalescer.hold() : (await coalescer.drain(), undefined);
+  const held =
+    options.holdLastChunks && options.onChunks && !options.signal?.aborted
+      ? await coalescer.hold()
+      : (await coalescer.drain(), undefined);
   if (options.signal?.aborted) return abortedResult(accumulator, finishReason, usage);
   const result: CompletionResult = { content: accumulator.blocks(), finishReason, aborted: false };
   if (usage) result.usage = usage;
@@ -319,7 +340,11 @@ export async function streamCompletion(options: StreamCompletionOptions): Promis
   return result;
 }
 
-function abortedResult(accumulator: ReplyAccumulator, finishReason: string | null, usage: TokenUsage | undefined): CompletionResult {
+function abortedResult(
+  accumulator: ReplyAccumulator,
+  finishReason: string | null,
+  usage: TokenUsage | undefined,
+): CompletionResult {
   const result: CompletionResult = { content: accumulator.blocks(), finishReason, aborted: true };
   if (usage) result.usage = usage;
   return result;

@@ -5,8 +5,7 @@
 import type { JsonObject } from '../session/json.js';
 
 export type ToolArgumentsParse =
-  | { ok: true; value: JsonObject }
-  | { ok: false; code: 'INVALID_TOOL_ARGUMENTS'; message: string };
+  { ok: true; value: JsonObject } | { ok: false; code: 'INVALID_TOOL_ARGUMENTS'; message: string };
 
 /** Parses a tool call's arguments; an empty string counts as `{}`. Only JSON objects pass. */
 export function parseToolCallArguments(toolName: string, args: string): ToolArgumentsParse {
@@ -22,7 +21,11 @@ export function parseToolCallArguments(toolName: string, args: string): ToolArgu
     };
   }
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    return { ok: false, code: 'INVALID_TOOL_ARGUMENTS', message: `arguments of tool '${toolName}' must be a JSON object` };
+    return {
+      ok: false,
+      code: 'INVALID_TOOL_ARGUMENTS',
+      message: `arguments of tool '${toolName}' must be a JSON object`,
+    };
   }
   return { ok: true, value: value as JsonObject };
 }

@@ -61,7 +61,10 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 function positiveInteger(name: string, value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
   if (!Number.isSafeInteger(value) || value <= 0) {
-    throw new SessionlogError('INVALID_ARGUMENT', `store option ${name} must be a positive integer, got ${String(value)}`);
+    throw new SessionlogError(
+      'INVALID_ARGUMENT',
+      `store option ${name} must be a positive integer, got ${String(value)}`,
+    );
   }
   return value;
 }
@@ -90,16 +93,24 @@ export function assertSeqArgument(name: string, value: unknown): asserts value i
 }
 
 /** Validates `append` arguments that do not depend on stored state. */
-export function assertAppendArguments(id: unknown, events: unknown, options: unknown): asserts options is AppendOptions {
+export function assertAppendArguments(
+  id: unknown,
+  events: unknown,
+  options: unknown,
+): asserts options is AppendOptions {
   assertSessionId(id);
   if (!Array.isArray(events) || events.length === 0) {
     throw new SessionlogError('INVALID_ARGUMENT', `append to session ${id} needs a non-empty array of events`);
   }
   const o = options as Partial<AppendOptions> | undefined;
-  if (typeof o !== 'object' || o === null) throw new SessionlogError('INVALID_ARGUMENT', 'append needs options {expectedSeq, op}');
+  if (typeof o !== 'object' || o === null)
+    throw new SessionlogError('INVALID_ARGUMENT', 'append needs options {expectedSeq, op}');
   assertSeqArgument('expectedSeq', o.expectedSeq);
   if (typeof o.op !== 'string' || o.op.length === 0) {
-    throw new SessionlogError('INVALID_ARGUMENT', `append op must be a non-empty string (the batch's idempotency key), got ${String(o.op)}`);
+    throw new SessionlogError(
+      'INVALID_ARGUMENT',
+      `append op must be a non-empty string (the batch's idempotency key), got ${String(o.op)}`,
+    );
   }
 }
 
@@ -111,7 +122,10 @@ export function assertReadArguments(id: unknown, fromSeq: unknown, limit: unknow
 }
 
 export function notFound(id: string): SessionlogError {
-  return new SessionlogError('SESSION_NOT_FOUND', `session ${id} does not exist in this store; create it first or check the id`);
+  return new SessionlogError(
+    'SESSION_NOT_FOUND',
+    `session ${id} does not exist in this store; create it first or check the id`,
+  );
 }
 
 export function storeClosed(): SessionlogError {
@@ -235,10 +249,15 @@ export class LogScanner {
     const event = deepFreeze(record.value);
     if (this.framing === 'jsonl-v2') return this.pushFramed(event, record.batchSize, record.end);
     if (event.op === undefined) {
-      if (this.framing === 'transactional') return this.fail(seq, `seq ${seq} is not covered by any stored batch (its batch record is missing)`);
+      if (this.framing === 'transactional')
+        return this.fail(seq, `seq ${seq} is not covered by any stored batch (its batch record is missing)`);
     } else {
       const range = this.ops.get(event.op);
-      if (range && range.lastSeq !== seq - 1) return this.fail(seq, `op ${JSON.stringify(event.op)} at seq ${seq} is already used by seqs ${range.firstSeq}..${range.lastSeq}`);
+      if (range && range.lastSeq !== seq - 1)
+        return this.fail(
+          seq,
+          `op ${JSON.stringify(event.op)} at seq ${seq} is already used by seqs ${range.firstSeq}..${range.lastSeq}`,
+        );
     }
     try {
       this.session.commitPlanned([event]);
@@ -254,7 +273,10 @@ export class LogScanner {
     const op = event.op;
     if (op === undefined) return this.fail(this.pending?.firstSeq ?? seq, `the line of seq ${seq} has no op`);
     if (typeof batchSize !== 'number' || !Number.isSafeInteger(batchSize) || batchSize <= 0) {
-      return this.fail(this.pending?.firstSeq ?? seq, `the line of seq ${seq} has no valid batchSize marker (got ${JSON.stringify(batchSize)})`);
+      return this.fail(
+        this.pending?.firstSeq ?? seq,
+        `the line of seq ${seq} has no valid batchSize marker (got ${JSON.stringify(batchSize)})`,
+      );
     }
     const pending = this.pending;
     if (pending) {
@@ -269,7 +291,10 @@ export class LogScanner {
       if (used) {
         // Next to its own batch, one of the two lines' framing is damaged: name the batch.
         const at = used.lastSeq === seq - 1 ? used.firstSeq : seq;
-        return this.fail(at, `op ${JSON.stringify(op)} at seq ${seq} is already used by seqs ${used.firstSeq}..${used.lastSeq}`);
+        return this.fail(
+          at,
+          `op ${JSON.stringify(op)} at seq ${seq} is already used by seqs ${used.firstSeq}..${used.lastSeq}`,
+        );
       }
       this.pending = { op, size: batchSize, firstSeq: seq, events: [], end };
     }
@@ -283,7 +308,13 @@ export class LogScanner {
   private commitBatch(batch: PendingBatch): void {
     this.pending = undefined;
     const events = batch.events;
-    if (events.length > 1 && events.some((e) => isKnownEvent(e) && (isSurfaceType(e.type) || e.surfaceOp !== undefined || e.sourceEventSeqs !== undefined))) {
+    if (
+      events.length > 1 &&
+      events.some(
+        (e) =>
+          isKnownEvent(e) && (isSurfaceType(e.type) || e.surfaceOp !== undefined || e.sourceEventSeqs !== undefined),
+      )
+    ) {
       // commitPlanned checks event by event; check the whole batch first so a bad event commits none.
       const scratch = new SurfaceFold(this.session.surfaceNodes, this.session.replaceGeneration);
       const base = this.session.nextSeq;
@@ -337,7 +368,10 @@ export class LogScanner {
       };
     } else if (head !== undefined && head > this.session.nextSeq) {
       const from = this.session.nextSeq;
-      this.fail(from, `seq${head - 1 > from ? `s ${from}..${head - 1} are` : ` ${from} is`} missing (the stored batches end at seq ${head - 1})`);
+      this.fail(
+        from,
+        `seq${head - 1 > from ? `s ${from}..${head - 1} are` : ` ${from} is`} missing (the stored batches end at seq ${head - 1})`,
+      );
     }
     this.pending = undefined;
     this.damaged = undefined;
@@ -354,7 +388,8 @@ export class LogScanner {
 
 /** The error every reader and writer throws for a log whose scan found a definite problem. */
 function corruptLogError(scanner: LogScanner, problem: ScanProblem): SessionlogError {
-  if (problem.code === 'UNSUPPORTED_FORMAT') return new SessionlogError('UNSUPPORTED_FORMAT', `${scanner.where}: ${problem.reason}`);
+  if (problem.code === 'UNSUPPORTED_FORMAT')
+    return new SessionlogError('UNSUPPORTED_FORMAT', `${scanner.where}: ${problem.reason}`);
   return new SessionlogError(
     'CORRUPT_LOG',
     `${scanner.where}: the stored log is damaged at seq ${problem.seq}: ${problem.reason}. Nothing was changed; \`sessionlog sessions verify ${scanner.session.id}\` reports the problem and \`sessionlog sessions salvage ${scanner.session.id} --into NEW_ID\` keeps the valid prefix`,
@@ -377,17 +412,31 @@ export function assertScanned(scanner: LogScanner): void {
 
 /** The `scan` report of a scanner after `finish`. */
 export function scanReport(scanner: LogScanner, torn: TornTail | undefined): ScanReport {
-  const problem = scanner.problem ?? (torn && { seq: torn.seq, reason: torn.reason, code: 'CORRUPT_LOG' as const, torn: true });
-  return { sessionId: scanner.session.id, header: scanner.session.header, events: scanner.session.events, ...(problem ? { problem } : {}) };
+  const problem =
+    scanner.problem ?? (torn && { seq: torn.seq, reason: torn.reason, code: 'CORRUPT_LOG' as const, torn: true });
+  return {
+    sessionId: scanner.session.id,
+    header: scanner.session.header,
+    events: scanner.session.events,
+    ...(problem ? { problem } : {}),
+  };
 }
 
 /** The `scan` report of a session whose header could not be read. */
 export function headerProblemReport(id: string, error: unknown): ScanReport {
-  if (isSessionlogError(error, 'UNSUPPORTED_FORMAT') || isSessionlogError(error, 'CORRUPT_LOG') || isSessionlogError(error, 'INVALID_EVENT') || isSessionlogError(error, 'INVALID_SESSION_ID')) {
+  if (
+    isSessionlogError(error, 'UNSUPPORTED_FORMAT') ||
+    isSessionlogError(error, 'CORRUPT_LOG') ||
+    isSessionlogError(error, 'INVALID_EVENT') ||
+    isSessionlogError(error, 'INVALID_SESSION_ID')
+  ) {
     return {
       sessionId: id,
       header: undefined,
-      headerProblem: { code: error.code === 'UNSUPPORTED_FORMAT' ? 'UNSUPPORTED_FORMAT' : 'CORRUPT_LOG', reason: error.message },
+      headerProblem: {
+        code: error.code === 'UNSUPPORTED_FORMAT' ? 'UNSUPPORTED_FORMAT' : 'CORRUPT_LOG',
+        reason: error.message,
+      },
       events: [],
     };
   }
@@ -507,7 +556,12 @@ export type WatchSource = {
  * Wakes `wake` on an in-process append to session `id` of the store at `location`, and on the
  * store's close (through `closeListeners`); returns the unsubscribe.
  */
-export function subscribeLocal(closeListeners: Set<() => void>, location: string, id: string, wake: () => void): () => void {
+export function subscribeLocal(
+  closeListeners: Set<() => void>,
+  location: string,
+  id: string,
+  wake: () => void,
+): () => void {
   closeListeners.add(wake);
   const off = onAppended(location, id, wake);
   return () => {
@@ -521,7 +575,11 @@ export function subscribeLocal(closeListeners: Set<() => void>, location: string
  * signal or the next poll tick and yields what is new. Ends when `signal` aborts or the store
  * closes; a consumer `break` unsubscribes.
  */
-export async function* watchEvents(source: WatchSource, fromSeq: number, signal?: AbortSignal): AsyncGenerator<StoredEvent> {
+export async function* watchEvents(
+  source: WatchSource,
+  fromSeq: number,
+  signal?: AbortSignal,
+): AsyncGenerator<StoredEvent> {
   let cursor = fromSeq;
   let woken = false;
   let wakeWaiter: (() => void) | undefined;
@@ -571,7 +629,10 @@ const LOCATOR_PATTERN = /^artifact:([^/]+)\/([^/]+)$/;
 
 /** A safe file/row name from a suggested one: `[A-Za-z0-9._-]`, no leading dot, at most 120 characters. */
 export function sanitizeArtifactName(suggested: string): string {
-  const cleaned = suggested.replace(/[^A-Za-z0-9._-]+/g, '_').replace(/^[.]+/, '').slice(0, 120);
+  const cleaned = suggested
+    .replace(/[^A-Za-z0-9._-]+/g, '_')
+    .replace(/^[.]+/, '')
+    .slice(0, 120);
   return cleaned.length > 0 ? cleaned : 'artifact';
 }
 
@@ -613,7 +674,10 @@ export function ownArtifactName(sessionId: unknown, locator: unknown): string {
 }
 
 export function artifactNotFound(locator: string): SessionlogError {
-  return new SessionlogError('ARTIFACT_NOT_FOUND', `no artifact ${JSON.stringify(locator.slice(0, 200))} in this store`);
+  return new SessionlogError(
+    'ARTIFACT_NOT_FOUND',
+    `no artifact ${JSON.stringify(locator.slice(0, 200))} in this store`,
+  );
 }
 
 /** The `read(sessionId, locator, offset, limit)` window over a whole artifact text. */

@@ -81,7 +81,10 @@ async function restoreProjections(
   options: DerivedHistoryOptions,
 ): Promise<{ restored: Omit<DerivedHistory, 'messages'>; session: SessionView }> {
   if (registry.definition(surfaceProjection.key) === undefined) {
-    throw new SessionlogError('INVALID_ARGUMENT', `the projection registry must include surfaceProjection (key "${surfaceProjection.key}")`);
+    throw new SessionlogError(
+      'INVALID_ARGUMENT',
+      `the projection registry must include surfaceProjection (key "${surfaceProjection.key}")`,
+    );
   }
   const session = await store.session(id);
   const header = session.header;
@@ -100,7 +103,10 @@ async function restoreProjections(
       report(error);
     }
   }
-  return { restored: { states: restored.states, asOfSeq: restored.asOfSeq, fromCache: cached?.used === true }, session };
+  return {
+    restored: { states: restored.states, asOfSeq: restored.asOfSeq, fromCache: cached?.used === true },
+    session,
+  };
 }
 
 /**
@@ -116,7 +122,11 @@ export type CheckpointPolicy = { minEvents: number; ratio: number };
 export const DEFAULT_CHECKPOINT_POLICY: CheckpointPolicy = { minEvents: 256, ratio: 0.25 };
 
 /** Whether a log whose last seq is `headSeq`, checkpointed at `checkpointSeq` (-1: none), is due a new checkpoint. */
-export function checkpointDue(checkpointSeq: number, headSeq: number, policy: CheckpointPolicy = DEFAULT_CHECKPOINT_POLICY): boolean {
+export function checkpointDue(
+  checkpointSeq: number,
+  headSeq: number,
+  policy: CheckpointPolicy = DEFAULT_CHECKPOINT_POLICY,
+): boolean {
   const grown = headSeq - checkpointSeq;
   return grown >= policy.minEvents && grown >= policy.ratio * (headSeq + 1);
 }
@@ -133,8 +143,10 @@ export class CheckpointSchedule {
     readonly policy: CheckpointPolicy = DEFAULT_CHECKPOINT_POLICY,
     maxSessions = 10_000,
   ) {
-    if (!(Number.isSafeInteger(policy.minEvents) && policy.minEvents > 0)) throw new SessionlogError('INVALID_ARGUMENT', 'checkpoint minEvents must be a positive integer');
-    if (!(policy.ratio >= 0 && policy.ratio <= 1)) throw new SessionlogError('INVALID_ARGUMENT', 'checkpoint ratio must be in [0, 1]');
+    if (!(Number.isSafeInteger(policy.minEvents) && policy.minEvents > 0))
+      throw new SessionlogError('INVALID_ARGUMENT', 'checkpoint minEvents must be a positive integer');
+    if (!(policy.ratio >= 0 && policy.ratio <= 1))
+      throw new SessionlogError('INVALID_ARGUMENT', 'checkpoint ratio must be in [0, 1]');
     this.written = new LRUCache({ max: maxSessions });
   }
 

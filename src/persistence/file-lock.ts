@@ -63,7 +63,8 @@ function processAlive(owner: LockOwner): boolean {
 function parseOwner(text: string): LockOwner | undefined {
   try {
     const value = JSON.parse(text) as Partial<LockOwner>;
-    if (typeof value.pid === 'number' && typeof value.host === 'string' && typeof value.token === 'string') return value as LockOwner;
+    if (typeof value.pid === 'number' && typeof value.host === 'string' && typeof value.token === 'string')
+      return value as LockOwner;
   } catch {
     // A half-written lock file (its creator died between create and write): judged by age below.
   }
@@ -81,7 +82,9 @@ async function readOwner(path: string): Promise<{ owner: LockOwner | undefined; 
 }
 
 /** The owner and the age of its heartbeat (the file's mtime). */
-async function readOwnerAndHeartbeat(path: string): Promise<{ owner: LockOwner | undefined; text: string; mtimeMs: number } | undefined> {
+async function readOwnerAndHeartbeat(
+  path: string,
+): Promise<{ owner: LockOwner | undefined; text: string; mtimeMs: number } | undefined> {
   try {
     const [seen, info] = await Promise.all([readOwner(path), stat(path)]);
     return seen && { ...seen, mtimeMs: info.mtimeMs };
@@ -98,7 +101,9 @@ function isErrno(error: unknown, code: string): boolean {
 async function brokenMarkers(path: string): Promise<string[]> {
   const prefix = `${basename(path)}.broken-`;
   try {
-    return (await readdir(dirname(path))).filter((name) => name.startsWith(prefix)).map((name) => join(dirname(path), name));
+    return (await readdir(dirname(path)))
+      .filter((name) => name.startsWith(prefix))
+      .map((name) => join(dirname(path), name));
   } catch (error) {
     if (isErrno(error, 'ENOENT')) return [];
     throw error;

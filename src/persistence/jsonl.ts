@@ -91,9 +91,30 @@ import {
   type TornTail,
 } from './base.js';
 import { acquireFileLock, type FileLock } from './file-lock.js';
-import { parseProjectionCacheRecord, serializeProjectionCacheRecord, type ProjectionCacheRecord, type ProjectionCacheStore } from './projection-cache.js';
-import { parseSearchRequest, scanSession, searchHits, searchable, type SearchHit, type SearchOptions } from './search.js';
-import type { AppendOptions, AppendResult, ErasedPlace, LoadedSession, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions } from './store.js';
+import {
+  parseProjectionCacheRecord,
+  serializeProjectionCacheRecord,
+  type ProjectionCacheRecord,
+  type ProjectionCacheStore,
+} from './projection-cache.js';
+import {
+  parseSearchRequest,
+  scanSession,
+  searchHits,
+  searchable,
+  type SearchHit,
+  type SearchOptions,
+} from './search.js';
+import type {
+  AppendOptions,
+  AppendResult,
+  ErasedPlace,
+  LoadedSession,
+  ScanReport,
+  SessionStore,
+  StoreEraseReceipt,
+  WatchOptions,
+} from './store.js';
 
 /** The JSONL file format this build writes (it also reads and appends to version 1). */
 export const JSONL_FORMAT_VERSION = 2;
@@ -167,10 +188,14 @@ function encodeBatch(events: readonly StoredEvent[], format: Format): Buffer {
 }
 
 /** Reads and validates the header line; returns the header, the file format and the byte offset after it. */
-async function readHeaderLine(handle: FileHandle, id: string, path: string): Promise<{ header: SessionHeader; format: Format; end: number }> {
+async function readHeaderLine(
+  handle: FileHandle,
+  id: string,
+  path: string,
+): Promise<{ header: SessionHeader; format: Format; end: number }> {
   const where = `session ${id} in ${path}`;
   let collected = Buffer.alloc(0);
-  for (let position = 0; ; ) {
+  for (let position = 0; ;) {
     const chunk = await readFully(handle, position, 64 * 1024);
     const newline = chunk.indexOf(10);
     if (newline >= 0) {
@@ -197,15 +222,21 @@ async function readHeaderLine(handle: FileHandle, id: string, path: string): Pro
       `${where}: JSONL format ${rawFormat} was written by a newer version of sessionlog (this build reads formats 1 and ${JSONL_FORMAT_VERSION}); upgrade sessionlog to read it`,
     );
   }
-  if (rawFormat !== undefined && rawFormat !== 2) throw corruptHeaderError(where, `the header's format is ${JSON.stringify(rawFormat)}`);
+  if (rawFormat !== undefined && rawFormat !== 2)
+    throw corruptHeaderError(where, `the header's format is ${JSON.stringify(rawFormat)}`);
   let header: SessionHeader;
   try {
     header = parseHeader(fields, `stored header of session ${id}`);
   } catch (error) {
-    if (error instanceof SessionlogError && error.code !== 'UNSUPPORTED_FORMAT') throw corruptHeaderError(where, error.message, error);
+    if (error instanceof SessionlogError && error.code !== 'UNSUPPORTED_FORMAT')
+      throw corruptHeaderError(where, error.message, error);
     throw error;
   }
-  if (header.id !== id) throw corruptHeaderError(where, `it names session ${header.id} but the directory is ${id}; the file was moved or copied by hand`);
+  if (header.id !== id)
+    throw corruptHeaderError(
+      where,
+      `it names session ${header.id} but the directory is ${id}; the file was moved or copied by hand`,
+    );
   return { header, format: rawFormat === 2 ? 2 : 1, end: collected.length + 1 };
 }
 
@@ -216,7 +247,11 @@ function scanLines(scanner: LogScanner, format: Format, bytes: Buffer, base: num
     const at = base + position;
     const newline = bytes.indexOf(10, position);
     if (newline < 0) {
-      scanner.push({ kind: 'damaged', reason: `the final line at byte ${at} has no newline (a write that never finished)`, end: base + bytes.length });
+      scanner.push({
+        kind: 'damaged',
+        reason: `the final line at byte ${at} has no newline (a write that never finished)`,
+        end: base + bytes.length,
+      });
       return;
     }
     const end = base + newline + 1;
@@ -355,7 +390,8 @@ export class JsonlSessionStore implements SessionStore {
     }
     try {
       const value = JSON.parse(text) as { erasedAt?: unknown; until?: unknown };
-      if (typeof value.erasedAt === 'number' && typeof value.until === 'number') return { erasedAt: value.erasedAt, until: value.until };
+      if (typeof value.erasedAt === 'number' && typeof value.until === 'number')
+        return { erasedAt: value.erasedAt, until: value.until };
     } catch {
       // A damaged tombstone still marks the id as erased, for the default period from now.
     }
@@ -396,7 +432,10 @@ export class JsonlSessionStore implements SessionStore {
   async list(): Promise<SessionHeader[]> {
     this.assertOpen();
     const entries = await readdir(this.root, { withFileTypes: true });
-    const ids = entries.filter((e) => e.isDirectory() && isValidSessionId(e.name)).map((e) => e.name).sort();
+    const ids = entries
+      .filter((e) => e.isDirectory() && isValidSessionId(e.name))
+      .map((e) => e.name)
+      .sort();
     const headers: SessionHeader[] = [];
     for (const id of ids) {
       try {
@@ -482,7 +521,12 @@ export class JsonlSessionStore implements SessionStore {
       } catch (error) {
         return headerProblemReport(id, error);
       }
-      const scanner = new LogScanner(top.header, top.format === 2 ? 'jsonl-v2' : 'jsonl-v1', `session ${id} in ${path}`, top.end);
+      const scanner = new LogScanner(
+        top.header,
+        top.format === 2 ? 'jsonl-v2' : 'jsonl-v1',
+        `session ${id} in ${path}`,
+        top.end,
+      );
       const size = (await handle.stat()).size;
       scanLines(scanner, top.format, await readFully(handle, top.end, Math.max(0, size - top.end)), top.end);
       return scanReport(scanner, scanner.finish());
@@ -501,10 +545,20 @@ export class JsonlSessionStore implements SessionStore {
       if (!(await this.fileExists(id))) {
         const tombstone = await this.readTombstone(id);
         if (!tombstone) throw notFound(id);
-        return { sessionId: id, erased: false, removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 }, places: [], tombstoneUntil: tombstone.until, notes: [] };
+        return {
+          sessionId: id,
+          erased: false,
+          removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 },
+          places: [],
+          tombstoneUntil: tombstone.until,
+          notes: [],
+        };
       }
       // Wait for a writer in another process to finish; the lock file goes with the directory.
-      const lock = await acquireFileLock(join(dir, LOCK_FILE), { timeoutMs: this.options.lockTimeoutMs, staleMs: this.options.lockStaleMs });
+      const lock = await acquireFileLock(join(dir, LOCK_FILE), {
+        timeoutMs: this.options.lockTimeoutMs,
+        staleMs: this.options.lockStaleMs,
+      });
       try {
         const counted = await this.countForErase(id);
         const now = Date.now();
@@ -535,7 +589,8 @@ export class JsonlSessionStore implements SessionStore {
     const prefix = `${ERASING_PREFIX}${id}-`;
     for (const name of await readdir(this.root)) {
       // The suffix after the id is a UUID (no dashes beyond its own), so another id cannot match.
-      if (name.startsWith(prefix) && /^[0-9a-f-]{36}$/.test(name.slice(prefix.length))) await rm(join(this.root, name), { recursive: true, force: true });
+      if (name.startsWith(prefix) && /^[0-9a-f-]{36}$/.test(name.slice(prefix.length)))
+        await rm(join(this.root, name), { recursive: true, force: true });
     }
   }
 
@@ -618,12 +673,19 @@ export class JsonlSessionStore implements SessionStore {
    * refreshed under the lock (after fencing off the writer of a broken lock). Wakes in-process
    * watchers when something was written.
    */
-  private async write<T>(id: string, body: (file: SessionFile, lock: FileLock) => Promise<{ result: T; written: boolean }>, check: () => void): Promise<T> {
+  private async write<T>(
+    id: string,
+    body: (file: SessionFile, lock: FileLock) => Promise<{ result: T; written: boolean }>,
+    check: () => void,
+  ): Promise<T> {
     this.assertOpen();
     check();
     const outcome = await this.serial(id, async () => {
       await this.requireSession(id);
-      const lock = await acquireFileLock(join(this.sessionDir(id), LOCK_FILE), { timeoutMs: this.options.lockTimeoutMs, staleMs: this.options.lockStaleMs }).catch((error: unknown) => {
+      const lock = await acquireFileLock(join(this.sessionDir(id), LOCK_FILE), {
+        timeoutMs: this.options.lockTimeoutMs,
+        staleMs: this.options.lockStaleMs,
+      }).catch((error: unknown) => {
         // The directory went away under us: the session was erased meanwhile.
         throw isErrno(error, 'ENOENT') ? notFound(id) : error;
       });
@@ -681,7 +743,11 @@ export class JsonlSessionStore implements SessionStore {
    * still the file (inode) and size it read. Otherwise SEQ_CONFLICT and nothing is written.
    */
   private async assertFenced(id: string, file: SessionFile, lock: FileLock, handle: FileHandle): Promise<void> {
-    const [held, opened, named] = [await lock.held(), await handle.stat(), await stat(this.logPath(id)).catch(() => undefined)];
+    const [held, opened, named] = [
+      await lock.held(),
+      await handle.stat(),
+      await stat(this.logPath(id)).catch(() => undefined),
+    ];
     if (held && opened.ino === file.ino && named?.ino === file.ino && opened.size === file.scannedEnd) return;
     this.cache.delete(id);
     throw lostLock(id, 'before writing; nothing was written');
@@ -706,7 +772,12 @@ export class JsonlSessionStore implements SessionStore {
    * and confirms the batch counts before committing it to the validated copy. A failed write is
    * cut back while the lock is still held.
    */
-  private async writeBatch(id: string, file: SessionFile, lock: FileLock, events: readonly StoredEvent[]): Promise<void> {
+  private async writeBatch(
+    id: string,
+    file: SessionFile,
+    lock: FileLock,
+    events: readonly StoredEvent[],
+  ): Promise<void> {
     const bytes = encodeBatch(events, file.format);
     const at = file.scanner.validEnd;
     const handle = await open(this.logPath(id), 'r+');
@@ -723,9 +794,13 @@ export class JsonlSessionStore implements SessionStore {
           await handle.truncate(at).then(
             () => handle.sync(),
             (cleanup: unknown) => {
-              throw new SessionlogError('UNAVAILABLE', `append to ${this.logPath(id)} failed and the partial batch could not be removed; the next writer cuts it off as a torn final write`, {
-                cause: new AggregateError([error, cleanup]),
-              });
+              throw new SessionlogError(
+                'UNAVAILABLE',
+                `append to ${this.logPath(id)} failed and the partial batch could not be removed; the next writer cuts it off as a torn final write`,
+                {
+                  cause: new AggregateError([error, cleanup]),
+                },
+              );
             },
           );
         }
@@ -737,7 +812,10 @@ export class JsonlSessionStore implements SessionStore {
     }
     if (confirmed === 'lost') {
       this.cache.delete(id);
-      throw lostLock(id, 'while writing; the batch may or may not have been kept (a retry with the same op finds it if it was)');
+      throw lostLock(
+        id,
+        'while writing; the batch may or may not have been kept (a retry with the same op finds it if it was)',
+      );
     }
     // Kept, but in the new inode of the writer that broke the lock: read the file afresh next time.
     if (confirmed === 'moved') return;
@@ -751,7 +829,13 @@ export class JsonlSessionStore implements SessionStore {
    * the inode it wrote, or if the writer that broke the lock moved the log to a new inode that
    * holds these very bytes at this offset (it read them as committed).
    */
-  private async confirmWritten(id: string, handle: FileHandle, lock: FileLock, bytes: Buffer, at: number): Promise<'kept' | 'moved' | 'lost'> {
+  private async confirmWritten(
+    id: string,
+    handle: FileHandle,
+    lock: FileLock,
+    bytes: Buffer,
+    at: number,
+  ): Promise<'kept' | 'moved' | 'lost'> {
     // The order matters: a lock broken after this check is broken after the fsync, so its new
     // holder reads this batch as committed.
     const held = await lock.held();
@@ -826,7 +910,8 @@ class JsonlArtifacts implements ArtifactStore {
   async put(input: ArtifactPut): Promise<ArtifactRef> {
     this.store.assertOpen();
     assertSessionId(input?.sessionId);
-    if (typeof input.content !== 'string') throw new SessionlogError('INVALID_ARGUMENT', 'artifact content must be a string');
+    if (typeof input.content !== 'string')
+      throw new SessionlogError('INVALID_ARGUMENT', 'artifact content must be a string');
     await this.store.requireSession(input.sessionId);
     const dir = join(this.store.sessionDir(input.sessionId), ARTIFACT_DIR);
     try {
@@ -866,7 +951,12 @@ class JsonlArtifacts implements ArtifactStore {
     }
   }
 
-  async read(sessionId: string, locator: string, offset: number, limit: number): Promise<{ text: string; total: number }> {
+  async read(
+    sessionId: string,
+    locator: string,
+    offset: number,
+    limit: number,
+  ): Promise<{ text: string; total: number }> {
     return artifactWindow(await this.get(sessionId, locator), offset, limit);
   }
 }

@@ -30,7 +30,10 @@ export async function openStore(url: string, options: StoreOptions = {}): Promis
       return PostgresSessionStore.open(url, resolved);
     }
   }
-  throw new SessionlogError('INVALID_ARGUMENT', `store URL ${redact(String(url))} is not recognised; use ${ACCEPTED} (set SESSIONLOG_STORE)`);
+  throw new SessionlogError(
+    'INVALID_ARGUMENT',
+    `store URL ${redact(String(url))} is not recognised; use ${ACCEPTED} (set SESSIONLOG_STORE)`,
+  );
 }
 
 function redact(url: string): string {

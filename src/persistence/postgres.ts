@@ -46,7 +46,16 @@ import pg from 'pg';
 import type { Notification, PoolClient, PoolConfig } from 'pg';
 import AsyncLock from 'async-lock';
 import { LRUCache } from 'lru-cache';
-import { SessionlogError, assertSessionId, jsonEqual, parseHeader, type StoredEvent, type NewEvent, type SessionHeader, type SessionView } from '../session/index.js';
+import {
+  SessionlogError,
+  assertSessionId,
+  jsonEqual,
+  parseHeader,
+  type StoredEvent,
+  type NewEvent,
+  type SessionHeader,
+  type SessionView,
+} from '../session/index.js';
 import type { ArtifactPut, ArtifactRef, ArtifactStore } from './artifacts.js';
 import {
   LogScanner,
@@ -77,10 +86,31 @@ import {
   type ResolvedStoreOptions,
   type StoreOptions,
 } from './base.js';
-import { parseProjectionCacheRecord, serializeProjectionCacheRecord, type ProjectionCacheRecord, type ProjectionCacheStore } from './projection-cache.js';
+import {
+  parseProjectionCacheRecord,
+  serializeProjectionCacheRecord,
+  type ProjectionCacheRecord,
+  type ProjectionCacheStore,
+} from './projection-cache.js';
 import { decodeRows, encodeEvent, parseStoredHeader, storedHead, type BatchRow, type EventRow } from './rows.js';
-import { SEARCHABLE_EVENT_TYPES, indexText, parseSearchRequest, searchHits, searchable, type SearchHit, type SearchOptions } from './search.js';
-import type { AppendOptions, AppendResult, LoadedSession, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions } from './store.js';
+import {
+  SEARCHABLE_EVENT_TYPES,
+  indexText,
+  parseSearchRequest,
+  searchHits,
+  searchable,
+  type SearchHit,
+  type SearchOptions,
+} from './search.js';
+import type {
+  AppendOptions,
+  AppendResult,
+  LoadedSession,
+  ScanReport,
+  SessionStore,
+  StoreEraseReceipt,
+  WatchOptions,
+} from './store.js';
 
 /** The `schema_version` this build writes and reads. */
 export const POSTGRES_SCHEMA_VERSION = 3;
@@ -235,14 +265,36 @@ type CachedSession = { key: number; headerText: string; scanner: LogScanner };
 type Queryable = Pick<PoolClient, 'query'>;
 
 /** Errors that mean the server cannot be reached or let go of the work, not that the request is wrong. */
-const UNAVAILABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'EAI_AGAIN', 'EPIPE']);
+const UNAVAILABLE_ERRNO = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ETIMEDOUT',
+  'EAI_AGAIN',
+  'EPIPE',
+]);
 
 function unavailableKind(error: unknown): 'lock' | 'server' | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   if (code === '55P03') return 'lock';
-  if (typeof code === 'string' && (UNAVAILABLE_ERRNO.has(code) || code.startsWith('08') || code.startsWith('57P') || code === '25P03' || code === '53300')) return 'server';
+  if (
+    typeof code === 'string' &&
+    (UNAVAILABLE_ERRNO.has(code) ||
+      code.startsWith('08') ||
+      code.startsWith('57P') ||
+      code === '25P03' ||
+      code === '53300')
+  )
+    return 'server';
   const message = (error as Error | null)?.message ?? '';
-  if (/Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed/i.test(message)) return 'server';
+  if (
+    /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed/i.test(
+      message,
+    )
+  )
+    return 'server';
   return undefined;
 }
 
@@ -276,22 +328,30 @@ export function redactUrl(url: string): string {
 /** Parses a `postgres://` or `postgresql://` store URL; INVALID_ARGUMENT (password redacted) when malformed. */
 export function parsePostgresUrl(url: string): PostgresTarget {
   const invalid = (why: string): SessionlogError =>
-    new SessionlogError('INVALID_ARGUMENT', `PostgreSQL store URL ${JSON.stringify(redactUrl(url).slice(0, 300))} ${why}`);
+    new SessionlogError(
+      'INVALID_ARGUMENT',
+      `PostgreSQL store URL ${JSON.stringify(redactUrl(url).slice(0, 300))} ${why}`,
+    );
   let parsed: URL;
   try {
     parsed = new URL(url);
   } catch {
     throw invalid('is not a valid URL; use postgres://USER:PASSWORD@HOST:PORT/DATABASE?schema=NAME');
   }
-  if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') throw invalid('must start with postgres:// or postgresql://');
+  if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:')
+    throw invalid('must start with postgres:// or postgresql://');
   const schemas = parsed.searchParams.getAll('schema');
   if (schemas.length > 1) throw invalid('names more than one schema');
   const schema = schemas[0] ?? POSTGRES_DEFAULT_SCHEMA;
   if (!SCHEMA_NAME_PATTERN.test(schema)) {
-    throw invalid(`has schema ${JSON.stringify(schema.slice(0, 100))}; a schema name is 1–48 characters of [a-z0-9_], not starting with a digit`);
+    throw invalid(
+      `has schema ${JSON.stringify(schema.slice(0, 100))}; a schema name is 1–48 characters of [a-z0-9_], not starting with a digit`,
+    );
   }
   parsed.searchParams.delete('schema');
-  const password = parsed.password ? decodeURIComponent(parsed.password) : (parsed.searchParams.get('password') ?? undefined);
+  const password = parsed.password
+    ? decodeURIComponent(parsed.password)
+    : (parsed.searchParams.get('password') ?? undefined);
   return {
     connectionString: parsed.toString(),
     schema,
@@ -344,9 +404,15 @@ export class PostgresSessionStore implements SessionStore {
       connectionString: target.connectionString,
       connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
       // Seqs, times and keys are bigint columns holding safe integers; read them as numbers.
-      types: { getTypeParser: (oid, format) => (oid === pg.types.builtins.INT8 ? Number : pg.types.getTypeParser(oid, format)) },
+      types: {
+        getTypeParser: (oid, format) => (oid === pg.types.builtins.INT8 ? Number : pg.types.getTypeParser(oid, format)),
+      },
     };
-    this.pool = new pg.Pool({ ...config, lock_timeout: options.lockTimeoutMs, idle_in_transaction_session_timeout: options.lockStaleMs });
+    this.pool = new pg.Pool({
+      ...config,
+      lock_timeout: options.lockTimeoutMs,
+      idle_in_transaction_session_timeout: options.lockStaleMs,
+    });
     // An idle pooled connection that dies (server restart) is replaced on next use; without a
     // listener the pool's 'error' event would crash the process.
     this.pool.on('error', () => undefined);
@@ -387,7 +453,10 @@ export class PostgresSessionStore implements SessionStore {
       const exists = await client.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [this.schema]);
       // Only create when missing: CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when it exists.
       if (exists.rowCount === 0) await client.query(`CREATE SCHEMA ${s}`);
-      const tables = await client.query<{ name: string }>(`SELECT tablename AS name FROM pg_tables WHERE schemaname = $1`, [this.schema]);
+      const tables = await client.query<{ name: string }>(
+        `SELECT tablename AS name FROM pg_tables WHERE schemaname = $1`,
+        [this.schema],
+      );
       const names = new Set(tables.rows.map((row) => row.name));
       if (!names.has('schema_version')) {
         if (names.size > 0) {
@@ -403,7 +472,10 @@ export class PostgresSessionStore implements SessionStore {
       const row = await client.query<{ version: number }>(`SELECT version FROM ${s}.schema_version`);
       const version = row.rows[0]?.version;
       if (version === undefined) {
-        throw new SessionlogError('CORRUPT_LOG', `PostgreSQL schema ${this.schema} has an empty schema_version table; restore it from a backup`);
+        throw new SessionlogError(
+          'CORRUPT_LOG',
+          `PostgreSQL schema ${this.schema} has an empty schema_version table; restore it from a backup`,
+        );
       }
       if (version > POSTGRES_SCHEMA_VERSION) {
         throw new SessionlogError(
@@ -412,7 +484,10 @@ export class PostgresSessionStore implements SessionStore {
         );
       }
       if (version < 1) {
-        throw new SessionlogError('UNSUPPORTED_FORMAT', `PostgreSQL schema ${this.schema} has schema version ${version}, older than this build reads, and there is no upgrade path`);
+        throw new SessionlogError(
+          'UNSUPPORTED_FORMAT',
+          `PostgreSQL schema ${this.schema} has schema version ${version}, older than this build reads, and there is no upgrade path`,
+        );
       }
       // Version 2 adds the tombstones of erased sessions, version 3 the search column.
       if (version < 2) await client.query(tombstonesDdl(s));
@@ -423,7 +498,8 @@ export class PostgresSessionStore implements SessionStore {
         // Built after the backfill: one pass over the filled column instead of one insert per row.
         await client.query(searchIndexDdl(s));
       }
-      if (version < POSTGRES_SCHEMA_VERSION) await client.query(`UPDATE ${s}.schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION]);
+      if (version < POSTGRES_SCHEMA_VERSION)
+        await client.query(`UPDATE ${s}.schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION]);
     });
   }
 
@@ -535,7 +611,8 @@ export class PostgresSessionStore implements SessionStore {
   create(header: SessionHeader): Promise<void> {
     return this.use(async () => {
       const parsed = parseHeader(header, `create session ${String((header as { id?: unknown } | null)?.id)}`);
-      const tombstone = (await this.query<{ erased_at: number; until: number }>(this.sql.tombstone, [parsed.id])).rows[0];
+      const tombstone = (await this.query<{ erased_at: number; until: number }>(this.sql.tombstone, [parsed.id]))
+        .rows[0];
       if (tombstone) {
         if (tombstone.until > Date.now()) throw sessionErased(parsed.id, tombstone.erased_at, tombstone.until);
         await this.query(this.sql.dropExpiredTombstones, [Date.now()]);
@@ -543,7 +620,8 @@ export class PostgresSessionStore implements SessionStore {
       const inserted = await this.query<{ key: number }>(this.sql.insertSession, [parsed.id, JSON.stringify(parsed)]);
       if (inserted.rowCount === 1) return;
       const existing = (await this.query<{ header: string }>(this.sql.sessionById, [parsed.id])).rows[0];
-      if (!existing || !jsonEqual(parseStoredHeader(existing.header, parsed.id, this.where(parsed.id)), parsed)) throw alreadyExists(parsed.id);
+      if (!existing || !jsonEqual(parseStoredHeader(existing.header, parsed.id, this.where(parsed.id)), parsed))
+        throw alreadyExists(parsed.id);
     });
   }
 
@@ -574,7 +652,10 @@ export class PostgresSessionStore implements SessionStore {
     return this.use(async () => {
       assertAppendArguments(id, events, options);
       if (options.op.includes('\u0000')) {
-        throw new SessionlogError('INVALID_ARGUMENT', `append op must not contain a NUL character (PostgreSQL text cannot store it), got ${JSON.stringify(options.op.slice(0, 200))}`);
+        throw new SessionlogError(
+          'INVALID_ARGUMENT',
+          `append op must not contain a NUL character (PostgreSQL text cannot store it), got ${JSON.stringify(options.op.slice(0, 200))}`,
+        );
       }
       return this.keyed.acquire(id, async () => {
         let written: { entry: CachedSession; events: StoredEvent[] } | undefined;
@@ -690,9 +771,17 @@ export class PostgresSessionStore implements SessionStore {
         const receipt = await this.transaction('write', async (client): Promise<StoreEraseReceipt> => {
           const locked = (await client.query<{ key: number }>(this.sql.lockSessionForErase, [id])).rows[0];
           if (!locked) {
-            const tombstone = (await client.query<{ erased_at: number; until: number }>(this.sql.tombstone, [id])).rows[0];
+            const tombstone = (await client.query<{ erased_at: number; until: number }>(this.sql.tombstone, [id]))
+              .rows[0];
             if (!tombstone) throw notFound(id);
-            return { sessionId: id, erased: false, removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 }, places: [], tombstoneUntil: tombstone.until, notes: [] };
+            return {
+              sessionId: id,
+              erased: false,
+              removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 },
+              places: [],
+              tombstoneUntil: tombstone.until,
+              notes: [],
+            };
           }
           const key = locked.key;
           const removed = {
@@ -710,10 +799,20 @@ export class PostgresSessionStore implements SessionStore {
           return {
             sessionId: id,
             erased: true,
-            removed: { header: removed.sessions, events: removed.events, artifacts: removed.artifacts, projectionCheckpoints: removed.projection_cache },
-            places: Object.entries(removed).map(([table, n]) => ({ place: `${this.location} table ${table}`, removed: n })),
+            removed: {
+              header: removed.sessions,
+              events: removed.events,
+              artifacts: removed.artifacts,
+              projectionCheckpoints: removed.projection_cache,
+            },
+            places: Object.entries(removed).map(([table, n]) => ({
+              place: `${this.location} table ${table}`,
+              removed: n,
+            })),
             tombstoneUntil: until,
-            notes: ['the rows are deleted; PostgreSQL reclaims their space at the next VACUUM, and backups or replicas keep their own copies'],
+            notes: [
+              'the rows are deleted; PostgreSQL reclaims their space at the next VACUUM, and backups or replicas keep their own copies',
+            ],
           };
         });
         this.cache.delete(id);
@@ -731,7 +830,14 @@ export class PostgresSessionStore implements SessionStore {
       const head = entry.scanner.nextSeq;
       await this.indexUnindexed(this.pool, entry.key);
       // Rows past the validated copy's head (appended meanwhile) are left out: their snippets come from it.
-      const rows = (await this.query<{ seq: number; score: number }>(this.sql.search, [entry.key, request.words.join(' '), head, request.limit])).rows;
+      const rows = (
+        await this.query<{ seq: number; score: number }>(this.sql.search, [
+          entry.key,
+          request.words.join(' '),
+          head,
+          request.limit,
+        ])
+      ).rows;
       return searchHits(entry.scanner.session, rows, request.words);
     });
   }
@@ -741,7 +847,11 @@ export class PostgresSessionStore implements SessionStore {
     return this.watchSession(id, fromSeq, options.signal);
   }
 
-  private async *watchSession(id: string, fromSeq: number, signal: AbortSignal | undefined): AsyncGenerator<StoredEvent> {
+  private async *watchSession(
+    id: string,
+    fromSeq: number,
+    signal: AbortSignal | undefined,
+  ): AsyncGenerator<StoredEvent> {
     // Listening before the first read means no notification between that read and LISTEN is lost.
     if (!this.closed) await this.listener.ensure();
     yield* watchEvents(
@@ -789,7 +899,13 @@ export class PostgresSessionStore implements SessionStore {
       const row = (await this.query<SessionHeadRow>(this.sql.sessionHead, [id])).rows[0];
       if (!row) throw notFound(id);
       const entry = this.cache.get(id);
-      if (entry && entry.key === row.key && entry.headerText === row.header && storedHead(row.last_event, row.last_batch) === entry.scanner.nextSeq) return entry;
+      if (
+        entry &&
+        entry.key === row.key &&
+        entry.headerText === row.header &&
+        storedHead(row.last_event, row.last_batch) === entry.scanner.nextSeq
+      )
+        return entry;
       return this.transaction('read', (client) => this.sync(client, id));
     });
   }
@@ -813,7 +929,11 @@ export class PostgresSessionStore implements SessionStore {
     let entry = this.cache.get(id);
     if (!entry || entry.key !== row.key || entry.headerText !== row.header || head < entry.scanner.nextSeq) {
       const header = parseStoredHeader(row.header, id, this.where(id));
-      entry = { key: row.key, headerText: row.header, scanner: new LogScanner(header, 'transactional', this.where(id)) };
+      entry = {
+        key: row.key,
+        headerText: row.header,
+        scanner: new LogScanner(header, 'transactional', this.where(id)),
+      };
     }
     await this.readTail(client, row.key, entry.scanner, head);
     entry.scanner.finish(head);
@@ -865,7 +985,13 @@ export class PostgresSessionStore implements SessionStore {
     }
   }
 
-  private async insertBatch(client: PoolClient, key: number, id: string, events: readonly StoredEvent[], op: string): Promise<void> {
+  private async insertBatch(
+    client: PoolClient,
+    key: number,
+    id: string,
+    events: readonly StoredEvent[],
+    op: string,
+  ): Promise<void> {
     const rows = events.map(encodeEvent);
     await client.query(this.sql.insertEvents, [
       key,
@@ -980,7 +1106,8 @@ class PostgresArtifacts implements ArtifactStore {
   put(input: ArtifactPut): Promise<ArtifactRef> {
     return this.store.use(async () => {
       assertSessionId(input?.sessionId);
-      if (typeof input.content !== 'string') throw new SessionlogError('INVALID_ARGUMENT', 'artifact content must be a string');
+      if (typeof input.content !== 'string')
+        throw new SessionlogError('INVALID_ARGUMENT', 'artifact content must be a string');
       const key = await this.store.requireKey(input.sessionId);
       const content = Buffer.from(input.content, 'utf8');
       for (const name of artifactNameCandidates(sanitizeArtifactName(String(input.name ?? '')))) {

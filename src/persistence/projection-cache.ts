@@ -44,11 +44,18 @@ export function serializeProjectionCacheRecord(record: ProjectionCacheRecord): s
   try {
     json = toLosslessJson(record, 'projectionCache');
   } catch (error) {
-    throw new SessionlogError('INVALID_ARGUMENT', `projection cache record is not lossless JSON: ${(error as Error).message}`, { cause: error });
+    throw new SessionlogError(
+      'INVALID_ARGUMENT',
+      `projection cache record is not lossless JSON: ${(error as Error).message}`,
+      { cause: error },
+    );
   }
   const parsed = recordSchema.safeParse(json);
   if (!parsed.success) {
-    throw new SessionlogError('INVALID_ARGUMENT', `projection cache record is malformed: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+    throw new SessionlogError(
+      'INVALID_ARGUMENT',
+      `projection cache record is malformed: ${parsed.error.issues[0]?.message ?? 'invalid'}`,
+    );
   }
   return JSON.stringify(json);
 }

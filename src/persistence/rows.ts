@@ -50,7 +50,8 @@ function decodeRow(row: EventRow, op: string | undefined): StoredRecord {
   let event: Record<string, unknown>;
   try {
     event = { seq: row.seq, type: row.type, time: row.time, data: JSON.parse(row.data) as unknown };
-    if (row.surface_op !== null) event.surfaceOp = row.surface_op.startsWith('{') ? (JSON.parse(row.surface_op) as unknown) : row.surface_op;
+    if (row.surface_op !== null)
+      event.surfaceOp = row.surface_op.startsWith('{') ? (JSON.parse(row.surface_op) as unknown) : row.surface_op;
     if (row.source_event_seqs !== null) event.sourceEventSeqs = JSON.parse(row.source_event_seqs) as unknown;
   } catch (error) {
     return { kind: 'damaged', reason: `the row of seq ${row.seq} does not decode: ${(error as Error).message}`, end };
@@ -73,7 +74,10 @@ export function decodeRows(rows: readonly EventRow[], batches: readonly BatchRow
     const batch = batches[i]!;
     const previous = batches[i - 1];
     if (batch.last_seq < batch.first_seq) {
-      broken = { at: batch.last_seq, reason: `stored batch ${JSON.stringify(batch.op)} ends (seq ${batch.last_seq}) before it starts (seq ${batch.first_seq})` };
+      broken = {
+        at: batch.last_seq,
+        reason: `stored batch ${JSON.stringify(batch.op)} ends (seq ${batch.last_seq}) before it starts (seq ${batch.first_seq})`,
+      };
     } else if (previous && batch.first_seq <= previous.last_seq) {
       broken = {
         at: batch.first_seq,
@@ -112,7 +116,8 @@ export function parseStoredHeader(text: string, id: string, where: string): Sess
   try {
     header = parseHeader(raw, `stored header of session ${id}`);
   } catch (error) {
-    if (error instanceof SessionlogError && error.code !== 'UNSUPPORTED_FORMAT') throw corruptHeaderError(where, error.message, error);
+    if (error instanceof SessionlogError && error.code !== 'UNSUPPORTED_FORMAT')
+      throw corruptHeaderError(where, error.message, error);
     throw error;
   }
   if (header.id !== id) throw corruptHeaderError(where, `it names session ${header.id}`);

@@ -47,7 +47,13 @@ export const MAX_WORD_CHARS = 128;
 export const MAX_INDEXED_BYTES = 128 * 1024;
 
 /** The event types whose text is searchable. */
-export const SEARCHABLE_EVENT_TYPES = ['user/message', 'assistant/message', 'tool/result', 'tool/call', 'compaction/summary'] as const;
+export const SEARCHABLE_EVENT_TYPES = [
+  'user/message',
+  'assistant/message',
+  'tool/result',
+  'tool/call',
+  'compaction/summary',
+] as const;
 const SEARCHABLE: ReadonlySet<string> = new Set(SEARCHABLE_EVENT_TYPES);
 
 // ---------------------------------------------------------------------------------------------
@@ -57,7 +63,9 @@ const SEARCHABLE: ReadonlySet<string> = new Set(SEARCHABLE_EVENT_TYPES);
 type EventLike = { type: string; data: unknown };
 
 function record(value: unknown): Record<string, unknown> | undefined {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : undefined;
 }
 
 /**
@@ -158,7 +166,8 @@ function foldWord(raw: string): string {
 export function forEachWord(text: string, visit: (word: string, start: number, end: number) => boolean | void): void {
   if (ASCII_TEXT.test(text)) {
     const lower = text.toLowerCase();
-    for (const match of lower.matchAll(ASCII_WORD)) if (visit(match[0], match.index, match.index + match[0].length) === false) return;
+    for (const match of lower.matchAll(ASCII_WORD))
+      if (visit(match[0], match.index, match.index + match[0].length) === false) return;
     return;
   }
   for (const run of text.matchAll(WORD_RUN)) {
@@ -226,18 +235,32 @@ export type SearchRequest = { words: string[]; limit: number };
  */
 export function parseSearchRequest(query: unknown, options: unknown): SearchRequest {
   if (typeof query === 'string' && query.length > MAX_QUERY_CHARS) {
-    throw new SessionlogError('INVALID_ARGUMENT', `a search query is at most ${MAX_QUERY_CHARS} characters (got ${query.length}); search for a few distinctive words`);
+    throw new SessionlogError(
+      'INVALID_ARGUMENT',
+      `a search query is at most ${MAX_QUERY_CHARS} characters (got ${query.length}); search for a few distinctive words`,
+    );
   }
   if (typeof query !== 'string' || query.trim().length === 0) {
-    throw new SessionlogError('INVALID_ARGUMENT', `search needs a non-empty query of plain words, got ${JSON.stringify(typeof query === 'string' ? query : typeof query)}`);
+    throw new SessionlogError(
+      'INVALID_ARGUMENT',
+      `search needs a non-empty query of plain words, got ${JSON.stringify(typeof query === 'string' ? query : typeof query)}`,
+    );
   }
   let limit = SEARCH_DEFAULT_LIMIT;
   if (options !== undefined) {
     const given = record(options);
     if (!given) throw new SessionlogError('INVALID_ARGUMENT', 'search options must be an object {limit?}');
     if (given.limit !== undefined) {
-      if (typeof given.limit !== 'number' || !Number.isSafeInteger(given.limit) || given.limit < 1 || given.limit > SEARCH_MAX_LIMIT) {
-        throw new SessionlogError('INVALID_ARGUMENT', `search limit must be an integer from 1 to ${SEARCH_MAX_LIMIT}, got ${String(given.limit)}`);
+      if (
+        typeof given.limit !== 'number' ||
+        !Number.isSafeInteger(given.limit) ||
+        given.limit < 1 ||
+        given.limit > SEARCH_MAX_LIMIT
+      ) {
+        throw new SessionlogError(
+          'INVALID_ARGUMENT',
+          `search limit must be an integer from 1 to ${SEARCH_MAX_LIMIT}, got ${String(given.limit)}`,
+        );
       }
       limit = given.limit;
     }
@@ -245,7 +268,10 @@ export function parseSearchRequest(query: unknown, options: unknown): SearchRequ
   const words = new Set<string>();
   forEachWord(query, (word) => void words.add(word));
   if (words.size > MAX_QUERY_WORDS) {
-    throw new SessionlogError('INVALID_ARGUMENT', `a search query has at most ${MAX_QUERY_WORDS} distinct words (got ${words.size}); every word must match, so keep the few that matter`);
+    throw new SessionlogError(
+      'INVALID_ARGUMENT',
+      `a search query has at most ${MAX_QUERY_WORDS} distinct words (got ${words.size}); every word must match, so keep the few that matter`,
+    );
   }
   return { words: [...words], limit };
 }
@@ -389,7 +415,8 @@ export function buildSnippet(text: string, words: ReadonlySet<string>, max = SNI
       inWindow.set(matches[j]!.word, (inWindow.get(matches[j]!.word) ?? 0) + 1);
       j++;
     }
-    if (inWindow.size > best.distinct) best = { from: matches[i]!.start, to: matches[j - 1]!.end, distinct: inWindow.size };
+    if (inWindow.size > best.distinct)
+      best = { from: matches[i]!.start, to: matches[j - 1]!.end, distinct: inWindow.size };
     if (j === i) {
       // A single occurrence longer than the budget: j never moved past it.
       j++;

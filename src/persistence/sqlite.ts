@@ -46,7 +46,16 @@ import { dirname, resolve } from 'node:path';
 import { createHash, randomUUID } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { LRUCache } from 'lru-cache';
-import { SessionlogError, assertSessionId, jsonEqual, parseHeader, type StoredEvent, type NewEvent, type SessionHeader, type SessionView } from '../session/index.js';
+import {
+  SessionlogError,
+  assertSessionId,
+  jsonEqual,
+  parseHeader,
+  type StoredEvent,
+  type NewEvent,
+  type SessionHeader,
+  type SessionView,
+} from '../session/index.js';
 import type { ArtifactPut, ArtifactRef, ArtifactStore } from './artifacts.js';
 import {
   LogScanner,
@@ -77,10 +86,32 @@ import {
   type ResolvedStoreOptions,
   type StoreOptions,
 } from './base.js';
-import { parseProjectionCacheRecord, serializeProjectionCacheRecord, type ProjectionCacheRecord, type ProjectionCacheStore } from './projection-cache.js';
+import {
+  parseProjectionCacheRecord,
+  serializeProjectionCacheRecord,
+  type ProjectionCacheRecord,
+  type ProjectionCacheStore,
+} from './projection-cache.js';
 import { decodeRows, encodeEvent, parseStoredHeader, storedHead, type BatchRow, type EventRow } from './rows.js';
-import { SEARCHABLE_EVENT_TYPES, fts5MatchExpression, indexText, parseSearchRequest, searchHits, searchable, type SearchHit, type SearchOptions } from './search.js';
-import type { AppendOptions, AppendResult, LoadedSession, ScanReport, SessionStore, StoreEraseReceipt, WatchOptions } from './store.js';
+import {
+  SEARCHABLE_EVENT_TYPES,
+  fts5MatchExpression,
+  indexText,
+  parseSearchRequest,
+  searchHits,
+  searchable,
+  type SearchHit,
+  type SearchOptions,
+} from './search.js';
+import type {
+  AppendOptions,
+  AppendResult,
+  LoadedSession,
+  ScanReport,
+  SessionStore,
+  StoreEraseReceipt,
+  WatchOptions,
+} from './store.js';
 
 /** `PRAGMA application_id` of a sessionlog database ("SLOG"). */
 export const SQLITE_APPLICATION_ID = 0x534c4f47;
@@ -110,7 +141,10 @@ function wordsDigest(words: string): Buffer {
   return createHash('sha256').update(words, 'utf8').digest().subarray(0, 16);
 }
 
-type SearchWriters = { insertSearch: Database.Statement<[number, number, string]>; insertSearchRow: Database.Statement<[number, number, Buffer]> };
+type SearchWriters = {
+  insertSearch: Database.Statement<[number, number, string]>;
+  insertSearchRow: Database.Statement<[number, number, Buffer]>;
+};
 
 /** Indexes one event's words, with the digest erase checks them against. */
 function indexWords(writers: SearchWriters, key: number, seq: number, words: string): void {
@@ -241,11 +275,18 @@ export class SqliteSessionStore implements SessionStore {
     if (this.db.pragma('page_count', { simple: true }) === 0) this.db.pragma(`page_size = ${SQLITE_PAGE_SIZE}`);
     const journal = this.db.pragma('journal_mode = WAL', { simple: true });
     if (journal !== (this.memory ? 'memory' : 'wal')) {
-      throw new SessionlogError('INVALID_ARGUMENT', `SQLite refused WAL journal mode (got ${String(journal)}); put the database on a local filesystem`);
+      throw new SessionlogError(
+        'INVALID_ARGUMENT',
+        `SQLite refused WAL journal mode (got ${String(journal)}); put the database on a local filesystem`,
+      );
     }
     this.db.pragma('synchronous = FULL');
     const synchronous = this.db.pragma('synchronous', { simple: true });
-    if (synchronous !== 2) throw new SessionlogError('INVALID_ARGUMENT', `SQLite synchronous reads back ${String(synchronous)}, expected 2 (FULL)`);
+    if (synchronous !== 2)
+      throw new SessionlogError(
+        'INVALID_ARGUMENT',
+        `SQLite synchronous reads back ${String(synchronous)}, expected 2 (FULL)`,
+      );
     this.db.pragma('foreign_keys = ON');
     if (this.db.pragma('foreign_keys', { simple: true }) !== 1) {
       throw new SessionlogError('INVALID_ARGUMENT', 'SQLite foreign_keys could not be enabled');
@@ -264,7 +305,10 @@ export class SqliteSessionStore implements SessionStore {
       if (appId === 0 && version === 0) {
         const objects = this.db.prepare(`SELECT count(*) AS n FROM sqlite_master`).get() as { n: number };
         if (objects.n > 0) {
-          throw new SessionlogError('INVALID_ARGUMENT', `${file} is an SQLite database of another application (it has tables but no sessionlog application id); point the store at a new file`);
+          throw new SessionlogError(
+            'INVALID_ARGUMENT',
+            `${file} is an SQLite database of another application (it has tables but no sessionlog application id); point the store at a new file`,
+          );
         }
         this.db.exec(SCHEMA);
         this.db.pragma(`application_id = ${SQLITE_APPLICATION_ID}`);
@@ -284,7 +328,10 @@ export class SqliteSessionStore implements SessionStore {
         );
       }
       if (version < 1) {
-        throw new SessionlogError('UNSUPPORTED_FORMAT', `${file} has schema version ${version}, older than this build reads, and there is no upgrade path`);
+        throw new SessionlogError(
+          'UNSUPPORTED_FORMAT',
+          `${file} has schema version ${version}, older than this build reads, and there is no upgrade path`,
+        );
       }
       // Version 2 adds the tombstones of erased sessions, version 3 the search index, version 4
       // makes it contentless (the words once, in the index) with the digests erase needs.
@@ -311,7 +358,10 @@ export class SqliteSessionStore implements SessionStore {
       `SELECT session_key, seq, type, data FROM events WHERE (session_key, seq) > (?, ?) AND type IN (${types}) ORDER BY session_key, seq LIMIT 1000`,
     );
     // Its own statements: it also runs while the store opens, before `stmt` is prepared.
-    const writers: SearchWriters = { insertSearch: this.db.prepare(INSERT_SEARCH), insertSearchRow: this.db.prepare(INSERT_SEARCH_ROW) };
+    const writers: SearchWriters = {
+      insertSearch: this.db.prepare(INSERT_SEARCH),
+      insertSearchRow: this.db.prepare(INSERT_SEARCH_ROW),
+    };
     let after = { key: -1, seq: -1 };
     for (let rows = page.all(after.key, after.seq); rows.length > 0; rows = page.all(after.key, after.seq)) {
       for (const row of rows) {
@@ -342,16 +392,24 @@ export class SqliteSessionStore implements SessionStore {
       insertEvent: db.prepare<[number, number, string, number, string, string | null, string | null, number | null]>(
         `INSERT INTO events (session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
-      insertBatch: db.prepare<[number, string, number, number]>(`INSERT INTO batches (session_key, op, first_seq, last_seq) VALUES (?, ?, ?, ?)`),
-      insertArtifact: db.prepare<[number, string, string]>(`INSERT INTO artifacts (session_key, name, content) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`),
+      insertBatch: db.prepare<[number, string, number, number]>(
+        `INSERT INTO batches (session_key, op, first_seq, last_seq) VALUES (?, ?, ?, ?)`,
+      ),
+      insertArtifact: db.prepare<[number, string, string]>(
+        `INSERT INTO artifacts (session_key, name, content) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
+      ),
       artifact: db.prepare<[string, string], { content: string }>(
         `SELECT a.content FROM artifacts a JOIN sessions s ON s.key = a.session_key WHERE s.id = ? AND a.name = ?`,
       ),
-      cacheGet: db.prepare<[string], { record: string }>(`SELECT c.record FROM projection_cache c JOIN sessions s ON s.key = c.session_key WHERE s.id = ?`),
+      cacheGet: db.prepare<[string], { record: string }>(
+        `SELECT c.record FROM projection_cache c JOIN sessions s ON s.key = c.session_key WHERE s.id = ?`,
+      ),
       cachePut: db.prepare<[number, string]>(
         `INSERT INTO projection_cache (session_key, record) VALUES (?, ?) ON CONFLICT (session_key) DO UPDATE SET record = excluded.record`,
       ),
-      tombstone: db.prepare<[string], { erased_at: number; until: number }>(`SELECT erased_at, until FROM tombstones WHERE id = ?`),
+      tombstone: db.prepare<[string], { erased_at: number; until: number }>(
+        `SELECT erased_at, until FROM tombstones WHERE id = ?`,
+      ),
       putTombstone: db.prepare<[string, number, number]>(
         `INSERT INTO tombstones (id, erased_at, until) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET erased_at = excluded.erased_at, until = excluded.until`,
       ),
@@ -359,7 +417,9 @@ export class SqliteSessionStore implements SessionStore {
       countEvents: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM events WHERE session_key = ?`),
       countBatches: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM batches WHERE session_key = ?`),
       countArtifacts: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM artifacts WHERE session_key = ?`),
-      countCache: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM projection_cache WHERE session_key = ?`),
+      countCache: db.prepare<[number], { n: number }>(
+        `SELECT count(*) AS n FROM projection_cache WHERE session_key = ?`,
+      ),
       deleteEvents: db.prepare<[number]>(`DELETE FROM events WHERE session_key = ?`),
       deleteBatches: db.prepare<[number]>(`DELETE FROM batches WHERE session_key = ?`),
       deleteArtifacts: db.prepare<[number]>(`DELETE FROM artifacts WHERE session_key = ?`),
@@ -369,7 +429,10 @@ export class SqliteSessionStore implements SessionStore {
       insertSearchRow: db.prepare<[number, number, Buffer]>(INSERT_SEARCH_ROW),
       // A contentless index forgets a row's words only when given them again, exactly.
       unindexSearch: db.prepare<[number, string]>(`INSERT INTO search (search, rowid, body) VALUES ('delete', ?, ?)`),
-      indexedRows: db.prepare<[number, number, number], { rowid: number; digest: Buffer; type: string | null; data: string | null }>(
+      indexedRows: db.prepare<
+        [number, number, number],
+        { rowid: number; digest: Buffer; type: string | null; data: string | null }
+      >(
         `SELECT r.search_rowid AS rowid, r.words_sha256 AS digest, e.type, e.data FROM search_rows r
          LEFT JOIN events e ON e.session_key = ? AND e.seq = (r.search_rowid & ${MAX_INDEXED_SEQ})
          WHERE r.search_rowid >= (? << 32) AND r.search_rowid < ((? + 1) << 32)`,
@@ -378,7 +441,9 @@ export class SqliteSessionStore implements SessionStore {
       searchMatch: db.prepare<[string, number, number, number, number], { seq: number; rank: number }>(
         `SELECT rowid & ${MAX_INDEXED_SEQ} AS seq, rank FROM search WHERE search MATCH ? AND rowid >= (? << 32) AND rowid < (? << 32) + ? ORDER BY rank, rowid DESC LIMIT ?`,
       ),
-      deleteSearchRows: db.prepare<[number, number]>(`DELETE FROM search_rows WHERE search_rowid >= (? << 32) AND search_rowid < ((? + 1) << 32)`),
+      deleteSearchRows: db.prepare<[number, number]>(
+        `DELETE FROM search_rows WHERE search_rowid >= (? << 32) AND search_rowid < ((? + 1) << 32)`,
+      ),
     };
   }
 
@@ -425,10 +490,12 @@ export class SqliteSessionStore implements SessionStore {
       this.db
         .transaction(() => {
           const tombstone = this.stmt.tombstone.get(parsed.id);
-          if (tombstone && tombstone.until > Date.now()) throw sessionErased(parsed.id, tombstone.erased_at, tombstone.until);
+          if (tombstone && tombstone.until > Date.now())
+            throw sessionErased(parsed.id, tombstone.erased_at, tombstone.until);
           const existing = this.stmt.sessionById.get(parsed.id);
           if (existing) {
-            if (!jsonEqual(parseStoredHeader(existing.header, parsed.id, this.where(parsed.id)), parsed)) throw alreadyExists(parsed.id);
+            if (!jsonEqual(parseStoredHeader(existing.header, parsed.id, this.where(parsed.id)), parsed))
+              throw alreadyExists(parsed.id);
             return;
           }
           this.stmt.dropExpiredTombstones.run(Date.now());
@@ -455,7 +522,9 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   list(): Promise<SessionHeader[]> {
-    return this.use(() => this.stmt.listSessions.all().map((row) => parseStoredHeader(row.header, row.id, this.where(row.id))));
+    return this.use(() =>
+      this.stmt.listSessions.all().map((row) => parseStoredHeader(row.header, row.id, this.where(row.id))),
+    );
   }
 
   append(id: string, events: readonly NewEvent[], options: AppendOptions): Promise<AppendResult> {
@@ -569,7 +638,14 @@ export class SqliteSessionStore implements SessionStore {
           const tombstone = this.stmt.tombstone.get(id);
           if (!row) {
             if (!tombstone) throw notFound(id);
-            return { sessionId: id, erased: false, removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 }, places: [], tombstoneUntil: tombstone.until, notes: [] };
+            return {
+              sessionId: id,
+              erased: false,
+              removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 },
+              places: [],
+              tombstoneUntil: tombstone.until,
+              notes: [],
+            };
           }
           const key = row.key;
           const counts = {
@@ -591,15 +667,25 @@ export class SqliteSessionStore implements SessionStore {
           return {
             sessionId: id,
             erased: true,
-            removed: { header: 1, events: counts.events, artifacts: counts.artifacts, projectionCheckpoints: counts.projection_cache },
+            removed: {
+              header: 1,
+              events: counts.events,
+              artifacts: counts.artifacts,
+              projectionCheckpoints: counts.projection_cache,
+            },
             places: [
               { place: `${this.location} table sessions`, removed: 1 },
-              ...Object.entries({ ...counts, search: unindexed.rows }).map(([table, n]) => ({ place: `${this.location} table ${table}`, removed: n })),
+              ...Object.entries({ ...counts, search: unindexed.rows }).map(([table, n]) => ({
+                place: `${this.location} table ${table}`,
+                removed: n,
+              })),
             ],
             tombstoneUntil: until,
             notes: unindexed.exact
               ? []
-              : ['a text row of the session no longer had the words it was indexed with (damaged or edited in the file), so the whole search index was rebuilt from the remaining sessions: none of its words stay'],
+              : [
+                  'a text row of the session no longer had the words it was indexed with (damaged or edited in the file), so the whole search index was rebuilt from the remaining sessions: none of its words stay',
+                ],
           };
         })
         .immediate();
@@ -636,8 +722,13 @@ export class SqliteSessionStore implements SessionStore {
 
   /** Moves every WAL frame into the database and empties the WAL, so erased bytes leave the WAL file. */
   private checkpointAfterErase(): string {
-    const [result] = this.db.pragma('wal_checkpoint(TRUNCATE)') as Array<{ busy: number; log: number; checkpointed: number }>;
-    if (result && result.busy === 0) return 'the deleted rows were overwritten (secure_delete) and the WAL checkpointed and truncated';
+    const [result] = this.db.pragma('wal_checkpoint(TRUNCATE)') as Array<{
+      busy: number;
+      log: number;
+      checkpointed: number;
+    }>;
+    if (result && result.busy === 0)
+      return 'the deleted rows were overwritten (secure_delete) and the WAL checkpointed and truncated';
     return `the deleted rows were overwritten (secure_delete) but another connection kept the WAL from being truncated (${result?.checkpointed ?? 0} of ${result?.log ?? 0} frames checkpointed); older copies of the erased bytes stay in the WAL until the next full checkpoint`;
   }
 
@@ -650,7 +741,13 @@ export class SqliteSessionStore implements SessionStore {
         .transaction((): SearchHit[] => {
           const entry = this.synced(id);
           if (!searchable(request)) return [];
-          const rows = this.stmt.searchMatch.all(fts5MatchExpression(request.words), entry.key, entry.key, entry.scanner.nextSeq, request.limit);
+          const rows = this.stmt.searchMatch.all(
+            fts5MatchExpression(request.words),
+            entry.key,
+            entry.key,
+            entry.scanner.nextSeq,
+            request.limit,
+          );
           return searchHits(
             entry.scanner.session,
             rows.map((row) => ({ seq: row.seq, score: -row.rank })),
@@ -676,7 +773,15 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   /** The connection's settings as SQLite reports them (diagnostics and `sessionlog verify`). */
-  settings(): { journalMode: string; synchronous: number; foreignKeys: number; busyTimeoutMs: number; applicationId: number; userVersion: number; pageSize: number } {
+  settings(): {
+    journalMode: string;
+    synchronous: number;
+    foreignKeys: number;
+    busyTimeoutMs: number;
+    applicationId: number;
+    userVersion: number;
+    pageSize: number;
+  } {
     if (this.closed) throw storeClosed();
     const get = (name: string): unknown => this.db.pragma(name, { simple: true });
     return {
@@ -723,7 +828,11 @@ export class SqliteSessionStore implements SessionStore {
     let entry = this.cache.get(id);
     if (!entry || entry.key !== row.key || entry.headerText !== row.header) {
       const header = parseStoredHeader(row.header, id, this.where(id));
-      entry = { key: row.key, headerText: row.header, scanner: new LogScanner(header, 'transactional', this.where(id)) };
+      entry = {
+        key: row.key,
+        headerText: row.header,
+        scanner: new LogScanner(header, 'transactional', this.where(id)),
+      };
     }
     const head = this.readTail(row.key, entry.scanner);
     if (head < entry.scanner.nextSeq) {
@@ -745,7 +854,11 @@ export class SqliteSessionStore implements SessionStore {
     const head = storedHead(last_event, last_batch);
     const from = scanner.nextSeq;
     if (head > from) {
-      for (const record of decodeRows(this.stmt.eventsFrom.all(key, from, head), this.stmt.batchesFrom.all(key, from, head))) scanner.push(record);
+      for (const record of decodeRows(
+        this.stmt.eventsFrom.all(key, from, head),
+        this.stmt.batchesFrom.all(key, from, head),
+      ))
+        scanner.push(record);
     }
     return head;
   }
@@ -753,10 +866,23 @@ export class SqliteSessionStore implements SessionStore {
   private insertBatch(key: number, events: readonly StoredEvent[], op: string): void {
     for (const event of events) {
       const row = encodeEvent(event);
-      this.stmt.insertEvent.run(key, row.seq, row.type, row.time, row.data, row.surfaceOp, row.sourceEventSeqs, row.ignorable ? 1 : null);
+      this.stmt.insertEvent.run(
+        key,
+        row.seq,
+        row.type,
+        row.time,
+        row.data,
+        row.surfaceOp,
+        row.sourceEventSeqs,
+        row.ignorable ? 1 : null,
+      );
       const body = indexText(event);
       if (body) {
-        if (event.seq > MAX_INDEXED_SEQ) throw new SessionlogError('INVALID_ARGUMENT', `seq ${event.seq} is past the SQLite store's limit of 2^32 events per session; continue in a fork`);
+        if (event.seq > MAX_INDEXED_SEQ)
+          throw new SessionlogError(
+            'INVALID_ARGUMENT',
+            `seq ${event.seq} is past the SQLite store's limit of 2^32 events per session; continue in a fork`,
+          );
         indexWords(this.stmt, key, event.seq, body);
       }
     }
@@ -777,7 +903,8 @@ class SqliteArtifacts implements ArtifactStore {
   put(input: ArtifactPut): Promise<ArtifactRef> {
     return this.store.write(() => {
       assertSessionId(input?.sessionId);
-      if (typeof input.content !== 'string') throw new SessionlogError('INVALID_ARGUMENT', 'artifact content must be a string');
+      if (typeof input.content !== 'string')
+        throw new SessionlogError('INVALID_ARGUMENT', 'artifact content must be a string');
       const key = this.store.requireKey(input.sessionId);
       for (const name of artifactNameCandidates(sanitizeArtifactName(String(input.name ?? '')))) {
         if (this.statements.insertArtifact.run(key, name, input.content).changes === 1) {

@@ -14,7 +14,15 @@ export type ContextReport = {
   /** The model the request goes to (the session's latest request header, else its agent's). */
   model: string;
   /** Tokens of the request the session would send now, by kind; `total` may be anchored on provider usage. */
-  tokens: { system: number; tools: number; user: number; assistant: number; toolResults: number; summaries: number; total: number };
+  tokens: {
+    system: number;
+    tools: number;
+    user: number;
+    assistant: number;
+    toolResults: number;
+    summaries: number;
+    total: number;
+  };
   /** 'usage' when the total is anchored on provider-reported usage, else 'estimated'. */
   baseline: 'usage' | 'estimated';
   /** The token budget pressure handling works against (≤ the window). */

@@ -3,7 +3,14 @@
  * one of these events; the model-visible history is derived from the three surface types.
  */
 import type { JsonValue } from './json.js';
-import type { AssistantMessage, StreamChunk, TokenUsage, ToolResultMessage, UserMessage, ContentBlock } from './messages.js';
+import type {
+  AssistantMessage,
+  StreamChunk,
+  TokenUsage,
+  ToolResultMessage,
+  UserMessage,
+  ContentBlock,
+} from './messages.js';
 
 /** Where an external call's accepted result is stored (an artifact of the session). */
 export type ExternalResult = { locator: string; bytes: number; isError: boolean };
@@ -72,7 +79,11 @@ export interface EventDataMap {
     delayMs: number;
     failure: { code: string; message: string; status?: number };
   };
-  'compaction/start': { compactionId: string; turn: number | null; trigger: 'pressure' | 'context-overflow' | 'manual' };
+  'compaction/start': {
+    compactionId: string;
+    turn: number | null;
+    trigger: 'pressure' | 'context-overflow' | 'manual';
+  };
   'compaction/summary': {
     compactionId: string;
     summary: ContentBlock[];
@@ -86,7 +97,13 @@ export interface EventDataMap {
     summaryTokens?: number;
   };
   /** Closes a bracket; `tokensBefore`/`tokensAfter`: the request measured before and after it (absent on an error). */
-  'compaction/end': { compactionId: string; turn: number | null; error?: string; tokensBefore?: number; tokensAfter?: number };
+  'compaction/end': {
+    compactionId: string;
+    turn: number | null;
+    error?: string;
+    tokensBefore?: number;
+    tokensAfter?: number;
+  };
   'compaction/prune': {
     shadowedRange: { start: number; end: number };
     shadowedSeqs: number[];
@@ -249,6 +266,9 @@ export function isKnownEvent(event: StoredEvent): event is SessionEvent {
   return KNOWN_EVENT_TYPES.has(event.type);
 }
 
-export function isEventOfType<K extends KnownEventType>(event: StoredEvent | SessionEvent<K>, type: K): event is SessionEvent<K> {
+export function isEventOfType<K extends KnownEventType>(
+  event: StoredEvent | SessionEvent<K>,
+  type: K,
+): event is SessionEvent<K> {
   return event.type === type;
 }

@@ -7,7 +7,11 @@ import { SESSION_FORMAT_VERSION, type NewEvent, type SessionHeader, type StoredE
 import { assertSessionId } from './ids.js';
 import { interruptedTurnClosers } from './repair.js';
 
-export type ForkPlan = { header: SessionHeader; seed: StoredEvent[]; endSeed: NewEvent<'session/end-seed'> | undefined };
+export type ForkPlan = {
+  header: SessionHeader;
+  seed: StoredEvent[];
+  endSeed: NewEvent<'session/end-seed'> | undefined;
+};
 
 /**
  * Plans a fork of `source` at inclusive `boundary` (default: the last event). Fails with
@@ -23,13 +27,19 @@ export function planFork(
   const events = source.events;
   const at = boundary ?? events.length - 1;
   if (boundary !== undefined && (!Number.isSafeInteger(boundary) || boundary < 0 || boundary >= events.length)) {
-    throw new SessionlogError('INVALID_BOUNDARY', `fork boundary ${String(boundary)} is not a seq of session ${source.header.id} (0..${events.length - 1})`);
+    throw new SessionlogError(
+      'INVALID_BOUNDARY',
+      `fork boundary ${String(boundary)} is not a seq of session ${source.header.id} (0..${events.length - 1})`,
+    );
   }
   for (let i = at; i >= 0; i--) {
     const type = events[i]!.type;
     if (type === 'turn/end') break;
     if (type === 'turn/start') {
-      throw new SessionlogError('OPEN_TURN', `cannot fork session ${source.header.id} at seq ${at}: turn started at seq ${i} is still open there; pick a seq after its turn/end`);
+      throw new SessionlogError(
+        'OPEN_TURN',
+        `cannot fork session ${source.header.id} at seq ${at}: turn started at seq ${i} is still open there; pick a seq after its turn/end`,
+      );
     }
   }
   const seed = events.slice(0, at + 1);
@@ -69,7 +79,11 @@ export function planSalvage(
     salvagedAt: { firstBadSeq: problem.seq, reason: problem.reason.slice(0, 1000) },
     ...(parent.agent ? { agent: parent.agent } : {}),
   };
-  const seed: NewEvent[] = [...prefix.map(seedEventOf), ...interruptedTurnClosers(prefix), { type: 'session/end-seed', time, data: {} }];
+  const seed: NewEvent[] = [
+    ...prefix.map(seedEventOf),
+    ...interruptedTurnClosers(prefix),
+    { type: 'session/end-seed', time, data: {} },
+  ];
   return { header, seed };
 }
 

@@ -102,7 +102,8 @@ export function toLosslessJson(value: unknown, rootPath = '$'): JsonValue {
       paths.push(undefined);
       if (Array.isArray(source)) {
         const length = source.length;
-        if (Reflect.ownKeys(source).length !== length + 1) fail(parentPath, here, 'a sparse array or an array with extra properties');
+        if (Reflect.ownKeys(source).length !== length + 1)
+          fail(parentPath, here, 'a sparse array or an array with extra properties');
         const array: JsonValue[] = new Array<JsonValue>(length);
         for (let i = length - 1; i >= 0; i--) {
           if (!Object.prototype.hasOwnProperty.call(source, i)) fail(parentPath, here, 'a sparse array');
@@ -135,7 +136,8 @@ export function toLosslessJson(value: unknown, rootPath = '$'): JsonValue {
     if (target === undefined) result = copy;
     else if (Array.isArray(target)) target[key as number] = copy;
     // defineProperty keeps a "__proto__" key as an own data property.
-    else if (key === '__proto__') Object.defineProperty(target, key, { value: copy, enumerable: true, writable: true, configurable: true });
+    else if (key === '__proto__')
+      Object.defineProperty(target, key, { value: copy, enumerable: true, writable: true, configurable: true });
     else target[key as string] = copy;
   }
   return result;

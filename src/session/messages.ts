@@ -16,8 +16,7 @@ export type ToolResultBlock = {
 export type ContentBlock = TextBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock;
 
 export type UserSource =
-  | { kind: 'user' }
-  | { kind: 'plugin'; plugin: string; compactionId?: string; sourceCommandId?: string };
+  { kind: 'user' } | { kind: 'plugin'; plugin: string; compactionId?: string; sourceCommandId?: string };
 export type ModelSource = { kind: 'model'; provider: string; model: string; replayState?: JsonValue };
 export type ToolSource = { kind: 'tool'; callId: string };
 

@@ -34,7 +34,10 @@ export class ProjectionRegistry {
   register<S extends JsonValue, V>(def: ProjectionDefinition<S, V>): this {
     const existing = this.defs.get(def.key);
     if (existing && existing.stateVersion !== def.stateVersion) {
-      throw new SessionlogError('INVALID_ARGUMENT', `projection "${def.key}" is already registered with stateVersion ${existing.stateVersion}`);
+      throw new SessionlogError(
+        'INVALID_ARGUMENT',
+        `projection "${def.key}" is already registered with stateVersion ${existing.stateVersion}`,
+      );
     }
     this.defs.set(def.key, def as unknown as ProjectionDefinition);
     return this;
@@ -74,10 +77,17 @@ export class ProjectionRegistry {
    * `baseSeq`). Throws when a row cannot be used and `baseSeq > 0` (the caller must re-read
    * from 0); with `baseSeq = 0` unusable rows are refolded.
    */
-  restore(rows: ProjectionRows, events: readonly StoredEvent[], baseSeq: number): { states: Record<string, JsonValue>; asOfSeq: number } {
+  restore(
+    rows: ProjectionRows,
+    events: readonly StoredEvent[],
+    baseSeq: number,
+  ): { states: Record<string, JsonValue>; asOfSeq: number } {
     const endSeq = events.length > 0 ? events[events.length - 1]!.seq : baseSeq - 1;
     if (events.length > 0 && events[0]!.seq !== baseSeq) {
-      throw new SessionlogError('INVALID_ARGUMENT', `restore read starts at seq ${events[0]!.seq}, expected ${baseSeq}`);
+      throw new SessionlogError(
+        'INVALID_ARGUMENT',
+        `restore read starts at seq ${events[0]!.seq}, expected ${baseSeq}`,
+      );
     }
     const states: Record<string, JsonValue> = {};
     for (const [key, def] of this.defs) {
@@ -87,7 +97,8 @@ export class ProjectionRegistry {
       let from: number;
       if (usable) {
         const parsed = def.stateSchema.safeParse(row.val);
-        if (!parsed.success) throw new SessionlogError('INVALID_ARGUMENT', `checkpoint of projection "${key}" does not match its schema`);
+        if (!parsed.success)
+          throw new SessionlogError('INVALID_ARGUMENT', `checkpoint of projection "${key}" does not match its schema`);
         state = parsed.data;
         def.checkCheckpoint?.(state, row.seq);
         from = row.seq + 1;
@@ -95,7 +106,10 @@ export class ProjectionRegistry {
         state = def.init();
         from = 0;
       } else {
-        throw new SessionlogError('INVALID_ARGUMENT', `checkpoint of projection "${key}" is unusable at seq ${baseSeq}; re-read from seq 0`);
+        throw new SessionlogError(
+          'INVALID_ARGUMENT',
+          `checkpoint of projection "${key}" is unusable at seq ${baseSeq}; re-read from seq 0`,
+        );
       }
       for (let i = from - baseSeq; i < events.length; i++) state = def.apply(state, events[i]!);
       states[key] = state;
@@ -138,7 +152,10 @@ export const surfaceProjection: ProjectionDefinition<SurfaceNodeState & JsonValu
     const seen = new Set<number>();
     for (const node of state.nodes) {
       if (node > seq || seen.has(node)) {
-        throw new SessionlogError('INVALID_ARGUMENT', `surface checkpoint at seq ${seq} names node ${node}, which it cannot hold`);
+        throw new SessionlogError(
+          'INVALID_ARGUMENT',
+          `surface checkpoint at seq ${seq} names node ${node}, which it cannot hold`,
+        );
       }
       seen.add(node);
     }

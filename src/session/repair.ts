@@ -23,7 +23,12 @@ export function interruptedTurnClosers(
 }
 
 /** The closers for a fold's open turn; `last` is the log's last event. */
-export function closersFor(fold: TurnState, last: StoredEvent | undefined, reason: TurnEndReason = { kind: 'interrupted' }, time?: number): NewEvent[] {
+export function closersFor(
+  fold: TurnState,
+  last: StoredEvent | undefined,
+  reason: TurnEndReason = { kind: 'interrupted' },
+  time?: number,
+): NewEvent[] {
   const openTurn = fold.openTurn;
   if (openTurn === undefined || last === undefined) return [];
   const closedAt = time ?? last.time;
@@ -56,7 +61,8 @@ export function closersFor(fold: TurnState, last: StoredEvent | undefined, reaso
     });
     seq += 1;
   }
-  if (fold.openStep !== undefined) closers.push({ type: 'step/end', time: closedAt, data: { turn: openTurn, step: fold.openStep } });
+  if (fold.openStep !== undefined)
+    closers.push({ type: 'step/end', time: closedAt, data: { turn: openTurn, step: fold.openStep } });
   closers.push({ type: 'turn/end', time: closedAt, data: { turn: openTurn, reason } });
   return closers;
 }
@@ -64,7 +70,9 @@ export function closersFor(fold: TurnState, last: StoredEvent | undefined, reaso
 /** Turn state at the end of the log: the last turn number and whether it is open. */
 export function turnState(events: readonly StoredEvent[]): { lastTurn: number; open: boolean; openStep?: number } {
   const fold = TurnFold.of(events);
-  return fold.open ? { lastTurn: fold.lastTurn, open: true, ...(fold.openStep !== undefined ? { openStep: fold.openStep } : {}) } : { lastTurn: fold.lastTurn, open: false };
+  return fold.open
+    ? { lastTurn: fold.lastTurn, open: true, ...(fold.openStep !== undefined ? { openStep: fold.openStep } : {}) }
+    : { lastTurn: fold.lastTurn, open: false };
 }
 
 /**

@@ -36,12 +36,21 @@ export function registerSecret(value: string | undefined): void {
   if (value === undefined || value.length < MIN_SECRET_LENGTH || secrets.has(value)) return;
   secrets.add(value);
   // Longest first, so a secret that contains another is replaced whole.
-  secretPattern = new RegExp([...secrets].sort((a, b) => b.length - a.length).map(escape).join('|'), 'g');
+  secretPattern = new RegExp(
+    [...secrets]
+      .sort((a, b) => b.length - a.length)
+      .map(escape)
+      .join('|'),
+    'g',
+  );
 }
 
 /** `text` with every configured secret and every key-looking value replaced by the marker. */
 export function scrubSecrets(text: string): string {
   let out = secretPattern ? text.replace(secretPattern, SECRET_MARKER) : text;
-  for (const pattern of KEY_PATTERNS) out = out.replace(pattern, (match, prefix: unknown) => (typeof prefix === 'string' && /^Bearer/i.test(prefix) ? `${prefix}${SECRET_MARKER}` : SECRET_MARKER));
+  for (const pattern of KEY_PATTERNS)
+    out = out.replace(pattern, (match, prefix: unknown) =>
+      typeof prefix === 'string' && /^Bearer/i.test(prefix) ? `${prefix}${SECRET_MARKER}` : SECRET_MARKER,
+    );
   return out;
 }

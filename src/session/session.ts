@@ -4,7 +4,16 @@
  * caller, nothing here does I/O.
  */
 import { SessionlogError } from './errors.js';
-import { isEventOfType, isKnownEvent, isSurfaceType, type NewEvent, type RequestHeader, type SessionEvent, type SessionHeader, type StoredEvent } from './events.js';
+import {
+  isEventOfType,
+  isKnownEvent,
+  isSurfaceType,
+  type NewEvent,
+  type RequestHeader,
+  type SessionEvent,
+  type SessionHeader,
+  type StoredEvent,
+} from './events.js';
 import { deepFreeze, toLosslessJson } from './json.js';
 import type { Message } from './messages.js';
 import { SurfaceFold, type SurfaceSnapshot } from './surface.js';
@@ -26,7 +35,6 @@ export function deriveEventMessage(event: StoredEvent): Message | null {
   }
 }
 
-
 export function isAppendSurfaceEvent(event: StoredEvent): boolean {
   return isSurfaceType(event.type) && event.surfaceOp === 'append';
 }
@@ -37,13 +45,17 @@ export function isAppendSurfaceEvent(event: StoredEvent): boolean {
  */
 export function buildEvent(input: NewEvent, seq: number, op: string | undefined): StoredEvent {
   if (typeof input.time !== 'number' || !Number.isSafeInteger(input.time)) {
-    throw new SessionlogError('INVALID_EVENT', `event time must be a safe integer (epoch ms), got ${String(input.time)}`);
+    throw new SessionlogError(
+      'INVALID_EVENT',
+      `event time must be a safe integer (epoch ms), got ${String(input.time)}`,
+    );
   }
   const data = toLosslessJson(input.data, `${input.type}.data`);
   assertEventData(input.type, data, `new ${input.type} at seq ${seq}`);
   const event: Record<string, unknown> = { seq, type: input.type, time: input.time, data };
   if (input.surfaceOp !== undefined) event.surfaceOp = toLosslessJson(input.surfaceOp, 'surfaceOp');
-  if (input.sourceEventSeqs !== undefined) event.sourceEventSeqs = toLosslessJson(input.sourceEventSeqs, 'sourceEventSeqs');
+  if (input.sourceEventSeqs !== undefined)
+    event.sourceEventSeqs = toLosslessJson(input.sourceEventSeqs, 'sourceEventSeqs');
   if (op !== undefined) event.op = op;
   return deepFreeze(event) as StoredEvent;
 }
@@ -161,7 +173,10 @@ export class Session {
   commitPlanned(events: readonly StoredEvent[]): void {
     for (const event of events) {
       if (event.seq !== this.log.length) {
-        throw new SessionlogError('SEQ_CONFLICT', `planned event seq ${event.seq} does not follow ${this.log.length - 1}`);
+        throw new SessionlogError(
+          'SEQ_CONFLICT',
+          `planned event seq ${event.seq} does not follow ${this.log.length - 1}`,
+        );
       }
       this.commit(event);
     }
@@ -179,10 +194,17 @@ export class Session {
     else if (isEventOfType(event, 'session/run')) this.owner = event.data.runId;
     else if (isEventOfType(event, 'tool/allow')) this.allowed.add(event.data.tool);
     else if (isEventOfType(event, 'model/limit')) this.learned.set(event.data.model, event.data.contextWindow);
-    else if (isEventOfType(event, 'compaction/stalled')) this.stalled = { seq: event.seq, budget: event.data.budget, reason: event.data.reason };
-    else if (isEventOfType(event, 'compaction/start') && event.data.trigger === 'manual') this.manualCompactions.add(event.data.compactionId);
+    else if (isEventOfType(event, 'compaction/stalled'))
+      this.stalled = { seq: event.seq, budget: event.data.budget, reason: event.data.reason };
+    else if (isEventOfType(event, 'compaction/start') && event.data.trigger === 'manual')
+      this.manualCompactions.add(event.data.compactionId);
     // A manual compaction that succeeds resets the breaker: the person chose to compact.
-    else if (isEventOfType(event, 'compaction/end') && event.data.error === undefined && this.manualCompactions.has(event.data.compactionId)) this.stalled = undefined;
+    else if (
+      isEventOfType(event, 'compaction/end') &&
+      event.data.error === undefined &&
+      this.manualCompactions.has(event.data.compactionId)
+    )
+      this.stalled = undefined;
   }
 
   /** The context window the provider stated for `model` in this session (a learned limit), if any. */

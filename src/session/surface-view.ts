@@ -34,12 +34,17 @@ export type SurfaceView = {
   replaceGeneration: number;
 };
 
-function shadowKind(events: readonly StoredEvent[], replacement: StoredEvent): { kind: ShadowKind; compactionId: string | null } {
+function shadowKind(
+  events: readonly StoredEvent[],
+  replacement: StoredEvent,
+): { kind: ShadowKind; compactionId: string | null } {
   // The pruner appends `compaction/prune` immediately before its replacement tool result.
-  if (replacement.type === 'tool/result' && events[replacement.seq - 1]?.type === 'compaction/prune') return { kind: 'prune', compactionId: null };
+  if (replacement.type === 'tool/result' && events[replacement.seq - 1]?.type === 'compaction/prune')
+    return { kind: 'prune', compactionId: null };
   if (isEventOfType(replacement, 'user/message')) {
     const source = replacement.data.source;
-    if (source.kind === 'plugin' && source.compactionId !== undefined) return { kind: 'summary', compactionId: source.compactionId };
+    if (source.kind === 'plugin' && source.compactionId !== undefined)
+      return { kind: 'summary', compactionId: source.compactionId };
   }
   return { kind: 'replace', compactionId: null };
 }

@@ -31,7 +31,9 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
   const bk = Object.keys(b);
   if (ak.length !== bk.length) return false;
   const bo = b as Record<string, unknown>;
-  return ak.every((k) => Object.prototype.hasOwnProperty.call(bo, k) && jsonEqual((a as Record<string, unknown>)[k], bo[k]));
+  return ak.every(
+    (k) => Object.prototype.hasOwnProperty.call(bo, k) && jsonEqual((a as Record<string, unknown>)[k], bo[k]),
+  );
 }
 
 /** A tool-result rewrite may change only the inner content of its single tool-result block. */
@@ -48,7 +50,15 @@ function withoutToolResultContent(data: unknown): unknown {
 /** How one event changes a surface node list: appended at the end, or a span replaced by the event's node. */
 export type SurfaceChange =
   | { kind: 'append'; index: number; seq: number }
-  | { kind: 'replace'; index: number; seq: number; removed: number; start: number; end: number; shadowedSeqs: number[] };
+  | {
+      kind: 'replace';
+      index: number;
+      seq: number;
+      removed: number;
+      start: number;
+      end: number;
+      shadowedSeqs: number[];
+    };
 
 /**
  * The surface rule in one place (dsh-spec §2): what `event` does to the node list `nodes`, or
@@ -65,7 +75,15 @@ export function surfaceChange(
   if (op === undefined) return undefined;
   if (op === 'append') return { kind: 'append', index: nodes.length, seq: event.seq };
   const shadowedSeqs = nodes.slice(op.startIndex, op.endIndex + 1);
-  return { kind: 'replace', index: op.startIndex, seq: event.seq, removed: shadowedSeqs.length, start: op.start, end: op.end, shadowedSeqs };
+  return {
+    kind: 'replace',
+    index: op.startIndex,
+    seq: event.seq,
+    removed: shadowedSeqs.length,
+    start: op.start,
+    end: op.end,
+    shadowedSeqs,
+  };
 }
 
 /** Applies a change to a mutable node list (of seqs, or of anything mirrored by position). */
@@ -83,16 +101,25 @@ function locate(nodes: readonly number[], event: StoredEvent): Located {
   const startIndex = nodes.lastIndexOf(op.start);
   const endIndex = nodes.lastIndexOf(op.end);
   if (startIndex < 0 || endIndex < startIndex) {
-    throw new SessionlogError('CORRUPT_LOG', `surface replace at seq ${event.seq} names nodes ${op.start}..${op.end}, which are not on this surface`);
+    throw new SessionlogError(
+      'CORRUPT_LOG',
+      `surface replace at seq ${event.seq} names nodes ${op.start}..${op.end}, which are not on this surface`,
+    );
   }
   return { start: op.start, end: op.end, startIndex, endIndex };
 }
 
-function checkSurfaceEvent(nodes: readonly number[], event: StoredEvent, lookup: (seq: number) => StoredEvent | undefined): Located {
+function checkSurfaceEvent(
+  nodes: readonly number[],
+  event: StoredEvent,
+  lookup: (seq: number) => StoredEvent | undefined,
+): Located {
   const surface = isSurfaceType(event.type);
   if (!surface) {
     if (event.surfaceOp !== undefined || event.sourceEventSeqs !== undefined) {
-      throw violation(`${event.type} at seq ${event.seq} is not a surface event and cannot carry surfaceOp or sourceEventSeqs`);
+      throw violation(
+        `${event.type} at seq ${event.seq} is not a surface event and cannot carry surfaceOp or sourceEventSeqs`,
+      );
     }
     return undefined;
   }
@@ -133,7 +160,8 @@ function checkSurfaceEvent(nodes: readonly number[], event: StoredEvent, lookup:
   const shadowed = nodes.slice(startIndex, endIndex + 1);
   const sourceSet = new Set(sources ?? []);
   for (const s of shadowed) {
-    if (!sourceSet.has(s)) throw violation(`replace at seq ${event.seq} must list shadowed node ${s} in sourceEventSeqs`);
+    if (!sourceSet.has(s))
+      throw violation(`replace at seq ${event.seq} must list shadowed node ${s} in sourceEventSeqs`);
   }
   if (event.type === 'tool/result') {
     if (shadowed.length !== 1) throw violation(`a tool/result replace must shadow exactly one node`);
@@ -186,12 +214,17 @@ export class SurfaceFold {
 }
 
 /** Pure full replay: the surface of `events` plus every replacement made along the way. */
-export function foldSurface(events: readonly StoredEvent[]): { nodes: number[]; replaceGeneration: number; replacements: Replacement[] } {
+export function foldSurface(events: readonly StoredEvent[]): {
+  nodes: number[];
+  replaceGeneration: number;
+  replacements: Replacement[];
+} {
   const fold = new SurfaceFold();
   const replacements: Replacement[] = [];
   for (const event of events) {
     const change = fold.apply(event, (seq) => events[seq]);
-    if (change?.kind === 'replace') replacements.push({ seq: change.seq, start: change.start, end: change.end, shadowedSeqs: change.shadowedSeqs });
+    if (change?.kind === 'replace')
+      replacements.push({ seq: change.seq, start: change.start, end: change.end, shadowedSeqs: change.shadowedSeqs });
   }
   return { nodes: [...fold.nodeList], replaceGeneration: fold.replaceGeneration, replacements };
 }

@@ -35,7 +35,8 @@ export function turnToolsProblem(tools: unknown): string | undefined {
     if (!isPlainObject(tool)) return `tools[${i}] must be an object {name, description, parameters}`;
     const extra = Object.keys(tool).filter((key) => !['name', 'description', 'parameters', 'strict'].includes(key));
     if (extra.length > 0) return `tools[${i}] has unknown field ${JSON.stringify(extra[0])}`;
-    if (typeof tool.name !== 'string' || !TOOL_NAME.test(tool.name)) return `tools[${i}].name must be 1-64 characters of A-Z a-z 0-9 _ -`;
+    if (typeof tool.name !== 'string' || !TOOL_NAME.test(tool.name))
+      return `tools[${i}].name must be 1-64 characters of A-Z a-z 0-9 _ -`;
     if (names.has(tool.name)) return `tools[${i}].name ${JSON.stringify(tool.name)} is given twice`;
     names.add(tool.name);
     if (typeof tool.description !== 'string' || tool.description.length > MAX_TURN_TOOL_DESCRIPTION) {
@@ -48,10 +49,13 @@ export function turnToolsProblem(tools: unknown): string | undefined {
     } catch {
       return `tools[${i}].parameters must be JSON`;
     }
-    if (text.length > MAX_TURN_TOOL_PARAMETERS) return `tools[${i}].parameters is ${text.length} characters of JSON; the limit is ${MAX_TURN_TOOL_PARAMETERS}`;
+    if (text.length > MAX_TURN_TOOL_PARAMETERS)
+      return `tools[${i}].parameters is ${text.length} characters of JSON; the limit is ${MAX_TURN_TOOL_PARAMETERS}`;
     total += text.length + tool.name.length + tool.description.length;
-    if (total > MAX_TURN_TOOLS_JSON) return `the tools come to more than ${MAX_TURN_TOOLS_JSON} characters of JSON; send fewer or shorter ones`;
-    if (tool.strict !== undefined && typeof tool.strict !== 'boolean') return `tools[${i}].strict must be true or false`;
+    if (total > MAX_TURN_TOOLS_JSON)
+      return `the tools come to more than ${MAX_TURN_TOOLS_JSON} characters of JSON; send fewer or shorter ones`;
+    if (tool.strict !== undefined && typeof tool.strict !== 'boolean')
+      return `tools[${i}].strict must be true or false`;
   }
   return undefined;
 }

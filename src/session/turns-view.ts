@@ -21,7 +21,11 @@ export const TOOL_RESULT_VIEW_CUT = '\n[…]\n';
 
 function cutForView(text: string): string {
   if (text.length <= TOOL_RESULT_VIEW_CHARS) return text;
-  return text.slice(0, TOOL_RESULT_VIEW_CHARS - TOOL_RESULT_VIEW_TAIL_CHARS) + TOOL_RESULT_VIEW_CUT + text.slice(-TOOL_RESULT_VIEW_TAIL_CHARS);
+  return (
+    text.slice(0, TOOL_RESULT_VIEW_CHARS - TOOL_RESULT_VIEW_TAIL_CHARS) +
+    TOOL_RESULT_VIEW_CUT +
+    text.slice(-TOOL_RESULT_VIEW_TAIL_CHARS)
+  );
 }
 
 export type TurnOutcomeKind = TurnEndReason['kind'];
@@ -75,7 +79,15 @@ export type ToolResultView = {
   spilled: boolean;
 };
 
-export type ApprovalRequestView = { seq: number; turn: number | null; callId: string; tool: string; arguments: string; expiresAt: number; kind: 'approval' | 'external' };
+export type ApprovalRequestView = {
+  seq: number;
+  turn: number | null;
+  callId: string;
+  tool: string;
+  arguments: string;
+  expiresAt: number;
+  kind: 'approval' | 'external';
+};
 export type ApprovalDecisionView = { seq: number; decision: string; reason: string | null };
 
 export type ToolCallView = {
@@ -88,7 +100,12 @@ export type ToolCallView = {
   result: ToolResultView | null;
 };
 
-export type RetryView = { seq: number; attempt: number; delayMs: number; failure: { code: string; message: string; status?: number } };
+export type RetryView = {
+  seq: number;
+  attempt: number;
+  delayMs: number;
+  failure: { code: string; message: string; status?: number };
+};
 
 export type StepView = {
   step: number;
@@ -222,7 +239,16 @@ export function foldTurns(events: readonly StoredEvent[], lastTurns?: number): T
     return step;
   };
   const streamingReply = (target: StepView): ReplyView => {
-    target.reply ??= { seq: null, text: '', reasoning: '', chunkSeqs: [], streaming: true, interrupted: false, finishReason: null, usage: null };
+    target.reply ??= {
+      seq: null,
+      text: '',
+      reasoning: '',
+      chunkSeqs: [],
+      streaming: true,
+      interrupted: false,
+      finishReason: null,
+      usage: null,
+    };
     return target.reply;
   };
 
@@ -231,7 +257,17 @@ export function foldTurns(events: readonly StoredEvent[], lastTurns?: number): T
     switch (event.type) {
       case 'turn/start': {
         const data = event.data;
-        current = { turn: data.turn, startSeq: event.seq, endSeq: null, startedAt: event.time, endedAt: null, outcome: null, error: null, userMessages: [], steps: [] };
+        current = {
+          turn: data.turn,
+          startSeq: event.seq,
+          endSeq: null,
+          startedAt: event.time,
+          endedAt: null,
+          outcome: null,
+          error: null,
+          userMessages: [],
+          steps: [],
+        };
         step = undefined;
         turns.push(current);
         break;
@@ -242,7 +278,8 @@ export function foldTurns(events: readonly StoredEvent[], lastTurns?: number): T
           current.endSeq = event.seq;
           current.endedAt = event.time;
           current.outcome = data.reason.kind;
-          if (data.reason.kind === 'error') current.error = { code: data.reason.error.code, message: data.reason.error.message };
+          if (data.reason.kind === 'error')
+            current.error = { code: data.reason.error.code, message: data.reason.error.message };
           for (const s of current.steps) if (s.reply?.streaming) s.reply.streaming = false;
         }
         current = undefined;
@@ -314,7 +351,15 @@ export function foldTurns(events: readonly StoredEvent[], lastTurns?: number): T
       }
       case 'tool/call': {
         const data = event.data;
-        const call: ToolCallView = { seq: event.seq, callId: data.callId, name: data.name, arguments: data.arguments, approvalRequest: null, approval: null, result: null };
+        const call: ToolCallView = {
+          seq: event.seq,
+          callId: data.callId,
+          name: data.name,
+          arguments: data.arguments,
+          approvalRequest: null,
+          approval: null,
+          result: null,
+        };
         calls.set(data.callId, call);
         if (current) stepFor(data.step, event.seq).toolCalls.push(call);
         break;
@@ -341,13 +386,27 @@ export function foldTurns(events: readonly StoredEvent[], lastTurns?: number): T
         if (call) call.result = result;
         else if (current) {
           // A result whose call was never logged (crash repair before the call was recorded).
-          stepFor(data.step, event.seq).toolCalls.push({ seq: event.seq, callId, name: '', arguments: '', approvalRequest: null, approval: null, result });
+          stepFor(data.step, event.seq).toolCalls.push({
+            seq: event.seq,
+            callId,
+            name: '',
+            arguments: '',
+            approvalRequest: null,
+            approval: null,
+            result,
+          });
         }
         break;
       }
       case 'llm/retry': {
         const data = event.data;
-        if (current) stepFor(data.step, event.seq).retries.push({ seq: event.seq, attempt: data.attempt, delayMs: data.delayMs, failure: data.failure });
+        if (current)
+          stepFor(data.step, event.seq).retries.push({
+            seq: event.seq,
+            attempt: data.attempt,
+            delayMs: data.delayMs,
+            failure: data.failure,
+          });
         break;
       }
       case 'compaction/start': {
@@ -383,7 +442,8 @@ export function foldTurns(events: readonly StoredEvent[], lastTurns?: number): T
         compaction.summaryTokens = data.usage?.outputTokens ?? null;
         // The replacement checkpoint is appended right after the summary, in the same batch.
         const next = events[event.seq + 1];
-        if (next?.type === 'user/message' && next.surfaceOp !== undefined && next.surfaceOp !== 'append') compaction.replacementSeq = next.seq;
+        if (next?.type === 'user/message' && next.surfaceOp !== undefined && next.surfaceOp !== 'append')
+          compaction.replacementSeq = next.seq;
         break;
       }
       case 'compaction/end': {

@@ -4,7 +4,14 @@
  * repair (closers), log verification (numbering rules) and the turn engine (outcomes, recent
  * messages).
  */
-import { isKnownEvent, type ExternalResult, type SessionEvent, type StoredEvent, type ToolSchema, type TurnEndReason } from './events.js';
+import {
+  isKnownEvent,
+  type ExternalResult,
+  type SessionEvent,
+  type StoredEvent,
+  type ToolSchema,
+  type TurnEndReason,
+} from './events.js';
 
 /** How many user message ids a fold remembers (the workflow's de-duplication window). */
 export const RECENT_USER_MESSAGES = 256;
@@ -21,11 +28,19 @@ export type PendingCall = {
   step: number;
   callSeq?: number;
   request?: { kind: 'approval' | 'external'; expiresAt: number; seq: number };
-  answer?: { decision: 'approve' | 'deny' | 'expire'; reason?: string; arguments?: string; result?: ExternalResult; seq: number };
+  answer?: {
+    decision: 'approve' | 'deny' | 'expire';
+    reason?: string;
+    arguments?: string;
+    result?: ExternalResult;
+    seq: number;
+  };
 };
 
 /** Whether `call` waits for an answer: its approval or external result was asked for and none is logged. */
-export function waitsForAnswer(call: PendingCall): call is PendingCall & { request: NonNullable<PendingCall['request']> } {
+export function waitsForAnswer(
+  call: PendingCall,
+): call is PendingCall & { request: NonNullable<PendingCall['request']> } {
   return call.request !== undefined && call.answer === undefined;
 }
 
@@ -38,13 +53,31 @@ export function turnOutcome(reason: TurnEndReason): TurnOutcome {
 }
 
 /** A numbering or balance problem found while folding (reported by `verifyLog`). */
-export type TurnProblem = { seq: number; rule: 'balanced-turns' | 'turn-numbering' | 'balanced-steps' | 'step-numbering'; message: string };
+export type TurnProblem = {
+  seq: number;
+  rule: 'balanced-turns' | 'turn-numbering' | 'balanced-steps' | 'step-numbering';
+  message: string;
+};
 
 /** One turn as the fold saw it. */
-export type TurnRecord = { turn: number; startSeq: number; replySeq: number | null; endSeq?: number; outcome?: TurnOutcome };
+export type TurnRecord = {
+  turn: number;
+  startSeq: number;
+  replySeq: number | null;
+  endSeq?: number;
+  outcome?: TurnOutcome;
+};
 
 /** Events that name the turn and step they belong to. */
-type StepScoped = SessionEvent<'assistant/chunk' | 'assistant/message' | 'tool/call' | 'tool/result' | 'llm/retry' | 'tool/approval-request' | 'tool/approval'>;
+type StepScoped = SessionEvent<
+  | 'assistant/chunk'
+  | 'assistant/message'
+  | 'tool/call'
+  | 'tool/result'
+  | 'llm/retry'
+  | 'tool/approval-request'
+  | 'tool/approval'
+>;
 
 function isStepScoped(event: SessionEvent): event is StepScoped {
   switch (event.type) {
@@ -64,7 +97,20 @@ function isStepScoped(event: SessionEvent): event is StepScoped {
 }
 
 /** A read-only view of a fold's state. */
-export type TurnState = Readonly<Pick<TurnFold, 'lastTurn' | 'openTurn' | 'openStep' | 'lastStep' | 'pending' | 'turnTools' | 'turns' | 'recentUserMessages' | 'open'>>;
+export type TurnState = Readonly<
+  Pick<
+    TurnFold,
+    | 'lastTurn'
+    | 'openTurn'
+    | 'openStep'
+    | 'lastStep'
+    | 'pending'
+    | 'turnTools'
+    | 'turns'
+    | 'recentUserMessages'
+    | 'open'
+  >
+>;
 
 export class TurnFold {
   /** The highest turn number started so far (0 before the first turn). */
@@ -101,7 +147,8 @@ export class TurnFold {
     switch (event.type) {
       case 'turn/start': {
         const turn = event.data.turn;
-        if (this.openTurn !== undefined) problem('balanced-turns', `turn ${turn} starts while turn ${this.openTurn} is open`);
+        if (this.openTurn !== undefined)
+          problem('balanced-turns', `turn ${turn} starts while turn ${this.openTurn} is open`);
         if (turn !== this.lastTurn + 1) problem('turn-numbering', `turn ${turn} follows turn ${this.lastTurn}`);
         this.openTurn = turn;
         this.lastTurn = Math.max(this.lastTurn, turn);
@@ -115,7 +162,8 @@ export class TurnFold {
       case 'turn/end': {
         const turn = event.data.turn;
         if (this.openTurn === undefined) problem('balanced-turns', `turn/end of turn ${turn} without an open turn`);
-        else if (turn !== this.openTurn) problem('turn-numbering', `turn/end names turn ${turn} while turn ${this.openTurn} is open`);
+        else if (turn !== this.openTurn)
+          problem('turn-numbering', `turn/end names turn ${turn} while turn ${this.openTurn} is open`);
         if (this.openStep !== undefined) problem('balanced-steps', `turn ends while step ${this.openStep} is open`);
         const record = this.turns.get(turn);
         if (record) {
@@ -131,8 +179,10 @@ export class TurnFold {
       case 'step/start': {
         const { turn, step } = event.data;
         if (this.openTurn === undefined) problem('balanced-steps', `step ${step} starts outside a turn`);
-        else if (turn !== this.openTurn) problem('step-numbering', `step/start names turn ${turn} while turn ${this.openTurn} is open`);
-        if (this.openStep !== undefined) problem('balanced-steps', `step ${step} starts while step ${this.openStep} is open`);
+        else if (turn !== this.openTurn)
+          problem('step-numbering', `step/start names turn ${turn} while turn ${this.openTurn} is open`);
+        if (this.openStep !== undefined)
+          problem('balanced-steps', `step ${step} starts while step ${this.openStep} is open`);
         if (step !== this.lastStep + 1) problem('step-numbering', `step ${step} follows step ${this.lastStep}`);
         this.openStep = step;
         this.lastStep = Math.max(this.lastStep, step);
@@ -143,7 +193,10 @@ export class TurnFold {
         const { turn, step } = event.data;
         if (this.openStep === undefined) problem('balanced-steps', `step/end of step ${step} without an open step`);
         else if (step !== this.openStep || turn !== this.openTurn) {
-          problem('step-numbering', `step/end names turn ${turn} step ${step} while turn ${this.openTurn} step ${this.openStep} is open`);
+          problem(
+            'step-numbering',
+            `step/end names turn ${turn} step ${step} while turn ${this.openTurn} step ${this.openStep} is open`,
+          );
         }
         this.openStep = undefined;
         this.pending = new Map();
@@ -165,14 +218,18 @@ export class TurnFold {
   private applyStepScoped(event: StepScoped, problem: (rule: TurnProblem['rule'], message: string) => void): void {
     const { turn, step } = event.data;
     if (turn !== this.openTurn || step !== this.openStep) {
-      problem('step-numbering', `${event.type} names turn ${turn} step ${step} while ${this.openTurn === undefined ? 'no turn' : `turn ${this.openTurn} step ${this.openStep ?? '(none)'}`} is open`);
+      problem(
+        'step-numbering',
+        `${event.type} names turn ${turn} step ${step} while ${this.openTurn === undefined ? 'no turn' : `turn ${this.openTurn} step ${this.openStep ?? '(none)'}`} is open`,
+      );
     }
     switch (event.type) {
       case 'assistant/message': {
         const record = this.turns.get(turn);
         if (record) record.replySeq = event.seq;
         for (const block of event.data.message.content) {
-          if (block.type === 'tool-call') this.pending.set(block.id, { callId: block.id, name: block.name, turn, step });
+          if (block.type === 'tool-call')
+            this.pending.set(block.id, { callId: block.id, name: block.name, turn, step });
         }
         break;
       }

@@ -14,7 +14,9 @@ const nonEmpty = z.string().min(1);
 
 const textBlock = z.object({ type: z.literal('text'), text: z.string() }).passthrough();
 const reasoningBlock = z.object({ type: z.literal('reasoning'), text: z.string() }).passthrough();
-const toolCallBlock = z.object({ type: z.literal('tool-call'), id: nonEmpty, name: nonEmpty, arguments: z.string() }).passthrough();
+const toolCallBlock = z
+  .object({ type: z.literal('tool-call'), id: nonEmpty, name: nonEmpty, arguments: z.string() })
+  .passthrough();
 type BlockShape = { type: string };
 const contentBlock: z.ZodType<BlockShape> = z.lazy(() =>
   z.union([
@@ -69,7 +71,9 @@ const dataSchemas: Record<string, z.ZodType> = {
       const problem = data.tools === undefined ? undefined : turnToolsProblem(data.tools);
       if (problem) ctx.addIssue({ code: 'custom', message: problem, path: ['tools'] });
     }),
-  'turn/end': z.object({ turn: z.number().int().positive(), reason: z.object({ kind: nonEmpty }).passthrough() }).passthrough(),
+  'turn/end': z
+    .object({ turn: z.number().int().positive(), reason: z.object({ kind: nonEmpty }).passthrough() })
+    .passthrough(),
   'step/start': z.object(turnStep).passthrough(),
   'step/end': z.object(turnStep).passthrough(),
   'user/message': userMessage,
@@ -99,11 +103,20 @@ const dataSchemas: Record<string, z.ZodType> = {
       tokensAfter: z.number().int().nonnegative().optional(),
     })
     .passthrough(),
-  'compaction/prune': z.object({ shadowedSeqs: z.array(seqSchema).min(1), shadowedTokenCount: z.number().int().nonnegative() }).passthrough(),
+  'compaction/prune': z
+    .object({ shadowedSeqs: z.array(seqSchema).min(1), shadowedTokenCount: z.number().int().nonnegative() })
+    .passthrough(),
   'session/end-seed': z.object({}).passthrough(),
   'session/run': z.object({ workflowId: nonEmpty, runId: nonEmpty }).passthrough(),
   'tool/approval-request': z
-    .object({ ...turnStep, callId: nonEmpty, tool: z.string(), arguments: z.string(), expiresAt: seqSchema, kind: z.enum(['approval', 'external']) })
+    .object({
+      ...turnStep,
+      callId: nonEmpty,
+      tool: z.string(),
+      arguments: z.string(),
+      expiresAt: seqSchema,
+      kind: z.enum(['approval', 'external']),
+    })
     .passthrough(),
   'tool/approval': z
     .object({
@@ -116,10 +129,16 @@ const dataSchemas: Record<string, z.ZodType> = {
       result: z.object({ locator: nonEmpty, bytes: seqSchema, isError: z.boolean() }).strict().optional(),
     })
     .passthrough()
-    .refine((data) => data.result === undefined || data.decision === 'approve', { message: 'only an approved (accepted) answer carries a result' }),
+    .refine((data) => data.result === undefined || data.decision === 'approve', {
+      message: 'only an approved (accepted) answer carries a result',
+    }),
   'tool/allow': z.object({ tool: nonEmpty, by: z.string().optional() }).passthrough(),
-  'session/metadata': z.object({ metadata: z.record(z.string(), z.string()), messageId: nonEmpty.optional() }).passthrough(),
-  'model/limit': z.object({ model: nonEmpty, contextWindow: z.number().int().positive(), source: nonEmpty }).passthrough(),
+  'session/metadata': z
+    .object({ metadata: z.record(z.string(), z.string()), messageId: nonEmpty.optional() })
+    .passthrough(),
+  'model/limit': z
+    .object({ model: nonEmpty, contextWindow: z.number().int().positive(), source: nonEmpty })
+    .passthrough(),
   'compaction/stalled': z
     .object({
       compactionId: nonEmpty.nullable(),
@@ -158,13 +177,19 @@ export function assertStoredEvent(raw: unknown, expectedSeq: number, sessionId: 
   const where = `session ${sessionId} seq ${expectedSeq}`;
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw invalid(where, 'event is not an object');
   const event = raw as Record<string, unknown>;
-  for (const key of Object.keys(event)) if (!ENVELOPE_KEYS.has(key)) throw invalid(where, `unexpected envelope key "${key}"`);
-  if (event.seq !== expectedSeq) throw invalid(where, `seq is ${String(event.seq)}, expected ${expectedSeq} (gap or duplicate)`);
-  if (typeof event.type !== 'string' || event.type.length === 0) throw invalid(where, 'type must be a non-empty string');
-  if (typeof event.time !== 'number' || !Number.isSafeInteger(event.time)) throw invalid(where, 'time must be a safe integer');
+  for (const key of Object.keys(event))
+    if (!ENVELOPE_KEYS.has(key)) throw invalid(where, `unexpected envelope key "${key}"`);
+  if (event.seq !== expectedSeq)
+    throw invalid(where, `seq is ${String(event.seq)}, expected ${expectedSeq} (gap or duplicate)`);
+  if (typeof event.type !== 'string' || event.type.length === 0)
+    throw invalid(where, 'type must be a non-empty string');
+  if (typeof event.time !== 'number' || !Number.isSafeInteger(event.time))
+    throw invalid(where, 'time must be a safe integer');
   if (event.data === undefined) throw invalid(where, 'data is missing');
-  if (event.ignorable !== undefined && event.ignorable !== true) throw invalid(where, 'ignorable must be true or absent');
-  if (event.op !== undefined && (typeof event.op !== 'string' || event.op.length === 0)) throw invalid(where, 'op must be a non-empty string');
+  if (event.ignorable !== undefined && event.ignorable !== true)
+    throw invalid(where, 'ignorable must be true or absent');
+  if (event.op !== undefined && (typeof event.op !== 'string' || event.op.length === 0))
+    throw invalid(where, 'op must be a non-empty string');
   if (!KNOWN_EVENT_TYPES.has(event.type)) {
     if (event.ignorable === true) return;
     throw new SessionlogError(
@@ -203,12 +228,18 @@ export function parseHeader(raw: unknown, where: string): SessionHeader {
     );
   }
   if (typeof version === 'number' && version < SESSION_FORMAT_VERSION) {
-    throw new SessionlogError('UNSUPPORTED_FORMAT', `${where}: format version ${version} is older than this build reads and has no upgrade path`);
+    throw new SessionlogError(
+      'UNSUPPORTED_FORMAT',
+      `${where}: format version ${version} is older than this build reads and has no upgrade path`,
+    );
   }
   const result = headerSchema.safeParse(raw);
   if (!result.success) {
     const issue = result.error.issues[0]!;
-    throw new SessionlogError('INVALID_EVENT', `${where}: header invalid at ${issue.path.join('.') || '(root)'}: ${issue.message}`);
+    throw new SessionlogError(
+      'INVALID_EVENT',
+      `${where}: header invalid at ${issue.path.join('.') || '(root)'}: ${issue.message}`,
+    );
   }
   assertSessionId(result.data.id);
   if (result.data.parentSession !== undefined) assertSessionId(result.data.parentSession);

@@ -29,11 +29,13 @@ export function verifyLog(header: SessionHeader, events: readonly StoredEvent[])
     if (!isKnownEvent(e)) continue;
     switch (e.type) {
       case 'compaction/start':
-        if (bracket) add(e.seq, 'closed-brackets', `compaction starts while ${bracket.id} (seq ${bracket.seq}) is open`);
+        if (bracket)
+          add(e.seq, 'closed-brackets', `compaction starts while ${bracket.id} (seq ${bracket.seq}) is open`);
         bracket = { id: e.data.compactionId, seq: e.seq };
         break;
       case 'compaction/end':
-        if (!bracket || bracket.id !== e.data.compactionId) add(e.seq, 'closed-brackets', 'compaction/end without its start');
+        if (!bracket || bracket.id !== e.data.compactionId)
+          add(e.seq, 'closed-brackets', 'compaction/end without its start');
         bracket = undefined;
         break;
       case 'session/run':

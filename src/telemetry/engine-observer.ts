@@ -23,14 +23,37 @@ export type EngineObserverOptions = {
   logger?: Logger;
 };
 
-type ModelCall = { sessionId: string; turn: number | null; step?: number; purpose: 'reply' | 'summary'; provider: string; model: string; messages: readonly unknown[] };
-type ModelEnd = { usage?: TokenCounts; finishReason?: string; responseModel?: string; aborted?: boolean; output?: readonly unknown[]; errorCode?: string };
+type ModelCall = {
+  sessionId: string;
+  turn: number | null;
+  step?: number;
+  purpose: 'reply' | 'summary';
+  provider: string;
+  model: string;
+  messages: readonly unknown[];
+};
+type ModelEnd = {
+  usage?: TokenCounts;
+  finishReason?: string;
+  responseModel?: string;
+  aborted?: boolean;
+  output?: readonly unknown[];
+  errorCode?: string;
+};
 type ToolCall = { sessionId: string; turn: number; step: number; callId: string; tool: string; attempt: number };
 
 const seconds = (ms: number): number => ms / 1000;
 
-function sessionAttributes(sessionId: string, turn: number | null | undefined, step?: number): Record<string, string | number> {
-  return { [SESSION_ID]: sessionId, ...(turn !== null && turn !== undefined ? { [TURN]: turn } : {}), ...(step !== undefined ? { [STEP]: step } : {}) };
+function sessionAttributes(
+  sessionId: string,
+  turn: number | null | undefined,
+  step?: number,
+): Record<string, string | number> {
+  return {
+    [SESSION_ID]: sessionId,
+    ...(turn !== null && turn !== undefined ? { [TURN]: turn } : {}),
+    ...(step !== undefined ? { [STEP]: step } : {}),
+  };
 }
 
 /** An `EngineTelemetry` over the given metrics, tracer and logger (each optional). */
@@ -77,7 +100,10 @@ export function createEngineObserver(options: EngineObserverOptions) {
           if (result.finishReason) span.setAttribute('gen_ai.response.finish_reasons', [result.finishReason]);
           if (result.usage) {
             const cached = result.usage.cacheReadTokens ?? 0;
-            span.setAttribute('gen_ai.usage.input_tokens', result.usage.inputTokens + cached + (result.usage.cacheWriteTokens ?? 0));
+            span.setAttribute(
+              'gen_ai.usage.input_tokens',
+              result.usage.inputTokens + cached + (result.usage.cacheWriteTokens ?? 0),
+            );
             span.setAttribute('gen_ai.usage.output_tokens', result.usage.outputTokens);
             if (cached > 0) span.setAttribute('gen_ai.usage.cache_read.input_tokens', cached);
           }
@@ -126,19 +152,43 @@ export function createEngineObserver(options: EngineObserverOptions) {
       trace.getActiveSpan()?.addEvent('turn/start', sessionAttributes(turn.sessionId, turn.turn));
     },
 
-    turnEnded(turn: { sessionId: string; turn: number; outcome: string; durationMs: number | undefined; errorCode?: string }) {
+    turnEnded(turn: {
+      sessionId: string;
+      turn: number;
+      outcome: string;
+      durationMs: number | undefined;
+      errorCode?: string;
+    }) {
       metrics?.turnsFinished.inc({ outcome: turn.outcome });
-      if (turn.durationMs !== undefined) metrics?.turnDuration.observe({ outcome: turn.outcome }, seconds(turn.durationMs));
-      trace.getActiveSpan()?.addEvent('turn/end', { ...sessionAttributes(turn.sessionId, turn.turn), 'sessionlog.turn.outcome': turn.outcome });
+      if (turn.durationMs !== undefined)
+        metrics?.turnDuration.observe({ outcome: turn.outcome }, seconds(turn.durationMs));
+      trace.getActiveSpan()?.addEvent('turn/end', {
+        ...sessionAttributes(turn.sessionId, turn.turn),
+        'sessionlog.turn.outcome': turn.outcome,
+      });
       logger?.info(
-        { sessionId: turn.sessionId, turn: turn.turn, outcome: turn.outcome, ...(turn.durationMs !== undefined ? { durationMs: Math.round(turn.durationMs) } : {}), ...(turn.errorCode ? { errorCode: turn.errorCode } : {}) },
+        {
+          sessionId: turn.sessionId,
+          turn: turn.turn,
+          outcome: turn.outcome,
+          ...(turn.durationMs !== undefined ? { durationMs: Math.round(turn.durationMs) } : {}),
+          ...(turn.errorCode ? { errorCode: turn.errorCode } : {}),
+        },
         'turn ended',
       );
     },
 
     compacted(compaction: { sessionId: string; turn: number | null; trigger: string; outcome: 'ok' | 'error' }) {
       metrics?.compactions.inc({ trigger: compaction.trigger, outcome: compaction.outcome });
-      logger?.info({ sessionId: compaction.sessionId, turn: compaction.turn, trigger: compaction.trigger, outcome: compaction.outcome }, 'compaction closed');
+      logger?.info(
+        {
+          sessionId: compaction.sessionId,
+          turn: compaction.turn,
+          trigger: compaction.trigger,
+          outcome: compaction.outcome,
+        },
+        'compaction closed',
+      );
     },
 
     pruned(prune: { sessionId: string; results: number }) {

@@ -43,7 +43,10 @@ export type TelemetryOptions = {
 /** What the gateway gets: its `/metrics` answer and a span around each request. */
 export type GatewayTelemetryPort = {
   exposition(state: { sseClients: number }): Promise<{ contentType: string; text: string }>;
-  traceRequest<T>(request: { method: string; route: string; sessionId?: string }, run: (span: RequestSpan) => Promise<T>): Promise<T>;
+  traceRequest<T>(
+    request: { method: string; route: string; sessionId?: string },
+    run: (span: RequestSpan) => Promise<T>,
+  ): Promise<T>;
 };
 
 /** The request's span as the gateway sees it. */
@@ -75,8 +78,16 @@ export type Telemetry = {
 
 /** Builds the telemetry of one process part from its settings. */
 export async function startTelemetry(settings: TelemetrySettings, options: TelemetryOptions = {}): Promise<Telemetry> {
-  const logger = createLogger({ level: settings.logLevel, format: settings.logFormat, name: settings.serviceName, ...(options.logDestination ? { destination: options.logDestination } : {}) });
-  const metrics = new SessionlogMetrics({ ...(options.prices ? { prices: options.prices } : {}), ...(options.processMetrics !== undefined ? { processMetrics: options.processMetrics } : {}) });
+  const logger = createLogger({
+    level: settings.logLevel,
+    format: settings.logFormat,
+    name: settings.serviceName,
+    ...(options.logDestination ? { destination: options.logDestination } : {}),
+  });
+  const metrics = new SessionlogMetrics({
+    ...(options.prices ? { prices: options.prices } : {}),
+    ...(options.processMetrics !== undefined ? { processMetrics: options.processMetrics } : {}),
+  });
   let tracing: Tracing | undefined;
   if (settings.otlpEndpoint !== undefined) {
     // Loaded only when on: off, no part of the OpenTelemetry SDK is in the process.
@@ -89,7 +100,12 @@ export async function startTelemetry(settings: TelemetrySettings, options: Telem
     });
   }
   let bridge: TemporalMetricsBridge | undefined;
-  const engine = createEngineObserver({ metrics, logger, captureContent: settings.captureContent, ...(tracing ? { tracer: tracing.tracer } : {}) });
+  const engine = createEngineObserver({
+    metrics,
+    logger,
+    captureContent: settings.captureContent,
+    ...(tracing ? { tracer: tracing.tracer } : {}),
+  });
 
   const exposition = async () => {
     bridge?.drain();
@@ -105,7 +121,11 @@ export async function startTelemetry(settings: TelemetrySettings, options: Telem
       if (!tracing) return run(NO_SPAN);
       const span = tracing.tracer.startSpan(`${request.method} ${request.route}`, {
         kind: SpanKind.SERVER,
-        attributes: { 'http.request.method': request.method, 'http.route': request.route, ...(request.sessionId !== undefined ? { [SESSION_ID]: request.sessionId } : {}) },
+        attributes: {
+          'http.request.method': request.method,
+          'http.route': request.route,
+          ...(request.sessionId !== undefined ? { [SESSION_ID]: request.sessionId } : {}),
+        },
       });
       const handle: RequestSpan = {
         setTurn: (turn) => span.setAttribute(TURN, turn),
@@ -132,7 +152,10 @@ export async function startTelemetry(settings: TelemetrySettings, options: Telem
     engine,
     gateway,
     async installTemporalRuntime(runtimeOptions = {}) {
-      const [{ Runtime }, { TemporalMetricsBridge }] = await Promise.all([import('@temporalio/worker'), import('./temporal-metrics.js')]);
+      const [{ Runtime }, { TemporalMetricsBridge }] = await Promise.all([
+        import('@temporalio/worker'),
+        import('./temporal-metrics.js'),
+      ]);
       const candidate = new TemporalMetricsBridge(metrics.registry);
       try {
         Runtime.install({

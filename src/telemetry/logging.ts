@@ -64,13 +64,24 @@ function activityFields(): Record<string, unknown> {
     activity: info.activityType,
     attempt: info.attempt,
     ...(info.workflowExecution ? { runId: info.workflowExecution.runId } : {}),
-    ...(workflowId?.startsWith(SESSION_WORKFLOW_PREFIX) ? { sessionId: workflowId.slice(SESSION_WORKFLOW_PREFIX.length) } : {}),
+    ...(workflowId?.startsWith(SESSION_WORKFLOW_PREFIX)
+      ? { sessionId: workflowId.slice(SESSION_WORKFLOW_PREFIX.length) }
+      : {}),
   };
 }
 
 /** A pino logger for a process part; see the module comment for what every line carries. */
 export function createLogger(options: LoggerOptions): Logger {
-  const destination = options.destination ?? (options.format === 'pretty' ? pinoPretty({ colorize: process.stdout.isTTY === true, sync: true, ignore: 'pid,hostname', translateTime: 'HH:MM:ss.l' }) : pino.destination({ sync: true }));
+  const destination =
+    options.destination ??
+    (options.format === 'pretty'
+      ? pinoPretty({
+          colorize: process.stdout.isTTY === true,
+          sync: true,
+          ignore: 'pid,hostname',
+          translateTime: 'HH:MM:ss.l',
+        })
+      : pino.destination({ sync: true }));
   return pino(
     {
       level: options.level,
@@ -78,14 +89,23 @@ export function createLogger(options: LoggerOptions): Logger {
       base: { pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
       mixin: activityFields,
-      redact: { paths: ['apiKey', '*.apiKey', 'headers.authorization', 'req.headers.authorization', 'authorization'], censor: '[REDACTED]' },
+      redact: {
+        paths: ['apiKey', '*.apiKey', 'headers.authorization', 'req.headers.authorization', 'authorization'],
+        censor: '[REDACTED]',
+      },
       hooks: { streamWrite: scrubSecrets },
     },
     destination,
   );
 }
 
-const LEVEL_OF: Record<LogLevel, Level> = { TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error' };
+const LEVEL_OF: Record<LogLevel, Level> = {
+  TRACE: 'trace',
+  DEBUG: 'debug',
+  INFO: 'info',
+  WARN: 'warn',
+  ERROR: 'error',
+};
 
 /**
  * The Temporal SDK's `Logger` over a pino logger (for `Runtime.install({ logger })`). Workflow
@@ -96,7 +116,8 @@ export function temporalLogger(logger: Logger): TemporalLogger {
   const write = (level: LogLevel, message: string, meta?: LogMetadata): void => {
     const fields: Record<string, unknown> = { ...meta };
     const workflowId = typeof fields.workflowId === 'string' ? fields.workflowId : undefined;
-    if (workflowId?.startsWith(SESSION_WORKFLOW_PREFIX) && fields.sessionId === undefined) fields.sessionId = workflowId.slice(SESSION_WORKFLOW_PREFIX.length);
+    if (workflowId?.startsWith(SESSION_WORKFLOW_PREFIX) && fields.sessionId === undefined)
+      fields.sessionId = workflowId.slice(SESSION_WORKFLOW_PREFIX.length);
     logger[LEVEL_OF[level]](fields, message);
   };
   return {

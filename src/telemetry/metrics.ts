@@ -12,7 +12,13 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 export type ModelPrices = { input: number; cachedInput: number; output: number };
 
 /** Token counts of one model reply: uncached input, cached input (read), cache writes, output. */
-export type TokenCounts = { inputTokens: number; outputTokens: number; cacheReadTokens?: number; cacheWriteTokens?: number; reasoningTokens?: number };
+export type TokenCounts = {
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens?: number;
+  cacheWriteTokens?: number;
+  reasoningTokens?: number;
+};
 
 export type MetricsOptions = {
   /** Prices of a model for the cost estimate; undefined (or no function) counts no cost for it. */
@@ -31,7 +37,11 @@ const EVENTS_PER_BATCH = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 /** The metrics of one process part, registered in their own registry. */
 export class SessionlogMetrics {
   readonly registry = new Registry();
-  readonly turnsStarted = new Counter({ name: 'sessionlog_turns_started_total', help: 'Turns begun (turn/start logged).', registers: [this.registry] });
+  readonly turnsStarted = new Counter({
+    name: 'sessionlog_turns_started_total',
+    help: 'Turns begun (turn/start logged).',
+    registers: [this.registry],
+  });
   readonly turnsFinished = new Counter({
     name: 'sessionlog_turns_finished_total',
     help: 'Turns ended (turn/end logged), by outcome: completed, error, aborted, max-steps, max-tokens, interrupted.',
@@ -95,7 +105,11 @@ export class SessionlogMetrics {
     labelNames: ['trigger', 'outcome'] as const,
     registers: [this.registry],
   });
-  readonly prunes = new Counter({ name: 'sessionlog_prunes_total', help: 'Tool results shortened by the pruner (compaction/prune events).', registers: [this.registry] });
+  readonly prunes = new Counter({
+    name: 'sessionlog_prunes_total',
+    help: 'Tool results shortened by the pruner (compaction/prune events).',
+    registers: [this.registry],
+  });
   readonly spills = new Counter({
     name: 'sessionlog_spills_total',
     help: 'Tool outputs logged as a preview of their stored artifact, by tool.',
@@ -129,7 +143,11 @@ export class SessionlogMetrics {
     buckets: EVENTS_PER_BATCH,
     registers: [this.registry],
   });
-  readonly sseClients = new Gauge({ name: 'sessionlog_sse_clients', help: 'Open server-sent event streams on this gateway.', registers: [this.registry] });
+  readonly sseClients = new Gauge({
+    name: 'sessionlog_sse_clients',
+    help: 'Open server-sent event streams on this gateway.',
+    registers: [this.registry],
+  });
   readonly pendingApprovals = new Gauge({
     name: 'sessionlog_pending_approvals',
     help: 'Tool calls waiting for an answer (approval or external result) in the sessions this worker last wrote to, counted from their logs.',
@@ -154,7 +172,11 @@ export class SessionlogMetrics {
     const prices = this.prices?.(model);
     if (prices) {
       // A cache write is billed as uncached input by the providers we target.
-      const usd = ((usage.inputTokens + written) * prices.input + cached * prices.cachedInput + usage.outputTokens * prices.output) / 1_000_000;
+      const usd =
+        ((usage.inputTokens + written) * prices.input +
+          cached * prices.cachedInput +
+          usage.outputTokens * prices.output) /
+        1_000_000;
       this.cost.inc({ model }, usd);
     }
   }

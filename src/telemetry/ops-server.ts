@@ -43,9 +43,18 @@ export type RunningOpsServer = {
   close(): Promise<void>;
 };
 
-function send(res: http.ServerResponse, status: number, body: unknown, contentType = 'application/json; charset=utf-8'): void {
+function send(
+  res: http.ServerResponse,
+  status: number,
+  body: unknown,
+  contentType = 'application/json; charset=utf-8',
+): void {
   const text = contentType.startsWith('application/json') ? `${JSON.stringify(body)}\n` : String(body);
-  res.writeHead(status, { 'content-type': contentType, 'cache-control': 'no-store', 'content-length': Buffer.byteLength(text) });
+  res.writeHead(status, {
+    'content-type': contentType,
+    'cache-control': 'no-store',
+    'content-length': Buffer.byteLength(text),
+  });
   res.end(text);
 }
 
@@ -63,12 +72,19 @@ export async function startOpsServer(options: OpsServerOptions): Promise<Running
     const path = (req.url ?? '/').split('?')[0]!;
     const route = routes[path];
     if (!route) {
-      send(res, 404, { error: { code: 'NOT_FOUND', message: `no route ${req.method} ${path}; this listener serves GET ${Object.keys(routes).join(', ')}` } });
+      send(res, 404, {
+        error: {
+          code: 'NOT_FOUND',
+          message: `no route ${req.method} ${path}; this listener serves GET ${Object.keys(routes).join(', ')}`,
+        },
+      });
       return;
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.setHeader('allow', 'GET, HEAD');
-      send(res, 405, { error: { code: 'METHOD_NOT_ALLOWED', message: `${req.method} is not allowed on ${path}; use GET` } });
+      send(res, 405, {
+        error: { code: 'METHOD_NOT_ALLOWED', message: `${req.method} is not allowed on ${path}; use GET` },
+      });
       return;
     }
     route().then(

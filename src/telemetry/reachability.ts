@@ -59,14 +59,24 @@ export class ReachabilityMonitor {
 
   /** The last known state of every dependency. */
   snapshot(): Record<string, DependencyState> {
-    return Object.fromEntries(this.probes.map((p) => [p.name, this.states.get(p.name) ?? { ok: false, error: 'not checked yet', since: Date.now() }]));
+    return Object.fromEntries(
+      this.probes.map((p) => [
+        p.name,
+        this.states.get(p.name) ?? { ok: false, error: 'not checked yet', since: Date.now() },
+      ]),
+    );
   }
 
   /** The first dependency that is down, if any. */
   firstDown(): { name: string; label: string; state: DependencyState } | undefined {
     for (const probe of this.probes) {
       const state = this.states.get(probe.name);
-      if (!state?.ok) return { name: probe.name, label: probe.label, state: state ?? { ok: false, error: 'not checked yet', since: Date.now() } };
+      if (!state?.ok)
+        return {
+          name: probe.name,
+          label: probe.label,
+          state: state ?? { ok: false, error: 'not checked yet', since: Date.now() },
+        };
     }
     return undefined;
   }
@@ -101,12 +111,15 @@ export class ReachabilityMonitor {
     const now = Date.now();
     const previous = this.states.get(probe.name);
     if (error === undefined) {
-      if (previous && !previous.ok) this.options.log(`${probe.label} is reachable again after ${((now - previous.since) / 1000).toFixed(1)} s`);
+      if (previous && !previous.ok)
+        this.options.log(`${probe.label} is reachable again after ${((now - previous.since) / 1000).toFixed(1)} s`);
       if (!previous?.ok) this.states.set(probe.name, { ok: true, since: now });
       return;
     }
     if (!previous || previous.ok) {
-      this.options.log(`${probe.label} is unreachable (${error}); still running: work on it is retried, checking every ${(this.options.intervalMs / 1000).toFixed(1)} s`);
+      this.options.log(
+        `${probe.label} is unreachable (${error}); still running: work on it is retried, checking every ${(this.options.intervalMs / 1000).toFixed(1)} s`,
+      );
       this.states.set(probe.name, { ok: false, error, since: now });
     } else {
       this.states.set(probe.name, { ...previous, error });

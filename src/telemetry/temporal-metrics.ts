@@ -15,7 +15,11 @@ import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 const BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
 const DRAIN_INTERVAL_MS = 5_000;
 
-type Bridged = ({ kind: 'counter'; metric: Counter<string> } | { kind: 'gauge'; metric: Gauge<string> } | { kind: 'histogram'; metric: Histogram<string> }) & {
+type Bridged = (
+  | { kind: 'counter'; metric: Counter<string> }
+  | { kind: 'gauge'; metric: Gauge<string> }
+  | { kind: 'histogram'; metric: Histogram<string> }
+) & {
   labelNames: string[];
 };
 
@@ -78,7 +82,9 @@ export class TemporalMetricsBridge {
     const name = promName(update.metric.name);
     const known = this.bridged.get(name);
     if (known) return known;
-    const help = update.metric.description || `Temporal SDK metric ${update.metric.name}${update.metric.unit ? ` (${update.metric.unit})` : ''}`;
+    const help =
+      update.metric.description ||
+      `Temporal SDK metric ${update.metric.name}${update.metric.unit ? ` (${update.metric.unit})` : ''}`;
     const common = { name, help, labelNames, registers: [this.registry] };
     let bridged: Bridged;
     try {

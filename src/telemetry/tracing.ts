@@ -15,7 +15,11 @@ import { trace, type Span, type Tracer } from '@opentelemetry/api';
 import type { SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { WorkflowClientInterceptor } from '@temporalio/client';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry/lib/client/index.js';
-import { OpenTelemetryActivityInboundInterceptor, OpenTelemetryActivityOutboundInterceptor, makeWorkflowExporter } from '@temporalio/interceptors-opentelemetry/lib/worker/index.js';
+import {
+  OpenTelemetryActivityInboundInterceptor,
+  OpenTelemetryActivityOutboundInterceptor,
+  makeWorkflowExporter,
+} from '@temporalio/interceptors-opentelemetry/lib/worker/index.js';
 import type { ActivityInboundCallsInterceptor, ActivityInterceptorsFactory, InjectedSinks } from '@temporalio/worker';
 import { SESSION_ID, TURN, sessionOfWorkflow, sessionTurnOf } from './attributes.js';
 
@@ -37,7 +41,10 @@ export type Tracing = {
   /** For the SessionClient's Temporal `Client`: spans for starts, signals and updates, context into headers. */
   clientInterceptors(): WorkflowClientInterceptor[];
   /** For `Worker.create`: activity interceptors, and the sink that exports the workflow sandbox's spans. */
-  workerOptions(): { interceptors: { activity: ActivityInterceptorsFactory[] }; sinks: InjectedSinks<Record<string, never>> };
+  workerOptions(): {
+    interceptors: { activity: ActivityInterceptorsFactory[] };
+    sinks: InjectedSinks<Record<string, never>>;
+  };
   /** Modules to bundle into the workflow code (`bundleWorkflowCode({ workflowInterceptorModules })`). */
   readonly workflowInterceptorModules: string[];
   forceFlush(): Promise<void>;
@@ -58,8 +65,11 @@ export async function startTracing(options: TracingOptions): Promise<Tracing> {
     import('@opentelemetry/resources'),
     import('@opentelemetry/exporter-trace-otlp-proto'),
   ]);
-  const resource = Resource.default().merge(new Resource({ 'service.name': options.serviceName, 'process.pid': process.pid }));
-  const exporter = options.exporter ?? new OTLPTraceExporter({ url: `${options.endpoint.replace(/\/+$/, '')}/v1/traces` });
+  const resource = Resource.default().merge(
+    new Resource({ 'service.name': options.serviceName, 'process.pid': process.pid }),
+  );
+  const exporter =
+    options.exporter ?? new OTLPTraceExporter({ url: `${options.endpoint.replace(/\/+$/, '')}/v1/traces` });
   const processor: SpanProcessor = new BatchSpanProcessor(exporter, { scheduledDelayMillis: 1_000 });
   const provider = new NodeTracerProvider({ resource, spanProcessors: [processor] });
   // Global: Temporal's interceptors and the engine's spans use the API's global tracer and context.
@@ -72,7 +82,10 @@ export async function startTracing(options: TracingOptions): Promise<Tracing> {
     workerOptions: () => ({
       interceptors: {
         activity: [
-          (ctx) => ({ inbound: new OpenTelemetryActivityInboundInterceptor(ctx), outbound: new OpenTelemetryActivityOutboundInterceptor(ctx) }),
+          (ctx) => ({
+            inbound: new OpenTelemetryActivityInboundInterceptor(ctx),
+            outbound: new OpenTelemetryActivityOutboundInterceptor(ctx),
+          }),
           () => ({ inbound: activityAnnotation }),
         ],
       },

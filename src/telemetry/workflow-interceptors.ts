@@ -51,7 +51,10 @@ class ReplayStableInbound extends OpenTelemetryInboundInterceptor {
     next(input);
   }
 
-  override handleQuery(input: QueryInput, next: Next<WorkflowInboundCallsInterceptor, 'handleQuery'>): Promise<unknown> {
+  override handleQuery(
+    input: QueryInput,
+    next: Next<WorkflowInboundCallsInterceptor, 'handleQuery'>,
+  ): Promise<unknown> {
     return next(input);
   }
 }
@@ -115,7 +118,10 @@ class SessionInbound implements WorkflowInboundCallsInterceptor {
     return next(input);
   }
 
-  async handleUpdate(input: UpdateInput, next: Next<WorkflowInboundCallsInterceptor, 'handleUpdate'>): Promise<unknown> {
+  async handleUpdate(
+    input: UpdateInput,
+    next: Next<WorkflowInboundCallsInterceptor, 'handleUpdate'>,
+  ): Promise<unknown> {
     this.remember(input.args[0], input.headers);
     const result = await next(input);
     annotate(result);
@@ -136,12 +142,18 @@ class SessionInbound implements WorkflowInboundCallsInterceptor {
 class TurnScheduling implements WorkflowOutboundCallsInterceptor {
   constructor(private readonly contexts: TurnContexts) {}
 
-  scheduleActivity(input: ActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleActivity'>): Promise<unknown> {
+  scheduleActivity(
+    input: ActivityInput,
+    next: Next<WorkflowOutboundCallsInterceptor, 'scheduleActivity'>,
+  ): Promise<unknown> {
     const ctx = this.contexts.forActivity(input.args[0]);
     return ctx ? otelContext.with(ctx, () => next(input)) : next(input);
   }
 
-  scheduleLocalActivity(input: LocalActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleLocalActivity'>): Promise<unknown> {
+  scheduleLocalActivity(
+    input: LocalActivityInput,
+    next: Next<WorkflowOutboundCallsInterceptor, 'scheduleLocalActivity'>,
+  ): Promise<unknown> {
     const ctx = this.contexts.forActivity(input.args[0]);
     return ctx ? otelContext.with(ctx, () => next(input)) : next(input);
   }
@@ -149,12 +161,18 @@ class TurnScheduling implements WorkflowOutboundCallsInterceptor {
 
 /** Inside the OpenTelemetry outbound interceptor: annotates the StartActivity spans. */
 class ActivityAnnotation implements WorkflowOutboundCallsInterceptor {
-  scheduleActivity(input: ActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleActivity'>): Promise<unknown> {
+  scheduleActivity(
+    input: ActivityInput,
+    next: Next<WorkflowOutboundCallsInterceptor, 'scheduleActivity'>,
+  ): Promise<unknown> {
     annotate(input.args[0]);
     return next(input);
   }
 
-  scheduleLocalActivity(input: LocalActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleLocalActivity'>): Promise<unknown> {
+  scheduleLocalActivity(
+    input: LocalActivityInput,
+    next: Next<WorkflowOutboundCallsInterceptor, 'scheduleLocalActivity'>,
+  ): Promise<unknown> {
     annotate(input.args[0]);
     return next(input);
   }

@@ -18,7 +18,10 @@ export function parseApprovalPolicy(text: string): ApprovalPolicy {
   const match = /^tools:([A-Za-z0-9_,-]+)$/.exec(text);
   const tools = match?.[1]!.split(',').filter((t) => t.length > 0) ?? [];
   if (!match || tools.length === 0) {
-    throw new SessionlogError('INVALID_ARGUMENT', `approval policy ${JSON.stringify(text)} is not one of never, always or tools:NAME[,NAME…]`);
+    throw new SessionlogError(
+      'INVALID_ARGUMENT',
+      `approval policy ${JSON.stringify(text)} is not one of never, always or tools:NAME[,NAME…]`,
+    );
   }
   return { mode: 'tools', tools };
 }
@@ -28,7 +31,12 @@ export function parseApprovalPolicy(text: string): ApprovalPolicy {
  * result; a tool the session allowed never waits; otherwise the tool's rule, else the policy.
  * A rule that throws counts as "needs approval" (fail safe).
  */
-export function gateOf(tool: Tool | undefined, args: unknown, policy: ApprovalPolicy, allowed: ReadonlySet<string>): CallGate | undefined {
+export function gateOf(
+  tool: Tool | undefined,
+  args: unknown,
+  policy: ApprovalPolicy,
+  allowed: ReadonlySet<string>,
+): CallGate | undefined {
   if (!tool) return undefined;
   if (tool.external) return 'external';
   if (allowed.has(tool.name)) return undefined;

@@ -137,7 +137,10 @@ export const wordCountTool: Tool = {
   },
 };
 
-const searchHistoryArgs = z.object({ query: z.string().trim().min(1).max(500), limit: z.number().int().positive().max(50).default(10) });
+const searchHistoryArgs = z.object({
+  query: z.string().trim().min(1).max(500),
+  limit: z.number().int().positive().max(50).default(10),
+});
 
 /** The recall tools compaction advertises: what a summary replaced stays searchable and readable. */
 export const RECALL_TOOL_NAMES = ['search_history', 'read_history'] as const;
@@ -145,7 +148,7 @@ export const RECALL_TOOL_NAMES = ['search_history', 'read_history'] as const;
 export const searchHistoryTool: Tool = {
   name: 'search_history',
   description:
-    'Search this conversation\'s whole history by words, including the parts an earlier summary replaced. Every word must appear in a matching event, so use a few distinctive keywords (a name, an id, a term), not a sentence. Returns matching events with their seq, turn, type, a snippet and whether a summary now stands in for them. Read one in full with read_history.',
+    "Search this conversation's whole history by words, including the parts an earlier summary replaced. Every word must appear in a matching event, so use a few distinctive keywords (a name, an id, a term), not a sentence. Returns matching events with their seq, turn, type, a snippet and whether a summary now stands in for them. Read one in full with read_history.",
   parameters: {
     type: 'object',
     properties: {
@@ -159,20 +162,26 @@ export const searchHistoryTool: Tool = {
     const { query, limit } = parseArgs(searchHistoryArgs, args, 'search_history');
     const hits = await context.history.search(query, limit);
     if (hits.length === 0) return { text: `No event of this conversation matches "${query}".` };
-    const lines = hits.map((h) => `seq ${h.seq} · turn ${h.turn} · ${h.type}${h.shadowed ? ' · replaced by a summary' : ''}: ${h.snippet}`);
-    return { text: `${hits.length} match(es) for "${query}", best first:\n${lines.join('\n')}\n\nRead an event in full with read_history {"fromSeq": <seq>, "toSeq": <seq>}.` };
+    const lines = hits.map(
+      (h) => `seq ${h.seq} · turn ${h.turn} · ${h.type}${h.shadowed ? ' · replaced by a summary' : ''}: ${h.snippet}`,
+    );
+    return {
+      text: `${hits.length} match(es) for "${query}", best first:\n${lines.join('\n')}\n\nRead an event in full with read_history {"fromSeq": <seq>, "toSeq": <seq>}.`,
+    };
   },
 };
 
 /** The most events one read_history call returns (the output is spilled like any tool output beyond that size). */
 export const READ_HISTORY_MAX_EVENTS = 200;
 
-const readHistoryArgs = z.object({ fromSeq: z.number().int().nonnegative(), toSeq: z.number().int().nonnegative() }).refine((a) => a.toSeq >= a.fromSeq, { message: 'toSeq must not be below fromSeq' });
+const readHistoryArgs = z
+  .object({ fromSeq: z.number().int().nonnegative(), toSeq: z.number().int().nonnegative() })
+  .refine((a) => a.toSeq >= a.fromSeq, { message: 'toSeq must not be below fromSeq' });
 
 export const readHistoryTool: Tool = {
   name: 'read_history',
   description:
-    'Read events of this conversation\'s log exactly as they were recorded, by seq range (inclusive), including parts an earlier summary replaced. One JSON event per line; at most 200 events per call.',
+    "Read events of this conversation's log exactly as they were recorded, by seq range (inclusive), including parts an earlier summary replaced. One JSON event per line; at most 200 events per call.",
   parameters: {
     type: 'object',
     properties: {
@@ -188,9 +197,16 @@ export const readHistoryTool: Tool = {
     if (fromSeq >= next) return { text: `This conversation's log ends at seq ${next - 1}.`, isError: true };
     const last = Math.min(toSeq, next - 1, fromSeq + READ_HISTORY_MAX_EVENTS - 1);
     const events = await context.history.read(fromSeq, last);
-    const more = last < Math.min(toSeq, next - 1) ? `\n(seqs ${fromSeq}-${last} shown; continue with fromSeq ${last + 1})` : '';
+    const more =
+      last < Math.min(toSeq, next - 1) ? `\n(seqs ${fromSeq}-${last} shown; continue with fromSeq ${last + 1})` : '';
     return { text: `${events.map((e) => JSON.stringify(e)).join('\n')}${more}` };
   },
 };
 
-export const BUILTIN_TOOLS: readonly Tool[] = [readArtifactTool, calculatorTool, wordCountTool, searchHistoryTool, readHistoryTool];
+export const BUILTIN_TOOLS: readonly Tool[] = [
+  readArtifactTool,
+  calculatorTool,
+  wordCountTool,
+  searchHistoryTool,
+  readHistoryTool,
+];

@@ -28,7 +28,13 @@ export type SessionHistory = {
 };
 
 /** What a tool runs with: always the calling session's identity, never one from the model's arguments. */
-export type ToolContext = { sessionId: string; callId: string; artifacts: ArtifactStore; history: SessionHistory; signal: AbortSignal };
+export type ToolContext = {
+  sessionId: string;
+  callId: string;
+  artifacts: ArtifactStore;
+  history: SessionHistory;
+  signal: AbortSignal;
+};
 
 export type ToolOutput = { text: string; isError?: boolean };
 
@@ -75,8 +81,13 @@ export class ToolRegistry {
   }
 
   register(tool: Tool): this {
-    if (!/^[A-Za-z0-9_-]{1,64}$/.test(tool.name)) throw new SessionlogError('INVALID_ARGUMENT', `tool name "${tool.name}" must be 1-64 characters of A-Z a-z 0-9 _ -`);
-    if (this.tools.has(tool.name)) throw new SessionlogError('INVALID_ARGUMENT', `tool "${tool.name}" is registered twice`);
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(tool.name))
+      throw new SessionlogError(
+        'INVALID_ARGUMENT',
+        `tool name "${tool.name}" must be 1-64 characters of A-Z a-z 0-9 _ -`,
+      );
+    if (this.tools.has(tool.name))
+      throw new SessionlogError('INVALID_ARGUMENT', `tool "${tool.name}" is registered twice`);
     this.tools.set(tool.name, tool);
     return this;
   }
@@ -91,7 +102,9 @@ export class ToolRegistry {
 
   /** Schemas in registration order (stable, so the request prefix stays cacheable). */
   schemas(names?: readonly string[]): ToolSchema[] {
-    const selected = names ? names.map((n) => this.tools.get(n)).filter((t): t is Tool => t !== undefined) : [...this.tools.values()];
+    const selected = names
+      ? names.map((n) => this.tools.get(n)).filter((t): t is Tool => t !== undefined)
+      : [...this.tools.values()];
     return selected.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters }));
   }
 }

@@ -16,7 +16,8 @@ export type { TurnOutcome };
 
 export type CompactResult = { compactionId: string; shadowedSeqs: number[]; tokensBefore: number; tokensAfter: number };
 
-export type SessionPhase = 'starting' | 'idle' | 'turn' | 'model' | 'tools' | 'waiting' | 'compacting' | 'closing' | 'closed';
+export type SessionPhase =
+  'starting' | 'idle' | 'turn' | 'model' | 'tools' | 'waiting' | 'compacting' | 'closing' | 'closed';
 
 /** An answer to a call waiting for approval (DESIGN §5.1). `arguments`: edited arguments (a JSON object's text) the call runs with. */
 export type ApprovalInput = {

@@ -87,15 +87,20 @@ export class SessionState {
     this.resume = opened.waiting;
     // Answers the log holds for the waiting step: what the step acts on and what a second answer is told.
     for (const call of opened.waiting?.calls ?? []) {
-      if (call.answered) this.decisions.set(call.callId, { callId: call.callId, decision: call.answered, ...(call.reason !== undefined ? { reason: call.reason } : {}) });
+      if (call.answered)
+        this.decisions.set(call.callId, {
+          callId: call.callId,
+          decision: call.answered,
+          ...(call.reason !== undefined ? { reason: call.reason } : {}),
+        });
     }
     for (const r of opened.recent) {
       // Messages of a turn this run resumes are answered when it ends.
       if (r.turn === opened.waiting?.turn) {
         this.remember(r.id, null);
         this.turnOf.set(r.id, r.turn);
-      }
-      else if (!this.results.get(r.id)) this.remember(r.id, { turn: r.turn, replySeq: r.replySeq, outcome: r.outcome });
+      } else if (!this.results.get(r.id))
+        this.remember(r.id, { turn: r.turn, replySeq: r.replySeq, outcome: r.outcome });
     }
     // A message carried over or re-sent that the log already holds was answered before.
     for (let i = this.queue.length - 1; i >= 0; i--) if (this.results.has(this.queue[i]!.id)) this.queue.splice(i, 1);
@@ -112,21 +117,37 @@ export class SessionState {
     }
     const bytes = utf8Length(message.text);
     if (bytes > this.tunables.maxMessageBytes) {
-      throw ApplicationFailure.nonRetryable(`message is ${bytes} bytes; the limit is ${this.tunables.maxMessageBytes}`, 'MESSAGE_TOO_LARGE');
+      throw ApplicationFailure.nonRetryable(
+        `message is ${bytes} bytes; the limit is ${this.tunables.maxMessageBytes}`,
+        'MESSAGE_TOO_LARGE',
+      );
     }
     // Bounds only (the history holds them); the engine checks each tool before the turn is logged.
-    if (message.tools !== undefined && (!Array.isArray(message.tools) || message.tools.length === 0 || JSON.stringify(message.tools).length > MAX_TOOLS_JSON)) {
-      throw ApplicationFailure.nonRetryable(`tools must be a non-empty list of at most ${MAX_TOOLS_JSON} characters of JSON`, 'INVALID_ARGUMENT');
+    if (
+      message.tools !== undefined &&
+      (!Array.isArray(message.tools) ||
+        message.tools.length === 0 ||
+        JSON.stringify(message.tools).length > MAX_TOOLS_JSON)
+    ) {
+      throw ApplicationFailure.nonRetryable(
+        `tools must be a non-empty list of at most ${MAX_TOOLS_JSON} characters of JSON`,
+        'INVALID_ARGUMENT',
+      );
     }
     this.throwIfStopped();
-    if (this.closing) throw ApplicationFailure.nonRetryable('session is closing and accepts no more messages', 'SESSION_CLOSED');
+    if (this.closing)
+      throw ApplicationFailure.nonRetryable('session is closing and accepts no more messages', 'SESSION_CLOSED');
   }
 
   /** Queues a message unless its id is already queued or answered. */
   enqueue(message: UserInput): void {
     if (this.results.has(message.id) || this.queue.some((m) => m.id === message.id)) return;
     this.refused.delete(message.id);
-    this.queue.push({ id: message.id, text: message.text, ...(message.tools !== undefined ? { tools: message.tools } : {}) });
+    this.queue.push({
+      id: message.id,
+      text: message.text,
+      ...(message.tools !== undefined ? { tools: message.tools } : {}),
+    });
   }
 
   /**
@@ -153,7 +174,8 @@ export class SessionState {
 
   /** Answers every message of a resumed turn (taken in by an earlier run) with its result. */
   answerTurn(turn: number, result: SendResult): void {
-    for (const [id, known] of this.results) if (known === null && this.turnOf.get(id) === turn) this.remember(id, result);
+    for (const [id, known] of this.results)
+      if (known === null && this.turnOf.get(id) === turn) this.remember(id, result);
   }
 
   /** Puts back, first in the queue, the messages of a turn the log never took (they run again). */
@@ -209,8 +231,15 @@ export class SessionState {
 
   /** Refuses an approval answer the session cannot take (synchronously, as an update validator must). */
   validateApproval(input: ApprovalInput): void {
-    if (typeof input?.callId !== 'string' || input.callId.length === 0 || (input.decision !== 'approve' && input.decision !== 'deny')) {
-      throw ApplicationFailure.nonRetryable('an approval needs a callId and a decision of approve or deny', 'INVALID_ARGUMENT');
+    if (
+      typeof input?.callId !== 'string' ||
+      input.callId.length === 0 ||
+      (input.decision !== 'approve' && input.decision !== 'deny')
+    ) {
+      throw ApplicationFailure.nonRetryable(
+        'an approval needs a callId and a decision of approve or deny',
+        'INVALID_ARGUMENT',
+      );
     }
     if (input.arguments !== undefined && !isJsonObjectText(input.arguments)) {
       throw ApplicationFailure.nonRetryable('edited arguments must be the text of a JSON object', 'INVALID_ARGUMENT');
@@ -219,8 +248,16 @@ export class SessionState {
     // Until the run knows its waiting calls the handler decides (see knowsWaitingCalls).
     if (!this.knowsWaitingCalls || this.decisions.has(input.callId)) return;
     const call = this.awaiting.get(input.callId);
-    if (!call) throw ApplicationFailure.nonRetryable(`no tool call ${input.callId} is waiting for approval in session ${this.sessionId}`, 'UNKNOWN_CALL');
-    if (call.gate !== 'approval') throw ApplicationFailure.nonRetryable(`tool call ${input.callId} is an external tool: post its result instead of approving it`, 'INVALID_ARGUMENT');
+    if (!call)
+      throw ApplicationFailure.nonRetryable(
+        `no tool call ${input.callId} is waiting for approval in session ${this.sessionId}`,
+        'UNKNOWN_CALL',
+      );
+    if (call.gate !== 'approval')
+      throw ApplicationFailure.nonRetryable(
+        `tool call ${input.callId} is an external tool: post its result instead of approving it`,
+        'INVALID_ARGUMENT',
+      );
   }
 
   /** Refuses an external result the session cannot take. */
@@ -230,7 +267,10 @@ export class SessionState {
     }
     const bytes = utf8Length(input.output);
     if (bytes > this.tunables.maxMessageBytes) {
-      throw ApplicationFailure.nonRetryable(`tool output is ${bytes} bytes; the limit is ${this.tunables.maxMessageBytes}`, 'MESSAGE_TOO_LARGE');
+      throw ApplicationFailure.nonRetryable(
+        `tool output is ${bytes} bytes; the limit is ${this.tunables.maxMessageBytes}`,
+        'MESSAGE_TOO_LARGE',
+      );
     }
     this.throwIfStopped();
     if (!this.knowsWaitingCalls) return;
@@ -241,11 +281,23 @@ export class SessionState {
   assertExternalWaiting(callId: string): void {
     const call = this.awaiting.get(callId);
     if (!call && (this.delivered.has(callId) || this.decisions.has(callId))) {
-      throw ApplicationFailure.nonRetryable(`tool call ${callId} was already answered; the first answer counts`, 'ALREADY_ANSWERED');
+      throw ApplicationFailure.nonRetryable(
+        `tool call ${callId} was already answered; the first answer counts`,
+        'ALREADY_ANSWERED',
+      );
     }
-    if (!call) throw ApplicationFailure.nonRetryable(`no tool call ${callId} is waiting for a result in session ${this.sessionId}`, 'UNKNOWN_CALL');
-    if (call.gate !== 'external') throw ApplicationFailure.nonRetryable(`tool call ${callId} waits for approval, not for a result`, 'INVALID_ARGUMENT');
-    if (this.answers.has(callId)) throw ApplicationFailure.nonRetryable(`tool call ${callId} already has a result`, 'ALREADY_ANSWERED');
+    if (!call)
+      throw ApplicationFailure.nonRetryable(
+        `no tool call ${callId} is waiting for a result in session ${this.sessionId}`,
+        'UNKNOWN_CALL',
+      );
+    if (call.gate !== 'external')
+      throw ApplicationFailure.nonRetryable(
+        `tool call ${callId} waits for approval, not for a result`,
+        'INVALID_ARGUMENT',
+      );
+    if (this.answers.has(callId))
+      throw ApplicationFailure.nonRetryable(`tool call ${callId} already has a result`, 'ALREADY_ANSWERED');
   }
 
   /**
@@ -266,10 +318,15 @@ export class SessionState {
     this.awaiting.delete(answer.callId);
     if (answer.kind !== 'approval') {
       this.delivered.add(answer.callId);
-      while (this.delivered.size > MAX_RECENT_IDS) this.delivered.delete(this.delivered.values().next().value as string);
+      while (this.delivered.size > MAX_RECENT_IDS)
+        this.delivered.delete(this.delivered.values().next().value as string);
       return;
     }
-    this.decisions.set(answer.callId, { callId: answer.callId, decision: answer.decision, ...(answer.reason !== undefined ? { reason: answer.reason } : {}) });
+    this.decisions.set(answer.callId, {
+      callId: answer.callId,
+      decision: answer.decision,
+      ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
+    });
     while (this.decisions.size > MAX_RECENT_IDS) this.decisions.delete(this.decisions.keys().next().value as string);
   }
 
@@ -279,18 +336,32 @@ export class SessionState {
       throw ApplicationFailure.nonRetryable('a note id must be a string of 1-128 characters', 'INVALID_ARGUMENT');
     }
     const values = note.metadata?.values;
-    if (note.metadata && (typeof values !== 'object' || values === null || Object.keys(values).length > MAX_METADATA_KEYS)) {
-      throw ApplicationFailure.nonRetryable(`metadata holds at most ${MAX_METADATA_KEYS} string pairs`, 'INVALID_ARGUMENT');
+    if (
+      note.metadata &&
+      (typeof values !== 'object' || values === null || Object.keys(values).length > MAX_METADATA_KEYS)
+    ) {
+      throw ApplicationFailure.nonRetryable(
+        `metadata holds at most ${MAX_METADATA_KEYS} string pairs`,
+        'INVALID_ARGUMENT',
+      );
     }
     for (const [key, value] of Object.entries(values ?? {})) {
       if (typeof value !== 'string' || key.length > 64 || value.length > 512) {
-        throw ApplicationFailure.nonRetryable('metadata keys are at most 64 and values at most 512 characters of text', 'INVALID_ARGUMENT');
+        throw ApplicationFailure.nonRetryable(
+          'metadata keys are at most 64 and values at most 512 characters of text',
+          'INVALID_ARGUMENT',
+        );
       }
     }
-    if ((note.messages?.length ?? 0) > MAX_NOTE_MESSAGES) throw ApplicationFailure.nonRetryable(`a note carries at most ${MAX_NOTE_MESSAGES} messages`, 'INVALID_ARGUMENT');
+    if ((note.messages?.length ?? 0) > MAX_NOTE_MESSAGES)
+      throw ApplicationFailure.nonRetryable(`a note carries at most ${MAX_NOTE_MESSAGES} messages`, 'INVALID_ARGUMENT');
     for (const message of note.messages ?? []) {
       this.validate(message);
-      if (message.tools !== undefined) throw ApplicationFailure.nonRetryable('a note logs messages without starting a turn: its messages take no tools', 'INVALID_ARGUMENT');
+      if (message.tools !== undefined)
+        throw ApplicationFailure.nonRetryable(
+          'a note logs messages without starting a turn: its messages take no tools',
+          'INVALID_ARGUMENT',
+        );
     }
     this.throwIfStopped();
   }
@@ -306,7 +377,9 @@ export class SessionState {
       headSeq: this.headSeq,
       turn: this.turn,
       queue: [...this.queue],
-      recent: [...this.results].filter((e): e is [string, SendResult] => e[1] !== null).map(([id, result]) => ({ id, result })),
+      recent: [...this.results]
+        .filter((e): e is [string, SendResult] => e[1] !== null)
+        .map(([id, result]) => ({ id, result })),
     };
   }
 

@@ -21,7 +21,16 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { SessionActivities } from '../activities/activities.js';
-import type { CompactInput, DeniedCall, EndTurnInput, ModelStepResult, ToolCallRef, ToolRunRef, TurnEndRef, WaitingStep } from '../engine/types.js';
+import type {
+  CompactInput,
+  DeniedCall,
+  EndTurnInput,
+  ModelStepResult,
+  ToolCallRef,
+  ToolRunRef,
+  TurnEndRef,
+  WaitingStep,
+} from '../engine/types.js';
 import {
   DEFAULT_TUNABLES,
   cancelSignal,
@@ -57,7 +66,14 @@ const NOT_LOGGED_MAX_DELAY_MS = 60_000;
 type NotLogged = { reason: Fatal; retry: boolean; messages: UserInput[] };
 
 /** Activity failures that mean this run must not write the log any more (see LogWriter). */
-const FATAL_CODES: ReadonlySet<string> = new Set(['LOG_BEHIND', 'LOG_AHEAD', 'CORRUPT_LOG', 'UNSUPPORTED_FORMAT', 'OP_CONFLICT', 'SESSION_ERASED']);
+const FATAL_CODES: ReadonlySet<string> = new Set([
+  'LOG_BEHIND',
+  'LOG_AHEAD',
+  'CORRUPT_LOG',
+  'UNSUPPORTED_FORMAT',
+  'OP_CONFLICT',
+  'SESSION_ERASED',
+]);
 
 function activities(tunables: SessionTunables) {
   const local = proxyLocalActivities<SessionActivities>({
@@ -71,7 +87,12 @@ function activities(tunables: SessionTunables) {
     startToCloseTimeout: tunables.modelStartToCloseMs,
     heartbeatTimeout: tunables.modelHeartbeatMs,
     cancellationType: 'WAIT_CANCELLATION_COMPLETED',
-    retry: { maximumAttempts: tunables.modelMaxAttempts, initialInterval: tunables.modelRetryInitialMs, maximumInterval: 30_000, nonRetryableErrorTypes: ['SEQ_CONFLICT', 'INVALID_ARGUMENT'] },
+    retry: {
+      maximumAttempts: tunables.modelMaxAttempts,
+      initialInterval: tunables.modelRetryInitialMs,
+      maximumInterval: 30_000,
+      nonRetryableErrorTypes: ['SEQ_CONFLICT', 'INVALID_ARGUMENT'],
+    },
   });
   const compactor = proxyActivities<SessionActivities>({
     startToCloseTimeout: tunables.modelStartToCloseMs,
@@ -117,7 +138,12 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
       state.enqueue(message);
       const done = state.wait(message.id);
       try {
-        await condition(() => state.resultOf(message.id) != null || state.refusalOf(message.id) !== undefined || state.fatal !== undefined);
+        await condition(
+          () =>
+            state.resultOf(message.id) != null ||
+            state.refusalOf(message.id) !== undefined ||
+            state.fatal !== undefined,
+        );
         const result = state.resultOf(message.id);
         if (result) return result;
         const refusal = state.refusalOf(message.id);
@@ -152,7 +178,13 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
       await condition(() => state.knowsWaitingCalls || state.fatal !== undefined);
       state.throwIfStopped();
       state.assertExternalWaiting(result.callId);
-      state.answers.set(result.callId, { kind: 'external', callId: result.callId, output: result.output, isError: result.isError === true, ...(result.by !== undefined ? { by: result.by } : {}) });
+      state.answers.set(result.callId, {
+        kind: 'external',
+        callId: result.callId,
+        output: result.output,
+        isError: result.isError === true,
+        ...(result.by !== undefined ? { by: result.by } : {}),
+      });
       await condition(() => !state.awaiting.has(result.callId) || state.fatal !== undefined);
       state.throwIfStopped();
       return { callId: result.callId, accepted: true as const };
@@ -196,11 +228,22 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   };
 
   /** Runs one compaction bracket; failures are reported, never fatal to the turn. */
-  const runCompaction = async (trigger: CompactInput['trigger'], owner: number | null, key: CompactInput['key']): Promise<CompactResult | null> => {
+  const runCompaction = async (
+    trigger: CompactInput['trigger'],
+    owner: number | null,
+    key: CompactInput['key'],
+  ): Promise<CompactResult | null> => {
     const previous = state.phase;
     state.phase = 'compacting';
     try {
-      const done = await act.compactor.compact({ ...base, key, trigger, turn: owner, knownHead: state.headSeq, maxAttempts: tunables.compactionMaxAttempts });
+      const done = await act.compactor.compact({
+        ...base,
+        key,
+        trigger,
+        turn: owner,
+        knownHead: state.headSeq,
+        maxAttempts: tunables.compactionMaxAttempts,
+      });
       state.headSeq = done.headSeq;
       if (done.error !== undefined) state.lastError = `compaction ${done.result?.compactionId ?? ''}: ${done.error}`;
       return done.result;
@@ -208,7 +251,15 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
       if (fatalOf(error)) throw error;
       state.lastError = `compaction: ${describeFailure(error)}`;
       // The activity gave up (timeouts, crashes): close its bracket so no lock outlives it.
-      state.headSeq = (await act.local.abandonCompaction({ ...base, key, turn: owner, knownHead: state.headSeq, error: state.lastError })).headSeq;
+      state.headSeq = (
+        await act.local.abandonCompaction({
+          ...base,
+          key,
+          turn: owner,
+          knownHead: state.headSeq,
+          error: state.lastError,
+        })
+      ).headSeq;
       return null;
     } finally {
       state.phase = previous;
@@ -223,7 +274,16 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     let overflowRetried = false;
     for (let pass = 0; ; pass++) {
       const result = await runInScope(() =>
-        act.model.modelStep({ ...base, turn, step, knownHead: state.headSeq, entering, maxAttempts: tunables.modelMaxAttempts, pass, approvalTimeoutMs: tunables.approvalTimeoutMs }),
+        act.model.modelStep({
+          ...base,
+          turn,
+          step,
+          knownHead: state.headSeq,
+          entering,
+          maxAttempts: tunables.modelMaxAttempts,
+          pass,
+          approvalTimeoutMs: tunables.approvalTimeoutMs,
+        }),
       );
       state.headSeq = result.headSeq;
       if (result.pressure) state.pressure = result.pressure;
@@ -242,7 +302,9 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   setHandler(compactUpdate, async () => {
     state.compactRequests += 1;
     try {
-      await condition(() => (state.phase === 'idle' && !state.compacting && !state.noting) || state.fatal !== undefined);
+      await condition(
+        () => (state.phase === 'idle' && !state.compacting && !state.noting) || state.fatal !== undefined,
+      );
       state.throwIfStopped();
       state.compacting = true;
       try {
@@ -263,7 +325,11 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
       state.noteRequests += 1;
       try {
         // Between turns only: a turn's or a compaction's activities expect the head they left.
-        await condition(() => ((state.phase === 'idle' || state.phase === 'closed') && !state.compacting && !state.noting) || state.fatal !== undefined);
+        await condition(
+          () =>
+            ((state.phase === 'idle' || state.phase === 'closed') && !state.compacting && !state.noting) ||
+            state.fatal !== undefined,
+        );
         state.throwIfStopped();
         state.noting = true;
         try {
@@ -299,11 +365,19 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
    * Waits until every gated call of the step is answered (or expired), logging answers as they
    * arrive. Returns the stored outputs of external calls, or 'cancelled'.
    */
-  const awaitAnswers = async (turn: number, step: number, calls: ToolCallRef[]): Promise<ToolRunRef[] | 'cancelled'> => {
+  const awaitAnswers = async (
+    turn: number,
+    step: number,
+    calls: ToolCallRef[],
+  ): Promise<ToolRunRef[] | 'cancelled'> => {
     state.phase = 'waiting';
     for (const call of calls) if (call.gate && call.answered === undefined) state.awaiting.set(call.callId, call);
     // External results the log already holds (a run resuming the step): they are not asked for again.
-    const external: ToolRunRef[] = calls.flatMap((c) => (c.gate === 'external' && c.result ? [{ callId: c.callId, callSeq: c.callSeq, ...c.result, external: true as const }] : []));
+    const external: ToolRunRef[] = calls.flatMap((c) =>
+      c.gate === 'external' && c.result
+        ? [{ callId: c.callId, callSeq: c.callSeq, ...c.result, external: true as const }]
+        : [],
+    );
     try {
       while (state.awaiting.size > 0) {
         const unanswered = [...state.awaiting.values()].filter((c) => !state.answers.has(c.callId));
@@ -311,7 +385,14 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
         if (!ready() && unanswered.length > 0) {
           const wait = Math.min(...unanswered.map((c) => c.expiresAt ?? Number.POSITIVE_INFINITY)) - Date.now();
           if (!(wait > 0 && (await condition(ready, wait)))) {
-            for (const c of unanswered) if ((c.expiresAt ?? Number.POSITIVE_INFINITY) <= Date.now()) state.answers.set(c.callId, { kind: 'approval', callId: c.callId, decision: 'expire', reason: 'expired' });
+            for (const c of unanswered)
+              if ((c.expiresAt ?? Number.POSITIVE_INFINITY) <= Date.now())
+                state.answers.set(c.callId, {
+                  kind: 'approval',
+                  callId: c.callId,
+                  decision: 'expire',
+                  reason: 'expired',
+                });
           }
         }
         if (state.cancelRequested) return 'cancelled';
@@ -337,7 +418,11 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
    * The tool half of a step: calls that wait for answers are answered first; then the calls
    * that may run run in parallel, and one append logs every result in call order.
    */
-  const runTools = async (turn: number, step: number, calls: ToolCallRef[]): Promise<{ refs: ToolRunRef[]; denied: DeniedCall[] } | 'cancelled'> => {
+  const runTools = async (
+    turn: number,
+    step: number,
+    calls: ToolCallRef[],
+  ): Promise<{ refs: ToolRunRef[]; denied: DeniedCall[] } | 'cancelled'> => {
     const external = calls.some((c) => c.gate) ? await awaitAnswers(turn, step, calls) : [];
     if (external === 'cancelled') return external;
     const denied: DeniedCall[] = [];
@@ -346,18 +431,38 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
       const decision = call.gate ? (state.decisionOf(call.callId)?.decision ?? call.answered) : undefined;
       if (decision === 'deny' || decision === 'expire') {
         const reason = state.decisionOf(call.callId)?.reason ?? call.reason;
-        denied.push({ callId: call.callId, callSeq: call.callSeq, decision, ...(reason !== undefined ? { reason } : {}), ...(call.gate === 'external' ? { external: true as const } : {}) });
+        denied.push({
+          callId: call.callId,
+          callSeq: call.callSeq,
+          decision,
+          ...(reason !== undefined ? { reason } : {}),
+          ...(call.gate === 'external' ? { external: true as const } : {}),
+        });
       } else if (call.gate !== 'external') runnable.push(call);
     }
     state.phase = 'tools';
     const ran = await runInScope(() =>
-      Promise.all(runnable.map((call) => act.tools.runTool({ sessionId: input.sessionId, turn, step, callSeq: call.callSeq, maxAttempts: tunables.toolMaxAttempts }))),
+      Promise.all(
+        runnable.map((call) =>
+          act.tools.runTool({
+            sessionId: input.sessionId,
+            turn,
+            step,
+            callSeq: call.callSeq,
+            maxAttempts: tunables.toolMaxAttempts,
+          }),
+        ),
+      ),
     );
     return { refs: [...ran, ...external], denied };
   };
 
   /** Runs one turn over the queued messages (or resumes one waiting for answers); returns how the log says it ended. */
-  const runTurn = async (turn: number, turnIds: string[], resume?: WaitingStep): Promise<SendResult | { notLogged: NotLogged }> => {
+  const runTurn = async (
+    turn: number,
+    turnIds: string[],
+    resume?: WaitingStep,
+  ): Promise<SendResult | { notLogged: NotLogged }> => {
     let replySeq: number | null = null;
     let outcome: SendResult['outcome'] = 'completed';
     const ended = (end: TurnEndRef | undefined, fallback: SendResult['outcome']): SendResult => ({
@@ -385,7 +490,10 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
           if (end === undefined && step === 1 && !resume && patched(TURN_NOT_LOGGED)) {
             const cancelled = state.cancelRequested && isCancellation(error);
             const invalid = failureCode(error) === 'INVALID_ARGUMENT';
-            const reason = { code: invalid ? 'INVALID_ARGUMENT' : 'UNAVAILABLE', message: cancelled ? 'the turn was cancelled before it was logged' : describeFailure(error) };
+            const reason = {
+              code: invalid ? 'INVALID_ARGUMENT' : 'UNAVAILABLE',
+              message: cancelled ? 'the turn was cancelled before it was logged' : describeFailure(error),
+            };
             return { notLogged: { reason, retry: !cancelled && !invalid, messages: entering } };
           }
           return ended(end, state.cancelRequested && isCancellation(error) ? 'aborted' : 'error');
@@ -396,9 +504,19 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
       if (result.outcome !== 'tools') {
         if (result.outcome === 'context-overflow') {
           state.lastError = result.error?.message;
-          return ended(await closeTurn(turn, { kind: 'error', code: 'context_overflow', message: result.error?.message ?? 'context overflow' }), 'error');
+          return ended(
+            await closeTurn(turn, {
+              kind: 'error',
+              code: 'context_overflow',
+              message: result.error?.message ?? 'context overflow',
+            }),
+            'error',
+          );
         }
-        outcome = result.outcome === 'max-tokens' || result.outcome === 'aborted' || result.outcome === 'error' ? result.outcome : 'completed';
+        outcome =
+          result.outcome === 'max-tokens' || result.outcome === 'aborted' || result.outcome === 'error'
+            ? result.outcome
+            : 'completed';
         if (result.error) state.lastError = result.error.message;
         return ended(result.turnEnd, outcome);
       }
@@ -407,7 +525,10 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
       try {
         tools = await runTools(turn, step, result.toolCalls);
       } catch (error) {
-        return ended(await failTurn(turn, error, 'TOOL_FAILED'), state.cancelRequested && isCancellation(error) ? 'aborted' : 'error');
+        return ended(
+          await failTurn(turn, error, 'TOOL_FAILED'),
+          state.cancelRequested && isCancellation(error) ? 'aborted' : 'error',
+        );
       }
       if (tools === 'cancelled') return ended(await closeTurn(turn, { kind: 'aborted' }), 'aborted');
       const lastStep = step >= tunables.maxStepsPerTurn;
@@ -432,7 +553,16 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   });
 
   // A run that cannot open its session (refused log, bad seed) stops with the reason.
-  const opened = await guarded(() => act.local.openRun({ sessionId: input.sessionId, workflowId: info.workflowId, runId, ...(input.seed ? { seed: input.seed } : {}) }), true);
+  const opened = await guarded(
+    () =>
+      act.local.openRun({
+        sessionId: input.sessionId,
+        workflowId: info.workflowId,
+        runId,
+        ...(input.seed ? { seed: input.seed } : {}),
+      }),
+    true,
+  );
   if (opened) state.opened(opened);
 
   if (state.resume && !state.fatal) {
@@ -489,7 +619,11 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
     const wantsNewRun = suggested || state.turnsThisRun >= tunables.continueAsNewAfterTurns;
     // A close request ends this run soon anyway; a pending manual compaction runs here first.
     const canLeave = () => !state.closing && state.compactRequests === 0 && state.noteRequests === 0;
-    if (wantsNewRun && canLeave() && (state.waiting === 0 || (!state.unanswered() && patched(CAN_AFTER_ANSWERED_SENDS)))) {
+    if (
+      wantsNewRun &&
+      canLeave() &&
+      (state.waiting === 0 || (!state.unanswered() && patched(CAN_AFTER_ANSWERED_SENDS)))
+    ) {
       state.phase = 'closing';
       // A `send` or `compact` arriving meanwhile must be served by this run (its handler would
       // otherwise wait forever for a turn this run never runs): go back to the loop instead.
@@ -514,7 +648,8 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
 function fatalOf(error: unknown, anyRefusal = false): Fatal | undefined {
   const cause = error instanceof ActivityFailure ? error.cause : error;
   if (!(cause instanceof ApplicationFailure) || !cause.type) return undefined;
-  if (FATAL_CODES.has(cause.type) || (anyRefusal && cause.nonRetryable)) return { code: cause.type, message: cause.message };
+  if (FATAL_CODES.has(cause.type) || (anyRefusal && cause.nonRetryable))
+    return { code: cause.type, message: cause.message };
   return undefined;
 }
 

@@ -127,10 +127,14 @@ function startChat(sessionId: string, tty: boolean) {
     type: (line: string) => input.write(`${line}\n`),
     /** Waits until the output written since `from` matches `pattern`; returns where the match ends. */
     waitFor: (pattern: RegExp, from = 0) =>
-      eventually(async () => {
-        const match = pattern.exec(output.text.slice(from));
-        return Promise.resolve(match ? from + match.index + match[0].length : undefined);
-      }, 60_000, 20).catch((error: unknown) => {
+      eventually(
+        async () => {
+          const match = pattern.exec(output.text.slice(from));
+          return Promise.resolve(match ? from + match.index + match[0].length : undefined);
+        },
+        60_000,
+        20,
+      ).catch((error: unknown) => {
         throw new Error(`chat output never matched ${pattern}:\n${JSON.stringify(output.text)}`, { cause: error });
       }),
     async quit() {
@@ -142,16 +146,23 @@ function startChat(sessionId: string, tty: boolean) {
 
 let counter = 0;
 const newId = (name: string) => `chat-${name}-${Date.now()}-${counter++}`;
-const ofType = <K extends StoredEvent['type']>(events: readonly StoredEvent[], type: K) => events.filter((e): e is Extract<StoredEvent, { type: K }> => e.type === type);
+const ofType = <K extends StoredEvent['type']>(events: readonly StoredEvent[], type: K) =>
+  events.filter((e): e is Extract<StoredEvent, { type: K }> => e.type === type);
 
 describe('sessionlog chat with tool approval', () => {
   it('asks y/n inline showing the arguments; "y" approves in the log and the tool runs', async () => {
     const id = newId('yes');
-    stack.fake.enqueueReplies({ text: 'Deploying.', toolCalls: [{ id: 'chat-call-1', name: 'deploy', arguments: { target: 'prod' } }] }, { text: 'deployed, all good' });
+    stack.fake.enqueueReplies(
+      { text: 'Deploying.', toolCalls: [{ id: 'chat-call-1', name: 'deploy', arguments: { target: 'prod' } }] },
+      { text: 'deployed, all good' },
+    );
     const chat = startChat(id, false);
     let at = await chat.waitFor(/you> /);
     chat.type('deploy to prod');
-    at = await chat.waitFor(/approve deploy\(\{"target":"prod"\}\)\? \[y\]es \/ \[n\]o \/ \[a\]lways for this session: /, at);
+    at = await chat.waitFor(
+      /approve deploy\(\{"target":"prod"\}\)\? \[y\]es \/ \[n\]o \/ \[a\]lways for this session: /,
+      at,
+    );
     expect(runs).toEqual([]);
     chat.type('y');
     at = await chat.waitFor(/approved\n/, at);
@@ -162,12 +173,17 @@ describe('sessionlog chat with tool approval', () => {
     expect(chat.output.text).toContain('deployed, all good');
     expect(runs).toEqual([{ target: 'prod' }]);
     const approvals = ofType(await stack.client.events(id), 'tool/approval');
-    expect(approvals.map((e) => e.data)).toEqual([{ turn: 1, step: 1, callId: 'chat-call-1', decision: 'approve', by: 'chat' }]);
+    expect(approvals.map((e) => e.data)).toEqual([
+      { turn: 1, step: 1, callId: 'chat-call-1', decision: 'approve', by: 'chat' },
+    ]);
   });
 
   it('"n" denies in the log; the tool does not run and the turn still ends', async () => {
     const id = newId('no');
-    stack.fake.enqueueReplies({ text: 'Deploying.', toolCalls: [{ id: 'chat-call-2', name: 'deploy', arguments: { target: 'prod' } }] }, { text: 'ok, I will not deploy' });
+    stack.fake.enqueueReplies(
+      { text: 'Deploying.', toolCalls: [{ id: 'chat-call-2', name: 'deploy', arguments: { target: 'prod' } }] },
+      { text: 'ok, I will not deploy' },
+    );
     const chat = startChat(id, false);
     let at = await chat.waitFor(/you> /);
     chat.type('deploy to prod');
@@ -205,7 +221,10 @@ describe('sessionlog chat with tool approval', () => {
   it('on a terminal, an approval then a streamed reply: the prompt shows the arguments and the reply line starts with "bot> "', async () => {
     const id = newId('tty-approval');
     stack.fake.configure({ firstTokenDelayMs: 300, tokenDelayMs: 15 });
-    stack.fake.enqueueReplies({ text: '', toolCalls: [{ id: 'chat-call-3', name: 'deploy', arguments: { target: 'eu' } }] }, { text: 'deployed to eu, all good' });
+    stack.fake.enqueueReplies(
+      { text: '', toolCalls: [{ id: 'chat-call-3', name: 'deploy', arguments: { target: 'eu' } }] },
+      { text: 'deployed to eu, all good' },
+    );
     const chat = startChat(id, true);
     let at = await chat.waitFor(/you> /);
     chat.type('deploy to eu');
@@ -216,8 +235,14 @@ describe('sessionlog chat with tool approval', () => {
     await chat.quit();
 
     const screen = renderTerminal(chat.output.text);
-    expect(screen.some((l) => l.includes('approve deploy({"target":"eu"})?')), screen.join('\n')).toBe(true);
-    expect(screen.filter((l) => l.includes('deployed to eu, all good')), screen.join('\n')).toEqual(['bot> deployed to eu, all good']);
+    expect(
+      screen.some((l) => l.includes('approve deploy({"target":"eu"})?')),
+      screen.join('\n'),
+    ).toBe(true);
+    expect(
+      screen.filter((l) => l.includes('deployed to eu, all good')),
+      screen.join('\n'),
+    ).toEqual(['bot> deployed to eu, all good']);
     expect(runs).toEqual([{ target: 'eu' }]);
   });
 });

@@ -40,7 +40,12 @@ beforeAll(async () => {
   store = await openStore(`sqlite:${join(dir, 'sessions.db')}`);
   connection = await Connection.connect({ address: temporalAddress() });
   const taskQueue = `chat-process-${randomUUID()}`;
-  client = new SessionClient({ temporal: new Client({ connection, namespace: 'default' }), store, taskQueue, tunables: TEST_TUNABLES });
+  client = new SessionClient({
+    temporal: new Client({ connection, namespace: 'default' }),
+    store,
+    taskQueue,
+    tunables: TEST_TUNABLES,
+  });
   const bundlePath = join(dir, 'workflow-bundle.js');
   writeFileSync(bundlePath, (await workflowBundle()).code);
   const env = {
@@ -52,7 +57,11 @@ beforeAll(async () => {
     WORKFLOW_BUNDLE_PATH: bundlePath,
     CHILD_SIDE_EFFECT_FILE: join(dir, 'side-effects.txt'),
   };
-  worker = spawn(process.execPath, [await bundleScript('test/support/worker-child.ts')], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'inherit'] });
+  worker = spawn(process.execPath, [await bundleScript('test/support/worker-child.ts')], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   await new Promise<void>((resolve, reject) => {
     createInterface({ input: worker.stdout! }).on('line', (line) => {
       if (line.includes('"event":"ready"')) resolve();
@@ -82,37 +91,50 @@ class CapturedOutput extends Writable {
 }
 
 describe('sessionlog chat with the worker in another process', () => {
-  it(`shows each of ${TURNS} streamed replies whole, and an inline approval reaches the worker`, { timeout: 300_000 }, async () => {
-    const input = new PassThrough();
-    const output = new CapturedOutput();
-    const done = runChat(client, { sessionId: `chat-process-${randomUUID().slice(0, 8)}`, input, output });
-    const prompts = () => output.text.split('you> ').length - 1;
-    const waitForPrompt = (n: number) => eventually(async () => Promise.resolve(prompts() >= n ? true : undefined), 120_000, 10);
+  it(
+    `shows each of ${TURNS} streamed replies whole, and an inline approval reaches the worker`,
+    { timeout: 300_000 },
+    async () => {
+      const input = new PassThrough();
+      const output = new CapturedOutput();
+      const done = runChat(client, { sessionId: `chat-process-${randomUUID().slice(0, 8)}`, input, output });
+      const prompts = () => output.text.split('you> ').length - 1;
+      const waitForPrompt = (n: number) =>
+        eventually(async () => Promise.resolve(prompts() >= n ? true : undefined), 120_000, 10);
 
-    // Each reply streams in many small chunks, its last one appended with the turn's end.
-    fake.configure({ tokenDelayMs: 2 });
-    const expected: string[] = [];
-    for (let turn = 1; turn <= TURNS; turn++) {
-      const text = `reply ${turn}: ${Array.from({ length: 40 }, (_, i) => `w${turn}x${i}`).join(' ')} end-of-reply-${turn}`;
-      expected.push(`bot> ${text}`);
-      fake.enqueueReplies({ text });
-      await waitForPrompt(turn);
-      input.write(`message ${turn}\n`);
-    }
-    fake.enqueueReplies({ text: '', toolCalls: [{ id: 'chat-rec', name: 'record', arguments: { note: 'from chat' } }] }, { text: 'recorded from chat' });
-    await waitForPrompt(TURNS + 1);
-    input.write('record something\n');
-    await eventually(async () => Promise.resolve(/approve record\(\{"note":"from chat"\}\)\?.*: $/.test(output.text) ? true : undefined), 120_000, 10);
-    input.write('y\n');
-    await waitForPrompt(TURNS + 2);
-    input.write('/quit\n');
-    await done;
+      // Each reply streams in many small chunks, its last one appended with the turn's end.
+      fake.configure({ tokenDelayMs: 2 });
+      const expected: string[] = [];
+      for (let turn = 1; turn <= TURNS; turn++) {
+        const text = `reply ${turn}: ${Array.from({ length: 40 }, (_, i) => `w${turn}x${i}`).join(' ')} end-of-reply-${turn}`;
+        expected.push(`bot> ${text}`);
+        fake.enqueueReplies({ text });
+        await waitForPrompt(turn);
+        input.write(`message ${turn}\n`);
+      }
+      fake.enqueueReplies(
+        { text: '', toolCalls: [{ id: 'chat-rec', name: 'record', arguments: { note: 'from chat' } }] },
+        { text: 'recorded from chat' },
+      );
+      await waitForPrompt(TURNS + 1);
+      input.write('record something\n');
+      await eventually(
+        async () =>
+          Promise.resolve(/approve record\(\{"note":"from chat"\}\)\?.*: $/.test(output.text) ? true : undefined),
+        120_000,
+        10,
+      );
+      input.write('y\n');
+      await waitForPrompt(TURNS + 2);
+      input.write('/quit\n');
+      await done;
 
-    const lines = output.text.split('\n').map((l) => l.replace(/^(you> )+/, ''));
-    for (const line of expected) expect(lines, output.text).toContain(line);
-    expect(lines).toContain('bot> recorded from chat');
-    expect(output.text).toContain('approved');
-    // The worker process ran the approved tool once.
-    expect(readFileSync(join(dir, 'side-effects.txt'), 'utf8')).toBe('chat-rec from chat\n');
-  });
+      const lines = output.text.split('\n').map((l) => l.replace(/^(you> )+/, ''));
+      for (const line of expected) expect(lines, output.text).toContain(line);
+      expect(lines).toContain('bot> recorded from chat');
+      expect(output.text).toContain('approved');
+      // The worker process ran the approved tool once.
+      expect(readFileSync(join(dir, 'side-effects.txt'), 'utf8')).toBe('chat-rec from chat\n');
+    },
+  );
 });

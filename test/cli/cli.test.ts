@@ -17,13 +17,18 @@ const dir = mkdtempSync(join(tmpdir(), 'sessionlog-cli-'));
 /** The environment of a new user: no API keys, no Temporal address, a free gateway port. */
 function userEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, SESSIONLOG_PORT: '0' };
-  for (const key of ['TEMPORAL_ADDRESS', 'OPENAI_API_KEY', 'DEEPSEEK_API_KEY', 'OPENAI_BASE_URL', 'SESSIONLOG_STORE']) delete env[key];
+  for (const key of ['TEMPORAL_ADDRESS', 'OPENAI_API_KEY', 'DEEPSEEK_API_KEY', 'OPENAI_BASE_URL', 'SESSIONLOG_STORE'])
+    delete env[key];
   return env;
 }
 
 function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env: userEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [BIN, ...args], {
+      cwd: dir,
+      env: userEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -42,7 +47,11 @@ async function startDev(): Promise<{ gatewayUrl: string }> {
   dev.stdout!.on('data', (d: Buffer) => (devLog += d.toString()));
   dev.stderr!.on('data', (d: Buffer) => (devLog += d.toString()));
   const stateFile = join(dir, '.sessionlog', 'dev.json');
-  await eventually(async () => (devLog.includes('Press Ctrl-C') && existsSync(stateFile) ? true : undefined), 240_000, 200).catch((error: unknown) => {
+  await eventually(
+    async () => (devLog.includes('Press Ctrl-C') && existsSync(stateFile) ? true : undefined),
+    240_000,
+    200,
+  ).catch((error: unknown) => {
     throw new Error(`sessionlog dev did not start:\n${devLog}`, { cause: error });
   });
   return JSON.parse(readFileSync(stateFile, 'utf8')) as { gatewayUrl: string };

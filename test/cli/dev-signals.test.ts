@@ -18,7 +18,8 @@ const BIN = join(ROOT, 'bin/sessionlog.mjs');
 /** A new user's environment, but the dev server on a free port: other tests race for 7233. */
 function userEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, SESSIONLOG_PORT: '0', TEMPORAL_DEV_PORT: '0' };
-  for (const key of ['TEMPORAL_ADDRESS', 'OPENAI_API_KEY', 'DEEPSEEK_API_KEY', 'OPENAI_BASE_URL', 'SESSIONLOG_STORE']) delete env[key];
+  for (const key of ['TEMPORAL_ADDRESS', 'OPENAI_API_KEY', 'DEEPSEEK_API_KEY', 'OPENAI_BASE_URL', 'SESSIONLOG_STORE'])
+    delete env[key];
   return env;
 }
 
@@ -42,7 +43,10 @@ function processAlive(pid: number): boolean {
 }
 
 function accepts(address: string): Promise<boolean> {
-  const [host, port] = [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))];
+  const [host, port] = [
+    address.slice(0, address.lastIndexOf(':')),
+    Number(address.slice(address.lastIndexOf(':') + 1)),
+  ];
   return new Promise((resolve) => {
     const socket = connect({ host, port });
     socket.once('connect', () => {
@@ -53,7 +57,12 @@ function accepts(address: string): Promise<boolean> {
   });
 }
 
-type Dev = { child: ChildProcess; dir: string; log: () => string; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }> };
+type Dev = {
+  child: ChildProcess;
+  dir: string;
+  log: () => string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+};
 
 const started: Dev[] = [];
 
@@ -63,7 +72,9 @@ function startDev(): Dev {
   let log = '';
   child.stdout!.on('data', (d: Buffer) => (log += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (log += d.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
   const dev = { child, dir, log: () => log, exited };
   started.push(dev);
   return dev;
@@ -72,9 +83,11 @@ function startDev(): Dev {
 const temporalDir = (dev: Dev) => join(dev.dir, '.sessionlog', 'temporal');
 
 async function waitReady(dev: Dev): Promise<void> {
-  await eventually(async () => (dev.log().includes('Press Ctrl-C') ? true : undefined), 240_000, 200).catch((error: unknown) => {
-    throw new Error(`sessionlog dev did not start:\n${dev.log()}`, { cause: error });
-  });
+  await eventually(async () => (dev.log().includes('Press Ctrl-C') ? true : undefined), 240_000, 200).catch(
+    (error: unknown) => {
+      throw new Error(`sessionlog dev did not start:\n${dev.log()}`, { cause: error });
+    },
+  );
 }
 
 /** The dev server dev launched: its pid and address, as scripts/temporal-dev-server recorded them. */
@@ -85,8 +98,15 @@ function temporalServer(dev: Dev): { pid: number; address: string } {
   };
 }
 
-async function expectEverythingStopped(dev: Dev, server: { pid: number; address: string }, gatewayUrl?: string): Promise<void> {
-  const exit = await Promise.race([dev.exited, new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), 60_000))]);
+async function expectEverythingStopped(
+  dev: Dev,
+  server: { pid: number; address: string },
+  gatewayUrl?: string,
+): Promise<void> {
+  const exit = await Promise.race([
+    dev.exited,
+    new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), 60_000)),
+  ]);
   expect(exit, `dev did not exit within 60 s:\n${dev.log()}`).not.toBe('timeout');
   // It stopped by itself after cleaning up, not by the signal's default action.
   expect(exit).toMatchObject({ signal: null });
@@ -116,7 +136,9 @@ describe('sessionlog dev stops its Temporal dev server', () => {
     const dev = startDev();
     await waitReady(dev);
     const server = temporalServer(dev);
-    const { gatewayUrl } = JSON.parse(readFileSync(join(dev.dir, '.sessionlog', 'dev.json'), 'utf8')) as { gatewayUrl: string };
+    const { gatewayUrl } = JSON.parse(readFileSync(join(dev.dir, '.sessionlog', 'dev.json'), 'utf8')) as {
+      gatewayUrl: string;
+    };
     expect(processAlive(server.pid)).toBe(true);
     expect(await accepts(server.address)).toBe(true);
     // A closed terminal: nobody reads dev's output any more, then the kernel sends SIGHUP.
@@ -137,7 +159,14 @@ describe('sessionlog dev stops its Temporal dev server', () => {
 
   it('on SIGTERM while it is still starting, once the dev server was launched', async () => {
     const dev = startDev();
-    await eventually(async () => (existsSync(join(temporalDir(dev), 'temporal.pid')) && existsSync(join(temporalDir(dev), 'temporal.address')) ? true : undefined), 240_000, 20);
+    await eventually(
+      async () =>
+        existsSync(join(temporalDir(dev), 'temporal.pid')) && existsSync(join(temporalDir(dev), 'temporal.address'))
+          ? true
+          : undefined,
+      240_000,
+      20,
+    );
     const server = temporalServer(dev);
     dev.child.kill('SIGTERM');
     await expectEverythingStopped(dev, server);

@@ -55,24 +55,34 @@ class WorkerProcess {
         SESSIONLOG_CHUNK_FLUSH_MS: '20',
       },
     });
-    for (const stream of [this.child.stdout!, this.child.stderr!]) createInterface({ input: stream }).on('line', (line) => this.lines.push(line));
+    for (const stream of [this.child.stdout!, this.child.stderr!])
+      createInterface({ input: stream }).on('line', (line) => this.lines.push(line));
     this.exited = new Promise((resolve) => this.child.once('exit', (code, signal) => resolve({ code, signal })));
     workers.push(this);
   }
 
   /** Waits until it polls; returns its operations listener's base URL. */
   async ready(): Promise<string> {
-    await eventually(async () => {
-      if (this.child.exitCode !== null) throw new Error(`worker exited (${this.child.exitCode}):\n${this.lines.join('\n')}`);
-      return this.lines.some((line) => / worker on /.test(line)) ? true : undefined;
-    }, 120_000, 100);
-    const ops = this.lines.map((line) => / operations: (http:\/\/\S+)\/healthz/.exec(line)?.[1]).find((url) => url !== undefined);
+    await eventually(
+      async () => {
+        if (this.child.exitCode !== null)
+          throw new Error(`worker exited (${this.child.exitCode}):\n${this.lines.join('\n')}`);
+        return this.lines.some((line) => / worker on /.test(line)) ? true : undefined;
+      },
+      120_000,
+      100,
+    );
+    const ops = this.lines
+      .map((line) => / operations: (http:\/\/\S+)\/healthz/.exec(line)?.[1])
+      .find((url) => url !== undefined);
     if (!ops) throw new Error(`no operations line:\n${this.lines.join('\n')}`);
     return ops;
   }
 }
 
-async function getJson(url: string): Promise<{ status: number; body: { ready?: boolean; reason?: string; ok?: boolean } }> {
+async function getJson(
+  url: string,
+): Promise<{ status: number; body: { ready?: boolean; reason?: string; ok?: boolean } }> {
   const response = await fetch(url);
   return { status: response.status, body: (await response.json()) as { ready?: boolean; reason?: string } };
 }
@@ -86,7 +96,12 @@ beforeAll(async () => {
   fake = await startFakeModelServer({ tokenDelayMs: 100 });
   store = openSqliteStore(dbPath);
   connection = await Connection.connect({ address: temporalAddress() });
-  client = new SessionClient({ temporal: new Client({ connection }), store, taskQueue, tunables: { modelHeartbeatMs: 2_000, modelMaxAttempts: 5 } });
+  client = new SessionClient({
+    temporal: new Client({ connection }),
+    store,
+    taskQueue,
+    tunables: { modelHeartbeatMs: 2_000, modelMaxAttempts: 5 },
+  });
 });
 
 afterAll(async () => {
@@ -103,12 +118,21 @@ afterAll(async () => {
 });
 
 /** Sends `text`, SIGTERMs `worker` once the reply streams, and returns the reply and what /readyz said during the drain. */
-async function sendAndDrain(sessionId: string, text: string, worker: WorkerProcess, ops: string): Promise<{ reply: Promise<Reply>; drainingReadyz: Awaited<ReturnType<typeof getJson>> }> {
+async function sendAndDrain(
+  sessionId: string,
+  text: string,
+  worker: WorkerProcess,
+  ops: string,
+): Promise<{ reply: Promise<Reply>; drainingReadyz: Awaited<ReturnType<typeof getJson>> }> {
   await client.start({ sessionId });
   const reply = client.send(sessionId, text);
   await waitForEvent(client, sessionId, (event) => event.type === 'assistant/chunk', 60_000);
   worker.child.kill('SIGTERM');
-  await eventually(async () => (worker.lines.some((line) => /SIGTERM: draining/.test(line)) ? true : undefined), 10_000, 20);
+  await eventually(
+    async () => (worker.lines.some((line) => /SIGTERM: draining/.test(line)) ? true : undefined),
+    10_000,
+    20,
+  );
   return { reply, drainingReadyz: await getJson(`${ops}/readyz`) };
 }
 

@@ -6,7 +6,14 @@
  */
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openStore, readDerivedHistory, searchableText, SNIPPET_MAX_CHARS, type SearchHit, type SessionStore } from '../../src/persistence/index.js';
+import {
+  openStore,
+  readDerivedHistory,
+  searchableText,
+  SNIPPET_MAX_CHARS,
+  type SearchHit,
+  type SessionStore,
+} from '../../src/persistence/index.js';
 import { indexedWords } from '../../src/persistence/search.js';
 import {
   ProjectionRegistry,
@@ -31,7 +38,11 @@ function header(id: string, extra: Partial<SessionHeader> = {}): SessionHeader {
   return { version: SESSION_FORMAT_VERSION, id, createdAt: T0, ...extra };
 }
 
-const run = (n: number): NewEvent => ({ type: 'session/run', time: T0 + n, data: { workflowId: 'wf', runId: `run-${n}` } });
+const run = (n: number): NewEvent => ({
+  type: 'session/run',
+  time: T0 + n,
+  data: { workflowId: 'wf', runId: `run-${n}` },
+});
 const user = (id: string, text = id): NewEvent => ({
   type: 'user/message',
   time: T0,
@@ -64,7 +75,12 @@ async function failure(attempt: () => unknown): Promise<unknown> {
 }
 
 /** Appends `inputs` split into batches of the given sizes, mirroring each batch on `reference`. */
-async function appendInBatches(store: SessionStore, reference: Session, inputs: readonly NewEvent[], sizes: readonly number[]): Promise<void> {
+async function appendInBatches(
+  store: SessionStore,
+  reference: Session,
+  inputs: readonly NewEvent[],
+  sizes: readonly number[],
+): Promise<void> {
   let at = 0;
   let batch = 0;
   while (at < inputs.length) {
@@ -72,7 +88,11 @@ async function appendInBatches(store: SessionStore, reference: Session, inputs: 
     const slice = inputs.slice(at, at + size);
     const op = `op-${batch}`;
     const result = await store.append(reference.id, slice, { expectedSeq: reference.nextSeq, op });
-    expect(result).toEqual({ firstSeq: reference.nextSeq, lastSeq: reference.nextSeq + slice.length - 1, replayed: false });
+    expect(result).toEqual({
+      firstSeq: reference.nextSeq,
+      lastSeq: reference.nextSeq + slice.length - 1,
+      replayed: false,
+    });
     reference.appendBatch(slice, op);
     at += size;
     batch += 1;
@@ -93,7 +113,11 @@ async function take(iterable: AsyncIterable<StoredEvent>, count: number): Promis
 const assistant = (id: string, turn: number, step: number, content: ContentBlock[]): NewEvent => ({
   type: 'assistant/message',
   time: T0,
-  data: { turn, step, message: { id, role: 'assistant', content, source: { kind: 'model', provider: 'fake', model: 'fake-1' } } },
+  data: {
+    turn,
+    step,
+    message: { id, role: 'assistant', content, source: { kind: 'model', provider: 'fake', model: 'fake-1' } },
+  },
   surfaceOp: 'append',
 });
 
@@ -103,7 +127,12 @@ const toolResult = (callId: string, turn: number, step: number, text: string): N
   data: {
     turn,
     step,
-    message: { id: `r-${callId}`, role: 'user', content: [{ type: 'tool-result', toolCallId: callId, content: [{ type: 'text', text }] }], source: { kind: 'tool', callId } },
+    message: {
+      id: `r-${callId}`,
+      role: 'user',
+      content: [{ type: 'tool-result', toolCallId: callId, content: [{ type: 'text', text }] }],
+      source: { kind: 'tool', callId },
+    },
   },
   surfaceOp: 'append',
 });
@@ -150,7 +179,12 @@ function searchableTurn(): NewEvent[] {
     {
       type: 'user/message',
       time: T0,
-      data: { id: 'checkpoint-k1', role: 'user', content: [{ type: 'text', text: 'Checkpoint: earlier turns were summarised.' }], source: { kind: 'plugin', plugin: 'compact', compactionId: 'k1' } },
+      data: {
+        id: 'checkpoint-k1',
+        role: 'user',
+        content: [{ type: 'text', text: 'Checkpoint: earlier turns were summarised.' }],
+        source: { kind: 'plugin', plugin: 'compact', compactionId: 'k1' },
+      },
       surfaceOp: { op: 'replace', start: 1, end: 8 },
       sourceEventSeqs: [11, 12, 1, 3, 7, 8],
     },
@@ -247,14 +281,20 @@ export function runStoreConformance(fixture: BackendFixture): void {
         await store.create(header('s'));
         await (await reopen()).create(header('s'));
         const before = fixture.dump(url);
-        expect(await failureCode(() => store.create(header('s', { createdAt: T0 + 1 })))).toBe('SESSION_ALREADY_EXISTS');
-        expect(await failureCode(() => store.create(header('s', { agent: { model: 'other' } })))).toBe('SESSION_ALREADY_EXISTS');
+        expect(await failureCode(() => store.create(header('s', { createdAt: T0 + 1 })))).toBe(
+          'SESSION_ALREADY_EXISTS',
+        );
+        expect(await failureCode(() => store.create(header('s', { agent: { model: 'other' } })))).toBe(
+          'SESSION_ALREADY_EXISTS',
+        );
         expect(fixture.dump(url)).toBe(before);
         expect(await store.header('s')).toEqual(header('s'));
       });
 
       it('create refuses a header version ahead of this build as UNSUPPORTED_FORMAT', async () => {
-        expect(await failureCode(() => store.create(header('s', { version: SESSION_FORMAT_VERSION + 1 })))).toBe('UNSUPPORTED_FORMAT');
+        expect(await failureCode(() => store.create(header('s', { version: SESSION_FORMAT_VERSION + 1 })))).toBe(
+          'UNSUPPORTED_FORMAT',
+        );
         expect(await store.exists('s')).toBe(false);
       });
 
@@ -280,15 +320,25 @@ export function runStoreConformance(fixture: BackendFixture): void {
     describe('append', () => {
       it('appends only at expectedSeq: a stale or future expectedSeq is SEQ_CONFLICT and writes nothing', async () => {
         await store.create(header('s'));
-        expect(await store.append('s', [run(0), run(1)], { expectedSeq: 0, op: 'b0' })).toEqual({ firstSeq: 0, lastSeq: 1, replayed: false });
+        expect(await store.append('s', [run(0), run(1)], { expectedSeq: 0, op: 'b0' })).toEqual({
+          firstSeq: 0,
+          lastSeq: 1,
+          replayed: false,
+        });
         const before = fixture.dump(url);
         for (const expectedSeq of [0, 1, 3, 100]) {
-          expect(await failureCode(() => store.append('s', [run(9)], { expectedSeq, op: `stale-${expectedSeq}` }))).toBe('SEQ_CONFLICT');
+          expect(
+            await failureCode(() => store.append('s', [run(9)], { expectedSeq, op: `stale-${expectedSeq}` })),
+          ).toBe('SEQ_CONFLICT');
         }
         expect(fixture.dump(url)).toBe(before);
         expect(await store.nextSeq('s')).toBe(2);
         expect(await (await reopen()).nextSeq('s')).toBe(2);
-        expect(await store.append('s', [run(2)], { expectedSeq: 2, op: 'b1' })).toEqual({ firstSeq: 2, lastSeq: 2, replayed: false });
+        expect(await store.append('s', [run(2)], { expectedSeq: 2, op: 'b1' })).toEqual({
+          firstSeq: 2,
+          lastSeq: 2,
+          replayed: false,
+        });
       });
 
       it('every stored event carries its batch op and seqs are contiguous from 0', async () => {
@@ -308,14 +358,23 @@ export function runStoreConformance(fixture: BackendFixture): void {
         await store.create(header('s'));
         const first = await store.append('s', [run(0), run(1)], { expectedSeq: 0, op: 'once' });
         const before = fixture.dump(url);
-        expect(await store.append('s', [run(0), run(1)], { expectedSeq: 0, op: 'once' })).toEqual({ ...first, replayed: true });
+        expect(await store.append('s', [run(0), run(1)], { expectedSeq: 0, op: 'once' })).toEqual({
+          ...first,
+          replayed: true,
+        });
         expect(fixture.dump(url)).toBe(before);
         await store.append('s', [run(2)], { expectedSeq: 2, op: 'later' });
         const afterLater = fixture.dump(url);
         // Stale expectedSeq (0, now 3) and a fresh instance that must index ops from storage.
         const other = await reopen();
-        expect(await other.append('s', [run(0), run(1)], { expectedSeq: 0, op: 'once' })).toEqual({ ...first, replayed: true });
-        expect(await other.append('s', [run(0), run(1)], { expectedSeq: 3, op: 'once' })).toEqual({ ...first, replayed: true });
+        expect(await other.append('s', [run(0), run(1)], { expectedSeq: 0, op: 'once' })).toEqual({
+          ...first,
+          replayed: true,
+        });
+        expect(await other.append('s', [run(0), run(1)], { expectedSeq: 3, op: 'once' })).toEqual({
+          ...first,
+          replayed: true,
+        });
         expect(fixture.dump(url)).toBe(afterLater);
         expect(await other.nextSeq('s')).toBe(3);
       });
@@ -324,18 +383,42 @@ export function runStoreConformance(fixture: BackendFixture): void {
         await store.create(header('s'));
         await store.append('s', [user('u0')], { expectedSeq: 0, op: 'b0' });
         const before = fixture.dump(url);
-        const badReplace: NewEvent = { ...user('r'), surfaceOp: { op: 'replace', start: 7, end: 7 }, sourceEventSeqs: [0] };
-        const nonJson = { type: 'session/run', time: T0, data: { workflowId: 'w', runId: 'r', n: Number.NaN } } as NewEvent;
+        const badReplace: NewEvent = {
+          ...user('r'),
+          surfaceOp: { op: 'replace', start: 7, end: 7 },
+          sourceEventSeqs: [0],
+        };
+        const nonJson = {
+          type: 'session/run',
+          time: T0,
+          data: { workflowId: 'w', runId: 'r', n: Number.NaN },
+        } as NewEvent;
         const noSurfaceOp = { type: 'user/message', time: T0, data: (user('x') as { data: unknown }).data } as NewEvent;
-        expect(await failureCode(() => store.append('s', [user('ok'), badReplace], { expectedSeq: 1, op: 'bad-1' }))).toBe('SURFACE_VIOLATION');
-        expect(await failure(() => store.append('s', [user('ok'), nonJson], { expectedSeq: 1, op: 'bad-2' }))).toBeInstanceOf(TypeError);
-        expect(await failureCode(() => store.append('s', [noSurfaceOp], { expectedSeq: 1, op: 'bad-3' }))).toBe('SURFACE_VIOLATION');
-        expect(await failureCode(() => store.append('s', [], { expectedSeq: 1, op: 'bad-4' }))).toBe('INVALID_ARGUMENT');
-        expect(await failureCode(() => store.append('s', [run(1)], { expectedSeq: 1, op: '' }))).toBe('INVALID_ARGUMENT');
-        expect(await failureCode(() => store.append('s', [run(1)], { expectedSeq: -1, op: 'neg' }))).toBe('INVALID_ARGUMENT');
+        expect(
+          await failureCode(() => store.append('s', [user('ok'), badReplace], { expectedSeq: 1, op: 'bad-1' })),
+        ).toBe('SURFACE_VIOLATION');
+        expect(
+          await failure(() => store.append('s', [user('ok'), nonJson], { expectedSeq: 1, op: 'bad-2' })),
+        ).toBeInstanceOf(TypeError);
+        expect(await failureCode(() => store.append('s', [noSurfaceOp], { expectedSeq: 1, op: 'bad-3' }))).toBe(
+          'SURFACE_VIOLATION',
+        );
+        expect(await failureCode(() => store.append('s', [], { expectedSeq: 1, op: 'bad-4' }))).toBe(
+          'INVALID_ARGUMENT',
+        );
+        expect(await failureCode(() => store.append('s', [run(1)], { expectedSeq: 1, op: '' }))).toBe(
+          'INVALID_ARGUMENT',
+        );
+        expect(await failureCode(() => store.append('s', [run(1)], { expectedSeq: -1, op: 'neg' }))).toBe(
+          'INVALID_ARGUMENT',
+        );
         expect(fixture.dump(url)).toBe(before);
         // The failed ops were not recorded: they can be used for a valid batch now.
-        expect(await store.append('s', [user('ok')], { expectedSeq: 1, op: 'bad-1' })).toEqual({ firstSeq: 1, lastSeq: 1, replayed: false });
+        expect(await store.append('s', [user('ok')], { expectedSeq: 1, op: 'bad-1' })).toEqual({
+          firstSeq: 1,
+          lastSeq: 1,
+          replayed: false,
+        });
       });
 
       it('an event this build could not read back (unknown, empty or non-string type) is refused at append, so a load never drops or refuses it later', async () => {
@@ -344,7 +427,9 @@ export function runStoreConformance(fixture: BackendFixture): void {
         const before = fixture.dump(url);
         for (const type of ['future/widget', '', 5]) {
           const event = { type, time: T0, data: {} } as unknown as NewEvent;
-          const code = await failureCode(() => store.append('s', [event, run(1)], { expectedSeq: 1, op: `t-${String(type)}` }));
+          const code = await failureCode(() =>
+            store.append('s', [event, run(1)], { expectedSeq: 1, op: `t-${String(type)}` }),
+          );
           expect(['INVALID_EVENT', 'INVALID_ARGUMENT'], `type ${JSON.stringify(type)}: ${code}`).toContain(code);
         }
         expect(fixture.dump(url)).toBe(before);
@@ -356,10 +441,20 @@ export function runStoreConformance(fixture: BackendFixture): void {
         await store.create(header('s'));
         await store.append('s', [user('u0'), user('u1')], { expectedSeq: 0, op: 'b0' });
         const other = await reopen();
-        const summary: NewEvent = { ...user('sum'), surfaceOp: { op: 'replace', start: 0, end: 1 }, sourceEventSeqs: [0, 1] };
+        const summary: NewEvent = {
+          ...user('sum'),
+          surfaceOp: { op: 'replace', start: 0, end: 1 },
+          sourceEventSeqs: [0, 1],
+        };
         await other.append('s', [summary], { expectedSeq: 2, op: 'b1' });
-        const again: NewEvent = { ...user('sum2'), surfaceOp: { op: 'replace', start: 0, end: 0 }, sourceEventSeqs: [0] };
-        expect(await failureCode(() => store.append('s', [again], { expectedSeq: 3, op: 'b2' }))).toBe('SURFACE_VIOLATION');
+        const again: NewEvent = {
+          ...user('sum2'),
+          surfaceOp: { op: 'replace', start: 0, end: 0 },
+          sourceEventSeqs: [0],
+        };
+        expect(await failureCode(() => store.append('s', [again], { expectedSeq: 3, op: 'b2' }))).toBe(
+          'SURFACE_VIOLATION',
+        );
       });
 
       it('two instances appending at the same expectedSeq: exactly one wins, the other gets SEQ_CONFLICT, the log does not fork', async () => {
@@ -374,7 +469,9 @@ export function runStoreConformance(fixture: BackendFixture): void {
           const won = outcomes.filter((o) => o.status === 'fulfilled');
           const lost = outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected');
           expect(won).toHaveLength(1);
-          expect(lost.map((o) => (isSessionlogError(o.reason) ? o.reason.code : String(o.reason)))).toEqual(['SEQ_CONFLICT']);
+          expect(lost.map((o) => (isSessionlogError(o.reason) ? o.reason.code : String(o.reason)))).toEqual([
+            'SEQ_CONFLICT',
+          ]);
         }
         const events = await (await reopen()).readFrom('s', 0);
         expect(events.map((e) => e.seq)).toEqual([...Array(10).keys()]);
@@ -384,20 +481,26 @@ export function runStoreConformance(fixture: BackendFixture): void {
     describe('round trip', () => {
       it('random valid logs appended in random batches read back byte-identical (chunks included) and derive the same history', async () => {
         await fc.assert(
-          fc.asyncProperty(programArb(50), fc.array(fc.integer({ min: 1, max: 6 }), { minLength: 1, maxLength: 8 }), async (program, sizes) => {
-            const id = `rt-${Math.random().toString(36).slice(2, 10)}`;
-            const generated = buildLog(program, ANY_REPLACES);
-            const h = header(id);
-            await store.create(h);
-            const reference = Session.create(h);
-            await appendInBatches(store, reference, generated.inputs, sizes);
-            const fresh = await reopen();
-            const read = await fresh.readFrom(id, 0);
-            expect(JSON.stringify(read)).toBe(JSON.stringify(reference.events));
-            const inspected = await fresh.inspect(id);
-            expect(JSON.stringify(inspected.events.slice(0, reference.nextSeq))).toBe(JSON.stringify(reference.events));
-            expect(Session.fromEvents(h, read).deriveMessages()).toEqual(reference.deriveMessages());
-          }),
+          fc.asyncProperty(
+            programArb(50),
+            fc.array(fc.integer({ min: 1, max: 6 }), { minLength: 1, maxLength: 8 }),
+            async (program, sizes) => {
+              const id = `rt-${Math.random().toString(36).slice(2, 10)}`;
+              const generated = buildLog(program, ANY_REPLACES);
+              const h = header(id);
+              await store.create(h);
+              const reference = Session.create(h);
+              await appendInBatches(store, reference, generated.inputs, sizes);
+              const fresh = await reopen();
+              const read = await fresh.readFrom(id, 0);
+              expect(JSON.stringify(read)).toBe(JSON.stringify(reference.events));
+              const inspected = await fresh.inspect(id);
+              expect(JSON.stringify(inspected.events.slice(0, reference.nextSeq))).toBe(
+                JSON.stringify(reference.events),
+              );
+              expect(Session.fromEvents(h, read).deriveMessages()).toEqual(reference.deriveMessages());
+            },
+          ),
           { numRuns: 12 },
         );
       });
@@ -409,8 +512,16 @@ export function runStoreConformance(fixture: BackendFixture): void {
         const text = `ünïcødé 𝄞 \u0000 \u2028 \u2029 "q" \\ \n\t ${'x'.repeat(200_000)}`;
         const events: NewEvent[] = [
           user('u', text),
-          { type: 'assistant/chunk', time: -5, data: { turn: 1, step: 1, chunk: { kind: 'reasoning-delta', text: '\ud83d\ude00' } } },
-          { type: 'session/run', time: Number.MAX_SAFE_INTEGER, data: { workflowId: 'w', runId: 'r', deep: nested } as never },
+          {
+            type: 'assistant/chunk',
+            time: -5,
+            data: { turn: 1, step: 1, chunk: { kind: 'reasoning-delta', text: '\ud83d\ude00' } },
+          },
+          {
+            type: 'session/run',
+            time: Number.MAX_SAFE_INTEGER,
+            data: { workflowId: 'w', runId: 'r', deep: nested } as never,
+          },
         ];
         const reference = Session.create(header('s'));
         await appendInBatches(store, reference, events, [3]);
@@ -430,7 +541,12 @@ export function runStoreConformance(fixture: BackendFixture): void {
         expect(loaded.repaired).toBe(4);
         expect(loaded.header).toEqual(header('s'));
         expect(JSON.stringify(loaded.events)).toBe(JSON.stringify(expected));
-        expect(loaded.events.slice(-4).map((e) => e.type)).toEqual(['tool/result', 'tool/result', 'step/end', 'turn/end']);
+        expect(loaded.events.slice(-4).map((e) => e.type)).toEqual([
+          'tool/result',
+          'tool/result',
+          'step/end',
+          'turn/end',
+        ]);
 
         const fresh = await reopen();
         expect(JSON.stringify(await fresh.readFrom('s', 0))).toBe(JSON.stringify(expected));
@@ -481,7 +597,9 @@ export function runStoreConformance(fixture: BackendFixture): void {
         await store.append('s', openTurnInputs(), { expectedSeq: 0, op: 'turn' });
         const head = await store.nextSeq('s');
         await (await reopen()).load('s');
-        expect(await failureCode(() => store.append('s', [run(0)], { expectedSeq: head, op: 'late' }))).toBe('SEQ_CONFLICT');
+        expect(await failureCode(() => store.append('s', [run(0)], { expectedSeq: head, op: 'late' }))).toBe(
+          'SEQ_CONFLICT',
+        );
       });
 
       it('a damaged final record is a torn write only in JSONL (dropped by load, ignored by readFrom); the transactional backends refuse it; damage before a committed record is CORRUPT_LOG everywhere', async () => {
@@ -497,18 +615,32 @@ export function runStoreConformance(fixture: BackendFixture): void {
         await store.close();
         fixture.plantDamagedRecord(url, 's', 3, true);
         fixture.plantDamagedRecord(url, 'c', 2, false);
-        fixture.plantEvent(url, 'c', { seq: 3, type: 'turn/end', time: T0, data: { turn: 1, reason: { kind: 'completed' } }, op: 'late' });
+        fixture.plantEvent(url, 'c', {
+          seq: 3,
+          type: 'turn/end',
+          time: T0,
+          data: { turn: 1, reason: { kind: 'completed' } },
+          op: 'late',
+        });
         const fresh = await reopen();
         if (fixture.name === 'jsonl') {
           expect((await fresh.readFrom('s', 0)).map((e) => e.seq)).toEqual([0, 1, 2]);
           const loaded = await fresh.load('s');
           expect(loaded.events.map((e) => e.seq)).toEqual([0, 1, 2]);
           expect(loaded.truncated).toBe(1);
-          expect(await fresh.append('s', [run(3)], { expectedSeq: 3, op: 'after' })).toEqual({ firstSeq: 3, lastSeq: 3, replayed: false });
+          expect(await fresh.append('s', [run(3)], { expectedSeq: 3, op: 'after' })).toEqual({
+            firstSeq: 3,
+            lastSeq: 3,
+            replayed: false,
+          });
           expect((await (await reopen()).readFrom('s', 0)).map((e) => e.seq)).toEqual([0, 1, 2, 3]);
         } else {
           const before = fixture.dump(url);
-          for (const attempt of [() => fresh.readFrom('s', 0), () => fresh.load('s'), () => fresh.append('s', [run(3)], { expectedSeq: 3, op: 'after' })]) {
+          for (const attempt of [
+            () => fresh.readFrom('s', 0),
+            () => fresh.load('s'),
+            () => fresh.append('s', [run(3)], { expectedSeq: 3, op: 'after' }),
+          ]) {
             expect(await failureCode(attempt)).toBe('CORRUPT_LOG');
           }
           expect(fixture.dump(url)).toBe(before);
@@ -554,13 +686,35 @@ export function runStoreConformance(fixture: BackendFixture): void {
         await store.create(header('s'));
         await store.append('s', [user('u0')], { expectedSeq: 0, op: 'b0' });
         await store.close();
-        fixture.plantEvent(url, 's', { seq: 1, type: 'future/widget', time: T0, data: { v: 2 }, op: 'future', ignorable: true });
+        fixture.plantEvent(url, 's', {
+          seq: 1,
+          type: 'future/widget',
+          time: T0,
+          data: { v: 2 },
+          op: 'future',
+          ignorable: true,
+        });
         const fresh = await reopen();
         const loaded = await fresh.load('s');
-        expect(loaded.events[1]).toEqual({ seq: 1, type: 'future/widget', time: T0, data: { v: 2 }, op: 'future', ignorable: true });
-        expect(await fresh.append('s', [user('u2')], { expectedSeq: 2, op: 'b1' })).toEqual({ firstSeq: 2, lastSeq: 2, replayed: false });
+        expect(loaded.events[1]).toEqual({
+          seq: 1,
+          type: 'future/widget',
+          time: T0,
+          data: { v: 2 },
+          op: 'future',
+          ignorable: true,
+        });
+        expect(await fresh.append('s', [user('u2')], { expectedSeq: 2, op: 'b1' })).toEqual({
+          firstSeq: 2,
+          lastSeq: 2,
+          replayed: false,
+        });
         const read = await (await reopen()).readFrom('s', 0);
-        expect(Session.fromEvents(header('s'), read).deriveMessages().map((m) => m.id)).toEqual(['u0', 'u2']);
+        expect(
+          Session.fromEvents(header('s'), read)
+            .deriveMessages()
+            .map((m) => m.id),
+        ).toEqual(['u0', 'u2']);
       });
 
       it('a stored header whose version is ahead of this build is refused as UNSUPPORTED_FORMAT naming a newer version', async () => {
@@ -588,31 +742,34 @@ export function runStoreConformance(fixture: BackendFixture): void {
     describe('session ids', () => {
       const invalidIds = ['../x', '.hidden', '', 'x'.repeat(129), 'a/b', 'ünï', 'a b', 'a\\b', '..'];
 
-      it.each(invalidIds.map((id) => [JSON.stringify(id), id]))('the invalid id %s is refused with INVALID_SESSION_ID by every method and creates nothing', async (_label, id) => {
-        await store.create(header('ok'));
-        const before = fixture.dump(url);
-        const attempts: Array<() => unknown> = [
-          () => store.create({ version: SESSION_FORMAT_VERSION, id, createdAt: T0 }),
-          () => store.header(id),
-          () => store.exists(id),
-          () => store.append(id, [run(0)], { expectedSeq: 0, op: 'x' }),
-          () => store.readFrom(id, 0),
-          () => store.nextSeq(id),
-          () => store.load(id),
-          () => store.inspect(id),
-          () => store.session(id),
-          () => store.scan(id),
-          () => store.erase(id),
-          () => store.watch(id, 0),
-          () => store.artifacts.put({ sessionId: id, name: 'a.txt', content: 'x' }),
-          () => store.projectionCache.get(id),
-          () => store.projectionCache.put(id, { identity: { createdAt: T0 }, rows: {} }),
-          () => store.create({ ...header('child'), parentSession: id }),
-        ];
-        for (const attempt of attempts) expect(await failureCode(attempt)).toBe('INVALID_SESSION_ID');
-        expect(fixture.dump(url)).toBe(before);
-        expect((await store.list()).map((h) => h.id)).toEqual(['ok']);
-      });
+      it.each(invalidIds.map((id) => [JSON.stringify(id), id]))(
+        'the invalid id %s is refused with INVALID_SESSION_ID by every method and creates nothing',
+        async (_label, id) => {
+          await store.create(header('ok'));
+          const before = fixture.dump(url);
+          const attempts: Array<() => unknown> = [
+            () => store.create({ version: SESSION_FORMAT_VERSION, id, createdAt: T0 }),
+            () => store.header(id),
+            () => store.exists(id),
+            () => store.append(id, [run(0)], { expectedSeq: 0, op: 'x' }),
+            () => store.readFrom(id, 0),
+            () => store.nextSeq(id),
+            () => store.load(id),
+            () => store.inspect(id),
+            () => store.session(id),
+            () => store.scan(id),
+            () => store.erase(id),
+            () => store.watch(id, 0),
+            () => store.artifacts.put({ sessionId: id, name: 'a.txt', content: 'x' }),
+            () => store.projectionCache.get(id),
+            () => store.projectionCache.put(id, { identity: { createdAt: T0 }, rows: {} }),
+            () => store.create({ ...header('child'), parentSession: id }),
+          ];
+          for (const attempt of attempts) expect(await failureCode(attempt)).toBe('INVALID_SESSION_ID');
+          expect(fixture.dump(url)).toBe(before);
+          expect((await store.list()).map((h) => h.id)).toEqual(['ok']);
+        },
+      );
 
       it('an id of exactly 128 allowed characters is accepted', async () => {
         const id = `A-_.${'z9'.repeat(62)}`;
@@ -686,8 +843,14 @@ export function runStoreConformance(fixture: BackendFixture): void {
         const fresh = await reopen();
         expect(await fresh.artifacts.get('s', ref.locator)).toBe(content);
         expect(await fresh.artifacts.get('s', again.locator)).toBe('second');
-        expect(await fresh.artifacts.read('s', ref.locator, 5, 3)).toEqual({ text: content.slice(5, 8), total: content.length });
-        expect(await fresh.artifacts.read('s', ref.locator, content.length + 5, 3)).toEqual({ text: '', total: content.length });
+        expect(await fresh.artifacts.read('s', ref.locator, 5, 3)).toEqual({
+          text: content.slice(5, 8),
+          total: content.length,
+        });
+        expect(await fresh.artifacts.read('s', ref.locator, content.length + 5, 3)).toEqual({
+          text: '',
+          total: content.length,
+        });
       });
 
       it('a hostile suggested name stays inside the session namespace, and unknown or malformed locators are ARTIFACT_NOT_FOUND', async () => {
@@ -696,7 +859,13 @@ export function runStoreConformance(fixture: BackendFixture): void {
         const ref = await store.artifacts.put({ sessionId: 's', name: '../../t/../etc/passwd', content: 'x' });
         expect(ref.locator.startsWith('artifact:s/')).toBe(true);
         expect(await store.artifacts.get('s', ref.locator)).toBe('x');
-        for (const locator of ['artifact:s/missing.txt', 'nonsense', 'artifact:../x/y', 'artifact:s/../t', 'artifact:s/.hidden']) {
+        for (const locator of [
+          'artifact:s/missing.txt',
+          'nonsense',
+          'artifact:../x/y',
+          'artifact:s/../t',
+          'artifact:s/.hidden',
+        ]) {
           expect(await failureCode(() => store.artifacts.get('s', locator))).toBe('ARTIFACT_NOT_FOUND');
         }
       });
@@ -708,7 +877,10 @@ export function runStoreConformance(fixture: BackendFixture): void {
         const ref = await store.artifacts.put({ sessionId: 'victim', name: 'calculator-call_1.txt', content: secret });
         const fresh = await reopen();
         for (const reader of ['attacker', 'nobody']) {
-          for (const attempt of [() => fresh.artifacts.get(reader, ref.locator), () => fresh.artifacts.read(reader, ref.locator, 0, 100)]) {
+          for (const attempt of [
+            () => fresh.artifacts.get(reader, ref.locator),
+            () => fresh.artifacts.read(reader, ref.locator, 0, 100),
+          ]) {
             const error = await failure(attempt);
             expect(isSessionlogError(error, 'ARTIFACT_FOREIGN'), String(error)).toBe(true);
             expect((error as Error).message).toContain(reader);
@@ -726,8 +898,18 @@ export function runStoreConformance(fixture: BackendFixture): void {
         await fc.assert(
           fc.asyncProperty(
             fc.uniqueArray(fc.stringMatching(/^[A-Za-z0-9_-]{1,12}$/), { minLength: 2, maxLength: 4 }),
-            fc.array(fc.tuple(fc.nat(), fc.string({ maxLength: 20 }), fc.string({ maxLength: 30 })), { minLength: 1, maxLength: 8 }),
-            fc.array(fc.tuple(fc.nat(), fc.nat(), fc.oneof(fc.constant('own'), fc.constant('swap'), fc.string({ maxLength: 40 }))), { minLength: 1, maxLength: 12 }),
+            fc.array(fc.tuple(fc.nat(), fc.string({ maxLength: 20 }), fc.string({ maxLength: 30 })), {
+              minLength: 1,
+              maxLength: 8,
+            }),
+            fc.array(
+              fc.tuple(
+                fc.nat(),
+                fc.nat(),
+                fc.oneof(fc.constant('own'), fc.constant('swap'), fc.string({ maxLength: 40 })),
+              ),
+              { minLength: 1, maxLength: 12 },
+            ),
             async (names, puts, reads) => {
               const prefix = `p${Math.random().toString(36).slice(2, 8)}-`;
               const ids = names.map((n) => `${prefix}${n}`);
@@ -742,12 +924,19 @@ export function runStoreConformance(fixture: BackendFixture): void {
               for (const [who, which, how] of reads) {
                 const reader = ids[who % ids.length]!;
                 const target = locators[which % locators.length]!;
-                const locator = how === 'own' ? target : how === 'swap' ? target.replace(/^artifact:[^/]+\//, `artifact:${reader}/`) : how;
+                const locator =
+                  how === 'own'
+                    ? target
+                    : how === 'swap'
+                      ? target.replace(/^artifact:[^/]+\//, `artifact:${reader}/`)
+                      : how;
                 let content: string | undefined;
                 try {
                   content = await store.artifacts.get(reader, locator);
                 } catch (error) {
-                  expect(['ARTIFACT_FOREIGN', 'ARTIFACT_NOT_FOUND']).toContain(isSessionlogError(error) ? error.code : String(error));
+                  expect(['ARTIFACT_FOREIGN', 'ARTIFACT_NOT_FOUND']).toContain(
+                    isSessionlogError(error) ? error.code : String(error),
+                  );
                   continue;
                 }
                 expect(stored.get(locator), `${reader} read ${locator}`).toEqual({ owner: reader, content });
@@ -767,7 +956,8 @@ export function runStoreConformance(fixture: BackendFixture): void {
         return reference;
       }
 
-      const conversation = (n: number, from = 0): NewEvent[] => Array.from({ length: n }, (_, i) => user(`u${from + i}`, `message ${from + i}`));
+      const conversation = (n: number, from = 0): NewEvent[] =>
+        Array.from({ length: n }, (_, i) => user(`u${from + i}`, `message ${from + i}`));
 
       it('a fresh read folds from seq 0 and writes a checkpoint; the next read uses it; both equal the full derivation', async () => {
         const reference = await seed('s', conversation(5));
@@ -786,8 +976,22 @@ export function runStoreConformance(fixture: BackendFixture): void {
         const reference = await seed('s', conversation(6));
         await readDerivedHistory(store, 's');
         const record = await store.projectionCache.get('s');
-        expect(record?.rows.surface).toEqual({ ver: 2, seq: 5, val: { nodes: [0, 1, 2, 3, 4, 5], replaceGeneration: 0 } });
-        const versionOne = { ver: 1, seq: 5, val: { nodes: reference.surfaceNodes.map((seq) => ({ seq, message: { role: 'user', id: 'stale', content: 'stale' } })), replaceGeneration: 0 } };
+        expect(record?.rows.surface).toEqual({
+          ver: 2,
+          seq: 5,
+          val: { nodes: [0, 1, 2, 3, 4, 5], replaceGeneration: 0 },
+        });
+        const versionOne = {
+          ver: 1,
+          seq: 5,
+          val: {
+            nodes: reference.surfaceNodes.map((seq) => ({
+              seq,
+              message: { role: 'user', id: 'stale', content: 'stale' },
+            })),
+            replaceGeneration: 0,
+          },
+        };
         await store.projectionCache.put('s', { identity: { createdAt: T0 }, rows: { surface: versionOne } });
         const upgraded = await reopen();
         const history = await readDerivedHistory(upgraded, 's');
@@ -800,7 +1004,10 @@ export function runStoreConformance(fixture: BackendFixture): void {
       it('a stale checkpoint (the log grew, with a replacement) is used and the tail folded onto it', async () => {
         const reference = await seed('s', conversation(4));
         await readDerivedHistory(store, 's');
-        const more: NewEvent[] = [...conversation(2, 4), { ...user('sum'), surfaceOp: { op: 'replace', start: 1, end: 4 }, sourceEventSeqs: [1, 2, 3, 4] }];
+        const more: NewEvent[] = [
+          ...conversation(2, 4),
+          { ...user('sum'), surfaceOp: { op: 'replace', start: 1, end: 4 }, sourceEventSeqs: [1, 2, 3, 4] },
+        ];
         await store.append('s', more, { expectedSeq: 4, op: 'more' });
         reference.appendBatch(more, 'more');
         const history = await readDerivedHistory(await reopen(), 's');
@@ -814,7 +1021,10 @@ export function runStoreConformance(fixture: BackendFixture): void {
         const foreign = new ProjectionRegistry().register(surfaceProjection);
         const lie = Session.create(header('s'));
         lie.appendBatch([user('forged-0'), user('forged-1'), user('forged-2')]);
-        await store.projectionCache.put('s', { identity: { createdAt: T0 + 999 }, rows: foreign.checkpoint(foreign.foldAll(lie.events), 2) });
+        await store.projectionCache.put('s', {
+          identity: { createdAt: T0 + 999 },
+          rows: foreign.checkpoint(foreign.foldAll(lie.events), 2),
+        });
         const history = await readDerivedHistory(store, 's');
         expect(history.fromCache).toBe(false);
         expect(history.messages).toEqual(reference.deriveMessages());
@@ -850,7 +1060,10 @@ export function runStoreConformance(fixture: BackendFixture): void {
             const reference = await seed(id, generated.inputs);
             const registry = new ProjectionRegistry().register(surfaceProjection);
             const at = cut % reference.nextSeq;
-            await store.projectionCache.put(id, { identity: { createdAt: T0 }, rows: registry.checkpoint(registry.foldAll(reference.events.slice(0, at + 1)), at) });
+            await store.projectionCache.put(id, {
+              identity: { createdAt: T0 },
+              rows: registry.checkpoint(registry.foldAll(reference.events.slice(0, at + 1)), at),
+            });
             const history = await readDerivedHistory(await reopen(), id);
             const expected = Session.fromEvents(header(id), await store.readFrom(id, 0)).deriveMessages();
             expect(history.messages).toEqual(expected);
@@ -880,11 +1093,17 @@ export function runStoreConformance(fixture: BackendFixture): void {
         await store.append('s', [user('u0')], { expectedSeq: 0, op: 'b0' });
         const view = await store.session('s');
         const other = await reopen();
-        await other.append('s', [user('u1'), { ...user('sum'), surfaceOp: { op: 'replace', start: 0, end: 1 }, sourceEventSeqs: [0, 1] }], { expectedSeq: 1, op: 'b1' });
+        await other.append(
+          's',
+          [user('u1'), { ...user('sum'), surfaceOp: { op: 'replace', start: 0, end: 1 }, sourceEventSeqs: [0, 1] }],
+          { expectedSeq: 1, op: 'b1' },
+        );
         expect(await store.session('s')).toBe(view);
         expect(view.nextSeq).toBe(3);
         expect(view.deriveMessages().map((m) => m.id)).toEqual(['sum']);
-        expect(() => view.planBatch([{ ...user('again'), surfaceOp: { op: 'replace', start: 0, end: 0 }, sourceEventSeqs: [0] }])).toThrow(/not found in surface/);
+        expect(() =>
+          view.planBatch([{ ...user('again'), surfaceOp: { op: 'replace', start: 0, end: 0 }, sourceEventSeqs: [0] }]),
+        ).toThrow(/not found in surface/);
       });
 
       it('session(id) of a damaged log is CORRUPT_LOG and of an unknown session SESSION_NOT_FOUND', async () => {
@@ -902,10 +1121,24 @@ export function runStoreConformance(fixture: BackendFixture): void {
         await store.create(header('s'));
         await store.append('s', [user('u0')], { expectedSeq: 0, op: 'b0' });
         await store.close();
-        fixture.plantEvent(url, 's', { seq: 1, type: 'future/widget', time: T0, data: { v: 2 }, op: 'future', ignorable: true });
+        fixture.plantEvent(url, 's', {
+          seq: 1,
+          type: 'future/widget',
+          time: T0,
+          data: { v: 2 },
+          op: 'future',
+          ignorable: true,
+        });
         const fresh = await reopen();
         const view = await fresh.session('s');
-        expect(view.storedAt(1)).toEqual({ seq: 1, type: 'future/widget', time: T0, data: { v: 2 }, op: 'future', ignorable: true });
+        expect(view.storedAt(1)).toEqual({
+          seq: 1,
+          type: 'future/widget',
+          time: T0,
+          data: { v: 2 },
+          op: 'future',
+          ignorable: true,
+        });
         expect(view.surface.nodes).toEqual([0]);
         expect((await fresh.readFrom('s', 1))[0]).toEqual(view.storedAt(1));
       });
@@ -945,7 +1178,10 @@ export function runStoreConformance(fixture: BackendFixture): void {
         fixture.setHeaderVersion(url, 's', SESSION_FORMAT_VERSION + 1);
         const report = await (await reopen()).scan('s');
         expect(report.header).toBeUndefined();
-        expect(report.headerProblem).toMatchObject({ code: 'UNSUPPORTED_FORMAT', reason: expect.stringMatching(/newer version/) });
+        expect(report.headerProblem).toMatchObject({
+          code: 'UNSUPPORTED_FORMAT',
+          reason: expect.stringMatching(/newer version/),
+        });
         expect(report.events).toEqual([]);
       });
 
@@ -963,7 +1199,10 @@ export function runStoreConformance(fixture: BackendFixture): void {
     describe('erase', () => {
       async function populated(id: string, text: string): Promise<void> {
         await store.create(header(id));
-        await store.append(id, [{ type: 'turn/start', time: T0, data: { turn: 1 } }, user(`${id}-u`, text)], { expectedSeq: 0, op: 'b0' });
+        await store.append(id, [{ type: 'turn/start', time: T0, data: { turn: 1 } }, user(`${id}-u`, text)], {
+          expectedSeq: 0,
+          op: 'b0',
+        });
         await store.artifacts.put({ sessionId: id, name: 'tool-1.txt', content: `artifact of ${text}` });
         await readDerivedHistory(store, id);
       }
@@ -974,10 +1213,28 @@ export function runStoreConformance(fixture: BackendFixture): void {
         const parentEvents = await store.readFrom('gone', 0);
         // A fork holds its own copy of the seed (DESIGN §4.2).
         await store.create(header('fork', { parentSession: 'gone', seedLength: parentEvents.length }));
-        await store.append('fork', [...parentEvents.map((e) => ({ type: e.type, time: e.time, data: e.data, ...(e.surfaceOp ? { surfaceOp: e.surfaceOp } : {}) }) as NewEvent)], { expectedSeq: 0, op: 'seed' });
+        await store.append(
+          'fork',
+          [
+            ...parentEvents.map(
+              (e) =>
+                ({
+                  type: e.type,
+                  time: e.time,
+                  data: e.data,
+                  ...(e.surfaceOp ? { surfaceOp: e.surfaceOp } : {}),
+                }) as NewEvent,
+            ),
+          ],
+          { expectedSeq: 0, op: 'seed' },
+        );
         const artifact = (await store.artifacts.put({ sessionId: 'gone', name: 'last.txt', content: 'x' })).locator;
         const receipt = await store.erase('gone');
-        expect(receipt).toMatchObject({ sessionId: 'gone', erased: true, removed: { header: 1, events: 2, artifacts: 2, projectionCheckpoints: 1 } });
+        expect(receipt).toMatchObject({
+          sessionId: 'gone',
+          erased: true,
+          removed: { header: 1, events: 2, artifacts: 2, projectionCheckpoints: 1 },
+        });
         expect(receipt.places.length).toBeGreaterThan(0);
         expect(receipt.tombstoneUntil).toBeGreaterThan(Date.now());
         const fresh = await reopen();
@@ -988,7 +1245,9 @@ export function runStoreConformance(fixture: BackendFixture): void {
           expect(await failureCode(() => s.artifacts.get('gone', artifact))).toBe('ARTIFACT_NOT_FOUND');
           expect(await s.projectionCache.get('gone')).toBeUndefined();
           expect((await s.readFrom('kept', 0)).length).toBe(2);
-          expect(JSON.stringify((await s.readFrom('fork', 0)).map((e) => e.data))).toBe(JSON.stringify(parentEvents.map((e) => e.data)));
+          expect(JSON.stringify((await s.readFrom('fork', 0)).map((e) => e.data))).toBe(
+            JSON.stringify(parentEvents.map((e) => e.data)),
+          );
         }
       });
 
@@ -996,7 +1255,12 @@ export function runStoreConformance(fixture: BackendFixture): void {
         await populated('gone', 'erase me');
         const first = await store.erase('gone');
         const again = await (await reopen()).erase('gone');
-        expect(again).toMatchObject({ sessionId: 'gone', erased: false, removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 }, tombstoneUntil: first.tombstoneUntil });
+        expect(again).toMatchObject({
+          sessionId: 'gone',
+          erased: false,
+          removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 },
+          tombstoneUntil: first.tombstoneUntil,
+        });
         expect(await failureCode(() => store.erase('never'))).toBe('SESSION_NOT_FOUND');
       });
 
@@ -1012,7 +1276,8 @@ export function runStoreConformance(fixture: BackendFixture): void {
         opened.push(short);
         await populated('brief', 'short lived');
         const { tombstoneUntil } = await short.erase('brief');
-        for (let i = 0; i < 1000 && Date.now() <= tombstoneUntil; i++) await new Promise((resolve) => setTimeout(resolve, 1));
+        for (let i = 0; i < 1000 && Date.now() <= tombstoneUntil; i++)
+          await new Promise((resolve) => setTimeout(resolve, 1));
         await short.create(header('brief'));
         expect(await short.nextSeq('brief')).toBe(0);
       });
@@ -1023,10 +1288,15 @@ export function runStoreConformance(fixture: BackendFixture): void {
         await short.create(header('s'));
         await short.append('s', [user('old')], { expectedSeq: 0, op: 'b0' });
         const { tombstoneUntil } = await short.erase('s');
-        for (let i = 0; i < 1000 && Date.now() <= tombstoneUntil; i++) await new Promise((resolve) => setTimeout(resolve, 1));
+        for (let i = 0; i < 1000 && Date.now() <= tombstoneUntil; i++)
+          await new Promise((resolve) => setTimeout(resolve, 1));
         await short.create(header('s', { createdAt: T0 + 5 }));
         expect((await short.session('s')).nextSeq).toBe(0);
-        expect(await short.append('s', [user('new')], { expectedSeq: 0, op: 'b0' })).toEqual({ firstSeq: 0, lastSeq: 0, replayed: false });
+        expect(await short.append('s', [user('new')], { expectedSeq: 0, op: 'b0' })).toEqual({
+          firstSeq: 0,
+          lastSeq: 0,
+          replayed: false,
+        });
       });
     });
 
@@ -1079,7 +1349,12 @@ export function runStoreConformance(fixture: BackendFixture): void {
       });
 
       it('ranks best first: more occurrences in a shorter text rank higher, on every backend', async () => {
-        await seeded('s', [user('long', `kestrel ${'filler '.repeat(200)}`), user('three', 'kestrel kestrel kestrel'), user('one', 'kestrel hawk falcon'), user('none', 'hawk')]);
+        await seeded('s', [
+          user('long', `kestrel ${'filler '.repeat(200)}`),
+          user('three', 'kestrel kestrel kestrel'),
+          user('one', 'kestrel hawk falcon'),
+          user('none', 'hawk'),
+        ]);
         const hits = await store.search('s', 'kestrel');
         expect(seqsOf(hits)).toEqual([1, 2, 0]);
         expect(hits[0]!.score).toBeGreaterThan(hits[1]!.score);
@@ -1087,7 +1362,11 @@ export function runStoreConformance(fixture: BackendFixture): void {
       });
 
       it('returns at most limit hits (default 20, at most 100), best first, and refuses a bad limit or an empty query with INVALID_ARGUMENT', async () => {
-        await seeded('s', Array.from({ length: 30 }, (_, i) => user(`g${i}`, `gecko ${'gecko '.repeat(i % 4)}number ${i}`)), 7);
+        await seeded(
+          's',
+          Array.from({ length: 30 }, (_, i) => user(`g${i}`, `gecko ${'gecko '.repeat(i % 4)}number ${i}`)),
+          7,
+        );
         const all = await store.search('s', 'gecko', { limit: 100 });
         expect(sortedSeqsOf(all)).toEqual([...Array(30).keys()]);
         for (let i = 1; i < all.length; i++) expect(all[i - 1]!.score).toBeGreaterThanOrEqual(all[i]!.score);
@@ -1097,17 +1376,27 @@ export function runStoreConformance(fixture: BackendFixture): void {
         expect(seqsOf(await store.search('s', 'gecko', { limit: 5 }))).toEqual(seqsOf(all).slice(0, 5));
         expect(await store.search('s', 'gecko', {})).toHaveLength(20);
         for (const limit of [0, 101, 2.5, -1, Number.NaN, '3']) {
-          expect(await failureCode(() => store.search('s', 'gecko', { limit } as never)), `limit ${String(limit)}`).toBe('INVALID_ARGUMENT');
+          expect(
+            await failureCode(() => store.search('s', 'gecko', { limit } as never)),
+            `limit ${String(limit)}`,
+          ).toBe('INVALID_ARGUMENT');
         }
         const tooManyWords = Array.from({ length: 33 }, (_, i) => `w${i}`).join(' ');
         for (const query of ['', '   ', '\n\t', 42, undefined, 'x'.repeat(1001), tooManyWords]) {
-          expect(await failureCode(() => store.search('s', query as string)), `query ${JSON.stringify(query)?.slice(0, 40)}`).toBe('INVALID_ARGUMENT');
+          expect(
+            await failureCode(() => store.search('s', query as string)),
+            `query ${JSON.stringify(query)?.slice(0, 40)}`,
+          ).toBe('INVALID_ARGUMENT');
         }
         expect(await failureCode(() => store.search('s', 'gecko', null as never))).toBe('INVALID_ARGUMENT');
       });
 
       it('treats the query as plain words: FTS5 and tsquery syntax neither throws nor is interpreted, and a query of only punctuation finds nothing', async () => {
-        await seeded('s', [user('u0', 'gecko in the garden'), user('u1', 'salt OR pepper'), user('u2', 'near the barn')]);
+        await seeded('s', [
+          user('u0', 'gecko in the garden'),
+          user('u1', 'salt OR pepper'),
+          user('u2', 'near the barn'),
+        ]);
         const find = async (query: string): Promise<number[]> => sortedSeqsOf(await store.search('s', query));
         // Operators are ordinary words (every one must be in the text), quotes and stars punctuation.
         expect(await find('"gecko" OR bar*')).toEqual([]);
@@ -1118,7 +1407,21 @@ export function runStoreConformance(fixture: BackendFixture): void {
         expect(await find('NEAR(gecko garden)')).toEqual([]);
         // A column filter is two words, and the text has no word "body".
         expect(await find('body:gecko')).toEqual([]);
-        for (const query of ['"gecko"', 'gecko*', 'gecko:*', '^gecko', '-gecko', '{gecko}', '(gecko)', "gecko'", 'gecko\\', '"gecko', 'gecko & !', '+gecko', 'gecko;']) {
+        for (const query of [
+          '"gecko"',
+          'gecko*',
+          'gecko:*',
+          '^gecko',
+          '-gecko',
+          '{gecko}',
+          '(gecko)',
+          "gecko'",
+          'gecko\\',
+          '"gecko',
+          'gecko & !',
+          '+gecko',
+          'gecko;',
+        ]) {
           expect(await find(query), query).toEqual([0]);
         }
         for (const query of ['"', '*', '"*()^:-', "'", '\\', '&|!<->', ':*', '…', 'NEAR(', ')(']) {
@@ -1132,7 +1435,11 @@ export function runStoreConformance(fixture: BackendFixture): void {
       });
 
       it("never returns another session's events, and a session's search sees only its own seqs", async () => {
-        await seeded('other', Array.from({ length: 25 }, (_, i) => user(`o${i}`, `walrus platypus ${i}`)), 10);
+        await seeded(
+          'other',
+          Array.from({ length: 25 }, (_, i) => user(`o${i}`, `walrus platypus ${i}`)),
+          10,
+        );
         await seeded('s', searchableTurn());
         await seeded('third', [user('t0', 'walrus')]);
         for (const s of [store, await reopen()]) {
@@ -1170,25 +1477,43 @@ export function runStoreConformance(fixture: BackendFixture): void {
       });
 
       it('for random logs appended in random batches, every backend finds exactly the events whose words hold the query', async () => {
-        const queries = [['alpha'], ['beta'], ['gamma'], ['delta'], ['unicode'], ['clef'], ['line', 'break'], ['quoted'], ['json', '1'], ['recap'], ['compacted', 'summary'], ['pruned'], ['alpha', '7']];
+        const queries = [
+          ['alpha'],
+          ['beta'],
+          ['gamma'],
+          ['delta'],
+          ['unicode'],
+          ['clef'],
+          ['line', 'break'],
+          ['quoted'],
+          ['json', '1'],
+          ['recap'],
+          ['compacted', 'summary'],
+          ['pruned'],
+          ['alpha', '7'],
+        ];
         await fc.assert(
-          fc.asyncProperty(programArb(50), fc.array(fc.integer({ min: 1, max: 6 }), { minLength: 1, maxLength: 8 }), async (program, sizes) => {
-            const id = `sr-${Math.random().toString(36).slice(2, 10)}`;
-            const generated = buildLog(program, ANY_REPLACES);
-            await store.create(header(id));
-            const reference = Session.create(header(id));
-            await appendInBatches(store, reference, generated.inputs, sizes);
-            const fresh = await reopen();
-            for (const words of queries) {
-              const expected = referenceSearch(reference.events, words);
-              for (const s of [store, fresh]) {
-                const hits = await s.search(id, words.join(' '), { limit: 100 });
-                if (expected.length <= 100) expect(sortedSeqsOf(hits), words.join(' ')).toEqual(expected);
-                else expect(hits).toHaveLength(100);
-                for (const hit of hits) expect(expected).toContain(hit.seq);
+          fc.asyncProperty(
+            programArb(50),
+            fc.array(fc.integer({ min: 1, max: 6 }), { minLength: 1, maxLength: 8 }),
+            async (program, sizes) => {
+              const id = `sr-${Math.random().toString(36).slice(2, 10)}`;
+              const generated = buildLog(program, ANY_REPLACES);
+              await store.create(header(id));
+              const reference = Session.create(header(id));
+              await appendInBatches(store, reference, generated.inputs, sizes);
+              const fresh = await reopen();
+              for (const words of queries) {
+                const expected = referenceSearch(reference.events, words);
+                for (const s of [store, fresh]) {
+                  const hits = await s.search(id, words.join(' '), { limit: 100 });
+                  if (expected.length <= 100) expect(sortedSeqsOf(hits), words.join(' ')).toEqual(expected);
+                  else expect(hits).toHaveLength(100);
+                  for (const hit of hits) expect(expected).toContain(hit.seq);
+                }
               }
-            }
-          }),
+            },
+          ),
           { numRuns: 8 },
         );
       });

@@ -94,13 +94,19 @@ describe('a successful compaction bracket', () => {
     onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     expect(after.slice(0, before.length)).toEqual(before);
     const added = after.slice(before.length);
-    expect(added.map((e) => e.type)).toEqual(['compaction/start', 'compaction/summary', 'user/message', 'compaction/end']);
-    expect(added.map((e) => (e.type === 'user/message' ? (e.data as { source: { compactionId: string } }).source.compactionId : (e.data as { compactionId: string }).compactionId))).toEqual([
-      'c1',
-      'c1',
-      'c1',
-      'c1',
+    expect(added.map((e) => e.type)).toEqual([
+      'compaction/start',
+      'compaction/summary',
+      'user/message',
+      'compaction/end',
     ]);
+    expect(
+      added.map((e) =>
+        e.type === 'user/message'
+          ? (e.data as { source: { compactionId: string } }).source.compactionId
+          : (e.data as { compactionId: string }).compactionId,
+      ),
+    ).toEqual(['c1', 'c1', 'c1', 'c1']);
     // Adaptation: summary + replacement are one batch (same op), the end is its own batch.
     expect(added[1]!.op).toBe(added[2]!.op);
     expect(added[3]!.op).not.toBe(added[2]!.op);
@@ -222,9 +228,31 @@ describe('failed brackets', () => {
   });
 
   it.each([
-    ['a thrown provider error', new Error('provider down', { cause: new Error('socket reset') }), /provider down: socket reset/],
-    ['a reply cut off at the output limit', { content: [{ type: 'text' as const, text: '## Primary' }], finishReason: 'length', provider: 'fake', model: 'fake' }, /MAX_TOKENS/],
-    ['a reply without text', { content: [{ type: 'tool-call' as const, id: 'x', name: 'echo', arguments: '{}' }], finishReason: 'tool_calls', provider: 'fake', model: 'fake' }, /no text/],
+    [
+      'a thrown provider error',
+      new Error('provider down', { cause: new Error('socket reset') }),
+      /provider down: socket reset/,
+    ],
+    [
+      'a reply cut off at the output limit',
+      {
+        content: [{ type: 'text' as const, text: '## Primary' }],
+        finishReason: 'length',
+        provider: 'fake',
+        model: 'fake',
+      },
+      /MAX_TOKENS/,
+    ],
+    [
+      'a reply without text',
+      {
+        content: [{ type: 'tool-call' as const, id: 'x', name: 'echo', arguments: '{}' }],
+        finishReason: 'tool_calls',
+        provider: 'fake',
+        model: 'fake',
+      },
+      /no text/,
+    ],
   ])('on %s leaves the surface unchanged and appends exactly start and end{error}', async (_name, reply, message) => {
     const h = await harness({ replies: [reply] });
     await conversation(h);
@@ -252,12 +280,19 @@ describe('retried compaction activities', () => {
     await conversation(h);
     const knownHead = await h.store.nextSeq(h.id);
 
-    await expect(h.compact({ compactionId: 'c1', knownHead }, { attempt: 1 })).rejects.toMatchObject({ type: 'server' });
+    await expect(h.compact({ compactionId: 'c1', knownHead }, { attempt: 1 })).rejects.toMatchObject({
+      type: 'server',
+    });
     expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual(['compaction/start']);
 
     const done = await h.compact({ compactionId: 'c1', knownHead }, { attempt: 2 });
     expect(done.result).not.toBeNull();
-    expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual(['compaction/start', 'compaction/summary', 'user/message', 'compaction/end']);
+    expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual([
+      'compaction/start',
+      'compaction/summary',
+      'user/message',
+      'compaction/end',
+    ]);
     expect(h.model.requests).toHaveLength(2);
   });
 
@@ -267,14 +302,23 @@ describe('retried compaction activities', () => {
     const knownHead = await h.store.nextSeq(h.id);
 
     await expect(h.compact({ compactionId: 'c1', knownHead })).rejects.toThrow(/injected append failure/);
-    expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual(['compaction/start', 'compaction/summary', 'user/message']);
+    expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual([
+      'compaction/start',
+      'compaction/summary',
+      'user/message',
+    ]);
     expect(h.model.requests).toHaveLength(1);
 
     const done = await h.compact({ compactionId: 'c1', knownHead }, { attempt: 2 });
 
     expect(h.model.requests).toHaveLength(1);
     const added = (await h.events()).slice(knownHead);
-    expect(added.map((e) => e.type)).toEqual(['compaction/start', 'compaction/summary', 'user/message', 'compaction/end']);
+    expect(added.map((e) => e.type)).toEqual([
+      'compaction/start',
+      'compaction/summary',
+      'user/message',
+      'compaction/end',
+    ]);
     expect((added[3] as SessionEvent<'compaction/end'>).data.error).toBeUndefined();
     expect(done.result?.shadowedSeqs).toEqual((added[1] as SessionEvent<'compaction/summary'>).data.shadowedSeqs);
   });
@@ -291,7 +335,12 @@ describe('retried compaction activities', () => {
 
     expect(done.result?.compactionId).toBe('c1');
     expect(h.model.requests).toHaveLength(2);
-    expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual(['compaction/start', 'compaction/summary', 'user/message', 'compaction/end']);
+    expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual([
+      'compaction/start',
+      'compaction/summary',
+      'user/message',
+      'compaction/end',
+    ]);
   });
 
   it('a retry of a finished bracket returns the same result and appends nothing', async () => {
@@ -325,7 +374,11 @@ describe('retried compaction activities', () => {
 });
 
 describe('the compaction lock', () => {
-  const openStart = (id: string): NewEvent => ({ type: 'compaction/start', time: T0, data: { compactionId: id, turn: null, trigger: 'manual' } });
+  const openStart = (id: string): NewEvent => ({
+    type: 'compaction/start',
+    time: T0,
+    data: { compactionId: id, turn: null, trigger: 'manual' },
+  });
 
   it('a live unmatched compaction/start makes a new compaction fail non-retryably without appending', async () => {
     const h = await harness();
@@ -333,7 +386,10 @@ describe('the compaction lock', () => {
     await h.seed([openStart('old')], 'old/start');
     const before = await h.events();
 
-    await expect(h.compact({ compactionId: 'c2' })).rejects.toMatchObject({ nonRetryable: true, message: expect.stringMatching(/old.*still running/) });
+    await expect(h.compact({ compactionId: 'c2' })).rejects.toMatchObject({
+      nonRetryable: true,
+      message: expect.stringMatching(/old.*still running/),
+    });
 
     expect(await h.events()).toEqual(before);
     expect(h.model.requests).toHaveLength(0);
@@ -362,7 +418,10 @@ describe('the compaction lock', () => {
     await h.seed([runEvent('run-2')], 'takeover', 'run-2');
     const before = await h.events();
 
-    await expect(h.compact({ compactionId: 'c1', runId: RUN })).rejects.toMatchObject({ nonRetryable: true, type: 'SEQ_CONFLICT' });
+    await expect(h.compact({ compactionId: 'c1', runId: RUN })).rejects.toMatchObject({
+      nonRetryable: true,
+      type: 'SEQ_CONFLICT',
+    });
 
     expect(await h.events()).toEqual(before);
   });
@@ -381,13 +440,25 @@ describe('bracket ownership', () => {
   it('an automatic bracket carries the open turn number on start and end and adds no turn boundary', async () => {
     const h = await harness();
     await conversation(h, 2);
-    await h.seed([{ type: 'turn/start', time: T0, data: { turn: 3 } }, { type: 'step/start', time: T0, data: { turn: 3, step: 1 } }, user('u3', 'next question')], 'turn3');
+    await h.seed(
+      [
+        { type: 'turn/start', time: T0, data: { turn: 3 } },
+        { type: 'step/start', time: T0, data: { turn: 3, step: 1 } },
+        user('u3', 'next question'),
+      ],
+      'turn3',
+    );
     const knownHead = await h.store.nextSeq(h.id);
 
     await h.compact({ compactionId: 'c1', trigger: 'context-overflow', turn: 3, knownHead });
 
     const added = (await h.events()).slice(knownHead);
-    expect(added.map((e) => e.type)).toEqual(['compaction/start', 'compaction/summary', 'user/message', 'compaction/end']);
+    expect(added.map((e) => e.type)).toEqual([
+      'compaction/start',
+      'compaction/summary',
+      'user/message',
+      'compaction/end',
+    ]);
     expect((added[0] as SessionEvent<'compaction/start'>).data.turn).toBe(3);
     expect((added[3] as SessionEvent<'compaction/end'>).data.turn).toBe(3);
   });
@@ -417,7 +488,9 @@ describe('nothing to compact', () => {
   it('returns null and appends nothing when the whole surface is one tool-call unit', async () => {
     const h = await harness();
     // Only the assistant call and its result (no user message): the one balanced cut inside is none.
-    const turn = toolTurn(1).filter((e) => e.type !== 'user/message').slice(0, 5);
+    const turn = toolTurn(1)
+      .filter((e) => e.type !== 'user/message')
+      .slice(0, 5);
     await h.seed([runEvent(), headerEvent(), ...turn], 'open');
     const before = await h.events();
     const done = await h.compact({ compactionId: 'c1', trigger: 'context-overflow', turn: 1 });
@@ -449,7 +522,8 @@ describe('retention by trigger', () => {
     await overflow.compact({ compactionId: 'o', trigger: 'context-overflow', turn: 3 });
 
     const kept = (h: Session, id: string) => {
-      const shadowed = ofType(h.events, 'compaction/summary').find((s) => s.data.compactionId === id)!.data.shadowedSeqs;
+      const shadowed = ofType(h.events, 'compaction/summary').find((s) => s.data.compactionId === id)!.data
+        .shadowedSeqs;
       return nodes.slice(shadowed.length);
     };
     const pressureKept = kept(await pressure.session(), 'p');
@@ -484,7 +558,12 @@ describe('re-compaction', () => {
 });
 
 describe('pressure check before a model call', () => {
-  async function pressureRun(contextWindow: (tokens: number) => number, policy: { thresholdRatio: number; retainRatio: number; budgetTokens?: number }, prune: boolean, size = 200) {
+  async function pressureRun(
+    contextWindow: (tokens: number) => number,
+    policy: { thresholdRatio: number; retainRatio: number; budgetTokens?: number },
+    prune: boolean,
+    size = 200,
+  ) {
     const h = await harness();
     await h.seed([runEvent(), headerEvent(), ...toolTurn(1, size), ...toolTurn(2, size)], 'open');
     const tokens = h.meter.measure(await h.session(), HEADER).totalTokens;
@@ -513,9 +592,18 @@ describe('pressure check before a model call', () => {
     const at = await pressureRun((t) => 2 * t, policy, false);
     expect(await at.run('p')).toMatchObject({ tokens: at.tokens, threshold: at.tokens, needsCompaction: true });
     const below = await pressureRun((t) => 2 * t + 2, policy, false);
-    expect(await below.run('p')).toMatchObject({ tokens: below.tokens, threshold: below.tokens + 1, needsCompaction: false });
+    expect(await below.run('p')).toMatchObject({
+      tokens: below.tokens,
+      threshold: below.tokens + 1,
+      needsCompaction: false,
+    });
     const capped = await pressureRun((t) => 10 * t, { ...policy, budgetTokens: 1 }, false);
-    expect(await capped.run('p')).toMatchObject({ budget: 1, contextWindow: 10 * capped.tokens, threshold: 0, needsCompaction: true });
+    expect(await capped.run('p')).toMatchObject({
+      budget: 1,
+      contextWindow: 10 * capped.tokens,
+      threshold: 0,
+      needsCompaction: true,
+    });
   });
 
   it('does nothing below the threshold, even with a prunable tool result', async () => {
@@ -526,7 +614,12 @@ describe('pressure check before a model call', () => {
   });
 
   it('at the threshold prunes every oversized tool result and reports the remeasured tokens (pruning alone may relieve pressure)', async () => {
-    const { h, before, tokens, run } = await pressureRun((t) => t, { thresholdRatio: 1, retainRatio: 0.1 }, true, 1_000);
+    const { h, before, tokens, run } = await pressureRun(
+      (t) => t,
+      { thresholdRatio: 1, retainRatio: 0.1 },
+      true,
+      1_000,
+    );
     const report = await run('p1');
     const added = (await h.events()).slice(before.length);
     expect(added.map((e) => e.type)).toEqual(['compaction/prune', 'tool/result', 'compaction/prune', 'tool/result']);
@@ -577,7 +670,8 @@ describe('compaction over random logs (property)', () => {
           const before = await h.session();
           const nodes = [...before.surfaceNodes];
           const derivedBefore = before.deriveMessages();
-          const header = [...before.events].reverse().find((e) => e.type === 'request/header') as SessionEvent<'request/header'> | undefined;
+          const header = [...before.events].reverse().find((e) => e.type === 'request/header') as
+            SessionEvent<'request/header'> | undefined;
 
           const done = await h.compact({ compactionId: 'cp' });
 
@@ -596,7 +690,15 @@ describe('compaction over random logs (property)', () => {
           const span = nodes.slice(0, k);
           const prices = h.meter.measure(before, header.data.header).nodes;
           const spanTokens = prices.slice(0, k).reduce((s, n) => s + n.tokens, 0);
-          const checkpointTokens = h.meter.messageTokens({ id: 'x', role: 'user', content: frameCheckpoint([{ type: 'text', text: SUMMARY }]), source: { kind: 'user' } }, header.data.header.model);
+          const checkpointTokens = h.meter.messageTokens(
+            {
+              id: 'x',
+              role: 'user',
+              content: frameCheckpoint([{ type: 'text', text: SUMMARY }]),
+              source: { kind: 'user' },
+            },
+            header.data.header.model,
+          );
           // The summarizer saw the head span's derived messages (property 31).
           expect(h.model.requests[0]!.messages.slice(0, -1)).toEqual(derivedOf(before, span));
           if (checkpointTokens >= spanTokens) {
@@ -605,7 +707,12 @@ describe('compaction over random logs (property)', () => {
             expect(after.surfaceNodes).toEqual(nodes);
             return;
           }
-          expect(added.map((e) => e.type)).toEqual(['compaction/start', 'compaction/summary', 'user/message', 'compaction/end']);
+          expect(added.map((e) => e.type)).toEqual([
+            'compaction/start',
+            'compaction/summary',
+            'user/message',
+            'compaction/end',
+          ]);
           expect(done.result!.shadowedSeqs).toEqual(span);
           expect((added[1] as SessionEvent<'compaction/summary'>).data.shadowedTokenCount).toBe(spanTokens);
           expect(after.surfaceNodes).toEqual([added[2]!.seq, ...nodes.slice(k)]);
@@ -627,4 +734,3 @@ describe('compaction over random logs (property)', () => {
     );
   });
 });
-

@@ -51,7 +51,15 @@ describe('checkpoint framing', () => {
 
   it('refuses a truncated reply and one without non-whitespace text', () => {
     expect(() => summaryBlocks([{ type: 'text', text: '## A' }], 'length')).toThrow(/MAX_TOKENS/);
-    expect(() => summaryBlocks([{ type: 'text', text: ' \n\t' }, { type: 'reasoning', text: 'thought' }], 'stop')).toThrow(/no text/);
+    expect(() =>
+      summaryBlocks(
+        [
+          { type: 'text', text: ' \n\t' },
+          { type: 'reasoning', text: 'thought' },
+        ],
+        'stop',
+      ),
+    ).toThrow(/no text/);
     expect(() => summaryBlocks([], 'stop')).toThrow(/no text/);
   });
 });
@@ -67,7 +75,17 @@ describe('summarizer messages', () => {
     const emptyReply: NewEvent = {
       type: 'assistant/message',
       time: T0,
-      data: { turn: 9, step: 1, message: { id: 'empty', role: 'assistant', content: [], source: { kind: 'model', provider: 'fake', model: 'fake' } }, finishReason: 'length' },
+      data: {
+        turn: 9,
+        step: 1,
+        message: {
+          id: 'empty',
+          role: 'assistant',
+          content: [],
+          source: { kind: 'model', provider: 'fake', model: 'fake' },
+        },
+        finishReason: 'length',
+      },
       surfaceOp: 'append',
     };
     const session = sessionOf([...toolTurn(1), emptyReply, user('u2', 'more')]);
@@ -87,7 +105,11 @@ describe('summarizer messages', () => {
 describe('the commit batch', () => {
   it('is compaction/summary then the replacement with sources [start, summary, ...shadowed], valid even for a numerically reversed span', () => {
     const session = sessionOf([user('u0', 'zero'), user('u1', 'one'), user('u2', 'two')]);
-    const first = session.append({ type: 'compaction/start', time: T0, data: { compactionId: 'c1', turn: null, trigger: 'manual' } });
+    const first = session.append({
+      type: 'compaction/start',
+      time: T0,
+      data: { compactionId: 'c1', turn: null, trigger: 'manual' },
+    });
     const batch1 = planCommit({
       compactionId: 'c1',
       startSeq: first.seq,
@@ -104,11 +126,20 @@ describe('the commit batch', () => {
     expect(checkpoint!.seq).toBe(summary!.seq + 1);
     expect(checkpoint!.surfaceOp).toEqual({ op: 'replace', start: 0, end: 1 });
     expect(checkpoint!.sourceEventSeqs).toEqual([first.seq, summary!.seq, 0, 1]);
-    expect(summary!.data).toMatchObject({ compactionId: 'c1', shadowedRange: { start: 0, end: 1 }, shadowedSeqs: [0, 1], shadowedTokenCount: 7 });
+    expect(summary!.data).toMatchObject({
+      compactionId: 'c1',
+      shadowedRange: { start: 0, end: 1 },
+      shadowedSeqs: [0, 1],
+      shadowedTokenCount: 7,
+    });
     expect(session.surfaceNodes).toEqual([checkpoint!.seq, 2]);
 
     // Re-compaction: the previous checkpoint (high seq) heads a span ending at a lower seq.
-    const second = session.append({ type: 'compaction/start', time: T0, data: { compactionId: 'c2', turn: null, trigger: 'manual' } });
+    const second = session.append({
+      type: 'compaction/start',
+      time: T0,
+      data: { compactionId: 'c2', turn: null, trigger: 'manual' },
+    });
     const batch2 = planCommit({
       compactionId: 'c2',
       startSeq: second.seq,
@@ -164,13 +195,35 @@ describe('the compaction lock', () => {
 describe('bracketState', () => {
   it('reports only the named bracket’s seqs, shadowed span and error, from the given seq on', () => {
     const session = sessionOf([user('u0', 'zero'), user('u1', 'one'), user('u2', 'two')]);
-    const s1 = session.append({ type: 'compaction/start', time: T0, data: { compactionId: 'c1', turn: null, trigger: 'manual' } });
+    const s1 = session.append({
+      type: 'compaction/start',
+      time: T0,
+      data: { compactionId: 'c1', turn: null, trigger: 'manual' },
+    });
     const [sum1, rep1] = session.appendBatch(
-      planCommit({ compactionId: 'c1', startSeq: s1.seq, nextSeq: session.nextSeq, shadowedSeqs: [0, 1], shadowedTokenCount: 4, summary: [{ type: 'text', text: 'S' }], provider: 'p', model: 'm', time: T0 }),
+      planCommit({
+        compactionId: 'c1',
+        startSeq: s1.seq,
+        nextSeq: session.nextSeq,
+        shadowedSeqs: [0, 1],
+        shadowedTokenCount: 4,
+        summary: [{ type: 'text', text: 'S' }],
+        provider: 'p',
+        model: 'm',
+        time: T0,
+      }),
     );
     const e1 = session.append({ type: 'compaction/end', time: T0, data: { compactionId: 'c1', turn: null } });
-    const s2 = session.append({ type: 'compaction/start', time: T0, data: { compactionId: 'c2', turn: null, trigger: 'manual' } });
-    const e2 = session.append({ type: 'compaction/end', time: T0, data: { compactionId: 'c2', turn: null, error: 'boom' } });
+    const s2 = session.append({
+      type: 'compaction/start',
+      time: T0,
+      data: { compactionId: 'c2', turn: null, trigger: 'manual' },
+    });
+    const e2 = session.append({
+      type: 'compaction/end',
+      time: T0,
+      data: { compactionId: 'c2', turn: null, error: 'boom' },
+    });
 
     expect(bracketState(session, 'c1')).toEqual({
       startSeq: s1.seq,
@@ -189,7 +242,12 @@ describe('bracketState', () => {
 describe('context policy', () => {
   it('fills the documented defaults', () => {
     expect(resolveContextPolicy()).toEqual(DEFAULT_CONTEXT_POLICY);
-    expect(DEFAULT_CONTEXT_POLICY).toEqual({ thresholdRatio: 0.8, retainRatio: 0.16, summaryMaxTokens: 8192, minHeadroomRatio: 0.1 });
+    expect(DEFAULT_CONTEXT_POLICY).toEqual({
+      thresholdRatio: 0.8,
+      retainRatio: 0.16,
+      summaryMaxTokens: 8192,
+      minHeadroomRatio: 0.1,
+    });
   });
 
   it.each([

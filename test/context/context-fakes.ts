@@ -38,7 +38,8 @@ export const RUN = 'run-1';
 /** A meter with exact, easily predicted arithmetic: a message costs ceil(len(JSON of its content) / 4). */
 export function lengthMeter(): TokenMeter {
   const messageTokens = (message: Message): number => Math.ceil(JSON.stringify(message.content).length / 4);
-  const headerTokens = (header: RequestHeader): number => Math.ceil(((header.system ?? '').length + JSON.stringify(header.tools ?? []).length) / 4);
+  const headerTokens = (header: RequestHeader): number =>
+    Math.ceil(((header.system ?? '').length + JSON.stringify(header.tools ?? []).length) / 4);
   return {
     messageTokens,
     headerTokens,
@@ -67,7 +68,10 @@ export type ScriptedReply = string | Omit<ModelReply, 'aborted'> | Error;
  * A model port that answers each call with the next scripted reply (the last one repeats) and
  * records requests. A scripted Error is a `server` failure when `retryable`, else `bad_request`.
  */
-export function scriptedModel(replies: ScriptedReply[], options: { retryable?: boolean } = {}): ModelPort & { requests: ModelRequest[] } {
+export function scriptedModel(
+  replies: ScriptedReply[],
+  options: { retryable?: boolean } = {},
+): ModelPort & { requests: ModelRequest[] } {
   const requests: ModelRequest[] = [];
   return {
     provider: 'fake',
@@ -76,8 +80,19 @@ export function scriptedModel(replies: ScriptedReply[], options: { retryable?: b
     async stream(request) {
       requests.push(request);
       const reply = replies[Math.min(requests.length - 1, replies.length - 1)]!;
-      if (reply instanceof Error) throw new ModelCallError(modelFailure(options.retryable ? 'server' : 'bad_request', reply.message), undefined, { cause: reply });
-      if (typeof reply === 'string') return { content: [{ type: 'text', text: reply }], finishReason: 'stop', provider: 'fake', model: request.header.model, usage: { inputTokens: 100, outputTokens: 10 }, aborted: false };
+      if (reply instanceof Error)
+        throw new ModelCallError(modelFailure(options.retryable ? 'server' : 'bad_request', reply.message), undefined, {
+          cause: reply,
+        });
+      if (typeof reply === 'string')
+        return {
+          content: [{ type: 'text', text: reply }],
+          finishReason: 'stop',
+          provider: 'fake',
+          model: request.header.model,
+          usage: { inputTokens: 100, outputTokens: 10 },
+          aborted: false,
+        };
       return { ...reply, aborted: false };
     },
   };
@@ -87,7 +102,13 @@ export const HEADER: RequestHeader = {
   provider: 'fake',
   model: 'fake',
   system: 'You are a careful assistant.',
-  tools: [{ name: 'echo', description: 'Echo the input.', parameters: { type: 'object', properties: { x: { type: 'string' } } } }],
+  tools: [
+    {
+      name: 'echo',
+      description: 'Echo the input.',
+      parameters: { type: 'object', properties: { x: { type: 'string' } } },
+    },
+  ],
 };
 
 export function sessionHeader(id: string): SessionHeader {
@@ -95,7 +116,12 @@ export function sessionHeader(id: string): SessionHeader {
 }
 
 export function user(id: string, text: string): NewEvent {
-  return { type: 'user/message', time: T0, data: { id, role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' } }, surfaceOp: 'append' };
+  return {
+    type: 'user/message',
+    time: T0,
+    data: { id, role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' } },
+    surfaceOp: 'append',
+  };
 }
 
 /**
@@ -133,7 +159,18 @@ export function toolTurn(turn: number, size = 200): NewEvent[] {
       data: {
         turn,
         step: 1,
-        message: { id: `r${turn}`, role: 'user', content: [{ type: 'tool-result', toolCallId: callId, content: [{ type: 'text', text: `result ${turn} ${'r'.repeat(size)}` }] }], source: { kind: 'tool', callId } },
+        message: {
+          id: `r${turn}`,
+          role: 'user',
+          content: [
+            {
+              type: 'tool-result',
+              toolCallId: callId,
+              content: [{ type: 'text', text: `result ${turn} ${'r'.repeat(size)}` }],
+            },
+          ],
+          source: { kind: 'tool', callId },
+        },
       },
       surfaceOp: 'append',
     },
@@ -142,7 +179,16 @@ export function toolTurn(turn: number, size = 200): NewEvent[] {
     {
       type: 'assistant/message',
       time: T0,
-      data: { turn, step: 2, message: { id: `a${turn}.2`, role: 'assistant', content: [{ type: 'text', text: `answer ${turn} ${'a'.repeat(size)}` }], source: { kind: 'model', provider: 'fake', model: 'fake' } } },
+      data: {
+        turn,
+        step: 2,
+        message: {
+          id: `a${turn}.2`,
+          role: 'assistant',
+          content: [{ type: 'text', text: `answer ${turn} ${'a'.repeat(size)}` }],
+          source: { kind: 'model', provider: 'fake', model: 'fake' },
+        },
+      },
       surfaceOp: 'append',
     },
     { type: 'step/end', time: T0, data: { turn, step: 2 } },
@@ -159,7 +205,11 @@ export function headerEvent(header: RequestHeader = HEADER): NewEvent {
 }
 
 /** What the harness's `compact` takes: the transaction's request plus the run and head the workflow would pass. */
-export type CompactInput = Partial<Omit<CompactionRequest, 'attempt'>> & { compactionId: string; runId?: string; knownHead?: number };
+export type CompactInput = Partial<Omit<CompactionRequest, 'attempt'>> & {
+  compactionId: string;
+  runId?: string;
+  knownHead?: number;
+};
 
 /** What a compaction activity returns. */
 export type CompactActivityResult = CompactionOutcome & { headSeq: number };
@@ -191,24 +241,33 @@ export function compactionLog(writer: LogWriter, runId: string, compactionId: st
 }
 
 /** A real SQLite store in a temp dir holding one session, and the compaction transaction over it. */
-export async function compactionHarness(options: {
-  replies?: ScriptedReply[];
-  retryable?: boolean;
-  policy?: Partial<ContextPolicy>;
-  contextWindow?: number;
-  meter?: TokenMeter;
-  url?: string;
-  /** Wraps the store the compaction writes through (fault injection); the harness reads the real one. */
-  wrapStore?: (store: SessionStore) => SessionStore;
-} = {}): Promise<Harness> {
+export async function compactionHarness(
+  options: {
+    replies?: ScriptedReply[];
+    retryable?: boolean;
+    policy?: Partial<ContextPolicy>;
+    contextWindow?: number;
+    meter?: TokenMeter;
+    url?: string;
+    /** Wraps the store the compaction writes through (fault injection); the harness reads the real one. */
+    wrapStore?: (store: SessionStore) => SessionStore;
+  } = {},
+): Promise<Harness> {
   const dir = options.url ? undefined : mkdtempSync(join(tmpdir(), 'sessionlog-compaction-'));
   const store = await openStore(options.url ?? `sqlite:${join(dir!, 'store.db')}`);
   const activityStore = options.wrapStore ? options.wrapStore(store) : store;
   const id = `cmp-${process.pid}-${counter++}`;
   await store.create(sessionHeader(id));
-  const model = scriptedModel(options.replies ?? ['## Primary request\n- short summary'], { retryable: options.retryable ?? false });
+  const model = scriptedModel(options.replies ?? ['## Primary request\n- short summary'], {
+    retryable: options.retryable ?? false,
+  });
   const meter = options.meter ?? lengthMeter();
-  const context = resolveContextDeps({ meter, contextWindow: () => options.contextWindow ?? 100_000, policy: options.policy ?? {}, pruner: false });
+  const context = resolveContextDeps({
+    meter,
+    contextWindow: () => options.contextWindow ?? 100_000,
+    policy: options.policy ?? {},
+    pruner: false,
+  });
   let clock = T0;
   const events = () => store.readFrom(id, 0);
   return {
@@ -226,7 +285,15 @@ export async function compactionHarness(options: {
         const writer = await LogWriter.open(activityStore, id, runId, knownHead);
         const outcome = await runCompaction(
           { log: compactionLog(writer, runId, compactionId), summarizer: model, context, now: () => ++clock },
-          { compactionId, trigger: 'manual', turn: null, maxAttempts: 3, ...request, fromSeq: knownHead, attempt: info.attempt ?? 1 },
+          {
+            compactionId,
+            trigger: 'manual',
+            turn: null,
+            maxAttempts: 3,
+            ...request,
+            fromSeq: knownHead,
+            attempt: info.attempt ?? 1,
+          },
         );
         return { headSeq: writer.session.nextSeq, ...outcome };
       } catch (error) {

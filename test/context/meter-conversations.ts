@@ -52,7 +52,11 @@ export const TEST_TOOLS: NonNullable<RequestHeader['tools']> = [
   {
     name: 'run_shell',
     description: 'Run a shell command and return its output.',
-    parameters: { type: 'object', properties: { command: { type: 'string' }, timeoutMs: { type: 'integer' } }, required: ['command'] },
+    parameters: {
+      type: 'object',
+      properties: { command: { type: 'string' }, timeoutMs: { type: 'integer' } },
+      required: ['command'],
+    },
   },
 ];
 
@@ -76,7 +80,12 @@ export function appendExchange(session: Session, exchange: Exchange, turn: numbe
   let ids = session.nextSeq;
   const id = (prefix: string): string => `${prefix}-${turn}-${ids++}`;
   session.append({ type: 'turn/start', time: TIME, data: { turn } });
-  session.append({ type: 'user/message', time: TIME, data: { id: id('u'), role: 'user', content: [{ type: 'text', text: exchange.user }], source: { kind: 'user' } }, surfaceOp: 'append' });
+  session.append({
+    type: 'user/message',
+    time: TIME,
+    data: { id: id('u'), role: 'user', content: [{ type: 'text', text: exchange.user }], source: { kind: 'user' } },
+    surfaceOp: 'append',
+  });
   exchange.replies.forEach((reply, index) => {
     const step = index + 1;
     session.append({ type: 'step/start', time: TIME, data: { turn, step } });
@@ -88,8 +97,15 @@ export function appendExchange(session: Session, exchange: Exchange, turn: numbe
     if (reply.reasoning !== '') content.push({ type: 'reasoning', text: reply.reasoning });
     if (reply.text !== '') content.push({ type: 'text', text: reply.text });
     const callIds = reply.calls.map(() => id('call'));
-    reply.calls.forEach((call, i) => content.push({ type: 'tool-call', id: callIds[i]!, name: call.name, arguments: call.arguments }));
-    const message: AssistantMessage = { id: id('a'), role: 'assistant', content, source: { kind: 'model', provider: 'fake', model: 'fake' } };
+    reply.calls.forEach((call, i) =>
+      content.push({ type: 'tool-call', id: callIds[i]!, name: call.name, arguments: call.arguments }),
+    );
+    const message: AssistantMessage = {
+      id: id('a'),
+      role: 'assistant',
+      content,
+      source: { kind: 'model', provider: 'fake', model: 'fake' },
+    };
     const usage = options.usage && header ? options.usage(exactPromptTokens(session, header), index) : undefined;
     session.append({
       type: 'assistant/message',
@@ -99,7 +115,11 @@ export function appendExchange(session: Session, exchange: Exchange, turn: numbe
       sourceEventSeqs: [],
     });
     reply.calls.forEach((call, i) => {
-      session.append({ type: 'tool/call', time: TIME, data: { turn, step, callId: callIds[i]!, name: call.name, arguments: call.arguments } });
+      session.append({
+        type: 'tool/call',
+        time: TIME,
+        data: { turn, step, callId: callIds[i]!, name: call.name, arguments: call.arguments },
+      });
     });
     reply.calls.forEach((call, i) => {
       session.append({
@@ -136,7 +156,10 @@ function sameHeader(a: RequestHeader | undefined, b: RequestHeader): boolean {
 }
 
 /** The wire request the session would send now with `header` (as the model activity builds it). */
-export function wireRequest(session: Session, header: RequestHeader): { messages: TemplateMessage[]; tools?: unknown[] } {
+export function wireRequest(
+  session: Session,
+  header: RequestHeader,
+): { messages: TemplateMessage[]; tools?: unknown[] } {
   const model = lookupModel(DEFAULT_MODEL_CATALOGUE, header.model);
   const body = buildChatRequest({ messages: session.deriveMessages(), header, model });
   return { messages: body.messages as TemplateMessage[], ...(body.tools ? { tools: body.tools } : {}) };
@@ -161,7 +184,12 @@ export function seededRandom(seed: number): () => number {
 }
 
 /** A deterministic random exchange built from {@link TEXT_FRAGMENTS}. */
-export function randomExchange(random: () => number, size = 6, fragments: readonly string[] = TEXT_FRAGMENTS, toolSteps = 2): Exchange {
+export function randomExchange(
+  random: () => number,
+  size = 6,
+  fragments: readonly string[] = TEXT_FRAGMENTS,
+  toolSteps = 2,
+): Exchange {
   const pick = (): string => fragments[Math.floor(random() * fragments.length)]!;
   const text = (n: number): string => Array.from({ length: 1 + Math.floor(random() * n) }, pick).join('');
   const replies: PlannedReply[] = [];
@@ -175,7 +203,11 @@ export function randomExchange(random: () => number, size = 6, fragments: readon
           arguments: JSON.stringify({ path: `src/${Math.floor(random() * 100)}.ts`, note: text(2) }),
           result: text(size * 2),
         }));
-    replies.push({ reasoning: random() < 0.5 ? text(size) : '', text: random() < 0.7 || calls.length === 0 ? text(size) : '', calls });
+    replies.push({
+      reasoning: random() < 0.5 ? text(size) : '',
+      text: random() < 0.7 || calls.length === 0 ? text(size) : '',
+      calls,
+    });
   }
   return { user: text(size), replies };
 }

@@ -1,7 +1,12 @@
 import fc from 'fast-check';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { createTokenMeter, UsageCalibration, type MeterMeasurement } from '../../src/context/token-meter.js';
-import { countO200kTokens, deepseekEstimator, disposeTokenizers, o200kEstimator } from '../../src/context/tokenizers.js';
+import {
+  countO200kTokens,
+  deepseekEstimator,
+  disposeTokenizers,
+  o200kEstimator,
+} from '../../src/context/tokenizers.js';
 import { encodeOrdinary, deepseekPromptTokenIds } from '../../src/model/deepseek-tokens.js';
 import type { RequestHeader, Session } from '../../src/session/index.js';
 import { ANY_REPLACES, buildLog, programArb } from '../support/log-gen.js';
@@ -26,7 +31,11 @@ const textArb = fc.oneof(
   fc.array(fc.constantFrom(...TEXT_FRAGMENTS), { minLength: 0, maxLength: 4 }).map((parts) => parts.join('')),
   fc.string({ unit: 'grapheme', maxLength: 40 }),
 );
-const callArb = fc.record({ name: fc.constantFrom('read_file', 'run_shell'), arguments: fc.json({ maxDepth: 2 }), result: textArb });
+const callArb = fc.record({
+  name: fc.constantFrom('read_file', 'run_shell'),
+  arguments: fc.json({ maxDepth: 2 }),
+  result: textArb,
+});
 const replyArb = fc.record({ reasoning: textArb, text: textArb, calls: fc.array(callArb, { maxLength: 3 }) });
 const exchangeArb: fc.Arbitrary<Exchange> = fc.record({
   user: textArb,
@@ -35,12 +44,14 @@ const exchangeArb: fc.Arbitrary<Exchange> = fc.record({
     replies.map((r, i) => (i === replies.length - 1 ? { ...r, calls: [] } : r)),
   ),
 });
-const headerArb: fc.Arbitrary<RequestHeader> = fc.record({
-  provider: fc.constant('fake'),
-  model: fc.constantFrom('fake', 'deepseek-flash', 'deepseek-reasoner'),
-  system: fc.option(textArb, { nil: undefined }),
-  tools: fc.option(fc.constant(TEST_TOOLS), { nil: undefined }),
-}).map((h) => Object.fromEntries(Object.entries(h).filter(([, v]) => v !== undefined)) as unknown as RequestHeader);
+const headerArb: fc.Arbitrary<RequestHeader> = fc
+  .record({
+    provider: fc.constant('fake'),
+    model: fc.constantFrom('fake', 'deepseek-flash', 'deepseek-reasoner'),
+    system: fc.option(textArb, { nil: undefined }),
+    tools: fc.option(fc.constant(TEST_TOOLS), { nil: undefined }),
+  })
+  .map((h) => Object.fromEntries(Object.entries(h).filter(([, v]) => v !== undefined)) as unknown as RequestHeader);
 
 function sessionOf(exchanges: readonly Exchange[], id = 'meter'): Session {
   const session = meterSession(id);
@@ -81,7 +92,14 @@ describe('DeepSeek V3 pricing', () => {
     const exchange: Exchange = {
       user: 'go',
       replies: [
-        { reasoning: '', text: '', calls: [{ name: 'read_file', arguments: '{}', result: 'one' }, { name: 'read_file', arguments: '{}', result: 'two' }] },
+        {
+          reasoning: '',
+          text: '',
+          calls: [
+            { name: 'read_file', arguments: '{}', result: 'one' },
+            { name: 'read_file', arguments: '{}', result: 'two' },
+          ],
+        },
         { reasoning: '', text: 'done', calls: [] },
       ],
     };
@@ -97,7 +115,9 @@ describe('DeepSeek V3 pricing', () => {
   it('counts special-token strings in user text as ordinary text and does not throw', () => {
     const meter = createTokenMeter();
     const eos = '<｜end▁of▁sentence｜>';
-    const session = sessionOf([{ user: `before ${eos} after <|endoftext|>`, replies: [{ reasoning: '', text: eos, calls: [] }] }]);
+    const session = sessionOf([
+      { user: `before ${eos} after <|endoftext|>`, replies: [{ reasoning: '', text: eos, calls: [] }] },
+    ]);
     const m = meter.measure(session, HEADER);
     expect(encodeOrdinary(eos).length).toBeGreaterThan(1);
     expect(m.totalTokens).toBe(exactPromptTokens(session, HEADER));
@@ -107,34 +127,54 @@ describe('DeepSeek V3 pricing', () => {
 
   it('stays exact across replacements that split or join tool-output runs', () => {
     fc.assert(
-      fc.property(fc.array(exchangeArb, { minLength: 1, maxLength: 3 }), fc.nat(), fc.nat(), fc.boolean(), (exchanges, a, b, prune) => {
-        const session = sessionOf(exchanges);
-        const meter = createTokenMeter();
-        meter.measure(session, HEADER);
-        const nodes = session.surface.nodes;
-        if (prune) {
-          const results = nodes.filter((seq) => session.eventAt(seq)!.type === 'tool/result');
-          if (results.length === 0) return;
-          const target = session.eventAt(results[a % results.length]!)!;
-          const data = target.data as { message: { content: [{ content: unknown }] } };
-          const message = { ...data.message, content: [{ ...data.message.content[0], content: [{ type: 'text', text: '[pruned]' }] }] };
-          session.append({ type: 'tool/result', time: 1, data: { ...(target.data as object), message } as never, surfaceOp: { op: 'replace', start: target.seq, end: target.seq }, sourceEventSeqs: [target.seq] });
-        } else {
-          const i = a % nodes.length;
-          const j = i + (b % (nodes.length - i));
-          const shadowed = nodes.slice(i, j + 1);
-          session.append({
-            type: 'user/message',
-            time: 1,
-            data: { id: 'summary', role: 'user', content: [{ type: 'text', text: 'summary of earlier work' }], source: { kind: 'plugin', plugin: 'compact' } },
-            surfaceOp: { op: 'replace', start: nodes[i]!, end: nodes[j]! },
-            sourceEventSeqs: shadowed,
-          });
-        }
-        const incremental = meter.measure(session, HEADER);
-        expect(incremental.totalTokens).toBe(exactPromptTokens(session, HEADER));
-        expect(incremental.nodes).toEqual(createTokenMeter().measure(session, HEADER).nodes);
-      }),
+      fc.property(
+        fc.array(exchangeArb, { minLength: 1, maxLength: 3 }),
+        fc.nat(),
+        fc.nat(),
+        fc.boolean(),
+        (exchanges, a, b, prune) => {
+          const session = sessionOf(exchanges);
+          const meter = createTokenMeter();
+          meter.measure(session, HEADER);
+          const nodes = session.surface.nodes;
+          if (prune) {
+            const results = nodes.filter((seq) => session.eventAt(seq)!.type === 'tool/result');
+            if (results.length === 0) return;
+            const target = session.eventAt(results[a % results.length]!)!;
+            const data = target.data as { message: { content: [{ content: unknown }] } };
+            const message = {
+              ...data.message,
+              content: [{ ...data.message.content[0], content: [{ type: 'text', text: '[pruned]' }] }],
+            };
+            session.append({
+              type: 'tool/result',
+              time: 1,
+              data: { ...(target.data as object), message } as never,
+              surfaceOp: { op: 'replace', start: target.seq, end: target.seq },
+              sourceEventSeqs: [target.seq],
+            });
+          } else {
+            const i = a % nodes.length;
+            const j = i + (b % (nodes.length - i));
+            const shadowed = nodes.slice(i, j + 1);
+            session.append({
+              type: 'user/message',
+              time: 1,
+              data: {
+                id: 'summary',
+                role: 'user',
+                content: [{ type: 'text', text: 'summary of earlier work' }],
+                source: { kind: 'plugin', plugin: 'compact' },
+              },
+              surfaceOp: { op: 'replace', start: nodes[i]!, end: nodes[j]! },
+              sourceEventSeqs: shadowed,
+            });
+          }
+          const incremental = meter.measure(session, HEADER);
+          expect(incremental.totalTokens).toBe(exactPromptTokens(session, HEADER));
+          expect(incremental.nodes).toEqual(createTokenMeter().measure(session, HEADER).nodes);
+        },
+      ),
       { numRuns: 80 },
     );
   });
@@ -145,7 +185,12 @@ describe('DeepSeek V3 pricing', () => {
     meter.measure(session, HEADER);
     const spy = vi.spyOn(deepseekEstimator, 'messagePrice');
     try {
-      session.append({ type: 'user/message', time: 1, data: { id: 'late', role: 'user', content: [{ type: 'text', text: 'one more' }], source: { kind: 'user' } }, surfaceOp: 'append' });
+      session.append({
+        type: 'user/message',
+        time: 1,
+        data: { id: 'late', role: 'user', content: [{ type: 'text', text: 'one more' }], source: { kind: 'user' } },
+        surfaceOp: 'append',
+      });
       const m = meter.measure(session, HEADER);
       expect(spy).toHaveBeenCalledTimes(1);
       expect(m.totalTokens).toBe(exactPromptTokens(session, HEADER));
@@ -194,29 +239,43 @@ describe('measure(): properties 36–38', () => {
 
   it('37: without an anchor the total is header + surface; with an anchor under the same envelope it is anchor + surface delta', () => {
     fc.assert(
-      fc.property(fc.array(exchangeArb, { minLength: 1, maxLength: 3 }), fc.nat(500), fc.integer({ min: -1, max: 1 }), (exchanges, extra, kind) => {
-        const session = meterSession();
-        // kind −1: bogus usage below the estimate; 0: no usage; 1: usage above the estimate by `extra`.
-        const reported = (prompt: number): number => (kind < 0 ? prompt - 1 - extra : prompt + extra);
-        const usage = kind === 0 ? undefined : (prompt: number) => ({ inputTokens: Math.max(0, reported(prompt) - 7), outputTokens: 5, cacheReadTokens: 7 });
-        exchanges.forEach((exchange, i) => appendExchange(session, exchange, i + 1, { header: HEADER, ...(usage ? { usage } : {}) }));
-        const meter = createTokenMeter();
-        const m = meter.measure(session, HEADER);
-        const estimate = meter.headerTokens(HEADER) + m.surfaceTokens;
-        expect(m.estimatedTokens).toBe(estimate);
-        if (kind === 1) {
-          expect(m.baseline).toBe('usage');
-          expect(m.anchor).toBeDefined();
-          expect(m.totalTokens).toBe(Math.max(0, m.anchor!.promptTokens + m.surfaceTokens - m.anchor!.surfaceTokens));
-          expect(m.totalTokens).toBe(estimate + extra);
-        } else {
-          expect(m.baseline).toBe('estimated');
-          expect(m.totalTokens).toBe(estimate);
-        }
-        const other = meter.measure(session, { ...HEADER, system: 'a different system prompt' });
-        expect(other.baseline).toBe('estimated');
-        expect(other.totalTokens).toBe(other.headerTokens + other.surfaceTokens);
-      }),
+      fc.property(
+        fc.array(exchangeArb, { minLength: 1, maxLength: 3 }),
+        fc.nat(500),
+        fc.integer({ min: -1, max: 1 }),
+        (exchanges, extra, kind) => {
+          const session = meterSession();
+          // kind −1: bogus usage below the estimate; 0: no usage; 1: usage above the estimate by `extra`.
+          const reported = (prompt: number): number => (kind < 0 ? prompt - 1 - extra : prompt + extra);
+          const usage =
+            kind === 0
+              ? undefined
+              : (prompt: number) => ({
+                  inputTokens: Math.max(0, reported(prompt) - 7),
+                  outputTokens: 5,
+                  cacheReadTokens: 7,
+                });
+          exchanges.forEach((exchange, i) =>
+            appendExchange(session, exchange, i + 1, { header: HEADER, ...(usage ? { usage } : {}) }),
+          );
+          const meter = createTokenMeter();
+          const m = meter.measure(session, HEADER);
+          const estimate = meter.headerTokens(HEADER) + m.surfaceTokens;
+          expect(m.estimatedTokens).toBe(estimate);
+          if (kind === 1) {
+            expect(m.baseline).toBe('usage');
+            expect(m.anchor).toBeDefined();
+            expect(m.totalTokens).toBe(Math.max(0, m.anchor!.promptTokens + m.surfaceTokens - m.anchor!.surfaceTokens));
+            expect(m.totalTokens).toBe(estimate + extra);
+          } else {
+            expect(m.baseline).toBe('estimated');
+            expect(m.totalTokens).toBe(estimate);
+          }
+          const other = meter.measure(session, { ...HEADER, system: 'a different system prompt' });
+          expect(other.baseline).toBe('estimated');
+          expect(other.totalTokens).toBe(other.headerTokens + other.surfaceTokens);
+        },
+      ),
       { numRuns: 60 },
     );
   });
@@ -225,26 +284,42 @@ describe('measure(): properties 36–38', () => {
     const session = meterSession();
     const exchanges = [randomExchange(seededRandom(3)), randomExchange(seededRandom(4))];
     exchanges.forEach((exchange, i) =>
-      appendExchange(session, exchange, i + 1, { header: HEADER, usage: (prompt) => ({ inputTokens: prompt - 100, cacheReadTokens: 100, outputTokens: 999 }) }),
+      appendExchange(session, exchange, i + 1, {
+        header: HEADER,
+        usage: (prompt) => ({ inputTokens: prompt - 100, cacheReadTokens: 100, outputTokens: 999 }),
+      }),
     );
     const meter = createTokenMeter();
     const m = meter.measure(session, HEADER);
     expect(m.baseline).toBe('usage');
     expect(m.totalTokens).toBe(exactPromptTokens(session, HEADER));
-    session.append({ type: 'user/message', time: 1, data: { id: 'x', role: 'user', content: [{ type: 'text', text: '再来一次' }], source: { kind: 'user' } }, surfaceOp: 'append' });
+    session.append({
+      type: 'user/message',
+      time: 1,
+      data: { id: 'x', role: 'user', content: [{ type: 'text', text: '再来一次' }], source: { kind: 'user' } },
+      surfaceOp: 'append',
+    });
     expect(meter.measure(session, HEADER).totalTokens).toBe(exactPromptTokens(session, HEADER));
   });
 
   it('37: a replacement after the anchored reply shrinks the anchored total by the shadowed prices', () => {
     const session = meterSession();
-    appendExchange(session, randomExchange(seededRandom(5)), 1, { header: HEADER, usage: (prompt) => ({ inputTokens: prompt + 40, outputTokens: 1 }) });
+    appendExchange(session, randomExchange(seededRandom(5)), 1, {
+      header: HEADER,
+      usage: (prompt) => ({ inputTokens: prompt + 40, outputTokens: 1 }),
+    });
     const meter = createTokenMeter();
     const before = meter.measure(session, HEADER);
     const nodes = session.surface.nodes;
     session.append({
       type: 'user/message',
       time: 1,
-      data: { id: 's', role: 'user', content: [{ type: 'text', text: 'summary' }], source: { kind: 'plugin', plugin: 'compact' } },
+      data: {
+        id: 's',
+        role: 'user',
+        content: [{ type: 'text', text: 'summary' }],
+        source: { kind: 'plugin', plugin: 'compact' },
+      },
       surfaceOp: { op: 'replace', start: nodes[0]!, end: nodes[nodes.length - 1]! },
       sourceEventSeqs: [...nodes],
     });
@@ -278,7 +353,13 @@ describe('usage calibration', () => {
     const guessed: RequestHeader = { provider: 'openai', model: 'gpt-next', system: 'x' };
     const raw = meter.measure(session, guessed);
     expect(raw.calibration).toBe(1);
-    expect(calibration.record({ model: 'gpt-next', estimatedPromptTokens: raw.uncalibratedTokens, reportedPromptTokens: Math.round(raw.uncalibratedTokens * 1.25) })).toBe(true);
+    expect(
+      calibration.record({
+        model: 'gpt-next',
+        estimatedPromptTokens: raw.uncalibratedTokens,
+        reportedPromptTokens: Math.round(raw.uncalibratedTokens * 1.25),
+      }),
+    ).toBe(true);
     const corrected = meter.measure(session, guessed);
     expect(corrected.calibration).toBeCloseTo(1.25, 2);
     expect(corrected.totalTokens / raw.totalTokens).toBeCloseTo(1.25, 1);

@@ -5,8 +5,21 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_PRUNER_CONFIG, PRUNE_MARKER, planPrune, pruneContent, resolvePrunerConfig, type PrunerConfig } from '../../src/context/pruner.js';
-import { Session, deriveEventMessage, type ContentBlock, type NewEvent, type SessionEvent } from '../../src/session/index.js';
+import {
+  DEFAULT_PRUNER_CONFIG,
+  PRUNE_MARKER,
+  planPrune,
+  pruneContent,
+  resolvePrunerConfig,
+  type PrunerConfig,
+} from '../../src/context/pruner.js';
+import {
+  Session,
+  deriveEventMessage,
+  type ContentBlock,
+  type NewEvent,
+  type SessionEvent,
+} from '../../src/session/index.js';
 import { ANY_REPLACES, BALANCED_REPLACES, buildLog, programArb } from '../support/log-gen.js';
 import { T0, sessionHeader, toolTurn } from './context-fakes.js';
 
@@ -16,17 +29,26 @@ const codePoints = (s: string) => [...s].length;
 const textOf = (blocks: readonly ContentBlock[]) => blocks.map((b) => (b.type === 'text' ? b.text : '')).join('');
 
 /** Text mixing ASCII, multi-byte BMP characters and astral (surrogate-pair) characters. */
-const textArb = fc.array(fc.constantFrom('a', 'b', ' ', '\n', 'é', '中', '😀', '𝄞', '👍🏽'), { maxLength: 80, size: 'max' }).map((parts) => parts.join(''));
+const textArb = fc
+  .array(fc.constantFrom('a', 'b', ' ', '\n', 'é', '中', '😀', '𝄞', '👍🏽'), { maxLength: 80, size: 'max' })
+  .map((parts) => parts.join(''));
 
 const blockArb: fc.Arbitrary<ContentBlock> = fc.oneof(
   { weight: 4, arbitrary: textArb.map((text): ContentBlock => ({ type: 'text', text })) },
   { weight: 1, arbitrary: fc.nat(99).map((n): ContentBlock => ({ type: 'reasoning', text: `r${n}` })) },
-  { weight: 1, arbitrary: fc.nat(99).map((n): ContentBlock => ({ type: 'tool-call', id: `c${n}`, name: 'echo', arguments: '{}' })) },
+  {
+    weight: 1,
+    arbitrary: fc.nat(99).map((n): ContentBlock => ({ type: 'tool-call', id: `c${n}`, name: 'echo', arguments: '{}' })),
+  },
 );
 
 const configArb: fc.Arbitrary<PrunerConfig> = fc
   .record({ headChars: fc.nat(30), tailChars: fc.nat(30), slack: fc.nat(30) })
-  .map(({ headChars, tailChars, slack }) => ({ headChars, tailChars, thresholdChars: headChars + MARKER_CODE_POINTS + tailChars + slack }));
+  .map(({ headChars, tailChars, slack }) => ({
+    headChars,
+    tailChars,
+    thresholdChars: headChars + MARKER_CODE_POINTS + tailChars + slack,
+  }));
 
 describe('pruner config', () => {
   it('has the documented defaults and a 39-code-point marker', () => {
@@ -46,7 +68,11 @@ describe('pruner config', () => {
   });
 
   it('accepts head + marker + tail exactly equal to the threshold', () => {
-    expect(resolvePrunerConfig({ thresholdChars: 100, headChars: 40, tailChars: 21 })).toEqual({ thresholdChars: 100, headChars: 40, tailChars: 21 });
+    expect(resolvePrunerConfig({ thresholdChars: 100, headChars: 40, tailChars: 21 })).toEqual({
+      thresholdChars: 100,
+      headChars: 40,
+      tailChars: 21,
+    });
   });
 });
 
@@ -66,13 +92,16 @@ describe('pruneContent', () => {
         expect(pruned).not.toBeNull();
         const text = textOf(pruned!);
         const cps = [...original];
-        expect(text).toBe(cps.slice(0, config.headChars).join('') + PRUNE_MARKER + cps.slice(total - config.tailChars).join(''));
+        expect(text).toBe(
+          cps.slice(0, config.headChars).join('') + PRUNE_MARKER + cps.slice(total - config.tailChars).join(''),
+        );
         expect(codePoints(text)).toBeLessThanOrEqual(config.thresholdChars);
         expect(codePoints(text)).toBeLessThan(total);
         for (const block of pruned!) if (block.type === 'text') expect(block.text).not.toMatch(LONE_SURROGATE);
         // Non-text blocks keep their relative order; a text block is either kept whole or non-empty.
         expect(pruned!.filter((b) => b.type !== 'text')).toEqual(blocks.filter((b) => b.type !== 'text'));
-        for (const block of pruned!) if (block.type === 'text' && block.text.length === 0) expect(blocks).toContainEqual(block);
+        for (const block of pruned!)
+          if (block.type === 'text' && block.text.length === 0) expect(blocks).toContainEqual(block);
         // Idempotent: the result is within the threshold.
         expect(pruneContent(pruned!, config)).toBeNull();
       }),
@@ -125,8 +154,13 @@ function withLongerToolResults(inputs: readonly NewEvent[]): Session {
     inputs.map((input, index) => {
       if (input.type !== 'tool/result' || input.surfaceOp !== 'append') return input;
       const block = input.data.message.content[0];
-      const content = block.content.map((b) => (b.type === 'text' ? { ...b, text: b.text.repeat(1 + (index % 4)) } : b));
-      return { ...input, data: { ...input.data, message: { ...input.data.message, content: [{ ...block, content }] } } } as NewEvent;
+      const content = block.content.map((b) =>
+        b.type === 'text' ? { ...b, text: b.text.repeat(1 + (index % 4)) } : b,
+      );
+      return {
+        ...input,
+        data: { ...input.data, message: { ...input.data.message, content: [{ ...block, content }] } },
+      } as NewEvent;
     }),
   );
   return session;
@@ -142,7 +176,11 @@ describe('planPrune', () => {
         const nodesBefore = [...session.surfaceNodes];
         const oversized = nodesBefore.filter((seq) => {
           const e = session.eventAt(seq)!;
-          return e.type === 'tool/result' && codePoints(textOf((e as SessionEvent<'tool/result'>).data.message.content[0].content)) > config.thresholdChars;
+          return (
+            e.type === 'tool/result' &&
+            codePoints(textOf((e as SessionEvent<'tool/result'>).data.message.content[0].content)) >
+              config.thresholdChars
+          );
         });
         const logBefore = session.events;
         const planned = planPrune(session, config, priceOf, T0);
@@ -156,7 +194,11 @@ describe('planPrune', () => {
           const replacement = appended[2 * i + 1] as SessionEvent<'tool/result'>;
           const original = session.eventAt(seq) as SessionEvent<'tool/result'>;
           expect(prune.type).toBe('compaction/prune');
-          expect(prune.data).toEqual({ shadowedRange: { start: seq, end: seq }, shadowedSeqs: [seq], shadowedTokenCount: 1000 + seq });
+          expect(prune.data).toEqual({
+            shadowedRange: { start: seq, end: seq },
+            shadowedSeqs: [seq],
+            shadowedTokenCount: 1000 + seq,
+          });
           expect(replacement.seq).toBe(prune.seq + 1);
           expect(replacement.surfaceOp).toEqual({ op: 'replace', start: seq, end: seq });
           expect(replacement.sourceEventSeqs).toEqual([seq]);
@@ -190,7 +232,10 @@ describe('planPrune', () => {
     after.forEach((m, i) => {
       if (m.content[0]?.type !== 'tool-result') expect(m).toBe(before[i]);
     });
-    expect(deriveEventMessage(big.eventAt(big.surfaceNodes[2]!)!)!.content[0]).toMatchObject({ type: 'tool-result', toolCallId: 'call-1' });
+    expect(deriveEventMessage(big.eventAt(big.surfaceNodes[2]!)!)!.content[0]).toMatchObject({
+      type: 'tool-result',
+      toolCallId: 'call-1',
+    });
   });
 });
 
@@ -206,14 +251,25 @@ describe('a tool/result replacement (Session rule)', () => {
 
   it.each([
     ['the message id', (d: SessionEvent<'tool/result'>['data']) => ({ ...d, message: { ...d.message, id: 'other' } })],
-    ['the error flag', (d: SessionEvent<'tool/result'>['data']) => ({ ...d, message: { ...d.message, content: [{ ...d.message.content[0], isError: true as const }] as typeof d.message.content } })],
+    [
+      'the error flag',
+      (d: SessionEvent<'tool/result'>['data']) => ({
+        ...d,
+        message: {
+          ...d.message,
+          content: [{ ...d.message.content[0], isError: true as const }] as typeof d.message.content,
+        },
+      }),
+    ],
     ['meta', (d: SessionEvent<'tool/result'>['data']) => ({ ...d, meta: { bytes: 1 } })],
     ['the step', (d: SessionEvent<'tool/result'>['data']) => ({ ...d, step: d.step + 1 })],
   ])('is rejected when it changes %s, leaving log and surface untouched', (_what, mutate) => {
     const { session, replacement } = prunedLog();
     const nodes = [...session.surfaceNodes];
     const next = session.nextSeq;
-    expect(() => session.append({ ...replacement, data: mutate(replacement.data) })).toThrow(/only the tool result's inner content/);
+    expect(() => session.append({ ...replacement, data: mutate(replacement.data) })).toThrow(
+      /only the tool result's inner content/,
+    );
     expect(session.nextSeq).toBe(next);
     expect(session.surfaceNodes).toEqual(nodes);
   });

@@ -44,7 +44,16 @@ describe('balancedCuts', () => {
       seq: 0,
       type: 'tool/result',
       time: 0,
-      data: { turn: 1, step: 1, message: { id: 'r', role: 'user', content: [{ type: 'tool-result', toolCallId: 'c', content: [] }], source: { kind: 'tool', callId: 'c' } } },
+      data: {
+        turn: 1,
+        step: 1,
+        message: {
+          id: 'r',
+          role: 'user',
+          content: [{ type: 'tool-result', toolCallId: 'c', content: [] }],
+          source: { kind: 'tool', callId: 'c' },
+        },
+      },
       surfaceOp: 'append',
     } as SessionEvent;
     expect(() => balancedCuts([0], () => result)).toThrow(expect.objectContaining({ code: 'CORRUPT_LOG' }));
@@ -104,14 +113,46 @@ describe('selectCompactableRange', () => {
 
   it('refuses a measurement whose priced nodes differ from the surface', () => {
     const eventAt = () => undefined;
-    expect(() => selectCompactableRange([1, 2], [{ seq: 1, tokens: 1 }], 0, eventAt)).toThrow(/does not match the current surface/);
-    expect(() => selectCompactableRange([1, 2], [{ seq: 2, tokens: 1 }, { seq: 1, tokens: 1 }], 0, eventAt)).toThrow(/does not match the current surface/);
+    expect(() => selectCompactableRange([1, 2], [{ seq: 1, tokens: 1 }], 0, eventAt)).toThrow(
+      /does not match the current surface/,
+    );
+    expect(() =>
+      selectCompactableRange(
+        [1, 2],
+        [
+          { seq: 2, tokens: 1 },
+          { seq: 1, tokens: 1 },
+        ],
+        0,
+        eventAt,
+      ),
+    ).toThrow(/does not match the current surface/);
   });
 
   it('returns null for an empty surface and when the tail budget needs every node', () => {
     const eventAt = () => undefined;
     expect(selectCompactableRange([], [], 0, eventAt)).toBeNull();
-    expect(selectCompactableRange([0, 1], [{ seq: 0, tokens: 5 }, { seq: 1, tokens: 5 }], 11, eventAt)).toBeNull();
-    expect(selectCompactableRange([0, 1], [{ seq: 0, tokens: 5 }, { seq: 1, tokens: 5 }], 5, eventAt)?.seqs).toEqual([0]);
+    expect(
+      selectCompactableRange(
+        [0, 1],
+        [
+          { seq: 0, tokens: 5 },
+          { seq: 1, tokens: 5 },
+        ],
+        11,
+        eventAt,
+      ),
+    ).toBeNull();
+    expect(
+      selectCompactableRange(
+        [0, 1],
+        [
+          { seq: 0, tokens: 5 },
+          { seq: 1, tokens: 5 },
+        ],
+        5,
+        eventAt,
+      )?.seqs,
+    ).toEqual([0]);
   });
 });

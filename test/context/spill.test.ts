@@ -38,9 +38,13 @@ function parse(result: string): { preview: string; notice: string; omitted: numb
  * The notice's template, learned from one spilled sample: `noticeFor(n, o)` is the notice that
  * reports n omitted bytes and a read offset o.
  */
-const sample = parse(spillText({ text: 'x'.repeat(100_000), locator: LOCATOR, toolName: 'echo', maxInlineBytes: 5_000 })).notice;
+const sample = parse(
+  spillText({ text: 'x'.repeat(100_000), locator: LOCATOR, toolName: 'echo', maxInlineBytes: 5_000 }),
+).notice;
 function noticeFor(omitted: number, offset: number): string {
-  return sample.replace(/^\(Omitted \d+ bytes\./, `(Omitted ${omitted} bytes.`).replace(/"offset": \d+/, `"offset": ${offset}`);
+  return sample
+    .replace(/^\(Omitted \d+ bytes\./, `(Omitted ${omitted} bytes.`)
+    .replace(/"offset": \d+/, `"offset": ${offset}`);
 }
 
 describe('utf8Head / utf8Tail', () => {

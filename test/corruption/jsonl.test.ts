@@ -46,7 +46,8 @@ function lineAt(lines: readonly Line[], offset: number): number {
   return lines.findIndex((line) => offset >= line.start && offset < line.end);
 }
 
-const seqsFrom = (from: number, n: number): Set<number> => new Set(Array.from({ length: Math.max(0, n - from) }, (_, i) => from + i));
+const seqsFrom = (from: number, n: number): Set<number> =>
+  new Set(Array.from({ length: Math.max(0, n - from) }, (_, i) => from + i));
 
 /** One JSON edit of an event line, as a person with an editor (or a buggy tool) might make it. */
 function editLine(rng: Rng, text: string, original: Original): { text: string; detail: string } {
@@ -56,13 +57,27 @@ function editLine(rng: Rng, text: string, original: Original): { text: string; d
     ['seq+1', () => (value.seq = (value.seq as number) + 1)],
     ['seq-1', () => (value.seq = (value.seq as number) - 1)],
     ['seq=random', () => (value.seq = rng.int(original.events.length + 5))],
-    ['type=other', () => (value.type = rng.pick(['turn/start', 'turn/end', 'user/message', 'assistant/chunk', 'tool/result', 'step/end']))],
+    [
+      'type=other',
+      () =>
+        (value.type = rng.pick([
+          'turn/start',
+          'turn/end',
+          'user/message',
+          'assistant/chunk',
+          'tool/result',
+          'step/end',
+        ])),
+    ],
     ['type=unknown', () => (value.type = 'future/thing')],
     ['op=other', () => (value.op = rng.pick(original.batches).op)],
     ['op=new', () => (value.op = `edited-${rng.int(1000)}`)],
     ['op removed', () => delete value.op],
     ['surfaceOp removed', () => delete value.surfaceOp],
-    ['surfaceOp bogus replace', () => ((value.surfaceOp = { op: 'replace', start: 99_999, end: 99_999 }), (value.sourceEventSeqs = [99_999]))],
+    [
+      'surfaceOp bogus replace',
+      () => ((value.surfaceOp = { op: 'replace', start: 99_999, end: 99_999 }), (value.sourceEventSeqs = [99_999])),
+    ],
     ['surfaceOp on non-surface', () => (value.surfaceOp = 'append')],
     ['role changed', () => data && (data.role = 'assistant')],
     ['data emptied', () => (value.data = {})],
@@ -86,11 +101,31 @@ function damageFile(rng: Rng, bytes: Buffer, original: Original): { bytes: Buffe
   const lines = linesOf(bytes);
   const eventLine = (): number => 1 + rng.int(n);
   const finalBatch = original.batches[original.batches.length - 1]!;
-  const result = (kind: string, detail: string, out: Buffer, damaged: Set<number>, header = false, mustRefuse = false): { bytes: Buffer; damage: Damage } => ({
+  const result = (
+    kind: string,
+    detail: string,
+    out: Buffer,
+    damaged: Set<number>,
+    header = false,
+    mustRefuse = false,
+  ): { bytes: Buffer; damage: Damage } => ({
     bytes: out,
     damage: { kind, detail, damaged, header, mustRefuse },
   });
-  const kind = rng.pick(['flip', 'flip', 'flip-final-batch', 'truncate', 'truncate', 'delete-line', 'duplicate-line', 'swap-lines', 'edit-field', 'edit-field', 'garbage', 'header-edit']);
+  const kind = rng.pick([
+    'flip',
+    'flip',
+    'flip-final-batch',
+    'truncate',
+    'truncate',
+    'delete-line',
+    'duplicate-line',
+    'swap-lines',
+    'edit-field',
+    'edit-field',
+    'garbage',
+    'header-edit',
+  ]);
   switch (kind) {
     case 'flip':
     case 'flip-final-batch': {
@@ -113,15 +148,29 @@ function damageFile(rng: Rng, bytes: Buffer, original: Original): { bytes: Buffe
       else if (variant === 'before newline') cut = lines[eventLine()]!.end - 1;
       else if (variant === 'header') cut = 1 + rng.int(lines[0]!.end - 1);
       else if (variant === 'batch boundary') cut = lines[1 + rng.pick(original.batches).first]!.start;
-      else cut = lines[1 + finalBatch.first]!.start + 1 + rng.int(bytes.length - lines[1 + finalBatch.first]!.start - 1);
+      else
+        cut = lines[1 + finalBatch.first]!.start + 1 + rng.int(bytes.length - lines[1 + finalBatch.first]!.start - 1);
       const line = lineAt(lines, cut);
-      return result(`truncate:${variant}`, `at byte ${cut}`, bytes.subarray(0, cut), seqsFrom(Math.max(0, line - 1), n), line === 0);
+      return result(
+        `truncate:${variant}`,
+        `at byte ${cut}`,
+        bytes.subarray(0, cut),
+        seqsFrom(Math.max(0, line - 1), n),
+        line === 0,
+      );
     }
     case 'delete-line': {
       const line = rng.chance(0.05) ? 0 : eventLine();
       const out = Buffer.concat([bytes.subarray(0, lines[line]!.start), bytes.subarray(lines[line]!.end)]);
       // A missing line before the last leaves a seq gap.
-      return result(kind, `line ${line}`, out, line === 0 ? new Set() : new Set([line - 1]), line === 0, line > 0 && line < n);
+      return result(
+        kind,
+        `line ${line}`,
+        out,
+        line === 0 ? new Set() : new Set([line - 1]),
+        line === 0,
+        line > 0 && line < n,
+      );
     }
     case 'duplicate-line': {
       const line = eventLine();
@@ -148,14 +197,28 @@ function damageFile(rng: Rng, bytes: Buffer, original: Original): { bytes: Buffe
     case 'edit-field': {
       const line = eventLine();
       const { text, detail } = editLine(rng, bytes.toString('utf8', lines[line]!.start, lines[line]!.end), original);
-      const out = Buffer.concat([bytes.subarray(0, lines[line]!.start), Buffer.from(text, 'utf8'), bytes.subarray(lines[line]!.end)]);
+      const out = Buffer.concat([
+        bytes.subarray(0, lines[line]!.start),
+        Buffer.from(text, 'utf8'),
+        bytes.subarray(lines[line]!.end),
+      ]);
       return result(`edit:${detail}`, `line ${line}`, out, new Set([line - 1]));
     }
     case 'garbage': {
-      const variant = rng.pick(['random bytes', 'random bytes + newline', 'partial json', 'json object + newline', 'wrong-seq event + newline', 'blank line']);
+      const variant = rng.pick([
+        'random bytes',
+        'random bytes + newline',
+        'partial json',
+        'json object + newline',
+        'wrong-seq event + newline',
+        'blank line',
+      ]);
       const garbage =
         variant === 'random bytes' || variant === 'random bytes + newline'
-          ? Buffer.concat([Buffer.from(Array.from({ length: 1 + rng.int(40) }, () => rng.int(256)).filter((b) => b !== 10)), Buffer.from(variant.endsWith('newline') ? '\n' : '')])
+          ? Buffer.concat([
+              Buffer.from(Array.from({ length: 1 + rng.int(40) }, () => rng.int(256)).filter((b) => b !== 10)),
+              Buffer.from(variant.endsWith('newline') ? '\n' : ''),
+            ])
           : variant === 'partial json'
             ? Buffer.from(`{"seq":${n},"type":"turn/st`)
             : variant === 'json object + newline'
@@ -165,7 +228,14 @@ function damageFile(rng: Rng, bytes: Buffer, original: Original): { bytes: Buffe
                 : Buffer.from(`${JSON.stringify({ ...original.events[n - 1], seq: n + 3, batchSize: 1 })}\n`);
       // A complete line that parses but is no valid next event is corruption, not a torn write.
       const complete = variant === 'json object + newline' || variant === 'wrong-seq event + newline';
-      return result(`garbage:${variant}`, `${garbage.length} bytes`, Buffer.concat([bytes, garbage]), new Set([n]), false, complete);
+      return result(
+        `garbage:${variant}`,
+        `${garbage.length} bytes`,
+        Buffer.concat([bytes, garbage]),
+        new Set([n]),
+        false,
+        complete,
+      );
     }
     default: {
       const header = JSON.parse(bytes.toString('utf8', 0, lines[0]!.end)) as Record<string, unknown>;
@@ -215,7 +285,10 @@ describe('corruption suite: jsonl', () => {
         // The same bytes under another id: only the header line names the session.
         const lines = linesOf(files[p]!);
         const header = JSON.parse(files[p]!.toString('utf8', 0, lines[0]!.end)) as Record<string, unknown>;
-        const copy = Buffer.concat([Buffer.from(`${JSON.stringify({ ...header, id })}\n`), files[p]!.subarray(lines[0]!.end)]);
+        const copy = Buffer.concat([
+          Buffer.from(`${JSON.stringify({ ...header, id })}\n`),
+          files[p]!.subarray(lines[0]!.end),
+        ]);
         const { bytes, damage } = damageFile(rng, copy, originals[p]!);
         const path = join(root, id, 'session.jsonl');
         mkdirSync(join(root, id), { mode: 0o700 });
@@ -229,7 +302,10 @@ describe('corruption suite: jsonl', () => {
             damage,
             {
               snapshot: () => readFileSync(path).toString('latin1'),
-              keepsPrefix: (before, kept) => readFileSync(path).subarray(0, prefixBytes(Buffer.from(before, 'latin1'), kept).length).equals(prefixBytes(Buffer.from(before, 'latin1'), kept)),
+              keepsPrefix: (before, kept) =>
+                readFileSync(path)
+                  .subarray(0, prefixBytes(Buffer.from(before, 'latin1'), kept).length)
+                  .equals(prefixBytes(Buffer.from(before, 'latin1'), kept)),
             },
             { id: 'pristine-0', events: originals[0]!.events.length },
             'jsonl',

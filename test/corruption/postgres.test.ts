@@ -9,9 +9,23 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { openStore } from '../../src/persistence/index.js';
-import { OutcomeCounts, corruptionSeed, judge, originalOf, realisticBatches, seededRng, writeBatches, type Original } from '../support/corruption.js';
+import {
+  OutcomeCounts,
+  corruptionSeed,
+  judge,
+  originalOf,
+  realisticBatches,
+  seededRng,
+  writeBatches,
+  type Original,
+} from '../support/corruption.js';
 import { cloneModel, damageRows, keepsRowPrefix, snapshotOf, type RowModel } from '../support/corruption-rows.js';
-import { POSTGRES_TEST_URL, postgresTestSchema, postgresUrlWithSchema, probePostgres } from '../support/store-fixtures.js';
+import {
+  POSTGRES_TEST_URL,
+  postgresTestSchema,
+  postgresUrlWithSchema,
+  probePostgres,
+} from '../support/store-fixtures.js';
 
 const CASES = 320;
 const PRISTINE = 4;
@@ -22,7 +36,9 @@ if (!probe.available) console.warn(`PostgreSQL corruption suite skipped: ${probe
 
 async function readModel(client: pg.Client, schema: string, id: string): Promise<RowModel> {
   const s = `"${schema}"`;
-  const session = (await client.query<{ key: string; header: string }>(`SELECT key, header FROM ${s}.sessions WHERE id = $1`, [id])).rows[0];
+  const session = (
+    await client.query<{ key: string; header: string }>(`SELECT key, header FROM ${s}.sessions WHERE id = $1`, [id])
+  ).rows[0];
   if (!session) throw new Error(`no session ${id}`);
   const events = (
     await client.query<RowModel['events'][number] & { seq: string; time: string }>(
@@ -30,9 +46,12 @@ async function readModel(client: pg.Client, schema: string, id: string): Promise
       [session.key],
     )
   ).rows.map((row) => ({ ...row, seq: Number(row.seq), time: Number(row.time) }));
-  const batches = (await client.query<{ op: string; first_seq: string; last_seq: string }>(`SELECT op, first_seq, last_seq FROM ${s}.batches WHERE session_key = $1 ORDER BY first_seq`, [session.key])).rows.map(
-    (row) => ({ op: row.op, first_seq: Number(row.first_seq), last_seq: Number(row.last_seq) }),
-  );
+  const batches = (
+    await client.query<{ op: string; first_seq: string; last_seq: string }>(
+      `SELECT op, first_seq, last_seq FROM ${s}.batches WHERE session_key = $1 ORDER BY first_seq`,
+      [session.key],
+    )
+  ).rows.map((row) => ({ op: row.op, first_seq: Number(row.first_seq), last_seq: Number(row.last_seq) }));
   return { header: session.header, events, batches };
 }
 
@@ -40,7 +59,12 @@ async function writeModel(client: pg.Client, schema: string, id: string, model: 
   const s = `"${schema}"`;
   await client.query('BEGIN');
   try {
-    const key = (await client.query<{ key: string }>(`INSERT INTO ${s}.sessions (id, header) VALUES ($1, $2) RETURNING key`, [id, model.header])).rows[0]!.key;
+    const key = (
+      await client.query<{ key: string }>(`INSERT INTO ${s}.sessions (id, header) VALUES ($1, $2) RETURNING key`, [
+        id,
+        model.header,
+      ])
+    ).rows[0]!.key;
     await client.query(
       `INSERT INTO ${s}.events (session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable)
        SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::boolean[])`,
@@ -55,12 +79,15 @@ async function writeModel(client: pg.Client, schema: string, id: string, model: 
         model.events.map((e) => e.ignorable),
       ],
     );
-    await client.query(`INSERT INTO ${s}.batches (session_key, op, first_seq, last_seq) SELECT $1, * FROM unnest($2::text[], $3::bigint[], $4::bigint[])`, [
-      key,
-      model.batches.map((b) => b.op),
-      model.batches.map((b) => b.first_seq),
-      model.batches.map((b) => b.last_seq),
-    ]);
+    await client.query(
+      `INSERT INTO ${s}.batches (session_key, op, first_seq, last_seq) SELECT $1, * FROM unnest($2::text[], $3::bigint[], $4::bigint[])`,
+      [
+        key,
+        model.batches.map((b) => b.op),
+        model.batches.map((b) => b.first_seq),
+        model.batches.map((b) => b.last_seq),
+      ],
+    );
     await client.query('COMMIT');
   } catch (error) {
     await client.query('ROLLBACK');
@@ -79,7 +106,8 @@ describe.skipIf(!probe.available)('corruption suite: postgres', () => {
     const store = await openStore(url);
     try {
       const originals: Original[] = [];
-      for (let p = 0; p < PRISTINE; p++) originals.push(originalOf(await writeBatches(store, `pristine-${p}`, realisticBatches(rng, `pristine-${p}`))));
+      for (let p = 0; p < PRISTINE; p++)
+        originals.push(originalOf(await writeBatches(store, `pristine-${p}`, realisticBatches(rng, `pristine-${p}`))));
       const models = await Promise.all(originals.map((_, p) => readModel(admin, schema, `pristine-${p}`)));
       for (let i = 0; i < CASES; i++) {
         const p = i % PRISTINE;

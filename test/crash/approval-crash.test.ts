@@ -35,7 +35,11 @@ class WorkerProcess {
   private stderr = '';
 
   constructor(file: string, env: Record<string, string>) {
-    this.proc = spawn(process.execPath, [file], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.proc = spawn(process.execPath, [file], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     this.exited = new Promise((resolve) => this.proc.once('exit', () => resolve()));
     this.proc.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
     this.ready = new Promise((resolve, reject) => {
@@ -74,7 +78,12 @@ beforeAll(async () => {
   fake = await startFakeModelServer({});
   store = await openStore(`sqlite:${join(dir, 'sessions.db')}`, { pollIntervalMs: 20 });
   connection = await Connection.connect({ address: temporalAddress() });
-  client = new SessionClient({ temporal: new Client({ connection, namespace: 'default' }), store, taskQueue, tunables: TEST_TUNABLES });
+  client = new SessionClient({
+    temporal: new Client({ connection, namespace: 'default' }),
+    store,
+    taskQueue,
+    tunables: TEST_TUNABLES,
+  });
   gateway = await startGateway({ client, host: '127.0.0.1', port: 0, bodyLimitBytes: 64 * 1024 });
   const bundlePath = join(dir, 'workflow-bundle.js');
   writeFileSync(bundlePath, (await workflowBundle()).code);
@@ -107,7 +116,9 @@ async function startWorker(): Promise<WorkerProcess> {
 
 function sideEffects(): string[] {
   try {
-    return readFileSync(childEnv.CHILD_SIDE_EFFECT_FILE!, 'utf8').split('\n').filter((l) => l.length > 0);
+    return readFileSync(childEnv.CHILD_SIDE_EFFECT_FILE!, 'utf8')
+      .split('\n')
+      .filter((l) => l.length > 0);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw error;
@@ -115,40 +126,54 @@ function sideEffects(): string[] {
 }
 
 describe('a turn waiting for approval when its worker is SIGKILLed', () => {
-  it('completes on a new worker once the approval arrives, and the tool ran exactly once', { timeout: 300_000 }, async () => {
-    const id = `approval-crash-${randomUUID().slice(0, 8)}`;
-    const first = await startWorker();
-    fake.enqueueReplies({ text: 'Recording.', toolCalls: [{ id: 'rec-1', name: 'record', arguments: { note: 'launch' } }] }, { text: 'recorded it' });
-    await client.start({ sessionId: id });
-    await client.post(id, 'record the launch');
-    await waitForEvent(client, id, (e) => isEventOfType(e, 'tool/approval-request') && e.data.callId === 'rec-1');
-    await eventually(async () => ((await client.status(id)).phase === 'waiting' ? true : undefined), 60_000, 50);
+  it(
+    'completes on a new worker once the approval arrives, and the tool ran exactly once',
+    { timeout: 300_000 },
+    async () => {
+      const id = `approval-crash-${randomUUID().slice(0, 8)}`;
+      const first = await startWorker();
+      fake.enqueueReplies(
+        { text: 'Recording.', toolCalls: [{ id: 'rec-1', name: 'record', arguments: { note: 'launch' } }] },
+        { text: 'recorded it' },
+      );
+      await client.start({ sessionId: id });
+      await client.post(id, 'record the launch');
+      await waitForEvent(client, id, (e) => isEventOfType(e, 'tool/approval-request') && e.data.callId === 'rec-1');
+      await eventually(async () => ((await client.status(id)).phase === 'waiting' ? true : undefined), 60_000, 50);
 
-    await first.kill();
-    expect(sideEffects()).toEqual([]);
-    // The wait is in Temporal and the log, not in a worker: the request is still pending.
-    expect((await client.pendingApprovals({ sessionId: id })).map((p) => p.callId)).toEqual(['rec-1']);
+      await first.kill();
+      expect(sideEffects()).toEqual([]);
+      // The wait is in Temporal and the log, not in a worker: the request is still pending.
+      expect((await client.pendingApprovals({ sessionId: id })).map((p) => p.callId)).toEqual(['rec-1']);
 
-    await startWorker();
-    const answered = await request(gateway.url, 'POST', `/v1/sessions/${id}/approvals/rec-1`, { json: { decision: 'approve', by: 'ops' } });
-    expect(answered.status, JSON.stringify(answered.body)).toBe(200);
-    expect(answered.body).toEqual({ callId: 'rec-1', decision: 'approve' });
+      await startWorker();
+      const answered = await request(gateway.url, 'POST', `/v1/sessions/${id}/approvals/rec-1`, {
+        json: { decision: 'approve', by: 'ops' },
+      });
+      expect(answered.status, JSON.stringify(answered.body)).toBe(200);
+      expect(answered.body).toEqual({ callId: 'rec-1', decision: 'approve' });
 
-    const end = (await waitForEvent(client, id, (e) => e.type === 'turn/end', 120_000)) as SessionEvent<'turn/end'>;
-    expect(end.data.reason).toEqual({ kind: 'completed' });
-    expect(sideEffects()).toEqual(['rec-1 launch']);
+      const end = (await waitForEvent(client, id, (e) => e.type === 'turn/end', 120_000)) as SessionEvent<'turn/end'>;
+      expect(end.data.reason).toEqual({ kind: 'completed' });
+      expect(sideEffects()).toEqual(['rec-1 launch']);
 
-    const events = await client.events(id);
-    expect(events.filter((e) => e.type === 'tool/approval')).toHaveLength(1);
-    const results = events.filter((e): e is SessionEvent<'tool/result'> => e.type === 'tool/result');
-    expect(results).toHaveLength(1);
-    expect(results[0]!.data.message.content[0]).toMatchObject({ toolCallId: 'rec-1', content: [{ type: 'text', text: 'recorded launch' }] });
-    const requests = fake.chatRequests();
-    expect(requests).toHaveLength(2);
-    expect(requests[1]!.messages.find((m) => m.role === 'tool' && m.tool_call_id === 'rec-1')?.content).toBe('recorded launch');
-    // One run of the workflow throughout: the wait was not repaired or restarted.
-    expect(events.filter((e) => e.type === 'session/run')).toHaveLength(1);
-    const { status } = await client.temporal.workflow.getHandle(workflowIdFor(id)).describe();
-    expect(status.name).toBe('RUNNING');
-  });
+      const events = await client.events(id);
+      expect(events.filter((e) => e.type === 'tool/approval')).toHaveLength(1);
+      const results = events.filter((e): e is SessionEvent<'tool/result'> => e.type === 'tool/result');
+      expect(results).toHaveLength(1);
+      expect(results[0]!.data.message.content[0]).toMatchObject({
+        toolCallId: 'rec-1',
+        content: [{ type: 'text', text: 'recorded launch' }],
+      });
+      const requests = fake.chatRequests();
+      expect(requests).toHaveLength(2);
+      expect(requests[1]!.messages.find((m) => m.role === 'tool' && m.tool_call_id === 'rec-1')?.content).toBe(
+        'recorded launch',
+      );
+      // One run of the workflow throughout: the wait was not repaired or restarted.
+      expect(events.filter((e) => e.type === 'session/run')).toHaveLength(1);
+      const { status } = await client.temporal.workflow.getHandle(workflowIdFor(id)).describe();
+      expect(status.name).toBe('RUNNING');
+    },
+  );
 });

@@ -72,11 +72,16 @@ async function kill(child: ChildProcess): Promise<void> {
   await exited;
 }
 
-const summarizerCalls = () => fake.chatRequests().filter((r) => (r.messages.at(-1) as { content?: unknown }).content === COMPACTION_INSTRUCTION).length;
+const summarizerCalls = () =>
+  fake.chatRequests().filter((r) => (r.messages.at(-1) as { content?: unknown }).content === COMPACTION_INSTRUCTION)
+    .length;
 
 beforeAll(async () => {
   fake = await startFakeModelServer({
-    matcher: (request) => (request.lastUserText === COMPACTION_INSTRUCTION ? { text: '## Primary request\n- several long questions' } : undefined),
+    matcher: (request) =>
+      request.lastUserText === COMPACTION_INSTRUCTION
+        ? { text: '## Primary request\n- several long questions' }
+        : undefined,
   });
   store = await openStore(storeUrl);
   connection = await Connection.connect({ address: temporalAddress() });
@@ -99,7 +104,8 @@ describe.each([
   it('resumes the bracket on a fresh worker with at most one summarizer call and an all-or-nothing surface', async () => {
     const id = `compaction-crash-${after ? 'late' : 'early'}-${Date.now()}`;
     const first = await startWorker(hold);
-    for (let turn = 1; turn <= 3; turn++) await client.send(id, `question ${turn}: ${'please consider this long message '.repeat(20)}`);
+    for (let turn = 1; turn <= 3; turn++)
+      await client.send(id, `question ${turn}: ${'please consider this long message '.repeat(20)}`);
     const before: Message[] = await client.history(id);
     fake.reset();
 

@@ -36,12 +36,19 @@ const START_BOUND_MS = 120_000;
 type Worker = { proc: ChildProcess; ready: Promise<void>; exited: Promise<unknown> };
 
 function startWorker(script: string, env: Record<string, string>): Worker {
-  const proc = spawn(process.execPath, [script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [script], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stderr = '';
   proc.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString('utf8')).slice(-4000)));
   const exited = new Promise((resolve) => proc.once('exit', resolve));
   const ready = new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`worker not ready after ${START_BOUND_MS} ms:\n${stderr}`)), START_BOUND_MS);
+    const timer = setTimeout(
+      () => reject(new Error(`worker not ready after ${START_BOUND_MS} ms:\n${stderr}`)),
+      START_BOUND_MS,
+    );
     createInterface({ input: proc.stdout! }).on('line', (line) => {
       if (line.includes('"event":"ready"')) {
         clearTimeout(timer);
@@ -75,8 +82,19 @@ beforeAll(async () => {
   store = await openStore(`sqlite:${join(dir, 'sessions.db')}`, { pollIntervalMs: 20 });
   connection = await Connection.connect({ address: temporalAddress() });
   const taskQueue = `openai-crash-${randomUUID()}`;
-  const client = new SessionClient({ temporal: new Client({ connection, namespace: 'default' }), store, taskQueue, tunables: { ...TEST_TUNABLES, modelHeartbeatMs: 2_000 } });
-  gateway = await startGateway({ client, host: '127.0.0.1', port: 0, bodyLimitBytes: 64 * 1024, defaultAgent: { model: 'fake', system: 'You are a test assistant.' } });
+  const client = new SessionClient({
+    temporal: new Client({ connection, namespace: 'default' }),
+    store,
+    taskQueue,
+    tunables: { ...TEST_TUNABLES, modelHeartbeatMs: 2_000 },
+  });
+  gateway = await startGateway({
+    client,
+    host: '127.0.0.1',
+    port: 0,
+    bodyLimitBytes: 64 * 1024,
+    defaultAgent: { model: 'fake', system: 'You are a test assistant.' },
+  });
   const bundlePath = join(dir, 'workflow-bundle.js');
   writeFileSync(bundlePath, (await workflowBundle()).code);
   script = await bundleScript('test/support/worker-child.ts');
@@ -127,20 +145,26 @@ describe('rejoining an OpenAI response stream after the worker was SIGKILLed', (
     await second.ready;
 
     const after: ResponseStreamEvent[] = [];
-    for await (const event of await openai.responses.retrieve(responseId, { stream: true, starting_after: n })) after.push(event);
+    for await (const event of await openai.responses.retrieve(responseId, { stream: true, starting_after: n }))
+      after.push(event);
 
     const all = [...before, ...after];
     expect(after[0]!.sequence_number).toBe(n + 1);
     expect(all.map((e) => e.sequence_number)).toEqual(all.map((_, i) => i));
     expect(all.at(-1)!.type).toBe('response.completed');
-    const streamed = all.filter((e) => e.type === 'response.output_text.delta').map((e) => (e as { delta: string }).delta).join('');
+    const streamed = all
+      .filter((e) => e.type === 'response.output_text.delta')
+      .map((e) => (e as { delta: string }).delta)
+      .join('');
     expect(streamed).toBe(WORDS);
 
     // The log holds the chunks of two model calls (the killed one's partial reply, then the
     // retried one's whole reply) and one assistant message: the stream sent the replayed text once.
     const log = await store.readFrom(sessionId, 0);
     // (A call's last chunks may be held for the reply's own batch, which names no attempt.)
-    const attempts = new Set(log.filter((e) => e.type === 'assistant/chunk').map((e) => chunkAttemptOf(e.op) ?? 'held for the reply batch'));
+    const attempts = new Set(
+      log.filter((e) => e.type === 'assistant/chunk').map((e) => chunkAttemptOf(e.op) ?? 'held for the reply batch'),
+    );
     expect(attempts.size).toBeGreaterThanOrEqual(2);
     const replies = log.filter((e): e is SessionEvent<'assistant/message'> => e.type === 'assistant/message');
     expect(replies).toHaveLength(1);

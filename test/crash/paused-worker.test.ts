@@ -20,7 +20,13 @@ import { SessionClient, type Reply } from '../../src/client/session-client.js';
 import { startFakeModelServer, type FakeModelServer } from '../../src/model/fake-server.js';
 import { openStore } from '../../src/persistence/open.js';
 import type { SessionStore } from '../../src/persistence/store.js';
-import { textOf, verifyLog, type KnownEventType, type SessionEvent, type StoredEvent } from '../../src/session/index.js';
+import {
+  textOf,
+  verifyLog,
+  type KnownEventType,
+  type SessionEvent,
+  type StoredEvent,
+} from '../../src/session/index.js';
 import { workflowBundle } from '../../src/worker.js';
 import { eventually, waitForEvent } from '../support/log-wait.js';
 import { bundleScript, spawnLineChild, type LineChild } from '../support/spawn-ts.js';
@@ -33,7 +39,8 @@ const TUNABLES = { ...TEST_TUNABLES, modelHeartbeatMs: 2_000, modelMaxAttempts: 
 /** A reply long enough to stream for a few seconds at the fake's token delay. */
 const LONG = Array.from({ length: 80 }, (_, i) => `word${i}`).join(' ');
 
-const ofType = <K extends KnownEventType>(events: readonly StoredEvent[], type: K) => events.filter((e) => e.type === type) as Array<SessionEvent<K>>;
+const ofType = <K extends KnownEventType>(events: readonly StoredEvent[], type: K) =>
+  events.filter((e) => e.type === type) as Array<SessionEvent<K>>;
 
 let fake: FakeModelServer;
 let connection: Connection;
@@ -51,10 +58,19 @@ afterAll(async () => {
 });
 
 /** The turn's outcome and final reply as the log states them. */
-function loggedTurn(events: readonly StoredEvent[], turn: number): { outcome: string | undefined; replySeq: number | null; text: string } {
+function loggedTurn(
+  events: readonly StoredEvent[],
+  turn: number,
+): { outcome: string | undefined; replySeq: number | null; text: string } {
   const end = ofType(events, 'turn/end').find((e) => e.data.turn === turn);
-  const reply = ofType(events, 'assistant/message').filter((e) => e.data.turn === turn).at(-1);
-  return { outcome: end?.data.reason.kind, replySeq: reply?.seq ?? null, text: reply ? textOf(reply.data.message.content) : '' };
+  const reply = ofType(events, 'assistant/message')
+    .filter((e) => e.data.turn === turn)
+    .at(-1);
+  return {
+    outcome: end?.data.reason.kind,
+    replySeq: reply?.seq ?? null,
+    text: reply ? textOf(reply.data.message.content) : '',
+  };
 }
 
 /** Model step attempts a worker child (CHILD_DEBUG) started. */
@@ -79,14 +95,29 @@ describe.each(BACKENDS)('a worker paused past its heartbeat, replaced, then resu
     const url = fixture.url(temp.dir);
     const taskQueue = `paused-${randomUUID()}`;
     store = await openStore(url, { pollIntervalMs: 20 });
-    client = new SessionClient({ temporal: new Client({ connection, namespace: 'default' }), store, taskQueue, tunables: TUNABLES });
+    client = new SessionClient({
+      temporal: new Client({ connection, namespace: 'default' }),
+      store,
+      taskQueue,
+      tunables: TUNABLES,
+    });
     const bundlePath = join(temp.dir, 'workflow-bundle.js');
     writeFileSync(bundlePath, workflowCode);
-    const env = { TEMPORAL_ADDRESS: temporalAddress(), SESSIONLOG_STORE: url, FAKE_MODEL_BASE_URL: fake.baseURL, SESSIONLOG_TASK_QUEUE: taskQueue, WORKFLOW_BUNDLE_PATH: bundlePath, CHILD_DEBUG: '1' };
+    const env = {
+      TEMPORAL_ADDRESS: temporalAddress(),
+      SESSIONLOG_STORE: url,
+      FAKE_MODEL_BASE_URL: fake.baseURL,
+      SESSIONLOG_TASK_QUEUE: taskQueue,
+      WORKFLOW_BUNDLE_PATH: bundlePath,
+      CHILD_DEBUG: '1',
+    };
     // The worker to be stopped has no activity poll open while it streams (see above).
     // Its model stream gives up after 2 s without data, so when it resumes after a longer stop its
     // stale attempt goes on to log a retry (refused: the log has moved on).
-    children.push(spawnLineChild(bundle, [], { ...env, CHILD_ONE_ACTIVITY: '1', CHILD_MODEL_IDLE_MS: '2000' }), spawnLineChild(bundle, [], { ...env, CHILD_WAIT_FOR_GO: '1' }));
+    children.push(
+      spawnLineChild(bundle, [], { ...env, CHILD_ONE_ACTIVITY: '1', CHILD_MODEL_IDLE_MS: '2000' }),
+      spawnLineChild(bundle, [], { ...env, CHILD_WAIT_FOR_GO: '1' }),
+    );
   }, 120_000);
   afterAll(async () => {
     for (const child of children) {
@@ -115,21 +146,37 @@ describe.each(BACKENDS)('a worker paused past its heartbeat, replaced, then resu
       await second.waitFor(/"event":"ready"/);
       // Past its heartbeat: the replacement has taken the step over and finished an attempt of it
       // (completed it, or was refused the store while the stopped worker holds its write lock).
-      await eventually(async () => (/activity (done|failed) modelStep /.test(second.stderr()) ? true : undefined), 120_000, 100);
+      await eventually(
+        async () => (/activity (done|failed) modelStep /.test(second.stderr()) ? true : undefined),
+        120_000,
+        100,
+      );
       first.process.kill('SIGCONT');
       const reply: Reply = await sent;
       const atAnswer = await client.events(id);
       // Every attempt either worker had taken ends (the resumed worker's are stale: refused, abandoned or replayed).
-      await eventually(async () => (modelStepsUnderway(first.stderr()) === 0 && modelStepsUnderway(second.stderr()) === 0 ? true : undefined), 60_000, 100);
+      await eventually(
+        async () =>
+          modelStepsUnderway(first.stderr()) === 0 && modelStepsUnderway(second.stderr()) === 0 ? true : undefined,
+        60_000,
+        100,
+      );
       const events = await client.events(id);
 
       const logged = loggedTurn(events, 1);
-      expect({ outcome: reply.outcome, replySeq: reply.replySeq, text: reply.text }, 'send() reports what the log says').toEqual(logged);
+      expect(
+        { outcome: reply.outcome, replySeq: reply.replySeq, text: reply.text },
+        'send() reports what the log says',
+      ).toEqual(logged);
       const replies = ofType(events, 'assistant/message').filter((e) => e.data.turn === 1);
-      expect(replies.filter((r) => !r.data.interrupted).length, 'at most one reply for the step').toBeLessThanOrEqual(1);
+      expect(replies.filter((r) => !r.data.interrupted).length, 'at most one reply for the step').toBeLessThanOrEqual(
+        1,
+      );
       expect(events, 'nothing was written after send() was answered').toEqual(atAnswer);
       expect(verifyLog(await client.header(id), events)).toEqual([]);
-      console.log(`paused worker (${fixture.name}): send answered ${reply.outcome}; replacement ran ${modelStepAttempts(second.stderr())} model step attempt(s)`);
+      console.log(
+        `paused worker (${fixture.name}): send answered ${reply.outcome}; replacement ran ${modelStepAttempts(second.stderr())} model step attempt(s)`,
+      );
 
       // Both workers serve the session now; the next answer is what the log says too.
       const next = await client.send(id, 'and another one');
@@ -138,7 +185,9 @@ describe.each(BACKENDS)('a worker paused past its heartbeat, replaced, then resu
       expect(next.outcome).toBe('completed');
       expect(verifyLog(await client.header(id), after)).toEqual([]);
     } catch (error) {
-      console.log(`paused worker (${fixture.name}):\n${first.stderr()}\nreplacement:\n${second.stderr()}\nlog: ${JSON.stringify((await client.events(id).catch(() => [])).map((e) => [e.seq, e.type, e.op]))}`);
+      console.log(
+        `paused worker (${fixture.name}):\n${first.stderr()}\nreplacement:\n${second.stderr()}\nlog: ${JSON.stringify((await client.events(id).catch(() => [])).map((e) => [e.seq, e.type, e.op]))}`,
+      );
       throw error;
     }
   }, 240_000);

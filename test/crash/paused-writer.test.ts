@@ -19,7 +19,14 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { openStore, type StoreOptions } from '../../src/persistence/index.js';
 import { SESSION_FORMAT_VERSION, type StoredEvent } from '../../src/session/index.js';
 import { bundleScript, spawnLineChild, type LineChild } from '../support/spawn-ts.js';
-import { BACKENDS, dropPostgresTestSchemas, postgresFixture, probePostgres, tempDir, type BackendFixture } from '../support/store-fixtures.js';
+import {
+  BACKENDS,
+  dropPostgresTestSchemas,
+  postgresFixture,
+  probePostgres,
+  tempDir,
+  type BackendFixture,
+} from '../support/store-fixtures.js';
 
 const CHILD = 'test/support/paused-writer-child.ts';
 
@@ -33,7 +40,12 @@ const OPTIONS: StoreOptions = { lockStaleMs: 300, lockTimeoutMs: 60_000, busyTim
 type Outcome = { ok: true; firstSeq: number; lastSeq: number } | { ok: false; code: string };
 
 /** Sends an append; resolves once it is under way (for a pausing one: once it stopped), with its eventual outcome. */
-async function appendVia(child: LineChild, expectedSeq: number, op: string, pause: 'none' | 'write' | 'sync'): Promise<{ result: Promise<Outcome> }> {
+async function appendVia(
+  child: LineChild,
+  expectedSeq: number,
+  op: string,
+  pause: 'none' | 'write' | 'sync',
+): Promise<{ result: Promise<Outcome> }> {
   const seen = child.lines.length;
   child.send(`APPEND ${expectedSeq} ${op} ${pause}`);
   const result = (async (): Promise<Outcome> => {
@@ -45,7 +57,10 @@ async function appendVia(child: LineChild, expectedSeq: number, op: string, paus
   if (pause !== 'none') {
     // Wait for this append's own PAUSED line.
     for (let i = 0; i < 10_000 && !child.lines.slice(seen).includes('PAUSED'); i++) {
-      const done = await Promise.race([result.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 5))]);
+      const done = await Promise.race([
+        result.then(() => true),
+        new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 5)),
+      ]);
       if (done) throw new Error(`${op} finished without pausing: ${await result.then((r) => JSON.stringify(r))}`);
     }
     expect(child.lines.slice(seen)).toContain('PAUSED');
@@ -88,51 +103,65 @@ const SCENARIOS: Record<BackendFixture['name'], Scenario[]> = {
   postgres: [{ pause: 'write', first: false, firstCode: 'UNAVAILABLE' }],
 };
 
-describe.each([...BACKENDS, ...(postgres.available ? [postgresFixture] : [])])('a writer paused with SIGSTOP inside its write: $name', (fixture) => {
-  it.each(SCENARIOS[fixture.name])(
-    'paused at its $pause past every lock timeout while a second writer proceeds, then resumed: one of them succeeded at those seqs and every success is in the log',
-    async (scenario) => {
-      const { dir, cleanup } = tempDir(`sessionlog-paused-${fixture.name}-`);
-      const url = fixture.url(dir);
-      const setup = await openStore(url);
-      await setup.create({ version: SESSION_FORMAT_VERSION, id: 's', createdAt: 1 });
-      await setup.append('s', [{ type: 'session/run', time: 1, data: { workflowId: 'w', runId: 'r' } }], { expectedSeq: 0, op: 'before' });
-      await setup.close();
-      const bundle = await bundleScript(CHILD);
-      const [first, second] = [spawnLineChild(bundle, [url, 's', JSON.stringify(OPTIONS)]), spawnLineChild(bundle, [url, 's', JSON.stringify(OPTIONS)])];
-      const outcomes: Array<{ op: string; outcome: Outcome }> = [{ op: 'before', outcome: { ok: true, firstSeq: 0, lastSeq: 0 } }];
-      try {
-        await Promise.all([first.waitFor(/^READY$/), second.waitFor(/^READY$/)]);
-        const { result: firstResult } = await appendVia(first, 1, 'first', scenario.pause);
-        // The first writer is stopped inside its write; the second one goes past its lock.
-        const secondOutcome = await (await appendVia(second, 1, 'second', 'none')).result;
-        first.process.kill('SIGCONT');
-        const firstOutcome = await firstResult;
-        outcomes.push({ op: 'first', outcome: firstOutcome }, { op: 'second', outcome: secondOutcome });
-        expect([firstOutcome.ok, secondOutcome.ok], JSON.stringify(outcomes)).toEqual([scenario.first, !scenario.first]);
-        if (scenario.firstCode) expect(firstOutcome).toEqual({ ok: false, code: scenario.firstCode });
-        if (scenario.secondCode) expect(secondOutcome).toEqual({ ok: false, code: scenario.secondCode });
-        const winner = (firstOutcome.ok ? firstOutcome : secondOutcome) as Extract<Outcome, { ok: true }>;
-        expect(winner).toEqual({ ok: true, firstSeq: 1, lastSeq: 2 });
-        // Both writers carry on normally afterwards: each append lands once, at the head.
-        const after = await (await appendVia(first, 3, 'first-after', 'none')).result;
-        const afterSecond = await (await appendVia(second, 5, 'second-after', 'none')).result;
-        outcomes.push({ op: 'first-after', outcome: after }, { op: 'second-after', outcome: afterSecond });
-        expect([after, afterSecond]).toEqual([
-          { ok: true, firstSeq: 3, lastSeq: 4 },
-          { ok: true, firstSeq: 5, lastSeq: 6 },
-        ]);
-      } finally {
-        for (const child of [first, second]) {
-          child.process.kill('SIGCONT');
-          child.process.stdin.end();
-          child.process.kill('SIGKILL');
-          await child.exited;
+describe.each([...BACKENDS, ...(postgres.available ? [postgresFixture] : [])])(
+  'a writer paused with SIGSTOP inside its write: $name',
+  (fixture) => {
+    it.each(SCENARIOS[fixture.name])(
+      'paused at its $pause past every lock timeout while a second writer proceeds, then resumed: one of them succeeded at those seqs and every success is in the log',
+      async (scenario) => {
+        const { dir, cleanup } = tempDir(`sessionlog-paused-${fixture.name}-`);
+        const url = fixture.url(dir);
+        const setup = await openStore(url);
+        await setup.create({ version: SESSION_FORMAT_VERSION, id: 's', createdAt: 1 });
+        await setup.append('s', [{ type: 'session/run', time: 1, data: { workflowId: 'w', runId: 'r' } }], {
+          expectedSeq: 0,
+          op: 'before',
+        });
+        await setup.close();
+        const bundle = await bundleScript(CHILD);
+        const [first, second] = [
+          spawnLineChild(bundle, [url, 's', JSON.stringify(OPTIONS)]),
+          spawnLineChild(bundle, [url, 's', JSON.stringify(OPTIONS)]),
+        ];
+        const outcomes: Array<{ op: string; outcome: Outcome }> = [
+          { op: 'before', outcome: { ok: true, firstSeq: 0, lastSeq: 0 } },
+        ];
+        try {
+          await Promise.all([first.waitFor(/^READY$/), second.waitFor(/^READY$/)]);
+          const { result: firstResult } = await appendVia(first, 1, 'first', scenario.pause);
+          // The first writer is stopped inside its write; the second one goes past its lock.
+          const secondOutcome = await (await appendVia(second, 1, 'second', 'none')).result;
+          first.process.kill('SIGCONT');
+          const firstOutcome = await firstResult;
+          outcomes.push({ op: 'first', outcome: firstOutcome }, { op: 'second', outcome: secondOutcome });
+          expect([firstOutcome.ok, secondOutcome.ok], JSON.stringify(outcomes)).toEqual([
+            scenario.first,
+            !scenario.first,
+          ]);
+          if (scenario.firstCode) expect(firstOutcome).toEqual({ ok: false, code: scenario.firstCode });
+          if (scenario.secondCode) expect(secondOutcome).toEqual({ ok: false, code: scenario.secondCode });
+          const winner = (firstOutcome.ok ? firstOutcome : secondOutcome) as Extract<Outcome, { ok: true }>;
+          expect(winner).toEqual({ ok: true, firstSeq: 1, lastSeq: 2 });
+          // Both writers carry on normally afterwards: each append lands once, at the head.
+          const after = await (await appendVia(first, 3, 'first-after', 'none')).result;
+          const afterSecond = await (await appendVia(second, 5, 'second-after', 'none')).result;
+          outcomes.push({ op: 'first-after', outcome: after }, { op: 'second-after', outcome: afterSecond });
+          expect([after, afterSecond]).toEqual([
+            { ok: true, firstSeq: 3, lastSeq: 4 },
+            { ok: true, firstSeq: 5, lastSeq: 6 },
+          ]);
+        } finally {
+          for (const child of [first, second]) {
+            child.process.kill('SIGCONT');
+            child.process.stdin.end();
+            child.process.kill('SIGKILL');
+            await child.exited;
+          }
         }
-      }
-      await expectLogOf(url, outcomes);
-      cleanup();
-    },
-    120_000,
-  );
-});
+        await expectLogOf(url, outcomes);
+        cleanup();
+      },
+      120_000,
+    );
+  },
+);

@@ -12,7 +12,15 @@ import type { SessionStore } from '../../src/persistence/store.js';
 import { SESSION_FORMAT_VERSION, type NewEvent } from '../../src/session/index.js';
 import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';
 import { ToolRegistry } from '../../src/tools/registry.js';
-import { dropPostgresTestSchemas, jsonlFixture, postgresTestSchema, postgresUrlWithSchema, probePostgres, sqliteFixture, tempDir } from '../support/store-fixtures.js';
+import {
+  dropPostgresTestSchemas,
+  jsonlFixture,
+  postgresTestSchema,
+  postgresUrlWithSchema,
+  probePostgres,
+  sqliteFixture,
+  tempDir,
+} from '../support/store-fixtures.js';
 
 const postgres = await probePostgres();
 const cleanups: Array<() => void> = [];
@@ -28,7 +36,12 @@ function storeUrl(name: 'sqlite' | 'jsonl' | 'postgres'): string {
   return (name === 'sqlite' ? sqliteFixture : jsonlFixture).url(dir);
 }
 
-const context: StepContext = { attempt: 1, signal: new AbortController().signal, heartbeat: () => undefined, cancelRequested: () => false };
+const context: StepContext = {
+  attempt: 1,
+  signal: new AbortController().signal,
+  heartbeat: () => undefined,
+  cancelRequested: () => false,
+};
 
 function engineOver(store: SessionStore) {
   const deps: EngineDeps = {
@@ -50,14 +63,32 @@ async function sessionCalling(store: SessionStore, id: string, args: unknown): P
   const events: NewEvent[] = [
     { type: 'turn/start', time: 1, data: { turn: 1 } },
     { type: 'step/start', time: 1, data: { turn: 1, step: 1 } },
-    { type: 'user/message', time: 1, data: { id: `u-${id}`, role: 'user', content: [{ type: 'text', text: 'read it' }], source: { kind: 'user' } }, surfaceOp: 'append' },
+    {
+      type: 'user/message',
+      time: 1,
+      data: { id: `u-${id}`, role: 'user', content: [{ type: 'text', text: 'read it' }], source: { kind: 'user' } },
+      surfaceOp: 'append',
+    },
     {
       type: 'assistant/message',
       time: 1,
-      data: { turn: 1, step: 1, message: { id: `a-${id}`, role: 'assistant', content: [{ type: 'tool-call', id: 'call-1', name: 'read_artifact', arguments: JSON.stringify(args) }], source: { kind: 'model', provider: 'fake', model: 'fake' } } },
+      data: {
+        turn: 1,
+        step: 1,
+        message: {
+          id: `a-${id}`,
+          role: 'assistant',
+          content: [{ type: 'tool-call', id: 'call-1', name: 'read_artifact', arguments: JSON.stringify(args) }],
+          source: { kind: 'model', provider: 'fake', model: 'fake' },
+        },
+      },
       surfaceOp: 'append',
     },
-    { type: 'tool/call', time: 1, data: { turn: 1, step: 1, callId: 'call-1', name: 'read_artifact', arguments: JSON.stringify(args) } },
+    {
+      type: 'tool/call',
+      time: 1,
+      data: { turn: 1, step: 1, callId: 'call-1', name: 'read_artifact', arguments: JSON.stringify(args) },
+    },
   ];
   await store.append(id, events, { expectedSeq: 0, op: 'seed' });
   return events.length - 1;
@@ -70,7 +101,11 @@ describe.each(backends)('tool isolation on %s', (backend) => {
     const store = await openStore(storeUrl(backend));
     try {
       await store.create({ version: SESSION_FORMAT_VERSION, id: 'victim', createdAt: 1 });
-      const secret = await store.artifacts.put({ sessionId: 'victim', name: 'calculator-call_1.txt', content: 'the victim’s private tool output' });
+      const secret = await store.artifacts.put({
+        sessionId: 'victim',
+        name: 'calculator-call_1.txt',
+        content: 'the victim’s private tool output',
+      });
       const engine = engineOver(store);
 
       const callSeq = await sessionCalling(store, 'attacker', { locator: secret.locator });
@@ -83,7 +118,10 @@ describe.each(backends)('tool isolation on %s', (backend) => {
       await store.create({ version: SESSION_FORMAT_VERSION, id: 'reader', createdAt: 1 });
       const own = await store.artifacts.put({ sessionId: 'reader', name: 'mine.txt', content: 'my own output' });
       const ownSeq = await sessionCalling(store, 'reader', { locator: own.locator });
-      const mine = await engine.runTool({ sessionId: 'reader', turn: 1, step: 1, callSeq: ownSeq, maxAttempts: 1 }, context);
+      const mine = await engine.runTool(
+        { sessionId: 'reader', turn: 1, step: 1, callSeq: ownSeq, maxAttempts: 1 },
+        context,
+      );
       expect(mine.isError).toBe(false);
       expect(await store.artifacts.get('reader', mine.locator)).toContain('my own output');
     } finally {
@@ -108,7 +146,12 @@ describe('tool isolation, as a property', () => {
       let n = 0;
       const locatorArb = fc.oneof(
         fc.constantFrom(...planted.values()),
-        fc.tuple(fc.constantFrom(...sessions, '..', 's-a/../s-b', '', 'S-A'), fc.constantFrom('out.txt', '../out.txt', 'out.txt/', '%2e%2e', 'out')).map(([s, name]) => `artifact:${s}/${name}`),
+        fc
+          .tuple(
+            fc.constantFrom(...sessions, '..', 's-a/../s-b', '', 'S-A'),
+            fc.constantFrom('out.txt', '../out.txt', 'out.txt/', '%2e%2e', 'out'),
+          )
+          .map(([s, name]) => `artifact:${s}/${name}`),
         fc.string(),
       );
       await fc.assert(
@@ -117,7 +160,8 @@ describe('tool isolation, as a property', () => {
           const callSeq = await sessionCalling(store, id, { locator });
           const ref = await engine.runTool({ sessionId: id, turn: 1, step: 1, callSeq, maxAttempts: 1 }, context);
           const output = await store.artifacts.get(id, ref.locator);
-          for (const other of sessions) expect(output.includes(`secret-of-${other}`), `${caller} read ${other} through ${locator}`).toBe(false);
+          for (const other of sessions)
+            expect(output.includes(`secret-of-${other}`), `${caller} read ${other} through ${locator}`).toBe(false);
         }),
         { numRuns: 120 },
       );

@@ -76,22 +76,38 @@ describe('examples/openai-chat.ts', () => {
 
   it('chats through a token-protected gateway: streams each reply, and the conversation is a session whose log holds the turns', async () => {
     const token = 'openai-example-token-0123456789';
-    const gateway = await startGateway({ client: stack.client, token, host: '127.0.0.1', port: 0, bodyLimitBytes: 64 * 1024, defaultAgent: { model: 'fake' } });
+    const gateway = await startGateway({
+      client: stack.client,
+      token,
+      host: '127.0.0.1',
+      port: 0,
+      bodyLimitBytes: 64 * 1024,
+      defaultAgent: { model: 'fake' },
+    });
     try {
       const child = execFile(process.execPath, ['--import', 'tsx', scriptPath], {
-        env: { ...process.env, SESSIONLOG_OPENAI_URL: `${gateway.url}/openai/v1`, OPENAI_API_KEY: token, OPENAI_MODEL: 'fake' },
+        env: {
+          ...process.env,
+          SESSIONLOG_OPENAI_URL: `${gateway.url}/openai/v1`,
+          OPENAI_API_KEY: token,
+          OPENAI_MODEL: 'fake',
+        },
         timeout: 60_000,
       });
       child.stdin!.end('Hello, durable world\nWhat did I say?\n');
       const stdout = await new Promise<string>((resolve, reject) => {
         let out = '';
         child.stdout!.on('data', (d: Buffer) => (out += d.toString('utf8')));
-        child.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`openai-chat exited with ${code}:\n${out}`))));
+        child.once('exit', (code) =>
+          code === 0 ? resolve(out) : reject(new Error(`openai-chat exited with ${code}:\n${out}`)),
+        );
       });
       const conversationId = /^conversation (\S+)$/m.exec(stdout)![1]!;
       expect(stdout).toContain('echo: Hello, durable world\n[completed;');
       expect(stdout).toContain('echo: What did I say?\n[completed;');
-      expect(stdout).toContain('history:\n  user: Hello, durable world\n  assistant: echo: Hello, durable world\n  user: What did I say?\n  assistant: echo: What did I say?\n');
+      expect(stdout).toContain(
+        'history:\n  user: Hello, durable world\n  assistant: echo: Hello, durable world\n  user: What did I say?\n  assistant: echo: What did I say?\n',
+      );
       const history = await stack.client.history(conversationId);
       expect(history.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant']);
     } finally {
@@ -106,29 +122,46 @@ describe('examples/http-client.sh', () => {
 
   it('calls only routes the gateway serves', () => {
     const served = ROUTES.map((r) => `${r.method} ${r.path.replace(/:id/g, 'ID')}`);
-    const called = [...script.matchAll(/curl[^\n]*?-X (GET|POST) "\$GATEWAY(\/v1\/[^"?]*)/g)].map(([, method, path]) => `${method} ${path!.replace(/\$SESSION_ID/g, 'ID')}`);
-    expect(called).toEqual(['POST /v1/sessions', 'GET /v1/sessions/ID/events', 'POST /v1/sessions/ID/messages', 'GET /v1/sessions/ID/messages', 'GET /v1/sessions/ID/events']);
+    const called = [...script.matchAll(/curl[^\n]*?-X (GET|POST) "\$GATEWAY(\/v1\/[^"?]*)/g)].map(
+      ([, method, path]) => `${method} ${path!.replace(/\$SESSION_ID/g, 'ID')}`,
+    );
+    expect(called).toEqual([
+      'POST /v1/sessions',
+      'GET /v1/sessions/ID/events',
+      'POST /v1/sessions/ID/messages',
+      'GET /v1/sessions/ID/messages',
+      'GET /v1/sessions/ID/events',
+    ]);
     for (const call of called) expect(served).toContain(call);
   });
 
-  it.skipIf(!hasCurl)('runs against a token-protected gateway: creates the session, streams its events, gets the reply and the history', async () => {
-    const token = 'example-token-0123456789';
-    const gateway = await startGateway({ client: stack.client, token, host: '127.0.0.1', port: 0, bodyLimitBytes: 64 * 1024 });
-    try {
-      const sessionId = `http-example-${Date.now()}`;
-      const { stdout } = await execFileAsync('bash', [scriptPath, 'hello "quoted" script'], {
-        env: { ...process.env, GATEWAY: gateway.url, SESSIONLOG_GATEWAY_TOKEN: token, SESSION_ID: sessionId },
-        timeout: 60_000,
+  it.skipIf(!hasCurl)(
+    'runs against a token-protected gateway: creates the session, streams its events, gets the reply and the history',
+    async () => {
+      const token = 'example-token-0123456789';
+      const gateway = await startGateway({
+        client: stack.client,
+        token,
+        host: '127.0.0.1',
+        port: 0,
+        bodyLimitBytes: 64 * 1024,
       });
-      expect(stdout).toContain(`"id":"${sessionId}"`);
-      expect(stdout).toContain('  event: assistant/chunk');
-      expect(stdout).toContain('  event: turn/end');
-      expect(stdout).toContain('"outcome":"completed"');
-      expect(stdout).toContain('echo: hello \\"quoted\\" script');
-      const history = await stack.client.history(sessionId);
-      expect(history.map((m) => m.role)).toEqual(['user', 'assistant']);
-    } finally {
-      await gateway.close();
-    }
-  });
+      try {
+        const sessionId = `http-example-${Date.now()}`;
+        const { stdout } = await execFileAsync('bash', [scriptPath, 'hello "quoted" script'], {
+          env: { ...process.env, GATEWAY: gateway.url, SESSIONLOG_GATEWAY_TOKEN: token, SESSION_ID: sessionId },
+          timeout: 60_000,
+        });
+        expect(stdout).toContain(`"id":"${sessionId}"`);
+        expect(stdout).toContain('  event: assistant/chunk');
+        expect(stdout).toContain('  event: turn/end');
+        expect(stdout).toContain('"outcome":"completed"');
+        expect(stdout).toContain('echo: hello \\"quoted\\" script');
+        const history = await stack.client.history(sessionId);
+        expect(history.map((m) => m.role)).toEqual(['user', 'assistant']);
+      } finally {
+        await gateway.close();
+      }
+    },
+  );
 });

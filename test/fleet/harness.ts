@@ -28,10 +28,14 @@ const SCRIPT_TIMEOUT_MS = 5 * 60_000;
 /** Runs scripts/<name>; returns its stdout, or throws with its stderr. */
 export async function runScript(name: string, args: string[], timeoutMs = SCRIPT_TIMEOUT_MS): Promise<string> {
   try {
-    return (await run(join(ROOT, 'scripts', name), args, { cwd: ROOT, timeout: timeoutMs, maxBuffer: 16 << 20 })).stdout;
+    return (await run(join(ROOT, 'scripts', name), args, { cwd: ROOT, timeout: timeoutMs, maxBuffer: 16 << 20 }))
+      .stdout;
   } catch (error) {
     const { stderr, stdout } = error as { stderr?: string; stdout?: string };
-    throw new Error(`scripts/${name} ${args.join(' ')} failed: ${(error as Error).message}\n${stderr ?? ''}${stdout ?? ''}`, { cause: error });
+    throw new Error(
+      `scripts/${name} ${args.join(' ')} failed: ${(error as Error).message}\n${stderr ?? ''}${stdout ?? ''}`,
+      { cause: error },
+    );
   }
 }
 
@@ -140,7 +144,9 @@ export class DevTemporalServer implements TemporalService {
   }
 
   restart(): Promise<void> {
-    return Promise.reject(new Error('the in-memory dev server loses every workflow on a restart; restart the full server instead'));
+    return Promise.reject(
+      new Error('the in-memory dev server loses every workflow on a restart; restart the full server instead'),
+    );
   }
 
   async stop(): Promise<void> {
@@ -166,9 +172,17 @@ export class FleetProcess {
   ) {
     const base: NodeJS.ProcessEnv = {};
     // Nothing of the test's own environment that configures sessionlog, Temporal or a model leaks in.
-    for (const [key, value] of Object.entries(process.env)) if (!/^(SESSIONLOG_|TEMPORAL_|OPENAI_|DEEPSEEK_)/.test(key)) base[key] = value;
-    this.child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    appendFileSync(this.logFile, `--- ${new Date().toISOString()} ${name}: sessionlog ${args.join(' ')} (pid ${this.child.pid})\n`);
+    for (const [key, value] of Object.entries(process.env))
+      if (!/^(SESSIONLOG_|TEMPORAL_|OPENAI_|DEEPSEEK_)/.test(key)) base[key] = value;
+    this.child = spawn(process.execPath, [BIN, ...args], {
+      cwd: ROOT,
+      env: { ...base, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    appendFileSync(
+      this.logFile,
+      `--- ${new Date().toISOString()} ${name}: sessionlog ${args.join(' ')} (pid ${this.child.pid})\n`,
+    );
     for (const stream of [this.child.stdout!, this.child.stderr!]) {
       createInterface({ input: stream }).on('line', (line) => {
         this.lines.push(line);
@@ -188,8 +202,12 @@ export class FleetProcess {
     for (;;) {
       const line = this.lines.find((l) => pattern.test(l));
       if (line !== undefined) return line;
-      if (!this.running) throw new Error(`${this.name} exited (${this.child.exitCode ?? this.child.signalCode}) before printing ${pattern}; see ${this.logFile}`);
-      if (Date.now() > deadline) throw new Error(`${this.name} did not print ${pattern} within ${timeoutMs} ms; see ${this.logFile}`);
+      if (!this.running)
+        throw new Error(
+          `${this.name} exited (${this.child.exitCode ?? this.child.signalCode}) before printing ${pattern}; see ${this.logFile}`,
+        );
+      if (Date.now() > deadline)
+        throw new Error(`${this.name} did not print ${pattern} within ${timeoutMs} ms; see ${this.logFile}`);
       await sleep(50);
     }
   }
@@ -270,7 +288,10 @@ export class Fleet {
       storeUrl = `sqlite:${join(options.dir, 'store', 'sessions.db')}`;
     } else {
       await ensureTemporalServerBuilt();
-      const [server, cluster] = await Promise.allSettled([TemporalServer.start(join(options.dir, 'temporal')), PostgresCluster.start(join(options.dir, 'store-postgres'))]);
+      const [server, cluster] = await Promise.allSettled([
+        TemporalServer.start(join(options.dir, 'temporal')),
+        PostgresCluster.start(join(options.dir, 'store-postgres')),
+      ]);
       if (server.status === 'rejected' || cluster.status === 'rejected') {
         // Stop whichever did start before failing.
         if (server.status === 'fulfilled') await server.value.stop();
@@ -296,7 +317,10 @@ export class Fleet {
       await fleet.workerReady(fleet.workers[0]!);
       for (let i = 1; i < options.workers; i++) fleet.workers.push(fleet.spawnWorker(i));
       for (let i = 0; i < options.gateways; i++) fleet.gateways.push(fleet.spawnGateway(i));
-      await Promise.all([...fleet.workers.slice(1).map((w) => fleet.workerReady(w)), ...fleet.gateways.map((g, i) => fleet.gatewayReady(g, i))]);
+      await Promise.all([
+        ...fleet.workers.slice(1).map((w) => fleet.workerReady(w)),
+        ...fleet.gateways.map((g, i) => fleet.gatewayReady(g, i)),
+      ]);
     } catch (error) {
       await fleet.forceStop();
       throw error;
@@ -313,15 +337,32 @@ export class Fleet {
   }
 
   private spawnWorker(slot: number): FleetProcess {
-    const env = workerEnvironment(this.endpoints, { opsPort: 0, shutdownGraceMs: this.options.shutdownGraceMs ?? 10_000 });
-    const proc = new FleetProcess(`worker-${slot}#${++this.started}`, ['worker'], env, join(this.options.dir, 'logs', `worker-${slot}.log`));
+    const env = workerEnvironment(this.endpoints, {
+      opsPort: 0,
+      shutdownGraceMs: this.options.shutdownGraceMs ?? 10_000,
+    });
+    const proc = new FleetProcess(
+      `worker-${slot}#${++this.started}`,
+      ['worker'],
+      env,
+      join(this.options.dir, 'logs', `worker-${slot}.log`),
+    );
     this.history.push(proc);
     return proc;
   }
 
   private spawnGateway(slot: number): FleetProcess {
-    const env = gatewayEnvironment(this.endpoints, { token: this.options.token, modelHeartbeatMs: this.options.modelHeartbeatMs, modelMaxAttempts: this.options.modelMaxAttempts });
-    const proc = new FleetProcess(`gateway-${slot}#${++this.started}`, gatewayCommand('127.0.0.1', this.gatewayPorts[slot]!), env, join(this.options.dir, 'logs', `gateway-${slot}.log`));
+    const env = gatewayEnvironment(this.endpoints, {
+      token: this.options.token,
+      modelHeartbeatMs: this.options.modelHeartbeatMs,
+      modelMaxAttempts: this.options.modelMaxAttempts,
+    });
+    const proc = new FleetProcess(
+      `gateway-${slot}#${++this.started}`,
+      gatewayCommand('127.0.0.1', this.gatewayPorts[slot]!),
+      env,
+      join(this.options.dir, 'logs', `gateway-${slot}.log`),
+    );
     this.history.push(proc);
     return proc;
   }
@@ -373,7 +414,13 @@ export class Fleet {
 
   private async stopServers(): Promise<void> {
     // Best effort: a failure to stop one must not keep the other running; each script says why on stderr.
-    await this.temporal.stop().catch((error: unknown) => appendFileSync(this.logFile(), `temporal stop: ${(error as Error).message}\n`));
-    await this.storeDatabase?.destroy().catch((error: unknown) => appendFileSync(this.logFile(), `store cluster destroy: ${(error as Error).message}\n`));
+    await this.temporal
+      .stop()
+      .catch((error: unknown) => appendFileSync(this.logFile(), `temporal stop: ${(error as Error).message}\n`));
+    await this.storeDatabase
+      ?.destroy()
+      .catch((error: unknown) =>
+        appendFileSync(this.logFile(), `store cluster destroy: ${(error as Error).message}\n`),
+      );
   }
 }

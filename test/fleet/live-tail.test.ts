@@ -43,8 +43,20 @@ afterAll(async () => {
 
 /** One worker and two gateways on `storeUrl`, against the shared dev server. */
 async function startProcesses(label: string, storeUrl: string): Promise<{ gatewayA: string; gatewayB: string }> {
-  const endpoints: FleetEndpoints = { temporalAddress: temporalAddress(), namespace: 'default', taskQueue: `live-tail-${randomUUID()}`, storeUrl, modelBaseUrl: fake.baseURL, model: 'fake' };
-  const worker = new FleetProcess(`${label}-worker`, ['worker'], workerEnvironment(endpoints, { opsPort: 0, shutdownGraceMs: 5_000 }), join(dir, `${label}.log`));
+  const endpoints: FleetEndpoints = {
+    temporalAddress: temporalAddress(),
+    namespace: 'default',
+    taskQueue: `live-tail-${randomUUID()}`,
+    storeUrl,
+    modelBaseUrl: fake.baseURL,
+    model: 'fake',
+  };
+  const worker = new FleetProcess(
+    `${label}-worker`,
+    ['worker'],
+    workerEnvironment(endpoints, { opsPort: 0, shutdownGraceMs: 5_000 }),
+    join(dir, `${label}.log`),
+  );
   processes.push(worker);
   const ops = / operations: (http:\/\/\S+)\/healthz/.exec(await worker.waitForLine(/ operations: /, 120_000))![1]!;
   await waitReady(`${ops}/readyz`, 120_000);
@@ -52,7 +64,9 @@ async function startProcesses(label: string, storeUrl: string): Promise<{ gatewa
   for (const name of ['a', 'b']) {
     const port = await freePort();
     const env = gatewayEnvironment(endpoints, { token: TOKEN, modelHeartbeatMs: 5_000, modelMaxAttempts: 6 });
-    processes.push(new FleetProcess(`${label}-gateway-${name}`, gatewayCommand('127.0.0.1', port), env, join(dir, `${label}.log`)));
+    processes.push(
+      new FleetProcess(`${label}-gateway-${name}`, gatewayCommand('127.0.0.1', port), env, join(dir, `${label}.log`)),
+    );
     urls.push(`http://127.0.0.1:${port}`);
   }
   await Promise.all(urls.map((url) => waitReady(`${url}/readyz`, 120_000)));
@@ -69,25 +83,37 @@ function percentile(values: number[], p: number): number {
 /** Posts a turn through B while following through A; returns what A saw, when. */
 async function tailAcrossGateways(gatewayA: string, gatewayB: string, label: string) {
   const sessionId = `tail-${label}-${randomUUID().slice(0, 8)}`;
-  expect((await fetch(`${gatewayB}/v1/sessions`, { method: 'POST', headers: auth, body: JSON.stringify({ id: sessionId }) })).status).toBe(201);
+  expect(
+    (await fetch(`${gatewayB}/v1/sessions`, { method: 'POST', headers: auth, body: JSON.stringify({ id: sessionId }) }))
+      .status,
+  ).toBe(201);
   const follower = new SseFollower(sessionId, () => [gatewayA], 0, TOKEN);
   follower.start();
   try {
     const text = `tail ${label}: ${Array.from({ length: WORDS - 2 }, (_, i) => `w${i}`).join(' ')}`;
-    const posted = await fetch(`${gatewayB}/v1/sessions/${sessionId}/messages?wait=true`, { method: 'POST', headers: auth, body: JSON.stringify({ text }) });
+    const posted = await fetch(`${gatewayB}/v1/sessions/${sessionId}/messages?wait=true`, {
+      method: 'POST',
+      headers: auth,
+      body: JSON.stringify({ text }),
+    });
     const answeredAt = Date.now();
     expect(posted.status).toBe(200);
     const reply = (await posted.json()) as { turn: number; text: string };
     expect(reply.text).toBe(`echo: ${text}`);
 
-    const isTurnEnd = (e: StoredEvent) => e.type === 'turn/end' && (e as SessionEvent<'turn/end'>).data.turn === reply.turn;
+    const isTurnEnd = (e: StoredEvent) =>
+      e.type === 'turn/end' && (e as SessionEvent<'turn/end'>).data.turn === reply.turn;
     const deadline = Date.now() + 30_000;
-    while (!follower.events.some(isTurnEnd) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    while (!follower.events.some(isTurnEnd) && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 20));
     const turnEnd = follower.events.find(isTurnEnd);
     expect(turnEnd, 'the follower on A received the end of the turn posted through B').toBeDefined();
     const chunks = follower.events
       .map((event, i) => ({ event, arrivedAt: follower.arrivals[i]! }))
-      .filter(({ event }) => event.type === 'assistant/chunk' && (event as SessionEvent<'assistant/chunk'>).data.turn === reply.turn);
+      .filter(
+        ({ event }) =>
+          event.type === 'assistant/chunk' && (event as SessionEvent<'assistant/chunk'>).data.turn === reply.turn,
+      );
     return { chunks, turnEnd: turnEnd!, answeredAt };
   } finally {
     await follower.stop();
@@ -97,7 +123,8 @@ async function tailAcrossGateways(gatewayA: string, gatewayB: string, label: str
 describe('a live tail on gateway A streams a turn posted through gateway B, before the turn ends', () => {
   for (const backend of ['postgres', 'sqlite'] as const) {
     it(`${backend === 'postgres' ? 'PostgreSQL (LISTEN/NOTIFY across processes)' : 'SQLite, both gateways on one file (polling)'}`, async () => {
-      const storeUrl = backend === 'postgres' ? `${cluster!.url}?schema=live_tail` : `sqlite:${join(dir, 'live-tail.db')}`;
+      const storeUrl =
+        backend === 'postgres' ? `${cluster!.url}?schema=live_tail` : `sqlite:${join(dir, 'live-tail.db')}`;
       const { gatewayA, gatewayB } = await startProcesses(backend, storeUrl);
       const { chunks, turnEnd, answeredAt } = await tailAcrossGateways(gatewayA, gatewayB, backend);
 

@@ -25,7 +25,9 @@ type Service = {
   stop_grace_period?: string;
 };
 
-const compose = parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as { services: Record<string, Service> };
+const compose = parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
+  services: Record<string, Service>;
+};
 const services = compose.services;
 
 /** Compose's `${VAR:-default}` / `${VAR:?message}` / `${VAR}` substitution with every variable unset (defaults win). */
@@ -33,7 +35,10 @@ function withDefaults(value: string): string {
   let out = value;
   // Innermost first, so a default that holds another substitution resolves too.
   for (let guard = 0; guard < 10 && out.includes('${'); guard++) {
-    out = out.replace(/\$\{([A-Z0-9_]+)(?::?([-?])([^${}]*))?\}/g, (_, _name: string, op: string | undefined, rest: string | undefined) => (op === '-' ? (rest ?? '') : ''));
+    out = out.replace(
+      /\$\{([A-Z0-9_]+)(?::?([-?])([^${}]*))?\}/g,
+      (_, _name: string, op: string | undefined, rest: string | undefined) => (op === '-' ? (rest ?? '') : ''),
+    );
   }
   return out;
 }
@@ -98,10 +103,11 @@ describe('docker-compose.yml matches the fleet topology the fleet test runs', ()
     expect(readinessPort(gateway.healthcheck, FLEET.gateway.readiness.path)).toBe(Number(command[4]));
   });
 
-  it('points workers and gateways at one store on the store PostgreSQL (not Temporal\'s) and at the same Temporal', () => {
+  it("points workers and gateways at one store on the store PostgreSQL (not Temporal's) and at the same Temporal", () => {
     const worker = service(FLEET.worker.service).environment!;
     const gateway = service(FLEET.gateway.service).environment!;
-    for (const name of ['SESSIONLOG_STORE', 'TEMPORAL_ADDRESS', 'TEMPORAL_NAMESPACE', 'SESSIONLOG_TASK_QUEUE'] as const) expect(gateway[name]).toBe(worker[name]);
+    for (const name of ['SESSIONLOG_STORE', 'TEMPORAL_ADDRESS', 'TEMPORAL_NAMESPACE', 'SESSIONLOG_TASK_QUEUE'] as const)
+      expect(gateway[name]).toBe(worker[name]);
     const store = new URL(withDefaults(worker.SESSIONLOG_STORE!));
     expect(store.protocol).toBe('postgres:');
     expect(store.hostname).toBe(FLEET.storeDatabase.service);

@@ -97,7 +97,10 @@ export type FleetEndpoints = {
 };
 
 /** A worker's environment: every name of WORKER_VARIABLES, empty meaning unset. */
-export function workerEnvironment(endpoints: FleetEndpoints, options: { opsPort: number; shutdownGraceMs: number }): Record<WorkerVariable, string> {
+export function workerEnvironment(
+  endpoints: FleetEndpoints,
+  options: { opsPort: number; shutdownGraceMs: number },
+): Record<WorkerVariable, string> {
   return {
     SESSIONLOG_STORE: endpoints.storeUrl,
     TEMPORAL_ADDRESS: endpoints.temporalAddress,

@@ -40,7 +40,10 @@ export class HttpDriver {
     /** The gateways' base URLs (looked up per attempt: a slot may be restarted meanwhile). */
     private readonly gatewayUrls: () => string[],
     private readonly token: string,
-    private readonly options: { attemptTimeoutMs: number; deadlineMs: number } = { attemptTimeoutMs: 120_000, deadlineMs: 600_000 },
+    private readonly options: { attemptTimeoutMs: number; deadlineMs: number } = {
+      attemptTimeoutMs: 120_000,
+      deadlineMs: 600_000,
+    },
   ) {}
 
   /** Requests under way through `url`, or through any gateway. */
@@ -54,7 +57,12 @@ export class HttpDriver {
   }
 
   /** POST with retries on any failure but a 4xx other than 409 (bounded by the deadline). */
-  private async postUntilOk<T>(path: string, body: unknown, startSlot: number, okStatuses: number[]): Promise<{ body: T; attempts: number }> {
+  private async postUntilOk<T>(
+    path: string,
+    body: unknown,
+    startSlot: number,
+    okStatuses: number[],
+  ): Promise<{ body: T; attempts: number }> {
     const deadline = Date.now() + this.options.deadlineMs;
     for (let attempt = 1; ; attempt++) {
       const urls = this.gatewayUrls();
@@ -62,20 +70,26 @@ export class HttpDriver {
       let failure: string;
       this.pending.set(url, (this.pending.get(url) ?? 0) + 1);
       try {
-        const response = await fetch(`${url}${path}`, { method: 'POST', headers: this.headers(), body: JSON.stringify(body), signal: AbortSignal.timeout(this.options.attemptTimeoutMs) }).finally(() =>
-          this.pending.set(url, this.pending.get(url)! - 1),
-        );
+        const response = await fetch(`${url}${path}`, {
+          method: 'POST',
+          headers: this.headers(),
+          body: JSON.stringify(body),
+          signal: AbortSignal.timeout(this.options.attemptTimeoutMs),
+        }).finally(() => this.pending.set(url, this.pending.get(url)! - 1));
         const text = await response.text();
-        if (okStatuses.includes(response.status)) return { body: (text ? JSON.parse(text) : undefined) as T, attempts: attempt };
+        if (okStatuses.includes(response.status))
+          return { body: (text ? JSON.parse(text) : undefined) as T, attempts: attempt };
         const code = (JSON.parse(text) as { error?: { code?: string } }).error?.code ?? 'unknown';
         failure = `${response.status} ${code}`;
-        if (response.status >= 400 && response.status < 500 && response.status !== 409) throw new Error(`${path} refused: ${failure}: ${text}`);
+        if (response.status >= 400 && response.status < 500 && response.status !== 409)
+          throw new Error(`${path} refused: ${failure}: ${text}`);
       } catch (error) {
         if ((error as Error).message.includes(' refused: ')) throw error;
         failure = (error as Error).name === 'TimeoutError' ? 'timeout' : 'network';
       }
       countFailure(this.failures, failure);
-      if (Date.now() > deadline) throw new Error(`${path}: no gateway acknowledged within ${this.options.deadlineMs} ms (last: ${failure})`);
+      if (Date.now() > deadline)
+        throw new Error(`${path}: no gateway acknowledged within ${this.options.deadlineMs} ms (last: ${failure})`);
       await sleep(Math.min(100 * 2 ** Math.min(attempt, 5), 2_000));
     }
   }
@@ -88,7 +102,12 @@ export class HttpDriver {
   /** Sends one message (idempotent by `messageId`) and waits for the reply. */
   async send(sessionId: string, messageId: string, text: string, startSlot: number): Promise<Ack> {
     const started = Date.now();
-    const { body, attempts } = await this.postUntilOk<ReplyBody>(`/v1/sessions/${sessionId}/messages?wait=true`, { text, id: messageId }, startSlot, [200]);
+    const { body, attempts } = await this.postUntilOk<ReplyBody>(
+      `/v1/sessions/${sessionId}/messages?wait=true`,
+      { text, id: messageId },
+      startSlot,
+      [200],
+    );
     return { sessionId, messageId, text, reply: body, attempts, latencyMs: Date.now() - started };
   }
 }
@@ -172,7 +191,10 @@ export class SseFollower {
       let opened = false;
       let endedWithError = false;
       try {
-        const response = await fetch(`${urls[slot]}/v1/sessions/${this.sessionId}/events?from=0`, { headers, signal: this.abort.signal });
+        const response = await fetch(`${urls[slot]}/v1/sessions/${this.sessionId}/events?from=0`, {
+          headers,
+          signal: this.abort.signal,
+        });
         if (response.status !== 200 || !response.body) {
           await response.body?.cancel();
           throw new Error(`HTTP ${response.status}`);

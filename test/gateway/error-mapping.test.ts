@@ -6,7 +6,10 @@ describe('5xx answers never carry where the data lives', () => {
   const where = 'session s-1 in postgres://app@db.internal:5432/sessions?schema=prod';
 
   it('a refused log keeps its session and seq and says what to do, without the store location', () => {
-    const error = new SessionlogError('CORRUPT_LOG', `${where}: the stored log is damaged at seq 13: seq is 14, expected 13 (gap or duplicate). Nothing was changed`);
+    const error = new SessionlogError(
+      'CORRUPT_LOG',
+      `${where}: the stored log is damaged at seq 13: seq is 14, expected 13 (gap or duplicate). Nothing was changed`,
+    );
     const response = toErrorResponse(error);
     expect(response.status).toBe(500);
     expect(response.body.error.code).toBe('CORRUPT_LOG');
@@ -17,10 +20,20 @@ describe('5xx answers never carry where the data lives', () => {
   });
 
   it('a newer format says to upgrade, a damaged header names no seq, both without the location', () => {
-    const newer = toErrorResponse(new SessionlogError('UNSUPPORTED_FORMAT', `session s-2 in /srv/data/s-2/session.jsonl: JSONL format 9 was written by a newer version`));
+    const newer = toErrorResponse(
+      new SessionlogError(
+        'UNSUPPORTED_FORMAT',
+        `session s-2 in /srv/data/s-2/session.jsonl: JSONL format 9 was written by a newer version`,
+      ),
+    );
     expect(newer.body.error.message).toMatch(/^session s-2: .*upgrade/);
     expect(newer.body.error.message).not.toContain('/srv/data');
-    const header = toErrorResponse(new SessionlogError('CORRUPT_LOG', `session s-3 in sqlite:/srv/x.db: the stored header (the record before the events) is damaged: not JSON`));
+    const header = toErrorResponse(
+      new SessionlogError(
+        'CORRUPT_LOG',
+        `session s-3 in sqlite:/srv/x.db: the stored header (the record before the events) is damaged: not JSON`,
+      ),
+    );
     expect(header.body.error.message).not.toContain('/srv/x.db');
     expect(header.body.error.message).not.toMatch(/at seq/);
   });

@@ -9,7 +9,12 @@ import { expect } from 'vitest';
 export type JsonResponse = { status: number; headers: Headers; body: unknown };
 
 /** Sends a request and reads the JSON body (any status). */
-export async function request(baseUrl: string, method: string, path: string, init: { json?: unknown; body?: string; headers?: Record<string, string> } = {}): Promise<JsonResponse> {
+export async function request(
+  baseUrl: string,
+  method: string,
+  path: string,
+  init: { json?: unknown; body?: string; headers?: Record<string, string> } = {},
+): Promise<JsonResponse> {
   const headers: Record<string, string> = { ...init.headers };
   let body: string | undefined = init.body;
   if (init.json !== undefined) {
@@ -100,7 +105,10 @@ export async function openSse(url: string, headers: Record<string, string> = {})
 }
 
 /** Reads SSE event frames (skipping comments and retry hints) until `stop` says so or the stream ends. */
-export async function readEventsUntil(sse: SseConnection, stop: (event: { seq: number; type: string }) => boolean): Promise<Array<{ seq: number; type: string; frameId: string }>> {
+export async function readEventsUntil(
+  sse: SseConnection,
+  stop: (event: { seq: number; type: string }) => boolean,
+): Promise<Array<{ seq: number; type: string; frameId: string }>> {
   const events: Array<{ seq: number; type: string; frameId: string }> = [];
   for (;;) {
     const frame = await sse.next();
@@ -114,14 +122,24 @@ export async function readEventsUntil(sse: SseConnection, stop: (event: { seq: n
 }
 
 /** A response read off a raw socket: status line, lower-cased headers, body text. */
-export type RawResponse = { status: number; headers: Record<string, string>; body: string; text: string; closed: boolean };
+export type RawResponse = {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  text: string;
+  closed: boolean;
+};
 
 /**
  * Sends `parts` over a raw TCP connection (strings are written as latin1 bytes, numbers are
  * pauses in ms) and reads until the server closes the connection or `waitMs` passes. Writing
  * stops as soon as the server answers or closes. Gives the parsed first response.
  */
-export async function rawExchange(baseUrl: string, parts: ReadonlyArray<string | number>, waitMs = 15_000): Promise<RawResponse> {
+export async function rawExchange(
+  baseUrl: string,
+  parts: ReadonlyArray<string | number>,
+  waitMs = 15_000,
+): Promise<RawResponse> {
   const { hostname, port } = new URL(baseUrl);
   const socket = connect(Number(port), hostname);
   let text = '';

@@ -29,7 +29,10 @@ beforeAll(async () => {
   guarded = await startGateway({ ...options, token: TOKEN });
   sessionA = `inspector-a-${Date.now()}`;
   sessionB = `inspector-b-${Date.now()}`;
-  stack.fake.enqueueReplies({ text: 'counting', toolCalls: [{ name: 'word_count', arguments: { text: 'one two three' } }] }, { text: 'three words' });
+  stack.fake.enqueueReplies(
+    { text: 'counting', toolCalls: [{ name: 'word_count', arguments: { text: 'one two three' } }] },
+    { text: 'three words' },
+  );
   await stack.client.send(sessionA, 'count my words');
   await stack.client.send(sessionB, 'hello');
 });
@@ -50,7 +53,10 @@ describe('GET /v1/sessions/:id/turns and /surface', () => {
     expect(turnsResponse.safeParse(turns.body).success).toBe(true);
     expect(turns.body).toEqual(JSON.parse(JSON.stringify(foldTurns(events))));
     const body = turns.body as ReturnType<typeof foldTurns>;
-    expect(body.turns[0]!.steps[0]!.toolCalls[0]).toMatchObject({ name: 'word_count', result: { text: '{"words":3,"lines":1,"characters":13}', isError: false } });
+    expect(body.turns[0]!.steps[0]!.toolCalls[0]).toMatchObject({
+      name: 'word_count',
+      result: { text: '{"words":3,"lines":1,"characters":13}', isError: false },
+    });
 
     const summary = (await call(`/v1/sessions/${sessionA}/turns?last=0`)).body as ReturnType<typeof foldTurns>;
     expect(summary.turns).toEqual([]);
@@ -87,16 +93,24 @@ describe('GET /v1/sessions/:id/artifacts/:name', () => {
     expect(first.body).toEqual({ locator, offset: 0, text: content.slice(0, 100), total: content.length });
     const last = await call(`/v1/sessions/${sessionB}/artifacts/${name}?offset=${content.length - 10}&limit=100`);
     expect(last.body).toMatchObject({ text: content.slice(-10), total: content.length });
-    expect(((await call(`/v1/sessions/${sessionB}/artifacts/${name}`)).body as { text: string }).text).toBe(content.slice(0, 20_000));
+    expect(((await call(`/v1/sessions/${sessionB}/artifacts/${name}`)).body as { text: string }).text).toBe(
+      content.slice(0, 20_000),
+    );
 
     // The tool output of session A is an artifact of A, not of B.
     const toolResult = (await stack.store.readFrom(sessionA, 0)).find((e) => e.type === 'tool/result')!;
-    const toolArtifact = ((toolResult.data as { meta: { locator: string } }).meta.locator).split('/').pop()!;
-    expect(((await call(`/v1/sessions/${sessionA}/artifacts/${toolArtifact}`)).body as { text: string }).text).toBe('{"words":3,"lines":1,"characters":13}');
+    const toolArtifact = (toolResult.data as { meta: { locator: string } }).meta.locator.split('/').pop()!;
+    expect(((await call(`/v1/sessions/${sessionA}/artifacts/${toolArtifact}`)).body as { text: string }).text).toBe(
+      '{"words":3,"lines":1,"characters":13}',
+    );
     const elsewhere = await call(`/v1/sessions/${sessionB}/artifacts/${toolArtifact}`);
     expect(elsewhere.status).toBe(404);
     expect(expectErrorShape(elsewhere, 'artifact of another session')).toBe('ARTIFACT_NOT_FOUND');
-    for (const path of [`/v1/sessions/${sessionB}/artifacts/.hidden`, `/v1/sessions/${sessionB}/artifacts/${name}?limit=0`, `/v1/sessions/${sessionB}/artifacts/${name}?limit=999999`]) {
+    for (const path of [
+      `/v1/sessions/${sessionB}/artifacts/.hidden`,
+      `/v1/sessions/${sessionB}/artifacts/${name}?limit=0`,
+      `/v1/sessions/${sessionB}/artifacts/${name}?limit=999999`,
+    ]) {
       const response = await call(path);
       expect(response.status, path).toBe(400);
       expectErrorShape(response, path);
@@ -105,14 +119,16 @@ describe('GET /v1/sessions/:id/artifacts/:name', () => {
 });
 
 describe('signed stream tokens', () => {
-  it('are minted with the bearer token and open that session\'s event stream without it', async () => {
+  it("are minted with the bearer token and open that session's event stream without it", async () => {
     expect((await request(guarded.url, 'POST', `/v1/sessions/${sessionA}/stream-token`)).status).toBe(401);
     const minted = await request(guarded.url, 'POST', `/v1/sessions/${sessionA}/stream-token`, { headers: auth });
     expect(minted.status).toBe(200);
     const { token, expiresAt } = minted.body as { token: string; expiresAt: number };
     expect(expiresAt).toBeGreaterThan(Date.now());
 
-    const sse = await openSse(`${guarded.url}/v1/sessions/${sessionA}/events?from=0&streamToken=${encodeURIComponent(token)}`);
+    const sse = await openSse(
+      `${guarded.url}/v1/sessions/${sessionA}/events?from=0&streamToken=${encodeURIComponent(token)}`,
+    );
     expect(sse.status).toBe(200);
     const received = await readEventsUntil(sse, (e) => e.type === 'turn/end');
     sse.close();
@@ -120,7 +136,8 @@ describe('signed stream tokens', () => {
   });
 
   it('are refused for another session, on any other route, and when forged', async () => {
-    const { token } = (await request(guarded.url, 'POST', `/v1/sessions/${sessionA}/stream-token`, { headers: auth })).body as { token: string };
+    const { token } = (await request(guarded.url, 'POST', `/v1/sessions/${sessionA}/stream-token`, { headers: auth }))
+      .body as { token: string };
     const refused = [
       `/v1/sessions/${sessionB}/events?streamToken=${encodeURIComponent(token)}`,
       `/v1/sessions/${sessionA}/turns?streamToken=${encodeURIComponent(token)}`,
@@ -133,7 +150,12 @@ describe('signed stream tokens', () => {
       expect(response.status, path).toBe(401);
       expect(expectErrorShape(response, path)).toBe('UNAUTHORIZED');
     }
-    const post = await request(guarded.url, 'POST', `/v1/sessions/${sessionA}/messages?streamToken=${encodeURIComponent(token)}`, { json: { text: 'sneaky' } });
+    const post = await request(
+      guarded.url,
+      'POST',
+      `/v1/sessions/${sessionA}/messages?streamToken=${encodeURIComponent(token)}`,
+      { json: { text: 'sneaky' } },
+    );
     expect(post.status).toBe(401);
   });
 });
@@ -144,7 +166,10 @@ describe('the inspector page at /ui', () => {
     expect(redirect.status).toBe(302);
     expect(redirect.headers.get('location')).toBe('/ui/');
 
-    for (const [base, mode] of [[gateway.url, 'none'], [guarded.url, 'bearer']] as const) {
+    for (const [base, mode] of [
+      [gateway.url, 'none'],
+      [guarded.url, 'bearer'],
+    ] as const) {
       const page = await fetch(`${base}/ui/`);
       expect(page.status).toBe(200);
       expect(page.headers.get('content-type')).toContain('text/html');
@@ -162,7 +187,9 @@ describe('the inspector page at /ui', () => {
 
   it('serves every module the page imports: its own files and the libraries in its import map, from this install', async () => {
     const html = await (await fetch(`${guarded.url}/ui/`)).text();
-    const imports = (JSON.parse(/<script type="importmap">([\s\S]*?)<\/script>/.exec(html)![1]!) as { imports: Record<string, string> }).imports;
+    const imports = (
+      JSON.parse(/<script type="importmap">([\s\S]*?)<\/script>/.exec(html)![1]!) as { imports: Record<string, string> }
+    ).imports;
     const files = readdirSync(UI_DIR).filter((f) => f.endsWith('.js'));
     expect(files).toContain('app.js');
     for (const file of files) {
@@ -187,7 +214,14 @@ describe('the inspector page at /ui', () => {
   });
 
   it('answers unknown files with a JSON 404 and never reads outside its folder', async () => {
-    for (const path of ['/ui/nope.js', '/ui/vendor/nope.mjs', '/ui/..%2Fserver.ts', '/ui/%2E%2E%2Fui-routes.ts', '/ui/ui-routes.ts', '/ui/.hidden.js']) {
+    for (const path of [
+      '/ui/nope.js',
+      '/ui/vendor/nope.mjs',
+      '/ui/..%2Fserver.ts',
+      '/ui/%2E%2E%2Fui-routes.ts',
+      '/ui/ui-routes.ts',
+      '/ui/.hidden.js',
+    ]) {
       const response = await request(guarded.url, 'GET', path);
       expect(response.status, path).toBe(404);
       expect(expectErrorShape(response, path)).toBe('NOT_FOUND');
@@ -196,8 +230,10 @@ describe('the inspector page at /ui', () => {
 });
 
 describe('the OpenAPI document', () => {
-  it('documents the inspector\'s read routes and the stream token', async () => {
-    const doc = (await call('/v1/openapi.json')).body as { paths: Record<string, Record<string, { operationId: string; parameters?: Array<{ name: string }> }>> };
+  it("documents the inspector's read routes and the stream token", async () => {
+    const doc = (await call('/v1/openapi.json')).body as {
+      paths: Record<string, Record<string, { operationId: string; parameters?: Array<{ name: string }> }>>;
+    };
     expect(doc.paths['/v1/sessions/{id}/turns']?.get?.operationId).toBe('getTurns');
     expect(doc.paths['/v1/sessions/{id}/surface']?.get?.operationId).toBe('getSurface');
     expect(doc.paths['/v1/sessions/{id}/artifacts/{name}']?.get?.operationId).toBe('readArtifact');

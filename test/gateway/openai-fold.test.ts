@@ -17,7 +17,13 @@ import { ANY_REPLACES, buildLog, programArb, testHeader } from '../support/log-g
 
 function tracker(anchor: ResponseAnchor): ResponseTracker {
   const sessionId = 'fold-session';
-  return new ResponseTracker({ responseId: encodeResponseId({ sessionId, anchor }), sessionId, anchor, header: testHeader(sessionId), defaults: { model: 'fake' } });
+  return new ResponseTracker({
+    responseId: encodeResponseId({ sessionId, anchor }),
+    sessionId,
+    anchor,
+    header: testHeader(sessionId),
+    defaults: { model: 'fake' },
+  });
 }
 
 function derive(events: readonly StoredEvent[], anchor: ResponseAnchor): ResponseStreamEvent[] {
@@ -31,15 +37,21 @@ describe('response fold on random logs', () => {
       fc.property(programArb(50), (program) => {
         const { session } = buildLog(program, ANY_REPLACES);
         const events = session.events;
-        const anchors = events.filter((e) => e.type === 'user/message' && e.surfaceOp === 'append').map((e) => (e.data as { id: string }).id);
+        const anchors = events
+          .filter((e) => e.type === 'user/message' && e.surfaceOp === 'append')
+          .map((e) => (e.data as { id: string }).id);
         for (const messageId of anchors.slice(0, 3)) {
           const anchor: ResponseAnchor = { kind: 'message', messageId };
           const whole = derive(events, anchor);
           expect(whole.map((e) => e.sequence_number)).toEqual(whole.map((_, i) => i));
           for (let k = 0; k <= events.length; k += Math.max(1, Math.floor(events.length / 12))) {
-            expect(whole.slice(0, derive(events.slice(0, k), anchor).length)).toEqual(derive(events.slice(0, k), anchor));
+            expect(whole.slice(0, derive(events.slice(0, k), anchor).length)).toEqual(
+              derive(events.slice(0, k), anchor),
+            );
           }
-          const terminal = whole.filter((e) => e.type === 'response.completed' || e.type === 'response.failed' || e.type === 'response.incomplete');
+          const terminal = whole.filter(
+            (e) => e.type === 'response.completed' || e.type === 'response.failed' || e.type === 'response.incomplete',
+          );
           expect(terminal.length).toBeLessThanOrEqual(1);
           if (terminal.length === 1) expect(whole.at(-1)).toBe(terminal[0]);
         }
@@ -61,17 +73,52 @@ function turnLog(attempts: Array<[number, string[]]>, reply: string, held: strin
   const events: Array<Omit<StoredEvent, 'seq'>> = [
     { type: 'turn/start', time: 1000, data: { turn: 1 }, op: stepOps.start(KEY) },
     { type: 'step/start', time: 1000, data: { turn: 1, step: 1 }, op: stepOps.start(KEY) },
-    { type: 'user/message', time: 1000, data: { id: 'm1', role: 'user', content: [{ type: 'text', text: 'hi' }], source: { kind: 'user' } }, surfaceOp: 'append', op: stepOps.start(KEY) },
+    {
+      type: 'user/message',
+      time: 1000,
+      data: { id: 'm1', role: 'user', content: [{ type: 'text', text: 'hi' }], source: { kind: 'user' } },
+      surfaceOp: 'append',
+      op: stepOps.start(KEY),
+    },
   ];
   for (const [attempt, texts] of attempts) {
-    texts.forEach((text, n) => events.push({ type: 'assistant/chunk', time: 1001, data: { turn: 1, step: 1, chunk: { kind: 'text-delta', text } }, op: stepOps.chunks(KEY, attempt, n) }));
+    texts.forEach((text, n) =>
+      events.push({
+        type: 'assistant/chunk',
+        time: 1001,
+        data: { turn: 1, step: 1, chunk: { kind: 'text-delta', text } },
+        op: stepOps.chunks(KEY, attempt, n),
+      }),
+    );
   }
   // The call's last chunks, held for the reply's own batch (src/engine/model-step.ts).
-  for (const text of held) events.push({ type: 'assistant/chunk', time: 1002, data: { turn: 1, step: 1, chunk: { kind: 'text-delta', text } }, op: stepOps.reply(KEY) });
-  const message = { id: 'a1', role: 'assistant', content: [{ type: 'text', text: reply }], source: { kind: 'model', provider: 'fake', model: 'fake' } };
-  events.push({ type: 'assistant/message', time: 1002, data: { turn: 1, step: 1, message, finishReason: 'stop' }, surfaceOp: 'append', op: stepOps.reply(KEY) });
+  for (const text of held)
+    events.push({
+      type: 'assistant/chunk',
+      time: 1002,
+      data: { turn: 1, step: 1, chunk: { kind: 'text-delta', text } },
+      op: stepOps.reply(KEY),
+    });
+  const message = {
+    id: 'a1',
+    role: 'assistant',
+    content: [{ type: 'text', text: reply }],
+    source: { kind: 'model', provider: 'fake', model: 'fake' },
+  };
+  events.push({
+    type: 'assistant/message',
+    time: 1002,
+    data: { turn: 1, step: 1, message, finishReason: 'stop' },
+    surfaceOp: 'append',
+    op: stepOps.reply(KEY),
+  });
   events.push({ type: 'step/end', time: 1002, data: { turn: 1, step: 1 }, op: stepOps.reply(KEY) });
-  events.push({ type: 'turn/end', time: 1002, data: { turn: 1, reason: { kind: 'completed' } }, op: stepOps.reply(KEY) });
+  events.push({
+    type: 'turn/end',
+    time: 1002,
+    data: { turn: 1, reason: { kind: 'completed' } },
+    op: stepOps.reply(KEY),
+  });
   return events.map((e, seq) => ({ ...e, seq }) as StoredEvent);
 }
 

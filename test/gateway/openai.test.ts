@@ -29,9 +29,22 @@ const lookupOrder: Tool = {
 
 beforeAll(async () => {
   stack = await startStack({
-    worker: { tools: new ToolRegistry([...BUILTIN_TOOLS, lookupOrder]), agent: { model: 'fake', system: 'You are a test assistant.', tools: ['read_artifact', 'calculator', 'lookup_order'] } },
+    worker: {
+      tools: new ToolRegistry([...BUILTIN_TOOLS, lookupOrder]),
+      agent: {
+        model: 'fake',
+        system: 'You are a test assistant.',
+        tools: ['read_artifact', 'calculator', 'lookup_order'],
+      },
+    },
   });
-  gateway = await startGateway({ client: stack.client, host: '127.0.0.1', port: 0, bodyLimitBytes: 256 * 1024, defaultAgent: DEFAULT_AGENT });
+  gateway = await startGateway({
+    client: stack.client,
+    host: '127.0.0.1',
+    port: 0,
+    bodyLimitBytes: 256 * 1024,
+    defaultAgent: DEFAULT_AGENT,
+  });
   client = new OpenAI({ baseURL: `${gateway.url}/openai/v1`, apiKey: 'not-checked-on-loopback', maxRetries: 0 });
 });
 afterAll(async () => {
@@ -44,8 +57,13 @@ beforeEach(() => {
 });
 
 /** The text of every message item: `role: text`. */
-function describeItems(items: Array<{ type: string; role?: string; content?: Array<{ type: string; text?: string }> }>): string[] {
-  return items.map((item) => `${item.type}/${item.role ?? ''}: ${(item.content ?? []).map((part) => `${part.type}=${part.text ?? ''}`).join('|')}`);
+function describeItems(
+  items: Array<{ type: string; role?: string; content?: Array<{ type: string; text?: string }> }>,
+): string[] {
+  return items.map(
+    (item) =>
+      `${item.type}/${item.role ?? ''}: ${(item.content ?? []).map((part) => `${part.type}=${part.text ?? ''}`).join('|')}`,
+  );
 }
 
 describe('conversations and responses', () => {
@@ -65,7 +83,11 @@ describe('conversations and responses', () => {
     expect(second.id).not.toBe(first.id);
     // The model was sent the first exchange before the new message.
     const request = stack.fake.chatRequests().at(-1)!;
-    expect(request.messages.map((m) => `${m.role}: ${typeof m.content === 'string' ? m.content : JSON.stringify(m.content)}`)).toEqual([
+    expect(
+      request.messages.map(
+        (m) => `${m.role}: ${typeof m.content === 'string' ? m.content : JSON.stringify(m.content)}`,
+      ),
+    ).toEqual([
       'system: You are a test assistant.',
       'user: hello there',
       'assistant: echo: hello there',
@@ -89,7 +111,8 @@ describe('conversations and responses', () => {
     expect(newest.data.map((i) => i.id)).toEqual([items.data[3]!.id]);
     expect(newest.has_more).toBe(true);
     const all: string[] = [];
-    for await (const item of client.conversations.items.list(conversation.id, { limit: 3, order: 'asc' })) all.push(String(item.id));
+    for await (const item of client.conversations.items.list(conversation.id, { limit: 3, order: 'asc' }))
+      all.push(String(item.id));
     expect(all).toEqual(items.data.map((i) => i.id));
 
     // Retrieving either response later gives what the log says.
@@ -159,7 +182,10 @@ describe('conversations and responses', () => {
       const all = [...before, ...after];
       expect(all.map((e) => e.sequence_number)).toEqual(all.map((_, i) => i));
       expect(all.at(-1)!.type).toBe('response.completed');
-      const text = all.filter((e) => e.type === 'response.output_text.delta').map((e) => (e as { delta: string }).delta).join('');
+      const text = all
+        .filter((e) => e.type === 'response.output_text.delta')
+        .map((e) => (e as { delta: string }).delta)
+        .join('');
       expect(text).toBe(words);
       // The reply was still streaming when the client left: some deltas came only on the rejoined stream.
       expect(after.some((e) => e.type === 'response.output_text.delta')).toBe(true);
@@ -180,7 +206,11 @@ describe('conversations and responses', () => {
 
   it('continues a conversation with previous_response_id', async () => {
     const first = await client.responses.create({ model: 'fake', input: 'first message' });
-    const second = await client.responses.create({ model: 'fake', previous_response_id: first.id, input: 'second message' });
+    const second = await client.responses.create({
+      model: 'fake',
+      previous_response_id: first.id,
+      input: 'second message',
+    });
     expect(second.conversation?.id).toBe(first.conversation?.id);
     const request = stack.fake.chatRequests().at(-1)!;
     expect(request.messages.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'user']);
@@ -201,7 +231,10 @@ describe('conversations and responses', () => {
 });
 
 /** Polls a response until `done` says so (bounded). */
-async function waitForResponse(id: string, done: (response: OpenAI.Responses.Response) => boolean): Promise<OpenAI.Responses.Response> {
+async function waitForResponse(
+  id: string,
+  done: (response: OpenAI.Responses.Response) => boolean,
+): Promise<OpenAI.Responses.Response> {
   let current = await client.responses.retrieve(id);
   for (let i = 0; i < 300 && !done(current); i++) {
     await new Promise((resolve) => setTimeout(resolve, 50));
@@ -262,7 +295,9 @@ describe('running responses', () => {
     try {
       const first = await client.responses.create({ model: 'fake', input: 'take your time', background: true });
       await waitForResponse(first.id, (r) => r.status === 'in_progress');
-      const error = await client.responses.create({ previous_response_id: first.id, input: 'me too' }).catch((e: unknown) => e);
+      const error = await client.responses
+        .create({ previous_response_id: first.id, input: 'me too' })
+        .catch((e: unknown) => e);
       expect(error).toBeInstanceOf(OpenAI.ConflictError);
       expect((error as InstanceType<typeof OpenAI.ConflictError>).code).toBe('conversation_locked');
       expect((await waitForResponse(first.id, (r) => r.status !== 'in_progress')).status).toBe('completed');
@@ -280,7 +315,8 @@ describe('tools the caller runs', () => {
     stack.fake.setMatcher(({ body, lastUserText }) => {
       const last = body.messages.at(-1)!;
       if (last.role === 'tool') return { text: `The order is ${String(last.content)}.` };
-      if (lastUserText === 'where is order A-7?') return { text: 'Let me look.', toolCalls: [{ id: 'call_A7', name: 'lookup_order', arguments: { id: 'A-7' } }] };
+      if (lastUserText === 'where is order A-7?')
+        return { text: 'Let me look.', toolCalls: [{ id: 'call_A7', name: 'lookup_order', arguments: { id: 'A-7' } }] };
       return undefined;
     });
     try {
@@ -288,20 +324,36 @@ describe('tools the caller runs', () => {
       const first = await client.responses.create({ conversation: conversation.id, input: 'where is order A-7?' });
       expect(first.status).toBe('completed');
       const calls = first.output.filter((item) => item.type === 'function_call');
-      expect(calls).toEqual([expect.objectContaining({ type: 'function_call', call_id: 'call_A7', name: 'lookup_order', arguments: '{"id":"A-7"}', status: 'completed' })]);
+      expect(calls).toEqual([
+        expect.objectContaining({
+          type: 'function_call',
+          call_id: 'call_A7',
+          name: 'lookup_order',
+          arguments: '{"id":"A-7"}',
+          status: 'completed',
+        }),
+      ]);
       expect(first.output_text).toBe('Let me look.');
       // The turn is still open, waiting for the caller: another plain response is refused.
-      await expect(client.responses.create({ conversation: conversation.id, input: 'hello?' })).rejects.toBeInstanceOf(OpenAI.ConflictError);
+      await expect(client.responses.create({ conversation: conversation.id, input: 'hello?' })).rejects.toBeInstanceOf(
+        OpenAI.ConflictError,
+      );
       // A result for a call nothing waits for is refused, naming the item.
       const wrong = await client.responses
-        .create({ previous_response_id: first.id, input: [{ type: 'function_call_output', call_id: 'call_nope', output: 'x' }] })
+        .create({
+          previous_response_id: first.id,
+          input: [{ type: 'function_call_output', call_id: 'call_nope', output: 'x' }],
+        })
         .catch((e: unknown) => e);
       expect(wrong).toBeInstanceOf(OpenAI.BadRequestError);
       expect((wrong as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('input[0].call_id');
 
       // The client runs the tool and answers with the next response (streamed this time).
       const events: ResponseStreamEvent[] = [];
-      const stream = client.responses.stream({ previous_response_id: first.id, input: [{ type: 'function_call_output', call_id: 'call_A7', output: 'shipped on Monday' }] });
+      const stream = client.responses.stream({
+        previous_response_id: first.id,
+        input: [{ type: 'function_call_output', call_id: 'call_A7', output: 'shipped on Monday' }],
+      });
       for await (const event of stream) events.push(event);
       const second = await stream.finalResponse();
       expect(second.status).toBe('completed');
@@ -314,14 +366,25 @@ describe('tools the caller runs', () => {
       expect(log.filter((e) => e.type === 'turn/start')).toHaveLength(1);
       expect(log.find((e) => e.type === 'tool/result')?.data).toMatchObject({ origin: 'external' });
       const items = await client.conversations.items.list(conversation.id, { order: 'asc' });
-      expect(items.data.map((i) => i.type)).toEqual(['message', 'message', 'function_call', 'function_call_output', 'message']);
+      expect(items.data.map((i) => i.type)).toEqual([
+        'message',
+        'message',
+        'function_call',
+        'function_call_output',
+        'message',
+      ]);
       expect(items.data[2]!.id).toBe(calls[0]!.id);
       // Both responses read back the same from the log.
       expect(await client.responses.retrieve(first.id)).toMatchObject({ status: 'completed', output: first.output });
-      expect(await client.responses.retrieve(second.id)).toMatchObject({ status: 'completed', output_text: 'The order is shipped on Monday.' });
+      expect(await client.responses.retrieve(second.id)).toMatchObject({
+        status: 'completed',
+        output_text: 'The order is shipped on Monday.',
+      });
       const replay: ResponseStreamEvent[] = [];
       for await (const event of await client.responses.retrieve(first.id, { stream: true })) replay.push(event);
-      expect(replay.filter((e) => e.type === 'response.function_call_arguments.done')).toEqual([expect.objectContaining({ name: 'lookup_order', arguments: '{"id":"A-7"}' })]);
+      expect(replay.filter((e) => e.type === 'response.function_call_arguments.done')).toEqual([
+        expect.objectContaining({ name: 'lookup_order', arguments: '{"id":"A-7"}' }),
+      ]);
       expect(replay.at(-1)!.type).toBe('response.completed');
     } finally {
       stack.fake.setMatcher(undefined);
@@ -332,34 +395,65 @@ describe('tools the caller runs', () => {
       type: 'function' as const,
       name: 'get_weather',
       description: 'The weather in a city.',
-      parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false },
+      parameters: {
+        type: 'object',
+        properties: { city: { type: 'string' } },
+        required: ['city'],
+        additionalProperties: false,
+      },
       strict: true,
     };
     stack.fake.setMatcher(({ body, lastUserText }) => {
       const last = body.messages.at(-1)!;
       if (last.role === 'tool') return { text: `Oslo: ${String(last.content)}.` };
-      if (lastUserText === 'weather in Oslo?') return { text: '', toolCalls: [{ id: 'call_W1', name: 'get_weather', arguments: { city: 'Oslo' } }] };
+      if (lastUserText === 'weather in Oslo?')
+        return { text: '', toolCalls: [{ id: 'call_W1', name: 'get_weather', arguments: { city: 'Oslo' } }] };
       return undefined;
     });
     try {
       const conversation = await client.conversations.create();
-      const first = await client.responses.create({ conversation: conversation.id, input: 'weather in Oslo?', tools: [weather] });
+      const first = await client.responses.create({
+        conversation: conversation.id,
+        input: 'weather in Oslo?',
+        tools: [weather],
+      });
       expect(first.status).toBe('completed');
       expect(first.tools).toEqual([weather]);
-      expect(first.output.filter((item) => item.type === 'function_call')).toEqual([expect.objectContaining({ call_id: 'call_W1', name: 'get_weather', arguments: '{"city":"Oslo"}' })]);
+      expect(first.output.filter((item) => item.type === 'function_call')).toEqual([
+        expect.objectContaining({ call_id: 'call_W1', name: 'get_weather', arguments: '{"city":"Oslo"}' }),
+      ]);
       // The model was offered the worker's tools and this response's, with its strict flag.
-      const offered = stack.fake.chatRequests().at(-1)!.tools!.map((t) => t.function);
-      expect(offered.map((f) => f.name)).toEqual([...stack.fake.chatRequests()[0]!.tools!.map((t) => t.function.name).filter((n) => n !== 'get_weather'), 'get_weather']);
-      expect(offered.map((f) => f.name)).toEqual(expect.arrayContaining(['read_artifact', 'calculator', 'lookup_order']));
+      const offered = stack.fake
+        .chatRequests()
+        .at(-1)!
+        .tools!.map((t) => t.function);
+      expect(offered.map((f) => f.name)).toEqual([
+        ...stack.fake
+          .chatRequests()[0]!
+          .tools!.map((t) => t.function.name)
+          .filter((n) => n !== 'get_weather'),
+        'get_weather',
+      ]);
+      expect(offered.map((f) => f.name)).toEqual(
+        expect.arrayContaining(['read_artifact', 'calculator', 'lookup_order']),
+      );
       expect(offered.at(-1)).toMatchObject({ name: 'get_weather', strict: true, parameters: weather.parameters });
 
       // Answering with other tools is refused; with the same ones (as SDK programs resend them) it carries the turn on.
       const other = await client.responses
-        .create({ previous_response_id: first.id, input: [{ type: 'function_call_output', call_id: 'call_W1', output: 'x' }], tools: [{ ...weather, name: 'get_forecast' }] })
+        .create({
+          previous_response_id: first.id,
+          input: [{ type: 'function_call_output', call_id: 'call_W1', output: 'x' }],
+          tools: [{ ...weather, name: 'get_forecast' }],
+        })
         .catch((e: unknown) => e);
       expect(other).toBeInstanceOf(OpenAI.BadRequestError);
       expect((other as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('tools');
-      const second = await client.responses.create({ previous_response_id: first.id, input: [{ type: 'function_call_output', call_id: 'call_W1', output: 'sunny' }], tools: [weather] });
+      const second = await client.responses.create({
+        previous_response_id: first.id,
+        input: [{ type: 'function_call_output', call_id: 'call_W1', output: 'sunny' }],
+        tools: [weather],
+      });
       expect(second.output_text).toBe('Oslo: sunny.');
       expect(second.tools).toEqual([weather]);
 
@@ -367,10 +461,19 @@ describe('tools the caller runs', () => {
       const third = await client.responses.create({ conversation: conversation.id, input: 'thanks' });
       expect(third.output_text).toBe('echo: thanks');
       expect(third.tools).toEqual([]);
-      expect(stack.fake.chatRequests().at(-1)!.tools!.map((t) => t.function.name)).not.toContain('get_weather');
+      expect(
+        stack.fake
+          .chatRequests()
+          .at(-1)!
+          .tools!.map((t) => t.function.name),
+      ).not.toContain('get_weather');
 
       // A tool named like one of the worker's: the response fails and says why.
-      const clash = await client.responses.create({ conversation: conversation.id, input: 'compute', tools: [{ ...weather, name: 'calculator' }] });
+      const clash = await client.responses.create({
+        conversation: conversation.id,
+        input: 'compute',
+        tools: [{ ...weather, name: 'calculator' }],
+      });
       expect(clash.status).toBe('failed');
       expect(clash.error?.message).toContain('"calculator", which the worker already has');
     } finally {
@@ -393,11 +496,23 @@ describe('conversation items, metadata and erasure', () => {
     expect(conversation.metadata).toEqual({ tenant: 'acme' });
     expect(stack.fake.chatRequests()).toHaveLength(before);
     const initial = await client.conversations.items.list(conversation.id, { order: 'asc' });
-    expect(describeItems(initial.data as never)).toEqual(['message/user: input_text=My name is Ada.', 'message/user: input_text=I live in London.']);
+    expect(describeItems(initial.data as never)).toEqual([
+      'message/user: input_text=My name is Ada.',
+      'message/user: input_text=I live in London.',
+    ]);
 
-    const response = await client.responses.create({ conversation: conversation.id, input: 'Where do I live?', instructions: 'Answer in one word.' });
+    const response = await client.responses.create({
+      conversation: conversation.id,
+      input: 'Where do I live?',
+      instructions: 'Answer in one word.',
+    });
     expect(response.output_text).toBe('echo: Where do I live?');
-    expect(stack.fake.chatRequests().at(-1)!.messages.map((m) => `${m.role}: ${String(m.content)}`)).toEqual([
+    expect(
+      stack.fake
+        .chatRequests()
+        .at(-1)!
+        .messages.map((m) => `${m.role}: ${String(m.content)}`),
+    ).toEqual([
       'system: Answer in one word.',
       'user: My name is Ada.',
       'user: I live in London.',
@@ -415,8 +530,17 @@ describe('conversation items, metadata and erasure', () => {
     const updated = await client.conversations.update(conversation.id, { metadata: { a: '2', b: 'x' } });
     expect(updated.metadata).toEqual({ a: '2', b: 'x' });
     const log = await stack.client.events(conversation.id, 0);
-    expect(log.filter((e) => e.type === 'session/metadata').map((e) => e.data)).toEqual([{ metadata: { a: '1' } }, { metadata: { a: '2', b: 'x' } }]);
-    const other = await startGateway({ client: stack.client, host: '127.0.0.1', port: 0, bodyLimitBytes: 64 * 1024, defaultAgent: DEFAULT_AGENT });
+    expect(log.filter((e) => e.type === 'session/metadata').map((e) => e.data)).toEqual([
+      { metadata: { a: '1' } },
+      { metadata: { a: '2', b: 'x' } },
+    ]);
+    const other = await startGateway({
+      client: stack.client,
+      host: '127.0.0.1',
+      port: 0,
+      bodyLimitBytes: 64 * 1024,
+      defaultAgent: DEFAULT_AGENT,
+    });
     try {
       const elsewhere = new OpenAI({ baseURL: `${other.url}/openai/v1`, apiKey: 'unused', maxRetries: 0 });
       expect((await elsewhere.conversations.retrieve(conversation.id)).metadata).toEqual({ a: '2', b: 'x' });
@@ -441,7 +565,13 @@ describe('conversation items, metadata and erasure', () => {
     expect(response.metadata).toEqual({ request: 'r-17' });
     expect(response.output_text).toBe('echo: second part');
     expect((await client.responses.retrieve(response.id)).metadata).toEqual({ request: 'r-17' });
-    expect(stack.fake.chatRequests().at(-1)!.messages.slice(1).map((m) => m.content)).toEqual(['first part', 'second part']);
+    expect(
+      stack.fake
+        .chatRequests()
+        .at(-1)!
+        .messages.slice(1)
+        .map((m) => m.content),
+    ).toEqual(['first part', 'second part']);
     // The conversation's own metadata is untouched by a response's.
     expect((await client.conversations.retrieve(conversation.id)).metadata).toEqual({});
   });
@@ -466,14 +596,21 @@ describe('refusals raise the SDK error classes', () => {
       [{ tools: [{ type: 'web_search' }] }, 'tools[0].type'],
       [{ made_up_field: 1 }, 'made_up_field'],
       [{ input: [{ role: 'assistant', content: 'I said this' }] }, 'input[0].role'],
-      [{ input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://example.com/x.png' }] }] }, 'input[0].content[0].type'],
+      [
+        { input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://example.com/x.png' }] }] },
+        'input[0].content[0].type',
+      ],
       [{ tool_choice: 'required' }, 'tool_choice'],
     ];
     for (const [patch, param] of cases) {
-      const error = await client.responses.create({ model: 'fake', input: 'hi', ...patch } as never).catch((e: unknown) => e);
+      const error = await client.responses
+        .create({ model: 'fake', input: 'hi', ...patch } as never)
+        .catch((e: unknown) => e);
       expect(error, JSON.stringify(patch)).toBeInstanceOf(OpenAI.BadRequestError);
       expect((error as InstanceType<typeof OpenAI.BadRequestError>).param, JSON.stringify(patch)).toBe(param);
-      expect((error as InstanceType<typeof OpenAI.BadRequestError>).error, JSON.stringify(patch)).toMatchObject({ type: 'invalid_request_error' });
+      expect((error as InstanceType<typeof OpenAI.BadRequestError>).error, JSON.stringify(patch)).toMatchObject({
+        type: 'invalid_request_error',
+      });
     }
   });
 
@@ -485,26 +622,44 @@ describe('refusals raise the SDK error classes', () => {
       [{ conversation: first.conversation!.id }, 'previous_response_id'],
     ];
     for (const [patch, param] of cases) {
-      const error = await client.responses.create({ previous_response_id: first.id, input: 'again', ...patch } as never).catch((e: unknown) => e);
+      const error = await client.responses
+        .create({ previous_response_id: first.id, input: 'again', ...patch } as never)
+        .catch((e: unknown) => e);
       expect(error, JSON.stringify(patch)).toBeInstanceOf(OpenAI.BadRequestError);
       expect((error as InstanceType<typeof OpenAI.BadRequestError>).param).toBe(param);
     }
     // The same ones again, or none, are fine.
-    const same = await client.responses.create({ previous_response_id: first.id, model: 'fake', instructions: 'Be terse.', input: 'again' });
+    const same = await client.responses.create({
+      previous_response_id: first.id,
+      model: 'fake',
+      instructions: 'Be terse.',
+      input: 'again',
+    });
     expect(same.status).toBe('completed');
     // A conversation created without a model runs the workers' default one.
     const conversation = await client.conversations.create();
-    await expect(client.responses.create({ conversation: conversation.id, model: 'gpt-4o', input: 'hi' })).rejects.toBeInstanceOf(OpenAI.BadRequestError);
+    await expect(
+      client.responses.create({ conversation: conversation.id, model: 'gpt-4o', input: 'hi' }),
+    ).rejects.toBeInstanceOf(OpenAI.BadRequestError);
   });
 
   it('answers unknown routes and methods under /openai/v1 in the OpenAI error shape', async () => {
     const unknown = await fetch(`${gateway.url}/openai/v1/assistants`);
     expect(unknown.status).toBe(404);
-    expect(Object.keys(((await unknown.json()) as { error: object }).error).sort()).toEqual(['code', 'message', 'param', 'type']);
+    expect(Object.keys(((await unknown.json()) as { error: object }).error).sort()).toEqual([
+      'code',
+      'message',
+      'param',
+      'type',
+    ]);
     const method = await fetch(`${gateway.url}/openai/v1/responses`, { method: 'GET' });
     expect(method.status).toBe(405);
     expect(((await method.json()) as { error: { type: string } }).error.type).toBe('invalid_request_error');
-    const badJson = await fetch(`${gateway.url}/openai/v1/responses`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"input": ' });
+    const badJson = await fetch(`${gateway.url}/openai/v1/responses`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"input": ',
+    });
     expect(badJson.status).toBe(400);
     expect(((await badJson.json()) as { error: { code: string } }).error.code).toBe('invalid_json');
   });
@@ -513,18 +668,30 @@ describe('refusals raise the SDK error classes', () => {
     await expect(client.conversations.retrieve('conv_does_not_exist')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     await expect(client.responses.retrieve('resp_bm9wZS9ub3Bl')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     await expect(client.responses.retrieve('not-a-response-id')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
-    await expect(client.responses.create({ conversation: 'conv_does_not_exist', input: 'hi' })).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(client.responses.create({ conversation: 'conv_does_not_exist', input: 'hi' })).rejects.toBeInstanceOf(
+      OpenAI.NotFoundError,
+    );
     await expect(client.conversations.items.list('conv_does_not_exist')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
   });
 
   it('answers a wrong or missing token with AuthenticationError when the gateway has one', async () => {
     const token = 'openai-token-0123456789abcdef';
-    const guarded = await startGateway({ client: stack.client, token, host: '127.0.0.1', port: 0, bodyLimitBytes: 64 * 1024, defaultAgent: DEFAULT_AGENT });
+    const guarded = await startGateway({
+      client: stack.client,
+      token,
+      host: '127.0.0.1',
+      port: 0,
+      bodyLimitBytes: 64 * 1024,
+      defaultAgent: DEFAULT_AGENT,
+    });
     try {
       const wrong = new OpenAI({ baseURL: `${guarded.url}/openai/v1`, apiKey: 'wrong-token', maxRetries: 0 });
       const error = await wrong.conversations.create().catch((e: unknown) => e);
       expect(error).toBeInstanceOf(OpenAI.AuthenticationError);
-      expect((error as InstanceType<typeof OpenAI.AuthenticationError>).error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_api_key' });
+      expect((error as InstanceType<typeof OpenAI.AuthenticationError>).error).toMatchObject({
+        type: 'invalid_request_error',
+        code: 'invalid_api_key',
+      });
       const right = new OpenAI({ baseURL: `${guarded.url}/openai/v1`, apiKey: token, maxRetries: 0 });
       const conversation = await right.conversations.create();
       expect(conversation.object).toBe('conversation');

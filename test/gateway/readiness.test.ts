@@ -25,7 +25,13 @@ afterAll(async () => {
 });
 
 async function gatewayOver(client: SessionClient, token?: string): Promise<RunningGateway> {
-  const gateway = await startGateway({ client, host: '127.0.0.1', port: 0, bodyLimitBytes: 64 * 1024, ...(token ? { token } : {}) });
+  const gateway = await startGateway({
+    client,
+    host: '127.0.0.1',
+    port: 0,
+    bodyLimitBytes: 64 * 1024,
+    ...(token ? { token } : {}),
+  });
   gateways.push(gateway);
   return gateway;
 }
@@ -38,7 +44,9 @@ describe('GET /readyz on the gateway', () => {
     const ready = await request(gateway.url, 'GET', '/readyz');
     expect(ready.status).toBe(200);
     expect(ready.body).toEqual({ ready: true, checks: { store: { ok: true }, temporal: { ok: true } } });
-    const doc = (await request(gateway.url, 'GET', '/v1/openapi.json', { headers: { authorization: `Bearer ${TOKEN}` } })).body as {
+    const doc = (
+      await request(gateway.url, 'GET', '/v1/openapi.json', { headers: { authorization: `Bearer ${TOKEN}` } })
+    ).body as {
       paths: Record<string, { get?: { responses: Record<string, unknown>; security?: unknown[] } }>;
     };
     expect(Object.keys(doc.paths['/readyz']!.get!.responses)).toEqual(expect.arrayContaining(['200', '503']));
@@ -61,7 +69,11 @@ describe('GET /readyz on the gateway', () => {
   it('is 503 naming Temporal when its frontend does not answer', async () => {
     // A lazy connection to a port nothing listens on: the gateway starts, Temporal never answers.
     const connection = Connection.lazy({ address: '127.0.0.1:1' });
-    const client = new SessionClient({ temporal: new Client({ connection }), store: stack.store, taskQueue: stack.taskQueue });
+    const client = new SessionClient({
+      temporal: new Client({ connection }),
+      store: stack.store,
+      taskQueue: stack.taskQueue,
+    });
     const gateway = await gatewayOver(client);
     const response = await request(gateway.url, 'GET', '/readyz');
     expect(response.status).toBe(503);

@@ -28,7 +28,8 @@ beforeEach(() => {
 
 let counter = 0;
 const newId = (name: string) => `gw-${name}-${Date.now()}-${counter++}`;
-const call = (method: string, path: string, init?: Parameters<typeof request>[3]) => request(gateway.url, method, path, init);
+const call = (method: string, path: string, init?: Parameters<typeof request>[3]) =>
+  request(gateway.url, method, path, init);
 
 describe('gateway routes', () => {
   it('creates a session with POST /v1/sessions and lists and shows it', async () => {
@@ -60,14 +61,18 @@ describe('gateway routes', () => {
   it('answers POST messages?wait=true with the reply, then serves history, transcript and events', async () => {
     const id = newId('wait');
     expect((await call('POST', '/v1/sessions', { json: { id } })).status).toBe(201);
-    const sent = await call('POST', `/v1/sessions/${id}/messages?wait=true`, { json: { text: 'hello gateway', id: 'msg-1' } });
+    const sent = await call('POST', `/v1/sessions/${id}/messages?wait=true`, {
+      json: { text: 'hello gateway', id: 'msg-1' },
+    });
     expect(sent.status).toBe(200);
     expect(sent.body).toMatchObject({ turn: 1, outcome: 'completed', text: 'echo: hello gateway' });
     const reply = sent.body as { replySeq: number; messageId: string };
     expect(typeof reply.replySeq).toBe('number');
 
     // The same message id again: the same answer, no second turn.
-    const again = await call('POST', `/v1/sessions/${id}/messages?wait=true`, { json: { text: 'hello gateway', id: 'msg-1' } });
+    const again = await call('POST', `/v1/sessions/${id}/messages?wait=true`, {
+      json: { text: 'hello gateway', id: 'msg-1' },
+    });
     expect(again.body).toEqual(sent.body);
 
     const history = await call('GET', `/v1/sessions/${id}/messages`);
@@ -97,8 +102,12 @@ describe('gateway routes', () => {
     expect(posted.status).toBe(202);
     const messageId = (posted.body as { id: string }).id;
     expect(messageId.length).toBeGreaterThan(0);
-    await expect.poll(async () => (await stack.store.readFrom(id, 0)).some((e) => e.type === 'turn/end'), { timeout: 20_000 }).toBe(true);
-    const history = (await call('GET', `/v1/sessions/${id}/messages`)).body as { messages: Array<{ id: string; role: string }> };
+    await expect
+      .poll(async () => (await stack.store.readFrom(id, 0)).some((e) => e.type === 'turn/end'), { timeout: 20_000 })
+      .toBe(true);
+    const history = (await call('GET', `/v1/sessions/${id}/messages`)).body as {
+      messages: Array<{ id: string; role: string }>;
+    };
     expect(history.messages[0]).toMatchObject({ id: messageId, role: 'user' });
   });
 
@@ -113,9 +122,15 @@ describe('gateway routes', () => {
     const childId = `${id}-child`;
     const forked = await call('POST', `/v1/sessions/${id}/fork`, { json: { at: firstEnd, id: childId } });
     expect(forked.status).toBe(201);
-    expect((forked.body as { session: SessionHeader }).session).toMatchObject({ id: childId, parentSession: id, seedLength: firstEnd + 1 });
+    expect((forked.body as { session: SessionHeader }).session).toMatchObject({
+      id: childId,
+      parentSession: id,
+      seedLength: firstEnd + 1,
+    });
     const child = await stack.store.readFrom(childId, 0);
-    expect(child.slice(0, firstEnd + 1).map(({ op: _op, ...e }) => e)).toEqual(parent.slice(0, firstEnd + 1).map(({ op: _op, ...e }) => e));
+    expect(child.slice(0, firstEnd + 1).map(({ op: _op, ...e }) => e)).toEqual(
+      parent.slice(0, firstEnd + 1).map(({ op: _op, ...e }) => e),
+    );
     // The seed is the child's first batch (written by the child's own workflow run, which then logs its run marker).
     const seed = child.filter((e) => e.op === `seed:${childId}`);
     expect(seed.map((e) => e.seq)).toEqual([...Array(firstEnd + 2).keys()]);
@@ -124,7 +139,9 @@ describe('gateway routes', () => {
     // The child carries on from the fork point: its history holds only the first exchange.
     const reply = await call('POST', `/v1/sessions/${childId}/messages?wait=true`, { json: { text: 'in the child' } });
     expect(reply.body).toMatchObject({ text: 'echo: in the child' });
-    const history = (await call('GET', `/v1/sessions/${childId}/messages`)).body as { messages: Array<{ role: string }> };
+    const history = (await call('GET', `/v1/sessions/${childId}/messages`)).body as {
+      messages: Array<{ role: string }>;
+    };
     expect(history.messages).toHaveLength(4);
     // Forking again onto the same child id is a conflict.
     const conflict = await call('POST', `/v1/sessions/${id}/fork`, { json: { id: childId } });
@@ -149,7 +166,9 @@ describe('gateway routes', () => {
     expect(cancelled.body).toEqual({ cancelRequested: true });
 
     // The workflow is running: resume starts nothing and names the open run.
-    const running = await call('POST', `/v1/sessions/${id}/resume`, { headers: { 'content-type': 'application/json' } });
+    const running = await call('POST', `/v1/sessions/${id}/resume`, {
+      headers: { 'content-type': 'application/json' },
+    });
     expect(running.status).toBe(200);
     expect(running.body).toMatchObject({ started: false });
     const openRun = (running.body as { runId: string }).runId;
@@ -157,7 +176,9 @@ describe('gateway routes', () => {
 
     // Once the workflow is gone, resume starts a new run from the log.
     await stack.temporal.workflow.getHandle(workflowIdFor(id)).terminate('test: workflow lost');
-    const resumed = await call('POST', `/v1/sessions/${id}/resume`, { headers: { 'content-type': 'application/json' } });
+    const resumed = await call('POST', `/v1/sessions/${id}/resume`, {
+      headers: { 'content-type': 'application/json' },
+    });
     expect(resumed.status).toBe(200);
     expect(resumed.body).toMatchObject({ started: true });
     expect((resumed.body as { runId: string }).runId).not.toBe(openRun);
@@ -183,12 +204,16 @@ describe('gateway routes', () => {
       expect(refused.body, path).toMatchObject({ error: { code: 'INVALID_REQUEST' } });
       expect((refused.body as { error: { message: string } }).error.message).toMatch(/body\.id: .*lone surrogate/);
     }
-    const text = await call('POST', `/v1/sessions/${id}/messages?wait=true`, { json: { text: 'half an emoji \ud83d' } });
+    const text = await call('POST', `/v1/sessions/${id}/messages?wait=true`, {
+      json: { text: 'half an emoji \ud83d' },
+    });
     expect(text.status).toBe(400);
     expect((text.body as { error: { message: string } }).error.message).toMatch(/body\.text: .*lone surrogate/);
     expect(await stack.store.readFrom(id, 0)).toEqual(before);
     // A whole astral character (a surrogate pair) is fine.
-    const emoji = await call('POST', `/v1/sessions/${id}/messages?wait=true`, { json: { text: 'a whole emoji 😀', id: 'm😀id' } });
+    const emoji = await call('POST', `/v1/sessions/${id}/messages?wait=true`, {
+      json: { text: 'a whole emoji 😀', id: 'm😀id' },
+    });
     expect(emoji.status).toBe(200);
     expect(emoji.body).toMatchObject({ text: 'echo: a whole emoji 😀' });
   });
@@ -201,7 +226,13 @@ describe('gateway routes', () => {
 
 describe('the OpenAPI document', () => {
   it('is OpenAPI 3.1 and describes every route fastify registered (and nothing else)', async () => {
-    const doc = (await call('GET', '/v1/openapi.json')).body as { openapi: string; paths: Record<string, Record<string, { responses: Record<string, unknown>; parameters?: Array<{ in: string; name: string }> }>> };
+    const doc = (await call('GET', '/v1/openapi.json')).body as {
+      openapi: string;
+      paths: Record<
+        string,
+        Record<string, { responses: Record<string, unknown>; parameters?: Array<{ in: string; name: string }> }>
+      >;
+    };
     expect(doc.openapi).toBe('3.1.0');
     const app = createGateway({ client: stack.client, host: '127.0.0.1', bodyLimitBytes: 1024 });
     await app.ready();

@@ -12,7 +12,13 @@ let stack: Stack;
 let gateway: RunningGateway;
 beforeAll(async () => {
   stack = await startStack();
-  gateway = await startGateway({ client: stack.client, host: '127.0.0.1', port: 0, bodyLimitBytes: 64 * 1024, sseHeartbeatMs: 200 });
+  gateway = await startGateway({
+    client: stack.client,
+    host: '127.0.0.1',
+    port: 0,
+    bodyLimitBytes: 64 * 1024,
+    sseHeartbeatMs: 200,
+  });
 });
 afterAll(async () => {
   await gateway?.close();
@@ -54,7 +60,9 @@ describe('GET /v1/sessions/:id/events as Server-Sent Events', () => {
     expect(received.map((e) => e.seq)).toEqual(received.map((_, i) => i));
     expect(received.every((e) => e.frameId === String(e.seq))).toBe(true);
     const stored = await stack.store.readFrom(id, 0);
-    expect(received.map((e) => `${e.seq}:${e.type}`)).toEqual(stored.slice(0, received.length).map((e) => `${e.seq}:${e.type}`));
+    expect(received.map((e) => `${e.seq}:${e.type}`)).toEqual(
+      stored.slice(0, received.length).map((e) => `${e.seq}:${e.type}`),
+    );
     expect(received.filter((e) => e.type === 'assistant/chunk').length).toBeGreaterThan(1);
   });
 
@@ -126,7 +134,9 @@ describe('GET /v1/sessions/:id/events as Server-Sent Events', () => {
   });
 
   it('answers an unknown session with a JSON 404, not a stream', async () => {
-    const res = await request(gateway.url, 'GET', '/v1/sessions/no-such-session/events', { headers: { accept: 'text/event-stream' } });
+    const res = await request(gateway.url, 'GET', '/v1/sessions/no-such-session/events', {
+      headers: { accept: 'text/event-stream' },
+    });
     expect(res.status).toBe(404);
     expect(res.body).toMatchObject({ error: { code: 'SESSION_NOT_FOUND' } });
   });
@@ -137,12 +147,16 @@ describe('GET /v1/sessions/:id/events as Server-Sent Events', () => {
     await request(gateway.url, 'POST', `/v1/sessions/${id}/messages?wait=true`, { json: { text: 'hi' } });
     const next = await stack.store.nextSeq(id);
     for (const lastEventId of [String(Number.MAX_SAFE_INTEGER), String(next), String(next + 1)]) {
-      const refused = await request(gateway.url, 'GET', `/v1/sessions/${id}/events`, { headers: { accept: 'text/event-stream', 'last-event-id': lastEventId } });
+      const refused = await request(gateway.url, 'GET', `/v1/sessions/${id}/events`, {
+        headers: { accept: 'text/event-stream', 'last-event-id': lastEventId },
+      });
       expect(refused.status, lastEventId).toBe(400);
       expect(expectErrorShape(refused, lastEventId)).toBe('INVALID_REQUEST');
       expect((refused.body as { error: { message: string } }).error.message).toContain(`has ${next} events`);
     }
-    const fromBeyond = await request(gateway.url, 'GET', `/v1/sessions/${id}/events?from=${next + 1}`, { headers: { accept: 'text/event-stream' } });
+    const fromBeyond = await request(gateway.url, 'GET', `/v1/sessions/${id}/events?from=${next + 1}`, {
+      headers: { accept: 'text/event-stream' },
+    });
     expect(fromBeyond.status).toBe(400);
     expect(openEventStreamCount(gateway.app)).toBe(0);
 
@@ -158,7 +172,13 @@ describe('GET /v1/sessions/:id/events as Server-Sent Events', () => {
   it('ends a HEAD request for the event stream after its headers', async () => {
     const id = newId('head');
     await createSession(id);
-    const response = await rawExchange(gateway.url, [`HEAD /v1/sessions/${id}/events HTTP/1.1\r\nHost: gateway\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n`], 10_000);
+    const response = await rawExchange(
+      gateway.url,
+      [
+        `HEAD /v1/sessions/${id}/events HTTP/1.1\r\nHost: gateway\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n`,
+      ],
+      10_000,
+    );
     expect(response.status).toBe(200);
     expect(response.headers['content-type']).toContain('text/event-stream');
     // The server ended the response and, as asked, closed the connection; no stream body.

@@ -24,7 +24,9 @@ describe('stream tokens', () => {
     expect(createStreamTokenSigner(GATEWAY_TOKEN).verify(minted.token, 's1', NOW)).toBe(true);
     expect(createStreamTokenSigner('another-gateway-token-0123456789').verify(minted.token, 's1', NOW)).toBe(false);
     // Without a gateway token the key is random per signer.
-    expect(createStreamTokenSigner(undefined).verify(createStreamTokenSigner(undefined).mint('s1', NOW).token, 's1', NOW)).toBe(false);
+    expect(
+      createStreamTokenSigner(undefined).verify(createStreamTokenSigner(undefined).mint('s1', NOW).token, 's1', NOW),
+    ).toBe(false);
   });
 
   it('refuse a tampered token, a moved expiry and malformed input', () => {
@@ -34,7 +36,16 @@ describe('stream tokens', () => {
     const flipped = `${expiresAt}.${mac!.slice(0, -1)}${mac!.endsWith('A') ? 'B' : 'A'}`;
     expect(signer.verify(flipped, 's1', NOW)).toBe(false);
     expect(signer.verify(`${expiresAt + 1000}.${mac}`, 's1', NOW)).toBe(false);
-    for (const bad of ['', 'x', `${expiresAt}`, `${expiresAt}.`, `${expiresAt}.${mac}.x`, `-1.${mac}`, `${GATEWAY_TOKEN}`]) expect(signer.verify(bad, 's1', NOW)).toBe(false);
+    for (const bad of [
+      '',
+      'x',
+      `${expiresAt}`,
+      `${expiresAt}.`,
+      `${expiresAt}.${mac}.x`,
+      `-1.${mac}`,
+      `${GATEWAY_TOKEN}`,
+    ])
+      expect(signer.verify(bad, 's1', NOW)).toBe(false);
   });
 
   it('refuse an expiry further ahead than one token lifetime could make', () => {

@@ -95,7 +95,11 @@ async function appendTurns(id: string, count: number): Promise<void> {
 }
 
 /** Follows until the event with seq `lastSeq` arrives, then leaves; the seqs received. */
-async function collect(events: AsyncIterable<StoredEvent>, lastSeq: number, perEvent?: () => Promise<void>): Promise<number[]> {
+async function collect(
+  events: AsyncIterable<StoredEvent>,
+  lastSeq: number,
+  perEvent?: () => Promise<void>,
+): Promise<number[]> {
   const seqs: number[] = [];
   for await (const event of events) {
     seqs.push(event.seq);
@@ -105,7 +109,8 @@ async function collect(events: AsyncIterable<StoredEvent>, lastSeq: number, perE
   return seqs;
 }
 
-const range = (from: number, to: number): number[] => Array.from({ length: Math.max(0, to - from + 1) }, (_, i) => from + i);
+const range = (from: number, to: number): number[] =>
+  Array.from({ length: Math.max(0, to - from + 1) }, (_, i) => from + i);
 
 describe('WatchHub', () => {
   it('serves 200 followers of one session through SessionClient.follow with one store watch, each from its own fromSeq, once and in order', async () => {
@@ -199,7 +204,11 @@ describe('WatchHub', () => {
     );
     await expect.poll(() => hub.followers).toBe(3);
     await appendTurns(id, 1);
-    expect(await Promise.all(outcomes)).toEqual(['injected watch failure', 'injected watch failure', 'injected watch failure']);
+    expect(await Promise.all(outcomes)).toEqual([
+      'injected watch failure',
+      'injected watch failure',
+      'injected watch failure',
+    ]);
     expect(hub.watchedSessions).toBe(0);
     // The next follower gets a fresh watch.
     probe.failAfter = undefined;
@@ -228,7 +237,10 @@ describe('WatchHub', () => {
           laterTurns: fc.integer({ min: 1, max: 5 }),
           maxBuffered: fc.integer({ min: 1, max: 8 }),
           pageSize: fc.integer({ min: 1, max: 10 }),
-          followers: fc.array(fc.record({ start: fc.nat(), joinAfterTurn: fc.integer({ min: 0, max: 5 }), slow: fc.boolean() }), { minLength: 1, maxLength: 6 }),
+          followers: fc.array(
+            fc.record({ start: fc.nat(), joinAfterTurn: fc.integer({ min: 0, max: 5 }), slow: fc.boolean() }),
+            { minLength: 1, maxLength: 6 },
+          ),
         }),
         async ({ initialTurns, laterTurns, maxBuffered, pageSize, followers }) => {
           const id = await newSession(initialTurns);
@@ -239,7 +251,10 @@ describe('WatchHub', () => {
           const join = async (turnsSoFar: number): Promise<void> => {
             for (const f of followers.filter((f) => Math.min(f.joinAfterTurn, laterTurns - 1) === turnsSoFar)) {
               const fromSeq = f.start % (6 * (initialTurns + turnsSoFar) + 1);
-              running.push({ fromSeq, seqs: collect(hub.follow(id, fromSeq), last, f.slow ? () => sleep(1) : undefined) });
+              running.push({
+                fromSeq,
+                seqs: collect(hub.follow(id, fromSeq), last, f.slow ? () => sleep(1) : undefined),
+              });
             }
           };
           for (let turn = 0; turn < laterTurns; turn++) {
@@ -263,7 +278,9 @@ describe('SSE followers through the gateway', () => {
     const client = new SessionClient({ temporal: new Client({ connection }), store });
     const gateway = await startGateway({ client, host: '127.0.0.1', port: 0, bodyLimitBytes: 1024 });
     try {
-      const streams = await Promise.all(Array.from({ length: 50 }, (_, i) => openSse(`${gateway.url}/v1/sessions/${id}/events?from=${i % 7}`)));
+      const streams = await Promise.all(
+        Array.from({ length: 50 }, (_, i) => openSse(`${gateway.url}/v1/sessions/${id}/events?from=${i % 7}`)),
+      );
       await expect.poll(() => client.watchHub.followers).toBe(50);
       await appendTurns(id, 1);
       const received = await Promise.all(streams.map((sse) => readEventsUntil(sse, (event) => event.seq === 11)));

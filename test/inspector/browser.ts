@@ -13,10 +13,17 @@ const ROOT = new URL('../..', import.meta.url).pathname;
 /** The Chromium binary, installing Debian's package when it is missing; throws saying what to do when it cannot. */
 export function ensureChromium(): string {
   try {
-    return execFileSync(join(ROOT, 'scripts/ensure-chromium'), { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 15 * 60_000 }).trim();
+    return execFileSync(join(ROOT, 'scripts/ensure-chromium'), {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: 15 * 60_000,
+    }).trim();
   } catch (error) {
     const stderr = String((error as { stderr?: string }).stderr ?? '').trim();
-    throw new Error(`the inspector tests need a Chromium and none could be found or installed:\n${stderr || (error as Error).message}`, { cause: error });
+    throw new Error(
+      `the inspector tests need a Chromium and none could be found or installed:\n${stderr || (error as Error).message}`,
+      { cause: error },
+    );
   }
 }
 
@@ -29,7 +36,15 @@ export async function launchChromium(executablePath: string): Promise<Browser> {
   return chromium.launch({
     executablePath,
     headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
 }
 
@@ -44,22 +59,29 @@ export type WatchedPage = {
   close(): Promise<void>;
 };
 
-export async function openWatchedPage(browser: Browser, viewport = { width: 1500, height: 1000 }): Promise<WatchedPage> {
+export async function openWatchedPage(
+  browser: Browser,
+  viewport = { width: 1500, height: 1000 },
+): Promise<WatchedPage> {
   const context = await browser.newContext({ viewport, deviceScaleFactor: 1 });
   const page = await context.newPage();
   const consoleErrors: string[] = [];
   const requests: WatchedPage['requests'] = [];
   page.on('console', (message) => {
-    if (message.type() === 'error' || message.type() === 'warning') consoleErrors.push(`console.${message.type()}: ${message.text()}`);
+    if (message.type() === 'error' || message.type() === 'warning')
+      consoleErrors.push(`console.${message.type()}: ${message.text()}`);
   });
   page.on('pageerror', (error) => consoleErrors.push(`uncaught: ${error.message}`));
-  context.on('request', (request) => requests.push({ url: request.url(), method: request.method(), headers: request.headers() }));
+  context.on('request', (request) =>
+    requests.push({ url: request.url(), method: request.method(), headers: request.headers() }),
+  );
   return {
     context,
     page,
     consoleErrors,
     requests,
-    foreignRequests: (origin) => requests.map((r) => r.url).filter((url) => !url.startsWith('data:') && new URL(url).origin !== origin),
+    foreignRequests: (origin) =>
+      requests.map((r) => r.url).filter((url) => !url.startsWith('data:') && new URL(url).origin !== origin),
     close: () => context.close(),
   };
 }

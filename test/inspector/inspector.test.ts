@@ -17,7 +17,14 @@ import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';
 import { ToolRegistry, type Tool } from '../../src/tools/registry.js';
 import { request } from '../gateway/http.js';
 import { startStack, type Stack } from '../support/stack.js';
-import { ensureChromium, launchChromium, openWatchedPage, type DomElement, type PageGlobals, type WatchedPage } from './browser.js';
+import {
+  ensureChromium,
+  launchChromium,
+  openWatchedPage,
+  type DomElement,
+  type PageGlobals,
+  type WatchedPage,
+} from './browser.js';
 
 const TOKEN = 'inspector-test-token-0123456789';
 const ARTIFACTS = join(new URL('../..', import.meta.url).pathname, '.tmp', 'inspector');
@@ -36,7 +43,8 @@ const dumpTool: Tool = {
 };
 
 const isCompactionRequest = (r: FakeChatRequest) => r.lastUserText === COMPACTION_INSTRUCTION;
-const ofType = <K extends SessionEvent['type']>(events: readonly StoredEvent[], type: K) => events.filter((e) => e.type === type) as Array<SessionEvent<K>>;
+const ofType = <K extends SessionEvent['type']>(events: readonly StoredEvent[], type: K) =>
+  events.filter((e) => e.type === type) as Array<SessionEvent<K>>;
 
 let stack: Stack;
 let gateway: RunningGateway;
@@ -53,7 +61,10 @@ beforeAll(async () => {
       tools: new ToolRegistry([...BUILTIN_TOOLS, dumpTool]),
       agent: { model: 'fake', system: 'You are a test assistant.', tools: ['read_artifact', 'dump'] },
       spillMaxInlineBytes: 6_000,
-      context: { policy: { budgetTokens: 6_000, thresholdRatio: 0.8, retainRatio: 0.3 }, pruner: { thresholdChars: 3_000, headChars: 1_000, tailChars: 500 } },
+      context: {
+        policy: { budgetTokens: 6_000, thresholdRatio: 0.8, retainRatio: 0.3 },
+        pruner: { thresholdChars: 3_000, headChars: 1_000, tailChars: 500 },
+      },
     },
   });
   const options = { client: stack.client, host: '127.0.0.1', port: 0, bodyLimitBytes: 1 << 20 };
@@ -92,7 +103,8 @@ async function openPage(): Promise<WatchedPage> {
   return watched;
 }
 
-const api = (method: string, path: string, json?: unknown) => request(gateway.url, method, path, json === undefined ? {} : { json });
+const api = (method: string, path: string, json?: unknown) =>
+  request(gateway.url, method, path, json === undefined ? {} : { json });
 
 describe('the sessions list', () => {
   it('shows sessions created through the API with their turns, filters by id, and opens one on its turns', async () => {
@@ -100,7 +112,9 @@ describe('the sessions list', () => {
     const quiet = newId('list-quiet');
     expect((await api('POST', '/v1/sessions', { id: busy })).status).toBe(201);
     expect((await api('POST', '/v1/sessions', { id: quiet })).status).toBe(201);
-    expect((await api('POST', `/v1/sessions/${busy}/messages?wait=true`, { text: 'hello inspector' })).body).toMatchObject({ text: 'echo: hello inspector' });
+    expect(
+      (await api('POST', `/v1/sessions/${busy}/messages?wait=true`, { text: 'hello inspector' })).body,
+    ).toMatchObject({ text: 'echo: hello inspector' });
 
     const { page } = await openPage();
     await page.goto(`${gateway.url}/ui/`);
@@ -144,7 +158,8 @@ describe('one session', () => {
       new g.MutationObserver(() => {
         const reply = g.document.querySelector('[data-testid=reply][data-turn="1"]');
         const text = reply?.querySelector('[data-testid=reply-text]')?.textContent;
-        if (reply && text !== undefined && text !== null && seen.at(-1)?.text !== text) seen.push({ text, streaming: reply.dataset.streaming });
+        if (reply && text !== undefined && text !== null && seen.at(-1)?.text !== text)
+          seen.push({ text, streaming: reply.dataset.streaming });
       }).observe(g.document.body, { subtree: true, childList: true, characterData: true, attributes: true });
     });
     const words = Array.from({ length: 40 }, (_, i) => `word${i}`).join(' ');
@@ -156,7 +171,9 @@ describe('one session', () => {
     const reply = page.locator('[data-testid=reply][data-turn="1"]');
     await page.waitForFunction(() => {
       const el = (globalThis as unknown as PageGlobals).document.querySelector('[data-testid=reply][data-turn="1"]');
-      return el?.dataset.streaming === 'true' && (el.querySelector('[data-testid=reply-text]')?.textContent ?? '').length > 0;
+      return (
+        el?.dataset.streaming === 'true' && (el.querySelector('[data-testid=reply-text]')?.textContent ?? '').length > 0
+      );
     });
     const partial = (await reply.locator('[data-testid=reply-text]').textContent())!;
     expect((await stack.store.readFrom(id, 0)).some((e) => e.type === 'turn/end')).toBe(false);
@@ -188,14 +205,21 @@ describe('one session', () => {
     stack.fake.setMatcher((r) => {
       if (isCompactionRequest(r)) return { text: '## Primary request\n- the user asked for dumps' };
       const last = r.body.messages.at(-1)!;
-      if (dumpSize > 0 && last.role === 'user') return { text: 'dumping', toolCalls: [{ name: 'dump', arguments: { size: dumpSize } }] };
-      if (last.role === 'tool') return { text: `Done: the dump has 120 lines. ${'Nothing new failed since the last run; the warnings are the same as before. '.repeat(5)}` };
+      if (dumpSize > 0 && last.role === 'user')
+        return { text: 'dumping', toolCalls: [{ name: 'dump', arguments: { size: dumpSize } }] };
+      if (last.role === 'tool')
+        return {
+          text: `Done: the dump has 120 lines. ${'Nothing new failed since the last run; the warnings are the same as before. '.repeat(5)}`,
+        };
       return undefined;
     });
     // Turns until a compaction closed, then one more so the plot shows a request after it.
     let events: StoredEvent[] = [];
     for (let turn = 1; turn <= 10 && !events.some((e) => e.type === 'compaction/end'); turn++) {
-      await stack.client.send(id, `turn ${turn}: dump please. ${'Show me the whole build log of the service again, with every warning, so I can compare it with the previous run. '.repeat(6)}`);
+      await stack.client.send(
+        id,
+        `turn ${turn}: dump please. ${'Show me the whole build log of the service again, with every warning, so I can compare it with the previous run. '.repeat(6)}`,
+      );
       events = await stack.store.readFrom(id, 0);
     }
     dumpSize = 0;
@@ -206,7 +230,9 @@ describe('one session', () => {
     const start = ofType(events, 'compaction/start').find((e) => e.data.compactionId === summary.data.compactionId)!;
     const shadowedSeqs = summary.data.shadowedSeqs;
     const replies = ofType(events, 'assistant/message');
-    const modelRequests = stack.fake.chatRequests().filter((r) => (r.messages.at(-1) as { content?: unknown }).content !== COMPACTION_INSTRUCTION);
+    const modelRequests = stack.fake
+      .chatRequests()
+      .filter((r) => (r.messages.at(-1) as { content?: unknown }).content !== COMPACTION_INSTRUCTION);
     expect(replies.length).toBe(modelRequests.length);
 
     const { page } = await openPage();
@@ -214,10 +240,14 @@ describe('one session', () => {
     const bracket = page.locator(`[data-testid=bracket][data-compaction-id="${summary.data.compactionId}"]`);
     await bracket.waitFor();
     expect(await bracket.getAttribute('data-trigger')).toBe(start.data.trigger);
-    const shownSeqs = await bracket.locator('[data-testid=log-event]').evaluateAll((rows) => rows.map((r) => Number((r as unknown as DomElement).dataset.seq)));
+    const shownSeqs = await bracket
+      .locator('[data-testid=log-event]')
+      .evaluateAll((rows) => rows.map((r) => Number((r as unknown as DomElement).dataset.seq)));
     const end = ofType(events, 'compaction/end').find((e) => e.data.compactionId === summary.data.compactionId)!;
     expect(shownSeqs).toEqual(events.filter((e) => e.seq >= start.seq && e.seq <= end.seq).map((e) => e.seq));
-    expect(await bracket.locator('[data-testid=bracket-shadowed]').textContent()).toContain(`shadows ${shadowedSeqs.length} events`);
+    expect(await bracket.locator('[data-testid=bracket-shadowed]').textContent()).toContain(
+      `shadows ${shadowedSeqs.length} events`,
+    );
 
     // Each shadowed seq is drawn greyed, marked as summarized by the checkpoint.
     const checkpointSeq = summary.seq + 1;
@@ -225,9 +255,13 @@ describe('one session', () => {
       const row = page.locator(`[data-testid=log-event][data-seq="${seq}"]`);
       expect(await row.getAttribute('data-state')).toBe('summary');
       expect(await row.textContent()).toContain(`summarized → #${checkpointSeq}`);
-      expect(await row.evaluate((el) => (globalThis as unknown as PageGlobals).getComputedStyle(el).color)).toBe('rgb(154, 161, 171)');
+      expect(await row.evaluate((el) => (globalThis as unknown as PageGlobals).getComputedStyle(el).color)).toBe(
+        'rgb(154, 161, 171)',
+      );
     }
-    expect(await page.locator(`[data-testid=log-event][data-seq="${checkpointSeq}"]`).getAttribute('data-state')).toBe('surface');
+    expect(await page.locator(`[data-testid=log-event][data-seq="${checkpointSeq}"]`).getAttribute('data-state')).toBe(
+      'surface',
+    );
     // The next request opens with the summary.
     const first = page.locator('[data-testid=next-message]').first();
     expect(await first.getAttribute('data-kind')).toBe('summary');
@@ -241,7 +275,9 @@ describe('one session', () => {
     await bracket.locator('[data-testid=toggle-originals]').click();
     const originals = bracket.locator('[data-testid=originals] .original');
     await originals.first().waitFor();
-    expect(await originals.evaluateAll((rows) => rows.map((r) => Number((r as unknown as DomElement).dataset.seq)))).toEqual(shadowedSeqs);
+    expect(
+      await originals.evaluateAll((rows) => rows.map((r) => Number((r as unknown as DomElement).dataset.seq))),
+    ).toEqual(shadowedSeqs);
     expect(await bracket.locator('[data-testid=originals]').textContent()).toContain('turn 1: dump please');
     await bracket.locator('[data-testid=toggle-originals]').click();
     await expect.poll(() => bracket.locator('[data-testid=originals]').count()).toBe(0);
@@ -251,8 +287,16 @@ describe('one session', () => {
     expect(await plot.getAttribute('data-points')).toBe(String(modelRequests.length));
     expect(await page.locator('[data-testid=plot-points] tbody tr').count()).toBe(modelRequests.length);
     const requestsBefore = replies.filter((r) => r.seq < start.seq).length;
-    const marks = await page.locator('[data-testid=plot-marks] li').evaluateAll((items) => items.map((i) => ({ kind: (i as unknown as DomElement).dataset.kind, after: Number((i as unknown as DomElement).dataset.after) })));
-    expect(marks).toContainEqual({ kind: start.data.trigger === 'context-overflow' ? 'overflow' : 'compaction', after: requestsBefore });
+    const marks = await page.locator('[data-testid=plot-marks] li').evaluateAll((items) =>
+      items.map((i) => ({
+        kind: (i as unknown as DomElement).dataset.kind,
+        after: Number((i as unknown as DomElement).dataset.after),
+      })),
+    );
+    expect(marks).toContainEqual({
+      kind: start.data.trigger === 'context-overflow' ? 'overflow' : 'compaction',
+      after: requestsBefore,
+    });
     expect(await page.locator('[data-testid=plot] canvas').count()).toBeGreaterThan(0);
 
     await page.evaluate(() => (globalThis as unknown as PageGlobals).scrollTo(0, 0));
@@ -261,7 +305,11 @@ describe('one session', () => {
 
   it('shows a spilled tool result as its preview and pages the full output from its artifact', async () => {
     const id = newId('spill');
-    stack.fake.setMatcher((r) => (r.body.messages.at(-1)!.role === 'user' ? { text: 'dumping', toolCalls: [{ name: 'dump', arguments: { size: 30_000 } }] } : { text: 'dumped' }));
+    stack.fake.setMatcher((r) =>
+      r.body.messages.at(-1)!.role === 'user'
+        ? { text: 'dumping', toolCalls: [{ name: 'dump', arguments: { size: 30_000 } }] }
+        : { text: 'dumped' },
+    );
     await stack.client.send(id, 'dump something huge');
     const result = ofType(await stack.store.readFrom(id, 0), 'tool/result')[0]!;
     const locator = (result.data.meta as { locator: string }).locator;
@@ -284,10 +332,12 @@ describe('one session', () => {
 });
 
 describe('the context breakdown', () => {
-  it('draws GET /context: tokens by kind against budget and window, the compaction point, and each next message\'s tokens', async () => {
+  it("draws GET /context: tokens by kind against budget and window, the compaction point, and each next message's tokens", async () => {
     const id = newId('context');
     await api('POST', '/v1/sessions', { id });
-    expect((await api('POST', `/v1/sessions/${id}/messages?wait=true`, { text: 'how big is my context?' })).status).toBe(200);
+    expect(
+      (await api('POST', `/v1/sessions/${id}/messages?wait=true`, { text: 'how big is my context?' })).status,
+    ).toBe(200);
     const context = ((await api('GET', `/v1/sessions/${id}/context`)).body as { context: ContextReport }).context;
     expect(context.budget).toBe(6_000);
     expect(context.messages.length).toBeGreaterThan(0);
@@ -298,7 +348,9 @@ describe('the context breakdown', () => {
     await breakdown.waitFor();
     expect(await breakdown.textContent()).toContain(`compacts at ${context.compactAt.toLocaleString('en-US')}`);
     expect(await breakdown.locator('.kinds li').count()).toBe(6);
-    expect(await page.locator('[data-testid=message-tokens]').allTextContents()).toEqual(context.messages.map((m) => `${m.tokens} tok`));
+    expect(await page.locator('[data-testid=message-tokens]').allTextContents()).toEqual(
+      context.messages.map((m) => `${m.tokens} tok`),
+    );
     expect(await page.locator('[data-testid=next-request-totals]').textContent()).toContain(
       `${context.tokens.total.toLocaleString('en-US')} tokens · budget 6,000`,
     );
@@ -308,7 +360,14 @@ describe('the context breakdown', () => {
 describe('with a gateway token', () => {
   it('asks for the token, then works, and follows the live tail with a signed stream token', async () => {
     const id = newId('guarded');
-    expect((await request(guarded.url, 'POST', '/v1/sessions', { json: { id }, headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(201);
+    expect(
+      (
+        await request(guarded.url, 'POST', '/v1/sessions', {
+          json: { id },
+          headers: { authorization: `Bearer ${TOKEN}` },
+        })
+      ).status,
+    ).toBe(201);
 
     const watched = await openPage();
     const { page } = watched;
@@ -326,18 +385,28 @@ describe('with a gateway token', () => {
     await page.locator('[data-testid=stream-state]', { hasText: 'live' }).waitFor();
 
     stack.fake.configure({ tokenDelayMs: 20 });
-    const posted = await request(guarded.url, 'POST', `/v1/sessions/${id}/messages`, { json: { text: 'through the guarded gateway' }, headers: { authorization: `Bearer ${TOKEN}` } });
+    const posted = await request(guarded.url, 'POST', `/v1/sessions/${id}/messages`, {
+      json: { text: 'through the guarded gateway' },
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
     expect(posted.status).toBe(202);
     await page.locator('[data-testid=reply][data-turn="1"][data-streaming=false]').waitFor();
-    expect(await page.locator('[data-testid=reply][data-turn="1"] [data-testid=reply-text]').textContent()).toBe('echo: through the guarded gateway');
+    expect(await page.locator('[data-testid=reply][data-turn="1"] [data-testid=reply-text]').textContent()).toBe(
+      'echo: through the guarded gateway',
+    );
 
     // Every /v1 call carried the bearer token, except the event stream, which used a stream token.
     const v1 = watched.requests.filter((r) => new URL(r.url).pathname.startsWith('/v1/'));
-    const streams = v1.filter((r) => new URL(r.url).pathname.endsWith('/events') && new URL(r.url).searchParams.has('streamToken'));
+    const streams = v1.filter(
+      (r) => new URL(r.url).pathname.endsWith('/events') && new URL(r.url).searchParams.has('streamToken'),
+    );
     expect(streams.length).toBeGreaterThan(0);
     for (const stream of streams) expect(stream.headers.authorization).toBeUndefined();
-    for (const call of v1.filter((r) => !streams.includes(r))) expect(call.headers.authorization).toBe(`Bearer ${TOKEN}`);
+    for (const call of v1.filter((r) => !streams.includes(r)))
+      expect(call.headers.authorization).toBe(`Bearer ${TOKEN}`);
     // The token stays in this tab's session storage.
-    expect(await page.evaluate(() => (globalThis as unknown as PageGlobals).sessionStorage.getItem('sessionlog.token'))).toBe(TOKEN);
+    expect(
+      await page.evaluate(() => (globalThis as unknown as PageGlobals).sessionStorage.getItem('sessionlog.token')),
+    ).toBe(TOKEN);
   });
 });

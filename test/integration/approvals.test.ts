@@ -25,7 +25,12 @@ const runs: Array<{ callId: string; args: unknown }> = [];
 const deployTool: Tool = {
   name: 'deploy',
   description: 'Deploys the service to a target.',
-  parameters: { type: 'object', properties: { target: { type: 'string' } }, required: ['target'], additionalProperties: false },
+  parameters: {
+    type: 'object',
+    properties: { target: { type: 'string' } },
+    required: ['target'],
+    additionalProperties: false,
+  },
   approval: 'always',
   run(args, context) {
     runs.push({ callId: context.callId, args });
@@ -59,7 +64,8 @@ async function newSession(name: string, client = stack.client): Promise<string> 
   const { sessionId } = await client.start({ sessionId: `appr-${name}-${Date.now()}-${counter++}` });
   return sessionId;
 }
-const ofType = <K extends StoredEvent['type']>(events: readonly StoredEvent[], type: K) => events.filter((e): e is Extract<StoredEvent, { type: K }> => e.type === type);
+const ofType = <K extends StoredEvent['type']>(events: readonly StoredEvent[], type: K) =>
+  events.filter((e): e is Extract<StoredEvent, { type: K }> => e.type === type);
 
 /** The tool message the model received for `callId` in its recorded requests. */
 function toolMessageSent(requests: FakeChatBody[], callId: string): { role: string; content?: unknown } | undefined {
@@ -72,17 +78,24 @@ function toolMessageSent(requests: FakeChatBody[], callId: string): { role: stri
 
 /** Waits until the session's workflow waits for answers: phase `waiting` and no activity running. */
 async function waitingWithoutActivity(client: SessionClient, sessionId: string): Promise<SessionStatus> {
-  return eventually(async () => {
-    const status = await client.status(sessionId);
-    if (status.phase !== 'waiting') return undefined;
-    const { raw } = await client.temporal.workflow.getHandle(workflowIdFor(sessionId)).describe();
-    return (raw.pendingActivities ?? []).length === 0 ? status : undefined;
-  }, 30_000, 50);
+  return eventually(
+    async () => {
+      const status = await client.status(sessionId);
+      if (status.phase !== 'waiting') return undefined;
+      const { raw } = await client.temporal.workflow.getHandle(workflowIdFor(sessionId)).describe();
+      return (raw.pendingActivities ?? []).length === 0 ? status : undefined;
+    },
+    30_000,
+    50,
+  );
 }
 
 /** Queues one reply asking for `deploy` with `callId`, then a final text reply. */
 function scriptDeploy(callId: string, target = 'prod', final = 'all done'): void {
-  stack.fake.enqueueReplies({ text: 'Deploying.', toolCalls: [{ id: callId, name: 'deploy', arguments: { target } }] }, { text: final });
+  stack.fake.enqueueReplies(
+    { text: 'Deploying.', toolCalls: [{ id: callId, name: 'deploy', arguments: { target } }] },
+    { text: final },
+  );
 }
 
 describe('a tool that needs approval', () => {
@@ -90,8 +103,19 @@ describe('a tool that needs approval', () => {
     const id = await newSession('approve');
     scriptDeploy('call-approve');
     const reply = stack.client.send(id, 'deploy to prod please');
-    const requested = (await waitForEvent(stack.client, id, (e) => e.type === 'tool/approval-request')) as SessionEvent<'tool/approval-request'>;
-    expect(requested.data).toMatchObject({ callId: 'call-approve', tool: 'deploy', arguments: '{"target":"prod"}', kind: 'approval', turn: 1, step: 1 });
+    const requested = (await waitForEvent(
+      stack.client,
+      id,
+      (e) => e.type === 'tool/approval-request',
+    )) as SessionEvent<'tool/approval-request'>;
+    expect(requested.data).toMatchObject({
+      callId: 'call-approve',
+      tool: 'deploy',
+      arguments: '{"target":"prod"}',
+      kind: 'approval',
+      turn: 1,
+      step: 1,
+    });
     expect(requested.data.expiresAt).toBeGreaterThan(requested.time);
 
     const status = await waitingWithoutActivity(stack.client, id);
@@ -99,7 +123,9 @@ describe('a tool that needs approval', () => {
     expect(runs).toEqual([]);
     expect(stack.fake.chatRequests()).toHaveLength(1);
 
-    const answered = await request(gateway.url, 'POST', `/v1/sessions/${id}/approvals/call-approve`, { json: { decision: 'approve', by: 'alice' } });
+    const answered = await request(gateway.url, 'POST', `/v1/sessions/${id}/approvals/call-approve`, {
+      json: { decision: 'approve', by: 'alice' },
+    });
     expect(answered.status).toBe(200);
     expect(answered.body).toEqual({ callId: 'call-approve', decision: 'approve' });
 
@@ -110,10 +136,16 @@ describe('a tool that needs approval', () => {
 
     const events = await stack.client.events(id);
     const approvals = ofType(events, 'tool/approval');
-    expect(approvals.map((e) => e.data)).toEqual([{ turn: 1, step: 1, callId: 'call-approve', decision: 'approve', by: 'alice' }]);
+    expect(approvals.map((e) => e.data)).toEqual([
+      { turn: 1, step: 1, callId: 'call-approve', decision: 'approve', by: 'alice' },
+    ]);
     const [result] = ofType(events, 'tool/result');
     expect(result!.seq).toBeGreaterThan(approvals[0]!.seq);
-    expect(result!.data.message.content[0]).toMatchObject({ type: 'tool-result', toolCallId: 'call-approve', content: [{ type: 'text', text: 'deployed to prod' }] });
+    expect(result!.data.message.content[0]).toMatchObject({
+      type: 'tool-result',
+      toolCallId: 'call-approve',
+      content: [{ type: 'text', text: 'deployed to prod' }],
+    });
     expect(toolMessageSent(stack.fake.chatRequests(), 'call-approve')?.content).toBe('deployed to prod');
     expect(await stack.client.pendingApprovals({ sessionId: id })).toEqual([]);
   });
@@ -125,7 +157,9 @@ describe('a tool that needs approval', () => {
     await waitForEvent(stack.client, id, (e) => e.type === 'tool/approval-request');
     await waitingWithoutActivity(stack.client, id);
 
-    const answered = await request(gateway.url, 'POST', `/v1/sessions/${id}/approvals/call-deny`, { json: { decision: 'deny', reason: 'not on a Friday' } });
+    const answered = await request(gateway.url, 'POST', `/v1/sessions/${id}/approvals/call-deny`, {
+      json: { decision: 'deny', reason: 'not on a Friday' },
+    });
     expect(answered.status).toBe(200);
     expect(answered.body).toEqual({ callId: 'call-deny', decision: 'deny', reason: 'not on a Friday' });
     expect((await reply).text).toBe('understood, not deploying');
@@ -142,7 +176,12 @@ describe('a tool that needs approval', () => {
 
   it('unanswered until approvalTimeoutMs: denied with the reason expired, and the model is told', async () => {
     // Tunables are the workflow's input: this session's run is started with the short wait.
-    const shortWait = new SessionClient({ temporal: stack.temporal, store: stack.store, taskQueue: stack.taskQueue, tunables: { ...TEST_TUNABLES, approvalTimeoutMs: 1_500 } });
+    const shortWait = new SessionClient({
+      temporal: stack.temporal,
+      store: stack.store,
+      taskQueue: stack.taskQueue,
+      tunables: { ...TEST_TUNABLES, approvalTimeoutMs: 1_500 },
+    });
     const id = await newSession('expire', shortWait);
     scriptDeploy('call-expire', 'prod', 'nobody answered');
     const reply = await shortWait.send(id, 'deploy to prod please');
@@ -153,12 +192,20 @@ describe('a tool that needs approval', () => {
     const [requested] = ofType(events, 'tool/approval-request');
     expect(requested!.data.expiresAt - requested!.time).toBeLessThanOrEqual(1_500);
     const approvals = ofType(events, 'tool/approval');
-    expect(approvals.map((e) => ({ decision: e.data.decision, reason: e.data.reason }))).toEqual([{ decision: 'expire', reason: 'expired' }]);
+    expect(approvals.map((e) => ({ decision: e.data.decision, reason: e.data.reason }))).toEqual([
+      { decision: 'expire', reason: 'expired' },
+    ]);
     const [result] = ofType(events, 'tool/result');
     expect(result!.data.error?.code).toBe('TOOL_APPROVAL_EXPIRED');
-    expect(toolMessageSent(stack.fake.chatRequests(), 'call-expire')?.content).toEqual(expect.stringContaining('expired'));
+    expect(toolMessageSent(stack.fake.chatRequests(), 'call-expire')?.content).toEqual(
+      expect.stringContaining('expired'),
+    );
     // A late answer is told the decision that counted.
-    expect(await stack.client.approve(id, 'call-expire', { decision: 'approve' })).toEqual({ callId: 'call-expire', decision: 'expire', reason: 'expired' });
+    expect(await stack.client.approve(id, 'call-expire', { decision: 'approve' })).toEqual({
+      callId: 'call-expire',
+      decision: 'expire',
+      reason: 'expired',
+    });
   });
 
   it('approved with edited arguments: the call runs with the edited ones and both are logged', async () => {
@@ -166,7 +213,9 @@ describe('a tool that needs approval', () => {
     scriptDeploy('call-edit', 'prod');
     const reply = stack.client.send(id, 'deploy please');
     await waitForEvent(stack.client, id, (e) => e.type === 'tool/approval-request');
-    const answered = await request(gateway.url, 'POST', `/v1/sessions/${id}/approvals/call-edit`, { json: { decision: 'approve', arguments: '{"target":"staging"}' } });
+    const answered = await request(gateway.url, 'POST', `/v1/sessions/${id}/approvals/call-edit`, {
+      json: { decision: 'approve', arguments: '{"target":"staging"}' },
+    });
     expect(answered.status).toBe(200);
     await reply;
     expect(runs).toEqual([{ callId: 'call-edit', args: { target: 'staging' } }]);
@@ -184,13 +233,23 @@ describe('a tool that needs approval', () => {
     const reply = stack.client.send(id, 'deploy please');
     await waitForEvent(stack.client, id, (e) => e.type === 'tool/approval-request');
     await waitingWithoutActivity(stack.client, id);
-    const bad = await request(gateway.url, 'POST', `/v1/sessions/${id}/approvals/call-refuse`, { json: { decision: 'approve', arguments: '[1,2]' } });
+    const bad = await request(gateway.url, 'POST', `/v1/sessions/${id}/approvals/call-refuse`, {
+      json: { decision: 'approve', arguments: '[1,2]' },
+    });
     expect(bad.status).toBe(400);
-    const unknown = await request(gateway.url, 'POST', `/v1/sessions/${id}/approvals/no-such-call`, { json: { decision: 'approve' } });
+    const unknown = await request(gateway.url, 'POST', `/v1/sessions/${id}/approvals/no-such-call`, {
+      json: { decision: 'approve' },
+    });
     expect(unknown.status).toBe(404);
     expect((unknown.body as { error: { code: string } }).error.code).toBe('UNKNOWN_CALL');
     expect(runs).toEqual([]);
-    expect((await request(gateway.url, 'POST', `/v1/sessions/${id}/approvals/call-refuse`, { json: { decision: 'approve' } })).status).toBe(200);
+    expect(
+      (
+        await request(gateway.url, 'POST', `/v1/sessions/${id}/approvals/call-refuse`, {
+          json: { decision: 'approve' },
+        })
+      ).status,
+    ).toBe(200);
     await reply;
     expect(runs).toHaveLength(1);
   });
@@ -218,14 +277,20 @@ describe('several calls of one step', () => {
     expect(new Set(requests.map((e) => e.op)).size).toBe(1);
     await waitingWithoutActivity(stack.client, id);
 
-    expect(await stack.client.approve(id, 'call-s3', { decision: 'approve' })).toEqual({ callId: 'call-s3', decision: 'approve' });
+    expect(await stack.client.approve(id, 'call-s3', { decision: 'approve' })).toEqual({
+      callId: 'call-s3',
+      decision: 'approve',
+    });
     // One answered, one still waiting: nothing ran and the step has not gone on.
     await waitingWithoutActivity(stack.client, id);
     expect(runs).toEqual([]);
     expect((await stack.client.pendingApprovals({ sessionId: id })).map((p) => p.callId)).toEqual(['call-s1']);
     expect(ofType(await stack.client.events(id), 'tool/result')).toEqual([]);
 
-    expect(await stack.client.approve(id, 'call-s1', { decision: 'deny' })).toEqual({ callId: 'call-s1', decision: 'deny' });
+    expect(await stack.client.approve(id, 'call-s1', { decision: 'deny' })).toEqual({
+      callId: 'call-s1',
+      decision: 'deny',
+    });
     expect((await reply).text).toBe('three results');
     expect(runs.map((r) => r.callId)).toEqual(['call-s3']);
     const results = ofType(await stack.client.events(id), 'tool/result');
@@ -242,11 +307,16 @@ describe('several calls of one step', () => {
     await stack.client.cancel(id);
     expect((await reply).outcome).toBe('aborted');
     expect(await stack.client.pendingApprovals({ sessionId: id })).toEqual([]);
-    const late = await request(gateway.url, 'POST', `/v1/sessions/${id}/approvals/call-cancel`, { json: { decision: 'approve' } });
+    const late = await request(gateway.url, 'POST', `/v1/sessions/${id}/approvals/call-cancel`, {
+      json: { decision: 'approve' },
+    });
     expect(late.status).toBe(404);
     expect(runs).toEqual([]);
     const events = await stack.client.events(id);
-    expect((ofType(events, 'turn/end')[0] as SessionEvent<'turn/end'>).data.reason).toEqual({ kind: 'aborted', reason: { kind: 'user' } });
+    expect((ofType(events, 'turn/end')[0] as SessionEvent<'turn/end'>).data.reason).toEqual({
+      kind: 'aborted',
+      reason: { kind: 'user' },
+    });
     expect(ofType(events, 'tool/result').map((e) => e.data.message.source.callId)).toEqual(['call-cancel']);
   });
 });
@@ -269,7 +339,10 @@ describe('the wait outlives its workflow run', () => {
     expect(second.runId).not.toBe(first.runId);
     expect(second.turn).toBe(1);
 
-    expect(await stack.client.approve(id, 'call-term', { decision: 'approve' })).toEqual({ callId: 'call-term', decision: 'approve' });
+    expect(await stack.client.approve(id, 'call-term', { decision: 'approve' })).toEqual({
+      callId: 'call-term',
+      decision: 'approve',
+    });
     const end = (await waitForEvent(stack.client, id, (e) => e.type === 'turn/end')) as SessionEvent<'turn/end'>;
     expect(end.data.reason).toEqual({ kind: 'completed' });
     expect(runs.map((r) => r.callId)).toEqual(['call-term']);
@@ -295,13 +368,17 @@ describe('the wait outlives its workflow run', () => {
     await stack.temporal.workflow.getHandle(workflowIdFor(id)).terminate('test: nobody resumes it');
     expect(await stack.client.isRunning(id)).toBe(false);
 
-    const answered = await request(gateway.url, 'POST', `/v1/sessions/${id}/approvals/call-ws`, { json: { decision: 'deny', reason: 'changed my mind' } });
+    const answered = await request(gateway.url, 'POST', `/v1/sessions/${id}/approvals/call-ws`, {
+      json: { decision: 'deny', reason: 'changed my mind' },
+    });
     expect(answered.status).toBe(200);
     expect(answered.body).toEqual({ callId: 'call-ws', decision: 'deny', reason: 'changed my mind' });
     const end = (await waitForEvent(stack.client, id, (e) => e.type === 'turn/end')) as SessionEvent<'turn/end'>;
     expect(end.data.reason).toEqual({ kind: 'completed' });
     expect(runs).toEqual([]);
-    expect(toolMessageSent(stack.fake.chatRequests(), 'call-ws')?.content).toEqual(expect.stringContaining('changed my mind'));
+    expect(toolMessageSent(stack.fake.chatRequests(), 'call-ws')?.content).toEqual(
+      expect.stringContaining('changed my mind'),
+    );
   });
 
   it('a denial logged before the run was lost keeps its reason for the model', async () => {
@@ -320,44 +397,77 @@ describe('the wait outlives its workflow run', () => {
     await stack.client.post(id, 'deploy twice');
     await waitForEvent(stack.client, id, (e) => e.type === 'tool/approval-request');
     await waitingWithoutActivity(stack.client, id);
-    expect(await stack.client.approve(id, 'call-d1', { decision: 'deny', reason: 'eu is frozen' })).toEqual({ callId: 'call-d1', decision: 'deny', reason: 'eu is frozen' });
+    expect(await stack.client.approve(id, 'call-d1', { decision: 'deny', reason: 'eu is frozen' })).toEqual({
+      callId: 'call-d1',
+      decision: 'deny',
+      reason: 'eu is frozen',
+    });
     await stack.temporal.workflow.getHandle(workflowIdFor(id)).terminate('test: lost between two answers');
-    expect(await stack.client.approve(id, 'call-d2', { decision: 'approve' })).toEqual({ callId: 'call-d2', decision: 'approve' });
+    expect(await stack.client.approve(id, 'call-d2', { decision: 'approve' })).toEqual({
+      callId: 'call-d2',
+      decision: 'approve',
+    });
     await waitForEvent(stack.client, id, (e) => e.type === 'turn/end');
     // The new run knows the answer the old one logged: a second answer is told the first decision.
-    expect(await stack.client.approve(id, 'call-d1', { decision: 'approve' })).toEqual({ callId: 'call-d1', decision: 'deny', reason: 'eu is frozen' });
+    expect(await stack.client.approve(id, 'call-d1', { decision: 'approve' })).toEqual({
+      callId: 'call-d1',
+      decision: 'deny',
+      reason: 'eu is frozen',
+    });
     expect(runs.map((r) => r.callId)).toEqual(['call-d2']);
-    expect(toolMessageSent(stack.fake.chatRequests(), 'call-d1')?.content).toEqual(expect.stringContaining('eu is frozen'));
+    expect(toolMessageSent(stack.fake.chatRequests(), 'call-d1')?.content).toEqual(
+      expect.stringContaining('eu is frozen'),
+    );
     expect(toolMessageSent(stack.fake.chatRequests(), 'call-d2')?.content).toBe('deployed to us');
   });
 });
 
 describe('one answer counts', () => {
-  it('approve and deny sent at once, 50 rounds: exactly one tool/approval per call and both callers are told the same decision', { timeout: 600_000 }, async () => {
-    const id = await newSession('race');
-    const client2 = new SessionClient({ temporal: stack.temporal, store: stack.store, taskQueue: stack.taskQueue, tunables: TEST_TUNABLES });
-    const decisions: string[] = [];
-    for (let round = 0; round < 50; round++) {
-      const callId = `race-${round}`;
-      stack.fake.enqueueReplies({ text: '', toolCalls: [{ id: callId, name: 'deploy', arguments: { target: `t${round}` } }] }, { text: `round ${round}` });
-      const reply = stack.client.send(id, `round ${round}`);
-      await waitForEvent(stack.client, id, (e) => isEventOfType(e, 'tool/approval-request') && e.data.callId === callId);
-      const [a, b] = await Promise.all([
-        stack.client.approve(id, callId, { decision: 'approve', by: 'a' }),
-        client2.approve(id, callId, { decision: 'deny', reason: 'b says no', by: 'b' }),
-      ]);
-      expect(a, `round ${round}`).toEqual(b);
-      decisions.push(a.decision);
-      expect((await reply).text).toBe(`round ${round}`);
-    }
-    const events = await stack.client.events(id);
-    const approvals = ofType(events, 'tool/approval');
-    expect(approvals.map((e) => e.data.callId)).toEqual(Array.from({ length: 50 }, (_, i) => `race-${i}`));
-    expect(approvals.map((e) => e.data.decision)).toEqual(decisions);
-    // A call ran exactly when its logged decision was approve.
-    expect(runs.map((r) => r.callId)).toEqual(approvals.filter((e) => e.data.decision === 'approve').map((e) => e.data.callId));
-    console.log(`concurrent answers: ${decisions.filter((d) => d === 'approve').length} approve, ${decisions.filter((d) => d === 'deny').length} deny won`);
-  });
+  it(
+    'approve and deny sent at once, 50 rounds: exactly one tool/approval per call and both callers are told the same decision',
+    { timeout: 600_000 },
+    async () => {
+      const id = await newSession('race');
+      const client2 = new SessionClient({
+        temporal: stack.temporal,
+        store: stack.store,
+        taskQueue: stack.taskQueue,
+        tunables: TEST_TUNABLES,
+      });
+      const decisions: string[] = [];
+      for (let round = 0; round < 50; round++) {
+        const callId = `race-${round}`;
+        stack.fake.enqueueReplies(
+          { text: '', toolCalls: [{ id: callId, name: 'deploy', arguments: { target: `t${round}` } }] },
+          { text: `round ${round}` },
+        );
+        const reply = stack.client.send(id, `round ${round}`);
+        await waitForEvent(
+          stack.client,
+          id,
+          (e) => isEventOfType(e, 'tool/approval-request') && e.data.callId === callId,
+        );
+        const [a, b] = await Promise.all([
+          stack.client.approve(id, callId, { decision: 'approve', by: 'a' }),
+          client2.approve(id, callId, { decision: 'deny', reason: 'b says no', by: 'b' }),
+        ]);
+        expect(a, `round ${round}`).toEqual(b);
+        decisions.push(a.decision);
+        expect((await reply).text).toBe(`round ${round}`);
+      }
+      const events = await stack.client.events(id);
+      const approvals = ofType(events, 'tool/approval');
+      expect(approvals.map((e) => e.data.callId)).toEqual(Array.from({ length: 50 }, (_, i) => `race-${i}`));
+      expect(approvals.map((e) => e.data.decision)).toEqual(decisions);
+      // A call ran exactly when its logged decision was approve.
+      expect(runs.map((r) => r.callId)).toEqual(
+        approvals.filter((e) => e.data.decision === 'approve').map((e) => e.data.callId),
+      );
+      console.log(
+        `concurrent answers: ${decisions.filter((d) => d === 'approve').length} approve, ${decisions.filter((d) => d === 'deny').length} deny won`,
+      );
+    },
+  );
 });
 
 describe('allow for the rest of the session', () => {
@@ -366,7 +476,9 @@ describe('allow for the rest of the session', () => {
     scriptDeploy('call-allow-1', 'one', 'first done');
     const first = stack.client.send(id, 'deploy one');
     await waitForEvent(stack.client, id, (e) => e.type === 'tool/approval-request');
-    expect(await stack.client.approve(id, 'call-allow-1', { decision: 'approve', allowForSession: true, by: 'alice' })).toEqual({ callId: 'call-allow-1', decision: 'approve' });
+    expect(
+      await stack.client.approve(id, 'call-allow-1', { decision: 'approve', allowForSession: true, by: 'alice' }),
+    ).toEqual({ callId: 'call-allow-1', decision: 'approve' });
     await first;
     const allows = ofType(await stack.client.events(id), 'tool/allow');
     expect(allows.map((e) => e.data)).toEqual([{ tool: 'deploy', by: 'alice' }]);
@@ -393,7 +505,11 @@ describe('allow for the rest of the session', () => {
     await first;
     scriptDeploy('call-ad-2', 'two');
     const second = stack.client.send(id, 'deploy two');
-    await waitForEvent(stack.client, id, (e) => isEventOfType(e, 'tool/approval-request') && e.data.callId === 'call-ad-2');
+    await waitForEvent(
+      stack.client,
+      id,
+      (e) => isEventOfType(e, 'tool/approval-request') && e.data.callId === 'call-ad-2',
+    );
     await stack.client.approve(id, 'call-ad-2', { decision: 'approve' });
     await second;
     expect(ofType(await stack.client.events(id), 'tool/allow')).toEqual([]);

@@ -21,7 +21,13 @@ let gateway: RunningGateway;
 beforeAll(async () => {
   stack = await startStack();
   // The client as the CLI and gateway assembly build it: agents checked against the catalogue.
-  client = new SessionClient({ temporal: stack.temporal, store: stack.store, taskQueue: stack.taskQueue, tunables: TEST_TUNABLES, checkAgent: agentCheck(DEFAULT_MODEL_CATALOGUE) });
+  client = new SessionClient({
+    temporal: stack.temporal,
+    store: stack.store,
+    taskQueue: stack.taskQueue,
+    tunables: TEST_TUNABLES,
+    checkAgent: agentCheck(DEFAULT_MODEL_CATALOGUE),
+  });
   gateway = await startGateway({ client, host: '127.0.0.1', port: 0, bodyLimitBytes: 64 * 1024 });
 });
 afterAll(async () => {
@@ -40,10 +46,13 @@ async function workflowExists(sessionId: string): Promise<boolean> {
 }
 
 describe('compact', () => {
-  it.each([['../escape'], ["x' OR '1'='1"]])('refuses the id %j with INVALID_SESSION_ID and starts no workflow', async (id) => {
-    await expect(client.compact(id)).rejects.toMatchObject({ code: 'INVALID_SESSION_ID' });
-    expect(await workflowExists(id)).toBe(false);
-  });
+  it.each([['../escape'], ["x' OR '1'='1"]])(
+    'refuses the id %j with INVALID_SESSION_ID and starts no workflow',
+    async (id) => {
+      await expect(client.compact(id)).rejects.toMatchObject({ code: 'INVALID_SESSION_ID' });
+      expect(await workflowExists(id)).toBe(false);
+    },
+  );
 
   it('answers an unknown valid id with SESSION_NOT_FOUND (404 over HTTP), creating no session and no workflow', async () => {
     const id = `never-created-${Date.now()}`;
@@ -72,7 +81,12 @@ describe('models the catalogue does not know', () => {
   it('named by a stored session, end its turn with unknown_model on the first attempt (no transient retries)', async () => {
     const id = `stale-model-${Date.now()}`;
     // A header written before the catalogue lost the model (the store takes any name).
-    await stack.store.create({ version: SESSION_FORMAT_VERSION, id, createdAt: Date.now(), agent: { model: 'retired-model-9' } });
+    await stack.store.create({
+      version: SESSION_FORMAT_VERSION,
+      id,
+      createdAt: Date.now(),
+      agent: { model: 'retired-model-9' },
+    });
     const requestsBefore = stack.fake.requests().length;
     const reply = await client.send(id, 'hello?');
     expect(reply.outcome).toBe('error');

@@ -22,7 +22,8 @@ const dumpTool: Tool = {
 };
 
 const isCompactionRequest = (request: FakeChatRequest) => request.lastUserText === COMPACTION_INSTRUCTION;
-const ofType = <K extends StoredEvent['type']>(events: readonly StoredEvent[], type: K) => events.filter((e) => e.type === type) as Array<Extract<StoredEvent, { type: K }>>;
+const ofType = <K extends StoredEvent['type']>(events: readonly StoredEvent[], type: K) =>
+  events.filter((e) => e.type === type) as Array<Extract<StoredEvent, { type: K }>>;
 
 let stack: Stack;
 beforeAll(async () => {
@@ -31,7 +32,10 @@ beforeAll(async () => {
       tools: new ToolRegistry([...BUILTIN_TOOLS, dumpTool]),
       agent: { model: 'fake', system: 'You are a test assistant.', tools: ['read_artifact', 'dump'] },
       spillMaxInlineBytes: 6_000,
-      context: { policy: { budgetTokens: 6_000, thresholdRatio: 0.8, retainRatio: 0.3 }, pruner: { thresholdChars: 3_000, headChars: 1_000, tailChars: 500 } },
+      context: {
+        policy: { budgetTokens: 6_000, thresholdRatio: 0.8, retainRatio: 0.3 },
+        pruner: { thresholdChars: 3_000, headChars: 1_000, tailChars: 500 },
+      },
     },
   });
 });
@@ -49,7 +53,8 @@ beforeEach(() => {
   stack.fake.setMatcher((request) => {
     if (isCompactionRequest(request)) return { text: '## Primary request\n- the user asked for dumps' };
     const last = request.body.messages.at(-1)!;
-    if (dumpSize > 0 && last.role === 'user') return { text: 'dumping', toolCalls: [{ name: 'dump', arguments: { size: dumpSize } }] };
+    if (dumpSize > 0 && last.role === 'user')
+      return { text: 'dumping', toolCalls: [{ name: 'dump', arguments: { size: dumpSize } }] };
     if (last.role === 'tool') return { text: `done ${'y'.repeat(400)}` };
     return undefined;
   });
@@ -74,7 +79,11 @@ describe('context management in a live session', () => {
     for (const prune of prunes) {
       const next = events[prune.seq + 1] as SessionEvent<'tool/result'>;
       expect(next.type).toBe('tool/result');
-      expect(next.surfaceOp).toEqual({ op: 'replace', start: prune.data.shadowedSeqs[0], end: prune.data.shadowedSeqs[0] });
+      expect(next.surfaceOp).toEqual({
+        op: 'replace',
+        start: prune.data.shadowedSeqs[0],
+        end: prune.data.shadowedSeqs[0],
+      });
       const text = next.data.message.content[0].content.map((b) => (b.type === 'text' ? b.text : '')).join('');
       expect(text.includes(PRUNE_MARKER)).toBe(true);
     }
@@ -83,8 +92,17 @@ describe('context management in a live session', () => {
     expect(starts.length).toBeGreaterThan(0);
     for (const start of starts) {
       const id = start.data.compactionId;
-      const bracket = events.filter((e) => (e.data as { compactionId?: string }).compactionId === id || (e.data as { source?: { compactionId?: string } }).source?.compactionId === id);
-      expect(bracket.map((e) => e.type)).toEqual(['compaction/start', 'compaction/summary', 'user/message', 'compaction/end']);
+      const bracket = events.filter(
+        (e) =>
+          (e.data as { compactionId?: string }).compactionId === id ||
+          (e.data as { source?: { compactionId?: string } }).source?.compactionId === id,
+      );
+      expect(bracket.map((e) => e.type)).toEqual([
+        'compaction/start',
+        'compaction/summary',
+        'user/message',
+        'compaction/end',
+      ]);
       expect(bracket[2]!.seq).toBe(bracket[1]!.seq + 1);
     }
     // After compaction the first derived message is the framed checkpoint.
@@ -106,7 +124,9 @@ describe('context management in a live session', () => {
     dumpSize = 2_500;
     for (let turn = 1; turn <= 6; turn++) await stack.client.send(id, `turn ${turn} ${'z'.repeat(800)}`);
     const requests = stack.fake.chatRequests();
-    const index = requests.findIndex((r) => (r.messages.at(-1) as { content?: unknown }).content === COMPACTION_INSTRUCTION);
+    const index = requests.findIndex(
+      (r) => (r.messages.at(-1) as { content?: unknown }).content === COMPACTION_INSTRUCTION,
+    );
     expect(index).toBeGreaterThan(0);
     const summarizer = requests[index]!;
     const previous = requests[index - 1]!;
@@ -118,7 +138,8 @@ describe('context management in a live session', () => {
 
   it('manual compaction through the compact update shadows history and returns what it did', async () => {
     const id = `ctx-manual-${Date.now()}`;
-    for (let turn = 1; turn <= 3; turn++) await stack.client.send(id, `turn ${turn}: ${'a fairly long message '.repeat(30)}`);
+    for (let turn = 1; turn <= 3; turn++)
+      await stack.client.send(id, `turn ${turn}: ${'a fairly long message '.repeat(30)}`);
     const result = await stack.client.compact(id);
     expect(result).not.toBeNull();
     expect(result!.shadowedSeqs.length).toBeGreaterThan(0);
@@ -142,7 +163,10 @@ describe('context management in a live session', () => {
       const found = /Full result stored at: (\S+)\. Read/.exec(content);
       if (found && !locator) {
         locator = found[1]!;
-        return { text: 'reading', toolCalls: [{ name: 'read_artifact', arguments: { locator, offset: 19_000, limit: 1_000 } }] };
+        return {
+          text: 'reading',
+          toolCalls: [{ name: 'read_artifact', arguments: { locator, offset: 19_000, limit: 1_000 } }],
+        };
       }
       return { text: 'read it' };
     });

@@ -24,7 +24,15 @@ import { SessionlogError, type SessionEvent } from '../../src/session/index.js';
 import { workflowIdFor } from '../../src/workflows/api.js';
 import { eventually } from '../support/log-wait.js';
 import { StoreStack } from '../support/store-stack.js';
-import { dropPostgresTestSchemas, jsonlFixture, postgresFixture, probePostgres, sqliteFixture, tempDir, type BackendFixture } from '../support/store-fixtures.js';
+import {
+  dropPostgresTestSchemas,
+  jsonlFixture,
+  postgresFixture,
+  probePostgres,
+  sqliteFixture,
+  tempDir,
+  type BackendFixture,
+} from '../support/store-fixtures.js';
 
 const postgres = await probePostgres();
 if (!postgres.available) console.warn(`erase tests: PostgreSQL skipped: ${postgres.reason}`);
@@ -35,14 +43,23 @@ const unique = (label: string) => `${label}-${randomBytes(8).toString('hex')}`;
 
 function filesUnder(dir: string): string[] {
   if (!existsSync(dir)) return [];
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => (entry.isDirectory() ? filesUnder(join(dir, entry.name)) : [join(dir, entry.name)]));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory() ? filesUnder(join(dir, entry.name)) : [join(dir, entry.name)],
+  );
 }
 
 /** Whether any byte sequence stored for the backend holds `text`: its files, or (PostgreSQL) any row of any table. */
 function storeHolds(fixture: BackendFixture, url: string, text: string): boolean {
   // Rows as the fixture dumps them, with bytea columns (artifact content) read as text.
-  if (fixture.name === 'postgres') return fixture.dump(url).split('\n').some((line) => bytesHold(JSON.parse(line.slice(line.indexOf(':') + 1)), text));
-  const paths = fixture.name === 'sqlite' ? ['', '-wal', '-shm'].map((suffix) => `${url.slice('sqlite:'.length)}${suffix}`) : filesUnder(url.slice('jsonl:'.length));
+  if (fixture.name === 'postgres')
+    return fixture
+      .dump(url)
+      .split('\n')
+      .some((line) => bytesHold(JSON.parse(line.slice(line.indexOf(':') + 1)), text));
+  const paths =
+    fixture.name === 'sqlite'
+      ? ['', '-wal', '-shm'].map((suffix) => `${url.slice('sqlite:'.length)}${suffix}`)
+      : filesUnder(url.slice('jsonl:'.length));
   const needle = Buffer.from(text, 'utf8');
   return paths.some((path) => existsSync(path) && readFileSync(path).includes(needle));
 }
@@ -53,7 +70,12 @@ function isNotFound(error: unknown): boolean {
 }
 
 function isSerializedBuffer(value: unknown): value is { type: 'Buffer'; data: number[] } {
-  return value !== null && typeof value === 'object' && (value as { type?: unknown }).type === 'Buffer' && Array.isArray((value as { data?: unknown }).data);
+  return (
+    value !== null &&
+    typeof value === 'object' &&
+    (value as { type?: unknown }).type === 'Buffer' &&
+    Array.isArray((value as { data?: unknown }).data)
+  );
 }
 
 /** Whether `text` occurs in any string or byte array inside `value` (a workflow history's payloads are bytes). */
@@ -87,7 +109,9 @@ describe.each(FIXTURES)('erasure end to end: $name', (fixture) => {
 
   /** Every run of the session's workflow: those the log names, and the newest (which may not have opened the session yet). */
   const runsOf = async (id: string): Promise<string[]> => {
-    const logged = (await world.client.events(id)).filter((e): e is SessionEvent<'session/run'> => e.type === 'session/run').map((e) => e.data.runId);
+    const logged = (await world.client.events(id))
+      .filter((e): e is SessionEvent<'session/run'> => e.type === 'session/run')
+      .map((e) => e.data.runId);
     const newest = (await world.client.temporal.workflow.getHandle(workflowIdFor(id)).describe()).runId;
     return [...new Set([...logged, newest])];
   };
@@ -99,12 +123,26 @@ describe.each(FIXTURES)('erasure end to end: $name', (fixture) => {
       const history = await handle.fetchHistory().then(() => false, isNotFound);
       return describe && history;
     };
-    await eventually(async () => ((await Promise.all(runIds.map(gone))).every(Boolean) ? true : undefined), 60_000, 250).catch(async (error: unknown) => {
+    await eventually(
+      async () => ((await Promise.all(runIds.map(gone))).every(Boolean) ? true : undefined),
+      60_000,
+      250,
+    ).catch(async (error: unknown) => {
       const left = [];
       for (const runId of runIds) {
         const handle = world.client.temporal.workflow.getHandle(workflowIdFor(id), runId);
-        left.push(await handle.describe().then((d) => `${runId}: ${d.status.name}`, (e: unknown) => `${runId}: describe ${(e as Error).name}`));
-        left.push(await handle.fetchHistory().then((h) => `${runId}: history of ${h.events?.length} events`, (e: unknown) => `${runId}: history ${(e as Error).name} ${(e as Error).message}`));
+        left.push(
+          await handle.describe().then(
+            (d) => `${runId}: ${d.status.name}`,
+            (e: unknown) => `${runId}: describe ${(e as Error).name}`,
+          ),
+        );
+        left.push(
+          await handle.fetchHistory().then(
+            (h) => `${runId}: history of ${h.events?.length} events`,
+            (e: unknown) => `${runId}: history ${(e as Error).name} ${(e as Error).message}`,
+          ),
+        );
       }
       throw new Error(`workflow histories still there:\n${left.join('\n')}`, { cause: error });
     });
@@ -124,7 +162,10 @@ describe.each(FIXTURES)('erasure end to end: $name', (fixture) => {
     };
     await say(id, `remember ${shared}`);
     expect((await world.http('POST', `/v1/sessions/${id}/fork`, { json: { id: forkId } })).status).toBe(201);
-    world.stack.fake.enqueueReplies({ text: 'computing', toolCalls: [{ name: 'calculator', arguments: { expression: '6*7' } }] }, { text: `noted ${own}` });
+    world.stack.fake.enqueueReplies(
+      { text: 'computing', toolCalls: [{ name: 'calculator', arguments: { expression: '6*7' } }] },
+      { text: `noted ${own}` },
+    );
     expect((await say(id, `and now ${own}`)).text).toBe(`noted ${own}`);
     await say(id, `once more ${own}`);
     // A projection checkpoint of the session.
@@ -133,8 +174,13 @@ describe.each(FIXTURES)('erasure end to end: $name', (fixture) => {
     const runIds = await runsOf(id);
     expect(runIds.length).toBeGreaterThan(1);
     expect(storeHolds(fixture, world.url, own), 'the text is stored before the erase').toBe(true);
-    const histories = await Promise.all(runIds.map((runId) => world.client.temporal.workflow.getHandle(workflowIdFor(id), runId).fetchHistory()));
-    expect(histories.some((history) => bytesHold(history, own)), 'a workflow history holds the text before the erase').toBe(true);
+    const histories = await Promise.all(
+      runIds.map((runId) => world.client.temporal.workflow.getHandle(workflowIdFor(id), runId).fetchHistory()),
+    );
+    expect(
+      histories.some((history) => bytesHold(history, own)),
+      'a workflow history holds the text before the erase',
+    ).toBe(true);
 
     const erased = await world.http('DELETE', `/v1/sessions/${id}`);
     expect(erased.status, JSON.stringify(erased.body)).toBe(200);
@@ -153,7 +199,10 @@ describe.each(FIXTURES)('erasure end to end: $name', (fixture) => {
     const again = await world.http('DELETE', `/v1/sessions/${id}`);
     expect(again.status).toBe(200);
     const second = (again.body as { receipt: EraseReceipt }).receipt;
-    expect(second.store).toMatchObject({ erased: false, removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 } });
+    expect(second.store).toMatchObject({
+      erased: false,
+      removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 },
+    });
     expect(second.temporal).toEqual({ terminated: false, deletedRuns: 0 });
 
     const reuse = await world.http('POST', '/v1/sessions', { json: { id } });

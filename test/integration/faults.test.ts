@@ -15,7 +15,8 @@ beforeEach(() => {
 
 let counter = 0;
 const newSession = (name: string) => `fault-${name}-${Date.now()}-${counter++}`;
-const ofType = <K extends StoredEvent['type']>(events: readonly StoredEvent[], type: K) => events.filter((e) => e.type === type) as Array<Extract<StoredEvent, { type: K }>>;
+const ofType = <K extends StoredEvent['type']>(events: readonly StoredEvent[], type: K) =>
+  events.filter((e) => e.type === type) as Array<Extract<StoredEvent, { type: K }>>;
 
 async function expectHealthy(sessionId: string): Promise<void> {
   const reply = await stack.client.send(sessionId, 'are you still there?');
@@ -62,7 +63,10 @@ describe('model faults end in a defined, logged outcome and the session keeps wo
 
   it('retries a stream dropped midway; the reply cites only the successful attempt', async () => {
     const id = newSession('drop');
-    stack.fake.enqueueReplies({ text: 'a fairly long reply that streams in many small pieces so the drop lands midway' }, { text: 'a fairly long reply that streams in many small pieces so the drop lands midway' });
+    stack.fake.enqueueReplies(
+      { text: 'a fairly long reply that streams in many small pieces so the drop lands midway' },
+      { text: 'a fairly long reply that streams in many small pieces so the drop lands midway' },
+    );
     stack.fake.configure({ tokenDelayMs: 5 });
     stack.fake.injectFault({ kind: 'drop_stream', afterChunks: 3 });
     const reply = await stack.client.send(id, 'stream please');
@@ -80,7 +84,10 @@ describe('model faults end in a defined, logged outcome and the session keeps wo
 
   it('reports malformed tool-call JSON to the model as an error result and continues', async () => {
     const id = newSession('badjson');
-    stack.fake.enqueueReplies({ text: 'calculating', toolCalls: [{ name: 'calculator', arguments: { expression: '1+1' } }] }, { text: 'sorry, let me fix that' });
+    stack.fake.enqueueReplies(
+      { text: 'calculating', toolCalls: [{ name: 'calculator', arguments: { expression: '1+1' } }] },
+      { text: 'sorry, let me fix that' },
+    );
     stack.fake.injectFault({ kind: 'malformed_tool_json' });
     const reply = await stack.client.send(id, 'add 1 and 1');
     expect(reply.text).toBe('sorry, let me fix that');

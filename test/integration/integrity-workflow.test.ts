@@ -18,15 +18,30 @@ import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/persistence/open.js';
-import { SessionlogError, verifyLog, type KnownEventType, type SessionEvent, type StoredEvent } from '../../src/session/index.js';
+import {
+  SessionlogError,
+  verifyLog,
+  type KnownEventType,
+  type SessionEvent,
+  type StoredEvent,
+} from '../../src/session/index.js';
 import { eventually } from '../support/log-wait.js';
 import { StoreStack } from '../support/store-stack.js';
-import { dropPostgresTestSchemas, jsonlFixture, postgresFixture, probePostgres, sqliteFixture, tempDir, type BackendFixture } from '../support/store-fixtures.js';
+import {
+  dropPostgresTestSchemas,
+  jsonlFixture,
+  postgresFixture,
+  probePostgres,
+  sqliteFixture,
+  tempDir,
+  type BackendFixture,
+} from '../support/store-fixtures.js';
 
 const postgres = await probePostgres();
 if (!postgres.available) console.warn(`workflow integrity tests: PostgreSQL skipped: ${postgres.reason}`);
 
-const ofType = <K extends KnownEventType>(events: readonly StoredEvent[], type: K) => events.filter((e) => e.type === type) as Array<SessionEvent<K>>;
+const ofType = <K extends KnownEventType>(events: readonly StoredEvent[], type: K) =>
+  events.filter((e) => e.type === type) as Array<SessionEvent<K>>;
 
 let counter = 0;
 const newId = (name: string) => `integrity-${name}-${Date.now()}-${counter++}`;
@@ -79,7 +94,8 @@ function storePaths(url: string): string[] {
 }
 
 function backup(url: string, into: string): void {
-  for (const path of storePaths(url)) cpSync(path, join(into, path.slice(dirname(path).length + 1)), { recursive: true });
+  for (const path of storePaths(url))
+    cpSync(path, join(into, path.slice(dirname(path).length + 1)), { recursive: true });
 }
 
 function restore(url: string, from: string): void {
@@ -110,7 +126,10 @@ describe.each(FIXTURES)('workflow-level integrity: $name', (fixture) => {
     // Several chunk batches per reply, so a chunk can be damaged in the middle of a turn.
     world.stack.fake.configure({ tokenDelayMs: 25, firstTokenDelayMs: 0 });
     for (let turn = 1; turn <= turns; turn++) {
-      const reply = await world.client.send(id, `message ${turn} of ${id}: tell me about the number ${turn} in a few words please`);
+      const reply = await world.client.send(
+        id,
+        `message ${turn} of ${id}: tell me about the number ${turn} in a few words please`,
+      );
       expect(reply.outcome).toBe('completed');
       expect(reply.turn).toBe(turn);
     }
@@ -152,7 +171,10 @@ describe.each(FIXTURES)('workflow-level integrity: $name', (fixture) => {
 
       const verify = await world.cli(['--json', 'sessions', 'verify', id]);
       expect(verify.code, verify.stderr).toBe(1);
-      const report = JSON.parse(verify.stdout) as { ok: boolean; violations: Array<{ seq: number | null; rule: string }> };
+      const report = JSON.parse(verify.stdout) as {
+        ok: boolean;
+        violations: Array<{ seq: number | null; rule: string }>;
+      };
       expect(report.ok).toBe(false);
       expect(report.violations).toContainEqual(expect.objectContaining({ seq, rule: 'stored-record' }));
 
@@ -172,7 +194,9 @@ describe.each(FIXTURES)('workflow-level integrity: $name', (fixture) => {
       namesSessionAndSeq(viaClient.message);
 
       // A new run refuses it when it opens the session.
-      const viaHttp = await world.http('POST', `/v1/sessions/${id}/messages?wait=true`, { json: { text: 'are you there?' } });
+      const viaHttp = await world.http('POST', `/v1/sessions/${id}/messages?wait=true`, {
+        json: { text: 'are you there?' },
+      });
       const body = viaHttp.body as { error: { code: string; message: string } };
       expect(Object.keys(body)).toEqual(['error']);
       expect(body.error.code).toBe('CORRUPT_LOG');
@@ -271,14 +295,18 @@ describe.each(FIXTURES)('workflow-level integrity: $name', (fixture) => {
     240_000,
   );
 
-  it('another writer appending behind the workflow\'s back stops the session with LOG_AHEAD', async () => {
+  it("another writer appending behind the workflow's back stops the session with LOG_AHEAD", async () => {
     const id = newId('ahead');
     await converse(id, 1);
     const intruder = await openStore(world.url);
     let foreign: number;
     try {
       foreign = await intruder.nextSeq(id);
-      await intruder.append(id, [{ type: 'session/run', time: Date.now(), data: { workflowId: 'someone-else', runId: 'intruder-run' } }], { expectedSeq: foreign, op: 'intruder-run/run' });
+      await intruder.append(
+        id,
+        [{ type: 'session/run', time: Date.now(), data: { workflowId: 'someone-else', runId: 'intruder-run' } }],
+        { expectedSeq: foreign, op: 'intruder-run/run' },
+      );
     } finally {
       await intruder.close();
     }

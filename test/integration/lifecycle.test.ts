@@ -18,7 +18,8 @@ beforeEach(() => {
 
 let counter = 0;
 const newSession = (name: string) => `life-${name}-${Date.now()}-${counter++}`;
-const ofType = <K extends StoredEvent['type']>(events: readonly StoredEvent[], type: K) => events.filter((e) => e.type === type) as Array<Extract<StoredEvent, { type: K }>>;
+const ofType = <K extends StoredEvent['type']>(events: readonly StoredEvent[], type: K) =>
+  events.filter((e) => e.type === type) as Array<Extract<StoredEvent, { type: K }>>;
 const LONG = Array.from({ length: 200 }, (_, i) => `word${i}`).join(' ');
 
 describe('session lifecycle', () => {
@@ -43,7 +44,10 @@ describe('session lifecycle', () => {
 
   it('a message sent mid-turn joins the running turn at the next step boundary', async () => {
     const id = newSession('steer');
-    stack.fake.enqueueReplies({ text: LONG, toolCalls: [{ name: 'calculator', arguments: { expression: '2+2' } }] }, { text: 'done with both' });
+    stack.fake.enqueueReplies(
+      { text: LONG, toolCalls: [{ name: 'calculator', arguments: { expression: '2+2' } }] },
+      { text: 'done with both' },
+    );
     stack.fake.configure({ tokenDelayMs: 10 });
     await stack.client.start({ sessionId: id });
     const first = stack.client.send(id, 'compute 2+2', { id: 'm1' });
@@ -117,37 +121,50 @@ describe('session lifecycle', () => {
         await local.client.post(id, `queued ${m}`, { id: m });
         await new Promise((resolve) => setTimeout(resolve, 120));
       }
-      const answered = await eventually(async () => {
-        const events = await local.client.events(id);
-        const users = ofType(events, 'user/message').length;
-        const closed = ofType(events, 'turn/end').length === ofType(events, 'turn/start').length;
-        return users === ids.length && closed ? events : undefined;
-      }, 60_000, 200);
+      const answered = await eventually(
+        async () => {
+          const events = await local.client.events(id);
+          const users = ofType(events, 'user/message').length;
+          const closed = ofType(events, 'turn/end').length === ofType(events, 'turn/start').length;
+          return users === ids.length && closed ? events : undefined;
+        },
+        60_000,
+        200,
+      );
       const runs = ofType(answered, 'session/run');
       expect(runs.length).toBeGreaterThan(1);
       const userIds = ofType(answered, 'user/message').map((e) => (e as SessionEvent<'user/message'>).data.id);
       expect([...userIds].sort()).toEqual([...ids].sort());
       // Every turn was answered.
-      for (const end of ofType(answered, 'turn/end') as SessionEvent<'turn/end'>[]) expect(end.data.reason.kind).toBe('completed');
+      for (const end of ofType(answered, 'turn/end') as SessionEvent<'turn/end'>[])
+        expect(end.data.reason.kind).toBe('completed');
       // At least one continue-as-new carried queued messages into the next run.
       let carried = 0;
       for (const run of runs.slice(0, -1) as SessionEvent<'session/run'>[]) {
         const history = await local.temporal.workflow.getHandle(workflowIdFor(id), run.data.runId).fetchHistory();
         for (const event of history.events ?? []) {
           const payload = event.workflowExecutionContinuedAsNewEventAttributes?.input?.payloads?.[0];
-          if (payload?.data) carried += (JSON.parse(Buffer.from(payload.data).toString('utf8')) as SessionWorkflowInput).carry?.queue.length ?? 0;
+          if (payload?.data)
+            carried +=
+              (JSON.parse(Buffer.from(payload.data).toString('utf8')) as SessionWorkflowInput).carry?.queue.length ?? 0;
         }
       }
       expect(carried).toBeGreaterThan(0);
       // The run that answered the last turn may continue as new right after it (its second turn),
       // so `answered` can predate the newest run's `session/run`. Compare status with the log as
       // read between two status queries that agree on a run that has opened the session.
-      const { status, lastRun } = await eventually(async () => {
-        const before = await local.client.status(id);
-        const logged = ofType(await local.client.events(id), 'session/run').at(-1) as SessionEvent<'session/run'>;
-        const after = await local.client.status(id);
-        return before.runId === after.runId && before.phase !== 'starting' ? { status: after, lastRun: logged.data.runId } : undefined;
-      }, 30_000, 100);
+      const { status, lastRun } = await eventually(
+        async () => {
+          const before = await local.client.status(id);
+          const logged = ofType(await local.client.events(id), 'session/run').at(-1) as SessionEvent<'session/run'>;
+          const after = await local.client.status(id);
+          return before.runId === after.runId && before.phase !== 'starting'
+            ? { status: after, lastRun: logged.data.runId }
+            : undefined;
+        },
+        30_000,
+        100,
+      );
       expect(status.runId).toBe(lastRun);
     } finally {
       await local.close();

@@ -22,8 +22,14 @@ describe('SessionClient.note', () => {
     stack.fake.configure({ firstTokenDelayMs: 400 });
     try {
       await stack.client.post(id, 'a slow question', { id: 'm1' });
-      await expect.poll(async () => (await stack.client.events(id)).some((e) => e.type === 'turn/start'), { timeout: 20_000 }).toBe(true);
-      const note = { id: 'n1', metadata: { values: { tag: 'x' } }, messages: [{ id: 'm2', text: 'context for later' }] };
+      await expect
+        .poll(async () => (await stack.client.events(id)).some((e) => e.type === 'turn/start'), { timeout: 20_000 })
+        .toBe(true);
+      const note = {
+        id: 'n1',
+        metadata: { values: { tag: 'x' } },
+        messages: [{ id: 'm2', text: 'context for later' }],
+      };
       const [first, second] = await Promise.all([stack.client.note(id, note), stack.client.note(id, note)]);
       expect(second.headSeq).toBe(first.headSeq);
       const log = await stack.client.events(id);
@@ -37,14 +43,24 @@ describe('SessionClient.note', () => {
     }
     const reply = await stack.client.send(id, 'and now?');
     expect(reply.outcome).toBe('completed');
-    expect(stack.fake.chatRequests().at(-1)!.messages.slice(-2).map((m) => m.content)).toEqual(['context for later', 'and now?']);
+    expect(
+      stack.fake
+        .chatRequests()
+        .at(-1)!
+        .messages.slice(-2)
+        .map((m) => m.content),
+    ).toEqual(['context for later', 'and now?']);
   });
 
   it('refuses what a session would not log, before the workflow sees it', async () => {
     const { header } = await stack.client.start({ sessionId: `note-bad-${Date.now()}` });
     const refused = await stack.client.note(header.id, { messages: [{ text: '   ' }] }).catch((e: unknown) => e);
     expect(isSessionlogError(refused, 'EMPTY_MESSAGE')).toBe(true);
-    const tooMany = await stack.client.note(header.id, { metadata: { values: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v'])) } }).catch((e: unknown) => e);
+    const tooMany = await stack.client
+      .note(header.id, {
+        metadata: { values: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v'])) },
+      })
+      .catch((e: unknown) => e);
     expect(isSessionlogError(tooMany, 'INVALID_ARGUMENT')).toBe(true);
     expect((await stack.client.events(header.id)).some((e) => e.type === 'session/metadata')).toBe(false);
   });

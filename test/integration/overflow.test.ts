@@ -34,7 +34,8 @@ afterAll(async () => {
   await stack?.close();
 });
 
-const isSummarizer = (messages: readonly { content?: unknown }[]) => messages.at(-1)?.content === COMPACTION_INSTRUCTION;
+const isSummarizer = (messages: readonly { content?: unknown }[]) =>
+  messages.at(-1)?.content === COMPACTION_INSTRUCTION;
 
 describe('overflow recovery', () => {
   it(`a ${TURNS}-turn session with large tool outputs keeps answering under a low provider limit`, async () => {
@@ -52,7 +53,8 @@ describe('overflow recovery', () => {
       const reply = await stack.client.send(id, `turn ${turn}`);
       expect(reply.outcome).toBe('completed');
       expect(reply.text).toBe('done');
-      if (turn % 25 === 0) for (const e of await stack.client.events(id)) if (!seen.has(e.seq)) seen.set(e.seq, JSON.stringify(e));
+      if (turn % 25 === 0)
+        for (const e of await stack.client.events(id)) if (!seen.has(e.seq)) seen.set(e.seq, JSON.stringify(e));
     }
     const events = await stack.client.events(id);
     for (const [seq, json] of seen) expect(JSON.stringify(events[seq])).toBe(json);
@@ -61,7 +63,13 @@ describe('overflow recovery', () => {
     expect(compactions.length).toBeGreaterThan(5);
 
     // Every overflowed model request was followed by a request under the limit.
-    const main = stack.fake.requests().filter((r) => r.path === '/v1/chat/completions' && !isSummarizer((r.body as { messages: { content?: unknown }[] }).messages));
+    const main = stack.fake
+      .requests()
+      .filter(
+        (r) =>
+          r.path === '/v1/chat/completions' &&
+          !isSummarizer((r.body as { messages: { content?: unknown }[] }).messages),
+      );
     const overflowed = main.map((r, i) => (r.status === 400 ? i : -1)).filter((i) => i >= 0);
     expect(overflowed.length).toBeGreaterThan(0);
     for (const i of overflowed) expect(main[i + 1]?.status).toBe(200);

@@ -11,8 +11,10 @@ import type { SessionEvent, StoredEvent } from '../../src/session/index.js';
 import { startStack, type Stack } from '../support/stack.js';
 
 const isSummarizer = (request: FakeChatRequest) => request.lastUserText === COMPACTION_INSTRUCTION;
-const ofType = <K extends SessionEvent['type']>(events: readonly StoredEvent[], type: K) => events.filter((e) => e.type === type) as Array<SessionEvent<K>>;
-const filler = (n: number, tag: string) => Array.from({ length: n }, (_, i) => `${tag} note ${i}: the weather was mild and the meeting ran long`).join('. ');
+const ofType = <K extends SessionEvent['type']>(events: readonly StoredEvent[], type: K) =>
+  events.filter((e) => e.type === type) as Array<SessionEvent<K>>;
+const filler = (n: number, tag: string) =>
+  Array.from({ length: n }, (_, i) => `${tag} note ${i}: the weather was mild and the meeting ran long`).join('. ');
 
 describe('recall after compaction', () => {
   let stack: Stack;
@@ -32,7 +34,8 @@ describe('recall after compaction', () => {
       if (isSummarizer(request)) return { text: '## Goal\n- chatting about meetings\n## Facts\n- (none)' };
       const last = request.body.messages.at(-1)!;
       if (last.role === 'tool') return { text: `found: ${String(last.content).slice(0, 400)}` };
-      if (request.lastUserText.startsWith('what was the launch code')) return { text: 'let me look', toolCalls: [{ name: 'search_history', arguments: { query: 'launch code' } }] };
+      if (request.lastUserText.startsWith('what was the launch code'))
+        return { text: 'let me look', toolCalls: [{ name: 'search_history', arguments: { query: 'launch code' } }] };
       if (request.lastUserText.startsWith('read seq')) {
         const seq = Number(request.lastUserText.split(' ')[2]);
         return { text: 'reading', toolCalls: [{ name: 'read_history', arguments: { fromSeq: seq, toSeq: seq } }] };
@@ -68,7 +71,11 @@ describe('recall after compaction', () => {
 
     // The other session's words are never found from this one.
     stack.fake.setMatcher((request) =>
-      isSummarizer(request) ? { text: '## Goal\n- x' } : request.body.messages.at(-1)!.role === 'tool' ? { text: 'searched' } : { text: 'looking', toolCalls: [{ name: 'search_history', arguments: { query: 'PELICAN-SECRET' } }] },
+      isSummarizer(request)
+        ? { text: '## Goal\n- x' }
+        : request.body.messages.at(-1)!.role === 'tool'
+          ? { text: 'searched' }
+          : { text: 'looking', toolCalls: [{ name: 'search_history', arguments: { query: 'PELICAN-SECRET' } }] },
     );
     await stack.client.send(id, 'search for the pelican');
     const foreign = ofType(await stack.client.events(id), 'tool/result').at(-1)!;
@@ -90,8 +97,18 @@ describe('learned limits', () => {
 
   it('over 30 turns one overflow refusal is learned as model/limit, every later request stays under it, across a worker restart and a new run', async () => {
     const id = `limits-${Date.now()}`;
-    stack.fake.setMatcher((request) => (isSummarizer(request) ? { text: '## Goal\n- a long chat\n## Facts\n- (none)' } : { text: `reply ${'w'.repeat(250)}` }));
-    const main = () => stack.fake.requests().filter((r) => r.path === '/v1/chat/completions' && !JSON.stringify(r.body).includes(COMPACTION_INSTRUCTION.slice(0, 60)));
+    stack.fake.setMatcher((request) =>
+      isSummarizer(request)
+        ? { text: '## Goal\n- a long chat\n## Facts\n- (none)' }
+        : { text: `reply ${'w'.repeat(250)}` },
+    );
+    const main = () =>
+      stack.fake
+        .requests()
+        .filter(
+          (r) =>
+            r.path === '/v1/chat/completions' && !JSON.stringify(r.body).includes(COMPACTION_INSTRUCTION.slice(0, 60)),
+        );
     const before = main().length;
     for (let turn = 1; turn <= 30; turn++) {
       if (turn === 11) await stack.restartWorker();
@@ -107,7 +124,9 @@ describe('learned limits', () => {
     const refused = requests.filter((r) => r.status === 400);
     expect(refused).toHaveLength(1);
     const events = await stack.client.events(id);
-    expect(ofType(events, 'model/limit').map((e) => e.data)).toEqual([{ model: 'fake', contextWindow: LIMIT, source: 'provider-message' }]);
+    expect(ofType(events, 'model/limit').map((e) => e.data)).toEqual([
+      { model: 'fake', contextWindow: LIMIT, source: 'provider-message' },
+    ]);
     // Compaction kept the session under the learned limit from then on.
     expect(ofType(events, 'compaction/summary').length).toBeGreaterThan(0);
   }, 300_000);
@@ -117,7 +136,12 @@ describe('the compaction breaker', () => {
   const SYSTEM = `You are a meticulous assistant. ${filler(60, 'policy')}`;
   let stack: Stack;
   beforeAll(async () => {
-    stack = await startStack({ worker: { agent: { model: 'fake', system: SYSTEM, tools: [] }, context: { policy: { budgetTokens: 1_000 }, pruner: false } } });
+    stack = await startStack({
+      worker: {
+        agent: { model: 'fake', system: SYSTEM, tools: [] },
+        context: { policy: { budgetTokens: 1_000 }, pruner: false },
+      },
+    });
   });
   afterAll(async () => {
     await stack?.close();
@@ -152,7 +176,8 @@ describe('the compaction breaker', () => {
 
     // A bigger budget: the breaker (which stalled at 1,000) no longer holds, and compaction runs again when needed.
     await stack.restartWorker({ context: { policy: { budgetTokens: 4_000 }, pruner: false } });
-    for (let turn = 0; turn < 12 && summaries === 0; turn++) expect((await stack.client.send(id, filler(5, `more ${turn}`))).outcome).toBe('completed');
+    for (let turn = 0; turn < 12 && summaries === 0; turn++)
+      expect((await stack.client.send(id, filler(5, `more ${turn}`))).outcome).toBe('completed');
     expect(summaries).toBeGreaterThan(0);
     events = await stack.client.events(id);
     expect(ofType(events, 'compaction/summary').length).toBeGreaterThan(0);

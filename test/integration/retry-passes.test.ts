@@ -25,8 +25,10 @@ afterAll(async () => {
   await stack?.close();
 });
 
-const isSummarizer = (messages: readonly { content?: unknown }[]) => messages.at(-1)?.content === COMPACTION_INSTRUCTION;
-const ofType = <K extends KnownEventType>(events: readonly StoredEvent[], type: K) => events.filter((e) => e.type === type) as Array<SessionEvent<K>>;
+const isSummarizer = (messages: readonly { content?: unknown }[]) =>
+  messages.at(-1)?.content === COMPACTION_INSTRUCTION;
+const ofType = <K extends KnownEventType>(events: readonly StoredEvent[], type: K) =>
+  events.filter((e) => e.type === type) as Array<SessionEvent<K>>;
 
 describe('op keys of a step re-entered after an overflow compaction', () => {
   it('pass 0 and pass 1 of one step that both hit a retryable failure at attempt 1 log two llm/retry events', async () => {
@@ -47,8 +49,16 @@ describe('op keys of a step re-entered after an overflow compaction', () => {
     expect(second.turn).toBe(2);
 
     // What the provider saw in turn 2: 429 (pass 0), overflow, the summary, 429 (pass 1), the answer.
-    const turn2 = stack.fake.requests().filter((r) => r.path === '/v1/chat/completions').slice(requestsBefore);
-    expect(turn2.map((r) => [isSummarizer((r.body as { messages: { content?: unknown }[] }).messages) ? 'summary' : 'step', r.status])).toEqual([
+    const turn2 = stack.fake
+      .requests()
+      .filter((r) => r.path === '/v1/chat/completions')
+      .slice(requestsBefore);
+    expect(
+      turn2.map((r) => [
+        isSummarizer((r.body as { messages: { content?: unknown }[] }).messages) ? 'summary' : 'step',
+        r.status,
+      ]),
+    ).toEqual([
       ['step', 429],
       ['step', 400],
       ['summary', 200],

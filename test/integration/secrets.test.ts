@@ -78,14 +78,20 @@ describe('secrets', () => {
     const history = await stack.temporal.workflow.getHandle(workflowIdFor(id)).fetchHistory();
     // Payloads are bytes: decode them so a key inside one would show.
     const text = (value: unknown): string =>
-      JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? v.toString() : v instanceof Uint8Array ? Buffer.from(v).toString('utf8') : v));
+      JSON.stringify(value, (_key, v: unknown) =>
+        typeof v === 'bigint' ? v.toString() : v instanceof Uint8Array ? Buffer.from(v).toString('utf8') : v,
+      );
     expectNoSecret("Temporal's history", text(history));
     expectNoSecret('the worker logs', text(logs));
   });
 
   it("a tool's output that prints a key-looking value is stored scrubbed (artifact and log)", async () => {
     const id = `secrets-tool-${Date.now()}`;
-    stack.fake.setMatcher((r) => (r.body.messages.at(-1)!.role === 'user' ? { text: 'checking', toolCalls: [{ name: 'print_env', arguments: {} }] } : { text: 'done' }));
+    stack.fake.setMatcher((r) =>
+      r.body.messages.at(-1)!.role === 'user'
+        ? { text: 'checking', toolCalls: [{ name: 'print_env', arguments: {} }] }
+        : { text: 'done' },
+    );
     try {
       expect((await stack.client.send(id, 'show the config')).outcome).toBe('completed');
     } finally {

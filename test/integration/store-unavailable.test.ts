@@ -18,7 +18,8 @@ import { tempDir } from '../support/store-fixtures.js';
 /** More attempts than the local activities' retry policy used to allow before the workflow failed. */
 const PAST_THE_OLD_LIMIT = 11;
 
-const ofType = <K extends KnownEventType>(events: readonly StoredEvent[], type: K) => events.filter((e) => e.type === type) as Array<SessionEvent<K>>;
+const ofType = <K extends KnownEventType>(events: readonly StoredEvent[], type: K) =>
+  events.filter((e) => e.type === type) as Array<SessionEvent<K>>;
 
 let stack: Stack;
 let path: string;
@@ -64,7 +65,11 @@ describe('a store that refuses writes past every retry', () => {
     stack.fake.enqueueReplies({ text: Array.from({ length: 60 }, (_, i) => `w${i}`).join(' ') });
     stack.fake.configure({ tokenDelayMs: 40 });
     const sent = stack.client.send(id, 'second');
-    await waitForEvent(stack.client, id, (e) => e.type === 'assistant/chunk' && (e as SessionEvent<'assistant/chunk'>).data.turn === 2);
+    await waitForEvent(
+      stack.client,
+      id,
+      (e) => e.type === 'assistant/chunk' && (e as SessionEvent<'assistant/chunk'>).data.turn === 2,
+    );
     const blocker = new Database(path);
     try {
       blocker.exec('BEGIN IMMEDIATE');
@@ -73,7 +78,14 @@ describe('a store that refuses writes past every retry', () => {
         (reply) => ({ reply }),
         (error: unknown) => ({ error }),
       );
-      const outcome = await Promise.race([settled, eventually(async () => (endTurnAttempts >= PAST_THE_OLD_LIMIT ? ('retrying' as const) : undefined), 120_000, 100)]);
+      const outcome = await Promise.race([
+        settled,
+        eventually(
+          async () => (endTurnAttempts >= PAST_THE_OLD_LIMIT ? ('retrying' as const) : undefined),
+          120_000,
+          100,
+        ),
+      ]);
       expect(outcome, 'the send is still waiting while the store refuses writes').toBe('retrying');
     } finally {
       if (blocker.inTransaction) blocker.exec('ROLLBACK');
@@ -104,10 +116,14 @@ describe('a store that refuses writes past every retry', () => {
       blocker.exec('BEGIN IMMEDIATE');
       // Every attempt of the model step finds the store locked before it can log turn 2.
       sent = stack.client.send(id, 'second', { id: 'second-msg' });
-      const status = await eventually(async () => {
-        const current = await stack.client.status(id);
-        return current.lastError?.includes('could not be logged') ? current : undefined;
-      }, 120_000, 200);
+      const status = await eventually(
+        async () => {
+          const current = await stack.client.status(id);
+          return current.lastError?.includes('could not be logged') ? current : undefined;
+        },
+        120_000,
+        200,
+      );
       expect(status.lastError).toMatch(/turn 2 could not be logged, trying again/);
       expect((await stack.client.events(id)).length).toBe(before.length);
     } finally {

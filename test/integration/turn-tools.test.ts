@@ -7,12 +7,19 @@
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { verifyLog, type KnownEventType, type SessionEvent, type StoredEvent, type ToolSchema } from '../../src/session/index.js';
+import {
+  verifyLog,
+  type KnownEventType,
+  type SessionEvent,
+  type StoredEvent,
+  type ToolSchema,
+} from '../../src/session/index.js';
 import { sendUpdate, workflowIdFor } from '../../src/workflows/api.js';
 import { eventually, waitForEvent } from '../support/log-wait.js';
 import { startStack, type Stack } from '../support/stack.js';
 
-const ofType = <K extends KnownEventType>(events: readonly StoredEvent[], type: K) => events.filter((e) => e.type === type) as Array<SessionEvent<K>>;
+const ofType = <K extends KnownEventType>(events: readonly StoredEvent[], type: K) =>
+  events.filter((e) => e.type === type) as Array<SessionEvent<K>>;
 
 const getWeather: ToolSchema = {
   name: 'get_weather',
@@ -32,7 +39,8 @@ beforeEach(() => {
   stack.fake.configure({ tokenDelayMs: 0, firstTokenDelayMs: 0 });
 });
 
-const toolNames = (body: { tools?: Array<{ function: { name: string } }> }) => (body.tools ?? []).map((t) => t.function.name);
+const toolNames = (body: { tools?: Array<{ function: { name: string } }> }) =>
+  (body.tools ?? []).map((t) => t.function.name);
 
 describe('tools a message brings for its turn', () => {
   it('are offered in that turn only, logged on turn/start, and their calls wait for the caller', async () => {
@@ -40,15 +48,21 @@ describe('tools a message brings for its turn', () => {
     stack.fake.setMatcher(({ body, lastUserText }) => {
       const last = body.messages.at(-1)!;
       if (last.role === 'tool') return { text: `It is ${String(last.content)}.` };
-      if (lastUserText === 'weather in Oslo?') return { text: '', toolCalls: [{ id: 'call_w1', name: 'get_weather', arguments: { city: 'Oslo' } }] };
+      if (lastUserText === 'weather in Oslo?')
+        return { text: '', toolCalls: [{ id: 'call_w1', name: 'get_weather', arguments: { city: 'Oslo' } }] };
       return undefined;
     });
     await stack.client.post(id, 'weather in Oslo?', { id: 'm1', tools: [getWeather] });
-    const pending = await eventually(async () => (await stack.client.pendingApprovals({ sessionId: id })).find((p) => p.callId === 'call_w1'));
+    const pending = await eventually(async () =>
+      (await stack.client.pendingApprovals({ sessionId: id })).find((p) => p.callId === 'call_w1'),
+    );
     expect(pending).toMatchObject({ kind: 'external', tool: 'get_weather', arguments: '{"city":"Oslo"}' });
     const first = stack.fake.chatRequests()[0]!;
     // The worker's tools first, then the turn's.
-    expect(toolNames(first)).toEqual([...toolNames({ tools: first.tools?.filter((t) => t.function.name !== 'get_weather') }), 'get_weather']);
+    expect(toolNames(first)).toEqual([
+      ...toolNames({ tools: first.tools?.filter((t) => t.function.name !== 'get_weather') }),
+      'get_weather',
+    ]);
     expect(toolNames(first).length).toBeGreaterThan(1);
 
     await stack.client.submitToolResult(id, 'call_w1', 'sunny, 21°C');
@@ -67,9 +81,13 @@ describe('tools a message brings for its turn', () => {
     expect(starts[0]!.data.tools).toEqual([getWeather]);
     expect(starts[1]!.data.tools).toBeUndefined();
     expect(ofType(events, 'tool/result')[0]!.data).toMatchObject({ origin: 'external' });
-    expect(ofType(events, 'assistant/message').at(-2)!.data.message.content).toEqual([{ type: 'text', text: 'It is sunny, 21°C.' }]);
+    expect(ofType(events, 'assistant/message').at(-2)!.data.message.content).toEqual([
+      { type: 'text', text: 'It is sunny, 21°C.' },
+    ]);
     // The header the model was called with is in the log for each change: with the tool, then without.
-    const headers = ofType(events, 'request/header').map((e) => (e.data.header.tools ?? []).map((t) => t.name).includes('get_weather'));
+    const headers = ofType(events, 'request/header').map((e) =>
+      (e.data.header.tools ?? []).map((t) => t.name).includes('get_weather'),
+    );
     expect(headers).toEqual([true, false]);
     expect(verifyLog(await stack.client.header(id), events)).toEqual([]);
   }, 60_000);
@@ -81,7 +99,10 @@ describe('tools a message brings for its turn', () => {
     await stack.client.post(id, 'long one', { id: 'a' });
     await waitForEvent(stack.client, id, (e) => e.type === 'assistant/chunk');
     await stack.client.post(id, 'with tools', { id: 'b', tools: [getWeather] });
-    await eventually(async () => (ofType(await stack.client.events(id), 'turn/end').length === 2 ? true : undefined), 60_000);
+    await eventually(
+      async () => (ofType(await stack.client.events(id), 'turn/end').length === 2 ? true : undefined),
+      60_000,
+    );
     const events = await stack.client.events(id);
     const starts = ofType(events, 'turn/start');
     const messages = ofType(events, 'user/message');
@@ -94,13 +115,20 @@ describe('tools a message brings for its turn', () => {
 
   it("ends the turn with a clear error when a turn tool is named like one of the worker's; the message is logged", async () => {
     const id = `turn-tools-clash-${Date.now()}`;
-    const clash: ToolSchema = { name: 'calculator', description: 'mine', parameters: { type: 'object', properties: {} } };
+    const clash: ToolSchema = {
+      name: 'calculator',
+      description: 'mine',
+      parameters: { type: 'object', properties: {} },
+    };
     const reply = await stack.client.send(id, 'compute', { tools: [clash] });
     expect(reply.outcome).toBe('error');
     const events = await stack.client.events(id);
     expect(ofType(events, 'user/message').map((m) => m.data.content)).toEqual([[{ type: 'text', text: 'compute' }]]);
     const end = ofType(events, 'turn/end')[0]!;
-    expect(end.data.reason).toMatchObject({ kind: 'error', error: { code: 'bad_request', message: expect.stringContaining('"calculator", which the worker already has') } });
+    expect(end.data.reason).toMatchObject({
+      kind: 'error',
+      error: { code: 'bad_request', message: expect.stringContaining('"calculator", which the worker already has') },
+    });
     expect(stack.fake.chatRequests()).toHaveLength(0);
     expect((await stack.client.send(id, 'again')).outcome).toBe('completed');
   }, 60_000);
@@ -137,7 +165,8 @@ describe('an accepted external result', () => {
     const id = `turn-tools-lost-${Date.now()}`;
     stack.fake.setMatcher(({ body, lastUserText }) => {
       const tools = body.messages.filter((m) => m.role === 'tool');
-      if (tools.length === 2) return { text: `Oslo: ${String(tools[0]!.content)}; Bergen: ${String(tools[1]!.content)}` };
+      if (tools.length === 2)
+        return { text: `Oslo: ${String(tools[0]!.content)}; Bergen: ${String(tools[1]!.content)}` };
       if (lastUserText === 'weather in Oslo and Bergen?') {
         return {
           text: '',
@@ -150,7 +179,9 @@ describe('an accepted external result', () => {
       return undefined;
     });
     await stack.client.post(id, 'weather in Oslo and Bergen?', { tools: [getWeather] });
-    await eventually(async () => ((await stack.client.pendingApprovals({ sessionId: id })).length === 2 ? true : undefined));
+    await eventually(async () =>
+      (await stack.client.pendingApprovals({ sessionId: id })).length === 2 ? true : undefined,
+    );
     expect(await stack.client.submitToolResult(id, 'call_o', 'sunny')).toMatchObject({ callId: 'call_o' });
     // The answer is in the log the moment it is acknowledged, result and all.
     const answer = ofType(await stack.client.events(id), 'tool/approval').find((e) => e.data.callId === 'call_o');
@@ -170,7 +201,9 @@ describe('an accepted external result', () => {
       ['call_b', 'external'],
     ]);
     expect(ofType(events, 'tool/approval').map((e) => e.data.callId)).toEqual(['call_o', 'call_b']);
-    expect(ofType(events, 'assistant/message').at(-1)!.data.message.content).toEqual([{ type: 'text', text: 'Oslo: sunny; Bergen: rain' }]);
+    expect(ofType(events, 'assistant/message').at(-1)!.data.message.content).toEqual([
+      { type: 'text', text: 'Oslo: sunny; Bergen: rain' },
+    ]);
     expect(verifyLog(await stack.client.header(id), events)).toEqual([]);
   }, 60_000);
 });

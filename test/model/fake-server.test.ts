@@ -17,7 +17,10 @@ describe('fake model server usage', () => {
     ];
     const reply = await fakeModelClient(fake()).chat.completions.create({ model: 'fake', messages });
     const tokenizer = fromPreTrained();
-    const expected = tokenizer.apply_chat_template(messages, { tokenize: true, add_generation_prompt: true }) as number[];
+    const expected = tokenizer.apply_chat_template(messages, {
+      tokenize: true,
+      add_generation_prompt: true,
+    }) as number[];
     expect(reply.usage?.prompt_tokens).toBe(expected.length);
     expect(reply.choices[0]?.message.content).toBe('echo: And of Italy?');
   });
@@ -62,11 +65,17 @@ describe('fake model server usage', () => {
   it('counts tool calls and tool results deterministically', () => {
     const messages = [
       { role: 'user', content: 'read' },
-      { role: 'assistant', content: null, tool_calls: [{ type: 'function', function: { name: 'read_file', arguments: '{"p":1}' } }] },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ type: 'function', function: { name: 'read_file', arguments: '{"p":1}' } }],
+      },
       { role: 'tool', content: 'data' },
     ];
     const a = deepseekPromptTokenIds(messages, [{ type: 'function', function: { name: 'read_file' } }]);
-    const b = deepseekPromptTokenIds(structuredClone(messages), [{ type: 'function', function: { name: 'read_file' } }]);
+    const b = deepseekPromptTokenIds(structuredClone(messages), [
+      { type: 'function', function: { name: 'read_file' } },
+    ]);
     expect(a).toEqual(b);
     expect(a.length).toBeGreaterThan(deepseekPromptTokenIds(messages).length);
   });
@@ -76,13 +85,17 @@ describe('prompt counting of a growing conversation', () => {
   it('a prompt counted again with one more turn (its earlier segments encoded before) equals the count of a fresh tokenizer module', async () => {
     const turn = (i: number) => [
       { role: 'user', content: `question ${i}: ${'why is the sky blue and the sea green? '.repeat(3 + i)}` },
-      { role: 'assistant', content: `answer ${i}: ${'because of scattering, absorption and reflection. '.repeat(5 + i)}` },
+      {
+        role: 'assistant',
+        content: `answer ${i}: ${'because of scattering, absorption and reflection. '.repeat(5 + i)}`,
+      },
     ];
     const longer = [...turn(0), ...turn(1), ...turn(2)];
     deepseekPromptTokenIds(longer.slice(0, 4));
     const counted = deepseekPromptTokenIds(longer);
     vi.resetModules();
-    const fresh = (await import('../../src/model/deepseek-tokens.js')) as typeof import('../../src/model/deepseek-tokens.js');
+    const fresh =
+      (await import('../../src/model/deepseek-tokens.js')) as typeof import('../../src/model/deepseek-tokens.js');
     expect(counted).toEqual(fresh.deepseekPromptTokenIds(longer));
     expect(counted.length).toBeGreaterThan(deepseekPromptTokenIds(longer.slice(0, 4)).length);
   }, 60_000);
@@ -95,7 +108,12 @@ describe('fake model server HTTP surface', () => {
   });
 
   it('answers 400 JSON errors for malformed bodies and records them', async () => {
-    const post = (body: string) => fetch(`${fake().baseURL}/chat/completions`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+    const post = (body: string) =>
+      fetch(`${fake().baseURL}/chat/completions`, {
+        method: 'POST',
+        body,
+        headers: { 'content-type': 'application/json' },
+      });
     const notJson = await post('{not json');
     const noModel = await post(JSON.stringify({ messages: [{ role: 'user', content: 'x' }] }));
     const badRole = await post(JSON.stringify({ model: 'fake', messages: [{ role: 'wizard', content: 'x' }] }));
@@ -104,12 +122,19 @@ describe('fake model server HTTP surface', () => {
       const body = (await response.json()) as { error: { message: string; type: string } };
       expect(body.error.type).toBe('invalid_request_error');
     }
-    expect(fake().requests().map((r) => r.status)).toEqual([400, 400, 400]);
+    expect(
+      fake()
+        .requests()
+        .map((r) => r.status),
+    ).toEqual([400, 400, 400]);
     expect(fake().requests()[0]?.body).toBe('{not json');
   });
 
   it('records method, path, parsed body and a subset of headers for each request', async () => {
-    await fakeModelClient(fake()).chat.completions.create({ model: 'fake', messages: [{ role: 'user', content: 'hi' }] });
+    await fakeModelClient(fake()).chat.completions.create({
+      model: 'fake',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     const [recorded] = fake().requests();
     expect(recorded).toMatchObject({
       method: 'POST',
@@ -124,7 +149,9 @@ describe('fake model server HTTP surface', () => {
   it('scripted replies take precedence over the echo and are consumed in order', async () => {
     fake().enqueueReplies({ text: 'first' }, { text: 'second' });
     const client = fakeModelClient(fake());
-    const ask = async () => (await client.chat.completions.create({ model: 'fake', messages: [{ role: 'user', content: 'q' }] })).choices[0]?.message.content;
+    const ask = async () =>
+      (await client.chat.completions.create({ model: 'fake', messages: [{ role: 'user', content: 'q' }] })).choices[0]
+        ?.message.content;
     expect([await ask(), await ask(), await ask()]).toEqual(['first', 'second', 'echo: q']);
   });
 });

@@ -56,7 +56,11 @@ describe('injected faults are classified', () => {
   it('a hang ended by the caller aborting resolves as aborted, not as a failure', async () => {
     fake().injectFault({ kind: 'hang' });
     const controller = new AbortController();
-    const pending = provider().stream({ messages: [userMessage('x')], header: fakeHeader(), signal: controller.signal });
+    const pending = provider().stream({
+      messages: [userMessage('x')],
+      header: fakeHeader(),
+      signal: controller.signal,
+    });
     setTimeout(() => controller.abort(), 50);
     const result = await pending;
     expect(result).toMatchObject({ aborted: true, content: [] });
@@ -79,20 +83,30 @@ describe('injected faults are classified', () => {
     if (call?.type !== 'tool-call') return;
     expect(call.id).toBe('c1');
     expect(() => JSON.parse(call.arguments)).toThrow();
-    expect(parseToolCallArguments(call.name, call.arguments)).toMatchObject({ ok: false, code: 'INVALID_TOOL_ARGUMENTS' });
+    expect(parseToolCallArguments(call.name, call.arguments)).toMatchObject({
+      ok: false,
+      code: 'INVALID_TOOL_ARGUMENTS',
+    });
   });
 
   it('a prompt above the context limit is a non-retryable context_overflow', async () => {
     fake().configure({ contextLimitTokens: 20 });
     const error = await failureOf(ask(provider(), 'word '.repeat(100)));
-    expect(error.failure).toMatchObject({ code: 'context_overflow', retryable: false, status: 400, providerCode: 'context_length_exceeded' });
+    expect(error.failure).toMatchObject({
+      code: 'context_overflow',
+      retryable: false,
+      status: 400,
+      providerCode: 'context_length_exceeded',
+    });
     expect(error.message).toMatch(/maximum context length is 20 tokens/);
     expect((await ask(provider(), 'short')).content).toEqual([{ type: 'text', text: 'echo: short' }]);
   });
 
   it('DeepSeek-style overflow without the code is still detected from the message', () => {
     const message = "This model's maximum context length is 131072 tokens. Please reduce the length of the messages.";
-    const failure = classifyModelError(new BadRequestError(400, { message, code: 'invalid_request_error' }, message, new Headers()));
+    const failure = classifyModelError(
+      new BadRequestError(400, { message, code: 'invalid_request_error' }, message, new Headers()),
+    );
     expect(failure).toMatchObject({ code: 'context_overflow', retryable: false });
   });
 
@@ -134,7 +148,10 @@ describe('injected faults are classified', () => {
   });
 
   it('the control endpoint refuses an unknown fault kind with a 400', async () => {
-    const response = await fetch(`${fake().url}/_control/faults`, { method: 'POST', body: JSON.stringify({ kind: 'gremlins' }) });
+    const response = await fetch(`${fake().url}/_control/faults`, {
+      method: 'POST',
+      body: JSON.stringify({ kind: 'gremlins' }),
+    });
     expect(response.status).toBe(400);
   });
 });

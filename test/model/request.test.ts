@@ -40,7 +40,12 @@ describe('buildChatRequest', () => {
       max_tokens: 1000,
       thinking: { type: 'enabled' },
       reasoning_effort: 'high',
-      tools: [{ type: 'function', function: { name: 'read_file', description: 'Read a file', parameters: { type: 'object', properties: {} } } }],
+      tools: [
+        {
+          type: 'function',
+          function: { name: 'read_file', description: 'Read a file', parameters: { type: 'object', properties: {} } },
+        },
+      ],
       messages: [
         { role: 'system', content: 'Be brief.' },
         { role: 'user', content: 'read a.ts' },
@@ -59,7 +64,13 @@ describe('buildChatRequest', () => {
     const body = buildChatRequest({
       model,
       header: { provider: 'deepseek', model: 'deepseek-flash' },
-      messages: [userMessage('hi'), assistantMessage([{ type: 'reasoning', text: 'greet' }, { type: 'text', text: 'Hello' }])],
+      messages: [
+        userMessage('hi'),
+        assistantMessage([
+          { type: 'reasoning', text: 'greet' },
+          { type: 'text', text: 'Hello' },
+        ]),
+      ],
     });
     expect(body.messages[1]).toEqual({ role: 'assistant', content: 'Hello' });
   });
@@ -68,7 +79,12 @@ describe('buildChatRequest', () => {
     const body = buildChatRequest({
       model: lookupModel(DEFAULT_MODEL_CATALOGUE, 'gpt-4o'),
       header: { provider: 'openai', model: 'gpt-4o', thinking: true },
-      messages: [assistantMessage([{ type: 'reasoning', text: 'r' }, { type: 'tool-call', id: 'c', name: 't', arguments: '{}' }])],
+      messages: [
+        assistantMessage([
+          { type: 'reasoning', text: 'r' },
+          { type: 'tool-call', id: 'c', name: 't', arguments: '{}' },
+        ]),
+      ],
     });
     expect(body.thinking).toBeUndefined();
     expect((body.messages[0] as WireAssistantMessage).reasoning_content).toBeUndefined();
@@ -77,7 +93,11 @@ describe('buildChatRequest', () => {
   it('resolves the retired DeepSeek names as aliases with their thinking mode', () => {
     const chat = lookupModel(DEFAULT_MODEL_CATALOGUE, 'deepseek-chat');
     expect(chat).toMatchObject({ id: 'deepseek-flash', contextWindow: 1_000_000, forcedThinking: false });
-    const body = buildChatRequest({ model: chat, header: { provider: 'deepseek', model: 'deepseek-chat', thinking: true }, messages: [userMessage('x')] });
+    const body = buildChatRequest({
+      model: chat,
+      header: { provider: 'deepseek', model: 'deepseek-chat', thinking: true },
+      messages: [userMessage('x')],
+    });
     expect(body.model).toBe('deepseek-flash');
     expect(body.thinking).toEqual({ type: 'disabled' });
     expect(lookupModel(DEFAULT_MODEL_CATALOGUE, 'deepseek-reasoner').id).toBe('deepseek-v4-pro');
@@ -87,7 +107,9 @@ describe('buildChatRequest', () => {
     const catalogue = resolveModelCatalogue({ models: { 'deepseek-flash': { contextWindow: 200_000 } } });
     expect(lookupModel(catalogue, 'deepseek-flash').contextWindow).toBe(200_000);
     expect(() => lookupModel(catalogue, 'nope')).toThrow(expect.objectContaining({ code: 'UNKNOWN_MODEL' }));
-    expect(() => resolveModelCatalogue({ models: { brandnew: { contextWindow: 10 } } })).toThrow(expect.objectContaining({ code: 'INVALID_MODEL_SPEC' }));
+    expect(() => resolveModelCatalogue({ models: { brandnew: { contextWindow: 10 } } })).toThrow(
+      expect.objectContaining({ code: 'INVALID_MODEL_SPEC' }),
+    );
   });
 });
 
@@ -99,7 +121,9 @@ describe('reasoning_content round trip through the fake server', () => {
       { reasoning: 'tool-thoughts', toolCalls: [{ id: 'call_1', name: 'read_file', arguments: { path: 'a.ts' } }] },
       { text: 'done' },
     );
-    const header = fakeHeader({ tools: [{ name: 'read_file', description: 'Read a file', parameters: { type: 'object' } }] });
+    const header = fakeHeader({
+      tools: [{ name: 'read_file', description: 'Read a file', parameters: { type: 'object' } }],
+    });
     const history: Message[] = [userMessage('hi')];
     const first = await provider.stream({ messages: history, header });
     history.push(assistantMessage(first.content), userMessage('read a.ts'));
@@ -114,7 +138,10 @@ describe('reasoning_content round trip through the fake server', () => {
     expect(assistants[0]?.reasoning_content).toBeUndefined();
     expect(assistants[0]?.content).toBe('Hello!');
     expect(assistants[1]?.reasoning_content).toBe('tool-thoughts');
-    expect(assistants[1]?.tool_calls?.[0]).toMatchObject({ id: 'call_1', function: { name: 'read_file', arguments: '{"path":"a.ts"}' } });
+    expect(assistants[1]?.tool_calls?.[0]).toMatchObject({
+      id: 'call_1',
+      function: { name: 'read_file', arguments: '{"path":"a.ts"}' },
+    });
     expect(third?.messages.at(-1)).toMatchObject({ role: 'tool', tool_call_id: 'call_1', content: 'file body' });
   });
 });

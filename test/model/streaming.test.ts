@@ -54,13 +54,24 @@ describe('streamCompletion against the fake server', () => {
     expect(result.finishReason).toBe('tool_calls');
     expect(result.content).toEqual([
       { type: 'reasoning', text: 'Need two files.' },
-      { type: 'tool-call', id: 'call_a', name: 'read_file', arguments: '{"path":"src/a-rather-long-file-name.ts","offset":10}' },
+      {
+        type: 'tool-call',
+        id: 'call_a',
+        name: 'read_file',
+        arguments: '{"path":"src/a-rather-long-file-name.ts","offset":10}',
+      },
       { type: 'tool-call', id: 'call_b', name: 'read_file', arguments: '{"path":"b.ts"}' },
     ]);
     // Coalesced: one chunk per reasoning run and per tool call, ids and names kept.
     expect(chunks).toEqual([
       { kind: 'reasoning-delta', text: 'Need two files.' },
-      { kind: 'tool-call-delta', index: 0, id: 'call_a', name: 'read_file', argumentsDelta: '{"path":"src/a-rather-long-file-name.ts","offset":10}' },
+      {
+        kind: 'tool-call-delta',
+        index: 0,
+        id: 'call_a',
+        name: 'read_file',
+        argumentsDelta: '{"path":"src/a-rather-long-file-name.ts","offset":10}',
+      },
       { kind: 'tool-call-delta', index: 1, id: 'call_b', name: 'read_file', argumentsDelta: '{"path":"b.ts"}' },
     ]);
   });
@@ -133,10 +144,17 @@ describe('streamCompletion against the fake server', () => {
     const one = await p.stream({ messages: [first], header: fakeHeader() });
     const firstPrompt = (one.usage?.inputTokens ?? 0) + (one.usage?.cacheReadTokens ?? 0);
     expect(one.usage?.cacheReadTokens).toBe(0);
-    const reply = { id: 'a1', role: 'assistant' as const, content: one.content, source: { kind: 'model' as const, provider: 'fake', model: 'fake' } };
+    const reply = {
+      id: 'a1',
+      role: 'assistant' as const,
+      content: one.content,
+      source: { kind: 'model' as const, provider: 'fake', model: 'fake' },
+    };
     const two = await p.stream({ messages: [first, reply, userMessage('second question')], header: fakeHeader() });
     expect(two.usage?.cacheReadTokens).toBe(firstPrompt);
-    const recorded = fake().requests().map((r) => r.status);
+    const recorded = fake()
+      .requests()
+      .map((r) => r.status);
     expect(recorded).toEqual([200, 200]);
   });
 });

@@ -24,7 +24,9 @@ const binaryAvailable =
   existsSync(path.join(homedir(), '.cache/sessionlog/bin/temporal'));
 const goAvailable = commandWorks('go', ['version']);
 if (!binaryAvailable && !goAvailable) {
-  console.warn('temporal-dev-server tests skipped: no `temporal` binary found and no Go toolchain to build one (see scripts/temporal-dev-server)');
+  console.warn(
+    'temporal-dev-server tests skipped: no `temporal` binary found and no Go toolchain to build one (see scripts/temporal-dev-server)',
+  );
 }
 
 function run(args: string[]): Promise<{ status: number | null; stdout: string; stderr: string }> {
@@ -57,8 +59,17 @@ describe.skipIf(!binaryAvailable && !goAvailable)('scripts/temporal-dev-server r
   it(
     'runs the command against a healthy server, stops the server, and exits with the command status',
     async () => {
-      const inner = 'echo "ADDR=$TEMPORAL_ADDRESS"; "$(scripts/temporal-dev-server ensure)" operator cluster health --address "$TEMPORAL_ADDRESS" && exit 3';
-      const result = await run(['run', '--dynamic-config-value', 'limit.historyCount.suggestContinueAsNew=40', '--', 'bash', '-c', inner]);
+      const inner =
+        'echo "ADDR=$TEMPORAL_ADDRESS"; "$(scripts/temporal-dev-server ensure)" operator cluster health --address "$TEMPORAL_ADDRESS" && exit 3';
+      const result = await run([
+        'run',
+        '--dynamic-config-value',
+        'limit.historyCount.suggestContinueAsNew=40',
+        '--',
+        'bash',
+        '-c',
+        inner,
+      ]);
       expect(result.stderr).not.toMatch(/exited during start-up/);
       expect(result.status).toBe(3);
       const address = /ADDR=127\.0\.0\.1:(\d+)/.exec(result.stdout);
@@ -69,10 +80,14 @@ describe.skipIf(!binaryAvailable && !goAvailable)('scripts/temporal-dev-server r
     timeout,
   );
 
-  it('ensure prints an executable temporal binary that reports a version', async () => {
-    const result = await run(['ensure']);
-    expect(result.status).toBe(0);
-    const binary = result.stdout.trim();
-    expect(spawnSync(binary, ['--version'], { encoding: 'utf8' }).stdout).toMatch(/temporal version/);
-  }, timeout);
+  it(
+    'ensure prints an executable temporal binary that reports a version',
+    async () => {
+      const result = await run(['ensure']);
+      expect(result.status).toBe(0);
+      const binary = result.stdout.trim();
+      expect(spawnSync(binary, ['--version'], { encoding: 'utf8' }).stdout).toMatch(/temporal version/);
+    },
+    timeout,
+  );
 });

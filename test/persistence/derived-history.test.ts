@@ -26,7 +26,13 @@ const backends = [
 const history: NewEvent[][] = [
   closedTurn(1),
   closedTurn(2),
-  [{ ...userMessage('c1', 'summary of turn 1'), surfaceOp: { op: 'replace', start: 1, end: 3 }, sourceEventSeqs: [1, 3] }],
+  [
+    {
+      ...userMessage('c1', 'summary of turn 1'),
+      surfaceOp: { op: 'replace', start: 1, end: 3 },
+      sourceEventSeqs: [1, 3],
+    },
+  ],
   closedTurn(3),
 ];
 
@@ -115,7 +121,9 @@ describe.each(backends)('derived history through the $name projection cache', ({
       put: () => Promise.reject(new Error('disk full')),
     };
     const wrapped = Object.create(store, { projectionCache: { value: failingCache } }) as SessionStore;
-    const result = await readDerivedHistory(wrapped, 's1', defaultProjectionRegistry(), { onCacheProblem: (p) => problems.push(p) });
+    const result = await readDerivedHistory(wrapped, 's1', defaultProjectionRegistry(), {
+      onCacheProblem: (p) => problems.push(p),
+    });
     expect(result.messages).toEqual(await fullFold('s1'));
     expect(problems).toEqual([expect.objectContaining({ message: 'disk full' })]);
   });
@@ -146,7 +154,8 @@ describe('when a worker refreshes the checkpoint', () => {
     }
     expect(writes.length).toBeGreaterThan(3);
     expect(writes.length).toBeLessThan(20);
-    for (let i = 1; i < writes.length; i++) expect(writes[i]! - writes[i - 1]!).toBeGreaterThanOrEqual(Math.max(100, 0.25 * (writes[i]! + 1)));
+    for (let i = 1; i < writes.length; i++)
+      expect(writes[i]! - writes[i - 1]!).toBeGreaterThanOrEqual(Math.max(100, 0.25 * (writes[i]! + 1)));
     // The tail a cold read folds stays within the policy.
     expect(300 * 16 - 1 - writes.at(-1)!).toBeLessThan(Math.max(100, 0.25 * 300 * 16) + 16);
   });

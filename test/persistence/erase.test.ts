@@ -17,7 +17,13 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openStore, readDerivedHistory, type SessionStore } from '../../src/persistence/index.js';
 import { SESSION_FORMAT_VERSION, type NewEvent, type SessionHeader } from '../../src/session/index.js';
-import { POSTGRES_TEST_URL, postgresTestSchema, postgresUrlWithSchema, probePostgres, tempDir } from '../support/store-fixtures.js';
+import {
+  POSTGRES_TEST_URL,
+  postgresTestSchema,
+  postgresUrlWithSchema,
+  probePostgres,
+  tempDir,
+} from '../support/store-fixtures.js';
 
 const postgres = await probePostgres();
 if (!postgres.available) console.warn(`erase tests: PostgreSQL skipped: ${postgres.reason}`);
@@ -29,13 +35,22 @@ function header(id: string, system: string): SessionHeader {
 }
 
 function user(id: string, text: string): NewEvent {
-  return { type: 'user/message', time: T0, data: { id, role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' } }, surfaceOp: 'append' };
+  return {
+    type: 'user/message',
+    time: T0,
+    data: { id, role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' } },
+    surfaceOp: 'append',
+  };
 }
 
 /** Writes a session whose text is `secret` everywhere the store keeps something of it, in many batches. */
 async function populate(store: SessionStore, id: string, secret: string): Promise<void> {
   await store.create(header(id, `system prompt ${secret}`));
-  for (let i = 0; i < 40; i++) await store.append(id, [user(`${id}-${i}`, `message ${i}: ${secret} ${'pad '.repeat(50)}`)], { expectedSeq: i, op: `b${i}` });
+  for (let i = 0; i < 40; i++)
+    await store.append(id, [user(`${id}-${i}`, `message ${i}: ${secret} ${'pad '.repeat(50)}`)], {
+      expectedSeq: i,
+      op: `b${i}`,
+    });
   await store.artifacts.put({ sessionId: id, name: 'tool-out.txt', content: `tool output ${secret}` });
   await readDerivedHistory(store, id);
 }
@@ -73,7 +88,11 @@ function indexed(db: Database.Database, word: string): { matches: number; segmen
   return {
     matches: (db.prepare(`SELECT count(*) AS n FROM search WHERE search MATCH ?`).get(`"${word}"`) as { n: number }).n,
     // Segment leaves store terms prefix-compressed; the word's tail is stored verbatim.
-    segments: (db.prepare(`SELECT count(*) AS n FROM search_data WHERE instr(block, ?) > 0`).get(Buffer.from(word.slice(4))) as { n: number }).n,
+    segments: (
+      db.prepare(`SELECT count(*) AS n FROM search_data WHERE instr(block, ?) > 0`).get(Buffer.from(word.slice(4))) as {
+        n: number;
+      }
+    ).n,
     digests: (db.prepare(`SELECT count(*) AS n FROM search_rows`).get() as { n: number }).n,
   };
 }
@@ -92,7 +111,9 @@ async function open(url: string): Promise<SessionStore> {
 }
 
 /** A SQLite store in a fresh directory, and the unique texts of the session to erase and of the one to keep. */
-async function openSqliteWithSecrets(prefix: string): Promise<{ path: string; secret: string; kept: string; store: SessionStore }> {
+async function openSqliteWithSecrets(
+  prefix: string,
+): Promise<{ path: string; secret: string; kept: string; store: SessionStore }> {
   const { dir, cleanup } = tempDir(prefix);
   cleanups.push(cleanup);
   const path = join(dir, 'store.db');
@@ -121,7 +142,10 @@ describe('erase leaves no byte of the session in the store', () => {
     expect((await store.search('gone', word, { limit: 100 })).length).toBe(41);
 
     const receipt = await store.erase('gone');
-    expect(receipt).toMatchObject({ erased: true, removed: { header: 1, events: 41, artifacts: 1, projectionCheckpoints: 1 } });
+    expect(receipt).toMatchObject({
+      erased: true,
+      removed: { header: 1, events: 41, artifacts: 1, projectionCheckpoints: 1 },
+    });
     expect(receipt.places).toContainEqual({ place: `sqlite:${path} table search`, removed: 41 });
     expect(receipt.notes.join(' ')).toMatch(/checkpointed and truncated/);
     expect(receipt.notes.join(' ')).not.toMatch(/rebuilt/);
@@ -149,7 +173,9 @@ describe('erase leaves no byte of the session in the store', () => {
     // Someone edits message 7 of the session by hand: its words are no longer the indexed ones.
     const raw = new Database(path);
     const key = (raw.prepare(`SELECT key FROM sessions WHERE id = 'gone'`).get() as { key: number }).key;
-    const edited = raw.prepare(`UPDATE events SET data = replace(data, 'message 7:', 'edited 7:') WHERE session_key = ? AND seq = 7`).run(key);
+    const edited = raw
+      .prepare(`UPDATE events SET data = replace(data, 'message 7:', 'edited 7:') WHERE session_key = ? AND seq = 7`)
+      .run(key);
     raw.close();
     expect(edited.changes).toBe(1);
     const files = [path, `${path}-wal`, `${path}-shm`];
@@ -178,7 +204,11 @@ describe('erase leaves no byte of the session in the store', () => {
     const store = await open(`jsonl:${root}`);
     await populate(store, 'gone', secret);
     await populate(store, 'kept', uniqueText('keep'));
-    expect(filesContaining(filesUnder(root), secret).map((path) => path.slice(root.length)).sort()).toEqual(['/gone/artifacts/tool-out.txt', '/gone/session.jsonl']);
+    expect(
+      filesContaining(filesUnder(root), secret)
+        .map((path) => path.slice(root.length))
+        .sort(),
+    ).toEqual(['/gone/artifacts/tool-out.txt', '/gone/session.jsonl']);
     expect(existsSync(join(root, 'gone', 'projection-cache.json'))).toBe(true);
 
     await store.erase('gone');
@@ -190,46 +220,72 @@ describe('erase leaves no byte of the session in the store', () => {
     expect(readdirSync(join(root, '.tombstones'))).toEqual(['gone.json']);
   });
 
-  it.skipIf(!postgres.available)('PostgreSQL: no row of any table holds the session or its text after erase', async () => {
-    const schema = postgresTestSchema();
-    const admin = new pg.Client({ connectionString: POSTGRES_TEST_URL });
-    await admin.connect();
-    try {
-      const secret = uniqueText('erase');
-      const store = await open(postgresUrlWithSchema(schema));
-      await populate(store, 'gone', secret);
-      await populate(store, 'kept', uniqueText('keep'));
-      const everything = async (): Promise<string> => {
-        const tables = (await admin.query<{ tablename: string }>(`SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename`, [schema])).rows;
-        const dumps: string[] = [];
-        for (const { tablename } of tables) {
-          // bytea (artifact content) as text, so the search sees it.
-          const rows = (await admin.query(`SELECT * FROM "${schema}"."${tablename}"`)).rows as Array<Record<string, unknown>>;
-          dumps.push(`${tablename}:${JSON.stringify(rows.map((row) => Object.fromEntries(Object.entries(row).map(([k, v]) => [k, Buffer.isBuffer(v) ? v.toString('utf8') : v]))))}`);
-        }
-        return dumps.join('\n');
-      };
-      expect(await everything()).toContain(secret);
-      const key = (await admin.query<{ key: string }>(`SELECT key FROM "${schema}".sessions WHERE id = 'gone'`)).rows[0]!.key;
-      const word = indexedWordOf(secret);
-      const vectorsWith = async (): Promise<number> =>
-        Number((await admin.query<{ n: string }>(`SELECT count(*) AS n FROM "${schema}".events WHERE search @@ plainto_tsquery('simple', $1)`, [word])).rows[0]!.n);
-      expect(await vectorsWith()).toBe(40);
-      expect(await everything()).toContain(`'${word}'`);
+  it.skipIf(!postgres.available)(
+    'PostgreSQL: no row of any table holds the session or its text after erase',
+    async () => {
+      const schema = postgresTestSchema();
+      const admin = new pg.Client({ connectionString: POSTGRES_TEST_URL });
+      await admin.connect();
+      try {
+        const secret = uniqueText('erase');
+        const store = await open(postgresUrlWithSchema(schema));
+        await populate(store, 'gone', secret);
+        await populate(store, 'kept', uniqueText('keep'));
+        const everything = async (): Promise<string> => {
+          const tables = (
+            await admin.query<{ tablename: string }>(
+              `SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename`,
+              [schema],
+            )
+          ).rows;
+          const dumps: string[] = [];
+          for (const { tablename } of tables) {
+            // bytea (artifact content) as text, so the search sees it.
+            const rows = (await admin.query(`SELECT * FROM "${schema}"."${tablename}"`)).rows as Array<
+              Record<string, unknown>
+            >;
+            dumps.push(
+              `${tablename}:${JSON.stringify(rows.map((row) => Object.fromEntries(Object.entries(row).map(([k, v]) => [k, Buffer.isBuffer(v) ? v.toString('utf8') : v]))))}`,
+            );
+          }
+          return dumps.join('\n');
+        };
+        expect(await everything()).toContain(secret);
+        const key = (await admin.query<{ key: string }>(`SELECT key FROM "${schema}".sessions WHERE id = 'gone'`))
+          .rows[0]!.key;
+        const word = indexedWordOf(secret);
+        const vectorsWith = async (): Promise<number> =>
+          Number(
+            (
+              await admin.query<{ n: string }>(
+                `SELECT count(*) AS n FROM "${schema}".events WHERE search @@ plainto_tsquery('simple', $1)`,
+                [word],
+              )
+            ).rows[0]!.n,
+          );
+        expect(await vectorsWith()).toBe(40);
+        expect(await everything()).toContain(`'${word}'`);
 
-      const receipt = await store.erase('gone');
-      expect(receipt).toMatchObject({ erased: true, removed: { header: 1, events: 40, artifacts: 1, projectionCheckpoints: 1 } });
-      expect(await everything()).not.toContain(secret);
-      expect(await everything()).not.toContain(word);
-      expect(await vectorsWith()).toBe(0);
-      for (const table of ['events', 'batches', 'artifacts', 'projection_cache']) {
-        expect((await admin.query(`SELECT 1 FROM "${schema}"."${table}" WHERE session_key = $1`, [key])).rowCount, table).toBe(0);
+        const receipt = await store.erase('gone');
+        expect(receipt).toMatchObject({
+          erased: true,
+          removed: { header: 1, events: 40, artifacts: 1, projectionCheckpoints: 1 },
+        });
+        expect(await everything()).not.toContain(secret);
+        expect(await everything()).not.toContain(word);
+        expect(await vectorsWith()).toBe(0);
+        for (const table of ['events', 'batches', 'artifacts', 'projection_cache']) {
+          expect(
+            (await admin.query(`SELECT 1 FROM "${schema}"."${table}" WHERE session_key = $1`, [key])).rowCount,
+            table,
+          ).toBe(0);
+        }
+        expect((await admin.query(`SELECT id FROM "${schema}".tombstones`)).rows).toEqual([{ id: 'gone' }]);
+      } finally {
+        for (const store of stores.splice(0)) await store.close();
+        await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+        await admin.end();
       }
-      expect((await admin.query(`SELECT id FROM "${schema}".tombstones`)).rows).toEqual([{ id: 'gone' }]);
-    } finally {
-      for (const store of stores.splice(0)) await store.close();
-      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
-    }
-  });
+    },
+  );
 });

@@ -15,7 +15,10 @@ function open(): JsonlSessionStore {
 }
 
 const logPath = (id: string): string => join(root, id, 'session.jsonl');
-const lines = (id: string): string[] => readFileSync(logPath(id), 'utf8').split('\n').filter((l) => l.length > 0);
+const lines = (id: string): string[] =>
+  readFileSync(logPath(id), 'utf8')
+    .split('\n')
+    .filter((l) => l.length > 0);
 
 beforeEach(() => {
   root = join(mkdtempSync(join(tmpdir(), 'sessionlog-jsonl-')), 'root');
@@ -39,10 +42,11 @@ describe('JSONL store: layout', () => {
     await seeded();
     const [header, ...events] = lines('s1');
     expect(JSON.parse(header!)).toEqual({ type: 'session', format: JSONL_FORMAT_VERSION, ...testHeader('s1') });
-    expect(events.map((l) => JSON.parse(l) as { seq: number; op: string; batchSize: number }).map((e) => [e.seq, e.op, e.batchSize])).toEqual([
-      ...[0, 1, 2, 3, 4, 5].map((seq) => [seq, 'turn-1', 6]),
-      ...[6, 7, 8].map((seq) => [seq, 'turn-2', 3]),
-    ]);
+    expect(
+      events
+        .map((l) => JSON.parse(l) as { seq: number; op: string; batchSize: number })
+        .map((e) => [e.seq, e.op, e.batchSize]),
+    ).toEqual([...[0, 1, 2, 3, 4, 5].map((seq) => [seq, 'turn-1', 6]), ...[6, 7, 8].map((seq) => [seq, 'turn-2', 3])]);
     expect(statSync(root).mode & 0o777).toBe(0o700);
     expect(statSync(join(root, 's1')).mode & 0o777).toBe(0o700);
     expect(statSync(logPath('s1')).mode & 0o777).toBe(0o600);
@@ -65,14 +69,20 @@ describe('JSONL store: append', () => {
     await seeded();
     const before = readFileSync(logPath('s1'));
     const fresh = open();
-    expect(await fresh.append('s1', closedTurn(9), { expectedSeq: 42, op: 'turn-1' })).toEqual({ firstSeq: 0, lastSeq: 5, replayed: true });
+    expect(await fresh.append('s1', closedTurn(9), { expectedSeq: 42, op: 'turn-1' })).toEqual({
+      firstSeq: 0,
+      lastSeq: 5,
+      replayed: true,
+    });
     expect(readFileSync(logPath('s1')).equals(before)).toBe(true);
   });
 
   it('rejects a stale expectedSeq with SEQ_CONFLICT and leaves the file byte-identical', async () => {
     await seeded();
     const before = readFileSync(logPath('s1'));
-    await expect(open().append('s1', closedTurn(3), { expectedSeq: 6, op: 'turn-3' })).rejects.toMatchObject({ code: 'SEQ_CONFLICT' });
+    await expect(open().append('s1', closedTurn(3), { expectedSeq: 6, op: 'turn-3' })).rejects.toMatchObject({
+      code: 'SEQ_CONFLICT',
+    });
     expect(readFileSync(logPath('s1')).equals(before)).toBe(true);
   });
 
@@ -82,18 +92,36 @@ describe('JSONL store: append', () => {
     const b = open();
     expect(await a.nextSeq('s1')).toBe(9);
     await b.append('s1', [{ type: 'step/end', time: 1, data: { turn: 2, step: 1 } }], { expectedSeq: 9, op: 'b' });
-    await expect(a.append('s1', [{ type: 'turn/end', time: 1, data: { turn: 2, reason: { kind: 'completed' } } }], { expectedSeq: 9, op: 'a' })).rejects.toMatchObject({
+    await expect(
+      a.append('s1', [{ type: 'turn/end', time: 1, data: { turn: 2, reason: { kind: 'completed' } } }], {
+        expectedSeq: 9,
+        op: 'a',
+      }),
+    ).rejects.toMatchObject({
       code: 'SEQ_CONFLICT',
     });
-    expect(await a.append('s1', [{ type: 'turn/end', time: 1, data: { turn: 2, reason: { kind: 'completed' } } }], { expectedSeq: 10, op: 'a' })).toMatchObject({
+    expect(
+      await a.append('s1', [{ type: 'turn/end', time: 1, data: { turn: 2, reason: { kind: 'completed' } } }], {
+        expectedSeq: 10,
+        op: 'a',
+      }),
+    ).toMatchObject({
       firstSeq: 10,
     });
   });
 
   it('breaks a lock file left by a dead process', async () => {
     await seeded();
-    writeFileSync(join(root, 's1', 'session.lock'), JSON.stringify({ pid: 2 ** 22 + 12345, host: (await import('node:os')).hostname(), at: Date.now(), token: 'x' }));
-    expect(await open().append('s1', [{ type: 'step/end', time: 1, data: { turn: 2, step: 1 } }], { expectedSeq: 9, op: 'x' })).toMatchObject({ firstSeq: 9 });
+    writeFileSync(
+      join(root, 's1', 'session.lock'),
+      JSON.stringify({ pid: 2 ** 22 + 12345, host: (await import('node:os')).hostname(), at: Date.now(), token: 'x' }),
+    );
+    expect(
+      await open().append('s1', [{ type: 'step/end', time: 1, data: { turn: 2, step: 1 } }], {
+        expectedSeq: 9,
+        op: 'x',
+      }),
+    ).toMatchObject({ firstSeq: 9 });
     expect(readdirSync(join(root, 's1'))).not.toContain('session.lock');
   });
 });
@@ -102,13 +130,20 @@ describe('JSONL store: lock', () => {
   it('a lock held by a live writer that keeps its heartbeat times out as UNAVAILABLE, saying what to check, and writes nothing', async () => {
     await seeded();
     const lock = join(root, 's1', 'session.lock');
-    writeFileSync(lock, JSON.stringify({ pid: process.pid, host: (await import('node:os')).hostname(), token: 'held-by-this-test' }));
+    writeFileSync(
+      lock,
+      JSON.stringify({ pid: process.pid, host: (await import('node:os')).hostname(), token: 'held-by-this-test' }),
+    );
     const before = readFileSync(logPath('s1'));
     const store = openJsonlStore(root, { lockTimeoutMs: 150, lockStaleMs: 60_000 });
     stores.push(store);
-    await expect(store.append('s1', [{ type: 'step/end', time: 1, data: { turn: 2, step: 1 } }], { expectedSeq: 9, op: 'x' })).rejects.toMatchObject({
+    await expect(
+      store.append('s1', [{ type: 'step/end', time: 1, data: { turn: 2, step: 1 } }], { expectedSeq: 9, op: 'x' }),
+    ).rejects.toMatchObject({
       code: 'UNAVAILABLE',
-      message: expect.stringMatching(/timed out after 150 ms waiting for lock .*held-by-this-test.*check whether that process is still writing/),
+      message: expect.stringMatching(
+        /timed out after 150 ms waiting for lock .*held-by-this-test.*check whether that process is still writing/,
+      ),
     });
     expect(readFileSync(logPath('s1')).equals(before)).toBe(true);
     expect(readFileSync(lock, 'utf8')).toContain('held-by-this-test');
@@ -140,9 +175,15 @@ describe('JSONL store: torn tail and corruption', () => {
 
   it('refuses an unparsable line followed by a complete line as CORRUPT_LOG naming its seq, even with no later turn/end, and deletes nothing', async () => {
     await seeded();
-    appendFileSync(logPath('s1'), 'garbage\n{"seq":10,"type":"step/end","time":1,"data":{"turn":2,"step":1},"op":"z","batchSize":1}\n');
+    appendFileSync(
+      logPath('s1'),
+      'garbage\n{"seq":10,"type":"step/end","time":1,"data":{"turn":2,"step":1},"op":"z","batchSize":1}\n',
+    );
     const before = readFileSync(logPath('s1'));
-    await expect(open().load('s1')).rejects.toMatchObject({ code: 'CORRUPT_LOG', message: expect.stringMatching(/seq 9\b/) });
+    await expect(open().load('s1')).rejects.toMatchObject({
+      code: 'CORRUPT_LOG',
+      message: expect.stringMatching(/seq 9\b/),
+    });
     expect(readFileSync(logPath('s1')).equals(before)).toBe(true);
   });
 
@@ -159,17 +200,30 @@ describe('JSONL store: torn tail and corruption', () => {
     const full = readFileSync(logPath('s1'));
     const store = open();
     // A three-event batch whose write stopped in its third line, then one stopped right after its second line.
-    await store.append('s1', [{ type: 'step/end', time: 1, data: { turn: 2, step: 1 } }, { type: 'step/start', time: 1, data: { turn: 2, step: 2 } }, { type: 'step/end', time: 1, data: { turn: 2, step: 2 } }], {
-      expectedSeq: 9,
-      op: 'three',
-    });
+    await store.append(
+      's1',
+      [
+        { type: 'step/end', time: 1, data: { turn: 2, step: 1 } },
+        { type: 'step/start', time: 1, data: { turn: 2, step: 2 } },
+        { type: 'step/end', time: 1, data: { turn: 2, step: 2 } },
+      ],
+      {
+        expectedSeq: 9,
+        op: 'three',
+      },
+    );
     const three = readFileSync(logPath('s1')).subarray(full.length);
     const secondNewline = three.indexOf(10, three.indexOf(10) + 1);
     for (const cut of [three.length - 5, secondNewline + 1, 3]) {
       writeFileSync(logPath('s1'), Buffer.concat([full, three.subarray(0, cut)]));
       const fresh = open();
-      expect((await fresh.readFrom('s1', 0)).map((e) => e.seq), `cut ${cut}`).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]);
-      expect((await fresh.inspect('s1')).truncated, `cut ${cut}`).toBe(cut === 3 ? 1 : cut === secondNewline + 1 ? 2 : 3);
+      expect(
+        (await fresh.readFrom('s1', 0)).map((e) => e.seq),
+        `cut ${cut}`,
+      ).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8]);
+      expect((await fresh.inspect('s1')).truncated, `cut ${cut}`).toBe(
+        cut === 3 ? 1 : cut === secondNewline + 1 ? 2 : 3,
+      );
     }
   });
 
@@ -177,10 +231,27 @@ describe('JSONL store: torn tail and corruption', () => {
     await seeded();
     appendFileSync(logPath('s1'), '{"seq":9,');
     const store = open();
-    expect(await store.append('s1', [{ type: 'step/end', time: 1, data: { turn: 2, step: 1 } }], { expectedSeq: 9, op: 'after-torn' })).toMatchObject({
+    expect(
+      await store.append('s1', [{ type: 'step/end', time: 1, data: { turn: 2, step: 1 } }], {
+        expectedSeq: 9,
+        op: 'after-torn',
+      }),
+    ).toMatchObject({
       firstSeq: 9,
     });
-    expect(lines('s1').map((l) => (JSON.parse(l) as { seq?: number }).seq)).toEqual([undefined, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(lines('s1').map((l) => (JSON.parse(l) as { seq?: number }).seq)).toEqual([
+      undefined,
+      0,
+      1,
+      2,
+      3,
+      4,
+      5,
+      6,
+      7,
+      8,
+      9,
+    ]);
   });
 
   it('refuses damage before the last committed turn/end as CORRUPT_LOG (load, inspect and readFrom)', async () => {
@@ -205,7 +276,10 @@ describe('JSONL store: torn tail and corruption', () => {
   it('refuses an unknown non-ignorable event type with a "newer version" message and loads an ignorable one', async () => {
     await seeded();
     appendFileSync(logPath('s1'), '{"seq":9,"type":"future/thing","time":1,"data":{},"op":"f","batchSize":1}\n');
-    await expect(open().load('s1')).rejects.toMatchObject({ code: 'UNSUPPORTED_FORMAT', message: expect.stringMatching(/newer version/) });
+    await expect(open().load('s1')).rejects.toMatchObject({
+      code: 'UNSUPPORTED_FORMAT',
+      message: expect.stringMatching(/newer version/),
+    });
     const all = lines('s1');
     all[10] = '{"seq":9,"type":"future/thing","time":1,"data":{},"op":"f","ignorable":true,"batchSize":1}';
     writeFileSync(logPath('s1'), `${all.join('\n')}\n`);
@@ -219,7 +293,10 @@ describe('JSONL store: torn tail and corruption', () => {
     const all = lines('s1');
     all[0] = JSON.stringify({ type: 'session', ...testHeader('s1'), version: 99 });
     writeFileSync(logPath('s1'), `${all.join('\n')}\n`);
-    await expect(open().load('s1')).rejects.toMatchObject({ code: 'UNSUPPORTED_FORMAT', message: expect.stringMatching(/newer version/) });
+    await expect(open().load('s1')).rejects.toMatchObject({
+      code: 'UNSUPPORTED_FORMAT',
+      message: expect.stringMatching(/newer version/),
+    });
   });
 });
 
@@ -235,14 +312,19 @@ describe('JSONL store: artifacts and projection cache files', () => {
     expect(statSync(dir).mode & 0o777).toBe(0o700);
     for (const name of readdirSync(dir)) expect(statSync(join(dir, name)).mode & 0o777).toBe(0o600);
     expect(await store.artifacts.get('s1', b.locator)).toBe('two');
-    await expect(store.artifacts.get('s1', 'artifact:s1/../session.jsonl')).rejects.toMatchObject({ code: 'ARTIFACT_NOT_FOUND' });
+    await expect(store.artifacts.get('s1', 'artifact:s1/../session.jsonl')).rejects.toMatchObject({
+      code: 'ARTIFACT_NOT_FOUND',
+    });
     await expect(store.artifacts.get('s1', '/etc/passwd')).rejects.toMatchObject({ code: 'ARTIFACT_NOT_FOUND' });
   });
 
   it('replaces the projection cache file atomically with an owner-only file', async () => {
     const store = open();
     await store.create(testHeader('s1'));
-    await store.projectionCache.put('s1', { identity: { createdAt: 1 }, rows: { surface: { ver: 1, seq: -1, val: { nodes: [], replaceGeneration: 0 } } } });
+    await store.projectionCache.put('s1', {
+      identity: { createdAt: 1 },
+      rows: { surface: { ver: 1, seq: -1, val: { nodes: [], replaceGeneration: 0 } } },
+    });
     await store.projectionCache.put('s1', { identity: { createdAt: 2 }, rows: {} });
     expect(await store.projectionCache.get('s1')).toEqual({ identity: { createdAt: 2 }, rows: {} });
     expect(readdirSync(join(root, 's1')).sort()).toEqual(['projection-cache.json', 'session.jsonl']);

@@ -12,7 +12,8 @@ import { lastJsonLine, runTsScript } from '../support/child-process.js';
 import { testHeader } from '../support/persistence-events.js';
 
 const CHILD = 'test/support/append-child.ts';
-type ChildResult = { ok: true; firstSeq: number; lastSeq: number; replayed: boolean } | { ok: false; code: string; message: string };
+type ChildResult =
+  { ok: true; firstSeq: number; lastSeq: number; replayed: boolean } | { ok: false; code: string; message: string };
 
 let dir: string;
 const opened: SessionStore[] = [];
@@ -41,7 +42,10 @@ describe.each(backends)('$name store across processes', ({ url }) => {
   it('watch yields events appended by a child process', async () => {
     const store = await open();
     await store.create(testHeader('w1'));
-    await store.append('w1', [{ type: 'session/run', time: 1, data: { workflowId: 'wf', runId: 'r0' } }], { expectedSeq: 0, op: 'parent' });
+    await store.append('w1', [{ type: 'session/run', time: 1, data: { workflowId: 'wf', runId: 'r0' } }], {
+      expectedSeq: 0,
+      op: 'parent',
+    });
     const controller = new AbortController();
     const seen: StoredEvent[] = [];
     const watching = (async () => {
@@ -68,7 +72,9 @@ describe.each(backends)('$name store across processes', ({ url }) => {
       const expectedSeq = await store.nextSeq('r1');
       const startAt = String(Date.now() + 1500);
       const outcomes = await Promise.all(
-        ['a', 'b'].map((who) => runTsScript(CHILD, [url(), 'r1', String(expectedSeq), `round-${round}-${who}`, '2', startAt])),
+        ['a', 'b'].map((who) =>
+          runTsScript(CHILD, [url(), 'r1', String(expectedSeq), `round-${round}-${who}`, '2', startAt]),
+        ),
       );
       const results = outcomes.map((o) => lastJsonLine<ChildResult>(o));
       expect(results.filter((r) => r.ok)).toHaveLength(1);

@@ -36,13 +36,19 @@ describe('openStore', () => {
         (e: unknown) => e,
       );
       // A PostgreSQL server that cannot be reached is UNAVAILABLE; a URL that is not one of ours is INVALID_ARGUMENT.
-      expect(error).toMatchObject({ code: url.startsWith('postgres') ? 'UNAVAILABLE' : 'INVALID_ARGUMENT', message: expect.stringContaining('sqlite:PATH') });
+      expect(error).toMatchObject({
+        code: url.startsWith('postgres') ? 'UNAVAILABLE' : 'INVALID_ARGUMENT',
+        message: expect.stringContaining('sqlite:PATH'),
+      });
       expect((error as Error).message).not.toContain('secret');
     }
   });
 
   it('refuses a non-positive option value', async () => {
-    await expect(openStore('sqlite::memory:', { pollIntervalMs: 0 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/pollIntervalMs/) });
+    await expect(openStore('sqlite::memory:', { pollIntervalMs: 0 })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/pollIntervalMs/),
+    });
   });
 });
 

@@ -6,17 +6,29 @@
  */
 import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openStore, POSTGRES_SCHEMA_VERSION, type PostgresSessionStore, type SessionStore } from '../../src/persistence/index.js';
+import {
+  openStore,
+  POSTGRES_SCHEMA_VERSION,
+  type PostgresSessionStore,
+  type SessionStore,
+} from '../../src/persistence/index.js';
 import { isSessionlogError, type StoredEvent, type NewEvent } from '../../src/session/index.js';
 import { lastJsonLine, runTsScript } from '../support/child-process.js';
 import { closedTurn, testHeader } from '../support/persistence-events.js';
-import { POSTGRES_TEST_URL, postgresFixture, postgresTestSchema, postgresUrlWithSchema, probePostgres } from '../support/store-fixtures.js';
+import {
+  POSTGRES_TEST_URL,
+  postgresFixture,
+  postgresTestSchema,
+  postgresUrlWithSchema,
+  probePostgres,
+} from '../support/store-fixtures.js';
 
 const probe = await probePostgres();
 if (!probe.available) console.warn(`PostgreSQL backend tests skipped: ${probe.reason}`);
 
 const CHILD = 'test/support/append-child.ts';
-type ChildResult = { ok: true; firstSeq: number; lastSeq: number; replayed: boolean } | { ok: false; code: string; message: string };
+type ChildResult =
+  { ok: true; firstSeq: number; lastSeq: number; replayed: boolean } | { ok: false; code: string; message: string };
 
 const run = (n: number): NewEvent => ({ type: 'session/run', time: n, data: { workflowId: 'wf', runId: `run-${n}` } });
 
@@ -59,17 +71,29 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
     it('creates the tables in the named schema, events keyed (session_key, seq) with the payload stored as text', async () => {
       const store = await open();
       expect(store.kind).toBe('postgres');
-      const tables = await admin.query<{ tablename: string }>(`SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename`, [schema]);
-      expect(tables.rows.map((r) => r.tablename)).toEqual(['artifacts', 'batches', 'events', 'projection_cache', 'schema_version', 'sessions', 'tombstones']);
+      const tables = await admin.query<{ tablename: string }>(
+        `SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename`,
+        [schema],
+      );
+      expect(tables.rows.map((r) => r.tablename)).toEqual([
+        'artifacts',
+        'batches',
+        'events',
+        'projection_cache',
+        'schema_version',
+        'sessions',
+        'tombstones',
+      ]);
       const key = await admin.query<{ attname: string }>(
         `SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
          WHERE i.indrelid = $1::regclass AND i.indisprimary ORDER BY array_position(i.indkey, a.attnum)`,
         [`"${schema}".events`],
       );
       expect(key.rows.map((r) => r.attname)).toEqual(['session_key', 'seq']);
-      const data = await admin.query<{ data_type: string }>(`SELECT data_type FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'events' AND column_name = 'data'`, [
-        schema,
-      ]);
+      const data = await admin.query<{ data_type: string }>(
+        `SELECT data_type FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'events' AND column_name = 'data'`,
+        [schema],
+      );
       expect(data.rows[0]?.data_type).toBe('text');
       const version = await admin.query<{ version: number }>(`SELECT version FROM "${schema}".schema_version`);
       expect(version.rows).toEqual([{ version: POSTGRES_SCHEMA_VERSION }]);
@@ -114,9 +138,17 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
       await store.append('s', [run(2)], { expectedSeq: 2, op: 'later' });
       const before = postgresFixture.dump(url);
       const other = await open();
-      expect(await other.append('s', [run(0), run(1)], { expectedSeq: 0, op: 'once' })).toEqual({ ...first, replayed: true });
-      expect(await store.append('s', [run(9), run(8)], { expectedSeq: 3, op: 'once' })).toEqual({ ...first, replayed: true });
-      expect(await failure(() => store.append('s', [run(9)], { expectedSeq: 3, op: 'once' }))).toMatchObject({ code: 'OP_CONFLICT' });
+      expect(await other.append('s', [run(0), run(1)], { expectedSeq: 0, op: 'once' })).toEqual({
+        ...first,
+        replayed: true,
+      });
+      expect(await store.append('s', [run(9), run(8)], { expectedSeq: 3, op: 'once' })).toEqual({
+        ...first,
+        replayed: true,
+      });
+      expect(await failure(() => store.append('s', [run(9)], { expectedSeq: 3, op: 'once' }))).toMatchObject({
+        code: 'OP_CONFLICT',
+      });
       expect(postgresFixture.dump(url)).toBe(before);
     });
 
@@ -136,14 +168,20 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
         await admin.query('ROLLBACK');
       }
       expect(await store.nextSeq('s')).toBe(0);
-      expect(await impatient.append('s', [run(0)], { expectedSeq: 0, op: 'waits' })).toEqual({ firstSeq: 0, lastSeq: 0, replayed: false });
+      expect(await impatient.append('s', [run(0)], { expectedSeq: 0, op: 'waits' })).toEqual({
+        firstSeq: 0,
+        lastSeq: 0,
+        replayed: false,
+      });
     });
 
     it('an op PostgreSQL text cannot hold (a NUL character) is INVALID_ARGUMENT and writes nothing', async () => {
       const store = await open();
       await store.create(testHeader('s'));
       const before = postgresFixture.dump(url);
-      expect(await failure(() => store.append('s', [run(0)], { expectedSeq: 0, op: 'a\u0000b' }))).toMatchObject({ code: 'INVALID_ARGUMENT' });
+      expect(await failure(() => store.append('s', [run(0)], { expectedSeq: 0, op: 'a\u0000b' }))).toMatchObject({
+        code: 'INVALID_ARGUMENT',
+      });
       expect(postgresFixture.dump(url)).toBe(before);
     });
 
@@ -152,9 +190,13 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
       await stores[0]!.create(testHeader('s'));
       for (let round = 0; round < 15; round++) {
         const expectedSeq = await stores[0]!.nextSeq('s');
-        const outcomes = await Promise.allSettled(stores.map((store, i) => store.append('s', [run(round), run(round)], { expectedSeq, op: `r${round}-${i}` })));
+        const outcomes = await Promise.allSettled(
+          stores.map((store, i) => store.append('s', [run(round), run(round)], { expectedSeq, op: `r${round}-${i}` })),
+        );
         expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
-        const codes = outcomes.flatMap((o) => (o.status === 'rejected' ? [isSessionlogError(o.reason) ? o.reason.code : String(o.reason)] : []));
+        const codes = outcomes.flatMap((o) =>
+          o.status === 'rejected' ? [isSessionlogError(o.reason) ? o.reason.code : String(o.reason)] : [],
+        );
         expect(codes).toEqual(['SEQ_CONFLICT', 'SEQ_CONFLICT']);
       }
       const events = await (await open()).readFrom('s', 0);
@@ -164,7 +206,9 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
     it('instances retrying the same op at once store it once: one writes, the others replay it', async () => {
       const stores = [await open(), await open(), await open()];
       await stores[0]!.create(testHeader('s'));
-      const results = await Promise.all(stores.map((store) => store.append('s', [run(0), run(1)], { expectedSeq: 0, op: 'retry' })));
+      const results = await Promise.all(
+        stores.map((store) => store.append('s', [run(0), run(1)], { expectedSeq: 0, op: 'retry' })),
+      );
       expect(results.filter((r) => !r.replayed)).toHaveLength(1);
       for (const result of results) expect([result.firstSeq, result.lastSeq]).toEqual([0, 1]);
       const batches = await admin.query(`SELECT op FROM "${schema}".batches`);
@@ -232,7 +276,10 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
       await writer.append('s', [run(0)], { expectedSeq: 0, op: 'b0' });
       await first;
       const listening = `LISTEN "${watcher.channel}"`;
-      const killed = await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1 AND pid <> pg_backend_pid()`, [listening]);
+      const killed = await admin.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1 AND pid <> pg_backend_pid()`,
+        [listening],
+      );
       expect(killed.rowCount).toBeGreaterThanOrEqual(1);
       // Wait until the watcher has listened again, then append from the other instance.
       for (let i = 0; i < 200; i++) {

@@ -38,7 +38,8 @@ function random(seed: number): () => number {
 
 const next = random(42);
 const VOCABULARY = Array.from({ length: 3000 }, (_, i) => `w${i.toString(36)}${'aeiou'[i % 5]}`);
-const filler = (n: number) => Array.from({ length: n }, () => VOCABULARY[Math.floor(next() * VOCABULARY.length)]!).join(' ');
+const filler = (n: number) =>
+  Array.from({ length: n }, () => VOCABULARY[Math.floor(next() * VOCABULARY.length)]!).join(' ');
 
 /** The user message of `turn`: the common word, the needle as often as planted, filler to a fixed length. */
 function userText(turn: number): string {
@@ -83,40 +84,63 @@ describe.each(BACKENDS)('search on a 100,000-event session: $name', ({ url, skip
     }
     // A second session with the needle: never in this session's hits.
     await store.create(testHeader('other'));
-    await store.append('other', [{ type: 'turn/start', time: 1, data: { turn: 1 } }, userMessage('o1', `${NEEDLE} ${NEEDLE} ${NEEDLE} ${NEEDLE}`)], { expectedSeq: 0, op: 'other' });
+    await store.append(
+      'other',
+      [
+        { type: 'turn/start', time: 1, data: { turn: 1 } },
+        userMessage('o1', `${NEEDLE} ${NEEDLE} ${NEEDLE} ${NEEDLE}`),
+      ],
+      { expectedSeq: 0, op: 'other' },
+    );
   }, 600_000);
   afterAll(async () => {
     await store?.close();
     cleanup?.();
   });
 
-  it.skipIf(skip)('holds over 100,000 events and ranks the three needles by their occurrences', async () => {
-    expect((await store.session('big')).nextSeq).toBeGreaterThanOrEqual(100_000);
-    const hits = await store.search('big', NEEDLE);
-    expect(hits.map((h) => h.seq)).toEqual([userSeq(120), userSeq(16_500), userSeq(8_000)]);
-    expect(hits[0]!.score).toBeGreaterThan(hits[1]!.score);
-    expect(hits[1]!.score).toBeGreaterThan(hits[2]!.score);
-    for (const hit of hits) {
-      expect(hit.snippet.length).toBeLessThanOrEqual(SNIPPET_MAX_CHARS);
-      expect(hit.snippet).toContain(NEEDLE);
-    }
-    // Every word must match: the needle with the common word finds the same three, with an absent word none.
-    expect((await store.search('big', `common ${NEEDLE}`)).map((h) => h.seq).sort((a, b) => a - b)).toEqual([userSeq(120), userSeq(8_000), userSeq(16_500)]);
-    expect(await store.search('big', `${NEEDLE} nowhereword`)).toEqual([]);
-  }, 120_000);
+  it.skipIf(skip)(
+    'holds over 100,000 events and ranks the three needles by their occurrences',
+    async () => {
+      expect((await store.session('big')).nextSeq).toBeGreaterThanOrEqual(100_000);
+      const hits = await store.search('big', NEEDLE);
+      expect(hits.map((h) => h.seq)).toEqual([userSeq(120), userSeq(16_500), userSeq(8_000)]);
+      expect(hits[0]!.score).toBeGreaterThan(hits[1]!.score);
+      expect(hits[1]!.score).toBeGreaterThan(hits[2]!.score);
+      for (const hit of hits) {
+        expect(hit.snippet.length).toBeLessThanOrEqual(SNIPPET_MAX_CHARS);
+        expect(hit.snippet).toContain(NEEDLE);
+      }
+      // Every word must match: the needle with the common word finds the same three, with an absent word none.
+      expect((await store.search('big', `common ${NEEDLE}`)).map((h) => h.seq).sort((a, b) => a - b)).toEqual([
+        userSeq(120),
+        userSeq(8_000),
+        userSeq(16_500),
+      ]);
+      expect(await store.search('big', `${NEEDLE} nowhereword`)).toEqual([]);
+    },
+    120_000,
+  );
 
-  it.skipIf(skip)('bounds a word that every turn holds: default 20, at most 100, best first, only user messages of this session', async () => {
-    const byDefault = await store.search('big', 'common');
-    expect(byDefault).toHaveLength(20);
-    const most = await store.search('big', 'common', { limit: SEARCH_MAX_LIMIT });
-    expect(most).toHaveLength(SEARCH_MAX_LIMIT);
-    for (let i = 1; i < most.length; i++) expect(most[i]!.score).toBeLessThanOrEqual(most[i - 1]!.score);
-    expect(new Set(most.map((h) => h.seq)).size).toBe(most.length);
-    for (const hit of most) {
-      expect((hit.seq - 1) % EVENTS_PER_TURN, `seq ${hit.seq} is a user message`).toBe(0);
-      expect(hit.seq).toBeLessThan(TURNS * EVENTS_PER_TURN);
-    }
-    await expect(store.search('big', 'common', { limit: SEARCH_MAX_LIMIT + 1 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
-    await expect(store.search('big', Array.from({ length: 40 }, (_, i) => `word${i}`).join(' '))).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
-  }, 120_000);
+  it.skipIf(skip)(
+    'bounds a word that every turn holds: default 20, at most 100, best first, only user messages of this session',
+    async () => {
+      const byDefault = await store.search('big', 'common');
+      expect(byDefault).toHaveLength(20);
+      const most = await store.search('big', 'common', { limit: SEARCH_MAX_LIMIT });
+      expect(most).toHaveLength(SEARCH_MAX_LIMIT);
+      for (let i = 1; i < most.length; i++) expect(most[i]!.score).toBeLessThanOrEqual(most[i - 1]!.score);
+      expect(new Set(most.map((h) => h.seq)).size).toBe(most.length);
+      for (const hit of most) {
+        expect((hit.seq - 1) % EVENTS_PER_TURN, `seq ${hit.seq} is a user message`).toBe(0);
+        expect(hit.seq).toBeLessThan(TURNS * EVENTS_PER_TURN);
+      }
+      await expect(store.search('big', 'common', { limit: SEARCH_MAX_LIMIT + 1 })).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+      });
+      await expect(
+        store.search('big', Array.from({ length: 40 }, (_, i) => `word${i}`).join(' ')),
+      ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    },
+    120_000,
+  );
 });

@@ -28,7 +28,12 @@ import { encodeEvent } from '../../src/persistence/rows.js';
 import { indexText } from '../../src/persistence/search.js';
 import { Session, type NewEvent } from '../../src/session/index.js';
 import { testHeader, userMessage } from '../support/persistence-events.js';
-import { POSTGRES_TEST_URL, postgresTestSchema, postgresUrlWithSchema, probePostgres } from '../support/store-fixtures.js';
+import {
+  POSTGRES_TEST_URL,
+  postgresTestSchema,
+  postgresUrlWithSchema,
+  probePostgres,
+} from '../support/store-fixtures.js';
 
 const postgres = await probePostgres();
 if (!postgres.available) console.warn(`search storage tests: PostgreSQL skipped: ${postgres.reason}`);
@@ -48,7 +53,12 @@ function notesTurn(): NewEvent[] {
       data: {
         turn: 1,
         step: 1,
-        message: { id: 'a1', role: 'assistant', content: [{ type: 'tool-call', id: 'c1', name: 'grep', arguments: GREP }], source: { kind: 'model', provider: 'fake', model: 'm' } },
+        message: {
+          id: 'a1',
+          role: 'assistant',
+          content: [{ type: 'tool-call', id: 'c1', name: 'grep', arguments: GREP }],
+          source: { kind: 'model', provider: 'fake', model: 'm' },
+        },
       },
       surfaceOp: 'append',
     },
@@ -61,14 +71,30 @@ function notesTurn(): NewEvent[] {
       data: {
         turn: 1,
         step: 2,
-        message: { id: 'r1', role: 'user', content: [{ type: 'tool-result', toolCallId: 'c1', content: [{ type: 'text', text: 'found the ocelot file' }] }], source: { kind: 'tool', callId: 'c1' } },
+        message: {
+          id: 'r1',
+          role: 'user',
+          content: [
+            { type: 'tool-result', toolCallId: 'c1', content: [{ type: 'text', text: 'found the ocelot file' }] },
+          ],
+          source: { kind: 'tool', callId: 'c1' },
+        },
       },
       surfaceOp: 'append',
     },
     {
       type: 'assistant/message',
       time: T,
-      data: { turn: 1, step: 2, message: { id: 'a2', role: 'assistant', content: [{ type: 'text', text: 'The walrus plan is in docs.' }], source: { kind: 'model', provider: 'fake', model: 'm' } } },
+      data: {
+        turn: 1,
+        step: 2,
+        message: {
+          id: 'a2',
+          role: 'assistant',
+          content: [{ type: 'text', text: 'The walrus plan is in docs.' }],
+          source: { kind: 'model', provider: 'fake', model: 'm' },
+        },
+      },
       surfaceOp: 'append',
     },
     { type: 'step/end', time: T, data: { turn: 1, step: 2 } },
@@ -143,7 +169,11 @@ function writeOldSqlite(path: string, version: 1 | 2 | 3): void {
   db.pragma(`user_version = ${version}`);
   const insertEvent = db.prepare(`INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
   for (const session of OLD_SESSIONS) {
-    const key = Number(db.prepare(`INSERT INTO sessions (id, header) VALUES (?, ?)`).run(session.id, JSON.stringify(testHeader(session.id))).lastInsertRowid);
+    const key = Number(
+      db
+        .prepare(`INSERT INTO sessions (id, header) VALUES (?, ?)`)
+        .run(session.id, JSON.stringify(testHeader(session.id))).lastInsertRowid,
+    );
     for (const { op, rows } of rowsOf(session)) {
       for (const r of rows) {
         insertEvent.run(key, r.seq, r.type, r.time, r.data, r.surfaceOp, r.sourceEventSeqs, r.ignorable ? 1 : null);
@@ -190,10 +220,14 @@ describe('SQLite: the FTS5 search index', () => {
     try {
       db.exec(`CREATE VIRTUAL TABLE temp.search_terms USING fts5vocab(main, search, instance)`);
       const words = new Map<number, string[]>();
-      for (const { doc, term } of db.prepare(`SELECT doc, term FROM temp.search_terms ORDER BY doc, offset`).all() as Array<{ doc: number; term: string }>) {
+      for (const { doc, term } of db
+        .prepare(`SELECT doc, term FROM temp.search_terms ORDER BY doc, offset`)
+        .all() as Array<{ doc: number; term: string }>) {
         words.set(doc, [...(words.get(doc) ?? []), term]);
       }
-      const digests = db.prepare(`SELECT search_rowid AS rowid, hex(words_sha256) AS digest FROM search_rows ORDER BY search_rowid`).all() as Array<{ rowid: number; digest: string }>;
+      const digests = db
+        .prepare(`SELECT search_rowid AS rowid, hex(words_sha256) AS digest FROM search_rows ORDER BY search_rowid`)
+        .all() as Array<{ rowid: number; digest: string }>;
       expect(digests.map((d) => d.rowid)).toEqual([...words.keys()]);
       return digests.map(({ rowid, digest }) => ({ rowid, body: words.get(rowid)!.join(' '), digest }));
     } finally {
@@ -201,7 +235,8 @@ describe('SQLite: the FTS5 search index', () => {
     }
   }
 
-  const digestOf = (words: string): string => createHash('sha256').update(words).digest().subarray(0, 16).toString('hex').toUpperCase();
+  const digestOf = (words: string): string =>
+    createHash('sha256').update(words).digest().subarray(0, 16).toString('hex').toUpperCase();
 
   it('is a contentless FTS5 table with secure-delete on, holding one row of folded words per text event, keyed session_key << 32 | seq, with a digest of its words, written with the append', async () => {
     const store = open();
@@ -230,21 +265,21 @@ describe('SQLite: the FTS5 search index', () => {
     expect(raw.prepare(`SELECT count(*) AS n FROM search_content`).get()).toEqual({ n: OLD_TEXT_EVENTS });
     raw.close();
     const copy = Buffer.from('where did we park the walrus migration');
-    expect([path, `${path}-wal`].filter((file) => existsSync(file) && readFileSync(file).includes(copy))).not.toEqual([]);
+    expect([path, `${path}-wal`].filter((file) => existsSync(file) && readFileSync(file).includes(copy))).not.toEqual(
+      [],
+    );
     const store = open();
     expect(store.settings().userVersion).toBe(SQLITE_SCHEMA_VERSION);
     const rows = searchRows();
     expect(rows).toHaveLength(OLD_TEXT_EVENTS);
     expect(rows.every((r) => r.digest === digestOf(r.body))).toBe(true);
     const tables = new Database(path, { readonly: true });
-    expect(tables.prepare(`SELECT name FROM sqlite_master WHERE name LIKE 'search%' ORDER BY name`).all().map((r) => (r as { name: string }).name)).toEqual([
-      'search',
-      'search_config',
-      'search_data',
-      'search_docsize',
-      'search_idx',
-      'search_rows',
-    ]);
+    expect(
+      tables
+        .prepare(`SELECT name FROM sqlite_master WHERE name LIKE 'search%' ORDER BY name`)
+        .all()
+        .map((r) => (r as { name: string }).name),
+    ).toEqual(['search', 'search_config', 'search_data', 'search_docsize', 'search_idx', 'search_rows']);
     tables.close();
     await expectOldSessionsSearchable(store);
     await store.close();
@@ -323,19 +358,43 @@ describe.skipIf(!postgres.available)('PostgreSQL: the tsvector search column', (
 
   /** An event row and its batch as a writer that knows nothing of `search` inserts them. */
   async function insertWithoutVector(key: number, seq: number, type: string, data: string): Promise<void> {
-    await admin.query(`INSERT INTO "${schema}".events (session_key, seq, type, time, data, surface_op) VALUES ($1, $2, $3, $4, $5, 'append')`, [key, seq, type, T, data]);
+    await admin.query(
+      `INSERT INTO "${schema}".events (session_key, seq, type, time, data, surface_op) VALUES ($1, $2, $3, $4, $5, 'append')`,
+      [key, seq, type, T, data],
+    );
     await admin.query(`INSERT INTO "${schema}".batches VALUES ($1, $2, $3, $3)`, [key, `old-writer-${seq}`, seq]);
   }
 
   async function writeOldPostgres(): Promise<void> {
     await admin.query(postgresV2Ddl(`"${schema}"`));
     for (const session of OLD_SESSIONS) {
-      const key = Number((await admin.query<{ key: string }>(`INSERT INTO "${schema}".sessions (id, header) VALUES ($1, $2) RETURNING key`, [session.id, JSON.stringify(testHeader(session.id))])).rows[0]!.key);
+      const key = Number(
+        (
+          await admin.query<{ key: string }>(
+            `INSERT INTO "${schema}".sessions (id, header) VALUES ($1, $2) RETURNING key`,
+            [session.id, JSON.stringify(testHeader(session.id))],
+          )
+        ).rows[0]!.key,
+      );
       for (const { op, rows } of rowsOf(session)) {
         for (const r of rows) {
-          await admin.query(`INSERT INTO "${schema}".events VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, [key, r.seq, r.type, r.time, r.data, r.surfaceOp, r.sourceEventSeqs, r.ignorable]);
+          await admin.query(`INSERT INTO "${schema}".events VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, [
+            key,
+            r.seq,
+            r.type,
+            r.time,
+            r.data,
+            r.surfaceOp,
+            r.sourceEventSeqs,
+            r.ignorable,
+          ]);
         }
-        await admin.query(`INSERT INTO "${schema}".batches VALUES ($1, $2, $3, $4)`, [key, op, rows[0]!.seq, rows[rows.length - 1]!.seq]);
+        await admin.query(`INSERT INTO "${schema}".batches VALUES ($1, $2, $3, $4)`, [
+          key,
+          op,
+          rows[0]!.seq,
+          rows[rows.length - 1]!.seq,
+        ]);
       }
       if (session.id === 'broken') await insertWithoutVector(key, 1, 'user/message', '{"id":');
     }
@@ -361,22 +420,34 @@ describe.skipIf(!postgres.available)('PostgreSQL: the tsvector search column', (
       { seq: 7, search: "'file':4 'found':1 'ocelot':3 'the':2" },
       { seq: 8, search: "'docs':6 'in':5 'is':4 'plan':3 'the':1 'walrus':2" },
     ]);
-    const indexes = await admin.query<{ indexname: string; indexdef: string }>(`SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1 AND tablename = 'events' ORDER BY indexname`, [schema]);
+    const indexes = await admin.query<{ indexname: string; indexdef: string }>(
+      `SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1 AND tablename = 'events' ORDER BY indexname`,
+      [schema],
+    );
     expect(indexes.rows.find((row) => row.indexname === 'events_search')?.indexdef).toMatch(/USING gin \(search\)/);
-    expect(indexes.rows.find((row) => row.indexname === 'events_unindexed')?.indexdef).toMatch(/WHERE \(\(search IS NULL\) AND/);
+    expect(indexes.rows.find((row) => row.indexname === 'events_unindexed')?.indexdef).toMatch(
+      /WHERE \(\(search IS NULL\) AND/,
+    );
   });
 
   it(`a version-2 schema written by the previous build opens, upgrades to version ${POSTGRES_SCHEMA_VERSION}, backfills the column from its events and searches`, async () => {
     await writeOldPostgres();
     const store = await open();
-    expect((await admin.query(`SELECT version FROM "${schema}".schema_version`)).rows).toEqual([{ version: POSTGRES_SCHEMA_VERSION }]);
-    expect((await vectors('notes')).filter((row) => row.search !== null).map((row) => row.seq)).toEqual([1, 3, 4, 7, 8]);
+    expect((await admin.query(`SELECT version FROM "${schema}".schema_version`)).rows).toEqual([
+      { version: POSTGRES_SCHEMA_VERSION },
+    ]);
+    expect((await vectors('notes')).filter((row) => row.search !== null).map((row) => row.seq)).toEqual([
+      1, 3, 4, 7, 8,
+    ]);
     // The damaged row gets an empty vector: it is not read again, and its session stays refused.
     expect(await vectors('broken')).toEqual([
       { seq: 0, search: "'a':1 'heron':2" },
       { seq: 1, search: '' },
     ]);
-    const gin = await admin.query(`SELECT 1 FROM pg_indexes WHERE schemaname = $1 AND indexname = 'events_search' AND indexdef LIKE '%USING gin (search)%'`, [schema]);
+    const gin = await admin.query(
+      `SELECT 1 FROM pg_indexes WHERE schemaname = $1 AND indexname = 'events_search' AND indexdef LIKE '%USING gin (search)%'`,
+      [schema],
+    );
     expect(gin.rowCount).toBe(1);
     await expectOldSessionsSearchable(store);
   });
@@ -386,8 +457,13 @@ describe.skipIf(!postgres.available)('PostgreSQL: the tsvector search column', (
     await store.create(testHeader('notes'));
     await store.append('notes', notesTurn(), { expectedSeq: 0, op: 'turn-1' });
     expect(sortedSeqs(await store.search('notes', 'walrus'))).toEqual([1, 8]);
-    const key = Number((await admin.query<{ key: string }>(`SELECT key FROM "${schema}".sessions WHERE id = 'notes'`)).rows[0]!.key);
-    const [row] = rowsOf({ id: 'notes', batches: [{ op: 'turn-1', events: [...notesTurn(), userMessage('u2', 'an old walrus writer', T)] }] })[0]!.rows.slice(-1);
+    const key = Number(
+      (await admin.query<{ key: string }>(`SELECT key FROM "${schema}".sessions WHERE id = 'notes'`)).rows[0]!.key,
+    );
+    const [row] = rowsOf({
+      id: 'notes',
+      batches: [{ op: 'turn-1', events: [...notesTurn(), userMessage('u2', 'an old walrus writer', T)] }],
+    })[0]!.rows.slice(-1);
     await insertWithoutVector(key, 11, row!.type, row!.data);
     expect((await vectors('notes')).at(-1)).toEqual({ seq: 11, search: null });
     expect(sortedSeqs(await store.search('notes', 'walrus'))).toEqual([1, 8, 11]);

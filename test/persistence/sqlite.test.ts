@@ -3,7 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openSqliteStore, SQLITE_APPLICATION_ID, SQLITE_PAGE_SIZE, SQLITE_SCHEMA_VERSION, type SqliteSessionStore } from '../../src/persistence/index.js';
+import {
+  openSqliteStore,
+  SQLITE_APPLICATION_ID,
+  SQLITE_PAGE_SIZE,
+  SQLITE_SCHEMA_VERSION,
+  type SqliteSessionStore,
+} from '../../src/persistence/index.js';
 import { closedTurn, openTurn, testHeader, userMessage } from '../support/persistence-events.js';
 
 let dir: string;
@@ -54,7 +60,10 @@ describe('SQLite store: connection and schema', () => {
     open();
     const db = raw();
     const sql = (db.prepare(`SELECT sql FROM sqlite_master WHERE name = 'events'`).get() as { sql: string }).sql;
-    const columns = (db.prepare(`PRAGMA table_info(events)`).all() as Array<{ name: string; pk: number }>).map((c) => [c.name, c.pk]);
+    const columns = (db.prepare(`PRAGMA table_info(events)`).all() as Array<{ name: string; pk: number }>).map((c) => [
+      c.name,
+      c.pk,
+    ]);
     db.close();
     expect(sql).toMatch(/WITHOUT ROWID/);
     expect(columns).toContainEqual(['session_key', 1]);
@@ -71,7 +80,9 @@ describe('SQLite store: connection and schema', () => {
     await store.append('big', replies, { expectedSeq: 0, op: 'replies' });
     await store.close();
     const db = raw();
-    const pages = db.prepare(`SELECT pagetype, count(*) AS n FROM dbstat WHERE name = 'events' GROUP BY pagetype`).all() as Array<{ pagetype: string; n: number }>;
+    const pages = db
+      .prepare(`SELECT pagetype, count(*) AS n FROM dbstat WHERE name = 'events' GROUP BY pagetype`)
+      .all() as Array<{ pagetype: string; n: number }>;
     db.close();
     // 40 rows of ~2 KB each: on b-tree pages only (with 4 KiB pages each spills to an overflow page).
     expect(pages.find((p) => p.pagetype === 'overflow')).toBeUndefined();
@@ -95,7 +106,9 @@ describe('SQLite store: connection and schema', () => {
     const db = raw();
     db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION + 1}`);
     db.close();
-    expect(() => open()).toThrow(expect.objectContaining({ code: 'UNSUPPORTED_FORMAT', message: expect.stringMatching(/newer version/) }));
+    expect(() => open()).toThrow(
+      expect.objectContaining({ code: 'UNSUPPORTED_FORMAT', message: expect.stringMatching(/newer version/) }),
+    );
   });
 
   it('refuses a database of another application', () => {
@@ -103,12 +116,19 @@ describe('SQLite store: connection and schema', () => {
     const db = raw();
     db.exec('CREATE TABLE t (x)');
     db.close();
-    expect(() => open()).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/another application/) }));
+    expect(() => open()).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/another application/) }),
+    );
     const other = raw();
     other.exec('DROP TABLE t');
     other.pragma('application_id = 42');
     other.close();
-    expect(() => open()).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/not a sessionlog database/) }));
+    expect(() => open()).toThrow(
+      expect.objectContaining({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/not a sessionlog database/),
+      }),
+    );
   });
 });
 
@@ -132,7 +152,11 @@ describe('SQLite store: append', () => {
     await store.create(testHeader('s1'));
     await store.append('s1', closedTurn(1), { expectedSeq: 0, op: 'turn-1' });
     await store.close();
-    expect(await open().append('s1', closedTurn(1), { expectedSeq: 6, op: 'turn-1' })).toEqual({ firstSeq: 0, lastSeq: 5, replayed: true });
+    expect(await open().append('s1', closedTurn(1), { expectedSeq: 6, op: 'turn-1' })).toEqual({
+      firstSeq: 0,
+      lastSeq: 5,
+      replayed: true,
+    });
   });
 
   it('rejects a stale expectedSeq with SEQ_CONFLICT and writes nothing', async () => {
@@ -141,7 +165,9 @@ describe('SQLite store: append', () => {
     await store.append('s1', closedTurn(1), { expectedSeq: 0, op: 'turn-1' });
     const db = raw();
     const version = db.pragma('data_version', { simple: true });
-    await expect(store.append('s1', closedTurn(2), { expectedSeq: 3, op: 'turn-2' })).rejects.toMatchObject({ code: 'SEQ_CONFLICT' });
+    await expect(store.append('s1', closedTurn(2), { expectedSeq: 3, op: 'turn-2' })).rejects.toMatchObject({
+      code: 'SEQ_CONFLICT',
+    });
     expect(db.pragma('data_version', { simple: true })).toBe(version);
     expect(db.prepare(`SELECT count(*) AS n FROM batches WHERE op = 'turn-2'`).get()).toEqual({ n: 0 });
     db.close();
@@ -153,9 +179,18 @@ describe('SQLite store: append', () => {
     await a.create(testHeader('s1'));
     await a.append('s1', closedTurn(1), { expectedSeq: 0, op: 'turn-1' });
     await b.append('s1', closedTurn(2), { expectedSeq: 6, op: 'turn-2' });
-    await expect(a.append('s1', closedTurn(3), { expectedSeq: 6, op: 'turn-3' })).rejects.toMatchObject({ code: 'SEQ_CONFLICT' });
-    expect(await a.append('s1', closedTurn(3), { expectedSeq: 12, op: 'turn-3' })).toMatchObject({ firstSeq: 12, replayed: false });
-    expect((await a.readFrom('s1', 0)).map((e) => e.op)).toEqual([...Array(6).fill('turn-1'), ...Array(6).fill('turn-2'), ...Array(6).fill('turn-3')]);
+    await expect(a.append('s1', closedTurn(3), { expectedSeq: 6, op: 'turn-3' })).rejects.toMatchObject({
+      code: 'SEQ_CONFLICT',
+    });
+    expect(await a.append('s1', closedTurn(3), { expectedSeq: 12, op: 'turn-3' })).toMatchObject({
+      firstSeq: 12,
+      replayed: false,
+    });
+    expect((await a.readFrom('s1', 0)).map((e) => e.op)).toEqual([
+      ...Array(6).fill('turn-1'),
+      ...Array(6).fill('turn-2'),
+      ...Array(6).fill('turn-3'),
+    ]);
   });
 });
 
@@ -184,7 +219,12 @@ describe('SQLite store: damaged and foreign rows', () => {
     const db = raw();
     db.prepare(`UPDATE events SET data = 'not json' WHERE seq = 7`).run();
     const version = db.pragma('data_version', { simple: true });
-    for (const attempt of [() => store.inspect('s1'), () => store.readFrom('s1', 6), () => store.load('s1'), () => store.append('s1', closedTurn(3), { expectedSeq: 9, op: 'x' })]) {
+    for (const attempt of [
+      () => store.inspect('s1'),
+      () => store.readFrom('s1', 6),
+      () => store.load('s1'),
+      () => store.append('s1', closedTurn(3), { expectedSeq: 9, op: 'x' }),
+    ]) {
       await expect(attempt()).rejects.toMatchObject({ code: 'CORRUPT_LOG', message: expect.stringMatching(/seq 7\b/) });
     }
     expect(db.pragma('data_version', { simple: true })).toBe(version);
@@ -198,7 +238,10 @@ describe('SQLite store: damaged and foreign rows', () => {
     db.prepare(`INSERT INTO events (session_key, seq, type, time, data) VALUES (1, 9, 'future/thing', 1, '{}')`).run();
     db.prepare(`INSERT INTO batches (session_key, op, first_seq, last_seq) VALUES (1, 'future', 9, 9)`).run();
     db.close();
-    await expect(store.load('s1')).rejects.toMatchObject({ code: 'UNSUPPORTED_FORMAT', message: expect.stringMatching(/newer version/) });
+    await expect(store.load('s1')).rejects.toMatchObject({
+      code: 'UNSUPPORTED_FORMAT',
+      message: expect.stringMatching(/newer version/),
+    });
     await expect(store.readFrom('s1', 9)).rejects.toMatchObject({ code: 'UNSUPPORTED_FORMAT' });
     const fix = raw();
     fix.prepare(`UPDATE events SET ignorable = 1 WHERE seq = 9`).run();
@@ -212,7 +255,10 @@ describe('SQLite store: damaged and foreign rows', () => {
     const db = raw();
     db.prepare(`UPDATE sessions SET header = json_set(header, '$.version', 99)`).run();
     db.close();
-    await expect(store.header('s1')).rejects.toMatchObject({ code: 'UNSUPPORTED_FORMAT', message: expect.stringMatching(/newer version/) });
+    await expect(store.header('s1')).rejects.toMatchObject({
+      code: 'UNSUPPORTED_FORMAT',
+      message: expect.stringMatching(/newer version/),
+    });
   });
 });
 
@@ -222,6 +268,10 @@ describe('SQLite store: in-memory database', () => {
     stores.push(store);
     expect(store.settings().journalMode).toBe('memory');
     await store.create(testHeader('m1'));
-    expect(await store.append('m1', closedTurn(1), { expectedSeq: 0, op: 'a' })).toEqual({ firstSeq: 0, lastSeq: 5, replayed: false });
+    expect(await store.append('m1', closedTurn(1), { expectedSeq: 0, op: 'a' })).toEqual({
+      firstSeq: 0,
+      lastSeq: 5,
+      replayed: false,
+    });
   });
 });

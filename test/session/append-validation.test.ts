@@ -115,7 +115,10 @@ const placements: Array<[string, (bad: unknown) => NewEvent]> = [
         surfaceOp: 'append',
       }) as unknown as NewEvent,
   ],
-  ['session/run payload', (bad) => ({ type: 'session/run', time: 1, data: { workflowId: 'w', runId: 'r', extra: bad } }) as NewEvent],
+  [
+    'session/run payload',
+    (bad) => ({ type: 'session/run', time: 1, data: { workflowId: 'w', runId: 'r', extra: bad } }) as NewEvent,
+  ],
   [
     'tool/result meta',
     (bad) =>
@@ -217,7 +220,16 @@ describe('surfaceOp and sourceEventSeqs rules', () => {
       return {
         type,
         time: 1,
-        data: { turn: 1, step: 1, message: { id: 'a', role: 'assistant', content: [{ type: 'text', text: 'x' }], source: { kind: 'model', provider: 'p', model: 'm' } } },
+        data: {
+          turn: 1,
+          step: 1,
+          message: {
+            id: 'a',
+            role: 'assistant',
+            content: [{ type: 'text', text: 'x' }],
+            source: { kind: 'model', provider: 'p', model: 'm' },
+          },
+        },
         surfaceOp: 'append',
         ...extra,
       } as NewEvent;
@@ -228,7 +240,12 @@ describe('surfaceOp and sourceEventSeqs rules', () => {
       data: {
         turn: 1,
         step: 1,
-        message: { id: 'r', role: 'user', content: [{ type: 'tool-result', toolCallId: 'c', content: [] }], source: { kind: 'tool', callId: 'c' } },
+        message: {
+          id: 'r',
+          role: 'user',
+          content: [{ type: 'tool-result', toolCallId: 'c', content: [] }],
+          source: { kind: 'tool', callId: 'c' },
+        },
       },
       surfaceOp: 'append',
       ...extra,
@@ -257,7 +274,11 @@ describe('surfaceOp and sourceEventSeqs rules', () => {
           { type: 'tool/call', time: 1, data: { turn: 1, step: 1, callId: 'c', name: 'n', arguments: '{}' } },
           { type: 'session/end-seed', time: 1, data: {} },
         ),
-        fc.constantFrom<Partial<NewEvent>>({ surfaceOp: 'append' }, { sourceEventSeqs: [0] }, { surfaceOp: { op: 'replace', start: 0, end: 0 } }),
+        fc.constantFrom<Partial<NewEvent>>(
+          { surfaceOp: 'append' },
+          { sourceEventSeqs: [0] },
+          { surfaceOp: { op: 'replace', start: 0, end: 0 } },
+        ),
         (program, logOnly, extra) => {
           const { session } = buildLog(program, ANY_REPLACES);
           expectRejectedUnchanged(session, () => session.append({ ...logOnly, ...extra } as NewEvent), isViolation);
@@ -301,7 +322,11 @@ describe('surfaceOp and sourceEventSeqs rules', () => {
           expectRejectedUnchanged(session, () => session.append(replaceWith(ghost, real, [ghost, real])), isViolation);
           expectRejectedUnchanged(session, () => session.append(replaceWith(real, ghost, [ghost, real])), isViolation);
         }
-        expectRejectedUnchanged(session, () => session.append(replaceWith(session.nextSeq + 3, session.nextSeq + 3, [0])), isViolation);
+        expectRejectedUnchanged(
+          session,
+          () => session.append(replaceWith(session.nextSeq + 3, session.nextSeq + 3, [0])),
+          isViolation,
+        );
         if (nodes.length >= 2) {
           const i = x % (nodes.length - 1);
           const j = i + 1 + (y % (nodes.length - 1 - i));
@@ -309,12 +334,17 @@ describe('surfaceOp and sourceEventSeqs rules', () => {
           // Positioned backwards.
           expectRejectedUnchanged(session, () => session.append(replaceWith(nodes[j]!, nodes[i]!, span)), isViolation);
           // Sources missing one shadowed node.
-          const missing = span.filter((_, k) => k !== (x % span.length));
-          expectRejectedUnchanged(session, () => session.append(replaceWith(nodes[i]!, nodes[j]!, missing)), isViolation);
+          const missing = span.filter((_, k) => k !== x % span.length);
+          expectRejectedUnchanged(
+            session,
+            () => session.append(replaceWith(nodes[i]!, nodes[j]!, missing)),
+            isViolation,
+          );
           // Without sources at all.
           expectRejectedUnchanged(
             session,
-            () => session.append(user('no-sources', { surfaceOp: { op: 'replace', start: nodes[i]!, end: nodes[j]! } })),
+            () =>
+              session.append(user('no-sources', { surfaceOp: { op: 'replace', start: nodes[i]!, end: nodes[j]! } })),
             isViolation,
           );
         }
@@ -333,7 +363,11 @@ describe('surfaceOp and sourceEventSeqs rules', () => {
       { op: 'splice', start: 0, end: 0 },
       'prepend',
     ]) {
-      expectRejectedUnchanged(session, () => session.append(user('r', { surfaceOp: op as never, sourceEventSeqs: [0] })), isViolation);
+      expectRejectedUnchanged(
+        session,
+        () => session.append(user('r', { surfaceOp: op as never, sourceEventSeqs: [0] })),
+        isViolation,
+      );
     }
   });
 
@@ -375,11 +409,17 @@ describe('tool/result rewrites', () => {
     });
     const resultSeqs: number[] = [];
     for (const callId of ['c1', 'c2']) {
-      const call = session.append({ type: 'tool/call', time: 1, data: { turn: 1, step: 1, callId, name: 'echo', arguments: '{}' } });
+      const call = session.append({
+        type: 'tool/call',
+        time: 1,
+        data: { turn: 1, step: 1, callId, name: 'echo', arguments: '{}' },
+      });
       const message: ToolResultMessage = {
         id: `r-${callId}`,
         role: 'user',
-        content: [{ type: 'tool-result', toolCallId: callId, content: [{ type: 'text', text: 'long output '.repeat(20) }] }],
+        content: [
+          { type: 'tool-result', toolCallId: callId, content: [{ type: 'text', text: 'long output '.repeat(20) }] },
+        ],
         source: { kind: 'tool', callId },
       };
       const result = session.append({
@@ -396,11 +436,21 @@ describe('tool/result rewrites', () => {
 
   type ResultData = SessionEvent<'tool/result'>['data'];
 
-  function rewrite(session: Session, target: number, mutate: (data: ResultData) => ResultData, range?: { start: number; end: number }): NewEvent {
+  function rewrite(
+    session: Session,
+    target: number,
+    mutate: (data: ResultData) => ResultData,
+    range?: { start: number; end: number },
+  ): NewEvent {
     const original = session.eventAt(target) as SessionEvent<'tool/result'>;
     const data = JSON.parse(JSON.stringify(original.data)) as ResultData;
     data.message.content[0].content = [{ type: 'text', text: '[pruned]' }];
-    const sources = range ? [...session.surfaceNodes].slice(session.surfaceNodes.indexOf(range.start), session.surfaceNodes.indexOf(range.end) + 1) : [target];
+    const sources = range
+      ? [...session.surfaceNodes].slice(
+          session.surfaceNodes.indexOf(range.start),
+          session.surfaceNodes.indexOf(range.end) + 1,
+        )
+      : [target];
     return {
       type: 'tool/result',
       time: 2,
@@ -438,7 +488,11 @@ describe('tool/result rewrites', () => {
     const { session, resultSeqs } = toolSession();
     const other = (d: ResultData): ResultData => ({
       ...d,
-      message: { ...d.message, content: [{ ...d.message.content[0], toolCallId: 'c2' }], source: { kind: 'tool', callId: 'c2' } },
+      message: {
+        ...d.message,
+        content: [{ ...d.message.content[0], toolCallId: 'c2' }],
+        source: { kind: 'tool', callId: 'c2' },
+      },
     });
     expectRejectedUnchanged(session, () => session.append(rewrite(session, resultSeqs[0]!, other)), isViolation);
   });
@@ -451,7 +505,11 @@ describe('tool/result rewrites', () => {
       isViolation,
     );
     // Seq 2 is the assistant message.
-    expectRejectedUnchanged(session, () => session.append(rewrite(session, resultSeqs[0]!, (d) => d, { start: 2, end: 2 })), isViolation);
+    expectRejectedUnchanged(
+      session,
+      () => session.append(rewrite(session, resultSeqs[0]!, (d) => d, { start: 2, end: 2 })),
+      isViolation,
+    );
   });
 });
 
@@ -496,7 +554,12 @@ describe('stored events (Session.fromEvents)', () => {
   });
 
   it('applies the same surface rules as a live append: a stored surface event without surfaceOp is refused', () => {
-    const event = { seq: 0, type: 'user/message', time: 1, data: { id: 'u', role: 'user', content: [], source: { kind: 'user' } } };
+    const event = {
+      seq: 0,
+      type: 'user/message',
+      time: 1,
+      data: { id: 'u', role: 'user', content: [], source: { kind: 'user' } },
+    };
     expect(() => Session.fromEvents(header, [event])).toThrow(expect.objectContaining({ code: 'SURFACE_VIOLATION' }));
   });
 });

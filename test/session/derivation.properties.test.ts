@@ -16,7 +16,15 @@ import {
   type Message,
   type NewEvent,
 } from '../../src/session/index.js';
-import { ANY_REPLACES, BALANCED_REPLACES, buildLog, isDeepFrozen, nonSurfaceEventArb, programArb, withInsertedEvents } from '../support/log-gen.js';
+import {
+  ANY_REPLACES,
+  BALANCED_REPLACES,
+  buildLog,
+  isDeepFrozen,
+  nonSurfaceEventArb,
+  programArb,
+  withInsertedEvents,
+} from '../support/log-gen.js';
 
 const RUNS = { numRuns: 150 };
 
@@ -124,7 +132,8 @@ describe('derived history', () => {
         const surfaceData = new Set<unknown>();
         for (const e of session.events) {
           if (e.type === 'user/message') surfaceData.add(e.data);
-          if (e.type === 'assistant/message' || e.type === 'tool/result') surfaceData.add((e.data as { message: unknown }).message);
+          if (e.type === 'assistant/message' || e.type === 'tool/result')
+            surfaceData.add((e.data as { message: unknown }).message);
         }
         for (const m of derived) {
           // Every message is the very object stored in a surface event, never one built from chunks.
@@ -215,7 +224,8 @@ describe('derived history', () => {
         for (const p of positions) extra.set(p % (inputs.length + 1), [placeholder]);
         const shifted = withInsertedEvents(inputs, extra);
         const stored = shifted.map((input, seq) => {
-          if (input === placeholder) return { seq, type: 'future/widget', time: 5, data: { from: 'v9' }, ignorable: true };
+          if (input === placeholder)
+            return { seq, type: 'future/widget', time: 5, data: { from: 'v9' }, ignorable: true };
           return { seq, ...input };
         });
         const replay = Session.fromEvents(header, stored);
@@ -274,7 +284,9 @@ describe('surface projection checkpoints', () => {
         const restored = registry.restore(storedRows, events.slice(floor), floor);
         expect(restored.asOfSeq).toBe(events.length - 1);
         expect(restored.states).toEqual(registry.foldAll(events));
-        expect(surfaceMessages(restored.states.surface as SurfaceNodeState, (seq) => events[seq])).toEqual(session.deriveMessages());
+        expect(surfaceMessages(restored.states.surface as SurfaceNodeState, (seq) => events[seq])).toEqual(
+          session.deriveMessages(),
+        );
         expect((restored.states.surface as SurfaceNodeState).nodes).toEqual(session.surfaceNodes);
       }),
       RUNS,

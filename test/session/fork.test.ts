@@ -4,7 +4,14 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { SESSION_FORMAT_VERSION, Session, interruptedTurnClosers, isSessionlogError, planFork, type StoredEvent } from '../../src/session/index.js';
+import {
+  SESSION_FORMAT_VERSION,
+  Session,
+  interruptedTurnClosers,
+  isSessionlogError,
+  planFork,
+  type StoredEvent,
+} from '../../src/session/index.js';
 import { ANY_REPLACES, buildLog, programArb, testHeader } from '../support/log-gen.js';
 
 /** Independent oracle: is the most recent turn marker at or before `boundary` a turn/start? */
@@ -32,7 +39,9 @@ describe('planFork', () => {
         if (events.length === 0) return;
         const boundary = pick % events.length;
         if (insideTurn(events, boundary)) {
-          expect(() => planFork(source.session, 'child', 5, boundary)).toThrow(expect.objectContaining({ code: 'OPEN_TURN' }));
+          expect(() => planFork(source.session, 'child', 5, boundary)).toThrow(
+            expect.objectContaining({ code: 'OPEN_TURN' }),
+          );
           return;
         }
         const plan = planFork(source.session, 'child', 5, boundary);
@@ -48,7 +57,8 @@ describe('planFork', () => {
         const endsWithSeed = prefix.at(-1)!.type === 'session/end-seed';
         expect(child.events.slice(0, boundary + 1)).toEqual(prefix);
         expect(child.nextSeq).toBe(boundary + 1 + (endsWithSeed ? 0 : 1));
-        if (!endsWithSeed) expect(child.events.at(-1)).toMatchObject({ seq: boundary + 1, type: 'session/end-seed', data: {} });
+        if (!endsWithSeed)
+          expect(child.events.at(-1)).toMatchObject({ seq: boundary + 1, type: 'session/end-seed', data: {} });
         // The child derives exactly what the source derived at the boundary.
         expect(child.deriveMessages()).toEqual(Session.fromEvents(source.header, prefix).deriveMessages());
         // Fork then replay: the child's stored form replays to the same history.
@@ -99,8 +109,15 @@ describe('planFork', () => {
   });
 
   it('inherits the agent spec and refuses an invalid child id', () => {
-    const source = Session.create({ ...testHeader('src'), agent: { model: 'deepseek-flash', system: 'be brief', tools: ['read_artifact'] } });
-    expect(planFork(source, 'c', 1).header.agent).toEqual({ model: 'deepseek-flash', system: 'be brief', tools: ['read_artifact'] });
+    const source = Session.create({
+      ...testHeader('src'),
+      agent: { model: 'deepseek-flash', system: 'be brief', tools: ['read_artifact'] },
+    });
+    expect(planFork(source, 'c', 1).header.agent).toEqual({
+      model: 'deepseek-flash',
+      system: 'be brief',
+      tools: ['read_artifact'],
+    });
     for (const bad of ['', '../x', '.hidden', 'a/b', 'x'.repeat(129), 'é']) {
       expect(() => planFork(source, bad, 1)).toThrow(expect.objectContaining({ code: 'INVALID_SESSION_ID' }));
     }
@@ -118,6 +135,8 @@ describe('planFork', () => {
       }
       expect(isSessionlogError(error, 'INVALID_BOUNDARY'), `boundary ${boundary}`).toBe(true);
     }
-    expect(() => planFork(Session.create(testHeader('e')), 'child', 1, 0)).toThrow(expect.objectContaining({ code: 'INVALID_BOUNDARY' }));
+    expect(() => planFork(Session.create(testHeader('e')), 'child', 1, 0)).toThrow(
+      expect.objectContaining({ code: 'INVALID_BOUNDARY' }),
+    );
   });
 });

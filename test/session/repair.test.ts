@@ -131,9 +131,16 @@ describe('interruptedTurnClosers', () => {
       },
       surfaceOp: 'append',
     });
-    session.append({ type: 'tool/call', time: 9, data: { turn: 1, step: 1, callId: 'recorded', name: 'write', arguments: '{}' } });
-    const [recorded, unrecorded, stepEnd, turnEnd] = session.appendBatch(interruptedTurnClosers(session.events)) as StoredEvent[];
-    const textOf = (e: StoredEvent | undefined): string => JSON.stringify((e as SessionEvent<'tool/result'>).data.message.content[0].content);
+    session.append({
+      type: 'tool/call',
+      time: 9,
+      data: { turn: 1, step: 1, callId: 'recorded', name: 'write', arguments: '{}' },
+    });
+    const [recorded, unrecorded, stepEnd, turnEnd] = session.appendBatch(
+      interruptedTurnClosers(session.events),
+    ) as StoredEvent[];
+    const textOf = (e: StoredEvent | undefined): string =>
+      JSON.stringify((e as SessionEvent<'tool/result'>).data.message.content[0].content);
     expect(textOf(recorded)).toMatch(/outcome is unknown/);
     expect(textOf(recorded)).toMatch(/[Nn]ever retry it blindly/);
     expect(textOf(unrecorded)).toMatch(/before it was recorded as started/);
@@ -154,14 +161,28 @@ describe('interruptedTurnClosers', () => {
       data: {
         turn: 1,
         step: 1,
-        message: { id: 'a1', role: 'assistant', content: [{ type: 'tool-call', id: 'c1', name: 'n', arguments: '{}' }], source: { kind: 'model', provider: 'p', model: 'm' } },
+        message: {
+          id: 'a1',
+          role: 'assistant',
+          content: [{ type: 'tool-call', id: 'c1', name: 'n', arguments: '{}' }],
+          source: { kind: 'model', provider: 'p', model: 'm' },
+        },
       },
       surfaceOp: 'append',
     });
     session.append({
       type: 'tool/result',
       time: 1,
-      data: { turn: 1, step: 1, message: { id: 'r1', role: 'user', content: [{ type: 'tool-result', toolCallId: 'c1', content: [] }], source: { kind: 'tool', callId: 'c1' } } },
+      data: {
+        turn: 1,
+        step: 1,
+        message: {
+          id: 'r1',
+          role: 'user',
+          content: [{ type: 'tool-result', toolCallId: 'c1', content: [] }],
+          source: { kind: 'tool', callId: 'c1' },
+        },
+      },
       surfaceOp: 'append',
     });
     session.append({ type: 'step/end', time: 1, data: { turn: 1, step: 1 } });

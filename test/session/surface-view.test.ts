@@ -4,32 +4,102 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Session, deriveEventMessage, foldSurface, foldSurfaceView, isSurfaceType, type NewEvent, type SessionEvent, type ToolResultMessage } from '../../src/session/index.js';
+import {
+  Session,
+  deriveEventMessage,
+  foldSurface,
+  foldSurfaceView,
+  isSurfaceType,
+  type NewEvent,
+  type SessionEvent,
+  type ToolResultMessage,
+} from '../../src/session/index.js';
 import { ANY_REPLACES, buildLog, programArb, testHeader } from '../support/log-gen.js';
 
 const T = 1_700_000_000_000;
-const result = (text: string): ToolResultMessage => ({ id: 'r1', role: 'user', content: [{ type: 'tool-result', toolCallId: 'c1', content: [{ type: 'text', text }] }], source: { kind: 'tool', callId: 'c1' } });
+const result = (text: string): ToolResultMessage => ({
+  id: 'r1',
+  role: 'user',
+  content: [{ type: 'tool-result', toolCallId: 'c1', content: [{ type: 'text', text }] }],
+  source: { kind: 'tool', callId: 'c1' },
+});
 
 describe('foldSurfaceView on a written log', () => {
   it('marks a pruned result as pruned, and what a summary replaced (the prune included) as summarized', () => {
     const session = Session.create(testHeader('surface-view'));
     const inputs: NewEvent[] = [
-      { type: 'user/message', time: T, data: { id: 'u1', role: 'user', content: [{ type: 'text', text: 'go' }], source: { kind: 'user' } }, surfaceOp: 'append' },
-      { type: 'assistant/message', time: T, data: { turn: 1, step: 1, message: { id: 'a1', role: 'assistant', content: [{ type: 'tool-call', id: 'c1', name: 'dump', arguments: '{}' }], source: { kind: 'model', provider: 'fake', model: 'fake' } } }, surfaceOp: 'append' },
+      {
+        type: 'user/message',
+        time: T,
+        data: { id: 'u1', role: 'user', content: [{ type: 'text', text: 'go' }], source: { kind: 'user' } },
+        surfaceOp: 'append',
+      },
+      {
+        type: 'assistant/message',
+        time: T,
+        data: {
+          turn: 1,
+          step: 1,
+          message: {
+            id: 'a1',
+            role: 'assistant',
+            content: [{ type: 'tool-call', id: 'c1', name: 'dump', arguments: '{}' }],
+            source: { kind: 'model', provider: 'fake', model: 'fake' },
+          },
+        },
+        surfaceOp: 'append',
+      },
       { type: 'tool/result', time: T, data: { turn: 1, step: 1, message: result('long output') }, surfaceOp: 'append' },
-      { type: 'compaction/prune', time: T, data: { shadowedRange: { start: 2, end: 2 }, shadowedSeqs: [2], shadowedTokenCount: 9 } },
-      { type: 'tool/result', time: T, data: { turn: 1, step: 1, message: result('long…') }, surfaceOp: { op: 'replace', start: 2, end: 2 }, sourceEventSeqs: [2] },
-      { type: 'assistant/message', time: T, data: { turn: 1, step: 2, message: { id: 'a2', role: 'assistant', content: [], source: { kind: 'model', provider: 'fake', model: 'fake' } } }, surfaceOp: 'append' },
+      {
+        type: 'compaction/prune',
+        time: T,
+        data: { shadowedRange: { start: 2, end: 2 }, shadowedSeqs: [2], shadowedTokenCount: 9 },
+      },
+      {
+        type: 'tool/result',
+        time: T,
+        data: { turn: 1, step: 1, message: result('long…') },
+        surfaceOp: { op: 'replace', start: 2, end: 2 },
+        sourceEventSeqs: [2],
+      },
+      {
+        type: 'assistant/message',
+        time: T,
+        data: {
+          turn: 1,
+          step: 2,
+          message: {
+            id: 'a2',
+            role: 'assistant',
+            content: [],
+            source: { kind: 'model', provider: 'fake', model: 'fake' },
+          },
+        },
+        surfaceOp: 'append',
+      },
       { type: 'compaction/start', time: T, data: { compactionId: 'cmp', turn: null, trigger: 'manual' } },
       {
         type: 'compaction/summary',
         time: T,
-        data: { compactionId: 'cmp', summary: [{ type: 'text', text: 's' }], shadowedRange: { start: 0, end: 4 }, shadowedSeqs: [0, 1, 4], shadowedTokenCount: 30, provider: 'fake', model: 'fake' },
+        data: {
+          compactionId: 'cmp',
+          summary: [{ type: 'text', text: 's' }],
+          shadowedRange: { start: 0, end: 4 },
+          shadowedSeqs: [0, 1, 4],
+          shadowedTokenCount: 30,
+          provider: 'fake',
+          model: 'fake',
+        },
       },
       {
         type: 'user/message',
         time: T,
-        data: { id: 'checkpoint-cmp', role: 'user', content: [{ type: 'text', text: 's' }], source: { kind: 'plugin', plugin: 'compact', compactionId: 'cmp' } },
+        data: {
+          id: 'checkpoint-cmp',
+          role: 'user',
+          content: [{ type: 'text', text: 's' }],
+          source: { kind: 'plugin', plugin: 'compact', compactionId: 'cmp' },
+        },
         surfaceOp: { op: 'replace', start: 0, end: 4 },
         sourceEventSeqs: [6, 7, 0, 1, 4],
       },
@@ -66,7 +136,8 @@ describe('foldSurfaceView over random valid logs', () => {
           const by = events[s.by]!;
           expect(s.by).toBeGreaterThan(s.seq);
           expect(by.surfaceOp).not.toBe('append');
-          const compactionId = by.type === 'user/message' ? (by as SessionEvent<'user/message'>).data.source : undefined;
+          const compactionId =
+            by.type === 'user/message' ? (by as SessionEvent<'user/message'>).data.source : undefined;
           if (s.kind === 'summary') expect(compactionId).toMatchObject({ compactionId: s.compactionId });
           if (s.kind === 'prune') expect(events[s.by - 1]!.type).toBe('compaction/prune');
         }

@@ -22,8 +22,18 @@ import { ANY_REPLACES, buildLog, programArb, testHeader } from '../support/log-g
 
 const T = 1_700_000_000_000;
 
-const user = (id: string, text: string): UserMessage => ({ id, role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' } });
-const assistant = (id: string, content: AssistantMessage['content']): AssistantMessage => ({ id, role: 'assistant', content, source: { kind: 'model', provider: 'fake', model: 'fake' } });
+const user = (id: string, text: string): UserMessage => ({
+  id,
+  role: 'user',
+  content: [{ type: 'text', text }],
+  source: { kind: 'user' },
+});
+const assistant = (id: string, content: AssistantMessage['content']): AssistantMessage => ({
+  id,
+  role: 'assistant',
+  content,
+  source: { kind: 'model', provider: 'fake', model: 'fake' },
+});
 const toolResult = (id: string, callId: string, text: string): ToolResultMessage => ({
   id,
   role: 'user',
@@ -45,8 +55,22 @@ function toolTurn(): NewEvent[] {
     { type: 'turn/start', time: T, data: { turn: 1 } },
     { type: 'step/start', time: T, data: { turn: 1, step: 1 } },
     { type: 'user/message', time: T, data: user('u1', 'dump it'), surfaceOp: 'append' },
-    { type: 'llm/retry', time: T + 1, data: { turn: 1, step: 1, attempt: 2, delayMs: 1000, failure: { code: 'rate_limit', message: 'slow down', status: 429 } } },
-    { type: 'assistant/chunk', time: T + 2, data: { turn: 1, step: 1, chunk: { kind: 'reasoning-delta', text: 'think' } } },
+    {
+      type: 'llm/retry',
+      time: T + 1,
+      data: {
+        turn: 1,
+        step: 1,
+        attempt: 2,
+        delayMs: 1000,
+        failure: { code: 'rate_limit', message: 'slow down', status: 429 },
+      },
+    },
+    {
+      type: 'assistant/chunk',
+      time: T + 2,
+      data: { turn: 1, step: 1, chunk: { kind: 'reasoning-delta', text: 'think' } },
+    },
     { type: 'assistant/chunk', time: T + 2, data: { turn: 1, step: 1, chunk: { kind: 'text-delta', text: 'dump' } } },
     { type: 'assistant/chunk', time: T + 3, data: { turn: 1, step: 1, chunk: { kind: 'text-delta', text: 'ing' } } },
     {
@@ -55,25 +79,50 @@ function toolTurn(): NewEvent[] {
       data: {
         turn: 1,
         step: 1,
-        message: assistant('a1', [{ type: 'reasoning', text: 'think' }, { type: 'text', text: 'dumping' }, { type: 'tool-call', id: 'c1', name: 'dump', arguments: '{"size":9000}' }]),
+        message: assistant('a1', [
+          { type: 'reasoning', text: 'think' },
+          { type: 'text', text: 'dumping' },
+          { type: 'tool-call', id: 'c1', name: 'dump', arguments: '{"size":9000}' },
+        ]),
         usage: { inputTokens: 100, outputTokens: 10, cacheReadTokens: 50 },
         finishReason: 'tool_calls',
       },
       surfaceOp: 'append',
       sourceEventSeqs: [4, 5, 6],
     },
-    { type: 'tool/call', time: T + 4, data: { turn: 1, step: 1, callId: 'c1', name: 'dump', arguments: '{"size":9000}' } },
+    {
+      type: 'tool/call',
+      time: T + 4,
+      data: { turn: 1, step: 1, callId: 'c1', name: 'dump', arguments: '{"size":9000}' },
+    },
     {
       type: 'tool/result',
       time: T + 5,
-      data: { turn: 1, step: 1, message: toolResult('r1', 'c1', spilledPreview), meta: { locator: 'artifact:turns-view/dump-c1.txt', bytes: 9000 } },
+      data: {
+        turn: 1,
+        step: 1,
+        message: toolResult('r1', 'c1', spilledPreview),
+        meta: { locator: 'artifact:turns-view/dump-c1.txt', bytes: 9000 },
+      },
       surfaceOp: 'append',
       sourceEventSeqs: [8],
     },
     { type: 'step/end', time: T + 5, data: { turn: 1, step: 1 } },
     { type: 'step/start', time: T + 6, data: { turn: 1, step: 2 } },
     { type: 'assistant/chunk', time: T + 7, data: { turn: 1, step: 2, chunk: { kind: 'text-delta', text: 'done' } } },
-    { type: 'assistant/message', time: T + 8, data: { turn: 1, step: 2, message: assistant('a2', [{ type: 'text', text: 'done' }]), usage: { inputTokens: 300, outputTokens: 5 }, finishReason: 'stop' }, surfaceOp: 'append', sourceEventSeqs: [12] },
+    {
+      type: 'assistant/message',
+      time: T + 8,
+      data: {
+        turn: 1,
+        step: 2,
+        message: assistant('a2', [{ type: 'text', text: 'done' }]),
+        usage: { inputTokens: 300, outputTokens: 5 },
+        finishReason: 'stop',
+      },
+      surfaceOp: 'append',
+      sourceEventSeqs: [12],
+    },
     { type: 'step/end', time: T + 8, data: { turn: 1, step: 2 } },
     { type: 'turn/end', time: T + 9, data: { turn: 1, reason: { kind: 'completed' } } },
   ];
@@ -84,33 +133,75 @@ describe('foldTurns on a written log', () => {
     const view = foldTurns(log(toolTurn()));
     expect(view.turns).toHaveLength(1);
     const [turn] = view.turns;
-    expect(turn).toMatchObject({ turn: 1, startSeq: 0, endSeq: 15, startedAt: T, endedAt: T + 9, outcome: 'completed', error: null });
+    expect(turn).toMatchObject({
+      turn: 1,
+      startSeq: 0,
+      endSeq: 15,
+      startedAt: T,
+      endedAt: T + 9,
+      outcome: 'completed',
+      error: null,
+    });
     expect(turn!.userMessages).toEqual([{ seq: 2, id: 'u1', step: 1, text: 'dump it', source: 'user' }]);
     const [first, second] = turn!.steps;
-    expect(first!.retries).toEqual([{ seq: 3, attempt: 2, delayMs: 1000, failure: { code: 'rate_limit', message: 'slow down', status: 429 } }]);
-    expect(first!.reply).toMatchObject({ seq: 7, text: 'dumping', reasoning: 'think', chunkSeqs: [4, 5, 6], streaming: false, interrupted: false, finishReason: 'tool_calls' });
+    expect(first!.retries).toEqual([
+      { seq: 3, attempt: 2, delayMs: 1000, failure: { code: 'rate_limit', message: 'slow down', status: 429 } },
+    ]);
+    expect(first!.reply).toMatchObject({
+      seq: 7,
+      text: 'dumping',
+      reasoning: 'think',
+      chunkSeqs: [4, 5, 6],
+      streaming: false,
+      interrupted: false,
+      finishReason: 'tool_calls',
+    });
     expect(first!.toolCalls).toHaveLength(1);
     expect(first!.toolCalls[0]).toMatchObject({ seq: 8, callId: 'c1', name: 'dump', arguments: '{"size":9000}' });
     expect(first!.toolCalls[0]!.result).toMatchObject({
       seq: 9,
       isError: false,
       spilled: true,
-      artifact: { locator: 'artifact:turns-view/dump-c1.txt', sessionId: 'turns-view', name: 'dump-c1.txt', bytes: 9000 },
+      artifact: {
+        locator: 'artifact:turns-view/dump-c1.txt',
+        sessionId: 'turns-view',
+        name: 'dump-c1.txt',
+        bytes: 9000,
+      },
     });
     expect(first).toMatchObject({ startSeq: 1, endSeq: 10 });
-    expect(second).toMatchObject({ step: 2, startSeq: 11, endSeq: 14, reply: { seq: 13, text: 'done', chunkSeqs: [12] } });
+    expect(second).toMatchObject({
+      step: 2,
+      startSeq: 11,
+      endSeq: 14,
+      reply: { seq: 13, text: 'done', chunkSeqs: [12] },
+    });
     expect(view.requests).toEqual([
       { index: 1, seq: 7, turn: 1, step: 1, time: T + 4, promptTokens: 150, outputTokens: 10 },
       { index: 2, seq: 13, turn: 1, step: 2, time: T + 8, promptTokens: 300, outputTokens: 5 },
     ]);
-    expect(view.activity).toEqual({ events: 16, turns: 1, lastActivity: T + 9, phase: 'idle', openTurn: null, lastRequestTokens: 300, pendingApprovals: [] });
+    expect(view.activity).toEqual({
+      events: 16,
+      turns: 1,
+      lastActivity: T + 9,
+      phase: 'idle',
+      openTurn: null,
+      lastRequestTokens: 300,
+      pendingApprovals: [],
+    });
   });
 
   it('shows a reply still streaming as the text of its chunks so far, and the session as running', () => {
     const events = log(toolTurn().slice(0, 6));
     const view = foldTurns(events);
     expect(view.turns[0]!.outcome).toBeNull();
-    expect(view.turns[0]!.steps[0]!.reply).toMatchObject({ seq: null, text: 'dump', reasoning: 'think', chunkSeqs: [4, 5], streaming: true });
+    expect(view.turns[0]!.steps[0]!.reply).toMatchObject({
+      seq: null,
+      text: 'dump',
+      reasoning: 'think',
+      chunkSeqs: [4, 5],
+      streaming: true,
+    });
     expect(view.activity).toMatchObject({ phase: 'running', openTurn: 1 });
     expect(view.requests).toEqual([]);
   });
@@ -121,12 +212,22 @@ describe('foldTurns on a written log', () => {
       { type: 'step/start', time: T, data: { turn: 1, step: 1 } },
       { type: 'user/message', time: T, data: user('u1', 'hi'), surfaceOp: 'append' },
       { type: 'step/end', time: T, data: { turn: 1, step: 1 } },
-      { type: 'turn/end', time: T, data: { turn: 1, reason: { kind: 'error', error: { code: 'auth', message: 'bad key', status: 401 } } } },
+      {
+        type: 'turn/end',
+        time: T,
+        data: { turn: 1, reason: { kind: 'error', error: { code: 'auth', message: 'bad key', status: 401 } } },
+      },
       { type: 'turn/start', time: T, data: { turn: 2 } },
       { type: 'step/start', time: T, data: { turn: 2, step: 1 } },
       { type: 'user/message', time: T, data: user('u2', 'again'), surfaceOp: 'append' },
       { type: 'assistant/chunk', time: T, data: { turn: 2, step: 1, chunk: { kind: 'text-delta', text: 'par' } } },
-      { type: 'assistant/message', time: T, data: { turn: 2, step: 1, message: assistant('a2', [{ type: 'text', text: 'par' }]), interrupted: true }, surfaceOp: 'append', sourceEventSeqs: [8] },
+      {
+        type: 'assistant/message',
+        time: T,
+        data: { turn: 2, step: 1, message: assistant('a2', [{ type: 'text', text: 'par' }]), interrupted: true },
+        surfaceOp: 'append',
+        sourceEventSeqs: [8],
+      },
       { type: 'step/end', time: T, data: { turn: 2, step: 1 } },
       { type: 'turn/end', time: T, data: { turn: 2, reason: { kind: 'aborted', reason: { kind: 'user' } } } },
     ]);
@@ -134,7 +235,9 @@ describe('foldTurns on a written log', () => {
     expect(view.turns.map((t) => t.outcome)).toEqual(['error', 'aborted']);
     expect(view.turns[0]!.error).toEqual({ code: 'auth', message: 'bad key' });
     expect(view.turns[1]!.steps[0]!.reply).toMatchObject({ seq: 9, text: 'par', interrupted: true, usage: null });
-    expect(view.requests).toEqual([{ index: 1, seq: 9, turn: 2, step: 1, time: T, promptTokens: null, outputTokens: null }]);
+    expect(view.requests).toEqual([
+      { index: 1, seq: 9, turn: 2, step: 1, time: T, promptTokens: null, outputTokens: null },
+    ]);
   });
 
   it('cuts a long tool result to its head and tail and keeps its full length', () => {
@@ -143,9 +246,29 @@ describe('foldTurns on a written log', () => {
       { type: 'turn/start', time: T, data: { turn: 1 } },
       { type: 'step/start', time: T, data: { turn: 1, step: 1 } },
       { type: 'user/message', time: T, data: user('u1', 'x'), surfaceOp: 'append' },
-      { type: 'assistant/message', time: T, data: { turn: 1, step: 1, message: assistant('a1', [{ type: 'tool-call', id: 'c1', name: 'read', arguments: '{}' }]) }, surfaceOp: 'append' },
+      {
+        type: 'assistant/message',
+        time: T,
+        data: {
+          turn: 1,
+          step: 1,
+          message: assistant('a1', [{ type: 'tool-call', id: 'c1', name: 'read', arguments: '{}' }]),
+        },
+        surfaceOp: 'append',
+      },
       { type: 'tool/call', time: T, data: { turn: 1, step: 1, callId: 'c1', name: 'read', arguments: '{}' } },
-      { type: 'tool/result', time: T, data: { turn: 1, step: 1, message: toolResult('r1', 'c1', long), meta: { locator: 'artifact:turns-view/read.txt', bytes: long.length } }, surfaceOp: 'append', sourceEventSeqs: [4] },
+      {
+        type: 'tool/result',
+        time: T,
+        data: {
+          turn: 1,
+          step: 1,
+          message: toolResult('r1', 'c1', long),
+          meta: { locator: 'artifact:turns-view/read.txt', bytes: long.length },
+        },
+        surfaceOp: 'append',
+        sourceEventSeqs: [4],
+      },
     ]);
     const result = foldTurns(events).turns[0]!.steps[0]!.toolCalls[0]!.result!;
     expect(result.chars).toBe(long.length);
@@ -163,12 +286,26 @@ describe('foldTurns on a written log', () => {
       {
         type: 'compaction/summary',
         time: T + 11,
-        data: { compactionId: 'cmp-1', summary: [{ type: 'text', text: 'sum' }], shadowedRange: { start: 2, end: 7 }, shadowedSeqs: [2, 7], shadowedTokenCount: 120, provider: 'fake', model: 'fake', usage: { inputTokens: 200, outputTokens: 12 } },
+        data: {
+          compactionId: 'cmp-1',
+          summary: [{ type: 'text', text: 'sum' }],
+          shadowedRange: { start: 2, end: 7 },
+          shadowedSeqs: [2, 7],
+          shadowedTokenCount: 120,
+          provider: 'fake',
+          model: 'fake',
+          usage: { inputTokens: 200, outputTokens: 12 },
+        },
       },
       {
         type: 'user/message',
         time: T + 11,
-        data: { id: 'checkpoint-cmp-1', role: 'user', content: [{ type: 'text', text: 'sum' }], source: { kind: 'plugin', plugin: 'compact', compactionId: 'cmp-1' } },
+        data: {
+          id: 'checkpoint-cmp-1',
+          role: 'user',
+          content: [{ type: 'text', text: 'sum' }],
+          source: { kind: 'plugin', plugin: 'compact', compactionId: 'cmp-1' },
+        },
         surfaceOp: { op: 'replace', start: 2, end: 7 },
         sourceEventSeqs: [16, 17, 2, 7],
       },
@@ -184,11 +321,26 @@ describe('foldTurns on a written log', () => {
       {
         type: 'tool/result',
         time: T + 21,
-        data: { turn: 1, step: 1, message: toolResult('r1', 'c1', 'pruned'), meta: { locator: 'artifact:turns-view/dump-c1.txt', bytes: 9000 } },
+        data: {
+          turn: 1,
+          step: 1,
+          message: toolResult('r1', 'c1', 'pruned'),
+          meta: { locator: 'artifact:turns-view/dump-c1.txt', bytes: 9000 },
+        },
         surfaceOp: { op: 'replace', start: 9, end: 9 },
         sourceEventSeqs: [9],
       },
-      { type: 'assistant/message', time: T + 22, data: { turn: 2, step: 1, message: assistant('a3', [{ type: 'text', text: 'ok' }]), usage: { inputTokens: 90, outputTokens: 2 } }, surfaceOp: 'append' },
+      {
+        type: 'assistant/message',
+        time: T + 22,
+        data: {
+          turn: 2,
+          step: 1,
+          message: assistant('a3', [{ type: 'text', text: 'ok' }]),
+          usage: { inputTokens: 90, outputTokens: 2 },
+        },
+        surfaceOp: 'append',
+      },
       { type: 'step/end', time: T + 22, data: { turn: 2, step: 1 } },
       { type: 'turn/end', time: T + 22, data: { turn: 2, reason: { kind: 'completed' } } },
     ]);
@@ -211,7 +363,15 @@ describe('foldTurns on a written log', () => {
       tokensBefore: 300,
       tokensAfter: 90,
     });
-    expect(prune).toEqual({ kind: 'prune', seq: 23, shadowedSeq: 9, replacementSeq: 24, shadowedTokens: 40, turn: 2, afterRequest: 2 });
+    expect(prune).toEqual({
+      kind: 'prune',
+      seq: 23,
+      shadowedSeq: 9,
+      replacementSeq: 24,
+      shadowedTokens: 40,
+      turn: 2,
+      afterRequest: 2,
+    });
     // The timeline keeps what the tool returned; the checkpoint is not a user message of turn 2.
     expect(view.turns[0]!.steps[0]!.toolCalls[0]!.result!.seq).toBe(9);
     expect(view.turns[1]!.userMessages.map((m) => m.id)).toEqual(['u3']);
@@ -219,16 +379,48 @@ describe('foldTurns on a written log', () => {
 
   it('lists an approval request as pending until it is answered, and the session as waiting for it', () => {
     const events = log(toolTurn().slice(0, 9));
-    const request: StoredEvent = { seq: 9, type: 'tool/approval-request', time: T + 5, data: { turn: 1, step: 1, callId: 'c1', tool: 'dump', arguments: '{"size":9000}', expiresAt: T + 60_000, kind: 'approval' } };
+    const request: StoredEvent = {
+      seq: 9,
+      type: 'tool/approval-request',
+      time: T + 5,
+      data: {
+        turn: 1,
+        step: 1,
+        callId: 'c1',
+        tool: 'dump',
+        arguments: '{"size":9000}',
+        expiresAt: T + 60_000,
+        kind: 'approval',
+      },
+    };
     const waiting = foldTurns([...events, request]);
     expect(waiting.activity.phase).toBe('waiting-for-approval');
-    expect(waiting.activity.pendingApprovals).toEqual([{ seq: 9, turn: 1, callId: 'c1', tool: 'dump', arguments: '{"size":9000}', expiresAt: T + 60_000, kind: 'approval' }]);
+    expect(waiting.activity.pendingApprovals).toEqual([
+      {
+        seq: 9,
+        turn: 1,
+        callId: 'c1',
+        tool: 'dump',
+        arguments: '{"size":9000}',
+        expiresAt: T + 60_000,
+        kind: 'approval',
+      },
+    ]);
     expect(waiting.turns[0]!.steps[0]!.toolCalls[0]!.approvalRequest).toMatchObject({ callId: 'c1' });
 
-    const answer: StoredEvent = { seq: 10, type: 'tool/approval', time: T + 6, data: { turn: 1, step: 1, callId: 'c1', decision: 'deny', reason: 'too big' } };
+    const answer: StoredEvent = {
+      seq: 10,
+      type: 'tool/approval',
+      time: T + 6,
+      data: { turn: 1, step: 1, callId: 'c1', decision: 'deny', reason: 'too big' },
+    };
     const answered = foldTurns([...events, request, answer]);
     expect(answered.activity).toMatchObject({ phase: 'running', pendingApprovals: [] });
-    expect(answered.turns[0]!.steps[0]!.toolCalls[0]!.approval).toEqual({ seq: 10, decision: 'deny', reason: 'too big' });
+    expect(answered.turns[0]!.steps[0]!.toolCalls[0]!.approval).toEqual({
+      seq: 10,
+      decision: 'deny',
+      reason: 'too big',
+    });
   });
 
   it('keeps only the newest turns when asked, with the activity of the whole log', () => {
@@ -236,7 +428,17 @@ describe('foldTurns on a written log', () => {
       { type: 'turn/start', time: T, data: { turn } },
       { type: 'step/start', time: T, data: { turn, step: 1 } },
       { type: 'user/message', time: T, data: user(`u${turn}`, `hello ${turn}`), surfaceOp: 'append' },
-      { type: 'assistant/message', time: T, data: { turn, step: 1, message: assistant(`a${turn}`, [{ type: 'text', text: `echo ${turn}` }]), usage: { inputTokens: 10 * turn, outputTokens: 1 } }, surfaceOp: 'append' },
+      {
+        type: 'assistant/message',
+        time: T,
+        data: {
+          turn,
+          step: 1,
+          message: assistant(`a${turn}`, [{ type: 'text', text: `echo ${turn}` }]),
+          usage: { inputTokens: 10 * turn, outputTokens: 1 },
+        },
+        surfaceOp: 'append',
+      },
       { type: 'step/end', time: T, data: { turn, step: 1 } },
       { type: 'turn/end', time: T, data: { turn, reason: { kind: 'completed' } } },
     ];
@@ -258,7 +460,9 @@ describe('foldTurns over random valid logs', () => {
         const view = foldTurns(events);
         expect(view.activity.events).toBe(events.length);
         expect(view.activity.turns).toBe(events.filter((e) => e.type === 'turn/start').length);
-        expect(view.turns.map((t) => t.startSeq)).toEqual(events.filter((e) => e.type === 'turn/start').map((e) => e.seq));
+        expect(view.turns.map((t) => t.startSeq)).toEqual(
+          events.filter((e) => e.type === 'turn/start').map((e) => e.seq),
+        );
         const replies = events.filter((e) => e.type === 'assistant/message');
         expect(view.requests.map((r) => r.seq)).toEqual(replies.map((e) => e.seq));
         expect(view.requests.map((r) => r.index)).toEqual(replies.map((_, i) => i + 1));

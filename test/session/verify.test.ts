@@ -54,7 +54,9 @@ describe('verifyLog numbering', () => {
     fc.assert(
       fc.property(programArb(), (program) => {
         const { session, open } = buildLog(program, ANY_REPLACES);
-        const violations = verifyLog(session.header, session.events).filter((v) => v.rule !== 'balanced-turns' || !open);
+        const violations = verifyLog(session.header, session.events).filter(
+          (v) => v.rule !== 'balanced-turns' || !open,
+        );
         expect(violations.filter((v) => v.rule.endsWith('numbering'))).toEqual([]);
       }),
       { numRuns: 200 },

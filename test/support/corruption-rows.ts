@@ -23,7 +23,11 @@ export type BatchRowModel = { op: string; first_seq: number; last_seq: number };
 export type RowModel = { header: string; events: EventRowModel[]; batches: BatchRowModel[] };
 
 export function cloneModel(model: RowModel): RowModel {
-  return { header: model.header, events: model.events.map((e) => ({ ...e })), batches: model.batches.map((b) => ({ ...b })) };
+  return {
+    header: model.header,
+    events: model.events.map((e) => ({ ...e })),
+    batches: model.batches.map((b) => ({ ...b })),
+  };
 }
 
 /** A canonical text of the model, for "nothing changed" checks. */
@@ -39,7 +43,10 @@ export function keepsRowPrefix(before: string, current: RowModel, kept: number):
   if (old.header !== current.header) return false;
   const events = new Map(current.events.map((e) => [e.seq, JSON.stringify(e)]));
   const batches = new Set(current.batches.map((b) => JSON.stringify(b)));
-  return old.events.every((e) => e.seq >= kept || events.get(e.seq) === JSON.stringify(e)) && old.batches.every((b) => b.last_seq >= kept || batches.has(JSON.stringify(b)));
+  return (
+    old.events.every((e) => e.seq >= kept || events.get(e.seq) === JSON.stringify(e)) &&
+    old.batches.every((b) => b.last_seq >= kept || batches.has(JSON.stringify(b)))
+  );
 }
 
 /** Flips one byte of a stored text value (as UTF-8) and reads it back as text (PostgreSQL text holds no NUL). */
@@ -51,17 +58,28 @@ function flipText(rng: Rng, text: string): string {
   return bytes.toString('utf8').replaceAll('\u0000', '\u0001');
 }
 
-const range = (from: number, to: number): number[] => Array.from({ length: Math.max(0, to - from + 1) }, (_, i) => from + i);
+const range = (from: number, to: number): number[] =>
+  Array.from({ length: Math.max(0, to - from + 1) }, (_, i) => from + i);
 
 /** One JSON edit of a stored event row (the row's columns, not just its data). */
 function editRow(rng: Rng, row: EventRowModel, original: Original): string {
   const data = JSON.parse(row.data) as Record<string, unknown> | null;
   const edits: Array<[string, () => void]> = [
-    ['type=other', () => (row.type = rng.pick(['turn/start', 'turn/end', 'user/message', 'assistant/chunk', 'tool/result', 'step/end']))],
+    [
+      'type=other',
+      () =>
+        (row.type = rng.pick(['turn/start', 'turn/end', 'user/message', 'assistant/chunk', 'tool/result', 'step/end'])),
+    ],
     ['type=unknown', () => (row.type = 'future/thing')],
     ['ignorable', () => (row.ignorable = true)],
     ['surface_op removed', () => (row.surface_op = null)],
-    ['surface_op bogus replace', () => ((row.surface_op = JSON.stringify({ op: 'replace', start: 99_999, end: 99_999 })), (row.source_event_seqs = '[99999]'))],
+    [
+      'surface_op bogus replace',
+      () => (
+        (row.surface_op = JSON.stringify({ op: 'replace', start: 99_999, end: 99_999 })),
+        (row.source_event_seqs = '[99999]')
+      ),
+    ],
     ['surface_op on any row', () => (row.surface_op = 'append')],
     ['sources not an array', () => (row.source_event_seqs = '{"a":1}')],
     ['role changed', () => data && ((data.role = 'assistant'), (row.data = JSON.stringify(data)))],
@@ -81,11 +99,40 @@ export function damageRows(rng: Rng, model: RowModel, original: Original): Damag
   const n = original.events.length;
   const rowAt = (seq: number): EventRowModel => model.events.find((e) => e.seq === seq)!;
   const anySeq = (): number => rng.int(n);
-  const damage = (kind: string, detail: string, damaged: number[], header = false, mustRefuse = false): Damage => ({ kind, detail, damaged: new Set(damaged), header, mustRefuse });
-  const kind = rng.pick(['flip', 'flip', 'truncate', 'truncate', 'delete-row', 'duplicate-row', 'swap-rows', 'edit-field', 'edit-field', 'change-seq', 'garbage', 'batch-edit', 'header-edit']);
+  const damage = (kind: string, detail: string, damaged: number[], header = false, mustRefuse = false): Damage => ({
+    kind,
+    detail,
+    damaged: new Set(damaged),
+    header,
+    mustRefuse,
+  });
+  const kind = rng.pick([
+    'flip',
+    'flip',
+    'truncate',
+    'truncate',
+    'delete-row',
+    'duplicate-row',
+    'swap-rows',
+    'edit-field',
+    'edit-field',
+    'change-seq',
+    'garbage',
+    'batch-edit',
+    'header-edit',
+  ]);
   switch (kind) {
     case 'flip': {
-      const target = rng.pick(['data', 'data', 'data', 'type', 'surface_op', 'source_event_seqs', 'batch op', 'header']);
+      const target = rng.pick([
+        'data',
+        'data',
+        'data',
+        'type',
+        'surface_op',
+        'source_event_seqs',
+        'batch op',
+        'header',
+      ]);
       if (target === 'header') {
         model.header = flipText(rng, model.header);
         return damage('flip', 'header', [], true);
@@ -93,7 +140,11 @@ export function damageRows(rng: Rng, model: RowModel, original: Original): Damag
       if (target === 'batch op') {
         const batch = rng.pick(model.batches);
         batch.op = flipText(rng, batch.op);
-        return damage('flip', `op of batch ${batch.first_seq}..${batch.last_seq}`, range(batch.first_seq, batch.last_seq));
+        return damage(
+          'flip',
+          `op of batch ${batch.first_seq}..${batch.last_seq}`,
+          range(batch.first_seq, batch.last_seq),
+        );
       }
       const row = rowAt(anySeq());
       const column = target as 'data' | 'type' | 'surface_op' | 'source_event_seqs';
@@ -104,7 +155,8 @@ export function damageRows(rng: Rng, model: RowModel, original: Original): Damag
       const variant = rng.pick(['rows only', 'rows and batches', 'at a batch boundary', 'batch clipped']);
       const cut = variant === 'at a batch boundary' ? rng.pick(original.batches).first : 1 + rng.int(n - 1);
       model.events = model.events.filter((e) => e.seq < cut);
-      if (variant === 'rows and batches' || variant === 'at a batch boundary') model.batches = model.batches.filter((b) => b.first_seq < cut);
+      if (variant === 'rows and batches' || variant === 'at a batch boundary')
+        model.batches = model.batches.filter((b) => b.first_seq < cut);
       if (variant === 'batch clipped') {
         model.batches = model.batches.filter((b) => b.first_seq < cut);
         for (const batch of model.batches) batch.last_seq = Math.min(batch.last_seq, cut - 1);
@@ -116,7 +168,13 @@ export function damageRows(rng: Rng, model: RowModel, original: Original): Damag
       if (rng.chance(0.3)) {
         const batch = rng.pick(model.batches);
         model.batches = model.batches.filter((b) => b !== batch);
-        return damage('delete-row', `batch ${batch.first_seq}..${batch.last_seq}`, range(batch.first_seq, batch.last_seq), false, true);
+        return damage(
+          'delete-row',
+          `batch ${batch.first_seq}..${batch.last_seq}`,
+          range(batch.first_seq, batch.last_seq),
+          false,
+          true,
+        );
       }
       const seq = anySeq();
       model.events = model.events.filter((e) => e.seq !== seq);
@@ -151,7 +209,15 @@ export function damageRows(rng: Rng, model: RowModel, original: Original): Damag
     case 'garbage': {
       const variant = rng.pick(['row', 'row and batch', 'row far ahead']);
       const seq = variant === 'row far ahead' ? n + 10 : n;
-      model.events.push({ seq, type: 'session/run', time: 1, data: rng.chance(0.5) ? '{"workflowId":' : '{"garbage":true}', surface_op: null, source_event_seqs: null, ignorable: null });
+      model.events.push({
+        seq,
+        type: 'session/run',
+        time: 1,
+        data: rng.chance(0.5) ? '{"workflowId":' : '{"garbage":true}',
+        surface_op: null,
+        source_event_seqs: null,
+        ignorable: null,
+      });
       if (variant !== 'row') model.batches.push({ op: 'garbage', first_seq: seq, last_seq: seq });
       return damage(`garbage:${variant}`, `seq ${seq}`, [n], false, true);
     }
@@ -160,7 +226,14 @@ export function damageRows(rng: Rng, model: RowModel, original: Original): Damag
       const before = { ...batch };
       if (rng.chance(0.5)) batch.first_seq += rng.chance(0.5) ? 1 : -1;
       else batch.last_seq += rng.chance(0.5) ? 1 : -1;
-      return damage('batch-edit', `${before.first_seq}..${before.last_seq} -> ${batch.first_seq}..${batch.last_seq}`, range(Math.max(0, Math.min(before.first_seq, batch.first_seq) - 1), Math.max(before.last_seq, batch.last_seq) + 1));
+      return damage(
+        'batch-edit',
+        `${before.first_seq}..${before.last_seq} -> ${batch.first_seq}..${batch.last_seq}`,
+        range(
+          Math.max(0, Math.min(before.first_seq, batch.first_seq) - 1),
+          Math.max(before.last_seq, batch.last_seq) + 1,
+        ),
+      );
     }
     default: {
       const header = JSON.parse(model.header) as Record<string, unknown>;

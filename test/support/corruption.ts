@@ -68,7 +68,12 @@ const T0 = 1_700_000_000_000;
 const WORDS = ['alpha', 'beta', 'ünïcødé', '𝄞', '"quoted"', 'line\nbreak', '{"json":1}', 'tab\there', 'plain'];
 
 export function corruptionHeader(id: string): SessionHeader {
-  return { version: SESSION_FORMAT_VERSION, id, createdAt: T0, agent: { model: 'fake-1', system: 'You are terse.', tools: ['echo', 'read_artifact'] } };
+  return {
+    version: SESSION_FORMAT_VERSION,
+    id,
+    createdAt: T0,
+    agent: { model: 'fake-1', system: 'You are terse.', tools: ['echo', 'read_artifact'] },
+  };
 }
 
 /**
@@ -94,8 +99,21 @@ export function realisticBatches(rng: Rng, id: string): GeneratedBatch[] {
     const open = turn === turns && rng.chance(0.4);
     add(`${prefix}/begin`, [
       { type: 'turn/start', time: tick(), data: { turn } },
-      ...(turn === 1 ? [{ type: 'request/header', time, data: { header: { provider: 'fake', model: 'fake-1', system: 'You are terse.' }, reason: 'initial' } } as NewEvent] : []),
-      { type: 'user/message', time, data: { id: `u${turn}`, role: 'user', content: [{ type: 'text', text: text() }], source: { kind: 'user' } }, surfaceOp: 'append' },
+      ...(turn === 1
+        ? [
+            {
+              type: 'request/header',
+              time,
+              data: { header: { provider: 'fake', model: 'fake-1', system: 'You are terse.' }, reason: 'initial' },
+            } as NewEvent,
+          ]
+        : []),
+      {
+        type: 'user/message',
+        time,
+        data: { id: `u${turn}`, role: 'user', content: [{ type: 'text', text: text() }], source: { kind: 'user' } },
+        surfaceOp: 'append',
+      },
     ]);
     const steps = 1 + rng.int(3);
     for (let step = 1; step <= steps; step++) {
@@ -107,26 +125,58 @@ export function realisticBatches(rng: Rng, id: string): GeneratedBatch[] {
         const chunks: NewEvent[] = Array.from({ length: 1 + rng.int(4) }, () => ({
           type: 'assistant/chunk',
           time: tick(),
-          data: { turn, step, chunk: rng.chance(0.3) ? { kind: 'reasoning-delta', text: text() } : { kind: 'text-delta', text: text() } },
+          data: {
+            turn,
+            step,
+            chunk: rng.chance(0.3) ? { kind: 'reasoning-delta', text: text() } : { kind: 'text-delta', text: text() },
+          },
         }));
         chunkSeqs.push(...add(`${sp}/a1/c${n}`, chunks).map((e) => e.seq));
         if (open && step === steps && n === 0 && rng.chance(0.5)) return batches;
       }
       if (rng.chance(0.15)) {
-        add(`${sp}/p0/a1/fail`, [{ type: 'llm/retry', time: tick(), data: { turn, step, attempt: 1, delayMs: 100, failure: { code: 'RATE_LIMITED', message: '429' } } }]);
+        add(`${sp}/p0/a1/fail`, [
+          {
+            type: 'llm/retry',
+            time: tick(),
+            data: { turn, step, attempt: 1, delayMs: 100, failure: { code: 'RATE_LIMITED', message: '429' } },
+          },
+        ]);
       }
       const calls = step < steps ? 1 + rng.int(2) : 0;
       const callIds = Array.from({ length: calls }, (_, i) => `call-${turn}-${step}-${i}`);
-      const content: ContentBlock[] = [{ type: 'text', text: text() }, ...callIds.map((callId) => ({ type: 'tool-call' as const, id: callId, name: 'echo', arguments: JSON.stringify({ text: text() }) }))];
+      const content: ContentBlock[] = [
+        { type: 'text', text: text() },
+        ...callIds.map((callId) => ({
+          type: 'tool-call' as const,
+          id: callId,
+          name: 'echo',
+          arguments: JSON.stringify({ text: text() }),
+        })),
+      ];
       const reply = add(`${sp}/reply`, [
         {
           type: 'assistant/message',
           time: tick(),
-          data: { turn, step, message: { id: `a${turn}-${step}`, role: 'assistant', content, source: { kind: 'model', provider: 'fake', model: 'fake-1' } }, usage: { inputTokens: 100 + rng.int(1000), outputTokens: rng.int(300) } },
+          data: {
+            turn,
+            step,
+            message: {
+              id: `a${turn}-${step}`,
+              role: 'assistant',
+              content,
+              source: { kind: 'model', provider: 'fake', model: 'fake-1' },
+            },
+            usage: { inputTokens: 100 + rng.int(1000), outputTokens: rng.int(300) },
+          },
           surfaceOp: 'append',
           sourceEventSeqs: chunkSeqs,
         },
-        ...callIds.map((callId): NewEvent => ({ type: 'tool/call', time, data: { turn, step, callId, name: 'echo', arguments: '{}' } })),
+        ...callIds.map((callId): NewEvent => ({
+          type: 'tool/call',
+          time,
+          data: { turn, step, callId, name: 'echo', arguments: '{}' },
+        })),
       ]);
       if (open && step === steps) return batches;
       if (calls > 0) {
@@ -138,7 +188,18 @@ export function realisticBatches(rng: Rng, id: string): GeneratedBatch[] {
             data: {
               turn,
               step,
-              message: { id: `r-${callId}`, role: 'user', content: [{ type: 'tool-result', toolCallId: callId, content: [{ type: 'text', text: `${text()} `.repeat(1 + rng.int(5)) }] }], source: { kind: 'tool', callId } },
+              message: {
+                id: `r-${callId}`,
+                role: 'user',
+                content: [
+                  {
+                    type: 'tool-result',
+                    toolCallId: callId,
+                    content: [{ type: 'text', text: `${text()} `.repeat(1 + rng.int(5)) }],
+                  },
+                ],
+                source: { kind: 'tool', callId },
+              },
               meta: { artifact: `artifact:${id}/echo-${callId}.txt`, bytes: 10 + rng.int(100) },
             },
             surfaceOp: 'append',
@@ -152,7 +213,9 @@ export function realisticBatches(rng: Rng, id: string): GeneratedBatch[] {
     const nodes = [...session.surfaceNodes];
     if (nodes.length >= 4 && rng.chance(0.45)) {
       const compactionId = `cmp-${++compactions}`;
-      const [start] = add(`run-1/${compactionId}/start`, [{ type: 'compaction/start', time: tick(), data: { compactionId, turn: null, trigger: 'pressure' } }]);
+      const [start] = add(`run-1/${compactionId}/start`, [
+        { type: 'compaction/start', time: tick(), data: { compactionId, turn: null, trigger: 'pressure' } },
+      ]);
       const shadowed = nodes.slice(0, 2 + rng.int(nodes.length - 2));
       add(`run-1/${compactionId}/summary`, [
         {
@@ -171,7 +234,12 @@ export function realisticBatches(rng: Rng, id: string): GeneratedBatch[] {
         {
           type: 'user/message',
           time,
-          data: { id: `sum-${compactionId}`, role: 'user', content: [{ type: 'text', text: `<summary>${text()}</summary>` }], source: { kind: 'plugin', plugin: 'compact', compactionId } },
+          data: {
+            id: `sum-${compactionId}`,
+            role: 'user',
+            content: [{ type: 'text', text: `<summary>${text()}</summary>` }],
+            source: { kind: 'plugin', plugin: 'compact', compactionId },
+          },
           surfaceOp: { op: 'replace', start: shadowed[0]!, end: shadowed[shadowed.length - 1]! },
           sourceEventSeqs: [start!.seq, ...shadowed],
         },
@@ -182,11 +250,23 @@ export function realisticBatches(rng: Rng, id: string): GeneratedBatch[] {
     if (results.length > 0 && rng.chance(0.3)) {
       const target = rng.pick(results);
       const original = session.eventAt(target) as SessionEvent<'tool/result'>;
-      const [prune] = add(`run-1/t${turn}/prune`, [{ type: 'compaction/prune', time: tick(), data: { shadowedRange: { start: target, end: target }, shadowedSeqs: [target], shadowedTokenCount: 40 } }]);
+      const [prune] = add(`run-1/t${turn}/prune`, [
+        {
+          type: 'compaction/prune',
+          time: tick(),
+          data: { shadowedRange: { start: target, end: target }, shadowedSeqs: [target], shadowedTokenCount: 40 },
+        },
+      ]);
       batches[batches.length - 1]!.events.push({
         type: 'tool/result',
         time,
-        data: { ...original.data, message: { ...original.data.message, content: [{ ...original.data.message.content[0], content: [{ type: 'text', text: '[pruned]' }] }] } },
+        data: {
+          ...original.data,
+          message: {
+            ...original.data.message,
+            content: [{ ...original.data.message.content[0], content: [{ type: 'text', text: '[pruned]' }] }],
+          },
+        },
         surfaceOp: { op: 'replace', start: target, end: target },
         sourceEventSeqs: [prune!.seq, target],
       });
@@ -198,7 +278,11 @@ export function realisticBatches(rng: Rng, id: string): GeneratedBatch[] {
 }
 
 /** Appends the batches through the store's real append path; returns the stored events. */
-export async function writeBatches(store: SessionStore, id: string, batches: readonly GeneratedBatch[]): Promise<StoredEvent[]> {
+export async function writeBatches(
+  store: SessionStore,
+  id: string,
+  batches: readonly GeneratedBatch[],
+): Promise<StoredEvent[]> {
   await store.create(corruptionHeader(id));
   let seq = 0;
   for (const batch of batches) {
@@ -222,10 +306,14 @@ export type Damage = {
   mustRefuse?: boolean;
 };
 
-export type Outcome = 'refused' | 'refused-later' | 'refused-newer-format' | 'refused-header' | 'recovered' | 'unchanged' | 'undetectable';
+export type Outcome =
+  'refused' | 'refused-later' | 'refused-newer-format' | 'refused-header' | 'recovered' | 'unchanged' | 'undetectable';
 
 /** The original log: its events and the seq range of every batch. */
-export type Original = { events: readonly StoredEvent[]; batches: ReadonlyArray<{ op: string; first: number; last: number }> };
+export type Original = {
+  events: readonly StoredEvent[];
+  batches: ReadonlyArray<{ op: string; first: number; last: number }>;
+};
 
 export function originalOf(events: readonly StoredEvent[]): Original {
   const batches: Array<{ op: string; first: number; last: number }> = [];
@@ -291,13 +379,21 @@ export async function judge(
   if (!reads.readFrom.ok) {
     // Refused: the same refusal everywhere, naming the session and a damaged seq.
     const error = reads.readFrom.error;
-    expect(isSessionlogError(error, 'CORRUPT_LOG') || isSessionlogError(error, 'UNSUPPORTED_FORMAT'), `${where}: ${describeError(error)}`).toBe(true);
+    expect(
+      isSessionlogError(error, 'CORRUPT_LOG') || isSessionlogError(error, 'UNSUPPORTED_FORMAT'),
+      `${where}: ${describeError(error)}`,
+    ).toBe(true);
     const code = (error as { code: string }).code;
     const message = (error as Error).message;
     expect(message, where).toContain(`session ${id}`);
     const writes = {
       load: await settle(() => store.load(id)),
-      append: await settle(() => store.append(id, [{ type: 'session/run', time: T0, data: { workflowId: 'w', runId: 'after-damage' } }], { expectedSeq: n, op: 'after-damage' })),
+      append: await settle(() =>
+        store.append(id, [{ type: 'session/run', time: T0, data: { workflowId: 'w', runId: 'after-damage' } }], {
+          expectedSeq: n,
+          op: 'after-damage',
+        }),
+      ),
       watch: await settle(async () => {
         for await (const _ of store.watch(id, 0)) break;
       }),
@@ -311,12 +407,17 @@ export async function judge(
     expect((await store.readFrom(sibling.id, 0)).length, `${where}: the sibling session`).toBe(sibling.events);
     const seq = /\bseq (\d+)\b/.exec(message);
     if (!seq) {
-      expect(damage.header, `${where}: a header refusal for damage that did not touch the header: ${message}`).toBe(true);
+      expect(damage.header, `${where}: a header refusal for damage that did not touch the header: ${message}`).toBe(
+        true,
+      );
       expect(report.headerProblem?.code, where).toBe(code);
       return code === 'UNSUPPORTED_FORMAT' ? 'refused-newer-format' : 'refused-header';
     }
     const named = Number(seq[1]);
-    expect(damage.damaged.size, `${where}: refused at seq ${named} but nothing was damaged: ${message}`).toBeGreaterThan(0);
+    expect(
+      damage.damaged.size,
+      `${where}: refused at seq ${named} but nothing was damaged: ${message}`,
+    ).toBeGreaterThan(0);
     const first = Math.min(...damage.damaged);
     const inDamagedBatch = (s: number): boolean =>
       [...damage.damaged].some((d) => {
@@ -326,7 +427,10 @@ export async function judge(
     // Nothing before the first damaged batch is blamed. The named seq is in a damaged batch, or
     // it is a later, intact record that the damage made inconsistent (a replace of a node a
     // damaged record removed, an op stored twice): found where the log contradicts itself.
-    expect(named, `${where}: refused naming seq ${named}, before the damage (${[...damage.damaged].join(',')}): ${message}`).toBeGreaterThanOrEqual(batchAround(original, first).first);
+    expect(
+      named,
+      `${where}: refused naming seq ${named}, before the damage (${[...damage.damaged].join(',')}): ${message}`,
+    ).toBeGreaterThanOrEqual(batchAround(original, first).first);
     expect(report.problem, where).toMatchObject({ seq: named, torn: false });
     expect(report.events.length, where).toBeLessThanOrEqual(named);
     if (code === 'UNSUPPORTED_FORMAT') return 'refused-newer-format';
@@ -334,20 +438,37 @@ export async function judge(
   }
 
   // Loaded: every batch the damage did not touch is there, byte for byte.
-  expect(damage.mustRefuse ?? false, `${where}: the damage left evidence of missing or wrong records, yet the log loaded`).toBe(false);
+  expect(
+    damage.mustRefuse ?? false,
+    `${where}: the damage left evidence of missing or wrong records, yet the log loaded`,
+  ).toBe(false);
   const read = reads.readFrom.value;
-  for (const [name, result] of Object.entries(reads)) expect(result.ok, `${where}: readFrom succeeded but ${name} failed: ${result.ok ? '' : describeError(result.error)}`).toBe(true);
+  for (const [name, result] of Object.entries(reads))
+    expect(
+      result.ok,
+      `${where}: readFrom succeeded but ${name} failed: ${result.ok ? '' : describeError(result.error)}`,
+    ).toBe(true);
   const inspected = (reads.inspect as { ok: true; value: Awaited<ReturnType<SessionStore['inspect']>> }).value;
   expect(JSON.stringify(inspected.events.slice(0, read.length)), where).toBe(JSON.stringify(read));
-  expect(JSON.stringify((reads.session as { ok: true; value: { events: readonly StoredEvent[] } }).value.events), where).toBe(JSON.stringify(read));
+  expect(
+    JSON.stringify((reads.session as { ok: true; value: { events: readonly StoredEvent[] } }).value.events),
+    where,
+  ).toBe(JSON.stringify(read));
   const required = original.batches.filter((b) => ![...damage.damaged].some((d) => d >= b.first && d <= b.last));
   for (const batch of required) {
     for (let seq = batch.first; seq <= batch.last; seq++) {
-      expect(JSON.stringify(read[seq]), `${where}: acknowledged, undamaged event ${seq} (batch ${batch.op}) is not what a read sees`).toBe(JSON.stringify(original.events[seq]));
+      expect(
+        JSON.stringify(read[seq]),
+        `${where}: acknowledged, undamaged event ${seq} (batch ${batch.op}) is not what a read sees`,
+      ).toBe(JSON.stringify(original.events[seq]));
     }
   }
   // Beyond the original end only what the damage itself stored, where it happens to be a valid batch.
-  if (read.length > n) expect([...damage.damaged].some((d) => d >= n), `${where}: a read shows events that were never appended`).toBe(true);
+  if (read.length > n)
+    expect(
+      [...damage.damaged].some((d) => d >= n),
+      `${where}: a read shows events that were never appended`,
+    ).toBe(true);
   const torn = report.problem?.torn === true;
   if (torn) expect(backend, `${where}: only JSONL has torn writes`).toBe('jsonl');
   else expect(report.problem, `${where}: scan found a problem the reads did not refuse`).toBeUndefined();
@@ -357,14 +478,21 @@ export async function judge(
   expect(JSON.stringify(loaded.events.slice(0, read.length)), where).toBe(JSON.stringify(read));
   expect(await access.keepsPrefix(before, read.length), `${where}: load rewrote stored data it kept`).toBe(true);
   const head = loaded.events.length;
-  const appended = await store.append(id, [{ type: 'session/run', time: T0, data: { workflowId: 'w', runId: 'after-damage' } }], { expectedSeq: head, op: 'after-damage' });
+  const appended = await store.append(
+    id,
+    [{ type: 'session/run', time: T0, data: { workflowId: 'w', runId: 'after-damage' } }],
+    { expectedSeq: head, op: 'after-damage' },
+  );
   expect(appended, where).toEqual({ firstSeq: head, lastSeq: head, replayed: false });
   const after = await store.readFrom(id, 0);
   expect(JSON.stringify(after.slice(0, head)), where).toBe(JSON.stringify(loaded.events));
   expect(after.length, where).toBe(head + 1);
   if (torn) {
     // A torn final write goes whole: what is kept ends where a batch ended.
-    expect(read.length === 0 || original.batches.some((b) => b.last === read.length - 1), `${where}: recovery kept part of a batch`).toBe(true);
+    expect(
+      read.length === 0 || original.batches.some((b) => b.last === read.length - 1),
+      `${where}: recovery kept part of a batch`,
+    ).toBe(true);
     return 'recovered';
   }
   return JSON.stringify(read) === JSON.stringify(original.events) && !damage.header ? 'unchanged' : 'undetectable';
@@ -382,13 +510,25 @@ export class OutcomeCounts {
 
   total(outcome?: Outcome): number {
     let sum = 0;
-    for (const row of this.counts.values()) for (const [o, n] of row) if (outcome === undefined || o === outcome) sum += n;
+    for (const row of this.counts.values())
+      for (const [o, n] of row) if (outcome === undefined || o === outcome) sum += n;
     return sum;
   }
 
   print(backend: string, seed: number): void {
-    const outcomes: Outcome[] = ['refused', 'refused-later', 'refused-newer-format', 'refused-header', 'recovered', 'unchanged', 'undetectable'];
-    const lines = [`[corruption ${backend}] seed ${seed}: ${this.total()} damaged sessions`, `  ${'damage'.padEnd(22)}${outcomes.map((o) => o.padStart(22)).join('')}`];
+    const outcomes: Outcome[] = [
+      'refused',
+      'refused-later',
+      'refused-newer-format',
+      'refused-header',
+      'recovered',
+      'unchanged',
+      'undetectable',
+    ];
+    const lines = [
+      `[corruption ${backend}] seed ${seed}: ${this.total()} damaged sessions`,
+      `  ${'damage'.padEnd(22)}${outcomes.map((o) => o.padStart(22)).join('')}`,
+    ];
     for (const [kind, row] of [...this.counts].sort(([a], [b]) => a.localeCompare(b))) {
       lines.push(`  ${kind.padEnd(22)}${outcomes.map((o) => String(row.get(o) ?? 0).padStart(22)).join('')}`);
     }

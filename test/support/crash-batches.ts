@@ -14,7 +14,12 @@ export function crashBatch(n: number): NewEvent[] {
       ? {
           type: 'user/message',
           time: 1_700_000_000_000 + n,
-          data: { id: `b${n}-${i}`, role: 'user', content: [{ type: 'text', text: `b${n}-${i}:${'x'.repeat(big)}` }], source: { kind: 'user' } },
+          data: {
+            id: `b${n}-${i}`,
+            role: 'user',
+            content: [{ type: 'text', text: `b${n}-${i}:${'x'.repeat(big)}` }],
+            source: { kind: 'user' },
+          },
           surfaceOp: 'append',
         }
       : { type: 'session/run', time: 1_700_000_000_000 + n, data: { workflowId: `b${n}`, runId: String(i) } },

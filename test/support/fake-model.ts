@@ -5,7 +5,14 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach } from 'vitest';
 import { startFakeModelServer } from '../../src/model/fake-server.js';
-import type { FakeFault, FakeModelConfig, FakeModelServer, FakeModelServerOptions, FakeReply, RecordedRequest } from '../../src/model/fake-server.js';
+import type {
+  FakeFault,
+  FakeModelConfig,
+  FakeModelServer,
+  FakeModelServerOptions,
+  FakeReply,
+  RecordedRequest,
+} from '../../src/model/fake-server.js';
 
 export type { FakeFault, FakeModelServer, FakeReply, RecordedRequest };
 
@@ -29,14 +36,20 @@ export function useFakeModel(options: FakeModelServerOptions = {}): () => FakeMo
     await server?.close();
   });
   return () => {
-    if (!server) throw new Error('the fake model server is not running (useFakeModel must be called at file or describe level)');
+    if (!server)
+      throw new Error('the fake model server is not running (useFakeModel must be called at file or describe level)');
     return server;
   };
 }
 
 /** A real `openai` client pointed at the fake server, with client retries off. */
 export function fakeModelClient(server: FakeModelServer, options: { timeoutMs?: number } = {}): OpenAI {
-  return new OpenAI({ baseURL: server.baseURL, apiKey: 'test-key', maxRetries: 0, timeout: options.timeoutMs ?? 30_000 });
+  return new OpenAI({
+    baseURL: server.baseURL,
+    apiKey: 'test-key',
+    maxRetries: 0,
+    timeout: options.timeoutMs ?? 30_000,
+  });
 }
 
 /** Drives a fake model server over its `/_control` HTTP endpoints (e.g. in another process). */
@@ -71,7 +84,10 @@ export class FakeModelRemote {
     }
     const response = await fetch(`${this.url}${path}`, init);
     const payload: unknown = await response.json();
-    if (!response.ok) throw new Error(`fake model control ${method} ${path} failed with ${response.status}: ${JSON.stringify(payload)}`);
+    if (!response.ok)
+      throw new Error(
+        `fake model control ${method} ${path} failed with ${response.status}: ${JSON.stringify(payload)}`,
+      );
     return payload;
   }
 }

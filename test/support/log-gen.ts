@@ -82,7 +82,11 @@ function text(n: number): string {
  * Interprets `program` into a valid log. `onStep` is called after each action (used to probe
  * the derivation cache at random moments).
  */
-export function buildLog(program: readonly Action[], options: GenOptions, onStep?: (session: Session, action: Action) => void): GeneratedLog {
+export function buildLog(
+  program: readonly Action[],
+  options: GenOptions,
+  onStep?: (session: Session, action: Action) => void,
+): GeneratedLog {
   const header = testHeader();
   const session = Session.create(header);
   const inputs: NewEvent[] = [];
@@ -144,7 +148,11 @@ export function buildLog(program: readonly Action[], options: GenOptions, onStep
             { kind: 'reasoning-delta', text: text(b) },
             { kind: 'tool-call-delta', index: a % 3, id: `d${b}`, name: 'echo', argumentsDelta: '{"x":' },
           ];
-          const event = append({ type: 'assistant/chunk', time, data: { turn, step: stepInTurn, chunk: chunks[a % chunks.length]! } });
+          const event = append({
+            type: 'assistant/chunk',
+            time,
+            data: { turn, step: stepInTurn, chunk: chunks[a % chunks.length]! },
+          });
           chunkSeqs.push(event.seq);
           return true;
         }
@@ -162,7 +170,12 @@ export function buildLog(program: readonly Action[], options: GenOptions, onStep
           for (let i = 0; i < calls; i++) {
             const id = nextId('call');
             callIds.push(id);
-            content.push({ type: 'tool-call', id, name: i % 2 === 0 ? 'echo' : 'read', arguments: JSON.stringify({ i, n: a }) });
+            content.push({
+              type: 'tool-call',
+              id,
+              name: i % 2 === 0 ? 'echo' : 'read',
+              arguments: JSON.stringify({ i, n: a }),
+            });
           }
           const message: AssistantMessage = {
             id: nextId('a'),
@@ -182,7 +195,11 @@ export function buildLog(program: readonly Action[], options: GenOptions, onStep
               ...(emptyReply ? { finishReason: 'length' } : {}),
             },
             surfaceOp: 'append',
-            ...(provenance === 0 ? { sourceEventSeqs: [...chunkSeqs] } : provenance === 1 ? { sourceEventSeqs: [] } : {}),
+            ...(provenance === 0
+              ? { sourceEventSeqs: [...chunkSeqs] }
+              : provenance === 1
+                ? { sourceEventSeqs: [] }
+                : {}),
           });
           chunkSeqs = [];
           repliedInStep = true;
@@ -261,14 +278,24 @@ export function buildLog(program: readonly Action[], options: GenOptions, onStep
       case 9: {
         const choice = a % 4;
         if (choice === 0) {
-          append({ type: 'request/header', time, data: { header: { provider: 'fake', model: 'fake-1', system: text(b) }, reason: 'initial' } });
+          append({
+            type: 'request/header',
+            time,
+            data: { header: { provider: 'fake', model: 'fake-1', system: text(b) }, reason: 'initial' },
+          });
         } else if (choice === 1) {
           append({ type: 'session/run', time, data: { workflowId: `session/${header.id}`, runId: `run-${b}` } });
         } else if (choice === 2 && openStep) {
           append({
             type: 'llm/retry',
             time,
-            data: { turn, step: stepInTurn, attempt: 1 + (b % 3), delayMs: b, failure: { code: 'RATE_LIMITED', message: '429' } },
+            data: {
+              turn,
+              step: stepInTurn,
+              attempt: 1 + (b % 3),
+              delayMs: b,
+              failure: { code: 'RATE_LIMITED', message: '429' },
+            },
           });
         } else {
           append({ type: 'session/end-seed', time, data: {} });
@@ -359,7 +386,12 @@ function replaceSpan(
       data: {
         turn: 1,
         step: 1,
-        message: { id: nextId('ra'), role: 'assistant', content: [{ type: 'text', text: `recap ${a}` }], source: { kind: 'model', provider: 'fake', model: 'fake-1' } },
+        message: {
+          id: nextId('ra'),
+          role: 'assistant',
+          content: [{ type: 'text', text: `recap ${a}` }],
+          source: { kind: 'model', provider: 'fake', model: 'fake-1' },
+        },
       },
       surfaceOp: { op: 'replace', start: span[0]!, end: span[span.length - 1]! },
       sourceEventSeqs: sources,
@@ -381,14 +413,23 @@ function replaceSpan(
   return true;
 }
 
-function rewriteToolResult(session: Session, append: (input: NewEvent) => StoredEvent, { a, b }: Action, time: number): boolean {
+function rewriteToolResult(
+  session: Session,
+  append: (input: NewEvent) => StoredEvent,
+  { a, b }: Action,
+  time: number,
+): boolean {
   const results = session.surfaceNodes.filter((seq) => session.eventAt(seq)!.type === 'tool/result');
   if (results.length === 0) return false;
   const target = results[a % results.length]!;
   const original = session.eventAt(target) as SessionEvent<'tool/result'>;
   const block = original.data.message.content[0];
   if (b % 2 === 0) {
-    append({ type: 'compaction/prune', time, data: { shadowedRange: { start: target, end: target }, shadowedSeqs: [target], shadowedTokenCount: 10 + b } });
+    append({
+      type: 'compaction/prune',
+      time,
+      data: { shadowedRange: { start: target, end: target }, shadowedSeqs: [target], shadowedTokenCount: 10 + b },
+    });
   }
   append({
     type: 'tool/result',
@@ -408,21 +449,44 @@ function rewriteToolResult(session: Session, append: (input: NewEvent) => Stored
 
 /** Non-surface events to splice into a log (property 9). */
 export const nonSurfaceEventArb: fc.Arbitrary<NewEvent> = fc.oneof(
-  fc.record({ n: fc.nat(50) }).map(({ n }): NewEvent => ({ type: 'assistant/chunk', time: BASE_TIME + n, data: { turn: 1, step: 1, chunk: { kind: 'text-delta', text: text(n) } } })),
+  fc.record({ n: fc.nat(50) }).map(({ n }): NewEvent => ({
+    type: 'assistant/chunk',
+    time: BASE_TIME + n,
+    data: { turn: 1, step: 1, chunk: { kind: 'text-delta', text: text(n) } },
+  })),
   fc.nat(50).map((n): NewEvent => ({ type: 'turn/start', time: BASE_TIME - n, data: { turn: 1 + n } })),
-  fc.nat(50).map((n): NewEvent => ({ type: 'turn/end', time: BASE_TIME, data: { turn: 1 + n, reason: { kind: 'completed' } } })),
+  fc.nat(50).map((n): NewEvent => ({
+    type: 'turn/end',
+    time: BASE_TIME,
+    data: { turn: 1 + n, reason: { kind: 'completed' } },
+  })),
   fc.nat(50).map((n): NewEvent => ({ type: 'step/start', time: BASE_TIME, data: { turn: 1, step: 1 + n } })),
-  fc.nat(50).map((n): NewEvent => ({ type: 'tool/call', time: BASE_TIME, data: { turn: 1, step: 1, callId: `x${n}`, name: 'echo', arguments: '{}' } })),
-  fc.nat(50).map((n): NewEvent => ({ type: 'request/header', time: BASE_TIME, data: { header: { provider: 'p', model: `m${n}` }, reason: 'change' } })),
+  fc.nat(50).map((n): NewEvent => ({
+    type: 'tool/call',
+    time: BASE_TIME,
+    data: { turn: 1, step: 1, callId: `x${n}`, name: 'echo', arguments: '{}' },
+  })),
+  fc.nat(50).map((n): NewEvent => ({
+    type: 'request/header',
+    time: BASE_TIME,
+    data: { header: { provider: 'p', model: `m${n}` }, reason: 'change' },
+  })),
   fc.constant<NewEvent>({ type: 'session/end-seed', time: BASE_TIME, data: {} }),
-  fc.nat(50).map((n): NewEvent => ({ type: 'compaction/start', time: BASE_TIME, data: { compactionId: `c${n}`, turn: null, trigger: 'manual' } })),
+  fc.nat(50).map((n): NewEvent => ({
+    type: 'compaction/start',
+    time: BASE_TIME,
+    data: { compactionId: `c${n}`, turn: null, trigger: 'manual' },
+  })),
 );
 
 /**
  * Rebuilds `inputs` with `extra[k]` events inserted before original index `k` (and
  * `extra[inputs.length]` at the end), remapping every seq reference (surfaceOp, sources).
  */
-export function withInsertedEvents(inputs: readonly NewEvent[], extra: ReadonlyMap<number, readonly NewEvent[]>): NewEvent[] {
+export function withInsertedEvents(
+  inputs: readonly NewEvent[],
+  extra: ReadonlyMap<number, readonly NewEvent[]>,
+): NewEvent[] {
   const newSeq: number[] = [];
   let shift = 0;
   for (let k = 0; k < inputs.length; k++) {

@@ -2,14 +2,24 @@
 import type { SessionClient } from '../../src/client/session-client.js';
 import type { StoredEvent } from '../../src/session/index.js';
 
-export async function waitForEvent(client: SessionClient, sessionId: string, predicate: (event: StoredEvent) => boolean, timeoutMs = 30_000): Promise<StoredEvent> {
+export async function waitForEvent(
+  client: SessionClient,
+  sessionId: string,
+  predicate: (event: StoredEvent) => boolean,
+  timeoutMs = 30_000,
+): Promise<StoredEvent> {
   const abort = new AbortController();
-  const timer = setTimeout(() => abort.abort(new Error(`no matching event in session ${sessionId} within ${timeoutMs} ms`)), timeoutMs);
+  const timer = setTimeout(
+    () => abort.abort(new Error(`no matching event in session ${sessionId} within ${timeoutMs} ms`)),
+    timeoutMs,
+  );
   try {
     for await (const event of client.follow(sessionId, 0, abort.signal)) {
       if (predicate(event)) return event;
     }
-    throw abort.signal.reason instanceof Error ? abort.signal.reason : new Error(`log of ${sessionId} ended before a matching event`);
+    throw abort.signal.reason instanceof Error
+      ? abort.signal.reason
+      : new Error(`log of ${sessionId} ended before a matching event`);
   } finally {
     clearTimeout(timer);
     abort.abort();
@@ -17,7 +27,11 @@ export async function waitForEvent(client: SessionClient, sessionId: string, pre
 }
 
 /** Polls `fn` until it returns a value other than undefined (bounded). */
-export async function eventually<T>(fn: () => Promise<T | undefined>, timeoutMs = 30_000, intervalMs = 100): Promise<T> {
+export async function eventually<T>(
+  fn: () => Promise<T | undefined>,
+  timeoutMs = 30_000,
+  intervalMs = 100,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await fn();

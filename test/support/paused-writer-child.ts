@@ -90,7 +90,9 @@ async function main(): Promise<void> {
       const result = await store.append(id, batch(op), { expectedSeq, op });
       process.stdout.write(`RESULT ${op} OK ${result.firstSeq} ${result.lastSeq} ${result.replayed ? 1 : 0}\n`);
     } catch (error) {
-      process.stdout.write(`RESULT ${op} ERR ${isSessionlogError(error) ? error.code : `UNEXPECTED:${String(error).replace(/\s+/g, '_')}`}\n`);
+      process.stdout.write(
+        `RESULT ${op} ERR ${isSessionlogError(error) ? error.code : `UNEXPECTED:${String(error).replace(/\s+/g, '_')}`}\n`,
+      );
     }
   }
   await store.close();

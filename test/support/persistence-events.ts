@@ -23,7 +23,12 @@ export function assistantMessage(id: string, text: string, turn = 1, time = 1): 
     data: {
       turn,
       step: 1,
-      message: { id, role: 'assistant', content: [{ type: 'text', text }], source: { kind: 'model', provider: 'fake', model: 'm' } },
+      message: {
+        id,
+        role: 'assistant',
+        content: [{ type: 'text', text }],
+        source: { kind: 'model', provider: 'fake', model: 'm' },
+      },
     },
     surfaceOp: 'append',
   };

@@ -22,7 +22,11 @@ async function waitUntil(startAt: number): Promise<void> {
 }
 
 function racingBatch(writer: string, round: number): NewEvent[] {
-  return [0, 1].map((i) => ({ type: 'session/run', time: round, data: { workflowId: `${writer}-r${round}`, runId: String(i) } }));
+  return [0, 1].map((i) => ({
+    type: 'session/run',
+    time: round,
+    data: { workflowId: `${writer}-r${round}`, runId: String(i) },
+  }));
 }
 
 async function main(): Promise<void> {
@@ -38,7 +42,9 @@ async function main(): Promise<void> {
       const result = await store.append(id, racingBatch(writer, round), { expectedSeq, op: `${writer}-r${round}` });
       process.stdout.write(`RESULT ${round} OK ${result.firstSeq} ${result.lastSeq} ${result.replayed ? 1 : 0}\n`);
     } catch (error) {
-      process.stdout.write(`RESULT ${round} ERR ${isSessionlogError(error) ? error.code : `UNEXPECTED:${String(error).replace(/\s+/g, '_')}`}\n`);
+      process.stdout.write(
+        `RESULT ${round} ERR ${isSessionlogError(error) ? error.code : `UNEXPECTED:${String(error).replace(/\s+/g, '_')}`}\n`,
+      );
     }
   }
   await store.close();

@@ -51,13 +51,26 @@ async function save(stack: Stack, name: string, sessionId: string, runId?: strin
 
 /** Waits for the approval request of `callId` in the session's log. */
 function requested(stack: Stack, sessionId: string, callId: string): Promise<unknown> {
-  return waitForEvent(stack.client, sessionId, (e) => isEventOfType(e, 'tool/approval-request') && e.data.callId === callId);
+  return waitForEvent(
+    stack.client,
+    sessionId,
+    (e) => isEventOfType(e, 'tool/approval-request') && e.data.callId === callId,
+  );
 }
 
 const SCENARIOS: Record<string, (stack: Stack, stamp: number) => Promise<void>> = {
   async 'tools-and-close'(stack, stamp) {
     const tools = `replay-tools-${stamp}`;
-    stack.fake.enqueueReplies({ text: 'computing', toolCalls: [{ name: 'calculator', arguments: { expression: '6*7' } }, { name: 'word_count', arguments: { text: 'a b' } }] }, { text: '42' });
+    stack.fake.enqueueReplies(
+      {
+        text: 'computing',
+        toolCalls: [
+          { name: 'calculator', arguments: { expression: '6*7' } },
+          { name: 'word_count', arguments: { text: 'a b' } },
+        ],
+      },
+      { text: '42' },
+    );
     await stack.client.send(tools, 'what is 6*7?');
     await stack.client.send(tools, 'thanks');
     await stack.client.close(tools);
@@ -116,7 +129,12 @@ const SCENARIOS: Record<string, (stack: Stack, stamp: number) => Promise<void>> 
     );
     const first = stack.client.send(id, 'deploy eu and us');
     await requested(stack, id, 'rec-a2');
-    await stack.client.approve(id, 'rec-a1', { decision: 'approve', arguments: '{"target":"eu-west"}', allowForSession: true, by: 'recorder' });
+    await stack.client.approve(id, 'rec-a1', {
+      decision: 'approve',
+      arguments: '{"target":"eu-west"}',
+      allowForSession: true,
+      by: 'recorder',
+    });
     await stack.client.approve(id, 'rec-a2', { decision: 'deny', reason: 'us is frozen' });
     await first;
     await stack.client.send(id, 'deploy ap');
@@ -124,7 +142,10 @@ const SCENARIOS: Record<string, (stack: Stack, stamp: number) => Promise<void>> 
 
     const resumed = `replay-approval-resumed-${stamp}`;
     await stack.client.start({ sessionId: resumed });
-    stack.fake.enqueueReplies({ text: '', toolCalls: [{ id: 'rec-r1', name: 'deploy', arguments: { target: 'eu' } }] }, { text: 'deployed after the resume' });
+    stack.fake.enqueueReplies(
+      { text: '', toolCalls: [{ id: 'rec-r1', name: 'deploy', arguments: { target: 'eu' } }] },
+      { text: 'deployed after the resume' },
+    );
     await stack.client.post(resumed, 'deploy eu');
     await requested(stack, resumed, 'rec-r1');
     await stack.temporal.workflow.getHandle(workflowIdFor(resumed)).terminate('recording: a run lost while it waits');
@@ -137,7 +158,12 @@ const SCENARIOS: Record<string, (stack: Stack, stamp: number) => Promise<void>> 
   /** External tool: a result posted by the caller, then a call whose result never comes (expired). */
   async 'external-tool'(stack, stamp) {
     const id = `replay-external-${stamp}`;
-    const client = new SessionClient({ temporal: stack.temporal, store: stack.store, taskQueue: stack.taskQueue, tunables: { ...TEST_TUNABLES, approvalTimeoutMs: 5_000 } });
+    const client = new SessionClient({
+      temporal: stack.temporal,
+      store: stack.store,
+      taskQueue: stack.taskQueue,
+      tunables: { ...TEST_TUNABLES, approvalTimeoutMs: 5_000 },
+    });
     await client.start({ sessionId: id });
     stack.fake.enqueueReplies(
       { text: 'Clicking.', toolCalls: [{ id: 'rec-x1', name: 'browser_click', arguments: { selector: '#buy' } }] },
@@ -156,12 +182,17 @@ const SCENARIOS: Record<string, (stack: Stack, stamp: number) => Promise<void>> 
 
 async function main(): Promise<void> {
   const wanted = process.argv.slice(2);
-  for (const name of wanted) if (!(name in SCENARIOS)) throw new Error(`unknown scenario ${name}; known: ${Object.keys(SCENARIOS).join(', ')}`);
+  for (const name of wanted)
+    if (!(name in SCENARIOS)) throw new Error(`unknown scenario ${name}; known: ${Object.keys(SCENARIOS).join(', ')}`);
   const stack = await startStack({
     tunables: { continueAsNewAfterTurns: 3 },
     worker: {
       tools: new ToolRegistry([...BUILTIN_TOOLS, ...RECORDING_TOOLS]),
-      agent: { model: 'fake', system: 'You are a test assistant.', tools: ['read_artifact', 'calculator', 'word_count', 'deploy', 'browser_click'] },
+      agent: {
+        model: 'fake',
+        system: 'You are a test assistant.',
+        tools: ['read_artifact', 'calculator', 'word_count', 'deploy', 'browser_click'],
+      },
     },
   });
   const stamp = Date.now();

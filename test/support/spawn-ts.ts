@@ -53,7 +53,11 @@ export type LineChild = {
 
 /** Starts `node <file> ...args` (a bundle from {@link bundleScript}), with `env` added to this process's environment. */
 export function spawnLineChild(file: string, args: readonly string[], env: Record<string, string> = {}): LineChild {
-  const child = spawn(process.execPath, [file, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [file, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   const lines: string[] = [];
   let partial = '';
   let stderr = '';
@@ -88,7 +92,9 @@ export function spawnLineChild(file: string, args: readonly string[], env: Recor
       if (seen !== undefined) return Promise.resolve(seen);
       return new Promise<string>((resolve, reject) => {
         waiters.add({ pattern, resolve });
-        void exited.then(({ code, signal }) => reject(new Error(`child exited (${code ?? signal}) before printing ${pattern}: ${stderr}`)));
+        void exited.then(({ code, signal }) =>
+          reject(new Error(`child exited (${code ?? signal}) before printing ${pattern}: ${stderr}`)),
+        );
       });
     },
     send(line) {

@@ -14,7 +14,11 @@ import { SessionClient } from '../../src/client/session-client.js';
 import { createContextReporter } from '../../src/context/report.js';
 import { createTokenMeter } from '../../src/context/token-meter.js';
 import { DEFAULT_MODEL_CATALOGUE } from '../../src/model/catalogue.js';
-import { startFakeModelServer, type FakeModelServer, type FakeModelServerOptions } from '../../src/model/fake-server.js';
+import {
+  startFakeModelServer,
+  type FakeModelServer,
+  type FakeModelServerOptions,
+} from '../../src/model/fake-server.js';
 import { createOpenAIProvider } from '../../src/model/provider.js';
 import { openSqliteStore } from '../../src/persistence/sqlite.js';
 import type { SessionStore } from '../../src/persistence/store.js';
@@ -79,7 +83,14 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const dir = mkdtempSync(join(tmpdir(), 'sessionlog-it-'));
   const store = options.store ?? openSqliteStore(join(dir, 'sessions.db'));
   const fake = await startFakeModelServer(options.fake ?? {});
-  const provider = createOpenAIProvider({ baseURL: fake.baseURL, apiKey: options.apiKey ?? 'test-key', timeoutMs: options.modelTimeoutMs ?? 20_000, idleTimeoutMs: options.modelTimeoutMs ?? 20_000, provider: 'fake', coalesce: { maxDelayMs: 20 } });
+  const provider = createOpenAIProvider({
+    baseURL: fake.baseURL,
+    apiKey: options.apiKey ?? 'test-key',
+    timeoutMs: options.modelTimeoutMs ?? 20_000,
+    idleTimeoutMs: options.modelTimeoutMs ?? 20_000,
+    provider: 'fake',
+    coalesce: { maxDelayMs: 20 },
+  });
   const taskQueue = options.taskQueue ?? `test-${randomUUID()}`;
   const address = temporalAddress();
   const nativeConnection = await NativeConnection.connect({ address });
@@ -104,7 +115,12 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     taskQueue,
     tunables: { ...TEST_TUNABLES, ...options.tunables },
     // The same catalogue and policy as the worker's, so the reported budget is the one it acts on.
-    contextReport: createContextReporter({ meter: createTokenMeter(), catalogue: DEFAULT_MODEL_CATALOGUE, defaultModel: 'fake', ...(workerContext?.policy ? { policy: workerContext.policy } : {}) }),
+    contextReport: createContextReporter({
+      meter: createTokenMeter(),
+      catalogue: DEFAULT_MODEL_CATALOGUE,
+      defaultModel: 'fake',
+      ...(workerContext?.policy ? { policy: workerContext.policy } : {}),
+    }),
   });
   return {
     store,

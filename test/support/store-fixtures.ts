@@ -95,21 +95,23 @@ export const sqliteFixture: BackendFixture = {
   plantEvent(url, id, event) {
     withDb(url, (db) => {
       const key = sessionKey(db, id);
-      db.prepare('INSERT INTO events (session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable) VALUES (?, ?, ?, ?, ?, NULL, NULL, ?)').run(
+      db.prepare(
+        'INSERT INTO events (session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable) VALUES (?, ?, ?, ?, ?, NULL, NULL, ?)',
+      ).run(key, event.seq, event.type, event.time, JSON.stringify(event.data), event.ignorable ? 1 : null);
+      db.prepare('INSERT INTO batches (session_key, op, first_seq, last_seq) VALUES (?, ?, ?, ?)').run(
         key,
+        event.op,
         event.seq,
-        event.type,
-        event.time,
-        JSON.stringify(event.data),
-        event.ignorable ? 1 : null,
+        event.seq,
       );
-      db.prepare('INSERT INTO batches (session_key, op, first_seq, last_seq) VALUES (?, ?, ?, ?)').run(key, event.op, event.seq, event.seq);
     });
   },
   plantDamagedRecord(url, id, seq) {
     withDb(url, (db) => {
       const key = sessionKey(db, id);
-      db.prepare("INSERT INTO events (session_key, seq, type, time, data) VALUES (?, ?, 'session/run', 1, '{\"workflowId\":')").run(key, seq);
+      db.prepare(
+        "INSERT INTO events (session_key, seq, type, time, data) VALUES (?, ?, 'session/run', 1, '{\"workflowId\":')",
+      ).run(key, seq);
     });
   },
   editRecord(url, id, seq, edit) {
@@ -121,7 +123,9 @@ export const sqliteFixture: BackendFixture = {
         db.prepare(`UPDATE events SET data = '{"garbled":' WHERE session_key = ? AND seq = ?`).run(key, seq);
       } else {
         const row = relationalRow(edit.event);
-        db.prepare('UPDATE events SET seq = ?, type = ?, time = ?, data = ?, surface_op = ?, source_event_seqs = ?, ignorable = ? WHERE session_key = ? AND seq = ?').run(
+        db.prepare(
+          'UPDATE events SET seq = ?, type = ?, time = ?, data = ?, surface_op = ?, source_event_seqs = ?, ignorable = ? WHERE session_key = ? AND seq = ?',
+        ).run(
           row.seq,
           row.type,
           row.time,
@@ -143,7 +147,9 @@ export const sqliteFixture: BackendFixture = {
   plantCacheText(url, id, text) {
     withDb(url, (db) => {
       const key = sessionKey(db, id);
-      db.prepare('INSERT INTO projection_cache (session_key, record) VALUES (?, ?) ON CONFLICT (session_key) DO UPDATE SET record = excluded.record').run(key, text);
+      db.prepare(
+        'INSERT INTO projection_cache (session_key, record) VALUES (?, ?) ON CONFLICT (session_key) DO UPDATE SET record = excluded.record',
+      ).run(key, text);
     });
   },
   dump(url) {
@@ -151,7 +157,11 @@ export const sqliteFixture: BackendFixture = {
       url,
       (db) => {
         // A virtual table (the FTS5 index) is dumped through its shadow tables, which hold its data.
-        const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL TABLE%' ORDER BY name").all() as Array<{ name: string }>;
+        const tables = db
+          .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL TABLE%' ORDER BY name",
+          )
+          .all() as Array<{ name: string }>;
         return tables
           .map(({ name }) => `${name}:${JSON.stringify(db.prepare(`SELECT * FROM "${name}" ORDER BY 1, 2`).all())}`)
           .join('\n');
@@ -172,7 +182,7 @@ function jsonlLog(url: string, id: string): string {
 /** The JSONL file format of a session's log (the header's `format`, absent in version 1). */
 function jsonlFormat(url: string, id: string): number {
   const text = readFileSync(jsonlLog(url, id), 'utf8');
-  return ((JSON.parse(text.slice(0, text.indexOf('\n'))) as { format?: number }).format ?? 1);
+  return (JSON.parse(text.slice(0, text.indexOf('\n'))) as { format?: number }).format ?? 1;
 }
 
 function listFiles(dir: string): string[] {
@@ -199,12 +209,17 @@ export const jsonlFixture: BackendFixture = {
   editRecord(url, id, seq, edit) {
     const path = jsonlLog(url, id);
     const lines = readFileSync(path, 'utf8').split('\n');
-    const index = lines.findIndex((line, i) => i > 0 && line.length > 0 && (JSON.parse(line) as { seq?: unknown }).seq === seq);
+    const index = lines.findIndex(
+      (line, i) => i > 0 && line.length > 0 && (JSON.parse(line) as { seq?: unknown }).seq === seq,
+    );
     if (index < 0) throw new Error(`fixture: no line for seq ${seq}`);
     const original = JSON.parse(lines[index]!) as Record<string, unknown>;
     if (edit.kind === 'delete') lines.splice(index, 1);
     else if (edit.kind === 'garble') lines[index] = lines[index]!.slice(0, Math.floor(lines[index]!.length / 2));
-    else lines[index] = JSON.stringify('batchSize' in original ? { ...edit.event, batchSize: original.batchSize } : edit.event);
+    else
+      lines[index] = JSON.stringify(
+        'batchSize' in original ? { ...edit.event, batchSize: original.batchSize } : edit.event,
+      );
     writeFileSync(path, lines.join('\n'));
   },
   setHeaderVersion(url, id, version) {
@@ -234,14 +249,25 @@ export const BACKENDS: readonly BackendFixture[] = [sqliteFixture, jsonlFixture]
 export const POSTGRES_TEST_URL = process.env.SESSIONLOG_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 /** Network failures that mean "no server answers"; anything else (bad password, missing database) is a real failure. */
-const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'EAI_AGAIN', 'ENOENT']);
+const UNREACHABLE = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ETIMEDOUT',
+  'EAI_AGAIN',
+  'ENOENT',
+]);
 
 /**
  * Whether a PostgreSQL server answers at {@link POSTGRES_TEST_URL}. Only an unreachable server
  * reads as unavailable (so the suites skip); a server that answers but refuses us throws.
  */
 export async function probePostgres(): Promise<{ available: true } | { available: false; reason: string }> {
-  const client = new pg.Client({ connectionString: parsePostgresUrl(POSTGRES_TEST_URL).connectionString, connectionTimeoutMillis: 5000 });
+  const client = new pg.Client({
+    connectionString: parsePostgresUrl(POSTGRES_TEST_URL).connectionString,
+    connectionTimeoutMillis: 5000,
+  });
   client.on('error', () => undefined);
   try {
     await client.connect();
@@ -251,7 +277,10 @@ export async function probePostgres(): Promise<{ available: true } | { available
     const code = (error as { code?: string }).code;
     const timedOut = /timeout/i.test((error as Error).message);
     if ((code && UNREACHABLE.has(code)) || timedOut) {
-      return { available: false, reason: `no PostgreSQL server answers at ${redactUrl(POSTGRES_TEST_URL)} (${code ?? (error as Error).message}); set SESSIONLOG_TEST_POSTGRES_URL to point at one` };
+      return {
+        available: false,
+        reason: `no PostgreSQL server answers at ${redactUrl(POSTGRES_TEST_URL)} (${code ?? (error as Error).message}); set SESSIONLOG_TEST_POSTGRES_URL to point at one`,
+      };
     }
     throw error;
   } finally {
@@ -327,7 +356,11 @@ function rawChannel(): { port: MessagePort; signal: Int32Array } {
     const { port1, port2 } = new MessageChannel();
     const signal = new Int32Array(new SharedArrayBuffer(4));
     const pgPath = createRequire(import.meta.url).resolve('pg');
-    const worker = new Worker(RAW_WORKER_SOURCE, { eval: true, workerData: { port: port2, signal, pgPath }, transferList: [port2] });
+    const worker = new Worker(RAW_WORKER_SOURCE, {
+      eval: true,
+      workerData: { port: port2, signal, pgPath },
+      transferList: [port2],
+    });
     worker.unref();
     port1.unref();
     rawWorker = { port: port1, signal };
@@ -340,7 +373,8 @@ function pgRaw(url: string, statements: Array<[string, unknown[]]>): unknown[][]
   Atomics.store(signal, 0, 0);
   port.postMessage({ connectionString: parsePostgresUrl(url).connectionString, statements });
   if (Atomics.wait(signal, 0, 0, 30_000) === 'timed-out') throw new Error('fixture: raw PostgreSQL access timed out');
-  const reply = receiveMessageOnPort(port)?.message as { ok: true; results: unknown[][] } | { ok: false; message: string } | undefined;
+  const reply = receiveMessageOnPort(port)?.message as
+    { ok: true; results: unknown[][] } | { ok: false; message: string } | undefined;
   if (!reply) throw new Error('fixture: raw PostgreSQL access returned nothing');
   if (!reply.ok) throw new Error(`fixture: raw PostgreSQL access failed: ${reply.message}`);
   return reply.results;
@@ -351,7 +385,9 @@ function pgSchema(url: string): string {
 }
 
 function pgSessionKey(url: string, id: string): number {
-  const [rows] = pgRaw(url, [[`SELECT key FROM ${pgSchema(url)}.sessions WHERE id = $1`, [id]]]) as [Array<{ key: string }>];
+  const [rows] = pgRaw(url, [[`SELECT key FROM ${pgSchema(url)}.sessions WHERE id = $1`, [id]]]) as [
+    Array<{ key: string }>,
+  ];
   if (!rows[0]) throw new Error(`fixture: no session ${id}`);
   return Number(rows[0].key);
 }
@@ -371,12 +407,20 @@ export const postgresFixture: BackendFixture = {
         `INSERT INTO ${s}.events (session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable) VALUES ($1, $2, $3, $4, $5, NULL, NULL, $6)`,
         [key, event.seq, event.type, event.time, JSON.stringify(event.data), event.ignorable ? true : null],
       ],
-      [`INSERT INTO ${s}.batches (session_key, op, first_seq, last_seq) VALUES ($1, $2, $3, $3)`, [key, event.op, event.seq]],
+      [
+        `INSERT INTO ${s}.batches (session_key, op, first_seq, last_seq) VALUES ($1, $2, $3, $3)`,
+        [key, event.op, event.seq],
+      ],
     ]);
   },
   plantDamagedRecord(url, id, seq) {
     const key = pgSessionKey(url, id);
-    pgRaw(url, [[`INSERT INTO ${pgSchema(url)}.events (session_key, seq, type, time, data) VALUES ($1, $2, 'session/run', 1, '{"workflowId":')`, [key, seq]]]);
+    pgRaw(url, [
+      [
+        `INSERT INTO ${pgSchema(url)}.events (session_key, seq, type, time, data) VALUES ($1, $2, 'session/run', 1, '{"workflowId":')`,
+        [key, seq],
+      ],
+    ]);
   },
   editRecord(url, id, seq, edit) {
     const s = pgSchema(url);
@@ -396,7 +440,12 @@ export const postgresFixture: BackendFixture = {
     }
   },
   setHeaderVersion(url, id, version) {
-    pgRaw(url, [[`UPDATE ${pgSchema(url)}.sessions SET header = jsonb_set(header::jsonb, '{version}', to_jsonb($1::int))::text WHERE id = $2`, [version, id]]]);
+    pgRaw(url, [
+      [
+        `UPDATE ${pgSchema(url)}.sessions SET header = jsonb_set(header::jsonb, '{version}', to_jsonb($1::int))::text WHERE id = $2`,
+        [version, id],
+      ],
+    ]);
   },
   plantCacheText(url, id, text) {
     const key = pgSessionKey(url, id);
@@ -409,7 +458,9 @@ export const postgresFixture: BackendFixture = {
   },
   dump(url) {
     const schema = parsePostgresUrl(url).schema;
-    const [tables] = pgRaw(url, [[`SELECT tablename AS name FROM pg_tables WHERE schemaname = $1 ORDER BY tablename`, [schema]]]) as [Array<{ name: string }>];
+    const [tables] = pgRaw(url, [
+      [`SELECT tablename AS name FROM pg_tables WHERE schemaname = $1 ORDER BY tablename`, [schema]],
+    ]) as [Array<{ name: string }>];
     const contents = pgRaw(
       url,
       tables.map(({ name }) => [`SELECT * FROM "${schema}"."${name}" ORDER BY 1, 2`, []]),

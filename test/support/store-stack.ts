@@ -36,7 +36,12 @@ export class StoreStack {
     const { store: storeOptions, ...stackOptions } = this.options;
     const store = await openStore(this.url, { pollIntervalMs: 20, ...storeOptions });
     const stack = await startStack({ ...stackOptions, store, taskQueue: this.taskQueue });
-    const gateway = await startGateway({ client: stack.client, host: '127.0.0.1', port: 0, bodyLimitBytes: 1024 * 1024 });
+    const gateway = await startGateway({
+      client: stack.client,
+      host: '127.0.0.1',
+      port: 0,
+      bodyLimitBytes: 1024 * 1024,
+    });
     this.running = { stack, gateway };
   }
 
@@ -66,7 +71,12 @@ export class StoreStack {
 
   /** Runs `sessionlog ARGS…` against this stack's Temporal server, store and task queue. */
   cli(args: readonly string[]): Promise<CliResult> {
-    const env: NodeJS.ProcessEnv = { ...process.env, TEMPORAL_ADDRESS: temporalAddress(), SESSIONLOG_STORE: this.url, SESSIONLOG_TASK_QUEUE: this.taskQueue };
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      TEMPORAL_ADDRESS: temporalAddress(),
+      SESSIONLOG_STORE: this.url,
+      SESSIONLOG_TASK_QUEUE: this.taskQueue,
+    };
     for (const key of ['OPENAI_API_KEY', 'DEEPSEEK_API_KEY', 'OPENAI_BASE_URL']) delete env[key];
     return new Promise((resolve, reject) => {
       const child = spawn(process.execPath, [BIN, ...args], { cwd: this.cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -7,7 +7,13 @@ import { createRequire } from 'node:module';
 import { startTelemetry } from '../../src/telemetry/index.js';
 
 const telemetry = await startTelemetry(
-  { serviceName: 'sessionlog-test', logLevel: 'silent', logFormat: 'json', otlpEndpoint: process.argv[2] || undefined, captureContent: false },
+  {
+    serviceName: 'sessionlog-test',
+    logLevel: 'silent',
+    logFormat: 'json',
+    otlpEndpoint: process.argv[2] || undefined,
+    captureContent: false,
+  },
   { processMetrics: false },
 );
 const loaded = new Set<string>();

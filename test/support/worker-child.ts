@@ -66,10 +66,16 @@ function report(event: Record<string, unknown>): void {
 const sleepTool: Tool = {
   name: 'sleep',
   description: 'Waits the given number of milliseconds, then says so.',
-  parameters: { type: 'object', properties: { ms: { type: 'integer', minimum: 0, maximum: 60000 } }, required: ['ms'], additionalProperties: false },
+  parameters: {
+    type: 'object',
+    properties: { ms: { type: 'integer', minimum: 0, maximum: 60000 } },
+    required: ['ms'],
+    additionalProperties: false,
+  },
   async run(args, context) {
     const ms = (args as { ms?: unknown } | null)?.ms;
-    if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 0 || ms > 60_000) throw new ToolInputError('sleep: ms must be an integer 0-60000');
+    if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 0 || ms > 60_000)
+      throw new ToolInputError('sleep: ms must be an integer 0-60000');
     report({ event: 'tool-start', sessionId: context.sessionId, callId: context.callId, ms });
     await sleep(ms, undefined, { signal: context.signal });
     return { text: `slept ${ms} ms` };
@@ -99,7 +105,8 @@ function holdingStore(store: SessionStore, rule: string | undefined): SessionSto
   const colon = rule.indexOf(':');
   const when = rule.slice(0, colon);
   const pattern = new RegExp(rule.slice(colon + 1));
-  if (when !== 'before' && when !== 'after') throw new Error(`CHILD_HOLD_APPEND must be before:REGEX or after:REGEX, got ${rule}`);
+  if (when !== 'before' && when !== 'after')
+    throw new Error(`CHILD_HOLD_APPEND must be before:REGEX or after:REGEX, got ${rule}`);
   let held = false;
   const hold = async (id: string, op: string, committed: boolean): Promise<never> => {
     report({ event: 'hold', when, sessionId: id, op, committed });
@@ -145,13 +152,24 @@ const sideEffectFile = process.env.CHILD_SIDE_EFFECT_FILE;
 
 const baseStore = await openStore(storeUrl, { pollIntervalMs: 20 });
 const store = holdingStore(baseStore, process.env.CHILD_HOLD_APPEND);
-const provider = createOpenAIProvider({ baseURL, apiKey: process.env.FAKE_MODEL_API_KEY ?? 'test-key', timeoutMs: 20_000, idleTimeoutMs: Number(process.env.CHILD_MODEL_IDLE_MS ?? 20_000), provider: 'fake', coalesce: { maxDelayMs: 30 } });
+const provider = createOpenAIProvider({
+  baseURL,
+  apiKey: process.env.FAKE_MODEL_API_KEY ?? 'test-key',
+  timeoutMs: 20_000,
+  idleTimeoutMs: Number(process.env.CHILD_MODEL_IDLE_MS ?? 20_000),
+  provider: 'fake',
+  coalesce: { maxDelayMs: 30 },
+});
 const worker = await createWorker({
   address,
   taskQueue,
   store,
   model: provider,
-  agent: { model: 'fake', system: 'You are a test assistant.', tools: ['read_artifact', 'calculator', 'sleep', ...(sideEffectFile ? ['record'] : [])] },
+  agent: {
+    model: 'fake',
+    system: 'You are a test assistant.',
+    tools: ['read_artifact', 'calculator', 'sleep', ...(sideEffectFile ? ['record'] : [])],
+  },
   tools: new ToolRegistry([...BUILTIN_TOOLS, sleepTool, ...(sideEffectFile ? [recordTool(sideEffectFile)] : [])]),
   ...(telemetry ? { telemetry: telemetry.engine } : {}),
   ...(telemetry?.tracing ? { workflowInterceptorModules: telemetry.tracing.workflowInterceptorModules } : {}),
@@ -162,7 +180,9 @@ const worker = await createWorker({
     // After a kill, tasks parked on this worker's sticky queue move to the normal queue fast.
     stickyQueueScheduleToStartTimeout: '1s',
     shutdownGraceTime: '2s',
-    ...(process.env.CHILD_ONE_ACTIVITY === '1' ? { maxConcurrentActivityTaskExecutions: 1, maxConcurrentActivityTaskPolls: 1, maxConcurrentWorkflowTaskPolls: 2 } : {}),
+    ...(process.env.CHILD_ONE_ACTIVITY === '1'
+      ? { maxConcurrentActivityTaskExecutions: 1, maxConcurrentActivityTaskPolls: 1, maxConcurrentWorkflowTaskPolls: 2 }
+      : {}),
     ...(bundlePath ? { workflowBundle: { codePath: bundlePath } } : {}),
     ...(process.env.CHILD_DEBUG === '1'
       ? {
@@ -178,7 +198,9 @@ const worker = await createWorker({
                       process.stderr.write(`${new Date().toISOString()} activity done ${name}\n`);
                       return out;
                     } catch (error) {
-                      process.stderr.write(`${new Date().toISOString()} activity failed ${name}: ${(error as Error).message}\n`);
+                      process.stderr.write(
+                        `${new Date().toISOString()} activity failed ${name}: ${(error as Error).message}\n`,
+                      );
                       throw error;
                     }
                   },

@@ -26,10 +26,17 @@ type Child = { proc: ChildProcess; stdout: () => string; stderr: () => string };
 
 function start(command: string, env: Record<string, string>): Child {
   const base: NodeJS.ProcessEnv = { ...process.env };
-  for (const key of ['OPENAI_API_KEY', 'DEEPSEEK_API_KEY', 'OPENAI_BASE_URL', 'OTEL_EXPORTER_OTLP_ENDPOINT']) delete base[key];
+  for (const key of ['OPENAI_API_KEY', 'DEEPSEEK_API_KEY', 'OPENAI_BASE_URL', 'OTEL_EXPORTER_OTLP_ENDPOINT'])
+    delete base[key];
   const proc = spawn(process.execPath, [BIN, command], {
     cwd: dir,
-    env: { ...base, TEMPORAL_ADDRESS: temporalAddress(), SESSIONLOG_STORE: storeUrl, SESSIONLOG_TASK_QUEUE: taskQueue, ...env },
+    env: {
+      ...base,
+      TEMPORAL_ADDRESS: temporalAddress(),
+      SESSIONLOG_STORE: storeUrl,
+      SESSIONLOG_TASK_QUEUE: taskQueue,
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
@@ -66,7 +73,11 @@ afterAll(async () => {
 describe('telemetry of the CLI processes', () => {
   it('sessionlog worker serves /metrics on SESSIONLOG_METRICS_PORT and logs a JSON line per turn', async () => {
     worker = start('worker', { SESSIONLOG_METRICS_PORT: '0', SESSIONLOG_LOG_LEVEL: 'info' });
-    const metricsUrl = await eventually(async () => /operations: (http:\/\/127\.0\.0\.1:\d+)\/healthz/.exec(worker!.stdout())?.[1], 120_000, 200).catch((error: unknown) => {
+    const metricsUrl = await eventually(
+      async () => /operations: (http:\/\/127\.0\.0\.1:\d+)\/healthz/.exec(worker!.stdout())?.[1],
+      120_000,
+      200,
+    ).catch((error: unknown) => {
       throw new Error(`sessionlog worker did not start:\n${worker!.stdout()}\n${worker!.stderr()}`, { cause: error });
     });
     const sessionId = `cli-telemetry-${randomUUID()}`;
@@ -75,25 +86,41 @@ describe('telemetry of the CLI processes', () => {
 
     const scraped = await scrape(`${metricsUrl}/metrics`);
     expect(value(scraped, 'sessionlog_turns_finished_total', { outcome: 'completed' })).toBe(1);
-    expect(histogram(scraped, 'sessionlog_model_call_duration_seconds', { model: 'fake', purpose: 'reply' }).count).toBe(1);
+    expect(
+      histogram(scraped, 'sessionlog_model_call_duration_seconds', { model: 'fake', purpose: 'reply' }).count,
+    ).toBe(1);
     expect(names(scraped).filter((name) => name.startsWith('temporal_')).length).toBeGreaterThan(5);
     expect((await fetch(`${metricsUrl}/readyz`)).status).toBe(200);
 
     const lines = await eventually(
       async () => {
-        const parsed = worker!.stdout().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
+        const parsed = worker!
+          .stdout()
+          .split('\n')
+          .filter((line) => line.startsWith('{'))
+          .map((line) => JSON.parse(line) as Record<string, unknown>);
         return parsed.some((line) => line.msg === 'turn ended') ? parsed : undefined;
       },
       10_000,
       100,
     );
-    expect(lines.find((line) => line.msg === 'turn ended')).toMatchObject({ name: 'sessionlog-worker', sessionId, turn: 1, outcome: 'completed', activity: 'modelStep' });
+    expect(lines.find((line) => line.msg === 'turn ended')).toMatchObject({
+      name: 'sessionlog-worker',
+      sessionId,
+      turn: 1,
+      outcome: 'completed',
+      activity: 'modelStep',
+    });
     expect(worker.stdout()).not.toContain('hello metrics');
   });
 
   it('sessionlog serve answers GET /metrics on the gateway', async () => {
     serve = start('serve', { SESSIONLOG_PORT: '0' });
-    const gatewayUrl = await eventually(async () => /gateway: (http:\/\/127\.0\.0\.1:\d+)\/v1/.exec(serve!.stdout())?.[1], 60_000, 200).catch((error: unknown) => {
+    const gatewayUrl = await eventually(
+      async () => /gateway: (http:\/\/127\.0\.0\.1:\d+)\/v1/.exec(serve!.stdout())?.[1],
+      60_000,
+      200,
+    ).catch((error: unknown) => {
       throw new Error(`sessionlog serve did not start:\n${serve!.stdout()}\n${serve!.stderr()}`, { cause: error });
     });
     const scraped = await scrape(`${gatewayUrl}/metrics`);

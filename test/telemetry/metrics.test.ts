@@ -53,18 +53,31 @@ const workerLog: string[] = [];
 const gatewayLog: string[] = [];
 
 beforeAll(async () => {
-  const settings = { logLevel: 'info' as const, logFormat: 'json' as const, otlpEndpoint: undefined, captureContent: false };
-  workerTelemetry = await startTelemetry({ ...settings, serviceName: 'sessionlog-worker' }, { prices: () => PRICES, logDestination: { write: (line: string) => void workerLog.push(line) } });
-  gatewayTelemetry = await startTelemetry({ ...settings, serviceName: 'sessionlog-gateway' }, { logDestination: { write: (line: string) => void gatewayLog.push(line) } });
+  const settings = {
+    logLevel: 'info' as const,
+    logFormat: 'json' as const,
+    otlpEndpoint: undefined,
+    captureContent: false,
+  };
+  workerTelemetry = await startTelemetry(
+    { ...settings, serviceName: 'sessionlog-worker' },
+    { prices: () => PRICES, logDestination: { write: (line: string) => void workerLog.push(line) } },
+  );
+  gatewayTelemetry = await startTelemetry(
+    { ...settings, serviceName: 'sessionlog-gateway' },
+    { logDestination: { write: (line: string) => void gatewayLog.push(line) } },
+  );
   // Before any Temporal connection of this process: the SDK's worker metrics go to the worker's registry.
   expect(await workerTelemetry.installTemporalRuntime()).toBe(true);
 
   fake = await startFakeModelServer({ apiKey: API_KEY });
   fake.setMatcher((request) => {
-    if (request.lastUserText === COMPACTION_INSTRUCTION) return { text: '## Summary\n- the user asked for a calculation and a dump' };
+    if (request.lastUserText === COMPACTION_INSTRUCTION)
+      return { text: '## Summary\n- the user asked for a calculation and a dump' };
     const last = request.body.messages.at(-1)!;
     if (last.role === 'tool') return { text: 'done' };
-    if (request.lastUserText.includes('calculate')) return { text: 'calculating', toolCalls: [{ name: 'calculator', arguments: { expression: '6*7' } }] };
+    if (request.lastUserText.includes('calculate'))
+      return { text: 'calculating', toolCalls: [{ name: 'calculator', arguments: { expression: '6*7' } }] };
     if (request.lastUserText.includes('deploy')) {
       return {
         text: 'deploying',
@@ -74,21 +87,44 @@ beforeAll(async () => {
         ],
       };
     }
-    if (request.lastUserText.includes('dump')) return { text: 'dumping', toolCalls: [{ name: 'dump', arguments: { size: 3000 } }] };
+    if (request.lastUserText.includes('dump'))
+      return { text: 'dumping', toolCalls: [{ name: 'dump', arguments: { size: 3000 } }] };
     return undefined;
   });
-  const model = createOpenAIProvider({ baseURL: fake.baseURL, apiKey: API_KEY, timeoutMs: 20_000, idleTimeoutMs: 20_000, provider: 'fake', coalesce: { maxDelayMs: 20 } });
+  const model = createOpenAIProvider({
+    baseURL: fake.baseURL,
+    apiKey: API_KEY,
+    timeoutMs: 20_000,
+    idleTimeoutMs: 20_000,
+    provider: 'fake',
+    coalesce: { maxDelayMs: 20 },
+  });
   stack = await startStack({
     worker: {
       model,
       telemetry: workerTelemetry.engine,
       tools: new ToolRegistry([...BUILTIN_TOOLS, dumpTool, deployTool]),
-      agent: { model: 'fake', system: 'You are a test assistant.', tools: ['calculator', 'dump', 'read_artifact', 'deploy'] },
+      agent: {
+        model: 'fake',
+        system: 'You are a test assistant.',
+        tools: ['calculator', 'dump', 'read_artifact', 'deploy'],
+      },
       spillMaxInlineBytes: 1_024,
     },
   });
-  ops = await startOpsServer({ host: '127.0.0.1', port: 0, ready: () => ({ ready: true, checks: {} }), routes: workerTelemetry.metricsRoute() });
-  gateway = await startGateway({ client: stack.client, host: '127.0.0.1', port: 0, bodyLimitBytes: 1 << 20, telemetry: gatewayTelemetry.gateway });
+  ops = await startOpsServer({
+    host: '127.0.0.1',
+    port: 0,
+    ready: () => ({ ready: true, checks: {} }),
+    routes: workerTelemetry.metricsRoute(),
+  });
+  gateway = await startGateway({
+    client: stack.client,
+    host: '127.0.0.1',
+    port: 0,
+    bodyLimitBytes: 1 << 20,
+    telemetry: gatewayTelemetry.gateway,
+  });
 });
 
 afterAll(async () => {
@@ -101,11 +137,16 @@ afterAll(async () => {
 });
 
 async function post(path: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
-  const response = await fetch(`${gateway.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const response = await fetch(`${gateway.url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
 
-const ofType = <K extends StoredEvent['type']>(events: readonly StoredEvent[], type: K) => events.filter((e) => e.type === type) as Array<Extract<StoredEvent, { type: K }>>;
+const ofType = <K extends StoredEvent['type']>(events: readonly StoredEvent[], type: K) =>
+  events.filter((e) => e.type === type) as Array<Extract<StoredEvent, { type: K }>>;
 
 describe('Prometheus metrics after a scripted session', () => {
   const sessionId = `metrics-${Date.now()}`;
@@ -129,7 +170,10 @@ describe('Prometheus metrics after a scripted session', () => {
 
     // One live SSE follower while the gateway is scraped.
     const follower = new AbortController();
-    const stream = await fetch(`${gateway.url}/v1/sessions/${sessionId}/events?from=0`, { headers: { accept: 'text/event-stream' }, signal: follower.signal });
+    const stream = await fetch(`${gateway.url}/v1/sessions/${sessionId}/events?from=0`, {
+      headers: { accept: 'text/event-stream' },
+      signal: follower.signal,
+    });
     expect(stream.status).toBe(200);
     await stream.body!.getReader().read();
     gatewayScrape = await scrape(`${gateway.url}/metrics`);
@@ -148,7 +192,9 @@ describe('Prometheus metrics after a scripted session', () => {
   });
 
   it('counts model calls by purpose and outcome, the 429 as a retry, and times each call', () => {
-    expect(value(worker, 'sessionlog_model_calls_total', { model: 'fake', purpose: 'reply', outcome: 'rate_limit' })).toBe(1);
+    expect(
+      value(worker, 'sessionlog_model_calls_total', { model: 'fake', purpose: 'reply', outcome: 'rate_limit' }),
+    ).toBe(1);
     expect(value(worker, 'sessionlog_model_calls_total', { model: 'fake', purpose: 'reply', outcome: 'ok' })).toBe(5);
     expect(value(worker, 'sessionlog_model_calls_total', { model: 'fake', purpose: 'summary', outcome: 'ok' })).toBe(1);
     expect(value(worker, 'sessionlog_model_retries_total', { code: 'rate_limit' })).toBe(1);
@@ -201,7 +247,9 @@ describe('Prometheus metrics after a scripted session', () => {
     const temporal = names(worker).filter((name) => name.startsWith('temporal_'));
     expect(temporal.length).toBeGreaterThan(5);
     // Activities ran on this worker: the SDK counted their executions.
-    expect(histogram(worker, 'temporal_activity_execution_latency', { activity_type: 'modelStep' }).count).toBeGreaterThanOrEqual(3);
+    expect(
+      histogram(worker, 'temporal_activity_execution_latency', { activity_type: 'modelStep' }).count,
+    ).toBeGreaterThanOrEqual(3);
   });
 
   it('reports the gateway its SSE followers', () => {
@@ -213,13 +261,21 @@ describe('Prometheus metrics after a scripted session', () => {
   });
 
   it('logs a JSON line per turn with session id, turn, run id and activity; no prompt text and no key anywhere', () => {
-    const ended = workerLog.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.msg === 'turn ended' && line.sessionId === sessionId);
+    const ended = workerLog
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => line.msg === 'turn ended' && line.sessionId === sessionId);
     expect(ended.map((line) => line.turn)).toEqual([1, 2, 3]);
     for (const line of ended) {
-      expect(line).toMatchObject({ outcome: 'completed', name: 'sessionlog-worker', activity: expect.stringMatching(/^(modelStep|appendToolResults)$/) });
+      expect(line).toMatchObject({
+        outcome: 'completed',
+        name: 'sessionlog-worker',
+        activity: expect.stringMatching(/^(modelStep|appendToolResults)$/),
+      });
       expect(line.runId).toBeTypeOf('string');
     }
-    const retry = workerLog.map((line) => JSON.parse(line) as Record<string, unknown>).find((line) => line.msg === 'model call failed; retrying');
+    const retry = workerLog
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .find((line) => line.msg === 'model call failed; retrying');
     expect(retry).toMatchObject({ sessionId, turn: 1, code: 'rate_limit', activity: 'modelStep' });
     const everything = [...workerLog, ...gatewayLog, worker.text, gatewayScrape.text].join('\n');
     for (const prompt of prompts) expect(everything).not.toContain(prompt);
@@ -235,7 +291,10 @@ describe('the pending-approvals gauge', () => {
     await stack.client.post(id, 'please deploy to both regions');
     const listed = async () => (await stack.client.pendingApprovals({ sessionId: id })).length;
     // The gauge is reported right after the batch is appended: wait for it, then compare with the log.
-    const gaugeReaches = (n: number) => eventually(async () => (value(await scrape(`${ops.url}/metrics`), 'sessionlog_pending_approvals') === n ? true : undefined));
+    const gaugeReaches = (n: number) =>
+      eventually(async () =>
+        value(await scrape(`${ops.url}/metrics`), 'sessionlog_pending_approvals') === n ? true : undefined,
+      );
     await gaugeReaches(2);
     expect(await listed()).toBe(2);
     await stack.client.approve(id, 'call_eu', { decision: 'approve' });

@@ -27,7 +27,10 @@ describe('startOpsServer', () => {
     expect(server.url).toBe(`http://127.0.0.1:${server.port}`);
 
     expect(await get('/healthz')).toMatchObject({ status: 200, body: { ok: true } });
-    expect(await get('/readyz')).toMatchObject({ status: 503, body: { ready: false, reason: 'starting: opening the store' } });
+    expect(await get('/readyz')).toMatchObject({
+      status: 503,
+      body: { ready: false, reason: 'starting: opening the store' },
+    });
 
     readiness = { ready: true, checks: { store: { ok: true, since: 1 }, temporal: { ok: true, since: 2 } } };
     expect(await get('/readyz')).toMatchObject({ status: 200, body: readiness });
@@ -46,11 +49,18 @@ describe('startOpsServer', () => {
     expect(missing.status).toBe(404);
     expect(missing.body).toMatchObject({ error: { code: 'NOT_FOUND' } });
     expect(JSON.stringify(missing.body)).toContain('/readyz');
-    expect(await get('/healthz', 'POST')).toMatchObject({ status: 405, body: { error: { code: 'METHOD_NOT_ALLOWED' } } });
+    expect(await get('/healthz', 'POST')).toMatchObject({
+      status: 405,
+      body: { error: { code: 'METHOD_NOT_ALLOWED' } },
+    });
   });
 
   it('answers 500 with the error when readiness itself throws', async () => {
-    server = await startOpsServer({ host: '127.0.0.1', port: 0, ready: async () => Promise.reject(new Error('probe exploded')) });
+    server = await startOpsServer({
+      host: '127.0.0.1',
+      port: 0,
+      ready: async () => Promise.reject(new Error('probe exploded')),
+    });
     expect(await get('/readyz')).toMatchObject({ status: 500, body: { error: { message: 'probe exploded' } } });
   });
 });
@@ -61,7 +71,11 @@ describe('ReachabilityMonitor', () => {
     let storeUp = true;
     const monitor = new ReachabilityMonitor(
       [
-        { name: 'store', label: 'store sqlite:x', check: async () => (storeUp ? undefined : Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:5'))) },
+        {
+          name: 'store',
+          label: 'store sqlite:x',
+          check: async () => (storeUp ? undefined : Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:5'))),
+        },
         { name: 'temporal', label: 'Temporal at 127.0.0.1:7', check: async () => undefined },
       ],
       { intervalMs: 10, timeoutMs: 1_000, log: (line) => lines.push(line) },
@@ -92,14 +106,20 @@ describe('ReachabilityMonitor', () => {
 
   it('counts a probe that does not answer within the timeout as down', async () => {
     const lines: string[] = [];
-    const monitor = new ReachabilityMonitor([{ name: 'temporal', label: 'Temporal at 10.255.255.1:7233', check: () => new Promise<void>(() => undefined) }], {
-      intervalMs: 1_000,
-      timeoutMs: 20,
-      log: (line) => lines.push(line),
-    });
+    const monitor = new ReachabilityMonitor(
+      [{ name: 'temporal', label: 'Temporal at 10.255.255.1:7233', check: () => new Promise<void>(() => undefined) }],
+      {
+        intervalMs: 1_000,
+        timeoutMs: 20,
+        log: (line) => lines.push(line),
+      },
+    );
     await monitor.start();
     await monitor.stop();
-    expect(monitor.firstDown()).toMatchObject({ name: 'temporal', state: { ok: false, error: 'no answer within 20 ms' } });
+    expect(monitor.firstDown()).toMatchObject({
+      name: 'temporal',
+      state: { ok: false, error: 'no answer within 20 ms' },
+    });
     expect(lines).toHaveLength(1);
   });
 });

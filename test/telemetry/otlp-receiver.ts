@@ -8,17 +8,38 @@ import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-type Decoder = { decode(bytes: Uint8Array): unknown; toObject(message: unknown, options: Record<string, unknown>): unknown };
+type Decoder = {
+  decode(bytes: Uint8Array): unknown;
+  toObject(message: unknown, options: Record<string, unknown>): unknown;
+};
 // The package ships its generated protobufjs code untyped (a bare Root).
 const root = createRequire(import.meta.url)('@opentelemetry/otlp-transformer/build/src/generated/root.js') as {
   opentelemetry: { proto: { collector: { trace: { v1: { ExportTraceServiceRequest: Decoder } } } } };
 };
 const ExportTraceServiceRequest = root.opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest;
 
-type AnyValue = { stringValue?: string; intValue?: string | number; doubleValue?: number; boolValue?: boolean; arrayValue?: { values?: AnyValue[] }; kvlistValue?: { values?: KeyValue[] } };
+type AnyValue = {
+  stringValue?: string;
+  intValue?: string | number;
+  doubleValue?: number;
+  boolValue?: boolean;
+  arrayValue?: { values?: AnyValue[] };
+  kvlistValue?: { values?: KeyValue[] };
+};
 type KeyValue = { key: string; value?: AnyValue };
-type WireSpan = { traceId: string; spanId: string; parentSpanId?: string; name: string; kind?: number; attributes?: KeyValue[]; events?: Array<{ name: string; attributes?: KeyValue[] }>; status?: { code?: number; message?: string } };
-type WireRequest = { resourceSpans?: Array<{ resource?: { attributes?: KeyValue[] }; scopeSpans?: Array<{ spans?: WireSpan[] }> }> };
+type WireSpan = {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  kind?: number;
+  attributes?: KeyValue[];
+  events?: Array<{ name: string; attributes?: KeyValue[] }>;
+  status?: { code?: number; message?: string };
+};
+type WireRequest = {
+  resourceSpans?: Array<{ resource?: { attributes?: KeyValue[] }; scopeSpans?: Array<{ spans?: WireSpan[] }> }>;
+};
 
 export type ReceivedSpan = {
   traceId: string;
@@ -62,7 +83,11 @@ export class OtlpReceiver {
       const parts: Buffer[] = [];
       req.on('data', (chunk: Buffer) => parts.push(chunk));
       req.on('end', () => {
-        if (req.method !== 'POST' || req.url !== '/v1/traces' || req.headers['content-type'] !== 'application/x-protobuf') {
+        if (
+          req.method !== 'POST' ||
+          req.url !== '/v1/traces' ||
+          req.headers['content-type'] !== 'application/x-protobuf'
+        ) {
           res.writeHead(404).end();
           return;
         }
@@ -77,7 +102,11 @@ export class OtlpReceiver {
   }
 
   private accept(body: Buffer): void {
-    const request = ExportTraceServiceRequest.toObject(ExportTraceServiceRequest.decode(body), { longs: String, bytes: String, defaults: false }) as WireRequest;
+    const request = ExportTraceServiceRequest.toObject(ExportTraceServiceRequest.decode(body), {
+      longs: String,
+      bytes: String,
+      defaults: false,
+    }) as WireRequest;
     for (const resourceSpans of request.resourceSpans ?? []) {
       const resource = attributesOf(resourceSpans.resource?.attributes);
       for (const scope of resourceSpans.scopeSpans ?? []) {
@@ -102,7 +131,10 @@ export class OtlpReceiver {
   async waitFor(ready: (spans: readonly ReceivedSpan[]) => boolean, timeoutMs = 30_000): Promise<ReceivedSpan[]> {
     const deadline = Date.now() + timeoutMs;
     while (!ready(this.spans)) {
-      if (Date.now() > deadline) throw new Error(`spans not complete after ${timeoutMs} ms; received: ${this.spans.map((s) => s.name).join(', ')}`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `spans not complete after ${timeoutMs} ms; received: ${this.spans.map((s) => s.name).join(', ')}`,
+        );
       await sleep(100);
     }
     return [...this.spans];

@@ -10,7 +10,11 @@ export async function scrape(url: string, headers: Record<string, string> = {}):
   const response = await fetch(url, { headers });
   if (response.status !== 200) throw new Error(`GET ${url} answered ${response.status}: ${await response.text()}`);
   const text = await response.text();
-  return { text, metrics: await getMetricsFromIterator(text.split('\n')[Symbol.iterator]()), contentType: response.headers.get('content-type') };
+  return {
+    text,
+    metrics: await getMetricsFromIterator(text.split('\n')[Symbol.iterator]()),
+    contentType: response.headers.get('content-type'),
+  };
 }
 
 function matches(labels: Record<string, string>, wanted: Record<string, string>): boolean {
@@ -25,7 +29,11 @@ export function value(scraped: Scrape, name: string, labels: Record<string, stri
 }
 
 /** Count and sum of a histogram's samples with (at least) these labels. */
-export function histogram(scraped: Scrape, name: string, labels: Record<string, string> = {}): { count: number; sum: number } {
+export function histogram(
+  scraped: Scrape,
+  name: string,
+  labels: Record<string, string> = {},
+): { count: number; sum: number } {
   const metric = scraped.metrics[name];
   if (!metric || metric.type !== 'histogram') return { count: 0, sum: 0 };
   const samples = (metric.data as PromHistogramData[]).filter((d) => matches(d.labels, labels));
@@ -36,7 +44,13 @@ export function histogram(scraped: Scrape, name: string, labels: Record<string, 
 export function labelValues(scraped: Scrape, name: string, label: string): string[] {
   const metric = scraped.metrics[name];
   if (!metric) return [];
-  return [...new Set((metric.data as Array<{ labels: Record<string, string> }>).map((d) => d.labels[label]).filter((v): v is string => v !== undefined))].sort();
+  return [
+    ...new Set(
+      (metric.data as Array<{ labels: Record<string, string> }>)
+        .map((d) => d.labels[label])
+        .filter((v): v is string => v !== undefined),
+    ),
+  ].sort();
 }
 
 /** Names of the metrics scraped. */

@@ -26,7 +26,9 @@ describe('tracing off', () => {
     expect(await modulesWith(undefined)).toEqual({ tracing: false, loaded: [] });
     const on = await modulesWith('http://127.0.0.1:9');
     expect(on.tracing).toBe(true);
-    expect(on.loaded).toEqual(expect.arrayContaining(['@opentelemetry/sdk-trace-base', '@opentelemetry/exporter-trace-otlp-proto']));
+    expect(on.loaded).toEqual(
+      expect.arrayContaining(['@opentelemetry/sdk-trace-base', '@opentelemetry/exporter-trace-otlp-proto']),
+    );
   });
 });
 
@@ -37,10 +39,27 @@ describe('model spans and message text', () => {
   function spanOf(captureContent: boolean) {
     const exporter = new InMemorySpanExporter();
     const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
-    const observer = createEngineObserver({ tracer: provider.getTracer('test'), captureContent, metrics: new SessionlogMetrics({ processMetrics: false }) });
-    const call = observer.modelCall({ sessionId: 's1', turn: 3, step: 1, purpose: 'reply', provider: 'deepseek', model: 'deepseek-flash', messages });
+    const observer = createEngineObserver({
+      tracer: provider.getTracer('test'),
+      captureContent,
+      metrics: new SessionlogMetrics({ processMetrics: false }),
+    });
+    const call = observer.modelCall({
+      sessionId: 's1',
+      turn: 3,
+      step: 1,
+      purpose: 'reply',
+      provider: 'deepseek',
+      model: 'deepseek-flash',
+      messages,
+    });
     call.firstToken();
-    call.end({ usage: { inputTokens: 10, outputTokens: 5, cacheReadTokens: 90 }, finishReason: 'stop', responseModel: 'deepseek-flash', output });
+    call.end({
+      usage: { inputTokens: 10, outputTokens: 5, cacheReadTokens: 90 },
+      finishReason: 'stop',
+      responseModel: 'deepseek-flash',
+      output,
+    });
     const [span] = exporter.getFinishedSpans();
     return span!;
   }
@@ -48,7 +67,13 @@ describe('model spans and message text', () => {
   it('records no prompt or reply text by default', () => {
     const span = spanOf(false);
     expect(span.name).toBe('chat deepseek-flash');
-    expect(span.attributes).toMatchObject({ 'gen_ai.usage.input_tokens': 100, 'gen_ai.usage.output_tokens': 5, 'gen_ai.usage.cache_read.input_tokens': 90, 'session.id': 's1', 'sessionlog.turn': 3 });
+    expect(span.attributes).toMatchObject({
+      'gen_ai.usage.input_tokens': 100,
+      'gen_ai.usage.output_tokens': 5,
+      'gen_ai.usage.cache_read.input_tokens': 90,
+      'session.id': 's1',
+      'sessionlog.turn': 3,
+    });
     expect(JSON.stringify(span.attributes)).not.toContain('private');
     expect(JSON.stringify(span.events)).not.toContain('private');
   });
@@ -65,7 +90,10 @@ describe('log lines', () => {
     const lines: string[] = [];
     const logger = createLogger({ level: 'info', destination: { write: (line: string) => void lines.push(line) } });
     const key = 'sk-proj-Abc123Def456Ghi789Jkl0';
-    logger.info({ apiKey: key, nested: { header: `Bearer ${key}` }, err: new Error(`401 from provider: invalid key ${key}`) }, `calling with OPENAI_API_KEY=${key}`);
+    logger.info(
+      { apiKey: key, nested: { header: `Bearer ${key}` }, err: new Error(`401 from provider: invalid key ${key}`) },
+      `calling with OPENAI_API_KEY=${key}`,
+    );
     logger.warn({ config: { token: 'averyveryverysecrettoken123' } }, 'bad token');
     const text = lines.join('\n');
     expect(text).not.toContain(key);
@@ -73,7 +101,9 @@ describe('log lines', () => {
     expect(text).not.toContain('averyveryverysecrettoken123');
     expect(text).toContain('[REDACTED]');
     // Ordinary fields are left alone.
-    expect(scrubSecrets('{"inputTokens":123456789,"sessionId":"support-42","turn":3}')).toBe('{"inputTokens":123456789,"sessionId":"support-42","turn":3}');
+    expect(scrubSecrets('{"inputTokens":123456789,"sessionId":"support-42","turn":3}')).toBe(
+      '{"inputTokens":123456789,"sessionId":"support-42","turn":3}',
+    );
   });
 });
 
@@ -81,7 +111,12 @@ describe('telemetry settings', () => {
   it('reads SESSIONLOG_LOG_LEVEL, OTEL_EXPORTER_OTLP_ENDPOINT, SESSIONLOG_TRACE_CONTENT and SESSIONLOG_METRICS_PORT, and refuses bad values by name', () => {
     expect(resolveConfig({}).telemetry).toEqual({ logLevel: 'info', otlpEndpoint: undefined, captureContent: false });
     expect(resolveConfig({}).ops).toEqual({ host: '127.0.0.1', port: undefined });
-    const set = resolveConfig({ SESSIONLOG_LOG_LEVEL: 'debug', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', SESSIONLOG_TRACE_CONTENT: 'true', SESSIONLOG_METRICS_PORT: '9464' });
+    const set = resolveConfig({
+      SESSIONLOG_LOG_LEVEL: 'debug',
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318',
+      SESSIONLOG_TRACE_CONTENT: 'true',
+      SESSIONLOG_METRICS_PORT: '9464',
+    });
     expect(set.telemetry).toEqual({ logLevel: 'debug', otlpEndpoint: 'http://collector:4318', captureContent: true });
     expect(set.ops.port).toBe(9464);
     expect(() => resolveConfig({ SESSIONLOG_LOG_LEVEL: 'loud' })).toThrow(ConfigError);

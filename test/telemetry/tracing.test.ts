@@ -38,7 +38,11 @@ class TracedWorker {
   private readonly waiters = new Set<() => void>();
 
   constructor(file: string, env: Record<string, string>) {
-    this.proc = spawn(process.execPath, [file], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.proc = spawn(process.execPath, [file], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     this.exited = new Promise((resolve) => this.proc.once('exit', resolve));
     createInterface({ input: this.proc.stdout! }).on('line', (text) => {
       try {
@@ -57,7 +61,8 @@ class TracedWorker {
     for (;;) {
       const found = this.lines.find((line) => line.event === event);
       if (found) return found;
-      if (Date.now() > deadline || this.proc.exitCode !== null) throw new Error(`worker child: no ${event} event; stderr:\n${this.logs.slice(-20).join('\n')}`);
+      if (Date.now() > deadline || this.proc.exitCode !== null)
+        throw new Error(`worker child: no ${event} event; stderr:\n${this.logs.slice(-20).join('\n')}`);
       await new Promise<void>((resolve) => {
         const wake = () => {
           this.waiters.delete(wake);
@@ -100,7 +105,13 @@ beforeAll(async () => {
   receiver = new OtlpReceiver();
   await receiver.start();
   telemetry = await startTelemetry(
-    { serviceName: 'sessionlog-gateway', logLevel: 'warn', logFormat: 'json', otlpEndpoint: receiver.url, captureContent: false },
+    {
+      serviceName: 'sessionlog-gateway',
+      logLevel: 'warn',
+      logFormat: 'json',
+      otlpEndpoint: receiver.url,
+      captureContent: false,
+    },
     { processMetrics: false, logDestination: { write: () => undefined } },
   );
   expect(telemetry.tracing).toBeDefined();
@@ -109,8 +120,10 @@ beforeAll(async () => {
   fake.setMatcher(({ body, lastUserText }) => {
     const last = body.messages.at(-1)!;
     if (last.role === 'tool') return { text: 'the tools are done' };
-    if (lastUserText.includes('[calc]')) return { text: 'computing', toolCalls: [{ name: 'calculator', arguments: { expression: '6*7' } }] };
-    if (lastUserText.includes('[sleep]')) return { text: 'sleeping', toolCalls: [{ name: 'sleep', arguments: { ms: 4_000 } }] };
+    if (lastUserText.includes('[calc]'))
+      return { text: 'computing', toolCalls: [{ name: 'calculator', arguments: { expression: '6*7' } }] };
+    if (lastUserText.includes('[sleep]'))
+      return { text: 'sleeping', toolCalls: [{ name: 'sleep', arguments: { ms: 4_000 } }] };
     return undefined;
   });
   const dir = mkdtempSync(join(tmpdir(), 'sessionlog-trace-'));
@@ -130,8 +143,20 @@ beforeAll(async () => {
     // The child's provider authenticates with this key-looking string (the fake server checks it).
     FAKE_MODEL_API_KEY: API_KEY,
   };
-  client = await SessionClient.connect({ address: temporalAddress(), store, taskQueue, tunables: TEST_TUNABLES, interceptors: telemetry.tracing!.clientInterceptors() });
-  gateway = await startGateway({ client, host: '127.0.0.1', port: 0, bodyLimitBytes: 1 << 20, telemetry: telemetry.gateway });
+  client = await SessionClient.connect({
+    address: temporalAddress(),
+    store,
+    taskQueue,
+    tunables: TEST_TUNABLES,
+    interceptors: telemetry.tracing!.clientInterceptors(),
+  });
+  gateway = await startGateway({
+    client,
+    host: '127.0.0.1',
+    port: 0,
+    bodyLimitBytes: 1 << 20,
+    telemetry: telemetry.gateway,
+  });
 });
 
 afterAll(async () => {
@@ -145,11 +170,19 @@ afterAll(async () => {
 });
 
 async function createSession(sessionId: string): Promise<void> {
-  const response = await fetch(`${gateway.url}/v1/sessions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: sessionId }) });
+  const response = await fetch(`${gateway.url}/v1/sessions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ id: sessionId }),
+  });
   expect(response.status).toBe(201);
 }
 
-async function postMessage(sessionId: string, text: string, wait: boolean): Promise<{ status: number; body: Record<string, unknown> }> {
+async function postMessage(
+  sessionId: string,
+  text: string,
+  wait: boolean,
+): Promise<{ status: number; body: Record<string, unknown> }> {
   const response = await fetch(`${gateway.url}/v1/sessions/${sessionId}/messages${wait ? '?wait=true' : ''}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -163,7 +196,10 @@ const named = (spans: readonly ReceivedSpan[], name: string) => spans.filter((s)
 /** The one span named `name` among `spans`. */
 function one(spans: readonly ReceivedSpan[], name: string): ReceivedSpan {
   const found = named(spans, name);
-  expect(found.map((s) => s.name), `spans named ${name}`).toEqual([name]);
+  expect(
+    found.map((s) => s.name),
+    `spans named ${name}`,
+  ).toEqual([name]);
   return found[0]!;
 }
 
@@ -171,7 +207,12 @@ function one(spans: readonly ReceivedSpan[], name: string): ReceivedSpan {
 function ancestry(spans: readonly ReceivedSpan[], span: ReceivedSpan): string[] {
   const byId = new Map(spans.map((s) => [s.spanId, s]));
   const chain: string[] = [];
-  for (let current: ReceivedSpan | undefined = span; current && chain.length < 20; current = byId.get(current.parentSpanId)) chain.push(current.name);
+  for (
+    let current: ReceivedSpan | undefined = span;
+    current && chain.length < 20;
+    current = byId.get(current.parentSpanId)
+  )
+    chain.push(current.name);
   return chain;
 }
 
@@ -181,11 +222,20 @@ function ancestry(spans: readonly ReceivedSpan[], span: ReceivedSpan): string[] 
  */
 function turnComplete(sessionId: string, turn: number, tool: string, modelSteps = 2) {
   return (spans: readonly ReceivedSpan[]) => {
-    const ofTurn = spans.filter((s) => s.attributes['session.id'] === sessionId && s.attributes['sessionlog.turn'] === turn);
-    if (ofTurn.filter((s) => s.name === 'RunActivity:modelStep').length < modelSteps || !ofTurn.some((s) => s.name === `execute_tool ${tool}`)) return false;
+    const ofTurn = spans.filter(
+      (s) => s.attributes['session.id'] === sessionId && s.attributes['sessionlog.turn'] === turn,
+    );
+    if (
+      ofTurn.filter((s) => s.name === 'RunActivity:modelStep').length < modelSteps ||
+      !ofTurn.some((s) => s.name === `execute_tool ${tool}`)
+    )
+      return false;
     const traces = new Set(ofTurn.map((s) => s.traceId));
     const trace = spans.filter((s) => traces.has(s.traceId));
-    return trace.some((s) => s.name.startsWith('POST ')) && trace.some((s) => s.name === 'HandleUpdate:send' || s.name === 'HandleSignal:userMessage');
+    return (
+      trace.some((s) => s.name.startsWith('POST ')) &&
+      trace.some((s) => s.name === 'HandleUpdate:send' || s.name === 'HandleSignal:userMessage')
+    );
   };
 }
 
@@ -208,19 +258,40 @@ describe('one trace per turn', () => {
     await telemetry.tracing!.forceFlush();
     const spans = await receiver.waitFor(turnComplete(sessionId, 1, 'calculator'));
 
-    const root = one(spans.filter((s) => s.attributes['session.id'] === sessionId), 'POST /v1/sessions/:id/messages');
+    const root = one(
+      spans.filter((s) => s.attributes['session.id'] === sessionId),
+      'POST /v1/sessions/:id/messages',
+    );
     expect(root.parentSpanId).toBe('');
-    expect(root.attributes).toMatchObject({ 'http.request.method': 'POST', 'http.route': '/v1/sessions/:id/messages', 'http.response.status_code': 200, 'sessionlog.turn': 1 });
+    expect(root.attributes).toMatchObject({
+      'http.request.method': 'POST',
+      'http.route': '/v1/sessions/:id/messages',
+      'http.response.status_code': 200,
+      'sessionlog.turn': 1,
+    });
     const trace = spans.filter((s) => s.traceId === root.traceId);
     // Every span of the turn, in whichever process it was made, carries the session id.
     for (const span of trace) expect(span.attributes['session.id'], span.name).toBe(sessionId);
     // And no span of turn 1 is in another trace.
-    expect(new Set(spans.filter((s) => s.attributes['session.id'] === sessionId && s.attributes['sessionlog.turn'] === 1).map((s) => s.traceId))).toEqual(new Set([root.traceId]));
+    expect(
+      new Set(
+        spans
+          .filter((s) => s.attributes['session.id'] === sessionId && s.attributes['sessionlog.turn'] === 1)
+          .map((s) => s.traceId),
+      ),
+    ).toEqual(new Set([root.traceId]));
 
     const chat = named(trace, 'chat fake');
     expect(chat).toHaveLength(2);
     for (const call of chat) {
-      expect(ancestry(trace, call)).toEqual(['chat fake', 'RunActivity:modelStep', 'StartActivity:modelStep', 'HandleUpdate:send', 'UpdateWithStartWorkflow:send', 'POST /v1/sessions/:id/messages']);
+      expect(ancestry(trace, call)).toEqual([
+        'chat fake',
+        'RunActivity:modelStep',
+        'StartActivity:modelStep',
+        'HandleUpdate:send',
+        'UpdateWithStartWorkflow:send',
+        'POST /v1/sessions/:id/messages',
+      ]);
       expect(call.kind).toBe(3); // CLIENT
       expect(call.attributes).toMatchObject({
         'gen_ai.operation.name': 'chat',
@@ -239,11 +310,29 @@ describe('one trace per turn', () => {
       expect(call.resource['process.pid']).toBe(worker.proc.pid);
     }
     const tool = one(trace, 'execute_tool calculator');
-    expect(ancestry(trace, tool)).toEqual(['execute_tool calculator', 'RunActivity:runTool', 'StartActivity:runTool', 'HandleUpdate:send', 'UpdateWithStartWorkflow:send', 'POST /v1/sessions/:id/messages']);
-    expect(tool.attributes).toMatchObject({ 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'calculator', 'sessionlog.turn': 1, 'sessionlog.step': 1 });
+    expect(ancestry(trace, tool)).toEqual([
+      'execute_tool calculator',
+      'RunActivity:runTool',
+      'StartActivity:runTool',
+      'HandleUpdate:send',
+      'UpdateWithStartWorkflow:send',
+      'POST /v1/sessions/:id/messages',
+    ]);
+    expect(tool.attributes).toMatchObject({
+      'gen_ai.operation.name': 'execute_tool',
+      'gen_ai.tool.name': 'calculator',
+      'sessionlog.turn': 1,
+      'sessionlog.step': 1,
+    });
     expect(tool.attributes['gen_ai.tool.call.id']).toBeTypeOf('string');
     // The workflow's spans (from the sandbox, through the sink) and the activities' carry the turn too.
-    for (const name of ['HandleUpdate:send', 'StartActivity:modelStep', 'RunActivity:modelStep', 'StartActivity:runTool', 'RunActivity:runTool']) {
+    for (const name of [
+      'HandleUpdate:send',
+      'StartActivity:modelStep',
+      'RunActivity:modelStep',
+      'StartActivity:runTool',
+      'RunActivity:runTool',
+    ]) {
       for (const span of named(trace, name)) expect(span.attributes['sessionlog.turn'], name).toBe(1);
     }
     expect(one(trace, 'HandleUpdate:send').resource['service.name']).toBe('sessionlog-worker');
@@ -252,18 +341,39 @@ describe('one trace per turn', () => {
     expect((await postMessage(sessionId, 'and again [calc]', false)).status).toBe(202);
     await telemetry.tracing!.forceFlush();
     const after = await receiver.waitFor(turnComplete(sessionId, 2, 'calculator'));
-    const second = after.filter((s) => s.attributes['session.id'] === sessionId && s.attributes['sessionlog.turn'] === 2);
+    const second = after.filter(
+      (s) => s.attributes['session.id'] === sessionId && s.attributes['sessionlog.turn'] === 2,
+    );
     const traces = new Set(second.map((s) => s.traceId));
     expect(traces.size).toBe(1);
     expect(traces.has(root.traceId)).toBe(false);
-    const secondChat = named(after.filter((s) => traces.has(s.traceId)), 'chat fake');
+    const secondChat = named(
+      after.filter((s) => traces.has(s.traceId)),
+      'chat fake',
+    );
     expect(secondChat).toHaveLength(2);
-    for (const call of secondChat) expect(ancestry(after, call)).toEqual(['chat fake', 'RunActivity:modelStep', 'StartActivity:modelStep', 'HandleSignal:userMessage', 'SignalWithStartWorkflow:sessionWorkflow', 'POST /v1/sessions/:id/messages']);
+    for (const call of secondChat)
+      expect(ancestry(after, call)).toEqual([
+        'chat fake',
+        'RunActivity:modelStep',
+        'StartActivity:modelStep',
+        'HandleSignal:userMessage',
+        'SignalWithStartWorkflow:sessionWorkflow',
+        'POST /v1/sessions/:id/messages',
+      ]);
 
     // Nothing of the prompts, the replies or the key is in any exported span or log line.
     const exported = Buffer.concat(receiver.payloads).toString('latin1');
     const logs = worker.logs.join('\n');
-    for (const text of ['secret plan', 'please compute', 'and again', 'the tools are done', 'computing', API_KEY, API_KEY.slice(3)]) {
+    for (const text of [
+      'secret plan',
+      'please compute',
+      'and again',
+      'the tools are done',
+      'computing',
+      API_KEY,
+      API_KEY.slice(3),
+    ]) {
       expect(exported).not.toContain(text);
       expect(logs).not.toContain(text);
     }
@@ -286,15 +396,27 @@ describe('one trace per turn', () => {
     // The killed worker's unexported spans (its first model step's) are lost with it: the batch was in its memory.
     const spans = await receiver.waitFor(turnComplete(sessionId, 1, 'sleep', 1));
 
-    const root = one(spans.filter((s) => s.attributes['session.id'] === sessionId), 'POST /v1/sessions/:id/messages');
+    const root = one(
+      spans.filter((s) => s.attributes['session.id'] === sessionId),
+      'POST /v1/sessions/:id/messages',
+    );
     // Every span of turn 1 from both workers is in the request's trace.
-    const turnSpans = spans.filter((s) => s.attributes['session.id'] === sessionId && s.attributes['sessionlog.turn'] === 1);
+    const turnSpans = spans.filter(
+      (s) => s.attributes['session.id'] === sessionId && s.attributes['sessionlog.turn'] === 1,
+    );
     expect(new Set(turnSpans.map((s) => s.traceId))).toEqual(new Set([root.traceId]));
     const ofTurn = spans.filter((s) => s.traceId === root.traceId);
     // The retried tool ran on the second worker, under the same StartActivity span the first run had.
     const runs = named(ofTurn, 'execute_tool sleep').filter((s) => s.resource['process.pid'] === second.proc.pid);
     expect(runs).toHaveLength(1);
-    expect(ancestry(ofTurn, runs[0]!)).toEqual(['execute_tool sleep', 'RunActivity:runTool', 'StartActivity:runTool', 'HandleUpdate:send', 'UpdateWithStartWorkflow:send', 'POST /v1/sessions/:id/messages']);
+    expect(ancestry(ofTurn, runs[0]!)).toEqual([
+      'execute_tool sleep',
+      'RunActivity:runTool',
+      'StartActivity:runTool',
+      'HandleUpdate:send',
+      'UpdateWithStartWorkflow:send',
+      'POST /v1/sessions/:id/messages',
+    ]);
     expect(named(ofTurn, 'chat fake').length).toBeGreaterThanOrEqual(1);
     await second.stop();
   }, 180_000);

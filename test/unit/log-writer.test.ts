@@ -34,7 +34,10 @@ describe.each(BACKENDS)('LogWriter fence: $name', (fixture) => {
     store = await openStore(fixture.url(temp.dir));
     await store.create({ version: SESSION_FORMAT_VERSION, id: ID, createdAt: 1 });
     const owner = await LogWriter.takeOver(store, ID, RUN);
-    await owner.claim({ type: 'session/run', time: 1, data: { workflowId: `session/${ID}`, runId: RUN } }, `${RUN}/run`);
+    await owner.claim(
+      { type: 'session/run', time: 1, data: { workflowId: `session/${ID}`, runId: RUN } },
+      `${RUN}/run`,
+    );
   });
   afterEach(async () => {
     await store.close();
@@ -49,7 +52,10 @@ describe.each(BACKENDS)('LogWriter fence: $name', (fixture) => {
     // this read both brought it there); the stale writer must not take its head from it.
     expect((await store.session(ID)).nextSeq).toBe(written!.seq + 1);
     expect(await refusalCode(stale.append([turnStart(1)], `${RUN}/t1/s1/a1/start`))).toBe('SEQ_CONFLICT');
-    expect(await refusalCode(stale.append([turnStart(1)], `${RUN}/t1/s1/a1/retry`)), 'refused again after its own failed append').toBe('SEQ_CONFLICT');
+    expect(
+      await refusalCode(stale.append([turnStart(1)], `${RUN}/t1/s1/a1/retry`)),
+      'refused again after its own failed append',
+    ).toBe('SEQ_CONFLICT');
     // A batch the other attempt already stored is still found under its op (exactly once).
     expect((await stale.append([turnStart(1)], `${RUN}/t1/s1/a2/start`)).map((e) => e.seq)).toEqual([written!.seq]);
     expect((await store.readFrom(ID, 0)).map((e) => e.op)).toEqual([`${RUN}/run`, `${RUN}/t1/s1/a2/start`]);
@@ -58,7 +64,10 @@ describe.each(BACKENDS)('LogWriter fence: $name', (fixture) => {
   it('a writer appends its own batches one after another', async () => {
     const writer = await LogWriter.open(store, ID, RUN, await store.nextSeq(ID));
     await writer.append([turnStart(1)], `${RUN}/t1/s1/start`);
-    await writer.append([{ type: 'turn/end', time: 1, data: { turn: 1, reason: { kind: 'completed' } } }], `${RUN}/t1/end`);
+    await writer.append(
+      [{ type: 'turn/end', time: 1, data: { turn: 1, reason: { kind: 'completed' } } }],
+      `${RUN}/t1/end`,
+    );
     expect((await store.readFrom(ID, 0)).map((e) => e.type)).toEqual(['session/run', 'turn/start', 'turn/end']);
   });
 });

@@ -25,7 +25,10 @@ const assistant = (id: string, text: string, calls: string[] = []): NewEvent => 
     message: {
       id,
       role: 'assistant',
-      content: [{ type: 'text', text }, ...calls.map((c) => ({ type: 'tool-call' as const, id: c, name: 'echo', arguments: '{}' }))],
+      content: [
+        { type: 'text', text },
+        ...calls.map((c) => ({ type: 'tool-call' as const, id: c, name: 'echo', arguments: '{}' })),
+      ],
       source: { kind: 'model', provider: 'fake', model: 'm' },
     } satisfies AssistantMessage,
   },
@@ -38,7 +41,11 @@ describe('Session', () => {
     s.append({ type: 'turn/start', time: 1, data: { turn: 1 } });
     s.append(user('u1', 'hi'));
     s.append({ type: 'step/start', time: 1, data: { turn: 1, step: 1 } });
-    s.append({ type: 'assistant/chunk', time: 1, data: { turn: 1, step: 1, chunk: { kind: 'text-delta', text: 'he' } } });
+    s.append({
+      type: 'assistant/chunk',
+      time: 1,
+      data: { turn: 1, step: 1, chunk: { kind: 'text-delta', text: 'he' } },
+    });
     s.append(assistant('a1', 'hello'));
     expect(s.events.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4]);
     expect(s.deriveMessages().map((m) => m.id)).toEqual(['u1', 'a1']);

@@ -37,14 +37,26 @@ function errorType(status: number): string {
   return status >= 500 ? 'server_error' : 'invalid_request_error';
 }
 
-export type OpenAiErrorResponse = { status: number; body: OpenAiErrorBody; headers: Record<string, string>; logDetail: boolean };
+export type OpenAiErrorResponse = {
+  status: number;
+  body: OpenAiErrorBody;
+  headers: Record<string, string>;
+  logDetail: boolean;
+};
 
 /** Maps any thrown value to the OpenAI-shaped response; server faults keep their detail for the log. */
 export function toOpenAiErrorResponse(error: unknown): OpenAiErrorResponse {
   if (error instanceof OpenAiError) {
     return {
       status: error.status,
-      body: { error: { message: error.message, type: errorType(error.status), param: error.details.param ?? null, code: error.details.code ?? null } },
+      body: {
+        error: {
+          message: error.message,
+          type: errorType(error.status),
+          param: error.details.param ?? null,
+          code: error.details.code ?? null,
+        },
+      },
       headers: error.details.headers ?? {},
       logDetail: error.status >= 500,
     };

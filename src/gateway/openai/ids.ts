@@ -52,7 +52,8 @@ export function decodeResponseId(id: string): ResponseRef | undefined {
   const sessionId = text.slice(0, slash);
   const anchor = text.slice(slash + 1);
   if (!isValidSessionId(sessionId) || anchor.length === 0 || anchor.length > 200) return undefined;
-  if (anchor.startsWith(CALL_ANCHOR)) return { sessionId, anchor: { kind: 'tool-results', callId: anchor.slice(CALL_ANCHOR.length) } };
+  if (anchor.startsWith(CALL_ANCHOR))
+    return { sessionId, anchor: { kind: 'tool-results', callId: anchor.slice(CALL_ANCHOR.length) } };
   return { sessionId, anchor: { kind: 'message', messageId: anchor } };
 }
 

@@ -9,7 +9,13 @@ import { OpenAiError, toOpenAiErrorResponse } from './errors.js';
 import { OPENAI_PREFIX, OPENAI_ROUTES, STREAMED_RESPONSE, type OpenAiContext, type OpenAiRouteSpec } from './routes.js';
 import { parseOpenAi, refuseUnloggableItems } from './schemas.js';
 
-export { OPENAI_PREFIX, OPENAI_ROUTES, type AgentDefaults, type OpenAiContext, type OpenAiRouteSpec } from './routes.js';
+export {
+  OPENAI_PREFIX,
+  OPENAI_ROUTES,
+  type AgentDefaults,
+  type OpenAiContext,
+  type OpenAiRouteSpec,
+} from './routes.js';
 export { openAiErrorSchema } from './schemas.js';
 
 function sendOpenAiError(request: FastifyRequest, reply: FastifyReply, error: unknown): FastifyReply {
@@ -30,7 +36,8 @@ function pathPattern(url: string): RegExp {
 function precheck(route: OpenAiRouteSpec, body: unknown): void {
   if (typeof body !== 'object' || body === null) return;
   if (route.operationId === 'openaiCreateResponse') refuseUnloggableItems((body as { input?: unknown }).input, 'input');
-  if (route.operationId === 'openaiCreateConversation') refuseUnloggableItems((body as { items?: unknown }).items, 'items');
+  if (route.operationId === 'openaiCreateConversation')
+    refuseUnloggableItems((body as { items?: unknown }).items, 'items');
 }
 
 /** Registers the OpenAI-compatible API under `/openai/v1`. */
@@ -42,12 +49,23 @@ export function registerOpenAiApi(app: FastifyInstance, context: OpenAiContext):
         const path = request.url.split('?')[0] ?? '';
         const allowed = OPENAI_ROUTES.filter((r) => pathPattern(r.path).test(path)).map((r) => r.method);
         if (allowed.length > 0) {
-          return sendOpenAiError(request, reply, new OpenAiError(405, `${request.method} is not allowed on ${path}; use ${allowed.join(', ')}`, { code: 'method_not_allowed', headers: { allow: allowed.join(', ') } }));
+          return sendOpenAiError(
+            request,
+            reply,
+            new OpenAiError(405, `${request.method} is not allowed on ${path}; use ${allowed.join(', ')}`, {
+              code: 'method_not_allowed',
+              headers: { allow: allowed.join(', ') },
+            }),
+          );
         }
         return sendOpenAiError(
           request,
           reply,
-          new OpenAiError(404, `sessionlog's OpenAI-compatible API has no route ${request.method} ${path}; its routes are listed in GET /v1/openapi.json`, { code: 'unknown_url' }),
+          new OpenAiError(
+            404,
+            `sessionlog's OpenAI-compatible API has no route ${request.method} ${path}; its routes are listed in GET /v1/openapi.json`,
+            { code: 'unknown_url' },
+          ),
         );
       });
       for (const route of OPENAI_ROUTES) {

@@ -27,7 +27,13 @@ export function conversationItems(events: readonly StoredEvent[]): ConversationI
     if (!event || !isKnownEvent(event)) continue;
     switch (event.type) {
       case 'user/message':
-        items.push({ id: event.data.id, type: 'message', role: 'user', status: 'completed', content: [{ type: 'input_text', text: textOf(event.data.content, 'text') }] });
+        items.push({
+          id: event.data.id,
+          type: 'message',
+          role: 'user',
+          status: 'completed',
+          content: [{ type: 'input_text', text: textOf(event.data.content, 'text') }],
+        });
         break;
       case 'assistant/message': {
         const { turn, step, message, interrupted } = event.data;
@@ -35,23 +41,48 @@ export function conversationItems(events: readonly StoredEvent[]): ConversationI
         const ids = assembler.itemsOfMessage.get(event.seq) ?? {};
         const reasoning = textOf(message.content, 'reasoning');
         if (reasoning.length > 0) {
-          items.push({ id: ids.reasoning ?? reasoningItemId(turn, step, 0), type: 'reasoning', status, summary: [], content: [{ type: 'reasoning_text', text: reasoning }] });
+          items.push({
+            id: ids.reasoning ?? reasoningItemId(turn, step, 0),
+            type: 'reasoning',
+            status,
+            summary: [],
+            content: [{ type: 'reasoning_text', text: reasoning }],
+          });
         }
         const text = textOf(message.content, 'text');
         if (text.length > 0) {
-          items.push({ id: ids.message ?? messageItemId(turn, step, 0), type: 'message', role: 'assistant', status, content: [{ type: 'output_text', text, annotations: [], logprobs: [] }] });
+          items.push({
+            id: ids.message ?? messageItemId(turn, step, 0),
+            type: 'message',
+            role: 'assistant',
+            status,
+            content: [{ type: 'output_text', text, annotations: [], logprobs: [] }],
+          });
         }
         let index = 0;
         for (const block of message.content) {
           if (block.type !== 'tool-call') continue;
-          items.push({ id: functionCallItemId(turn, step, index++), type: 'function_call', status: 'completed', call_id: block.id, name: block.name, arguments: block.arguments });
+          items.push({
+            id: functionCallItemId(turn, step, index++),
+            type: 'function_call',
+            status: 'completed',
+            call_id: block.id,
+            name: block.name,
+            arguments: block.arguments,
+          });
         }
         break;
       }
       case 'tool/result': {
         const message = event.data.message;
         const block = message.content[0];
-        items.push({ id: message.id, type: 'function_call_output', status: 'completed', call_id: block.toolCallId, output: textOf(block.content, 'text') });
+        items.push({
+          id: message.id,
+          type: 'function_call_output',
+          status: 'completed',
+          call_id: block.toolCallId,
+          output: textOf(block.content, 'text'),
+        });
         break;
       }
       default:

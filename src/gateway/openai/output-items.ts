@@ -25,7 +25,11 @@ import { isKnownEvent, type ContentBlock, type StoredEvent } from '../../session
 import { functionCallItemId, messageItemId, reasoningItemId } from './ids.js';
 
 /** A stream event before the response numbers it. */
-export type UnsequencedEvent = ResponseStreamEvent extends infer E ? (E extends unknown ? Omit<E, 'sequence_number'> : never) : never;
+export type UnsequencedEvent = ResponseStreamEvent extends infer E
+  ? E extends unknown
+    ? Omit<E, 'sequence_number'>
+    : never
+  : never;
 
 /** An output item in stream order; `abandoned` items were replaced by a retried model call's different reply. */
 export type OutputEntry = { item: ResponseOutputItem; abandoned: boolean };
@@ -142,14 +146,39 @@ export class OutputAssembler {
   }
 
   /** Adds a finished `function_call` item (a call the caller runs); returns its output index. */
-  functionCall(turn: number, step: number, index: number, call: { callId: string; name: string; arguments: string }, out: UnsequencedEvent[]): number {
+  functionCall(
+    turn: number,
+    step: number,
+    index: number,
+    call: { callId: string; name: string; arguments: string },
+    out: UnsequencedEvent[],
+  ): number {
     const id = functionCallItemId(turn, step, index);
-    const item: ResponseFunctionToolCall = { id, type: 'function_call', status: 'in_progress', call_id: call.callId, name: call.name, arguments: '' };
+    const item: ResponseFunctionToolCall = {
+      id,
+      type: 'function_call',
+      status: 'in_progress',
+      call_id: call.callId,
+      name: call.name,
+      arguments: '',
+    };
     const outputIndex = this.entries.length;
     this.entries.push({ item, abandoned: false });
     out.push({ type: 'response.output_item.added', output_index: outputIndex, item: structuredClone(item) });
-    if (call.arguments.length > 0) out.push({ type: 'response.function_call_arguments.delta', item_id: id, output_index: outputIndex, delta: call.arguments });
-    out.push({ type: 'response.function_call_arguments.done', item_id: id, output_index: outputIndex, name: call.name, arguments: call.arguments });
+    if (call.arguments.length > 0)
+      out.push({
+        type: 'response.function_call_arguments.delta',
+        item_id: id,
+        output_index: outputIndex,
+        delta: call.arguments,
+      });
+    out.push({
+      type: 'response.function_call_arguments.done',
+      item_id: id,
+      output_index: outputIndex,
+      name: call.name,
+      arguments: call.arguments,
+    });
     item.arguments = call.arguments;
     item.status = 'completed';
     out.push({ type: 'response.output_item.done', output_index: outputIndex, item: structuredClone(item) });
@@ -184,10 +213,23 @@ export class OutputAssembler {
       const entry = this.entries[open.index]!;
       if (kind === 'message') {
         ((entry.item as ResponseOutputMessage).content[0] as ResponseOutputText).text = target;
-        out.push({ type: 'response.output_text.delta', item_id: open.id, output_index: open.index, content_index: 0, delta, logprobs: [] });
+        out.push({
+          type: 'response.output_text.delta',
+          item_id: open.id,
+          output_index: open.index,
+          content_index: 0,
+          delta,
+          logprobs: [],
+        });
       } else {
         (entry.item as ResponseReasoningItem).content![0]!.text = target;
-        out.push({ type: 'response.reasoning_text.delta', item_id: open.id, output_index: open.index, content_index: 0, delta });
+        out.push({
+          type: 'response.reasoning_text.delta',
+          item_id: open.id,
+          output_index: open.index,
+          content_index: 0,
+          delta,
+        });
       }
     }
   }
@@ -197,9 +239,21 @@ export class OutputAssembler {
     const index = this.entries.length;
     if (kind === 'message') {
       const id = messageItemId(state.turn, state.step, n);
-      const item: ResponseOutputMessage = { id, type: 'message', role: 'assistant', status: 'in_progress', content: [] };
+      const item: ResponseOutputMessage = {
+        id,
+        type: 'message',
+        role: 'assistant',
+        status: 'in_progress',
+        content: [],
+      };
       out.push({ type: 'response.output_item.added', output_index: index, item: structuredClone(item) });
-      out.push({ type: 'response.content_part.added', item_id: id, output_index: index, content_index: 0, part: outputText('') });
+      out.push({
+        type: 'response.content_part.added',
+        item_id: id,
+        output_index: index,
+        content_index: 0,
+        part: outputText(''),
+      });
       item.content.push(outputText(''));
       this.entries.push({ item, abandoned: false });
       return { index, id, kind, emitted: '' };
@@ -207,7 +261,13 @@ export class OutputAssembler {
     const id = reasoningItemId(state.turn, state.step, n);
     const item: ResponseReasoningItem = { id, type: 'reasoning', status: 'in_progress', summary: [], content: [] };
     out.push({ type: 'response.output_item.added', output_index: index, item: structuredClone(item) });
-    out.push({ type: 'response.content_part.added', item_id: id, output_index: index, content_index: 0, part: { type: 'reasoning_text', text: '' } });
+    out.push({
+      type: 'response.content_part.added',
+      item_id: id,
+      output_index: index,
+      content_index: 0,
+      part: { type: 'reasoning_text', text: '' },
+    });
     item.content!.push({ type: 'reasoning_text', text: '' });
     this.entries.push({ item, abandoned: false });
     return { index, id, kind, emitted: '' };
@@ -221,13 +281,38 @@ export class OutputAssembler {
     if (open.kind === 'message') {
       const item = entry.item as ResponseOutputMessage;
       item.status = status;
-      out.push({ type: 'response.output_text.done', item_id: open.id, output_index: open.index, content_index: 0, text, logprobs: [] });
-      out.push({ type: 'response.content_part.done', item_id: open.id, output_index: open.index, content_index: 0, part: outputText(text) });
+      out.push({
+        type: 'response.output_text.done',
+        item_id: open.id,
+        output_index: open.index,
+        content_index: 0,
+        text,
+        logprobs: [],
+      });
+      out.push({
+        type: 'response.content_part.done',
+        item_id: open.id,
+        output_index: open.index,
+        content_index: 0,
+        part: outputText(text),
+      });
     } else {
       const item = entry.item as ResponseReasoningItem;
       item.status = status;
-      out.push({ type: 'response.reasoning_text.done', item_id: open.id, output_index: open.index, content_index: 0, text });
-      out.push({ type: 'response.content_part.done', item_id: open.id, output_index: open.index, content_index: 0, part: { type: 'reasoning_text', text } });
+      out.push({
+        type: 'response.reasoning_text.done',
+        item_id: open.id,
+        output_index: open.index,
+        content_index: 0,
+        text,
+      });
+      out.push({
+        type: 'response.content_part.done',
+        item_id: open.id,
+        output_index: open.index,
+        content_index: 0,
+        part: { type: 'reasoning_text', text },
+      });
     }
     out.push({ type: 'response.output_item.done', output_index: open.index, item: structuredClone(entry.item) });
     return open.id;

@@ -19,8 +19,20 @@
  * | error | `failed` | `response.failed` |
  * | interrupted (crash repair) | `failed` | `response.failed` |
  */
-import type { Response, ResponseError, ResponseStatus, ResponseStreamEvent, ResponseUsage } from 'openai/resources/responses/responses';
-import { isKnownEvent, type SessionHeader, type StoredEvent, type TokenUsage, type TurnEndReason } from '../../session/index.js';
+import type {
+  Response,
+  ResponseError,
+  ResponseStatus,
+  ResponseStreamEvent,
+  ResponseUsage,
+} from 'openai/resources/responses/responses';
+import {
+  isKnownEvent,
+  type SessionHeader,
+  type StoredEvent,
+  type TokenUsage,
+  type TurnEndReason,
+} from '../../session/index.js';
 import type { ResponseAnchor } from './ids.js';
 import { OutputAssembler, type UnsequencedEvent } from './output-items.js';
 
@@ -36,30 +48,52 @@ export type ResponseFoldContext = {
 /** Where the response stands: its anchor not logged yet, its turn running, or its turn over. */
 export type ResponseProgress = 'queued' | 'running' | 'done';
 
-type Outcome = { status: ResponseStatus; error: ResponseError | null; incomplete: Response.IncompleteDetails | null; terminal: 'response.completed' | 'response.incomplete' | 'response.failed' };
+type Outcome = {
+  status: ResponseStatus;
+  error: ResponseError | null;
+  incomplete: Response.IncompleteDetails | null;
+  terminal: 'response.completed' | 'response.incomplete' | 'response.failed';
+};
 
 function outcomeOf(reason: TurnEndReason): Outcome {
   switch (reason.kind) {
     case 'completed':
       return { status: 'completed', error: null, incomplete: null, terminal: 'response.completed' };
     case 'max-tokens':
-      return { status: 'incomplete', error: null, incomplete: { reason: 'max_output_tokens' }, terminal: 'response.incomplete' };
+      return {
+        status: 'incomplete',
+        error: null,
+        incomplete: { reason: 'max_output_tokens' },
+        terminal: 'response.incomplete',
+      };
     case 'max-steps':
       // Not a reason the SDK lists: the turn used up its model steps (SESSIONLOG_MAX_STEPS).
-      return { status: 'incomplete', error: null, incomplete: { reason: 'max_steps' } as unknown as Response.IncompleteDetails, terminal: 'response.incomplete' };
+      return {
+        status: 'incomplete',
+        error: null,
+        incomplete: { reason: 'max_steps' } as unknown as Response.IncompleteDetails,
+        terminal: 'response.incomplete',
+      };
     case 'aborted':
       return { status: 'cancelled', error: null, incomplete: null, terminal: 'response.incomplete' };
     case 'error':
       return {
         status: 'failed',
-        error: { code: reason.error.code === 'rate_limit' ? 'rate_limit_exceeded' : 'server_error', message: reason.error.message },
+        error: {
+          code: reason.error.code === 'rate_limit' ? 'rate_limit_exceeded' : 'server_error',
+          message: reason.error.message,
+        },
         incomplete: null,
         terminal: 'response.failed',
       };
     case 'interrupted':
       return {
         status: 'failed',
-        error: { code: 'server_error', message: 'the turn was interrupted (its workflow run ended before the turn did) and was closed by crash repair; send the input again' },
+        error: {
+          code: 'server_error',
+          message:
+            'the turn was interrupted (its workflow run ended before the turn did) and was closed by crash repair; send the input again',
+        },
         incomplete: null,
         terminal: 'response.failed',
       };
@@ -139,7 +173,12 @@ export class ResponseTracker {
         this.system = event.data.header.system ?? null;
         break;
       case 'session/metadata':
-        if (this.progress === 'queued' && this.context.anchor.kind === 'message' && event.data.messageId === this.context.anchor.messageId) this.metadata = event.data.metadata;
+        if (
+          this.progress === 'queued' &&
+          this.context.anchor.kind === 'message' &&
+          event.data.messageId === this.context.anchor.messageId
+        )
+          this.metadata = event.data.metadata;
         break;
       case 'turn/start':
         this.openTurn = event.data.turn;
@@ -156,7 +195,12 @@ export class ResponseTracker {
         }
         break;
       case 'user/message':
-        if (this.progress === 'queued' && this.context.anchor.kind === 'message' && event.data.id === this.context.anchor.messageId && event.surfaceOp === 'append') {
+        if (
+          this.progress === 'queued' &&
+          this.context.anchor.kind === 'message' &&
+          event.data.id === this.context.anchor.messageId &&
+          event.surfaceOp === 'append'
+        ) {
           if (this.openTurn === undefined) this.awaitingTurn = true;
           else this.begin(this.openTurn, event.time, out);
         }
@@ -180,7 +224,8 @@ export class ResponseTracker {
           out.push(...this.assembler.push(event));
           if (event.data.usage) this.addUsage(event.data.usage);
           let index = 0;
-          for (const block of event.data.message.content) if (block.type === 'tool-call') this.calls.set(block.id, { step: event.data.step, index: index++ });
+          for (const block of event.data.message.content)
+            if (block.type === 'tool-call') this.calls.set(block.id, { step: event.data.step, index: index++ });
         }
         break;
       case 'tool/approval-request': {
@@ -277,8 +322,11 @@ export class ResponseTracker {
     const total = (this.usage ??= { inputTokens: 0, outputTokens: 0 });
     total.inputTokens += usage.inputTokens;
     total.outputTokens += usage.outputTokens;
-    if (usage.cacheReadTokens !== undefined) total.cacheReadTokens = (total.cacheReadTokens ?? 0) + usage.cacheReadTokens;
-    if (usage.cacheWriteTokens !== undefined) total.cacheWriteTokens = (total.cacheWriteTokens ?? 0) + usage.cacheWriteTokens;
-    if (usage.reasoningTokens !== undefined) total.reasoningTokens = (total.reasoningTokens ?? 0) + usage.reasoningTokens;
+    if (usage.cacheReadTokens !== undefined)
+      total.cacheReadTokens = (total.cacheReadTokens ?? 0) + usage.cacheReadTokens;
+    if (usage.cacheWriteTokens !== undefined)
+      total.cacheWriteTokens = (total.cacheWriteTokens ?? 0) + usage.cacheWriteTokens;
+    if (usage.reasoningTokens !== undefined)
+      total.reasoningTokens = (total.reasoningTokens ?? 0) + usage.reasoningTokens;
   }
 }

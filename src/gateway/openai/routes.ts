@@ -8,10 +8,25 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Response, ResponseStreamEvent } from 'openai/resources/responses/responses';
 import type { z } from 'zod';
-import { isKnownEvent, jsonEqual, turnToolsProblem, type AgentSpec, type SessionHeader, type StoredEvent, type ToolSchema } from '../../session/index.js';
+import {
+  isKnownEvent,
+  jsonEqual,
+  turnToolsProblem,
+  type AgentSpec,
+  type SessionHeader,
+  type StoredEvent,
+  type ToolSchema,
+} from '../../session/index.js';
 import type { ResponseSpec, RouteContext } from '../routes.js';
 import { OpenAiError, invalidRequest, notFound } from './errors.js';
-import { decodeResponseId, encodeResponseId, newConversationId, newMessageId, type ResponseAnchor, type ResponseRef } from './ids.js';
+import {
+  decodeResponseId,
+  encodeResponseId,
+  newConversationId,
+  newMessageId,
+  type ResponseAnchor,
+  type ResponseRef,
+} from './ids.js';
 import { conversationItems } from './items.js';
 import { ResponseTracker } from './response-fold.js';
 import {
@@ -88,7 +103,11 @@ const seconds = (ms: number): number => Math.floor(ms / 1000);
 
 // ---- conversations ------------------------------------------------------------------------
 
-async function requireConversation(ctx: OpenAiContext, id: string, param: string | null = null): Promise<SessionHeader> {
+async function requireConversation(
+  ctx: OpenAiContext,
+  id: string,
+  param: string | null = null,
+): Promise<SessionHeader> {
   if (!(await ctx.client.exists(id))) throw notFound(param, `No conversation found with id '${id}'.`);
   return ctx.client.header(id);
 }
@@ -97,7 +116,8 @@ async function requireConversation(ctx: OpenAiContext, id: string, param: string
 function conversationMetadata(events: readonly StoredEvent[]): Record<string, string> {
   let metadata: Record<string, string> = {};
   for (const event of events) {
-    if (isKnownEvent(event) && event.type === 'session/metadata' && event.data.messageId === undefined) metadata = event.data.metadata;
+    if (isKnownEvent(event) && event.type === 'session/metadata' && event.data.messageId === undefined)
+      metadata = event.data.metadata;
   }
   return metadata;
 }
@@ -122,7 +142,11 @@ type ConversationState = {
   turnTools: ToolSchema[] | undefined;
 };
 
-function conversationState(header: SessionHeader, events: readonly StoredEvent[], defaults: AgentDefaults): ConversationState {
+function conversationState(
+  header: SessionHeader,
+  events: readonly StoredEvent[],
+  defaults: AgentDefaults,
+): ConversationState {
   let model = header.agent?.model ?? defaults.model;
   let system = header.agent?.system ?? defaults.system;
   let openTurn: number | undefined;
@@ -174,20 +198,37 @@ function toolSchemaOf(tool: FunctionTool): ToolSchema {
 function checkText(ctx: OpenAiContext, text: string, param: string): void {
   if (text.trim().length === 0) throw invalidRequest(param, 'a message must not be empty or blank', 'empty_message');
   const bytes = Buffer.byteLength(text, 'utf8');
-  if (bytes > ctx.client.maxMessageBytes) throw invalidRequest(param, `the message is ${bytes} bytes; the limit is ${ctx.client.maxMessageBytes} (SESSIONLOG_MAX_MESSAGE_BYTES)`, 'message_too_large');
+  if (bytes > ctx.client.maxMessageBytes)
+    throw invalidRequest(
+      param,
+      `the message is ${bytes} bytes; the limit is ${ctx.client.maxMessageBytes} (SESSIONLOG_MAX_MESSAGE_BYTES)`,
+      'message_too_large',
+    );
 }
 
 /** A system or developer message first in a new conversation's items sets its instructions; anything else is a user message. */
-function splitInitialItems(items: readonly InputItem[]): { system: string | undefined; messages: Array<{ text: string; index: number }> } {
+function splitInitialItems(items: readonly InputItem[]): {
+  system: string | undefined;
+  messages: Array<{ text: string; index: number }>;
+} {
   let system: string | undefined;
   const messages: Array<{ text: string; index: number }> = [];
   items.forEach((item, i) => {
     if (item.type === 'function_call_output') {
-      throw invalidRequest(`items[${i}].type`, 'a new conversation has no tool call to answer: function_call_output items belong in the input of a response', 'unsupported_value');
+      throw invalidRequest(
+        `items[${i}].type`,
+        'a new conversation has no tool call to answer: function_call_output items belong in the input of a response',
+        'unsupported_value',
+      );
     }
     if (item.role === 'user') messages.push({ text: contentText(item.content), index: i });
     else if (i === 0) system = contentText(item.content);
-    else throw invalidRequest(`items[${i}].role`, `a ${item.role} message sets the conversation's instructions and must come first, once`, 'unsupported_value');
+    else
+      throw invalidRequest(
+        `items[${i}].role`,
+        `a ${item.role} message sets the conversation's instructions and must come first, once`,
+        'unsupported_value',
+      );
   });
   return { system, messages };
 }
@@ -197,10 +238,21 @@ function splitInitialItems(items: readonly InputItem[]): { system: string | unde
 type LoadedResponse = { tracker: ResponseTracker; replayed: ResponseStreamEvent[]; nextSeq: number };
 
 /** Folds a session's stored log into the response `ref` names (404 when there is no such session). */
-async function loadResponse(ctx: OpenAiContext, responseId: string, ref: ResponseRef, param: string | null): Promise<LoadedResponse> {
+async function loadResponse(
+  ctx: OpenAiContext,
+  responseId: string,
+  ref: ResponseRef,
+  param: string | null,
+): Promise<LoadedResponse> {
   const header = await requireConversation(ctx, ref.sessionId, param);
   const events = await ctx.client.events(ref.sessionId, 0);
-  const tracker = new ResponseTracker({ responseId, sessionId: ref.sessionId, anchor: ref.anchor, header, defaults: ctx.defaults });
+  const tracker = new ResponseTracker({
+    responseId,
+    sessionId: ref.sessionId,
+    anchor: ref.anchor,
+    header,
+    defaults: ctx.defaults,
+  });
   const replayed = events.flatMap((event) => tracker.push(event));
   // The stored log ends with whole batches: a response waiting for the caller ends here.
   replayed.push(...tracker.flush());
@@ -228,12 +280,21 @@ function normalizeInput(input: z.output<typeof responseCreateBody>['input']): Re
   const toolOutputs: ResponseInput['toolOutputs'] = [];
   input.forEach((item, i) => {
     if (item.type === 'function_call_output') {
-      if (messages.length > 0) throw invalidRequest(`input[${i}]`, 'function_call_output items come before the user messages of an input (they answer the calls of the turn that is waiting)', 'unsupported_value');
+      if (messages.length > 0)
+        throw invalidRequest(
+          `input[${i}]`,
+          'function_call_output items come before the user messages of an input (they answer the calls of the turn that is waiting)',
+          'unsupported_value',
+        );
       toolOutputs.push({ callId: item.call_id, output: contentText(item.output), index: i });
       return;
     }
     if (item.role !== 'user') {
-      throw invalidRequest(`input[${i}].role`, `${item.role} messages are not accepted in a response's input: send the system prompt as instructions (it is fixed per conversation)`, 'unsupported_value');
+      throw invalidRequest(
+        `input[${i}].role`,
+        `${item.role} messages are not accepted in a response's input: send the system prompt as instructions (it is fixed per conversation)`,
+        'unsupported_value',
+      );
     }
     messages.push(contentText(item.content));
   });
@@ -241,10 +302,21 @@ function normalizeInput(input: z.output<typeof responseCreateBody>['input']): Re
 }
 
 /** Checks what the request says about the conversation's model and instructions against what the conversation runs with. */
-function checkAgentFields(body: z.output<typeof responseCreateBody>, state: ConversationState, sessionId: string): void {
+function checkAgentFields(
+  body: z.output<typeof responseCreateBody>,
+  state: ConversationState,
+  sessionId: string,
+): void {
   if (body.model !== undefined && body.model !== state.model) {
-    const runs = state.model === undefined ? 'the worker\'s default model (unknown to this gateway: configure its defaults)' : `model ${JSON.stringify(state.model)}`;
-    throw invalidRequest('model', `conversation ${sessionId} runs ${runs}; a conversation's model is fixed when it is created (by its first response or conversations.create): omit model or send that one`, 'model_mismatch');
+    const runs =
+      state.model === undefined
+        ? "the worker's default model (unknown to this gateway: configure its defaults)"
+        : `model ${JSON.stringify(state.model)}`;
+    throw invalidRequest(
+      'model',
+      `conversation ${sessionId} runs ${runs}; a conversation's model is fixed when it is created (by its first response or conversations.create): omit model or send that one`,
+      'model_mismatch',
+    );
   }
   const instructions = body.instructions ?? undefined;
   if (instructions !== undefined && instructions !== (state.system ?? '')) {
@@ -260,22 +332,41 @@ function checkAgentFields(body: z.output<typeof responseCreateBody>, state: Conv
 function checkTurnState(state: ConversationState, input: ResponseInput, sessionId: string): void {
   if (input.toolOutputs.length === 0) {
     if (state.openTurn === undefined) return;
-    const waiting = state.awaitingResults.size > 0 ? `; it waits for the results of ${[...state.awaitingResults].join(', ')}: send them as function_call_output items` : '';
-    throw new OpenAiError(409, `conversation ${sessionId} is answering another response (turn ${state.openTurn} is running)${waiting}; otherwise retry once it has finished, or cancel it`, {
-      code: 'conversation_locked',
-    });
+    const waiting =
+      state.awaitingResults.size > 0
+        ? `; it waits for the results of ${[...state.awaitingResults].join(', ')}: send them as function_call_output items`
+        : '';
+    throw new OpenAiError(
+      409,
+      `conversation ${sessionId} is answering another response (turn ${state.openTurn} is running)${waiting}; otherwise retry once it has finished, or cancel it`,
+      {
+        code: 'conversation_locked',
+      },
+    );
   }
   const seen = new Set<string>();
   for (const output of input.toolOutputs) {
     if (!state.awaitingResults.has(output.callId) || seen.has(output.callId)) {
-      const waiting = state.awaitingResults.size > 0 ? `it waits for ${[...state.awaitingResults].join(', ')}` : 'no call waits for a result';
-      throw invalidRequest(`input[${output.index}].call_id`, `conversation ${sessionId} has no call ${JSON.stringify(output.callId)} waiting for its result (${waiting})`, 'invalid_call_id');
+      const waiting =
+        state.awaitingResults.size > 0
+          ? `it waits for ${[...state.awaitingResults].join(', ')}`
+          : 'no call waits for a result';
+      throw invalidRequest(
+        `input[${output.index}].call_id`,
+        `conversation ${sessionId} has no call ${JSON.stringify(output.callId)} waiting for its result (${waiting})`,
+        'invalid_call_id',
+      );
     }
     seen.add(output.callId);
   }
 }
 
-async function createResponse(ctx: OpenAiContext, body: z.output<typeof responseCreateBody>, request: FastifyRequest, reply: FastifyReply): Promise<OpenAiRouteResult> {
+async function createResponse(
+  ctx: OpenAiContext,
+  body: z.output<typeof responseCreateBody>,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<OpenAiRouteResult> {
   const input = normalizeInput(body.input);
   const tools = body.tools && body.tools.length > 0 ? body.tools.map(toolSchemaOf) : undefined;
   if (tools) {
@@ -283,17 +374,38 @@ async function createResponse(ctx: OpenAiContext, body: z.output<typeof response
     if (problem) throw invalidRequest('tools', problem, 'invalid_value');
   }
   const answering = input.toolOutputs.length > 0;
-  if (!answering && input.messages.length === 0) throw invalidRequest('input', 'input must hold a user message or function_call_output items', 'missing_required_parameter');
+  if (!answering && input.messages.length === 0)
+    throw invalidRequest(
+      'input',
+      'input must hold a user message or function_call_output items',
+      'missing_required_parameter',
+    );
   for (const message of input.messages) checkText(ctx, message, 'input');
   const metadata = body.metadata && Object.keys(body.metadata).length > 0 ? body.metadata : undefined;
-  if (answering && metadata) throw invalidRequest('metadata', 'a response that answers tool calls carries on a running turn; it takes no metadata of its own', 'unsupported_parameter');
-  const conversation = typeof body.conversation === 'object' && body.conversation !== null ? body.conversation.id : (body.conversation ?? undefined);
+  if (answering && metadata)
+    throw invalidRequest(
+      'metadata',
+      'a response that answers tool calls carries on a running turn; it takes no metadata of its own',
+      'unsupported_parameter',
+    );
+  const conversation =
+    typeof body.conversation === 'object' && body.conversation !== null
+      ? body.conversation.id
+      : (body.conversation ?? undefined);
   const previous = body.previous_response_id ?? undefined;
   if (conversation !== undefined && previous !== undefined) {
-    throw invalidRequest('previous_response_id', 'set conversation or previous_response_id, not both: a previous response already names its conversation', 'invalid_parameter_combination');
+    throw invalidRequest(
+      'previous_response_id',
+      'set conversation or previous_response_id, not both: a previous response already names its conversation',
+      'invalid_parameter_combination',
+    );
   }
   if (answering && conversation === undefined && previous === undefined) {
-    throw invalidRequest('input', 'function_call_output items answer the calls of a conversation: send its conversation or previous_response_id', 'missing_required_parameter');
+    throw invalidRequest(
+      'input',
+      'function_call_output items answer the calls of a conversation: send its conversation or previous_response_id',
+      'missing_required_parameter',
+    );
   }
 
   let header: SessionHeader;
@@ -302,8 +414,14 @@ async function createResponse(ctx: OpenAiContext, body: z.output<typeof response
     const loaded = await findResponse(ctx, previous, 'previous_response_id');
     header = await ctx.client.header(loaded.tracker.context.sessionId);
   } else {
-    const agent: AgentSpec = { ...(body.model !== undefined ? { model: body.model } : {}), ...(body.instructions != null ? { system: body.instructions } : {}) };
-    header = await ctx.client.create({ sessionId: newConversationId(), ...(Object.keys(agent).length > 0 ? { agent } : {}) });
+    const agent: AgentSpec = {
+      ...(body.model !== undefined ? { model: body.model } : {}),
+      ...(body.instructions != null ? { system: body.instructions } : {}),
+    };
+    header = await ctx.client.create({
+      sessionId: newConversationId(),
+      ...(Object.keys(agent).length > 0 ? { agent } : {}),
+    });
   }
   const sessionId = header.id;
   const events = await ctx.client.events(sessionId, 0);
@@ -312,18 +430,31 @@ async function createResponse(ctx: OpenAiContext, body: z.output<typeof response
   checkTurnState(state, input, sessionId);
   // Results carry on the turn their calls belong to: its tools are those of the response that started it.
   if (answering && tools && !jsonEqual(tools, state.turnTools ?? [])) {
-    throw invalidRequest('tools', `these results carry on a turn whose tools were fixed by the response that started it (${(state.turnTools ?? []).map((t) => t.name).join(', ') || 'none'}); send the same tools or none`, 'invalid_value');
+    throw invalidRequest(
+      'tools',
+      `these results carry on a turn whose tools were fixed by the response that started it (${(state.turnTools ?? []).map((t) => t.name).join(', ') || 'none'}); send the same tools or none`,
+      'invalid_value',
+    );
   }
 
   const messageId = newMessageId();
-  const anchor: ResponseAnchor = answering ? { kind: 'tool-results', callId: input.toolOutputs[0]!.callId } : { kind: 'message', messageId };
-  const tracker = new ResponseTracker({ responseId: encodeResponseId({ sessionId, anchor }), sessionId, anchor, header, defaults: ctx.defaults });
+  const anchor: ResponseAnchor = answering
+    ? { kind: 'tool-results', callId: input.toolOutputs[0]!.callId }
+    : { kind: 'message', messageId };
+  const tracker = new ResponseTracker({
+    responseId: encodeResponseId({ sessionId, anchor }),
+    sessionId,
+    anchor,
+    header,
+    defaults: ctx.defaults,
+  });
   for (const event of events) tracker.push(event);
   const postedAt = seconds(Date.now());
   if (answering) {
     for (const output of input.toolOutputs) await ctx.client.submitToolResult(sessionId, output.callId, output.output);
     // User messages sent with the results join the running turn at its next step.
-    for (const [i, text] of input.messages.entries()) await ctx.client.post(sessionId, text, { id: `${messageId}.${i}` });
+    for (const [i, text] of input.messages.entries())
+      await ctx.client.post(sessionId, text, { id: `${messageId}.${i}` });
   } else {
     // Earlier user messages of the input and the response's metadata are logged first, between turns; the last message starts the turn.
     const earlier = input.messages.slice(0, -1);
@@ -379,7 +510,11 @@ async function cancelResponse(ctx: OpenAiContext, id: string): Promise<Response>
   if (tracker.state() === 'done') {
     const current = tracker.snapshot();
     if (current.status === 'cancelled') return current;
-    throw invalidRequest(null, `response ${id} has already ended (status ${current.status}); only a queued or running response can be cancelled`, 'response_already_ended');
+    throw invalidRequest(
+      null,
+      `response ${id} has already ended (status ${current.status}); only a queued or running response can be cancelled`,
+      'response_already_ended',
+    );
   }
   const deadline = Date.now() + CANCEL_WAIT_MS;
   let seq = nextSeq;
@@ -414,13 +549,18 @@ export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
       const { system, messages } = splitInitialItems(body?.items ?? []);
       const metadata = body?.metadata ?? {};
       for (const message of messages) checkText(ctx, message.text, `items[${message.index}].content`);
-      const header = await ctx.client.create({ sessionId: newConversationId(), ...(system !== undefined ? { agent: { system } } : {}) });
+      const header = await ctx.client.create({
+        sessionId: newConversationId(),
+        ...(system !== undefined ? { agent: { system } } : {}),
+      });
       // The initial messages are logged without a turn: the model gets them with the conversation's first response.
       if (messages.length > 0 || Object.keys(metadata).length > 0) {
         await ctx.client.note(header.id, {
           id: 'conversation.create',
           ...(Object.keys(metadata).length > 0 ? { metadata: { values: metadata } } : {}),
-          ...(messages.length > 0 ? { messages: messages.map((message) => ({ id: `${header.id}.item${message.index}`, text: message.text })) } : {}),
+          ...(messages.length > 0
+            ? { messages: messages.map((message) => ({ id: `${header.id}.item${message.index}`, text: message.text })) }
+            : {}),
         });
       }
       return ok(conversationOf(header, metadata));
@@ -458,7 +598,8 @@ export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
     method: 'DELETE',
     path: `${OPENAI_PREFIX}/conversations/:id`,
     operationId: 'openaiDeleteConversation',
-    summary: 'OpenAI Conversations: erase a conversation: its log, artifacts, checkpoints and workflow histories (DESIGN §4.2); the id is refused for the tombstone period',
+    summary:
+      'OpenAI Conversations: erase a conversation: its log, artifacts, checkpoints and workflow histories (DESIGN §4.2); the id is refused for the tombstone period',
     params: conversationParams,
     query: noQuery,
     responses: { 200: { description: 'the conversation is erased', schema: conversationDeletedObject } },
@@ -473,7 +614,8 @@ export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
     method: 'GET',
     path: `${OPENAI_PREFIX}/conversations/:id/items`,
     operationId: 'openaiListConversationItems',
-    summary: "OpenAI Conversations: the conversation's derived history as items (message, reasoning, function_call, function_call_output)",
+    summary:
+      "OpenAI Conversations: the conversation's derived history as items (message, reasoning, function_call, function_call_output)",
     params: conversationParams,
     query: itemsListQuery,
     responses: { 200: { description: 'a page of items', schema: itemListObject } },
@@ -485,12 +627,19 @@ export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
       let start = 0;
       if (query.after !== undefined) {
         const at = items.findIndex((item) => item.id === query.after);
-        if (at < 0) throw invalidRequest('after', `conversation ${params.id} has no item '${query.after}'`, 'invalid_value');
+        if (at < 0)
+          throw invalidRequest('after', `conversation ${params.id} has no item '${query.after}'`, 'invalid_value');
         start = at + 1;
       }
       const limit = query.limit ?? 20;
       const data = items.slice(start, start + limit);
-      return ok({ object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: start + limit < items.length });
+      return ok({
+        object: 'list',
+        data,
+        first_id: data[0]?.id ?? null,
+        last_id: data.at(-1)?.id ?? null,
+        has_more: start + limit < items.length,
+      });
     },
   }),
   defineRoute({
@@ -513,7 +662,8 @@ export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
     method: 'POST',
     path: `${OPENAI_PREFIX}/responses`,
     operationId: 'openaiCreateResponse',
-    summary: 'OpenAI Responses: run one turn of a conversation (streamed with stream: true, at once with background: true)',
+    summary:
+      'OpenAI Responses: run one turn of a conversation (streamed with stream: true, at once with background: true)',
     params: noParams,
     query: noQuery,
     body: responseCreateBody,
@@ -521,7 +671,8 @@ export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
       200: {
         description: 'the response (or, with stream: true, its events)',
         schema: responseObject,
-        eventStream: 'the SDK\'s own events (`event: response.created`, `data: {…, "sequence_number": N}`), sequence numbers derived from the log',
+        eventStream:
+          'the SDK\'s own events (`event: response.created`, `data: {…, "sequence_number": N}`), sequence numbers derived from the log',
       },
     },
     errors: [...COMMON_ERRORS, 409, 413, 415, 422],
@@ -531,14 +682,15 @@ export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
     method: 'GET',
     path: `${OPENAI_PREFIX}/responses/:id`,
     operationId: 'openaiGetResponse',
-    summary: 'OpenAI Responses: a response (a turn) as the log has it; with stream=true its events, replayed and then live (starting_after=N resumes)',
+    summary:
+      'OpenAI Responses: a response (a turn) as the log has it; with stream=true its events, replayed and then live (starting_after=N resumes)',
     params: responseParams,
     query: responseRetrieveQuery,
     responses: {
       200: {
         description: 'the response, or its events',
         schema: responseObject,
-        eventStream: 'the response\'s events with sequence_number greater than starting_after, until its terminal event',
+        eventStream: "the response's events with sequence_number greater than starting_after, until its terminal event",
       },
     },
     errors: COMMON_ERRORS,
@@ -561,7 +713,8 @@ export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
     method: 'POST',
     path: `${OPENAI_PREFIX}/responses/:id/cancel`,
     operationId: 'openaiCancelResponse',
-    summary: "OpenAI Responses: cancel a queued or running response (its turn's partial reply is logged as interrupted)",
+    summary:
+      "OpenAI Responses: cancel a queued or running response (its turn's partial reply is logged as interrupted)",
     params: responseParams,
     query: noQuery,
     responses: { 200: { description: 'the response, cancelled', schema: responseObject } },

@@ -18,7 +18,8 @@ type Issue = z.core.$ZodIssue;
 /** `input[0].content` from a zod path. */
 export function paramOf(path: readonly PropertyKey[]): string | null {
   let out = '';
-  for (const key of path) out += typeof key === 'number' ? `[${key}]` : out.length === 0 ? String(key) : `.${String(key)}`;
+  for (const key of path)
+    out += typeof key === 'number' ? `[${key}]` : out.length === 0 ? String(key) : `.${String(key)}`;
   return out.length === 0 ? null : out;
 }
 
@@ -40,11 +41,19 @@ function deepestIssue(issue: Issue): { issue: Issue; path: PropertyKey[] } {
 function issueError(first: Issue): OpenAiError {
   if (first.code === 'unrecognized_keys') {
     const param = paramOf([...first.path, first.keys[0]!]);
-    return invalidRequest(param, `Unrecognized request argument supplied: ${param ?? first.keys[0]!}`, 'unknown_parameter');
+    return invalidRequest(
+      param,
+      `Unrecognized request argument supplied: ${param ?? first.keys[0]!}`,
+      'unknown_parameter',
+    );
   }
   const { issue, path } = deepestIssue(first);
   const param = paramOf(path);
-  return invalidRequest(param, `Invalid '${param ?? 'body'}': ${issue.message}`, issue.code === 'invalid_value' || issue.code === 'custom' ? 'invalid_value' : 'invalid_type');
+  return invalidRequest(
+    param,
+    `Invalid '${param ?? 'body'}': ${issue.message}`,
+    issue.code === 'invalid_value' || issue.code === 'custom' ? 'invalid_value' : 'invalid_type',
+  );
 }
 
 /** Parses `value` or throws a 400 in OpenAI's shape naming the first bad field. */
@@ -59,11 +68,16 @@ export function parseOpenAi<T extends z.ZodType>(schema: T, value: unknown): z.o
 
 const SESSION_ID_RULE = "1-128 characters of A-Z a-z 0-9 . _ - not starting with '.'";
 
-export const conversationIdSchema = z.string().regex(SESSION_ID_PATTERN, `must be a conversation id (${SESSION_ID_RULE})`);
+export const conversationIdSchema = z
+  .string()
+  .regex(SESSION_ID_PATTERN, `must be a conversation id (${SESSION_ID_RULE})`);
 
 /** OpenAI's metadata: up to 16 string pairs, keys up to 64 and values up to 512 characters. */
 export const metadataSchema = z
-  .record(wellFormedString().max(64, 'metadata keys are at most 64 characters'), wellFormedString().max(512, 'metadata values are at most 512 characters'))
+  .record(
+    wellFormedString().max(64, 'metadata keys are at most 64 characters'),
+    wellFormedString().max(512, 'metadata values are at most 512 characters'),
+  )
   .refine((value) => Object.keys(value).length <= 16, 'metadata holds at most 16 keys')
   .describe('up to 16 string key/value pairs, kept in the log');
 
@@ -73,7 +87,10 @@ const inputTextPart = z.strictObject({ type: z.literal('input_text'), text: well
 export const inputMessageSchema = z.strictObject({
   type: z.literal('message').optional(),
   role: z.enum(['user', 'system', 'developer']),
-  content: z.union([wellFormedString(), z.array(inputTextPart).min(1, 'content must hold at least one input_text part')]),
+  content: z.union([
+    wellFormedString(),
+    z.array(inputTextPart).min(1, 'content must hold at least one input_text part'),
+  ]),
   status: z.enum(['in_progress', 'completed', 'incomplete']).optional(),
 });
 
@@ -122,7 +139,11 @@ export function refuseUnloggableItems(items: unknown, param: string): void {
       content.forEach((part: unknown, j) => {
         const partType = typeof part === 'object' && part !== null ? (part as { type?: unknown }).type : undefined;
         if (partType !== 'input_text') {
-          throw invalidRequest(`${at}.content[${j}].type`, `content parts of type ${JSON.stringify(partType)} are not supported by sessionlog; send input_text parts`, 'unsupported_value');
+          throw invalidRequest(
+            `${at}.content[${j}].type`,
+            `content parts of type ${JSON.stringify(partType)} are not supported by sessionlog; send input_text parts`,
+            'unsupported_value',
+          );
         }
       });
     }
@@ -132,12 +153,22 @@ export function refuseUnloggableItems(items: unknown, param: string): void {
 // ---------------------------------------------------------------------------------------------
 // Conversations
 
-export const conversationParams = z.strictObject({ id: conversationIdSchema.describe('the conversation (session) id') });
-export const itemParams = z.strictObject({ id: conversationIdSchema.describe('the conversation (session) id'), item_id: z.string().min(1).max(300).describe('the item id') });
+export const conversationParams = z.strictObject({
+  id: conversationIdSchema.describe('the conversation (session) id'),
+});
+export const itemParams = z.strictObject({
+  id: conversationIdSchema.describe('the conversation (session) id'),
+  item_id: z.string().min(1).max(300).describe('the item id'),
+});
 
 export const conversationCreateBody = z
   .strictObject({
-    items: z.array(inputItemSchema).max(20, 'at most 20 items').nullable().optional().describe('initial user messages (a system or developer message first sets the conversation\'s instructions)'),
+    items: z
+      .array(inputItemSchema)
+      .max(20, 'at most 20 items')
+      .nullable()
+      .optional()
+      .describe("initial user messages (a system or developer message first sets the conversation's instructions)"),
     metadata: metadataSchema.nullable().optional(),
   })
   .nullable()
@@ -182,7 +213,7 @@ const RESPONSE_REFUSALS: Readonly<Record<string, string>> = {
   top_logprobs: 'log probabilities are not logged',
   max_output_tokens: "the output limit is the worker's (SESSIONLOG_MAX_TOKENS)",
   max_tool_calls: "a turn's model steps are bounded by the worker (SESSIONLOG_MAX_STEPS)",
-  reasoning: "reasoning is set by the worker (SESSIONLOG_THINKING, SESSIONLOG_REASONING_EFFORT)",
+  reasoning: 'reasoning is set by the worker (SESSIONLOG_THINKING, SESSIONLOG_REASONING_EFFORT)',
   prompt: 'stored prompt templates do not exist in sessionlog; send instructions',
   prompt_cache_key: "caching follows the provider's automatic prefix cache",
   prompt_cache_retention: "caching follows the provider's automatic prefix cache",
@@ -200,32 +231,98 @@ export const responseCreateBody = z.strictObject({
     .nullable()
     .optional()
     .describe('the conversation (session) to continue; omitted with no previous_response_id: a new conversation'),
-  previous_response_id: z.string().min(1).max(1024).nullable().optional().describe("continue that response's conversation"),
-  input: z.union([wellFormedString(), z.array(inputItemSchema).min(1, 'input must hold at least one item')]).describe('a user message, or a list of one user message and/or function_call_output items'),
-  instructions: wellFormedString().nullable().optional().describe("the conversation's system prompt: set by its first response, repeated (or omitted) afterwards"),
-  model: wellFormedString().min(1).max(200).optional().describe("the conversation's model: set by its first response, repeated (or omitted) afterwards"),
-  tools: z.array(functionToolSchema).max(128).nullable().optional().describe('function tools the caller runs (external tools of this turn)'),
-  tool_choice: z.literal('auto', { error: "only tool_choice 'auto' is supported: the model decides" }).nullable().optional(),
-  parallel_tool_calls: z.literal(true, { error: 'the model may always call tools in parallel; parallel_tool_calls: false is not supported' }).nullable().optional(),
-  stream: z.boolean().nullable().optional(),
-  stream_options: z.strictObject({ include_obfuscation: z.literal(false, { error: 'stream obfuscation is not supported; set include_obfuscation: false' }).optional() }).nullable().optional(),
-  background: z.boolean().nullable().optional().describe('answer at once with status queued or in_progress'),
-  metadata: metadataSchema.nullable().optional(),
-  store: z.literal(true, { error: 'store: false is not supported: every response is kept in the conversation\'s log (that is what makes it durable)' }).nullable().optional(),
-  truncation: z.literal('auto', { error: "truncation 'disabled' is not supported: sessionlog compacts a conversation that outgrows its context" }).nullable().optional(),
-  include: z.array(z.never({ error: 'include is not supported: responses carry all they have' })).nullable().optional(),
-  text: z
-    .strictObject({ format: z.strictObject({ type: z.literal('text', { error: 'only text output is supported (no structured output formats)' }) }).optional(), verbosity: z.null().optional() })
+  previous_response_id: z
+    .string()
+    .min(1)
+    .max(1024)
+    .nullable()
+    .optional()
+    .describe("continue that response's conversation"),
+  input: z
+    .union([wellFormedString(), z.array(inputItemSchema).min(1, 'input must hold at least one item')])
+    .describe('a user message, or a list of one user message and/or function_call_output items'),
+  instructions: wellFormedString()
+    .nullable()
+    .optional()
+    .describe("the conversation's system prompt: set by its first response, repeated (or omitted) afterwards"),
+  model: wellFormedString()
+    .min(1)
+    .max(200)
+    .optional()
+    .describe("the conversation's model: set by its first response, repeated (or omitted) afterwards"),
+  tools: z
+    .array(functionToolSchema)
+    .max(128)
+    .nullable()
+    .optional()
+    .describe('function tools the caller runs (external tools of this turn)'),
+  tool_choice: z
+    .literal('auto', { error: "only tool_choice 'auto' is supported: the model decides" })
     .nullable()
     .optional(),
-  ...Object.fromEntries(Object.entries(RESPONSE_REFUSALS).map(([name, reason]) => [name, nullOnly(`'${name}' is not supported by sessionlog: ${reason}`)])),
+  parallel_tool_calls: z
+    .literal(true, {
+      error: 'the model may always call tools in parallel; parallel_tool_calls: false is not supported',
+    })
+    .nullable()
+    .optional(),
+  stream: z.boolean().nullable().optional(),
+  stream_options: z
+    .strictObject({
+      include_obfuscation: z
+        .literal(false, { error: 'stream obfuscation is not supported; set include_obfuscation: false' })
+        .optional(),
+    })
+    .nullable()
+    .optional(),
+  background: z.boolean().nullable().optional().describe('answer at once with status queued or in_progress'),
+  metadata: metadataSchema.nullable().optional(),
+  store: z
+    .literal(true, {
+      error:
+        "store: false is not supported: every response is kept in the conversation's log (that is what makes it durable)",
+    })
+    .nullable()
+    .optional(),
+  truncation: z
+    .literal('auto', {
+      error: "truncation 'disabled' is not supported: sessionlog compacts a conversation that outgrows its context",
+    })
+    .nullable()
+    .optional(),
+  include: z
+    .array(z.never({ error: 'include is not supported: responses carry all they have' }))
+    .nullable()
+    .optional(),
+  text: z
+    .strictObject({
+      format: z
+        .strictObject({
+          type: z.literal('text', { error: 'only text output is supported (no structured output formats)' }),
+        })
+        .optional(),
+      verbosity: z.null().optional(),
+    })
+    .nullable()
+    .optional(),
+  ...Object.fromEntries(
+    Object.entries(RESPONSE_REFUSALS).map(([name, reason]) => [
+      name,
+      nullOnly(`'${name}' is not supported by sessionlog: ${reason}`),
+    ]),
+  ),
 });
 
 export const responseParams = z.strictObject({ id: z.string().min(1).max(1024).describe('the response id') });
 
 export const responseRetrieveQuery = z.strictObject({
-  stream: z.enum(['true', 'false']).optional().describe('true: the response\'s stream events (SSE), replayed from the log and then live'),
-  starting_after: queryInteger('starting_after', 0, 1_000_000_000).optional().describe('with stream=true: send only the events whose sequence_number is greater'),
+  stream: z
+    .enum(['true', 'false'])
+    .optional()
+    .describe("true: the response's stream events (SSE), replayed from the log and then live"),
+  starting_after: queryInteger('starting_after', 0, 1_000_000_000)
+    .optional()
+    .describe('with stream=true: send only the events whose sequence_number is greater'),
   include_obfuscation: z.literal('false', { error: 'stream obfuscation is not supported' }).optional(),
 });
 
@@ -236,10 +333,25 @@ export const openAiErrorSchema = z.object({
   error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable() }),
 });
 
-export const conversationObject = z.looseObject({ id: z.string(), object: z.literal('conversation'), created_at: z.number().int(), metadata: z.record(z.string(), z.string()) });
-export const conversationDeletedObject = z.object({ id: z.string(), object: z.literal('conversation.deleted'), deleted: z.boolean() });
+export const conversationObject = z.looseObject({
+  id: z.string(),
+  object: z.literal('conversation'),
+  created_at: z.number().int(),
+  metadata: z.record(z.string(), z.string()),
+});
+export const conversationDeletedObject = z.object({
+  id: z.string(),
+  object: z.literal('conversation.deleted'),
+  deleted: z.boolean(),
+});
 const itemObject = z.looseObject({ id: z.string(), type: z.string() });
-export const itemListObject = z.object({ object: z.literal('list'), data: z.array(itemObject), first_id: z.string().nullable(), last_id: z.string().nullable(), has_more: z.boolean() });
+export const itemListObject = z.object({
+  object: z.literal('list'),
+  data: z.array(itemObject),
+  first_id: z.string().nullable(),
+  last_id: z.string().nullable(),
+  has_more: z.boolean(),
+});
 export const itemObjectSchema = itemObject;
 export const responseObject = z.looseObject({
   id: z.string(),

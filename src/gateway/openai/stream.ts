@@ -43,9 +43,14 @@ export function formatResponseEvent(event: ResponseStreamEvent): string {
  * requesting the calls; when the log holds nothing after this event, that batch is whole (a
  * batch is committed at once), so the response ends now rather than when the next event comes.
  */
-export async function feedLive(client: SessionClient, tracker: ResponseTracker, event: StoredEvent): Promise<ResponseStreamEvent[]> {
+export async function feedLive(
+  client: SessionClient,
+  tracker: ResponseTracker,
+  event: StoredEvent,
+): Promise<ResponseStreamEvent[]> {
   const events = tracker.push(event);
-  if (tracker.awaitingCaller() && (await client.nextSeq(tracker.context.sessionId)) === event.seq + 1) events.push(...tracker.flush());
+  if (tracker.awaitingCaller() && (await client.nextSeq(tracker.context.sessionId)) === event.seq + 1)
+    events.push(...tracker.flush());
   return events;
 }
 
@@ -101,14 +106,22 @@ export async function followResponse(
   for (const event of await client.events(sessionId, next)) await deliver(tracker.push(event));
   await deliver(tracker.flush());
   if (tracker.state() !== 'done') {
-    throw new OpenAiError(409, `conversation ${sessionId} has no running workflow, so this response cannot progress; resume the session (POST /v1/sessions/${sessionId}/resume) and retrieve it again`, {
-      code: 'session_not_running',
-    });
+    throw new OpenAiError(
+      409,
+      `conversation ${sessionId} has no running workflow, so this response cannot progress; resume the session (POST /v1/sessions/${sessionId}/resume) and retrieve it again`,
+      {
+        code: 'session_not_running',
+      },
+    );
   }
 }
 
 /** Takes over the response and streams the response's events until its terminal event or the client leaves. */
-export async function streamResponseEvents(request: FastifyRequest, reply: FastifyReply, options: ResponseStreamOptions): Promise<void> {
+export async function streamResponseEvents(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  options: ResponseStreamOptions,
+): Promise<void> {
   const abort = new AbortController();
   options.streams.add(abort);
   reply.hijack();
@@ -127,13 +140,18 @@ export async function streamResponseEvents(request: FastifyRequest, reply: Fasti
   };
   try {
     await send(options.replayed);
-    if (options.tracker.state() !== 'done') await followResponse(options.client, options.tracker, options.fromSeq, abort.signal, send);
+    if (options.tracker.state() !== 'done')
+      await followResponse(options.client, options.tracker, options.fromSeq, abort.signal, send);
   } catch (error) {
     if (!abort.signal.aborted) {
       const response = toOpenAiErrorResponse(error);
-      if (response.logDetail) request.log.error({ err: error, sessionId: options.tracker.context.sessionId }, 'response stream failed');
+      if (response.logDetail)
+        request.log.error({ err: error, sessionId: options.tracker.context.sessionId }, 'response stream failed');
       const { message, code, param } = response.body.error;
-      if (!res.writableEnded) res.write(`event: error\ndata: ${JSON.stringify({ type: 'error', code, message, param, sequence_number: options.tracker.eventCount })}\n\n`);
+      if (!res.writableEnded)
+        res.write(
+          `event: error\ndata: ${JSON.stringify({ type: 'error', code, message, param, sequence_number: options.tracker.eventCount })}\n\n`,
+        );
     }
   } finally {
     clearInterval(heartbeat);
@@ -147,7 +165,13 @@ export async function streamResponseEvents(request: FastifyRequest, reply: Fasti
  * Follows the log until the response's terminal event (a non-streamed response waits for its
  * turn), the client leaves or the gateway closes.
  */
-export async function followUntilDone(request: FastifyRequest, client: SessionClient, tracker: ResponseTracker, fromSeq: number, streams: StreamRegistry): Promise<void> {
+export async function followUntilDone(
+  request: FastifyRequest,
+  client: SessionClient,
+  tracker: ResponseTracker,
+  fromSeq: number,
+  streams: StreamRegistry,
+): Promise<void> {
   if (tracker.state() === 'done') return;
   const abort = new AbortController();
   streams.add(abort);

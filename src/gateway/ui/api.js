@@ -5,7 +5,8 @@
 const TOKEN_KEY = 'sessionlog.token';
 
 /** 'bearer' when the gateway wants a token, 'none' otherwise (set by the gateway in index.html). */
-export const authMode = document.querySelector('meta[name="sessionlog-auth"]')?.getAttribute('content') === 'bearer' ? 'bearer' : 'none';
+export const authMode =
+  document.querySelector('meta[name="sessionlog-auth"]')?.getAttribute('content') === 'bearer' ? 'bearer' : 'none';
 
 export function storedToken() {
   return sessionStorage.getItem(TOKEN_KEY);
@@ -50,7 +51,11 @@ export async function api(path, { method = 'GET', body } = {}) {
   let payload = null;
   if ((response.headers.get('content-type') ?? '').includes('application/json')) payload = await response.json();
   if (!response.ok) {
-    const error = new ApiError(response.status, payload?.error?.code ?? `HTTP_${response.status}`, payload?.error?.message ?? response.statusText);
+    const error = new ApiError(
+      response.status,
+      payload?.error?.code ?? `HTTP_${response.status}`,
+      payload?.error?.message ?? response.statusText,
+    );
     if (response.status === 401) window.dispatchEvent(new CustomEvent(UNAUTHORIZED_EVENT, { detail: error.message }));
     throw error;
   }
@@ -77,9 +82,25 @@ export async function documentedRoutes() {
 
 /** Every event type the log may hold; an EventSource only delivers named events it listens to. */
 const EVENT_TYPES = [
-  'turn/start', 'turn/end', 'step/start', 'step/end', 'user/message', 'assistant/chunk', 'assistant/message',
-  'tool/call', 'tool/result', 'request/header', 'llm/retry', 'compaction/start', 'compaction/summary',
-  'compaction/end', 'compaction/prune', 'session/end-seed', 'session/run', 'tool/approval-request', 'tool/approval',
+  'turn/start',
+  'turn/end',
+  'step/start',
+  'step/end',
+  'user/message',
+  'assistant/chunk',
+  'assistant/message',
+  'tool/call',
+  'tool/result',
+  'request/header',
+  'llm/retry',
+  'compaction/start',
+  'compaction/summary',
+  'compaction/end',
+  'compaction/prune',
+  'session/end-seed',
+  'session/run',
+  'tool/approval-request',
+  'tool/approval',
 ];
 
 const RECONNECT_MS = 1000;

@@ -30,16 +30,23 @@ function TokenPrompt({ refused, onToken }) {
       setChecking(false);
     }
   };
-  return html`
-    <main class="token-prompt" data-testid="token-prompt">
-      <h1>sessionlog inspector</h1>
-      <p>This gateway needs its token (<code>SESSIONLOG_GATEWAY_TOKEN</code>). It stays in this tab only.</p>
-      <form onSubmit=${submit}>
-        <label>Gateway token <input type="password" name="token" autocomplete="off" value=${value} onInput=${(e) => setValue(e.currentTarget.value)} /></label>
-        <button type="submit" disabled=${checking}>Open</button>
-      </form>
-      ${error ? html`<p class="error" data-testid="token-error">${error}</p>` : null}
-    </main>`;
+  return html` <main class="token-prompt" data-testid="token-prompt">
+    <h1>sessionlog inspector</h1>
+    <p>This gateway needs its token (<code>SESSIONLOG_GATEWAY_TOKEN</code>). It stays in this tab only.</p>
+    <form onSubmit=${submit}>
+      <label
+        >Gateway token
+        <input
+          type="password"
+          name="token"
+          autocomplete="off"
+          value=${value}
+          onInput=${(e) => setValue(e.currentTarget.value)}
+      /></label>
+      <button type="submit" disabled=${checking}>Open</button>
+    </form>
+    ${error ? html`<p class="error" data-testid="token-error">${error}</p>` : null}
+  </main>`;
 }
 
 function App() {
@@ -64,23 +71,28 @@ function App() {
   }, []);
 
   if (!authorized) {
-    return html`<${TokenPrompt} refused=${refused} onToken=${() => { setRefused(null); setAuthorized(true); }} />`;
+    return html`<${TokenPrompt}
+      refused=${refused}
+      onToken=${() => {
+        setRefused(null);
+        setAuthorized(true);
+      }}
+    />`;
   }
   const signOut = () => {
     forgetToken();
     setRefused(null);
     setAuthorized(false);
   };
-  return html`
-    <div class="shell">
-      <nav class="topbar">
-        <a href="#/" class="brand">sessionlog <span>inspector</span></a>
-        ${route.name === 'session' ? html`<span class="crumb">/ <a href="#/">sessions</a> / <strong>${route.id}</strong></span>` : null}
-        <span class="spacer"></span>
-        ${authMode === 'bearer' ? html`<button class="link" onClick=${signOut}>forget token</button>` : null}
-      </nav>
-      ${route.name === 'session' ? html`<${SessionView} key=${route.id} id=${route.id} />` : html`<${SessionList} />`}
-    </div>`;
+  return html` <div class="shell">
+    <nav class="topbar">
+      <a href="#/" class="brand">sessionlog <span>inspector</span></a>
+      ${route.name === 'session' ? html`<span class="crumb">/ <a href="#/">sessions</a> / <strong>${route.id}</strong></span>` : null}
+      <span class="spacer"></span>
+      ${authMode === 'bearer' ? html`<button class="link" onClick=${signOut}>forget token</button>` : null}
+    </nav>
+    ${route.name === 'session' ? html`<${SessionView} key=${route.id} id=${route.id} />` : html`<${SessionList} />`}
+  </div>`;
 }
 
 render(html`<${App} />`, document.getElementById('app'));

@@ -54,7 +54,8 @@ export function messageText(message) {
   for (const block of message?.content ?? []) {
     if (block.type === 'text') parts.push(block.text);
     else if (block.type === 'tool-call') parts.push(`→ ${block.name}(${block.arguments})`);
-    else if (block.type === 'tool-result') parts.push((block.content ?? []).map((b) => (b.type === 'text' ? b.text : '')).join(''));
+    else if (block.type === 'tool-result')
+      parts.push((block.content ?? []).map((b) => (b.type === 'text' ? b.text : '')).join(''));
   }
   return parts.join('\n');
 }

@@ -17,7 +17,11 @@ export function plotMarks(actions) {
   const prunes = new Map();
   for (const action of actions) {
     if (action.kind === 'compaction') {
-      marks.push({ kind: action.trigger === 'context-overflow' ? 'overflow' : 'compaction', after: action.afterRequest, action });
+      marks.push({
+        kind: action.trigger === 'context-overflow' ? 'overflow' : 'compaction',
+        after: action.afterRequest,
+        action,
+      });
     } else {
       const mark = prunes.get(action.afterRequest) ?? { kind: 'prune', after: action.afterRequest, count: 0 };
       mark.count += 1;
@@ -45,7 +49,11 @@ function drawMarks(marks) {
       ctx.moveTo(x, top);
       ctx.lineTo(x, top + height);
       ctx.stroke();
-      ctx.fillText(mark.kind === 'prune' && mark.count > 1 ? `${style.label}×${mark.count}` : style.label, x, top + 12 * devicePixelRatio);
+      ctx.fillText(
+        mark.kind === 'prune' && mark.count > 1 ? `${style.label}×${mark.count}` : style.label,
+        x,
+        top + 12 * devicePixelRatio,
+      );
     }
     ctx.restore();
   };
@@ -64,7 +72,10 @@ export function ContextPlot({ requests, actions, budget, window: contextWindow }
     // A 1M window beside a few thousand tokens would flatten the data: draw it only when near.
     const showWindow = contextWindow !== null && contextWindow !== undefined && contextWindow <= highest * 2;
     const top = Math.max(highest, showWindow ? contextWindow : 0) * 1.15;
-    const series = [{ label: 'request' }, { label: 'prompt tokens', stroke: '#2563eb', width: 2, points: { show: true, size: 7, fill: '#2563eb' } }];
+    const series = [
+      { label: 'request' },
+      { label: 'prompt tokens', stroke: '#2563eb', width: 2, points: { show: true, size: 7, fill: '#2563eb' } },
+    ];
     const data = [xs, tokens];
     if (budget) {
       series.push({ label: 'budget', stroke: '#059669', dash: [6, 4], points: { show: false } });
@@ -92,25 +103,43 @@ export function ContextPlot({ requests, actions, budget, window: contextWindow }
   }, [requests, actions, budget?.value, contextWindow]);
 
   if (requests.length === 0) return html`<p class="muted" data-testid="plot-empty">No model requests yet.</p>`;
-  return html`
-    <div class="plot" data-testid="plot" data-points=${requests.length}>
-      <div ref=${target} class="plot-canvas"></div>
-      <div class="plot-legend">
-        ${Object.entries(MARK_STYLE).map(([kind, style]) => html`<span class="mark-key" style=${{ color: style.color }}>${style.label} ${kind}</span>`)}
-        ${contextWindow ? html`<span class="muted">window ${formatNumber(contextWindow)}</span>` : null}
-        ${budget ? html`<span class="muted">budget ${formatBudget(budget)}</span>` : null}
-      </div>
-      <details class="plot-data">
-        <summary>data: ${requests.length} requests, ${marks.length} marks</summary>
-        <table data-testid="plot-points">
-          <thead><tr><th>#</th><th>turn</th><th>step</th><th>seq</th><th>prompt tokens</th><th>output tokens</th></tr></thead>
-          <tbody>
-            ${requests.map((r) => html`<tr data-request=${r.index}><td>${r.index}</td><td>${r.turn}</td><td>${r.step}</td><td>#${r.seq}</td><td>${formatNumber(r.promptTokens)}</td><td>${formatNumber(r.outputTokens)}</td></tr>`)}
-          </tbody>
-        </table>
-        <ul data-testid="plot-marks">
-          ${marks.map((m) => html`<li data-kind=${m.kind} data-after=${m.after}>${m.kind} after request ${m.after}${m.count > 1 ? ` (${m.count})` : ''}${m.action ? ` · ${m.action.compactionId}` : ''}</li>`)}
-        </ul>
-      </details>
-    </div>`;
+  return html` <div class="plot" data-testid="plot" data-points=${requests.length}>
+    <div ref=${target} class="plot-canvas"></div>
+    <div class="plot-legend">
+      ${Object.entries(MARK_STYLE).map(([kind, style]) => html`<span class="mark-key" style=${{ color: style.color }}>${style.label} ${kind}</span>`)}
+      ${contextWindow ? html`<span class="muted">window ${formatNumber(contextWindow)}</span>` : null}
+      ${budget ? html`<span class="muted">budget ${formatBudget(budget)}</span>` : null}
+    </div>
+    <details class="plot-data">
+      <summary>data: ${requests.length} requests, ${marks.length} marks</summary>
+      <table data-testid="plot-points">
+        <thead>
+          <tr>
+            <th>#</th>
+            <th>turn</th>
+            <th>step</th>
+            <th>seq</th>
+            <th>prompt tokens</th>
+            <th>output tokens</th>
+          </tr>
+        </thead>
+        <tbody>
+          ${requests.map(
+            (r) =>
+              html`<tr data-request=${r.index}>
+                <td>${r.index}</td>
+                <td>${r.turn}</td>
+                <td>${r.step}</td>
+                <td>#${r.seq}</td>
+                <td>${formatNumber(r.promptTokens)}</td>
+                <td>${formatNumber(r.outputTokens)}</td>
+              </tr>`,
+          )}
+        </tbody>
+      </table>
+      <ul data-testid="plot-marks">
+        ${marks.map((m) => html`<li data-kind=${m.kind} data-after=${m.after}>${m.kind} after request ${m.after}${m.count > 1 ? ` (${m.count})` : ''}${m.action ? ` · ${m.action.compactionId}` : ''}</li>`)}
+      </ul>
+    </details>
+  </div>`;
 }

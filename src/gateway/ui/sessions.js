@@ -29,11 +29,15 @@ export function TokenGauge({ tokens, pressure, window: contextWindow }) {
   if (tokens === null || tokens === undefined) return html`<span class="muted">–</span>`;
   const ratio = pressure ?? null;
   const level = ratio === null ? '' : ratio >= 0.8 ? 'high' : ratio >= 0.5 ? 'mid' : 'low';
-  return html`
-    <span class="gauge" title=${contextWindow ? `window ${formatNumber(contextWindow)} tokens` : ''}>
-      <span class="gauge-bar"><span class=${`gauge-fill ${level}`} style=${{ width: `${Math.min(100, Math.round((ratio ?? 0) * 100))}%` }}></span></span>
-      ${formatNumber(tokens)}${ratio !== null ? html` <span class="muted">(${formatPercent(ratio)} of budget)</span>` : null}
-    </span>`;
+  return html` <span class="gauge" title=${contextWindow ? `window ${formatNumber(contextWindow)} tokens` : ''}>
+    <span class="gauge-bar"
+      ><span
+        class=${`gauge-fill ${level}`}
+        style=${{ width: `${Math.min(100, Math.round((ratio ?? 0) * 100))}%` }}
+      ></span
+    ></span>
+    ${formatNumber(tokens)}${ratio !== null ? html` <span class="muted">(${formatPercent(ratio)} of budget)</span>` : null}
+  </span>`;
 }
 
 export function SessionList() {
@@ -57,8 +61,15 @@ export function SessionList() {
         setError(null);
         const visible = headers.filter((s) => s.id.includes(filterRef.current)).slice(0, MAX_ROWS);
         await eachLimited(visible, async (session) => {
-          const [turns, detail] = await Promise.all([api(`${sessionPath(session.id)}/turns?last=0`), api(sessionPath(session.id))]);
-          if (!stopped) setDetails((previous) => ({ ...previous, [session.id]: { activity: turns.activity, status: detail.status } }));
+          const [turns, detail] = await Promise.all([
+            api(`${sessionPath(session.id)}/turns?last=0`),
+            api(sessionPath(session.id)),
+          ]);
+          if (!stopped)
+            setDetails((previous) => ({
+              ...previous,
+              [session.id]: { activity: turns.activity, status: detail.status },
+            }));
         });
       } catch (failure) {
         if (!stopped) setError(failure.message);
@@ -77,19 +88,35 @@ export function SessionList() {
   }, []);
 
   const shown = (sessions ?? []).filter((s) => s.id.includes(filter));
-  return html`
-    <main class="list">
-      <header class="list-head">
-        <h1>Sessions</h1>
-        <input type="search" placeholder="filter by id" data-testid="filter" value=${filter} onInput=${(e) => setFilter(e.currentTarget.value)} />
-        <span class="muted">${sessions ? `${shown.length} of ${sessions.length}` : ''}</span>
-      </header>
-      ${error ? html`<p class="error">${error}</p>` : null}
-      ${sessions === null ? html`<p class="muted">Loading…</p>` : null}
-      ${sessions !== null && shown.length === 0 ? html`<p class="muted">No sessions${filter ? ` matching “${filter}”` : ''}. Create one with <code>POST /v1/sessions</code>.</p>` : null}
-      ${shown.length > 0
+  return html` <main class="list">
+    <header class="list-head">
+      <h1>Sessions</h1>
+      <input
+        type="search"
+        placeholder="filter by id"
+        data-testid="filter"
+        value=${filter}
+        onInput=${(e) => setFilter(e.currentTarget.value)}
+      />
+      <span class="muted">${sessions ? `${shown.length} of ${sessions.length}` : ''}</span>
+    </header>
+    ${error ? html`<p class="error">${error}</p>` : null}
+    ${sessions === null ? html`<p class="muted">Loading…</p>` : null}
+    ${sessions !== null && shown.length === 0 ? html`<p class="muted">No sessions${filter ? ` matching “${filter}”` : ''}. Create one with <code>POST /v1/sessions</code>.</p>` : null}
+    ${
+      shown.length > 0
         ? html`<table class="sessions" data-testid="sessions">
-            <thead><tr><th>id</th><th>created</th><th>turns</th><th>events</th><th>tokens</th><th>phase</th><th>last activity</th></tr></thead>
+            <thead>
+              <tr>
+                <th>id</th>
+                <th>created</th>
+                <th>turns</th>
+                <th>events</th>
+                <th>tokens</th>
+                <th>phase</th>
+                <th>last activity</th>
+              </tr>
+            </thead>
             <tbody>
               ${shown.slice(0, MAX_ROWS).map((session) => {
                 const detail = details[session.id];
@@ -97,18 +124,33 @@ export function SessionList() {
                 const status = detail?.status;
                 const phase = detail ? phaseOf(activity, status) : '…';
                 return html`<tr data-testid="session-row" data-session-id=${session.id}>
-                  <td><a href=${`#/sessions/${encodeURIComponent(session.id)}`}>${session.id}</a>${session.parentSession ? html` <span class="muted">fork of ${session.parentSession}</span>` : null}</td>
+                  <td>
+                    <a href=${`#/sessions/${encodeURIComponent(session.id)}`}>${session.id}</a
+                    >${session.parentSession ? html` <span class="muted">fork of ${session.parentSession}</span>` : null}
+                  </td>
                   <td>${formatTime(session.createdAt)}</td>
                   <td data-field="turns">${formatNumber(activity?.turns)}</td>
                   <td data-field="events">${formatNumber(activity?.events)}</td>
-                  <td data-field="tokens"><${TokenGauge} tokens=${status?.tokens ?? activity?.lastRequestTokens ?? null} pressure=${status?.pressure ?? null} window=${status?.contextWindow ?? null} /></td>
-                  <td data-field="phase"><span class=${`phase phase-${phase.replace(/ /g, '-')}`}>${phase}</span>${status ? html` <span class="muted">${status.phase}</span>` : null}</td>
-                  <td data-field="last-activity" title=${formatTime(activity?.lastActivity)}>${formatAgo(activity?.lastActivity, now)}</td>
+                  <td data-field="tokens">
+                    <${TokenGauge}
+                      tokens=${status?.tokens ?? activity?.lastRequestTokens ?? null}
+                      pressure=${status?.pressure ?? null}
+                      window=${status?.contextWindow ?? null}
+                    />
+                  </td>
+                  <td data-field="phase">
+                    <span class=${`phase phase-${phase.replace(/ /g, '-')}`}>${phase}</span
+                    >${status ? html` <span class="muted">${status.phase}</span>` : null}
+                  </td>
+                  <td data-field="last-activity" title=${formatTime(activity?.lastActivity)}>
+                    ${formatAgo(activity?.lastActivity, now)}
+                  </td>
                 </tr>`;
               })}
             </tbody>
           </table>`
-        : null}
-      ${shown.length > MAX_ROWS ? html`<p class="muted">Showing the newest ${MAX_ROWS}; filter by id to find others.</p>` : null}
-    </main>`;
+        : null
+    }
+    ${shown.length > MAX_ROWS ? html`<p class="muted">Showing the newest ${MAX_ROWS}; filter by id to find others.</p>` : null}
+  </main>`;
 }
