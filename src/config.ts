@@ -19,6 +19,7 @@ import {
   resolveGatewayTimeouts,
   type GatewayTimeouts,
 } from './gateway/settings.js';
+import { resolveListenerLimits, type ListenerLimits } from './gateway/listener-guard.js';
 import { ConfigError } from './session/errors.js';
 import { registerSecret } from './session/secrets.js';
 import { parseApprovalPolicy, type ApprovalPolicy } from './tools/approval.js';
@@ -51,6 +52,8 @@ export type Config = {
   taskQueue: string;
   model: ModelSettings;
   gateway: { host: string; port: number; token: string | undefined; bodyLimitBytes: number } & GatewayTimeouts;
+  /** Connection limits of every HTTP listener of the process (the gateway's, the worker's operations listener). */
+  listenerLimits: ListenerLimits;
   tunables: SessionTunables;
   /** Tool output above this many UTF-8 bytes is spilled to an artifact behind a preview. */
   spillMaxInlineBytes: number;
@@ -118,6 +121,8 @@ const envSchema = z.object({
   SESSIONLOG_HEADERS_TIMEOUT_MS: int('SESSIONLOG_HEADERS_TIMEOUT_MS', 100).optional(),
   SESSIONLOG_BODY_TIMEOUT_MS: int('SESSIONLOG_BODY_TIMEOUT_MS', 100).optional(),
   SESSIONLOG_REQUEST_TIMEOUT_MS: int('SESSIONLOG_REQUEST_TIMEOUT_MS', 100).optional(),
+  SESSIONLOG_MAX_CONNECTIONS_PER_ADDRESS: int('SESSIONLOG_MAX_CONNECTIONS_PER_ADDRESS', 1).optional(),
+  SESSIONLOG_MAX_WAITING_CONNECTIONS: int('SESSIONLOG_MAX_WAITING_CONNECTIONS', 1).optional(),
   SESSIONLOG_MAX_STEPS: int('SESSIONLOG_MAX_STEPS', 1, 100).optional(),
   SESSIONLOG_MAX_MESSAGE_BYTES: int('SESSIONLOG_MAX_MESSAGE_BYTES', 1, 1_048_576).optional(),
   SESSIONLOG_SPILL_BYTES: int('SESSIONLOG_SPILL_BYTES', 256).optional(),
@@ -215,6 +220,14 @@ export function resolveConfig(
       bodyLimitBytes: e.SESSIONLOG_BODY_LIMIT_BYTES ?? 1024 * 1024,
       ...timeouts,
     },
+    listenerLimits: resolveListenerLimits({
+      ...(e.SESSIONLOG_MAX_CONNECTIONS_PER_ADDRESS !== undefined
+        ? { maxConnectionsPerAddress: e.SESSIONLOG_MAX_CONNECTIONS_PER_ADDRESS }
+        : {}),
+      ...(e.SESSIONLOG_MAX_WAITING_CONNECTIONS !== undefined
+        ? { maxWaitingConnections: e.SESSIONLOG_MAX_WAITING_CONNECTIONS }
+        : {}),
+    }),
     tunables: {
       ...DEFAULT_TUNABLES,
       ...(e.SESSIONLOG_MAX_STEPS !== undefined ? { maxStepsPerTurn: e.SESSIONLOG_MAX_STEPS } : {}),

@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { NativeConnection } from '@temporalio/worker';
 import type { Config } from '../config.js';
+import { installProcessFaultPolicy } from './fault-policy.js';
 import { startGateway, type RunningGateway } from '../gateway/index.js';
 import { createWorker } from '../worker.js';
 import {
@@ -116,7 +117,8 @@ export async function runDev(
       address = temporal.address;
       uiUrl = temporal.uiUrl;
     }
-    if (!stop.signal.aborted) await startStack(config, address, uiUrl, { say, cleanups, stop: stop.signal });
+    if (!stop.signal.aborted)
+      await startStack(config, address, uiUrl, { say, cleanups, stop: stop.signal, requestStop: () => stop.abort() });
     say('Stopping…');
   } finally {
     try {
@@ -133,7 +135,17 @@ async function startStack(
   config: Config,
   address: string,
   uiUrl: string | undefined,
-  { say, cleanups, stop }: { say: (line: string) => void; cleanups: Array<() => Promise<void>>; stop: AbortSignal },
+  {
+    say,
+    cleanups,
+    stop,
+    requestStop,
+  }: {
+    say: (line: string) => void;
+    cleanups: Array<() => Promise<void>>;
+    stop: AbortSignal;
+    requestStop: () => void;
+  },
 ): Promise<void> {
   const store = await openConfiguredStore(config);
   cleanups.push(() => store.close());
@@ -145,6 +157,12 @@ async function startStack(
   const options = runtimeOptions(config);
   // One telemetry for the whole dev process: the gateway's /metrics shows the worker's metrics too.
   const telemetry = await options.telemetry('dev');
+  // A fault outside any request stops dev the clean way (every child stopped), with status 70.
+  cleanups.push(async () => removeFaultPolicy());
+  const removeFaultPolicy = installProcessFaultPolicy(telemetry, (status) => {
+    process.exitCode = status;
+    requestStop();
+  });
   cleanups.push(() => telemetry.shutdown());
   await telemetry.installTemporalRuntime();
   const connection = await NativeConnection.connect({ address });

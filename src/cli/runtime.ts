@@ -197,13 +197,15 @@ export function runtimeOptions(config: Config) {
         model: config.model.name,
         ...(config.model.system !== undefined ? { system: config.model.system } : {}),
       };
-      if (!telemetry) return { client, ...gateway, defaultAgent };
+      const listenerLimits = config.listenerLimits;
+      if (!telemetry) return { client, ...gateway, defaultAgent, listenerLimits };
       // Fastify logs every request at info; that is for debugging sessions, not for every day.
       const verbose = config.telemetry.logLevel === 'debug' || config.telemetry.logLevel === 'trace';
       return {
         client,
         ...gateway,
         defaultAgent,
+        listenerLimits,
         telemetry: telemetry.gateway,
         logger: telemetry.logger.child(
           { component: 'gateway' },

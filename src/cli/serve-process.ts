@@ -13,6 +13,7 @@
  *   another gateway) and exits 0.
  */
 import type { Config } from '../config.js';
+import { installProcessFaultPolicy } from './fault-policy.js';
 import { startGateway, type RunningGateway } from '../gateway/index.js';
 import type { SessionClient } from '../client/session-client.js';
 import type { SessionStore } from '../persistence/store.js';
@@ -44,6 +45,7 @@ export async function runServeProcess(config: Config, log: (line: string) => voi
   let monitor: ReachabilityMonitor | undefined;
   const options = runtimeOptions(config);
   const telemetry = await options.telemetry('gateway');
+  const removeFaultPolicy = installProcessFaultPolicy(telemetry);
   try {
     store = await untilConnected(`store ${storeLabel(config.store)}`, () => openConfiguredStore(config), {
       log,
@@ -71,6 +73,7 @@ export async function runServeProcess(config: Config, log: (line: string) => voi
     log(`${received}: closing the gateway (open event streams end; clients reconnect elsewhere)`);
     return 0;
   } finally {
+    removeFaultPolicy();
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
     await monitor?.stop();

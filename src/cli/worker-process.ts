@@ -18,6 +18,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { NativeConnection, makeTelemetryFilterString, type Worker } from '@temporalio/worker';
 import type { Config } from '../config.js';
+import { installProcessFaultPolicy } from './fault-policy.js';
+import { guardListener } from '../gateway/listener-guard.js';
 import type { SessionStore } from '../persistence/store.js';
 import { startOpsServer, type Readiness, type RunningOpsServer } from '../telemetry/ops-server.js';
 import { ReachabilityMonitor } from '../telemetry/reachability.js';
@@ -68,6 +70,7 @@ export async function runWorkerProcess(config: Config, log: (line: string) => vo
 
   const options = runtimeOptions(config);
   const telemetry = await options.telemetry('worker');
+  const removeFaultPolicy = installProcessFaultPolicy(telemetry);
   await telemetry.installTemporalRuntime({
     coreLogFilter: `${makeTelemetryFilterString({ core: 'ERROR', other: 'ERROR' })},temporalio_client::retry=off`,
   });
@@ -84,6 +87,9 @@ export async function runWorkerProcess(config: Config, log: (line: string) => vo
         port: config.ops.port,
         ready: readiness,
         routes: telemetry.metricsRoute(),
+        prepare: (server) => guardListener(server, config.listenerLimits),
+        headersTimeoutMs: config.gateway.headersTimeoutMs,
+        requestTimeoutMs: config.gateway.requestTimeoutMs,
       });
       log(`operations: ${ops.url}/healthz, ${ops.url}/readyz, ${ops.url}/metrics`);
     }
@@ -144,6 +150,7 @@ export async function runWorkerProcess(config: Config, log: (line: string) => vo
     if (exitCode === 0) log('drained');
     return exitCode;
   } finally {
+    removeFaultPolicy();
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
     await monitor?.stop();

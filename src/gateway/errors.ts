@@ -19,6 +19,7 @@ export type GatewayErrorCode =
   | 'BODY_TOO_LARGE'
   | 'HEADERS_TOO_LARGE'
   | 'UNSUPPORTED_MEDIA_TYPE'
+  | 'TOO_MANY_CONNECTIONS'
   | 'INTERNAL'
   | 'UNAVAILABLE';
 
@@ -50,6 +51,7 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   BODY_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   EXPECTATION_FAILED: 417,
+  TOO_MANY_CONNECTIONS: 429,
   HEADERS_TOO_LARGE: 431,
   // State conflicts: the request was well formed but the session's state refuses it.
   SESSION_ALREADY_EXISTS: 409,

@@ -4,7 +4,7 @@
  * `{error: {code, message}}` (see errors.ts for the status table).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { PassThrough } from 'node:stream';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
@@ -14,7 +14,14 @@ import { isLoopbackHost, resolveGatewayTimeouts, type GatewayTimeouts } from './
 import { ConfigError, assertSessionId } from '../session/index.js';
 import { GatewayError, clientErrorResponse, rawHttpResponse, toErrorResponse, type ErrorResponse } from './errors.js';
 import { OPENAI_ROUTES, registerOpenAiApi, type AgentDefaults } from './openai/index.js';
+import {
+  guardListener,
+  resolveListenerLimits,
+  type ListenerGuardStats,
+  type ListenerLimits,
+} from './listener-guard.js';
 import { buildOpenApiDocument } from './openapi.js';
+import { currentRequestScope, runInRequestScope } from './request-scope.js';
 import { ROUTES, STREAMED, type RouteContext, type RouteSpec } from './routes.js';
 import type { StreamRegistry } from './sse.js';
 import { createStreamTokenSigner, streamTokenAuthorizes } from './stream-token.js';
@@ -28,7 +35,10 @@ export type RequestSpan = { setTurn(turn: number): void; setStatus(status: numbe
  * depends on no telemetry code: the `GET /metrics` answer, and a span around each request.
  */
 export type GatewayTelemetry = {
-  exposition(state: { sseClients: number }): Promise<{ contentType: string; text: string }>;
+  exposition(state: {
+    sseClients: number;
+    connections?: ListenerGuardStats;
+  }): Promise<{ contentType: string; text: string }>;
   traceRequest<T>(
     request: { method: string; route: string; sessionId?: string },
     run: (span: RequestSpan) => Promise<T>,
@@ -56,9 +66,14 @@ export type GatewayOptions = {
   defaultAgent?: AgentDefaults;
   /** Metrics at `GET /metrics` (behind the token when one is set) and request spans; absent: neither. */
   telemetry?: GatewayTelemetry;
+  /** Connection limits per client address and for connections waiting on their clients (listener-guard.ts). */
+  listenerLimits?: Partial<ListenerLimits>;
 } & Partial<GatewayTimeouts>;
 
-export type ResolvedGatewayOptions = Required<Omit<GatewayOptions, 'logger' | 'token' | 'telemetry'>> & {
+export type ResolvedGatewayOptions = Required<
+  Omit<GatewayOptions, 'logger' | 'token' | 'telemetry' | 'listenerLimits'>
+> & {
+  listenerLimits: ListenerLimits;
   token: string | undefined;
   logger: FastifyBaseLogger | undefined;
   telemetry: GatewayTelemetry | undefined;
@@ -98,6 +113,7 @@ export function resolveGatewayOptions(options: GatewayOptions): ResolvedGatewayO
     sseHeartbeatMs: options.sseHeartbeatMs ?? 15_000,
     defaultAgent: options.defaultAgent ?? {},
     telemetry: options.telemetry,
+    listenerLimits: resolveListenerLimits(options.listenerLimits ?? {}),
   };
 }
 
@@ -204,24 +220,31 @@ function hasBody(request: FastifyRequest): boolean {
  * The request body as fastify reads it, failing with 408 REQUEST_TIMEOUT unless it has all
  * arrived within `timeoutMs`: a body that trickles or never ends cannot hold a request open.
  * The 408 goes through fastify's error path (closing the connection, whose body was not read).
+ *
+ * Every way this stream can fail is handled here: fastify listens for its errors only while it
+ * reads the body, and a request can be answered without its body being read at all (a 404, a
+ * 415, a GET that announces a body) or lose its client mid-upload. The deadline ends with the
+ * response or the connection, and an error nobody reads any more is logged at debug level,
+ * never thrown out of the request.
  */
-function bodyWithDeadline(raw: IncomingMessage, timeoutMs: number): PassThrough {
+function bodyWithDeadline(request: FastifyRequest, reply: FastifyReply, timeoutMs: number): PassThrough {
+  const raw = request.raw;
   const body = new PassThrough();
+  body.on('error', (error) => request.log.debug({ err: error }, 'request body ended with an error'));
   const timer = setTimeout(() => {
     raw.unpipe(body);
     body.destroy(
       new GatewayError(
         'REQUEST_TIMEOUT',
         `the request body did not arrive within ${timeoutMs} ms of its headers; send it without pauses (limit: SESSIONLOG_BODY_TIMEOUT_MS)`,
-        {
-          connection: 'close',
-        },
+        { connection: 'close' },
       ),
     );
   }, timeoutMs);
   const stop = (): void => clearTimeout(timer);
   raw.once('end', stop);
   raw.once('close', stop);
+  reply.raw.once('close', stop);
   // pipe() does not forward errors: an aborted upload must still end the body read.
   raw.on('error', (error) => {
     stop();
@@ -272,6 +295,7 @@ function pathPattern(url: string): RegExp {
  */
 export function createGateway(options: GatewayOptions): FastifyInstance {
   const resolved = resolveGatewayOptions(options);
+  let connections: ListenerGuardStats | undefined;
   const app: FastifyInstance = Fastify({
     bodyLimit: resolved.bodyLimitBytes,
     ...(resolved.logger ? { loggerInstance: resolved.logger } : { logger: { level: 'warn' } }),
@@ -283,12 +307,23 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
     // Socket idle timeout; cleared once a request has begun (see the onRequest hook below).
     connectionTimeout: resolved.connectionTimeoutMs,
     requestTimeout: resolved.requestTimeoutMs,
-    http: {
-      headersTimeout: resolved.headersTimeoutMs,
-      requestTimeout: resolved.requestTimeoutMs,
-      connectionsCheckingInterval: deadlineCheckIntervalMs(resolved),
-      // Node answers a missing Host with a bare 400; the onRequest hook below answers it in the error shape.
-      requireHostHeader: false,
+    // Every request runs in its own async context (request-scope.ts): fastify logs its id, and
+    // the process's fault policy tells a fault of one request from a fault of the process.
+    genReqId: () => currentRequestScope()?.id ?? 'req-?',
+    serverFactory: (handler) => {
+      const server = http.createServer(
+        {
+          headersTimeout: resolved.headersTimeoutMs,
+          requestTimeout: resolved.requestTimeoutMs,
+          connectionsCheckingInterval: deadlineCheckIntervalMs(resolved),
+          // Node answers a missing Host with a bare 400; the onRequest hook below answers it in the error shape.
+          requireHostHeader: false,
+        },
+        (request, response) => runInRequestScope(request, response, () => handler(request, response)),
+      );
+      server.setTimeout(resolved.connectionTimeoutMs);
+      connections = guardListener(server, resolved.listenerLimits);
+      return server;
     },
     clientErrorHandler: (error, socket) => answerClientError(app.log, error, socket),
   }) as unknown as FastifyInstance;
@@ -304,7 +339,7 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
       });
     }
   });
-  app.addHook('preParsing', async (request, _reply, payload) => {
+  app.addHook('preParsing', async (request, reply, payload) => {
     if (!hasBody(request)) return payload;
     const encoding = request.headers['content-encoding'];
     if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
@@ -314,7 +349,14 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
         { connection: 'close' },
       );
     }
-    return bodyWithDeadline(request.raw, resolved.bodyTimeoutMs);
+    return bodyWithDeadline(request, reply, resolved.bodyTimeoutMs);
+  });
+
+  // A request answered before its body arrived (a 404, a 415, a GET announcing a body) leaves
+  // unread bytes on the connection: close it rather than parse them as the next request.
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (hasBody(request) && !request.raw.complete) reply.header('connection', 'close');
+    return payload;
   });
 
   const routes: RegisteredRoute[] = [];
@@ -327,8 +369,17 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
   // argument-less commands work with or without `Content-Type: application/json`.
   app.removeAllContentTypeParsers();
   const parseJson = app.getDefaultJsonParser('error', 'error');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    const text = typeof body === 'string' ? body : body.toString('utf8');
+  // JSON is UTF-8 (RFC 8259): a body that is not is refused, never read with replacement characters.
+  const utf8 = new TextDecoder('utf-8', { fatal: true });
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    let text: string;
+    try {
+      text = typeof body === 'string' ? body : utf8.decode(body);
+    } catch {
+      // TypeError from the fatal decoder: the bytes are not UTF-8.
+      done(new GatewayError('INVALID_JSON', 'request body is not valid UTF-8; send JSON encoded as UTF-8'), undefined);
+      return;
+    }
     if (text.length === 0) {
       done(null, undefined);
       return;
@@ -406,7 +457,10 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
   const telemetry = resolved.telemetry;
   if (telemetry) {
     app.get('/metrics', async (_request, reply) => {
-      const { contentType, text } = await telemetry.exposition({ sseClients: streams.size });
+      const { contentType, text } = await telemetry.exposition({
+        sseClients: streams.size,
+        ...(connections ? { connections } : {}),
+      });
       return reply.header('content-type', contentType).header('cache-control', 'no-store').send(text);
     });
   }

@@ -42,7 +42,10 @@ export type TelemetryOptions = {
 
 /** What the gateway gets: its `/metrics` answer and a span around each request. */
 export type GatewayTelemetryPort = {
-  exposition(state: { sseClients: number }): Promise<{ contentType: string; text: string }>;
+  exposition(state: {
+    sseClients: number;
+    connections?: { open: number; waiting: number; refused: number; evicted: number };
+  }): Promise<{ contentType: string; text: string }>;
   traceRequest<T>(
     request: { method: string; route: string; sessionId?: string },
     run: (span: RequestSpan) => Promise<T>,
@@ -115,6 +118,7 @@ export async function startTelemetry(settings: TelemetrySettings, options: Telem
   const gateway: GatewayTelemetryPort = {
     async exposition(state) {
       metrics.sseClients.set(state.sseClients);
+      if (state.connections) metrics.recordConnections(state.connections);
       return exposition();
     },
     async traceRequest(request, run) {

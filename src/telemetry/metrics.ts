@@ -148,6 +148,33 @@ export class SessionlogMetrics {
     help: 'Open server-sent event streams on this gateway.',
     registers: [this.registry],
   });
+  readonly httpConnections = new Gauge({
+    name: 'sessionlog_http_connections',
+    help: 'Open connections of the HTTP listener, by state: open (all), waiting (on their clients: headers or body still coming, or idle between keep-alive requests).',
+    labelNames: ['state'] as const,
+    registers: [this.registry],
+  });
+  readonly httpConnectionsClosed = new Counter({
+    name: 'sessionlog_http_connections_closed_total',
+    help: 'Connections the listener closed for its limits, by reason: per_address (refused with 429: the address held its limit), waiting (the longest-waiting one closed with 408 to make room).',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  private connectionsSeen = { refused: 0, evicted: 0 };
+  /** Sets the connection figures from the listener's running counts. */
+  recordConnections(stats: { open: number; waiting: number; refused: number; evicted: number }): void {
+    this.httpConnections.set({ state: 'open' }, stats.open);
+    this.httpConnections.set({ state: 'waiting' }, stats.waiting);
+    this.httpConnectionsClosed.inc({ reason: 'per_address' }, stats.refused - this.connectionsSeen.refused);
+    this.httpConnectionsClosed.inc({ reason: 'waiting' }, stats.evicted - this.connectionsSeen.evicted);
+    this.connectionsSeen = { refused: stats.refused, evicted: stats.evicted };
+  }
+  readonly processFaults = new Counter({
+    name: 'sessionlog_process_faults_total',
+    help: 'Uncaught exceptions and unhandled rejections, by kind (exception, rejection) and disposition: request (the fault belonged to one HTTP request, whose connection was closed; the process kept serving) or exit (the process exited non-zero for its supervisor to restart it).',
+    labelNames: ['kind', 'disposition'] as const,
+    registers: [this.registry],
+  });
   readonly pendingApprovals = new Gauge({
     name: 'sessionlog_pending_approvals',
     help: 'Tool calls waiting for an answer (approval or external result) in the sessions this worker last wrote to, counted from their logs.',

@@ -34,6 +34,12 @@ export type OpsServerOptions = {
   ready: () => Readiness | Promise<Readiness>;
   /** Extra GET routes by exact path, e.g. `/metrics`. */
   routes?: Record<string, OpsRoute>;
+  /** Called with the server before it listens (the CLI applies the gateway's connection limits here). */
+  prepare?: (server: http.Server) => void;
+  /** A request's headers must arrive within this, ms (default 10 s; Node's own is 60 s). */
+  headersTimeoutMs?: number;
+  /** The whole request must arrive within this, ms (default 15 s; Node's own is 300 s). Probes are short GETs. */
+  requestTimeoutMs?: number;
 };
 
 export type RunningOpsServer = {
@@ -68,32 +74,40 @@ export async function startOpsServer(options: OpsServerOptions): Promise<Running
     },
     ...options.routes,
   };
-  const server = http.createServer((req, res) => {
-    const path = (req.url ?? '/').split('?')[0]!;
-    const route = routes[path];
-    if (!route) {
-      send(res, 404, {
-        error: {
-          code: 'NOT_FOUND',
-          message: `no route ${req.method} ${path}; this listener serves GET ${Object.keys(routes).join(', ')}`,
-        },
-      });
-      return;
-    }
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
-      res.setHeader('allow', 'GET, HEAD');
-      send(res, 405, {
-        error: { code: 'METHOD_NOT_ALLOWED', message: `${req.method} is not allowed on ${path}; use GET` },
-      });
-      return;
-    }
-    route().then(
-      ({ status, body, contentType }) => send(res, status, body, contentType),
-      (error: unknown) => send(res, 500, { error: { code: 'INTERNAL', message: (error as Error).message } }),
-    );
-  });
+  const server = http.createServer(
+    {
+      headersTimeout: options.headersTimeoutMs ?? 10_000,
+      requestTimeout: Math.max(options.requestTimeoutMs ?? 15_000, options.headersTimeoutMs ?? 10_000),
+      connectionsCheckingInterval: 1_000,
+    },
+    (req, res) => {
+      const path = (req.url ?? '/').split('?')[0]!;
+      const route = routes[path];
+      if (!route) {
+        send(res, 404, {
+          error: {
+            code: 'NOT_FOUND',
+            message: `no route ${req.method} ${path}; this listener serves GET ${Object.keys(routes).join(', ')}`,
+          },
+        });
+        return;
+      }
+      if (req.method !== 'GET' && req.method !== 'HEAD') {
+        res.setHeader('allow', 'GET, HEAD');
+        send(res, 405, {
+          error: { code: 'METHOD_NOT_ALLOWED', message: `${req.method} is not allowed on ${path}; use GET` },
+        });
+        return;
+      }
+      route().then(
+        ({ status, body, contentType }) => send(res, status, body, contentType),
+        (error: unknown) => send(res, 500, { error: { code: 'INTERNAL', message: (error as Error).message } }),
+      );
+    },
+  );
   // Probes are short requests; do not let an idle keep-alive connection hold `close()` up.
   server.keepAliveTimeout = 1_000;
+  options.prepare?.(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {

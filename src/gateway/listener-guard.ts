@@ -1,0 +1,144 @@
+/**
+ * Connection limits of an HTTP listener (the gateway's, and the worker's operations listener):
+ * no client address may hold more than `maxConnectionsPerAddress` connections, and no more than
+ * `maxWaitingConnections` connections may wait on their clients at once (the request line,
+ * headers or body still coming, or a keep-alive connection idle between requests). When a new
+ * connection would exceed the second limit, the connection that has waited longest is closed to
+ * make room: a thousand slow clients cost a thousand sockets for a while, never the service.
+ *
+ * A connection whose request has fully arrived is the server's to answer and is never evicted
+ * (a `?wait=true` turn or an SSE stream may take as long as it needs).
+ */
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { ConfigError } from '../session/index.js';
+import { GatewayError, rawHttpResponse, toErrorResponse } from './errors.js';
+
+export type ListenerLimits = {
+  /** Open connections one client address may hold; a connection past it is answered 429 and closed. */
+  maxConnectionsPerAddress: number;
+  /** Connections waiting on their clients; past it the longest-waiting one is closed (408). */
+  maxWaitingConnections: number;
+};
+
+export const DEFAULT_LISTENER_LIMITS: Readonly<ListenerLimits> = {
+  maxConnectionsPerAddress: 256,
+  maxWaitingConnections: 1_024,
+};
+
+/** Fills unset limits with the defaults and validates them (ConfigError naming the setting). */
+export function resolveListenerLimits(limits: Partial<ListenerLimits>): ListenerLimits {
+  const resolved: ListenerLimits = {
+    maxConnectionsPerAddress: limits.maxConnectionsPerAddress ?? DEFAULT_LISTENER_LIMITS.maxConnectionsPerAddress,
+    maxWaitingConnections: limits.maxWaitingConnections ?? DEFAULT_LISTENER_LIMITS.maxWaitingConnections,
+  };
+  const names: Record<keyof ListenerLimits, string> = {
+    maxConnectionsPerAddress: 'SESSIONLOG_MAX_CONNECTIONS_PER_ADDRESS',
+    maxWaitingConnections: 'SESSIONLOG_MAX_WAITING_CONNECTIONS',
+  };
+  for (const key of Object.keys(names) as Array<keyof ListenerLimits>) {
+    const value = resolved[key];
+    if (!Number.isSafeInteger(value) || value < 1) {
+      throw new ConfigError(`${names[key]} (${key}) must be a positive whole number, got ${String(value)}`);
+    }
+  }
+  return resolved;
+}
+
+/** What the guard writes to a connection it refuses or evicts (no response object exists for it). */
+const GUARD_ANSWERS = {
+  tooManyFromAddress: (address: string) =>
+    rawHttpResponse(
+      toErrorResponse(
+        new GatewayError(
+          'TOO_MANY_CONNECTIONS',
+          `${address} holds as many connections as one address may (SESSIONLOG_MAX_CONNECTIONS_PER_ADDRESS); reuse a keep-alive connection or close idle ones`,
+          { connection: 'close', 'retry-after': '1' },
+        ),
+      ),
+    ),
+  evicted: () =>
+    rawHttpResponse(
+      toErrorResponse(
+        new GatewayError(
+          'REQUEST_TIMEOUT',
+          'the connection was closed to make room: too many connections were waiting on their clients (SESSIONLOG_MAX_WAITING_CONNECTIONS); send the request at once after connecting',
+          { connection: 'close' },
+        ),
+      ),
+    ),
+};
+
+/** Counters of what the guard did, for tests and metrics. */
+export type ListenerGuardStats = { refused: number; evicted: number; waiting: number; open: number };
+
+/**
+ * Applies `limits` to `server`. Returns live counters. A refused or evicted connection gets a
+ * raw HTTP error response (when it has no response in progress) and is closed.
+ */
+export function guardListener(server: Server, limits: ListenerLimits): ListenerGuardStats {
+  const stats: ListenerGuardStats = { refused: 0, evicted: 0, waiting: 0, open: 0 };
+  const perAddress = new Map<string, number>();
+  // Insertion order is waiting order: the first entry has waited longest.
+  const waiting = new Set<Socket>();
+
+  const wait = (socket: Socket): void => {
+    waiting.delete(socket);
+    waiting.add(socket);
+    stats.waiting = waiting.size;
+  };
+  const busy = (socket: Socket): void => {
+    waiting.delete(socket);
+    stats.waiting = waiting.size;
+  };
+  const closeWith = (socket: Socket, answer: string): void => {
+    const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+    if (socket.writable && inFlight?.headersSent !== true) socket.end(answer);
+    socket.destroySoon();
+    // A peer that never reads its answer must not keep the socket: destroy it outright shortly after.
+    setTimeout(() => socket.destroy(), 1_000).unref();
+  };
+
+  server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress ?? 'unknown';
+    const held = perAddress.get(address) ?? 0;
+    if (held >= limits.maxConnectionsPerAddress) {
+      stats.refused += 1;
+      // Not counted as open: it is closed at once.
+      closeWith(socket, GUARD_ANSWERS.tooManyFromAddress(address));
+      return;
+    }
+    perAddress.set(address, held + 1);
+    stats.open += 1;
+    wait(socket);
+    while (waiting.size > limits.maxWaitingConnections) {
+      const oldest = waiting.values().next().value as Socket;
+      busy(oldest);
+      stats.evicted += 1;
+      closeWith(oldest, GUARD_ANSWERS.evicted());
+    }
+    socket.once('close', () => {
+      busy(socket);
+      stats.open -= 1;
+      const left = (perAddress.get(address) ?? 1) - 1;
+      if (left > 0) perAddress.set(address, left);
+      else perAddress.delete(address);
+    });
+  });
+
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    const socket = request.socket;
+    // The headers are in; the connection waits on its client until the body has arrived too
+    // (a request announcing no body has fully arrived with its headers).
+    const length = request.headers['content-length'];
+    const announcesBody =
+      request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+    if (!announcesBody || request.complete) busy(socket);
+    else request.once('end', () => busy(socket));
+    // After the answer, a keep-alive connection waits on its client again for its next request.
+    response.once('finish', () => {
+      if (!socket.destroyed) wait(socket);
+    });
+  });
+  return stats;
+}
