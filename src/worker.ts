@@ -7,7 +7,7 @@ import { NativeConnection, Worker, bundleWorkflowCode, type WorkerOptions } from
 import { createActivities } from './activities/activities.js';
 import type { ContextPolicy } from './context/compaction.js';
 import type { TokenMeter } from './context/meter-types.js';
-import { resolveContextDeps, type ContextDeps } from './context/pressure.js';
+import { resolveContextDeps, type ContextDeps } from './context/deps.js';
 import type { PrunerConfig } from './context/pruner.js';
 import { spillText } from './context/spill.js';
 import { createTokenMeter, type MeterMeasurement, type SessionTokenMeter } from './context/token-meter.js';

@@ -6,6 +6,7 @@
  */
 import { SessionlogError, deriveEventMessage } from '../session/index.js';
 import type {
+  CompactionStartSelection,
   ContentBlock,
   EventLookup,
   Message,
@@ -14,8 +15,12 @@ import type {
   TokenUsage,
   UserMessage,
 } from '../session/index.js';
+import { originalSeq } from './range.js';
 
 export type CompactionTrigger = 'pressure' | 'context-overflow' | 'manual';
+
+/** What one bracket may summarise (recorded on its `compaction/start`). */
+export type CompactionSelection = CompactionStartSelection;
 
 export type ContextPolicy = {
   /** Tokens the session may use before pressure handling starts; defaults to the model's window. */
@@ -26,6 +31,8 @@ export type ContextPolicy = {
   retainRatio: number;
   /** Summarizer output cap. */
   summaryMaxTokens: number;
+  /** The summary never takes more than this share of the budget (a small window cannot hold a long summary). In (0, 0.5]. */
+  summaryBudgetRatio: number;
   /**
    * The circuit breaker: an automatic compaction must bring the request to at most
    * floor(threshold × (1 − minHeadroomRatio)); one that cannot (or whose irreducible part —
@@ -36,6 +43,7 @@ export type ContextPolicy = {
 };
 
 export const DEFAULT_CONTEXT_POLICY: ContextPolicy = {
+  summaryBudgetRatio: 0.2,
   thresholdRatio: 0.8,
   retainRatio: 0.16,
   summaryMaxTokens: 8192,
@@ -53,6 +61,8 @@ export function resolveContextPolicy(policy: Partial<ContextPolicy> = {}): Conte
     throw new SessionlogError('INVALID_ARGUMENT', 'context budgetTokens must be a positive integer');
   if (!Number.isSafeInteger(p.summaryMaxTokens) || p.summaryMaxTokens <= 0)
     throw new SessionlogError('INVALID_ARGUMENT', 'context summaryMaxTokens must be a positive integer');
+  if (!(p.summaryBudgetRatio > 0 && p.summaryBudgetRatio <= 0.5))
+    throw new SessionlogError('INVALID_ARGUMENT', 'context summaryBudgetRatio must be in (0, 0.5]');
   if (!(p.minHeadroomRatio >= 0 && p.minHeadroomRatio < 1))
     throw new SessionlogError('INVALID_ARGUMENT', 'context minHeadroomRatio must be in [0, 1)');
   return p;
@@ -137,6 +147,8 @@ export function summarizerMessages(
 
 export type BracketState = {
   startSeq?: number;
+  /** The selection the bracket's start recorded (absent in brackets of older versions). */
+  selection?: CompactionSelection;
   summarySeq?: number;
   replacementSeq?: number;
   endSeq?: number;
@@ -153,7 +165,10 @@ export function bracketState(session: EventLookup, compactionId: string, fromSeq
     if (!e) continue;
     switch (e.type) {
       case 'compaction/start':
-        if (e.data.compactionId === compactionId) state.startSeq = e.seq;
+        if (e.data.compactionId === compactionId) {
+          state.startSeq = e.seq;
+          if (e.data.selection) state.selection = e.data.selection;
+        }
         break;
       case 'compaction/summary':
         if (e.data.compactionId === compactionId) {
@@ -193,6 +208,18 @@ export function liveBracket(session: EventLookup): { compactionId: string; seq: 
   return undefined;
 }
 
+/**
+ * The span of original log seqs that surface nodes `seqs` (in surface order) stand for (see
+ * `originalSeq`): what a checkpoint's preamble tells the model it can read again.
+ */
+export function originalSpan(session: EventLookup, seqs: readonly number[]): { start: number; end: number } {
+  const eventAt = (seq: number) => session.eventAt(seq);
+  return {
+    start: Math.min(...seqs.map((seq) => originalSeq(seq, eventAt, 'start'))),
+    end: Math.max(...seqs.map((seq) => originalSeq(seq, eventAt, 'end'))),
+  };
+}
+
 /** The adjacent commit batch: `compaction/summary` then the replacement checkpoint message. */
 export function planCommit(input: {
   compactionId: string;
@@ -205,8 +232,11 @@ export function planCommit(input: {
   model: string;
   usage?: TokenUsage;
   time: number;
-  /** The session has the recall tools: the checkpoint says what it replaced and how to read it. */
-  recall?: boolean;
+  /**
+   * The session has the recall tools: the checkpoint says which log seqs it stands for (see
+   * `originalSpan`) and how to read them.
+   */
+  recall?: { start: number; end: number };
   /** Prices the checkpoint message (logged as the summary's `summaryTokens`). */
   price?: (checkpoint: UserMessage) => number;
 }): NewEvent[] {
@@ -215,7 +245,7 @@ export function planCommit(input: {
   const checkpoint: UserMessage = {
     id: `checkpoint-${input.compactionId}`,
     role: 'user',
-    content: frameCheckpoint(input.summary, input.recall ? { start, end } : undefined),
+    content: frameCheckpoint(input.summary, input.recall),
     source: { kind: 'plugin', plugin: 'compact', compactionId: input.compactionId },
   };
   return [

@@ -4,8 +4,14 @@
  * finished bracket is reported, a logged summary is never requested again, and the last
  * attempt closes the bracket with an error rather than leave it open.
  *
- * Batches (each appended once under `<compactionId>/<suffix>`): `prune` (overflow only),
- * `start`, `commit` (summary + replacement, adjacent), `end`.
+ * One bracket summarises one head-anchored span of the surface. Which span is the caller's
+ * choice (`selection`: the verbatim tail to keep, the current turn's own nodes that are never
+ * compacted, and the most one summarizer request can take); it is recorded on
+ * `compaction/start`, so a resumed bracket selects the same span. Whether the result was
+ * enough is not decided here: the pressure ladder (pressure.ts) decides that.
+ *
+ * Batches (each appended once under `<compactionId>/<suffix>`): `start`, `commit` (summary +
+ * replacement, adjacent), `end`.
  */
 import { classifyModelError, ModelCallError } from '../model/errors.js';
 import type { ModelPort, ModelReply } from '../model/provider.js';
@@ -15,18 +21,22 @@ import {
   type ContentBlock,
   type RequestHeader,
   type SessionView,
+  type UserMessage,
 } from '../session/index.js';
 import {
+  COMPACTION_INSTRUCTION,
   bracketState,
+  frameCheckpoint,
   liveBracket,
+  originalSpan,
   planCommit,
   summarizerMessages,
   summaryBlocks,
   type BracketState,
+  type CompactionSelection,
   type CompactionTrigger,
 } from './compaction.js';
-import { contextLimits, priceOf, type ContextDeps, type LogPort } from './pressure.js';
-import { planPrune } from './pruner.js';
+import { contextLimits, type ContextDeps, type ContextLimits, type LogPort } from './deps.js';
 import { halveCompactableRange, selectCompactableRange, type CompactableRange } from './range.js';
 
 export type CompactionRequest = {
@@ -41,14 +51,20 @@ export type CompactionRequest = {
   maxAttempts: number;
   /** A window the provider stated (learned limit); caps the budget like the catalogue's window. */
   learnedWindow?: number;
+  /**
+   * What the bracket may summarise. Unset fields default to: the policy's retained tail for a
+   * pressure compaction (none otherwise), no protected nodes, and what fits one summarizer
+   * request within the budget.
+   */
+  selection?: Partial<CompactionSelection>;
+  /** The pressure ladder's escalation level when it asked for this bracket (logged on its start). */
+  escalation?: number;
 };
 
 export type CompactionOutcome = {
   /** What was shadowed, or null when nothing was compacted (see `error`). */
   result: { compactionId: string; shadowedSeqs: number[]; tokensBefore: number; tokensAfter: number } | null;
   error?: string;
-  /** True when this compaction tripped the circuit breaker (`compaction/stalled` is logged). */
-  stalled?: boolean;
 };
 
 export type CompactionPorts = {
@@ -74,9 +90,118 @@ function flattenError(error: unknown): string {
 }
 
 /**
+ * The summary's output cap for a request budget: the policy's cap, but never more than
+ * `summaryBudgetRatio` of the budget (a 2,500-token window cannot take an 8,192-token summary).
+ */
+export function summaryMaxTokens(context: ContextDeps, limits: ContextLimits): number {
+  return Math.min(
+    context.policy.summaryMaxTokens,
+    Math.max(64, Math.floor(limits.budget * context.policy.summaryBudgetRatio)),
+  );
+}
+
+/**
+ * How many tokens of history one summarizer request can take: the context window (the
+ * provider's hard limit; the budget is a soft one) less the summary's output cap, the request
+ * envelope (system prompt and tools travel with it, for the provider's prompt cache), the
+ * instruction, and a margin of 5% for the meter's error.
+ */
+export function summarizerRoom(context: ContextDeps, header: RequestHeader, limits: ContextLimits): number {
+  const instruction: UserMessage = {
+    id: 'compaction-instruction',
+    role: 'user',
+    content: [{ type: 'text', text: COMPACTION_INSTRUCTION }],
+    source: { kind: 'plugin', plugin: 'sessionlog-compaction' },
+  };
+  return (
+    limits.contextWindow -
+    summaryMaxTokens(context, limits) -
+    context.meter.headerTokens(header) -
+    context.meter.messageTokens(instruction, header.model) -
+    Math.ceil(limits.contextWindow * 0.05)
+  );
+}
+
+/** `header` without its tools: a summarizer request that cannot otherwise hold any span. */
+function withoutTools(header: RequestHeader): RequestHeader {
+  const { tools: _tools, ...bare } = header;
+  return bare;
+}
+
+/**
+ * The selection with its defaults filled for `request` (see `CompactionRequest.selection`). The
+ * summarizer request carries the session's system prompt and tools (for the provider's prompt
+ * cache) unless, with the tools, it cannot hold any span at all (a small window, large tool
+ * schemas): then it goes without them and the room is the larger one.
+ */
+function resolveSelection(
+  context: ContextDeps,
+  session: SessionView,
+  header: RequestHeader,
+  request: CompactionRequest,
+): CompactionSelection {
+  const limits = contextLimits(context, header.model, request.learnedWindow);
+  const given = request.selection ?? {};
+  const base = {
+    retainTokens: given.retainTokens ?? (request.trigger === 'pressure' ? limits.retain : 0),
+    ...(given.protectFromSeq !== undefined ? { protectFromSeq: given.protectFromSeq } : {}),
+  };
+  if (given.maxRangeTokens !== undefined) return { ...base, maxRangeTokens: given.maxRangeTokens };
+  const room = summarizerRoom(context, header, limits);
+  if (selectRange(session, header, context, { ...base, maxRangeTokens: room }))
+    return { ...base, maxRangeTokens: room };
+  return { ...base, maxRangeTokens: Math.max(room, summarizerRoom(context, withoutTools(header), limits)) };
+}
+
+/** The envelope of the summarizer request for `selection`: without tools when its room needed that. */
+function summarizerHeader(
+  context: ContextDeps,
+  header: RequestHeader,
+  limits: ContextLimits,
+  selection: CompactionSelection,
+): RequestHeader {
+  return selection.maxRangeTokens > summarizerRoom(context, header, limits) ? withoutTools(header) : header;
+}
+
+/**
+ * The least a span must hold to be worth a summary: twice the checkpoint's own frame (preamble
+ * and tags around an empty summary). A shorter span would come back no shorter.
+ */
+function minimumSpanTokens(context: ContextDeps, header: RequestHeader): number {
+  const frame: UserMessage = {
+    id: 'checkpoint',
+    role: 'user',
+    content: frameCheckpoint([], { start: 0, end: 0 }),
+    source: { kind: 'plugin', plugin: 'compact' },
+  };
+  return 2 * context.meter.messageTokens(frame, header.model);
+}
+
+function selectRange(
+  session: SessionView,
+  header: RequestHeader,
+  context: ContextDeps,
+  selection: CompactionSelection,
+): CompactableRange | null {
+  if (selection.maxRangeTokens <= 0) return null;
+  const measurement = context.meter.measure(session, header);
+  const range = selectCompactableRange(
+    session.surfaceNodes,
+    measurement.nodes,
+    selection.retainTokens,
+    (seq) => session.eventAt(seq),
+    {
+      maxTokens: selection.maxRangeTokens,
+      ...(selection.protectFromSeq !== undefined ? { protectFromSeq: selection.protectFromSeq } : {}),
+    },
+  );
+  return range && range.tokens >= minimumSpanTokens(context, header) ? range : null;
+}
+
+/**
  * Runs (or resumes) bracket `request.compactionId`. Throws a retryable `ModelCallError` when
  * the summarizer failed transiently and attempts remain; SessionlogError INVALID_ARGUMENT when
- * another bracket is live.
+ * another bracket is live. `result` is null (without an error) when nothing could be selected.
  */
 export async function runCompaction(ports: CompactionPorts, request: CompactionRequest): Promise<CompactionOutcome> {
   const { log, context } = ports;
@@ -102,24 +227,7 @@ export async function runCompaction(ports: CompactionPorts, request: CompactionR
     const err = error ?? state.error;
     if (err !== undefined || state.shadowedSeqs === undefined)
       return { result: null, ...(err !== undefined ? { error: err } : {}) };
-    const result = resultOf(ports, request.compactionId, state);
-    // An automatic compaction that restored too little headroom trips the breaker (logged, so it holds across restarts).
-    const stall =
-      header && request.trigger !== 'manual' ? stallOf(context, header.model, request, result.tokensAfter) : undefined;
-    if (stall) {
-      await logStall(ports, request, {
-        tokensBefore: result.tokensBefore,
-        tokensAfter: result.tokensAfter,
-        ...stall,
-        reason: `the compaction left ${result.tokensAfter} tokens, above its target of ${stall.target}`,
-      });
-      return {
-        result,
-        stalled: true,
-        error: `compaction stalled: it left ${result.tokensAfter} tokens, above the target of ${stall.target}`,
-      };
-    }
-    return { result };
+    return { result: resultOf(ports, request.compactionId, state) };
   };
 
   // A retried call: the bracket is finished, or its summary is logged and only the end is missing.
@@ -127,6 +235,7 @@ export async function runCompaction(ports: CompactionPorts, request: CompactionR
 
   const header = session().requestHeader;
   if (!header) return { result: null };
+  let selection: CompactionSelection;
   if (state.startSeq === undefined) {
     const live = liveBracket(session());
     if (live)
@@ -134,45 +243,34 @@ export async function runCompaction(ports: CompactionPorts, request: CompactionR
         'INVALID_ARGUMENT',
         `compaction ${live.compactionId} opened at seq ${live.seq} is still running`,
       );
-    if (request.trigger === 'context-overflow' && context.pruner) {
-      // Overflow recovery prunes first (dsh-spec §4.8); the summary then covers what is left.
-      const events = planPrune(
-        session(),
-        context.pruner,
-        priceOf(context.meter.measure(session(), header)),
-        ports.now(),
-      );
-      if (events.length > 0) await log.append(events, 'prune');
-    }
-    const planned = selectRange(session(), header, context, request);
-    // What no compaction can shrink (system prompt, tools, the retained tail): above the target, compacting cannot help.
-    const measurement = context.meter.measure(session(), header);
-    const irreducible = measurement.totalTokens - (planned?.tokens ?? 0);
-    const stall = request.trigger !== 'manual' ? stallOf(context, header.model, request, irreducible) : undefined;
-    if (stall) {
-      const reason = `the system prompt, tools and retained tail alone take ${irreducible} tokens, above the compaction target of ${stall.target}`;
-      await logStall(ports, request, {
-        tokensBefore: measurement.totalTokens,
-        tokensAfter: measurement.totalTokens,
-        ...stall,
-        reason,
-      });
-      return { result: null, stalled: true, error: `compaction stalled: ${reason}` };
-    }
-    if (!planned) return { result: null };
-    const start = { compactionId: request.compactionId, turn: request.turn, trigger: request.trigger };
+    selection = resolveSelection(context, session(), header, request);
+    if (!selectRange(session(), header, context, selection)) return { result: null };
+    const start = {
+      compactionId: request.compactionId,
+      turn: request.turn,
+      trigger: request.trigger,
+      selection,
+      ...(request.escalation !== undefined ? { escalation: request.escalation } : {}),
+    };
     await log.append([{ type: 'compaction/start', time: ports.now(), data: start }], 'start');
     state = bracketState(session(), request.compactionId, request.fromSeq);
+  } else {
+    // A resumed bracket selects what its start recorded (brackets of older versions recorded nothing).
+    selection = state.selection ?? resolveSelection(context, session(), header, request);
   }
   // One writer: the surface cannot have changed since the start, so the selection is the same.
-  let plan = selectRange(session(), header, context, request);
+  let plan = selectRange(session(), header, context, selection);
   if (!plan) return finish('nothing left to compact');
+  const limits = contextLimits(context, header.model, request.learnedWindow);
   let reply: ModelReply;
   for (;;) {
     try {
       reply = await ports.summarizer.stream({
         messages: summarizerMessages(session(), plan.seqs, request.compactionId),
-        header: { ...header, maxTokens: context.policy.summaryMaxTokens },
+        header: {
+          ...summarizerHeader(context, header, limits, selection),
+          maxTokens: summaryMaxTokens(context, limits),
+        },
         ...(ports.signal ? { signal: ports.signal } : {}),
         onChunks: () => ports.heartbeat?.(),
       });
@@ -180,7 +278,7 @@ export async function runCompaction(ports: CompactionPorts, request: CompactionR
     } catch (error) {
       const failure = classifyModelError(error);
       if (failure.code === 'context_overflow') {
-        // The summarizer request itself is too large: summarise a smaller head-anchored span.
+        // The summarizer request itself is too large (the meter was wrong): summarise a smaller head-anchored span.
         const measurement = context.meter.measure(session(), header);
         const smaller = halveCompactableRange(plan, session().surfaceNodes, measurement.nodes, (seq) =>
           session().eventAt(seq),
@@ -213,7 +311,7 @@ export async function runCompaction(ports: CompactionPorts, request: CompactionR
     model: reply.model,
     ...(reply.usage ? { usage: reply.usage } : {}),
     time: ports.now(),
-    ...(ports.recall ? { recall: true } : {}),
+    ...(ports.recall ? { recall: originalSpan(session(), plan.seqs) } : {}),
     price: (checkpoint) => (checkpointTokens = context.meter.messageTokens(checkpoint, header.model)),
   });
   if (checkpointTokens >= plan.tokens) {
@@ -267,55 +365,4 @@ function resultOf(
     tokensBefore: tokensAfter + state.shadowedTokenCount! - checkpointPrice,
     tokensAfter,
   };
-}
-
-/** The breaker's verdict: `tokens` above floor(threshold × (1 − minHeadroomRatio)) restores too little. */
-function stallOf(
-  context: ContextDeps,
-  model: string,
-  request: CompactionRequest,
-  tokens: number,
-): { budget: number; threshold: number; irreducible: number; target: number } | undefined {
-  const limits = contextLimits(context, model, request.learnedWindow);
-  const target = Math.floor(limits.threshold * (1 - context.policy.minHeadroomRatio));
-  return tokens > target
-    ? { budget: limits.budget, threshold: limits.threshold, irreducible: tokens, target }
-    : undefined;
-}
-
-async function logStall(
-  ports: CompactionPorts,
-  request: CompactionRequest,
-  numbers: {
-    tokensBefore: number;
-    tokensAfter: number;
-    budget: number;
-    threshold: number;
-    irreducible: number;
-    reason: string;
-  },
-): Promise<void> {
-  const { tokensBefore, tokensAfter, budget, threshold, irreducible, reason } = numbers;
-  await ports.log.append(
-    [
-      {
-        type: 'compaction/stalled',
-        time: ports.now(),
-        data: { compactionId: request.compactionId, tokensBefore, tokensAfter, budget, threshold, irreducible, reason },
-      },
-    ],
-    'stalled',
-  );
-}
-
-function selectRange(
-  session: SessionView,
-  header: RequestHeader,
-  context: ContextDeps,
-  request: CompactionRequest,
-): CompactableRange | null {
-  const measurement = context.meter.measure(session, header);
-  const retain =
-    request.trigger === 'pressure' ? contextLimits(context, header.model, request.learnedWindow).retain : 0;
-  return selectCompactableRange(session.surfaceNodes, measurement.nodes, retain, (seq) => session.eventAt(seq));
 }

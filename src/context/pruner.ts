@@ -4,6 +4,7 @@
  * replacement preceded by `compaction/prune`, so the original stays in the log.
  */
 import { SessionlogError, type ContentBlock, type NewEvent, type SessionView } from '../session/index.js';
+import { spillText } from './spill.js';
 
 export type PrunerConfig = {
   /** Results whose text exceeds this many code points are pruned. */
@@ -74,6 +75,39 @@ export function pruneContent(blocks: readonly ContentBlock[], config: PrunerConf
 }
 
 /**
+ * The pruner's escalation for a small budget (the pressure ladder's "prune harder"): a result
+ * over an eighth of the budget (about 4 characters a token) is cut, never more leniently than
+ * `config` itself.
+ */
+export function escalatedPrunerConfig(config: PrunerConfig, budgetTokens: number): PrunerConfig {
+  const thresholdChars = Math.min(config.thresholdChars, Math.max(512, Math.floor((budgetTokens * 4) / 8)));
+  if (thresholdChars === config.thresholdChars) return config;
+  const tailChars = Math.floor(thresholdChars * 0.2);
+  return { thresholdChars, headChars: thresholdChars - MARKER_LENGTH - tailChars, tailChars };
+}
+
+/** How a prune pass shapes the results it cuts. */
+export type PruneOptions = {
+  /**
+   * The escalation: a result whose whole output is stored as an artifact is spilled behind a
+   * preview and its locator (read_artifact pages through it) rather than cut in the middle.
+   */
+  escalation?: boolean;
+};
+
+/**
+ * The preview and locator of a result whose whole output is an artifact (its `meta.locator`),
+ * within `maxBytes`; null when the result names no artifact or the preview would not be shorter.
+ * Under escalation even a `read_artifact` page is spilled: its own artifact holds the page.
+ */
+function spilled(meta: unknown, text: string, maxBytes: number): string | null {
+  const locator = (meta as { locator?: unknown } | undefined)?.locator;
+  if (typeof locator !== 'string') return null;
+  const inline = spillText({ text, locator, toolName: '', maxInlineBytes: maxBytes });
+  return inline === text ? null : inline;
+}
+
+/**
  * The events that prune every oversized `tool/result` on the current surface: for each, a
  * `compaction/prune` pricing the original, immediately followed by the replacement. `price`
  * gives a node's current token price. Empty when nothing needs pruning (idempotent).
@@ -83,6 +117,7 @@ export function planPrune(
   config: PrunerConfig,
   price: (seq: number) => number,
   time: number,
+  options: PruneOptions = {},
 ): NewEvent[] {
   const events: NewEvent[] = [];
   for (const seq of session.surfaceNodes) {
@@ -90,17 +125,27 @@ export function planPrune(
     if (event?.type !== 'tool/result') continue;
     const data = event.data;
     const block = data.message.content[0];
-    const pruned = pruneContent(block.content, config);
-    if (!pruned) continue;
+    let content = pruneContent(block.content, config);
+    if (!content) continue;
+    if (options.escalation) {
+      const text = block.content.map((b) => (b.type === 'text' ? b.text : '')).join('');
+      const inline = spilled(data.meta, text, config.thresholdChars);
+      if (inline !== null) content = [{ type: 'text', text: inline }];
+    }
     events.push({
       type: 'compaction/prune',
       time,
-      data: { shadowedRange: { start: seq, end: seq }, shadowedSeqs: [seq], shadowedTokenCount: price(seq) },
+      data: {
+        shadowedRange: { start: seq, end: seq },
+        shadowedSeqs: [seq],
+        shadowedTokenCount: price(seq),
+        ...(options.escalation ? { reason: 'escalation' as const } : {}),
+      },
     });
     events.push({
       type: 'tool/result',
       time,
-      data: { ...data, message: { ...data.message, content: [{ ...block, content: pruned }] } },
+      data: { ...data, message: { ...data.message, content: [{ ...block, content }] } },
       surfaceOp: { op: 'replace', start: seq, end: seq },
       sourceEventSeqs: [seq],
     });

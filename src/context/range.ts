@@ -32,15 +32,45 @@ export function balancedCuts(nodes: readonly number[], eventAt: (seq: number) =>
 }
 
 /**
+ * The original log seq a surface node stands for: a replacement (an earlier checkpoint, a pruned
+ * result) stands for the nodes it replaced, back to the originals; `side` picks the first or the
+ * last of them.
+ */
+export function originalSeq(
+  seq: number,
+  eventAt: (seq: number) => SessionEvent | undefined,
+  side: 'start' | 'end' = 'start',
+): number {
+  for (;;) {
+    const op = eventAt(seq)?.surfaceOp;
+    if (op === undefined || op === 'append' || op.start >= seq) return seq;
+    seq = side === 'start' ? op.start : op.end;
+  }
+}
+
+/** Limits on a selection beyond the retained tail. */
+export type RangeLimits = {
+  /**
+   * Nodes standing for log seqs at or after this one (`originalSeq`) are never compacted: the
+   * current turn's own user message and what follows it.
+   */
+  protectFromSeq?: number;
+  /** The selection holds at most this many tokens (what one summarizer request can take); the head-anchored part that fits is taken. */
+  maxTokens?: number;
+};
+
+/**
  * Selects `[nodes[0], nodes[k-1]]` where node k is the first kept node: walking from the tail,
- * the kept tail reaches `retainTokens`, then k moves head-ward until the cut is balanced.
- * Returns null when nothing can be compacted. `prices` must match `nodes` element-wise.
+ * the kept tail reaches `retainTokens`, then k moves head-ward until the cut is balanced, is
+ * before every protected node and leaves at most `limits.maxTokens` in the selection. Returns
+ * null when nothing can be compacted. `prices` must match `nodes` element-wise.
  */
 export function selectCompactableRange(
   nodes: readonly number[],
   prices: readonly NodePrice[],
   retainTokens: number,
   eventAt: (seq: number) => SessionEvent | undefined,
+  limits: RangeLimits = {},
 ): CompactableRange | null {
   if (prices.length !== nodes.length || prices.some((p, i) => p.seq !== nodes[i])) {
     throw new SessionlogError(
@@ -57,11 +87,31 @@ export function selectCompactableRange(
     k = i;
     if (kept >= retainTokens) break;
   }
+  if (limits.protectFromSeq !== undefined) {
+    const firstProtected = nodes.findIndex((seq) => originalSeq(seq, eventAt) >= limits.protectFromSeq!);
+    if (firstProtected >= 0) k = Math.min(k, firstProtected);
+  }
   const cuts = balancedCuts(nodes, eventAt);
-  while (k > 0 && !cuts[k]) k -= 1;
+  let tokens = prices.slice(0, k).reduce((sum, p) => sum + p.tokens, 0);
+  while (k > 0 && (!cuts[k] || (limits.maxTokens !== undefined && tokens > limits.maxTokens))) {
+    k -= 1;
+    tokens -= prices[k]!.tokens;
+  }
   if (k === 0) return null;
   const seqs = nodes.slice(0, k);
-  return { start: seqs[0]!, end: seqs[k - 1]!, seqs, tokens: prices.slice(0, k).reduce((sum, p) => sum + p.tokens, 0) };
+  // Summarising nothing but earlier checkpoints would only restate them.
+  if (seqs.every((seq) => isCheckpoint(eventAt(seq)))) return null;
+  return { start: seqs[0]!, end: seqs[k - 1]!, seqs, tokens };
+}
+
+/** A compaction's replacement message (a checkpoint standing for summarised history). */
+function isCheckpoint(event: SessionEvent | undefined): boolean {
+  return (
+    event?.type === 'user/message' &&
+    event.surfaceOp !== 'append' &&
+    event.data.source.kind === 'plugin' &&
+    event.data.source.compactionId !== undefined
+  );
 }
 
 /**
@@ -74,14 +124,9 @@ export function halveCompactableRange(
   prices: readonly NodePrice[],
   eventAt: (seq: number) => SessionEvent | undefined,
 ): CompactableRange | null {
-  const cuts = balancedCuts(nodes, eventAt);
-  let tokens = range.tokens;
-  for (let k = range.seqs.length - 1; k > 0; k--) {
-    tokens -= prices[k]!.tokens;
-    if (tokens * 2 <= range.tokens && cuts[k]) {
-      const seqs = nodes.slice(0, k);
-      return { start: seqs[0]!, end: seqs[k - 1]!, seqs, tokens };
-    }
-  }
-  return null;
+  const half = selectCompactableRange(nodes, prices, 0, eventAt, {
+    protectFromSeq: nodes[range.seqs.length] ?? Number.POSITIVE_INFINITY,
+    maxTokens: Math.floor(range.tokens / 2),
+  });
+  return half && half.seqs.length < range.seqs.length ? half : null;
 }

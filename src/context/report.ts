@@ -14,7 +14,7 @@ import {
 } from '../session/index.js';
 import { resolveContextPolicy, type ContextPolicy } from './compaction.js';
 import type { TokenMeter } from './meter-types.js';
-import { contextLimits } from './pressure.js';
+import { contextLimits } from './deps.js';
 
 export type ContextReporterOptions = {
   meter: TokenMeter;

@@ -4,7 +4,7 @@
  * its id, made from the key the workflow gives.
  */
 import { abandonCompaction, runCompaction } from '../context/compactor.js';
-import type { LogPort } from '../context/pressure.js';
+import type { LogPort } from '../context/deps.js';
 import { SessionlogError } from '../session/index.js';
 import type { EngineDeps } from './deps.js';
 import { LogWriter } from './log-writer.js';
@@ -15,7 +15,7 @@ import { RECALL_TOOL_NAMES } from '../tools/builtin.js';
 import type { AbandonCompactionInput, CompactActivityResult, CompactInput, StepContext } from './types.js';
 
 /** Whether the session's tools include the recall tools a checkpoint can point to. */
-function hasRecallTools(deps: EngineDeps): boolean {
+export function hasRecallTools(deps: EngineDeps): boolean {
   return RECALL_TOOL_NAMES.every((name) => deps.tools.get(name) !== undefined);
 }
 

@@ -2,7 +2,7 @@
  * What the turn engine runs on: the store, the model port, the tools, the agent defaults and
  * context management. Assembled once per worker (src/worker.ts) or per test.
  */
-import type { ContextDeps } from '../context/pressure.js';
+import type { ContextDeps } from '../context/deps.js';
 import type { ModelPort } from '../model/provider.js';
 import type { SessionStore } from '../persistence/store.js';
 import type { ApprovalPolicy } from '../tools/approval.js';

@@ -1,16 +1,18 @@
 /**
  * One model step (DESIGN §5): begin the turn or step and log the messages entering it, log a
- * changed request envelope, relieve context pressure, then stream the reply into the log
- * (chunks as they arrive, then the message and its tool calls). A retried step finds what it
- * already logged: a logged reply is never requested again.
+ * changed request envelope, climb the pressure ladder (context/pressure.ts: prune, summarise,
+ * escalate), then stream the reply into the log (chunks as they arrive, then the message and
+ * its tool calls). A retried step finds what it already logged: a logged reply is never
+ * requested again, and a compaction bracket it left open is resumed.
  *
  * Failures: a transient model failure with attempts left logs `llm/retry` and rethrows (the
- * caller retries); a context overflow is handed back (`context-overflow`) for compaction; any
- * other failure closes the turn with the error. A cancel logs the partial reply as
- * interrupted.
+ * caller retries); a context overflow teaches the window it states, climbs the ladder again and
+ * calls once more; an internal error (a bug) and any other failure close the turn with the
+ * error. A request that cannot fit the window closes the turn with `context_overflow`, naming
+ * its parts. A cancel logs the partial reply as interrupted.
  */
 import { randomUUID } from 'node:crypto';
-import { relievePressure, type LogPort } from '../context/pressure.js';
+import { relieveContext, type ReliefOutcome } from '../context/pressure.js';
 import { ModelCallError, classifyModelError, type ModelFailure } from '../model/errors.js';
 import type { ModelReply } from '../model/provider.js';
 import {
@@ -24,14 +26,14 @@ import {
   type RequestHeader,
   type TurnEndReason,
 } from '../session/index.js';
-import type { TokenMeasurement } from '../context/meter-types.js';
 import { requestHeaderFor } from './agent.js';
 import { requestAnswers } from './answers.js';
 import type { EngineDeps } from './deps.js';
 import { StepInterrupted } from './errors.js';
 import { learnedWindowOf, offerLearnedWindow } from './limits.js';
 import { LogWriter } from './log-writer.js';
-import { stepOps, type StepKey } from './ops.js';
+import { compactionId, compactionOp, stepCompactionPrefix, stepOps, type StepKey } from './ops.js';
+import { hasRecallTools } from './compaction-step.js';
 import { loggedStepResult, loggedTurnEnd } from './outcomes.js';
 import { observedModel } from './telemetry.js';
 import type { ModelStepInput, ModelStepResult, StepContext } from './types.js';
@@ -60,7 +62,7 @@ export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: St
   try {
     header = requestHeaderFor(deps, writer.session.header.agent, writer.session.turns.turnTools);
   } catch (error) {
-    return failStep(deps, writer, input, key, classifyModelError(error));
+    return failStep(deps, writer, input, key, classifyModelError(error), error);
   }
   const previous = writer.session.requestHeader;
   if (!previous || !jsonEqual(previous, header)) {
@@ -69,56 +71,113 @@ export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: St
       stepOps.header(key),
     );
   }
-  let pressure: ModelStepResult['pressure'];
-  let measured: TokenMeasurement | undefined;
-  if (deps.context) {
-    const log: LogPort = {
-      get session() {
-        return writer.session;
-      },
-      append: (events) => writer.append(events, stepOps.prune(key)),
-    };
-    const learnedWindow = learnedWindowOf(deps, writer.session, header.model);
-    const report = await relievePressure({
-      log,
-      context: deps.context,
-      header,
-      time: deps.now(),
-      ...(learnedWindow !== undefined ? { learnedWindow } : {}),
-    });
-    measured = report.measurement;
-    pressure = { tokens: report.tokens, contextWindow: report.contextWindow, budget: report.budget };
-    if (report.needsCompaction) {
-      // The breaker (compaction/stalled, read from the log) holds while the budget is the one it stalled at.
-      const stall = writer.session.compactionStall;
-      const breakerHolds = stall !== undefined && stall.budget === report.budget;
-      // Ask the workflow for a compaction once per step; after it, send what we have.
-      if (!breakerHolds && input.pass === 0) {
-        return {
-          headSeq: writer.session.nextSeq,
-          replySeq: null,
-          toolCalls: [],
-          outcome: 'needs-compaction',
-          replayed: false,
-          pressure,
-        };
-      }
-      if (breakerHolds && report.tokens >= report.budget) {
-        const message = `the request needs ${report.tokens} tokens, over the ${report.budget}-token budget, and automatic compaction stopped (seq ${stall.seq}: ${stall.reason}). Raise the budget (SESSIONLOG_CONTEXT_BUDGET), keep a shorter verbatim tail (retainRatio), send fewer tools or a shorter system prompt, or compact by hand (sessionlog sessions compact ${input.sessionId})`;
-        return {
-          ...(await closeWithError(deps, writer, input, key, { code: 'compaction_stalled', message })),
-          pressure,
-        };
-      }
+  // The step owns context pressure: the ladder before the call, and after a provider's refusal
+  // one more climb (against the window it stated) and one more call.
+  let relief = deps.context ? await relieve(deps, writer, input, key, header, ctx, 'pressure') : undefined;
+  for (let pass = key.pass; ; pass++) {
+    const passKey: StepKey = { ...key, pass };
+    if (relief?.tooLarge !== undefined) {
+      const closed = await closeWithError(deps, writer, input, passKey, {
+        code: 'context_overflow',
+        message: relief.tooLarge,
+      });
+      return { ...closed, pressure: pressureRef(relief) };
     }
+    const result = await streamReply(deps, writer, input, passKey, header, ctx);
+    if (result.outcome === 'context-overflow' && deps.context && pass === key.pass) {
+      // A window the refusal stated is logged (model/limit) and believed; without one, the window
+      // is taken to be below the size the meter gave the refused request.
+      const stated = result.error?.contextLimit !== undefined;
+      const refusedTokens = stated ? undefined : relief?.measurement.totalTokens;
+      relief = await relieve(
+        deps,
+        writer,
+        input,
+        { ...passKey, pass: pass + 1 },
+        header,
+        ctx,
+        'context-overflow',
+        refusedTokens,
+      );
+      continue;
+    }
+    if (result.outcome === 'context-overflow') {
+      const closed = await closeWithError(deps, writer, input, passKey, {
+        code: result.error!.code,
+        message: result.error!.message,
+      });
+      return relief ? { ...closed, pressure: pressureRef(relief) } : closed;
+    }
+    if (relief && result.replySeq !== null && !result.replayed) {
+      const logged = writer.session.eventAt(result.replySeq);
+      if (logged?.type === 'assistant/message' && logged.data.usage)
+        deps.context?.onUsage?.({ model: header.model, measurement: relief.measurement, usage: logged.data.usage });
+    }
+    return relief ? { ...result, pressure: pressureRef(relief) } : result;
   }
-  const result = await streamReply(deps, writer, input, key, header, ctx);
-  if (measured && result.replySeq !== null && !result.replayed) {
-    const logged = writer.session.eventAt(result.replySeq);
-    if (logged?.type === 'assistant/message' && logged.data.usage)
-      deps.context?.onUsage?.({ model: header.model, measurement: measured, usage: logged.data.usage });
-  }
-  return pressure ? { ...result, pressure } : result;
+}
+
+function pressureRef(relief: ReliefOutcome): NonNullable<ModelStepResult['pressure']> {
+  return { tokens: relief.report.tokens, contextWindow: relief.report.contextWindow, budget: relief.report.budget };
+}
+
+/**
+ * Climbs the pressure ladder (context/pressure.ts) for this step pass: its appends are the
+ * step's own (`…/p<pass>/prune`, …), its compaction ids come from the step key.
+ */
+async function relieve(
+  deps: EngineDeps,
+  writer: LogWriter,
+  input: ModelStepInput,
+  key: StepKey,
+  header: RequestHeader,
+  ctx: StepContext,
+  trigger: 'pressure' | 'context-overflow',
+  refusedTokens?: number,
+): Promise<ReliefOutcome> {
+  const context = deps.context!;
+  const learnedWindow = learnedWindowOf(deps, writer.session, header.model);
+  const turnStart = writer.session.turns.turns.get(input.turn)?.startSeq ?? writer.session.nextSeq;
+  return relieveContext(
+    {
+      log: {
+        get session() {
+          return writer.session;
+        },
+        append: (events, suffix) => writer.append(events, stepOps.context(key, suffix)),
+      },
+      compactionLog: (id) => ({
+        get session() {
+          return writer.session;
+        },
+        append: (events, suffix) => writer.append(events, compactionOp(input.runId, id, suffix)),
+      }),
+      summarizer: observedModel(deps.model, deps.telemetry, {
+        sessionId: input.sessionId,
+        turn: input.turn,
+        step: input.step,
+        purpose: 'summary',
+      }),
+      context,
+      ...(hasRecallTools(deps) ? { recall: true } : {}),
+      now: deps.now,
+      signal: ctx.signal,
+      heartbeat: () => ctx.heartbeat(),
+    },
+    {
+      header,
+      turn: input.turn,
+      compactionBase: compactionId(key),
+      ownedPrefix: stepCompactionPrefix(key),
+      trigger,
+      ...(refusedTokens !== undefined ? { refusedTokens } : {}),
+      ...(learnedWindow !== undefined ? { learnedWindow } : {}),
+      protectFromSeq: turnStart,
+      fromSeq: input.knownHead,
+      attempt: ctx.attempt,
+      maxAttempts: input.maxAttempts,
+    },
+  );
 }
 
 /**
@@ -201,7 +260,7 @@ async function streamReply(
   } catch (error) {
     // Our own log refusing an append is not a model failure.
     if (error instanceof SessionlogError) throw error;
-    return failStep(deps, writer, input, key, classifyModelError(error), ctx.attempt);
+    return failStep(deps, writer, input, key, classifyModelError(error), error, ctx.attempt);
   } finally {
     clearInterval(alive);
   }
@@ -296,6 +355,7 @@ async function failStep(
   input: ModelStepInput,
   key: StepKey,
   failure: ModelFailure,
+  cause: unknown,
   attempt = 1,
 ): Promise<ModelStepResult> {
   if (failure.retryable && attempt < input.maxAttempts) {
@@ -318,6 +378,11 @@ async function failStep(
     throw new ModelCallError({ ...failure, retryAfterMs: delayMs });
   }
   const error = { code: failure.code, message: failure.message };
+  if (failure.code === 'internal') {
+    // A bug, not a provider's or the network's failure: one attempt, its cause on the turn and its stack in the log.
+    deps.telemetry?.internalError?.({ sessionId: input.sessionId, turn: input.turn, step: input.step }, cause);
+    return closeWithError(deps, writer, input, key, { code: 'internal_error', message: failure.message });
+  }
   if (failure.code === 'context_overflow') {
     await learnLimit(deps, writer, key, failure, attempt);
     return {
@@ -325,7 +390,7 @@ async function failStep(
       replySeq: null,
       toolCalls: [],
       outcome: 'context-overflow',
-      error,
+      error: failure.contextLimit !== undefined ? { ...error, contextLimit: failure.contextLimit } : error,
       replayed: false,
     };
   }

@@ -37,6 +37,8 @@ export const stepOps = {
   header: (key: StepKey) => `${stepPrefix(key)}/p${key.pass}/header`,
   /** The pruning batch of the pressure check. */
   prune: (key: StepKey) => `${stepPrefix(key)}/p${key.pass}/prune`,
+  /** A batch of the pressure ladder (`prune`, `escalation-prune`, `stalled`); `prune` is the key above. */
+  context: (key: StepKey, suffix: string) => `${stepPrefix(key)}/p${key.pass}/${suffix}`,
   /** A learned context limit (`model/limit`) from an overflow refusal. */
   limit: (key: StepKey, attempt: number) => `${stepPrefix(key)}/p${key.pass}/a${attempt}/limit`,
   /** The n-th batch of streamed chunks of one attempt. */
@@ -65,9 +67,17 @@ export function endTurnOp(runId: string, turn: number): string {
 /** What a compaction belongs to: a step pass (pressure, overflow) or the n-th manual compaction of a run. */
 export type CompactionKey = StepKey | { runId: string; manual: number };
 
-/** The compaction id: deterministic in its key, so a retried compaction finds its own bracket. */
+/** What every compaction id of one model step starts with, whatever its pass or round. */
+export function stepCompactionPrefix(key: Omit<StepKey, 'pass'>): string {
+  return `${key.runId}.t${key.turn}.s${key.step}.`;
+}
+
+/**
+ * The compaction id: deterministic in its key, so a retried compaction finds its own bracket.
+ * The pressure ladder of a step pass adds `.r<n>` for its later rounds.
+ */
 export function compactionId(key: CompactionKey): string {
-  return 'manual' in key ? `${key.runId}.m${key.manual}` : `${key.runId}.t${key.turn}.s${key.step}.p${key.pass}`;
+  return 'manual' in key ? `${key.runId}.m${key.manual}` : `${stepCompactionPrefix(key)}p${key.pass}`;
 }
 
 /** The op key of one batch of compaction `id` (`prune`, `start`, `commit`, `end`). */

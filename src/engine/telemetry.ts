@@ -88,6 +88,8 @@ export interface EngineTelemetry {
   modelRetried(retry: { sessionId: string; turn: number; code: string }): void;
   /** How many of the session's tool calls wait for an answer (approval or external result), after a batch that may change it. */
   callsWaiting(report: { sessionId: string; count: number }): void;
+  /** A programming error ended a turn (`internal_error`): its stack belongs in the process log. */
+  internalError?(where: { sessionId: string; turn: number; step: number }, error: unknown): void;
 }
 
 /**

@@ -113,7 +113,8 @@ export type ModelStepResult = {
   replySeq: number | null;
   toolCalls: ToolCallRef[];
   outcome: StepOutcome;
-  error?: { code: string; message: string };
+  /** `contextLimit`: on a context overflow, the window the provider's refusal stated. */
+  error?: { code: string; message: string; contextLimit?: number };
   /** True when the reply was found already logged and the model was not called. */
   replayed: boolean;
   /** The measured request before the call, when context management is on. */

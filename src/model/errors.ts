@@ -2,15 +2,25 @@
  * Classification of model-call failures into a closed union (DESIGN §7). Each class has a
  * fixed retry behaviour: rate limits, server errors, timeouts and network failures are worth
  * retrying; bad requests, auth failures and context overflow are not (overflow is handled by
- * compaction and one retry of the step, not by repeating the same request).
+ * compaction and one retry of the step, not by repeating the same request). Anything not
+ * recognised as a provider or network failure is `internal` (a bug, most likely): never
+ * retried, reported with its message and logged with its stack.
  */
-import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError, OpenAIError } from 'openai';
 import type { ContentBlock } from '../session/messages.js';
 import { scrubSecrets } from '../session/secrets.js';
 import { ModelCatalogueError } from './catalogue.js';
 
 export type ModelFailureCode =
-  'rate_limit' | 'server' | 'timeout' | 'network' | 'context_overflow' | 'bad_request' | 'auth' | 'unknown_model';
+  | 'rate_limit'
+  | 'server'
+  | 'timeout'
+  | 'network'
+  | 'context_overflow'
+  | 'bad_request'
+  | 'auth'
+  | 'unknown_model'
+  | 'internal';
 
 /** Whether each failure class may be retried with the same request. */
 export const RETRYABLE_FAILURES: Readonly<Record<ModelFailureCode, boolean>> = {
@@ -22,6 +32,7 @@ export const RETRYABLE_FAILURES: Readonly<Record<ModelFailureCode, boolean>> = {
   bad_request: false,
   auth: false,
   unknown_model: false,
+  internal: false,
 };
 
 /** A classified model failure: the one failure type of the model port. */
@@ -91,8 +102,9 @@ export function modelFailure(code: ModelFailureCode, message: string, extra: Par
 
 /**
  * Maps anything a model call can throw (openai client errors, fetch/undici errors, our own
- * `ModelCallError`) to a `ModelFailure`. Errors that fit no class are treated as network
- * failures: transient by assumption, and bounded by the caller's retry policy.
+ * `ModelCallError`) to a `ModelFailure`. An error that fits no class is `internal`: a
+ * programming error retried as a network failure would only fail the same way again, slower,
+ * and hide its cause.
  */
 export function classifyModelError(error: unknown): ModelFailure {
   if (error instanceof ModelCallError) return error.failure;
@@ -108,7 +120,9 @@ export function classifyModelError(error: unknown): ModelFailure {
   const code = causeCode(error);
   if (code && TIMEOUT_ERROR_CODES.has(code)) return modelFailure('timeout', describe(error));
   if (code && NETWORK_ERROR_CODES.has(code)) return modelFailure('network', describe(error));
-  return modelFailure('network', describe(error));
+  // The client's own errors about what the provider sent (a stream it could not parse): the provider's fault.
+  if (error instanceof OpenAIError) return modelFailure('server', describe(error));
+  return modelFailure('internal', `${error instanceof Error ? `${error.name}: ` : ''}${describe(error)}`);
 }
 
 function classifyStatus(error: APIError): ModelFailure {

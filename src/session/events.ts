@@ -44,6 +44,13 @@ export type RequestHeader = {
 
 export type ToolErrorInfo = { name: string; code: string };
 
+/**
+ * What one compaction bracket may summarise: a head-anchored span that keeps `retainTokens` of the
+ * newest history verbatim, never reaches nodes at or after `protectFromSeq` (the current turn's own
+ * message), and holds at most `maxRangeTokens` (what one summarizer request can take).
+ */
+export type CompactionStartSelection = { retainTokens: number; maxRangeTokens: number; protectFromSeq?: number };
+
 /** Payload of every known event type. */
 export interface EventDataMap {
   /** `tools`: function tools the caller runs in this turn only (session/turn-tools.ts). */
@@ -83,6 +90,10 @@ export interface EventDataMap {
     compactionId: string;
     turn: number | null;
     trigger: 'pressure' | 'context-overflow' | 'manual';
+    /** What the bracket may summarise, so a resumed bracket selects the same span (absent before it was recorded). */
+    selection?: CompactionStartSelection;
+    /** Set when the pressure ladder escalated (1: retained tail dropped after a hard prune and spill). */
+    escalation?: number;
   };
   'compaction/summary': {
     compactionId: string;
@@ -108,6 +119,8 @@ export interface EventDataMap {
     shadowedRange: { start: number; end: number };
     shadowedSeqs: number[];
     shadowedTokenCount: number;
+    /** `escalation`: the pressure ladder pruned or spilled harder than the pruner's own threshold. */
+    reason?: 'escalation';
   };
   'session/end-seed': Record<string, never>;
   'session/run': { workflowId: string; runId: string };

@@ -60,8 +60,11 @@ export function buildEvent(input: NewEvent, seq: number, op: string | undefined)
   return deepFreeze(event) as StoredEvent;
 }
 
-/** Automatic compaction stopped (see `compaction/stalled`); it holds while the budget is the one it stalled at. */
-export type CompactionStall = { seq: number; budget: number; reason: string };
+/**
+ * The last climb of the pressure ladder that ended above its target (`compaction/stalled`):
+ * the budget it climbed against and the tokens it left. The ladder reads it as a breaker.
+ */
+export type CompactionStall = { seq: number; budget: number; tokensAfter: number; reason: string };
 
 export class Session {
   readonly header: SessionHeader;
@@ -195,7 +198,12 @@ export class Session {
     else if (isEventOfType(event, 'tool/allow')) this.allowed.add(event.data.tool);
     else if (isEventOfType(event, 'model/limit')) this.learned.set(event.data.model, event.data.contextWindow);
     else if (isEventOfType(event, 'compaction/stalled'))
-      this.stalled = { seq: event.seq, budget: event.data.budget, reason: event.data.reason };
+      this.stalled = {
+        seq: event.seq,
+        budget: event.data.budget,
+        tokensAfter: event.data.tokensAfter,
+        reason: event.data.reason,
+      };
     else if (isEventOfType(event, 'compaction/start') && event.data.trigger === 'manual')
       this.manualCompactions.add(event.data.compactionId);
     // A manual compaction that succeeds resets the breaker: the person chose to compact.

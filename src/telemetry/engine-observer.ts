@@ -211,5 +211,9 @@ export function createEngineObserver(options: EngineObserverOptions) {
       for (const count of waiting.values()) total += count;
       metrics?.setPendingApprovals(total);
     },
+    internalError(where: { sessionId: string; turn: number; step: number }, error: unknown) {
+      const err = error instanceof Error ? error : new Error(String(error));
+      logger?.error({ ...where, err }, 'a programming error ended the turn (internal_error)');
+    },
   };
 }

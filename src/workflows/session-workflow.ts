@@ -267,8 +267,10 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   };
 
   /**
-   * One model step, with pressure handling: compaction when the meter asks for it, and one
-   * overflow compaction plus retry when the provider reports a context overflow.
+   * One model step. The step owns context pressure itself (the engine's pressure ladder, and one
+   * more climb and call after a provider's overflow refusal). Workers of earlier versions handed
+   * it back instead (`needs-compaction`, `context-overflow`): those outcomes, still found in the
+   * histories of workflows they ran, are served here as they were then, so replay is unchanged.
    */
   const modelCall = async (turn: number, step: number, entering: UserInput[]): Promise<ModelStepResult> => {
     let overflowRetried = false;

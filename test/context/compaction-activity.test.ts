@@ -21,10 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
-import { relievePressure, resolveContextDeps } from '../../src/context/pressure.js';
-import { LogWriter } from '../../src/engine/index.js';
 import { CHECKPOINT_PREAMBLE, COMPACTION_INSTRUCTION, frameCheckpoint } from '../../src/context/compaction.js';
-import { PRUNE_MARKER } from '../../src/context/pruner.js';
 import { openStore } from '../../src/persistence/open.js';
 import {
   Session,
@@ -511,8 +508,10 @@ describe('nothing to compact', () => {
 
 describe('retention by trigger', () => {
   it('pressure keeps a verbatim tail of at least floor(budget × retainRatio) tokens; overflow keeps only the newest unit', async () => {
-    const pressure = await harness({ contextWindow: 1_000, policy: { thresholdRatio: 0.8, retainRatio: 0.2 } });
-    const overflow = await harness({ contextWindow: 1_000, policy: { thresholdRatio: 0.8, retainRatio: 0.2 } });
+    // A window large enough that one summarizer request holds the whole span (the retained tail alone decides).
+    const policy = { thresholdRatio: 0.8, retainRatio: 0.02 };
+    const pressure = await harness({ contextWindow: 10_000, policy });
+    const overflow = await harness({ contextWindow: 10_000, policy });
     for (const h of [pressure, overflow]) await conversation(h, 3);
     const session = await pressure.session();
     const prices = new Map(pressure.meter.measure(session, HEADER).nodes.map((n) => [n.seq, n.tokens]));
@@ -528,7 +527,7 @@ describe('retention by trigger', () => {
     };
     const pressureKept = kept(await pressure.session(), 'p');
     const tailTokens = pressureKept.reduce((s, seq) => s + prices.get(seq)!, 0);
-    expect(tailTokens).toBeGreaterThanOrEqual(Math.floor(1_000 * 0.2));
+    expect(tailTokens).toBeGreaterThanOrEqual(Math.floor(10_000 * 0.02));
     // Minimal: dropping the oldest kept node (still a balanced cut here: it is a user message) would go below the budget.
     expect(tailTokens - prices.get(pressureKept[0]!)!).toBeLessThan(200);
     expect(kept(await overflow.session(), 'o')).toEqual([nodes.at(-1)]);
@@ -554,92 +553,6 @@ describe('re-compaction', () => {
     const session = await h.session();
     expect(ofType(session.events, 'user/message').filter((e) => e.surfaceOp !== 'append')).toHaveLength(2);
     expect(session.surfaceNodes[0]).toBe(done.headSeq - 2);
-  });
-});
-
-describe('pressure check before a model call', () => {
-  async function pressureRun(
-    contextWindow: (tokens: number) => number,
-    policy: { thresholdRatio: number; retainRatio: number; budgetTokens?: number },
-    prune: boolean,
-    size = 200,
-  ) {
-    const h = await harness();
-    await h.seed([runEvent(), headerEvent(), ...toolTurn(1, size), ...toolTurn(2, size)], 'open');
-    const tokens = h.meter.measure(await h.session(), HEADER).totalTokens;
-    const context = resolveContextDeps({
-      meter: h.meter,
-      contextWindow: () => contextWindow(tokens),
-      policy,
-      pruner: prune ? { thresholdChars: 300, headChars: 100, tailChars: 100 } : false,
-    });
-    const before = await h.events();
-    const run = async (op: string) => {
-      const writer = await LogWriter.open(h.store, h.id, RUN, await h.store.nextSeq(h.id));
-      const log = {
-        get session() {
-          return writer.session;
-        },
-        append: (events: readonly NewEvent[]) => writer.append(events, `${RUN}/${op}`),
-      };
-      return relievePressure({ log, context, header: HEADER, time: T0 });
-    };
-    return { h, before, tokens, run };
-  }
-
-  it('reports compaction needed exactly when tokens reach floor(budget × thresholdRatio), with the budget capped by budgetTokens', async () => {
-    const policy = { thresholdRatio: 0.5, retainRatio: 0.1 };
-    const at = await pressureRun((t) => 2 * t, policy, false);
-    expect(await at.run('p')).toMatchObject({ tokens: at.tokens, threshold: at.tokens, needsCompaction: true });
-    const below = await pressureRun((t) => 2 * t + 2, policy, false);
-    expect(await below.run('p')).toMatchObject({
-      tokens: below.tokens,
-      threshold: below.tokens + 1,
-      needsCompaction: false,
-    });
-    const capped = await pressureRun((t) => 10 * t, { ...policy, budgetTokens: 1 }, false);
-    expect(await capped.run('p')).toMatchObject({
-      budget: 1,
-      contextWindow: 10 * capped.tokens,
-      threshold: 0,
-      needsCompaction: true,
-    });
-  });
-
-  it('does nothing below the threshold, even with a prunable tool result', async () => {
-    const { h, before, run } = await pressureRun((t) => 10 * t, { thresholdRatio: 0.8, retainRatio: 0.1 }, true, 1_000);
-    const report = await run('p');
-    expect(report.needsCompaction).toBe(false);
-    expect(await h.events()).toEqual(before);
-  });
-
-  it('at the threshold prunes every oversized tool result and reports the remeasured tokens (pruning alone may relieve pressure)', async () => {
-    const { h, before, tokens, run } = await pressureRun(
-      (t) => t,
-      { thresholdRatio: 1, retainRatio: 0.1 },
-      true,
-      1_000,
-    );
-    const report = await run('p1');
-    const added = (await h.events()).slice(before.length);
-    expect(added.map((e) => e.type)).toEqual(['compaction/prune', 'tool/result', 'compaction/prune', 'tool/result']);
-    for (const e of added) expect(e.op).toBe(`${RUN}/p1`);
-    const results = added.filter((e) => e.type === 'tool/result') as Array<SessionEvent<'tool/result'>>;
-    for (const r of results) expect(textBlocks(r.data.message.content[0].content).join('')).toContain(PRUNE_MARKER);
-    expect(report.tokens).toBeLessThan(tokens);
-    expect(report.tokens).toBe(h.meter.measure(await h.session(), HEADER).totalTokens);
-    expect(report.needsCompaction).toBe(false);
-  });
-
-  it('still above the threshold after pruning, reports compaction needed; a second pass prunes nothing', async () => {
-    const { h, before, run } = await pressureRun(() => 1, { thresholdRatio: 1, retainRatio: 0 }, true, 1_000);
-    const first = await run('p1');
-    expect(first.needsCompaction).toBe(true);
-    const settled = await h.events();
-    expect(settled.length).toBe(before.length + 4);
-    const second = await run('p2');
-    expect(second.needsCompaction).toBe(true);
-    expect(await h.events()).toEqual(settled);
   });
 });
 
@@ -681,15 +594,29 @@ describe('compaction over random logs (property)', () => {
           const added = after.events.slice(before.nextSeq);
           let k = nodes.length - 1;
           while (k > 0 && !balancedAt(before, nodes, k)) k -= 1;
-          if (!header || k <= 0) {
+          const onlyCheckpoints = nodes.slice(0, k).every((seq) => {
+            const e = before.eventAt(seq);
+            return (
+              e?.type === 'user/message' &&
+              e.surfaceOp !== 'append' &&
+              e.data.source.kind === 'plugin' &&
+              e.data.source.compactionId !== undefined
+            );
+          });
+          const prices = header ? h.meter.measure(before, header.data.header).nodes : [];
+          const spanTokens = prices.slice(0, Math.max(0, k)).reduce((s, n) => s + n.tokens, 0);
+          // A span shorter than twice an empty checkpoint's frame is not worth a summary.
+          const frameTokens = h.meter.messageTokens(
+            { id: 'x', role: 'user', content: frameCheckpoint([], { start: 0, end: 0 }), source: { kind: 'user' } },
+            'fake',
+          );
+          if (!header || k <= 0 || onlyCheckpoints || spanTokens < 2 * frameTokens) {
             expect(done.result).toBeNull();
             expect(added).toEqual([]);
             expect(h.model.requests).toHaveLength(0);
             return;
           }
           const span = nodes.slice(0, k);
-          const prices = h.meter.measure(before, header.data.header).nodes;
-          const spanTokens = prices.slice(0, k).reduce((s, n) => s + n.tokens, 0);
           const checkpointTokens = h.meter.messageTokens(
             {
               id: 'x',

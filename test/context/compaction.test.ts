@@ -246,12 +246,15 @@ describe('context policy', () => {
       thresholdRatio: 0.8,
       retainRatio: 0.16,
       summaryMaxTokens: 8192,
+      summaryBudgetRatio: 0.2,
       minHeadroomRatio: 0.1,
     });
   });
 
   it.each([
     [{ thresholdRatio: 0 }, /thresholdRatio/],
+    [{ summaryBudgetRatio: 0 }, /summaryBudgetRatio/],
+    [{ summaryBudgetRatio: 0.6 }, /summaryBudgetRatio/],
     [{ thresholdRatio: 1.1 }, /thresholdRatio/],
     [{ thresholdRatio: 0.5, retainRatio: 0.5 }, /retainRatio/],
     [{ retainRatio: -0.1 }, /retainRatio/],

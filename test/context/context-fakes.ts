@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { toTemporalFailure } from '../../src/activities/failures.js';
 import type { ContextPolicy } from '../../src/context/compaction.js';
 import { runCompaction, type CompactionOutcome, type CompactionRequest } from '../../src/context/compactor.js';
-import { resolveContextDeps, type LogPort } from '../../src/context/pressure.js';
+import { resolveContextDeps, type LogPort } from '../../src/context/deps.js';
 import { LogWriter, compactionOp } from '../../src/engine/index.js';
 import { DEFAULT_MODEL_CATALOGUE, lookupModel } from '../../src/model/catalogue.js';
 import { ModelCallError, modelFailure } from '../../src/model/errors.js';

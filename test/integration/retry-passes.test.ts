@@ -1,16 +1,19 @@
 /**
- * Op keys carry the pass of a step (DESIGN §4.1, issue 8): a model step re-entered after an
- * overflow compaction (pass 1) writes under keys of its own, so an `llm/retry` it logs at
- * attempt 1 is not taken for pass 0's `llm/retry` of attempt 1 and silently dropped as
- * "already written".
+ * Op keys carry the pass of a step (DESIGN §4.1, issue 8): after a provider's overflow refusal
+ * the model step compacts and calls the model again (pass 1) within the same attempt, under keys
+ * of its own, so an `llm/retry` that pass logs is not taken for pass 0's `llm/retry` and
+ * silently dropped as "already written".
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { COMPACTION_INSTRUCTION } from '../../src/context/compaction.js';
 import { verifyLog, type KnownEventType, type SessionEvent, type StoredEvent } from '../../src/session/index.js';
 import { startStack, type Stack } from '../support/stack.js';
 
-/** The fake provider's context limit: turn 1 fits under it, turn 2 does not until turn 1 is summarised. */
-const LIMIT = 1_500;
+/**
+ * The fake provider's context limit: turn 1 (about 1,200 tokens) fits under it, turn 2 (1,700
+ * more) does not until turn 1 is summarised, and one summarizer request holds all of turn 1.
+ */
+const LIMIT = 3_000;
 const words = (n: number, tag: string) => Array.from({ length: n }, (_, i) => `${tag}${i % 50}`).join(' ');
 
 let stack: Stack;
@@ -18,7 +21,8 @@ beforeAll(async () => {
   stack = await startStack({
     fake: { contextLimitTokens: LIMIT },
     // Only the provider's overflow refusal triggers compaction here (the catalogue window is far larger).
-    worker: { context: { pruner: false } },
+    // No tools: one summarizer request holds all of turn 1, so one summary makes room.
+    worker: { context: { pruner: false }, agent: { model: 'fake', system: 'You are a test assistant.', tools: [] } },
   });
 });
 afterAll(async () => {
@@ -31,9 +35,9 @@ const ofType = <K extends KnownEventType>(events: readonly StoredEvent[], type: 
   events.filter((e) => e.type === type) as Array<SessionEvent<K>>;
 
 describe('op keys of a step re-entered after an overflow compaction', () => {
-  it('pass 0 and pass 1 of one step that both hit a retryable failure at attempt 1 log two llm/retry events', async () => {
+  it('pass 0 and pass 1 of one step that both hit a retryable failure log two llm/retry events under keys of their own', async () => {
     const id = `passes-${Date.now()}`;
-    const first = await stack.client.send(id, words(150, 'a'));
+    const first = await stack.client.send(id, words(300, 'a'));
     expect(first.outcome).toBe('completed');
 
     stack.fake.setMatcher((request) => {
@@ -44,11 +48,12 @@ describe('op keys of a step re-entered after an overflow compaction', () => {
     });
     stack.fake.injectFault({ kind: 'rate_limit', retryAfterSeconds: 1 });
     const requestsBefore = stack.fake.chatRequests().length;
-    const second = await stack.client.send(id, words(210, 'b'));
+    const second = await stack.client.send(id, words(850, 'b'));
     expect(second.outcome).toBe('completed');
     expect(second.turn).toBe(2);
 
-    // What the provider saw in turn 2: 429 (pass 0), overflow, the summary, 429 (pass 1), the answer.
+    // What the provider saw in turn 2: 429 (attempt 1), overflow (attempt 2, pass 0), the summary,
+    // 429 (attempt 2, pass 1), the answer (attempt 3).
     const turn2 = stack.fake
       .requests()
       .filter((r) => r.path === '/v1/chat/completions')
@@ -68,11 +73,12 @@ describe('op keys of a step re-entered after an overflow compaction', () => {
 
     const events = await stack.client.events(id);
     const retries = ofType(events, 'llm/retry').filter((e) => e.data.turn === 2);
+    // Attempt 1 (pass 0) asks for attempt 2; attempt 2's pass 1 asks for attempt 3.
     expect(retries.map((e) => [e.data.step, e.data.attempt, e.data.failure.code])).toEqual([
       [1, 2, 'rate_limit'],
-      [1, 2, 'rate_limit'],
+      [1, 3, 'rate_limit'],
     ]);
-    expect(retries[0]!.op).not.toBe(retries[1]!.op);
+    expect(retries.map((e) => e.op!.split('/').slice(-3).join('/'))).toEqual(['p0/a1/retry', 'p1/a2/retry']);
     const summary = ofType(events, 'compaction/summary').at(-1)!;
     expect(retries[0]!.seq).toBeLessThan(summary.seq);
     expect(retries[1]!.seq).toBeGreaterThan(summary.seq);
