@@ -12,7 +12,7 @@ export {
   type SearchHit,
   type SearchOptions,
 } from './search.js';
-export { resolveStoreOptions, type StoreOptions, type ResolvedStoreOptions } from './base.js';
+export { resolveStoreOptions, type StoreOptions, type ResolvedStoreOptions } from './store.js';
 export { openStore } from './open.js';
 export {
   openSqliteStore,

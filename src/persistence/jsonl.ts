@@ -58,38 +58,30 @@ import {
   type SessionHeader,
   type SessionView,
 } from '../session/index.js';
-import type { ArtifactPut, ArtifactRef, ArtifactStore } from './artifacts.js';
 import {
-  LogScanner,
-  alreadyExists,
-  appendResultOf,
+  assertArtifactPut,
   artifactLocator,
   artifactNameCandidates,
   artifactNotFound,
   artifactWindow,
+  ownArtifactName,
+  sanitizeArtifactName,
+  type ArtifactPut,
+  type ArtifactRef,
+  type ArtifactStore,
+} from './artifacts.js';
+import { LogScanner, assertScanned, headerProblemReport, scanReport, type TornTail } from './scanner.js';
+import {
+  alreadyExists,
   assertAppendArguments,
   assertReadArguments,
-  assertScanned,
   corruptHeaderError,
-  headerProblemReport,
-  loadedSession,
   notFound,
-  notifyAppended,
-  ownArtifactName,
-  planAppend,
-  planRepair,
-  resolveStoreOptions,
-  sanitizeArtifactName,
-  scanReport,
   sessionErased,
-  sliceEvents,
   storeClosed,
-  subscribeLocal,
-  watchEvents,
-  type ResolvedStoreOptions,
-  type StoreOptions,
-  type TornTail,
-} from './base.js';
+} from './errors.js';
+import { alreadyErasedReceipt, appendResultOf, loadedSession, planAppend, planRepair, sliceEvents } from './plan.js';
+import { LiveTail } from './watch.js';
 import { acquireFileLock, type FileLock } from './file-lock.js';
 import {
   parseProjectionCacheRecord,
@@ -105,15 +97,18 @@ import {
   type SearchHit,
   type SearchOptions,
 } from './search.js';
-import type {
-  AppendOptions,
-  AppendResult,
-  ErasedPlace,
-  LoadedSession,
-  ScanReport,
-  SessionStore,
-  StoreEraseReceipt,
-  WatchOptions,
+import {
+  resolveStoreOptions,
+  type ResolvedStoreOptions,
+  type StoreOptions,
+  type AppendOptions,
+  type AppendResult,
+  type ErasedPlace,
+  type LoadedSession,
+  type ScanReport,
+  type SessionStore,
+  type StoreEraseReceipt,
+  type WatchOptions,
 } from './store.js';
 
 /** The JSONL file format this build writes (it also reads and appends to version 1). */
@@ -283,7 +278,7 @@ export class JsonlSessionStore implements SessionStore {
   private readonly cache: LRUCache<string, SessionFile>;
   /** Serializes this process's operations on one session (the lock file serializes processes). */
   private readonly keyed = new AsyncLock({ maxPending: Number.POSITIVE_INFINITY });
-  private readonly closeListeners = new Set<() => void>();
+  private readonly tail: LiveTail;
   private closed = false;
 
   constructor(
@@ -295,6 +290,7 @@ export class JsonlSessionStore implements SessionStore {
     this.root = realpathSync(absolute);
     this.location = `jsonl:${this.root}`;
     this.cache = new LRUCache({ max: options.sessionCacheSize });
+    this.tail = new LiveTail(this.location, options.pollIntervalMs);
     this.artifacts = new JsonlArtifacts(this);
     this.projectionCache = new JsonlProjectionCache(this);
   }
@@ -545,14 +541,7 @@ export class JsonlSessionStore implements SessionStore {
       if (!(await this.fileExists(id))) {
         const tombstone = await this.readTombstone(id);
         if (!tombstone) throw notFound(id);
-        return {
-          sessionId: id,
-          erased: false,
-          removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 },
-          places: [],
-          tombstoneUntil: tombstone.until,
-          notes: [],
-        };
+        return alreadyErasedReceipt(id, tombstone.until);
       }
       // Wait for a writer in another process to finish; the lock file goes with the directory.
       const lock = await acquireFileLock(join(dir, LOCK_FILE), {
@@ -639,23 +628,14 @@ export class JsonlSessionStore implements SessionStore {
 
   watch(id: string, fromSeq: number, options: WatchOptions = {}): AsyncIterable<StoredEvent> {
     assertReadArguments(id, fromSeq, undefined);
-    return watchEvents(
-      {
-        read: (seq) => this.readFrom(id, seq, 1000),
-        subscribe: (wake) => subscribeLocal(this.closeListeners, this.location, id, wake),
-        isClosed: () => this.closed,
-        pollIntervalMs: this.options.pollIntervalMs,
-      },
-      fromSeq,
-      options.signal,
-    );
+    return this.tail.watch(id, fromSeq, (seq) => this.readFrom(id, seq, 1000), options.signal);
   }
 
   close(): Promise<void> {
     if (!this.closed) {
       this.closed = true;
       this.cache.clear();
-      for (const wake of [...this.closeListeners]) wake();
+      this.tail.close();
     }
     return Promise.resolve();
   }
@@ -696,7 +676,7 @@ export class JsonlSessionStore implements SessionStore {
         await lock.release();
       }
     });
-    if (outcome.written) notifyAppended(this.location, id);
+    if (outcome.written) this.tail.appended(id);
     return outcome.result;
   }
 
@@ -909,9 +889,7 @@ class JsonlArtifacts implements ArtifactStore {
 
   async put(input: ArtifactPut): Promise<ArtifactRef> {
     this.store.assertOpen();
-    assertSessionId(input?.sessionId);
-    if (typeof input.content !== 'string')
-      throw new SessionlogError('INVALID_ARGUMENT', 'artifact content must be a string');
+    assertArtifactPut(input);
     await this.store.requireSession(input.sessionId);
     const dir = join(this.store.sessionDir(input.sessionId), ARTIFACT_DIR);
     try {

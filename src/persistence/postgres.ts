@@ -56,36 +56,28 @@ import {
   type SessionHeader,
   type SessionView,
 } from '../session/index.js';
-import type { ArtifactPut, ArtifactRef, ArtifactStore } from './artifacts.js';
 import {
-  LogScanner,
-  alreadyExists,
-  appendResultOf,
   artifactLocator,
   artifactNameCandidates,
   artifactNotFound,
   artifactWindow,
+  ownArtifactName,
+  sanitizeArtifactName,
+  type ArtifactPut,
+  type ArtifactRef,
+  type ArtifactStore,
+} from './artifacts.js';
+import { LogScanner, assertScanned, headerProblemReport, scanReport } from './scanner.js';
+import {
+  alreadyExists,
   assertAppendArguments,
   assertReadArguments,
-  assertScanned,
-  headerProblemReport,
-  loadedSession,
   notFound,
-  notifyAppended,
-  ownArtifactName,
-  planAppend,
-  planRepair,
-  resolveStoreOptions,
-  sanitizeArtifactName,
-  scanReport,
   sessionErased,
-  sliceEvents,
   storeClosed,
-  subscribeLocal,
-  watchEvents,
-  type ResolvedStoreOptions,
-  type StoreOptions,
-} from './base.js';
+} from './errors.js';
+import { appendResultOf, loadedSession, planAppend, planRepair, sliceEvents } from './plan.js';
+import { LiveTail, type RemoteAppends } from './watch.js';
 import {
   parseProjectionCacheRecord,
   serializeProjectionCacheRecord,
@@ -102,14 +94,17 @@ import {
   type SearchHit,
   type SearchOptions,
 } from './search.js';
-import type {
-  AppendOptions,
-  AppendResult,
-  LoadedSession,
-  ScanReport,
-  SessionStore,
-  StoreEraseReceipt,
-  WatchOptions,
+import {
+  resolveStoreOptions,
+  type ResolvedStoreOptions,
+  type StoreOptions,
+  type AppendOptions,
+  type AppendResult,
+  type LoadedSession,
+  type ScanReport,
+  type SessionStore,
+  type StoreEraseReceipt,
+  type WatchOptions,
 } from './store.js';
 
 /** The `schema_version` this build writes and reads. */
@@ -387,7 +382,7 @@ export class PostgresSessionStore implements SessionStore {
   private readonly cache: LRUCache<string, CachedSession>;
   /** Serializes this process's operations on one session (the row lock serializes hosts). */
   private readonly keyed = new AsyncLock({ maxPending: Number.POSITIVE_INFINITY });
-  private readonly closeListeners = new Set<() => void>();
+  private readonly tail: LiveTail;
   private closed = false;
   private closing: Promise<void> | undefined;
 
@@ -417,6 +412,7 @@ export class PostgresSessionStore implements SessionStore {
     // listener the pool's 'error' event would crash the process.
     this.pool.on('error', () => undefined);
     this.listener = new NotificationListener(config, this.channel);
+    this.tail = new LiveTail(this.location, Math.max(options.pollIntervalMs, MIN_WATCH_POLL_MS), this.listener);
     this.artifacts = new PostgresArtifacts(this);
     this.projectionCache = new PostgresProjectionCache(this);
   }
@@ -678,7 +674,7 @@ export class PostgresSessionStore implements SessionStore {
         }
         if (written) {
           written.entry.scanner.commitWritten(written.events);
-          notifyAppended(this.location, id);
+          this.tail.appended(id);
         }
         return result;
       });
@@ -728,7 +724,7 @@ export class PostgresSessionStore implements SessionStore {
         }
         if (written) {
           written.entry.scanner.commitWritten(written.events);
-          notifyAppended(this.location, id);
+          this.tail.appended(id);
         }
         return loaded;
       });
@@ -844,37 +840,7 @@ export class PostgresSessionStore implements SessionStore {
 
   watch(id: string, fromSeq: number, options: WatchOptions = {}): AsyncIterable<StoredEvent> {
     assertReadArguments(id, fromSeq, undefined);
-    return this.watchSession(id, fromSeq, options.signal);
-  }
-
-  private async *watchSession(
-    id: string,
-    fromSeq: number,
-    signal: AbortSignal | undefined,
-  ): AsyncGenerator<StoredEvent> {
-    // Listening before the first read means no notification between that read and LISTEN is lost.
-    if (!this.closed) await this.listener.ensure();
-    yield* watchEvents(
-      {
-        read: (seq) => {
-          // Re-establishes the listener after a lost connection; the poll covers the gap.
-          void this.listener.ensure();
-          return this.readFrom(id, seq, 1000);
-        },
-        subscribe: (wake) => {
-          const offLocal = subscribeLocal(this.closeListeners, this.location, id, wake);
-          const offRemote = this.listener.subscribe(id, wake);
-          return () => {
-            offLocal();
-            offRemote();
-          };
-        },
-        isClosed: () => this.closed,
-        pollIntervalMs: Math.max(this.options.pollIntervalMs, MIN_WATCH_POLL_MS),
-      },
-      fromSeq,
-      signal,
-    );
+    return this.tail.watch(id, fromSeq, (seq) => this.readFrom(id, seq, 1000), options.signal);
   }
 
   /** Ends the listener and the pool; idempotent. */
@@ -882,7 +848,7 @@ export class PostgresSessionStore implements SessionStore {
     if (!this.closing) {
       this.closed = true;
       this.cache.clear();
-      for (const wake of [...this.closeListeners]) wake();
+      this.tail.close();
       this.closing = Promise.all([this.listener.close(), this.pool.end()]).then(() => undefined);
     }
     return this.closing;
@@ -1018,7 +984,7 @@ export class PostgresSessionStore implements SessionStore {
  * notification (payload: a session id) out to that session's watchers. A lost connection
  * wakes every watcher (they re-read) and is re-established on the next watcher poll.
  */
-class NotificationListener {
+class NotificationListener implements RemoteAppends {
   private client: pg.Client | undefined;
   private connecting: Promise<void> | undefined;
   private readonly subscribers = new Map<string, Set<() => void>>();
@@ -1040,7 +1006,7 @@ class NotificationListener {
   }
 
   /** Resolves once the connection listens (or could not be made: watchers then rely on polling). */
-  ensure(): Promise<void> {
+  listen(): Promise<void> {
     if (this.closed || this.client) return Promise.resolve();
     this.connecting ??= this.connect().finally(() => (this.connecting = undefined));
     return this.connecting;

@@ -56,36 +56,28 @@ import {
   type SessionHeader,
   type SessionView,
 } from '../session/index.js';
-import type { ArtifactPut, ArtifactRef, ArtifactStore } from './artifacts.js';
 import {
-  LogScanner,
-  alreadyExists,
-  appendResultOf,
   artifactLocator,
   artifactNameCandidates,
   artifactNotFound,
   artifactWindow,
+  ownArtifactName,
+  sanitizeArtifactName,
+  type ArtifactPut,
+  type ArtifactRef,
+  type ArtifactStore,
+} from './artifacts.js';
+import { LogScanner, assertScanned, headerProblemReport, scanReport } from './scanner.js';
+import {
+  alreadyExists,
   assertAppendArguments,
   assertReadArguments,
-  assertScanned,
-  headerProblemReport,
-  loadedSession,
   notFound,
-  notifyAppended,
-  ownArtifactName,
-  planAppend,
-  planRepair,
-  resolveStoreOptions,
-  sanitizeArtifactName,
-  scanReport,
   sessionErased,
-  sliceEvents,
   storeClosed,
-  subscribeLocal,
-  watchEvents,
-  type ResolvedStoreOptions,
-  type StoreOptions,
-} from './base.js';
+} from './errors.js';
+import { appendResultOf, loadedSession, planAppend, planRepair, sliceEvents } from './plan.js';
+import { LiveTail } from './watch.js';
 import {
   parseProjectionCacheRecord,
   serializeProjectionCacheRecord,
@@ -103,14 +95,17 @@ import {
   type SearchHit,
   type SearchOptions,
 } from './search.js';
-import type {
-  AppendOptions,
-  AppendResult,
-  LoadedSession,
-  ScanReport,
-  SessionStore,
-  StoreEraseReceipt,
-  WatchOptions,
+import {
+  resolveStoreOptions,
+  type ResolvedStoreOptions,
+  type StoreOptions,
+  type AppendOptions,
+  type AppendResult,
+  type LoadedSession,
+  type ScanReport,
+  type SessionStore,
+  type StoreEraseReceipt,
+  type WatchOptions,
 } from './store.js';
 
 /** `PRAGMA application_id` of a sessionlog database ("SLOG"). */
@@ -241,7 +236,7 @@ export class SqliteSessionStore implements SessionStore {
   private readonly db: Database.Database;
   private readonly memory: boolean;
   private readonly cache: LRUCache<string, CachedSession>;
-  private readonly closeListeners = new Set<() => void>();
+  private readonly tail: LiveTail;
   private closed = false;
   private readonly stmt: ReturnType<SqliteSessionStore['prepareStatements']>;
 
@@ -253,6 +248,7 @@ export class SqliteSessionStore implements SessionStore {
     const file = this.memory ? ':memory:' : prepareFile(path);
     this.location = this.memory ? `sqlite:memory:${randomUUID()}` : `sqlite:${file}`;
     this.cache = new LRUCache({ max: options.sessionCacheSize });
+    this.tail = new LiveTail(this.location, options.pollIntervalMs);
     this.db = new Database(file);
     try {
       this.configure();
@@ -544,7 +540,7 @@ export class SqliteSessionStore implements SessionStore {
       // Committed: now the validated copy takes the batch (a rolled-back write never reaches it).
       if (written) {
         written.entry.scanner.commitWritten(written.events);
-        notifyAppended(this.location, id);
+        this.tail.appended(id);
       }
       return result;
     });
@@ -589,7 +585,7 @@ export class SqliteSessionStore implements SessionStore {
         .immediate();
       if (written) {
         written.entry.scanner.commitWritten(written.events);
-        notifyAppended(this.location, id);
+        this.tail.appended(id);
       }
       return loaded;
     });
@@ -760,16 +756,7 @@ export class SqliteSessionStore implements SessionStore {
 
   watch(id: string, fromSeq: number, options: WatchOptions = {}): AsyncIterable<StoredEvent> {
     assertReadArguments(id, fromSeq, undefined);
-    return watchEvents(
-      {
-        read: (seq) => this.readFrom(id, seq, 1000),
-        subscribe: (wake) => subscribeLocal(this.closeListeners, this.location, id, wake),
-        isClosed: () => this.closed,
-        pollIntervalMs: this.options.pollIntervalMs,
-      },
-      fromSeq,
-      options.signal,
-    );
+    return this.tail.watch(id, fromSeq, (seq) => this.readFrom(id, seq, 1000), options.signal);
   }
 
   /** The connection's settings as SQLite reports them (diagnostics and `sessionlog verify`). */
@@ -800,7 +787,7 @@ export class SqliteSessionStore implements SessionStore {
       this.closed = true;
       this.db.close();
       this.cache.clear();
-      for (const wake of [...this.closeListeners]) wake();
+      this.tail.close();
     }
     return Promise.resolve();
   }
