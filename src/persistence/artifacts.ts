@@ -58,6 +58,11 @@ export function* artifactNameCandidates(name: string): Generator<string> {
   for (let n = 2; ; n++) yield `${stem}-${n}${ext}`;
 }
 
+/** The unique names to try for a suggested name, in order: the sanitized name, then numbered variants. */
+export function uniqueArtifactNames(suggested: unknown): Generator<string> {
+  return artifactNameCandidates(sanitizeArtifactName(String(suggested ?? '')));
+}
+
 export function artifactLocator(sessionId: string, name: string): string {
   return `artifact:${sessionId}/${name}`;
 }

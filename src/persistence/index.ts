@@ -20,12 +20,12 @@ export {
   SQLITE_APPLICATION_ID,
   SQLITE_PAGE_SIZE,
   SQLITE_SCHEMA_VERSION,
-} from './sqlite.js';
+} from './relational/sqlite.js';
 export { openJsonlStore, JsonlSessionStore, JSONL_FORMAT_VERSION } from './jsonl.js';
 export {
   openPostgresStore,
   PostgresSessionStore,
   POSTGRES_SCHEMA_VERSION,
   POSTGRES_DEFAULT_SCHEMA,
-} from './postgres.js';
+} from './relational/postgres.js';
 export * from './derived-history.js';

@@ -61,11 +61,10 @@ import {
 import {
   assertArtifactPut,
   artifactLocator,
-  artifactNameCandidates,
   artifactNotFound,
   artifactWindow,
   ownArtifactName,
-  sanitizeArtifactName,
+  uniqueArtifactNames,
   type ArtifactPut,
   type ArtifactRef,
   type ArtifactStore,
@@ -898,7 +897,7 @@ class JsonlArtifacts implements ArtifactStore {
     } catch (error) {
       if (!isErrno(error, 'EEXIST')) throw error;
     }
-    for (const name of artifactNameCandidates(sanitizeArtifactName(String(input.name ?? '')))) {
+    for (const name of uniqueArtifactNames(input.name)) {
       let handle: FileHandle;
       try {
         handle = await open(join(dir, name), 'wx', 0o600);

@@ -4,8 +4,8 @@
 import { SessionlogError } from '../session/index.js';
 import { resolveStoreOptions, type StoreOptions } from './store.js';
 import { JsonlSessionStore } from './jsonl.js';
-import { PostgresSessionStore, redactUrl } from './postgres.js';
-import { SqliteSessionStore } from './sqlite.js';
+import { PostgresSessionStore, redactUrl } from './relational/postgres.js';
+import { SqliteSessionStore } from './relational/sqlite.js';
 import type { SessionStore } from './store.js';
 
 const ACCEPTED =

@@ -5,9 +5,9 @@
  * covers. The batches must tile the stored seqs (no overlap); an event no batch covers, or
  * batches that end beyond the last event, are reported as damage by the scanner, never skipped.
  */
-import { SessionlogError, parseHeader, type SessionHeader, type StoredEvent } from '../session/index.js';
-import { corruptHeaderError } from './errors.js';
-import type { StoredRecord } from './scanner.js';
+import { SessionlogError, parseHeader, type SessionHeader, type StoredEvent } from '../../session/index.js';
+import { corruptHeaderError } from '../errors.js';
+import type { StoredRecord } from '../scanner.js';
 
 /** An events row as both backends read it (`ignorable` is 1 in SQLite, true in PostgreSQL). */
 export type EventRow = {
