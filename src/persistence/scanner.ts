@@ -8,6 +8,7 @@ import {
   Session,
   SessionlogError,
   SurfaceFold,
+  parseHeader,
   assertStoredEvent,
   deepFreeze,
   isKnownEvent,
@@ -17,6 +18,7 @@ import {
   type StoredEvent,
   type SessionHeader,
 } from '../session/index.js';
+import { corruptHeaderError } from './errors.js';
 import type { ScanProblem, ScanReport } from './store.js';
 
 /**
@@ -300,4 +302,22 @@ export function headerProblemReport(id: string, error: unknown): ScanReport {
     };
   }
   throw error;
+}
+
+/**
+ * The fields of a stored header, checked as `create` checks a header, for session `id`: damage is
+ * CORRUPT_LOG naming `where`, a newer header version UNSUPPORTED_FORMAT, and a header of another
+ * session CORRUPT_LOG (`mismatch` says how that could have happened, after "it names session X").
+ */
+export function decodeStoredHeader(fields: unknown, id: string, where: string, mismatch = ''): SessionHeader {
+  let header: SessionHeader;
+  try {
+    header = parseHeader(fields, `stored header of session ${id}`);
+  } catch (error) {
+    if (error instanceof SessionlogError && error.code !== 'UNSUPPORTED_FORMAT')
+      throw corruptHeaderError(where, error.message, error);
+    throw error;
+  }
+  if (header.id !== id) throw corruptHeaderError(where, `it names session ${header.id}${mismatch}`);
+  return header;
 }

@@ -7,6 +7,7 @@
 import { EventEmitter } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { StoredEvent } from '../session/index.js';
+import { assertReadArguments } from './errors.js';
 
 /**
  * In-process append notifications, shared by every store instance in this process that points
@@ -40,6 +41,9 @@ type WatchSource = {
   pollIntervalMs: number;
 };
 
+/** How many events a watcher reads at a time. */
+const WATCH_PAGE = 1000;
+
 /** One store instance's live tail: its watchers, the wake-ups they listen to, and its close. */
 export class LiveTail {
   private closed = false;
@@ -49,6 +53,8 @@ export class LiveTail {
     /** Identifies the stored data: every store instance at one location shares the in-process wake-ups. */
     private readonly location: string,
     private readonly pollIntervalMs: number,
+    /** The store's `readFrom`. */
+    private readonly readFrom: (id: string, fromSeq: number, limit: number) => Promise<StoredEvent[]>,
     private readonly remote?: RemoteAppends,
   ) {}
 
@@ -57,13 +63,13 @@ export class LiveTail {
     appendSignals.emit(signalName(this.location, id));
   }
 
-  /** The `watch` of a store: `read` pages through the stored events from a seq. */
-  async *watch(
-    id: string,
-    fromSeq: number,
-    read: (fromSeq: number) => Promise<StoredEvent[]>,
-    signal?: AbortSignal,
-  ): AsyncGenerator<StoredEvent> {
+  /** `SessionStore.watch`: its arguments are checked now, the events read as the consumer iterates. */
+  watch(id: string, fromSeq: number, signal?: AbortSignal): AsyncIterable<StoredEvent> {
+    assertReadArguments(id, fromSeq, undefined);
+    return this.follow(id, fromSeq, signal);
+  }
+
+  private async *follow(id: string, fromSeq: number, signal: AbortSignal | undefined): AsyncGenerator<StoredEvent> {
     const remote = this.remote;
     // Listening before the first read means no notification between that read and LISTEN is lost.
     if (remote && !this.closed) await remote.listen();
@@ -72,7 +78,7 @@ export class LiveTail {
         read: (seq) => {
           // Re-establishes a lost listener; the poll covers the gap.
           if (remote) void remote.listen();
-          return read(seq);
+          return this.readFrom(id, seq, WATCH_PAGE);
         },
         subscribe: (wake) => this.subscribe(id, wake),
         isClosed: () => this.closed,

@@ -11,8 +11,6 @@
  * A read brings the copy up to the head the same way, and only checks the head when the copy
  * is current.
  */
-import AsyncLock from 'async-lock';
-import { LRUCache } from 'lru-cache';
 import {
   SessionlogError,
   assertSessionId,
@@ -42,6 +40,7 @@ import {
   sessionErased,
   storeClosed,
 } from '../errors.js';
+import { SessionCopies } from '../copies.js';
 import { alreadyErasedReceipt, appendResultOf, loadedSession, planAppend, planRepair, sliceEvents } from '../plan.js';
 import {
   parseProjectionCacheRecord,
@@ -78,12 +77,9 @@ type Use = <T>(body: () => Awaitable<T>) => Promise<T>;
 
 export abstract class RelationalSessionStore implements SessionStore {
   abstract readonly kind: 'sqlite' | 'postgres';
-  readonly location: string;
   readonly artifacts: ArtifactStore;
   readonly projectionCache: ProjectionCacheStore;
-  private readonly cache: LRUCache<string, CachedSession>;
-  /** Serializes this process's operations on one session's copy (the driver's lock serializes processes). */
-  private readonly keyed = new AsyncLock({ maxPending: Number.POSITIVE_INFINITY });
+  private readonly copies: SessionCopies<CachedSession>;
   private readonly tail: LiveTail;
   private closed = false;
   private closing: Promise<void> | undefined;
@@ -92,12 +88,21 @@ export abstract class RelationalSessionStore implements SessionStore {
     private readonly driver: RelationalDriver,
     private readonly options: ResolvedStoreOptions,
   ) {
-    this.location = driver.location;
-    this.cache = new LRUCache({ max: options.sessionCacheSize });
-    this.tail = new LiveTail(driver.location, driver.pollIntervalMs, driver.remoteAppends);
+    this.copies = new SessionCopies(options.sessionCacheSize);
+    this.tail = new LiveTail(
+      driver.location,
+      driver.pollIntervalMs,
+      (id, fromSeq, limit) => this.readFrom(id, fromSeq, limit),
+      driver.remoteAppends,
+    );
     const use: Use = (body) => this.use(body);
     this.artifacts = new RelationalArtifacts(use, driver);
     this.projectionCache = new RelationalProjectionCache(use, driver);
+  }
+
+  /** Identifies the database (no credentials), in messages and for in-process watch wake-ups. */
+  get location(): string {
+    return this.driver.location;
   }
 
   create(header: SessionHeader): Promise<void> {
@@ -192,9 +197,9 @@ export abstract class RelationalSessionStore implements SessionStore {
   erase(id: string): Promise<StoreEraseReceipt> {
     return this.use(() => {
       assertSessionId(id);
-      return this.serial(id, async () => {
+      return this.copies.serial(id, async () => {
         const receipt = await this.driver.run('write', (tx) => this.eraseSteps(tx, id, Date.now()));
-        this.cache.delete(id);
+        this.copies.evict(id);
         if (receipt.erased) receipt.notes.push(...this.driver.afterErase());
         return receipt;
       });
@@ -215,18 +220,12 @@ export abstract class RelationalSessionStore implements SessionStore {
   }
 
   watch(id: string, fromSeq: number, options: WatchOptions = {}): AsyncIterable<StoredEvent> {
-    assertReadArguments(id, fromSeq, undefined);
-    return this.tail.watch(id, fromSeq, (seq) => this.readFrom(id, seq, 1000), options.signal);
+    return this.tail.watch(id, fromSeq, options.signal);
   }
 
   /** Ends every watch and the driver's connections; idempotent. */
   close(): Promise<void> {
-    if (!this.closing) {
-      this.closed = true;
-      this.cache.clear();
-      this.tail.close();
-      this.closing = Promise.resolve(this.driver.close());
-    }
+    this.closing ??= this.shutDown();
     return this.closing;
   }
 
@@ -247,8 +246,11 @@ export abstract class RelationalSessionStore implements SessionStore {
     }
   }
 
-  private serial<T>(id: string, body: () => Promise<T>): Promise<T> {
-    return this.keyed.acquire(id, body);
+  private async shutDown(): Promise<void> {
+    this.closed = true;
+    this.copies.clear();
+    this.tail.close();
+    await this.driver.close();
   }
 
   /** One statement, on its own. */
@@ -280,13 +282,13 @@ export abstract class RelationalSessionStore implements SessionStore {
    * the copy, so the next call reads the log afresh.
    */
   private write<T>(id: string, plan: (scanner: LogScanner) => WritePlan<T>): Promise<T> {
-    return this.serial(id, async () => {
+    return this.copies.serial(id, async () => {
       let began = false;
       let written: Written<T>;
       try {
         written = await this.driver.run('write', (tx) => this.writeSteps(tx, id, plan, () => (began = true)));
       } catch (error) {
-        if (began) this.cache.delete(id);
+        if (began) this.copies.evict(id);
         throw error;
       }
       if (written.stored) {
@@ -317,8 +319,8 @@ export abstract class RelationalSessionStore implements SessionStore {
    * the cached copy is current, else the tail read in one snapshot.
    */
   private readSynced(id: string): Promise<CachedSession> {
-    return this.serial(id, async () => {
-      const cached = this.cache.get(id);
+    return this.copies.serial(id, async () => {
+      const cached = this.copies.get(id);
       if (cached) {
         const row = await this.statement((tx) => tx.sessionHead(id));
         if (!row) throw notFound(id);
@@ -338,7 +340,7 @@ export abstract class RelationalSessionStore implements SessionStore {
   private *sync(tx: RelationalTx, id: string): Steps<CachedSession> {
     const row = yield* step(tx.sessionHead(id));
     if (!row) throw notFound(id);
-    let entry = this.cache.get(id);
+    let entry = this.copies.get(id);
     if (!entry || entry.key !== row.key || entry.headerText !== row.header || row.head < entry.scanner.nextSeq) {
       const header = parseStoredHeader(row.header, id, this.where(id));
       entry = {
@@ -350,10 +352,10 @@ export abstract class RelationalSessionStore implements SessionStore {
     yield* this.readTail(tx, row.key, entry.scanner, row.head);
     entry.scanner.finish(row.head);
     if (entry.scanner.problem) {
-      this.cache.delete(id);
+      this.copies.evict(id);
       assertScanned(entry.scanner);
     }
-    this.cache.set(id, entry);
+    this.copies.set(id, entry);
     return entry;
   }
 

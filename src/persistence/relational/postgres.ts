@@ -50,19 +50,8 @@ import { SEARCHABLE_EVENT_TYPES, indexText, type RankedSeq, type SearchRequest }
 import { resolveStoreOptions, type ResolvedStoreOptions, type StoreOptions } from '../store.js';
 import type { RemoteAppends } from '../watch.js';
 import { RelationalSessionStore } from './core.js';
-import {
-  runStepsAsync,
-  type RelationalDriver,
-  type RelationalTx,
-  type SearchScope,
-  type SessionHeadRow,
-  type SessionRemoval,
-  type SessionRow,
-  type Steps,
-  type StoredRows,
-  type Tombstone,
-  type TxMode,
-} from './driver.js';
+import { runStepsAsync } from './driver.js';
+import type * as driver from './driver.js';
 import { encodeEvent, storedHead, type BatchRow, type EventRow } from './rows.js';
 
 /** The `schema_version` this build writes and reads. */
@@ -209,7 +198,7 @@ function statements(s: string) {
 
 type Statements = ReturnType<typeof statements>;
 
-type SessionHeadQueryRow = SessionRow & { last_event: number | null; last_batch: number | null };
+type SessionHeadQueryRow = driver.SessionRow & { last_event: number | null; last_batch: number | null };
 
 /** Something that runs queries: the pool, or a client inside a transaction. */
 type Queryable = Pick<PoolClient, 'query'>;
@@ -330,20 +319,20 @@ export class PostgresSessionStore extends RelationalSessionStore {
   /** The `LISTEN/NOTIFY` channel of this store's schema. */
   readonly channel: string;
 
-  private constructor(driver: PostgresDriver, options: ResolvedStoreOptions) {
-    super(driver, options);
-    this.schema = driver.schema;
-    this.channel = driver.channel;
+  private constructor(postgres: PostgresDriver, options: ResolvedStoreOptions) {
+    super(postgres, options);
+    this.schema = postgres.schema;
+    this.channel = postgres.channel;
   }
 
   /** Connects and creates or checks the schema; any failure ends the connections again. */
   static async open(url: string, options: ResolvedStoreOptions): Promise<PostgresSessionStore> {
     const target = parsePostgresUrl(url);
-    const driver = new PostgresDriver(target, options);
+    const postgres = new PostgresDriver(target, options);
     try {
-      await driver.initializeSchema();
+      await postgres.initializeSchema();
     } catch (error) {
-      await driver.close();
+      await postgres.close();
       if (error instanceof SessionlogError) throw error;
       const shown = JSON.stringify(redactUrl(url).slice(0, 300));
       const detail = scrub((error as Error).message, target.password);
@@ -358,7 +347,7 @@ export class PostgresSessionStore extends RelationalSessionStore {
         `could not open the PostgreSQL store ${shown}: ${detail}; check that the URL, user, password and database are right (accepted store URLs: postgres://USER@HOST:PORT/DATABASE?schema=NAME, sqlite:PATH, jsonl:DIR)`,
       );
     }
-    return new PostgresSessionStore(driver, options);
+    return new PostgresSessionStore(postgres, options);
   }
 }
 
@@ -367,7 +356,7 @@ export class PostgresSessionStore extends RelationalSessionStore {
  * appends. A body runs on one pooled connection inside its transaction, or on the pool
  * statement by statement (`single`).
  */
-class PostgresDriver implements RelationalDriver {
+class PostgresDriver implements driver.RelationalDriver {
   readonly location: string;
   readonly schema: string;
   readonly channel: string;
@@ -463,7 +452,7 @@ class PostgresDriver implements RelationalDriver {
     });
   }
 
-  run<T>(mode: TxMode, body: (tx: RelationalTx) => Steps<T>): Promise<T> {
+  run<T>(mode: driver.TxMode, body: (tx: driver.RelationalTx) => driver.Steps<T>): Promise<T> {
     if (mode === 'single') return runStepsAsync(body(this.statementsOn(this.pool)));
     return this.transaction(mode, (client) => runStepsAsync(body(this.statementsOn(client))));
   }
@@ -478,7 +467,7 @@ class PostgresDriver implements RelationalDriver {
   }
 
   /** Indexes the session's events an older build stored without their `search` value first. */
-  async searchMatches(scope: SearchScope, request: SearchRequest): Promise<RankedSeq[]> {
+  async searchMatches(scope: driver.SearchScope, request: SearchRequest): Promise<RankedSeq[]> {
     const statements = this.statementsOn(this.pool);
     await statements.indexUnindexed(scope.key);
     return statements.search(scope.key, request.words.join(' '), scope.head, request.limit);
@@ -566,7 +555,7 @@ class PostgresDriver implements RelationalDriver {
 }
 
 /** The statements of the relational core in PostgreSQL's dialect, on a pooled connection or the pool. */
-class PostgresStatements implements RelationalTx {
+class PostgresStatements implements driver.RelationalTx {
   constructor(
     private readonly db: Queryable,
     private readonly sql: Statements,
@@ -574,13 +563,13 @@ class PostgresStatements implements RelationalTx {
     private readonly location: string,
   ) {}
 
-  async sessionHead(id: string): Promise<SessionHeadRow | undefined> {
+  async sessionHead(id: string): Promise<driver.SessionHeadRow | undefined> {
     const row = (await this.db.query<SessionHeadQueryRow>(this.sql.sessionHead, [id])).rows[0];
     return row && { key: row.key, header: row.header, head: storedHead(row.last_event, row.last_batch) };
   }
 
-  async sessionRow(id: string): Promise<SessionRow | undefined> {
-    return (await this.db.query<SessionRow>(this.sql.sessionById, [id])).rows[0];
+  async sessionRow(id: string): Promise<driver.SessionRow | undefined> {
+    return (await this.db.query<driver.SessionRow>(this.sql.sessionById, [id])).rows[0];
   }
 
   async listSessions(): Promise<Array<{ id: string; header: string }>> {
@@ -600,7 +589,7 @@ class PostgresStatements implements RelationalTx {
     return (await this.db.query<{ key: number }>(this.sql.lockSessionForErase, [id])).rows[0]?.key;
   }
 
-  async rowsFrom(key: number, from: number, to: number): Promise<StoredRows> {
+  async rowsFrom(key: number, from: number, to: number): Promise<driver.StoredRows> {
     const events = (await this.db.query<EventRow>(this.sql.eventsFrom, [key, from, to])).rows;
     const batches = (await this.db.query<BatchRow>(this.sql.batchesFrom, [key, from, to])).rows;
     return { events, batches };
@@ -624,7 +613,7 @@ class PostgresStatements implements RelationalTx {
     await this.db.query(this.sql.notify, [this.channel, id]);
   }
 
-  async deleteSession(key: number, id: string): Promise<SessionRemoval> {
+  async deleteSession(key: number, id: string): Promise<driver.SessionRemoval> {
     const removed = {
       events: (await this.db.query(this.sql.deleteEvents, [key])).rowCount ?? 0,
       batches: (await this.db.query(this.sql.deleteBatches, [key])).rowCount ?? 0,
@@ -648,12 +637,12 @@ class PostgresStatements implements RelationalTx {
     };
   }
 
-  async tombstone(id: string): Promise<Tombstone | undefined> {
+  async tombstone(id: string): Promise<driver.Tombstone | undefined> {
     const row = (await this.db.query<{ erased_at: number; until: number }>(this.sql.tombstone, [id])).rows[0];
     return row && { erasedAt: row.erased_at, until: row.until };
   }
 
-  async putTombstone(id: string, tombstone: Tombstone): Promise<void> {
+  async putTombstone(id: string, tombstone: driver.Tombstone): Promise<void> {
     await this.db.query(this.sql.putTombstone, [id, tombstone.erasedAt, tombstone.until]);
   }
 

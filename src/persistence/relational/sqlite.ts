@@ -58,19 +58,8 @@ import {
 } from '../search.js';
 import { resolveStoreOptions, type ResolvedStoreOptions, type StoreOptions } from '../store.js';
 import { RelationalSessionStore } from './core.js';
-import {
-  runSteps,
-  type RelationalDriver,
-  type RelationalTx,
-  type SearchScope,
-  type SessionHeadRow,
-  type SessionRemoval,
-  type SessionRow,
-  type Steps,
-  type StoredRows,
-  type Tombstone,
-  type TxMode,
-} from './driver.js';
+import { runSteps } from './driver.js';
+import type * as driver from './driver.js';
 import { encodeEvent, storedHead, type BatchRow, type EventRow } from './rows.js';
 
 /** `PRAGMA application_id` of a sessionlog database ("SLOG"). */
@@ -221,9 +210,9 @@ export class SqliteSessionStore extends RelationalSessionStore {
   private readonly sqlite: SqliteDriver;
 
   constructor(path: string, options: ResolvedStoreOptions) {
-    const driver = new SqliteDriver(path, options);
-    super(driver, options);
-    this.sqlite = driver;
+    const sqlite = new SqliteDriver(path, options);
+    super(sqlite, options);
+    this.sqlite = sqlite;
   }
 
   /** The connection's settings as SQLite reports them (diagnostics and `sessionlog verify`). */
@@ -247,7 +236,7 @@ export type SqliteSettings = {
  * so nothing else runs on the connection meanwhile; writers in other processes wait for SQLite's
  * own lock (`busyTimeoutMs`).
  */
-class SqliteDriver implements RelationalDriver {
+class SqliteDriver implements driver.RelationalDriver {
   readonly location: string;
   readonly pollIntervalMs: number;
   private readonly memory: boolean;
@@ -356,7 +345,7 @@ class SqliteDriver implements RelationalDriver {
     init.immediate();
   }
 
-  run<T>(mode: TxMode, body: (tx: RelationalTx) => Steps<T>): T {
+  run<T>(mode: driver.TxMode, body: (tx: driver.RelationalTx) => driver.Steps<T>): T {
     const steps = (): T => runSteps(body(this.statements));
     if (mode === 'single') return steps();
     return (mode === 'write' ? this.transaction.immediate(steps) : this.transaction.deferred(steps)) as T;
@@ -371,7 +360,7 @@ class SqliteDriver implements RelationalDriver {
    * session can be given to a new one (INTEGER PRIMARY KEY reuses the largest), and its rows must
    * not be matched against the erased session's copy.
    */
-  searchMatches(scope: SearchScope, request: SearchRequest): RankedSeq[] {
+  searchMatches(scope: driver.SearchScope, request: SearchRequest): RankedSeq[] {
     return this.transaction.deferred(() => {
       const row = this.statements.sessionRow(scope.id);
       if (!row || row.key !== scope.key || row.header !== scope.header) return [];
@@ -427,7 +416,7 @@ class SqliteDriver implements RelationalDriver {
 }
 
 /** The statements of the relational core in SQLite's dialect, prepared once per connection. */
-class SqliteStatements implements RelationalTx {
+class SqliteStatements implements driver.RelationalTx {
   private readonly sql;
 
   constructor(
@@ -437,12 +426,12 @@ class SqliteStatements implements RelationalTx {
     this.sql = prepareStatements(db);
   }
 
-  sessionHead(id: string): SessionHeadRow | undefined {
+  sessionHead(id: string): driver.SessionHeadRow | undefined {
     const row = this.sql.sessionHead.get(id);
     return row && { key: row.key, header: row.header, head: storedHead(row.last_event, row.last_batch) };
   }
 
-  sessionRow(id: string): SessionRow | undefined {
+  sessionRow(id: string): driver.SessionRow | undefined {
     return this.sql.sessionById.get(id);
   }
 
@@ -463,7 +452,7 @@ class SqliteStatements implements RelationalTx {
     return this.sql.sessionById.get(id)?.key;
   }
 
-  rowsFrom(key: number, from: number, to: number): StoredRows {
+  rowsFrom(key: number, from: number, to: number): driver.StoredRows {
     return { events: this.sql.eventsFrom.all(key, from, to), batches: this.sql.batchesFrom.all(key, from, to) };
   }
 
@@ -498,7 +487,7 @@ class SqliteStatements implements RelationalTx {
    * {@link unindexSession}); when a row's words could not be given back, the whole index is
    * rebuilt from the other sessions, so none of the erased session's words stay.
    */
-  deleteSession(key: number): SessionRemoval {
+  deleteSession(key: number): driver.SessionRemoval {
     const counts = {
       events: this.sql.countEvents.get(key)!.n,
       batches: this.sql.countBatches.get(key)!.n,
@@ -556,12 +545,12 @@ class SqliteStatements implements RelationalTx {
     return { rows: indexed.length, exact };
   }
 
-  tombstone(id: string): Tombstone | undefined {
+  tombstone(id: string): driver.Tombstone | undefined {
     const row = this.sql.tombstone.get(id);
     return row && { erasedAt: row.erased_at, until: row.until };
   }
 
-  putTombstone(id: string, tombstone: Tombstone): void {
+  putTombstone(id: string, tombstone: driver.Tombstone): void {
     this.sql.putTombstone.run(id, tombstone.erasedAt, tombstone.until);
   }
 
@@ -593,9 +582,9 @@ class SqliteStatements implements RelationalTx {
 
 function prepareStatements(db: Database.Database) {
   return {
-    sessionById: db.prepare<[string], SessionRow>(`SELECT key, header FROM sessions WHERE id = ?`),
+    sessionById: db.prepare<[string], driver.SessionRow>(`SELECT key, header FROM sessions WHERE id = ?`),
     // The session row and the stored head in one statement (one snapshot).
-    sessionHead: db.prepare<[string], SessionRow & { last_event: number | null; last_batch: number | null }>(
+    sessionHead: db.prepare<[string], driver.SessionRow & { last_event: number | null; last_batch: number | null }>(
       `SELECT s.key, s.header,
          (SELECT max(e.seq) FROM events e WHERE e.session_key = s.key) AS last_event,
          (SELECT max(b.last_seq) FROM batches b WHERE b.session_key = s.key) AS last_batch
