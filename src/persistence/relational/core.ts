@@ -392,7 +392,8 @@ export abstract class RelationalSessionStore implements SessionStore {
     yield* step(tx.dropExpiredTombstones(now));
     const until = now + this.options.tombstoneMs;
     yield* step(tx.putTombstone(id, { erasedAt: now, until }));
-    return { sessionId: id, erased: true, ...removal, tombstoneUntil: until };
+    const { removed, places, notes } = removal;
+    return { sessionId: id, erased: true, removed, places, tombstoneUntil: until, notes };
   }
 }
 
