@@ -417,7 +417,7 @@ class SqliteDriver implements driver.RelationalDriver {
 
 /** The statements of the relational core in SQLite's dialect, prepared once per connection. */
 class SqliteStatements implements driver.RelationalTx {
-  private readonly sql;
+  private readonly sql: ReturnType<typeof prepareStatements>;
 
   constructor(
     private readonly db: Database.Database,
