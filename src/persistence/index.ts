@@ -1,5 +1,5 @@
 export * from './store.js';
-export * from './artifacts.js';
+export type { ArtifactPut, ArtifactRef, ArtifactStore } from './artifacts.js';
 export * from './projection-cache.js';
 export {
   MAX_QUERY_CHARS,
