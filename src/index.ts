@@ -33,7 +33,7 @@ export type { Telemetry, TelemetryOptions, TelemetrySettings } from './telemetry
 export { startOpsServer } from './telemetry/ops-server.js';
 
 export { openStore } from './persistence/open.js';
-export type { StoreOptions } from './persistence/base.js';
+export type { StoreOptions } from './persistence/store.js';
 export type {
   AppendOptions,
   AppendResult,

@@ -4,7 +4,7 @@
  * attempt, instead of exiting. Configuration errors still fail at once.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { redactUrl } from '../persistence/postgres.js';
+import { redactUrl } from '../persistence/relational/postgres.js';
 import { probeStore, probeTemporal, type TemporalConnectionLike } from '../gateway/readiness.js';
 import type { SessionStore } from '../persistence/store.js';
 import type { Probe } from '../telemetry/reachability.js';

@@ -10,7 +10,7 @@
  * watch starts at the session's head when its first follower arrives and stops when its last
  * follower leaves; an error of the shared watch reaches every follower of the session.
  */
-import { assertSeqArgument } from '../persistence/base.js';
+import { assertSeqArgument } from '../persistence/errors.js';
 import type { SessionStore } from '../persistence/store.js';
 import { assertSessionId, isSessionlogError, type StoredEvent } from '../session/index.js';
 

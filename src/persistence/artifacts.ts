@@ -2,7 +2,11 @@
  * Artifact store (DESIGN §4): full tool output and spilled text, addressed by an opaque
  * locator, namespaced per session. Reads name the session asking, and a session reads only its
  * own artifacts (issue 9): a locator of another session is ARTIFACT_FOREIGN on every backend.
+ * Also the naming every backend shares: safe unique names, locators, and the checks of a read.
  */
+import { SessionlogError, assertSessionId } from '../session/index.js';
+import { assertSeqArgument } from './errors.js';
+
 export type ArtifactRef = {
   /** Opaque locator: `artifact:<sessionId>/<name>`; only the store that issued it can read it. */
   locator: string;
@@ -31,4 +35,79 @@ export interface ArtifactStore {
   get(sessionId: string, locator: string): Promise<string>;
   /** A window of the content, `offset` and `limit` in UTF-16 code units; same refusals as {@link get}. */
   read(sessionId: string, locator: string, offset: number, limit: number): Promise<{ text: string; total: number }>;
+}
+
+const ARTIFACT_NAME_PATTERN = /^(?!\.)[A-Za-z0-9._-]{1,160}$/;
+const LOCATOR_PATTERN = /^artifact:([^/]+)\/([^/]+)$/;
+
+/** A safe file/row name from a suggested one: `[A-Za-z0-9._-]`, no leading dot, at most 120 characters. */
+export function sanitizeArtifactName(suggested: string): string {
+  const cleaned = suggested
+    .replace(/[^A-Za-z0-9._-]+/g, '_')
+    .replace(/^[.]+/, '')
+    .slice(0, 120);
+  return cleaned.length > 0 ? cleaned : 'artifact';
+}
+
+/** Candidate unique names: the name itself, then `stem-2.ext`, `stem-3.ext`, … */
+export function* artifactNameCandidates(name: string): Generator<string> {
+  yield name;
+  const dot = name.lastIndexOf('.');
+  const stem = dot > 0 ? name.slice(0, dot) : name;
+  const ext = dot > 0 ? name.slice(dot) : '';
+  for (let n = 2; ; n++) yield `${stem}-${n}${ext}`;
+}
+
+/** The unique names to try for a suggested name, in order: the sanitized name, then numbered variants. */
+export function uniqueArtifactNames(suggested: unknown): Generator<string> {
+  return artifactNameCandidates(sanitizeArtifactName(String(suggested ?? '')));
+}
+
+export function artifactLocator(sessionId: string, name: string): string {
+  return `artifact:${sessionId}/${name}`;
+}
+
+/**
+ * The artifact name a locator this store issued points at, for a read by session `sessionId`.
+ * A locator of another session is ARTIFACT_FOREIGN; anything malformed is ARTIFACT_NOT_FOUND.
+ */
+export function ownArtifactName(sessionId: unknown, locator: unknown): string {
+  assertSessionId(sessionId);
+  const match = typeof locator === 'string' ? LOCATOR_PATTERN.exec(locator) : null;
+  if (!match) {
+    throw new SessionlogError(
+      'ARTIFACT_NOT_FOUND',
+      `artifact locator ${JSON.stringify(String(locator).slice(0, 200))} is not of the form artifact:<sessionId>/<name>; use a locator returned by put()`,
+    );
+  }
+  const [, owner, name] = match as unknown as [string, string, string];
+  if (owner !== sessionId) {
+    throw new SessionlogError(
+      'ARTIFACT_FOREIGN',
+      `artifact locator ${JSON.stringify((locator as string).slice(0, 200))} does not belong to session ${sessionId}; a session reads only the artifacts stored under its own id`,
+    );
+  }
+  if (!ARTIFACT_NAME_PATTERN.test(name)) throw artifactNotFound(locator as string);
+  return name;
+}
+
+export function artifactNotFound(locator: string): SessionlogError {
+  return new SessionlogError(
+    'ARTIFACT_NOT_FOUND',
+    `no artifact ${JSON.stringify(locator.slice(0, 200))} in this store`,
+  );
+}
+
+/** The `read(sessionId, locator, offset, limit)` window over a whole artifact text. */
+export function artifactWindow(content: string, offset: unknown, limit: unknown): { text: string; total: number } {
+  assertSeqArgument('offset', offset);
+  assertSeqArgument('limit', limit);
+  return { text: content.slice(offset, offset + limit), total: content.length };
+}
+
+/** Validates a `put` before anything is stored: an id and string content. */
+export function assertArtifactPut(input: ArtifactPut): void {
+  assertSessionId(input?.sessionId);
+  if (typeof input.content !== 'string')
+    throw new SessionlogError('INVALID_ARGUMENT', 'artifact content must be a string');
 }

@@ -15,7 +15,7 @@ import {
   type SurfaceNodeState,
 } from '../session/index.js';
 import { LRUCache } from 'lru-cache';
-import { sliceEvents } from './base.js';
+import { sliceEvents } from './plan.js';
 import type { SessionStore } from './store.js';
 
 export type DerivedHistory = {

@@ -1,5 +1,5 @@
 export * from './store.js';
-export * from './artifacts.js';
+export type { ArtifactPut, ArtifactRef, ArtifactStore } from './artifacts.js';
 export * from './projection-cache.js';
 export {
   MAX_QUERY_CHARS,
@@ -12,7 +12,7 @@ export {
   type SearchHit,
   type SearchOptions,
 } from './search.js';
-export { resolveStoreOptions, type StoreOptions, type ResolvedStoreOptions } from './base.js';
+export { resolveStoreOptions, type StoreOptions, type ResolvedStoreOptions } from './store.js';
 export { openStore } from './open.js';
 export {
   openSqliteStore,
@@ -20,12 +20,12 @@ export {
   SQLITE_APPLICATION_ID,
   SQLITE_PAGE_SIZE,
   SQLITE_SCHEMA_VERSION,
-} from './sqlite.js';
+} from './relational/sqlite.js';
 export { openJsonlStore, JsonlSessionStore, JSONL_FORMAT_VERSION } from './jsonl.js';
 export {
   openPostgresStore,
   PostgresSessionStore,
   POSTGRES_SCHEMA_VERSION,
   POSTGRES_DEFAULT_SCHEMA,
-} from './postgres.js';
+} from './relational/postgres.js';
 export * from './derived-history.js';

@@ -45,8 +45,6 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, realpathSync } from 'node:fs';
 import { link, mkdir, open, readFile, readdir, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import AsyncLock from 'async-lock';
-import { LRUCache } from 'lru-cache';
 import {
   SessionlogError,
   assertSessionId,
@@ -58,38 +56,37 @@ import {
   type SessionHeader,
   type SessionView,
 } from '../session/index.js';
-import type { ArtifactPut, ArtifactRef, ArtifactStore } from './artifacts.js';
 import {
-  LogScanner,
-  alreadyExists,
-  appendResultOf,
+  assertArtifactPut,
   artifactLocator,
-  artifactNameCandidates,
   artifactNotFound,
   artifactWindow,
+  ownArtifactName,
+  uniqueArtifactNames,
+  type ArtifactPut,
+  type ArtifactRef,
+  type ArtifactStore,
+} from './artifacts.js';
+import {
+  LogScanner,
+  assertScanned,
+  decodeStoredHeader,
+  headerProblemReport,
+  scanReport,
+  type TornTail,
+} from './scanner.js';
+import {
+  alreadyExists,
   assertAppendArguments,
   assertReadArguments,
-  assertScanned,
   corruptHeaderError,
-  headerProblemReport,
-  loadedSession,
   notFound,
-  notifyAppended,
-  ownArtifactName,
-  planAppend,
-  planRepair,
-  resolveStoreOptions,
-  sanitizeArtifactName,
-  scanReport,
   sessionErased,
-  sliceEvents,
   storeClosed,
-  subscribeLocal,
-  watchEvents,
-  type ResolvedStoreOptions,
-  type StoreOptions,
-  type TornTail,
-} from './base.js';
+} from './errors.js';
+import { alreadyErasedReceipt, appendResultOf, loadedSession, planAppend, planRepair, sliceEvents } from './plan.js';
+import { LiveTail } from './watch.js';
+import { SessionCopies } from './copies.js';
 import { acquireFileLock, type FileLock } from './file-lock.js';
 import {
   parseProjectionCacheRecord,
@@ -105,15 +102,18 @@ import {
   type SearchHit,
   type SearchOptions,
 } from './search.js';
-import type {
-  AppendOptions,
-  AppendResult,
-  ErasedPlace,
-  LoadedSession,
-  ScanReport,
-  SessionStore,
-  StoreEraseReceipt,
-  WatchOptions,
+import {
+  resolveStoreOptions,
+  type ResolvedStoreOptions,
+  type StoreOptions,
+  type AppendOptions,
+  type AppendResult,
+  type ErasedPlace,
+  type LoadedSession,
+  type ScanReport,
+  type SessionStore,
+  type StoreEraseReceipt,
+  type WatchOptions,
 } from './store.js';
 
 /** The JSONL file format this build writes (it also reads and appends to version 1). */
@@ -224,19 +224,12 @@ async function readHeaderLine(
   }
   if (rawFormat !== undefined && rawFormat !== 2)
     throw corruptHeaderError(where, `the header's format is ${JSON.stringify(rawFormat)}`);
-  let header: SessionHeader;
-  try {
-    header = parseHeader(fields, `stored header of session ${id}`);
-  } catch (error) {
-    if (error instanceof SessionlogError && error.code !== 'UNSUPPORTED_FORMAT')
-      throw corruptHeaderError(where, error.message, error);
-    throw error;
-  }
-  if (header.id !== id)
-    throw corruptHeaderError(
-      where,
-      `it names session ${header.id} but the directory is ${id}; the file was moved or copied by hand`,
-    );
+  const header = decodeStoredHeader(
+    fields,
+    id,
+    where,
+    ` but the directory is ${id}; the file was moved or copied by hand`,
+  );
   return { header, format: rawFormat === 2 ? 2 : 1, end: collected.length + 1 };
 }
 
@@ -280,10 +273,8 @@ export class JsonlSessionStore implements SessionStore {
   readonly location: string;
   readonly artifacts: ArtifactStore;
   readonly projectionCache: ProjectionCacheStore;
-  private readonly cache: LRUCache<string, SessionFile>;
-  /** Serializes this process's operations on one session (the lock file serializes processes). */
-  private readonly keyed = new AsyncLock({ maxPending: Number.POSITIVE_INFINITY });
-  private readonly closeListeners = new Set<() => void>();
+  private readonly copies: SessionCopies<SessionFile>;
+  private readonly tail: LiveTail;
   private closed = false;
 
   constructor(
@@ -294,7 +285,10 @@ export class JsonlSessionStore implements SessionStore {
     mkdirSync(absolute, { recursive: true, mode: 0o700 });
     this.root = realpathSync(absolute);
     this.location = `jsonl:${this.root}`;
-    this.cache = new LRUCache({ max: options.sessionCacheSize });
+    this.copies = new SessionCopies(options.sessionCacheSize);
+    this.tail = new LiveTail(this.location, options.pollIntervalMs, (id, fromSeq, limit) =>
+      this.readFrom(id, fromSeq, limit),
+    );
     this.artifacts = new JsonlArtifacts(this);
     this.projectionCache = new JsonlProjectionCache(this);
   }
@@ -330,15 +324,21 @@ export class JsonlSessionStore implements SessionStore {
     }
   }
 
-  private serial<T>(id: string, body: () => Promise<T>): Promise<T> {
-    return this.keyed.acquire(id, body);
+  /** Opens the session's log for reading; SESSION_NOT_FOUND when there is none. */
+  private async openLog(id: string): Promise<FileHandle> {
+    try {
+      return await open(this.logPath(id), 'r');
+    } catch (error) {
+      if (isErrno(error, 'ENOENT')) throw notFound(id);
+      throw error;
+    }
   }
 
   async create(header: SessionHeader): Promise<void> {
     this.assertOpen();
     const parsed = parseHeader(header, `create session ${String((header as { id?: unknown } | null)?.id)}`);
     const id = parsed.id;
-    await this.serial(id, async () => {
+    await this.copies.serial(id, async () => {
       await this.refuseTombstoned(id);
       const dir = this.sessionDir(id);
       try {
@@ -403,13 +403,7 @@ export class JsonlSessionStore implements SessionStore {
   }
 
   private async readHeader(id: string): Promise<SessionHeader> {
-    let handle: FileHandle;
-    try {
-      handle = await open(this.logPath(id), 'r');
-    } catch (error) {
-      if (isErrno(error, 'ENOENT')) throw notFound(id);
-      throw error;
-    }
+    const handle = await this.openLog(id);
     try {
       return (await readHeaderLine(handle, id, this.logPath(id))).header;
     } finally {
@@ -507,13 +501,7 @@ export class JsonlSessionStore implements SessionStore {
     this.assertOpen();
     assertSessionId(id);
     const path = this.logPath(id);
-    let handle: FileHandle;
-    try {
-      handle = await open(path, 'r');
-    } catch (error) {
-      if (isErrno(error, 'ENOENT')) throw notFound(id);
-      throw error;
-    }
+    const handle = await this.openLog(id);
     try {
       let top: { header: SessionHeader; format: Format; end: number };
       try {
@@ -538,21 +526,14 @@ export class JsonlSessionStore implements SessionStore {
   async erase(id: string): Promise<StoreEraseReceipt> {
     this.assertOpen();
     assertSessionId(id);
-    return this.serial(id, async () => {
-      this.cache.delete(id);
+    return this.copies.serial(id, async () => {
+      this.copies.evict(id);
       await this.removeLeftovers(id);
       const dir = this.sessionDir(id);
       if (!(await this.fileExists(id))) {
         const tombstone = await this.readTombstone(id);
         if (!tombstone) throw notFound(id);
-        return {
-          sessionId: id,
-          erased: false,
-          removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 },
-          places: [],
-          tombstoneUntil: tombstone.until,
-          notes: [],
-        };
+        return alreadyErasedReceipt(id, tombstone.until);
       }
       // Wait for a writer in another process to finish; the lock file goes with the directory.
       const lock = await acquireFileLock(join(dir, LOCK_FILE), {
@@ -638,24 +619,14 @@ export class JsonlSessionStore implements SessionStore {
   }
 
   watch(id: string, fromSeq: number, options: WatchOptions = {}): AsyncIterable<StoredEvent> {
-    assertReadArguments(id, fromSeq, undefined);
-    return watchEvents(
-      {
-        read: (seq) => this.readFrom(id, seq, 1000),
-        subscribe: (wake) => subscribeLocal(this.closeListeners, this.location, id, wake),
-        isClosed: () => this.closed,
-        pollIntervalMs: this.options.pollIntervalMs,
-      },
-      fromSeq,
-      options.signal,
-    );
+    return this.tail.watch(id, fromSeq, options.signal);
   }
 
   close(): Promise<void> {
     if (!this.closed) {
       this.closed = true;
-      this.cache.clear();
-      for (const wake of [...this.closeListeners]) wake();
+      this.copies.clear();
+      this.tail.close();
     }
     return Promise.resolve();
   }
@@ -665,7 +636,7 @@ export class JsonlSessionStore implements SessionStore {
   private readState(id: string): Promise<SessionFile> {
     this.assertOpen();
     assertSessionId(id);
-    return this.serial(id, () => this.refresh(id));
+    return this.copies.serial(id, () => this.refresh(id));
   }
 
   /**
@@ -680,7 +651,7 @@ export class JsonlSessionStore implements SessionStore {
   ): Promise<T> {
     this.assertOpen();
     check();
-    const outcome = await this.serial(id, async () => {
+    const outcome = await this.copies.serial(id, async () => {
       await this.requireSession(id);
       const lock = await acquireFileLock(join(this.sessionDir(id), LOCK_FILE), {
         timeoutMs: this.options.lockTimeoutMs,
@@ -696,7 +667,7 @@ export class JsonlSessionStore implements SessionStore {
         await lock.release();
       }
     });
-    if (outcome.written) notifyAppended(this.location, id);
+    if (outcome.written) this.tail.appended(id);
     return outcome.result;
   }
 
@@ -707,16 +678,10 @@ export class JsonlSessionStore implements SessionStore {
    */
   private async refresh(id: string): Promise<SessionFile> {
     const path = this.logPath(id);
-    let handle: FileHandle;
-    try {
-      handle = await open(path, 'r');
-    } catch (error) {
-      if (isErrno(error, 'ENOENT')) throw notFound(id);
-      throw error;
-    }
+    const handle = await this.openLog(id);
     try {
       const info = await handle.stat();
-      let file = this.cache.get(id);
+      let file = this.copies.get(id);
       if (file && (file.ino !== info.ino || info.size < file.scanner.validEnd)) file = undefined;
       if (!file) {
         const { header, format, end } = await readHeaderLine(handle, id, path);
@@ -728,10 +693,10 @@ export class JsonlSessionStore implements SessionStore {
       file.torn = file.scanner.finish();
       file.scannedEnd = Math.max(info.size, file.scanner.validEnd);
       if (file.scanner.problem) {
-        this.cache.delete(id);
+        this.copies.evict(id);
         assertScanned(file.scanner);
       }
-      this.cache.set(id, file);
+      this.copies.set(id, file);
       return file;
     } finally {
       await handle.close();
@@ -749,7 +714,7 @@ export class JsonlSessionStore implements SessionStore {
       await stat(this.logPath(id)).catch(() => undefined),
     ];
     if (held && opened.ino === file.ino && named?.ino === file.ino && opened.size === file.scannedEnd) return;
-    this.cache.delete(id);
+    this.copies.evict(id);
     throw lostLock(id, 'before writing; nothing was written');
   }
 
@@ -789,7 +754,7 @@ export class JsonlSessionStore implements SessionStore {
         await writeFully(handle, bytes, at);
         await handle.sync();
       } catch (error) {
-        this.cache.delete(id);
+        this.copies.evict(id);
         if (await lock.held()) {
           await handle.truncate(at).then(
             () => handle.sync(),
@@ -811,7 +776,7 @@ export class JsonlSessionStore implements SessionStore {
       await handle.close();
     }
     if (confirmed === 'lost') {
-      this.cache.delete(id);
+      this.copies.evict(id);
       throw lostLock(
         id,
         'while writing; the batch may or may not have been kept (a retry with the same op finds it if it was)',
@@ -867,7 +832,7 @@ export class JsonlSessionStore implements SessionStore {
    * the old file, which no reader opens any more. A torn final write is not copied.
    */
   private async fenceOffBrokenLock(id: string, lock: FileLock): Promise<void> {
-    this.cache.delete(id);
+    this.copies.evict(id);
     const file = await this.refresh(id);
     const path = this.logPath(id);
     const temp = join(this.sessionDir(id), `${LOG_FILE}.${randomUUID()}.tmp`);
@@ -891,7 +856,7 @@ export class JsonlSessionStore implements SessionStore {
     await rename(temp, path);
     await fsyncDir(this.sessionDir(id));
     await lock.clearBroken();
-    this.cache.delete(id);
+    this.copies.evict(id);
   }
 }
 
@@ -909,9 +874,7 @@ class JsonlArtifacts implements ArtifactStore {
 
   async put(input: ArtifactPut): Promise<ArtifactRef> {
     this.store.assertOpen();
-    assertSessionId(input?.sessionId);
-    if (typeof input.content !== 'string')
-      throw new SessionlogError('INVALID_ARGUMENT', 'artifact content must be a string');
+    assertArtifactPut(input);
     await this.store.requireSession(input.sessionId);
     const dir = join(this.store.sessionDir(input.sessionId), ARTIFACT_DIR);
     try {
@@ -920,7 +883,7 @@ class JsonlArtifacts implements ArtifactStore {
     } catch (error) {
       if (!isErrno(error, 'EEXIST')) throw error;
     }
-    for (const name of artifactNameCandidates(sanitizeArtifactName(String(input.name ?? '')))) {
+    for (const name of uniqueArtifactNames(input.name)) {
       let handle: FileHandle;
       try {
         handle = await open(join(dir, name), 'wx', 0o600);

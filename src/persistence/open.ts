@@ -2,10 +2,10 @@
  * `openStore(url)`: the one place a store URL (config `SESSIONLOG_STORE`) becomes a backend.
  */
 import { SessionlogError } from '../session/index.js';
-import { resolveStoreOptions, type StoreOptions } from './base.js';
+import { resolveStoreOptions, type StoreOptions } from './store.js';
 import { JsonlSessionStore } from './jsonl.js';
-import { PostgresSessionStore, redactUrl } from './postgres.js';
-import { SqliteSessionStore } from './sqlite.js';
+import { PostgresSessionStore, redactUrl } from './relational/postgres.js';
+import { SqliteSessionStore } from './relational/sqlite.js';
 import type { SessionStore } from './store.js';
 
 const ACCEPTED =

@@ -1,12 +1,70 @@
 /**
  * The `SessionStore` seam (DESIGN §4): every backend keeps the append-only log durable and
  * exactly-once under retries, refuses damaged data instead of repairing it away (§4.1), can erase
- * a session (§4.2), and passes one conformance suite (test/conformance).
+ * a session (§4.2), and passes one conformance suite (test/conformance); and the tunables every
+ * backend takes, resolved in one step.
  */
-import type { NewEvent, SessionHeader, SessionView, StoredEvent } from '../session/index.js';
+import {
+  SessionlogError,
+  type NewEvent,
+  type SessionHeader,
+  type SessionView,
+  type StoredEvent,
+} from '../session/index.js';
 import type { ArtifactStore } from './artifacts.js';
 import type { ProjectionCacheStore } from './projection-cache.js';
 import type { SearchHit, SearchOptions } from './search.js';
+
+/** Tunables shared by every backend. See {@link resolveStoreOptions} for the defaults. */
+export type StoreOptions = {
+  /** How often `watch` polls for appends made by another process (ms). Default 40. */
+  pollIntervalMs?: number;
+  /** SQLite: how long a writer waits for another connection's lock before UNAVAILABLE (ms). Default 5000. */
+  busyTimeoutMs?: number;
+  /**
+   * How long a writer waits for a session's lock before UNAVAILABLE (ms): the JSONL lock file,
+   * PostgreSQL's row lock (`lock_timeout`). Default 30000.
+   */
+  lockTimeoutMs?: number;
+  /**
+   * How long a lock holder may make no progress before it loses the lock (ms): a JSONL lock file
+   * whose holder stopped refreshing it for this long is broken (the holder's write is then
+   * fenced off and fails with SEQ_CONFLICT); a PostgreSQL connection idle inside a transaction
+   * this long is ended by the server (`idle_in_transaction_session_timeout`). Default 15000.
+   */
+  lockStaleMs?: number;
+  /** How many sessions keep their validated in-memory copy between calls. Default 32. */
+  sessionCacheSize?: number;
+  /** How long an erased session's id stays refused by `create` (SESSION_ERASED), in ms. Default 30 days. */
+  tombstoneMs?: number;
+};
+
+export type ResolvedStoreOptions = Required<StoreOptions>;
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+function positiveInteger(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    throw new SessionlogError(
+      'INVALID_ARGUMENT',
+      `store option ${name} must be a positive integer, got ${String(value)}`,
+    );
+  }
+  return value;
+}
+
+/** Fills defaults and validates; everything downstream takes the resolved value. */
+export function resolveStoreOptions(options: StoreOptions = {}): ResolvedStoreOptions {
+  return {
+    pollIntervalMs: positiveInteger('pollIntervalMs', options.pollIntervalMs, 40),
+    busyTimeoutMs: positiveInteger('busyTimeoutMs', options.busyTimeoutMs, 5000),
+    lockTimeoutMs: positiveInteger('lockTimeoutMs', options.lockTimeoutMs, 30_000),
+    lockStaleMs: positiveInteger('lockStaleMs', options.lockStaleMs, 15_000),
+    sessionCacheSize: positiveInteger('sessionCacheSize', options.sessionCacheSize, 32),
+    tombstoneMs: positiveInteger('tombstoneMs', options.tombstoneMs, 30 * DAY_MS),
+  };
+}
 
 export type AppendOptions = {
   /** The seq the batch must start at (the stored next seq). A mismatch is SEQ_CONFLICT. */

@@ -1106,6 +1106,24 @@ export function runStoreConformance(fixture: BackendFixture): void {
         ).toThrow(/not found in surface/);
       });
 
+      it('a copy ahead of the stored log (an older backup restored under a running store) is replaced by one read from the stored log', async () => {
+        await store.create(header('s'));
+        await store.append('s', [user('u0'), user('u1')], { expectedSeq: 0, op: 'b0' });
+        await store.append('s', [user('u2')], { expectedSeq: 2, op: 'b1' });
+        const ahead = await store.session('s');
+        expect(ahead.nextSeq).toBe(3);
+        fixture.dropLastBatch(url, 's');
+        const current = await store.session('s');
+        expect(current).not.toBe(ahead);
+        expect(current.nextSeq).toBe(2);
+        expect(JSON.stringify(current.events)).toBe(JSON.stringify(await (await reopen()).readFrom('s', 0)));
+        expect(await failureCode(() => store.append('s', [user('x')], { expectedSeq: 3, op: 'b2' }))).toBe(
+          'SEQ_CONFLICT',
+        );
+        await store.append('s', [user('u2-again')], { expectedSeq: 2, op: 'b1-again' });
+        expect((await store.readFrom('s', 0)).map((event) => event.op)).toEqual(['b0', 'b0', 'b1-again']);
+      });
+
       it('session(id) of a damaged log is CORRUPT_LOG and of an unknown session SESSION_NOT_FOUND', async () => {
         await store.create(header('s'));
         await store.append('s', [user('u0'), user('u1')], { expectedSeq: 0, op: 'b0' });

@@ -24,7 +24,7 @@ import {
   type SearchHit,
   type SessionStore,
 } from '../../src/persistence/index.js';
-import { encodeEvent } from '../../src/persistence/rows.js';
+import { encodeEvent } from '../../src/persistence/relational/rows.js';
 import { indexText } from '../../src/persistence/search.js';
 import { Session, type NewEvent } from '../../src/session/index.js';
 import { testHeader, userMessage } from '../support/persistence-events.js';

@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { parsePostgresUrl, redactUrl } from '../../src/persistence/postgres.js';
+import { parsePostgresUrl, redactUrl } from '../../src/persistence/relational/postgres.js';
+import { indexText } from '../../src/persistence/search.js';
 
 export type RawEvent = { seq: number; type: string; time: number; data: unknown; op: string; ignorable?: true };
 
@@ -39,6 +40,11 @@ export type BackendFixture = {
   setHeaderVersion(url: string, id: string, version: number): void;
   /** Replaces the stored projection cache record with arbitrary text. The store must be closed. */
   plantCacheText(url: string, id: string, text: string): void;
+  /**
+   * Removes the session's last stored batch whole, as restoring a backup taken before it was
+   * written would. The store may stay open.
+   */
+  dropLastBatch(url: string, id: string): void;
   /** A canonical dump of everything stored (to prove an operation wrote nothing). */
   dump(url: string): string;
 };
@@ -144,6 +150,28 @@ export const sqliteFixture: BackendFixture = {
       db.prepare("UPDATE sessions SET header = json_set(header, '$.version', ?) WHERE id = ?").run(version, id);
     });
   },
+  dropLastBatch(url, id) {
+    withDb(url, (db) => {
+      const key = sessionKey(db, id);
+      const last = db
+        .prepare('SELECT op, first_seq, last_seq FROM batches WHERE session_key = ? ORDER BY last_seq DESC LIMIT 1')
+        .get(key) as { op: string; first_seq: number; last_seq: number };
+      const rows = db
+        .prepare('SELECT seq, type, data FROM events WHERE session_key = ? AND seq BETWEEN ? AND ?')
+        .all(key, last.first_seq, last.last_seq) as Array<{ seq: number; type: string; data: string }>;
+      for (const row of rows) {
+        // Its words leave the contentless search index the way they came in (relational/sqlite.ts).
+        const words = indexText({ type: row.type, data: JSON.parse(row.data) as unknown });
+        if (words !== undefined) {
+          const rowid = key * 2 ** 32 + row.seq;
+          db.prepare(`INSERT INTO search (search, rowid, body) VALUES ('delete', ?, ?)`).run(rowid, words);
+          db.prepare('DELETE FROM search_rows WHERE search_rowid = ?').run(rowid);
+        }
+        db.prepare('DELETE FROM events WHERE session_key = ? AND seq = ?').run(key, row.seq);
+      }
+      db.prepare('DELETE FROM batches WHERE session_key = ? AND op = ?').run(key, last.op);
+    });
+  },
   plantCacheText(url, id, text) {
     withDb(url, (db) => {
       const key = sessionKey(db, id);
@@ -228,6 +256,15 @@ export const jsonlFixture: BackendFixture = {
     const newline = text.indexOf('\n');
     const header = JSON.parse(text.slice(0, newline)) as Record<string, unknown>;
     writeFileSync(path, `${JSON.stringify({ ...header, version })}${text.slice(newline)}`);
+  },
+  dropLastBatch(url, id) {
+    const path = jsonlLog(url, id);
+    const lines = readFileSync(path, 'utf8').split('\n');
+    lines.pop(); // after the final newline
+    const op = (JSON.parse(lines[lines.length - 1]!) as { op: string }).op;
+    while (lines.length > 1 && (JSON.parse(lines[lines.length - 1]!) as { op: string }).op === op) lines.pop();
+    // In place (the same inode), as a restore over the file would.
+    writeFileSync(path, `${lines.join('\n')}\n`);
   },
   plantCacheText(url, id, text) {
     writeFileSync(join(jsonlRoot(url), id, 'projection-cache.json'), text);
@@ -445,6 +482,21 @@ export const postgresFixture: BackendFixture = {
         `UPDATE ${pgSchema(url)}.sessions SET header = jsonb_set(header::jsonb, '{version}', to_jsonb($1::int))::text WHERE id = $2`,
         [version, id],
       ],
+    ]);
+  },
+  dropLastBatch(url, id) {
+    const s = pgSchema(url);
+    const key = pgSessionKey(url, id);
+    const [rows] = pgRaw(url, [
+      [`SELECT op, first_seq, last_seq FROM ${s}.batches WHERE session_key = $1 ORDER BY last_seq DESC LIMIT 1`, [key]],
+    ]) as [Array<{ op: string; first_seq: string; last_seq: string }>];
+    const last = rows[0]!;
+    pgRaw(url, [
+      [
+        `DELETE FROM ${s}.events WHERE session_key = $1 AND seq BETWEEN $2 AND $3`,
+        [key, last.first_seq, last.last_seq],
+      ],
+      [`DELETE FROM ${s}.batches WHERE session_key = $1 AND op = $2`, [key, last.op]],
     ]);
   },
   plantCacheText(url, id, text) {

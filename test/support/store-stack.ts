@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startGateway, type RunningGateway } from '../../src/gateway/index.js';
 import { openStore } from '../../src/persistence/open.js';
-import type { StoreOptions } from '../../src/persistence/base.js';
+import type { StoreOptions } from '../../src/persistence/store.js';
 import { request, type JsonResponse } from '../gateway/http.js';
 import { startStack, temporalAddress, type Stack, type StackOptions } from './stack.js';
 

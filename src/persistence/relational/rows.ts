@@ -5,8 +5,9 @@
  * covers. The batches must tile the stored seqs (no overlap); an event no batch covers, or
  * batches that end beyond the last event, are reported as damage by the scanner, never skipped.
  */
-import { SessionlogError, parseHeader, type SessionHeader, type StoredEvent } from '../session/index.js';
-import { corruptHeaderError, type StoredRecord } from './base.js';
+import type { SessionHeader, StoredEvent } from '../../session/index.js';
+import { corruptHeaderError } from '../errors.js';
+import { decodeStoredHeader, type StoredRecord } from '../scanner.js';
 
 /** An events row as both backends read it (`ignorable` is 1 in SQLite, true in PostgreSQL). */
 export type EventRow = {
@@ -112,14 +113,5 @@ export function parseStoredHeader(text: string, id: string, where: string): Sess
   } catch (error) {
     throw corruptHeaderError(where, 'it is not valid JSON', error);
   }
-  let header: SessionHeader;
-  try {
-    header = parseHeader(raw, `stored header of session ${id}`);
-  } catch (error) {
-    if (error instanceof SessionlogError && error.code !== 'UNSUPPORTED_FORMAT')
-      throw corruptHeaderError(where, error.message, error);
-    throw error;
-  }
-  if (header.id !== id) throw corruptHeaderError(where, `it names session ${header.id}`);
-  return header;
+  return decodeStoredHeader(raw, id, where);
 }

@@ -1,6 +1,7 @@
 /**
  * PostgreSQL backend of `SessionStore` (DESIGN §4): for fleets of workers on many hosts, with
- * `LISTEN/NOTIFY` driving `watch`.
+ * `LISTEN/NOTIFY` driving `watch`. The dialect driver under the relational core (core.ts, which
+ * runs every operation), with the storage format, the schema and its upgrades, and the statements.
  *
  * Storage format (schema version {@link POSTGRES_SCHEMA_VERSION}, in one PostgreSQL schema named
  * by the URL's `?schema=` parameter, default `sessionlog`; a schema whose `schema_version` is
@@ -44,73 +45,14 @@
  */
 import pg from 'pg';
 import type { Notification, PoolClient, PoolConfig } from 'pg';
-import AsyncLock from 'async-lock';
-import { LRUCache } from 'lru-cache';
-import {
-  SessionlogError,
-  assertSessionId,
-  jsonEqual,
-  parseHeader,
-  type StoredEvent,
-  type NewEvent,
-  type SessionHeader,
-  type SessionView,
-} from '../session/index.js';
-import type { ArtifactPut, ArtifactRef, ArtifactStore } from './artifacts.js';
-import {
-  LogScanner,
-  alreadyExists,
-  appendResultOf,
-  artifactLocator,
-  artifactNameCandidates,
-  artifactNotFound,
-  artifactWindow,
-  assertAppendArguments,
-  assertReadArguments,
-  assertScanned,
-  headerProblemReport,
-  loadedSession,
-  notFound,
-  notifyAppended,
-  ownArtifactName,
-  planAppend,
-  planRepair,
-  resolveStoreOptions,
-  sanitizeArtifactName,
-  scanReport,
-  sessionErased,
-  sliceEvents,
-  storeClosed,
-  subscribeLocal,
-  watchEvents,
-  type ResolvedStoreOptions,
-  type StoreOptions,
-} from './base.js';
-import {
-  parseProjectionCacheRecord,
-  serializeProjectionCacheRecord,
-  type ProjectionCacheRecord,
-  type ProjectionCacheStore,
-} from './projection-cache.js';
-import { decodeRows, encodeEvent, parseStoredHeader, storedHead, type BatchRow, type EventRow } from './rows.js';
-import {
-  SEARCHABLE_EVENT_TYPES,
-  indexText,
-  parseSearchRequest,
-  searchHits,
-  searchable,
-  type SearchHit,
-  type SearchOptions,
-} from './search.js';
-import type {
-  AppendOptions,
-  AppendResult,
-  LoadedSession,
-  ScanReport,
-  SessionStore,
-  StoreEraseReceipt,
-  WatchOptions,
-} from './store.js';
+import { SessionlogError, type StoredEvent } from '../../session/index.js';
+import { SEARCHABLE_EVENT_TYPES, indexText, type RankedSeq, type SearchRequest } from '../search.js';
+import { resolveStoreOptions, type ResolvedStoreOptions, type StoreOptions } from '../store.js';
+import type { RemoteAppends } from '../watch.js';
+import { RelationalSessionStore } from './core.js';
+import { runStepsAsync } from './driver.js';
+import type * as driver from './driver.js';
+import { encodeEvent, storedHead, type BatchRow, type EventRow } from './rows.js';
 
 /** The `schema_version` this build writes and reads. */
 export const POSTGRES_SCHEMA_VERSION = 3;
@@ -256,10 +198,7 @@ function statements(s: string) {
 
 type Statements = ReturnType<typeof statements>;
 
-type SessionHeadRow = { key: number; header: string; last_event: number | null; last_batch: number | null };
-
-/** The per-session state this process keeps: the validated copy, bound to the row it came from. */
-type CachedSession = { key: number; headerText: string; scanner: LogScanner };
+type SessionHeadQueryRow = driver.SessionRow & { last_event: number | null; last_batch: number | null };
 
 /** Something that runs queries: the pool, or a client inside a transaction. */
 type Queryable = Pick<PoolClient, 'query'>;
@@ -372,34 +311,70 @@ export function openPostgresStore(url: string, options: StoreOptions = {}): Prom
   return PostgresSessionStore.open(url, resolveStoreOptions(options));
 }
 
-export class PostgresSessionStore implements SessionStore {
+/** The PostgreSQL store: the relational core over a {@link PostgresDriver} (a pool and a listening connection). */
+export class PostgresSessionStore extends RelationalSessionStore {
   readonly kind = 'postgres' as const;
-  readonly artifacts: ArtifactStore;
-  readonly projectionCache: ProjectionCacheStore;
-  /** Identifies the database and schema for in-process watch wake-ups and in messages. */
-  readonly location: string;
+  /** The PostgreSQL schema of this store's tables. */
   readonly schema: string;
   /** The `LISTEN/NOTIFY` channel of this store's schema. */
   readonly channel: string;
-  readonly sql: Statements;
-  private readonly pool: pg.Pool;
-  private readonly listener: NotificationListener;
-  private readonly cache: LRUCache<string, CachedSession>;
-  /** Serializes this process's operations on one session (the row lock serializes hosts). */
-  private readonly keyed = new AsyncLock({ maxPending: Number.POSITIVE_INFINITY });
-  private readonly closeListeners = new Set<() => void>();
-  private closed = false;
-  private closing: Promise<void> | undefined;
 
-  private constructor(
+  private constructor(postgres: PostgresDriver, options: ResolvedStoreOptions) {
+    super(postgres, options);
+    this.schema = postgres.schema;
+    this.channel = postgres.channel;
+  }
+
+  /** Connects and creates or checks the schema; any failure ends the connections again. */
+  static async open(url: string, options: ResolvedStoreOptions): Promise<PostgresSessionStore> {
+    const target = parsePostgresUrl(url);
+    const postgres = new PostgresDriver(target, options);
+    try {
+      await postgres.initializeSchema();
+    } catch (error) {
+      await postgres.close();
+      if (error instanceof SessionlogError) throw error;
+      const shown = JSON.stringify(redactUrl(url).slice(0, 300));
+      const detail = scrub((error as Error).message, target.password);
+      if (unavailableKind(error)) {
+        throw new SessionlogError(
+          'UNAVAILABLE',
+          `could not reach the PostgreSQL store ${shown}: ${detail}; check that the server is running and reachable at that host and port (accepted store URLs: postgres://USER@HOST:PORT/DATABASE?schema=NAME, sqlite:PATH, jsonl:DIR)`,
+        );
+      }
+      throw new SessionlogError(
+        'INVALID_ARGUMENT',
+        `could not open the PostgreSQL store ${shown}: ${detail}; check that the URL, user, password and database are right (accepted store URLs: postgres://USER@HOST:PORT/DATABASE?schema=NAME, sqlite:PATH, jsonl:DIR)`,
+      );
+    }
+    return new PostgresSessionStore(postgres, options);
+  }
+}
+
+/**
+ * A connection pool for the statements and one connection that listens for other processes'
+ * appends. A body runs on one pooled connection inside its transaction, or on the pool
+ * statement by statement (`single`).
+ */
+class PostgresDriver implements driver.RelationalDriver {
+  readonly location: string;
+  readonly schema: string;
+  readonly channel: string;
+  readonly pollIntervalMs: number;
+  readonly remoteAppends: NotificationListener;
+  private readonly sql: Statements;
+  private readonly pool: pg.Pool;
+
+  constructor(
     private readonly target: PostgresTarget,
     private readonly options: ResolvedStoreOptions,
   ) {
     this.schema = target.schema;
     this.location = target.location;
     this.channel = `sessionlog_${target.schema}`;
+    // Notifications drive watch; polling only covers a missed one.
+    this.pollIntervalMs = Math.max(options.pollIntervalMs, MIN_WATCH_POLL_MS);
     this.sql = statements(quoteIdent(target.schema));
-    this.cache = new LRUCache({ max: options.sessionCacheSize });
     const config: PoolConfig = {
       connectionString: target.connectionString,
       connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
@@ -416,37 +391,11 @@ export class PostgresSessionStore implements SessionStore {
     // An idle pooled connection that dies (server restart) is replaced on next use; without a
     // listener the pool's 'error' event would crash the process.
     this.pool.on('error', () => undefined);
-    this.listener = new NotificationListener(config, this.channel);
-    this.artifacts = new PostgresArtifacts(this);
-    this.projectionCache = new PostgresProjectionCache(this);
+    this.remoteAppends = new NotificationListener(config, this.channel);
   }
 
-  /** Connects and creates or checks the schema; any failure ends the pool again. */
-  static async open(url: string, options: ResolvedStoreOptions): Promise<PostgresSessionStore> {
-    const target = parsePostgresUrl(url);
-    const store = new PostgresSessionStore(target, options);
-    try {
-      await store.initializeSchema();
-    } catch (error) {
-      await store.close();
-      if (error instanceof SessionlogError) throw error;
-      const shown = JSON.stringify(redactUrl(url).slice(0, 300));
-      const detail = scrub((error as Error).message, target.password);
-      if (unavailableKind(error)) {
-        throw new SessionlogError(
-          'UNAVAILABLE',
-          `could not reach the PostgreSQL store ${shown}: ${detail}; check that the server is running and reachable at that host and port (accepted store URLs: postgres://USER@HOST:PORT/DATABASE?schema=NAME, sqlite:PATH, jsonl:DIR)`,
-        );
-      }
-      throw new SessionlogError(
-        'INVALID_ARGUMENT',
-        `could not open the PostgreSQL store ${shown}: ${detail}; check that the URL, user, password and database are right (accepted store URLs: postgres://USER@HOST:PORT/DATABASE?schema=NAME, sqlite:PATH, jsonl:DIR)`,
-      );
-    }
-    return store;
-  }
-
-  private async initializeSchema(): Promise<void> {
+  /** Creates the schema, or checks its version and upgrades it, in one transaction under an advisory lock. */
+  async initializeSchema(): Promise<void> {
     const s = quoteIdent(this.schema);
     await this.transaction('write', async (client) => {
       await client.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [`sessionlog:schema:${this.schema}`]);
@@ -494,7 +443,7 @@ export class PostgresSessionStore implements SessionStore {
       if (version < 3) {
         await client.query(`ALTER TABLE ${s}.events ADD COLUMN search tsvector`);
         await client.query(unindexedIndexDdl(s));
-        await this.indexUnindexed(client, undefined);
+        await this.statementsOn(client).indexUnindexed(undefined);
         // Built after the backfill: one pass over the filled column instead of one insert per row.
         await client.query(searchIndexDdl(s));
       }
@@ -503,43 +452,57 @@ export class PostgresSessionStore implements SessionStore {
     });
   }
 
-  // -------------------------------------------------------------------------------------------
-  // Connection plumbing
+  run<T>(mode: driver.TxMode, body: (tx: driver.RelationalTx) => driver.Steps<T>): Promise<T> {
+    if (mode === 'single') return runStepsAsync(body(this.statementsOn(this.pool)));
+    return this.transaction(mode, (client) => runStepsAsync(body(this.statementsOn(client))));
+  }
 
-  /**
-   * Runs `body` on the open store. Driver errors raised because the store closed meanwhile read
-   * as STORE_CLOSED; a server that cannot be reached, or a lock wait past `lockTimeoutMs`, as
-   * UNAVAILABLE.
-   */
-  async use<T>(body: () => Promise<T>): Promise<T> {
-    if (this.closed) throw storeClosed();
-    try {
-      return await body();
-    } catch (error) {
-      if (error instanceof SessionlogError) throw error;
-      if (this.closed) throw storeClosed();
-      const kind = unavailableKind(error);
-      if (kind === 'lock') {
-        throw new SessionlogError(
-          'UNAVAILABLE',
-          `waited longer than lockTimeoutMs (${this.options.lockTimeoutMs} ms) for a session's row lock in ${this.location}; another writer holds it — check for a stuck or paused process, then retry`,
-          { cause: error },
-        );
-      }
-      if (kind === 'server') {
-        throw new SessionlogError(
-          'UNAVAILABLE',
-          `the PostgreSQL store ${this.location} is unavailable (${scrub((error as Error).message, this.target.password)}); check that the server is running and reachable, then retry (an append is idempotent by its op)`,
-          { cause: error },
-        );
-      }
-      throw error;
+  assertStorableOp(op: string): void {
+    if (op.includes('\u0000')) {
+      throw new SessionlogError(
+        'INVALID_ARGUMENT',
+        `append op must not contain a NUL character (PostgreSQL text cannot store it), got ${JSON.stringify(op.slice(0, 200))}`,
+      );
     }
   }
 
-  /** A single autocommit statement. */
-  query<R extends object>(text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
-    return this.pool.query<R>(text, values);
+  /** Indexes the session's events an older build stored without their `search` value first. */
+  async searchMatches(scope: driver.SearchScope, request: SearchRequest): Promise<RankedSeq[]> {
+    const statements = this.statementsOn(this.pool);
+    await statements.indexUnindexed(scope.key);
+    return statements.search(scope.key, request.words.join(' '), scope.head, request.limit);
+  }
+
+  afterErase(): string[] {
+    return [];
+  }
+
+  storeError(error: unknown): unknown {
+    const kind = unavailableKind(error);
+    if (kind === 'lock') {
+      return new SessionlogError(
+        'UNAVAILABLE',
+        `waited longer than lockTimeoutMs (${this.options.lockTimeoutMs} ms) for a session's row lock in ${this.location}; another writer holds it — check for a stuck or paused process, then retry`,
+        { cause: error },
+      );
+    }
+    if (kind === 'server') {
+      return new SessionlogError(
+        'UNAVAILABLE',
+        `the PostgreSQL store ${this.location} is unavailable (${scrub((error as Error).message, this.target.password)}); check that the server is running and reachable, then retry (an append is idempotent by its op)`,
+        { cause: error },
+      );
+    }
+    return error;
+  }
+
+  /** Ends the listener and the pool. */
+  async close(): Promise<void> {
+    await Promise.all([this.remoteAppends.close(), this.pool.end()]);
+  }
+
+  private statementsOn(db: Queryable): PostgresStatements {
+    return new PostgresStatements(db, this.sql, this.channel, this.location);
   }
 
   /**
@@ -589,369 +552,120 @@ export class PostgresSessionStore implements SessionStore {
       release(broken);
     }
   }
+}
 
-  /** The key of a session, or undefined. */
-  async sessionKey(id: string): Promise<number | undefined> {
-    return (await this.query<{ key: number }>(this.sql.sessionById, [id])).rows[0]?.key;
+/** The statements of the relational core in PostgreSQL's dialect, on a pooled connection or the pool. */
+class PostgresStatements implements driver.RelationalTx {
+  constructor(
+    private readonly db: Queryable,
+    private readonly sql: Statements,
+    private readonly channel: string,
+    private readonly location: string,
+  ) {}
+
+  async sessionHead(id: string): Promise<driver.SessionHeadRow | undefined> {
+    const row = (await this.db.query<SessionHeadQueryRow>(this.sql.sessionHead, [id])).rows[0];
+    return row && { key: row.key, header: row.header, head: storedHead(row.last_event, row.last_batch) };
   }
 
-  async requireKey(id: string): Promise<number> {
-    const key = await this.sessionKey(id);
-    if (key === undefined) throw notFound(id);
-    return key;
+  async sessionRow(id: string): Promise<driver.SessionRow | undefined> {
+    return (await this.db.query<driver.SessionRow>(this.sql.sessionById, [id])).rows[0];
   }
 
-  private where(id: string): string {
-    return `session ${id} in ${this.location}`;
+  async listSessions(): Promise<Array<{ id: string; header: string }>> {
+    return (await this.db.query<{ id: string; header: string }>(this.sql.listSessions, [])).rows;
   }
 
-  // -------------------------------------------------------------------------------------------
-  // SessionStore
-
-  create(header: SessionHeader): Promise<void> {
-    return this.use(async () => {
-      const parsed = parseHeader(header, `create session ${String((header as { id?: unknown } | null)?.id)}`);
-      const tombstone = (await this.query<{ erased_at: number; until: number }>(this.sql.tombstone, [parsed.id]))
-        .rows[0];
-      if (tombstone) {
-        if (tombstone.until > Date.now()) throw sessionErased(parsed.id, tombstone.erased_at, tombstone.until);
-        await this.query(this.sql.dropExpiredTombstones, [Date.now()]);
-      }
-      const inserted = await this.query<{ key: number }>(this.sql.insertSession, [parsed.id, JSON.stringify(parsed)]);
-      if (inserted.rowCount === 1) return;
-      const existing = (await this.query<{ header: string }>(this.sql.sessionById, [parsed.id])).rows[0];
-      if (!existing || !jsonEqual(parseStoredHeader(existing.header, parsed.id, this.where(parsed.id)), parsed))
-        throw alreadyExists(parsed.id);
-    });
+  async insertSession(id: string, header: string): Promise<boolean> {
+    return (await this.db.query(this.sql.insertSession, [id, header])).rowCount === 1;
   }
 
-  header(id: string): Promise<SessionHeader> {
-    return this.use(async () => {
-      assertSessionId(id);
-      const row = (await this.query<{ header: string }>(this.sql.sessionById, [id])).rows[0];
-      if (!row) throw notFound(id);
-      return parseStoredHeader(row.header, id, this.where(id));
-    });
+  /** `FOR NO KEY UPDATE`: serializes the session's writers across hosts without blocking artifact writes. */
+  async lockSession(id: string): Promise<boolean> {
+    return ((await this.db.query(this.sql.lockSession, [id])).rowCount ?? 0) > 0;
   }
 
-  exists(id: string): Promise<boolean> {
-    return this.use(async () => {
-      assertSessionId(id);
-      return (await this.sessionKey(id)) !== undefined;
-    });
+  async lockSessionForErase(id: string): Promise<number | undefined> {
+    return (await this.db.query<{ key: number }>(this.sql.lockSessionForErase, [id])).rows[0]?.key;
   }
 
-  list(): Promise<SessionHeader[]> {
-    return this.use(async () => {
-      const rows = (await this.query<{ id: string; header: string }>(this.sql.listSessions, [])).rows;
-      return rows.map((row) => parseStoredHeader(row.header, row.id, this.where(row.id)));
-    });
+  async rowsFrom(key: number, from: number, to: number): Promise<driver.StoredRows> {
+    const events = (await this.db.query<EventRow>(this.sql.eventsFrom, [key, from, to])).rows;
+    const batches = (await this.db.query<BatchRow>(this.sql.batchesFrom, [key, from, to])).rows;
+    return { events, batches };
   }
 
-  append(id: string, events: readonly NewEvent[], options: AppendOptions): Promise<AppendResult> {
-    return this.use(async () => {
-      assertAppendArguments(id, events, options);
-      if (options.op.includes('\u0000')) {
-        throw new SessionlogError(
-          'INVALID_ARGUMENT',
-          `append op must not contain a NUL character (PostgreSQL text cannot store it), got ${JSON.stringify(options.op.slice(0, 200))}`,
-        );
-      }
-      return this.keyed.acquire(id, async () => {
-        let written: { entry: CachedSession; events: StoredEvent[] } | undefined;
-        let writing = false;
-        let result: AppendResult;
-        try {
-          result = await this.transaction('write', async (client) => {
-            const entry = await this.lockedSync(client, id);
-            const plan = planAppend(entry.scanner, events, options);
-            if (plan.kind === 'replayed') return plan.result;
-            writing = true;
-            await this.insertBatch(client, entry.key, id, plan.events, options.op);
-            written = { entry, events: plan.events };
-            return appendResultOf(plan.events);
-          });
-        } catch (error) {
-          // Rolled back, or a commit whose outcome is unknown: read the log afresh next time.
-          if (writing) this.cache.delete(id);
-          throw error;
-        }
-        if (written) {
-          written.entry.scanner.commitWritten(written.events);
-          notifyAppended(this.location, id);
-        }
-        return result;
-      });
-    });
+  async insertBatch(key: number, id: string, events: readonly StoredEvent[], op: string): Promise<void> {
+    const rows = events.map(encodeEvent);
+    await this.db.query(this.sql.insertEvents, [
+      key,
+      rows.map((r) => r.seq),
+      rows.map((r) => r.type),
+      rows.map((r) => r.time),
+      rows.map((r) => r.data),
+      rows.map((r) => r.surfaceOp),
+      rows.map((r) => r.sourceEventSeqs),
+      rows.map((r) => r.ignorable),
+      events.map((event) => indexText(event) ?? null),
+    ]);
+    await this.db.query(this.sql.insertBatch, [key, op, events[0]!.seq, events[events.length - 1]!.seq]);
+    // Delivered to listeners when (and only if) the transaction commits.
+    await this.db.query(this.sql.notify, [this.channel, id]);
   }
 
-  readFrom(id: string, fromSeq: number, limit?: number): Promise<StoredEvent[]> {
-    return this.use(async () => {
-      assertReadArguments(id, fromSeq, limit);
-      return sliceEvents((await this.readSynced(id)).scanner.session, fromSeq, limit);
-    });
-  }
-
-  nextSeq(id: string): Promise<number> {
-    return this.use(async () => {
-      assertSessionId(id);
-      return (await this.readSynced(id)).scanner.nextSeq;
-    });
-  }
-
-  session(id: string): Promise<SessionView> {
-    return this.use(async () => {
-      assertSessionId(id);
-      return (await this.readSynced(id)).scanner.session;
-    });
-  }
-
-  load(id: string): Promise<LoadedSession> {
-    return this.use(async () => {
-      assertSessionId(id);
-      return this.keyed.acquire(id, async () => {
-        let written: { entry: CachedSession; events: StoredEvent[] } | undefined;
-        let loaded: LoadedSession;
-        try {
-          loaded = await this.transaction('write', async (client) => {
-            const entry = await this.lockedSync(client, id);
-            const closers = planRepair(entry.scanner);
-            if (closers.length > 0) {
-              await this.insertBatch(client, entry.key, id, closers, closers[0]!.op!);
-              written = { entry, events: closers };
-            }
-            return loadedSession(entry.scanner, closers, 0);
-          });
-        } catch (error) {
-          if (written) this.cache.delete(id);
-          throw error;
-        }
-        if (written) {
-          written.entry.scanner.commitWritten(written.events);
-          notifyAppended(this.location, id);
-        }
-        return loaded;
-      });
-    });
-  }
-
-  inspect(id: string): Promise<LoadedSession> {
-    return this.use(async () => {
-      assertSessionId(id);
-      const { scanner } = await this.readSynced(id);
-      return loadedSession(scanner, planRepair(scanner), 0);
-    });
-  }
-
-  scan(id: string): Promise<ScanReport> {
-    return this.use(async () => {
-      assertSessionId(id);
-      return this.transaction('read', async (client): Promise<ScanReport> => {
-        const row = (await client.query<SessionHeadRow>(this.sql.sessionHead, [id])).rows[0];
-        if (!row) throw notFound(id);
-        let header: SessionHeader;
-        try {
-          header = parseStoredHeader(row.header, id, this.where(id));
-        } catch (error) {
-          return headerProblemReport(id, error);
-        }
-        const scanner = new LogScanner(header, 'transactional', this.where(id));
-        const head = storedHead(row.last_event, row.last_batch);
-        await this.readTail(client, row.key, scanner, head);
-        return scanReport(scanner, scanner.finish(head));
-      });
-    });
-  }
-
-  erase(id: string): Promise<StoreEraseReceipt> {
-    return this.use(async () => {
-      assertSessionId(id);
-      return this.keyed.acquire(id, async () => {
-        const now = Date.now();
-        const receipt = await this.transaction('write', async (client): Promise<StoreEraseReceipt> => {
-          const locked = (await client.query<{ key: number }>(this.sql.lockSessionForErase, [id])).rows[0];
-          if (!locked) {
-            const tombstone = (await client.query<{ erased_at: number; until: number }>(this.sql.tombstone, [id]))
-              .rows[0];
-            if (!tombstone) throw notFound(id);
-            return {
-              sessionId: id,
-              erased: false,
-              removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 },
-              places: [],
-              tombstoneUntil: tombstone.until,
-              notes: [],
-            };
-          }
-          const key = locked.key;
-          const removed = {
-            events: (await client.query(this.sql.deleteEvents, [key])).rowCount ?? 0,
-            batches: (await client.query(this.sql.deleteBatches, [key])).rowCount ?? 0,
-            artifacts: (await client.query(this.sql.deleteArtifacts, [key])).rowCount ?? 0,
-            projection_cache: (await client.query(this.sql.deleteCache, [key])).rowCount ?? 0,
-            sessions: (await client.query(this.sql.deleteSession, [key])).rowCount ?? 0,
-          };
-          await client.query(this.sql.dropExpiredTombstones, [now]);
-          const until = now + this.options.tombstoneMs;
-          await client.query(this.sql.putTombstone, [id, now, until]);
-          // Watchers of the session wake up and find it gone.
-          await client.query(this.sql.notify, [this.channel, id]);
-          return {
-            sessionId: id,
-            erased: true,
-            removed: {
-              header: removed.sessions,
-              events: removed.events,
-              artifacts: removed.artifacts,
-              projectionCheckpoints: removed.projection_cache,
-            },
-            places: Object.entries(removed).map(([table, n]) => ({
-              place: `${this.location} table ${table}`,
-              removed: n,
-            })),
-            tombstoneUntil: until,
-            notes: [
-              'the rows are deleted; PostgreSQL reclaims their space at the next VACUUM, and backups or replicas keep their own copies',
-            ],
-          };
-        });
-        this.cache.delete(id);
-        return receipt;
-      });
-    });
-  }
-
-  search(id: string, query: string, options?: SearchOptions): Promise<SearchHit[]> {
-    return this.use(async () => {
-      assertSessionId(id);
-      const request = parseSearchRequest(query, options);
-      const entry = await this.readSynced(id);
-      if (!searchable(request)) return [];
-      const head = entry.scanner.nextSeq;
-      await this.indexUnindexed(this.pool, entry.key);
-      // Rows past the validated copy's head (appended meanwhile) are left out: their snippets come from it.
-      const rows = (
-        await this.query<{ seq: number; score: number }>(this.sql.search, [
-          entry.key,
-          request.words.join(' '),
-          head,
-          request.limit,
-        ])
-      ).rows;
-      return searchHits(entry.scanner.session, rows, request.words);
-    });
-  }
-
-  watch(id: string, fromSeq: number, options: WatchOptions = {}): AsyncIterable<StoredEvent> {
-    assertReadArguments(id, fromSeq, undefined);
-    return this.watchSession(id, fromSeq, options.signal);
-  }
-
-  private async *watchSession(
-    id: string,
-    fromSeq: number,
-    signal: AbortSignal | undefined,
-  ): AsyncGenerator<StoredEvent> {
-    // Listening before the first read means no notification between that read and LISTEN is lost.
-    if (!this.closed) await this.listener.ensure();
-    yield* watchEvents(
-      {
-        read: (seq) => {
-          // Re-establishes the listener after a lost connection; the poll covers the gap.
-          void this.listener.ensure();
-          return this.readFrom(id, seq, 1000);
-        },
-        subscribe: (wake) => {
-          const offLocal = subscribeLocal(this.closeListeners, this.location, id, wake);
-          const offRemote = this.listener.subscribe(id, wake);
-          return () => {
-            offLocal();
-            offRemote();
-          };
-        },
-        isClosed: () => this.closed,
-        pollIntervalMs: Math.max(this.options.pollIntervalMs, MIN_WATCH_POLL_MS),
+  async deleteSession(key: number, id: string): Promise<driver.SessionRemoval> {
+    const removed = {
+      events: (await this.db.query(this.sql.deleteEvents, [key])).rowCount ?? 0,
+      batches: (await this.db.query(this.sql.deleteBatches, [key])).rowCount ?? 0,
+      artifacts: (await this.db.query(this.sql.deleteArtifacts, [key])).rowCount ?? 0,
+      projection_cache: (await this.db.query(this.sql.deleteCache, [key])).rowCount ?? 0,
+      sessions: (await this.db.query(this.sql.deleteSession, [key])).rowCount ?? 0,
+    };
+    // Watchers of the session wake up and find it gone.
+    await this.db.query(this.sql.notify, [this.channel, id]);
+    return {
+      removed: {
+        header: removed.sessions,
+        events: removed.events,
+        artifacts: removed.artifacts,
+        projectionCheckpoints: removed.projection_cache,
       },
-      fromSeq,
-      signal,
-    );
+      places: Object.entries(removed).map(([table, n]) => ({ place: `${this.location} table ${table}`, removed: n })),
+      notes: [
+        'the rows are deleted; PostgreSQL reclaims their space at the next VACUUM, and backups or replicas keep their own copies',
+      ],
+    };
   }
 
-  /** Ends the listener and the pool; idempotent. */
-  close(): Promise<void> {
-    if (!this.closing) {
-      this.closed = true;
-      this.cache.clear();
-      for (const wake of [...this.closeListeners]) wake();
-      this.closing = Promise.all([this.listener.close(), this.pool.end()]).then(() => undefined);
-    }
-    return this.closing;
+  async tombstone(id: string): Promise<driver.Tombstone | undefined> {
+    const row = (await this.db.query<{ erased_at: number; until: number }>(this.sql.tombstone, [id])).rows[0];
+    return row && { erasedAt: row.erased_at, until: row.until };
   }
 
-  // -------------------------------------------------------------------------------------------
-
-  /**
-   * The session's validated copy brought up to the stored head for a read: one statement when
-   * nothing changed, else the tail read in one snapshot.
-   */
-  private readSynced(id: string): Promise<CachedSession> {
-    return this.keyed.acquire(id, async () => {
-      const row = (await this.query<SessionHeadRow>(this.sql.sessionHead, [id])).rows[0];
-      if (!row) throw notFound(id);
-      const entry = this.cache.get(id);
-      if (
-        entry &&
-        entry.key === row.key &&
-        entry.headerText === row.header &&
-        storedHead(row.last_event, row.last_batch) === entry.scanner.nextSeq
-      )
-        return entry;
-      return this.transaction('read', (client) => this.sync(client, id));
-    });
+  async putTombstone(id: string, tombstone: driver.Tombstone): Promise<void> {
+    await this.db.query(this.sql.putTombstone, [id, tombstone.erasedAt, tombstone.until]);
   }
 
-  /** Locks the session row for a write and brings the validated copy up to the stored head. */
-  private async lockedSync(client: PoolClient, id: string): Promise<CachedSession> {
-    if ((await client.query(this.sql.lockSession, [id])).rowCount === 0) throw notFound(id);
-    return this.sync(client, id);
+  async dropExpiredTombstones(now: number): Promise<void> {
+    await this.db.query(this.sql.dropExpiredTombstones, [now]);
   }
 
-  /**
-   * Brings the session's validated copy up to the stored head inside a transaction: only rows
-   * past the cached copy are read. A copy ahead of the stored log (restored from a backup) or of
-   * another incarnation of the id is rebuilt from seq 0. CORRUPT_LOG, with nothing cached, when
-   * the stored log is damaged.
-   */
-  private async sync(client: PoolClient, id: string): Promise<CachedSession> {
-    const row = (await client.query<SessionHeadRow>(this.sql.sessionHead, [id])).rows[0];
-    if (!row) throw notFound(id);
-    const head = storedHead(row.last_event, row.last_batch);
-    let entry = this.cache.get(id);
-    if (!entry || entry.key !== row.key || entry.headerText !== row.header || head < entry.scanner.nextSeq) {
-      const header = parseStoredHeader(row.header, id, this.where(id));
-      entry = {
-        key: row.key,
-        headerText: row.header,
-        scanner: new LogScanner(header, 'transactional', this.where(id)),
-      };
-    }
-    await this.readTail(client, row.key, entry.scanner, head);
-    entry.scanner.finish(head);
-    if (entry.scanner.problem) {
-      this.cache.delete(id);
-      assertScanned(entry.scanner);
-    }
-    this.cache.set(id, entry);
-    return entry;
+  /** As bytea: UTF-8, since `text` cannot hold NUL. */
+  async insertArtifact(key: number, name: string, content: string): Promise<boolean> {
+    return (await this.db.query(this.sql.insertArtifact, [key, name, Buffer.from(content, 'utf8')])).rowCount === 1;
   }
 
-  /** Feeds the rows between the scanner's next seq and `head` into it. */
-  private async readTail(db: Queryable, key: number, scanner: LogScanner, head: number): Promise<void> {
-    const from = scanner.nextSeq;
-    if (head <= from) return;
-    const rows = (await db.query<EventRow>(this.sql.eventsFrom, [key, from, head])).rows;
-    const batches = (await db.query<BatchRow>(this.sql.batchesFrom, [key, from, head])).rows;
-    for (const record of decodeRows(rows, batches)) scanner.push(record);
+  async artifactContent(id: string, name: string): Promise<string | undefined> {
+    const row = (await this.db.query<{ content: Buffer }>(this.sql.artifact, [id, name])).rows[0];
+    return row?.content.toString('utf8');
+  }
+
+  async projectionRecord(id: string): Promise<string | undefined> {
+    return (await this.db.query<{ record: string }>(this.sql.cacheGet, [id])).rows[0]?.record;
+  }
+
+  async putProjectionRecord(key: number, record: string): Promise<void> {
+    await this.db.query(this.sql.cachePut, [key, record]);
   }
 
   /**
@@ -960,14 +674,14 @@ export class PostgresSessionStore implements SessionStore {
    * decode gets an empty vector, so it is not read again: its session is refused as CORRUPT_LOG by
    * every read, search included.
    */
-  private async indexUnindexed(db: Queryable, key: number | undefined): Promise<void> {
+  async indexUnindexed(key: number | undefined): Promise<void> {
     type Row = { session_key: number; seq: number; type: string; data: string };
     let after = { key: key ?? -1, seq: -1 };
     for (;;) {
       const rows =
         key === undefined
-          ? (await db.query<Row>(this.sql.unindexedAfter, [after.key, after.seq])).rows
-          : (await db.query<Row>(this.sql.unindexedOfSession, [key, after.seq])).rows;
+          ? (await this.db.query<Row>(this.sql.unindexedAfter, [after.key, after.seq])).rows
+          : (await this.db.query<Row>(this.sql.unindexedOfSession, [key, after.seq])).rows;
       if (rows.length === 0) return;
       const bodies = rows.map((row) => {
         let data: unknown;
@@ -979,34 +693,15 @@ export class PostgresSessionStore implements SessionStore {
         }
         return indexText({ type: row.type, data }) ?? '';
       });
-      await db.query(this.sql.setSearch, [rows.map((row) => row.session_key), rows.map((row) => row.seq), bodies]);
+      await this.db.query(this.sql.setSearch, [rows.map((row) => row.session_key), rows.map((row) => row.seq), bodies]);
       const last = rows[rows.length - 1]!;
       after = { key: last.session_key, seq: last.seq };
     }
   }
 
-  private async insertBatch(
-    client: PoolClient,
-    key: number,
-    id: string,
-    events: readonly StoredEvent[],
-    op: string,
-  ): Promise<void> {
-    const rows = events.map(encodeEvent);
-    await client.query(this.sql.insertEvents, [
-      key,
-      rows.map((r) => r.seq),
-      rows.map((r) => r.type),
-      rows.map((r) => r.time),
-      rows.map((r) => r.data),
-      rows.map((r) => r.surfaceOp),
-      rows.map((r) => r.sourceEventSeqs),
-      rows.map((r) => r.ignorable),
-      events.map((event) => indexText(event) ?? null),
-    ]);
-    await client.query(this.sql.insertBatch, [key, op, events[0]!.seq, events[events.length - 1]!.seq]);
-    // Delivered to listeners when (and only if) the transaction commits.
-    await client.query(this.sql.notify, [this.channel, id]);
+  /** The search candidates of session `key` below `head`, best first. */
+  async search(key: number, words: string, head: number, limit: number): Promise<RankedSeq[]> {
+    return (await this.db.query<RankedSeq>(this.sql.search, [key, words, head, limit])).rows;
   }
 }
 
@@ -1018,7 +713,7 @@ export class PostgresSessionStore implements SessionStore {
  * notification (payload: a session id) out to that session's watchers. A lost connection
  * wakes every watcher (they re-read) and is re-established on the next watcher poll.
  */
-class NotificationListener {
+class NotificationListener implements RemoteAppends {
   private client: pg.Client | undefined;
   private connecting: Promise<void> | undefined;
   private readonly subscribers = new Map<string, Set<() => void>>();
@@ -1040,7 +735,7 @@ class NotificationListener {
   }
 
   /** Resolves once the connection listens (or could not be made: watchers then rely on polling). */
-  ensure(): Promise<void> {
+  listen(): Promise<void> {
     if (this.closed || this.client) return Promise.resolve();
     this.connecting ??= this.connect().finally(() => (this.connecting = undefined));
     return this.connecting;
@@ -1098,58 +793,4 @@ class NotificationListener {
 
 function quoteIdent(name: string): string {
   return `"${name.replace(/"/g, '""')}"`;
-}
-
-class PostgresArtifacts implements ArtifactStore {
-  constructor(private readonly store: PostgresSessionStore) {}
-
-  put(input: ArtifactPut): Promise<ArtifactRef> {
-    return this.store.use(async () => {
-      assertSessionId(input?.sessionId);
-      if (typeof input.content !== 'string')
-        throw new SessionlogError('INVALID_ARGUMENT', 'artifact content must be a string');
-      const key = await this.store.requireKey(input.sessionId);
-      const content = Buffer.from(input.content, 'utf8');
-      for (const name of artifactNameCandidates(sanitizeArtifactName(String(input.name ?? '')))) {
-        const inserted = await this.store.query(this.store.sql.insertArtifact, [key, name, content]);
-        if (inserted.rowCount === 1) return { locator: artifactLocator(input.sessionId, name), bytes: content.length };
-      }
-      throw new Error('unreachable: artifact name candidates are infinite');
-    });
-  }
-
-  get(sessionId: string, locator: string): Promise<string> {
-    return this.store.use(() => this.content(sessionId, locator));
-  }
-
-  read(sessionId: string, locator: string, offset: number, limit: number): Promise<{ text: string; total: number }> {
-    return this.store.use(async () => artifactWindow(await this.content(sessionId, locator), offset, limit));
-  }
-
-  private async content(sessionId: string, locator: string): Promise<string> {
-    const name = ownArtifactName(sessionId, locator);
-    const row = (await this.store.query<{ content: Buffer }>(this.store.sql.artifact, [sessionId, name])).rows[0];
-    if (!row) throw artifactNotFound(locator);
-    return row.content.toString('utf8');
-  }
-}
-
-class PostgresProjectionCache implements ProjectionCacheStore {
-  constructor(private readonly store: PostgresSessionStore) {}
-
-  get(sessionId: string): Promise<ProjectionCacheRecord | undefined> {
-    return this.store.use(async () => {
-      assertSessionId(sessionId);
-      const row = (await this.store.query<{ record: string }>(this.store.sql.cacheGet, [sessionId])).rows[0];
-      return row ? parseProjectionCacheRecord(row.record) : undefined;
-    });
-  }
-
-  put(sessionId: string, record: ProjectionCacheRecord): Promise<void> {
-    return this.store.use(async () => {
-      assertSessionId(sessionId);
-      const key = await this.store.requireKey(sessionId);
-      await this.store.query(this.store.sql.cachePut, [key, serializeProjectionCacheRecord(record)]);
-    });
-  }
 }

@@ -1,0 +1,469 @@
+/**
+ * The relational store core: every `SessionStore` operation of the SQLite and PostgreSQL backends,
+ * written once over a dialect driver (driver.ts). Both keep events and batches in the shared row
+ * codec (rows.ts); their storage formats are documented in sqlite.ts and postgres.ts.
+ *
+ * A write is one sequence: lock (this process's per-session lock, then the driver's) → sync (the
+ * store's validated copy brought up to the stored head, reading only the tail) → plan (plan.ts:
+ * replay, OP_CONFLICT, SEQ_CONFLICT, the one validation of the batch) → insert → commit → the
+ * batch joins the validated copy → notify watchers. A write that fails once it began evicts the
+ * copy (rolled back, or a commit whose outcome is unknown): the next call reads the log afresh.
+ * A read brings the copy up to the head the same way, and only checks the head when the copy
+ * is current.
+ */
+import {
+  SessionlogError,
+  assertSessionId,
+  jsonEqual,
+  parseHeader,
+  type NewEvent,
+  type SessionHeader,
+  type SessionView,
+  type StoredEvent,
+} from '../../session/index.js';
+import {
+  artifactLocator,
+  artifactNotFound,
+  artifactWindow,
+  assertArtifactPut,
+  ownArtifactName,
+  uniqueArtifactNames,
+  type ArtifactPut,
+  type ArtifactRef,
+  type ArtifactStore,
+} from '../artifacts.js';
+import {
+  alreadyExists,
+  assertAppendArguments,
+  assertReadArguments,
+  notFound,
+  sessionErased,
+  storeClosed,
+} from '../errors.js';
+import { SessionCopies } from '../copies.js';
+import { alreadyErasedReceipt, appendResultOf, loadedSession, planAppend, planRepair, sliceEvents } from '../plan.js';
+import {
+  parseProjectionCacheRecord,
+  serializeProjectionCacheRecord,
+  type ProjectionCacheRecord,
+  type ProjectionCacheStore,
+} from '../projection-cache.js';
+import { LogScanner, assertScanned, headerProblemReport, scanReport } from '../scanner.js';
+import { parseSearchRequest, searchHits, searchable, type SearchHit, type SearchOptions } from '../search.js';
+import type {
+  AppendOptions,
+  AppendResult,
+  LoadedSession,
+  ResolvedStoreOptions,
+  ScanReport,
+  SessionStore,
+  StoreEraseReceipt,
+  WatchOptions,
+} from '../store.js';
+import { LiveTail } from '../watch.js';
+import { step, type Awaitable, type RelationalDriver, type RelationalTx, type Steps } from './driver.js';
+import { decodeRows, parseStoredHeader } from './rows.js';
+
+/** The validated copy this process keeps of one session, bound to the row it came from. */
+type CachedSession = { key: number; headerText: string; scanner: LogScanner };
+
+/** What a write decides against the synced copy: its result, and the batch to store (none: nothing to write). */
+type WritePlan<T> = { result: T; batch?: { events: readonly StoredEvent[]; op: string } };
+
+/** A write's outcome: the batch the transaction stored, to commit into the copy once it committed. */
+type Written<T> = { result: T; stored?: { scanner: LogScanner; events: readonly StoredEvent[] } };
+
+type Use = <T>(body: () => Awaitable<T>) => Promise<T>;
+
+export abstract class RelationalSessionStore implements SessionStore {
+  abstract readonly kind: 'sqlite' | 'postgres';
+  readonly artifacts: ArtifactStore;
+  readonly projectionCache: ProjectionCacheStore;
+  private readonly copies: SessionCopies<CachedSession>;
+  private readonly tail: LiveTail;
+  private closed = false;
+  private closing: Promise<void> | undefined;
+
+  protected constructor(
+    private readonly driver: RelationalDriver,
+    private readonly options: ResolvedStoreOptions,
+  ) {
+    this.copies = new SessionCopies(options.sessionCacheSize);
+    this.tail = new LiveTail(
+      driver.location,
+      driver.pollIntervalMs,
+      (id, fromSeq, limit) => this.readFrom(id, fromSeq, limit),
+      driver.remoteAppends,
+    );
+    const use: Use = (body) => this.use(body);
+    this.artifacts = new RelationalArtifacts(use, driver);
+    this.projectionCache = new RelationalProjectionCache(use, driver);
+  }
+
+  /** Identifies the database (no credentials), in messages and for in-process watch wake-ups. */
+  get location(): string {
+    return this.driver.location;
+  }
+
+  create(header: SessionHeader): Promise<void> {
+    return this.use(() => {
+      const parsed = parseHeader(header, `create session ${String((header as { id?: unknown } | null)?.id)}`);
+      return this.driver.run('write', (tx) => this.createSteps(tx, parsed));
+    });
+  }
+
+  header(id: string): Promise<SessionHeader> {
+    return this.use(async () => {
+      assertSessionId(id);
+      const row = await this.statement((tx) => tx.sessionRow(id));
+      if (!row) throw notFound(id);
+      return parseStoredHeader(row.header, id, this.where(id));
+    });
+  }
+
+  exists(id: string): Promise<boolean> {
+    return this.use(async () => {
+      assertSessionId(id);
+      return (await this.statement((tx) => tx.sessionRow(id))) !== undefined;
+    });
+  }
+
+  list(): Promise<SessionHeader[]> {
+    return this.use(async () => {
+      const rows = await this.statement((tx) => tx.listSessions());
+      return rows.map((row) => parseStoredHeader(row.header, row.id, this.where(row.id)));
+    });
+  }
+
+  append(id: string, events: readonly NewEvent[], options: AppendOptions): Promise<AppendResult> {
+    return this.use(() => {
+      assertAppendArguments(id, events, options);
+      this.driver.assertStorableOp(options.op);
+      return this.write(id, (scanner) => {
+        const plan = planAppend(scanner, events, options);
+        if (plan.kind === 'replayed') return { result: plan.result };
+        return { result: appendResultOf(plan.events), batch: { events: plan.events, op: options.op } };
+      });
+    });
+  }
+
+  load(id: string): Promise<LoadedSession> {
+    return this.use(() => {
+      assertSessionId(id);
+      return this.write(id, (scanner) => {
+        const closers = planRepair(scanner);
+        const result = loadedSession(scanner, closers, 0);
+        return closers.length === 0 ? { result } : { result, batch: { events: closers, op: closers[0]!.op! } };
+      });
+    });
+  }
+
+  readFrom(id: string, fromSeq: number, limit?: number): Promise<StoredEvent[]> {
+    return this.use(async () => {
+      assertReadArguments(id, fromSeq, limit);
+      return sliceEvents((await this.readSynced(id)).scanner.session, fromSeq, limit);
+    });
+  }
+
+  nextSeq(id: string): Promise<number> {
+    return this.use(async () => {
+      assertSessionId(id);
+      return (await this.readSynced(id)).scanner.nextSeq;
+    });
+  }
+
+  session(id: string): Promise<SessionView> {
+    return this.use(async () => {
+      assertSessionId(id);
+      return (await this.readSynced(id)).scanner.session;
+    });
+  }
+
+  inspect(id: string): Promise<LoadedSession> {
+    return this.use(async () => {
+      assertSessionId(id);
+      const { scanner } = await this.readSynced(id);
+      return loadedSession(scanner, planRepair(scanner), 0);
+    });
+  }
+
+  scan(id: string): Promise<ScanReport> {
+    return this.use(() => {
+      assertSessionId(id);
+      return this.driver.run('read', (tx) => this.scanSteps(tx, id));
+    });
+  }
+
+  erase(id: string): Promise<StoreEraseReceipt> {
+    return this.use(() => {
+      assertSessionId(id);
+      return this.copies.serial(id, async () => {
+        const receipt = await this.driver.run('write', (tx) => this.eraseSteps(tx, id, Date.now()));
+        this.copies.evict(id);
+        if (receipt.erased) receipt.notes.push(...this.driver.afterErase());
+        return receipt;
+      });
+    });
+  }
+
+  search(id: string, query: string, options?: SearchOptions): Promise<SearchHit[]> {
+    return this.use(async () => {
+      assertSessionId(id);
+      const request = parseSearchRequest(query, options);
+      const entry = await this.readSynced(id);
+      if (!searchable(request)) return [];
+      const { session, nextSeq } = entry.scanner;
+      // Rows past the copy's head (appended meanwhile) are left out: the snippets come from the copy.
+      const scope = { id, key: entry.key, header: entry.headerText, head: nextSeq };
+      return searchHits(session, await this.driver.searchMatches(scope, request), request.words);
+    });
+  }
+
+  watch(id: string, fromSeq: number, options: WatchOptions = {}): AsyncIterable<StoredEvent> {
+    return this.tail.watch(id, fromSeq, options.signal);
+  }
+
+  /** Ends every watch and the driver's connections; idempotent. */
+  close(): Promise<void> {
+    this.closing ??= this.shutDown();
+    return this.closing;
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  /**
+   * Runs `body` on the open store. A driver error raised because the store closed meanwhile reads
+   * as STORE_CLOSED; a lock wait or an unreachable server as the driver says (UNAVAILABLE).
+   */
+  private async use<T>(body: () => Awaitable<T>): Promise<T> {
+    if (this.closed) throw storeClosed();
+    try {
+      return await body();
+    } catch (error) {
+      if (error instanceof SessionlogError) throw error;
+      if (this.closed) throw storeClosed();
+      throw this.driver.storeError(error);
+    }
+  }
+
+  private async shutDown(): Promise<void> {
+    this.closed = true;
+    this.copies.clear();
+    this.tail.close();
+    await this.driver.close();
+  }
+
+  /** One statement, on its own. */
+  private statement<T>(query: (tx: RelationalTx) => Awaitable<T>): Awaitable<T> {
+    return this.driver.run('single', (tx) => step(query(tx)));
+  }
+
+  private where(id: string): string {
+    return `session ${id} in ${this.location}`;
+  }
+
+  private *createSteps(tx: RelationalTx, header: SessionHeader): Steps<void> {
+    const id = header.id;
+    const tombstone = yield* step(tx.tombstone(id));
+    if (tombstone) {
+      const now = Date.now();
+      if (tombstone.until > now) throw sessionErased(id, tombstone.erasedAt, tombstone.until);
+      yield* step(tx.dropExpiredTombstones(now));
+    }
+    if (yield* step(tx.insertSession(id, JSON.stringify(header)))) return;
+    const existing = yield* step(tx.sessionRow(id));
+    if (!existing || !jsonEqual(parseStoredHeader(existing.header, id, this.where(id)), header))
+      throw alreadyExists(id);
+  }
+
+  /**
+   * The write sequence: lock → sync → plan → insert → commit → notify. The batch joins the
+   * validated copy only once the transaction committed; a write that fails after it began evicts
+   * the copy, so the next call reads the log afresh.
+   */
+  private write<T>(id: string, plan: (scanner: LogScanner) => WritePlan<T>): Promise<T> {
+    return this.copies.serial(id, async () => {
+      let began = false;
+      let written: Written<T>;
+      try {
+        written = await this.driver.run('write', (tx) => this.writeSteps(tx, id, plan, () => (began = true)));
+      } catch (error) {
+        if (began) this.copies.evict(id);
+        throw error;
+      }
+      if (written.stored) {
+        written.stored.scanner.commitWritten(written.stored.events);
+        this.tail.appended(id);
+      }
+      return written.result;
+    });
+  }
+
+  private *writeSteps<T>(
+    tx: RelationalTx,
+    id: string,
+    plan: (scanner: LogScanner) => WritePlan<T>,
+    begin: () => void,
+  ): Steps<Written<T>> {
+    if (!(yield* step(tx.lockSession(id)))) throw notFound(id);
+    const entry = yield* this.sync(tx, id);
+    const { result, batch } = plan(entry.scanner);
+    if (!batch) return { result };
+    begin();
+    yield* step(tx.insertBatch(entry.key, id, batch.events, batch.op));
+    return { result, stored: { scanner: entry.scanner, events: batch.events } };
+  }
+
+  /**
+   * The session's validated copy brought up to the stored head for a read: one statement when
+   * the cached copy is current, else the tail read in one snapshot.
+   */
+  private readSynced(id: string): Promise<CachedSession> {
+    return this.copies.serial(id, async () => {
+      const cached = this.copies.get(id);
+      if (cached) {
+        const row = await this.statement((tx) => tx.sessionHead(id));
+        if (!row) throw notFound(id);
+        if (row.key === cached.key && row.header === cached.headerText && row.head === cached.scanner.nextSeq)
+          return cached;
+      }
+      return this.driver.run('read', (tx) => this.sync(tx, id));
+    });
+  }
+
+  /**
+   * Brings the session's validated copy up to the stored head inside a transaction: only rows past
+   * the cached copy are read. A copy of another incarnation of the id (another key or header), or
+   * ahead of the stored log (restored from a backup), is rebuilt from seq 0. CORRUPT_LOG, with
+   * nothing cached, when the stored log is damaged.
+   */
+  private *sync(tx: RelationalTx, id: string): Steps<CachedSession> {
+    const row = yield* step(tx.sessionHead(id));
+    if (!row) throw notFound(id);
+    let entry = this.copies.get(id);
+    if (!entry || entry.key !== row.key || entry.headerText !== row.header || row.head < entry.scanner.nextSeq) {
+      const header = parseStoredHeader(row.header, id, this.where(id));
+      entry = {
+        key: row.key,
+        headerText: row.header,
+        scanner: new LogScanner(header, 'transactional', this.where(id)),
+      };
+    }
+    yield* this.readTail(tx, row.key, entry.scanner, row.head);
+    entry.scanner.finish(row.head);
+    if (entry.scanner.problem) {
+      this.copies.evict(id);
+      assertScanned(entry.scanner);
+    }
+    this.copies.set(id, entry);
+    return entry;
+  }
+
+  /** Feeds the stored rows between the scanner's next seq and `head` into it. */
+  private *readTail(tx: RelationalTx, key: number, scanner: LogScanner, head: number): Steps<void> {
+    const from = scanner.nextSeq;
+    if (head <= from) return;
+    const rows = yield* step(tx.rowsFrom(key, from, head));
+    for (const record of decodeRows(rows.events, rows.batches)) scanner.push(record);
+  }
+
+  private *scanSteps(tx: RelationalTx, id: string): Steps<ScanReport> {
+    const row = yield* step(tx.sessionHead(id));
+    if (!row) throw notFound(id);
+    let header: SessionHeader;
+    try {
+      header = parseStoredHeader(row.header, id, this.where(id));
+    } catch (error) {
+      return headerProblemReport(id, error);
+    }
+    const scanner = new LogScanner(header, 'transactional', this.where(id));
+    yield* this.readTail(tx, row.key, scanner, row.head);
+    return scanReport(scanner, scanner.finish(row.head));
+  }
+
+  private *eraseSteps(tx: RelationalTx, id: string, now: number): Steps<StoreEraseReceipt> {
+    const key = yield* step(tx.lockSessionForErase(id));
+    if (key === undefined) {
+      const tombstone = yield* step(tx.tombstone(id));
+      if (!tombstone) throw notFound(id);
+      return alreadyErasedReceipt(id, tombstone.until);
+    }
+    const removal = yield* step(tx.deleteSession(key, id));
+    yield* step(tx.dropExpiredTombstones(now));
+    const until = now + this.options.tombstoneMs;
+    yield* step(tx.putTombstone(id, { erasedAt: now, until }));
+    const { removed, places, notes } = removal;
+    return { sessionId: id, erased: true, removed, places, tombstoneUntil: until, notes };
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** Artifacts in the `artifacts` table. */
+class RelationalArtifacts implements ArtifactStore {
+  constructor(
+    private readonly use: Use,
+    private readonly driver: RelationalDriver,
+  ) {}
+
+  put(input: ArtifactPut): Promise<ArtifactRef> {
+    return this.use(() => {
+      assertArtifactPut(input);
+      return this.driver.run('write', (tx) => putArtifact(tx, input));
+    });
+  }
+
+  get(sessionId: string, locator: string): Promise<string> {
+    return this.use(() => this.content(sessionId, locator));
+  }
+
+  read(sessionId: string, locator: string, offset: number, limit: number): Promise<{ text: string; total: number }> {
+    return this.use(async () => artifactWindow(await this.content(sessionId, locator), offset, limit));
+  }
+
+  private async content(sessionId: string, locator: string): Promise<string> {
+    const name = ownArtifactName(sessionId, locator);
+    const content = await this.driver.run('single', (tx) => step(tx.artifactContent(sessionId, name)));
+    if (content === undefined) throw artifactNotFound(locator);
+    return content;
+  }
+}
+
+function* putArtifact(tx: RelationalTx, input: ArtifactPut): Steps<ArtifactRef> {
+  const row = yield* step(tx.sessionRow(input.sessionId));
+  if (!row) throw notFound(input.sessionId);
+  for (const name of uniqueArtifactNames(input.name)) {
+    if (yield* step(tx.insertArtifact(row.key, name, input.content)))
+      return { locator: artifactLocator(input.sessionId, name), bytes: Buffer.byteLength(input.content, 'utf8') };
+  }
+  throw new Error('unreachable: artifact name candidates are infinite');
+}
+
+/** The projection cache in the `projection_cache` table, one record per session. */
+class RelationalProjectionCache implements ProjectionCacheStore {
+  constructor(
+    private readonly use: Use,
+    private readonly driver: RelationalDriver,
+  ) {}
+
+  get(sessionId: string): Promise<ProjectionCacheRecord | undefined> {
+    return this.use(async () => {
+      assertSessionId(sessionId);
+      const text = await this.driver.run('single', (tx) => step(tx.projectionRecord(sessionId)));
+      return text === undefined ? undefined : parseProjectionCacheRecord(text);
+    });
+  }
+
+  put(sessionId: string, record: ProjectionCacheRecord): Promise<void> {
+    return this.use(() => {
+      assertSessionId(sessionId);
+      return this.driver.run('write', (tx) => putProjectionRecord(tx, sessionId, record));
+    });
+  }
+}
+
+function* putProjectionRecord(tx: RelationalTx, sessionId: string, record: ProjectionCacheRecord): Steps<void> {
+  const row = yield* step(tx.sessionRow(sessionId));
+  if (!row) throw notFound(sessionId);
+  yield* step(tx.putProjectionRecord(row.key, serializeProjectionCacheRecord(record)));
+}

@@ -1,0 +1,141 @@
+/**
+ * The seam between the relational core (core.ts) and one database: a driver runs the core's
+ * transaction bodies and gives them a few statements in its dialect (sqlite.ts, postgres.ts).
+ *
+ * Synchronous and asynchronous databases behind one interface: a body is a generator that yields
+ * each statement's result (`const row = yield* step(tx.sessionHead(id))`). A statement returns its
+ * value (better-sqlite3) or a promise of it (pg), and the driver's runner feeds it back:
+ * {@link runSteps} runs a body to its end synchronously, inside a better-sqlite3 transaction, which
+ * must not await (nothing else may run on its connection while it is open); {@link runStepsAsync}
+ * awaits each statement on a pg connection. So the core's sequences are written once and SQLite
+ * keeps its transactions as they were: one synchronous call each.
+ */
+import type { StoredEvent } from '../../session/index.js';
+import type { RankedSeq, SearchRequest } from '../search.js';
+import type { ErasedPlace, StoreEraseReceipt } from '../store.js';
+import type { RemoteAppends } from '../watch.js';
+import type { BatchRow, EventRow } from './rows.js';
+
+/** A statement's result: the value itself from a synchronous driver, a promise of it from an asynchronous one. */
+export type Awaitable<T> = T | Promise<T>;
+
+/** A transaction body: yields statement results (see {@link step}) and returns its outcome. */
+export type Steps<T> = Generator<Awaitable<unknown>, T, unknown>;
+
+/** Inside a body, the value of one statement: `const row = yield* step(tx.sessionRow(id))`. */
+export function* step<T>(statement: Awaitable<T>): Generator<Awaitable<T>, T, unknown> {
+  return (yield statement) as T;
+}
+
+/** Runs a body whose statements all return values (a synchronous driver); a promise is a bug in the driver. */
+export function runSteps<T>(body: Steps<T>): T {
+  let next = body.next();
+  while (!next.done) {
+    if (next.value instanceof Promise) throw new Error('a synchronous driver statement returned a promise');
+    next = body.next(next.value);
+  }
+  return next.value;
+}
+
+/** Runs a body, awaiting each statement; a statement's failure is thrown into the body where it yielded. */
+export async function runStepsAsync<T>(body: Steps<T>): Promise<T> {
+  let next = body.next();
+  while (!next.done) {
+    let value: unknown;
+    try {
+      value = await next.value;
+    } catch (error) {
+      next = body.throw(error);
+      continue;
+    }
+    next = body.next(value);
+  }
+  return next.value;
+}
+
+/** A session's row: its key and the header JSON text as stored. */
+export type SessionRow = { key: number; header: string };
+
+/** A session's row and its stored head (the seq after the last event or batch), read in one statement. */
+export type SessionHeadRow = SessionRow & { head: number };
+
+/** The stored rows of a range of seqs: the event rows and the batch rows that overlap them, both ascending. */
+export type StoredRows = { events: EventRow[]; batches: BatchRow[] };
+
+/** An erased id's tombstone: `create` refuses the id until `until` (epoch ms). */
+export type Tombstone = { erasedAt: number; until: number };
+
+/** What deleting a session's rows removed, and where: the parts of an erase receipt the dialect knows. */
+export type SessionRemoval = Pick<StoreEraseReceipt, 'removed' | 'notes'> & { places: ErasedPlace[] };
+
+/** The synced validated copy a search runs against: its session row and head. */
+export type SearchScope = { id: string; key: number; header: string; head: number };
+
+/**
+ * The statements of one transaction (or of statements run on their own), in the driver's dialect.
+ * Each returns its value, or a promise of it (see {@link Awaitable}).
+ */
+export interface RelationalTx {
+  /** The session's row and its stored head, in one statement. */
+  sessionHead(id: string): Awaitable<SessionHeadRow | undefined>;
+  sessionRow(id: string): Awaitable<SessionRow | undefined>;
+  /** Every session's id and header text, ordered by id bytewise. */
+  listSessions(): Awaitable<Array<{ id: string; header: string }>>;
+  /** Inserts a session unless its id is taken; false when it was. */
+  insertSession(id: string, header: string): Awaitable<boolean>;
+  /**
+   * Takes the session's write lock for the rest of the transaction; false when the session does
+   * not exist. (In SQLite `BEGIN IMMEDIATE` already holds the database's: always true there, and
+   * the sync that follows finds a session that does not exist.)
+   */
+  lockSession(id: string): Awaitable<boolean>;
+  /** Locks the session's row against every other transaction for its erasure; its key, or undefined. */
+  lockSessionForErase(id: string): Awaitable<number | undefined>;
+  /** The stored rows of seqs `from <= seq < to`. */
+  rowsFrom(key: number, from: number, to: number): Awaitable<StoredRows>;
+  /**
+   * Stores one planned batch: its event rows (with the words search needs) and its batch row; and
+   * tells other processes watching the session, when the database can (on commit).
+   */
+  insertBatch(key: number, id: string, events: readonly StoredEvent[], op: string): Awaitable<void>;
+  /** Deletes every row of the session (events, batches, artifacts, projection record, search rows, the session). */
+  deleteSession(key: number, id: string): Awaitable<SessionRemoval>;
+  tombstone(id: string): Awaitable<Tombstone | undefined>;
+  putTombstone(id: string, tombstone: Tombstone): Awaitable<void>;
+  dropExpiredTombstones(now: number): Awaitable<void>;
+  /** Stores an artifact unless the name is taken; false when it was. */
+  insertArtifact(key: number, name: string, content: string): Awaitable<boolean>;
+  artifactContent(id: string, name: string): Awaitable<string | undefined>;
+  projectionRecord(id: string): Awaitable<string | undefined>;
+  putProjectionRecord(key: number, record: string): Awaitable<void>;
+}
+
+/**
+ * How a body runs: `write` in one transaction that serializes the session's writers (SQLite
+ * `BEGIN IMMEDIATE`; PostgreSQL READ COMMITTED, with the row lock the body takes), `read` in one
+ * snapshot, `single` with each statement on its own.
+ */
+export type TxMode = 'write' | 'read' | 'single';
+
+/** One database under the relational core. */
+export interface RelationalDriver {
+  /** Identifies the stored data (no credentials): in messages and for in-process watch wake-ups. */
+  readonly location: string;
+  /** How often a watcher polls for appends made elsewhere. */
+  readonly pollIntervalMs: number;
+  /** How the database tells of other processes' appends without polling, where it can. */
+  readonly remoteAppends?: RemoteAppends;
+  run<T>(mode: TxMode, body: (tx: RelationalTx) => Steps<T>): Awaitable<T>;
+  /** Refuses, before anything is written, an op this database cannot store. */
+  assertStorableOp(op: string): void;
+  /**
+   * The search candidates of a synced copy: its events below `scope.head` whose indexed words hold
+   * every query word, ranked. None when the session's row is no longer the one the copy came from.
+   */
+  searchMatches(scope: SearchScope, request: SearchRequest): Awaitable<RankedSeq[]>;
+  /** Runs after an erasure committed; notes for its receipt on where the erased bytes went. */
+  afterErase(): string[];
+  /** A driver error in the store's words: UNAVAILABLE for a lock wait or a server that cannot be reached, else the error itself. */
+  storeError(error: unknown): unknown;
+  close(): Awaitable<void>;
+}

@@ -1,0 +1,657 @@
+/**
+ * SQLite backend of `SessionStore` (DESIGN §4, dsh-spec §8.8), the embedded default: the dialect
+ * driver under the relational core (core.ts, which runs every operation), with the storage format,
+ * the schema and its upgrades, and the statements.
+ *
+ * Storage format (schema version {@link SQLITE_SCHEMA_VERSION}, `application_id`
+ * {@link SQLITE_APPLICATION_ID}; a file with a newer `user_version` or a foreign application id
+ * is refused; versions 1 to 3 are upgraded in place when the store opens, in one transaction:
+ * version 2 adds the `tombstones` table, version 3 the `search` index, version 4 makes that index
+ * contentless (version 3's is dropped and the index filled again from every stored event). Stop
+ * processes of an older build before a newer one opens the file; a newer file is refused by an
+ * older build):
+ *
+ * - `sessions(key, id, header)`: integer key, text id, header JSON.
+ * - `events(session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable)`,
+ *   `WITHOUT ROWID`, primary key `(session_key, seq)`: one row per event, clustered by seq, in
+ *   the shared relational row codec (rows.ts). Neither the op nor the text id is repeated per row.
+ * - `batches(session_key, op, first_seq, last_seq)`: one row per append batch; its primary key
+ *   is the unique op index, and reads re-attach `op` to events from it.
+ * - `artifacts(session_key, name, content)` and `projection_cache(session_key, record)`.
+ * - `tombstones(id, erased_at, until)` (version 2): erased ids `create` refuses until `until`.
+ * - `search(body)` (version 4): a contentless FTS5 index (`content = ''`, tokenizer `ascii`,
+ *   option `secure-delete`) with one row per event that carries text, written in the event's
+ *   append transaction. `body` is the event's folded words (search.ts), kept only in the index
+ *   (version 3 also kept a copy of them, 37% of a conversation's file); the rowid is
+ *   `session_key << 32 | seq`, so a query is a rowid range of one session (limits: 2^31 session
+ *   keys, 2^32 events per session). Ranked with `bm25`; the hit's snippet comes from the
+ *   validated copy.
+ * - `search_rows(search_rowid, words_sha256)` (version 4): for each indexed row, a digest of the
+ *   words it was indexed with. A contentless index forgets a row's words only when given them
+ *   again exactly, so `erase` re-derives them from the event and checks the digest; when a row
+ *   no longer matches (damaged or edited in the file), it rebuilds the whole index instead.
+ *   The word folding of search.ts is therefore part of this format: changing it needs a new
+ *   version that re-indexes.
+ *
+ * A new file is made with 8 KiB pages ({@link SQLITE_PAGE_SIZE}), so a ~2 KB event row stays on
+ * its page; files made with other page sizes are read and written as they are.
+ *
+ * Every append is one `BEGIN IMMEDIATE` transaction, so writers in several processes on one file
+ * are serialized by SQLite's own lock; WAL with `synchronous=FULL` makes a commit durable. A
+ * transaction commits whole, so nothing is ever truncated: any damaged row is CORRUPT_LOG.
+ * `secure_delete` is on, FTS5 `secure-delete` removes an erased session's words from the index
+ * itself (not just marks them deleted), and `erase` ends with a `wal_checkpoint(TRUNCATE)`, so an
+ * erased session's bytes are overwritten in the database file and gone from the WAL.
+ */
+import { closeSync, mkdirSync, openSync, realpathSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { createHash, randomUUID } from 'node:crypto';
+import Database from 'better-sqlite3';
+import { SessionlogError, type StoredEvent } from '../../session/index.js';
+import { storeClosed } from '../errors.js';
+import {
+  SEARCHABLE_EVENT_TYPES,
+  fts5MatchExpression,
+  indexText,
+  type RankedSeq,
+  type SearchRequest,
+} from '../search.js';
+import { resolveStoreOptions, type ResolvedStoreOptions, type StoreOptions } from '../store.js';
+import { RelationalSessionStore } from './core.js';
+import { runSteps } from './driver.js';
+import type * as driver from './driver.js';
+import { encodeEvent, storedHead, type BatchRow, type EventRow } from './rows.js';
+
+/** `PRAGMA application_id` of a sessionlog database ("SLOG"). */
+export const SQLITE_APPLICATION_ID = 0x534c4f47;
+/** `PRAGMA user_version` this build writes and reads. */
+export const SQLITE_SCHEMA_VERSION = 4;
+
+/** The page size of a new database file (an existing file keeps its own). */
+export const SQLITE_PAGE_SIZE = 8192;
+
+/** The first rowid of session `key` in `search` is `key << 32`; its seqs are the low 32 bits. */
+const MAX_INDEXED_SEQ = 2 ** 32 - 1;
+
+const SEARCH_DDL = `
+CREATE VIRTUAL TABLE search USING fts5(body, tokenize = 'ascii', content = '');
+INSERT INTO search (search, rank) VALUES ('secure-delete', 1);
+CREATE TABLE search_rows (
+  search_rowid INTEGER PRIMARY KEY,
+  words_sha256 BLOB NOT NULL
+) STRICT;
+`;
+
+const INSERT_SEARCH = `INSERT INTO search (rowid, body) VALUES ((? << 32) + ?, ?)`;
+const INSERT_SEARCH_ROW = `INSERT INTO search_rows (search_rowid, words_sha256) VALUES ((? << 32) + ?, ?)`;
+
+/** The digest `search_rows` keeps of the words a row was indexed with (16 bytes of SHA-256). */
+function wordsDigest(words: string): Buffer {
+  return createHash('sha256').update(words, 'utf8').digest().subarray(0, 16);
+}
+
+type SearchWriters = {
+  insertSearch: Database.Statement<[number, number, string]>;
+  insertSearchRow: Database.Statement<[number, number, Buffer]>;
+};
+
+/** Indexes one event's words, with the digest erase checks them against. */
+function indexWords(writers: SearchWriters, key: number, seq: number, words: string): void {
+  writers.insertSearch.run(key, seq, words);
+  writers.insertSearchRow.run(key, seq, wordsDigest(words));
+}
+
+/** The indexed words of a stored row, or undefined when its data does not decode or it carries no text. */
+function storedRowWords(type: string, data: string): string | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(data);
+  } catch {
+    // A damaged row has no words to re-derive.
+    return undefined;
+  }
+  return indexText({ type, data: parsed });
+}
+
+const TOMBSTONES_DDL = `
+CREATE TABLE tombstones (
+  id TEXT PRIMARY KEY,
+  erased_at INTEGER NOT NULL,
+  until INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+`;
+
+const SCHEMA = `
+CREATE TABLE sessions (
+  key INTEGER PRIMARY KEY,
+  id TEXT NOT NULL UNIQUE,
+  header TEXT NOT NULL
+) STRICT;
+CREATE TABLE events (
+  session_key INTEGER NOT NULL REFERENCES sessions(key),
+  seq INTEGER NOT NULL,
+  type TEXT NOT NULL,
+  time INTEGER NOT NULL,
+  data TEXT NOT NULL,
+  surface_op TEXT,
+  source_event_seqs TEXT,
+  ignorable INTEGER,
+  PRIMARY KEY (session_key, seq)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE batches (
+  session_key INTEGER NOT NULL REFERENCES sessions(key),
+  op TEXT NOT NULL,
+  first_seq INTEGER NOT NULL,
+  last_seq INTEGER NOT NULL,
+  PRIMARY KEY (session_key, op)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX batches_by_last_seq ON batches (session_key, last_seq);
+CREATE TABLE artifacts (
+  session_key INTEGER NOT NULL REFERENCES sessions(key),
+  name TEXT NOT NULL,
+  content TEXT NOT NULL,
+  PRIMARY KEY (session_key, name)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE projection_cache (
+  session_key INTEGER PRIMARY KEY REFERENCES sessions(key),
+  record TEXT NOT NULL
+) STRICT;
+${TOMBSTONES_DDL}
+${SEARCH_DDL}`;
+
+function prepareFile(path: string): string {
+  const absolute = resolve(path);
+  // Directories and the file we create are owner-only; existing ones are left as they are.
+  mkdirSync(dirname(absolute), { recursive: true, mode: 0o700 });
+  try {
+    closeSync(openSync(absolute, 'wx', 0o600));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
+  return realpathSync(absolute);
+}
+
+/**
+ * Indexes every stored event that carries text (the upgrade to version 4, and the rebuild after
+ * an erase that could not re-derive a row's words), a page of rows at a time. A row whose data
+ * does not decode is left out: its session is refused as CORRUPT_LOG by every read, search
+ * included.
+ */
+function backfillSearchIndex(db: Database.Database): void {
+  const types = SEARCHABLE_EVENT_TYPES.map((type) => `'${type}'`).join(', ');
+  const page = db.prepare<[number, number], { session_key: number; seq: number; type: string; data: string }>(
+    `SELECT session_key, seq, type, data FROM events WHERE (session_key, seq) > (?, ?) AND type IN (${types}) ORDER BY session_key, seq LIMIT 1000`,
+  );
+  // Its own statements: it also runs while the store opens, before the store's are prepared.
+  const writers: SearchWriters = {
+    insertSearch: db.prepare(INSERT_SEARCH),
+    insertSearchRow: db.prepare(INSERT_SEARCH_ROW),
+  };
+  let after = { key: -1, seq: -1 };
+  for (let rows = page.all(after.key, after.seq); rows.length > 0; rows = page.all(after.key, after.seq)) {
+    for (const row of rows) {
+      // A damaged row has no words: nothing to index (see above).
+      const body = storedRowWords(row.type, row.data);
+      if (body && row.seq <= MAX_INDEXED_SEQ) indexWords(writers, row.session_key, row.seq, body);
+    }
+    const last = rows[rows.length - 1]!;
+    after = { key: last.session_key, seq: last.seq };
+  }
+}
+
+/** Opens (creating if needed) a SQLite store at `path`, or an in-memory one for `:memory:`. */
+export function openSqliteStore(path: string, options: StoreOptions = {}): SqliteSessionStore {
+  return new SqliteSessionStore(path, resolveStoreOptions(options));
+}
+
+/** The SQLite store: the relational core over a {@link SqliteDriver} on one better-sqlite3 connection. */
+export class SqliteSessionStore extends RelationalSessionStore {
+  readonly kind = 'sqlite' as const;
+  private readonly sqlite: SqliteDriver;
+
+  constructor(path: string, options: ResolvedStoreOptions) {
+    const sqlite = new SqliteDriver(path, options);
+    super(sqlite, options);
+    this.sqlite = sqlite;
+  }
+
+  /** The connection's settings as SQLite reports them (diagnostics and `sessionlog verify`). */
+  settings(): SqliteSettings {
+    return this.sqlite.settings();
+  }
+}
+
+export type SqliteSettings = {
+  journalMode: string;
+  synchronous: number;
+  foreignKeys: number;
+  busyTimeoutMs: number;
+  applicationId: number;
+  userVersion: number;
+  pageSize: number;
+};
+
+/**
+ * One better-sqlite3 connection. Every body runs to its end synchronously inside its transaction,
+ * so nothing else runs on the connection meanwhile; writers in other processes wait for SQLite's
+ * own lock (`busyTimeoutMs`).
+ */
+class SqliteDriver implements driver.RelationalDriver {
+  readonly location: string;
+  readonly pollIntervalMs: number;
+  private readonly memory: boolean;
+  private readonly db: Database.Database;
+  private readonly statements: SqliteStatements;
+  /** Runs a function in a transaction (`.immediate` or `.deferred`); prepared once. */
+  private readonly transaction: Database.Transaction<(body: () => unknown) => unknown>;
+
+  constructor(
+    path: string,
+    private readonly options: ResolvedStoreOptions,
+  ) {
+    this.memory = path === ':memory:';
+    const file = this.memory ? ':memory:' : prepareFile(path);
+    this.location = this.memory ? `sqlite:memory:${randomUUID()}` : `sqlite:${file}`;
+    this.pollIntervalMs = options.pollIntervalMs;
+    this.db = new Database(file);
+    try {
+      this.configure();
+      this.initializeSchema(file);
+    } catch (error) {
+      this.db.close();
+      throw error;
+    }
+    this.statements = new SqliteStatements(this.db, this.location);
+    this.transaction = this.db.transaction((body: () => unknown) => body());
+  }
+
+  private configure(): void {
+    this.db.pragma(`busy_timeout = ${this.options.busyTimeoutMs}`);
+    // A new file gets 8 KiB pages: an event row of up to ~2 KB (a typical assistant reply) then
+    // stays on its b-tree page instead of spilling to a mostly empty overflow page, as it does
+    // with 4 KiB pages in a WITHOUT ROWID table (BENCHMARKS.md, "bytes on disk"). Only possible
+    // before the first table exists; a file made with other pages keeps them (SQLite reads both).
+    if (this.db.pragma('page_count', { simple: true }) === 0) this.db.pragma(`page_size = ${SQLITE_PAGE_SIZE}`);
+    const journal = this.db.pragma('journal_mode = WAL', { simple: true });
+    if (journal !== (this.memory ? 'memory' : 'wal')) {
+      throw new SessionlogError(
+        'INVALID_ARGUMENT',
+        `SQLite refused WAL journal mode (got ${String(journal)}); put the database on a local filesystem`,
+      );
+    }
+    this.db.pragma('synchronous = FULL');
+    const synchronous = this.db.pragma('synchronous', { simple: true });
+    if (synchronous !== 2)
+      throw new SessionlogError(
+        'INVALID_ARGUMENT',
+        `SQLite synchronous reads back ${String(synchronous)}, expected 2 (FULL)`,
+      );
+    this.db.pragma('foreign_keys = ON');
+    if (this.db.pragma('foreign_keys', { simple: true }) !== 1) {
+      throw new SessionlogError('INVALID_ARGUMENT', 'SQLite foreign_keys could not be enabled');
+    }
+    // Erased content is overwritten with zeros, not left in free space (DESIGN §4.2).
+    this.db.pragma('secure_delete = ON');
+    if (this.db.pragma('secure_delete', { simple: true }) !== 1) {
+      throw new SessionlogError('INVALID_ARGUMENT', 'SQLite secure_delete could not be enabled');
+    }
+  }
+
+  private initializeSchema(file: string): void {
+    const init = this.db.transaction(() => {
+      const appId = this.db.pragma('application_id', { simple: true }) as number;
+      const version = this.db.pragma('user_version', { simple: true }) as number;
+      if (appId === 0 && version === 0) {
+        const objects = this.db.prepare(`SELECT count(*) AS n FROM sqlite_master`).get() as { n: number };
+        if (objects.n > 0) {
+          throw new SessionlogError(
+            'INVALID_ARGUMENT',
+            `${file} is an SQLite database of another application (it has tables but no sessionlog application id); point the store at a new file`,
+          );
+        }
+        this.db.exec(SCHEMA);
+        this.db.pragma(`application_id = ${SQLITE_APPLICATION_ID}`);
+        this.db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
+        return;
+      }
+      if (appId !== SQLITE_APPLICATION_ID) {
+        throw new SessionlogError(
+          'INVALID_ARGUMENT',
+          `${file} is not a sessionlog database (application_id 0x${appId.toString(16)}); point the store at a sessionlog database or a new file`,
+        );
+      }
+      if (version > SQLITE_SCHEMA_VERSION) {
+        throw new SessionlogError(
+          'UNSUPPORTED_FORMAT',
+          `${file} has schema version ${version}, written by a newer version of sessionlog (this build reads version ${SQLITE_SCHEMA_VERSION}); upgrade sessionlog to open it`,
+        );
+      }
+      if (version < 1) {
+        throw new SessionlogError(
+          'UNSUPPORTED_FORMAT',
+          `${file} has schema version ${version}, older than this build reads, and there is no upgrade path`,
+        );
+      }
+      // Version 2 adds the tombstones of erased sessions, version 3 the search index, version 4
+      // makes it contentless (the words once, in the index) with the digests erase needs.
+      if (version < 2) this.db.exec(TOMBSTONES_DDL);
+      if (version < 4) {
+        if (version === 3) this.db.exec(`DROP TABLE search`);
+        this.db.exec(SEARCH_DDL);
+        backfillSearchIndex(this.db);
+      }
+      if (version < SQLITE_SCHEMA_VERSION) this.db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
+    });
+    init.immediate();
+  }
+
+  run<T>(mode: driver.TxMode, body: (tx: driver.RelationalTx) => driver.Steps<T>): T {
+    const steps = (): T => runSteps(body(this.statements));
+    if (mode === 'single') return steps();
+    return (mode === 'write' ? this.transaction.immediate(steps) : this.transaction.deferred(steps)) as T;
+  }
+
+  assertStorableOp(): void {
+    // SQLite text holds any string.
+  }
+
+  /**
+   * In one snapshot with a check that the session row is still the copy's: a key of an erased
+   * session can be given to a new one (INTEGER PRIMARY KEY reuses the largest), and its rows must
+   * not be matched against the erased session's copy.
+   */
+  searchMatches(scope: driver.SearchScope, request: SearchRequest): RankedSeq[] {
+    return this.transaction.deferred(() => {
+      const row = this.statements.sessionRow(scope.id);
+      if (!row || row.key !== scope.key || row.header !== scope.header) return [];
+      return this.statements.searchMatches(scope.key, fts5MatchExpression(request.words), scope.head, request.limit);
+    }) as RankedSeq[];
+  }
+
+  afterErase(): string[] {
+    return this.memory ? [] : [this.checkpointAfterErase()];
+  }
+
+  storeError(error: unknown): unknown {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (typeof code === 'string' && code.startsWith('SQLITE_BUSY')) {
+      return new SessionlogError(
+        'UNAVAILABLE',
+        `${this.location} stayed locked by another connection for longer than busyTimeoutMs (${this.options.busyTimeoutMs} ms); check for a stuck or paused process holding a write transaction on this database`,
+        { cause: error },
+      );
+    }
+    return error;
+  }
+
+  close(): void {
+    if (this.db.open) this.db.close();
+  }
+
+  settings(): SqliteSettings {
+    if (!this.db.open) throw storeClosed();
+    const get = (name: string): unknown => this.db.pragma(name, { simple: true });
+    return {
+      journalMode: get('journal_mode') as string,
+      synchronous: get('synchronous') as number,
+      foreignKeys: get('foreign_keys') as number,
+      busyTimeoutMs: get('busy_timeout') as number,
+      applicationId: get('application_id') as number,
+      userVersion: get('user_version') as number,
+      pageSize: get('page_size') as number,
+    };
+  }
+
+  /** Moves every WAL frame into the database and empties the WAL, so erased bytes leave the WAL file. */
+  private checkpointAfterErase(): string {
+    const [result] = this.db.pragma('wal_checkpoint(TRUNCATE)') as Array<{
+      busy: number;
+      log: number;
+      checkpointed: number;
+    }>;
+    if (result && result.busy === 0)
+      return 'the deleted rows were overwritten (secure_delete) and the WAL checkpointed and truncated';
+    return `the deleted rows were overwritten (secure_delete) but another connection kept the WAL from being truncated (${result?.checkpointed ?? 0} of ${result?.log ?? 0} frames checkpointed); older copies of the erased bytes stay in the WAL until the next full checkpoint`;
+  }
+}
+
+/** The statements of the relational core in SQLite's dialect, prepared once per connection. */
+class SqliteStatements implements driver.RelationalTx {
+  private readonly sql: ReturnType<typeof prepareStatements>;
+
+  constructor(
+    private readonly db: Database.Database,
+    private readonly location: string,
+  ) {
+    this.sql = prepareStatements(db);
+  }
+
+  sessionHead(id: string): driver.SessionHeadRow | undefined {
+    const row = this.sql.sessionHead.get(id);
+    return row && { key: row.key, header: row.header, head: storedHead(row.last_event, row.last_batch) };
+  }
+
+  sessionRow(id: string): driver.SessionRow | undefined {
+    return this.sql.sessionById.get(id);
+  }
+
+  listSessions(): Array<{ id: string; header: string }> {
+    return this.sql.listSessions.all();
+  }
+
+  insertSession(id: string, header: string): boolean {
+    return this.sql.insertSession.run(id, header).changes === 1;
+  }
+
+  lockSession(): boolean {
+    // BEGIN IMMEDIATE holds the database's write lock already.
+    return true;
+  }
+
+  lockSessionForErase(id: string): number | undefined {
+    return this.sql.sessionById.get(id)?.key;
+  }
+
+  rowsFrom(key: number, from: number, to: number): driver.StoredRows {
+    return { events: this.sql.eventsFrom.all(key, from, to), batches: this.sql.batchesFrom.all(key, from, to) };
+  }
+
+  insertBatch(key: number, _id: string, events: readonly StoredEvent[], op: string): void {
+    for (const event of events) {
+      const row = encodeEvent(event);
+      this.sql.insertEvent.run(
+        key,
+        row.seq,
+        row.type,
+        row.time,
+        row.data,
+        row.surfaceOp,
+        row.sourceEventSeqs,
+        row.ignorable ? 1 : null,
+      );
+      const body = indexText(event);
+      if (body) {
+        if (event.seq > MAX_INDEXED_SEQ)
+          throw new SessionlogError(
+            'INVALID_ARGUMENT',
+            `seq ${event.seq} is past the SQLite store's limit of 2^32 events per session; continue in a fork`,
+          );
+        indexWords(this.sql, key, event.seq, body);
+      }
+    }
+    this.sql.insertBatch.run(key, op, events[0]!.seq, events[events.length - 1]!.seq);
+  }
+
+  /**
+   * Counts and deletes the session's rows, and removes its words from the search index (see
+   * {@link unindexSession}); when a row's words could not be given back, the whole index is
+   * rebuilt from the other sessions, so none of the erased session's words stay.
+   */
+  deleteSession(key: number): driver.SessionRemoval {
+    const counts = {
+      events: this.sql.countEvents.get(key)!.n,
+      batches: this.sql.countBatches.get(key)!.n,
+      artifacts: this.sql.countArtifacts.get(key)!.n,
+      projection_cache: this.sql.countCache.get(key)!.n,
+    };
+    const unindexed = this.unindexSession(key);
+    this.sql.deleteEvents.run(key);
+    this.sql.deleteBatches.run(key);
+    this.sql.deleteArtifacts.run(key);
+    this.sql.deleteCache.run(key);
+    this.sql.deleteSession.run(key);
+    if (!unindexed.exact) {
+      this.db.exec(`INSERT INTO search (search) VALUES ('delete-all'); DELETE FROM search_rows;`);
+      backfillSearchIndex(this.db);
+    }
+    return {
+      removed: {
+        header: 1,
+        events: counts.events,
+        artifacts: counts.artifacts,
+        projectionCheckpoints: counts.projection_cache,
+      },
+      places: [
+        { place: `${this.location} table sessions`, removed: 1 },
+        ...Object.entries({ ...counts, search: unindexed.rows }).map(([table, n]) => ({
+          place: `${this.location} table ${table}`,
+          removed: n,
+        })),
+      ],
+      notes: unindexed.exact
+        ? []
+        : [
+            'a text row of the session no longer had the words it was indexed with (damaged or edited in the file), so the whole search index was rebuilt from the remaining sessions: none of its words stay',
+          ],
+    };
+  }
+
+  /**
+   * Removes session `key`'s words from the contentless index: each row's words are re-derived
+   * from its event and given back to the index, if they still hash to the digest taken when the
+   * row was indexed. `exact` is false when some row's could not be (a damaged or edited row):
+   * the caller then rebuilds the whole index, since a contentless index cannot forget words it
+   * is not given. `rows`: how many indexed rows the session had.
+   */
+  private unindexSession(key: number): { rows: number; exact: boolean } {
+    const indexed = this.sql.indexedRows.all(key, key, key);
+    let exact = true;
+    for (const row of indexed) {
+      const words = row.type === null || row.data === null ? undefined : storedRowWords(row.type, row.data);
+      if (words !== undefined && wordsDigest(words).equals(row.digest)) this.sql.unindexSearch.run(row.rowid, words);
+      else exact = false;
+    }
+    this.sql.deleteSearchRows.run(key, key);
+    return { rows: indexed.length, exact };
+  }
+
+  tombstone(id: string): driver.Tombstone | undefined {
+    const row = this.sql.tombstone.get(id);
+    return row && { erasedAt: row.erased_at, until: row.until };
+  }
+
+  putTombstone(id: string, tombstone: driver.Tombstone): void {
+    this.sql.putTombstone.run(id, tombstone.erasedAt, tombstone.until);
+  }
+
+  dropExpiredTombstones(now: number): void {
+    this.sql.dropExpiredTombstones.run(now);
+  }
+
+  insertArtifact(key: number, name: string, content: string): boolean {
+    return this.sql.insertArtifact.run(key, name, content).changes === 1;
+  }
+
+  artifactContent(id: string, name: string): string | undefined {
+    return this.sql.artifact.get(id, name)?.content;
+  }
+
+  projectionRecord(id: string): string | undefined {
+    return this.sql.cacheGet.get(id)?.record;
+  }
+
+  putProjectionRecord(key: number, record: string): void {
+    this.sql.cachePut.run(key, record);
+  }
+
+  /** The search candidates of session `key` below `head`, best first (bm25 is lower for a better match). */
+  searchMatches(key: number, match: string, head: number, limit: number): RankedSeq[] {
+    return this.sql.searchMatch.all(match, key, key, head, limit).map((row) => ({ seq: row.seq, score: -row.rank }));
+  }
+}
+
+function prepareStatements(db: Database.Database) {
+  return {
+    sessionById: db.prepare<[string], driver.SessionRow>(`SELECT key, header FROM sessions WHERE id = ?`),
+    // The session row and the stored head in one statement (one snapshot).
+    sessionHead: db.prepare<[string], driver.SessionRow & { last_event: number | null; last_batch: number | null }>(
+      `SELECT s.key, s.header,
+         (SELECT max(e.seq) FROM events e WHERE e.session_key = s.key) AS last_event,
+         (SELECT max(b.last_seq) FROM batches b WHERE b.session_key = s.key) AS last_batch
+       FROM sessions s WHERE s.id = ?`,
+    ),
+    insertSession: db.prepare<[string, string]>(
+      `INSERT INTO sessions (id, header) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`,
+    ),
+    listSessions: db.prepare<[], { header: string; id: string }>(`SELECT id, header FROM sessions ORDER BY id`),
+    eventsFrom: db.prepare<[number, number, number], EventRow>(
+      `SELECT seq, type, time, data, surface_op, source_event_seqs, ignorable FROM events WHERE session_key = ? AND seq >= ? AND seq < ? ORDER BY seq`,
+    ),
+    batchesFrom: db.prepare<[number, number, number], BatchRow>(
+      `SELECT op, first_seq, last_seq FROM batches WHERE session_key = ? AND last_seq >= ? AND first_seq < ? ORDER BY first_seq`,
+    ),
+    insertEvent: db.prepare<[number, number, string, number, string, string | null, string | null, number | null]>(
+      `INSERT INTO events (session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+    ),
+    insertBatch: db.prepare<[number, string, number, number]>(
+      `INSERT INTO batches (session_key, op, first_seq, last_seq) VALUES (?, ?, ?, ?)`,
+    ),
+    insertArtifact: db.prepare<[number, string, string]>(
+      `INSERT INTO artifacts (session_key, name, content) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
+    ),
+    artifact: db.prepare<[string, string], { content: string }>(
+      `SELECT a.content FROM artifacts a JOIN sessions s ON s.key = a.session_key WHERE s.id = ? AND a.name = ?`,
+    ),
+    cacheGet: db.prepare<[string], { record: string }>(
+      `SELECT c.record FROM projection_cache c JOIN sessions s ON s.key = c.session_key WHERE s.id = ?`,
+    ),
+    cachePut: db.prepare<[number, string]>(
+      `INSERT INTO projection_cache (session_key, record) VALUES (?, ?) ON CONFLICT (session_key) DO UPDATE SET record = excluded.record`,
+    ),
+    tombstone: db.prepare<[string], { erased_at: number; until: number }>(
+      `SELECT erased_at, until FROM tombstones WHERE id = ?`,
+    ),
+    putTombstone: db.prepare<[string, number, number]>(
+      `INSERT INTO tombstones (id, erased_at, until) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET erased_at = excluded.erased_at, until = excluded.until`,
+    ),
+    dropExpiredTombstones: db.prepare<[number]>(`DELETE FROM tombstones WHERE until <= ?`),
+    countEvents: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM events WHERE session_key = ?`),
+    countBatches: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM batches WHERE session_key = ?`),
+    countArtifacts: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM artifacts WHERE session_key = ?`),
+    countCache: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM projection_cache WHERE session_key = ?`),
+    deleteEvents: db.prepare<[number]>(`DELETE FROM events WHERE session_key = ?`),
+    deleteBatches: db.prepare<[number]>(`DELETE FROM batches WHERE session_key = ?`),
+    deleteArtifacts: db.prepare<[number]>(`DELETE FROM artifacts WHERE session_key = ?`),
+    deleteCache: db.prepare<[number]>(`DELETE FROM projection_cache WHERE session_key = ?`),
+    deleteSession: db.prepare<[number]>(`DELETE FROM sessions WHERE key = ?`),
+    insertSearch: db.prepare<[number, number, string]>(INSERT_SEARCH),
+    insertSearchRow: db.prepare<[number, number, Buffer]>(INSERT_SEARCH_ROW),
+    // A contentless index forgets a row's words only when given them again, exactly.
+    unindexSearch: db.prepare<[number, string]>(`INSERT INTO search (search, rowid, body) VALUES ('delete', ?, ?)`),
+    indexedRows: db.prepare<
+      [number, number, number],
+      { rowid: number; digest: Buffer; type: string | null; data: string | null }
+    >(
+      `SELECT r.search_rowid AS rowid, r.words_sha256 AS digest, e.type, e.data FROM search_rows r
+       LEFT JOIN events e ON e.session_key = ? AND e.seq = (r.search_rowid & ${MAX_INDEXED_SEQ})
+       WHERE r.search_rowid >= (? << 32) AND r.search_rowid < ((? + 1) << 32)`,
+    ),
+    // bm25 is lower for a better match; ties go to the later event.
+    searchMatch: db.prepare<[string, number, number, number, number], { seq: number; rank: number }>(
+      `SELECT rowid & ${MAX_INDEXED_SEQ} AS seq, rank FROM search WHERE search MATCH ? AND rowid >= (? << 32) AND rowid < (? << 32) + ? ORDER BY rank, rowid DESC LIMIT ?`,
+    ),
+    deleteSearchRows: db.prepare<[number, number]>(
+      `DELETE FROM search_rows WHERE search_rowid >= (? << 32) AND search_rowid < ((? + 1) << 32)`,
+    ),
+  };
+}
