@@ -16,4 +16,4 @@ export type {
 export { ERROR_STATUS, GatewayError, toErrorResponse } from './errors.js';
 export type { ErrorBody, ErrorCode, GatewayErrorCode } from './errors.js';
 export { buildOpenApiDocument } from './openapi.js';
-export { ROUTES } from './routes.js';
+export { ROUTES } from './native/routes.js';

@@ -6,8 +6,8 @@
 import { z } from 'zod';
 import { ERROR_STATUS } from './errors.js';
 import { openAiErrorSchema } from './openai/schemas.js';
-import { errorResponseSchema } from './schemas.js';
-import type { ResponseSpec } from './routes.js';
+import { errorResponseSchema } from './native/schemas.js';
+import type { ResponseSpec } from './native/routes.js';
 
 /** What the document needs of a route: its shape, not its handler. */
 export type DocumentedRoute = {

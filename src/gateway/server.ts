@@ -15,7 +15,7 @@ import { ConfigError, assertSessionId } from '../session/index.js';
 import { GatewayError, clientErrorResponse, rawHttpResponse, toErrorResponse, type ErrorResponse } from './errors.js';
 import { OPENAI_ROUTES, registerOpenAiApi, type AgentDefaults } from './openai/index.js';
 import { buildOpenApiDocument } from './openapi.js';
-import { ROUTES, STREAMED, type RouteContext, type RouteSpec } from './routes.js';
+import { ROUTES, STREAMED, type RouteContext, type RouteSpec } from './native/routes.js';
 import type { StreamRegistry } from './sse.js';
 import { createStreamTokenSigner, streamTokenAuthorizes } from './stream-token.js';
 import { INSPECTOR_UI_PATHS, registerInspectorUi } from './ui-routes.js';

@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../../src/gateway/index.js';
-import { artifactResponse, surfaceResponse, turnsResponse } from '../../src/gateway/inspector-schemas.js';
+import { artifactResponse, surfaceResponse, turnsResponse } from '../../src/gateway/native/inspector-schemas.js';
 import { foldSurfaceView, foldTurns } from '../../src/session/index.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { expectErrorShape, openSse, readEventsUntil, request } from './http.js';

@@ -17,7 +17,7 @@ import {
   type StoredEvent,
   type ToolSchema,
 } from '../../session/index.js';
-import type { ResponseSpec, RouteContext } from '../routes.js';
+import type { ResponseSpec, RouteContext } from '../native/routes.js';
 import { OpenAiError, invalidRequest, notFound } from './errors.js';
 import {
   decodeResponseId,

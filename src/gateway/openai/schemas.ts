@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import { SESSION_ID_PATTERN } from '../../session/index.js';
-import { wellFormedString } from '../schemas.js';
+import { SESSION_ID_RULE, wellFormedString } from '../wire.js';
 import { invalidRequest, type OpenAiError } from './errors.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -65,8 +65,6 @@ export function parseOpenAi<T extends z.ZodType>(schema: T, value: unknown): z.o
 
 // ---------------------------------------------------------------------------------------------
 // Shared pieces
-
-const SESSION_ID_RULE = "1-128 characters of A-Z a-z 0-9 . _ - not starting with '.'";
 
 export const conversationIdSchema = z
   .string()

@@ -5,8 +5,8 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
-import type { SessionClient } from '../client/session-client.js';
-import { SessionlogError, type SessionHeader } from '../session/index.js';
+import type { SessionClient } from '../../client/session-client.js';
+import { SessionlogError, type SessionHeader } from '../../session/index.js';
 import {
   approvalBody,
   approvalResponse,
@@ -16,7 +16,7 @@ import {
   toolResultBody,
   toolResultResponse,
 } from './approval-schemas.js';
-import { GatewayError } from './errors.js';
+import { GatewayError } from '../errors.js';
 import {
   ARTIFACT_PAGE_DEFAULT_CHARS,
   artifactParams,
@@ -55,9 +55,9 @@ import {
   sessionResponse,
   transcriptResponse,
 } from './schemas.js';
-import { checkReadiness, probeStore, probeTemporal, readinessResponse } from './readiness.js';
-import { streamEvents, wantsEventStream, type StreamRegistry } from './sse.js';
-import type { StreamTokenSigner } from './stream-token.js';
+import { checkReadiness, probeStore, probeTemporal, readinessResponse } from '../readiness.js';
+import { streamEvents, wantsEventStream, type StreamRegistry } from '../sse.js';
+import type { StreamTokenSigner } from '../stream-token.js';
 
 /** What route handlers work with: sessions only through the client. */
 export type RouteContext = {
