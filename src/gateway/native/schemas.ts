@@ -22,8 +22,6 @@ const queryInteger = (name: string, min: number, max = Number.MAX_SAFE_INTEGER) 
 // Requests
 
 export const sessionParams = z.strictObject({ id: sessionIdSchema.describe(`the session id: ${SESSION_ID_RULE}`) });
-export const noParams = z.strictObject({});
-export const noQuery = z.strictObject({});
 /** Commands without arguments take no body or `{}`. */
 export const emptyBody = z.strictObject({}).optional();
 
