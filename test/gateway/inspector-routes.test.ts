@@ -174,7 +174,8 @@ describe('the inspector page at /ui', () => {
       expect(page.status).toBe(200);
       expect(page.headers.get('content-type')).toContain('text/html');
       const html = await page.text();
-      expect(html).toContain(`<meta name="sessionlog-auth" content="${mode}">`);
+      // The page's HTML may close the tag either way (`>` or ` />`, as Prettier writes it).
+      expect(html).toMatch(new RegExp(`<meta name="sessionlog-auth" content="${mode}"\\s*/?>`));
       const csp = page.headers.get('content-security-policy') ?? '';
       const importMap = /<script type="importmap">([\s\S]*?)<\/script>/.exec(html)![1]!;
       expect(csp).toContain(`script-src 'self' 'sha256-${createHash('sha256').update(importMap).digest('base64')}'`);
