@@ -202,13 +202,13 @@ function registerRoute<Body>(
   context: RouteContext,
   tracer: RequestTracer | undefined,
 ): void {
-  const { parse } = table.errors;
+  const { errors } = table;
   const handle = async (request: FastifyRequest, reply: FastifyReply, span?: RequestSpan): Promise<FastifyReply> => {
     route.precheckBody?.(request.body);
     const input = {
-      params: parse(route.params, request.params, 'path'),
-      query: parse(route.query, request.query, 'query'),
-      body: route.body ? parse(route.body, request.body, 'body') : undefined,
+      params: errors.parse(route.params, request.params, 'path'),
+      query: errors.parse(route.query, request.query, 'query'),
+      body: route.body ? errors.parse(route.body, request.body, 'body') : undefined,
       request,
       reply,
     };
