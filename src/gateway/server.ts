@@ -8,41 +8,41 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { PassThrough } from 'node:stream';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import type { z } from 'zod';
 import type { SessionClient } from '../client/session-client.js';
 import { isLoopbackHost, resolveGatewayTimeouts, type GatewayTimeouts } from './settings.js';
-import { ConfigError, assertSessionId } from '../session/index.js';
+import { ConfigError } from '../session/index.js';
 import { GatewayError, clientErrorResponse, rawHttpResponse, toErrorResponse, type ErrorResponse } from './errors.js';
-import { OPENAI_ROUTES, registerOpenAiApi, type AgentDefaults } from './openai/index.js';
 import {
   guardListener,
   resolveListenerLimits,
   type ListenerGuardStats,
   type ListenerLimits,
 } from './listener-guard.js';
-import { buildOpenApiDocument } from './openapi.js';
+import { NATIVE_TABLE } from './native/index.js';
+import { OPENAI_TABLE } from './openai/index.js';
 import { currentRequestScope, runInRequestScope } from './request-scope.js';
-import { ROUTES, STREAMED, type RouteContext, type RouteSpec } from './routes.js';
+import {
+  answerUnknownRoutes,
+  buildOpenApiDocument,
+  registerRouteTable,
+  type AgentDefaults,
+  type RequestTracer,
+  type RouteContext,
+  type RouteTable,
+} from './route-table.js';
 import type { StreamRegistry } from './sse.js';
 import { createStreamTokenSigner, streamTokenAuthorizes } from './stream-token.js';
 import { INSPECTOR_UI_PATHS, registerInspectorUi } from './ui-routes.js';
-
-/** The request's trace span as a route sees it. */
-export type RequestSpan = { setTurn(turn: number): void; setStatus(status: number): void };
 
 /**
  * Operations telemetry of the gateway (src/telemetry's `gateway`), injected so the gateway
  * depends on no telemetry code: the `GET /metrics` answer, and a span around each request.
  */
-export type GatewayTelemetry = {
+export type GatewayTelemetry = RequestTracer & {
   exposition(state: {
     sseClients: number;
     connections?: ListenerGuardStats;
   }): Promise<{ contentType: string; text: string }>;
-  traceRequest<T>(
-    request: { method: string; route: string; sessionId?: string },
-    run: (span: RequestSpan) => Promise<T>,
-  ): Promise<T>;
 };
 
 export type GatewayOptions = {
@@ -81,6 +81,12 @@ export type ResolvedGatewayOptions = Required<
 
 /** Version of the HTTP API described by the OpenAPI document. */
 export const GATEWAY_API_VERSION = '1.0.0';
+
+/** Every HTTP API the gateway serves, each registered and documented from its route table. */
+const ROUTE_TABLES: readonly RouteTable[] = [NATIVE_TABLE, OPENAI_TABLE];
+
+const API_DESCRIPTION =
+  "sessionlog HTTP gateway: LLM chat sessions as durable workflows over an append-only event log. Errors are `{error: {code, message}}` under /v1 and OpenAI's `{error: {message, type, param, code}}` under /openai/v1 (the OpenAI-compatible Conversations and Responses API).";
 
 /**
  * Fills defaults and enforces the listening rule: beyond loopback a token is mandatory. Throws
@@ -259,16 +265,6 @@ function deadlineCheckIntervalMs(timeouts: GatewayTimeouts): number {
   return Math.max(50, Math.min(1_000, Math.floor(Math.min(timeouts.headersTimeoutMs, timeouts.requestTimeoutMs) / 4)));
 }
 
-function parsePart<T extends z.ZodType>(schema: T, value: unknown, where: 'path' | 'query' | 'body'): z.output<T> {
-  const parsed = schema.safeParse(value);
-  if (parsed.success) return parsed.data;
-  const detail = parsed.error.issues
-    .slice(0, 5)
-    .map((issue) => `${[where, ...issue.path.map(String)].join('.')}: ${issue.message}`)
-    .join('; ');
-  throw new GatewayError('INVALID_REQUEST', `${detail}; see GET /v1/openapi.json for the request shapes`);
-}
-
 function bearerDigest(token: string): Buffer {
   return createHash('sha256').update(token, 'utf8').digest();
 }
@@ -279,14 +275,6 @@ function authorized(header: string | undefined, expected: Buffer): boolean {
   if (!match) return false;
   // Comparing fixed-length digests keeps the comparison time independent of the token's length too.
   return timingSafeEqual(bearerDigest(match[1]!), expected);
-}
-
-function pathPattern(url: string): RegExp {
-  const escaped = url
-    .split('/')
-    .map((segment) => (segment.startsWith(':') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
-    .join('/');
-  return new RegExp(`^${escaped}$`);
 }
 
 /**
@@ -396,14 +384,19 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
     sseHeartbeatMs: resolved.sseHeartbeatMs,
     streams,
     openapi: () =>
-      (openapi ??= buildOpenApiDocument([...ROUTES, ...OPENAI_ROUTES], {
+      (openapi ??= buildOpenApiDocument(ROUTE_TABLES, {
         title: 'sessionlog gateway',
         version: GATEWAY_API_VERSION,
+        description: API_DESCRIPTION,
       })),
     streamTokens,
+    defaults: resolved.defaultAgent,
   };
 
-  const publicUrls = new Set([...ROUTES.filter((r) => r.public).map((r) => r.path), ...INSPECTOR_UI_PATHS]);
+  const publicUrls = new Set([
+    ...ROUTE_TABLES.flatMap((table) => table.routes.filter((r) => r.public).map((r) => r.path)),
+    ...INSPECTOR_UI_PATHS,
+  ]);
   if (resolved.token !== undefined) {
     const expected = bearerDigest(resolved.token);
     app.addHook('onRequest', async (request) => {
@@ -428,32 +421,10 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
 
   app.setErrorHandler((error, request, reply) => sendError(request, reply, error));
 
-  app.setNotFoundHandler((request, reply) => {
-    const path = request.url.split('?')[0] ?? '';
-    const allowed = [...new Set(routes.filter((r) => pathPattern(r.url).test(path)).map((r) => r.method))];
-    if (allowed.length > 0) {
-      return sendError(
-        request,
-        reply,
-        new GatewayError(
-          'METHOD_NOT_ALLOWED',
-          `${request.method} is not allowed on ${path}; use ${allowed.join(', ')}`,
-          { allow: allowed.join(', ') },
-        ),
-      );
-    }
-    return sendError(
-      request,
-      reply,
-      new GatewayError(
-        'NOT_FOUND',
-        `no route ${request.method} ${path}; the routes are listed in GET /v1/openapi.json`,
-      ),
-    );
-  });
+  // Outside every prefixed API: the native API's shape, the allowed methods from every route fastify has (HEAD, /ui, /metrics too).
+  answerUnknownRoutes(app, NATIVE_TABLE.errors, routes, sendError);
 
-  for (const route of ROUTES) registerRoute(app, route, context, resolved.telemetry);
-  registerOpenAiApi(app, { ...context, defaults: resolved.defaultAgent });
+  for (const table of ROUTE_TABLES) registerRouteTable(app, table, context, resolved.telemetry);
   const telemetry = resolved.telemetry;
   if (telemetry) {
     app.get('/metrics', async (_request, reply) => {
@@ -466,45 +437,6 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
   }
   registerInspectorUi(app, { tokenRequired: resolved.token !== undefined });
   return app;
-}
-
-function registerRoute(
-  app: FastifyInstance,
-  route: RouteSpec,
-  context: RouteContext,
-  telemetry: GatewayTelemetry | undefined,
-): void {
-  const handle = async (request: FastifyRequest, reply: FastifyReply, span?: RequestSpan): Promise<FastifyReply> => {
-    const rawParams = request.params as Record<string, unknown>;
-    // The DESIGN §3 id rule at the boundary, with its own code (a traversal-style id is a 400, never a lookup).
-    if ('id' in rawParams) assertSessionId(rawParams.id);
-    const input = {
-      params: parsePart(route.params, rawParams, 'path'),
-      query: parsePart(route.query, request.query, 'query'),
-      body: route.body ? parsePart(route.body, request.body, 'body') : undefined,
-      request,
-      reply,
-    };
-    const result = await route.handler(context, input);
-    if (result === STREAMED) return reply;
-    const turn = (result.body as { turn?: unknown } | null | undefined)?.turn;
-    if (typeof turn === 'number') span?.setTurn(turn);
-    span?.setStatus(result.status);
-    return reply.code(result.status).send(result.body);
-  };
-  app.route({
-    method: route.method,
-    url: route.path,
-    handler: telemetry
-      ? (request, reply) => {
-          const id = (request.params as { id?: unknown }).id;
-          return telemetry.traceRequest(
-            { method: route.method, route: route.path, ...(typeof id === 'string' ? { sessionId: id } : {}) },
-            (span) => handle(request, reply, span),
-          );
-        }
-      : (request, reply) => handle(request, reply),
-  });
 }
 
 export type StartGatewayOptions = GatewayOptions & { port: number };

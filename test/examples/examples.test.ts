@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runExample } from '../../examples/backend-service.js';
-import { ROUTES, startGateway } from '../../src/gateway/index.js';
+import { NATIVE_ROUTES, startGateway } from '../../src/gateway/index.js';
 import { startStack, type Stack } from '../support/stack.js';
 
 const execFileAsync = promisify(execFile);
@@ -121,7 +121,7 @@ describe('examples/http-client.sh', () => {
   const script = readFileSync(scriptPath, 'utf8');
 
   it('calls only routes the gateway serves', () => {
-    const served = ROUTES.map((r) => `${r.method} ${r.path.replace(/:id/g, 'ID')}`);
+    const served = NATIVE_ROUTES.map((r) => `${r.method} ${r.path.replace(/:id/g, 'ID')}`);
     const called = [...script.matchAll(/curl[^\n]*?-X (GET|POST) "\$GATEWAY(\/v1\/[^"?]*)/g)].map(
       ([, method, path]) => `${method} ${path!.replace(/\$SESSION_ID/g, 'ID')}`,
     );

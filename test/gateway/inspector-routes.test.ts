@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../../src/gateway/index.js';
-import { artifactResponse, surfaceResponse, turnsResponse } from '../../src/gateway/inspector-schemas.js';
+import { artifactResponse, surfaceResponse, turnsResponse } from '../../src/gateway/native/inspector-schemas.js';
 import { foldSurfaceView, foldTurns } from '../../src/session/index.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { expectErrorShape, openSse, readEventsUntil, request } from './http.js';
@@ -174,7 +174,8 @@ describe('the inspector page at /ui', () => {
       expect(page.status).toBe(200);
       expect(page.headers.get('content-type')).toContain('text/html');
       const html = await page.text();
-      expect(html).toContain(`<meta name="sessionlog-auth" content="${mode}">`);
+      // The page's HTML may close the tag either way (`>` or ` />`, as Prettier writes it).
+      expect(html).toMatch(new RegExp(`<meta name="sessionlog-auth" content="${mode}"\\s*/?>`));
       const csp = page.headers.get('content-security-policy') ?? '';
       const importMap = /<script type="importmap">([\s\S]*?)<\/script>/.exec(html)![1]!;
       expect(csp).toContain(`script-src 'self' 'sha256-${createHash('sha256').update(importMap).digest('base64')}'`);

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createGateway, listRegisteredRoutes, startGateway, type RunningGateway } from '../../src/gateway/index.js';
-import { openApiPath } from '../../src/gateway/openapi.js';
+import { openApiPath } from '../../src/gateway/route-table.js';
 import type { SessionHeader } from '../../src/session/index.js';
 import { workflowIdFor } from '../../src/workflows/api.js';
 import { startStack, type Stack } from '../support/stack.js';

@@ -5,10 +5,17 @@
  * status comes from the gateway's one table (../errors.ts) for everything raised elsewhere;
  * `code` is then that table's code in lower case.
  */
+import { z } from 'zod';
 import { toErrorResponse } from '../errors.js';
+import type { ErrorShape } from '../route-table.js';
 
 /** The body of every error response under `/openai/v1`. */
 export type OpenAiErrorBody = { error: { message: string; type: string; param: string | null; code: string | null } };
+
+/** `OpenAiErrorBody` as the OpenAPI document describes it. */
+export const openAiErrorSchema = z.object({
+  error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable() }),
+});
 
 /** An error raised by the OpenAI-compatible API itself, naming the offending request field. */
 export class OpenAiError extends Error {
@@ -72,3 +79,83 @@ export function toOpenAiErrorResponse(error: unknown): OpenAiErrorResponse {
     logDetail: native.logDetail,
   };
 }
+
+// ---------------------------------------------------------------------------------------------
+// Parsing with OpenAI-style errors
+
+type Issue = z.core.$ZodIssue;
+
+/** `input[0].content` from a zod path. */
+function paramOf(path: readonly PropertyKey[]): string | null {
+  let out = '';
+  for (const key of path)
+    out += typeof key === 'number' ? `[${key}]` : out.length === 0 ? String(key) : `.${String(key)}`;
+  return out.length === 0 ? null : out;
+}
+
+/** The issue to report: inside a union, the branch that got furthest. */
+function deepestIssue(issue: Issue): { issue: Issue; path: PropertyKey[] } {
+  if (issue.code === 'invalid_union' && issue.errors.length > 0) {
+    let best: { issue: Issue; path: PropertyKey[] } | undefined;
+    for (const branch of issue.errors) {
+      for (const inner of branch) {
+        const found = deepestIssue(inner);
+        if (!best || found.path.length > best.path.length) best = found;
+      }
+    }
+    if (best && best.path.length > 0) return { issue: best.issue, path: [...issue.path, ...best.path] };
+  }
+  return { issue, path: [...issue.path] };
+}
+
+function issueError(first: Issue): OpenAiError {
+  if (first.code === 'unrecognized_keys') {
+    const param = paramOf([...first.path, first.keys[0]!]);
+    return invalidRequest(
+      param,
+      `Unrecognized request argument supplied: ${param ?? first.keys[0]!}`,
+      'unknown_parameter',
+    );
+  }
+  const { issue, path } = deepestIssue(first);
+  const param = paramOf(path);
+  return invalidRequest(
+    param,
+    `Invalid '${param ?? 'body'}': ${issue.message}`,
+    issue.code === 'invalid_value' || issue.code === 'custom' ? 'invalid_value' : 'invalid_type',
+  );
+}
+
+/** Parses `value` or throws a 400 in OpenAI's shape naming the first bad field. */
+function parseOpenAi<T extends z.ZodType>(schema: T, value: unknown): z.output<T> {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  throw issueError(parsed.error.issues[0]!);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The API's error shape
+
+/** How the OpenAI-compatible API answers everything that goes wrong under its prefix. */
+export const OPENAI_ERRORS: ErrorShape<OpenAiErrorBody> = {
+  component: {
+    name: 'OpenAIError',
+    schema: openAiErrorSchema,
+    description:
+      "errors under /openai/v1, in OpenAI's shape (`code` is the sessionlog code in lower case, or an OpenAI-style code)",
+  },
+  parse: parseOpenAi,
+  toReply: toOpenAiErrorResponse,
+  unknownRoute(method, path, allowed) {
+    if (allowed.length > 0)
+      return new OpenAiError(405, `${method} is not allowed on ${path}; use ${allowed.join(', ')}`, {
+        code: 'method_not_allowed',
+        headers: { allow: allowed.join(', ') },
+      });
+    return new OpenAiError(
+      404,
+      `sessionlog's OpenAI-compatible API has no route ${method} ${path}; its routes are listed in GET /v1/openapi.json`,
+      { code: 'unknown_url' },
+    );
+  },
+};

@@ -17,7 +17,16 @@ import {
   type StoredEvent,
   type ToolSchema,
 } from '../../session/index.js';
-import type { ResponseSpec, RouteContext } from '../routes.js';
+import {
+  STREAMED,
+  defineRoute,
+  noParams,
+  noQuery,
+  type AgentDefaults,
+  type RouteContext,
+  type RouteResult,
+  type RouteSpec,
+} from '../route-table.js';
 import { OpenAiError, invalidRequest, notFound } from './errors.js';
 import {
   decodeResponseId,
@@ -40,8 +49,7 @@ import {
   itemObjectSchema,
   itemParams,
   itemsListQuery,
-  noParams,
-  noQuery,
+  refuseUnloggableItems,
   responseCreateBody,
   responseObject,
   responseParams,
@@ -51,63 +59,15 @@ import {
 } from './schemas.js';
 import { feedLive, followUntilDone, streamResponseEvents } from './stream.js';
 
-/** The model and system prompt the workers give a session whose header names none. */
-export type AgentDefaults = { model?: string | undefined; system?: string | undefined };
-
-/** What the OpenAI API's handlers work with: the gateway's route context and the workers' agent defaults. */
-export type OpenAiContext = RouteContext & { defaults: AgentDefaults };
-
 /** Prefix of every route of this API. */
 export const OPENAI_PREFIX = '/openai/v1';
 
-type HandlerInput<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType> = {
-  params: z.output<P>;
-  query: z.output<Q>;
-  body: z.output<B>;
-  request: FastifyRequest;
-  reply: FastifyReply;
-};
-
-export type OpenAiRouteResult = { status: number; body: unknown } | typeof STREAMED_RESPONSE;
-export const STREAMED_RESPONSE = Symbol('streamed');
-
-/** A route of this API, as its registration and the OpenAPI generator see it. */
-export type OpenAiRouteSpec = {
-  method: 'GET' | 'POST' | 'DELETE';
-  path: string;
-  operationId: string;
-  summary: string;
-  params: z.ZodType;
-  query: z.ZodType;
-  body?: z.ZodType;
-  responses: Record<number, ResponseSpec>;
-  errors: number[];
-  /** The OpenAPI component the error responses refer to. */
-  errorSchema: 'OpenAIError';
-  handler(ctx: OpenAiContext, input: HandlerInput<z.ZodType, z.ZodType, z.ZodType>): Promise<OpenAiRouteResult>;
-};
-
-function defineRoute<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType = z.ZodUndefined>(
-  spec: Omit<OpenAiRouteSpec, 'params' | 'query' | 'body' | 'handler' | 'errorSchema'> & {
-    params: P;
-    query: Q;
-    body?: B;
-    handler(ctx: OpenAiContext, input: HandlerInput<P, Q, B>): Promise<OpenAiRouteResult>;
-  },
-): OpenAiRouteSpec {
-  return { ...spec, errorSchema: 'OpenAIError' } as unknown as OpenAiRouteSpec;
-}
-
-const ok = (body: unknown): OpenAiRouteResult => ({ status: 200, body });
+const ok = (body: unknown): RouteResult => ({ status: 200, body });
 const seconds = (ms: number): number => Math.floor(ms / 1000);
 
 // ---- conversations ------------------------------------------------------------------------
 
-async function requireConversation(
-  ctx: OpenAiContext,
-  id: string,
-  param: string | null = null,
-): Promise<SessionHeader> {
+async function requireConversation(ctx: RouteContext, id: string, param: string | null = null): Promise<SessionHeader> {
   if (!(await ctx.client.exists(id))) throw notFound(param, `No conversation found with id '${id}'.`);
   return ctx.client.header(id);
 }
@@ -122,7 +82,7 @@ function conversationMetadata(events: readonly StoredEvent[]): Record<string, st
   return metadata;
 }
 
-async function readConversation(ctx: OpenAiContext, id: string) {
+async function readConversation(ctx: RouteContext, id: string) {
   const header = await requireConversation(ctx, id);
   return conversationOf(header, conversationMetadata(await ctx.client.events(id, 0)));
 }
@@ -195,7 +155,7 @@ function toolSchemaOf(tool: FunctionTool): ToolSchema {
 }
 
 /** Refuses, before anything is created, a message text the session would refuse (blank, too large). */
-function checkText(ctx: OpenAiContext, text: string, param: string): void {
+function checkText(ctx: RouteContext, text: string, param: string): void {
   if (text.trim().length === 0) throw invalidRequest(param, 'a message must not be empty or blank', 'empty_message');
   const bytes = Buffer.byteLength(text, 'utf8');
   if (bytes > ctx.client.maxMessageBytes)
@@ -239,7 +199,7 @@ type LoadedResponse = { tracker: ResponseTracker; replayed: ResponseStreamEvent[
 
 /** Folds a session's stored log into the response `ref` names (404 when there is no such session). */
 async function loadResponse(
-  ctx: OpenAiContext,
+  ctx: RouteContext,
   responseId: string,
   ref: ResponseRef,
   param: string | null,
@@ -263,7 +223,7 @@ async function loadResponse(
  * The response an id names. One whose anchor is not logged yet exists only while its
  * session's workflow runs (its message is queued there); otherwise the id names nothing.
  */
-async function findResponse(ctx: OpenAiContext, id: string, param: string | null = null): Promise<LoadedResponse> {
+async function findResponse(ctx: RouteContext, id: string, param: string | null = null): Promise<LoadedResponse> {
   const ref = decodeResponseId(id);
   const missing = notFound(param, `No response found with id '${id}'.`);
   if (!ref || !(await ctx.client.exists(ref.sessionId))) throw missing;
@@ -362,11 +322,11 @@ function checkTurnState(state: ConversationState, input: ResponseInput, sessionI
 }
 
 async function createResponse(
-  ctx: OpenAiContext,
+  ctx: RouteContext,
   body: z.output<typeof responseCreateBody>,
   request: FastifyRequest,
   reply: FastifyReply,
-): Promise<OpenAiRouteResult> {
+): Promise<RouteResult> {
   const input = normalizeInput(body.input);
   const tools = body.tools && body.tools.length > 0 ? body.tools.map(toolSchemaOf) : undefined;
   if (tools) {
@@ -477,7 +437,7 @@ async function createResponse(
       heartbeatMs: ctx.sseHeartbeatMs,
       streams: ctx.streams,
     });
-    return STREAMED_RESPONSE;
+    return STREAMED;
   }
   if (body.background !== true) await followUntilDone(request, ctx.client, tracker, events.length, ctx.streams);
   return ok(withBackground(tracker.snapshot(postedAt), body.background === true));
@@ -488,7 +448,7 @@ function withBackground(response: Response, background: boolean): Response {
 }
 
 /** Feeds the tracker what the log appends within `ms` (or until the response ends); returns the next seq to read. */
-async function followFor(ctx: OpenAiContext, tracker: ResponseTracker, fromSeq: number, ms: number): Promise<number> {
+async function followFor(ctx: RouteContext, tracker: ResponseTracker, fromSeq: number, ms: number): Promise<number> {
   const stop = new AbortController();
   const timer = setTimeout(() => stop.abort(), ms);
   let next = fromSeq;
@@ -505,7 +465,7 @@ async function followFor(ctx: OpenAiContext, tracker: ResponseTracker, fromSeq: 
 }
 
 /** Cancels the turn of a response that is not over; waits (bounded) until the log says it ended. */
-async function cancelResponse(ctx: OpenAiContext, id: string): Promise<Response> {
+async function cancelResponse(ctx: RouteContext, id: string): Promise<Response> {
   const { tracker, nextSeq } = await findResponse(ctx, id);
   if (tracker.state() === 'done') {
     const current = tracker.snapshot();
@@ -533,8 +493,18 @@ const CANCEL_RETRY_MS = 1_000;
 
 const COMMON_ERRORS = [400, 401, 404];
 
+/** The session a response id names, for the request's span (a conversation id is its session's id). */
+function sessionOfResponse(params: Record<string, unknown>): string | undefined {
+  return typeof params.id === 'string' ? decodeResponseId(params.id)?.sessionId : undefined;
+}
+
+/** The items a request body lists under `field`, before its schema has checked the body. */
+function itemsOf(body: unknown, field: 'input' | 'items'): unknown {
+  return typeof body === 'object' && body !== null ? (body as Record<string, unknown>)[field] : undefined;
+}
+
 /** Every route of the OpenAI-compatible API. */
-export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
+export const OPENAI_ROUTES: readonly RouteSpec[] = [
   defineRoute({
     method: 'POST',
     path: `${OPENAI_PREFIX}/conversations`,
@@ -543,6 +513,7 @@ export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
     params: noParams,
     query: noQuery,
     body: conversationCreateBody,
+    precheckBody: (body) => refuseUnloggableItems(itemsOf(body, 'items'), 'items'),
     responses: { 200: { description: 'the conversation', schema: conversationObject } },
     errors: [400, 401, 413, 415],
     handler: async (ctx, { body }) => {
@@ -667,6 +638,7 @@ export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
     params: noParams,
     query: noQuery,
     body: responseCreateBody,
+    precheckBody: (body) => refuseUnloggableItems(itemsOf(body, 'input'), 'input'),
     responses: {
       200: {
         description: 'the response (or, with stream: true, its events)',
@@ -686,6 +658,7 @@ export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
       'OpenAI Responses: a response (a turn) as the log has it; with stream=true its events, replayed and then live (starting_after=N resumes)',
     params: responseParams,
     query: responseRetrieveQuery,
+    sessionOf: sessionOfResponse,
     responses: {
       200: {
         description: 'the response, or its events',
@@ -706,7 +679,7 @@ export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
         heartbeatMs: ctx.sseHeartbeatMs,
         streams: ctx.streams,
       });
-      return STREAMED_RESPONSE;
+      return STREAMED;
     },
   }),
   defineRoute({
@@ -717,6 +690,7 @@ export const OPENAI_ROUTES: readonly OpenAiRouteSpec[] = [
       "OpenAI Responses: cancel a queued or running response (its turn's partial reply is logged as interrupted)",
     params: responseParams,
     query: noQuery,
+    sessionOf: sessionOfResponse,
     responses: { 200: { description: 'the response, cancelled', schema: responseObject } },
     errors: COMMON_ERRORS,
     handler: async (ctx, { params }) => ok(await cancelResponse(ctx, params.id)),

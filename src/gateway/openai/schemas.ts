@@ -7,66 +7,11 @@
  */
 import { z } from 'zod';
 import { SESSION_ID_PATTERN } from '../../session/index.js';
-import { wellFormedString } from '../schemas.js';
-import { invalidRequest, type OpenAiError } from './errors.js';
-
-// ---------------------------------------------------------------------------------------------
-// Parsing with OpenAI-style errors
-
-type Issue = z.core.$ZodIssue;
-
-/** `input[0].content` from a zod path. */
-export function paramOf(path: readonly PropertyKey[]): string | null {
-  let out = '';
-  for (const key of path)
-    out += typeof key === 'number' ? `[${key}]` : out.length === 0 ? String(key) : `.${String(key)}`;
-  return out.length === 0 ? null : out;
-}
-
-/** The issue to report: inside a union, the branch that got furthest. */
-function deepestIssue(issue: Issue): { issue: Issue; path: PropertyKey[] } {
-  if (issue.code === 'invalid_union' && issue.errors.length > 0) {
-    let best: { issue: Issue; path: PropertyKey[] } | undefined;
-    for (const branch of issue.errors) {
-      for (const inner of branch) {
-        const found = deepestIssue(inner);
-        if (!best || found.path.length > best.path.length) best = found;
-      }
-    }
-    if (best && best.path.length > 0) return { issue: best.issue, path: [...issue.path, ...best.path] };
-  }
-  return { issue, path: [...issue.path] };
-}
-
-function issueError(first: Issue): OpenAiError {
-  if (first.code === 'unrecognized_keys') {
-    const param = paramOf([...first.path, first.keys[0]!]);
-    return invalidRequest(
-      param,
-      `Unrecognized request argument supplied: ${param ?? first.keys[0]!}`,
-      'unknown_parameter',
-    );
-  }
-  const { issue, path } = deepestIssue(first);
-  const param = paramOf(path);
-  return invalidRequest(
-    param,
-    `Invalid '${param ?? 'body'}': ${issue.message}`,
-    issue.code === 'invalid_value' || issue.code === 'custom' ? 'invalid_value' : 'invalid_type',
-  );
-}
-
-/** Parses `value` or throws a 400 in OpenAI's shape naming the first bad field. */
-export function parseOpenAi<T extends z.ZodType>(schema: T, value: unknown): z.output<T> {
-  const parsed = schema.safeParse(value);
-  if (parsed.success) return parsed.data;
-  throw issueError(parsed.error.issues[0]!);
-}
+import { SESSION_ID_RULE, wellFormedString } from '../wire.js';
+import { invalidRequest } from './errors.js';
 
 // ---------------------------------------------------------------------------------------------
 // Shared pieces
-
-const SESSION_ID_RULE = "1-128 characters of A-Z a-z 0-9 . _ - not starting with '.'";
 
 export const conversationIdSchema = z
   .string()
@@ -188,9 +133,6 @@ export const itemsListQuery = z.strictObject({
   limit: queryInteger('limit', 1, 100).optional().describe('1-100, default 20'),
   order: z.enum(['asc', 'desc']).optional().describe('default desc (newest first), as OpenAI'),
 });
-
-export const noParams = z.strictObject({});
-export const noQuery = z.strictObject({});
 
 // ---------------------------------------------------------------------------------------------
 // Responses
@@ -328,10 +270,6 @@ export const responseRetrieveQuery = z.strictObject({
 
 // ---------------------------------------------------------------------------------------------
 // Responses (documentation)
-
-export const openAiErrorSchema = z.object({
-  error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable() }),
-});
 
 export const conversationObject = z.looseObject({
   id: z.string(),

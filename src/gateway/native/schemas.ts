@@ -1,33 +1,14 @@
 /**
- * Wire schemas of the HTTP gateway: request bodies, path params and query strings are parsed
+ * Wire schemas of the native API (`/v1`): request bodies, path params and query strings are parsed
  * with these at the boundary; the response schemas document the replies in the OpenAPI
  * document (they are not re-checked at run time).
  */
 import { z } from 'zod';
-import { LONE_SURROGATE } from '../client/inputs.js';
-import { SESSION_ID_PATTERN } from '../session/index.js';
-
-const SESSION_ID_RULE = "1-128 characters of A-Z a-z 0-9 . _ - not starting with '.'";
+import { SESSION_ID_PATTERN } from '../../session/index.js';
+import { SESSION_ID_RULE, wellFormedString } from '../wire.js';
 
 /** A session id by the DESIGN §3 rule. */
 export const sessionIdSchema = z.string().regex(SESSION_ID_PATTERN, `must be a session id: ${SESSION_ID_RULE}`);
-
-/**
- * A string of well-formed UTF-16. A lone surrogate cannot be encoded as UTF-8, so Temporal's
- * gRPC (and any UTF-8 store column) would refuse it deep inside a command; refused here with a
- * 400 instead.
- */
-export const wellFormedString = () =>
-  z.string().superRefine((value, ctx) => {
-    const match = LONE_SURROGATE.exec(value);
-    if (match) {
-      const unit = match[0].charCodeAt(0).toString(16).toUpperCase();
-      ctx.addIssue({
-        code: 'custom',
-        message: `must be well-formed Unicode: a lone surrogate (\\u${unit}) at index ${match.index} cannot be encoded as UTF-8; send whole characters (surrogate pairs)`,
-      });
-    }
-  });
 
 /** A query-string integer: digits only, so `-1`, `1.5` and `1e3` are refused. */
 const queryInteger = (name: string, min: number, max = Number.MAX_SAFE_INTEGER) =>
@@ -41,8 +22,6 @@ const queryInteger = (name: string, min: number, max = Number.MAX_SAFE_INTEGER) 
 // Requests
 
 export const sessionParams = z.strictObject({ id: sessionIdSchema.describe(`the session id: ${SESSION_ID_RULE}`) });
-export const noParams = z.strictObject({});
-export const noQuery = z.strictObject({});
 /** Commands without arguments take no body or `{}`. */
 export const emptyBody = z.strictObject({}).optional();
 

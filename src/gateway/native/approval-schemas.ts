@@ -3,7 +3,8 @@
  * posts and the pending calls it lists.
  */
 import { z } from 'zod';
-import { sessionIdSchema, wellFormedString } from './schemas.js';
+import { wellFormedString } from '../wire.js';
+import { sessionIdSchema } from './schemas.js';
 
 const callIdSchema = wellFormedString()
   .min(1)

@@ -1,12 +1,8 @@
 /**
- * The gateway's route table (DESIGN §8). Each route names its params, query, body and
- * responses as zod schemas: the server parses requests with them and the OpenAPI document is
- * generated from the same table, so the two cannot drift apart.
+ * The native API's route table (DESIGN §8): `/v1` and the gateway's probes, sessions only
+ * through `SessionClient`. Errors leave as `{error: {code, message}}` (errors.ts).
  */
-import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { z } from 'zod';
-import type { SessionClient } from '../client/session-client.js';
-import { SessionlogError, type SessionHeader } from '../session/index.js';
+import { SessionlogError, type SessionHeader } from '../../session/index.js';
 import {
   approvalBody,
   approvalResponse,
@@ -16,7 +12,7 @@ import {
   toolResultBody,
   toolResultResponse,
 } from './approval-schemas.js';
-import { GatewayError } from './errors.js';
+import { GatewayError } from '../errors.js';
 import {
   ARTIFACT_PAGE_DEFAULT_CHARS,
   artifactParams,
@@ -41,8 +37,6 @@ import {
   healthResponse,
   lastEventIdSchema,
   messagesResponse,
-  noParams,
-  noQuery,
   openApiResponse,
   postMessageBody,
   postMessageQuery,
@@ -55,69 +49,17 @@ import {
   sessionResponse,
   transcriptResponse,
 } from './schemas.js';
-import { checkReadiness, probeStore, probeTemporal, readinessResponse } from './readiness.js';
-import { streamEvents, wantsEventStream, type StreamRegistry } from './sse.js';
-import type { StreamTokenSigner } from './stream-token.js';
-
-/** What route handlers work with: sessions only through the client. */
-export type RouteContext = {
-  client: SessionClient;
-  sseHeartbeatMs: number;
-  streams: StreamRegistry;
-  /** The OpenAPI document of this gateway. */
-  openapi: () => unknown;
-  /** Mints the signed query tokens that let a browser EventSource open the events route. */
-  streamTokens: StreamTokenSigner;
-};
-
-export type HttpMethod = 'GET' | 'POST' | 'DELETE';
-
-/** A documented response of a route. */
-export type ResponseSpec = { description: string; schema?: z.ZodType; eventStream?: string };
-
-/** What a handler produces: a JSON reply, or STREAMED when it wrote the response itself. */
-export type RouteResult = { status: number; body: unknown } | typeof STREAMED;
-export const STREAMED = Symbol('streamed');
-
-type HandlerInput<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType> = {
-  params: z.output<P>;
-  query: z.output<Q>;
-  body: z.output<B>;
-  request: FastifyRequest;
-  reply: FastifyReply;
-};
-
-/** A route as the server and the OpenAPI generator see it. */
-export type RouteSpec = {
-  method: HttpMethod;
-  /** Fastify path syntax (`:id`). */
-  path: string;
-  operationId: string;
-  summary: string;
-  /** No bearer token needed. */
-  public?: true;
-  params: z.ZodType;
-  query: z.ZodType;
-  /** Absent for routes that take no body. */
-  body?: z.ZodType;
-  headers?: Array<{ name: string; description: string; schema: z.ZodType }>;
-  responses: Record<number, ResponseSpec>;
-  /** Error statuses this route can answer with (documented with the error shape). */
-  errors: number[];
-  handler(ctx: RouteContext, input: HandlerInput<z.ZodType, z.ZodType, z.ZodType>): Promise<RouteResult>;
-};
-
-/** Types a route's handler by its schemas, then erases them for the table. */
-function defineRoute<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType = z.ZodUndefined>(
-  spec: Omit<RouteSpec, 'params' | 'query' | 'body' | 'handler'> & {
-    params: P;
-    query: Q;
-    body?: B;
-    handler(ctx: RouteContext, input: HandlerInput<P, Q, B>): Promise<RouteResult>;
-  },
-): RouteSpec {
-  return spec as unknown as RouteSpec;
-}
+import { checkReadiness, probeStore, probeTemporal, readinessResponse } from '../readiness.js';
+import {
+  STREAMED,
+  defineRoute,
+  noParams,
+  noQuery,
+  type RouteContext,
+  type RouteResult,
+  type RouteSpec,
+} from '../route-table.js';
+import { streamEvents, wantsEventStream } from '../sse.js';
 
 const AUTH_ERRORS = [401];
 const SESSION_ERRORS = [400, 401, 404];
@@ -134,8 +76,8 @@ async function requireSession(ctx: RouteContext, id: string): Promise<SessionHea
 
 const ok = (body: unknown): RouteResult => ({ status: 200, body });
 
-/** Every route the gateway serves. */
-export const ROUTES: readonly RouteSpec[] = [
+/** Every route of the native API, the gateway's probes included. */
+export const NATIVE_ROUTES: readonly RouteSpec[] = [
   defineRoute({
     method: 'GET',
     path: '/healthz',
