@@ -142,19 +142,30 @@ export type ErrorSender = (request: FastifyRequest, reply: FastifyReply, error: 
 /**
  * Answers, in `errors`' shape, a request no route of `app`'s scope takes: 405 naming the
  * methods `routes` allow on its path (read at request time, each once, in route order), or 404.
+ * It is answered as soon as its headers are in: an unknown route's body is never read (the
+ * connection closes after the answer), so a stalled body cannot hold it. Paths under
+ * `otherPrefixes` belong to scopes of their own, which answer them in their own shape.
  */
 export function answerUnknownRoutes<Body>(
   app: FastifyInstance,
   errors: ErrorShape<Body>,
   routes: Iterable<{ method: string; url: string }>,
   sendError: ErrorSender,
+  otherPrefixes: readonly string[] = [],
 ): void {
-  app.setNotFoundHandler((request, reply) => {
+  const answer = (request: FastifyRequest, reply: FastifyReply): FastifyReply => {
     const path = request.url.split('?')[0] ?? '';
     const allowed = new Set<string>();
     for (const route of routes) if (pathPattern(route.url).test(path)) allowed.add(route.method);
     return sendError(request, reply, errors.unknownRoute(request.method, path, [...allowed]));
+  };
+  app.addHook('onRequest', async (request, reply) => {
+    if (!request.is404) return;
+    const path = request.url.split('?')[0] ?? '';
+    if (otherPrefixes.some((prefix) => path === prefix || path.startsWith(`${prefix}/`))) return;
+    return answer(request, reply);
   });
+  app.setNotFoundHandler(answer);
 }
 
 /**

@@ -422,7 +422,13 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
   app.setErrorHandler((error, request, reply) => sendError(request, reply, error));
 
   // Outside every prefixed API: the native API's shape, the allowed methods from every route fastify has (HEAD, /ui, /metrics too).
-  answerUnknownRoutes(app, NATIVE_TABLE.errors, routes, sendError);
+  answerUnknownRoutes(
+    app,
+    NATIVE_TABLE.errors,
+    routes,
+    sendError,
+    ROUTE_TABLES.map((table) => table.prefix).filter((prefix) => prefix !== ''),
+  );
 
   for (const table of ROUTE_TABLES) registerRouteTable(app, table, context, resolved.telemetry);
   const telemetry = resolved.telemetry;
