@@ -197,7 +197,17 @@ sessions
   .option('-o, --out <file>', 'write to a new file instead of stdout')
   .description('export the session as JSONL (header line, then one event per line)')
   .action((id: string, o: { out?: string }) =>
-    withClient(({ client }) => exportSession(client, id, o.out, (text) => process.stdout.write(text)), { lazy: true }),
+    withClient(
+      ({ client }) =>
+        exportSession(
+          client,
+          id,
+          o.out,
+          (text) => process.stdout.write(text),
+          (text) => process.stderr.write(text),
+        ),
+      { lazy: true },
+    ),
   );
 sessions
   .command('fork')

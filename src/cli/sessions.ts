@@ -72,14 +72,22 @@ export async function showEvents(
   for await (const e of client.follow(id, options.from, options.signal)) out.write(`${render(e)}\n`);
 }
 
-/** Writes the JSONL export: the header line, then one event per line. */
+/**
+ * Writes the JSONL export: the header line, then one event per line. A torn final batch left out
+ * is reported on `warn` (standard error), so the export's own output stays the log.
+ */
 export async function exportSession(
   client: SessionClient,
   id: string,
   path: string | undefined,
   write: (text: string) => void,
+  warn: (text: string) => void,
 ): Promise<void> {
-  const { header, events } = await client.export(id);
+  const { header, events, tornTail } = await client.export(id);
+  if (tornTail)
+    warn(
+      `warning: session ${id}'s final batch, from seq ${tornTail.fromSeq}, was torn (written only in part: ${tornTail.reason}); the export holds seqs 0-${tornTail.fromSeq - 1} and leaves it out. The next message to the session removes it from the log.\n`,
+    );
   const lines = [JSON.stringify({ type: 'session', ...header }), ...events.map((e) => JSON.stringify(e))];
   if (!path) {
     for (const line of lines) write(`${line}\n`);

@@ -115,6 +115,16 @@ export type PendingApproval = {
 };
 
 /** The result of {@link SessionClient.verify}: every problem of the stored log, with its seq. */
+/**
+ * A session's log as `export` writes it. `tornTail`: a JSONL log whose final batch never
+ * finished (a torn write, DESIGN §4.1) is exported without it, and says so.
+ */
+export type SessionExport = {
+  header: SessionHeader;
+  events: StoredEvent[];
+  tornTail?: { fromSeq: number; reason: string };
+};
+
 export type VerifyReport = { sessionId: string; events: number; violations: Violation[] };
 
 const REJECTION_CODES: ReadonlySet<string> = new Set([
@@ -479,10 +489,15 @@ export class SessionClient {
    *
    * @throws SessionlogError `CORRUPT_LOG` when the stored log is refused (export salvages nothing; see {@link salvage}).
    */
-  async export(sessionId: string): Promise<{ header: SessionHeader; events: StoredEvent[] }> {
+  async export(sessionId: string): Promise<SessionExport> {
     assertSessionId(sessionId);
-    const header = await this.store.header(sessionId);
-    return { header, events: await this.store.readFrom(sessionId, 0) };
+    const scan = await this.store.scan(sessionId);
+    if (scan.headerProblem || !scan.header || (scan.problem && !scan.problem.torn)) {
+      // Refused exactly as a read refuses it (CORRUPT_LOG / UNSUPPORTED_FORMAT, naming the seq).
+      return { header: await this.store.header(sessionId), events: await this.store.readFrom(sessionId, 0) };
+    }
+    const torn = scan.problem?.torn ? { tornTail: { fromSeq: scan.problem.seq, reason: scan.problem.reason } } : {};
+    return { header: scan.header, events: [...scan.events], ...torn };
   }
 
   /** Checks the stored log's invariants as stored (nothing is repaired); every problem with its seq. */
