@@ -202,9 +202,10 @@ function build(pkg, { offline, note }) {
   const headers = findHeaders({ offline, note });
   if (!headers && offline) {
     throw new NativeModuleError(
-      `better-sqlite3 is built for another Node than ${process.version} (NODE_MODULE_VERSION ${process.versions.modules}) and ` +
-        `no headers of Node ${process.version} are on this machine. Run \`npm rebuild better-sqlite3\` or \`npm ci\` ` +
-        `with this Node, or \`node scripts/native-modules.mjs\` (it fetches them from the npm registry for Node 20, 22, 24).`,
+      `better-sqlite3 ${pkg.version} is built for another Node than this one (${process.version}, NODE_MODULE_VERSION ` +
+        `${process.versions.modules}), and no headers of this Node are here to rebuild it without a download. Run ` +
+        `\`node ${fileURLToPath(import.meta.url)}\` with this Node (it fetches the headers of Node 20, 22 or 24 from ` +
+        `the npm registry), or \`npm ci\` with npm_config_nodedir set to a directory holding this Node's include/node.`,
     );
   }
   const nodeGyp = findNodeGyp();
