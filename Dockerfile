@@ -9,7 +9,7 @@
 # the `sessionlog` bin, and runs as the unprivileged `node` user. Session data lives in /data
 # (SESSIONLOG_STORE=sqlite:/data/sessionlog.db): mount a volume there.
 
-ARG NODE_IMAGE=node:20-slim
+ARG NODE_IMAGE=node:24-slim
 
 # ---------------------------------------------------------------------------------------------
 # build: compile TypeScript, then drop the dev dependencies. better-sqlite3 builds its native
@@ -20,6 +20,8 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY package.json package-lock.json ./
+# npm ci's postinstall step (scripts/native-modules.mjs) checks better-sqlite3 against this Node.
+COPY scripts ./scripts
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src

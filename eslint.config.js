@@ -23,6 +23,11 @@ export default tseslint.config(
     },
   },
   {
+    // Node scripts run as they are (no TypeScript): Node's globals (fetch, timers) are theirs.
+    files: ['scripts/**/*.mjs', 'bin/**/*.mjs'],
+    languageOptions: { globals: globals.node },
+  },
+  {
     // The inspector's page: plain ES modules that run in the browser, served as they are.
     files: ['src/gateway/ui/**/*.js'],
     languageOptions: { globals: globals.browser, sourceType: 'module' },
