@@ -75,7 +75,8 @@ export function createContextReporter(options: ContextReporterOptions): (session
       else if (kind === 'tool-result') tokens.toolResults += node.tokens;
       else tokens.summaries += node.tokens;
     }
-    const limits = contextLimits(context, header.model);
+    // The window the provider stated (model/limit) caps the budget here as it does for the worker.
+    const limits = contextLimits(context, header.model, session.learnedWindow(header.model));
     return {
       sessionId: session.id,
       asOfSeq: session.nextSeq - 1,

@@ -357,6 +357,33 @@ describe('the context breakdown', () => {
   });
 });
 
+describe('the context pressure plot', () => {
+  it('gives the y axis room for its longest label (a 1M-token budget draws "1,200,000")', async () => {
+    const { page } = await openPage();
+    await page.goto(`${gateway.url}/ui/`);
+    await page.locator('#app').waitFor();
+    // Page code as text: the modules are the page's own (the import map resolves preact and uPlot).
+    const measured = (await page.evaluate(`(async () => {
+      const { render } = await import('preact');
+      const { html } = await import('/ui/format.js');
+      const { ContextPlot } = await import('/ui/plot.js');
+      const host = document.createElement('div');
+      host.style.width = '640px';
+      document.body.append(host);
+      const requests = [1, 2, 3].map((index) => ({ index, promptTokens: 900000 + index * 100000, seq: index }));
+      render(html\`<\${ContextPlot} requests=\${requests} actions=\${[]} budget=\${{ value: 1000000, approximate: false }} window=\${1048576} />\`, host);
+      await new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)));
+      const over = host.querySelector('.u-over');
+      // The longest label uPlot can draw on this scale, in uPlot's default axis font.
+      const canvas = document.createElement('canvas').getContext('2d');
+      canvas.font = '12px system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, "Noto Sans", sans-serif, "Apple Color Emoji", "Segoe UI Emoji", "Segoe UI Symbol", "Noto Color Emoji"';
+      return { plotLeft: over.offsetLeft, labelWidth: canvas.measureText('1,400,000').width };
+    })()`)) as { plotLeft: number; labelWidth: number };
+    // Tick (10) and gap (5) beside the label, all left of the plotting area.
+    expect(measured.plotLeft).toBeGreaterThanOrEqual(Math.ceil(measured.labelWidth) + 15);
+  });
+});
+
 describe('with a gateway token', () => {
   it('asks for the token, then works, and follows the live tail with a signed stream token', async () => {
     const id = newId('guarded');

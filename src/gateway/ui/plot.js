@@ -59,6 +59,23 @@ function drawMarks(marks) {
   };
 }
 
+/**
+ * The y axis's width: its tick, its gap and its longest label as drawn (uPlot's fixed default
+ * clipped labels such as "1,200,000"). Measured in the axis's own font on uPlot's canvas.
+ */
+function yAxisSize(self, values, axisIndex, cycle) {
+  const axis = self.axes[axisIndex];
+  // Asked again in the same layout pass: keep the size already given.
+  if (cycle > 1) return axis._size;
+  let size = axis.ticks.size + axis.gap;
+  const longest = (values ?? []).reduce((acc, value) => (String(value).length > acc.length ? String(value) : acc), '');
+  if (longest !== '') {
+    self.ctx.font = axis.font[0];
+    size += self.ctx.measureText(longest).width / (window.devicePixelRatio || 1);
+  }
+  return Math.ceil(size) + 4;
+}
+
 /** `budget` is `{value, approximate}` or null; `window` a token count or null. */
 export function ContextPlot({ requests, actions, budget, window: contextWindow }) {
   const target = useRef(null);
@@ -90,7 +107,7 @@ export function ContextPlot({ requests, actions, budget, window: contextWindow }
         width: Math.max(320, target.current.clientWidth),
         height: 220,
         scales: { x: { time: false, range: [0.5, Math.max(1, xs.length) + 0.5] }, y: { range: [0, top] } },
-        axes: [{ label: 'model request', incrs: [1, 2, 5, 10, 20, 50, 100] }, { size: 60 }],
+        axes: [{ label: 'model request', incrs: [1, 2, 5, 10, 20, 50, 100] }, { size: yAxisSize }],
         series,
         legend: { show: false },
         hooks: { draw: [drawMarks(marks)] },
