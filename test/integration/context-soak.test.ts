@@ -155,9 +155,11 @@ for (const window of [2_500, 8_192]) {
         answered,
         compactions: events.filter((e: StoredEvent) => e.type === 'compaction/summary').length,
         stalls: events.filter((e: StoredEvent) => e.type === 'compaction/stalled').length,
+        // Escalated rungs: prunes past the pruner's own threshold, and brackets without a retained tail.
         escalations: events.filter(
           (e: StoredEvent) =>
-            e.type === 'compaction/start' && (e.data as { escalation?: number }).escalation !== undefined,
+            (e.type === 'compaction/start' && (e.data as { escalation?: number }).escalation !== undefined) ||
+            (e.type === 'compaction/prune' && (e.data as { reason?: string }).reason === 'escalation'),
         ).length,
         refusals,
         modelRequests: requests.length,
