@@ -4,7 +4,11 @@
  * - The head check: the log must hold at least what the workflow has seen (`knownHead`), and
  *   everything after it must have been written by this run. A shorter log was restored from an
  *   older copy (LOG_BEHIND); a foreign tail means another writer (LOG_AHEAD). Either stops the
- *   session rather than fork or renumber it.
+ *   session rather than fork or renumber it. One shorter log is not a restore: a JSONL log whose
+ *   final batch was torn after the workflow saw it (the one damage a store repairs by itself,
+ *   DESIGN §4.1). The writer has the store cut that batch and close the turn it leaves open (an
+ *   append of closers, as a new run does), then carries on from the log's head, so the session
+ *   takes its next message.
  * - The run fence: once a newer run has logged `session/run`, an older run writes nothing.
  * - The writer fence: a writer appends only right after what it last saw (the head at opening,
  *   then the end of its own last batch). The store's validated copy is shared and brought up to
@@ -38,6 +42,11 @@ export class LogWriter {
    */
   static async open(store: SessionStore, sessionId: string, runId: string, knownHead: number): Promise<LogWriter> {
     const session = await store.session(sessionId);
+    if (session.nextSeq < knownHead && (await lostOnlyTornTail(store, session, knownHead))) {
+      await store.load(sessionId);
+      const repaired = await store.session(sessionId);
+      return new LogWriter(store, repaired, runId, repaired.nextSeq);
+    }
     assertHead(session, runId, knownHead);
     return new LogWriter(store, session, runId, knownHead);
   }
@@ -89,6 +98,15 @@ export class LogWriter {
     }
     return stored;
   }
+}
+
+/**
+ * Whether the events this run saw beyond the log's head (`session.nextSeq` up to `knownHead`) are
+ * all in a torn final write still on disk: the log is behind only by its torn last batch.
+ */
+async function lostOnlyTornTail(store: SessionStore, session: SessionView, knownHead: number): Promise<boolean> {
+  const { truncated } = await store.inspect(session.id);
+  return truncated > 0 && session.nextSeq + truncated >= knownHead;
 }
 
 function assertHead(session: SessionView, runId: string, knownHead: number): void {

@@ -47,3 +47,28 @@ describe('a JSONL session with a torn final batch', () => {
     expect(cli.stderr).toMatch(new RegExp(`from seq ${exported.events.length}`));
   });
 });
+
+describe('a JSONL session whose acknowledged tail was torn', () => {
+  it('takes the next message: the turn whose end was lost is closed as interrupted, and the next one answers', async () => {
+    const id = `torn-send-${Date.now()}`;
+    expect((await stack.client.send(id, 'first')).outcome).toBe('completed');
+    const before = await stack.client.events(id);
+    expect(before.at(-1)?.type).toBe('turn/end');
+    tearLastLine(id);
+
+    const next = await stack.client.send(id, 'second');
+    expect(next.outcome).toBe('completed');
+    const events = await stack.client.events(id);
+    // Turn 1's torn end was cut and the turn closed by the repair; turn 2 answered after it.
+    const ends = events.filter((event) => event.type === 'turn/end').map((event) => event.data);
+    expect(ends).toEqual([
+      expect.objectContaining({ turn: 1, reason: expect.objectContaining({ kind: 'interrupted' }) }),
+      expect.objectContaining({ turn: 2, reason: expect.objectContaining({ kind: 'completed' }) }),
+    ]);
+    const texts = events.filter((event) => event.type === 'user/message').map((event) => JSON.stringify(event.data));
+    expect(texts).toHaveLength(2);
+    expect(texts[1]).toContain('second');
+    const verified = await stack.cli(['sessions', 'verify', id]);
+    expect(verified.code).toBe(0);
+  });
+});
