@@ -13,7 +13,9 @@
  * - The writer fence: a writer appends only right after what it last saw (the head at opening,
  *   then the end of its own last batch). The store's validated copy is shared and brought up to
  *   date by any read, so a stale attempt (its worker paused past its heartbeat while another
- *   attempt carried on) must not take its head from there: it gets SEQ_CONFLICT instead.
+ *   attempt carried on) must not take its head from there: it gets SEQ_CONFLICT instead, which
+ *   the activity retries (the retry opens afresh). A run whose session a newer run owns gets
+ *   LOG_AHEAD, which stops that run.
  * - Exactly once: a batch is appended under its op key; a key already stored returns the
  *   stored events (the store refuses a key reused for a different batch with OP_CONFLICT).
  *
@@ -74,13 +76,13 @@ export class LogWriter {
 
   /**
    * Appends `events` as one batch under `op`, once: a batch already stored under `op` is
-   * returned as stored. Refuses when another run owns the session now.
+   * returned as stored. LOG_AHEAD when another run owns the session now.
    */
   async append(events: readonly NewEvent[], op: string): Promise<StoredEvent[]> {
     const owner = this.session.owningRun;
     if (owner !== undefined && owner !== this.runId) {
       throw new SessionlogError(
-        'SEQ_CONFLICT',
+        'LOG_AHEAD',
         `session ${this.session.id} is now owned by run ${owner}; run ${this.runId} may not append to it`,
       );
     }

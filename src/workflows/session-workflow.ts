@@ -91,7 +91,7 @@ function activities(tunables: SessionTunables) {
       maximumAttempts: tunables.modelMaxAttempts,
       initialInterval: tunables.modelRetryInitialMs,
       maximumInterval: 30_000,
-      nonRetryableErrorTypes: ['SEQ_CONFLICT', 'INVALID_ARGUMENT'],
+      nonRetryableErrorTypes: ['INVALID_ARGUMENT'],
     },
   });
   const compactor = proxyActivities<SessionActivities>({
@@ -101,7 +101,7 @@ function activities(tunables: SessionTunables) {
       maximumAttempts: tunables.compactionMaxAttempts,
       initialInterval: 1_000,
       maximumInterval: 30_000,
-      nonRetryableErrorTypes: ['SEQ_CONFLICT', 'INVALID_ARGUMENT', 'NOT_CONFIGURED'],
+      nonRetryableErrorTypes: ['INVALID_ARGUMENT', 'NOT_CONFIGURED'],
     },
   });
   const tools = proxyActivities<SessionActivities>({

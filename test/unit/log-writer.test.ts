@@ -4,11 +4,13 @@
  * attempt that replaced it) share the store's validated copy in one process, and any read brings
  * that copy up to date; the stale attempt must still be refused, not write at the new head.
  */
+import { ApplicationFailure } from '@temporalio/common';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { toTemporalFailure } from '../../src/activities/failures.js';
 import { LogWriter } from '../../src/engine/log-writer.js';
 import { openStore } from '../../src/persistence/open.js';
 import type { SessionStore } from '../../src/persistence/store.js';
-import { SESSION_FORMAT_VERSION, isSessionlogError, type NewEvent } from '../../src/session/index.js';
+import { SESSION_FORMAT_VERSION, SessionlogError, isSessionlogError, type NewEvent } from '../../src/session/index.js';
 import { BACKENDS, tempDir } from '../support/store-fixtures.js';
 
 const RUN = 'run-1';
@@ -61,6 +63,16 @@ describe.each(BACKENDS)('LogWriter fence: $name', (fixture) => {
     expect((await store.readFrom(ID, 0)).map((e) => e.op)).toEqual([`${RUN}/run`, `${RUN}/t1/s1/a2/start`]);
   });
 
+  it('a run whose session a newer run has claimed is refused with LOG_AHEAD (it stops), not a retryable conflict', async () => {
+    const old = await LogWriter.open(store, ID, RUN, await store.nextSeq(ID));
+    const newer = await LogWriter.takeOver(store, ID, 'run-2');
+    await newer.claim(
+      { type: 'session/run', time: 2, data: { workflowId: `session/${ID}`, runId: 'run-2' } },
+      'run-2/run',
+    );
+    expect(await refusalCode(old.append([turnStart(1)], `${RUN}/t1/s1/start`))).toBe('LOG_AHEAD');
+  });
+
   it('a writer appends its own batches one after another', async () => {
     const writer = await LogWriter.open(store, ID, RUN, await store.nextSeq(ID));
     await writer.append([turnStart(1)], `${RUN}/t1/s1/start`);
@@ -69,5 +81,18 @@ describe.each(BACKENDS)('LogWriter fence: $name', (fixture) => {
       `${RUN}/t1/end`,
     );
     expect((await store.readFrom(ID, 0)).map((e) => e.type)).toEqual(['session/run', 'turn/start', 'turn/end']);
+  });
+});
+
+describe('what the activities retry', () => {
+  it('retries a SEQ_CONFLICT (another attempt of the step wrote meanwhile: the retry opens afresh)', () => {
+    const failure = toTemporalFailure(new SessionlogError('SEQ_CONFLICT', 'expected seq 4, stored 6'));
+    expect(failure).toBeInstanceOf(ApplicationFailure);
+    expect(failure).toMatchObject({ type: 'SEQ_CONFLICT', nonRetryable: false });
+  });
+
+  it('does not retry the head checks that stop a run', () => {
+    for (const code of ['LOG_AHEAD', 'LOG_BEHIND'] as const)
+      expect(toTemporalFailure(new SessionlogError(code, 'stop'))).toMatchObject({ type: code, nonRetryable: true });
   });
 });
