@@ -4,7 +4,7 @@
  * reads come straight from the store. The gateway and the CLI reach sessions only through it.
  */
 import { randomUUID } from 'node:crypto';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, type UpdateDefinition } from '@temporalio/common';
 import {
   Client,
   Connection,
@@ -168,11 +168,19 @@ function refusal(error: unknown): unknown {
 }
 
 /**
- * Retries `fn` while the server refuses an update because the workflow task is being retried
- * (a worker crashed mid-task): the same message id makes the retry safe. Bounded: ~30 s.
+ * How long an update waits while the server refuses it because the session's workflow task is
+ * being retried (a worker crashed mid-task: the task times out, and a replacement worker must
+ * start and replay it; on a loaded host, with repeated crashes, that takes well over 30 s).
+ */
+const TASK_FAILED_WAIT_MS = 120_000;
+
+/**
+ * Retries `fn` while the server refuses an update because the workflow task is being retried.
+ * Safe: a refused update was never accepted, and the message id (or the approval's one answer)
+ * makes a repeat harmless. Bounded by {@link TASK_FAILED_WAIT_MS}.
  */
 async function retryWhileTaskFails<T>(fn: () => Promise<T>): Promise<T> {
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + TASK_FAILED_WAIT_MS;
   for (let delay = 100; ; delay = Math.min(delay * 2, 2_000)) {
     try {
       return await fn();
@@ -342,17 +350,7 @@ export class SessionClient {
   async send(sessionId: string, text: string, options: { id?: string; tools?: ToolSchema[] } = {}): Promise<Reply> {
     const message = this.checkMessage(sessionId, text, options);
     await this.ensureSession(sessionId);
-    const result = await retryWhileTaskFails(async () => {
-      try {
-        return await this.temporal.workflow.executeUpdateWithStart(sendUpdate, {
-          args: [message],
-          updateId: message.id,
-          startWorkflowOperation: this.startOperation(sessionId),
-        });
-      } catch (error) {
-        throw refusal(error);
-      }
-    });
+    const result = await this.updateWithStart(sendUpdate, sessionId, { args: [message], updateId: message.id });
     return { ...result, ...(await this.replyText(sessionId, result)) };
   }
 
@@ -558,17 +556,7 @@ export class SessionClient {
       ...(note.metadata ? { metadata: note.metadata } : {}),
       ...(messages.length > 0 ? { messages } : {}),
     };
-    const logged = await retryWhileTaskFails(async () => {
-      try {
-        return await this.temporal.workflow.executeUpdateWithStart(noteUpdate, {
-          args: [input],
-          updateId: `note/${id}`,
-          startWorkflowOperation: this.startOperation(sessionId),
-        });
-      } catch (error) {
-        throw refusal(error);
-      }
-    });
+    const logged = await this.updateWithStart(noteUpdate, sessionId, { args: [input], updateId: `note/${id}` });
     return { id, headSeq: logged.headSeq };
   }
 
@@ -585,14 +573,7 @@ export class SessionClient {
     await this.requireSession(sessionId);
     assertMessageId(callId);
     if (answer.reason !== undefined) assertMessageText(answer.reason, this.maxMessageBytes);
-    try {
-      return await this.temporal.workflow.executeUpdateWithStart(approveUpdate, {
-        args: [{ ...answer, callId }],
-        startWorkflowOperation: this.startOperation(sessionId),
-      });
-    } catch (error) {
-      throw refusal(error);
-    }
+    return this.updateWithStart(approveUpdate, sessionId, { args: [{ ...answer, callId }] });
   }
 
   /**
@@ -611,21 +592,16 @@ export class SessionClient {
     assertMessageId(callId);
     if (typeof output !== 'string' || !isWellFormed(output))
       throw new SessionlogError('INVALID_MESSAGE', 'a tool result output must be well-formed text');
-    try {
-      return await this.temporal.workflow.executeUpdateWithStart(toolResultUpdate, {
-        args: [
-          {
-            callId,
-            output,
-            ...(options.isError ? { isError: true } : {}),
-            ...(options.by !== undefined ? { by: options.by } : {}),
-          },
-        ],
-        startWorkflowOperation: this.startOperation(sessionId),
-      });
-    } catch (error) {
-      throw refusal(error);
-    }
+    return this.updateWithStart(toolResultUpdate, sessionId, {
+      args: [
+        {
+          callId,
+          output,
+          ...(options.isError ? { isError: true } : {}),
+          ...(options.by !== undefined ? { by: options.by } : {}),
+        },
+      ],
+    });
   }
 
   /**
@@ -700,14 +676,7 @@ export class SessionClient {
    */
   async compact(sessionId: string): Promise<CompactResult | null> {
     await this.requireSession(sessionId);
-    try {
-      return await this.temporal.workflow.executeUpdateWithStart(compactUpdate, {
-        args: [],
-        startWorkflowOperation: this.startOperation(sessionId),
-      });
-    } catch (error) {
-      throw refusal(error);
-    }
+    return this.updateWithStart(compactUpdate, sessionId, { args: [] });
   }
 
   /**
@@ -834,14 +803,7 @@ export class SessionClient {
         `session ${childId} already exists; pick another id for the new session`,
       );
     }
-    try {
-      await this.temporal.workflow.executeUpdateWithStart(openedUpdate, {
-        args: [],
-        startWorkflowOperation: this.startOperation(childId, seed),
-      });
-    } catch (error) {
-      throw refusal(error);
-    }
+    await this.updateWithStart(openedUpdate, childId, { args: [], seed });
     return { sessionId: childId, header: await this.store.header(childId) };
   }
 
@@ -886,6 +848,29 @@ export class SessionClient {
   }
 
   /** A start-if-needed operation; single-use, so each attempt makes its own. */
+  /**
+   * Sends `update` to the session's workflow, starting the workflow if it is not running. A
+   * refusal becomes a SessionlogError; a workflow task being retried is waited out.
+   */
+  private updateWithStart<Ret, Args extends unknown[]>(
+    update: UpdateDefinition<Ret, Args>,
+    sessionId: string,
+    options: { args: Args; updateId?: string; seed?: SeedSpec },
+  ): Promise<Ret> {
+    const { args, updateId, seed } = options;
+    return retryWhileTaskFails(async () => {
+      try {
+        return await this.temporal.workflow.executeUpdateWithStart(update, {
+          args,
+          ...(updateId !== undefined ? { updateId } : {}),
+          startWorkflowOperation: this.startOperation(sessionId, seed),
+        });
+      } catch (error) {
+        throw refusal(error);
+      }
+    });
+  }
+
   private startOperation(sessionId: string, seed?: SeedSpec): WithStartWorkflowOperation<typeof sessionWorkflow> {
     return new WithStartWorkflowOperation<typeof sessionWorkflow>(SESSION_WORKFLOW_TYPE, {
       ...this.startOptions(sessionId, seed),
