@@ -146,7 +146,7 @@ describe('the fenced log writer', () => {
 
     await expect(h.compact({ compactionId: 'c1', runId: RUN })).rejects.toMatchObject({
       nonRetryable: true,
-      type: 'SEQ_CONFLICT',
+      type: 'LOG_AHEAD',
     });
 
     expect(await h.events()).toEqual(before);
