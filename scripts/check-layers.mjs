@@ -1,17 +1,24 @@
 #!/usr/bin/env node
 /**
  * `npm run check:layers`: fails when an import in src/ runs against the layering of DESIGN §2.
- * Folders are listed top to bottom in the order of that table; a folder may import only folders
- * listed above it (and itself), never one below. Workflow code may import values only from
- * @temporalio/workflow and its own folder: everything else must be `import type`.
+ *
+ * Two rules, both from that table:
+ * - the order: folders are listed top to bottom; a folder never imports one listed below it;
+ * - the "may import" column: a folder imports only what its row names (`MAY_IMPORT` below).
+ *   Workflow code may import values only from @temporalio/workflow and its own folder:
+ *   everything else must be `import type`.
+ *
+ * Usage: `node scripts/check-layers.mjs [SRC_DIR]` (default: this repository's src/). Exit 1
+ * with one line per offending import: the file, the import, and the rule it breaks.
  */
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import process from 'node:process';
-import { dirname, join, relative, resolve } from 'node:path';
+import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const SRC = join(ROOT, 'src');
+const SRC = resolve(process.argv[2] ?? join(ROOT, 'src'));
+const SHOWN_FROM = process.argv[2] ? SRC : ROOT;
 
 /**
  * DESIGN §2, top to bottom. The top-level files sit where their imports put them: the worker
@@ -36,9 +43,85 @@ const LAYERS = [
   'index.ts',
 ];
 
+/** Everything listed above `layer` in DESIGN §2 (what "everything above" means in a row). */
+const above = (layer) => LAYERS.slice(0, LAYERS.indexOf(layer));
+
+/**
+ * DESIGN §2's "may import" column. A rule is a folder (`session`) or a file under src/
+ * (`workflows/api.ts`), written as a string, or an object that narrows it to `import type`
+ * (`typeOnly`) and says why (`why`) when the rule is an exception to the column's words.
+ * `'*'`: the composition root, whose row's column is empty (it is assembled from every layer).
+ */
+const MAY_IMPORT = {
+  session: [], // nothing of ours
+  persistence: ['session'],
+  model: ['session'],
+  context: ['session', 'model', { target: 'persistence', typeOnly: true, why: 'persistence (interfaces)' }],
+  tools: ['session', 'persistence'],
+  engine: above('engine'), // everything above
+  activities: above('activities'), // engine and everything above
+  workflows: above('workflows').map((target) => ({ target, typeOnly: true, why: 'types only' })),
+  client: [
+    'workflows/api.ts',
+    'persistence',
+    'session',
+    {
+      target: 'workflows/session-workflow.ts',
+      typeOnly: true,
+      why: 'the workflow function as a type, for a typed `workflow.start<typeof sessionWorkflow>` as in the Temporal samples; erased at run time',
+    },
+  ],
+  gateway: [
+    'client',
+    {
+      target: 'session',
+      why: "the pure event and error vocabulary (no I/O): the row's folds from log events to each API's stream read events, and errors map to statuses; every operation still goes through SessionClient",
+    },
+  ],
+  telemetry: [], // nothing of ours
+  cli: [
+    'client',
+    'gateway',
+    'worker.ts',
+    'telemetry',
+    { target: 'config.ts', why: 'the row: "one function turns a `Config` into worker and gateway options"' },
+    {
+      target: 'session',
+      why: 'the pure event and error vocabulary (no I/O): commands print events, verify exported logs offline and report SessionlogError codes',
+    },
+  ],
+  'worker.ts': '*',
+  'config.ts': '*',
+  'index.ts': '*',
+};
+
 function layerOf(file) {
-  const parts = relative(SRC, file).split('/');
-  return parts[0];
+  return relative(SRC, file).split(sep)[0];
+}
+
+function ruleText(rule) {
+  if (typeof rule === 'string') return rule;
+  return `${rule.target}${rule.typeOnly ? ' (import type only)' : ''}`;
+}
+
+/** The column's words for `layer`, as a reader of DESIGN §2 sees them. */
+function columnText(layer) {
+  const rules = MAY_IMPORT[layer];
+  if (rules === '*') return 'anything';
+  if (rules.length === 0) return 'nothing of ours';
+  return rules.map(ruleText).join(', ');
+}
+
+function targetMatches(rule, target) {
+  const name = typeof rule === 'string' ? rule : rule.target;
+  return target === name || target.startsWith(`${name}/`);
+}
+
+/** Whether `from` may import `target` (a path under src/, `/`-separated) this way. */
+function allowed(from, target, typeOnly) {
+  const rules = MAY_IMPORT[from];
+  if (rules === '*') return true;
+  return rules.some((rule) => targetMatches(rule, target) && (typeof rule === 'string' || !rule.typeOnly || typeOnly));
 }
 
 function* sourceFiles(dir) {
@@ -56,6 +139,13 @@ const problems = [];
 for (const file of sourceFiles(SRC)) {
   const text = readFileSync(file, 'utf8');
   const from = layerOf(file);
+  const shown = relative(SHOWN_FROM, file);
+  if (!(from in MAY_IMPORT)) {
+    problems.push(
+      `${shown}: ${from} is not a folder of DESIGN §2 (add its row to MAY_IMPORT in scripts/check-layers.mjs)`,
+    );
+    continue;
+  }
   const specifiers = [];
   for (const m of text.matchAll(IMPORT))
     specifiers.push({
@@ -67,19 +157,21 @@ for (const file of sourceFiles(SRC)) {
     if (!spec.startsWith('.')) {
       if (from === 'workflows' && !typeOnly && !spec.startsWith('@temporalio/workflow'))
         problems.push(
-          `${relative(ROOT, file)}: workflow code imports ${spec} (only @temporalio/workflow and \`import type\`)`,
+          `${shown}: imports '${spec}': workflow code imports only @temporalio/workflow and \`import type\``,
         );
       continue;
     }
-    const target = resolve(dirname(file), spec.replace(/\.js$/, '.ts'));
-    if (!target.startsWith(SRC)) continue;
-    const to = layerOf(target);
+    const targetFile = resolve(dirname(file), spec.replace(/\.js$/, '.ts'));
+    if (!targetFile.startsWith(SRC + sep)) continue;
+    const to = layerOf(targetFile);
     if (to === from) continue;
-    if (from === 'workflows' && !typeOnly)
-      problems.push(`${relative(ROOT, file)}: workflow code imports ${spec} as a value (use \`import type\`)`);
-    if (LAYERS.indexOf(to) > LAYERS.indexOf(from) && !(from === 'workflows' && typeOnly)) {
+    const target = relative(SRC, targetFile).split(sep).join('/');
+    if (LAYERS.indexOf(to) > LAYERS.indexOf(from)) {
+      problems.push(`${shown}: imports '${spec}' (${target}): ${to} is listed below ${from} in DESIGN §2`);
+    } else if (!allowed(from, target, typeOnly)) {
       problems.push(
-        `${relative(ROOT, file)}: ${from} imports ${relative(ROOT, target)} (${to} is listed below ${from} in DESIGN §2)`,
+        `${shown}: imports '${spec}'${typeOnly ? ' (import type)' : ''} (${target}): ` +
+          `DESIGN §2 says ${from} may import ${columnText(from)}`,
       );
     }
   }
@@ -90,4 +182,4 @@ if (problems.length > 0) {
   );
   process.exit(1);
 }
-process.stdout.write('check:layers: every import follows DESIGN §2\n');
+process.stdout.write('check:layers: every import follows DESIGN §2 (order and "may import" column)\n');

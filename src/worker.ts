@@ -101,7 +101,7 @@ export type CreateWorkerOptions = {
    * request limits. A session's own `agent` (given at start) overrides model, system and tools.
    */
   agent: AgentConfig;
-  /** The tools a session may name (default: the built-in `read_artifact`, `calculator`, `word_count`). */
+  /** The tools a session may name (default: {@link BUILTIN_TOOLS}; the agent's `tools` picks which of them it offers). */
   tools?: ToolRegistry;
   /**
    * Which calls wait for a person's approval when the tool itself does not say (default
@@ -160,47 +160,104 @@ export type CreateWorkerOptions = {
  * await store.close();
  */
 export async function createWorker(options: CreateWorkerOptions): Promise<Worker> {
-  const connection =
-    options.connection ?? (await NativeConnection.connect({ address: options.address ?? '127.0.0.1:7233' }));
-  const maxInlineBytes = options.spillMaxInlineBytes ?? 16 * 1024;
-  const shapeToolResult: ToolResultShaper =
-    options.shapeToolResult ??
-    (async ({ text, locator, toolName }) => spillText({ text, locator, toolName, maxInlineBytes }));
-  const context = options.context === false ? undefined : contextDeps(options.context ?? {});
-  const store = options.store;
-  const checkpoints = new CheckpointSchedule({ ...DEFAULT_CHECKPOINT_POLICY, ...options.checkpoints });
+  const resolved = resolveWorkerOptions(options);
+  const connection = resolved.connection ?? (await NativeConnection.connect({ address: resolved.address }));
+  const { store, context } = resolved;
+  const checkpoints = new CheckpointSchedule(resolved.checkpoints);
   const engine = createTurnEngine({
     store,
-    model: options.model,
-    tools: options.tools ?? new ToolRegistry(BUILTIN_TOOLS),
-    agent: options.agent,
-    approval: options.approval ?? { mode: 'never' },
-    shapeToolResult,
+    model: resolved.model,
+    tools: resolved.tools,
+    agent: resolved.agent,
+    approval: resolved.approval,
+    shapeToolResult: resolved.shapeToolResult,
     ...(context ? { context } : {}),
-    heartbeatMs: options.heartbeatMs ?? 1000,
+    heartbeatMs: resolved.heartbeatMs,
     learnedWindows: new Map(),
-    ...(options.context !== false && options.context?.learnLimits === false ? { learnLimits: false } : {}),
+    ...(resolved.learnLimits ? {} : { learnLimits: false }),
     now: Date.now,
     onTurnEnded: (sessionId, headSeq) => checkpointProjections(store, checkpoints, sessionId, headSeq),
-    ...(options.telemetry ? { telemetry: options.telemetry } : {}),
+    ...(resolved.telemetry ? { telemetry: resolved.telemetry } : {}),
   });
   // Load the tokenizer now: its vocabulary takes seconds to load, and loading it inside the
   // first model step would block that worker's heartbeats.
   context?.meter.messageTokens(
     { id: 'warm-up', role: 'user', content: [{ type: 'text', text: 'warm up' }], source: { kind: 'user' } },
-    options.agent.model,
+    resolved.agent.model,
   );
   return Worker.create({
     connection,
-    namespace: options.namespace ?? 'default',
-    taskQueue: options.taskQueue ?? DEFAULT_TASK_QUEUE,
+    namespace: resolved.namespace,
+    taskQueue: resolved.taskQueue,
     // A caller that supplies its own bundle (or workflowsPath) skips the seconds-long bundling.
-    ...(options.workerOptions?.workflowBundle || options.workerOptions?.workflowsPath
+    ...(resolved.workerOptions.workflowBundle || resolved.workerOptions.workflowsPath
       ? {}
-      : { workflowBundle: await workflowBundle(options.workflowInterceptorModules) }),
+      : { workflowBundle: await workflowBundle(resolved.workflowInterceptorModules) }),
     activities: createActivities(engine),
-    ...options.workerOptions,
+    ...resolved.workerOptions,
   });
+}
+
+/** The defaults of {@link CreateWorkerOptions}, in one place. */
+export const WORKER_DEFAULTS = {
+  address: '127.0.0.1:7233',
+  namespace: 'default',
+  taskQueue: DEFAULT_TASK_QUEUE,
+  approval: { mode: 'never' } as ApprovalPolicy,
+  spillMaxInlineBytes: 16 * 1024,
+  heartbeatMs: 1000,
+  checkpoints: DEFAULT_CHECKPOINT_POLICY,
+} as const;
+
+/**
+ * {@link CreateWorkerOptions} with every default filled in: what {@link createWorker} assembles
+ * from, so nothing downstream falls back to a default of its own.
+ */
+export type ResolvedWorkerOptions = {
+  address: string;
+  connection: NativeConnection | undefined;
+  namespace: string;
+  taskQueue: string;
+  store: SessionStore;
+  model: ModelPort;
+  agent: AgentConfig;
+  tools: ToolRegistry;
+  approval: ApprovalPolicy;
+  shapeToolResult: ToolResultShaper;
+  /** Context management; undefined when the caller turned it off (`context: false`). */
+  context: ContextDeps | undefined;
+  learnLimits: boolean;
+  heartbeatMs: number;
+  checkpoints: CheckpointPolicy;
+  workerOptions: Partial<WorkerOptions>;
+  telemetry: EngineTelemetry | undefined;
+  workflowInterceptorModules: readonly string[];
+};
+
+/** Fills every default of `options` in one step ({@link WORKER_DEFAULTS}, the built-in tools, the catalogue's context management). */
+export function resolveWorkerOptions(options: CreateWorkerOptions): ResolvedWorkerOptions {
+  const maxInlineBytes = options.spillMaxInlineBytes ?? WORKER_DEFAULTS.spillMaxInlineBytes;
+  return {
+    address: options.address ?? WORKER_DEFAULTS.address,
+    connection: options.connection,
+    namespace: options.namespace ?? WORKER_DEFAULTS.namespace,
+    taskQueue: options.taskQueue ?? WORKER_DEFAULTS.taskQueue,
+    store: options.store,
+    model: options.model,
+    agent: options.agent,
+    tools: options.tools ?? new ToolRegistry(BUILTIN_TOOLS),
+    approval: options.approval ?? WORKER_DEFAULTS.approval,
+    shapeToolResult:
+      options.shapeToolResult ??
+      (async ({ text, locator, toolName }) => spillText({ text, locator, toolName, maxInlineBytes })),
+    context: options.context === false ? undefined : contextDeps(options.context ?? {}),
+    learnLimits: options.context === false || options.context?.learnLimits !== false,
+    heartbeatMs: options.heartbeatMs ?? WORKER_DEFAULTS.heartbeatMs,
+    checkpoints: { ...WORKER_DEFAULTS.checkpoints, ...options.checkpoints },
+    workerOptions: options.workerOptions ?? {},
+    telemetry: options.telemetry,
+    workflowInterceptorModules: options.workflowInterceptorModules ?? [],
+  };
 }
 
 /**

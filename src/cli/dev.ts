@@ -10,20 +10,11 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { NativeConnection } from '@temporalio/worker';
-import type { Config } from '../config.js';
+import { openConfiguredStore, startModel, type Config } from '../config.js';
 import { installProcessFaultPolicy } from './fault-policy.js';
 import { startGateway, type RunningGateway } from '../gateway/index.js';
 import { createWorker } from '../worker.js';
-import {
-  DEV_DIR,
-  connectClient,
-  openConfiguredStore,
-  packageRoot,
-  readDevState,
-  runtimeOptions,
-  startModel,
-  writeDevState,
-} from './runtime.js';
+import { DEV_DIR, connectClient, packageRoot, readDevState, runtimeOptions, writeDevState } from './runtime.js';
 
 const run = promisify(execFile);
 

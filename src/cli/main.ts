@@ -7,12 +7,18 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command } from 'commander';
-import { ConfigError, isLoopbackHost, resolveConfig, type Config } from '../config.js';
+import {
+  ConfigError,
+  isLoopbackHost,
+  openConfiguredStore,
+  resolveConfig,
+  type Config,
+  type SessionStore,
+} from '../config.js';
 import type { SessionClient } from '../client/session-client.js';
-import type { SessionStore } from '../persistence/store.js';
 import { SessionlogError, scrubSecrets } from '../session/index.js';
 import { runChat } from './chat.js';
-import { connectClient, openConfiguredStore, packageRoot, temporalAddressFor } from './runtime.js';
+import { connectClient, packageRoot, temporalAddressFor } from './runtime.js';
 import {
   answerApproval,
   compactSession,

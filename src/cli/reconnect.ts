@@ -4,9 +4,8 @@
  * attempt, instead of exiting. Configuration errors still fail at once.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { redactUrl } from '../persistence/relational/postgres.js';
+import { storeLabel, type SessionStore } from '../config.js';
 import { probeStore, probeTemporal, type TemporalConnectionLike } from '../gateway/readiness.js';
-import type { SessionStore } from '../persistence/store.js';
 import type { Probe } from '../telemetry/reachability.js';
 
 /** First and largest wait between connection attempts. */
@@ -76,9 +75,4 @@ export function fleetProbes(
     { name: 'store', label: `store ${storeLabel(storeUrl)}`, check: () => probeStore(store) },
     { name: 'temporal', label: `Temporal at ${address}`, check: () => probeTemporal(connection) },
   ];
-}
-
-/** A store URL fit for a log line (no password). */
-export function storeLabel(url: string): string {
-  return url.startsWith('postgres') ? redactUrl(url) : url;
 }

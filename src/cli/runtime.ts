@@ -1,25 +1,26 @@
 /**
- * Assembly shared by the CLI commands: the store, the model (or the built-in offline model),
- * the Temporal address (from config or a running `sessionlog dev`), and the one function that
- * turns a `Config` into worker, client, gateway and telemetry options for `dev`, `worker` and
- * `serve`.
+ * Assembly shared by the CLI commands: the Temporal address (from config or a running
+ * `sessionlog dev`), and the one function that turns a `Config` into worker, client, gateway and
+ * telemetry options for `dev`, `worker` and `serve`. The parts themselves (store, model, default
+ * agent, the client's checks) come from src/config.ts; worker defaults from src/worker.ts.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import { SessionClient, type SessionClientOptions } from '../client/session-client.js';
-import { ConfigError, type Config } from '../config.js';
-import { createContextReporter } from '../context/report.js';
-import { createTokenMeter } from '../context/token-meter.js';
+import {
+  ConfigError,
+  agentCheck,
+  contextReporter,
+  defaultAgent,
+  modelPrices,
+  type Config,
+  type ModelPort,
+  type SessionStore,
+} from '../config.js';
 import type { GatewayOptions } from '../gateway/server.js';
-import { ModelCatalogueError, lookupModel, type ModelCatalogue } from '../model/catalogue.js';
-import type { FakeModelServer } from '../model/fake-server.js';
-import { createOpenAIProvider, type ModelPort } from '../model/provider.js';
-import { openStore } from '../persistence/open.js';
-import type { SessionStore } from '../persistence/store.js';
-import { SessionlogError, type AgentSpec } from '../session/index.js';
 import { startTelemetry, type Telemetry } from '../telemetry/index.js';
 import type { CreateWorkerOptions } from '../worker.js';
 
@@ -83,48 +84,6 @@ export function temporalAddressFor(config: Config): string {
   );
 }
 
-/** Opens the configured store, creating the parent directory of a default SQLite path. */
-export async function openConfiguredStore(config: Config): Promise<SessionStore> {
-  if (config.store.startsWith('sqlite:') && !config.store.startsWith('sqlite::memory:')) {
-    mkdirSync(dirname(resolve(config.store.slice('sqlite:'.length))), { recursive: true, mode: 0o700 });
-  }
-  return openStore(config.store);
-}
-
-export type ModelRuntime = { model: ModelPort; offline?: FakeModelServer; description: string };
-
-/** The configured model, or the built-in offline model server when no API key is set. */
-export async function startModel(config: Config): Promise<ModelRuntime> {
-  const m = config.model;
-  const common = { catalogue: config.catalogue, timeoutMs: m.timeoutMs, coalesce: { maxDelayMs: config.chunkFlushMs } };
-  if (m.offline) {
-    const { startFakeModelServer } = await import('../model/fake-server.js');
-    const offline = await startFakeModelServer({ model: m.name });
-    return {
-      model: createOpenAIProvider({ ...common, baseURL: offline.baseURL, apiKey: 'offline', provider: 'fake' }),
-      offline,
-      description: `offline model (no OPENAI_API_KEY or DEEPSEEK_API_KEY set): replies echo your message; set a key to use ${'deepseek-flash'}`,
-    };
-  }
-  return {
-    model: createOpenAIProvider({ ...common, baseURL: m.baseURL!, apiKey: m.apiKey ?? 'none', provider: m.provider }),
-    description: `${m.name} at ${m.baseURL}`,
-  };
-}
-
-/** Refuses an agent whose model `catalogue` does not know (SessionlogError UNKNOWN_MODEL). */
-export function agentCheck(catalogue: ModelCatalogue): (agent: AgentSpec) => void {
-  return (agent) => {
-    if (agent.model === undefined) return;
-    try {
-      lookupModel(catalogue, agent.model);
-    } catch (error) {
-      if (error instanceof ModelCatalogueError) throw new SessionlogError('UNKNOWN_MODEL', error.message);
-      throw error;
-    }
-  };
-}
-
 /**
  * The one translation of a `Config` into the options of the parts `dev`, `worker` and `serve`
  * run: the worker's agent and limits, the client's checks and meter, the gateway's listener.
@@ -142,7 +101,7 @@ export function runtimeOptions(config: Config) {
           otlpEndpoint: config.telemetry.otlpEndpoint,
           captureContent: config.telemetry.captureContent,
         },
-        { prices: (model) => pricesOf(catalogue, model), ...options },
+        { prices: (model) => modelPrices(catalogue, model), ...options },
       );
     },
     worker(parts: {
@@ -160,14 +119,7 @@ export function runtimeOptions(config: Config) {
         ...(tracing ? { workerOptions: { interceptors: tracing.interceptors, sinks: tracing.sinks } } : {}),
         namespace: config.namespace,
         taskQueue: config.taskQueue,
-        agent: {
-          model: config.model.name,
-          tools: ['read_artifact', 'calculator', 'word_count'],
-          ...(config.model.system !== undefined ? { system: config.model.system } : {}),
-          ...(config.model.maxTokens !== undefined ? { maxTokens: config.model.maxTokens } : {}),
-          ...(config.model.thinking !== undefined ? { thinking: config.model.thinking } : {}),
-          ...(config.model.reasoningEffort !== undefined ? { reasoningEffort: config.model.reasoningEffort } : {}),
-        },
+        agent: defaultAgent(config),
         spillMaxInlineBytes: config.spillMaxInlineBytes,
         approval: config.approval,
         context: {
@@ -182,29 +134,22 @@ export function runtimeOptions(config: Config) {
         taskQueue: config.taskQueue,
         tunables: config.tunables,
         checkAgent: agentCheck(catalogue),
-        contextReport: createContextReporter({
-          meter: createTokenMeter({ catalogue }),
-          catalogue,
-          defaultModel: config.model.name,
-          ...(config.contextBudget !== undefined ? { policy: { budgetTokens: config.contextBudget } } : {}),
-        }),
+        contextReport: contextReporter(config),
       };
     },
     gateway(client: SessionClient, telemetry?: Telemetry): GatewayOptions {
       const { port: _port, ...gateway } = config.gateway;
-      // The worker's agent (above): what a session that names no model or system prompt runs with.
-      const defaultAgent = {
-        model: config.model.name,
-        ...(config.model.system !== undefined ? { system: config.model.system } : {}),
-      };
+      // The worker's agent: what a session that names no model or system prompt runs with.
+      const { model, system } = defaultAgent(config);
+      const agent = { model, ...(system !== undefined ? { system } : {}) };
       const listenerLimits = config.listenerLimits;
-      if (!telemetry) return { client, ...gateway, defaultAgent, listenerLimits };
+      if (!telemetry) return { client, ...gateway, defaultAgent: agent, listenerLimits };
       // Fastify logs every request at info; that is for debugging sessions, not for every day.
       const verbose = config.telemetry.logLevel === 'debug' || config.telemetry.logLevel === 'trace';
       return {
         client,
         ...gateway,
-        defaultAgent,
+        defaultAgent: agent,
         listenerLimits,
         telemetry: telemetry.gateway,
         logger: telemetry.logger.child(
@@ -237,15 +182,4 @@ export async function connectClient(
   const address = config.temporalAddress ?? readDevState()?.temporalAddress ?? '127.0.0.1:7233';
   const temporal = new Client({ connection: Connection.lazy({ address }), namespace: config.namespace });
   return new SessionClient({ ...clientOptions, temporal });
-}
-
-/** A model's prices from the catalogue, for the cost estimate; none for a model it does not know. */
-function pricesOf(catalogue: Config['catalogue'], model: string) {
-  try {
-    return lookupModel(catalogue, model).prices;
-  } catch (error) {
-    // A model the catalogue does not know has no price: its tokens are counted, its cost is not.
-    if (error instanceof ModelCatalogueError) return undefined;
-    throw error;
-  }
 }

@@ -12,14 +12,13 @@
  * - SIGTERM (or SIGINT) closes the listener, ends open event streams (clients reconnect to
  *   another gateway) and exits 0.
  */
-import type { Config } from '../config.js';
+import { openConfiguredStore, storeLabel, type Config, type SessionStore } from '../config.js';
 import { installProcessFaultPolicy } from './fault-policy.js';
 import { startGateway, type RunningGateway } from '../gateway/index.js';
 import type { SessionClient } from '../client/session-client.js';
-import type { SessionStore } from '../persistence/store.js';
 import { ReachabilityMonitor } from '../telemetry/reachability.js';
-import { fleetProbes, isConnectivityError, storeLabel, untilConnected } from './reconnect.js';
-import { connectClient, openConfiguredStore, runtimeOptions, temporalAddressFor } from './runtime.js';
+import { fleetProbes, isConnectivityError, untilConnected } from './reconnect.js';
+import { connectClient, runtimeOptions, temporalAddressFor } from './runtime.js';
 
 const PROBE_INTERVAL_MS = 2_000;
 const PROBE_TIMEOUT_MS = 2_000;

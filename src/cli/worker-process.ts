@@ -17,15 +17,21 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { NativeConnection, makeTelemetryFilterString, type Worker } from '@temporalio/worker';
-import type { Config } from '../config.js';
+import {
+  openConfiguredStore,
+  startModel,
+  storeLabel,
+  type Config,
+  type ModelRuntime,
+  type SessionStore,
+} from '../config.js';
 import { installProcessFaultPolicy } from './fault-policy.js';
 import { guardListener } from '../gateway/listener-guard.js';
-import type { SessionStore } from '../persistence/store.js';
 import { startOpsServer, type Readiness, type RunningOpsServer } from '../telemetry/ops-server.js';
 import { ReachabilityMonitor } from '../telemetry/reachability.js';
 import { createWorker } from '../worker.js';
-import { fleetProbes, isConnectivityError, storeLabel, untilConnected } from './reconnect.js';
-import { openConfiguredStore, runtimeOptions, startModel, temporalAddressFor, type ModelRuntime } from './runtime.js';
+import { fleetProbes, isConnectivityError, untilConnected } from './reconnect.js';
+import { runtimeOptions, temporalAddressFor } from './runtime.js';
 
 /** Probe interval of the reachability monitor. */
 const PROBE_INTERVAL_MS = 2_000;

@@ -5,7 +5,6 @@
  * operations listener.
  */
 import { z } from 'zod';
-import type { SessionStore } from '../persistence/store.js';
 
 /** How long one probe may take before it counts as failed. */
 export const PROBE_TIMEOUT_MS = 2_000;
@@ -19,8 +18,11 @@ export type TemporalConnectionLike = {
   withDeadline<R>(deadline: number | Date, fn: () => Promise<R>): Promise<R>;
 };
 
+/** What a probe needs of a session store (every `SessionStore` fits). */
+export type StoreLike = { exists(sessionId: string): Promise<boolean> };
+
 /** Resolves when the store answers a read. */
-export async function probeStore(store: SessionStore): Promise<void> {
+export async function probeStore(store: StoreLike): Promise<void> {
   await store.exists(PROBE_SESSION_ID);
 }
 

@@ -203,6 +203,12 @@ export const readHistoryTool: Tool = {
   },
 };
 
+/**
+ * The tools of the default agent (`sessionlog dev`, `worker`, `serve`): the general-purpose ones.
+ * The recall tools (`search_history`, `read_history`) join them wherever compaction runs (engine/agent.ts).
+ */
+export const DEFAULT_AGENT_TOOLS: readonly string[] = [readArtifactTool.name, calculatorTool.name, wordCountTool.name];
+
 export const BUILTIN_TOOLS: readonly Tool[] = [
   readArtifactTool,
   calculatorTool,

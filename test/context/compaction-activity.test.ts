@@ -15,6 +15,9 @@
  *   workflow (not the activity) guarantees a manual compaction runs only between turns.
  * - Our `ModelCallRequest` has no `purpose` field; the summarizer call is recognised by its
  *   final instruction message (COMPACTION_INSTRUCTION).
+ *
+ * Retried activities and the fenced writer (the engine's operations around the bracket) are
+ * tested in test/engine/compaction-operations.test.ts.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -37,7 +40,6 @@ import {
   RUN,
   T0,
   compactionHarness,
-  failOnceOnOp,
   headerEvent,
   runEvent,
   textBlocks,
@@ -271,105 +273,6 @@ describe('failed brackets', () => {
   });
 });
 
-describe('retried compaction activities', () => {
-  it('a retryable summarizer failure is rethrown for Temporal, and the retry resumes the same bracket with one start', async () => {
-    const h = await harness({ replies: [new Error('rate limited'), SUMMARY], retryable: true });
-    await conversation(h);
-    const knownHead = await h.store.nextSeq(h.id);
-
-    await expect(h.compact({ compactionId: 'c1', knownHead }, { attempt: 1 })).rejects.toMatchObject({
-      type: 'server',
-    });
-    expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual(['compaction/start']);
-
-    const done = await h.compact({ compactionId: 'c1', knownHead }, { attempt: 2 });
-    expect(done.result).not.toBeNull();
-    expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual([
-      'compaction/start',
-      'compaction/summary',
-      'user/message',
-      'compaction/end',
-    ]);
-    expect(h.model.requests).toHaveLength(2);
-  });
-
-  it('a retry whose summary is already logged closes the bracket without calling the summarizer again', async () => {
-    const h = await harness({ wrapStore: failOnceOnOp('/c1/end') });
-    await conversation(h);
-    const knownHead = await h.store.nextSeq(h.id);
-
-    await expect(h.compact({ compactionId: 'c1', knownHead })).rejects.toThrow(/injected append failure/);
-    expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual([
-      'compaction/start',
-      'compaction/summary',
-      'user/message',
-    ]);
-    expect(h.model.requests).toHaveLength(1);
-
-    const done = await h.compact({ compactionId: 'c1', knownHead }, { attempt: 2 });
-
-    expect(h.model.requests).toHaveLength(1);
-    const added = (await h.events()).slice(knownHead);
-    expect(added.map((e) => e.type)).toEqual([
-      'compaction/start',
-      'compaction/summary',
-      'user/message',
-      'compaction/end',
-    ]);
-    expect((added[3] as SessionEvent<'compaction/end'>).data.error).toBeUndefined();
-    expect(done.result?.shadowedSeqs).toEqual((added[1] as SessionEvent<'compaction/summary'>).data.shadowedSeqs);
-  });
-
-  it('a retry after the commit batch failed asks the summarizer again and commits exactly once', async () => {
-    const h = await harness({ wrapStore: failOnceOnOp('/c1/commit') });
-    await conversation(h);
-    const knownHead = await h.store.nextSeq(h.id);
-
-    await expect(h.compact({ compactionId: 'c1', knownHead })).rejects.toThrow(/injected append failure/);
-    expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual(['compaction/start']);
-
-    const done = await h.compact({ compactionId: 'c1', knownHead }, { attempt: 2 });
-
-    expect(done.result?.compactionId).toBe('c1');
-    expect(h.model.requests).toHaveLength(2);
-    expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual([
-      'compaction/start',
-      'compaction/summary',
-      'user/message',
-      'compaction/end',
-    ]);
-  });
-
-  it('a retry of a finished bracket returns the same result and appends nothing', async () => {
-    const h = await harness();
-    await conversation(h);
-    const knownHead = await h.store.nextSeq(h.id);
-    const first = await h.compact({ compactionId: 'c1', knownHead });
-    const events = await h.events();
-
-    const again = await h.compact({ compactionId: 'c1', knownHead }, { attempt: 2 });
-
-    expect(again).toEqual(first);
-    expect(await h.events()).toEqual(events);
-    expect(h.model.requests).toHaveLength(1);
-  });
-
-  it('a retry of a bracket closed with an error returns that error and appends nothing', async () => {
-    const h = await harness({ replies: [new Error('provider down'), SUMMARY] });
-    await conversation(h);
-    const knownHead = await h.store.nextSeq(h.id);
-    const first = await h.compact({ compactionId: 'c1', knownHead });
-    const events = await h.events();
-
-    const again = await h.compact({ compactionId: 'c1', knownHead }, { attempt: 2 });
-
-    expect(again.result).toBeNull();
-    expect(again.error).toBe(first.error);
-    expect(await h.events()).toEqual(events);
-    expect(h.model.requests).toHaveLength(1);
-  });
-});
-
 describe('the compaction lock', () => {
   const openStart = (id: string): NewEvent => ({
     type: 'compaction/start',
@@ -407,20 +310,6 @@ describe('the compaction lock', () => {
     const ends = ofType(await h.events(), 'compaction/end');
     // Nothing ever closes a stale orphan.
     expect(ends.map((e) => e.data.compactionId)).toEqual(['c2']);
-  });
-
-  it('an activity of a superseded run appends nothing once a later session/run names another run', async () => {
-    const h = await harness();
-    await conversation(h);
-    await h.seed([runEvent('run-2')], 'takeover', 'run-2');
-    const before = await h.events();
-
-    await expect(h.compact({ compactionId: 'c1', runId: RUN })).rejects.toMatchObject({
-      nonRetryable: true,
-      type: 'SEQ_CONFLICT',
-    });
-
-    expect(await h.events()).toEqual(before);
   });
 
   it('a bracket closed by its compaction/end does not block the next compaction', async () => {

@@ -19,7 +19,7 @@ import { openSqliteStore } from '../../src/persistence/relational/sqlite.js';
 import type { SessionStore, WatchOptions } from '../../src/persistence/store.js';
 import type { StoredEvent } from '../../src/session/index.js';
 import { closedTurn, testHeader } from '../support/persistence-events.js';
-import { openSse, readEventsUntil } from './http.js';
+import { openSse, readEventsUntil } from '../gateway/http.js';
 
 /** Counts the store's watches and reads, and can make a watch fail after some events. */
 type Probe = { watchCalls: number; openWatches: number; reads: number; failAfter: number | undefined };

@@ -1,0 +1,154 @@
+/**
+ * The engine's operations around a compaction bracket (src/engine: op keys, the fenced log
+ * writer, the activity's failure mapping), over a real SQLite store with a scripted model port:
+ * a retried activity with the same compaction id resumes its own bracket and appends each batch
+ * once; a summary already logged is never requested again; an activity of a superseded run
+ * appends nothing. The bracket's content (what it replaces, the summarizer request, retention)
+ * is tested in test/context/compaction-activity.test.ts.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import type { SessionEvent } from '../../src/session/index.js';
+import {
+  RUN,
+  compactionHarness,
+  failOnceOnOp,
+  headerEvent,
+  runEvent,
+  toolTurn,
+  type Harness,
+} from '../context/context-fakes.js';
+
+const SUMMARY = '## Primary request\n- the user asked two questions';
+
+let open: Harness[] = [];
+afterEach(async () => {
+  for (const h of open) await h.close();
+  open = [];
+});
+
+async function harness(options: Parameters<typeof compactionHarness>[0] = {}): Promise<Harness> {
+  const h = await compactionHarness({ replies: [SUMMARY], ...options });
+  open.push(h);
+  return h;
+}
+
+/** A session of `turns` closed tool-using turns, owned by the harness's run, with a request header. */
+async function conversation(h: Harness, turns = 2): Promise<void> {
+  await h.seed([runEvent(), headerEvent()], 'open');
+  for (let t = 1; t <= turns; t++) await h.seed(toolTurn(t), `turn${t}`);
+}
+
+describe('retried compaction activities', () => {
+  it('a retryable summarizer failure is rethrown for Temporal, and the retry resumes the same bracket with one start', async () => {
+    const h = await harness({ replies: [new Error('rate limited'), SUMMARY], retryable: true });
+    await conversation(h);
+    const knownHead = await h.store.nextSeq(h.id);
+
+    await expect(h.compact({ compactionId: 'c1', knownHead }, { attempt: 1 })).rejects.toMatchObject({
+      type: 'server',
+    });
+    expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual(['compaction/start']);
+
+    const done = await h.compact({ compactionId: 'c1', knownHead }, { attempt: 2 });
+    expect(done.result).not.toBeNull();
+    expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual([
+      'compaction/start',
+      'compaction/summary',
+      'user/message',
+      'compaction/end',
+    ]);
+    expect(h.model.requests).toHaveLength(2);
+  });
+
+  it('a retry whose summary is already logged closes the bracket without calling the summarizer again', async () => {
+    const h = await harness({ wrapStore: failOnceOnOp('/c1/end') });
+    await conversation(h);
+    const knownHead = await h.store.nextSeq(h.id);
+
+    await expect(h.compact({ compactionId: 'c1', knownHead })).rejects.toThrow(/injected append failure/);
+    expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual([
+      'compaction/start',
+      'compaction/summary',
+      'user/message',
+    ]);
+    expect(h.model.requests).toHaveLength(1);
+
+    const done = await h.compact({ compactionId: 'c1', knownHead }, { attempt: 2 });
+
+    expect(h.model.requests).toHaveLength(1);
+    const added = (await h.events()).slice(knownHead);
+    expect(added.map((e) => e.type)).toEqual([
+      'compaction/start',
+      'compaction/summary',
+      'user/message',
+      'compaction/end',
+    ]);
+    expect((added[3] as SessionEvent<'compaction/end'>).data.error).toBeUndefined();
+    expect(done.result?.shadowedSeqs).toEqual((added[1] as SessionEvent<'compaction/summary'>).data.shadowedSeqs);
+  });
+
+  it('a retry after the commit batch failed asks the summarizer again and commits exactly once', async () => {
+    const h = await harness({ wrapStore: failOnceOnOp('/c1/commit') });
+    await conversation(h);
+    const knownHead = await h.store.nextSeq(h.id);
+
+    await expect(h.compact({ compactionId: 'c1', knownHead })).rejects.toThrow(/injected append failure/);
+    expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual(['compaction/start']);
+
+    const done = await h.compact({ compactionId: 'c1', knownHead }, { attempt: 2 });
+
+    expect(done.result?.compactionId).toBe('c1');
+    expect(h.model.requests).toHaveLength(2);
+    expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual([
+      'compaction/start',
+      'compaction/summary',
+      'user/message',
+      'compaction/end',
+    ]);
+  });
+
+  it('a retry of a finished bracket returns the same result and appends nothing', async () => {
+    const h = await harness();
+    await conversation(h);
+    const knownHead = await h.store.nextSeq(h.id);
+    const first = await h.compact({ compactionId: 'c1', knownHead });
+    const events = await h.events();
+
+    const again = await h.compact({ compactionId: 'c1', knownHead }, { attempt: 2 });
+
+    expect(again).toEqual(first);
+    expect(await h.events()).toEqual(events);
+    expect(h.model.requests).toHaveLength(1);
+  });
+
+  it('a retry of a bracket closed with an error returns that error and appends nothing', async () => {
+    const h = await harness({ replies: [new Error('provider down'), SUMMARY] });
+    await conversation(h);
+    const knownHead = await h.store.nextSeq(h.id);
+    const first = await h.compact({ compactionId: 'c1', knownHead });
+    const events = await h.events();
+
+    const again = await h.compact({ compactionId: 'c1', knownHead }, { attempt: 2 });
+
+    expect(again.result).toBeNull();
+    expect(again.error).toBe(first.error);
+    expect(await h.events()).toEqual(events);
+    expect(h.model.requests).toHaveLength(1);
+  });
+});
+
+describe('the fenced log writer', () => {
+  it('an activity of a superseded run appends nothing once a later session/run names another run', async () => {
+    const h = await harness();
+    await conversation(h);
+    await h.seed([runEvent('run-2')], 'takeover', 'run-2');
+    const before = await h.events();
+
+    await expect(h.compact({ compactionId: 'c1', runId: RUN })).rejects.toMatchObject({
+      nonRetryable: true,
+      type: 'LOG_AHEAD',
+    });
+
+    expect(await h.events()).toEqual(before);
+  });
+});

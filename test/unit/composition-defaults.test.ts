@@ -1,0 +1,89 @@
+/**
+ * The composition root's defaults, each filled in one step: the agent a configuration names
+ * (`defaultAgent`, what `dev`, `worker` and `serve` run sessions that name none with) and the
+ * worker's options (`resolveWorkerOptions`, what `createWorker` assembles from).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  defaultAgent,
+  openConfiguredStore,
+  resolveConfig,
+  startModel,
+  type ModelRuntime,
+  type SessionStore,
+} from '../../src/config.js';
+import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';
+import { resolveWorkerOptions } from '../../src/worker.js';
+
+describe('defaultAgent', () => {
+  it('is the configured model with read_artifact, calculator and word_count, and no request settings unless set', () => {
+    expect(defaultAgent(resolveConfig({}))).toEqual({
+      model: 'fake',
+      tools: ['read_artifact', 'calculator', 'word_count'],
+    });
+  });
+
+  it('carries the system prompt, output limit, thinking mode and reasoning effort the environment sets', () => {
+    const config = resolveConfig({
+      DEEPSEEK_API_KEY: 'sk-test-composition',
+      SESSIONLOG_SYSTEM_PROMPT: 'Be brief.',
+      SESSIONLOG_MAX_TOKENS: '512',
+      SESSIONLOG_THINKING: 'disabled',
+      SESSIONLOG_REASONING_EFFORT: 'high',
+    });
+    expect(defaultAgent(config)).toEqual({
+      model: 'deepseek-flash',
+      tools: ['read_artifact', 'calculator', 'word_count'],
+      system: 'Be brief.',
+      maxTokens: 512,
+      thinking: false,
+      reasoningEffort: 'high',
+    });
+  });
+});
+
+describe('resolveWorkerOptions', () => {
+  let store: SessionStore;
+  let model: ModelRuntime;
+  beforeAll(async () => {
+    const config = resolveConfig({ SESSIONLOG_STORE: 'sqlite::memory:' });
+    store = await openConfiguredStore(config);
+    model = await startModel(config);
+  });
+  afterAll(async () => {
+    await model.offline?.close();
+    await store.close();
+  });
+
+  it('fills every default a worker runs with when the caller gives only store, model and agent', async () => {
+    const resolved = resolveWorkerOptions({ store, model: model.model, agent: { model: 'fake', tools: [] } });
+    expect(resolved).toMatchObject({
+      address: '127.0.0.1:7233',
+      connection: undefined,
+      namespace: 'default',
+      taskQueue: 'sessionlog',
+      approval: { mode: 'never' },
+      heartbeatMs: 1000,
+      learnLimits: true,
+      checkpoints: { minEvents: 256, ratio: 0.25 },
+      workerOptions: {},
+      telemetry: undefined,
+      workflowInterceptorModules: [],
+    });
+    const names = BUILTIN_TOOLS.map((t) => t.name);
+    expect(resolved.tools.schemas(names).map((s) => s.name)).toEqual(names);
+    expect(resolved.context).toBeDefined();
+    // Tool output up to 16 KiB is kept whole; above it, it is spilled behind a preview.
+    const call = { sessionId: 's', callId: 'c', toolName: 'calculator', locator: 'artifact://s/c' };
+    expect(await resolved.shapeToolResult({ ...call, text: 'x'.repeat(16 * 1024) })).toBe('x'.repeat(16 * 1024));
+    expect((await resolved.shapeToolResult({ ...call, text: 'x'.repeat(16 * 1024 + 1) })).length).toBeLessThan(
+      16 * 1024,
+    );
+  });
+
+  it('leaves context management out for `context: false`, and stops learning limits when asked', () => {
+    const base = { store, model: model.model, agent: { model: 'fake', tools: [] } };
+    expect(resolveWorkerOptions({ ...base, context: false }).context).toBeUndefined();
+    expect(resolveWorkerOptions({ ...base, context: { learnLimits: false } }).learnLimits).toBe(false);
+  });
+});
