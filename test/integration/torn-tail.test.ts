@@ -1,7 +1,8 @@
 /**
  * A JSONL session whose final batch was torn after it was written (a garbled last line: the one
  * damage the JSONL store repairs by itself, DESIGN §4.1): an export of the log says that its torn
- * tail was left out, through the CLI and the client.
+ * tail was left out, through the CLI and the client; and the session takes its next message, the
+ * turn whose end was torn closed as interrupted.
  */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
