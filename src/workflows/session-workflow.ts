@@ -21,6 +21,8 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { SessionActivities } from '../activities/activities.js';
+// The one error table: pure data, the only value workflow code takes from outside its folder.
+import { FATAL_CODES, isSessionErrorCode } from '../session/errors.js';
 import type {
   CompactInput,
   DeniedCall,
@@ -65,16 +67,6 @@ const NOT_LOGGED_MAX_DELAY_MS = 60_000;
 /** A turn of which nothing reached the log: why, whether to try it again, and its messages. */
 type NotLogged = { reason: Fatal; retry: boolean; messages: UserInput[] };
 
-/** Activity failures that mean this run must not write the log any more (see LogWriter). */
-const FATAL_CODES: ReadonlySet<string> = new Set([
-  'LOG_BEHIND',
-  'LOG_AHEAD',
-  'CORRUPT_LOG',
-  'UNSUPPORTED_FORMAT',
-  'OP_CONFLICT',
-  'SESSION_ERASED',
-]);
-
 function activities(tunables: SessionTunables) {
   const local = proxyLocalActivities<SessionActivities>({
     startToCloseTimeout: tunables.appendStartToCloseMs,
@@ -83,6 +75,12 @@ function activities(tunables: SessionTunables) {
     // A refusal that retrying cannot fix is non-retryable and fails at once.
     retry: { initialInterval: 200, maximumInterval: 5_000 },
   });
+  // Which failures are retried is decided once, by the activities from the error table
+  // (activities/failures.ts): every session error code but a retryable one fails its activity as
+  // non-retryable. These policies therefore name no error types. Versioning note: they used to
+  // list a few (`nonRetryableErrorTypes`); a retry policy is an option of the schedule command,
+  // not compared on replay, so histories recorded with those lists replay unchanged
+  // (test/workflows/replay.test.ts).
   const model = proxyActivities<SessionActivities>({
     startToCloseTimeout: tunables.modelStartToCloseMs,
     heartbeatTimeout: tunables.modelHeartbeatMs,
@@ -91,7 +89,6 @@ function activities(tunables: SessionTunables) {
       maximumAttempts: tunables.modelMaxAttempts,
       initialInterval: tunables.modelRetryInitialMs,
       maximumInterval: 30_000,
-      nonRetryableErrorTypes: ['INVALID_ARGUMENT'],
     },
   });
   const compactor = proxyActivities<SessionActivities>({
@@ -101,7 +98,6 @@ function activities(tunables: SessionTunables) {
       maximumAttempts: tunables.compactionMaxAttempts,
       initialInterval: 1_000,
       maximumInterval: 30_000,
-      nonRetryableErrorTypes: ['INVALID_ARGUMENT', 'NOT_CONFIGURED'],
     },
   });
   const tools = proxyActivities<SessionActivities>({
@@ -650,7 +646,7 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
 function fatalOf(error: unknown, anyRefusal = false): Fatal | undefined {
   const cause = error instanceof ActivityFailure ? error.cause : error;
   if (!(cause instanceof ApplicationFailure) || !cause.type) return undefined;
-  if (FATAL_CODES.has(cause.type) || (anyRefusal && cause.nonRetryable))
+  if ((isSessionErrorCode(cause.type) && FATAL_CODES.has(cause.type)) || (anyRefusal && cause.nonRetryable))
     return { code: cause.type, message: cause.message };
   return undefined;
 }
