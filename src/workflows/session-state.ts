@@ -1,8 +1,9 @@
 /**
  * The session workflow's orchestration state (DESIGN §5): the queue of message ids and bounded
- * texts, the results of recent messages, the head seq and turn, the phase and flags. Nothing
- * of the conversation: that lives in the log. Deterministic, no I/O; the workflow function
- * wires handlers to it.
+ * texts, the results of recent messages, the head seq and turn, the phase and flags, the calls
+ * waiting for answers. Nothing of the conversation: that lives in the log. Deterministic, no
+ * I/O. Its fields are private: the run (session-run.ts) changes them only through the
+ * intent-named methods below, and the update validators call its `validate…` methods.
  */
 import { ApplicationFailure } from '@temporalio/workflow';
 import type { CallAnswer, NoteInput, PressureRef, RecentMessage, ToolCallRef, WaitingStep } from '../engine/types.js';
