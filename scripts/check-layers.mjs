@@ -5,8 +5,9 @@
  * Two rules, both from that table:
  * - the order: folders are listed top to bottom; a folder never imports one listed below it;
  * - the "may import" column: a folder imports only what its row names (`MAY_IMPORT` below).
- *   Workflow code may import values only from @temporalio/workflow and its own folder:
- *   everything else must be `import type`.
+ *   Workflow code may import values only from @temporalio/workflow, its own folder and the
+ *   error table (`session/errors.ts`, which must itself import nothing): everything else must
+ *   be `import type`.
  *
  * Usage: `node scripts/check-layers.mjs [SRC_DIR]` (default: this repository's src/). Exit 1
  * with one line per offending import: the file, the import, and the rule it breaks.
@@ -46,6 +47,9 @@ const LAYERS = [
 /** Everything listed above `layer` in DESIGN §2 (what "everything above" means in a row). */
 const above = (layer) => LAYERS.slice(0, LAYERS.indexOf(layer));
 
+/** The one file outside its folder that workflow code may import values from (see MAY_IMPORT). */
+const WORKFLOW_VALUE_IMPORT = 'session/errors.ts';
+
 /**
  * DESIGN §2's "may import" column. A rule is a folder (`session`) or a file under src/
  * (`workflows/api.ts`), written as a string, or an object that narrows it to `import type`
@@ -60,7 +64,13 @@ const MAY_IMPORT = {
   tools: ['session', 'persistence'],
   engine: above('engine'), // everything above
   activities: above('activities'), // engine and everything above
-  workflows: above('workflows').map((target) => ({ target, typeOnly: true, why: 'types only' })),
+  workflows: [
+    {
+      target: WORKFLOW_VALUE_IMPORT,
+      why: 'the one error table (which codes stop a run): pure data that imports nothing (checked below), so it brings nothing nondeterministic into the workflow bundle',
+    },
+    ...above('workflows').map((target) => ({ target, typeOnly: true, why: 'types only' })),
+  ],
   client: [
     'workflows/api.ts',
     'persistence',
@@ -136,6 +146,20 @@ const IMPORT = /(^|\n)\s*(import|export)\s+(type\s+)?([^'";]*?\s+from\s+)?['"]([
 const DYNAMIC = /import\(\s*['"]([^'"]+)['"]\s*\)/g;
 
 const problems = [];
+{
+  // What workflow code imports as a value is bundled into the workflow: it must bring nothing else in.
+  const file = join(SRC, ...WORKFLOW_VALUE_IMPORT.split('/'));
+  let text = '';
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    // A tree without the error table (a fixture tree): nothing to check.
+  }
+  if (/(^|\n)\s*(import|export)\s[^;]*?\sfrom\s/.test(text))
+    problems.push(
+      `${relative(SHOWN_FROM, file)}: workflow code imports it as a value, so it must import nothing itself`,
+    );
+}
 for (const file of sourceFiles(SRC)) {
   const text = readFileSync(file, 'utf8');
   const from = layerOf(file);

@@ -48,6 +48,7 @@ export type {
 
 export {
   Session,
+  SESSION_ERRORS,
   SESSION_FORMAT_VERSION,
   SessionlogError,
   isEventOfType,
@@ -65,7 +66,9 @@ export type {
   Message,
   NewEvent,
   ReasoningBlock,
+  SessionErrorClass,
   SessionErrorCode,
+  SessionErrorSpec,
   SessionEvent,
   SessionHeader,
   StreamChunk,

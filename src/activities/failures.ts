@@ -5,17 +5,7 @@
 import { ApplicationFailure, CancelledFailure } from '@temporalio/activity';
 import { StepInterrupted, ToolAttemptFailed } from '../engine/errors.js';
 import { ModelCallError } from '../model/errors.js';
-import { SessionlogError, scrubSecrets } from '../session/index.js';
-
-/**
- * Session errors a retry can fix: the store or a lock was unreachable for a moment
- * (UNAVAILABLE); another attempt of the same step appended after this one opened the log
- * (SEQ_CONFLICT: an attempt that timed out on a live, overloaded worker carried on beside its
- * retry). A new attempt opens the log afresh and finds the other attempt's batches under their
- * ops; the stale attempt's own failure is discarded by Temporal. A newer run owning the session
- * is LOG_AHEAD, never retried.
- */
-const RETRYABLE_CODES: ReadonlySet<string> = new Set(['UNAVAILABLE', 'SEQ_CONFLICT']);
+import { RETRYABLE_CODES, SessionlogError, scrubSecrets } from '../session/index.js';
 
 /** The Temporal failure for an error thrown by the engine. */
 export function toTemporalFailure(error: unknown): unknown {
@@ -31,6 +21,8 @@ export function toTemporalFailure(error: unknown): unknown {
     });
   }
   if (error instanceof SessionlogError) {
+    // The error table (session/errors.ts) says which codes a retry can fix: the store or a lock
+    // was unreachable for a moment. Every other code fails the activity at once.
     if (RETRYABLE_CODES.has(error.code)) return ApplicationFailure.retryable(scrubSecrets(error.message), error.code);
     return ApplicationFailure.nonRetryable(scrubSecrets(error.message), error.code);
   }

@@ -17,11 +17,14 @@ import {
 import { readDerivedHistory } from '../persistence/derived-history.js';
 import type { SessionStore, StoreEraseReceipt } from '../persistence/store.js';
 import {
+  CALLER_VISIBLE_CODES,
   SESSION_FORMAT_VERSION,
   SessionlogError,
+  UNREADABLE_LOG_CODES,
   foldSurfaceView,
   foldTurns,
   isAppendSurfaceEvent,
+  isSessionErrorCode,
   isSessionlogError,
   textOf,
   turnToolsProblem,
@@ -30,7 +33,6 @@ import {
   type AgentSpec,
   type ContextReport,
   type Message,
-  type SessionErrorCode,
   type SessionHeader,
   type SessionView,
   type StoredEvent,
@@ -127,42 +129,15 @@ export type SessionExport = {
 
 export type VerifyReport = { sessionId: string; events: number; violations: Violation[] };
 
-const REJECTION_CODES: ReadonlySet<string> = new Set([
-  'INVALID_MESSAGE',
-  'EMPTY_MESSAGE',
-  'MESSAGE_TOO_LARGE',
-  'SESSION_CLOSED',
-  'LOG_BEHIND',
-  'LOG_AHEAD',
-  'CORRUPT_LOG',
-  'UNSUPPORTED_FORMAT',
-  'OP_CONFLICT',
-  'SESSION_ERASED',
-  'OPEN_TURN',
-  'INVALID_BOUNDARY',
-  'SESSION_NOT_FOUND',
-  'UNKNOWN_CALL',
-  'ALREADY_ANSWERED',
-  'INVALID_ARGUMENT',
-  'UNAVAILABLE',
-]);
-
-/** Why a listed session's log may not be readable: `sessions verify` reports it; listings across sessions skip it. */
-const UNLISTABLE_CODES: ReadonlySet<string> = new Set([
-  'CORRUPT_LOG',
-  'UNSUPPORTED_FORMAT',
-  'SESSION_NOT_FOUND',
-  'SESSION_ERASED',
-]);
-
 /** Maps a refusal of an update (validator or handler) to a SessionlogError with its code. */
 function refusal(error: unknown): unknown {
   if (
     error instanceof WorkflowUpdateFailedError &&
     error.cause instanceof ApplicationFailure &&
-    REJECTION_CODES.has(error.cause.type ?? '')
+    isSessionErrorCode(error.cause.type) &&
+    CALLER_VISIBLE_CODES.has(error.cause.type)
   ) {
-    return new SessionlogError(error.cause.type as SessionErrorCode, error.cause.message, { cause: error });
+    return new SessionlogError(error.cause.type, error.cause.message, { cause: error });
   }
   return error;
 }
@@ -620,7 +595,8 @@ export class SessionClient {
       try {
         session = await this.store.session(id);
       } catch (error) {
-        if (options.sessionId === undefined && isSessionlogError(error) && UNLISTABLE_CODES.has(error.code)) continue;
+        if (options.sessionId === undefined && isSessionlogError(error) && UNREADABLE_LOG_CODES.has(error.code))
+          continue;
         throw error;
       }
       for (const call of session.turns.pending.values()) {

@@ -5,7 +5,13 @@
  */
 import { STATUS_CODES, maxHeaderSize } from 'node:http';
 import type { FastifyError } from 'fastify';
-import { SessionlogError, scrubSecrets, type SessionErrorCode } from '../session/index.js';
+import {
+  SESSION_ERRORS,
+  SESSION_ERROR_CODES,
+  SessionlogError,
+  scrubSecrets,
+  type SessionErrorCode,
+} from '../session/index.js';
 
 /** Codes the gateway itself raises (request shape, routing, auth, server faults). */
 export type GatewayErrorCode =
@@ -28,24 +34,12 @@ export type ErrorCode = SessionErrorCode | GatewayErrorCode;
 /** The body of every error response. */
 export type ErrorBody = { error: { code: ErrorCode; message: string } };
 
-/**
- * The one status table. A `Record` over the closed code unions, so a new SessionlogError code
- * does not compile until it is given a status here.
- */
-export const ERROR_STATUS: Record<ErrorCode, number> = {
-  // Request shape and routing.
+/** The status of each code the gateway itself raises. */
+const GATEWAY_STATUS: Record<GatewayErrorCode, number> = {
   INVALID_JSON: 400,
   INVALID_REQUEST: 400,
-  INVALID_SESSION_ID: 400,
-  INVALID_ARGUMENT: 400,
-  INVALID_BOUNDARY: 400,
-  UNKNOWN_MODEL: 400,
   UNAUTHORIZED: 401,
   NOT_FOUND: 404,
-  SESSION_NOT_FOUND: 404,
-  ARTIFACT_NOT_FOUND: 404,
-  UNKNOWN_CALL: 404,
-  ARTIFACT_FOREIGN: 403,
   METHOD_NOT_ALLOWED: 405,
   REQUEST_TIMEOUT: 408,
   BODY_TOO_LARGE: 413,
@@ -53,32 +47,19 @@ export const ERROR_STATUS: Record<ErrorCode, number> = {
   EXPECTATION_FAILED: 417,
   TOO_MANY_CONNECTIONS: 429,
   HEADERS_TOO_LARGE: 431,
-  // State conflicts: the request was well formed but the session's state refuses it.
-  SESSION_ALREADY_EXISTS: 409,
-  SEQ_CONFLICT: 409,
-  OP_CONFLICT: 409,
-  OPEN_TURN: 409,
-  HEADER_MISMATCH: 409,
-  SESSION_CLOSED: 409,
-  ALREADY_ANSWERED: 409,
-  LOG_BEHIND: 409,
-  LOG_AHEAD: 409,
-  SESSION_ERASED: 410,
-  // Messages the session refuses.
-  EMPTY_MESSAGE: 422,
-  MESSAGE_TOO_LARGE: 422,
-  INVALID_MESSAGE: 422,
-  // The log or the server is at fault, not the request.
-  INVALID_EVENT: 500,
-  SURFACE_VIOLATION: 500,
-  NON_JSON_VALUE: 500,
-  CORRUPT_LOG: 500,
-  UNSUPPORTED_FORMAT: 500,
   INTERNAL: 500,
-  SUMMARY_REFUSED: 500,
-  STORE_CLOSED: 503,
   UNAVAILABLE: 503,
 };
+
+/**
+ * The status of every code a response can carry: the gateway's own, and each session error's
+ * from the one error table (session/errors.ts), so a new SessionlogError code has its status
+ * where its class is decided.
+ */
+export const ERROR_STATUS: Readonly<Record<ErrorCode, number>> = {
+  ...GATEWAY_STATUS,
+  ...Object.fromEntries(SESSION_ERROR_CODES.map((code) => [code, SESSION_ERRORS[code].status])),
+} as Record<ErrorCode, number>;
 
 /** An error the gateway raises about the request itself. */
 export class GatewayError extends Error {

@@ -1,8 +1,9 @@
 /**
  * The session workflow's orchestration state (DESIGN §5): the queue of message ids and bounded
- * texts, the results of recent messages, the head seq and turn, the phase and flags. Nothing
- * of the conversation: that lives in the log. Deterministic, no I/O; the workflow function
- * wires handlers to it.
+ * texts, the results of recent messages, the head seq and turn, the phase and flags, the calls
+ * waiting for answers. Nothing of the conversation: that lives in the log. Deterministic, no
+ * I/O. Its fields are private: the run (session-run.ts) changes them only through the
+ * intent-named methods below, and the update validators call its `validate…` methods.
  */
 import { ApplicationFailure } from '@temporalio/workflow';
 import type { CallAnswer, NoteInput, PressureRef, RecentMessage, ToolCallRef, WaitingStep } from '../engine/types.js';
@@ -29,7 +30,7 @@ const MAX_TOOLS_JSON = 300 * 1024;
 export type Fatal = { code: string; message: string };
 
 export class SessionState {
-  readonly queue: UserInput[];
+  private readonly queue: UserInput[];
   /** Recently seen message ids and, once answered, their results (bounded, carried across runs). */
   private readonly results = new Map<string, SendResult | null>();
   /** The turn of each message taken in from the log's open turn (answered by `answerTurn`). */
@@ -41,28 +42,29 @@ export class SessionState {
   private readonly refused = new Map<string, Fatal>();
   /** Message ids that `send` handlers wait on, with how many handlers wait on each. */
   private readonly waitingFor = new Map<string, number>();
-  headSeq: number;
-  turn: number;
-  phase: SessionPhase = 'starting';
-  closing = false;
-  cancelRequested = false;
-  compacting = false;
-  compactRequests = 0;
+  private head: number;
+  private lastTurn: number;
+  private currentPhase: SessionPhase = 'starting';
+  private closeRequested = false;
+  private cancelled = false;
+  private compacting = false;
+  /** Compact updates waiting or running: continue-as-new waits for them. */
+  private compactRequests = 0;
   /** A caller's note is being logged between turns (no turn or compaction may start meanwhile). */
-  noting = false;
+  private noting = false;
   /** Note updates waiting to be logged: continue-as-new waits for them. */
-  noteRequests = 0;
-  manualCompactions = 0;
-  turnsThisRun = 0;
-  lastError: string | undefined;
-  pressure: PressureRef | undefined;
-  fatal: Fatal | undefined;
+  private noteRequests = 0;
+  private manualCompactions = 0;
+  private turns = 0;
+  private lastError: string | undefined;
+  private pressure: PressureRef | undefined;
+  private fatal: Fatal | undefined;
   /** A step the log shows waiting for answers when this run opened: the run continues that turn first. */
-  resume: WaitingStep | undefined;
+  private resume: WaitingStep | undefined;
   /** Calls of the current step waiting for an answer, by call id. */
-  readonly awaiting = new Map<string, ToolCallRef>();
+  private readonly awaiting = new Map<string, ToolCallRef>();
   /** Answers received and not logged yet. */
-  readonly answers = new Map<string, CallAnswer>();
+  private readonly answers = new Map<string, CallAnswer>();
   /** Approval decisions logged, by call id (bounded): what a second answer is told. */
   private readonly decisions = new Map<string, ApprovalResult>();
   /** External calls whose result this run took (bounded): a second result is already answered. */
@@ -76,14 +78,228 @@ export class SessionState {
   ) {
     this.queue = [...(carry?.queue ?? [])];
     for (const r of carry?.recent ?? []) this.results.set(r.id, r.result);
-    this.headSeq = carry?.headSeq ?? 0;
-    this.turn = carry?.turn ?? 0;
+    this.head = carry?.headSeq ?? 0;
+    this.lastTurn = carry?.turn ?? 0;
+  }
+
+  /** The seq of the log's last event, as this run last saw it. */
+  get headSeq(): number {
+    return this.head;
+  }
+
+  /** The number of the current (or last) turn. */
+  get turn(): number {
+    return this.lastTurn;
+  }
+
+  get phase(): SessionPhase {
+    return this.currentPhase;
+  }
+
+  /** Whether a close was asked for: the run ends after the current turn and takes no more messages. */
+  get closing(): boolean {
+    return this.closeRequested;
+  }
+
+  /** Whether the caller cancelled the current turn. */
+  get cancelRequested(): boolean {
+    return this.cancelled;
+  }
+
+  /** Whether the session stopped: its log cannot be written safely by this run. */
+  get stopped(): boolean {
+    return this.fatal !== undefined;
+  }
+
+  /** Turns this run began (continue-as-new counts them). */
+  get turnsThisRun(): number {
+    return this.turns;
+  }
+
+  /** Whether messages wait for a turn. */
+  get hasQueued(): boolean {
+    return this.queue.length > 0;
+  }
+
+  /** Whether a compaction or a note holds the log between turns (no turn may start meanwhile). */
+  get busyBetweenTurns(): boolean {
+    return this.compacting || this.noting;
+  }
+
+  /** Whether a compact or note update waits to be served by this run (continue-as-new waits for it). */
+  get servesRequests(): boolean {
+    return this.compactRequests > 0 || this.noteRequests > 0;
+  }
+
+  /** The log now ends at `headSeq` (an activity appended or read it). */
+  atHead(headSeq: number): void {
+    this.head = headSeq;
+  }
+
+  enter(phase: SessionPhase): void {
+    this.currentPhase = phase;
+  }
+
+  /** Reports a problem in status (`lastError`); `undefined` clears it. */
+  report(error: string | undefined): void {
+    this.lastError = error;
+  }
+
+  /** Keeps the context pressure the last model step measured, for status. */
+  observePressure(pressure: PressureRef | undefined): void {
+    if (pressure) this.pressure = pressure;
+  }
+
+  requestClose(): void {
+    this.closeRequested = true;
+  }
+
+  /**
+   * Cancels the current turn: a turn waiting for answers sees the request; a running model step
+   * or tool round must also have its activities cancelled (returns true). Idle: nothing to cancel.
+   */
+  requestCancel(): boolean {
+    if (this.currentPhase === 'waiting') {
+      this.cancelled = true;
+      return false;
+    }
+    if (this.currentPhase === 'model' || this.currentPhase === 'tools') {
+      this.cancelled = true;
+      return true;
+    }
+    return false;
+  }
+
+  /** Begins the next turn; returns its number. */
+  beginTurn(): number {
+    this.lastTurn += 1;
+    this.turns += 1;
+    this.cancelled = false;
+    this.currentPhase = 'turn';
+    return this.lastTurn;
+  }
+
+  /** Gives the number of a turn the log never took back: the next turn takes it again. */
+  giveTurnBack(): void {
+    this.lastTurn -= 1;
+  }
+
+  /** Takes the step the log showed waiting when the run opened, and makes its turn current. */
+  takeResume(): WaitingStep | undefined {
+    const resumed = this.resume;
+    if (!resumed || this.fatal) return undefined;
+    this.resume = undefined;
+    this.lastTurn = resumed.turn;
+    this.currentPhase = 'turn';
+    return resumed;
+  }
+
+  /** Counts a compact update until it is served; returns the function that uncounts it. */
+  compactRequested(): () => void {
+    this.compactRequests += 1;
+    return () => {
+      this.compactRequests -= 1;
+    };
+  }
+
+  /** Counts a note update until it is served; returns the function that uncounts it. */
+  noteRequested(): () => void {
+    this.noteRequests += 1;
+    return () => {
+      this.noteRequests -= 1;
+    };
+  }
+
+  /** Whether a manual compaction or a note may run now: between turns, with nothing else holding the log. */
+  mayWorkBetweenTurns(allowClosed: boolean): boolean {
+    return (
+      (this.currentPhase === 'idle' || (allowClosed && this.currentPhase === 'closed')) &&
+      !this.compacting &&
+      !this.noting
+    );
+  }
+
+  /** Starts a manual compaction; returns its number (the key of its bracket). */
+  beginManualCompaction(): number {
+    this.compacting = true;
+    return ++this.manualCompactions;
+  }
+
+  endManualCompaction(): void {
+    this.compacting = false;
+  }
+
+  beginNote(): void {
+    this.noting = true;
+  }
+
+  endNote(): void {
+    this.noting = false;
+  }
+
+  /** The step's calls that wait for an answer (approval or an external result) become the ones this run awaits. */
+  awaitCalls(calls: readonly ToolCallRef[]): void {
+    for (const call of calls) if (call.gate && call.answered === undefined) this.awaiting.set(call.callId, call);
+  }
+
+  /** Whether any call of the step still waits for its answer to be logged. */
+  get awaitsAnswers(): boolean {
+    return this.awaiting.size > 0;
+  }
+
+  /** Whether call `callId` still waits for its answer to be logged. */
+  awaits(callId: string): boolean {
+    return this.awaiting.has(callId);
+  }
+
+  /** Awaited calls no answer arrived for yet. */
+  unansweredCalls(): ToolCallRef[] {
+    return [...this.awaiting.values()].filter((c) => !this.answers.has(c.callId));
+  }
+
+  /** Whether answers arrived that are not logged yet. */
+  get hasAnswers(): boolean {
+    return this.answers.size > 0;
+  }
+
+  /** Answers that arrived and are not logged yet, in arrival order. */
+  answersToLog(): CallAnswer[] {
+    return [...this.answers.values()];
+  }
+
+  /** Takes an approval answer; the first answer to a call counts. */
+  offerApproval(answer: ApprovalInput): void {
+    if (!this.answers.has(answer.callId)) this.answers.set(answer.callId, { kind: 'approval', ...answer });
+  }
+
+  /** Takes an external call's result (the handler checked it is the first). */
+  offerResult(result: ToolResultInput): void {
+    this.answers.set(result.callId, {
+      kind: 'external',
+      callId: result.callId,
+      output: result.output,
+      isError: result.isError === true,
+      ...(result.by !== undefined ? { by: result.by } : {}),
+    });
+  }
+
+  /** Answers the calls whose approval time ran out as expired. */
+  expire(calls: readonly ToolCallRef[], now: number): void {
+    for (const c of calls)
+      if ((c.expiresAt ?? Number.POSITIVE_INFINITY) <= now)
+        this.answers.set(c.callId, { kind: 'approval', callId: c.callId, decision: 'expire', reason: 'expired' });
+  }
+
+  /** The step's wait for answers is over: nothing is awaited any more. */
+  stopAwaiting(): void {
+    this.awaiting.clear();
+    this.answers.clear();
   }
 
   /** Takes in what the run's opening read from the log: its head, last turn and answered messages. */
   opened(opened: { headSeq: number; lastTurn: number; recent: RecentMessage[]; waiting?: WaitingStep }): void {
-    this.headSeq = opened.headSeq;
-    this.turn = Math.max(this.turn, opened.lastTurn);
+    this.head = opened.headSeq;
+    this.lastTurn = Math.max(this.lastTurn, opened.lastTurn);
     this.resume = opened.waiting;
     // Answers the log holds for the waiting step: what the step acts on and what a second answer is told.
     for (const call of opened.waiting?.calls ?? []) {
@@ -104,7 +320,7 @@ export class SessionState {
     }
     // A message carried over or re-sent that the log already holds was answered before.
     for (let i = this.queue.length - 1; i >= 0; i--) if (this.results.has(this.queue[i]!.id)) this.queue.splice(i, 1);
-    this.phase = 'idle';
+    this.currentPhase = 'idle';
   }
 
   /** Refuses a message (synchronously, as an update validator must). */
@@ -135,7 +351,7 @@ export class SessionState {
       );
     }
     this.throwIfStopped();
-    if (this.closing)
+    if (this.closeRequested)
       throw ApplicationFailure.nonRetryable('session is closing and accepts no more messages', 'SESSION_CLOSED');
   }
 
@@ -306,7 +522,7 @@ export class SessionState {
    * so a caller following the log can answer a call this run has not heard of yet).
    */
   get knowsWaitingCalls(): boolean {
-    return this.phase !== 'starting' && this.phase !== 'model';
+    return this.currentPhase !== 'starting' && this.currentPhase !== 'model';
   }
 
   decisionOf(callId: string): ApprovalResult | undefined {
@@ -315,6 +531,7 @@ export class SessionState {
 
   /** Records a logged answer: the call stops waiting; an approval decision is what later answers are told. */
   answered(answer: CallAnswer): void {
+    this.answers.delete(answer.callId);
     this.awaiting.delete(answer.callId);
     if (answer.kind !== 'approval') {
       this.delivered.add(answer.callId);
@@ -374,8 +591,8 @@ export class SessionState {
   /** What continue-as-new carries: no conversation, only ids, counters and queued texts. */
   carry(): NonNullable<SessionWorkflowInput['carry']> {
     return {
-      headSeq: this.headSeq,
-      turn: this.turn,
+      headSeq: this.head,
+      turn: this.lastTurn,
       queue: [...this.queue],
       recent: [...this.results]
         .filter((e): e is [string, SendResult] => e[1] !== null)
@@ -387,9 +604,9 @@ export class SessionState {
     const p = this.pressure;
     return {
       sessionId: this.sessionId,
-      headSeq: this.headSeq,
-      turn: this.turn,
-      phase: this.phase,
+      headSeq: this.head,
+      turn: this.lastTurn,
+      phase: this.currentPhase,
       pending: this.queue.length,
       tokens: p?.tokens ?? null,
       contextWindow: p?.contextWindow ?? null,

@@ -1,5 +1,5 @@
 /**
- * Records workflow histories for the replay test (test/replay/replay.test.ts). Run against a
+ * Records workflow histories for the replay test (test/workflows/replay.test.ts). Run against a
  * dev server after an intended workflow change:
  *
  *   scripts/temporal-dev-server run -- npx tsx test/support/record-histories.ts [SCENARIO…]

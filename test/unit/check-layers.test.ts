@@ -83,6 +83,33 @@ describe('check:layers', () => {
     );
   });
 
+  it('lets workflow code import values from the error table only, and only while the table imports nothing', () => {
+    const files = {
+      'session/errors.ts': "export const FATAL_CODES = new Set(['LOG_AHEAD']);\n",
+      'session/events.ts': "export const EVENT_TYPES = ['turn/start'];\n",
+      'workflows/run.ts': "import { FATAL_CODES } from '../session/errors.js';\nexport const f = FATAL_CODES;\n",
+    };
+    expect(checkLayers(sourceTree(files)).stderr).toBe('');
+    const otherValue = checkLayers(
+      sourceTree({
+        ...files,
+        'workflows/run.ts': "import { EVENT_TYPES } from '../session/events.js';\nexport const e = EVENT_TYPES;\n",
+      }),
+    );
+    expect(otherValue.status).toBe(1);
+    expect(otherValue.stderr).toContain("workflows/run.ts: imports '../session/events.js' (session/events.ts)");
+    const tableImports = checkLayers(
+      sourceTree({
+        ...files,
+        'session/errors.ts': "import { EVENT_TYPES } from './events.js';\nexport const FATAL_CODES = EVENT_TYPES;\n",
+      }),
+    );
+    expect(tableImports.status).toBe(1);
+    expect(tableImports.stderr).toContain(
+      'session/errors.ts: workflow code imports it as a value, so it must import nothing itself',
+    );
+  });
+
   it('fails on a folder DESIGN §2 has no row for', () => {
     const result = checkLayers(sourceTree({ 'helpers/misc.ts': 'export const z = 1;\n' }));
     expect(result.status).toBe(1);

@@ -14,6 +14,7 @@ export const NATIVE_ERRORS: ErrorShape<ErrorBody> = {
     name: 'Error',
     schema: errorResponseSchema,
     description: `error codes and statuses: ${Object.entries(ERROR_STATUS)
+      .sort(([a, x], [b, y]) => x - y || a.localeCompare(b))
       .map(([code, status]) => `${code}=${status}`)
       .join(', ')}`,
   },

@@ -1,0 +1,680 @@
+/**
+ * One run of the session workflow (DESIGN §5): the class that owns the run's state, its
+ * activity proxies and the turn, step, tool, approval and compaction methods. The workflow
+ * function (session-workflow.ts) only wires the messages of api.ts to it, as the Temporal
+ * samples wire handlers to an entity class. The conversation lives in the log, written by
+ * activities; this class holds only ids, counters and the phase.
+ *
+ * Determinism: the order of activities, timers and conditions here is what recorded histories
+ * hold (test/workflows/replay.test.ts). A change to that order goes behind `patched()` with a
+ * note, as the two patches below do.
+ */
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  isCancellation,
+  log,
+  patched,
+  proxyActivities,
+  proxyLocalActivities,
+  sleep,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { SessionActivities } from '../activities/activities.js';
+import type {
+  CompactInput,
+  DeniedCall,
+  EndTurnInput,
+  ModelStepResult,
+  NoteInput,
+  ToolCallRef,
+  ToolRunRef,
+  TurnEndRef,
+  WaitingStep,
+} from '../engine/types.js';
+// The one error table: pure data, the only value workflow code takes from outside its folder.
+import { FATAL_CODES, isSessionErrorCode } from '../session/errors.js';
+import {
+  DEFAULT_TUNABLES,
+  type ApprovalInput,
+  type ApprovalResult,
+  type CompactResult,
+  type SendResult,
+  type SessionStatus,
+  type SessionTunables,
+  type SessionWorkflowInput,
+  type ToolResultAck,
+  type ToolResultInput,
+  type UserInput,
+} from './api.js';
+import { SessionState, type Fatal } from './session-state.js';
+
+/** Patch id: continue-as-new no longer waits for `send`s that the finished turn already answered. */
+const CAN_AFTER_ANSWERED_SENDS = 'continue-as-new-after-answered-sends';
+/**
+ * Patch id: a turn whose first step failed before the log took anything of it gives its number
+ * back; its messages wait in the queue while the store is unavailable, and are refused otherwise.
+ */
+const TURN_NOT_LOGGED = 'turn-not-logged-gives-number-back';
+/** Backoff between tries of a turn the store could not log (doubling up to the cap). */
+const NOT_LOGGED_FIRST_DELAY_MS = 1_000;
+const NOT_LOGGED_MAX_DELAY_MS = 60_000;
+
+/** A turn of which nothing reached the log: why, whether to try it again, and its messages. */
+type NotLogged = { reason: Fatal; retry: boolean; messages: UserInput[] };
+
+/** What the tool half of a step hands back: the results to log and the calls denied, or that the turn was cancelled. */
+type ToolRound = { refs: ToolRunRef[]; denied: DeniedCall[] } | 'cancelled';
+
+function activityProxies(tunables: SessionTunables) {
+  const local = proxyLocalActivities<SessionActivities>({
+    startToCloseTimeout: tunables.appendStartToCloseMs,
+    // No attempt limit: these appends open, close and continue turns, and a store that refuses
+    // writes for a while (UNAVAILABLE) must not fail the workflow and every waiting `send` with it.
+    // A refusal that retrying cannot fix is non-retryable and fails at once.
+    retry: { initialInterval: 200, maximumInterval: 5_000 },
+  });
+  // Which failures are retried is decided once, by the activities from the error table
+  // (activities/failures.ts): every session error code but a retryable one fails its activity as
+  // non-retryable. These policies therefore name no error types. Versioning note: they used to
+  // list a few (`nonRetryableErrorTypes`); a retry policy is an option of the schedule command,
+  // not compared on replay, so histories recorded with those lists replay unchanged
+  // (test/workflows/replay.test.ts).
+  const model = proxyActivities<SessionActivities>({
+    startToCloseTimeout: tunables.modelStartToCloseMs,
+    heartbeatTimeout: tunables.modelHeartbeatMs,
+    cancellationType: 'WAIT_CANCELLATION_COMPLETED',
+    retry: {
+      maximumAttempts: tunables.modelMaxAttempts,
+      initialInterval: tunables.modelRetryInitialMs,
+      maximumInterval: 30_000,
+    },
+  });
+  const compactor = proxyActivities<SessionActivities>({
+    startToCloseTimeout: tunables.modelStartToCloseMs,
+    heartbeatTimeout: tunables.modelHeartbeatMs,
+    retry: {
+      maximumAttempts: tunables.compactionMaxAttempts,
+      initialInterval: 1_000,
+      maximumInterval: 30_000,
+    },
+  });
+  const tools = proxyActivities<SessionActivities>({
+    startToCloseTimeout: tunables.toolStartToCloseMs,
+    heartbeatTimeout: Math.max(tunables.modelHeartbeatMs, 5_000),
+    cancellationType: 'WAIT_CANCELLATION_COMPLETED',
+    retry: { maximumAttempts: tunables.toolMaxAttempts, initialInterval: 1_000, maximumInterval: 30_000 },
+  });
+  return { local, model, compactor, tools };
+}
+
+/** The session workflow's run: handlers call its public methods; `run()` is the loop. */
+export class SessionRun {
+  private readonly tunables: SessionTunables;
+  private readonly state: SessionState;
+  private readonly act: ReturnType<typeof activityProxies>;
+  /** What every activity input starts with. */
+  private readonly base: { sessionId: string; runId: string };
+  /** The scope of the running model step or tool round: `cancel` cancels it. */
+  private currentScope: CancellationScope | undefined;
+
+  constructor(private readonly input: SessionWorkflowInput) {
+    this.tunables = { ...DEFAULT_TUNABLES, ...input.tunables };
+    const { runId } = workflowInfo();
+    this.state = new SessionState(input.sessionId, runId, this.tunables, input.carry);
+    this.act = activityProxies(this.tunables);
+    this.base = { sessionId: input.sessionId, runId };
+  }
+
+  // ---- Messages (wired by session-workflow.ts) ----
+
+  /** Signal `userMessage`: queues the message. Signals cannot be refused; a bad one is dropped and reported in status. */
+  receiveMessage(message: UserInput): void {
+    try {
+      this.state.validate(message);
+    } catch (error) {
+      this.state.report(`dropped message: ${(error as Error).message}`);
+      return;
+    }
+    this.state.enqueue(message);
+  }
+
+  /** Update validator of `send` (synchronous: rejected input never reaches history). */
+  validateMessage(message: UserInput): void {
+    this.state.validate(message);
+  }
+
+  /** Update `send`: queues the message and waits for the turn that answers it. */
+  async send(message: UserInput): Promise<SendResult> {
+    const state = this.state;
+    state.enqueue(message);
+    const done = state.wait(message.id);
+    try {
+      await condition(
+        () => state.resultOf(message.id) != null || state.refusalOf(message.id) !== undefined || state.stopped,
+      );
+      const result = state.resultOf(message.id);
+      if (result) return result;
+      const refusal = state.refusalOf(message.id);
+      if (refusal) throw ApplicationFailure.nonRetryable(refusal.message, refusal.code);
+      state.throwIfStopped();
+      throw ApplicationFailure.nonRetryable(`message ${message.id} was not answered`, 'INTERNAL');
+    } finally {
+      done();
+    }
+  }
+
+  validateApproval(answer: ApprovalInput): void {
+    this.state.validateApproval(answer);
+  }
+
+  /** Update `approve`: the first answer to a call counts once it is logged; every caller is told that one. */
+  async approve(answer: ApprovalInput): Promise<ApprovalResult> {
+    const state = this.state;
+    await condition(() => state.knowsWaitingCalls || state.stopped);
+    state.throwIfStopped();
+    if (!state.decisionOf(answer.callId)) {
+      state.validateApproval(answer);
+      state.offerApproval(answer);
+    }
+    await condition(() => state.decisionOf(answer.callId) !== undefined || state.stopped);
+    state.throwIfStopped();
+    return state.decisionOf(answer.callId)!;
+  }
+
+  validateToolResult(result: ToolResultInput): void {
+    this.state.validateToolResult(result);
+  }
+
+  /** Update `toolResult`: an external call's result, accepted once it is logged. */
+  async submitToolResult(result: ToolResultInput): Promise<ToolResultAck> {
+    const state = this.state;
+    await condition(() => state.knowsWaitingCalls || state.stopped);
+    state.throwIfStopped();
+    state.assertExternalWaiting(result.callId);
+    state.offerResult(result);
+    await condition(() => !state.awaits(result.callId) || state.stopped);
+    state.throwIfStopped();
+    return { callId: result.callId, accepted: true as const };
+  }
+
+  /** Signal `cancel`: aborts the running turn (its running activities are cancelled). */
+  cancel(): void {
+    if (this.state.requestCancel()) this.currentScope?.cancel();
+  }
+
+  /** Signal `close`: the run ends after the current turn. */
+  close(): void {
+    this.state.requestClose();
+  }
+
+  status(): SessionStatus {
+    return this.state.status();
+  }
+
+  /** Update `compact`: one manual compaction, between turns. */
+  async compact(): Promise<CompactResult | null> {
+    const state = this.state;
+    const served = state.compactRequested();
+    try {
+      await condition(() => state.mayWorkBetweenTurns(false) || state.stopped);
+      state.throwIfStopped();
+      const manual = state.beginManualCompaction();
+      try {
+        const result = await this.guarded(() => this.runCompaction('manual', null, { manual }));
+        state.throwIfStopped();
+        return result ?? null;
+      } finally {
+        state.endManualCompaction();
+      }
+    } finally {
+      served();
+    }
+  }
+
+  validateNote(note: NoteInput): void {
+    this.state.validateNote(note);
+  }
+
+  /** Update `note`: logs a caller's note between turns only (a turn's or a compaction's activities expect the head they left). */
+  async note(note: NoteInput): Promise<{ headSeq: number }> {
+    const state = this.state;
+    const served = state.noteRequested();
+    try {
+      await condition(() => state.mayWorkBetweenTurns(true) || state.stopped);
+      state.throwIfStopped();
+      state.beginNote();
+      try {
+        const logged = await this.act.local.logNote({ ...this.base, knownHead: state.headSeq, note });
+        state.atHead(logged.headSeq);
+        return { headSeq: logged.headSeq };
+      } finally {
+        state.endNote();
+      }
+    } finally {
+      served();
+    }
+  }
+
+  /** Update `opened`: answers once the run has opened its session (or stopped trying). */
+  async opened(): Promise<{ headSeq: number }> {
+    await condition(() => this.state.phase !== 'starting' || this.state.stopped);
+    this.state.throwIfStopped();
+    return { headSeq: this.state.headSeq };
+  }
+
+  // ---- The run ----
+
+  /**
+   * Opens the session, finishes a turn the log shows waiting, then runs a turn per batch of
+   * queued messages until the session closes, idles out, stops, or continues as new.
+   */
+  async run(): Promise<void> {
+    const state = this.state;
+    const info = workflowInfo();
+    // A run that cannot open its session (refused log, bad seed) stops with the reason.
+    const opened = await this.guarded(
+      () =>
+        this.act.local.openRun({
+          sessionId: this.input.sessionId,
+          workflowId: info.workflowId,
+          runId: info.runId,
+          ...(this.input.seed ? { seed: this.input.seed } : {}),
+        }),
+      true,
+    );
+    if (opened) state.opened(opened);
+
+    const resumed = state.takeResume();
+    if (resumed) {
+      const result = await this.guarded(() => this.runTurn(resumed.turn, [], resumed));
+      if (result && !('notLogged' in result)) state.answerTurn(resumed.turn, result);
+      state.enter('idle');
+    }
+
+    let notLoggedDelayMs = NOT_LOGGED_FIRST_DELAY_MS;
+    while (!state.stopped) {
+      const idle = this.tunables.idleTimeoutMs > 0 ? this.tunables.idleTimeoutMs : undefined;
+      const ready = () => (state.hasQueued || state.closing) && !state.busyBetweenTurns;
+      const woke = idle === undefined ? (await condition(ready), true) : await condition(ready, idle);
+      if (!state.hasQueued) {
+        if (state.closing || !woke) break;
+        continue;
+      }
+      const turn = state.beginTurn();
+      const turnIds: string[] = [];
+      const result = await this.guarded(() => this.runTurn(turn, turnIds));
+      if (!result) break;
+      state.enter('idle');
+      if ('notLogged' in result) {
+        // Nothing of this turn is in the log: the number is free again.
+        state.giveTurnBack();
+        const { reason, retry, messages } = result.notLogged;
+        if (retry) {
+          // The store refused every attempt: the messages wait (their sends too) and the turn is tried again later.
+          state.requeue(messages);
+          state.report(`turn ${turn} could not be logged, trying again in ${notLoggedDelayMs} ms: ${reason.message}`);
+          await sleep(notLoggedDelayMs);
+          notLoggedDelayMs = Math.min(notLoggedDelayMs * 2, NOT_LOGGED_MAX_DELAY_MS);
+        } else {
+          state.refuse(turnIds, { code: reason.code, message: `the message was not logged: ${reason.message}` });
+        }
+        continue;
+      }
+      notLoggedDelayMs = NOT_LOGGED_FIRST_DELAY_MS;
+      for (const id of turnIds) state.remember(id, result);
+      if (await this.continueAsNewIfDue()) continue;
+    }
+    state.enter('closed');
+    await condition(allHandlersFinished);
+  }
+
+  /**
+   * Continues as new between turns when Temporal suggests it or the run has had its turns, once
+   * every handler has finished. Returns true when a message arrived meanwhile that this run must
+   * serve: the loop goes on instead.
+   */
+  private async continueAsNewIfDue(): Promise<boolean> {
+    const state = this.state;
+    const suggested = workflowInfo().continueAsNewSuggested;
+    // Queued signal messages are carried over; a waiting `send` keeps the run until it is answered.
+    // A send this turn answered still counts as waiting here (its handler resumes later in this
+    // activation), so only a send whose message is unanswered blocks; otherwise a session driven by
+    // `send` would never continue as new.
+    const wantsNewRun = suggested || state.turnsThisRun >= this.tunables.continueAsNewAfterTurns;
+    // A close request ends this run soon anyway; a pending manual compaction runs here first.
+    const canLeave = () => !state.closing && !state.servesRequests;
+    if (!(
+      wantsNewRun &&
+      canLeave() &&
+      (state.waiting === 0 || (!state.unanswered() && patched(CAN_AFTER_ANSWERED_SENDS)))
+    ))
+      return false;
+    state.enter('closing');
+    // A `send` or `compact` arriving meanwhile must be served by this run (its handler would
+    // otherwise wait forever for a turn this run never runs): go back to the loop instead.
+    await condition(() => allHandlersFinished() || state.unanswered() || !canLeave());
+    if (!allHandlersFinished()) {
+      state.enter('idle');
+      return true;
+    }
+    log.info('continuing as new', { sessionId: this.input.sessionId, turn: state.turn, headSeq: state.headSeq });
+    return continueAsNew<(input: SessionWorkflowInput) => Promise<void>>({
+      sessionId: this.input.sessionId,
+      ...(this.input.tunables ? { tunables: this.input.tunables } : {}),
+      carry: state.carry(),
+    });
+  }
+
+  /** Runs one turn over the queued messages (or resumes one waiting for answers); returns how the log says it ended. */
+  private async runTurn(
+    turn: number,
+    turnIds: string[],
+    resume?: WaitingStep,
+  ): Promise<SendResult | { notLogged: NotLogged }> {
+    const state = this.state;
+    let replySeq: number | null = null;
+    const ended = (end: TurnEndRef | undefined, fallback: SendResult['outcome']): SendResult => ({
+      turn,
+      replySeq: end?.replySeq ?? replySeq,
+      outcome: end?.outcome ?? fallback,
+    });
+    for (let step = resume?.step ?? 1; ; step++) {
+      let result: ModelStepResult;
+      if (resume && step === resume.step) {
+        // The log shows this step's calls waiting for answers: continue from its tool half.
+        result = { headSeq: state.headSeq, replySeq: null, toolCalls: resume.calls, outcome: 'tools', replayed: true };
+      } else {
+        const entering = state.takeEntering(step);
+        for (const m of entering) {
+          turnIds.push(m.id);
+          state.remember(m.id, null);
+        }
+        state.enter('model');
+        try {
+          result = await this.modelStep(turn, step, entering);
+        } catch (error) {
+          const end = await this.failTurn(turn, error, 'MODEL_STEP_FAILED');
+          // Nothing of the turn is in the log (its first batch was refused): its messages were never taken.
+          if (end === undefined && step === 1 && !resume && patched(TURN_NOT_LOGGED)) {
+            const cancelled = state.cancelRequested && isCancellation(error);
+            const invalid = failureCode(error) === 'INVALID_ARGUMENT';
+            const reason = {
+              code: invalid ? 'INVALID_ARGUMENT' : 'UNAVAILABLE',
+              message: cancelled ? 'the turn was cancelled before it was logged' : describeFailure(error),
+            };
+            return { notLogged: { reason, retry: !cancelled && !invalid, messages: entering } };
+          }
+          return ended(end, state.cancelRequested && isCancellation(error) ? 'aborted' : 'error');
+        }
+      }
+      state.atHead(result.headSeq);
+      if (result.replySeq !== null) replySeq = result.replySeq;
+      if (result.outcome !== 'tools') {
+        if (result.outcome === 'context-overflow') {
+          state.report(result.error?.message);
+          return ended(
+            await this.closeTurn(turn, {
+              kind: 'error',
+              code: 'context_overflow',
+              message: result.error?.message ?? 'context overflow',
+            }),
+            'error',
+          );
+        }
+        const outcome =
+          result.outcome === 'max-tokens' || result.outcome === 'aborted' || result.outcome === 'error'
+            ? result.outcome
+            : 'completed';
+        if (result.error) state.report(result.error.message);
+        return ended(result.turnEnd, outcome);
+      }
+      state.enter('tools');
+      let tools: ToolRound;
+      try {
+        tools = await this.runTools(turn, step, result.toolCalls);
+      } catch (error) {
+        return ended(
+          await this.failTurn(turn, error, 'TOOL_FAILED'),
+          state.cancelRequested && isCancellation(error) ? 'aborted' : 'error',
+        );
+      }
+      if (tools === 'cancelled') return ended(await this.closeTurn(turn, { kind: 'aborted' }), 'aborted');
+      const lastStep = step >= this.tunables.maxStepsPerTurn;
+      const appended = await this.act.local.appendToolResults({
+        ...this.base,
+        turn,
+        step,
+        knownHead: state.headSeq,
+        results: tools.refs,
+        ...(tools.denied.length > 0 ? { denied: tools.denied } : {}),
+        ...(lastStep ? { endTurnReason: 'max-steps' as const } : {}),
+      });
+      state.atHead(appended.headSeq);
+      if (lastStep) return ended(appended.turnEnd, 'max-steps');
+    }
+  }
+
+  /**
+   * One model step. The step owns context pressure itself (the engine's pressure ladder, and one
+   * more climb and call after a provider's overflow refusal). Workers of earlier versions handed
+   * it back instead (`needs-compaction`, `context-overflow`): those outcomes, still found in the
+   * histories of workflows they ran, are served here as they were then, so replay is unchanged.
+   */
+  private async modelStep(turn: number, step: number, entering: UserInput[]): Promise<ModelStepResult> {
+    const state = this.state;
+    let overflowRetried = false;
+    for (let pass = 0; ; pass++) {
+      const result = await this.runInScope(() =>
+        this.act.model.modelStep({
+          ...this.base,
+          turn,
+          step,
+          knownHead: state.headSeq,
+          entering,
+          maxAttempts: this.tunables.modelMaxAttempts,
+          pass,
+          approvalTimeoutMs: this.tunables.approvalTimeoutMs,
+        }),
+      );
+      state.atHead(result.headSeq);
+      state.observePressure(result.pressure);
+      if (result.outcome === 'needs-compaction') {
+        await this.runCompaction('pressure', turn, { turn, step, pass });
+        continue;
+      }
+      if (result.outcome === 'context-overflow' && !overflowRetried) {
+        overflowRetried = true;
+        if ((await this.runCompaction('context-overflow', turn, { turn, step, pass })) !== null) continue;
+      }
+      return result;
+    }
+  }
+
+  /**
+   * The tool half of a step: calls that wait for answers are answered first; then the calls
+   * that may run run in parallel, and one append logs every result in call order.
+   */
+  private async runTools(turn: number, step: number, calls: ToolCallRef[]): Promise<ToolRound> {
+    const state = this.state;
+    const external = calls.some((c) => c.gate) ? await this.awaitAnswers(turn, step, calls) : [];
+    if (external === 'cancelled') return external;
+    const denied: DeniedCall[] = [];
+    const runnable: ToolCallRef[] = [];
+    for (const call of calls) {
+      const decision = call.gate ? (state.decisionOf(call.callId)?.decision ?? call.answered) : undefined;
+      if (decision === 'deny' || decision === 'expire') {
+        const reason = state.decisionOf(call.callId)?.reason ?? call.reason;
+        denied.push({
+          callId: call.callId,
+          callSeq: call.callSeq,
+          decision,
+          ...(reason !== undefined ? { reason } : {}),
+          ...(call.gate === 'external' ? { external: true as const } : {}),
+        });
+      } else if (call.gate !== 'external') runnable.push(call);
+    }
+    state.enter('tools');
+    const ran = await this.runInScope(() =>
+      Promise.all(
+        runnable.map((call) =>
+          this.act.tools.runTool({
+            sessionId: this.input.sessionId,
+            turn,
+            step,
+            callSeq: call.callSeq,
+            maxAttempts: this.tunables.toolMaxAttempts,
+          }),
+        ),
+      ),
+    );
+    return { refs: [...ran, ...external], denied };
+  }
+
+  /**
+   * Waits until every gated call of the step is answered (or expired), logging answers as they
+   * arrive. Returns the stored outputs of external calls, or 'cancelled'.
+   */
+  private async awaitAnswers(turn: number, step: number, calls: ToolCallRef[]): Promise<ToolRunRef[] | 'cancelled'> {
+    const state = this.state;
+    state.enter('waiting');
+    state.awaitCalls(calls);
+    // External results the log already holds (a run resuming the step): they are not asked for again.
+    const external: ToolRunRef[] = calls.flatMap((c) =>
+      c.gate === 'external' && c.result
+        ? [{ callId: c.callId, callSeq: c.callSeq, ...c.result, external: true as const }]
+        : [],
+    );
+    try {
+      while (state.awaitsAnswers) {
+        const unanswered = state.unansweredCalls();
+        const ready = () => state.hasAnswers || state.cancelRequested || state.stopped;
+        if (!ready() && unanswered.length > 0) {
+          const wait = Math.min(...unanswered.map((c) => c.expiresAt ?? Number.POSITIVE_INFINITY)) - Date.now();
+          if (!(wait > 0 && (await condition(ready, wait)))) state.expire(unanswered, Date.now());
+        }
+        if (state.cancelRequested) return 'cancelled';
+        state.throwIfStopped();
+        const answers = state.answersToLog();
+        if (answers.length === 0) continue;
+        const recorded = await this.act.local.recordAnswers({
+          ...this.base,
+          turn,
+          step,
+          knownHead: state.headSeq,
+          answers,
+        });
+        state.atHead(recorded.headSeq);
+        external.push(...recorded.external);
+        for (const answer of answers) state.answered(answer);
+      }
+      return external;
+    } finally {
+      state.stopAwaiting();
+    }
+  }
+
+  /** Runs one compaction bracket; failures are reported, never fatal to the turn. */
+  private async runCompaction(
+    trigger: CompactInput['trigger'],
+    owner: number | null,
+    key: CompactInput['key'],
+  ): Promise<CompactResult | null> {
+    const state = this.state;
+    const previous = state.phase;
+    state.enter('compacting');
+    try {
+      const done = await this.act.compactor.compact({
+        ...this.base,
+        key,
+        trigger,
+        turn: owner,
+        knownHead: state.headSeq,
+        maxAttempts: this.tunables.compactionMaxAttempts,
+      });
+      state.atHead(done.headSeq);
+      if (done.error !== undefined) state.report(`compaction ${done.result?.compactionId ?? ''}: ${done.error}`);
+      return done.result;
+    } catch (error) {
+      if (fatalOf(error)) throw error;
+      const reported = `compaction: ${describeFailure(error)}`;
+      state.report(reported);
+      // The activity gave up (timeouts, crashes): close its bracket so no lock outlives it.
+      const abandoned = await this.act.local.abandonCompaction({
+        ...this.base,
+        key,
+        turn: owner,
+        knownHead: state.headSeq,
+        error: reported,
+      });
+      state.atHead(abandoned.headSeq);
+      return null;
+    } finally {
+      state.enter(previous);
+    }
+  }
+
+  /** Closes a turn that did not end by itself (the activity answers every open call first); how the log says it ended. */
+  private async closeTurn(turn: number, reason: EndTurnInput['reason']): Promise<TurnEndRef | undefined> {
+    const closed = await this.act.local.endTurn({ ...this.base, turn, knownHead: this.state.headSeq, reason });
+    this.state.atHead(closed.headSeq);
+    return closed.turnEnd;
+  }
+
+  /** Ends the turn after a failed (or cancelled) step: logged as aborted by the user, or as an error. */
+  private async failTurn(turn: number, error: unknown, code: string): Promise<TurnEndRef | undefined> {
+    if (fatalOf(error)) throw error;
+    if (this.state.cancelRequested && isCancellation(error)) return this.closeTurn(turn, { kind: 'aborted' });
+    const message = describeFailure(error);
+    this.state.report(message);
+    return this.closeTurn(turn, { kind: 'error', code, message });
+  }
+
+  /** Runs an operation whose failure may stop the session; returns undefined once it has. */
+  private async guarded<T>(operation: () => Promise<T>, anyRefusal = false): Promise<T | undefined> {
+    try {
+      return await operation();
+    } catch (error) {
+      const fatal = fatalOf(error, anyRefusal);
+      if (!fatal) throw error;
+      this.state.stop(fatal);
+      log.error('session stopped', { sessionId: this.input.sessionId, code: fatal.code, message: fatal.message });
+      return undefined;
+    }
+  }
+
+  /** Runs a model step or a tool round in a scope that `cancel` can cancel. */
+  private async runInScope<T>(fn: () => Promise<T>): Promise<T> {
+    const scope = new CancellationScope();
+    this.currentScope = scope;
+    try {
+      return await scope.run(fn);
+    } finally {
+      this.currentScope = undefined;
+    }
+  }
+}
+
+/** The failure that stops the session, if `error` is one (an activity refused by the log; with `anyRefusal`, any non-retryable refusal). */
+function fatalOf(error: unknown, anyRefusal = false): Fatal | undefined {
+  const cause = error instanceof ActivityFailure ? error.cause : error;
+  if (!(cause instanceof ApplicationFailure) || !cause.type) return undefined;
+  if ((isSessionErrorCode(cause.type) && FATAL_CODES.has(cause.type)) || (anyRefusal && cause.nonRetryable))
+    return { code: cause.type, message: cause.message };
+  return undefined;
+}
+
+/** The code of an activity's application failure, if it has one. */
+function failureCode(error: unknown): string | undefined {
+  const cause = error instanceof ActivityFailure ? error.cause : error;
+  return cause instanceof ApplicationFailure && cause.type ? cause.type : undefined;
+}
+
+function describeFailure(error: unknown): string {
+  if (error instanceof ActivityFailure && error.cause) return error.cause.message;
+  return error instanceof Error ? error.message : String(error);
+}
