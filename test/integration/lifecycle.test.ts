@@ -114,12 +114,22 @@ describe('session lifecycle', () => {
     const id = newSession('can');
     const local = await startStackTunables();
     try {
-      const ids = Array.from({ length: 8 }, (_, i) => `q${i}`);
-      // Slow replies, so each message arrives while a turn is running and waits in the queue.
-      local.fake.configure({ firstTokenDelayMs: 150 });
+      const ids = Array.from({ length: 6 }, (_, i) => `q${i}`);
+      // Slow replies; each message after the first is posted once the previous one's turn has
+      // started, so it arrives while that turn runs and waits in the queue (however slow the
+      // host: no fixed spacing). With two turns a run, every second turn ends in a continue-as-new
+      // with a message queued.
+      local.fake.configure({ firstTokenDelayMs: 2_000 });
       for (const m of ids) {
         await local.client.post(id, `queued ${m}`, { id: m });
-        await new Promise((resolve) => setTimeout(resolve, 120));
+        await eventually(
+          async () =>
+            ofType(await local.client.events(id), 'user/message').some(
+              (e) => (e as SessionEvent<'user/message'>).data.id === m,
+            ) || undefined,
+          60_000,
+          50,
+        );
       }
       const answered = await eventually(
         async () => {
