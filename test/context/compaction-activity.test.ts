@@ -23,7 +23,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { CHECKPOINT_PREAMBLE, COMPACTION_INSTRUCTION, frameCheckpoint } from '../../src/context/compaction.js';
 import { openStore } from '../../src/persistence/open.js';
 import {
@@ -39,34 +39,18 @@ import {
   HEADER,
   RUN,
   T0,
+  SUMMARY,
   compactionHarness,
+  conversation,
+  useHarnesses,
   headerEvent,
   runEvent,
   textBlocks,
   toolTurn,
   user,
-  type Harness,
 } from './context-fakes.js';
 
-const SUMMARY = '## Primary request\n- the user asked two questions';
-
-let open: Harness[] = [];
-afterEach(async () => {
-  for (const h of open) await h.close();
-  open = [];
-});
-
-async function harness(options: Parameters<typeof compactionHarness>[0] = {}): Promise<Harness> {
-  const h = await compactionHarness({ replies: [SUMMARY], ...options });
-  open.push(h);
-  return h;
-}
-
-/** A session of `turns` closed tool-using turns, owned by RUN, with a request header. */
-async function conversation(h: Harness, turns = 2): Promise<void> {
-  await h.seed([runEvent(), headerEvent()], 'open');
-  for (let t = 1; t <= turns; t++) await h.seed(toolTurn(t), `turn${t}`);
-}
+const harness = useHarnesses();
 
 function ofType<K extends SessionEvent['type']>(events: readonly StoredEvent[], type: K): Array<SessionEvent<K>> {
   return events.filter((e) => e.type === type) as Array<SessionEvent<K>>;

@@ -8,6 +8,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterEach } from 'vitest';
 import { toTemporalFailure } from '../../src/activities/failures.js';
 import type { ContextPolicy } from '../../src/context/compaction.js';
 import { runCompaction, type CompactionOutcome, type CompactionRequest } from '../../src/context/compactor.js';
@@ -336,4 +337,30 @@ export function failOnceOnOp(suffix: string): (store: SessionStore) => SessionSt
 /** Text of a message's text blocks. */
 export function textBlocks(content: readonly ContentBlock[]): string[] {
   return content.filter((b) => b.type === 'text').map((b) => (b as { text: string }).text);
+}
+
+/** The summary the harnesses of {@link useHarnesses} reply with by default. */
+export const SUMMARY = '## Primary request\n- the user asked two questions';
+
+/**
+ * A factory of compaction harnesses (replying {@link SUMMARY} unless told otherwise) that the
+ * calling test file closes after each test.
+ */
+export function useHarnesses(): (options?: Parameters<typeof compactionHarness>[0]) => Promise<Harness> {
+  let open: Harness[] = [];
+  afterEach(async () => {
+    for (const h of open) await h.close();
+    open = [];
+  });
+  return async (options = {}) => {
+    const h = await compactionHarness({ replies: [SUMMARY], ...options });
+    open.push(h);
+    return h;
+  };
+}
+
+/** A session of `turns` closed tool-using turns, owned by {@link RUN}, with a request header. */
+export async function conversation(h: Harness, turns = 2): Promise<void> {
+  await h.seed([runEvent(), headerEvent()], 'open');
+  for (let t = 1; t <= turns; t++) await h.seed(toolTurn(t), `turn${t}`);
 }

@@ -6,37 +6,11 @@
  * appends nothing. The bracket's content (what it replaces, the summarizer request, retention)
  * is tested in test/context/compaction-activity.test.ts.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../../src/session/index.js';
-import {
-  RUN,
-  compactionHarness,
-  failOnceOnOp,
-  headerEvent,
-  runEvent,
-  toolTurn,
-  type Harness,
-} from '../context/context-fakes.js';
+import { RUN, SUMMARY, conversation, useHarnesses, failOnceOnOp, runEvent } from '../context/context-fakes.js';
 
-const SUMMARY = '## Primary request\n- the user asked two questions';
-
-let open: Harness[] = [];
-afterEach(async () => {
-  for (const h of open) await h.close();
-  open = [];
-});
-
-async function harness(options: Parameters<typeof compactionHarness>[0] = {}): Promise<Harness> {
-  const h = await compactionHarness({ replies: [SUMMARY], ...options });
-  open.push(h);
-  return h;
-}
-
-/** A session of `turns` closed tool-using turns, owned by the harness's run, with a request header. */
-async function conversation(h: Harness, turns = 2): Promise<void> {
-  await h.seed([runEvent(), headerEvent()], 'open');
-  for (let t = 1; t <= turns; t++) await h.seed(toolTurn(t), `turn${t}`);
-}
+const harness = useHarnesses();
 
 describe('retried compaction activities', () => {
   it('a retryable summarizer failure is rethrown for Temporal, and the retry resumes the same bracket with one start', async () => {
