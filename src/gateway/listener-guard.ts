@@ -94,9 +94,8 @@ export function guardListener(server: Server, limits: ListenerLimits): ListenerG
   const closeWith = (socket: Socket, answer: string): void => {
     const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
     if (socket.writable && inFlight?.headersSent !== true) socket.end(answer);
-    socket.destroySoon();
-    // A peer that never reads its answer must not keep the socket: destroy it outright shortly after.
-    setTimeout(() => socket.destroy(), 1_000).unref();
+    // A peer that never reads its answer must not keep the socket: destroyed a second later at most.
+    closeLingering(socket, 1_000);
   };
 
   server.on('connection', (socket: Socket) => {
@@ -141,4 +140,24 @@ export function guardListener(server: Server, limits: ListenerLimits): ListenerG
     });
   });
   return stats;
+}
+
+/** How long a lingering close waits at most for the client to close its side. */
+const LINGER_MS = 2_000;
+
+/**
+ * Closes `socket` after what was written to it, lingering: closing a socket whose peer is still
+ * sending makes the kernel answer with a reset, and the peer then loses the answer it had not yet
+ * read (it sees "connection reset" instead of a 413 or a 429). So the answer is followed by a
+ * FIN, and whatever the peer still sends is read and dropped until it closes its side or
+ * `lingerMs` pass; then the socket is destroyed.
+ */
+export function closeLingering(socket: Socket, lingerMs = LINGER_MS): void {
+  if (socket.destroyed) return;
+  const timer = setTimeout(() => socket.destroy(), lingerMs).unref();
+  socket.once('close', () => clearTimeout(timer));
+  socket.once('end', () => socket.destroy());
+  socket.on('data', () => {});
+  socket.resume();
+  if (socket.writable) socket.end();
 }

@@ -20,6 +20,7 @@ import {
 } from './listener-guard.js';
 import { NATIVE_TABLE } from './native/index.js';
 import { OPENAI_TABLE } from './openai/index.js';
+import { closeLingering } from './listener-guard.js';
 import { currentRequestScope, runInRequestScope } from './request-scope.js';
 import {
   answerUnknownRoutes,
@@ -223,6 +224,17 @@ function hasBody(request: FastifyRequest): boolean {
 }
 
 /**
+ * Makes Node's close of a connection answered before its request body was read (it calls
+ * `destroySoon` once the answer is written) a lingering close, so the client reads the answer
+ * rather than a reset (see closeLingering).
+ */
+function lingerOnClose(socket: Socket): void {
+  socket.destroySoon = function lingeringClose(this: Socket): void {
+    closeLingering(this);
+  };
+}
+
+/**
  * The request body as fastify reads it, failing with 408 REQUEST_TIMEOUT unless it has all
  * arrived within `timeoutMs`: a body that trickles or never ends cannot hold a request open.
  * The 408 goes through fastify's error path (closing the connection, whose body was not read).
@@ -340,10 +352,14 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
     return bodyWithDeadline(request, reply, resolved.bodyTimeoutMs);
   });
 
-  // A request answered before its body arrived (a 404, a 415, a GET announcing a body) leaves
-  // unread bytes on the connection: close it rather than parse them as the next request.
+  // A request answered before its body arrived (a 404, a 413, a 415, a GET announcing a body)
+  // leaves unread bytes on the connection: close it rather than parse them as the next request,
+  // lingering so that the client reads the answer (see lingerOnClose).
   app.addHook('onSend', async (request, reply, payload) => {
-    if (hasBody(request) && !request.raw.complete) reply.header('connection', 'close');
+    if (hasBody(request) && !request.raw.complete) {
+      reply.header('connection', 'close');
+      lingerOnClose(request.raw.socket);
+    }
     return payload;
   });
 

@@ -276,6 +276,27 @@ describe('the gateway process under hostile clients', () => {
     await expectStillServing('100 MB body');
   });
 
+  it('lets a client that keeps sending a too-large body read its 413 (a lingering close, not a reset)', async () => {
+    // Like a client that streams its upload without watching for an early answer: it stops only
+    // when the connection fails. Closing with its bytes unread would reset the connection, and the
+    // client would lose the 413 it had not read yet.
+    for (let round = 0; round < 5; round++) {
+      const socket = await openSocket(gatewayUrl);
+      const read = readUntilClosed(socket);
+      socket.write(jsonHead('POST', '/v1/sessions', `Content-Length: ${20 * 1024 * 1024}\r\n`));
+      const megabyte = Buffer.alloc(1024 * 1024, 0x20);
+      for (let i = 0; i < 20 && !socket.destroyed && socket.writable; i++) {
+        if (!socket.write(megabyte))
+          await new Promise((resolve) => socket.once('drain', resolve).once('close', resolve));
+      }
+      socket.end();
+      const { text } = await read;
+      socket.destroy();
+      expect(statusOf(text), `round ${round}`).toBe(413);
+    }
+    await expectStillServing('a client that kept sending');
+  });
+
   it('refuses a JSON body that is not UTF-8 with 400 INVALID_JSON, and a path of malformed UTF-8 with 400', async () => {
     const body = '{"text":"caf\xe9 \xff\xfe"}';
     const response = await rawExchange(gatewayUrl, [
