@@ -125,8 +125,18 @@ export type StoreEraseReceipt = {
   sessionId: string;
   /** False when nothing of the session was left to remove (it was erased before). */
   erased: boolean;
-  /** Counts by kind: the header (0 or 1), events, artifacts and projection checkpoints. */
-  removed: { header: number; events: number; artifacts: number; projectionCheckpoints: number };
+  /**
+   * Counts by kind: the header (0 or 1), events, artifacts, projection checkpoints, inbox
+   * entries and the session's data key (0 or 1).
+   */
+  removed: {
+    header: number;
+    events: number;
+    artifacts: number;
+    projectionCheckpoints: number;
+    inboxEntries: number;
+    sessionKey: number;
+  };
   /** Where the data was removed from (tables, files, directories), with counts. */
   places: ErasedPlace[];
   /** Until when (epoch ms) `create` refuses this id with SESSION_ERASED. */
@@ -200,5 +210,56 @@ export interface SessionStore {
   watch(id: string, fromSeq: number, options?: WatchOptions): AsyncIterable<StoredEvent>;
   readonly artifacts: ArtifactStore;
   readonly projectionCache: ProjectionCacheStore;
+  /** What callers send, waiting outside the log for the engine to log it (DESIGN §5.2). */
+  readonly inbox: InboxStore;
+  /** Each session's data key: what Temporal holds of the session is encrypted with it (DESIGN §5.2). */
+  readonly sessionKeys: SessionKeyStore;
   close(): Promise<void>;
+}
+
+/**
+ * A caller's input as it crosses Temporal: where it waits in the inbox (`key`), its size in
+ * UTF-8 bytes and the hex SHA-256 `digest` of its body. Never the content itself.
+ */
+export type InboxRef = { key: string; bytes: number; digest: string };
+
+/** An entry the inbox holds, as `list` gives it (no body). */
+export type InboxEntry = InboxRef & { storedAt: number };
+
+/**
+ * The inbox (DESIGN §5.2): a caller's message, note, tool definitions, approval answer or tool
+ * result is written here, keyed by session and a key the caller derives from its own id, before
+ * the signal or update that names it reaches Temporal; the engine reads it from here, logs it,
+ * and removes it. Outside the single-writer log: any process may write it, at any time (the
+ * session need not exist yet). `erase` removes a session's entries.
+ */
+export interface InboxStore {
+  /**
+   * Stores `body` (any text, at most 32 MiB of UTF-8) under `key` (1-300 characters) and returns
+   * its reference. Idempotent: storing the same body again returns the same reference;
+   * a different body under a key already held is INVALID_MESSAGE (nothing changes).
+   * SESSION_ERASED while the session id's tombstone lasts.
+   */
+  put(sessionId: string, key: string, body: string): Promise<InboxRef>;
+  /** The body stored under `key`, or undefined. */
+  get(sessionId: string, key: string): Promise<string | undefined>;
+  /** Removes the entries under `keys` (missing ones are ignored); how many were removed. */
+  remove(sessionId: string, keys: readonly string[]): Promise<number>;
+  /** The session's entries, oldest first. */
+  list(sessionId: string): Promise<InboxEntry[]>;
+}
+
+/** A session's data key: a 32-byte AES key and its id (hex), which names it in what it encrypted. */
+export type SessionKey = { id: string; key: Buffer };
+
+/**
+ * Session data keys (DESIGN §5.2, §4.2). The key is made once per session id, by whichever
+ * process first needs it, and is the same for every process; `erase` destroys it, after which
+ * anything encrypted with it cannot be read by anyone.
+ */
+export interface SessionKeyStore {
+  /** The session's key, made (32 random bytes, a random 16-hex-digit id) if it has none; the first one stored wins a race. */
+  obtain(sessionId: string): Promise<SessionKey>;
+  /** The session's key, or undefined when it has none (never made, or erased). */
+  find(sessionId: string): Promise<SessionKey | undefined>;
 }
