@@ -150,6 +150,8 @@ export class TurnProbe {
       watch: (id, fromSeq, options) => store.watch(id, fromSeq, options),
       artifacts: store.artifacts,
       projectionCache: cache,
+      inbox: store.inbox,
+      sessionKeys: store.sessionKeys,
       close: () => store.close(),
     };
   }

@@ -8,8 +8,16 @@
  * <root>/<sessionId>/session.lock           exclusive writer lock (present only while writing)
  * <root>/<sessionId>/artifacts/<name>       artifact files
  * <root>/<sessionId>/projection-cache.json  projection checkpoint, replaced atomically
+ * <root>/<sessionId>/inbox/<sha256(key)>.json  an inbox entry {key, body, bytes, digest, storedAt}
+ * <root>/<sessionId>/session.key            the session's data key {id, key (base64)}
  * <root>/.tombstones/<sessionId>.json       {erasedAt, until} of an erased session
  * ```
+ *
+ * Inbox entries and the key may be written before the session exists (its directory then holds
+ * no `session.jsonl`). Each is written to a temp file, fsynced and linked into place, never over
+ * an existing one: the first writer of a key wins, and a reader sees a whole file or none. An
+ * entry's file name is the hex SHA-256 of its key (keys are any text); `erase` removes both with
+ * the directory, also for an id that has nothing else.
  *
  * File format, version {@link JSONL_FORMAT_VERSION}. Line 1 is the header record
  * `{"type":"session","format":2, ...SessionHeader}`; its `format` (absent = 1) and `version`
@@ -41,10 +49,10 @@
  * SEQ_CONFLICT; and the next holder after a break first moves the log to a new inode (a copy
  * linked over the name), so a paused writer's late write lands in the old, unlinked file.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { mkdirSync, realpathSync } from 'node:fs';
 import { link, mkdir, open, readFile, readdir, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import {
   SessionlogError,
   assertSessionId,
@@ -109,12 +117,25 @@ import {
   type AppendOptions,
   type AppendResult,
   type ErasedPlace,
+  type InboxEntry,
+  type InboxRef,
+  type InboxStore,
   type LoadedSession,
   type ScanReport,
+  type SessionKey,
+  type SessionKeyStore,
   type SessionStore,
   type StoreEraseReceipt,
   type WatchOptions,
 } from './store.js';
+import {
+  assertInboxKey,
+  assertInboxKeys,
+  inboxConflict,
+  inboxPutRef,
+  newSessionKey,
+  storedSessionKey,
+} from './inbox.js';
 
 /** The JSONL file format this build writes (it also reads and appends to version 1). */
 export const JSONL_FORMAT_VERSION = 2;
@@ -123,6 +144,8 @@ const LOG_FILE = 'session.jsonl';
 const LOCK_FILE = 'session.lock';
 const ARTIFACT_DIR = 'artifacts';
 const CACHE_FILE = 'projection-cache.json';
+const INBOX_DIR = 'inbox';
+const KEY_FILE = 'session.key';
 const TOMBSTONE_DIR = '.tombstones';
 const ERASING_PREFIX = '.erasing-';
 
@@ -155,6 +178,53 @@ async function fsyncDir(path: string): Promise<void> {
     await handle.sync();
   } finally {
     await handle.close();
+  }
+}
+
+/** Makes directory `path` (0700) unless it exists, fsyncing `parent` so it survives a crash. */
+async function ensureDir(path: string, parent: string): Promise<void> {
+  try {
+    await mkdir(path, { mode: 0o700 });
+  } catch (error) {
+    if (isErrno(error, 'EEXIST')) return;
+    throw error;
+  }
+  await fsyncDir(parent);
+}
+
+/**
+ * Publishes `content` at `path` unless a file is there: written to a temp file beside it,
+ * fsynced, linked into place (never over an existing file) and the directory fsynced. False when
+ * `path` was taken (the first writer wins).
+ */
+async function publishOnce(path: string, dir: string, content: string): Promise<boolean> {
+  const temp = join(dir, `.${basename(path)}.${randomUUID()}.tmp`);
+  const handle = await open(temp, 'wx', 0o600);
+  try {
+    await handle.writeFile(content, 'utf8');
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  try {
+    await link(temp, path);
+  } catch (error) {
+    if (isErrno(error, 'EEXIST')) return false;
+    throw error;
+  } finally {
+    await unlink(temp);
+  }
+  await fsyncDir(dir);
+  return true;
+}
+
+/** The file's text, or undefined when it does not exist. */
+async function readIfExists(path: string): Promise<string | undefined> {
+  try {
+    return await readFile(path, 'utf8');
+  } catch (error) {
+    if (isErrno(error, 'ENOENT')) return undefined;
+    throw error;
   }
 }
 
@@ -273,6 +343,8 @@ export class JsonlSessionStore implements SessionStore {
   readonly location: string;
   readonly artifacts: ArtifactStore;
   readonly projectionCache: ProjectionCacheStore;
+  readonly inbox: InboxStore;
+  readonly sessionKeys: SessionKeyStore;
   private readonly copies: SessionCopies<SessionFile>;
   private readonly tail: LiveTail;
   private closed = false;
@@ -291,6 +363,8 @@ export class JsonlSessionStore implements SessionStore {
     );
     this.artifacts = new JsonlArtifacts(this);
     this.projectionCache = new JsonlProjectionCache(this);
+    this.inbox = new JsonlInbox(this);
+    this.sessionKeys = new JsonlSessionKeys(this);
   }
 
   sessionDir(id: string): string {
@@ -299,6 +373,19 @@ export class JsonlSessionStore implements SessionStore {
 
   private logPath(id: string): string {
     return join(this.root, id, LOG_FILE);
+  }
+
+  inboxDir(id: string): string {
+    return join(this.root, id, INBOX_DIR);
+  }
+
+  keyPath(id: string): string {
+    return join(this.root, id, KEY_FILE);
+  }
+
+  /** Makes the session's directory unless it exists (an inbox entry or key may come before the session). */
+  async ensureSessionDir(id: string): Promise<void> {
+    await ensureDir(this.sessionDir(id), this.root);
   }
 
   private tombstonePath(id: string): string {
@@ -371,7 +458,7 @@ export class JsonlSessionStore implements SessionStore {
   }
 
   /** SESSION_ERASED while the id's tombstone lasts; an expired tombstone is removed. */
-  private async refuseTombstoned(id: string): Promise<void> {
+  async refuseTombstoned(id: string): Promise<void> {
     const tombstone = await this.readTombstone(id);
     if (!tombstone) return;
     if (tombstone.until > Date.now()) throw sessionErased(id, tombstone.erasedAt, tombstone.until);
@@ -530,7 +617,9 @@ export class JsonlSessionStore implements SessionStore {
       this.copies.evict(id);
       await this.removeLeftovers(id);
       const dir = this.sessionDir(id);
-      if (!(await this.fileExists(id))) {
+      const hasLog = await this.fileExists(id);
+      // An id without a log may still hold inbox entries or a key, written before the session.
+      if (!hasLog && !(await this.holdsInboxOrKey(id))) {
         const tombstone = await this.readTombstone(id);
         if (!tombstone) throw notFound(id);
         return alreadyErasedReceipt(id, tombstone.until);
@@ -541,7 +630,7 @@ export class JsonlSessionStore implements SessionStore {
         staleMs: this.options.lockStaleMs,
       });
       try {
-        const counted = await this.countForErase(id);
+        const counted = await this.countForErase(id, hasLog);
         const now = Date.now();
         const until = now + this.options.tombstoneMs;
         await this.writeTombstone(id, { erasedAt: now, until });
@@ -575,25 +664,51 @@ export class JsonlSessionStore implements SessionStore {
     }
   }
 
-  private async countForErase(id: string): Promise<{ removed: StoreEraseReceipt['removed']; places: ErasedPlace[] }> {
+  private async holdsInboxOrKey(id: string): Promise<boolean> {
+    return (await this.inboxFiles(id)).length > 0 || (await readIfExists(this.keyPath(id))) !== undefined;
+  }
+
+  /** The file names of the session's inbox entries (not temp files of writes under way). */
+  async inboxFiles(id: string): Promise<string[]> {
+    try {
+      return (await readdir(this.inboxDir(id))).filter((name) => !name.startsWith('.') && name.endsWith('.json'));
+    } catch (error) {
+      if (isErrno(error, 'ENOENT')) return [];
+      throw error;
+    }
+  }
+
+  private async countForErase(
+    id: string,
+    hasLog: boolean,
+  ): Promise<{ removed: StoreEraseReceipt['removed']; places: ErasedPlace[] }> {
     const dir = this.sessionDir(id);
-    const log = await readFile(this.logPath(id));
-    let lines = 0;
-    for (let i = log.indexOf(10); i >= 0; i = log.indexOf(10, i + 1)) lines++;
-    const events = Math.max(0, lines - 1);
+    let events = 0;
+    if (hasLog) {
+      const log = await readFile(this.logPath(id));
+      let lines = 0;
+      for (let i = log.indexOf(10); i >= 0; i = log.indexOf(10, i + 1)) lines++;
+      events = Math.max(0, lines - 1);
+    }
     let artifacts = 0;
     try {
       artifacts = (await readdir(join(dir, ARTIFACT_DIR))).length;
     } catch (error) {
       if (!isErrno(error, 'ENOENT')) throw error;
     }
-    const checkpoint = (await readdir(dir)).includes(CACHE_FILE) ? 1 : 0;
+    const names = await readdir(dir);
+    const checkpoint = names.includes(CACHE_FILE) ? 1 : 0;
+    const inboxEntries = (await this.inboxFiles(id)).length;
+    const sessionKey = names.includes(KEY_FILE) ? 1 : 0;
+    const header = hasLog ? 1 : 0;
     return {
-      removed: { header: 1, events, artifacts, projectionCheckpoints: checkpoint },
+      removed: { header, events, artifacts, projectionCheckpoints: checkpoint, inboxEntries, sessionKey },
       places: [
-        { place: `${this.logPath(id)} (header and event lines)`, removed: 1 + events },
+        { place: `${this.logPath(id)} (header and event lines)`, removed: header + events },
         { place: join(dir, ARTIFACT_DIR), removed: artifacts },
         { place: join(dir, CACHE_FILE), removed: checkpoint },
+        { place: this.inboxDir(id), removed: inboxEntries },
+        { place: this.keyPath(id), removed: sessionKey },
       ],
     };
   }
@@ -960,5 +1075,147 @@ class JsonlProjectionCache implements ProjectionCacheStore {
       });
       throw error;
     }
+  }
+}
+
+/** The JSON value of `text`, or undefined when it is not JSON (the caller refuses it as damaged). */
+function parseJsonOrUndefined(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    // Not JSON: undefined, which the caller's shape check refuses.
+    return undefined;
+  }
+}
+
+/** An inbox entry as its file holds it. */
+type InboxRecord = InboxEntry & { body: string };
+
+/** The file of the entry under `key`: named by the key's hex SHA-256, since a key is any text. */
+function inboxFileName(key: string): string {
+  return `${createHash('sha256').update(key, 'utf8').digest('hex')}.json`;
+}
+
+/** Reads and checks an entry's file; undefined when there is none, CORRUPT_LOG when it is damaged. */
+async function readInboxRecord(path: string): Promise<InboxRecord | undefined> {
+  const text = await readIfExists(path);
+  if (text === undefined) return undefined;
+  const value = parseJsonOrUndefined(text) as Partial<Record<keyof InboxRecord, unknown>> | null | undefined;
+  if (
+    typeof value?.key !== 'string' ||
+    typeof value.body !== 'string' ||
+    typeof value.bytes !== 'number' ||
+    typeof value.digest !== 'string' ||
+    typeof value.storedAt !== 'number'
+  ) {
+    throw new SessionlogError(
+      'CORRUPT_LOG',
+      `the inbox entry ${path} is damaged (not a {key, body, bytes, digest, storedAt} record); remove it or restore it from a backup`,
+    );
+  }
+  return { key: value.key, body: value.body, bytes: value.bytes, digest: value.digest, storedAt: value.storedAt };
+}
+
+/** The inbox as one file per entry in the session's `inbox` directory. */
+class JsonlInbox implements InboxStore {
+  constructor(private readonly store: JsonlSessionStore) {}
+
+  async put(sessionId: string, key: string, body: string): Promise<InboxRef> {
+    this.store.assertOpen();
+    const ref = inboxPutRef(sessionId, key, body);
+    await this.store.refuseTombstoned(sessionId);
+    try {
+      await this.store.ensureSessionDir(sessionId);
+      const dir = this.store.inboxDir(sessionId);
+      await ensureDir(dir, this.store.sessionDir(sessionId));
+      const path = join(dir, inboxFileName(key));
+      const stored = await readInboxRecord(path);
+      if (!stored) {
+        const record: InboxRecord = { ...ref, storedAt: Date.now(), body };
+        if (await publishOnce(path, dir, JSON.stringify(record))) {
+          // An erasure that ran meanwhile took the directory away before this entry landed.
+          await this.store.refuseTombstoned(sessionId);
+          return ref;
+        }
+      }
+      const held = stored ?? (await readInboxRecord(path));
+      if (held && (held.digest !== ref.digest || held.bytes !== ref.bytes)) throw inboxConflict(sessionId, key);
+      return ref;
+    } catch (error) {
+      // An erasure under way moved the directory away: say so rather than how the write failed.
+      if (!(error instanceof SessionlogError)) await this.store.refuseTombstoned(sessionId);
+      throw error;
+    }
+  }
+
+  async get(sessionId: string, key: string): Promise<string | undefined> {
+    this.store.assertOpen();
+    assertSessionId(sessionId);
+    assertInboxKey(sessionId, key);
+    const record = await readInboxRecord(join(this.store.inboxDir(sessionId), inboxFileName(key)));
+    return record?.key === key ? record.body : undefined;
+  }
+
+  async remove(sessionId: string, keys: readonly string[]): Promise<number> {
+    this.store.assertOpen();
+    assertInboxKeys(sessionId, keys);
+    const dir = this.store.inboxDir(sessionId);
+    let removed = 0;
+    for (const name of new Set(keys.map(inboxFileName))) {
+      try {
+        await unlink(join(dir, name));
+        removed++;
+      } catch (error) {
+        if (!isErrno(error, 'ENOENT')) throw error;
+      }
+    }
+    if (removed > 0) await fsyncDir(dir);
+    return removed;
+  }
+
+  async list(sessionId: string): Promise<InboxEntry[]> {
+    this.store.assertOpen();
+    assertSessionId(sessionId);
+    const dir = this.store.inboxDir(sessionId);
+    const entries: InboxEntry[] = [];
+    for (const name of await this.store.inboxFiles(sessionId)) {
+      // Removed since the directory was read: no longer an entry.
+      const record = await readInboxRecord(join(dir, name));
+      if (record)
+        entries.push({ key: record.key, bytes: record.bytes, digest: record.digest, storedAt: record.storedAt });
+    }
+    return entries.sort((a, b) => a.storedAt - b.storedAt || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  }
+}
+
+/** Session keys as one file per session, `session.key` in its directory. */
+class JsonlSessionKeys implements SessionKeyStore {
+  constructor(private readonly store: JsonlSessionStore) {}
+
+  async obtain(sessionId: string): Promise<SessionKey> {
+    const existing = await this.find(sessionId);
+    if (existing) return existing;
+    await this.store.ensureSessionDir(sessionId);
+    const made = newSessionKey();
+    // Published only if no key is there: the first writer's key is everyone's.
+    await publishOnce(
+      this.store.keyPath(sessionId),
+      this.store.sessionDir(sessionId),
+      JSON.stringify({ id: made.id, key: made.key.toString('base64') }),
+    );
+    const stored = await this.find(sessionId);
+    if (!stored) throw new Error(`unreachable: the key of session ${sessionId} was published but cannot be read`);
+    return stored;
+  }
+
+  async find(sessionId: string): Promise<SessionKey | undefined> {
+    this.store.assertOpen();
+    assertSessionId(sessionId);
+    const path = this.store.keyPath(sessionId);
+    const text = await readIfExists(path);
+    if (text === undefined) return undefined;
+    const value = parseJsonOrUndefined(text) as { id?: unknown; key?: unknown } | null | undefined;
+    const key = typeof value?.key === 'string' ? Buffer.from(value.key, 'base64') : undefined;
+    return storedSessionKey(value?.id, key, path);
   }
 }

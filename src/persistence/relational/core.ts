@@ -41,6 +41,14 @@ import {
   storeClosed,
 } from '../errors.js';
 import { SessionCopies } from '../copies.js';
+import {
+  assertInboxKey,
+  assertInboxKeys,
+  inboxConflict,
+  inboxPutRef,
+  newSessionKey,
+  storedSessionKey,
+} from '../inbox.js';
 import { alreadyErasedReceipt, appendResultOf, loadedSession, planAppend, planRepair, sliceEvents } from '../plan.js';
 import {
   parseProjectionCacheRecord,
@@ -53,15 +61,27 @@ import { parseSearchRequest, searchHits, searchable, type SearchHit, type Search
 import type {
   AppendOptions,
   AppendResult,
+  InboxEntry,
+  InboxRef,
+  InboxStore,
   LoadedSession,
   ResolvedStoreOptions,
   ScanReport,
+  SessionKey,
+  SessionKeyStore,
   SessionStore,
   StoreEraseReceipt,
   WatchOptions,
 } from '../store.js';
 import { LiveTail } from '../watch.js';
-import { step, type Awaitable, type RelationalDriver, type RelationalTx, type Steps } from './driver.js';
+import {
+  step,
+  type Awaitable,
+  type RelationalDriver,
+  type RelationalTx,
+  type SessionRemoval,
+  type Steps,
+} from './driver.js';
 import { decodeRows, parseStoredHeader } from './rows.js';
 
 /** The validated copy this process keeps of one session, bound to the row it came from. */
@@ -79,6 +99,8 @@ export abstract class RelationalSessionStore implements SessionStore {
   abstract readonly kind: 'sqlite' | 'postgres';
   readonly artifacts: ArtifactStore;
   readonly projectionCache: ProjectionCacheStore;
+  readonly inbox: InboxStore;
+  readonly sessionKeys: SessionKeyStore;
   private readonly copies: SessionCopies<CachedSession>;
   private readonly tail: LiveTail;
   private closed = false;
@@ -98,6 +120,8 @@ export abstract class RelationalSessionStore implements SessionStore {
     const use: Use = (body) => this.use(body);
     this.artifacts = new RelationalArtifacts(use, driver);
     this.projectionCache = new RelationalProjectionCache(use, driver);
+    this.inbox = new RelationalInbox(use, driver);
+    this.sessionKeys = new RelationalSessionKeys(use, driver);
   }
 
   /** Identifies the database (no credentials), in messages and for in-process watch wake-ups. */
@@ -264,12 +288,7 @@ export abstract class RelationalSessionStore implements SessionStore {
 
   private *createSteps(tx: RelationalTx, header: SessionHeader): Steps<void> {
     const id = header.id;
-    const tombstone = yield* step(tx.tombstone(id));
-    if (tombstone) {
-      const now = Date.now();
-      if (tombstone.until > now) throw sessionErased(id, tombstone.erasedAt, tombstone.until);
-      yield* step(tx.dropExpiredTombstones(now));
-    }
+    yield* refuseTombstoned(tx, id);
     if (yield* step(tx.insertSession(id, JSON.stringify(header)))) return;
     const existing = yield* step(tx.sessionRow(id));
     if (!existing || !jsonEqual(parseStoredHeader(existing.header, id, this.where(id)), header))
@@ -381,20 +400,47 @@ export abstract class RelationalSessionStore implements SessionStore {
     return scanReport(scanner, scanner.finish(row.head));
   }
 
+  /**
+   * Deletes the session's rows, its inbox entries and its key in one transaction, and leaves a
+   * tombstone. An id without a session but with inbox entries or a key (written before the
+   * session was created) is erased too; one with nothing at all is SESSION_NOT_FOUND, or the
+   * receipt of an earlier erasure while its tombstone lasts.
+   */
   private *eraseSteps(tx: RelationalTx, id: string, now: number): Steps<StoreEraseReceipt> {
+    yield* step(tx.lockSessionId(id));
     const key = yield* step(tx.lockSessionForErase(id));
-    if (key === undefined) {
+    const inbox = yield* step(tx.deleteInbox(id));
+    const sessionKey = yield* step(tx.deleteSessionKey(id));
+    if (key === undefined && inbox.removed === 0 && sessionKey.removed === 0) {
       const tombstone = yield* step(tx.tombstone(id));
       if (!tombstone) throw notFound(id);
       return alreadyErasedReceipt(id, tombstone.until);
     }
-    const removal = yield* step(tx.deleteSession(key, id));
+    const removal: SessionRemoval =
+      key === undefined
+        ? { removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 }, places: [], notes: [] }
+        : yield* step(tx.deleteSession(key, id));
     yield* step(tx.dropExpiredTombstones(now));
     const until = now + this.options.tombstoneMs;
     yield* step(tx.putTombstone(id, { erasedAt: now, until }));
-    const { removed, places, notes } = removal;
-    return { sessionId: id, erased: true, removed, places, tombstoneUntil: until, notes };
+    return {
+      sessionId: id,
+      erased: true,
+      removed: { ...removal.removed, inboxEntries: inbox.removed, sessionKey: sessionKey.removed },
+      places: [...removal.places, inbox, sessionKey],
+      tombstoneUntil: until,
+      notes: removal.notes,
+    };
   }
+}
+
+/** SESSION_ERASED while the id's tombstone lasts; expired tombstones are dropped. */
+function* refuseTombstoned(tx: RelationalTx, id: string): Steps<void> {
+  const tombstone = yield* step(tx.tombstone(id));
+  if (!tombstone) return;
+  const now = Date.now();
+  if (tombstone.until > now) throw sessionErased(id, tombstone.erasedAt, tombstone.until);
+  yield* step(tx.dropExpiredTombstones(now));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -466,4 +512,98 @@ function* putProjectionRecord(tx: RelationalTx, sessionId: string, record: Proje
   const row = yield* step(tx.sessionRow(sessionId));
   if (!row) throw notFound(sessionId);
   yield* step(tx.putProjectionRecord(row.key, serializeProjectionCacheRecord(record)));
+}
+
+/** The inbox in the `inbox` table, keyed by the session id (the session need not exist). */
+class RelationalInbox implements InboxStore {
+  constructor(
+    private readonly use: Use,
+    private readonly driver: RelationalDriver,
+  ) {}
+
+  put(sessionId: string, key: string, body: string): Promise<InboxRef> {
+    return this.use(() => {
+      const ref = inboxPutRef(sessionId, key, body);
+      return this.driver.run('write', (tx) => putInboxEntry(tx, sessionId, ref, body));
+    });
+  }
+
+  get(sessionId: string, key: string): Promise<string | undefined> {
+    return this.use(() => {
+      assertSessionId(sessionId);
+      assertInboxKey(sessionId, key);
+      return this.driver.run('single', (tx) => step(tx.inboxBody(sessionId, key)));
+    });
+  }
+
+  remove(sessionId: string, keys: readonly string[]): Promise<number> {
+    return this.use(() => {
+      assertInboxKeys(sessionId, keys);
+      if (keys.length === 0) return 0;
+      return this.driver.run('write', (tx) => step(tx.deleteInboxEntries(sessionId, keys)));
+    });
+  }
+
+  list(sessionId: string): Promise<InboxEntry[]> {
+    return this.use(() => {
+      assertSessionId(sessionId);
+      return this.driver.run('single', (tx) => step(tx.listInbox(sessionId)));
+    });
+  }
+}
+
+/**
+ * Stores the entry unless its key is held: the same body again returns its reference, a different
+ * one is refused. Under the id's lock, so an erasure cannot slip between the tombstone check and
+ * the insert.
+ */
+function* putInboxEntry(tx: RelationalTx, sessionId: string, ref: InboxRef, body: string): Steps<InboxRef> {
+  yield* step(tx.lockSessionId(sessionId));
+  yield* refuseTombstoned(tx, sessionId);
+  for (;;) {
+    if (yield* step(tx.insertInboxEntry(sessionId, { ...ref, storedAt: Date.now(), body }))) return ref;
+    const stored = yield* step(tx.inboxEntry(sessionId, ref.key));
+    // Gone again: another process removed the entry between the insert and this read; insert again.
+    if (!stored) continue;
+    if (stored.digest !== ref.digest || stored.bytes !== ref.bytes) throw inboxConflict(sessionId, ref.key);
+    return ref;
+  }
+}
+
+/** Session keys in the `session_keys` table, keyed by the session id (the session need not exist). */
+class RelationalSessionKeys implements SessionKeyStore {
+  constructor(
+    private readonly use: Use,
+    private readonly driver: RelationalDriver,
+  ) {}
+
+  obtain(sessionId: string): Promise<SessionKey> {
+    return this.use(() => {
+      assertSessionId(sessionId);
+      return this.driver.run('write', (tx) => this.obtainSteps(tx, sessionId));
+    });
+  }
+
+  find(sessionId: string): Promise<SessionKey | undefined> {
+    return this.use(async () => {
+      assertSessionId(sessionId);
+      const row = await this.driver.run('single', (tx) => step(tx.sessionKey(sessionId)));
+      return row && this.checked(sessionId, row);
+    });
+  }
+
+  /** Inserts a new key unless one is stored, then reads the stored one: the first stored wins a race. */
+  private *obtainSteps(tx: RelationalTx, sessionId: string): Steps<SessionKey> {
+    yield* step(tx.lockSessionId(sessionId));
+    const existing = yield* step(tx.sessionKey(sessionId));
+    if (existing) return this.checked(sessionId, existing);
+    yield* step(tx.insertSessionKey(sessionId, newSessionKey(), Date.now()));
+    const stored = yield* step(tx.sessionKey(sessionId));
+    if (!stored) throw new Error(`unreachable: the key of session ${sessionId} was inserted but cannot be read`);
+    return this.checked(sessionId, stored);
+  }
+
+  private checked(sessionId: string, row: { keyId: unknown; key: unknown }): SessionKey {
+    return storedSessionKey(row.keyId, row.key, `the key of session ${sessionId} in ${this.driver.location}`);
+  }
 }

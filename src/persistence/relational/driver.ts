@@ -12,7 +12,7 @@
  */
 import type { StoredEvent } from '../../session/index.js';
 import type { RankedSeq, SearchRequest } from '../search.js';
-import type { ErasedPlace, StoreEraseReceipt } from '../store.js';
+import type { ErasedPlace, InboxEntry, SessionKey, StoreEraseReceipt } from '../store.js';
 import type { RemoteAppends } from '../watch.js';
 import type { BatchRow, EventRow } from './rows.js';
 
@@ -65,8 +65,17 @@ export type StoredRows = { events: EventRow[]; batches: BatchRow[] };
 /** An erased id's tombstone: `create` refuses the id until `until` (epoch ms). */
 export type Tombstone = { erasedAt: number; until: number };
 
-/** What deleting a session's rows removed, and where: the parts of an erase receipt the dialect knows. */
-export type SessionRemoval = Pick<StoreEraseReceipt, 'removed' | 'notes'> & { places: ErasedPlace[] };
+/**
+ * What deleting a session's rows removed, and where: the parts of an erase receipt the dialect
+ * knows (the inbox and the key are counted by their own statements).
+ */
+export type SessionRemoval = Pick<StoreEraseReceipt, 'notes'> & {
+  removed: Omit<StoreEraseReceipt['removed'], 'inboxEntries' | 'sessionKey'>;
+  places: ErasedPlace[];
+};
+
+/** An inbox row as stored: its reference, when it was stored, and the body. */
+export type InboxRow = InboxEntry & { body: string };
 
 /** The synced validated copy a search runs against: its session row and head. */
 export type SearchScope = { id: string; key: number; header: string; head: number };
@@ -108,6 +117,29 @@ export interface RelationalTx {
   artifactContent(id: string, name: string): Awaitable<string | undefined>;
   projectionRecord(id: string): Awaitable<string | undefined>;
   putProjectionRecord(key: number, record: string): Awaitable<void>;
+  /**
+   * Serializes the rest of the transaction with every other writer of the id's inbox and key and
+   * with its erasure, whether or not the session exists. (In SQLite `BEGIN IMMEDIATE` already
+   * holds the database's lock.)
+   */
+  lockSessionId(id: string): Awaitable<void>;
+  /** Stores an inbox entry unless its key is taken; false when it was. */
+  insertInboxEntry(id: string, row: InboxRow): Awaitable<boolean>;
+  /** The stored entry under `key`, without its body. */
+  inboxEntry(id: string, key: string): Awaitable<InboxEntry | undefined>;
+  inboxBody(id: string, key: string): Awaitable<string | undefined>;
+  /** The id's entries, oldest first (ties by key). */
+  listInbox(id: string): Awaitable<InboxEntry[]>;
+  /** Deletes the entries under `keys`; how many there were. */
+  deleteInboxEntries(id: string, keys: readonly string[]): Awaitable<number>;
+  /** Deletes every inbox entry of the id (its erasure): the table and how many. */
+  deleteInbox(id: string): Awaitable<ErasedPlace>;
+  /** Stores the id's key unless it has one (the first stored wins). */
+  insertSessionKey(id: string, key: SessionKey, createdAt: number): Awaitable<void>;
+  /** The id's key as stored (checked by the core), or undefined. */
+  sessionKey(id: string): Awaitable<{ keyId: unknown; key: unknown } | undefined>;
+  /** Deletes the id's key (its erasure): the table and how many (0 or 1). */
+  deleteSessionKey(id: string): Awaitable<ErasedPlace>;
 }
 
 /**

@@ -5,9 +5,9 @@
  *
  * Storage format (schema version {@link POSTGRES_SCHEMA_VERSION}, in one PostgreSQL schema named
  * by the URL's `?schema=` parameter, default `sessionlog`; a schema whose `schema_version` is
- * newer is refused; versions 1 and 2 are upgraded in place when a store opens, in the schema
+ * newer is refused; versions 1 to 3 are upgraded in place when a store opens, in the schema
  * transaction: version 2 adds the `tombstones` table, version 3 the `search` column, filled from
- * every stored event, and its indexes):
+ * every stored event, and its indexes, version 4 the `inbox` and `session_keys` tables):
  *
  * - `schema_version(version)`: one row.
  * - `sessions(key bigserial, id text unique, header text)`: the header JSON text.
@@ -27,7 +27,16 @@
  *   from the validated copy. `events_unindexed`, a partial index that is empty in normal
  *   operation, finds text events a writer of an older build appended without the column during a
  *   rolling upgrade; `search` indexes those first.
+ * - `inbox(session_id, key, body bytea, bytes, digest, stored_at)` (version 4), primary key
+ *   `(session_id, key)`: what callers sent, waiting for the engine to log it (store.ts
+ *   `InboxStore`); the body as UTF-8 (`text` cannot hold NUL), `bytes` its size, `digest` its
+ *   hex SHA-256. Keyed by the session's text id, not its row key: an entry may be written before
+ *   the session exists.
+ * - `session_keys(session_id, key_id, key bytea, created_at)` (version 4): each session id's
+ *   32-byte data key and its 16-hex-digit id; the first one inserted stays.
  *
+ * Inbox and key writes and an erasure of the same id are serialized by a transaction-level
+ * advisory lock on the schema and the id, whether or not the session exists.
  * The schema is created on open in one transaction under an advisory lock, so concurrent first
  * opens do not race. Every append is one transaction that takes the session row
  * `FOR NO KEY UPDATE` (serialising writers of one session across hosts without blocking
@@ -47,7 +56,14 @@ import pg from 'pg';
 import type { Notification, PoolClient, PoolConfig } from 'pg';
 import { SessionlogError, type StoredEvent } from '../../session/index.js';
 import { SEARCHABLE_EVENT_TYPES, indexText, type RankedSeq, type SearchRequest } from '../search.js';
-import { resolveStoreOptions, type ResolvedStoreOptions, type StoreOptions } from '../store.js';
+import {
+  resolveStoreOptions,
+  type ErasedPlace,
+  type InboxEntry,
+  type ResolvedStoreOptions,
+  type SessionKey,
+  type StoreOptions,
+} from '../store.js';
 import type { RemoteAppends } from '../watch.js';
 import { RelationalSessionStore } from './core.js';
 import { runStepsAsync } from './driver.js';
@@ -55,7 +71,7 @@ import type * as driver from './driver.js';
 import { encodeEvent, storedHead, type BatchRow, type EventRow } from './rows.js';
 
 /** The `schema_version` this build writes and reads. */
-export const POSTGRES_SCHEMA_VERSION = 3;
+export const POSTGRES_SCHEMA_VERSION = 4;
 
 /** The schema used when the URL has no `?schema=` parameter. */
 export const POSTGRES_DEFAULT_SCHEMA = 'sessionlog';
@@ -75,6 +91,26 @@ CREATE TABLE ${s}.tombstones (
   id text PRIMARY KEY,
   erased_at bigint NOT NULL,
   until bigint NOT NULL
+);
+`;
+}
+
+function inboxDdl(s: string): string {
+  return `
+CREATE TABLE ${s}.inbox (
+  session_id text NOT NULL,
+  key text NOT NULL,
+  body bytea NOT NULL,
+  bytes bigint NOT NULL,
+  digest text NOT NULL,
+  stored_at bigint NOT NULL,
+  PRIMARY KEY (session_id, key)
+);
+CREATE TABLE ${s}.session_keys (
+  session_id text PRIMARY KEY,
+  key_id text NOT NULL,
+  key bytea NOT NULL,
+  created_at bigint NOT NULL
 );
 `;
 }
@@ -137,6 +173,7 @@ CREATE TABLE ${s}.projection_cache (
 ${tombstonesDdl(s)}
 ${searchIndexDdl(s)}
 ${unindexedIndexDdl(s)}
+${inboxDdl(s)}
 `;
 }
 
@@ -193,10 +230,23 @@ function statements(s: string) {
     deleteArtifacts: `DELETE FROM ${s}.artifacts WHERE session_key = $1`,
     deleteCache: `DELETE FROM ${s}.projection_cache WHERE session_key = $1`,
     deleteSession: `DELETE FROM ${s}.sessions WHERE key = $1`,
+    // The schema is part of the lock's key: stores in other schemas do not wait for each other.
+    lockSessionId: `SELECT pg_advisory_xact_lock(hashtextextended('${s}.' || $1, 0))`,
+    insertInbox: `INSERT INTO ${s}.inbox (session_id, key, body, bytes, digest, stored_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
+    inboxEntry: `SELECT key, bytes, digest, stored_at FROM ${s}.inbox WHERE session_id = $1 AND key = $2`,
+    inboxBody: `SELECT body FROM ${s}.inbox WHERE session_id = $1 AND key = $2`,
+    listInbox: `SELECT key, bytes, digest, stored_at FROM ${s}.inbox WHERE session_id = $1 ORDER BY stored_at, key COLLATE "C"`,
+    deleteInboxEntries: `DELETE FROM ${s}.inbox WHERE session_id = $1 AND key = ANY($2::text[])`,
+    deleteInbox: `DELETE FROM ${s}.inbox WHERE session_id = $1`,
+    insertSessionKey: `INSERT INTO ${s}.session_keys (session_id, key_id, key, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
+    sessionKey: `SELECT key_id, key FROM ${s}.session_keys WHERE session_id = $1`,
+    deleteSessionKey: `DELETE FROM ${s}.session_keys WHERE session_id = $1`,
   };
 }
 
 type Statements = ReturnType<typeof statements>;
+
+type InboxQueryRow = { key: string; bytes: number; digest: string; stored_at: number };
 
 type SessionHeadQueryRow = driver.SessionRow & { last_event: number | null; last_batch: number | null };
 
@@ -438,7 +488,8 @@ class PostgresDriver implements driver.RelationalDriver {
           `PostgreSQL schema ${this.schema} has schema version ${version}, older than this build reads, and there is no upgrade path`,
         );
       }
-      // Version 2 adds the tombstones of erased sessions, version 3 the search column.
+      // Version 2 adds the tombstones of erased sessions, version 3 the search column, version 4
+      // the inbox and the session keys.
       if (version < 2) await client.query(tombstonesDdl(s));
       if (version < 3) {
         await client.query(`ALTER TABLE ${s}.events ADD COLUMN search tsvector`);
@@ -447,6 +498,7 @@ class PostgresDriver implements driver.RelationalDriver {
         // Built after the backfill: one pass over the filled column instead of one insert per row.
         await client.query(searchIndexDdl(s));
       }
+      if (version < 4) await client.query(inboxDdl(s));
       if (version < POSTGRES_SCHEMA_VERSION)
         await client.query(`UPDATE ${s}.schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION]);
     });
@@ -666,6 +718,58 @@ class PostgresStatements implements driver.RelationalTx {
 
   async putProjectionRecord(key: number, record: string): Promise<void> {
     await this.db.query(this.sql.cachePut, [key, record]);
+  }
+
+  async lockSessionId(id: string): Promise<void> {
+    await this.db.query(this.sql.lockSessionId, [id]);
+  }
+
+  /** The body as UTF-8 bytea, since `text` cannot hold NUL. */
+  async insertInboxEntry(id: string, row: driver.InboxRow): Promise<boolean> {
+    const values = [id, row.key, Buffer.from(row.body, 'utf8'), row.bytes, row.digest, row.storedAt];
+    return (await this.db.query(this.sql.insertInbox, values)).rowCount === 1;
+  }
+
+  async inboxEntry(id: string, key: string): Promise<InboxEntry | undefined> {
+    const row = (await this.db.query<InboxQueryRow>(this.sql.inboxEntry, [id, key])).rows[0];
+    return row && { key: row.key, bytes: row.bytes, digest: row.digest, storedAt: row.stored_at };
+  }
+
+  async inboxBody(id: string, key: string): Promise<string | undefined> {
+    const row = (await this.db.query<{ body: Buffer }>(this.sql.inboxBody, [id, key])).rows[0];
+    return row?.body.toString('utf8');
+  }
+
+  async listInbox(id: string): Promise<InboxEntry[]> {
+    return (await this.db.query<InboxQueryRow>(this.sql.listInbox, [id])).rows.map((row) => ({
+      key: row.key,
+      bytes: row.bytes,
+      digest: row.digest,
+      storedAt: row.stored_at,
+    }));
+  }
+
+  async deleteInboxEntries(id: string, keys: readonly string[]): Promise<number> {
+    return (await this.db.query(this.sql.deleteInboxEntries, [id, keys])).rowCount ?? 0;
+  }
+
+  async deleteInbox(id: string): Promise<ErasedPlace> {
+    const removed = (await this.db.query(this.sql.deleteInbox, [id])).rowCount ?? 0;
+    return { place: `${this.location} table inbox`, removed };
+  }
+
+  async insertSessionKey(id: string, key: SessionKey, createdAt: number): Promise<void> {
+    await this.db.query(this.sql.insertSessionKey, [id, key.id, key.key, createdAt]);
+  }
+
+  async sessionKey(id: string): Promise<{ keyId: unknown; key: unknown } | undefined> {
+    const row = (await this.db.query<{ key_id: unknown; key: unknown }>(this.sql.sessionKey, [id])).rows[0];
+    return row && { keyId: row.key_id, key: row.key };
+  }
+
+  async deleteSessionKey(id: string): Promise<ErasedPlace> {
+    const removed = (await this.db.query(this.sql.deleteSessionKey, [id])).rowCount ?? 0;
+    return { place: `${this.location} table session_keys`, removed };
   }
 
   /**

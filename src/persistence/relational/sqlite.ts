@@ -5,9 +5,10 @@
  *
  * Storage format (schema version {@link SQLITE_SCHEMA_VERSION}, `application_id`
  * {@link SQLITE_APPLICATION_ID}; a file with a newer `user_version` or a foreign application id
- * is refused; versions 1 to 3 are upgraded in place when the store opens, in one transaction:
+ * is refused; versions 1 to 4 are upgraded in place when the store opens, in one transaction:
  * version 2 adds the `tombstones` table, version 3 the `search` index, version 4 makes that index
- * contentless (version 3's is dropped and the index filled again from every stored event). Stop
+ * contentless (version 3's is dropped and the index filled again from every stored event), version
+ * 5 adds the `inbox` and `session_keys` tables. Stop
  * processes of an older build before a newer one opens the file; a newer file is refused by an
  * older build):
  *
@@ -32,6 +33,12 @@
  *   no longer matches (damaged or edited in the file), it rebuilds the whole index instead.
  *   The word folding of search.ts is therefore part of this format: changing it needs a new
  *   version that re-indexes.
+ * - `inbox(session_id, key, body, bytes, digest, stored_at)` (version 5), primary key
+ *   `(session_id, key)`: what callers sent, waiting for the engine to log it (store.ts
+ *   `InboxStore`); `bytes` is the body's UTF-8 size, `digest` its hex SHA-256. Keyed by the
+ *   session's text id, not its row key: an entry may be written before the session exists.
+ * - `session_keys(session_id, key_id, key, created_at)` (version 5): each session id's 32-byte
+ *   data key (a BLOB) and its 16-hex-digit id; the first one inserted stays.
  *
  * A new file is made with 8 KiB pages ({@link SQLITE_PAGE_SIZE}), so a ~2 KB event row stays on
  * its page; files made with other page sizes are read and written as they are.
@@ -56,7 +63,14 @@ import {
   type RankedSeq,
   type SearchRequest,
 } from '../search.js';
-import { resolveStoreOptions, type ResolvedStoreOptions, type StoreOptions } from '../store.js';
+import {
+  resolveStoreOptions,
+  type ErasedPlace,
+  type InboxEntry,
+  type ResolvedStoreOptions,
+  type SessionKey,
+  type StoreOptions,
+} from '../store.js';
 import { RelationalSessionStore } from './core.js';
 import { runSteps } from './driver.js';
 import type * as driver from './driver.js';
@@ -65,7 +79,7 @@ import { encodeEvent, storedHead, type BatchRow, type EventRow } from './rows.js
 /** `PRAGMA application_id` of a sessionlog database ("SLOG"). */
 export const SQLITE_APPLICATION_ID = 0x534c4f47;
 /** `PRAGMA user_version` this build writes and reads. */
-export const SQLITE_SCHEMA_VERSION = 4;
+export const SQLITE_SCHEMA_VERSION = 5;
 
 /** The page size of a new database file (an existing file keeps its own). */
 export const SQLITE_PAGE_SIZE = 8192;
@@ -113,6 +127,24 @@ function storedRowWords(type: string, data: string): string | undefined {
   return indexText({ type, data: parsed });
 }
 
+const INBOX_DDL = `
+CREATE TABLE inbox (
+  session_id TEXT NOT NULL,
+  key TEXT NOT NULL,
+  body TEXT NOT NULL,
+  bytes INTEGER NOT NULL,
+  digest TEXT NOT NULL,
+  stored_at INTEGER NOT NULL,
+  PRIMARY KEY (session_id, key)
+) STRICT;
+CREATE TABLE session_keys (
+  session_id TEXT PRIMARY KEY,
+  key_id TEXT NOT NULL,
+  key BLOB NOT NULL,
+  created_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+`;
+
 const TOMBSTONES_DDL = `
 CREATE TABLE tombstones (
   id TEXT PRIMARY KEY,
@@ -157,7 +189,8 @@ CREATE TABLE projection_cache (
   record TEXT NOT NULL
 ) STRICT;
 ${TOMBSTONES_DDL}
-${SEARCH_DDL}`;
+${SEARCH_DDL}
+${INBOX_DDL}`;
 
 function prepareFile(path: string): string {
   const absolute = resolve(path);
@@ -333,13 +366,15 @@ class SqliteDriver implements driver.RelationalDriver {
         );
       }
       // Version 2 adds the tombstones of erased sessions, version 3 the search index, version 4
-      // makes it contentless (the words once, in the index) with the digests erase needs.
+      // makes it contentless (the words once, in the index) with the digests erase needs,
+      // version 5 adds the inbox and the session keys.
       if (version < 2) this.db.exec(TOMBSTONES_DDL);
       if (version < 4) {
         if (version === 3) this.db.exec(`DROP TABLE search`);
         this.db.exec(SEARCH_DDL);
         backfillSearchIndex(this.db);
       }
+      if (version < 5) this.db.exec(INBOX_DDL);
       if (version < SQLITE_SCHEMA_VERSION) this.db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
     });
     init.immediate();
@@ -574,11 +609,59 @@ class SqliteStatements implements driver.RelationalTx {
     this.sql.cachePut.run(key, record);
   }
 
+  lockSessionId(): void {
+    // BEGIN IMMEDIATE holds the database's write lock already.
+  }
+
+  insertInboxEntry(id: string, row: driver.InboxRow): boolean {
+    return this.sql.insertInbox.run(id, row.key, row.body, row.bytes, row.digest, row.storedAt).changes === 1;
+  }
+
+  inboxEntry(id: string, key: string): InboxEntry | undefined {
+    const row = this.sql.inboxEntry.get(id, key);
+    return row && { key: row.key, bytes: row.bytes, digest: row.digest, storedAt: row.stored_at };
+  }
+
+  inboxBody(id: string, key: string): string | undefined {
+    return this.sql.inboxBody.get(id, key)?.body;
+  }
+
+  listInbox(id: string): InboxEntry[] {
+    return this.sql.listInbox
+      .all(id)
+      .map((row) => ({ key: row.key, bytes: row.bytes, digest: row.digest, storedAt: row.stored_at }));
+  }
+
+  deleteInboxEntries(id: string, keys: readonly string[]): number {
+    let removed = 0;
+    for (const key of keys) removed += this.sql.deleteInboxEntry.run(id, key).changes;
+    return removed;
+  }
+
+  deleteInbox(id: string): ErasedPlace {
+    return { place: `${this.location} table inbox`, removed: this.sql.deleteInbox.run(id).changes };
+  }
+
+  insertSessionKey(id: string, key: SessionKey, createdAt: number): void {
+    this.sql.insertSessionKey.run(id, key.id, key.key, createdAt);
+  }
+
+  sessionKey(id: string): { keyId: unknown; key: unknown } | undefined {
+    const row = this.sql.sessionKey.get(id);
+    return row && { keyId: row.key_id, key: row.key };
+  }
+
+  deleteSessionKey(id: string): ErasedPlace {
+    return { place: `${this.location} table session_keys`, removed: this.sql.deleteSessionKey.run(id).changes };
+  }
+
   /** The search candidates of session `key` below `head`, best first (bm25 is lower for a better match). */
   searchMatches(key: number, match: string, head: number, limit: number): RankedSeq[] {
     return this.sql.searchMatch.all(match, key, key, head, limit).map((row) => ({ seq: row.seq, score: -row.rank }));
   }
 }
+
+type InboxQueryRow = { key: string; bytes: number; digest: string; stored_at: number };
 
 function prepareStatements(db: Database.Database) {
   return {
@@ -650,6 +733,27 @@ function prepareStatements(db: Database.Database) {
     searchMatch: db.prepare<[string, number, number, number, number], { seq: number; rank: number }>(
       `SELECT rowid & ${MAX_INDEXED_SEQ} AS seq, rank FROM search WHERE search MATCH ? AND rowid >= (? << 32) AND rowid < (? << 32) + ? ORDER BY rank, rowid DESC LIMIT ?`,
     ),
+    insertInbox: db.prepare<[string, string, string, number, string, number]>(
+      `INSERT INTO inbox (session_id, key, body, bytes, digest, stored_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+    ),
+    inboxEntry: db.prepare<[string, string], InboxQueryRow>(
+      `SELECT key, bytes, digest, stored_at FROM inbox WHERE session_id = ? AND key = ?`,
+    ),
+    inboxBody: db.prepare<[string, string], { body: string }>(
+      `SELECT body FROM inbox WHERE session_id = ? AND key = ?`,
+    ),
+    listInbox: db.prepare<[string], InboxQueryRow>(
+      `SELECT key, bytes, digest, stored_at FROM inbox WHERE session_id = ? ORDER BY stored_at, key`,
+    ),
+    deleteInboxEntry: db.prepare<[string, string]>(`DELETE FROM inbox WHERE session_id = ? AND key = ?`),
+    deleteInbox: db.prepare<[string]>(`DELETE FROM inbox WHERE session_id = ?`),
+    insertSessionKey: db.prepare<[string, string, Buffer, number]>(
+      `INSERT INTO session_keys (session_id, key_id, key, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+    ),
+    sessionKey: db.prepare<[string], { key_id: unknown; key: unknown }>(
+      `SELECT key_id, key FROM session_keys WHERE session_id = ?`,
+    ),
+    deleteSessionKey: db.prepare<[string]>(`DELETE FROM session_keys WHERE session_id = ?`),
     deleteSearchRows: db.prepare<[number, number]>(
       `DELETE FROM search_rows WHERE search_rowid >= (? << 32) AND search_rowid < ((? + 1) << 32)`,
     ),
