@@ -4,6 +4,7 @@
  * directory through `openStore(url)`. Backend-specific raw access (planting foreign records,
  * dumping stored data) comes from the fixture.
  */
+import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
@@ -1315,6 +1316,172 @@ export function runStoreConformance(fixture: BackendFixture): void {
           lastSeq: 0,
           replayed: false,
         });
+      });
+    });
+
+    describe('inbox and session keys', () => {
+      const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
+
+      it('put returns the body reference (UTF-8 bytes, hex SHA-256); get, list and remove see the entries of their own session only, also from another instance, with or without the session', async () => {
+        await store.create(header('s'));
+        const body = 'héllo 👋 {"x":1}';
+        const ref = await store.inbox.put('s', 'msg-1', body);
+        expect(ref).toEqual({ key: 'msg-1', bytes: Buffer.byteLength(body, 'utf8'), digest: sha256(body) });
+        await store.inbox.put('s', 'msg-2', 'second');
+        await store.inbox.put('other', 'msg-1', 'not yours');
+        const other = await reopen();
+        for (const s of [store, other]) {
+          expect(await s.inbox.get('s', 'msg-1')).toBe(body);
+          expect(await s.inbox.get('s', 'missing')).toBeUndefined();
+          expect(await s.inbox.get('nobody', 'msg-1')).toBeUndefined();
+          expect(await s.inbox.get('other', 'msg-1')).toBe('not yours');
+          const listed = await s.inbox.list('s');
+          expect(listed.map(({ storedAt: _, ...entry }) => entry)).toEqual([
+            ref,
+            { key: 'msg-2', bytes: 6, digest: sha256('second') },
+          ]);
+          expect(listed.every((entry) => Number.isSafeInteger(entry.storedAt) && entry.storedAt > 0)).toBe(true);
+        }
+        // An inbox without a session makes no session.
+        expect(await store.exists('other')).toBe(false);
+        expect((await store.list()).map((h) => h.id)).toEqual(['s']);
+        expect(await other.inbox.remove('s', ['msg-1', 'missing', 'msg-1'])).toBe(1);
+        expect(await store.inbox.get('s', 'msg-1')).toBeUndefined();
+        expect((await store.inbox.list('s')).map((entry) => entry.key)).toEqual(['msg-2']);
+        expect(await store.inbox.list('other')).toHaveLength(1);
+        expect(await store.inbox.remove('s', [])).toBe(0);
+        expect(await store.inbox.list('nobody')).toEqual([]);
+      });
+
+      it('put is idempotent for the same body; a different body under a held key is INVALID_MESSAGE naming the key, and the stored body stays', async () => {
+        const first = await store.inbox.put('s', 'k', 'the body');
+        const [storedAt] = (await store.inbox.list('s')).map((entry) => entry.storedAt);
+        expect(await store.inbox.put('s', 'k', 'the body')).toEqual(first);
+        expect(await (await reopen()).inbox.put('s', 'k', 'the body')).toEqual(first);
+        expect((await store.inbox.list('s')).map((entry) => [entry.key, entry.storedAt])).toEqual([['k', storedAt]]);
+        const error = await failure(() => store.inbox.put('s', 'k', 'another body'));
+        expect(isSessionlogError(error, 'INVALID_MESSAGE'), String(error)).toBe(true);
+        expect((error as Error).message).toContain('"k"');
+        expect(await store.inbox.get('s', 'k')).toBe('the body');
+        expect((await store.inbox.list('s')).map(({ storedAt: _, ...entry }) => entry)).toEqual([first]);
+      });
+
+      it('put refuses a bad key (empty, over 300 characters, a lone surrogate) with INVALID_ARGUMENT, a body over 32 MiB with MESSAGE_TOO_LARGE, and stores nothing', async () => {
+        expect(await store.inbox.put('s', 'k'.repeat(300), 'fine')).toMatchObject({ bytes: 4 });
+        for (const key of ['', 'k'.repeat(301), 'bad\uD800key'])
+          expect(await failureCode(() => store.inbox.put('s', key, 'body'))).toBe('INVALID_ARGUMENT');
+        expect(await failureCode(() => store.inbox.put('s', 'big', 'é'.repeat(16 * 1024 * 1024 + 1)))).toBe(
+          'MESSAGE_TOO_LARGE',
+        );
+        expect(await failureCode(() => store.inbox.put('../x', 'k', 'body'))).toBe('INVALID_SESSION_ID');
+        expect((await store.inbox.list('s')).map((entry) => entry.key)).toEqual(['k'.repeat(300)]);
+      });
+
+      it('a 9 MiB body round-trips byte for byte', async () => {
+        const chunk = 'a line of text with ünïcödé and \u0000 and "quotes"\n';
+        const body = chunk.repeat(Math.ceil((9 * 1024 * 1024) / Buffer.byteLength(chunk, 'utf8')));
+        const ref = await store.inbox.put('s', 'big', body);
+        expect(ref.bytes).toBe(Buffer.byteLength(body, 'utf8'));
+        expect(ref.bytes).toBeGreaterThan(9 * 1024 * 1024);
+        expect(ref.digest).toBe(sha256(body));
+        const read = await (await reopen()).inbox.get('s', 'big');
+        expect(read?.length).toBe(body.length);
+        expect(read === body).toBe(true);
+      });
+
+      it('put on an id whose tombstone lasts is SESSION_ERASED and stores nothing', async () => {
+        await store.create(header('gone'));
+        await store.erase('gone');
+        for (const s of [store, await reopen()]) {
+          const error = await failure(() => s.inbox.put('gone', 'k', 'late'));
+          expect(isSessionlogError(error, 'SESSION_ERASED'), String(error)).toBe(true);
+        }
+        expect(await store.inbox.list('gone')).toEqual([]);
+      });
+
+      it('obtain makes one key per session id, the same for concurrent callers in two instances; find is undefined before and the same key after', async () => {
+        const other = await reopen();
+        expect(await store.sessionKeys.find('s')).toBeUndefined();
+        const keys = await Promise.all([
+          store.sessionKeys.obtain('s'),
+          other.sessionKeys.obtain('s'),
+          store.sessionKeys.obtain('s'),
+          other.sessionKeys.obtain('s'),
+        ]);
+        const [key] = keys;
+        expect(key!.id).toMatch(/^[0-9a-f]{16}$/);
+        expect(key!.key).toHaveLength(32);
+        for (const k of keys)
+          expect({ id: k.id, key: k.key.toString('hex') }).toEqual({
+            id: key!.id,
+            key: key!.key.toString('hex'),
+          });
+        for (const s of [store, other, await reopen()]) {
+          const found = await s.sessionKeys.find('s');
+          expect(found && { id: found.id, key: found.key.toString('hex') }).toEqual({
+            id: key!.id,
+            key: key!.key.toString('hex'),
+          });
+        }
+        const second = await store.sessionKeys.obtain('t');
+        expect(second.id).not.toBe(key!.id);
+        expect(second.key.equals(key!.key)).toBe(false);
+        // A key makes no session.
+        expect(await store.exists('s')).toBe(false);
+      });
+
+      it("erase removes the session's inbox entries and key with it, counts them and names where; other ids keep theirs", async () => {
+        await store.create(header('gone'));
+        await store.append('gone', [user('u1')], { expectedSeq: 0, op: 'b0' });
+        await store.inbox.put('gone', 'a', 'first');
+        await store.inbox.put('gone', 'b', 'second');
+        await store.sessionKeys.obtain('gone');
+        await store.inbox.put('kept', 'a', 'mine');
+        const kept = await store.sessionKeys.obtain('kept');
+        const receipt = await (await reopen()).erase('gone');
+        expect(receipt).toMatchObject({
+          erased: true,
+          removed: { header: 1, events: 1, artifacts: 0, projectionCheckpoints: 0, inboxEntries: 2, sessionKey: 1 },
+        });
+        expect(receipt.places.filter((p) => /inbox$/.test(p.place)).map((p) => p.removed)).toEqual([2]);
+        expect(receipt.places.filter((p) => /session[._]keys?$/.test(p.place)).map((p) => p.removed)).toEqual([1]);
+        for (const s of [store, await reopen()]) {
+          expect(await s.inbox.list('gone')).toEqual([]);
+          expect(await s.inbox.get('gone', 'a')).toBeUndefined();
+          expect(await s.sessionKeys.find('gone')).toBeUndefined();
+          expect(await s.inbox.get('kept', 'a')).toBe('mine');
+          expect((await s.sessionKeys.find('kept'))?.key.equals(kept.key)).toBe(true);
+        }
+        expect(await store.erase('gone')).toMatchObject({
+          erased: false,
+          removed: { inboxEntries: 0, sessionKey: 0 },
+        });
+      });
+
+      it('erase of an id with only inbox entries, or only a key, removes them and leaves a tombstone; with nothing at all it stays SESSION_NOT_FOUND', async () => {
+        await store.inbox.put('early', 'a', 'before the session');
+        await store.inbox.put('early', 'b', 'also before');
+        const receipt = await store.erase('early');
+        expect(receipt).toMatchObject({
+          sessionId: 'early',
+          erased: true,
+          removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0, inboxEntries: 2, sessionKey: 0 },
+        });
+        expect(receipt.tombstoneUntil).toBeGreaterThan(Date.now());
+        expect(await store.inbox.list('early')).toEqual([]);
+        expect(await failureCode(() => store.inbox.put('early', 'c', 'after'))).toBe('SESSION_ERASED');
+        expect(await failureCode(() => store.create(header('early')))).toBe('SESSION_ERASED');
+        expect(await store.erase('early')).toMatchObject({ erased: false });
+
+        await store.sessionKeys.obtain('keyed');
+        expect(await (await reopen()).erase('keyed')).toMatchObject({
+          erased: true,
+          removed: { header: 0, inboxEntries: 0, sessionKey: 1 },
+        });
+        expect(await store.sessionKeys.find('keyed')).toBeUndefined();
+
+        expect(await failureCode(() => store.erase('never'))).toBe('SESSION_NOT_FOUND');
+        expect((await store.list()).map((h) => h.id)).toEqual([]);
       });
     });
 

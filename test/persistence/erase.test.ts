@@ -7,7 +7,8 @@
  * PostgreSQL deletes the rows from every table, the `search` vectors with them. A unique text is
  * written into the header, the events and an artifact (the projection checkpoint, also erased,
  * holds seqs), and is found in the store's files and search index before the erase (so the check
- * can fail).
+ * can fail). The same holds for the session's inbox entries and data key, also of an id that has
+ * nothing else (they may be written before the session exists).
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
@@ -220,6 +221,56 @@ describe('erase leaves no byte of the session in the store', () => {
     expect(readdirSync(join(root, '.tombstones'))).toEqual(['gone.json']);
   });
 
+  it('SQLite: inbox bodies and the session key are in neither the database file nor its -wal or -shm after erase, also for an id that has nothing else', async () => {
+    const { path, secret, kept, store } = await openSqliteWithSecrets('sessionlog-erase-sqlite-inbox-');
+    const early = uniqueText('early');
+    await populate(store, 'gone', secret);
+    await store.inbox.put('gone', 'm1', `inbox body ${secret}`);
+    const key = await store.sessionKeys.obtain('gone');
+    await store.inbox.put('early', 'm1', `written before the session ${early}`);
+    const earlyKey = await store.sessionKeys.obtain('early');
+    await store.inbox.put('kept', 'm1', `inbox body ${kept}`);
+    // Move part of the data into the main database file, as SQLite's automatic checkpoints do.
+    const raw = new Database(path);
+    raw.pragma('wal_checkpoint(TRUNCATE)');
+    raw.close();
+    await store.inbox.put('gone', 'm2', `after the checkpoint ${secret}`);
+    const files = [path, `${path}-wal`, `${path}-shm`];
+    const holding = (bytes: Buffer): string[] =>
+      files.filter((file) => existsSync(file) && readFileSync(file).includes(bytes));
+    for (const bytes of [Buffer.from(secret), key.key, Buffer.from(early), earlyKey.key])
+      expect(holding(bytes).length).toBeGreaterThan(0);
+
+    expect(await store.erase('gone')).toMatchObject({ removed: { inboxEntries: 2, sessionKey: 1 } });
+    expect(await store.erase('early')).toMatchObject({ erased: true, removed: { inboxEntries: 1, sessionKey: 1 } });
+    await store.close();
+    for (const bytes of [Buffer.from(secret), key.key, Buffer.from(early), earlyKey.key])
+      expect(holding(bytes)).toEqual([]);
+    expect(holding(Buffer.from(kept))).toEqual([path]);
+  });
+
+  it('JSONL: inbox entries and the session key go with the session folder, also for an id that has nothing else', async () => {
+    const { dir, cleanup } = tempDir('sessionlog-erase-jsonl-inbox-');
+    cleanups.push(cleanup);
+    const root = join(dir, 'root');
+    const secret = uniqueText('erase');
+    const store = await open(`jsonl:${root}`);
+    await populate(store, 'gone', secret);
+    await store.inbox.put('gone', 'm1', `inbox body ${secret}`);
+    await store.sessionKeys.obtain('gone');
+    await store.inbox.put('early', 'm1', `written before the session ${secret}`);
+    const key = await store.sessionKeys.obtain('early');
+    expect(existsSync(join(root, 'gone', 'session.key'))).toBe(true);
+    expect(filesContaining(filesUnder(root), secret).filter((path) => path.includes('/inbox/'))).toHaveLength(2);
+
+    await store.erase('gone');
+    await store.erase('early');
+    expect(filesContaining(filesUnder(root), secret)).toEqual([]);
+    expect(filesUnder(root).filter((path) => readFileSync(path).includes(key.key.toString('base64')))).toEqual([]);
+    expect(readdirSync(root).sort()).toEqual(['.tombstones']);
+    expect(readdirSync(join(root, '.tombstones')).sort()).toEqual(['early.json', 'gone.json']);
+  });
+
   it.skipIf(!postgres.available)(
     'PostgreSQL: no row of any table holds the session or its text after erase',
     async () => {
@@ -230,6 +281,8 @@ describe('erase leaves no byte of the session in the store', () => {
         const secret = uniqueText('erase');
         const store = await open(postgresUrlWithSchema(schema));
         await populate(store, 'gone', secret);
+        await store.inbox.put('gone', 'm1', `inbox body ${secret}`);
+        await store.sessionKeys.obtain('gone');
         await populate(store, 'kept', uniqueText('keep'));
         const everything = async (): Promise<string> => {
           const tables = (
@@ -269,9 +322,14 @@ describe('erase leaves no byte of the session in the store', () => {
         const receipt = await store.erase('gone');
         expect(receipt).toMatchObject({
           erased: true,
-          removed: { header: 1, events: 40, artifacts: 1, projectionCheckpoints: 1 },
+          removed: { header: 1, events: 40, artifacts: 1, projectionCheckpoints: 1, inboxEntries: 1, sessionKey: 1 },
         });
         expect(await everything()).not.toContain(secret);
+        for (const table of ['inbox', 'session_keys'])
+          expect(
+            (await admin.query(`SELECT 1 FROM "${schema}"."${table}" WHERE session_id = 'gone'`)).rowCount,
+            table,
+          ).toBe(0);
         expect(await everything()).not.toContain(word);
         expect(await vectorsWith()).toBe(0);
         for (const table of ['events', 'batches', 'artifacts', 'projection_cache']) {
