@@ -1,6 +1,7 @@
 /**
- * Behaviour across processes on one store: live tail of another process's appends, and the
- * write lock deciding a race for the same expectedSeq.
+ * Behaviour across processes on one store: live tail of another process's appends, the
+ * write lock deciding a race for the same expectedSeq, and one session key for processes that
+ * make it at once.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,6 +13,7 @@ import { lastJsonLine, runTsScript } from '../support/child-process.js';
 import { testHeader } from '../support/persistence-events.js';
 
 const CHILD = 'test/support/append-child.ts';
+const KEY_CHILD = 'test/support/session-key-child.ts';
 type ChildResult =
   { ok: true; firstSeq: number; lastSeq: number; replayed: boolean } | { ok: false; code: string; message: string };
 
@@ -83,5 +85,16 @@ describe.each(backends)('$name store across processes', ({ url }) => {
     }
     const events = await store.readFrom('r1', 0);
     expect(events.map((e) => e.seq)).toEqual([0, 1, 2, 3]);
+  });
+
+  it('processes obtaining a new session key at once all get the one key stored first', async () => {
+    const store = await open();
+    const startAt = String(Date.now() + 1500);
+    const outcomes = await Promise.all(['a', 'b', 'c'].map(() => runTsScript(KEY_CHILD, [url(), 'k1', startAt])));
+    const results = outcomes.map((o) => lastJsonLine<{ ok: boolean; id?: string; key?: string }>(o));
+    const stored = await store.sessionKeys.find('k1');
+    expect(stored).toBeDefined();
+    const expected = { ok: true, id: stored!.id, key: stored!.key.toString('hex') };
+    expect(results).toEqual([expected, expected, expected]);
   });
 });
