@@ -188,10 +188,11 @@ export interface SessionStore {
    */
   scan(id: string): Promise<ScanReport>;
   /**
-   * Removes the session's events, header, artifacts and projection checkpoint (sessions forked
-   * from it keep their own copies) and leaves a tombstone that refuses `create` of the id for
-   * `tombstoneMs`. Idempotent: erasing again returns a receipt with `erased: false`.
-   * SESSION_NOT_FOUND when the session neither exists nor has a tombstone.
+   * Removes the session's events, header, artifacts, projection checkpoint, inbox entries and data
+   * key (sessions forked from it keep their own copies) and leaves a tombstone that refuses
+   * `create` and `inbox.put` of the id for `tombstoneMs`. An id with inbox entries or a key but no
+   * session (they may come first) is erased the same way. Idempotent: erasing again returns a
+   * receipt with `erased: false`. SESSION_NOT_FOUND when the id has none of these and no tombstone.
    */
   erase(id: string): Promise<StoreEraseReceipt>;
   /** Headers of every stored session. */

@@ -79,8 +79,10 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
         'artifacts',
         'batches',
         'events',
+        'inbox',
         'projection_cache',
         'schema_version',
+        'session_keys',
         'sessions',
         'tombstones',
       ]);

@@ -525,8 +525,11 @@ class PostgresDriver implements driver.RelationalDriver {
     return statements.search(scope.key, request.words.join(' '), scope.head, request.limit);
   }
 
+  /** Also for an erasure of inbox entries or a key alone: their rows are deleted the same way. */
   afterErase(): string[] {
-    return [];
+    return [
+      'the rows are deleted; PostgreSQL reclaims their space at the next VACUUM, and backups or replicas keep their own copies',
+    ];
   }
 
   storeError(error: unknown): unknown {
@@ -683,9 +686,7 @@ class PostgresStatements implements driver.RelationalTx {
         projectionCheckpoints: removed.projection_cache,
       },
       places: Object.entries(removed).map(([table, n]) => ({ place: `${this.location} table ${table}`, removed: n })),
-      notes: [
-        'the rows are deleted; PostgreSQL reclaims their space at the next VACUUM, and backups or replicas keep their own copies',
-      ],
+      notes: [],
     };
   }
 
