@@ -34,7 +34,12 @@ import { resolveListenerLimits, type ListenerLimits } from './gateway/listener-g
 import { ConfigError } from './session/errors.js';
 import { registerSecret } from './session/secrets.js';
 import { parseApprovalPolicy, type ApprovalPolicy } from './tools/approval.js';
-import { DEFAULT_TASK_QUEUE, DEFAULT_TUNABLES, type SessionTunables } from './workflows/api.js';
+import {
+  DEFAULT_TASK_QUEUE,
+  DEFAULT_TUNABLES,
+  MAX_MESSAGE_BYTES_LIMIT,
+  type SessionTunables,
+} from './workflows/api.js';
 
 export { ConfigError };
 export { DEFAULT_GATEWAY_TIMEOUTS, isLoopbackHost };
@@ -137,7 +142,7 @@ const envSchema = z.object({
   SESSIONLOG_MAX_CONNECTIONS_PER_ADDRESS: int('SESSIONLOG_MAX_CONNECTIONS_PER_ADDRESS', 1).optional(),
   SESSIONLOG_MAX_WAITING_CONNECTIONS: int('SESSIONLOG_MAX_WAITING_CONNECTIONS', 1).optional(),
   SESSIONLOG_MAX_STEPS: int('SESSIONLOG_MAX_STEPS', 1, 100).optional(),
-  SESSIONLOG_MAX_MESSAGE_BYTES: int('SESSIONLOG_MAX_MESSAGE_BYTES', 1, 1_048_576).optional(),
+  SESSIONLOG_MAX_MESSAGE_BYTES: int('SESSIONLOG_MAX_MESSAGE_BYTES', 1, MAX_MESSAGE_BYTES_LIMIT).optional(),
   SESSIONLOG_SPILL_BYTES: int('SESSIONLOG_SPILL_BYTES', 256).optional(),
   SESSIONLOG_CHUNK_FLUSH_MS: int('SESSIONLOG_CHUNK_FLUSH_MS', 1, 10_000).optional(),
   SESSIONLOG_CONTINUE_AS_NEW_TURNS: int('SESSIONLOG_CONTINUE_AS_NEW_TURNS', 1).optional(),
@@ -230,7 +235,10 @@ export function resolveConfig(
       host: e.SESSIONLOG_HOST ?? '127.0.0.1',
       port: e.SESSIONLOG_PORT ?? 8787,
       token: e.SESSIONLOG_GATEWAY_TOKEN,
-      bodyLimitBytes: e.SESSIONLOG_BODY_LIMIT_BYTES ?? 1024 * 1024,
+      // A JSON body escapes some characters of the message it carries (a newline is two bytes).
+      bodyLimitBytes:
+        e.SESSIONLOG_BODY_LIMIT_BYTES ??
+        2 * (e.SESSIONLOG_MAX_MESSAGE_BYTES ?? DEFAULT_TUNABLES.maxMessageBytes) + 1024 * 1024,
       ...timeouts,
     },
     listenerLimits: resolveListenerLimits({

@@ -3,7 +3,9 @@
  * against a store, a model provider and a tool registry.
  */
 import { fileURLToPath } from 'node:url';
+import type { DataConverter } from '@temporalio/common';
 import { NativeConnection, Worker, bundleWorkflowCode, type WorkerOptions } from '@temporalio/worker';
+import { SESSION_FAILURE_CONVERTER_PATH, SessionPayloadCodec } from './client/session-codec.js';
 import { createActivities } from './activities/activities.js';
 import type { ContextPolicy } from './context/compaction.js';
 import type { TokenMeter } from './context/meter-types.js';
@@ -60,6 +62,19 @@ function contextDeps(options: {
   });
 }
 
+/**
+ * The worker's data converter: `own` (a caller's, if any) with the session codec after its codecs,
+ * so every payload of a session workflow is sealed with the session's key (DESIGN §5.2), and the
+ * failure converter that sends failure messages as sealed payloads.
+ */
+function sessionDataConverter(store: SessionStore, own: DataConverter | undefined): DataConverter {
+  return {
+    ...own,
+    payloadCodecs: [...(own?.payloadCodecs ?? []), new SessionPayloadCodec(store.sessionKeys)],
+    failureConverterPath: SESSION_FAILURE_CONVERTER_PATH,
+  };
+}
+
 const cachedBundles = new Map<string, Promise<{ code: string }>>();
 
 /**
@@ -74,6 +89,7 @@ export function workflowBundle(interceptorModules: readonly string[] = []): Prom
     const workflowsPath = fileURLToPath(new URL(`./workflows/index${ext}`, import.meta.url));
     bundle = bundleWorkflowCode({
       workflowsPath,
+      failureConverterPath: SESSION_FAILURE_CONVERTER_PATH,
       ...(interceptorModules.length > 0 ? { workflowInterceptorModules: [...interceptorModules] } : {}),
       logger: { log() {}, info() {}, warn() {}, error() {}, debug() {}, trace() {} },
     });
@@ -195,6 +211,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
       : { workflowBundle: await workflowBundle(resolved.workflowInterceptorModules) }),
     activities: createActivities(engine),
     ...resolved.workerOptions,
+    dataConverter: sessionDataConverter(store, resolved.workerOptions.dataConverter),
   });
 }
 

@@ -99,17 +99,21 @@ export async function exportSession(
   await once(stream, 'finish');
 }
 
-function reportViolations(out: Output, events: number, violations: Violation[]): Violation[] {
+function reportViolations(out: Output, events: number, violations: Violation[], inboxWaiting?: string[]): Violation[] {
+  const waiting =
+    inboxWaiting && inboxWaiting.length > 0
+      ? `\n${inboxWaiting.length} inbox entr${inboxWaiting.length === 1 ? 'y' : 'ies'} not logged (sent, but no update or signal came; erase removes them): ${inboxWaiting.join(', ')}`
+      : '';
   print(
     out,
     () =>
-      violations.length === 0
+      (violations.length === 0
         ? `ok: ${events} events, seqs contiguous, turns balanced, tool calls paired, no open compaction`
         : table(
             ['SEQ', 'RULE', 'PROBLEM'],
             violations.map((v) => [v.seq === null ? '-' : String(v.seq), v.rule, v.message]),
-          ),
-    { ok: violations.length === 0, events, violations },
+          )) + waiting,
+    { ok: violations.length === 0, events, violations, ...(inboxWaiting ? { inboxWaiting } : {}) },
   );
   return violations;
 }
@@ -117,7 +121,7 @@ function reportViolations(out: Output, events: number, violations: Violation[]):
 /** Verifies a stored session's log as stored (no repair); returns the violations. */
 export async function verifySession(client: SessionClient, id: string, out: Output): Promise<Violation[]> {
   const report = await client.verify(id);
-  return reportViolations(out, report.events, report.violations);
+  return reportViolations(out, report.events, report.violations, report.inboxWaiting);
 }
 
 /** Prints what the session's next request costs, by kind, against its budget and window. */

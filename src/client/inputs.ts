@@ -4,6 +4,7 @@
  * surrogate as invalid UTF-8) and message ids in the documented alphabet.
  */
 import { SessionlogError, assertSessionId } from '../session/index.js';
+import { NOTE_LIMITS } from '../workflows/api.js';
 
 /** Matches a UTF-16 surrogate that is not part of a pair (the `u` flag pairs the valid ones). */
 export const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
@@ -38,6 +39,28 @@ export function assertMessageText(text: unknown, maxBytes: number): asserts text
       'MESSAGE_TOO_LARGE',
       `message is ${bytes} bytes; the limit is ${maxBytes}; split it or attach it as a file`,
     );
+}
+
+/** Throws INVALID_ARGUMENT unless `metadata` is within a note's bounds (workflows/api.ts `NOTE_LIMITS`). */
+export function assertNoteMetadata(metadata: { values: Record<string, string>; messageId?: string }): void {
+  const { values } = metadata;
+  if (typeof values !== 'object' || values === null || Object.keys(values).length > NOTE_LIMITS.metadataKeys)
+    throw new SessionlogError('INVALID_ARGUMENT', `metadata holds at most ${NOTE_LIMITS.metadataKeys} string pairs`);
+  for (const [key, value] of Object.entries(values)) {
+    if (
+      typeof value !== 'string' ||
+      key.length > NOTE_LIMITS.keyChars ||
+      value.length > NOTE_LIMITS.valueChars ||
+      !isWellFormed(key) ||
+      !isWellFormed(value)
+    ) {
+      throw new SessionlogError(
+        'INVALID_ARGUMENT',
+        `metadata keys are at most ${NOTE_LIMITS.keyChars} and values at most ${NOTE_LIMITS.valueChars} characters of well-formed text`,
+      );
+    }
+  }
+  if (metadata.messageId !== undefined) assertMessageId(metadata.messageId);
 }
 
 export { assertSessionId };

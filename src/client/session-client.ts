@@ -15,6 +15,15 @@ import {
   type WorkflowHandle,
 } from '@temporalio/client';
 import { readDerivedHistory } from '../persistence/derived-history.js';
+import {
+  inboxKeys,
+  isJsonObjectText,
+  messageIdOfKey,
+  type ApprovalBody,
+  type MessageBody,
+  type NoteBody,
+  type ToolResultBody,
+} from '../persistence/inbox-entries.js';
 import type { SessionStore, StoreEraseReceipt } from '../persistence/store.js';
 import {
   CALLER_VISIBLE_CODES,
@@ -24,6 +33,7 @@ import {
   foldSurfaceView,
   foldTurns,
   isAppendSurfaceEvent,
+  isEventOfType,
   isSessionErrorCode,
   isSessionlogError,
   textOf,
@@ -44,6 +54,7 @@ import {
 import {
   DEFAULT_TASK_QUEUE,
   DEFAULT_TUNABLES,
+  NOTE_LIMITS,
   approveUpdate,
   toolResultUpdate,
   SESSION_WORKFLOW_TYPE,
@@ -56,7 +67,6 @@ import {
   statusQuery,
   userMessageSignal,
   workflowIdFor,
-  type ApprovalInput,
   type ApprovalResult,
   type CompactResult,
   type NoteInput,
@@ -69,8 +79,9 @@ import {
   type UserInput,
 } from '../workflows/api.js';
 import type { sessionWorkflow } from '../workflows/session-workflow.js';
-import { assertMessageId, assertMessageText, assertSessionId, isWellFormed } from './inputs.js';
+import { assertMessageId, assertMessageText, assertNoteMetadata, assertSessionId, isWellFormed } from './inputs.js';
 import { eraseWorkflows, type TemporalEraseReceipt } from './erase.js';
+import { SessionPayloadCodec } from './session-codec.js';
 import { WatchHub } from './watch-hub.js';
 
 export type SessionClientOptions = {
@@ -89,6 +100,19 @@ export type SessionClientOptions = {
   checkAgent?: (agent: AgentSpec) => void;
   /** Measures a session's next request by kind; what {@link SessionClient.context} answers with. */
   contextReport?: (session: SessionView) => ContextReport;
+};
+
+/** An answer to a call waiting for approval, as {@link SessionClient.approve} takes it. */
+export type ApprovalAnswer = {
+  decision: 'approve' | 'deny';
+  /** Why (logged, and the model sees a denial's reason). */
+  reason?: string;
+  /** Edited arguments (a JSON object's text) the call runs with. */
+  arguments?: string;
+  /** Approve this tool without asking for the rest of the session (logged as `tool/allow`). */
+  allowForSession?: boolean;
+  /** Who answered (logged). */
+  by?: string;
 };
 
 /** The answer to {@link SessionClient.send}: the turn, its final reply and that reply's text. */
@@ -127,7 +151,31 @@ export type SessionExport = {
   tornTail?: { fromSeq: number; reason: string };
 };
 
-export type VerifyReport = { sessionId: string; events: number; violations: Violation[] };
+/**
+ * `inboxWaiting`: keys of inbox entries the log does not hold (DESIGN §5.2): inputs whose update
+ * or signal has not arrived (yet); `erase` removes them.
+ */
+export type VerifyReport = { sessionId: string; events: number; violations: Violation[]; inboxWaiting: string[] };
+
+/**
+ * `temporal`, or a client on its connection that seals session payloads with their keys in
+ * `store` (after any codec of `temporal`'s own). Session payloads are plain JSON values, so the
+ * default payload converter is the one they need; the default failure converter opens the
+ * sealed failure messages workers send (client/failure-converter.ts).
+ */
+function withSessionCodec(temporal: Client, store: SessionStore): Client {
+  const converter = temporal.options.loadedDataConverter;
+  if (converter.payloadCodecs.some((codec) => codec instanceof SessionPayloadCodec)) return temporal;
+  return new Client({
+    connection: temporal.connection,
+    namespace: temporal.options.namespace,
+    identity: temporal.options.identity,
+    interceptors: temporal.options.interceptors,
+    dataConverter: {
+      payloadCodecs: [...converter.payloadCodecs, new SessionPayloadCodec(store.sessionKeys)],
+    },
+  });
+}
 
 /** Maps a refusal of an update (validator or handler) to a SessionlogError with its code. */
 function refusal(error: unknown): unknown {
@@ -192,9 +240,14 @@ export class SessionClient {
   /** Live tails: one store watch per session shared by all of this client's followers. */
   readonly watchHub: WatchHub;
 
-  /** Builds a client over an existing Temporal client; see {@link SessionClient.connect} to connect as well. */
+  /**
+   * Builds a client over an existing Temporal client's connection; see {@link SessionClient.connect}
+   * to connect as well. Its commands go through a Temporal client of its own on that connection,
+   * with the same namespace, identity and interceptors, whose data converter seals every payload
+   * of a session workflow with the session's key ({@link SessionPayloadCodec}).
+   */
   constructor(options: SessionClientOptions) {
-    this.temporal = options.temporal;
+    this.temporal = withSessionCodec(options.temporal, options.store);
     this.store = options.store;
     this.taskQueue = options.taskQueue ?? DEFAULT_TASK_QUEUE;
     this.tunables = options.tunables;
@@ -323,9 +376,12 @@ export class SessionClient {
    *   status's `lastError` says so) and the turn is tried again, with backoff up to a minute.
    */
   async send(sessionId: string, text: string, options: { id?: string; tools?: ToolSchema[] } = {}): Promise<Reply> {
-    const message = this.checkMessage(sessionId, text, options);
+    const checked = this.checkMessage(sessionId, text, options);
     await this.ensureSession(sessionId);
+    const message = await this.deliver(sessionId, checked);
     const result = await this.updateWithStart(sendUpdate, sessionId, { args: [message], updateId: message.id });
+    // Logged by now (or refused): an entry a retried send wrote again is not left behind.
+    await this.store.inbox.remove(sessionId, [message.ref!.key]).catch(() => undefined);
     return { ...result, ...(await this.replyText(sessionId, result)) };
   }
 
@@ -342,8 +398,9 @@ export class SessionClient {
     text: string,
     options: { id?: string; tools?: ToolSchema[] } = {},
   ): Promise<{ id: string }> {
-    const message = this.checkMessage(sessionId, text, options);
+    const checked = this.checkMessage(sessionId, text, options);
     await this.ensureSession(sessionId);
+    const message = await this.deliver(sessionId, checked);
     await this.temporal.workflow.signalWithStart(SESSION_WORKFLOW_TYPE, {
       ...this.startOptions(sessionId),
       signal: userMessageSignal,
@@ -483,7 +540,16 @@ export class SessionClient {
     // A JSONL torn final write is no damage: reads ignore it and the next append removes it.
     if (scan.problem && !scan.problem.torn)
       violations.push({ seq: scan.problem.seq, rule: 'stored-record', message: scan.problem.reason });
-    return { sessionId, events: scan.events.length, violations };
+    // Inputs written to the inbox whose message the log does not hold: their update or signal
+    // may still come, or never will (the caller gave up); `erase` removes them.
+    const logged = new Set(scan.events.flatMap((e) => (isEventOfType(e, 'user/message') ? [e.data.id] : [])));
+    const inboxWaiting = (await this.store.inbox.list(sessionId))
+      .filter((entry) => {
+        const messageId = messageIdOfKey(entry.key);
+        return messageId === undefined || !logged.has(messageId);
+      })
+      .map((entry) => entry.key);
+    return { sessionId, events: scan.events.length, violations, inboxWaiting };
   }
 
   /**
@@ -523,15 +589,21 @@ export class SessionClient {
     await this.requireSession(sessionId);
     const id = note.id ?? randomUUID();
     assertMessageId(id);
-    const messages = (note.messages ?? []).map((m) =>
-      this.checkMessage(sessionId, m.text, m.id === undefined ? {} : { id: m.id }),
-    );
-    const input: NoteInput = {
-      id,
+    if (note.metadata) assertNoteMetadata(note.metadata);
+    if ((note.messages?.length ?? 0) > NOTE_LIMITS.messages)
+      throw new SessionlogError('INVALID_ARGUMENT', `a note carries at most ${NOTE_LIMITS.messages} messages`);
+    const messages = (note.messages ?? []).map((m) => {
+      const checked = this.checkMessage(sessionId, m.text, m.id === undefined ? {} : { id: m.id });
+      return { id: checked.id, text: checked.text };
+    });
+    const body: NoteBody = {
       ...(note.metadata ? { metadata: note.metadata } : {}),
       ...(messages.length > 0 ? { messages } : {}),
     };
+    const ref = await this.store.inbox.put(sessionId, inboxKeys.note(id), JSON.stringify(body));
+    const input: NoteInput = { id, ref };
     const logged = await this.updateWithStart(noteUpdate, sessionId, { args: [input], updateId: `note/${id}` });
+    await this.store.inbox.remove(sessionId, [ref.key]).catch(() => undefined);
     return { id, headSeq: logged.headSeq };
   }
 
@@ -544,18 +616,46 @@ export class SessionClient {
    *
    * @throws SessionlogError `UNKNOWN_CALL` when the call is not waiting for approval.
    */
-  async approve(sessionId: string, callId: string, answer: Omit<ApprovalInput, 'callId'>): Promise<ApprovalResult> {
+  async approve(sessionId: string, callId: string, answer: ApprovalAnswer): Promise<ApprovalResult> {
     await this.requireSession(sessionId);
     assertMessageId(callId);
+    if (answer.decision !== 'approve' && answer.decision !== 'deny')
+      throw new SessionlogError('INVALID_ARGUMENT', 'an approval decision is approve or deny');
     if (answer.reason !== undefined) assertMessageText(answer.reason, this.maxMessageBytes);
-    return this.updateWithStart(approveUpdate, sessionId, { args: [{ ...answer, callId }] });
+    if (answer.arguments !== undefined && (typeof answer.arguments !== 'string' || !isJsonObjectText(answer.arguments)))
+      throw new SessionlogError('INVALID_ARGUMENT', 'edited arguments must be the text of a JSON object');
+    if (answer.by !== undefined) assertMessageText(answer.by, 1024);
+    const body: ApprovalBody = {
+      ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
+      ...(answer.arguments !== undefined ? { arguments: answer.arguments } : {}),
+      ...(answer.by !== undefined ? { by: answer.by } : {}),
+    };
+    const text = JSON.stringify(body);
+    const ref =
+      text === '{}' ? undefined : await this.store.inbox.put(sessionId, inboxKeys.approval(callId, text), text);
+    const result = await this.updateWithStart(approveUpdate, sessionId, {
+      args: [
+        {
+          callId,
+          decision: answer.decision,
+          ...(answer.allowForSession ? { allowForSession: true } : {}),
+          ...(ref ? { ref } : {}),
+        },
+      ],
+    });
+    if (ref) await this.store.inbox.remove(sessionId, [ref.key]).catch(() => undefined);
+    if (result.reason !== undefined) return result;
+    // The reason of the decision that counts is in the log (the workflow never holds it).
+    const reason = (await this.loggedApproval(sessionId, callId))?.reason;
+    return reason !== undefined ? { ...result, reason } : result;
   }
 
   /**
    * Posts the result of an external tool the caller ran; the turn waiting for it carries on.
    *
    * @throws SessionlogError `UNKNOWN_CALL` when the call is not waiting for a result,
-   *   `ALREADY_ANSWERED` when its result was already posted.
+   *   `ALREADY_ANSWERED` when its result was already posted, `MESSAGE_TOO_LARGE` for an output
+   *   over the message limit.
    */
   async submitToolResult(
     sessionId: string,
@@ -567,16 +667,30 @@ export class SessionClient {
     assertMessageId(callId);
     if (typeof output !== 'string' || !isWellFormed(output))
       throw new SessionlogError('INVALID_MESSAGE', 'a tool result output must be well-formed text');
-    return this.updateWithStart(toolResultUpdate, sessionId, {
-      args: [
-        {
-          callId,
-          output,
-          ...(options.isError ? { isError: true } : {}),
-          ...(options.by !== undefined ? { by: options.by } : {}),
-        },
-      ],
+    if (Buffer.byteLength(output, 'utf8') > this.maxMessageBytes)
+      throw new SessionlogError(
+        'MESSAGE_TOO_LARGE',
+        `tool output is ${Buffer.byteLength(output, 'utf8')} bytes; the limit is ${this.maxMessageBytes}`,
+      );
+    if (options.by !== undefined) assertMessageText(options.by, 1024);
+    const body: ToolResultBody = { output, ...(options.by !== undefined ? { by: options.by } : {}) };
+    const text = JSON.stringify(body);
+    const ref = await this.store.inbox.put(sessionId, inboxKeys.toolResult(callId, text), text);
+    const ack = await this.updateWithStart(toolResultUpdate, sessionId, {
+      args: [{ callId, ref, ...(options.isError ? { isError: true } : {}) }],
     });
+    await this.store.inbox.remove(sessionId, [ref.key]).catch(() => undefined);
+    return ack;
+  }
+
+  /** The logged approval answer of `callId`, newest first (read from the store). */
+  private async loggedApproval(sessionId: string, callId: string): Promise<{ reason?: string } | undefined> {
+    const { events } = await this.store.session(sessionId);
+    for (let i = events.length - 1; i >= 0; i--) {
+      const event = events[i]!;
+      if (isEventOfType(event, 'tool/approval') && event.data.callId === callId) return event.data;
+    }
+    return undefined;
   }
 
   /**
@@ -714,20 +828,28 @@ export class SessionClient {
 
   /**
    * Erases a session (DESIGN §4.2): terminates its workflow and deletes every run's history in
-   * Temporal, then removes its events, header, artifacts and projection checkpoints from the
-   * store. The id is refused (`SESSION_ERASED`) for the store's tombstone period. Forks keep
+   * Temporal, then removes its events, header, artifacts, projection checkpoints, inbox entries
+   * and data key from the store; without the key, whatever Temporal may still hold of it (sealed
+   * with that key, DESIGN §5.2) cannot be read by anyone. The id is refused (`SESSION_ERASED`) for the store's tombstone period. Forks keep
    * their own data. Erasing twice is harmless: the second receipt lists nothing removed.
    */
   async erase(sessionId: string): Promise<EraseReceipt> {
     assertSessionId(sessionId);
     const temporal = await eraseWorkflows(this.temporal, workflowIdFor(sessionId));
     const store = await this.store.erase(sessionId);
+    // The key is destroyed: this process must not seal anything with its cached copy.
+    for (const codec of this.temporal.options.loadedDataConverter.payloadCodecs)
+      if (codec instanceof SessionPayloadCodec) codec.forget(sessionId);
     return { sessionId, store, temporal };
   }
 
   // ---- internals ----------------------------------------------------------------------------
 
-  private checkMessage(sessionId: string, text: string, options: { id?: string; tools?: ToolSchema[] }): UserInput {
+  private checkMessage(
+    sessionId: string,
+    text: string,
+    options: { id?: string; tools?: ToolSchema[] },
+  ): { id: string } & MessageBody {
     assertSessionId(sessionId);
     assertMessageText(text, this.maxMessageBytes);
     const id = options.id ?? randomUUID();
@@ -736,6 +858,17 @@ export class SessionClient {
     const problem = turnToolsProblem(options.tools);
     if (problem) throw new SessionlogError('INVALID_ARGUMENT', problem);
     return { id, text, tools: options.tools };
+  }
+
+  /**
+   * Writes a message to the session's inbox (DESIGN §5.2) and returns what crosses Temporal:
+   * its id and the entry's reference. Writing it again (a retried send) changes nothing; another
+   * text under an id still waiting there is INVALID_MESSAGE.
+   */
+  private async deliver(sessionId: string, message: { id: string } & MessageBody): Promise<UserInput> {
+    const body: MessageBody = { text: message.text, ...(message.tools ? { tools: message.tools } : {}) };
+    const ref = await this.store.inbox.put(sessionId, inboxKeys.message(message.id), JSON.stringify(body));
+    return { id: message.id, ref, ...(message.tools ? { withTools: true as const } : {}) };
   }
 
   private async requireSession(sessionId: string): Promise<void> {

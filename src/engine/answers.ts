@@ -7,9 +7,11 @@
  * results batch.
  */
 import { parseToolCallArguments } from '../model/tool-arguments.js';
+import { parseApprovalBody, parseToolResultBody, readInboxEntry } from '../persistence/index.js';
 import { scrubSecrets, type NewEvent, type SessionView } from '../session/index.js';
 import { gateOf } from '../tools/approval.js';
 import type { EngineDeps } from './deps.js';
+import { removeDelivered } from './inbox.js';
 import { LogWriter } from './log-writer.js';
 import { stepOps, type StepKey } from './ops.js';
 import type {
@@ -117,8 +119,10 @@ export async function recordAnswers(deps: EngineDeps, input: RecordAnswersInput)
   for (const answer of input.answers) {
     const pending = writer.session.turns.pending.get(answer.callId);
     if (!pending?.request || pending.callSeq === undefined) continue;
-    if (!pending.answer)
+    if (!pending.answer) {
       await writer.append(await answerEvents(deps, input, pending.name, answer), stepOps.answer(key, answer.callId));
+      if (answer.ref) await removeDelivered(deps.store, input.sessionId, [answer.ref.key]);
+    }
     const result = writer.session.turns.pending.get(answer.callId)?.answer?.result;
     if (answer.kind === 'external' && result)
       external.push({ callId: answer.callId, callSeq: pending.callSeq, ...result, external: true });
@@ -135,20 +139,28 @@ async function answerEvents(
 ): Promise<NewEvent[]> {
   const turnStep = { turn: input.turn, step: input.step, callId: answer.callId };
   if (answer.kind === 'external') {
+    const { output, by } = answer.ref
+      ? await readInboxEntry(deps.store.inbox, input.sessionId, answer.ref, parseToolResultBody)
+      : { output: answer.output ?? '', by: answer.by };
     const ref = await deps.store.artifacts.put({
       sessionId: input.sessionId,
       name: `${tool}-${answer.callId}.txt`,
-      content: scrubSecrets(answer.output),
+      content: scrubSecrets(output),
     });
     const result = { locator: ref.locator, bytes: ref.bytes, isError: answer.isError };
     return [
       {
         type: 'tool/approval',
         time: deps.now(),
-        data: { ...turnStep, decision: 'approve', result, ...(answer.by !== undefined ? { by: answer.by } : {}) },
+        data: { ...turnStep, decision: 'approve', result, ...(by !== undefined ? { by } : {}) },
       },
     ];
   }
+  const {
+    reason,
+    arguments: edited,
+    by,
+  } = answer.ref ? await readInboxEntry(deps.store.inbox, input.sessionId, answer.ref, parseApprovalBody) : answer;
   const events: NewEvent[] = [
     {
       type: 'tool/approval',
@@ -156,9 +168,9 @@ async function answerEvents(
       data: {
         ...turnStep,
         decision: answer.decision,
-        ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
-        ...(answer.arguments !== undefined ? { arguments: answer.arguments } : {}),
-        ...(answer.by !== undefined ? { by: answer.by } : {}),
+        ...(reason !== undefined ? { reason } : {}),
+        ...(edited !== undefined ? { arguments: edited } : {}),
+        ...(by !== undefined ? { by } : {}),
       },
     },
   ];
@@ -166,7 +178,7 @@ async function answerEvents(
     events.push({
       type: 'tool/allow',
       time: deps.now(),
-      data: { tool, ...(answer.by !== undefined ? { by: answer.by } : {}) },
+      data: { tool, ...(by !== undefined ? { by } : {}) },
     });
   }
   return events;

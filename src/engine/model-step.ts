@@ -28,6 +28,8 @@ import {
 } from '../session/index.js';
 import { requestHeaderFor } from './agent.js';
 import { requestAnswers } from './answers.js';
+import { readMessages, removeDelivered } from './inbox.js';
+import { inlineMessage } from './oversized.js';
 import type { EngineDeps } from './deps.js';
 import { StepInterrupted } from './errors.js';
 import { learnedWindowOf, offerLearnedWindow } from './limits.js';
@@ -203,14 +205,21 @@ async function beginStep(deps: EngineDeps, writer: LogWriter, input: ModelStepIn
         `session ${input.sessionId}: the log's last turn is ${writer.session.turns.lastTurn} but this workflow run is starting turn ${input.turn}; run \`sessionlog sessions resume ${input.sessionId}\` to continue from what the log holds`,
       );
     }
+  }
+  const entering = await Promise.all(
+    (await readMessages(deps.store, input.sessionId, input.entering)).map((m) =>
+      inlineMessage(deps, writer.session, m),
+    ),
+  );
+  if (input.step === 1) {
     // The caller's tools for this turn come with the message that starts it (the workflow lets one such message in).
-    const tools = input.entering.find((message) => message.tools !== undefined)?.tools;
+    const tools = entering.find((message) => message.tools !== undefined)?.tools;
     const problem = tools === undefined ? undefined : turnToolsProblem(tools);
     if (problem) throw new SessionlogError('INVALID_ARGUMENT', `the tools sent for turn ${input.turn}: ${problem}`);
     events.push({ type: 'turn/start', time: deps.now(), data: { turn: input.turn, ...(tools ? { tools } : {}) } });
   }
   events.push({ type: 'step/start', time: deps.now(), data: { turn: input.turn, step: input.step } });
-  for (const message of input.entering) {
+  for (const message of entering) {
     events.push({
       type: 'user/message',
       time: deps.now(),
@@ -219,6 +228,11 @@ async function beginStep(deps: EngineDeps, writer: LogWriter, input: ModelStepIn
     });
   }
   await writer.append(events, stepOps.start(key));
+  await removeDelivered(
+    deps.store,
+    input.sessionId,
+    input.entering.flatMap((message) => (message.ref ? [message.ref.key] : [])),
+  );
 }
 
 async function streamReply(

@@ -6,6 +6,7 @@
  */
 import type { NewEvent } from '../session/index.js';
 import type { EngineDeps } from './deps.js';
+import { readNote, removeDelivered } from './inbox.js';
 import { LogWriter } from './log-writer.js';
 import { noteOp } from './ops.js';
 import type { HeadResult, LogNoteInput } from './types.js';
@@ -15,7 +16,7 @@ export async function logNote(deps: EngineDeps, input: LogNoteInput): Promise<He
   const op = noteOp(input.runId, input.note.id);
   if (writer.logged(op).length > 0) return { headSeq: writer.session.nextSeq };
   const events: NewEvent[] = [];
-  const { metadata, messages } = input.note;
+  const { metadata, messages } = await readNote(deps.store, input.sessionId, input.note);
   if (metadata) {
     events.push({
       type: 'session/metadata',
@@ -35,5 +36,6 @@ export async function logNote(deps: EngineDeps, input: LogNoteInput): Promise<He
     });
   }
   if (events.length > 0) await writer.append(events, op);
+  if (input.note.ref) await removeDelivered(deps.store, input.sessionId, [input.note.ref.key]);
   return { headSeq: writer.session.nextSeq };
 }

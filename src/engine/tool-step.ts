@@ -148,7 +148,11 @@ export async function appendToolResults(deps: EngineDeps, input: AppendToolResul
   const op = stepOps.results(input);
   if (writer.logged(op).length === 0) {
     const events: NewEvent[] = [];
-    for (const denied of input.denied ?? []) events.push(deniedResult(deps, input, denied));
+    for (const denied of input.denied ?? []) {
+      // A reason that came through the inbox is known to the log only.
+      const reason = denied.reason ?? writer.session.turns.pending.get(denied.callId)?.answer?.reason;
+      events.push(deniedResult(deps, input, reason !== undefined ? { ...denied, reason } : denied));
+    }
     for (const result of input.results) {
       const full = await deps.store.artifacts.get(input.sessionId, result.locator);
       const call = writer.session.eventAt(result.callSeq);

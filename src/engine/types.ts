@@ -1,28 +1,46 @@
 /**
  * Inputs and results of the turn engine's operations, which are also the activities' inputs
- * and results. Only references cross Temporal: ids, seqs, counts, locators and short status
- * (DESIGN §1.3). The user's message text is the one bounded exception (it enters the log in
- * the step that consumes it).
+ * and results. Only references cross Temporal: ids, seqs, counts, locators, inbox references and
+ * short status (DESIGN §5.2); what callers send waits in the store's inbox until the step that
+ * logs it, and the few short texts left (reasons, error messages) are sealed with the session's
+ * key on their way to Temporal (client/session-codec.ts).
  */
+import type { InboxRef } from '../persistence/index.js';
 import type { ExternalResult, ToolSchema } from '../session/events.js';
 import type { TurnOutcome } from '../session/turns.js';
 
-/** A user message as it enters a turn: its idempotency id and its (bounded) text. */
 /**
- * A user message on its way into a turn. `tools`: function tools the caller runs in the turn this
- * message starts (session/turn-tools.ts); such a message only ever starts a turn.
+ * A user message on its way into a turn, as it crosses Temporal (DESIGN §5.2): its id and where
+ * its text waits in the store's inbox (`ref`), never the text. `withTools`: it brings function
+ * tools the caller runs in the turn it starts (session/turn-tools.ts, in the inbox entry too);
+ * such a message only ever starts a turn.
+ *
+ * `text` and `tools` inline are what builds before the inbox sent; a message queued by one of
+ * them (carried in a running workflow) is still logged from them.
  */
-export type UserInput = { id: string; text: string; tools?: ToolSchema[] };
+export type UserInput = {
+  id: string;
+  ref?: InboxRef;
+  withTools?: true;
+  /** @deprecated inline text of a message queued before the inbox. */
+  text?: string;
+  /** @deprecated inline tools of a message queued before the inbox. */
+  tools?: ToolSchema[];
+};
 
 /**
  * What a caller logs between turns (DESIGN §8): labels of the session or of the turn that will
  * answer a message (`session/metadata`), and user messages the model gets with the next turn
  * without answering them now (a conversation's initial items). `id` names the batch: it is
- * logged once.
+ * logged once. Its content waits in the inbox (`ref`, a {@link NoteBody}); `metadata` and
+ * `messages` inline are what builds before the inbox sent.
  */
 export type NoteInput = {
   id: string;
+  ref?: InboxRef;
+  /** @deprecated inline metadata of a note sent before the inbox. */
   metadata?: { values: Record<string, string>; messageId?: string };
+  /** @deprecated inline messages of a note sent before the inbox. */
   messages?: UserInput[];
 };
 
@@ -62,6 +80,11 @@ export type OpenRunResult = {
   repaired: number;
   recent: RecentMessage[];
   waiting?: WaitingStep;
+  /**
+   * Inbox entries not (yet) logged: inputs whose signal or update may still arrive, or never
+   * will (their client gave up). `verify` lists them; `erase` removes them.
+   */
+  inboxWaiting?: number;
 };
 
 export type ModelStepInput = {
@@ -140,12 +163,24 @@ export type CallAnswer =
       callId: string;
       kind: 'approval';
       decision: 'approve' | 'deny' | 'expire';
+      allowForSession?: boolean;
+      /** Where its reason, edited arguments and author wait in the inbox (an `ApprovalBody`). */
+      ref?: InboxRef;
+      /** Inline (an expiry's, or an answer sent before the inbox). */
       reason?: string;
       arguments?: string;
       by?: string;
-      allowForSession?: boolean;
     }
-  | { callId: string; kind: 'external'; output: string; isError: boolean; by?: string };
+  | {
+      callId: string;
+      kind: 'external';
+      isError: boolean;
+      /** Where its output and author wait in the inbox (a `ToolResultBody`). */
+      ref?: InboxRef;
+      /** Inline (a result sent before the inbox). */
+      output?: string;
+      by?: string;
+    };
 
 export type RecordAnswersInput = {
   sessionId: string;

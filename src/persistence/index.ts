@@ -1,4 +1,5 @@
 export * from './store.js';
+export * from './inbox-entries.js';
 export type { ArtifactPut, ArtifactRef, ArtifactStore } from './artifacts.js';
 export * from './projection-cache.js';
 export {

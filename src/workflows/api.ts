@@ -1,10 +1,12 @@
 /**
  * The session workflow's messages, defined once for the workflow and its clients (DESIGN §5).
- * Everything here crosses Temporal: ids, seqs, counts and short status only; the user's
- * message text is the one bounded exception.
+ * Everything here crosses Temporal: ids, seqs, counts, inbox references and short status
+ * (DESIGN §5.2). What callers send waits in the store's inbox; the few short texts left
+ * (approval reasons, error messages) are sealed with the session's key (client/session-codec.ts).
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { NoteInput, SeedSpec, UserInput } from '../engine/types.js';
+import type { InboxRef } from '../persistence/store.js';
 import type { TurnOutcome } from '../session/turns.js';
 
 export type { NoteInput, UserInput };
@@ -19,23 +21,45 @@ export type CompactResult = { compactionId: string; shadowedSeqs: number[]; toke
 export type SessionPhase =
   'starting' | 'idle' | 'turn' | 'model' | 'tools' | 'waiting' | 'compacting' | 'closing' | 'closed';
 
-/** An answer to a call waiting for approval (DESIGN §5.1). `arguments`: edited arguments (a JSON object's text) the call runs with. */
+/**
+ * An answer to a call waiting for approval (DESIGN §5.1). Its reason, edited arguments (a JSON
+ * object's text the call runs with) and who answered wait in the inbox (`ref`, an
+ * `ApprovalBody`); the inline fields are what builds before the inbox sent.
+ */
 export type ApprovalInput = {
   callId: string;
   decision: 'approve' | 'deny';
-  reason?: string;
-  arguments?: string;
   /** Approve this tool without asking for the rest of the session (logged as `tool/allow`). */
   allowForSession?: boolean;
-  /** Who answered (logged). */
+  ref?: InboxRef;
+  /** @deprecated inline reason of an answer sent before the inbox. */
+  reason?: string;
+  /** @deprecated inline edited arguments of an answer sent before the inbox. */
+  arguments?: string;
+  /** @deprecated inline author of an answer sent before the inbox. */
   by?: string;
 };
 
-/** The decision that counts for a call: the first one given (or `expire` when none came in time). */
+/**
+ * The decision that counts for a call: the first one given (or `expire` when none came in time).
+ * `reason`: as logged with it (SessionClient reads it from the log; the workflow never holds it).
+ */
 export type ApprovalResult = { callId: string; decision: 'approve' | 'deny' | 'expire'; reason?: string };
 
-/** The result of an external tool, posted by the caller that ran it. */
-export type ToolResultInput = { callId: string; output: string; isError?: boolean; by?: string };
+/**
+ * The result of an external tool, posted by the caller that ran it: its output (and who posted
+ * it) wait in the inbox (`ref`, a `ToolResultBody`); the inline fields are what builds before
+ * the inbox sent.
+ */
+export type ToolResultInput = {
+  callId: string;
+  isError?: boolean;
+  ref?: InboxRef;
+  /** @deprecated inline output of a result sent before the inbox. */
+  output?: string;
+  /** @deprecated inline author of a result sent before the inbox. */
+  by?: string;
+};
 
 export type ToolResultAck = { callId: string; accepted: true };
 
@@ -56,7 +80,7 @@ export type SessionStatus = {
 export type SessionTunables = {
   /** Bound on model steps (tool rounds + 1) per turn. */
   maxStepsPerTurn: number;
-  /** Largest accepted user message, in UTF-8 bytes. */
+  /** Largest accepted user message, in UTF-8 bytes (at most {@link MAX_MESSAGE_BYTES_LIMIT}). */
   maxMessageBytes: number;
   /** Continue-as-new after this many turns in one run even if Temporal does not suggest it. */
   continueAsNewAfterTurns: number;
@@ -82,7 +106,7 @@ export type SessionTunables = {
 
 export const DEFAULT_TUNABLES: SessionTunables = {
   maxStepsPerTurn: 8,
-  maxMessageBytes: 256 * 1024,
+  maxMessageBytes: 8 * 1024 * 1024,
   continueAsNewAfterTurns: 500,
   idleTimeoutMs: 0,
   modelStartToCloseMs: 10 * 60_000,
@@ -126,6 +150,15 @@ export const openedUpdate = defineUpdate<{ headSeq: number }, []>('opened');
  * until then): waits until no turn or compaction runs, logs it once per note id, answers the head.
  */
 export const noteUpdate = defineUpdate<{ headSeq: number }, [NoteInput]>('note');
+
+/** The bounds of a caller's note (the client checks them before writing it to the inbox). */
+export const NOTE_LIMITS = { metadataKeys: 16, keyChars: 64, valueChars: 512, messages: 20 } as const;
+
+/** A message's tools for its turn, as JSON (session/turn-tools.ts holds the exact per-tool limits, below this). */
+export const MAX_TOOLS_JSON = 300 * 1024;
+
+/** The largest message a session may be configured to accept (`maxMessageBytes`), in UTF-8 bytes. */
+export const MAX_MESSAGE_BYTES_LIMIT = 32 * 1024 * 1024;
 
 export const SESSION_WORKFLOW_TYPE = 'sessionWorkflow';
 export const DEFAULT_TASK_QUEUE = 'sessionlog';

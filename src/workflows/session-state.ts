@@ -1,6 +1,6 @@
 /**
- * The session workflow's orchestration state (DESIGN §5): the queue of message ids and bounded
- * texts, the results of recent messages, the head seq and turn, the phase and flags, the calls
+ * The session workflow's orchestration state (DESIGN §5): the queue of message ids and their
+ * inbox references, the results of recent messages, the head seq and turn, the phase and flags, the calls
  * waiting for answers. Nothing of the conversation: that lives in the log. Deterministic, no
  * I/O. Its fields are private: the run (session-run.ts) changes them only through the
  * intent-named methods below, and the update validators call its `validate…` methods.
@@ -8,6 +8,8 @@
 import { ApplicationFailure } from '@temporalio/workflow';
 import type { CallAnswer, NoteInput, PressureRef, RecentMessage, ToolCallRef, WaitingStep } from '../engine/types.js';
 import {
+  MAX_TOOLS_JSON,
+  NOTE_LIMITS,
   utf8Length,
   type ApprovalInput,
   type ApprovalResult,
@@ -21,10 +23,6 @@ import {
 } from './api.js';
 
 const MAX_RECENT_IDS = 256;
-const MAX_METADATA_KEYS = 16;
-const MAX_NOTE_MESSAGES = 20;
-/** A message's tools for its turn, as JSON (session/turn-tools.ts holds the exact per-tool limits, below this). */
-const MAX_TOOLS_JSON = 300 * 1024;
 
 /** A failure that stops the session: its log cannot be written safely by this run. */
 export type Fatal = { code: string; message: string };
@@ -277,8 +275,9 @@ export class SessionState {
     this.answers.set(result.callId, {
       kind: 'external',
       callId: result.callId,
-      output: result.output,
       isError: result.isError === true,
+      ...(result.ref !== undefined ? { ref: result.ref } : {}),
+      ...(result.output !== undefined ? { output: result.output } : {}),
       ...(result.by !== undefined ? { by: result.by } : {}),
     });
   }
@@ -323,11 +322,51 @@ export class SessionState {
     this.currentPhase = 'idle';
   }
 
-  /** Refuses a message (synchronously, as an update validator must). */
+  /**
+   * Refuses a message (synchronously, as an update validator must). Its text waits in the
+   * inbox: the bounds are checked on its reference (the engine checks the text against it).
+   * A message of a build before the inbox carries its text inline and is checked as it was.
+   */
   validate(message: UserInput): void {
     if (typeof message?.id !== 'string' || message.id.length === 0 || message.id.length > 128) {
       throw ApplicationFailure.nonRetryable('message id must be a string of 1-128 characters', 'INVALID_MESSAGE');
     }
+    if (message.ref !== undefined || message.text === undefined) this.validateRef(message.ref, 'message');
+    else this.validateInline(message);
+    this.throwIfStopped();
+    if (this.closeRequested)
+      throw ApplicationFailure.nonRetryable('session is closing and accepts no more messages', 'SESSION_CLOSED');
+  }
+
+  /** Checks an inbox reference's shape and size (the largest message, `maxMessageBytes`, times `scale`). */
+  private validateRef(ref: UserInput['ref'], what: string, scale = 1): void {
+    if (
+      typeof ref !== 'object' ||
+      ref === null ||
+      typeof ref.key !== 'string' ||
+      ref.key.length === 0 ||
+      ref.key.length > 300 ||
+      typeof ref.digest !== 'string' ||
+      !/^[0-9a-f]{64}$/.test(ref.digest) ||
+      !Number.isSafeInteger(ref.bytes) ||
+      ref.bytes <= 0
+    ) {
+      throw ApplicationFailure.nonRetryable(
+        `a ${what} names its inbox entry: {key, bytes, digest} (SessionClient writes it)`,
+        'INVALID_MESSAGE',
+      );
+    }
+    const limit = this.tunables.maxMessageBytes * scale + MAX_TOOLS_JSON;
+    if (ref.bytes > limit) {
+      throw ApplicationFailure.nonRetryable(
+        `${what} is ${ref.bytes} bytes; the limit is ${this.tunables.maxMessageBytes * scale}`,
+        'MESSAGE_TOO_LARGE',
+      );
+    }
+  }
+
+  /** The checks of a message whose text came inline (queued by a build before the inbox). */
+  private validateInline(message: UserInput): void {
     if (typeof message.text !== 'string' || message.text.trim().length === 0) {
       throw ApplicationFailure.nonRetryable('message text must not be empty', 'EMPTY_MESSAGE');
     }
@@ -350,20 +389,21 @@ export class SessionState {
         'INVALID_ARGUMENT',
       );
     }
-    this.throwIfStopped();
-    if (this.closeRequested)
-      throw ApplicationFailure.nonRetryable('session is closing and accepts no more messages', 'SESSION_CLOSED');
   }
 
   /** Queues a message unless its id is already queued or answered. */
   enqueue(message: UserInput): void {
     if (this.results.has(message.id) || this.queue.some((m) => m.id === message.id)) return;
     this.refused.delete(message.id);
-    this.queue.push({
-      id: message.id,
-      text: message.text,
-      ...(message.tools !== undefined ? { tools: message.tools } : {}),
-    });
+    this.queue.push(
+      message.ref !== undefined
+        ? { id: message.id, ref: message.ref, ...(message.withTools ? { withTools: true as const } : {}) }
+        : {
+            id: message.id,
+            ...(message.text !== undefined ? { text: message.text } : {}),
+            ...(message.tools !== undefined ? { tools: message.tools } : {}),
+          },
+    );
   }
 
   /**
@@ -375,7 +415,7 @@ export class SessionState {
     let withTools = step === 1 ? 0 : 1;
     let count = 0;
     for (const message of this.queue) {
-      if (message.tools !== undefined && ++withTools > 1) break;
+      if ((message.withTools || message.tools !== undefined) && ++withTools > 1) break;
       count += 1;
     }
     return this.queue.splice(0, count);
@@ -457,6 +497,7 @@ export class SessionState {
         'INVALID_ARGUMENT',
       );
     }
+    if (input.ref !== undefined) this.validateRef(input.ref, 'approval');
     if (input.arguments !== undefined && !isJsonObjectText(input.arguments)) {
       throw ApplicationFailure.nonRetryable('edited arguments must be the text of a JSON object', 'INVALID_ARGUMENT');
     }
@@ -478,15 +519,18 @@ export class SessionState {
 
   /** Refuses an external result the session cannot take. */
   validateToolResult(input: ToolResultInput): void {
-    if (typeof input?.callId !== 'string' || input.callId.length === 0 || typeof input.output !== 'string') {
-      throw ApplicationFailure.nonRetryable('a tool result needs a callId and an output text', 'INVALID_ARGUMENT');
+    if (typeof input?.callId !== 'string' || input.callId.length === 0) {
+      throw ApplicationFailure.nonRetryable('a tool result needs a callId', 'INVALID_ARGUMENT');
     }
-    const bytes = utf8Length(input.output);
-    if (bytes > this.tunables.maxMessageBytes) {
-      throw ApplicationFailure.nonRetryable(
-        `tool output is ${bytes} bytes; the limit is ${this.tunables.maxMessageBytes}`,
-        'MESSAGE_TOO_LARGE',
-      );
+    if (input.ref !== undefined || typeof input.output !== 'string') this.validateRef(input.ref, 'tool result');
+    else {
+      const bytes = utf8Length(input.output);
+      if (bytes > this.tunables.maxMessageBytes) {
+        throw ApplicationFailure.nonRetryable(
+          `tool output is ${bytes} bytes; the limit is ${this.tunables.maxMessageBytes}`,
+          'MESSAGE_TOO_LARGE',
+        );
+      }
     }
     this.throwIfStopped();
     if (!this.knowsWaitingCalls) return;
@@ -547,31 +591,44 @@ export class SessionState {
     while (this.decisions.size > MAX_RECENT_IDS) this.decisions.delete(this.decisions.keys().next().value as string);
   }
 
-  /** Refuses a note the session would not log: bounded metadata and messages, as `validate` checks a message. */
+  /**
+   * Refuses a note the session would not log: its content waits in the inbox (the client
+   * checked its metadata and messages), so its reference is checked here; a note of a build
+   * before the inbox carries them inline and is checked as it was.
+   */
   validateNote(note: NoteInput): void {
     if (typeof note?.id !== 'string' || note.id.length === 0 || note.id.length > 128) {
       throw ApplicationFailure.nonRetryable('a note id must be a string of 1-128 characters', 'INVALID_ARGUMENT');
     }
+    if (note.ref !== undefined) this.validateRef(note.ref, 'note', NOTE_LIMITS.messages);
+    else this.validateInlineNote(note);
+    this.throwIfStopped();
+  }
+
+  private validateInlineNote(note: NoteInput): void {
     const values = note.metadata?.values;
     if (
       note.metadata &&
-      (typeof values !== 'object' || values === null || Object.keys(values).length > MAX_METADATA_KEYS)
+      (typeof values !== 'object' || values === null || Object.keys(values).length > NOTE_LIMITS.metadataKeys)
     ) {
       throw ApplicationFailure.nonRetryable(
-        `metadata holds at most ${MAX_METADATA_KEYS} string pairs`,
+        `metadata holds at most ${NOTE_LIMITS.metadataKeys} string pairs`,
         'INVALID_ARGUMENT',
       );
     }
     for (const [key, value] of Object.entries(values ?? {})) {
-      if (typeof value !== 'string' || key.length > 64 || value.length > 512) {
+      if (typeof value !== 'string' || key.length > NOTE_LIMITS.keyChars || value.length > NOTE_LIMITS.valueChars) {
         throw ApplicationFailure.nonRetryable(
-          'metadata keys are at most 64 and values at most 512 characters of text',
+          `metadata keys are at most ${NOTE_LIMITS.keyChars} and values at most ${NOTE_LIMITS.valueChars} characters of text`,
           'INVALID_ARGUMENT',
         );
       }
     }
-    if ((note.messages?.length ?? 0) > MAX_NOTE_MESSAGES)
-      throw ApplicationFailure.nonRetryable(`a note carries at most ${MAX_NOTE_MESSAGES} messages`, 'INVALID_ARGUMENT');
+    if ((note.messages?.length ?? 0) > NOTE_LIMITS.messages)
+      throw ApplicationFailure.nonRetryable(
+        `a note carries at most ${NOTE_LIMITS.messages} messages`,
+        'INVALID_ARGUMENT',
+      );
     for (const message of note.messages ?? []) {
       this.validate(message);
       if (message.tools !== undefined)
@@ -580,7 +637,6 @@ export class SessionState {
           'INVALID_ARGUMENT',
         );
     }
-    this.throwIfStopped();
   }
 
   /** Throws the stopping failure to a handler waiting on this run, if the session stopped. */

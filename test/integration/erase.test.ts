@@ -7,9 +7,10 @@
  * - no byte of its text is left in the store (SQLite: database, -wal and -shm files; JSONL: its
  *   folder is gone and no file holds the text; PostgreSQL: no row of any table holds it), and the
  *   text was there before, so the check can fail;
- * - its workflow histories are gone from Temporal: describe and fetchHistory of every run fail
- *   with not-found (the server deletes asynchronously, so this is polled, bounded), and they held
- *   the text before;
+ * - its workflow histories never held the text (DESIGN §5.2): their payloads are sealed with the
+ *   session's key, which the erase destroys, so a sealed payload kept from before the erase
+ *   cannot be opened after it; and they are gone from Temporal: describe and fetchHistory of
+ *   every run fail with not-found (the server deletes asynchronously, so this is polled, bounded);
  * - erasing again is harmless and its receipt says nothing was removed;
  * - the id is refused with SESSION_ERASED (410) during the tombstone period;
  * - a fork of the session keeps its own data and keeps answering.
@@ -18,8 +19,10 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { WorkflowNotFoundError } from '@temporalio/client';
+import type { Payload } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EraseReceipt } from '../../src/client/session-client.js';
+import { SEALED_ENCODING, SessionPayloadCodec } from '../../src/client/session-codec.js';
 import { SessionlogError, type SessionEvent } from '../../src/session/index.js';
 import { workflowIdFor } from '../../src/workflows/api.js';
 import { eventually } from '../support/log-wait.js';
@@ -87,6 +90,22 @@ function bytesHold(value: unknown, text: string): boolean {
   if (Array.isArray(value)) return value.some((item) => bytesHold(item, text));
   if (value !== null && typeof value === 'object') return Object.values(value).some((item) => bytesHold(item, text));
   return false;
+}
+
+/** A sealed payload of a history (the first one found). */
+function sealedPayloadOf(history: unknown): Payload {
+  let found: Payload | undefined;
+  const visit = (value: unknown): void => {
+    if (found || value === null || typeof value !== 'object' || value instanceof Uint8Array) return;
+    if (Array.isArray(value)) return value.forEach(visit);
+    const record = value as Payload & Record<string, unknown>;
+    const encoding = record.metadata?.encoding;
+    if (encoding && Buffer.from(encoding).toString() === SEALED_ENCODING) found = record;
+    else Object.values(record).forEach(visit);
+  };
+  visit(history);
+  if (!found) throw new Error('the history holds no sealed payload');
+  return found;
 }
 
 const FIXTURES: BackendFixture[] = [sqliteFixture, jsonlFixture, ...(postgres.available ? [postgresFixture] : [])];
@@ -177,10 +196,20 @@ describe.each(FIXTURES)('erasure end to end: $name', (fixture) => {
     const histories = await Promise.all(
       runIds.map((runId) => world.client.temporal.workflow.getHandle(workflowIdFor(id), runId).fetchHistory()),
     );
+    // Temporal never held the text (DESIGN §5.2): what it holds of the session is sealed with the
+    // session's key, which the erase destroys; a sealed payload kept from before cannot be opened after.
     expect(
       histories.some((history) => bytesHold(history, own)),
-      'a workflow history holds the text before the erase',
-    ).toBe(true);
+      'no workflow history holds the text, even before the erase',
+    ).toBe(false);
+    const sealed = sealedPayloadOf(histories[0]!);
+    const codec = new SessionPayloadCodec(world.client.store.sessionKeys);
+    const opened = await codec.decode([sealed], {
+      type: 'workflow',
+      namespace: 'default',
+      workflowId: workflowIdFor(id),
+    });
+    expect(opened[0]!.metadata?.encoding).toBeDefined();
 
     const erased = await world.http('DELETE', `/v1/sessions/${id}`);
     expect(erased.status, JSON.stringify(erased.body)).toBe(200);
@@ -190,8 +219,17 @@ describe.each(FIXTURES)('erasure end to end: $name', (fixture) => {
     expect(receipt.store.removed.events).toBeGreaterThan(0);
     expect(receipt.store.removed.artifacts).toBeGreaterThan(0);
     expect(receipt.temporal.deletedRuns).toBeGreaterThanOrEqual(runIds.length);
+    expect(receipt.store.removed.sessionKey).toBe(1);
 
     expect(storeHolds(fixture, world.url, own), 'no byte of the erased session text is left in the store').toBe(false);
+    const reopened = await new SessionPayloadCodec(world.client.store.sessionKeys)
+      .decode([sealed], { type: 'workflow', namespace: 'default', workflowId: workflowIdFor(id) })
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    expect(reopened, 'a sealed payload kept from before the erase cannot be opened').toBeInstanceOf(SessionlogError);
+    expect((reopened as SessionlogError).code).toBe('SESSION_ERASED');
     if (fixture.name === 'jsonl') expect(existsSync(join(world.url.slice('jsonl:'.length), id))).toBe(false);
     expect(await world.client.exists(id)).toBe(false);
     await historiesGone(id, runIds);
@@ -201,7 +239,7 @@ describe.each(FIXTURES)('erasure end to end: $name', (fixture) => {
     const second = (again.body as { receipt: EraseReceipt }).receipt;
     expect(second.store).toMatchObject({
       erased: false,
-      removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 },
+      removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0, inboxEntries: 0, sessionKey: 0 },
     });
     expect(second.temporal).toEqual({ terminated: false, deletedRuns: 0 });
 

@@ -132,7 +132,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       return workerRun;
     },
     client,
-    temporal,
+    // The client's own Temporal client: it opens what the workers sealed.
+    temporal: client.temporal,
     taskQueue,
     dir,
     async restartWorker(overrides = {}) {

@@ -1,0 +1,157 @@
+/**
+ * What Temporal stores of a session is encrypted with the session's own data key (DESIGN §5.2,
+ * §4.2): a payload codec that seals every payload of workflow `session/<id>` (start input,
+ * signals, updates and their results, activity inputs and results, failure messages through
+ * {@link SESSION_FAILURE_CONVERTER_PATH}) with AES-256-GCM under the key the store keeps for
+ * `<id>`. Erasure destroys the key, so whatever Temporal still holds of the session (a closed
+ * run before its retention expires, a copy in the server's database) can be read by no one.
+ *
+ * Payloads of anything else (no serialization context, another workflow) pass through
+ * unchanged; so do payloads that were never sealed (histories recorded before this codec).
+ */
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import type { Payload, PayloadCodec, SerializationContext } from '@temporalio/common';
+import proto from '@temporalio/proto';
+import type { SessionKey, SessionKeyStore } from '../persistence/index.js';
+import { SessionlogError } from '../session/index.js';
+
+const { temporal } = proto;
+
+/** The `encoding` of a sealed payload. */
+export const SEALED_ENCODING = 'binary/sessionlog-sealed';
+
+/** The workflow id prefix of session workflows (workflows/api.ts `workflowIdFor`). */
+const SESSION_PREFIX = 'session/';
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+/** How many sessions' keys a process keeps in memory. */
+const KEY_CACHE_SIZE = 4096;
+
+/**
+ * The module the worker loads as its failure converter, in the workflow sandbox too: failure
+ * messages and stack traces travel as an encoded payload, so the codec seals them (an error
+ * message may quote what a user sent).
+ */
+export const SESSION_FAILURE_CONVERTER_PATH = fileURLToPath(
+  new URL(`./failure-converter${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url),
+);
+
+const encoder = new TextEncoder();
+
+function utf8(text: string): Uint8Array {
+  return encoder.encode(text);
+}
+
+/** The session a payload belongs to, from the workflow its serialization context names. */
+export function sessionOfContext(context: SerializationContext | undefined): string | undefined {
+  const workflowId = context?.workflowId;
+  return workflowId?.startsWith(SESSION_PREFIX) ? workflowId.slice(SESSION_PREFIX.length) : undefined;
+}
+
+/** Seals and opens the payloads of session workflows with their sessions' keys. */
+export class SessionPayloadCodec implements PayloadCodec {
+  /** Keys (or the pending lookup of one) by session id, least recently used first. */
+  private readonly keys = new Map<string, Promise<SessionKey | undefined>>();
+
+  constructor(private readonly store: SessionKeyStore) {}
+
+  async encode(payloads: Payload[], context?: SerializationContext): Promise<Payload[]> {
+    const sessionId = sessionOfContext(context);
+    if (sessionId === undefined || payloads.length === 0) return payloads;
+    const key = await this.key(sessionId, true);
+    return payloads.map((payload) => seal(payload, sessionId, key!));
+  }
+
+  async decode(payloads: Payload[], context?: SerializationContext): Promise<Payload[]> {
+    return Promise.all(
+      payloads.map(async (payload) => {
+        if (metadataText(payload, 'encoding') !== SEALED_ENCODING) return payload;
+        const sessionId = metadataText(payload, 'session') ?? sessionOfContext(context);
+        const keyId = metadataText(payload, 'key-id');
+        if (sessionId === undefined || keyId === undefined)
+          throw new SessionlogError('CORRUPT_LOG', 'a sealed Temporal payload names no session or key');
+        let key = await this.key(sessionId, false);
+        // A key made after this process cached another (the session was erased and created again).
+        if (key?.id !== keyId) {
+          this.keys.delete(sessionId);
+          key = await this.key(sessionId, false);
+        }
+        if (key?.id !== keyId) {
+          throw new SessionlogError(
+            'SESSION_ERASED',
+            `session ${sessionId}'s data key ${keyId} is gone (the session was erased); what Temporal holds of it cannot be read`,
+          );
+        }
+        return open(payload, sessionId, key);
+      }),
+    );
+  }
+
+  /** Forgets the cached key of `sessionId` (after this process erased it). */
+  forget(sessionId: string): void {
+    this.keys.delete(sessionId);
+  }
+
+  private async key(sessionId: string, obtain: boolean): Promise<SessionKey | undefined> {
+    let pending = this.keys.get(sessionId);
+    if (pending) {
+      // Most recently used last.
+      this.keys.delete(sessionId);
+      this.keys.set(sessionId, pending);
+    } else {
+      pending = obtain ? this.store.obtain(sessionId) : this.store.find(sessionId);
+      this.keys.set(sessionId, pending);
+      while (this.keys.size > KEY_CACHE_SIZE) this.keys.delete(this.keys.keys().next().value as string);
+    }
+    try {
+      const key = await pending;
+      // A miss is not cached: the key may be made by the next encode.
+      if (key === undefined) {
+        if (this.keys.get(sessionId) === pending) this.keys.delete(sessionId);
+        if (obtain) throw new Error(`the store made no data key for session ${sessionId}`);
+      }
+      return key;
+    } catch (error) {
+      if (this.keys.get(sessionId) === pending) this.keys.delete(sessionId);
+      throw error;
+    }
+  }
+}
+
+function metadataText(payload: Payload, name: string): string | undefined {
+  const value = payload.metadata?.[name];
+  return value ? Buffer.from(value).toString('utf8') : undefined;
+}
+
+/** The session id is the additional data: a payload sealed for one session does not open as another's. */
+function seal(payload: Payload, sessionId: string, key: SessionKey): Payload {
+  const iv = randomBytes(IV_BYTES);
+  const cipher = createCipheriv('aes-256-gcm', key.key, iv);
+  cipher.setAAD(utf8(sessionId));
+  const plain = temporal.api.common.v1.Payload.encode(payload).finish();
+  const sealed = Buffer.concat([iv, cipher.update(plain), cipher.final(), cipher.getAuthTag()]);
+  return {
+    metadata: { encoding: utf8(SEALED_ENCODING), session: utf8(sessionId), 'key-id': utf8(key.id) },
+    data: sealed,
+  };
+}
+
+function open(payload: Payload, sessionId: string, key: SessionKey): Payload {
+  const data = Buffer.from(payload.data ?? new Uint8Array());
+  if (data.length < IV_BYTES + TAG_BYTES)
+    throw new SessionlogError('CORRUPT_LOG', `a sealed Temporal payload of session ${sessionId} is truncated`);
+  const decipher = createDecipheriv('aes-256-gcm', key.key, data.subarray(0, IV_BYTES));
+  decipher.setAAD(utf8(sessionId));
+  decipher.setAuthTag(data.subarray(data.length - TAG_BYTES));
+  let plain: Buffer;
+  try {
+    plain = Buffer.concat([decipher.update(data.subarray(IV_BYTES, data.length - TAG_BYTES)), decipher.final()]);
+  } catch {
+    throw new SessionlogError(
+      'CORRUPT_LOG',
+      `a sealed Temporal payload of session ${sessionId} does not open with its key (damaged or altered)`,
+    );
+  }
+  return temporal.api.common.v1.Payload.decode(plain);
+}

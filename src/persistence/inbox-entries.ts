@@ -1,0 +1,154 @@
+/**
+ * What the inbox holds (DESIGN §5.2): the key of each kind of caller input, and its body as JSON
+ * text. The client writes an entry and sends its {@link InboxRef} through Temporal; the engine
+ * reads it back with {@link readInboxEntry}, which checks it is the body that was sent, and
+ * removes it once it is logged.
+ */
+import { createHash } from 'node:crypto';
+import { SessionlogError, turnToolsProblem, type ToolSchema } from '../session/index.js';
+import type { InboxRef, InboxStore } from './store.js';
+
+/** A user message: its text and, for a message that starts a turn with them, the caller's tools. */
+export type MessageBody = { text: string; tools?: ToolSchema[] };
+
+/** A caller's note: metadata and user messages logged between turns (engine/note.ts). */
+export type NoteBody = {
+  metadata?: { values: Record<string, string>; messageId?: string };
+  messages?: Array<{ id: string; text: string }>;
+};
+
+/** An external tool's result, as the caller posted it. */
+export type ToolResultBody = { output: string; by?: string };
+
+/** What an approval answer says besides its decision: why, edited arguments (a JSON object's text), who. */
+export type ApprovalBody = { reason?: string; arguments?: string; by?: string };
+
+/** The inbox key of each kind of input, from the caller's own id. */
+export const inboxKeys = {
+  message: (id: string) => `message/${id}`,
+  note: (id: string) => `note/${id}`,
+  /** One per distinct result body: a second, different result for the same call is its own entry. */
+  toolResult: (callId: string, body: string) => `tool-result/${callId}/${digestOf(body).slice(0, 16)}`,
+  /** One per distinct answer body, as for tool results. */
+  approval: (callId: string, body: string) => `approval/${callId}/${digestOf(body).slice(0, 16)}`,
+};
+
+/** The id of the message an inbox key names, or undefined for another kind. */
+export function messageIdOfKey(key: string): string | undefined {
+  return key.startsWith('message/') ? key.slice('message/'.length) : undefined;
+}
+
+/** Hex SHA-256 of `body`'s UTF-8 bytes: the digest an {@link InboxRef} carries. */
+export function digestOf(body: string): string {
+  return createHash('sha256').update(body, 'utf8').digest('hex');
+}
+
+/** True when `value` has the shape of an {@link InboxRef} (what a workflow validator can check). */
+export function isInboxRef(value: unknown): value is InboxRef {
+  const ref = value as InboxRef | undefined;
+  return (
+    typeof ref === 'object' &&
+    ref !== null &&
+    typeof ref.key === 'string' &&
+    ref.key.length > 0 &&
+    ref.key.length <= 300 &&
+    Number.isSafeInteger(ref.bytes) &&
+    ref.bytes > 0 &&
+    typeof ref.digest === 'string' &&
+    /^[0-9a-f]{64}$/.test(ref.digest)
+  );
+}
+
+/**
+ * Reads the body `ref` names and parses it: INVALID_ARGUMENT when the inbox no longer holds it
+ * (removed by an erase) or holds another body (its digest differs), or when `parse` refuses it.
+ */
+export async function readInboxEntry<T>(
+  inbox: InboxStore,
+  sessionId: string,
+  ref: InboxRef,
+  parse: (value: unknown) => T | string,
+): Promise<T> {
+  const body = await inbox.get(sessionId, ref.key);
+  if (body === undefined) {
+    throw new SessionlogError(
+      'INVALID_ARGUMENT',
+      `session ${sessionId}: inbox entry ${ref.key} is gone (erased, or removed before it was logged); send it again`,
+    );
+  }
+  if (digestOf(body) !== ref.digest) {
+    throw new SessionlogError(
+      'INVALID_ARGUMENT',
+      `session ${sessionId}: inbox entry ${ref.key} is not the input that was sent (its digest differs)`,
+    );
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(body);
+  } catch {
+    value = undefined;
+  }
+  const parsed = parse(value);
+  if (typeof parsed === 'string')
+    throw new SessionlogError('INVALID_ARGUMENT', `session ${sessionId}: inbox entry ${ref.key}: ${parsed}`);
+  return parsed;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** A {@link MessageBody}, or what is wrong with `value`. */
+export function parseMessageBody(value: unknown): MessageBody | string {
+  if (!isRecord(value) || typeof value.text !== 'string' || value.text.trim().length === 0)
+    return 'a message needs non-blank text';
+  if (value.tools === undefined) return { text: value.text };
+  const problem = turnToolsProblem(value.tools);
+  return problem ?? { text: value.text, tools: value.tools as ToolSchema[] };
+}
+
+/** A {@link NoteBody}, or what is wrong with `value` (the workflow bounded its size already). */
+export function parseNoteBody(value: unknown): NoteBody | string {
+  if (!isRecord(value)) return 'a note must be a JSON object';
+  const { metadata, messages } = value;
+  if (metadata !== undefined) {
+    if (!isRecord(metadata) || !isRecord(metadata.values)) return 'note metadata needs string values';
+    if (!Object.values(metadata.values).every((v) => typeof v === 'string')) return 'note metadata values are strings';
+    if (metadata.messageId !== undefined && typeof metadata.messageId !== 'string')
+      return 'note metadata messageId is a string';
+  }
+  if (messages !== undefined) {
+    if (!Array.isArray(messages)) return 'note messages must be a list';
+    for (const m of messages as unknown[]) {
+      if (!isRecord(m) || typeof m.id !== 'string' || typeof m.text !== 'string' || m.text.trim().length === 0)
+        return 'each note message needs an id and non-blank text';
+    }
+  }
+  return value as NoteBody;
+}
+
+/** A {@link ToolResultBody}, or what is wrong with `value`. */
+export function parseToolResultBody(value: unknown): ToolResultBody | string {
+  if (!isRecord(value) || typeof value.output !== 'string') return 'a tool result needs output text';
+  if (value.by !== undefined && typeof value.by !== 'string') return 'a tool result "by" is text';
+  return value as ToolResultBody;
+}
+
+/** An {@link ApprovalBody}, or what is wrong with `value`. */
+export function parseApprovalBody(value: unknown): ApprovalBody | string {
+  if (!isRecord(value)) return 'an approval must be a JSON object';
+  for (const field of ['reason', 'arguments', 'by'] as const)
+    if (value[field] !== undefined && typeof value[field] !== 'string') return `an approval's "${field}" is text`;
+  if (value.arguments !== undefined && !isJsonObjectText(value.arguments as string))
+    return 'edited arguments must be the text of a JSON object';
+  return value as ApprovalBody;
+}
+
+/** True when `text` is the JSON text of an object (edited tool-call arguments). */
+export function isJsonObjectText(text: string): boolean {
+  try {
+    return isRecord(JSON.parse(text));
+  } catch {
+    return false;
+  }
+}
