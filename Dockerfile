@@ -38,6 +38,7 @@ WORKDIR /app
 # Everything under /app stays owned by root: the `node` user can read the app, not change it.
 COPY package.json package-lock.json ./
 COPY bin ./bin
+COPY converters ./converters
 COPY scripts ./scripts
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src

@@ -23,6 +23,12 @@ export default tseslint.config(
     },
   },
   {
+    // Data converters Temporal loads by path with `require` (CommonJS, as they are).
+    files: ['converters/**/*.cjs'],
+    languageOptions: { sourceType: 'commonjs', globals: globals.node },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
+  },
+  {
     // Node scripts run as they are (no TypeScript): Node's globals (fetch, timers) are theirs.
     files: ['scripts/**/*.mjs', 'bin/**/*.mjs'],
     languageOptions: { globals: globals.node },

@@ -24,7 +24,7 @@ import {
   type NoteBody,
   type ToolResultBody,
 } from '../persistence/inbox-entries.js';
-import type { SessionStore, StoreEraseReceipt } from '../persistence/store.js';
+import type { InboxRef, SessionStore, StoreEraseReceipt } from '../persistence/store.js';
 import {
   CALLER_VISIBLE_CODES,
   SESSION_FORMAT_VERSION,
@@ -102,6 +102,9 @@ export type SessionClientOptions = {
   contextReport?: (session: SessionView) => ContextReport;
 };
 
+/** How long a command waits for a store that refuses writes before it fails with UNAVAILABLE (ms). */
+const INBOX_WRITE_WAIT_MS = 30_000;
+
 /** An answer to a call waiting for approval, as {@link SessionClient.approve} takes it. */
 export type ApprovalAnswer = {
   decision: 'approve' | 'deny';
@@ -161,7 +164,7 @@ export type VerifyReport = { sessionId: string; events: number; violations: Viol
  * `temporal`, or a client on its connection that seals session payloads with their keys in
  * `store` (after any codec of `temporal`'s own). Session payloads are plain JSON values, so the
  * default payload converter is the one they need; the default failure converter opens the
- * sealed failure messages workers send (client/failure-converter.ts).
+ * sealed failure messages workers send (converters/failure-converter.cjs).
  */
 function withSessionCodec(temporal: Client, store: SessionStore): Client {
   const converter = temporal.options.loadedDataConverter;
@@ -379,8 +382,17 @@ export class SessionClient {
     const checked = this.checkMessage(sessionId, text, options);
     await this.ensureSession(sessionId);
     const message = await this.deliver(sessionId, checked);
-    const result = await this.updateWithStart(sendUpdate, sessionId, { args: [message], updateId: message.id });
-    // Logged by now (or refused): an entry a retried send wrote again is not left behind.
+    let result: SendResult;
+    try {
+      result = await this.updateWithStart(sendUpdate, sessionId, { args: [message], updateId: message.id });
+    } catch (error) {
+      // Refused (or the session stopped): the message is never logged, and its entry goes too.
+      // Anything else (Temporal unreachable, a timeout) may still be delivered: the entry stays.
+      if (isSessionlogError(error) && error.code !== 'UNAVAILABLE')
+        await this.store.inbox.remove(sessionId, [message.ref!.key]).catch(() => undefined);
+      throw error;
+    }
+    // Logged by now: an entry a retried send wrote again is not left behind.
     await this.store.inbox.remove(sessionId, [message.ref!.key]).catch(() => undefined);
     return { ...result, ...(await this.replyText(sessionId, result)) };
   }
@@ -600,7 +612,7 @@ export class SessionClient {
       ...(note.metadata ? { metadata: note.metadata } : {}),
       ...(messages.length > 0 ? { messages } : {}),
     };
-    const ref = await this.store.inbox.put(sessionId, inboxKeys.note(id), JSON.stringify(body));
+    const ref = await this.putInbox(sessionId, inboxKeys.note(id), JSON.stringify(body));
     const input: NoteInput = { id, ref };
     const logged = await this.updateWithStart(noteUpdate, sessionId, { args: [input], updateId: `note/${id}` });
     await this.store.inbox.remove(sessionId, [ref.key]).catch(() => undefined);
@@ -631,8 +643,7 @@ export class SessionClient {
       ...(answer.by !== undefined ? { by: answer.by } : {}),
     };
     const text = JSON.stringify(body);
-    const ref =
-      text === '{}' ? undefined : await this.store.inbox.put(sessionId, inboxKeys.approval(callId, text), text);
+    const ref = text === '{}' ? undefined : await this.putInbox(sessionId, inboxKeys.approval(callId, text), text);
     const result = await this.updateWithStart(approveUpdate, sessionId, {
       args: [
         {
@@ -675,7 +686,7 @@ export class SessionClient {
     if (options.by !== undefined) assertMessageText(options.by, 1024);
     const body: ToolResultBody = { output, ...(options.by !== undefined ? { by: options.by } : {}) };
     const text = JSON.stringify(body);
-    const ref = await this.store.inbox.put(sessionId, inboxKeys.toolResult(callId, text), text);
+    const ref = await this.putInbox(sessionId, inboxKeys.toolResult(callId, text), text);
     const ack = await this.updateWithStart(toolResultUpdate, sessionId, {
       args: [{ callId, ref, ...(options.isError ? { isError: true } : {}) }],
     });
@@ -861,13 +872,29 @@ export class SessionClient {
   }
 
   /**
+   * Writes `body` to the session's inbox under `key`, waiting out a store that refuses writes
+   * for a while (UNAVAILABLE: a lock held, a failover) up to {@link INBOX_WRITE_WAIT_MS}.
+   */
+  private async putInbox(sessionId: string, key: string, body: string): Promise<InboxRef> {
+    const deadline = Date.now() + INBOX_WRITE_WAIT_MS;
+    for (let delay = 100; ; delay = Math.min(delay * 2, 2_000)) {
+      try {
+        return await this.store.inbox.put(sessionId, key, body);
+      } catch (error) {
+        if (!isSessionlogError(error) || error.code !== 'UNAVAILABLE' || Date.now() + delay > deadline) throw error;
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
+  }
+
+  /**
    * Writes a message to the session's inbox (DESIGN §5.2) and returns what crosses Temporal:
    * its id and the entry's reference. Writing it again (a retried send) changes nothing; another
    * text under an id still waiting there is INVALID_MESSAGE.
    */
   private async deliver(sessionId: string, message: { id: string } & MessageBody): Promise<UserInput> {
     const body: MessageBody = { text: message.text, ...(message.tools ? { tools: message.tools } : {}) };
-    const ref = await this.store.inbox.put(sessionId, inboxKeys.message(message.id), JSON.stringify(body));
+    const ref = await this.putInbox(sessionId, inboxKeys.message(message.id), JSON.stringify(body));
     return { id: message.id, ref, ...(message.tools ? { withTools: true as const } : {}) };
   }
 

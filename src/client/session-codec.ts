@@ -10,6 +10,8 @@
  * unchanged; so do payloads that were never sealed (histories recorded before this codec).
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Payload, PayloadCodec, SerializationContext } from '@temporalio/common';
 import proto from '@temporalio/proto';
@@ -29,13 +31,25 @@ const TAG_BYTES = 16;
 const KEY_CACHE_SIZE = 4096;
 
 /**
- * The module the worker loads as its failure converter, in the workflow sandbox too: failure
- * messages and stack traces travel as an encoded payload, so the codec seals them (an error
- * message may quote what a user sent).
+ * The module the worker loads as its failure converter, in the workflow sandbox too
+ * (converters/failure-converter.cjs at the package's root): failure messages and stack traces
+ * travel as an encoded payload, so the codec seals them (an error message may quote what a user
+ * sent). Found from this module's place whether it runs from the sources, the build or a bundle.
  */
-export const SESSION_FAILURE_CONVERTER_PATH = fileURLToPath(
-  new URL(`./failure-converter${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url),
-);
+export const SESSION_FAILURE_CONVERTER_PATH = join(packageRoot(), 'converters', 'failure-converter.cjs');
+
+/** The nearest folder above this module whose package.json names sessionlog. */
+function packageRoot(): string {
+  for (let dir = dirname(fileURLToPath(import.meta.url)); ; dir = dirname(dir)) {
+    const manifest = join(dir, 'package.json');
+    if (
+      existsSync(manifest) &&
+      (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: unknown }).name === 'sessionlog'
+    )
+      return dir;
+    if (dirname(dir) === dir) throw new Error('sessionlog: cannot find the package root (its package.json)');
+  }
+}
 
 const encoder = new TextEncoder();
 

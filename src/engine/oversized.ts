@@ -46,7 +46,13 @@ export async function inlineMessage(
   const context = deps.context;
   if (!context) return message;
   const model = session.header.agent?.model ?? deps.agent.model;
-  const { budget } = contextLimits(context, model, learnedWindowOf(deps, session, model));
+  let budget: number;
+  try {
+    budget = contextLimits(context, model, learnedWindowOf(deps, session, model)).budget;
+  } catch {
+    // A model the catalogue does not know: the step's request header refuses it (unknown_model).
+    return message;
+  }
   const half = Math.floor(budget / 2);
   const bytes = Buffer.byteLength(message.text, 'utf8');
   if (bytes <= half || !exceeds(deps, model, message, half)) return message;

@@ -112,7 +112,7 @@ describe('model faults end in a defined, logged outcome and the session keeps wo
   it('refuses an empty or oversized message before it reaches history', async () => {
     const id = newSession('validate');
     await expect(stack.client.send(id, '   ')).rejects.toThrow(/must not be empty/);
-    await expect(stack.client.send(id, 'x'.repeat(300 * 1024))).rejects.toThrow(/limit is/);
+    await expect(stack.client.send(id, 'x'.repeat(stack.client.maxMessageBytes + 1))).rejects.toThrow(/limit is/);
     await expectHealthy(id);
     const users = ofType(await stack.client.events(id), 'user/message');
     expect(users).toHaveLength(1);

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { StoredEvent, SessionEvent } from '../../src/session/index.js';
 import { workflowIdFor, type SessionWorkflowInput } from '../../src/workflows/api.js';
 import { eventually, waitForEvent } from '../support/log-wait.js';
+import { openPayload } from '../support/sealed.js';
 import { startStack, type Stack } from '../support/stack.js';
 
 let stack: Stack;
@@ -156,7 +157,8 @@ describe('session lifecycle', () => {
           const payload = event.workflowExecutionContinuedAsNewEventAttributes?.input?.payloads?.[0];
           if (payload?.data)
             carried +=
-              (JSON.parse(Buffer.from(payload.data).toString('utf8')) as SessionWorkflowInput).carry?.queue.length ?? 0;
+              (await openPayload<SessionWorkflowInput>(local.temporal, workflowIdFor(id), payload)).carry?.queue
+                .length ?? 0;
         }
       }
       expect(carried).toBeGreaterThan(0);

@@ -9,6 +9,7 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inboxKeys } from '../../src/persistence/index.js';
 import { openStore } from '../../src/persistence/open.js';
 import { verifyLog, type KnownEventType, type SessionEvent, type StoredEvent } from '../../src/session/index.js';
 import { eventually, waitForEvent } from '../support/log-wait.js';
@@ -110,6 +111,9 @@ describe('a store that refuses writes past every retry', () => {
     const id = `unavailable-start-${Date.now()}`;
     expect((await stack.client.send(id, 'first')).turn).toBe(1);
     const before = await stack.client.events(id);
+    // The message reached the inbox before the store stopped taking writes (DESIGN §5.2): the
+    // send finds it there (a read), so the update reaches the workflow, whose steps cannot log it.
+    await stack.store.inbox.put(id, inboxKeys.message('second-msg'), JSON.stringify({ text: 'second' }));
     const blocker = new Database(path);
     let sent: Promise<unknown> | undefined;
     try {

@@ -5,11 +5,16 @@
  *   scripts/temporal-dev-server run -- npx tsx test/support/record-histories.ts [SCENARIO…]
  *
  * Each scenario runs on the in-process stack; its closed or running histories are written to
- * test/fixtures/histories/<scenario>.history.pb (protobuf-encoded History). With scenario
- * names, only those are recorded (the other fixtures stay as recorded by older builds, which
- * is what the replay test is for); without, all of them.
+ * test/fixtures/histories/<prefix><scenario>.history.pb (protobuf-encoded History), with
+ * `RECORD_PREFIX` (default none) as the prefix. With scenario names, only those are recorded
+ * (the other fixtures stay as recorded by older builds, which is what the replay test is for);
+ * without, all of them.
+ *
+ * Histories are sealed with their sessions' keys (DESIGN §5.2): each recorded session's key is
+ * added to test/fixtures/histories/keys.json, which the replay test opens them with. These keys
+ * guard nothing but the fixtures' own made-up conversations.
  */
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import proto from '@temporalio/proto';
 
@@ -41,12 +46,21 @@ const RECORDING_TOOLS: Tool[] = [
   },
 ];
 
+const PREFIX = process.env.RECORD_PREFIX ?? '';
+const KEYS = join(OUT, 'keys.json');
+
 async function save(stack: Stack, name: string, sessionId: string, runId?: string): Promise<void> {
   const handle = stack.temporal.workflow.getHandle(workflowIdFor(sessionId));
   const run = runId ?? (await handle.describe()).runId;
   const history = await stack.temporal.workflow.getHandle(workflowIdFor(sessionId), run).fetchHistory();
-  writeFileSync(join(OUT, `${name}.history.pb`), temporal.api.history.v1.History.encode(history).finish());
-  console.log(`recorded ${name} (${history.events?.length ?? 0} events)`);
+  writeFileSync(join(OUT, `${PREFIX}${name}.history.pb`), temporal.api.history.v1.History.encode(history).finish());
+  const key = await stack.store.sessionKeys.find(sessionId);
+  if (key) {
+    const keys = existsSync(KEYS) ? (JSON.parse(readFileSync(KEYS, 'utf8')) as Record<string, unknown>) : {};
+    keys[sessionId] = { id: key.id, key: key.key.toString('base64') };
+    writeFileSync(KEYS, `${JSON.stringify(keys, null, 2)}\n`);
+  }
+  console.log(`recorded ${PREFIX}${name} (${history.events?.length ?? 0} events)`);
 }
 
 /** Waits for the approval request of `callId` in the session's log. */

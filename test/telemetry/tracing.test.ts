@@ -218,7 +218,8 @@ function ancestry(spans: readonly ReceivedSpan[], span: ReceivedSpan): string[] 
 
 /**
  * A turn's trace has arrived: its model steps' and its tool's activity spans (which carry the
- * turn), and, in their trace, the request's span and the workflow's handler span.
+ * turn), and, in their trace, the request's span, the workflow's handler span and the parent
+ * of every span.
  */
 function turnComplete(sessionId: string, turn: number, tool: string, modelSteps = 2) {
   return (spans: readonly ReceivedSpan[]) => {
@@ -232,9 +233,13 @@ function turnComplete(sessionId: string, turn: number, tool: string, modelSteps 
       return false;
     const traces = new Set(ofTurn.map((s) => s.traceId));
     const trace = spans.filter((s) => traces.has(s.traceId));
+    // Every span's parent has arrived too: the workflow's spans come through a sink, and may
+    // be exported after the activity spans they parent.
+    const ids = new Set(spans.map((s) => s.spanId));
     return (
       trace.some((s) => s.name.startsWith('POST ')) &&
-      trace.some((s) => s.name === 'HandleUpdate:send' || s.name === 'HandleSignal:userMessage')
+      trace.some((s) => s.name === 'HandleUpdate:send' || s.name === 'HandleSignal:userMessage') &&
+      trace.every((s) => s.parentSpanId === '' || ids.has(s.parentSpanId))
     );
   };
 }
@@ -336,6 +341,9 @@ describe('one trace per turn', () => {
       for (const span of named(trace, name)) expect(span.attributes['sessionlog.turn'], name).toBe(1);
     }
     expect(one(trace, 'HandleUpdate:send').resource['service.name']).toBe('sessionlog-worker');
+    // With content tracing off, no span and no worker log line at the default level holds what the user wrote.
+    expect(JSON.stringify(spans).includes('my secret plan'), 'an exported span holds the message text').toBe(false);
+    expect(worker.logs.join('\n').includes('my secret plan'), 'a worker log line holds the message text').toBe(false);
 
     // A second turn, posted without waiting, is a trace of its own.
     expect((await postMessage(sessionId, 'and again [calc]', false)).status).toBe(202);
