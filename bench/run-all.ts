@@ -1,7 +1,8 @@
 /**
  * `npm run bench`: runs every benchmark (store, search, turns, token meter, learned limits,
- * telemetry cost, idle followers, fleet), each in its own process so one's heap and RSS do not
- * colour the other's. bench/turns.ts, bench/limits.ts and bench/telemetry.ts need Temporal: they
+ * telemetry cost, history bytes per turn, idle followers, fleet), each in its own process so
+ * one's heap and RSS do not colour the other's. bench/turns.ts, bench/limits.ts,
+ * bench/telemetry.ts and bench/history-bytes.ts need Temporal: they
  * use TEMPORAL_ADDRESS when set, else a
  * private dev server from `scripts/temporal-dev-server run` (started and stopped here).
  * bench/fleet.ts starts its own servers (and builds the full Temporal server the first time).
@@ -27,7 +28,7 @@ async function main(): Promise<number> {
   if ((await run(TSX, ['bench/search.ts'])) !== 0) failures.push('bench/search.ts');
   const withTemporal = (script: string) =>
     process.env.TEMPORAL_ADDRESS ? run(TSX, [script]) : run(DEV_SERVER, ['run', '--', TSX, script]);
-  for (const script of ['bench/turns.ts', 'bench/limits.ts', 'bench/telemetry.ts'])
+  for (const script of ['bench/turns.ts', 'bench/limits.ts', 'bench/telemetry.ts', 'bench/history-bytes.ts'])
     if ((await withTemporal(script)) !== 0) failures.push(script);
   if ((await run(TSX, ['bench/meter.ts'])) !== 0) failures.push('bench/meter.ts');
   if ((await run(TSX, ['bench/followers.ts'])) !== 0) failures.push('bench/followers.ts');

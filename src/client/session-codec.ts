@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import type { Payload, PayloadCodec, SerializationContext } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import type { SessionKey, SessionKeyStore } from '../persistence/index.js';
-import { SessionlogError } from '../session/index.js';
+import { SessionlogError, isSessionlogError } from '../session/index.js';
 
 const { temporal } = proto;
 
@@ -29,6 +29,8 @@ const IV_BYTES = 12;
 const TAG_BYTES = 16;
 /** How many sessions' keys a process keeps in memory. */
 const KEY_CACHE_SIZE = 4096;
+/** How long a key lookup waits for a store that cannot be reached before it fails (ms). */
+const KEY_WAIT_MS = 10 * 60_000;
 
 /**
  * The module the worker loads as its failure converter, in the workflow sandbox too
@@ -102,6 +104,23 @@ export class SessionPayloadCodec implements PayloadCodec {
     );
   }
 
+  /**
+   * The session's key from the store, waiting out a store that cannot be reached (UNAVAILABLE)
+   * for up to {@link KEY_WAIT_MS}: a codec that failed would fail the task it serves, and a
+   * worker whose codec fails while it reports an activity's failure stops altogether.
+   */
+  private async lookUp(sessionId: string, obtain: boolean): Promise<SessionKey | undefined> {
+    const deadline = Date.now() + KEY_WAIT_MS;
+    for (let delay = 100; ; delay = Math.min(delay * 2, 2_000)) {
+      try {
+        return await (obtain ? this.store.obtain(sessionId) : this.store.find(sessionId));
+      } catch (error) {
+        if (!isSessionlogError(error) || error.code !== 'UNAVAILABLE' || Date.now() + delay > deadline) throw error;
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
+  }
+
   /** Forgets the cached key of `sessionId` (after this process erased it). */
   forget(sessionId: string): void {
     this.keys.delete(sessionId);
@@ -114,7 +133,7 @@ export class SessionPayloadCodec implements PayloadCodec {
       this.keys.delete(sessionId);
       this.keys.set(sessionId, pending);
     } else {
-      pending = obtain ? this.store.obtain(sessionId) : this.store.find(sessionId);
+      pending = this.lookUp(sessionId, obtain);
       this.keys.set(sessionId, pending);
       while (this.keys.size > KEY_CACHE_SIZE) this.keys.delete(this.keys.keys().next().value as string);
     }

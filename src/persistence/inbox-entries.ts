@@ -4,8 +4,8 @@
  * reads it back with {@link readInboxEntry}, which checks it is the body that was sent, and
  * removes it once it is logged.
  */
-import { createHash } from 'node:crypto';
 import { SessionlogError, turnToolsProblem, type ToolSchema } from '../session/index.js';
+import { digestOf } from './inbox.js';
 import type { InboxRef, InboxStore } from './store.js';
 
 /** A user message: its text and, for a message that starts a turn with them, the caller's tools. */
@@ -36,27 +36,6 @@ export const inboxKeys = {
 /** The id of the message an inbox key names, or undefined for another kind. */
 export function messageIdOfKey(key: string): string | undefined {
   return key.startsWith('message/') ? key.slice('message/'.length) : undefined;
-}
-
-/** Hex SHA-256 of `body`'s UTF-8 bytes: the digest an {@link InboxRef} carries. */
-export function digestOf(body: string): string {
-  return createHash('sha256').update(body, 'utf8').digest('hex');
-}
-
-/** True when `value` has the shape of an {@link InboxRef} (what a workflow validator can check). */
-export function isInboxRef(value: unknown): value is InboxRef {
-  const ref = value as InboxRef | undefined;
-  return (
-    typeof ref === 'object' &&
-    ref !== null &&
-    typeof ref.key === 'string' &&
-    ref.key.length > 0 &&
-    ref.key.length <= 300 &&
-    Number.isSafeInteger(ref.bytes) &&
-    ref.bytes > 0 &&
-    typeof ref.digest === 'string' &&
-    /^[0-9a-f]{64}$/.test(ref.digest)
-  );
 }
 
 /**

@@ -31,6 +31,11 @@ export function assertInboxKey(sessionId: string, key: unknown): asserts key is 
   }
 }
 
+/** Hex SHA-256 of `body`'s UTF-8 bytes: the digest an {@link InboxRef} carries. */
+export function digestOf(body: string): string {
+  return createHash('sha256').update(body, 'utf8').digest('hex');
+}
+
 /** Validates `put` arguments and returns the body's reference: its UTF-8 size and hex SHA-256. */
 export function inboxPutRef(sessionId: unknown, key: unknown, body: unknown): InboxRef {
   assertSessionId(sessionId);
@@ -49,7 +54,7 @@ export function inboxPutRef(sessionId: unknown, key: unknown, body: unknown): In
       `the inbox body under key ${JSON.stringify(key)} of session ${sessionId} has ${bytes} bytes of UTF-8, more than the ${INBOX_MAX_BODY_BYTES} an entry may hold; send it in smaller parts`,
     );
   }
-  return { key, bytes, digest: createHash('sha256').update(body, 'utf8').digest('hex') };
+  return { key, bytes, digest: digestOf(body) };
 }
 
 /** Validates `remove` arguments. */

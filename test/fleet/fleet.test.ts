@@ -16,6 +16,8 @@
  * - seqs are contiguous and every turn is closed;
  * - every follower received every event exactly once, in order, as stored;
  * - `sessionlog sessions verify` passes for every session;
+ * - the full Temporal server never held a session's text; erasing it through a gateway leaves
+ *   nothing of it in the store or the server, and no process's log held the text;
  * - no worker or gateway exited except those killed on purpose, and SIGTERM drains them all
  *   with exit status 0.
  *
@@ -30,11 +32,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
+import proto from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { EraseReceipt } from '../../src/client/session-client.js';
+import { SessionPayloadCodec } from '../../src/client/session-codec.js';
 import { startFakeModelServer, type FakeModelServer } from '../../src/model/fake-server.js';
 import { openStore } from '../../src/persistence/open.js';
 import type { SessionStore } from '../../src/persistence/store.js';
 import { isEventOfType, type SessionEvent, type StoredEvent } from '../../src/session/index.js';
+import { workflowIdFor } from '../../src/workflows/api.js';
 import { Fleet, ROOT } from './harness.js';
 import { HttpDriver, SseFollower, type Ack } from './traffic.js';
 
@@ -100,6 +107,78 @@ afterAll(async () => {
 }, 120_000);
 
 type ChaosStep = { at: number; name: string; run: () => Promise<void> };
+
+/**
+ * Erasure on the production topology (DESIGN §4.2, §5.2): the full Temporal server never held a
+ * session's text, not even before the erase (its histories hold sealed references); after
+ * `DELETE /v1/sessions/:id` through a gateway the store holds nothing of it (log, inbox, data
+ * key), what the server has not deleted yet cannot be opened, and no worker or gateway log line
+ * held the text.
+ */
+async function eraseOneSession(f: Fleet, store: SessionStore): Promise<void> {
+  const id = sessionIds[0]!;
+  const text = messageText(0, 1);
+  expect(JSON.stringify(await store.readFrom(id, 0)), 'the log holds the text').toContain(text);
+  const connection = await Connection.connect({ address: f.endpoints.temporalAddress });
+  try {
+    const temporal = new Client({ connection, namespace: 'default' });
+    const runs: string[] = [];
+    for await (const run of temporal.workflow.list({ query: `WorkflowId = '${workflowIdFor(id)}'` }))
+      runs.push(run.runId);
+    expect(runs.length).toBeGreaterThan(0);
+    for (const runId of runs) {
+      const history = await temporal.workflow.getHandle(workflowIdFor(id), runId).fetchHistory();
+      const bytes = Buffer.from(proto.temporal.api.history.v1.History.encode(history).finish());
+      expect(bytes.includes(Buffer.from(text)), `run ${runId} holds the text`).toBe(false);
+    }
+    const erased = await fetch(`${f.gatewayUrl(0)}/v1/sessions/${id}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    expect(erased.status).toBe(200);
+    const { receipt } = (await erased.json()) as { receipt: EraseReceipt };
+    expect(receipt.store.removed).toMatchObject({ header: 1, sessionKey: 1 });
+    expect(receipt.temporal.deletedRuns).toBeGreaterThanOrEqual(runs.length);
+    expect(await store.exists(id)).toBe(false);
+    expect(await store.inbox.list(id)).toEqual([]);
+    expect(await store.sessionKeys.find(id)).toBeUndefined();
+    // The server deletes asynchronously (a run just terminated may keep its history a while):
+    // whatever is still there holds only payloads sealed with the destroyed key, which no one can open.
+    const codec = new SessionPayloadCodec(store.sessionKeys);
+    const context = { type: 'workflow' as const, namespace: 'default', workflowId: workflowIdFor(id) };
+    let left = 0;
+    for (const runId of runs) {
+      const history = await temporal.workflow
+        .getHandle(workflowIdFor(id), runId)
+        .fetchHistory()
+        .catch((error: unknown) => {
+          if ((error as { code?: unknown }).code === 5 || error instanceof WorkflowNotFoundError) return undefined;
+          throw error;
+        });
+      if (!history) continue;
+      left += 1;
+      const bytes = Buffer.from(proto.temporal.api.history.v1.History.encode(history).finish());
+      expect(bytes.includes(Buffer.from(text)), `run ${runId} holds the text after the erase`).toBe(false);
+      const sealed = history.events!.flatMap(
+        (event) => event.workflowExecutionStartedEventAttributes?.input?.payloads ?? [],
+      );
+      for (const payload of sealed) {
+        const opened = await codec.decode([payload], context).then(
+          () => 'opened',
+          (error: unknown) => (error as { code?: string }).code,
+        );
+        expect(opened, `run ${runId}'s start input after the erase`).toBe('SESSION_ERASED');
+      }
+    }
+    console.log(
+      `fleet test: erased ${id}; ${left} of ${runs.length} histories not yet deleted by the server, none readable`,
+    );
+  } finally {
+    await connection.close();
+  }
+  const logged = f.history.flatMap((p) => p.lines).filter((line) => line.includes(text));
+  expect(logged, 'worker and gateway log lines holding the text').toEqual([]);
+}
 
 /** Waits (bounded) until `ready` holds; returns whether it did. */
 async function until(ready: () => boolean, timeoutMs: number): Promise<boolean> {
@@ -360,6 +439,7 @@ describe(`the fleet: full Temporal server and store on PostgreSQL, 3 workers, 2 
             .split('\n')
             .filter((line) => / ok: \d+ events, seqs contiguous/.test(line)),
         ).toHaveLength(SESSIONS);
+        await eraseOneSession(f, store);
       } finally {
         await store.close();
       }

@@ -197,6 +197,8 @@ export const eraseResponse = z.object({
         events: z.number().int(),
         artifacts: z.number().int(),
         projectionCheckpoints: z.number().int(),
+        inboxEntries: z.number().int(),
+        sessionKey: z.number().int(),
       }),
       tombstoneUntil: z.number().describe('until when (epoch ms) the id is refused with SESSION_ERASED'),
     }),
