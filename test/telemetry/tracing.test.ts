@@ -218,8 +218,8 @@ function ancestry(spans: readonly ReceivedSpan[], span: ReceivedSpan): string[] 
 
 /**
  * A turn's trace has arrived: its model steps' and its tool's activity spans (which carry the
- * turn), and, in their trace, the request's span, the workflow's handler span and the parent
- * of every span.
+ * turn), and, in their trace, the request's span, the workflow's handler span and every
+ * ancestor of the model calls and the tool.
  */
 function turnComplete(sessionId: string, turn: number, tool: string, modelSteps = 2) {
   return (spans: readonly ReceivedSpan[]) => {
@@ -233,13 +233,22 @@ function turnComplete(sessionId: string, turn: number, tool: string, modelSteps 
       return false;
     const traces = new Set(ofTurn.map((s) => s.traceId));
     const trace = spans.filter((s) => traces.has(s.traceId));
-    // Every span's parent has arrived too: the workflow's spans come through a sink, and may
-    // be exported after the activity spans they parent.
-    const ids = new Set(spans.map((s) => s.spanId));
+    // The model calls' and the tool's ancestors have arrived up to the request's root span: the
+    // workflow's spans come through a sink, and may be exported after the spans they parent.
+    // (Not every span's parent: the workflow's own run span stays open as long as the session.)
+    const byId = new Map(spans.map((s) => [s.spanId, s]));
+    const rooted = (span: ReceivedSpan): boolean => {
+      let current: ReceivedSpan | undefined = span;
+      for (let depth = 0; current && depth < 20; depth++) {
+        if (current.parentSpanId === '') return true;
+        current = byId.get(current.parentSpanId);
+      }
+      return false;
+    };
     return (
       trace.some((s) => s.name.startsWith('POST ')) &&
       trace.some((s) => s.name === 'HandleUpdate:send' || s.name === 'HandleSignal:userMessage') &&
-      trace.every((s) => s.parentSpanId === '' || ids.has(s.parentSpanId))
+      ofTurn.filter((s) => s.name === 'chat fake' || s.name === `execute_tool ${tool}`).every(rooted)
     );
   };
 }
