@@ -142,7 +142,8 @@ export class SessionPayloadCodec implements PayloadCodec {
       // A miss is not cached: the key may be made by the next encode.
       if (key === undefined) {
         if (this.keys.get(sessionId) === pending) this.keys.delete(sessionId);
-        if (obtain) throw new Error(`the store made no data key for session ${sessionId}`);
+        // An encode that found a decode's lookup under way, which found no key: make it now.
+        if (obtain) return await this.lookUp(sessionId, true);
       }
       return key;
     } catch (error) {
