@@ -18,7 +18,7 @@ import { readDerivedHistory } from '../persistence/derived-history.js';
 import {
   inboxKeys,
   isJsonObjectText,
-  messageIdOfKey,
+  inboxEntriesByLogged,
   type ApprovalBody,
   type MessageBody,
   type NoteBody,
@@ -554,13 +554,7 @@ export class SessionClient {
       violations.push({ seq: scan.problem.seq, rule: 'stored-record', message: scan.problem.reason });
     // Inputs written to the inbox whose message the log does not hold: their update or signal
     // may still come, or never will (the caller gave up); `erase` removes them.
-    const logged = new Set(scan.events.flatMap((e) => (isEventOfType(e, 'user/message') ? [e.data.id] : [])));
-    const inboxWaiting = (await this.store.inbox.list(sessionId))
-      .filter((entry) => {
-        const messageId = messageIdOfKey(entry.key);
-        return messageId === undefined || !logged.has(messageId);
-      })
-      .map((entry) => entry.key);
+    const inboxWaiting = inboxEntriesByLogged(await this.store.inbox.list(sessionId), scan.events).waiting;
     return { sessionId, events: scan.events.length, violations, inboxWaiting };
   }
 

@@ -3,9 +3,9 @@
  * messages entering a step and a note's content, checked against the references that crossed
  * Temporal; and the removal of entries once the log holds them.
  */
+import type { SessionView } from '../session/index.js';
 import {
-  inboxKeys,
-  messageIdOfKey,
+  inboxEntriesByLogged,
   parseMessageBody,
   parseNoteBody,
   readInboxEntry,
@@ -58,19 +58,13 @@ export async function removeDelivered(store: SessionStore, sessionId: string, ke
 }
 
 /**
- * At the start of a run: removes the inbox's message entries whose message the log already
- * holds (answered retries, removals that failed); returns how many entries are left waiting.
+ * At the start of a run: removes the inbox's entries whose message the log already holds
+ * (answered retries, removals that failed); returns how many entries are left waiting.
  */
-export async function removeLogged(
-  store: SessionStore,
-  sessionId: string,
-  loggedMessageIds: (ids: readonly string[]) => Set<string>,
-): Promise<number> {
-  const entries = await store.inbox.list(sessionId);
+export async function removeLogged(store: SessionStore, session: SessionView): Promise<number> {
+  const entries = await store.inbox.list(session.header.id);
   if (entries.length === 0) return 0;
-  const ids = entries.map((e) => messageIdOfKey(e.key)).filter((id): id is string => id !== undefined);
-  const logged = loggedMessageIds(ids);
-  const done = [...logged].map((id) => inboxKeys.message(id));
-  if (done.length > 0) await store.inbox.remove(sessionId, done);
-  return entries.length - done.length;
+  const { logged, waiting } = inboxEntriesByLogged(entries, session.events);
+  if (logged.length > 0) await store.inbox.remove(session.header.id, logged);
+  return waiting.length;
 }

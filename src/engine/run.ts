@@ -4,14 +4,7 @@
  * of older runs are fenced out), close a turn a crash left open with the repair closers, and
  * clear inbox entries the log already holds.
  */
-import {
-  SESSION_FORMAT_VERSION,
-  closersFor,
-  isEventOfType,
-  repairOp,
-  type SessionHeader,
-  type SessionView,
-} from '../session/index.js';
+import { SESSION_FORMAT_VERSION, closersFor, repairOp, type SessionHeader } from '../session/index.js';
 import type { EngineDeps } from './deps.js';
 import { waitingStep } from './answers.js';
 import { removeLogged } from './inbox.js';
@@ -35,7 +28,7 @@ export async function openRun(deps: EngineDeps, input: OpenRunInput): Promise<Op
   const waiting = waitingStep(session);
   const closers = waiting ? [] : closersFor(session.turns, session.storedAt(session.nextSeq - 1));
   if (closers.length > 0) await writer.append(closers, repairOp(session.nextSeq - 1));
-  const inboxWaiting = await removeLogged(deps.store, input.sessionId, (ids) => loggedMessageIds(writer.session, ids));
+  const inboxWaiting = await removeLogged(deps.store, writer.session);
   return {
     headSeq: writer.session.nextSeq,
     lastTurn: writer.session.turns.lastTurn,
@@ -44,15 +37,6 @@ export async function openRun(deps: EngineDeps, input: OpenRunInput): Promise<Op
     ...(waiting ? { waiting } : {}),
     ...(inboxWaiting > 0 ? { inboxWaiting } : {}),
   };
-}
-
-/** Which of `ids` the log holds as user messages. */
-function loggedMessageIds(session: SessionView, ids: readonly string[]): Set<string> {
-  const wanted = new Set(ids);
-  const found = new Set<string>();
-  for (const event of session.events)
-    if (isEventOfType(event, 'user/message') && wanted.has(event.data.id)) found.add(event.data.id);
-  return found;
 }
 
 function defaultHeader(deps: EngineDeps, sessionId: string): SessionHeader {

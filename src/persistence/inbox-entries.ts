@@ -4,7 +4,13 @@
  * reads it back with {@link readInboxEntry}, which checks it is the body that was sent, and
  * removes it once it is logged.
  */
-import { SessionlogError, turnToolsProblem, type ToolSchema } from '../session/index.js';
+import {
+  SessionlogError,
+  isEventOfType,
+  turnToolsProblem,
+  type StoredEvent,
+  type ToolSchema,
+} from '../session/index.js';
 import { digestOf } from './inbox.js';
 import type { InboxRef, InboxStore } from './store.js';
 
@@ -36,6 +42,25 @@ export const inboxKeys = {
 /** The id of the message an inbox key names, or undefined for another kind. */
 export function messageIdOfKey(key: string): string | undefined {
   return key.startsWith('message/') ? key.slice('message/'.length) : undefined;
+}
+
+/**
+ * The keys of `entries` split by whether `events` (a session's log) holds their message:
+ * `logged` entries are done with; the rest wait for an update or signal that may never come.
+ */
+export function inboxEntriesByLogged(
+  entries: readonly { key: string }[],
+  events: readonly StoredEvent[],
+): { logged: string[]; waiting: string[] } {
+  const ids = new Set<string>();
+  for (const event of events) if (isEventOfType(event, 'user/message')) ids.add(event.data.id);
+  const logged: string[] = [];
+  const waiting: string[] = [];
+  for (const { key } of entries) {
+    const id = messageIdOfKey(key);
+    (id !== undefined && ids.has(id) ? logged : waiting).push(key);
+  }
+  return { logged, waiting };
 }
 
 /**
