@@ -36,11 +36,14 @@ import {
   isEventOfType,
   isSessionErrorCode,
   isSessionlogError,
+  suppliedHistoryProblem,
   textOf,
   turnToolsProblem,
   verifyLog,
   waitsForAnswer,
   type AgentSpec,
+  type AskedAgent,
+  type SuppliedItem,
   type ContextReport,
   type Message,
   type SessionHeader,
@@ -119,6 +122,12 @@ export type ApprovalAnswer = {
 };
 
 /** The answer to {@link SessionClient.send}: the turn, its final reply and that reply's text. */
+/**
+ * Options of a user message: its idempotency key, the caller's tools for the turn it starts, and
+ * the model and/or instructions (`''`: none) the session runs with from that turn on.
+ */
+export type MessageOptions = { id?: string; tools?: ToolSchema[]; agent?: AskedAgent };
+
 export type Reply = SendResult & { text: string; messageId: string };
 
 /** A session as listed: its header and how many events its log holds. */
@@ -378,7 +387,7 @@ export class SessionClient {
    *   when the session's log stops it. While the store refuses writes the message waits (the
    *   status's `lastError` says so) and the turn is tried again, with backoff up to a minute.
    */
-  async send(sessionId: string, text: string, options: { id?: string; tools?: ToolSchema[] } = {}): Promise<Reply> {
+  async send(sessionId: string, text: string, options: MessageOptions = {}): Promise<Reply> {
     const checked = this.checkMessage(sessionId, text, options);
     await this.ensureSession(sessionId);
     const message = await this.deliver(sessionId, checked);
@@ -403,13 +412,10 @@ export class SessionClient {
    *
    * @param options.id idempotency key of the message (default: a new UUID).
    * @param options.tools the caller's tools for the turn this message starts (as for {@link send}).
+   * @param options.agent the model and/or instructions the session runs with from this turn on.
    * @returns the message id.
    */
-  async post(
-    sessionId: string,
-    text: string,
-    options: { id?: string; tools?: ToolSchema[] } = {},
-  ): Promise<{ id: string }> {
+  async post(sessionId: string, text: string, options: MessageOptions = {}): Promise<{ id: string }> {
     const checked = this.checkMessage(sessionId, text, options);
     await this.ensureSession(sessionId);
     const message = await this.deliver(sessionId, checked);
@@ -590,6 +596,8 @@ export class SessionClient {
       id?: string;
       metadata?: { values: Record<string, string>; messageId?: string };
       messages?: Array<{ id?: string; text: string }>;
+      /** Caller-supplied history (session/supplied.ts): logged as it is, in caller turns. */
+      history?: SuppliedItem[];
     },
   ): Promise<{ id: string; headSeq: number }> {
     await this.requireSession(sessionId);
@@ -602,11 +610,23 @@ export class SessionClient {
       const checked = this.checkMessage(sessionId, m.text, m.id === undefined ? {} : { id: m.id });
       return { id: checked.id, text: checked.text };
     });
+    if (note.history !== undefined) {
+      const problem = suppliedHistoryProblem(note.history);
+      if (problem) throw new SessionlogError('INVALID_ARGUMENT', problem);
+    }
     const body: NoteBody = {
       ...(note.metadata ? { metadata: note.metadata } : {}),
       ...(messages.length > 0 ? { messages } : {}),
+      ...(note.history ? { history: note.history } : {}),
     };
-    const ref = await this.putInbox(sessionId, inboxKeys.note(id), JSON.stringify(body));
+    const text = JSON.stringify(body);
+    const limit = this.maxMessageBytes * NOTE_LIMITS.messages;
+    if (Buffer.byteLength(text) > limit)
+      throw new SessionlogError(
+        'MESSAGE_TOO_LARGE',
+        `the note is ${Buffer.byteLength(text)} bytes; the limit is ${limit}`,
+      );
+    const ref = await this.putInbox(sessionId, inboxKeys.note(id), text);
     const input: NoteInput = { id, ref };
     const logged = await this.updateWithStart(noteUpdate, sessionId, { args: [input], updateId: `note/${id}` });
     await this.store.inbox.remove(sessionId, [ref.key]).catch(() => undefined);
@@ -850,19 +870,27 @@ export class SessionClient {
 
   // ---- internals ----------------------------------------------------------------------------
 
-  private checkMessage(
-    sessionId: string,
-    text: string,
-    options: { id?: string; tools?: ToolSchema[] },
-  ): { id: string } & MessageBody {
+  private checkMessage(sessionId: string, text: string, options: MessageOptions): { id: string } & MessageBody {
     assertSessionId(sessionId);
     assertMessageText(text, this.maxMessageBytes);
     const id = options.id ?? randomUUID();
     assertMessageId(id);
-    if (options.tools === undefined) return { id, text };
-    const problem = turnToolsProblem(options.tools);
+    const problem = options.tools === undefined ? undefined : turnToolsProblem(options.tools);
     if (problem) throw new SessionlogError('INVALID_ARGUMENT', problem);
-    return { id, text, tools: options.tools };
+    const { model, system } = options.agent ?? {};
+    if (model !== undefined && (model.length === 0 || model.length > 200))
+      throw new SessionlogError('INVALID_ARGUMENT', 'a model name is 1-200 characters');
+    if (model !== undefined) this.checkAgent?.({ model });
+    const agent: AskedAgent = {
+      ...(model !== undefined ? { model } : {}),
+      ...(system !== undefined ? { system } : {}),
+    };
+    return {
+      id,
+      text,
+      ...(options.tools ? { tools: options.tools } : {}),
+      ...(Object.keys(agent).length > 0 ? { agent } : {}),
+    };
   }
 
   /**
@@ -887,7 +915,11 @@ export class SessionClient {
    * text under an id still waiting there is INVALID_MESSAGE.
    */
   private async deliver(sessionId: string, message: { id: string } & MessageBody): Promise<UserInput> {
-    const body: MessageBody = { text: message.text, ...(message.tools ? { tools: message.tools } : {}) };
+    const body: MessageBody = {
+      text: message.text,
+      ...(message.tools ? { tools: message.tools } : {}),
+      ...(message.agent ? { agent: message.agent } : {}),
+    };
     const ref = await this.putInbox(sessionId, inboxKeys.message(message.id), JSON.stringify(body));
     return { id: message.id, ref, ...(message.tools ? { withTools: true as const } : {}) };
   }

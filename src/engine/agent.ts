@@ -4,7 +4,13 @@
  */
 import { ModelCallError, modelFailure } from '../model/errors.js';
 import type { ModelPort } from '../model/provider.js';
-import { clashingToolNames, type AgentSpec, type RequestHeader, type ToolSchema } from '../session/index.js';
+import {
+  clashingToolNames,
+  type AgentSpec,
+  type AskedAgent,
+  type RequestHeader,
+  type ToolSchema,
+} from '../session/index.js';
 import { RECALL_TOOL_NAMES } from '../tools/builtin.js';
 import type { ToolRegistry } from '../tools/registry.js';
 
@@ -28,8 +34,10 @@ export function requestHeaderFor(
   deps: { model: ModelPort; tools: ToolRegistry; agent: AgentConfig; context?: unknown },
   spec: AgentSpec | undefined,
   turnTools?: readonly ToolSchema[],
+  asked: AskedAgent = {},
 ): RequestHeader {
-  const model = spec?.model ?? deps.agent.model;
+  // What a caller asked for (the last turn that named it) wins over the session's spec and the worker's default.
+  const model = asked.model ?? spec?.model ?? deps.agent.model;
   deps.model.model(model);
   const names = [...(spec?.tools ?? deps.agent.tools)];
   // Where compaction runs, what it replaces stays reachable: the recall tools come with it.
@@ -48,7 +56,7 @@ export function requestHeaderFor(
     }
     tools.push(...turnTools);
   }
-  const system = spec?.system ?? deps.agent.system;
+  const system = asked.system ?? spec?.system ?? deps.agent.system;
   return {
     provider: deps.model.provider,
     model,

@@ -18,6 +18,7 @@ import type {
   CompactInput,
   EndTurnInput,
   HeadResult,
+  NoteResult,
   LogNoteInput,
   ModelStepInput,
   ModelStepResult,
@@ -39,7 +40,7 @@ export type TurnEngine = {
   endTurn(input: EndTurnInput): Promise<HeadResult>;
   compact(input: CompactInput, ctx: StepContext): Promise<CompactActivityResult>;
   abandonCompaction(input: AbandonCompactionInput): Promise<{ headSeq: number }>;
-  logNote(input: LogNoteInput): Promise<HeadResult>;
+  logNote(input: LogNoteInput): Promise<NoteResult>;
 };
 
 export function createTurnEngine(engineDeps: EngineDeps): TurnEngine {

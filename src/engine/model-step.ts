@@ -20,6 +20,7 @@ import {
   closersFor,
   jsonEqual,
   turnToolsProblem,
+  type AskedAgent,
   type AssistantMessage,
   type NewEvent,
   type StreamChunk,
@@ -62,7 +63,12 @@ export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: St
 
   let header: RequestHeader;
   try {
-    header = requestHeaderFor(deps, writer.session.header.agent, writer.session.turns.turnTools);
+    header = requestHeaderFor(
+      deps,
+      writer.session.header.agent,
+      writer.session.turns.turnTools,
+      writer.session.turns.asked,
+    );
   } catch (error) {
     return failStep(deps, writer, input, key, classifyModelError(error), error);
   }
@@ -216,7 +222,23 @@ async function beginStep(deps: EngineDeps, writer: LogWriter, input: ModelStepIn
     const tools = entering.find((message) => message.tools !== undefined)?.tools;
     const problem = tools === undefined ? undefined : turnToolsProblem(tools);
     if (problem) throw new SessionlogError('INVALID_ARGUMENT', `the tools sent for turn ${input.turn}: ${problem}`);
-    events.push({ type: 'turn/start', time: deps.now(), data: { turn: input.turn, ...(tools ? { tools } : {}) } });
+    const agent = changedAgent(turns.asked, entering.find((message) => message.agent !== undefined)?.agent);
+    // A model this worker cannot run is refused before the turn is logged: asked for, it would hold for every later turn.
+    if (agent?.model !== undefined) {
+      try {
+        deps.model.model(agent.model);
+      } catch (error) {
+        throw new SessionlogError(
+          'INVALID_ARGUMENT',
+          `turn ${input.turn} asks for model ${JSON.stringify(agent.model)}, which this worker cannot run: ${(error as Error).message}`,
+        );
+      }
+    }
+    events.push({
+      type: 'turn/start',
+      time: deps.now(),
+      data: { turn: input.turn, ...(tools ? { tools } : {}), ...(agent ? { agent } : {}) },
+    });
   }
   events.push({ type: 'step/start', time: deps.now(), data: { turn: input.turn, step: input.step } });
   for (const message of entering) {
@@ -233,6 +255,16 @@ async function beginStep(deps: EngineDeps, writer: LogWriter, input: ModelStepIn
     input.sessionId,
     input.entering.flatMap((message) => (message.ref ? [message.ref.key] : [])),
   );
+}
+
+/** What of `wanted` differs from what callers asked for so far (undefined: nothing). */
+function changedAgent(asked: AskedAgent, wanted: AskedAgent | undefined): AskedAgent | undefined {
+  if (!wanted) return undefined;
+  const changed: AskedAgent = {
+    ...(wanted.model !== undefined && wanted.model !== asked.model ? { model: wanted.model } : {}),
+    ...(wanted.system !== undefined && wanted.system !== asked.system ? { system: wanted.system } : {}),
+  };
+  return Object.keys(changed).length > 0 ? changed : undefined;
 }
 
 async function streamReply(

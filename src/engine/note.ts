@@ -1,22 +1,24 @@
 /**
  * A caller's note logged between turns (DESIGN §8): the session's or a turn's metadata
- * (`session/metadata`, never model-visible) and user messages the model gets with the next turn
- * without a turn of their own (a conversation's initial items), in one batch, once per note id.
+ * (`session/metadata`, never model-visible), user messages the model gets with the next turn
+ * without a turn of their own (a conversation's initial items) and caller-supplied history
+ * (session/supplied.ts: a transcript's replies, in caller turns), in one batch, once per note id.
  * The workflow runs it only while no turn or compaction writes the log.
  */
-import type { NewEvent } from '../session/index.js';
+import { suppliedHistoryEvents, type NewEvent } from '../session/index.js';
 import type { EngineDeps } from './deps.js';
 import { readNote, removeDelivered } from './inbox.js';
 import { LogWriter } from './log-writer.js';
 import { noteOp } from './ops.js';
-import type { HeadResult, LogNoteInput } from './types.js';
+import type { LogNoteInput, NoteResult } from './types.js';
 
-export async function logNote(deps: EngineDeps, input: LogNoteInput): Promise<HeadResult> {
+export async function logNote(deps: EngineDeps, input: LogNoteInput): Promise<NoteResult> {
   const writer = await LogWriter.open(deps.store, input.sessionId, input.runId, input.knownHead);
   const op = noteOp(input.runId, input.note.id);
-  if (writer.logged(op).length > 0) return { headSeq: writer.session.nextSeq };
+  const result = (): NoteResult => ({ headSeq: writer.session.nextSeq, lastTurn: writer.session.turns.lastTurn });
+  if (writer.logged(op).length > 0) return result();
   const events: NewEvent[] = [];
-  const { metadata, messages } = await readNote(deps.store, input.sessionId, input.note);
+  const { metadata, messages, history } = await readNote(deps.store, input.sessionId, input.note);
   if (metadata) {
     events.push({
       type: 'session/metadata',
@@ -35,7 +37,8 @@ export async function logNote(deps: EngineDeps, input: LogNoteInput): Promise<He
       surfaceOp: 'append',
     });
   }
+  if (history) events.push(...suppliedHistoryEvents(history, writer.session.turns.lastTurn, deps.now()).events);
   if (events.length > 0) await writer.append(events, op);
   if (input.note.ref) await removeDelivered(deps.store, input.sessionId, [input.note.ref.key]);
-  return { headSeq: writer.session.nextSeq };
+  return result();
 }

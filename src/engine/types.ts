@@ -46,6 +46,9 @@ export type NoteInput = {
 
 export type LogNoteInput = { sessionId: string; runId: string; knownHead: number; note: NoteInput };
 
+/** A logged note: the log's head, and its last turn (a note of caller-supplied history logs turns). */
+export type NoteResult = { headSeq: number; lastTurn: number };
+
 /** What an operation learns about the attempt it runs in (an activity's context, or a test's). */
 export type StepContext = {
   /** This attempt, 1-based. */

@@ -8,19 +8,29 @@ import {
   SessionlogError,
   isEventOfType,
   turnToolsProblem,
+  suppliedHistoryProblem,
+  type AskedAgent,
   type StoredEvent,
+  type SuppliedItem,
   type ToolSchema,
 } from '../session/index.js';
 import { digestOf } from './inbox.js';
 import type { InboxRef, InboxStore } from './store.js';
 
-/** A user message: its text and, for a message that starts a turn with them, the caller's tools. */
-export type MessageBody = { text: string; tools?: ToolSchema[] };
+/**
+ * A user message: its text and, for a message that starts a turn with them, the caller's tools
+ * and the model and/or instructions the caller asks for from that turn on.
+ */
+export type MessageBody = { text: string; tools?: ToolSchema[]; agent?: AskedAgent };
 
-/** A caller's note: metadata and user messages logged between turns (engine/note.ts). */
+/**
+ * A caller's note: metadata, user messages and caller-supplied history (session/supplied.ts)
+ * logged between turns (engine/note.ts).
+ */
 export type NoteBody = {
   metadata?: { values: Record<string, string>; messageId?: string };
   messages?: Array<{ id: string; text: string }>;
+  history?: SuppliedItem[];
 };
 
 /** An external tool's result, as the caller posted it. */
@@ -106,15 +116,38 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 export function parseMessageBody(value: unknown): MessageBody | string {
   if (!isRecord(value) || typeof value.text !== 'string' || value.text.trim().length === 0)
     return 'a message needs non-blank text';
-  if (value.tools === undefined) return { text: value.text };
-  const problem = turnToolsProblem(value.tools);
-  return problem ?? { text: value.text, tools: value.tools as ToolSchema[] };
+  const agent = value.agent === undefined ? undefined : askedAgentOf(value.agent);
+  if (typeof agent === 'string') return agent;
+  const problem = value.tools === undefined ? undefined : turnToolsProblem(value.tools);
+  if (problem) return problem;
+  return {
+    text: value.text,
+    ...(value.tools !== undefined ? { tools: value.tools as ToolSchema[] } : {}),
+    ...(agent ? { agent } : {}),
+  };
+}
+
+/** An {@link AskedAgent}, or what is wrong with `value`. */
+function askedAgentOf(value: unknown): AskedAgent | string {
+  if (!isRecord(value)) return "a message's agent is an object {model?, system?}";
+  const { model, system } = value;
+  if (model !== undefined && (typeof model !== 'string' || model.length === 0 || model.length > 200))
+    return 'the model a message asks for is a name of 1-200 characters';
+  if (system !== undefined && typeof system !== 'string') return 'the instructions a message asks for are text';
+  return {
+    ...(model !== undefined ? { model: model as string } : {}),
+    ...(system !== undefined ? { system: system as string } : {}),
+  };
 }
 
 /** A {@link NoteBody}, or what is wrong with `value` (the workflow bounded its size already). */
 export function parseNoteBody(value: unknown): NoteBody | string {
   if (!isRecord(value)) return 'a note must be a JSON object';
-  const { metadata, messages } = value;
+  const { metadata, messages, history } = value;
+  if (history !== undefined) {
+    const problem = suppliedHistoryProblem(history);
+    if (problem) return problem;
+  }
   if (metadata !== undefined) {
     if (!isRecord(metadata) || !isRecord(metadata.values)) return 'note metadata needs string values';
     if (!Object.values(metadata.values).every((v) => typeof v === 'string')) return 'note metadata values are strings';

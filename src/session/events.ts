@@ -42,6 +42,9 @@ export type RequestHeader = {
   thinking?: boolean;
 };
 
+/** What a caller asked a session to run with from a turn on: a model name, instructions ('' for none). */
+export type AskedAgent = { model?: string; system?: string };
+
 export type ToolErrorInfo = { name: string; code: string };
 
 /**
@@ -53,8 +56,13 @@ export type CompactionStartSelection = { retainTokens: number; maxRangeTokens: n
 
 /** Payload of every known event type. */
 export interface EventDataMap {
-  /** `tools`: function tools the caller runs in this turn only (session/turn-tools.ts). */
-  'turn/start': { turn: number; tools?: ToolSchema[] };
+  /**
+   * `tools`: function tools the caller runs in this turn only (session/turn-tools.ts).
+   * `agent`: the model and/or instructions the caller asked for from this turn on (logged when
+   * they change; they hold until asked otherwise). `origin: 'caller'`: a turn of caller-supplied
+   * history (replies the caller's transcript held, logged as they were, never the model's).
+   */
+  'turn/start': { turn: number; tools?: ToolSchema[]; agent?: AskedAgent; origin?: 'caller' };
   'turn/end': { turn: number; reason: TurnEndReason };
   'step/start': { turn: number; step: number };
   'step/end': { turn: number; step: number };
@@ -75,8 +83,11 @@ export interface EventDataMap {
     message: ToolResultMessage;
     error?: ToolErrorInfo;
     meta?: JsonValue;
-    /** `external`: posted by the caller for an external tool (absent: run by a worker). */
-    origin?: 'external';
+    /**
+     * `external`: posted by the caller for an external tool; `caller`: part of caller-supplied
+     * history (a transcript's tool message); absent: run by a worker.
+     */
+    origin?: 'external' | 'caller';
   };
   'request/header': { header: RequestHeader; reason: 'initial' | 'resume' | 'change' };
   'llm/retry': {

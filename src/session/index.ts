@@ -16,3 +16,4 @@ export * from './turns.js';
 export * from './turns-view.js';
 export * from './validate.js';
 export * from './verify.js';
+export * from './supplied.js';

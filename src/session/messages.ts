@@ -18,10 +18,17 @@ export type ContentBlock = TextBlock | ReasoningBlock | ToolCallBlock | ToolResu
 export type UserSource =
   { kind: 'user' } | { kind: 'plugin'; plugin: string; compactionId?: string; sourceCommandId?: string };
 export type ModelSource = { kind: 'model'; provider: string; model: string; replayState?: JsonValue };
+/** An assistant message the caller supplied (a replayed or migrated transcript), never the model's own reply. */
+export type CallerSource = { kind: 'caller' };
 export type ToolSource = { kind: 'tool'; callId: string };
 
 export type UserMessage = { id: string; role: 'user'; content: ContentBlock[]; source: UserSource };
-export type AssistantMessage = { id: string; role: 'assistant'; content: ContentBlock[]; source: ModelSource };
+export type AssistantMessage = {
+  id: string;
+  role: 'assistant';
+  content: ContentBlock[];
+  source: ModelSource | CallerSource;
+};
 export type ToolResultMessage = { id: string; role: 'user'; content: [ToolResultBlock]; source: ToolSource };
 export type Message = UserMessage | AssistantMessage | ToolResultMessage;
 

@@ -6,6 +6,7 @@
  */
 import {
   isKnownEvent,
+  type AskedAgent,
   type ExternalResult,
   type SessionEvent,
   type StoredEvent,
@@ -106,6 +107,7 @@ export type TurnState = Readonly<
     | 'lastStep'
     | 'pending'
     | 'turnTools'
+    | 'asked'
     | 'turns'
     | 'recentUserMessages'
     | 'open'
@@ -123,6 +125,8 @@ export class TurnFold {
   pending = new Map<string, PendingCall>();
   /** Function tools the caller runs in the open turn (its `turn/start` `tools`). */
   turnTools: ToolSchema[] | undefined;
+  /** The model and instructions callers asked for (each the last `turn/start` `agent` that named it). */
+  asked: AskedAgent = {};
   /** Every turn seen, by number (a turn number repeated by a damaged log keeps its last record). */
   readonly turns = new Map<number, TurnRecord>();
   /** The newest user-sent messages (at most {@link RECENT_USER_MESSAGES}) with the turn each entered. */
@@ -156,6 +160,7 @@ export class TurnFold {
         this.lastStep = 0;
         this.pending = new Map();
         this.turnTools = event.data.tools;
+        if (event.data.agent) this.asked = { ...this.asked, ...event.data.agent };
         this.turns.set(turn, { turn, startSeq: event.seq, replySeq: null });
         break;
       }

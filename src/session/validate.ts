@@ -48,7 +48,10 @@ const assistantMessage = z
     id: nonEmpty,
     role: z.literal('assistant'),
     content,
-    source: z.object({ kind: z.literal('model'), provider: nonEmpty, model: nonEmpty }).passthrough(),
+    source: z.union([
+      z.object({ kind: z.literal('model'), provider: nonEmpty, model: nonEmpty }).passthrough(),
+      z.object({ kind: z.literal('caller') }).passthrough(),
+    ]),
   })
   .passthrough();
 const toolResultMessage = z
@@ -65,7 +68,12 @@ const turnStep = { turn: z.number().int().positive(), step: z.number().int().pos
 
 const dataSchemas: Record<string, z.ZodType> = {
   'turn/start': z
-    .object({ turn: z.number().int().positive(), tools: z.array(z.unknown()).optional() })
+    .object({
+      turn: z.number().int().positive(),
+      tools: z.array(z.unknown()).optional(),
+      agent: z.object({ model: nonEmpty.optional(), system: z.string().optional() }).passthrough().optional(),
+      origin: z.literal('caller').optional(),
+    })
     .passthrough()
     .superRefine((data, ctx) => {
       const problem = data.tools === undefined ? undefined : turnToolsProblem(data.tools);

@@ -250,7 +250,7 @@ export class SessionRun {
       state.beginNote();
       try {
         const logged = await this.act.local.logNote({ ...this.base, knownHead: state.headSeq, note });
-        state.atHead(logged.headSeq);
+        state.afterNote(logged);
         return { headSeq: logged.headSeq };
       } finally {
         state.endNote();

@@ -134,6 +134,13 @@ export class SessionState {
     this.head = headSeq;
   }
 
+  /** A note logged turns of caller-supplied history: the next turn follows the log's last one. */
+  afterNote(logged: { headSeq: number; lastTurn?: number }): void {
+    this.head = logged.headSeq;
+    // Results of activities from before notes logged turns carry no lastTurn.
+    if (logged.lastTurn !== undefined) this.lastTurn = Math.max(this.lastTurn, logged.lastTurn);
+  }
+
   enter(phase: SessionPhase): void {
     this.currentPhase = phase;
   }
