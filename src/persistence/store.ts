@@ -191,9 +191,9 @@ export interface SessionStore {
   /**
    * Removes the session's events, header, artifacts, projection checkpoint, inbox entries, data
    * key and the transcript index entries that name it (sessions forked from it keep their own
-   * copies) and leaves a tombstone that refuses
-   * `create` and `inbox.put` of the id for `tombstoneMs`. An id with inbox entries or a key but no
-   * session (they may come first) is erased the same way. Idempotent: erasing again returns a
+   * copies) and leaves a tombstone that refuses `create`, `inbox.put` and `transcripts.put` of the
+   * id for `tombstoneMs`. An id with inbox entries or a key but no session (they may come first)
+   * is erased the same way. Idempotent: erasing again returns a
    * receipt with `erased: false`. SESSION_NOT_FOUND when the id has none of these and no tombstone.
    */
   erase(id: string): Promise<StoreEraseReceipt>;
@@ -266,13 +266,13 @@ export type TranscriptEntry = { sessionId: string; seq: number };
  * transcript's prefix. Keyed by a caller `scope` (1-200 characters of printable ASCII, such as a
  * hash of the caller's API token, so callers never find each other's sessions) and the hex
  * SHA-256 `digest` of the prefix (64 lowercase hex digits); INVALID_ARGUMENT for either out of
- * shape. Outside the log: an index the gateway may rebuild, never a record of the session.
- * `erase` removes the entries that name the session.
+ * shape. Outside the log: an index, not a record of the session. `erase` removes the entries
+ * that name the session.
  */
 export interface TranscriptIndex {
   /**
-   * Records (scope, digest) -> entry in one write. Putting again replaces the entry (newest
-   * wins, also when it names another session). `entry.sessionId` must name a stored session
+   * Records (scope, digest) -> entry (one upsert statement in SQLite and PostgreSQL). Putting
+   * again replaces the entry (newest wins, also when it names another session). `entry.sessionId` must name a stored session
    * (SESSION_NOT_FOUND; SESSION_ERASED while its tombstone lasts) and `entry.seq` be a
    * non-negative safe integer (INVALID_ARGUMENT); the seq is not checked against the log.
    */
