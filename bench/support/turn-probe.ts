@@ -152,6 +152,7 @@ export class TurnProbe {
       projectionCache: cache,
       inbox: store.inbox,
       sessionKeys: store.sessionKeys,
+      transcripts: store.transcripts,
       close: () => store.close(),
     };
   }

@@ -10,6 +10,8 @@
  * <root>/<sessionId>/projection-cache.json  projection checkpoint, replaced atomically
  * <root>/<sessionId>/inbox/<sha256(key)>.json  an inbox entry {key, body, bytes, digest, storedAt}
  * <root>/<sessionId>/session.key            the session's data key {id, key (base64)}
+ * <root>/<sessionId>/transcripts/<k>.json   a transcript index entry {scope, digest, seq} naming the session
+ * <root>/.transcripts/<k[0:2]>/<k>.json     {sessionId}: the session whose entry answers (scope, digest)
  * <root>/.tombstones/<sessionId>.json       {erasedAt, until} of an erased session
  * ```
  *
@@ -18,6 +20,20 @@
  * an existing one: the first writer of a key wins, and a reader sees a whole file or none. An
  * entry's file name is the hex SHA-256 of its key (keys are any text); `erase` removes both with
  * the directory, also for an id that has nothing else.
+ *
+ * The transcript index (store.ts `TranscriptIndex`) keeps each entry in the directory of the
+ * session it names, so the entry goes with the directory when the session is erased, and a small
+ * global pointer, found from (scope, digest) alone, says which session's directory to look in.
+ * `<k>` is the hex SHA-256 of the scope, a newline and the digest; pointers are spread over 256
+ * directories by its first two digits. The global directory starts with a dot, which no session
+ * id does, so it cannot collide with a session's. A put replaces the entry, then the pointer
+ * (each a temp file fsynced and renamed into place); a get follows the pointer and returns the
+ * entry only if that session's directory holds it and its log exists. So a pointer left behind
+ * by a crash, a concurrent erasure or a newer put for another session never names a wrong or
+ * erased session: it finds no entry. Erasure reads the names of the session's entries and takes
+ * away each pointer that still names the session (a pointer another session took over since is
+ * put back), counting those as the entries removed; a get of such a pair in that moment finds
+ * nothing.
  *
  * File format, version {@link JSONL_FORMAT_VERSION}. Line 1 is the header record
  * `{"type":"session","format":2, ...SessionHeader}`; its `format` (absent = 1) and `version`
@@ -126,8 +142,16 @@ import {
   type SessionKeyStore,
   type SessionStore,
   type StoreEraseReceipt,
+  type TranscriptEntry,
+  type TranscriptIndex,
   type WatchOptions,
 } from './store.js';
+import {
+  assertTranscriptKey,
+  damagedTranscriptRecord,
+  storedTranscriptEntry,
+  transcriptPutEntry,
+} from './transcripts.js';
 import {
   assertInboxKey,
   assertInboxKeys,
@@ -146,6 +170,10 @@ const ARTIFACT_DIR = 'artifacts';
 const CACHE_FILE = 'projection-cache.json';
 const INBOX_DIR = 'inbox';
 const KEY_FILE = 'session.key';
+const TRANSCRIPTS_DIR = 'transcripts';
+const TRANSCRIPT_INDEX_DIR = '.transcripts';
+/** An entry's file name in the session's `transcripts` directory: `<k>.json`. */
+const TRANSCRIPT_FILE_PATTERN = /^[0-9a-f]{64}\.json$/;
 const TOMBSTONE_DIR = '.tombstones';
 const ERASING_PREFIX = '.erasing-';
 
@@ -216,6 +244,30 @@ async function publishOnce(path: string, dir: string, content: string): Promise<
   }
   await fsyncDir(dir);
   return true;
+}
+
+/**
+ * Replaces `path` with `content` atomically: written to a temp file beside it, fsynced, renamed
+ * over it and the directory fsynced. A reader sees the old file or the new one.
+ */
+async function replaceFile(path: string, dir: string, content: string): Promise<void> {
+  const temp = join(dir, `.${basename(path)}.${randomUUID()}.tmp`);
+  const handle = await open(temp, 'wx', 0o600);
+  try {
+    await handle.writeFile(content, 'utf8');
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  try {
+    await rename(temp, path);
+  } catch (error) {
+    await unlink(temp).catch(() => {
+      // The temp file may already be gone; the rename error is what matters.
+    });
+    throw error;
+  }
+  await fsyncDir(dir);
 }
 
 /** The file's text, or undefined when it does not exist. */
@@ -345,6 +397,7 @@ export class JsonlSessionStore implements SessionStore {
   readonly projectionCache: ProjectionCacheStore;
   readonly inbox: InboxStore;
   readonly sessionKeys: SessionKeyStore;
+  readonly transcripts: TranscriptIndex;
   private readonly copies: SessionCopies<SessionFile>;
   private readonly tail: LiveTail;
   private closed = false;
@@ -365,6 +418,7 @@ export class JsonlSessionStore implements SessionStore {
     this.projectionCache = new JsonlProjectionCache(this);
     this.inbox = new JsonlInbox(this);
     this.sessionKeys = new JsonlSessionKeys(this);
+    this.transcripts = new JsonlTranscripts(this);
   }
 
   sessionDir(id: string): string {
@@ -383,6 +437,22 @@ export class JsonlSessionStore implements SessionStore {
     return join(this.root, id, KEY_FILE);
   }
 
+  transcriptsDir(id: string): string {
+    return join(this.root, id, TRANSCRIPTS_DIR);
+  }
+
+  /** The directory of the pointer of (scope, digest) key `k`. */
+  transcriptPointerDir(k: string): string {
+    return join(this.root, TRANSCRIPT_INDEX_DIR, k.slice(0, 2));
+  }
+
+  /** Makes the directory of the pointer of `k` unless it exists. */
+  async ensureTranscriptPointerDir(k: string): Promise<void> {
+    const index = join(this.root, TRANSCRIPT_INDEX_DIR);
+    await ensureDir(index, this.root);
+    await ensureDir(this.transcriptPointerDir(k), index);
+  }
+
   /** Makes the session's directory unless it exists (an inbox entry or key may come before the session). */
   async ensureSessionDir(id: string): Promise<void> {
     await ensureDir(this.sessionDir(id), this.root);
@@ -399,6 +469,13 @@ export class JsonlSessionStore implements SessionStore {
   /** Throws SESSION_NOT_FOUND unless the session's log file exists. */
   async requireSession(id: string): Promise<void> {
     if (!(await this.fileExists(id))) throw notFound(id);
+  }
+
+  /** Throws unless the session's log file exists: SESSION_ERASED while its tombstone lasts, else SESSION_NOT_FOUND. */
+  async requireLiveSession(id: string): Promise<void> {
+    if (await this.fileExists(id)) return;
+    await this.refuseTombstoned(id);
+    throw notFound(id);
   }
 
   private async fileExists(id: string): Promise<boolean> {
@@ -638,13 +715,15 @@ export class JsonlSessionStore implements SessionStore {
         const doomed = join(this.root, `${ERASING_PREFIX}${id}-${randomUUID()}`);
         await rename(dir, doomed);
         await fsyncDir(this.root);
+        // After the rename: an entry a put lands from now on fails, or its put sees the session gone.
+        const transcriptEntries = await this.dropTranscriptPointers(doomed, id);
         await rm(doomed, { recursive: true, force: true });
         await fsyncDir(this.root);
         return {
           sessionId: id,
           erased: true,
-          removed: counted.removed,
-          places: counted.places,
+          removed: { ...counted.removed, transcriptEntries },
+          places: [...counted.places, { place: join(this.root, TRANSCRIPT_INDEX_DIR), removed: transcriptEntries }],
           tombstoneUntil: until,
           notes: [`directory ${dir} removed; tombstone kept in ${this.tombstonePath(id)}`],
         };
@@ -659,9 +738,58 @@ export class JsonlSessionStore implements SessionStore {
     const prefix = `${ERASING_PREFIX}${id}-`;
     for (const name of await readdir(this.root)) {
       // The suffix after the id is a UUID (no dashes beyond its own), so another id cannot match.
-      if (name.startsWith(prefix) && /^[0-9a-f-]{36}$/.test(name.slice(prefix.length)))
+      if (name.startsWith(prefix) && /^[0-9a-f-]{36}$/.test(name.slice(prefix.length))) {
+        await this.dropTranscriptPointers(join(this.root, name), id);
         await rm(join(this.root, name), { recursive: true, force: true });
+      }
     }
+  }
+
+  /**
+   * Takes away the pointers of the transcript entries in session directory `dir` that still name
+   * session `id`; how many it took away.
+   */
+  private async dropTranscriptPointers(dir: string, id: string): Promise<number> {
+    let names: string[];
+    try {
+      names = await readdir(join(dir, TRANSCRIPTS_DIR));
+    } catch (error) {
+      if (isErrno(error, 'ENOENT')) return 0;
+      throw error;
+    }
+    let dropped = 0;
+    for (const name of names)
+      if (TRANSCRIPT_FILE_PATTERN.test(name) && (await this.dropTranscriptPointer(name.slice(0, -'.json'.length), id)))
+        dropped++;
+    return dropped;
+  }
+
+  /**
+   * Takes away the pointer of `k` if it names session `id`. A file system cannot remove a file only
+   * if it still holds what was read, so the pointer is first renamed aside (taking whatever is
+   * current), then read: one naming another session (a newer put) is linked back, unless an even
+   * newer put has placed one meanwhile. True when it named `id`.
+   */
+  async dropTranscriptPointer(k: string, id: string): Promise<boolean> {
+    const dir = this.transcriptPointerDir(k);
+    const path = join(dir, `${k}.json`);
+    const aside = join(dir, `.${k}.${randomUUID()}.aside`);
+    try {
+      await rename(path, aside);
+    } catch (error) {
+      if (isErrno(error, 'ENOENT')) return false;
+      throw error;
+    }
+    const names = transcriptPointerTarget(await readFile(aside, 'utf8')) === id;
+    try {
+      if (!names) await link(aside, path);
+    } catch (error) {
+      if (!isErrno(error, 'EEXIST')) throw error;
+    } finally {
+      await unlink(aside);
+    }
+    await fsyncDir(dir);
+    return names;
   }
 
   private async holdsInboxOrKey(id: string): Promise<boolean> {
@@ -681,7 +809,7 @@ export class JsonlSessionStore implements SessionStore {
   private async countForErase(
     id: string,
     hasLog: boolean,
-  ): Promise<{ removed: StoreEraseReceipt['removed']; places: ErasedPlace[] }> {
+  ): Promise<{ removed: Omit<StoreEraseReceipt['removed'], 'transcriptEntries'>; places: ErasedPlace[] }> {
     const dir = this.sessionDir(id);
     let events = 0;
     if (hasLog) {
@@ -1217,5 +1345,71 @@ class JsonlSessionKeys implements SessionKeyStore {
     const value = parseJsonOrUndefined(text) as { id?: unknown; key?: unknown } | null | undefined;
     const key = typeof value?.key === 'string' ? Buffer.from(value.key, 'base64') : undefined;
     return storedSessionKey(value?.id, key, path);
+  }
+}
+
+/** The file name stem of (scope, digest): the hex SHA-256 of both (a scope is printable ASCII, never a newline). */
+function transcriptKey(scope: string, digest: string): string {
+  return createHash('sha256').update(`${scope}\n${digest}`, 'utf8').digest('hex');
+}
+
+/** The session a pointer file's text names, or undefined when it is damaged. */
+function transcriptPointerTarget(text: string): string | undefined {
+  const value = parseJsonOrUndefined(text) as { sessionId?: unknown } | null | undefined;
+  return isValidSessionId(value?.sessionId) ? value.sessionId : undefined;
+}
+
+/** The transcript index as entries in the session directories and pointers in `.transcripts` (see the top of this file). */
+class JsonlTranscripts implements TranscriptIndex {
+  constructor(private readonly store: JsonlSessionStore) {}
+
+  async put(scope: string, digest: string, entry: TranscriptEntry): Promise<void> {
+    this.store.assertOpen();
+    const { sessionId, seq } = transcriptPutEntry(scope, digest, entry);
+    await this.store.requireLiveSession(sessionId);
+    const k = transcriptKey(scope, digest);
+    try {
+      const dir = this.store.transcriptsDir(sessionId);
+      await ensureDir(dir, this.store.sessionDir(sessionId));
+      await replaceFile(join(dir, `${k}.json`), dir, JSON.stringify({ scope, digest, seq }));
+      const pointerDir = this.store.transcriptPointerDir(k);
+      const pointer = join(pointerDir, `${k}.json`);
+      const current = await readIfExists(pointer);
+      if (current === undefined || transcriptPointerTarget(current) !== sessionId) {
+        await this.store.ensureTranscriptPointerDir(k);
+        await replaceFile(pointer, pointerDir, JSON.stringify({ sessionId }));
+      }
+    } catch (error) {
+      // An erasure under way moved the directory away: say so rather than how the write failed.
+      if (!(error instanceof SessionlogError)) await this.store.requireLiveSession(sessionId);
+      throw error;
+    }
+    try {
+      await this.store.requireLiveSession(sessionId);
+    } catch (error) {
+      // Erased after the entry landed, perhaps after the erasure took the pointers: take this one too.
+      await this.store.dropTranscriptPointer(k, sessionId);
+      throw error;
+    }
+  }
+
+  async get(scope: string, digest: string): Promise<TranscriptEntry | undefined> {
+    this.store.assertOpen();
+    assertTranscriptKey(scope, digest);
+    const k = transcriptKey(scope, digest);
+    const pointer = join(this.store.transcriptPointerDir(k), `${k}.json`);
+    const text = await readIfExists(pointer);
+    if (text === undefined) return undefined;
+    const sessionId = transcriptPointerTarget(text);
+    if (sessionId === undefined) throw damagedTranscriptRecord(pointer, 'a {sessionId} record');
+    const path = join(this.store.transcriptsDir(sessionId), `${k}.json`);
+    const entryText = await readIfExists(path);
+    // The session was erased, or the pointer was left by a put that failed.
+    if (entryText === undefined) return undefined;
+    const value = parseJsonOrUndefined(entryText) as { scope?: unknown; digest?: unknown; seq?: unknown } | undefined;
+    if (value?.scope !== scope || value.digest !== digest)
+      throw damagedTranscriptRecord(path, `the entry of this scope and digest`);
+    const found = storedTranscriptEntry(sessionId, value.seq, path);
+    return (await this.store.exists(sessionId)) ? found : undefined;
   }
 }

@@ -97,7 +97,15 @@ export function alreadyErasedReceipt(id: string, until: number): StoreEraseRecei
   return {
     sessionId: id,
     erased: false,
-    removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0, inboxEntries: 0, sessionKey: 0 },
+    removed: {
+      header: 0,
+      events: 0,
+      artifacts: 0,
+      projectionCheckpoints: 0,
+      inboxEntries: 0,
+      sessionKey: 0,
+      transcriptEntries: 0,
+    },
     places: [],
     tombstoneUntil: until,
     notes: [],

@@ -127,7 +127,7 @@ export type StoreEraseReceipt = {
   erased: boolean;
   /**
    * Counts by kind: the header (0 or 1), events, artifacts, projection checkpoints, inbox
-   * entries and the session's data key (0 or 1).
+   * entries, the session's data key (0 or 1) and the transcript index entries that named it.
    */
   removed: {
     header: number;
@@ -136,6 +136,7 @@ export type StoreEraseReceipt = {
     projectionCheckpoints: number;
     inboxEntries: number;
     sessionKey: number;
+    transcriptEntries: number;
   };
   /** Where the data was removed from (tables, files, directories), with counts. */
   places: ErasedPlace[];
@@ -188,10 +189,11 @@ export interface SessionStore {
    */
   scan(id: string): Promise<ScanReport>;
   /**
-   * Removes the session's events, header, artifacts, projection checkpoint, inbox entries and data
-   * key (sessions forked from it keep their own copies) and leaves a tombstone that refuses
-   * `create` and `inbox.put` of the id for `tombstoneMs`. An id with inbox entries or a key but no
-   * session (they may come first) is erased the same way. Idempotent: erasing again returns a
+   * Removes the session's events, header, artifacts, projection checkpoint, inbox entries, data
+   * key and the transcript index entries that name it (sessions forked from it keep their own
+   * copies) and leaves a tombstone that refuses `create`, `inbox.put` and `transcripts.put` of the
+   * id for `tombstoneMs`. An id with inbox entries or a key but no session (they may come first)
+   * is erased the same way. Idempotent: erasing again returns a
    * receipt with `erased: false`. SESSION_NOT_FOUND when the id has none of these and no tombstone.
    */
   erase(id: string): Promise<StoreEraseReceipt>;
@@ -215,6 +217,8 @@ export interface SessionStore {
   readonly inbox: InboxStore;
   /** Each session's data key: what Temporal holds of the session is encrypted with it (DESIGN §5.2). */
   readonly sessionKeys: SessionKeyStore;
+  /** Which session a stateless caller's resent transcript continues. */
+  readonly transcripts: TranscriptIndex;
   close(): Promise<void>;
 }
 
@@ -248,6 +252,33 @@ export interface InboxStore {
   remove(sessionId: string, keys: readonly string[]): Promise<number>;
   /** The session's entries, oldest first. */
   list(sessionId: string): Promise<InboxEntry[]>;
+}
+
+/**
+ * Where a caller's transcript continues: a digest of a transcript prefix, for one caller scope,
+ * names the session (branch) whose surface equalled it at `seq`.
+ */
+export type TranscriptEntry = { sessionId: string; seq: number };
+
+/**
+ * The transcript index: lets the OpenAI-compatible gateway find, for a stateless client that
+ * resends its whole transcript on each call, the session whose derived history equals that
+ * transcript's prefix. Keyed by a caller `scope` (1-200 characters of printable ASCII, such as a
+ * hash of the caller's API token, so callers never find each other's sessions) and the hex
+ * SHA-256 `digest` of the prefix (64 lowercase hex digits); INVALID_ARGUMENT for either out of
+ * shape. Outside the log: an index, not a record of the session. `erase` removes the entries
+ * that name the session.
+ */
+export interface TranscriptIndex {
+  /**
+   * Records (scope, digest) -> entry (one upsert statement in SQLite and PostgreSQL). Putting
+   * again replaces the entry (newest wins, also when it names another session). `entry.sessionId` must name a stored session
+   * (SESSION_NOT_FOUND; SESSION_ERASED while its tombstone lasts) and `entry.seq` be a
+   * non-negative safe integer (INVALID_ARGUMENT); the seq is not checked against the log.
+   */
+  put(scope: string, digest: string, entry: TranscriptEntry): Promise<void>;
+  /** The entry, or undefined. An entry naming an erased or missing session is not returned. */
+  get(scope: string, digest: string): Promise<TranscriptEntry | undefined>;
 }
 
 /** A session's data key: a 32-byte AES key and its id (hex), which names it in what it encrypted. */

@@ -1441,7 +1441,15 @@ export function runStoreConformance(fixture: BackendFixture): void {
         const receipt = await (await reopen()).erase('gone');
         expect(receipt).toMatchObject({
           erased: true,
-          removed: { header: 1, events: 1, artifacts: 0, projectionCheckpoints: 0, inboxEntries: 2, sessionKey: 1 },
+          removed: {
+            header: 1,
+            events: 1,
+            artifacts: 0,
+            projectionCheckpoints: 0,
+            inboxEntries: 2,
+            sessionKey: 1,
+            transcriptEntries: 0,
+          },
         });
         expect(receipt.places.filter((p) => /inbox$/.test(p.place)).map((p) => p.removed)).toEqual([2]);
         expect(receipt.places.filter((p) => /session[._]keys?$/.test(p.place)).map((p) => p.removed)).toEqual([1]);
@@ -1482,6 +1490,213 @@ export function runStoreConformance(fixture: BackendFixture): void {
 
         expect(await failureCode(() => store.erase('never'))).toBe('SESSION_NOT_FOUND');
         expect((await store.list()).map((h) => h.id)).toEqual([]);
+      });
+    });
+
+    describe('transcript index', () => {
+      /** A transcript digest as the gateway makes one: hex SHA-256 of some text. */
+      const digestOf = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
+      const d1 = digestOf('transcript one');
+      const d2 = digestOf('transcript two');
+
+      it('put then get returns the entry, also from another instance and after a reopen; a pair never put is undefined', async () => {
+        await store.create(header('s'));
+        expect(await store.transcripts.get('caller-a', d1)).toBeUndefined();
+        await store.transcripts.put('caller-a', d1, { sessionId: 's', seq: 4 });
+        const other = await reopen();
+        for (const s of [store, other]) {
+          expect(await s.transcripts.get('caller-a', d1)).toEqual({ sessionId: 's', seq: 4 });
+          expect(await s.transcripts.get('caller-a', d2)).toBeUndefined();
+        }
+        await store.close();
+        expect(await (await reopen()).transcripts.get('caller-a', d1)).toEqual({ sessionId: 's', seq: 4 });
+        // An index entry makes no session and changes no log.
+        expect((await other.list()).map((h) => h.id)).toEqual(['s']);
+        expect(await other.nextSeq('s')).toBe(0);
+      });
+
+      it('putting a pair again replaces its entry (newest wins), also with another session; put is answered by every instance', async () => {
+        await store.create(header('a'));
+        await store.create(header('b'));
+        const other = await reopen();
+        await store.transcripts.put('caller', d1, { sessionId: 'a', seq: 2 });
+        await other.transcripts.put('caller', d1, { sessionId: 'a', seq: 6 });
+        expect(await store.transcripts.get('caller', d1)).toEqual({ sessionId: 'a', seq: 6 });
+        await store.transcripts.put('caller', d1, { sessionId: 'b', seq: 0 });
+        for (const s of [store, other])
+          expect(await s.transcripts.get('caller', d1)).toEqual({ sessionId: 'b', seq: 0 });
+        await other.transcripts.put('caller', d1, { sessionId: 'a', seq: 9 });
+        expect(await store.transcripts.get('caller', d1)).toEqual({ sessionId: 'a', seq: 9 });
+      });
+
+      it('scopes are separate: the same digest in two scopes names two entries, and a scope never sees another one', async () => {
+        await store.create(header('a'));
+        await store.create(header('b'));
+        await store.transcripts.put('token-hash-1', d1, { sessionId: 'a', seq: 1 });
+        await store.transcripts.put('token-hash-2', d1, { sessionId: 'b', seq: 7 });
+        expect(await store.transcripts.get('token-hash-1', d1)).toEqual({ sessionId: 'a', seq: 1 });
+        expect(await store.transcripts.get('token-hash-2', d1)).toEqual({ sessionId: 'b', seq: 7 });
+        expect(await store.transcripts.get('token-hash-3', d1)).toBeUndefined();
+        // A scope is compared exactly: no prefix, case or trailing-space match.
+        for (const scope of ['token-hash-', 'Token-hash-1', 'token-hash-1 ', 'token-hash-12'])
+          expect(await store.transcripts.get(scope, d1), scope).toBeUndefined();
+      });
+
+      it('a scope of 1-200 printable ASCII characters and a 64-digit lowercase hex digest are accepted; anything else is INVALID_ARGUMENT for put and get, and nothing is stored', async () => {
+        await store.create(header('s'));
+        const longest = ' !~'.repeat(66) + 'xy';
+        expect(longest).toHaveLength(200);
+        for (const scope of ['x', longest, 'sha256:AbC/+= token', '{"json": [1]}']) {
+          await store.transcripts.put(scope, d1, { sessionId: 's', seq: 1 });
+          expect(await store.transcripts.get(scope, d1), scope).toEqual({ sessionId: 's', seq: 1 });
+        }
+        const badScopes: unknown[] = [
+          '',
+          'x'.repeat(201),
+          'caf\u00e9',
+          'tab\there',
+          'line\nbreak',
+          'nul\u0000',
+          'del\u007f',
+          42,
+          undefined,
+        ];
+        const badDigests: unknown[] = [
+          d1.toUpperCase(),
+          d1.slice(1),
+          `${d1}0`,
+          `${d1.slice(0, 63)}g`,
+          '',
+          7,
+          undefined,
+        ];
+        for (const scope of badScopes) {
+          expect(
+            await failureCode(() => store.transcripts.put(scope as string, d2, { sessionId: 's', seq: 1 })),
+            String(scope),
+          ).toBe('INVALID_ARGUMENT');
+          expect(await failureCode(() => store.transcripts.get(scope as string, d2)), String(scope)).toBe(
+            'INVALID_ARGUMENT',
+          );
+        }
+        for (const digest of badDigests) {
+          expect(
+            await failureCode(() => store.transcripts.put('caller', digest as string, { sessionId: 's', seq: 1 })),
+            String(digest),
+          ).toBe('INVALID_ARGUMENT');
+          expect(await failureCode(() => store.transcripts.get('caller', digest as string)), String(digest)).toBe(
+            'INVALID_ARGUMENT',
+          );
+        }
+        for (const seq of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53, '3', undefined])
+          expect(
+            await failureCode(() => store.transcripts.put('caller', d2, { sessionId: 's', seq: seq as number })),
+            String(seq),
+          ).toBe('INVALID_ARGUMENT');
+        for (const entry of [undefined, null, 's'])
+          expect(await failureCode(() => store.transcripts.put('caller', d2, entry as never)), String(entry)).toBe(
+            'INVALID_ARGUMENT',
+          );
+        for (const sessionId of ['../x', '', '.hidden', undefined])
+          expect(
+            await failureCode(() => store.transcripts.put('caller', d2, { sessionId: sessionId as string, seq: 1 })),
+            String(sessionId),
+          ).toBe('INVALID_SESSION_ID');
+        expect(await store.transcripts.get('caller', d2)).toBeUndefined();
+        // The largest safe seq is a seq.
+        await store.transcripts.put('caller', d2, { sessionId: 's', seq: Number.MAX_SAFE_INTEGER });
+        expect(await (await reopen()).transcripts.get('caller', d2)).toEqual({
+          sessionId: 's',
+          seq: Number.MAX_SAFE_INTEGER,
+        });
+      });
+
+      it('put naming a session that does not exist is SESSION_NOT_FOUND, one whose tombstone lasts SESSION_ERASED; nothing is stored and the entry it replaced stays', async () => {
+        await store.create(header('s'));
+        await store.transcripts.put('caller', d1, { sessionId: 's', seq: 3 });
+        expect(await failureCode(() => store.transcripts.put('caller', d1, { sessionId: 'never', seq: 1 }))).toBe(
+          'SESSION_NOT_FOUND',
+        );
+        // Inbox entries or a key do not make a session.
+        await store.inbox.put('early', 'm', 'before the session');
+        await store.sessionKeys.obtain('early');
+        expect(await failureCode(() => store.transcripts.put('caller', d2, { sessionId: 'early', seq: 0 }))).toBe(
+          'SESSION_NOT_FOUND',
+        );
+        await store.create(header('gone'));
+        await store.erase('gone');
+        for (const s of [store, await reopen()]) {
+          const error = await failure(() => s.transcripts.put('caller', d1, { sessionId: 'gone', seq: 1 }));
+          expect(isSessionlogError(error, 'SESSION_ERASED'), String(error)).toBe(true);
+        }
+        expect(await store.transcripts.get('caller', d1)).toEqual({ sessionId: 's', seq: 3 });
+        expect(await store.transcripts.get('caller', d2)).toBeUndefined();
+      });
+
+      it("erase removes every entry that names the session, counts them in the receipt and names where; other sessions' entries, and a pair taken over by another session, stay", async () => {
+        for (const id of ['gone', 'kept', 'taker']) await store.create(header(id));
+        await store.transcripts.put('caller-1', d1, { sessionId: 'gone', seq: 1 });
+        await store.transcripts.put('caller-1', d2, { sessionId: 'gone', seq: 5 });
+        await store.transcripts.put('caller-2', d1, { sessionId: 'gone', seq: 2 });
+        // Named the erased session once, then another one: no longer its entry.
+        await store.transcripts.put('caller-3', d1, { sessionId: 'gone', seq: 1 });
+        await store.transcripts.put('caller-3', d1, { sessionId: 'taker', seq: 8 });
+        await store.transcripts.put('caller-2', d2, { sessionId: 'kept', seq: 4 });
+        const receipt = await (await reopen()).erase('gone');
+        expect(receipt).toMatchObject({
+          erased: true,
+          removed: {
+            header: 1,
+            events: 0,
+            artifacts: 0,
+            projectionCheckpoints: 0,
+            inboxEntries: 0,
+            sessionKey: 0,
+            transcriptEntries: 3,
+          },
+        });
+        expect(receipt.places.filter((p) => /transcripts$/.test(p.place)).map((p) => p.removed)).toEqual([3]);
+        for (const s of [store, await reopen()]) {
+          expect(await s.transcripts.get('caller-1', d1)).toBeUndefined();
+          expect(await s.transcripts.get('caller-1', d2)).toBeUndefined();
+          expect(await s.transcripts.get('caller-2', d1)).toBeUndefined();
+          expect(await s.transcripts.get('caller-3', d1)).toEqual({ sessionId: 'taker', seq: 8 });
+          expect(await s.transcripts.get('caller-2', d2)).toEqual({ sessionId: 'kept', seq: 4 });
+        }
+        expect(await store.erase('gone')).toMatchObject({ erased: false, removed: { transcriptEntries: 0 } });
+        expect((await store.erase('kept')).removed.transcriptEntries).toBe(1);
+        expect(await store.transcripts.get('caller-2', d2)).toBeUndefined();
+      });
+
+      it('an id erased and created again starts with no entries: the old ones name nothing', async () => {
+        const short = await openStore(url, { tombstoneMs: 1 });
+        opened.push(short);
+        await short.create(header('s'));
+        await short.transcripts.put('caller', d1, { sessionId: 's', seq: 5 });
+        const { tombstoneUntil } = await short.erase('s');
+        for (let i = 0; i < 1000 && Date.now() <= tombstoneUntil; i++)
+          await new Promise((resolve) => setTimeout(resolve, 1));
+        await short.create(header('s', { createdAt: T0 + 5 }));
+        for (const s of [short, await reopen()]) expect(await s.transcripts.get('caller', d1)).toBeUndefined();
+        await short.transcripts.put('caller', d2, { sessionId: 's', seq: 0 });
+        expect(await short.transcripts.get('caller', d2)).toEqual({ sessionId: 's', seq: 0 });
+        expect(await short.transcripts.get('caller', d1)).toBeUndefined();
+      });
+
+      it('a put racing an erasure of its session either fails (SESSION_ERASED) or is erased with it: get never finds the erased session', async () => {
+        const other = await reopen();
+        // The erasure starts 0-11 ms after the put, so the two meet at different steps (every outcome must hold).
+        for (let i = 0; i < 12; i++) {
+          const id = `race-${i}`;
+          await store.create(header(id));
+          const [put] = await Promise.allSettled([
+            other.transcripts.put('caller', digestOf(id), { sessionId: id, seq: i }),
+            new Promise((resolve) => setTimeout(resolve, i)).then(() => store.erase(id)),
+          ]);
+          if (put.status === 'rejected')
+            expect(isSessionlogError(put.reason, 'SESSION_ERASED'), String(put.reason)).toBe(true);
+          for (const s of [store, other]) expect(await s.transcripts.get('caller', digestOf(id))).toBeUndefined();
+        }
       });
     });
 
@@ -1727,6 +1942,8 @@ export function runStoreConformance(fixture: BackendFixture): void {
           () => store.erase('s'),
           () => store.list(),
           () => store.search('s', 'anything'),
+          () => store.transcripts.put('caller', '0'.repeat(64), { sessionId: 's', seq: 0 }),
+          () => store.transcripts.get('caller', '0'.repeat(64)),
         ]) {
           expect(await failureCode(attempt)).toBe('STORE_CLOSED');
         }

@@ -239,7 +239,15 @@ describe.each(FIXTURES)('erasure end to end: $name', (fixture) => {
     const second = (again.body as { receipt: EraseReceipt }).receipt;
     expect(second.store).toMatchObject({
       erased: false,
-      removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0, inboxEntries: 0, sessionKey: 0 },
+      removed: {
+        header: 0,
+        events: 0,
+        artifacts: 0,
+        projectionCheckpoints: 0,
+        inboxEntries: 0,
+        sessionKey: 0,
+        transcriptEntries: 0,
+      },
     });
     expect(second.temporal).toEqual({ terminated: false, deletedRuns: 0 });
 

@@ -8,9 +8,10 @@
  * written into the header, the events and an artifact (the projection checkpoint, also erased,
  * holds seqs), and is found in the store's files and search index before the erase (so the check
  * can fail). The same holds for the session's inbox entries and data key, also of an id that has
- * nothing else (they may be written before the session exists).
+ * nothing else (they may be written before the session exists), and for the transcript index
+ * entries that name it (their caller scope and digest).
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -271,6 +272,60 @@ describe('erase leaves no byte of the session in the store', () => {
     expect(readdirSync(join(root, '.tombstones')).sort()).toEqual(['early.json', 'gone.json']);
   });
 
+  it('SQLite: the scope and digest of every transcript index entry naming the session are in neither the database file nor its -wal or -shm after erase; those of another session stay', async () => {
+    const { path, store } = await openSqliteWithSecrets('sessionlog-erase-sqlite-transcripts-');
+    const scope = uniqueText('scope');
+    const digests = [randomBytes(32).toString('hex'), randomBytes(32).toString('hex')];
+    const keptDigest = randomBytes(32).toString('hex');
+    await store.create(header('gone', 'sys'));
+    await store.create(header('kept', 'sys'));
+    await store.transcripts.put(scope, digests[0]!, { sessionId: 'gone', seq: 1 });
+    // Move part of the data into the main database file, as SQLite's automatic checkpoints do.
+    const raw = new Database(path);
+    raw.pragma('wal_checkpoint(TRUNCATE)');
+    raw.close();
+    await store.transcripts.put(scope, digests[1]!, { sessionId: 'gone', seq: 2 });
+    await store.transcripts.put('kept-caller', keptDigest, { sessionId: 'kept', seq: 3 });
+    const files = [path, `${path}-wal`, `${path}-shm`];
+    const holding = (text: string): string[] =>
+      files.filter((file) => existsSync(file) && readFileSync(file).includes(Buffer.from(text)));
+    for (const text of [scope, ...digests]) expect(holding(text).length, text).toBeGreaterThan(0);
+
+    expect(await store.erase('gone')).toMatchObject({ removed: { transcriptEntries: 2 } });
+    await store.close();
+    for (const text of [scope, ...digests]) expect(holding(text), text).toEqual([]);
+    expect(holding(keptDigest)).toEqual([path]);
+    const reopened = await open(`sqlite:${path}`);
+    expect(await reopened.transcripts.get('kept-caller', keptDigest)).toEqual({ sessionId: 'kept', seq: 3 });
+  });
+
+  it("JSONL: the session's transcript index entries go with its folder and no pointer names it after erase; another session's stay", async () => {
+    const { dir, cleanup } = tempDir('sessionlog-erase-jsonl-transcripts-');
+    cleanups.push(cleanup);
+    const root = join(dir, 'root');
+    const scope = uniqueText('scope');
+    const store = await open(`jsonl:${root}`);
+    await store.create(header('gone', 'sys'));
+    await store.create(header('kept', 'sys'));
+    await store.transcripts.put(scope, 'a'.repeat(64), { sessionId: 'gone', seq: 1 });
+    await store.transcripts.put(scope, 'b'.repeat(64), { sessionId: 'gone', seq: 2 });
+    await store.transcripts.put(scope, 'c'.repeat(64), { sessionId: 'kept', seq: 3 });
+    const pointers = (): string[] => filesUnder(join(root, '.transcripts'));
+    const naming = (id: string): string[] => filesContaining(pointers(), JSON.stringify({ sessionId: id }));
+    expect(naming('gone')).toHaveLength(2);
+    expect(filesContaining(filesUnder(root), scope)).toHaveLength(3);
+
+    expect(await store.erase('gone')).toMatchObject({ removed: { transcriptEntries: 2 } });
+    expect(naming('gone')).toEqual([]);
+    expect(filesContaining(filesUnder(root), scope).map((path) => path.slice(root.length))).toEqual([
+      `/kept/transcripts/${createHash('sha256')
+        .update(`${scope}\n${'c'.repeat(64)}`)
+        .digest('hex')}.json`,
+    ]);
+    expect(pointers()).toEqual(naming('kept'));
+    expect(readdirSync(root).sort()).toEqual(['.tombstones', '.transcripts', 'kept']);
+  });
+
   it.skipIf(!postgres.available)(
     'PostgreSQL: no row of any table holds the session or its text after erase',
     async () => {
@@ -283,6 +338,8 @@ describe('erase leaves no byte of the session in the store', () => {
         await populate(store, 'gone', secret);
         await store.inbox.put('gone', 'm1', `inbox body ${secret}`);
         await store.sessionKeys.obtain('gone');
+        const scope = uniqueText('scope');
+        await store.transcripts.put(scope, randomBytes(32).toString('hex'), { sessionId: 'gone', seq: 7 });
         await populate(store, 'kept', uniqueText('keep'));
         const everything = async (): Promise<string> => {
           const tables = (
@@ -304,6 +361,7 @@ describe('erase leaves no byte of the session in the store', () => {
           return dumps.join('\n');
         };
         expect(await everything()).toContain(secret);
+        expect(await everything()).toContain(scope);
         const key = (await admin.query<{ key: string }>(`SELECT key FROM "${schema}".sessions WHERE id = 'gone'`))
           .rows[0]!.key;
         const word = indexedWordOf(secret);
@@ -322,9 +380,18 @@ describe('erase leaves no byte of the session in the store', () => {
         const receipt = await store.erase('gone');
         expect(receipt).toMatchObject({
           erased: true,
-          removed: { header: 1, events: 40, artifacts: 1, projectionCheckpoints: 1, inboxEntries: 1, sessionKey: 1 },
+          removed: {
+            header: 1,
+            events: 40,
+            artifacts: 1,
+            projectionCheckpoints: 1,
+            inboxEntries: 1,
+            sessionKey: 1,
+            transcriptEntries: 1,
+          },
         });
         expect(await everything()).not.toContain(secret);
+        expect(await everything()).not.toContain(scope);
         for (const table of ['inbox', 'session_keys'])
           expect(
             (await admin.query(`SELECT 1 FROM "${schema}"."${table}" WHERE session_id = 'gone'`)).rowCount,
@@ -332,7 +399,7 @@ describe('erase leaves no byte of the session in the store', () => {
           ).toBe(0);
         expect(await everything()).not.toContain(word);
         expect(await vectorsWith()).toBe(0);
-        for (const table of ['events', 'batches', 'artifacts', 'projection_cache']) {
+        for (const table of ['events', 'batches', 'artifacts', 'projection_cache', 'transcripts']) {
           expect(
             (await admin.query(`SELECT 1 FROM "${schema}"."${table}" WHERE session_key = $1`, [key])).rowCount,
             table,

@@ -85,6 +85,7 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
         'session_keys',
         'sessions',
         'tombstones',
+        'transcripts',
       ]);
       const key = await admin.query<{ attname: string }>(
         `SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
@@ -318,6 +319,43 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
     const store = await open(url.replace(/^postgres:/, 'postgresql:'));
     await store.create(testHeader('s'));
     expect(await (await open()).exists('s')).toBe(true);
+  });
+
+  describe('transcript index', () => {
+    it('a put that waits for an erasure holding the session row finds the session gone once it commits: SESSION_ERASED, nothing stored', async () => {
+      const store = await open();
+      await store.create(testHeader('s'));
+      const digest = 'ab'.repeat(32);
+      await admin.query('BEGIN');
+      let put: Promise<unknown>;
+      try {
+        // What an erasure holds until it commits.
+        await admin.query(`SELECT 1 FROM "${schema}".sessions WHERE id = 's' FOR UPDATE`);
+        put = failure(() => store.transcripts.put('caller', digest, { sessionId: 's', seq: 1 }));
+        // The upsert's foreign key check waits for the row lock.
+        let waiting = 0;
+        for (let i = 0; i < 500 && waiting === 0; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 10));
+          const rows = await admin.query(
+            `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%transcripts%'`,
+          );
+          waiting = rows.rowCount ?? 0;
+        }
+        expect(waiting).toBe(1);
+        await admin.query(`DELETE FROM "${schema}".sessions WHERE id = 's'`);
+        await admin.query(`INSERT INTO "${schema}".tombstones (id, erased_at, until) VALUES ('s', $1, $2)`, [
+          Date.now(),
+          Date.now() + 60_000,
+        ]);
+        await admin.query('COMMIT');
+      } catch (error) {
+        await admin.query('ROLLBACK');
+        throw error;
+      }
+      expect(await put).toMatchObject({ code: 'SESSION_ERASED' });
+      expect((await admin.query(`SELECT 1 FROM "${schema}".transcripts`)).rowCount).toBe(0);
+      expect(await store.transcripts.get('caller', digest)).toBeUndefined();
+    });
   });
 
   describe('artifacts', () => {

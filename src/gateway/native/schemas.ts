@@ -199,6 +199,10 @@ export const eraseResponse = z.object({
         projectionCheckpoints: z.number().int(),
         inboxEntries: z.number().int(),
         sessionKey: z.number().int(),
+        transcriptEntries: z
+          .number()
+          .int()
+          .describe('transcript index entries (OpenAI-compatible callers) that named the session'),
       }),
       tombstoneUntil: z.number().describe('until when (epoch ms) the id is refused with SESSION_ERASED'),
     }),

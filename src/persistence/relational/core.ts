@@ -71,8 +71,11 @@ import type {
   SessionKeyStore,
   SessionStore,
   StoreEraseReceipt,
+  TranscriptEntry,
+  TranscriptIndex,
   WatchOptions,
 } from '../store.js';
+import { assertTranscriptKey, storedTranscriptEntry, transcriptPutEntry } from '../transcripts.js';
 import { LiveTail } from '../watch.js';
 import {
   step,
@@ -101,6 +104,7 @@ export abstract class RelationalSessionStore implements SessionStore {
   readonly projectionCache: ProjectionCacheStore;
   readonly inbox: InboxStore;
   readonly sessionKeys: SessionKeyStore;
+  readonly transcripts: TranscriptIndex;
   private readonly copies: SessionCopies<CachedSession>;
   private readonly tail: LiveTail;
   private closed = false;
@@ -122,6 +126,7 @@ export abstract class RelationalSessionStore implements SessionStore {
     this.projectionCache = new RelationalProjectionCache(use, driver);
     this.inbox = new RelationalInbox(use, driver);
     this.sessionKeys = new RelationalSessionKeys(use, driver);
+    this.transcripts = new RelationalTranscripts(use, driver);
   }
 
   /** Identifies the database (no credentials), in messages and for in-process watch wake-ups. */
@@ -418,7 +423,11 @@ export abstract class RelationalSessionStore implements SessionStore {
     }
     const removal: SessionRemoval =
       key === undefined
-        ? { removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 }, places: [], notes: [] }
+        ? {
+            removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0, transcriptEntries: 0 },
+            places: [],
+            notes: [],
+          }
         : yield* step(tx.deleteSession(key, id));
     yield* step(tx.dropExpiredTombstones(now));
     const until = now + this.options.tombstoneMs;
@@ -615,4 +624,38 @@ class RelationalSessionKeys implements SessionKeyStore {
   private checked(sessionId: string, row: { keyId: unknown; key: unknown }): SessionKey {
     return storedSessionKey(row.keyId, row.key, `the key of session ${sessionId} in ${this.driver.location}`);
   }
+}
+
+/**
+ * The transcript index in the `transcripts` table: (scope, digest) names a session's row key, so
+ * an entry cannot outlive its session (the key is a foreign key, and erasure deletes the rows),
+ * and a read joins the session for its id. A put is one upsert statement on its own.
+ */
+class RelationalTranscripts implements TranscriptIndex {
+  constructor(
+    private readonly use: Use,
+    private readonly driver: RelationalDriver,
+  ) {}
+
+  put(scope: string, digest: string, entry: TranscriptEntry): Promise<void> {
+    return this.use(() => {
+      const checked = transcriptPutEntry(scope, digest, entry);
+      return this.driver.run('single', (tx) => putTranscriptEntry(tx, scope, digest, checked));
+    });
+  }
+
+  get(scope: string, digest: string): Promise<TranscriptEntry | undefined> {
+    return this.use(async () => {
+      assertTranscriptKey(scope, digest);
+      const row = await this.driver.run('single', (tx) => step(tx.transcriptEntry(scope, digest)));
+      return row && storedTranscriptEntry(row.sessionId, row.seq, `the transcript index of ${this.driver.location}`);
+    });
+  }
+}
+
+/** The upsert; when it found no session, SESSION_ERASED while the id's tombstone lasts, else SESSION_NOT_FOUND. */
+function* putTranscriptEntry(tx: RelationalTx, scope: string, digest: string, entry: TranscriptEntry): Steps<void> {
+  if (yield* step(tx.upsertTranscriptEntry(scope, digest, entry))) return;
+  yield* refuseTombstoned(tx, entry.sessionId);
+  throw notFound(entry.sessionId);
 }

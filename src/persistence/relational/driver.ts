@@ -12,7 +12,7 @@
  */
 import type { StoredEvent } from '../../session/index.js';
 import type { RankedSeq, SearchRequest } from '../search.js';
-import type { ErasedPlace, InboxEntry, SessionKey, StoreEraseReceipt } from '../store.js';
+import type { ErasedPlace, InboxEntry, SessionKey, StoreEraseReceipt, TranscriptEntry } from '../store.js';
 import type { RemoteAppends } from '../watch.js';
 import type { BatchRow, EventRow } from './rows.js';
 
@@ -67,7 +67,8 @@ export type Tombstone = { erasedAt: number; until: number };
 
 /**
  * What deleting a session's rows removed, and where: the parts of an erase receipt the dialect
- * knows (the inbox and the key are counted by their own statements).
+ * knows (the inbox and the key are counted by their own statements; the transcript index rows
+ * name the session's row key, so they go with its rows).
  */
 export type SessionRemoval = Pick<StoreEraseReceipt, 'notes'> & {
   removed: Omit<StoreEraseReceipt['removed'], 'inboxEntries' | 'sessionKey'>;
@@ -107,7 +108,10 @@ export interface RelationalTx {
    * tells other processes watching the session, when the database can (on commit).
    */
   insertBatch(key: number, id: string, events: readonly StoredEvent[], op: string): Awaitable<void>;
-  /** Deletes every row of the session (events, batches, artifacts, projection record, search rows, the session). */
+  /**
+   * Deletes every row of the session (events, batches, artifacts, projection record, search rows,
+   * transcript index entries, the session).
+   */
   deleteSession(key: number, id: string): Awaitable<SessionRemoval>;
   tombstone(id: string): Awaitable<Tombstone | undefined>;
   putTombstone(id: string, tombstone: Tombstone): Awaitable<void>;
@@ -140,6 +144,14 @@ export interface RelationalTx {
   sessionKey(id: string): Awaitable<{ keyId: unknown; key: unknown } | undefined>;
   /** Deletes the id's key (its erasure): the table and how many (0 or 1). */
   deleteSessionKey(id: string): Awaitable<ErasedPlace>;
+  /**
+   * Stores (scope, digest) -> the row key of session `entry.sessionId` and `entry.seq`, replacing
+   * what the pair named before, in one statement; false (nothing written) when there is no session
+   * of that id, also when an erasure deleted it while the statement waited.
+   */
+  upsertTranscriptEntry(scope: string, digest: string, entry: TranscriptEntry): Awaitable<boolean>;
+  /** The entry under (scope, digest) with its session's id, as stored (checked by the core); none when its session is gone. */
+  transcriptEntry(scope: string, digest: string): Awaitable<{ sessionId: unknown; seq: unknown } | undefined>;
 }
 
 /**

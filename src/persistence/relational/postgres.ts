@@ -5,9 +5,10 @@
  *
  * Storage format (schema version {@link POSTGRES_SCHEMA_VERSION}, in one PostgreSQL schema named
  * by the URL's `?schema=` parameter, default `sessionlog`; a schema whose `schema_version` is
- * newer is refused; versions 1 to 3 are upgraded in place when a store opens, in the schema
+ * newer is refused; versions 1 to 4 are upgraded in place when a store opens, in the schema
  * transaction: version 2 adds the `tombstones` table, version 3 the `search` column, filled from
- * every stored event, and its indexes, version 4 the `inbox` and `session_keys` tables):
+ * every stored event, and its indexes, version 4 the `inbox` and `session_keys` tables, version 5
+ * the `transcripts` table):
  *
  * - `schema_version(version)`: one row.
  * - `sessions(key bigserial, id text unique, header text)`: the header JSON text.
@@ -34,6 +35,12 @@
  *   the session exists.
  * - `session_keys(session_id, key_id, key bytea, created_at)` (version 4): each session id's
  *   32-byte data key and its 16-hex-digit id; the first one inserted stays.
+ * - `transcripts(scope, digest, session_key, seq)` (version 5), primary key `(scope, digest)`,
+ *   indexed by `session_key` for erasure: the transcript index (store.ts `TranscriptIndex`), a
+ *   caller scope and the hex SHA-256 of a transcript prefix naming the session row whose surface
+ *   equalled it at `seq`. `session_key` references the session, so an entry cannot outlive it;
+ *   putting a pair again replaces its row (one upsert, which waits for an erasure of the session
+ *   under way and then finds it gone).
  *
  * Inbox and key writes and an erasure of the same id are serialized by a transaction-level
  * advisory lock on the schema and the id, whether or not the session exists.
@@ -63,6 +70,7 @@ import {
   type ResolvedStoreOptions,
   type SessionKey,
   type StoreOptions,
+  type TranscriptEntry,
 } from '../store.js';
 import type { RemoteAppends } from '../watch.js';
 import { RelationalSessionStore } from './core.js';
@@ -71,7 +79,7 @@ import type * as driver from './driver.js';
 import { encodeEvent, storedHead, type BatchRow, type EventRow } from './rows.js';
 
 /** The `schema_version` this build writes and reads. */
-export const POSTGRES_SCHEMA_VERSION = 4;
+export const POSTGRES_SCHEMA_VERSION = 5;
 
 /** The schema used when the URL has no `?schema=` parameter. */
 export const POSTGRES_DEFAULT_SCHEMA = 'sessionlog';
@@ -112,6 +120,19 @@ CREATE TABLE ${s}.session_keys (
   key bytea NOT NULL,
   created_at bigint NOT NULL
 );
+`;
+}
+
+function transcriptsDdl(s: string): string {
+  return `
+CREATE TABLE ${s}.transcripts (
+  scope text NOT NULL,
+  digest text NOT NULL,
+  session_key bigint NOT NULL REFERENCES ${s}.sessions(key),
+  seq bigint NOT NULL,
+  PRIMARY KEY (scope, digest)
+);
+CREATE INDEX transcripts_by_session ON ${s}.transcripts (session_key);
 `;
 }
 
@@ -174,6 +195,7 @@ ${tombstonesDdl(s)}
 ${searchIndexDdl(s)}
 ${unindexedIndexDdl(s)}
 ${inboxDdl(s)}
+${transcriptsDdl(s)}
 `;
 }
 
@@ -229,6 +251,7 @@ function statements(s: string) {
     deleteBatches: `DELETE FROM ${s}.batches WHERE session_key = $1`,
     deleteArtifacts: `DELETE FROM ${s}.artifacts WHERE session_key = $1`,
     deleteCache: `DELETE FROM ${s}.projection_cache WHERE session_key = $1`,
+    deleteTranscripts: `DELETE FROM ${s}.transcripts WHERE session_key = $1`,
     deleteSession: `DELETE FROM ${s}.sessions WHERE key = $1`,
     // The schema is part of the lock's key: stores in other schemas do not wait for each other.
     lockSessionId: `SELECT pg_advisory_xact_lock(hashtextextended('${s}.' || $1, 0))`,
@@ -241,6 +264,11 @@ function statements(s: string) {
     insertSessionKey: `INSERT INTO ${s}.session_keys (session_id, key_id, key, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
     sessionKey: `SELECT key_id, key FROM ${s}.session_keys WHERE session_id = $1`,
     deleteSessionKey: `DELETE FROM ${s}.session_keys WHERE session_id = $1`,
+    upsertTranscript: `
+      INSERT INTO ${s}.transcripts (scope, digest, session_key, seq)
+      SELECT $1::text, $2::text, key, $3::bigint FROM ${s}.sessions WHERE id = $4
+      ON CONFLICT (scope, digest) DO UPDATE SET session_key = excluded.session_key, seq = excluded.seq`,
+    transcript: `SELECT s.id AS session_id, t.seq FROM ${s}.transcripts t JOIN ${s}.sessions s ON s.key = t.session_key WHERE t.scope = $1 AND t.digest = $2`,
   };
 }
 
@@ -252,6 +280,9 @@ type SessionHeadQueryRow = driver.SessionRow & { last_event: number | null; last
 
 /** Something that runs queries: the pool, or a client inside a transaction. */
 type Queryable = Pick<PoolClient, 'query'>;
+
+/** SQLSTATE of a foreign key violation. */
+const FOREIGN_KEY_VIOLATION = '23503';
 
 /** Errors that mean the server cannot be reached or let go of the work, not that the request is wrong. */
 const UNAVAILABLE_ERRNO = new Set([
@@ -489,7 +520,7 @@ class PostgresDriver implements driver.RelationalDriver {
         );
       }
       // Version 2 adds the tombstones of erased sessions, version 3 the search column, version 4
-      // the inbox and the session keys.
+      // the inbox and the session keys, version 5 the transcript index.
       if (version < 2) await client.query(tombstonesDdl(s));
       if (version < 3) {
         await client.query(`ALTER TABLE ${s}.events ADD COLUMN search tsvector`);
@@ -499,6 +530,7 @@ class PostgresDriver implements driver.RelationalDriver {
         await client.query(searchIndexDdl(s));
       }
       if (version < 4) await client.query(inboxDdl(s));
+      if (version < 5) await client.query(transcriptsDdl(s));
       if (version < POSTGRES_SCHEMA_VERSION)
         await client.query(`UPDATE ${s}.schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION]);
     });
@@ -670,6 +702,7 @@ class PostgresStatements implements driver.RelationalTx {
 
   async deleteSession(key: number, id: string): Promise<driver.SessionRemoval> {
     const removed = {
+      transcripts: (await this.db.query(this.sql.deleteTranscripts, [key])).rowCount ?? 0,
       events: (await this.db.query(this.sql.deleteEvents, [key])).rowCount ?? 0,
       batches: (await this.db.query(this.sql.deleteBatches, [key])).rowCount ?? 0,
       artifacts: (await this.db.query(this.sql.deleteArtifacts, [key])).rowCount ?? 0,
@@ -684,6 +717,7 @@ class PostgresStatements implements driver.RelationalTx {
         events: removed.events,
         artifacts: removed.artifacts,
         projectionCheckpoints: removed.projection_cache,
+        transcriptEntries: removed.transcripts,
       },
       places: Object.entries(removed).map(([table, n]) => ({ place: `${this.location} table ${table}`, removed: n })),
       notes: [],
@@ -771,6 +805,27 @@ class PostgresStatements implements driver.RelationalTx {
   async deleteSessionKey(id: string): Promise<ErasedPlace> {
     const removed = (await this.db.query(this.sql.deleteSessionKey, [id])).rowCount ?? 0;
     return { place: `${this.location} table session_keys`, removed };
+  }
+
+  /**
+   * An erasure of the session that committed while the upsert waited for its row lock deleted
+   * the row the upsert was about to reference: a foreign key violation, which means the same as
+   * finding no session.
+   */
+  async upsertTranscriptEntry(scope: string, digest: string, entry: TranscriptEntry): Promise<boolean> {
+    try {
+      const values = [scope, digest, entry.seq, entry.sessionId];
+      return (await this.db.query(this.sql.upsertTranscript, values)).rowCount === 1;
+    } catch (error) {
+      if ((error as { code?: unknown } | null)?.code === FOREIGN_KEY_VIOLATION) return false;
+      throw error;
+    }
+  }
+
+  async transcriptEntry(scope: string, digest: string): Promise<{ sessionId: unknown; seq: unknown } | undefined> {
+    const row = (await this.db.query<{ session_id: unknown; seq: unknown }>(this.sql.transcript, [scope, digest]))
+      .rows[0];
+    return row && { sessionId: row.session_id, seq: row.seq };
   }
 
   /**

@@ -5,12 +5,12 @@
  *
  * Storage format (schema version {@link SQLITE_SCHEMA_VERSION}, `application_id`
  * {@link SQLITE_APPLICATION_ID}; a file with a newer `user_version` or a foreign application id
- * is refused; versions 1 to 4 are upgraded in place when the store opens, in one transaction:
+ * is refused; versions 1 to 5 are upgraded in place when the store opens, in one transaction:
  * version 2 adds the `tombstones` table, version 3 the `search` index, version 4 makes that index
  * contentless (version 3's is dropped and the index filled again from every stored event), version
- * 5 adds the `inbox` and `session_keys` tables. Stop
- * processes of an older build before a newer one opens the file; a newer file is refused by an
- * older build):
+ * 5 adds the `inbox` and `session_keys` tables, version 6 the `transcripts` table. Stop processes
+ * of an older build before a newer one opens the file; a newer file is refused by an older
+ * build):
  *
  * - `sessions(key, id, header)`: integer key, text id, header JSON.
  * - `events(session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable)`,
@@ -39,6 +39,11 @@
  *   session's text id, not its row key: an entry may be written before the session exists.
  * - `session_keys(session_id, key_id, key, created_at)` (version 5): each session id's 32-byte
  *   data key (a BLOB) and its 16-hex-digit id; the first one inserted stays.
+ * - `transcripts(scope, digest, session_key, seq)` (version 6), `WITHOUT ROWID`, primary key
+ *   `(scope, digest)`, indexed by `session_key` for erasure: the transcript index (store.ts
+ *   `TranscriptIndex`), a caller scope and the hex SHA-256 of a transcript prefix naming the
+ *   session row whose surface equalled it at `seq`. `session_key` references the session, so
+ *   an entry cannot outlive it; putting a pair again replaces its row (one upsert).
  *
  * A new file is made with 8 KiB pages ({@link SQLITE_PAGE_SIZE}), so a ~2 KB event row stays on
  * its page; files made with other page sizes are read and written as they are.
@@ -70,6 +75,7 @@ import {
   type ResolvedStoreOptions,
   type SessionKey,
   type StoreOptions,
+  type TranscriptEntry,
 } from '../store.js';
 import { RelationalSessionStore } from './core.js';
 import { runSteps } from './driver.js';
@@ -79,7 +85,7 @@ import { encodeEvent, storedHead, type BatchRow, type EventRow } from './rows.js
 /** `PRAGMA application_id` of a sessionlog database ("SLOG"). */
 export const SQLITE_APPLICATION_ID = 0x534c4f47;
 /** `PRAGMA user_version` this build writes and reads. */
-export const SQLITE_SCHEMA_VERSION = 5;
+export const SQLITE_SCHEMA_VERSION = 6;
 
 /** The page size of a new database file (an existing file keeps its own). */
 export const SQLITE_PAGE_SIZE = 8192;
@@ -145,6 +151,17 @@ CREATE TABLE session_keys (
 ) STRICT, WITHOUT ROWID;
 `;
 
+const TRANSCRIPTS_DDL = `
+CREATE TABLE transcripts (
+  scope TEXT NOT NULL,
+  digest TEXT NOT NULL,
+  session_key INTEGER NOT NULL REFERENCES sessions(key),
+  seq INTEGER NOT NULL,
+  PRIMARY KEY (scope, digest)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX transcripts_by_session ON transcripts (session_key);
+`;
+
 const TOMBSTONES_DDL = `
 CREATE TABLE tombstones (
   id TEXT PRIMARY KEY,
@@ -190,7 +207,8 @@ CREATE TABLE projection_cache (
 ) STRICT;
 ${TOMBSTONES_DDL}
 ${SEARCH_DDL}
-${INBOX_DDL}`;
+${INBOX_DDL}
+${TRANSCRIPTS_DDL}`;
 
 function prepareFile(path: string): string {
   const absolute = resolve(path);
@@ -367,7 +385,7 @@ class SqliteDriver implements driver.RelationalDriver {
       }
       // Version 2 adds the tombstones of erased sessions, version 3 the search index, version 4
       // makes it contentless (the words once, in the index) with the digests erase needs,
-      // version 5 adds the inbox and the session keys.
+      // version 5 adds the inbox and the session keys, version 6 the transcript index.
       if (version < 2) this.db.exec(TOMBSTONES_DDL);
       if (version < 4) {
         if (version === 3) this.db.exec(`DROP TABLE search`);
@@ -375,6 +393,7 @@ class SqliteDriver implements driver.RelationalDriver {
         backfillSearchIndex(this.db);
       }
       if (version < 5) this.db.exec(INBOX_DDL);
+      if (version < 6) this.db.exec(TRANSCRIPTS_DDL);
       if (version < SQLITE_SCHEMA_VERSION) this.db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
     });
     init.immediate();
@@ -528,8 +547,10 @@ class SqliteStatements implements driver.RelationalTx {
       batches: this.sql.countBatches.get(key)!.n,
       artifacts: this.sql.countArtifacts.get(key)!.n,
       projection_cache: this.sql.countCache.get(key)!.n,
+      transcripts: this.sql.countTranscripts.get(key)!.n,
     };
     const unindexed = this.unindexSession(key);
+    this.sql.deleteTranscripts.run(key);
     this.sql.deleteEvents.run(key);
     this.sql.deleteBatches.run(key);
     this.sql.deleteArtifacts.run(key);
@@ -545,6 +566,7 @@ class SqliteStatements implements driver.RelationalTx {
         events: counts.events,
         artifacts: counts.artifacts,
         projectionCheckpoints: counts.projection_cache,
+        transcriptEntries: counts.transcripts,
       },
       places: [
         { place: `${this.location} table sessions`, removed: 1 },
@@ -655,6 +677,15 @@ class SqliteStatements implements driver.RelationalTx {
     return { place: `${this.location} table session_keys`, removed: this.sql.deleteSessionKey.run(id).changes };
   }
 
+  upsertTranscriptEntry(scope: string, digest: string, entry: TranscriptEntry): boolean {
+    return this.sql.upsertTranscript.run(scope, digest, entry.seq, entry.sessionId).changes === 1;
+  }
+
+  transcriptEntry(scope: string, digest: string): { sessionId: unknown; seq: unknown } | undefined {
+    const row = this.sql.transcript.get(scope, digest);
+    return row && { sessionId: row.session_id, seq: row.seq };
+  }
+
   /** The search candidates of session `key` below `head`, best first (bm25 is lower for a better match). */
   searchMatches(key: number, match: string, head: number, limit: number): RankedSeq[] {
     return this.sql.searchMatch.all(match, key, key, head, limit).map((row) => ({ seq: row.seq, score: -row.rank }));
@@ -712,6 +743,9 @@ function prepareStatements(db: Database.Database) {
     countBatches: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM batches WHERE session_key = ?`),
     countArtifacts: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM artifacts WHERE session_key = ?`),
     countCache: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM projection_cache WHERE session_key = ?`),
+    countTranscripts: db.prepare<[number], { n: number }>(
+      `SELECT count(*) AS n FROM transcripts WHERE session_key = ?`,
+    ),
     deleteEvents: db.prepare<[number]>(`DELETE FROM events WHERE session_key = ?`),
     deleteBatches: db.prepare<[number]>(`DELETE FROM batches WHERE session_key = ?`),
     deleteArtifacts: db.prepare<[number]>(`DELETE FROM artifacts WHERE session_key = ?`),
@@ -754,6 +788,15 @@ function prepareStatements(db: Database.Database) {
       `SELECT key_id, key FROM session_keys WHERE session_id = ?`,
     ),
     deleteSessionKey: db.prepare<[string]>(`DELETE FROM session_keys WHERE session_id = ?`),
+    // The WHERE clause also keeps SQLite from reading ON CONFLICT as a join's ON.
+    upsertTranscript: db.prepare<[string, string, number, string]>(
+      `INSERT INTO transcripts (scope, digest, session_key, seq) SELECT ?, ?, key, ? FROM sessions WHERE id = ?
+       ON CONFLICT (scope, digest) DO UPDATE SET session_key = excluded.session_key, seq = excluded.seq`,
+    ),
+    transcript: db.prepare<[string, string], { session_id: unknown; seq: unknown }>(
+      `SELECT s.id AS session_id, t.seq FROM transcripts t JOIN sessions s ON s.key = t.session_key WHERE t.scope = ? AND t.digest = ?`,
+    ),
+    deleteTranscripts: db.prepare<[number]>(`DELETE FROM transcripts WHERE session_key = ?`),
     deleteSearchRows: db.prepare<[number, number]>(
       `DELETE FROM search_rows WHERE search_rowid >= (? << 32) AND search_rowid < ((? + 1) << 32)`,
     ),
