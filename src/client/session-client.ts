@@ -24,7 +24,7 @@ import {
   type NoteBody,
   type ToolResultBody,
 } from '../persistence/inbox-entries.js';
-import type { InboxRef, SessionStore, StoreEraseReceipt } from '../persistence/store.js';
+import type { InboxRef, SessionStore, StoreEraseReceipt, TranscriptEntry } from '../persistence/store.js';
 import {
   CALLER_VISIBLE_CODES,
   SESSION_FORMAT_VERSION,
@@ -631,6 +631,18 @@ export class SessionClient {
     const logged = await this.updateWithStart(noteUpdate, sessionId, { args: [input], updateId: `note/${id}` });
     await this.store.inbox.remove(sessionId, [ref.key]).catch(() => undefined);
     return { id, headSeq: logged.headSeq };
+  }
+
+  // ---- the transcript index (stateless clients, issue 24) ----------------------------------
+
+  /** The session (branch) whose transcript equalled the one `digest` names, for callers of `scope`. */
+  async findTranscript(scope: string, digest: string): Promise<TranscriptEntry | undefined> {
+    return this.store.transcripts.get(scope, digest);
+  }
+
+  /** Records that `entry.sessionId`'s transcript at `entry.seq` is the one `digest` names, for callers of `scope`. */
+  async recordTranscript(scope: string, digest: string, entry: TranscriptEntry): Promise<void> {
+    await this.store.transcripts.put(scope, digest, entry);
   }
 
   // ---- tool calls waiting for answers (DESIGN §5.1) ------------------------------------------

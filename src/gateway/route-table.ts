@@ -15,6 +15,14 @@ import type { StreamTokenSigner } from './stream-token.js';
 /** The model and system prompt the workers give a session whose header names none. */
 export type AgentDefaults = { model?: string | undefined; system?: string | undefined };
 
+/** What model names requests may use (openai/models.ts). */
+export type ModelRouting = {
+  /** Each name a request may use, with the model it runs (itself, or what it aliases). */
+  names: Readonly<Record<string, string>>;
+  /** A name not listed: run the default model (`default`) or refuse it (`refuse`). */
+  unknown: 'default' | 'refuse';
+};
+
 /** What route handlers work with: sessions only through the client. */
 export type RouteContext = {
   client: SessionClient;
@@ -26,6 +34,8 @@ export type RouteContext = {
   streamTokens: StreamTokenSigner;
   /** The workers' agent defaults, for APIs that report or check a session's model and instructions. */
   defaults: AgentDefaults;
+  /** The model names requests may use and what they run (openai/models.ts). */
+  models: ModelRouting;
 };
 
 export type HttpMethod = 'GET' | 'POST' | 'DELETE';

@@ -20,6 +20,7 @@ import {
 } from './listener-guard.js';
 import { NATIVE_TABLE } from './native/index.js';
 import { OPENAI_TABLE } from './openai/index.js';
+import { defaultModelRouting } from './openai/models.js';
 import { closeLingering } from './listener-guard.js';
 import { currentRequestScope, runInRequestScope } from './request-scope.js';
 import {
@@ -27,6 +28,7 @@ import {
   buildOpenApiDocument,
   registerRouteTable,
   type AgentDefaults,
+  type ModelRouting,
   type RequestTracer,
   type RouteContext,
   type RouteTable,
@@ -65,6 +67,8 @@ export type GatewayOptions = {
    * against them.
    */
   defaultAgent?: AgentDefaults;
+  /** Model names requests may use and what each runs; default: the default model's name, any other name runs it. */
+  models?: ModelRouting;
   /** Metrics at `GET /metrics` (behind the token when one is set) and request spans; absent: neither. */
   telemetry?: GatewayTelemetry;
   /** Connection limits per client address and for connections waiting on their clients (listener-guard.ts). */
@@ -119,6 +123,7 @@ export function resolveGatewayOptions(options: GatewayOptions): ResolvedGatewayO
     logger: options.logger,
     sseHeartbeatMs: options.sseHeartbeatMs ?? 15_000,
     defaultAgent: options.defaultAgent ?? {},
+    models: options.models ?? defaultModelRouting(options.defaultAgent?.model),
     telemetry: options.telemetry,
     listenerLimits: resolveListenerLimits(options.listenerLimits ?? {}),
   };
@@ -407,6 +412,7 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
       })),
     streamTokens,
     defaults: resolved.defaultAgent,
+    models: resolved.models,
   };
 
   const publicUrls = new Set([

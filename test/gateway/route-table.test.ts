@@ -119,6 +119,7 @@ const context: RouteContext = {
   openapi: () => ({}),
   streamTokens: createStreamTokenSigner(undefined),
   defaults: {},
+  models: { names: {}, unknown: 'default' },
 };
 
 let app: FastifyInstance;

@@ -7,7 +7,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Response, ResponseStreamEvent } from 'openai/resources/responses/responses';
-import type { z } from 'zod';
+import { z } from 'zod';
 import {
   isKnownEvent,
   jsonEqual,
@@ -27,6 +27,7 @@ import {
   type RouteResult,
   type RouteSpec,
 } from '../route-table.js';
+import { chatCompletionBody, createChatCompletion } from './chat.js';
 import { OpenAiError, invalidRequest, notFound } from './errors.js';
 import {
   decodeResponseId,
@@ -37,6 +38,7 @@ import {
   type ResponseRef,
 } from './ids.js';
 import { conversationItems } from './items.js';
+import { modelList, modelObject } from './models.js';
 import { ResponseTracker } from './response-fold.js';
 import {
   contentText,
@@ -54,6 +56,9 @@ import {
   responseObject,
   responseParams,
   responseRetrieveQuery,
+  chatCompletionObject,
+  modelListObject,
+  modelObjectSchema,
   type FunctionTool,
   type InputItem,
 } from './schemas.js';
@@ -503,8 +508,56 @@ function itemsOf(body: unknown, field: 'input' | 'items'): unknown {
   return typeof body === 'object' && body !== null ? (body as Record<string, unknown>)[field] : undefined;
 }
 
+const modelParams = z.strictObject({ id: z.string().min(1).max(200).describe('a model name') });
+
 /** Every route of the OpenAI-compatible API. */
 export const OPENAI_ROUTES: readonly RouteSpec[] = [
+  defineRoute({
+    method: 'POST',
+    path: `${OPENAI_PREFIX}/chat/completions`,
+    operationId: 'openaiCreateChatCompletion',
+    summary:
+      "OpenAI Chat Completions: the request's transcript is reconciled with a session's log (found by x-session-id, metadata.session_id, prompt_cache_key, user, or the transcript's own prefix), only its new tail is logged, and one turn answers (streamed with stream: true); a diverging transcript forks the session. Headers x-session-id and x-sessionlog-forked-from name the sessions.",
+    params: noParams,
+    query: noQuery,
+    body: chatCompletionBody,
+    responses: {
+      200: {
+        description: 'the chat completion (or, with stream: true, its chunks)',
+        schema: chatCompletionObject,
+        eventStream:
+          '`data: {chat.completion.chunk}` per delta, a usage chunk with stream_options.include_usage, then `data: [DONE]`',
+      },
+    },
+    errors: [...COMMON_ERRORS, 409, 413, 415, 422],
+    handler: async (ctx, { body, request, reply }) => createChatCompletion(ctx, body, request, reply),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${OPENAI_PREFIX}/models`,
+    operationId: 'openaiListModels',
+    summary: 'OpenAI Models: the model names requests may use (catalogue models, aliases and the default)',
+    params: noParams,
+    query: noQuery,
+    responses: { 200: { description: 'the models', schema: modelListObject } },
+    errors: [401],
+    handler: async (ctx) => ok(modelList(ctx)),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${OPENAI_PREFIX}/models/:id`,
+    operationId: 'openaiGetModel',
+    summary: 'OpenAI Models: one model name requests may use',
+    params: modelParams,
+    query: noQuery,
+    responses: { 200: { description: 'the model', schema: modelObjectSchema } },
+    errors: COMMON_ERRORS,
+    handler: async (ctx, { params }) => {
+      if (ctx.models.names[params.id] === undefined)
+        throw notFound('model', `The model '${params.id}' does not exist or you do not have access to it.`);
+      return ok(modelObject(params.id));
+    },
+  }),
   defineRoute({
     method: 'POST',
     path: `${OPENAI_PREFIX}/conversations`,

@@ -300,3 +300,25 @@ export const responseObject = z.looseObject({
   output_text: z.string(),
   usage: z.unknown().optional(),
 });
+
+export const chatCompletionObject = z.looseObject({
+  id: z.string(),
+  object: z.literal('chat.completion'),
+  created: z.number().int(),
+  model: z.string(),
+  choices: z.array(
+    z.looseObject({
+      index: z.number().int(),
+      message: z.looseObject({ role: z.literal('assistant'), content: z.string().nullable() }),
+      finish_reason: z.enum(['stop', 'length', 'tool_calls']),
+    }),
+  ),
+  usage: z.unknown().optional(),
+});
+export const modelObjectSchema = z.object({
+  id: z.string(),
+  object: z.literal('model'),
+  created: z.number().int(),
+  owned_by: z.string(),
+});
+export const modelListObject = z.object({ object: z.literal('list'), data: z.array(modelObjectSchema) });

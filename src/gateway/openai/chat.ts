@@ -1,0 +1,439 @@
+/**
+ * OpenAI Chat Completions (`POST /openai/v1/chat/completions`, issue 24): the stateless API most
+ * applications call. Each request carries its whole transcript; it is reconciled with a
+ * session's log (reconcile.ts), one turn runs, and the answer is derived from the log as the
+ * Responses API's is (the same tracker), then spelled as a `chat.completion` or as
+ * `chat.completion.chunk` events. Every answer names the session in `x-session-id` (and the
+ * session it forked from in `x-sessionlog-forked-from`).
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
+import { z } from 'zod';
+import { turnToolsProblem, type ToolSchema } from '../../session/index.js';
+import { STREAMED, type RouteContext, type RouteResult } from '../route-table.js';
+import { wellFormedString } from '../wire.js';
+import { OpenAiError, invalidRequest, toOpenAiErrorResponse } from './errors.js';
+import { encodeResponseId } from './ids.js';
+import { resolveModelName } from './models.js';
+import { callerScope, explicitSessionId, reconcile, recordAnswer, type Reconciled } from './reconcile.js';
+import { ResponseTracker } from './response-fold.js';
+import { followResponse } from './stream.js';
+import { loggedTranscript, prefixDigests, type Transcript, type TranscriptMessage } from './transcript.js';
+
+// ---- the request ------------------------------------------------------------------------------
+
+const textPart = z.looseObject({ type: z.literal('text'), text: z.string() });
+const textContent = z.union([z.string(), z.array(textPart)]);
+
+const systemMessage = z.looseObject({
+  role: z.enum(['system', 'developer']),
+  content: textContent,
+  name: z.string().optional(),
+});
+const userMessage = z.looseObject({ role: z.literal('user'), content: textContent, name: z.string().optional() });
+const toolCallSchema = z.looseObject({
+  id: z.string().min(1).max(200),
+  type: z.literal('function').optional(),
+  function: z.looseObject({ name: z.string().min(1).max(200), arguments: z.string() }),
+});
+const assistantMessage = z.looseObject({
+  role: z.literal('assistant'),
+  content: z.union([z.string(), z.array(z.looseObject({ type: z.string(), text: z.string().optional() }))]).nullish(),
+  tool_calls: z.array(toolCallSchema).nullish(),
+  refusal: z.string().nullish(),
+  name: z.string().optional(),
+});
+const toolMessage = z.looseObject({
+  role: z.literal('tool'),
+  content: textContent,
+  tool_call_id: z.string().min(1).max(200),
+});
+const chatMessage = z.union([systemMessage, userMessage, assistantMessage, toolMessage]);
+
+const functionTool = z.looseObject({
+  type: z.literal('function'),
+  function: z.looseObject({
+    name: wellFormedString().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a function name is 1-64 characters of A-Z a-z 0-9 _ -'),
+    description: z.string().max(4096).nullish(),
+    parameters: z.record(z.string(), z.unknown()).nullish(),
+    strict: z.boolean().nullish(),
+  }),
+});
+
+/** Hints a provider may honour or not: accepted, never refused (what sessionlog does not pass on is left unused). */
+const HINTS = [
+  'temperature',
+  'top_p',
+  'max_tokens',
+  'max_completion_tokens',
+  'presence_penalty',
+  'frequency_penalty',
+  'seed',
+  'stop',
+  'logit_bias',
+  'top_logprobs',
+  'user',
+  'store',
+  'service_tier',
+  'parallel_tool_calls',
+  'prompt_cache_key',
+  'prompt_cache_retention',
+  'safety_identifier',
+  'reasoning_effort',
+  'verbosity',
+  'prediction',
+] as const;
+
+export const chatCompletionBody = z.looseObject({
+  model: z.string().min(1).max(200).optional().describe('any name: one the gateway cannot run maps to its default'),
+  messages: z.array(chatMessage).min(1, 'messages must hold at least one message').max(100_000),
+  stream: z.boolean().nullish(),
+  stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullish(),
+  tools: z.array(functionTool).max(128).nullish(),
+  tool_choice: z
+    .union([z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.literal('function') })])
+    .nullish(),
+  response_format: z.looseObject({ type: z.enum(['text', 'json_object', 'json_schema']) }).nullish(),
+  n: z.literal(1, { error: 'n > 1 is not supported: a session has one reply per turn (send n: 1)' }).nullish(),
+  logprobs: z.literal(false, { error: 'log probabilities are not logged (send logprobs: false)' }).nullish(),
+  metadata: z.record(z.string(), z.string()).nullish(),
+  modalities: z.array(z.literal('text', { error: 'only text output is supported (no audio)' })).nullish(),
+  audio: z.null({ error: 'audio output is not supported' }).optional(),
+  web_search_options: z.null({ error: 'hosted web search is not supported: give a function tool instead' }).optional(),
+  ...Object.fromEntries(HINTS.map((name) => [name, z.unknown().optional()])),
+});
+type ChatBody = z.output<typeof chatCompletionBody>;
+
+const contentText = (content: z.output<typeof textContent> | null | undefined | Array<{ text?: string }>): string =>
+  content == null ? '' : typeof content === 'string' ? content : content.map((part) => part.text ?? '').join('');
+
+/** The body's messages as a transcript: system and developer messages are its instructions. */
+export function chatTranscript(messages: ChatBody['messages']): Transcript {
+  const system: string[] = [];
+  const out: TranscriptMessage[] = [];
+  messages.forEach((message, i) => {
+    switch (message.role) {
+      case 'system':
+      case 'developer':
+        system.push(contentText(message.content));
+        break;
+      case 'user':
+        if (Array.isArray(message.content))
+          for (const [j, part] of (message.content as Array<{ type: string }>).entries())
+            if (part.type !== 'text')
+              throw invalidRequest(
+                `messages[${i}].content[${j}].type`,
+                `content parts of type ${JSON.stringify(part.type)} are not supported; send text parts`,
+                'unsupported_value',
+              );
+        out.push({ role: 'user', text: contentText(message.content) });
+        break;
+      case 'assistant':
+        out.push({
+          role: 'assistant',
+          text: contentText(message.content as Array<{ text?: string }> | string | null | undefined),
+          toolCalls: (message.tool_calls ?? []).map((call) => ({
+            callId: call.id,
+            name: call.function.name,
+            arguments: call.function.arguments,
+          })),
+        });
+        break;
+      case 'tool':
+        out.push({ role: 'tool', callId: message.tool_call_id, output: contentText(message.content) });
+        break;
+    }
+  });
+  return { system: system.length > 0 ? system.join('\n\n') : undefined, messages: out };
+}
+
+/** The explicit session a request names: the header, then metadata.session_id (ids); prompt_cache_key, then user (keys). */
+function sessionKeyOf(request: FastifyRequest, body: ChatBody): { sessionId: string } | { key: string } | undefined {
+  const header = request.headers['x-session-id'];
+  if (typeof header === 'string' && header !== '') return { sessionId: explicitSessionId(header, 'x-session-id') };
+  const fromMetadata = body.metadata?.session_id;
+  if (fromMetadata) return { sessionId: explicitSessionId(fromMetadata, 'metadata.session_id') };
+  for (const name of ['prompt_cache_key', 'user'] as const) {
+    const value = body[name];
+    if (typeof value === 'string' && value !== '') return { key: `${name}:${value}` };
+  }
+  return undefined;
+}
+
+function toolsOf(body: ChatBody): ToolSchema[] | undefined {
+  if (!body.tools || body.tools.length === 0 || body.tool_choice === 'none') return undefined;
+  const tools = body.tools.map((tool) => ({
+    name: tool.function.name,
+    description: tool.function.description ?? '',
+    parameters: (tool.function.parameters ?? { type: 'object', properties: {} }) as ToolSchema['parameters'],
+    ...(tool.function.strict != null ? { strict: tool.function.strict } : {}),
+  }));
+  const problem = turnToolsProblem(tools);
+  if (problem) throw invalidRequest('tools', problem, 'invalid_value');
+  return tools;
+}
+
+// ---- the answer -------------------------------------------------------------------------------
+
+type ChatAnswer = {
+  content: string;
+  toolCalls: Array<{ id: string; type: 'function'; function: { name: string; arguments: string } }>;
+  finishReason: 'stop' | 'length' | 'tool_calls';
+};
+
+/** The answer as the transcript will hold it: the visible assistant message after the request's messages. */
+async function answerOf(
+  ctx: RouteContext,
+  reconciled: Reconciled,
+  tracker: ResponseTracker,
+): Promise<{ answer: ChatAnswer; message: TranscriptMessage | undefined; seq: number }> {
+  const events = await ctx.client.events(reconciled.sessionId, 0);
+  const logged = loggedTranscript(events);
+  const message = logged.messages[reconciled.answerAt]?.message;
+  const snapshot = tracker.snapshot();
+  const assistant = message?.role === 'assistant' ? message : undefined;
+  const toolCalls = (assistant?.toolCalls ?? []).map((call) => ({
+    id: call.callId,
+    type: 'function' as const,
+    function: { name: call.name, arguments: call.arguments },
+  }));
+  return {
+    answer: {
+      content: assistant?.text ?? snapshot.output_text,
+      toolCalls,
+      finishReason: toolCalls.length > 0 ? 'tool_calls' : snapshot.status === 'incomplete' ? 'length' : 'stop',
+    },
+    message: assistant,
+    seq: events.length - 1,
+  };
+}
+
+function failureOf(tracker: ResponseTracker): OpenAiError | undefined {
+  const snapshot = tracker.snapshot();
+  if (snapshot.status === 'failed')
+    return new OpenAiError(502, snapshot.error?.message ?? 'the model call failed', {
+      code: snapshot.error?.code ?? 'server_error',
+    });
+  if (snapshot.status === 'cancelled')
+    return new OpenAiError(409, 'the turn was cancelled before it answered', { code: 'cancelled' });
+  return undefined;
+}
+
+function usageOf(tracker: ResponseTracker) {
+  const usage = tracker.snapshot().usage;
+  if (!usage) return undefined;
+  return {
+    prompt_tokens: usage.input_tokens,
+    completion_tokens: usage.output_tokens,
+    total_tokens: usage.total_tokens,
+    prompt_tokens_details: { cached_tokens: usage.input_tokens_details?.cached_tokens ?? 0 },
+    completion_tokens_details: { reasoning_tokens: usage.output_tokens_details?.reasoning_tokens ?? 0 },
+  };
+}
+
+function completionId(reconciled: Reconciled): string {
+  return `chatcmpl-${encodeResponseId({ sessionId: reconciled.sessionId, anchor: reconciled.anchor }).slice(5)}`;
+}
+
+async function remember(
+  ctx: RouteContext,
+  scope: string,
+  reconciled: Reconciled,
+  request: TranscriptMessage[],
+  answer: TranscriptMessage | undefined,
+  seq: number,
+): Promise<void> {
+  if (!answer) return;
+  await recordAnswer(ctx, scope, reconciled.sessionId, prefixDigests([...request, answer]).at(-1)!, seq);
+}
+
+function sessionHeaders(reconciled: Reconciled): Record<string, string> {
+  return {
+    'x-session-id': reconciled.sessionId,
+    ...(reconciled.forkedFrom ? { 'x-sessionlog-forked-from': reconciled.forkedFrom } : {}),
+  };
+}
+
+export async function createChatCompletion(
+  ctx: RouteContext,
+  body: ChatBody,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<RouteResult> {
+  const transcript = chatTranscript(body.messages);
+  const scope = callerScope(request);
+  const model = body.model === undefined ? undefined : resolveModelName(ctx, body.model);
+  const reconciled = await reconcile(ctx, {
+    transcript,
+    key: sessionKeyOf(request, body),
+    scope,
+    model,
+    tools: toolsOf(body),
+    regenerate: request.headers['x-sessionlog-regenerate'] === 'true',
+  });
+  const header = await ctx.client.header(reconciled.sessionId);
+  const tracker = new ResponseTracker({
+    responseId: encodeResponseId({ sessionId: reconciled.sessionId, anchor: reconciled.anchor }),
+    sessionId: reconciled.sessionId,
+    anchor: reconciled.anchor,
+    header,
+    defaults: ctx.defaults,
+  });
+  for (const event of reconciled.events) tracker.push(event);
+  const created = Math.floor(Date.now() / 1000);
+  const id = completionId(reconciled);
+  if (body.stream === true)
+    return streamChat(ctx, request, reply, {
+      reconciled,
+      tracker,
+      created,
+      id,
+      scope,
+      transcript,
+      includeUsage: body.stream_options?.include_usage === true,
+    });
+  const abort = new AbortController();
+  ctx.streams.add(abort);
+  const onClose = (): void => abort.abort();
+  request.raw.socket.on('close', onClose);
+  try {
+    await followResponse(ctx.client, tracker, reconciled.events.length, abort.signal, async () => undefined);
+  } finally {
+    request.raw.socket.off('close', onClose);
+    ctx.streams.delete(abort);
+  }
+  const failure = failureOf(tracker);
+  if (failure) throw failure;
+  const { answer, message, seq } = await answerOf(ctx, reconciled, tracker);
+  await remember(ctx, scope, reconciled, transcript.messages, message, seq);
+  for (const [name, value] of Object.entries(sessionHeaders(reconciled))) void reply.header(name, value);
+  const usage = usageOf(tracker);
+  return {
+    status: 200,
+    body: {
+      id,
+      object: 'chat.completion',
+      created,
+      model: tracker.snapshot().model,
+      system_fingerprint: null,
+      service_tier: 'default',
+      choices: [
+        {
+          index: 0,
+          message: {
+            role: 'assistant',
+            content: answer.content === '' && answer.toolCalls.length > 0 ? null : answer.content,
+            refusal: null,
+            annotations: [],
+            ...(answer.toolCalls.length > 0 ? { tool_calls: answer.toolCalls } : {}),
+          },
+          logprobs: null,
+          finish_reason: answer.finishReason,
+        },
+      ],
+      ...(usage ? { usage } : {}),
+    },
+  };
+}
+
+// ---- streaming --------------------------------------------------------------------------------
+
+const STREAM_HEADERS = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache, no-transform',
+  connection: 'keep-alive',
+  'x-accel-buffering': 'no',
+};
+
+async function streamChat(
+  ctx: RouteContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  options: {
+    reconciled: Reconciled;
+    tracker: ResponseTracker;
+    created: number;
+    id: string;
+    scope: string;
+    transcript: Transcript;
+    includeUsage: boolean;
+  },
+): Promise<RouteResult> {
+  const { reconciled, tracker } = options;
+  const abort = new AbortController();
+  ctx.streams.add(abort);
+  reply.hijack();
+  const res = reply.raw;
+  const onClose = (): void => abort.abort();
+  res.on('close', onClose);
+  res.writeHead(200, { ...STREAM_HEADERS, ...sessionHeaders(reconciled) });
+  const heartbeat = setInterval(() => {
+    if (!res.writableEnded) res.write(': keepalive\n\n');
+  }, ctx.sseHeartbeatMs);
+  let started = false;
+  const chunk = (delta: Record<string, unknown>, finishReason: string | null, extra: Record<string, unknown> = {}) => {
+    const first = !started;
+    started = true;
+    return `data: ${JSON.stringify({
+      id: options.id,
+      object: 'chat.completion.chunk',
+      created: options.created,
+      model: tracker.snapshot().model,
+      system_fingerprint: null,
+      choices: [
+        {
+          index: 0,
+          delta: first ? { role: 'assistant', content: '', ...delta } : delta,
+          logprobs: null,
+          finish_reason: finishReason,
+        },
+      ],
+      ...(options.includeUsage ? { usage: null } : {}),
+      ...extra,
+    })}\n\n`;
+  };
+  const send = async (events: readonly ResponseStreamEvent[]): Promise<void> => {
+    for (const event of events) {
+      if (abort.signal.aborted || event.type !== 'response.output_text.delta' || event.delta === '') continue;
+      res.write(chunk({ content: event.delta }, null));
+    }
+  };
+  try {
+    await followResponse(ctx.client, tracker, reconciled.events.length, abort.signal, send);
+    if (abort.signal.aborted) return STREAMED;
+    const failure = failureOf(tracker);
+    if (failure) throw failure;
+    const { answer, message, seq } = await answerOf(ctx, reconciled, tracker);
+    await remember(ctx, options.scope, reconciled, options.transcript.messages, message, seq);
+    // A retry of an answered request replays nothing live: its text comes whole.
+    if (!started && answer.content !== '') res.write(chunk({ content: answer.content }, null));
+    if (answer.toolCalls.length > 0)
+      res.write(chunk({ tool_calls: answer.toolCalls.map((call, index) => ({ index, ...call })) }, null));
+    res.write(chunk({}, answer.finishReason));
+    if (options.includeUsage)
+      res.write(
+        `data: ${JSON.stringify({
+          id: options.id,
+          object: 'chat.completion.chunk',
+          created: options.created,
+          model: tracker.snapshot().model,
+          system_fingerprint: null,
+          choices: [],
+          usage: usageOf(tracker) ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
+        })}\n\n`,
+      );
+    res.write('data: [DONE]\n\n');
+  } catch (error) {
+    if (!abort.signal.aborted && !res.writableEnded) {
+      const response = toOpenAiErrorResponse(error);
+      if (response.logDetail) request.log.error({ err: error, sessionId: reconciled.sessionId }, 'chat stream failed');
+      res.write(`data: ${JSON.stringify(response.body)}\n\n`);
+    }
+  } finally {
+    clearInterval(heartbeat);
+    res.off('close', onClose);
+    ctx.streams.delete(abort);
+    if (!res.writableEnded) res.end();
+  }
+  return STREAMED;
+}

@@ -1,0 +1,229 @@
+/**
+ * Chat Completions and stateless transcripts (issue 24) through the official `openai` client,
+ * against the real gateway, a Temporal dev server, a worker and the fake model: each request
+ * carries its whole transcript; the gateway finds the session, logs only what is new, runs one
+ * turn, and forks on a diverging transcript. Server-side effects are read from the log.
+ */
+import OpenAI from 'openai';
+import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startGateway, type RunningGateway } from '../../src/gateway/index.js';
+import type { StoredEvent } from '../../src/session/index.js';
+import { startStack, type Stack } from '../support/stack.js';
+
+let stack: Stack;
+let gateway: RunningGateway;
+let client: OpenAI;
+
+beforeAll(async () => {
+  stack = await startStack();
+  gateway = await startGateway({
+    client: stack.client,
+    host: '127.0.0.1',
+    port: 0,
+    bodyLimitBytes: 1024 * 1024,
+    defaultAgent: { model: 'fake' },
+  });
+  client = new OpenAI({ baseURL: `${gateway.url}/openai/v1`, apiKey: `app-${Date.now()}`, maxRetries: 0 });
+});
+afterAll(async () => {
+  await gateway?.close();
+  await stack?.close();
+});
+beforeEach(() => {
+  stack.fake.reset();
+});
+
+const turnsOf = (events: StoredEvent[]) => events.filter((e) => e.type === 'turn/start');
+
+/** A chat completion and the session that answered it. */
+async function chat(
+  messages: ChatCompletionMessageParam[],
+  extra: Partial<OpenAI.ChatCompletionCreateParamsNonStreaming> = {},
+) {
+  const { data, response } = await client.chat.completions
+    .create({ model: 'gpt-4o-mini', messages, ...extra })
+    .withResponse();
+  return {
+    completion: data,
+    sessionId: response.headers.get('x-session-id')!,
+    forkedFrom: response.headers.get('x-sessionlog-forked-from'),
+  };
+}
+
+describe('chat completions', () => {
+  it('answers a transcript, reports the model that ran, and continues the same session by transcript, one turn per request', async () => {
+    const system = { role: 'system' as const, content: 'You are terse.' };
+    const first = await chat([system, { role: 'user', content: 'hello there' }]);
+    expect(first.completion.object).toBe('chat.completion');
+    expect(first.completion.model).toBe('fake');
+    expect(first.completion.choices[0]!.message.content).toBe('echo: hello there');
+    expect(first.completion.choices[0]!.finish_reason).toBe('stop');
+    expect(first.completion.usage?.total_tokens).toBeGreaterThan(0);
+    expect(first.sessionId).toMatch(/^chat_/);
+    // The system message became the session's instructions.
+    expect(stack.fake.chatRequests().at(-1)!.messages[0]).toMatchObject({ role: 'system', content: 'You are terse.' });
+
+    const second = await chat([
+      system,
+      { role: 'user', content: 'hello there' },
+      { role: 'assistant', content: 'echo: hello there' },
+      { role: 'user', content: 'and again' },
+    ]);
+    expect(second.sessionId).toBe(first.sessionId);
+    expect(second.completion.choices[0]!.message.content).toBe('echo: and again');
+    const events = await stack.client.events(first.sessionId);
+    expect(turnsOf(events)).toHaveLength(2);
+    // Nothing was logged twice: two user messages, two replies.
+    expect((await stack.client.history(first.sessionId)).map((m) => m.role)).toEqual([
+      'user',
+      'assistant',
+      'user',
+      'assistant',
+    ]);
+  });
+
+  it('answers an identical request again from the log without a new turn (a client retry)', async () => {
+    const messages: ChatCompletionMessageParam[] = [{ role: 'user', content: `retry me ${Date.now()}` }];
+    const first = await chat(messages);
+    const again = await chat(messages);
+    expect(again.sessionId).toBe(first.sessionId);
+    expect(again.completion.choices[0]!.message.content).toBe(first.completion.choices[0]!.message.content);
+    expect(turnsOf(await stack.client.events(first.sessionId))).toHaveLength(1);
+    expect(stack.fake.chatRequests()).toHaveLength(1);
+  });
+
+  it('forks at the divergence when an earlier user message is edited; the original keeps its history', async () => {
+    const tag = Date.now();
+    const base: ChatCompletionMessageParam[] = [{ role: 'user', content: `first ${tag}` }];
+    const a = await chat(base);
+    const b = await chat([
+      ...base,
+      { role: 'assistant', content: `echo: first ${tag}` },
+      { role: 'user', content: 'second' },
+    ]);
+    expect(b.sessionId).toBe(a.sessionId);
+    const edited = await chat([
+      ...base,
+      { role: 'assistant', content: `echo: first ${tag}` },
+      { role: 'user', content: 'second, edited' },
+    ]);
+    expect(edited.completion.choices[0]!.message.content).toBe('echo: second, edited');
+    expect(edited.sessionId).not.toBe(a.sessionId);
+    expect(edited.forkedFrom).toBe(a.sessionId);
+    const original = (await stack.client.history(a.sessionId)).map((m) => m.role + ':' + JSON.stringify(m.content));
+    expect(original).toHaveLength(4);
+    expect(original[2]).toContain('second');
+    expect(original[2]).not.toContain('edited');
+    const branch = await stack.client.history(edited.sessionId);
+    expect(branch).toHaveLength(4);
+    expect(JSON.stringify(branch[2]!.content)).toContain('second, edited');
+    // The branch continues by its own transcript.
+    const next = await chat([
+      ...base,
+      { role: 'assistant', content: `echo: first ${tag}` },
+      { role: 'user', content: 'second, edited' },
+      { role: 'assistant', content: 'echo: second, edited' },
+      { role: 'user', content: 'third' },
+    ]);
+    expect(next.sessionId).toBe(edited.sessionId);
+    expect(next.forkedFrom).toBeNull();
+  });
+
+  it('logs a migrated transcript as caller-supplied history and answers its last message', async () => {
+    const messages: ChatCompletionMessageParam[] = [
+      { role: 'user', content: `from another system ${Date.now()}` },
+      { role: 'assistant', content: 'an answer the other system gave' },
+      { role: 'user', content: 'continue here' },
+    ];
+    const { completion, sessionId } = await chat(messages);
+    expect(completion.choices[0]!.message.content).toBe('echo: continue here');
+    const sent = stack.fake
+      .chatRequests()
+      .at(-1)!
+      .messages.filter((m) => m.role !== 'system');
+    expect(sent.map((m) => m.content)).toEqual([
+      messages[0]!.content,
+      'an answer the other system gave',
+      'continue here',
+    ]);
+    const replies = (await stack.client.events(sessionId)).filter((e) => e.type === 'assistant/message');
+    expect(replies.map((e) => (e.data as { message: { source: { kind: string } } }).message.source.kind)).toEqual([
+      'caller',
+      'model',
+    ]);
+  });
+
+  it('streams chunks with a final usage chunk and [DONE]', async () => {
+    const stream = await client.chat.completions.create({
+      model: 'fake',
+      messages: [{ role: 'user', content: `stream this ${Date.now()}` }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let text = '';
+    let finish: string | null = null;
+    let usage: OpenAI.CompletionUsage | null | undefined;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? '';
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(text).toMatch(/^echo: stream this /);
+    expect(finish).toBe('stop');
+    expect(usage?.total_tokens).toBeGreaterThan(0);
+  });
+
+  it('runs a function-tool loop: tool_calls come back, the results continue the same turn', async () => {
+    const weather: ChatCompletionTool = {
+      type: 'function',
+      function: {
+        name: 'get_weather',
+        description: 'The weather in a city.',
+        parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+      },
+    };
+    stack.fake.setMatcher(({ body, lastUserText }) => {
+      const last = body.messages.at(-1)!;
+      if (last.role === 'tool') return { text: `Oslo: ${String(last.content)}.` };
+      if (lastUserText.startsWith('weather in Oslo'))
+        return { text: '', toolCalls: [{ id: 'call_W9', name: 'get_weather', arguments: { city: 'Oslo' } }] };
+      return undefined;
+    });
+    const messages: ChatCompletionMessageParam[] = [{ role: 'user', content: `weather in Oslo ${Date.now()}?` }];
+    const first = await chat(messages, { tools: [weather] });
+    const choice = first.completion.choices[0]!;
+    expect(choice.finish_reason).toBe('tool_calls');
+    expect(choice.message.tool_calls).toEqual([
+      { id: 'call_W9', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } },
+    ]);
+    const second = await chat(
+      [...messages, choice.message, { role: 'tool', tool_call_id: 'call_W9', content: 'sunny' }],
+      { tools: [weather] },
+    );
+    expect(second.sessionId).toBe(first.sessionId);
+    expect(second.completion.choices[0]!.message.content).toBe('Oslo: sunny.');
+    expect(turnsOf(await stack.client.events(first.sessionId))).toHaveLength(1);
+  });
+
+  it('lists models and refuses what would change the meaning (n > 1, audio) in the OpenAI error shape', async () => {
+    const models = await client.models.list();
+    expect(models.data.map((m) => m.id)).toContain('fake');
+    expect((await client.models.retrieve('fake')).id).toBe('fake');
+    const refused = await client.chat.completions
+      .create({ model: 'fake', messages: [{ role: 'user', content: 'x' }], n: 2 })
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((refused as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('n');
+    // Hints are accepted.
+    const hinted = await chat([{ role: 'user', content: `hinted ${Date.now()}` }], {
+      temperature: 0.2,
+      top_p: 0.9,
+      max_tokens: 50,
+      user: 'u-1',
+      parallel_tool_calls: true,
+      store: false,
+    });
+    expect(hinted.completion.choices[0]!.message.content).toMatch(/^echo: hinted/);
+  });
+});
