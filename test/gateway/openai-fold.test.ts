@@ -8,15 +8,17 @@
 import fc from 'fast-check';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
-import { encodeResponseId, type ResponseAnchor } from '../../src/gateway/openai/ids.js';
+import { encodeResponseId, itemTag, messageItemId, type ResponseAnchor } from '../../src/gateway/openai/ids.js';
 import { conversationItems } from '../../src/gateway/openai/items.js';
 import { ResponseTracker } from '../../src/gateway/openai/response-fold.js';
 import { stepOps } from '../../src/engine/ops.js';
 import { isKnownEvent, type StoredEvent } from '../../src/session/index.js';
 import { ANY_REPLACES, buildLog, programArb, testHeader } from '../support/log-gen.js';
 
+const sessionId = 'fold-session';
+const TAG = itemTag(sessionId);
+
 function tracker(anchor: ResponseAnchor): ResponseTracker {
-  const sessionId = 'fold-session';
   return new ResponseTracker({
     responseId: encodeResponseId({ sessionId, anchor }),
     sessionId,
@@ -56,7 +58,7 @@ describe('response fold on random logs', () => {
           if (terminal.length === 1) expect(whole.at(-1)).toBe(terminal[0]);
         }
         // The conversation's items are derived without error from any such log.
-        conversationItems(events);
+        conversationItems(sessionId, events);
       }),
       { numRuns: 60 },
     );
@@ -141,14 +143,14 @@ describe('a retried model call', () => {
     const fold = tracker(anchor);
     const events = log.flatMap((e) => fold.push(e));
     expect(deltas(events)).toEqual([
-      ['msg_1_1_0', 'Hello '],
-      ['msg_1_1_0', 'wor'],
-      ['msg_1_1_0', 'ld'],
-      ['msg_1_1_0', '!'],
+      [messageItemId(TAG, 1, 1, 0), 'Hello '],
+      [messageItemId(TAG, 1, 1, 0), 'wor'],
+      [messageItemId(TAG, 1, 1, 0), 'ld'],
+      [messageItemId(TAG, 1, 1, 0), '!'],
     ]);
     const response = fold.snapshot();
     expect(response.status).toBe('completed');
-    expect(response.output.map((i) => i.id)).toEqual(['msg_1_1_0']);
+    expect(response.output.map((i) => i.id)).toEqual([messageItemId(TAG, 1, 1, 0)]);
     expect(response.output_text).toBe('Hello world!');
   });
 
@@ -163,27 +165,29 @@ describe('a retried model call', () => {
     const fold = tracker(anchor);
     const events = log.flatMap((e) => fold.push(e));
     expect(deltas(events)).toEqual([
-      ['msg_1_1_0', 'Hello '],
-      ['msg_1_1_0', 'wor'],
-      ['msg_1_1_1', 'Good'],
-      ['msg_1_1_1', 'bye'],
+      [messageItemId(TAG, 1, 1, 0), 'Hello '],
+      [messageItemId(TAG, 1, 1, 0), 'wor'],
+      [messageItemId(TAG, 1, 1, 1), 'Good'],
+      [messageItemId(TAG, 1, 1, 1), 'bye'],
     ]);
-    const abandoned = events.find((e) => e.type === 'response.output_item.done' && e.item.id === 'msg_1_1_0');
+    const abandoned = events.find(
+      (e) => e.type === 'response.output_item.done' && e.item.id === messageItemId(TAG, 1, 1, 0),
+    );
     expect(abandoned).toMatchObject({ item: { status: 'incomplete' } });
     const response = fold.snapshot();
-    expect(response.output.map((i) => i.id)).toEqual(['msg_1_1_1']);
+    expect(response.output.map((i) => i.id)).toEqual([messageItemId(TAG, 1, 1, 1)]);
     expect(response.output_text).toBe('Goodbye');
     // The conversation's assistant item is the response's output item.
-    expect(conversationItems(log).map((i) => i.id)).toEqual(['m1', 'msg_1_1_1']);
+    expect(conversationItems(sessionId, log).map((i) => i.id)).toEqual(['m1', messageItemId(TAG, 1, 1, 1)]);
   });
 
   it('whose last chunks were written in the reply batch streams them once, after what the chunk batches sent', () => {
     const fold = tracker(anchor);
     const events = turnLog([[1, ['Hello ', 'wor']]], 'Hello world!', ['ld', '!']).flatMap((e) => fold.push(e));
     expect(deltas(events)).toEqual([
-      ['msg_1_1_0', 'Hello '],
-      ['msg_1_1_0', 'wor'],
-      ['msg_1_1_0', 'ld!'],
+      [messageItemId(TAG, 1, 1, 0), 'Hello '],
+      [messageItemId(TAG, 1, 1, 0), 'wor'],
+      [messageItemId(TAG, 1, 1, 0), 'ld!'],
     ]);
     expect(fold.snapshot().output_text).toBe('Hello world!');
   });
@@ -192,11 +196,11 @@ describe('a retried model call', () => {
     const fold = tracker(anchor);
     const events = turnLog([[1, ['Hello ', 'wor']]], 'Goodbye', ['Good', 'bye']).flatMap((e) => fold.push(e));
     expect(deltas(events)).toEqual([
-      ['msg_1_1_0', 'Hello '],
-      ['msg_1_1_0', 'wor'],
-      ['msg_1_1_1', 'Goodbye'],
+      [messageItemId(TAG, 1, 1, 0), 'Hello '],
+      [messageItemId(TAG, 1, 1, 0), 'wor'],
+      [messageItemId(TAG, 1, 1, 1), 'Goodbye'],
     ]);
-    expect(fold.snapshot().output.map((i) => i.id)).toEqual(['msg_1_1_1']);
+    expect(fold.snapshot().output.map((i) => i.id)).toEqual([messageItemId(TAG, 1, 1, 1)]);
   });
 
   it('whose reply was logged without chunks still yields the item events and the text as one delta', () => {

@@ -15,10 +15,10 @@ import { wellFormedString } from '../wire.js';
 import { OpenAiError, invalidRequest, toOpenAiErrorResponse } from './errors.js';
 import { encodeResponseId } from './ids.js';
 import { resolveModelName } from './models.js';
-import { callerScope, explicitSessionId, reconcile, recordAnswer, type Reconciled } from './reconcile.js';
+import { callerScope, explicitSessionId, reconcile, recordTranscriptEnd, type Reconciled } from './reconcile.js';
 import { ResponseTracker } from './response-fold.js';
 import { followResponse } from './stream.js';
-import { loggedTranscript, prefixDigests, type Transcript, type TranscriptMessage } from './transcript.js';
+import { loggedTranscript, type Transcript, type TranscriptMessage } from './transcript.js';
 
 // ---- the request ------------------------------------------------------------------------------
 
@@ -186,7 +186,7 @@ async function answerOf(
   ctx: RouteContext,
   reconciled: Reconciled,
   tracker: ResponseTracker,
-): Promise<{ answer: ChatAnswer; message: TranscriptMessage | undefined; seq: number }> {
+): Promise<{ answer: ChatAnswer }> {
   const events = await ctx.client.events(reconciled.sessionId, 0);
   const logged = loggedTranscript(events);
   const message = logged.messages[reconciled.answerAt]?.message;
@@ -203,8 +203,6 @@ async function answerOf(
       toolCalls,
       finishReason: toolCalls.length > 0 ? 'tool_calls' : snapshot.status === 'incomplete' ? 'length' : 'stop',
     },
-    message: assistant,
-    seq: events.length - 1,
   };
 }
 
@@ -233,18 +231,6 @@ function usageOf(tracker: ResponseTracker) {
 
 function completionId(reconciled: Reconciled): string {
   return `chatcmpl-${encodeResponseId({ sessionId: reconciled.sessionId, anchor: reconciled.anchor }).slice(5)}`;
-}
-
-async function remember(
-  ctx: RouteContext,
-  scope: string,
-  reconciled: Reconciled,
-  request: TranscriptMessage[],
-  answer: TranscriptMessage | undefined,
-  seq: number,
-): Promise<void> {
-  if (!answer) return;
-  await recordAnswer(ctx, scope, reconciled.sessionId, prefixDigests([...request, answer]).at(-1)!, seq);
 }
 
 function sessionHeaders(reconciled: Reconciled): Record<string, string> {
@@ -304,8 +290,8 @@ export async function createChatCompletion(
   }
   const failure = failureOf(tracker);
   if (failure) throw failure;
-  const { answer, message, seq } = await answerOf(ctx, reconciled, tracker);
-  await remember(ctx, scope, reconciled, transcript.messages, message, seq);
+  const { answer } = await answerOf(ctx, reconciled, tracker);
+  await recordTranscriptEnd(ctx, scope, reconciled.sessionId);
   for (const [name, value] of Object.entries(sessionHeaders(reconciled))) void reply.header(name, value);
   const usage = usageOf(tracker);
   return {
@@ -403,8 +389,8 @@ async function streamChat(
     if (abort.signal.aborted) return STREAMED;
     const failure = failureOf(tracker);
     if (failure) throw failure;
-    const { answer, message, seq } = await answerOf(ctx, reconciled, tracker);
-    await remember(ctx, options.scope, reconciled, options.transcript.messages, message, seq);
+    const { answer } = await answerOf(ctx, reconciled, tracker);
+    await recordTranscriptEnd(ctx, options.scope, reconciled.sessionId);
     // A retry of an answered request replays nothing live: its text comes whole.
     if (!started && answer.content !== '') res.write(chunk({ content: answer.content }, null));
     if (answer.toolCalls.length > 0)

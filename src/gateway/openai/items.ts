@@ -8,7 +8,7 @@
  */
 import type { ConversationItem } from 'openai/resources/conversations/items';
 import { foldSurfaceView, isKnownEvent, type ContentBlock, type StoredEvent } from '../../session/index.js';
-import { functionCallItemId, messageItemId, reasoningItemId } from './ids.js';
+import { functionCallItemId, itemTag, messageItemId, reasoningItemId } from './ids.js';
 import { OutputAssembler } from './output-items.js';
 
 function textOf(blocks: readonly ContentBlock[], type: 'text' | 'reasoning'): string {
@@ -18,8 +18,9 @@ function textOf(blocks: readonly ContentBlock[], type: 'text' | 'reasoning'): st
 }
 
 /** The conversation items of a whole log (seq 0 first), oldest first. */
-export function conversationItems(events: readonly StoredEvent[]): ConversationItem[] {
-  const assembler = new OutputAssembler();
+export function conversationItems(sessionId: string, events: readonly StoredEvent[]): ConversationItem[] {
+  const tag = itemTag(sessionId);
+  const assembler = new OutputAssembler(tag);
   for (const event of events) assembler.push(event);
   const items: ConversationItem[] = [];
   for (const node of foldSurfaceView(events).nodes) {
@@ -42,7 +43,7 @@ export function conversationItems(events: readonly StoredEvent[]): ConversationI
         const reasoning = textOf(message.content, 'reasoning');
         if (reasoning.length > 0) {
           items.push({
-            id: ids.reasoning ?? reasoningItemId(turn, step, 0),
+            id: ids.reasoning ?? reasoningItemId(tag, turn, step, 0),
             type: 'reasoning',
             status,
             summary: [],
@@ -52,7 +53,7 @@ export function conversationItems(events: readonly StoredEvent[]): ConversationI
         const text = textOf(message.content, 'text');
         if (text.length > 0) {
           items.push({
-            id: ids.message ?? messageItemId(turn, step, 0),
+            id: ids.message ?? messageItemId(tag, turn, step, 0),
             type: 'message',
             role: 'assistant',
             status,
@@ -63,7 +64,7 @@ export function conversationItems(events: readonly StoredEvent[]): ConversationI
         for (const block of message.content) {
           if (block.type !== 'tool-call') continue;
           items.push({
-            id: functionCallItemId(turn, step, index++),
+            id: functionCallItemId(tag, turn, step, index++),
             type: 'function_call',
             status: 'completed',
             call_id: block.id,

@@ -86,6 +86,9 @@ export class OutputAssembler {
   readonly itemsOfMessage = new Map<number, MessageItemIds>();
   private step: StepState | undefined;
 
+  /** `tag`: the session's part of every item id (ids.ts itemTag). */
+  constructor(private readonly tag: string) {}
+
   /** The output of a finished (or current) response: every item not abandoned. */
   output(): ResponseOutputItem[] {
     return this.entries.filter((e) => !e.abandoned).map((e) => structuredClone(e.item));
@@ -153,7 +156,7 @@ export class OutputAssembler {
     call: { callId: string; name: string; arguments: string },
     out: UnsequencedEvent[],
   ): number {
-    const id = functionCallItemId(turn, step, index);
+    const id = functionCallItemId(this.tag, turn, step, index);
     const item: ResponseFunctionToolCall = {
       id,
       type: 'function_call',
@@ -238,7 +241,7 @@ export class OutputAssembler {
     const n = state.opened[kind]++;
     const index = this.entries.length;
     if (kind === 'message') {
-      const id = messageItemId(state.turn, state.step, n);
+      const id = messageItemId(this.tag, state.turn, state.step, n);
       const item: ResponseOutputMessage = {
         id,
         type: 'message',
@@ -258,7 +261,7 @@ export class OutputAssembler {
       this.entries.push({ item, abandoned: false });
       return { index, id, kind, emitted: '' };
     }
-    const id = reasoningItemId(state.turn, state.step, n);
+    const id = reasoningItemId(this.tag, state.turn, state.step, n);
     const item: ResponseReasoningItem = { id, type: 'reasoning', status: 'in_progress', summary: [], content: [] };
     out.push({ type: 'response.output_item.added', output_index: index, item: structuredClone(item) });
     out.push({

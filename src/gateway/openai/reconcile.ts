@@ -9,13 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
-import {
-  SESSION_ID_PATTERN,
-  isSessionlogError,
-  type SessionHeader,
-  type StoredEvent,
-  type ToolSchema,
-} from '../../session/index.js';
+import { SESSION_ID_PATTERN, isSessionlogError, type StoredEvent, type ToolSchema } from '../../session/index.js';
 import type { RouteContext } from '../route-table.js';
 import { OpenAiError, invalidRequest } from './errors.js';
 import type { ResponseAnchor } from './ids.js';
@@ -246,15 +240,19 @@ async function applyTail(
   return { ...base, anchor: { kind: 'message', messageId } };
 }
 
-/** Records that `sessionId`'s transcript now equals the request's transcript plus its answer. */
-export async function recordAnswer(
-  ctx: RouteContext,
-  scope: string,
-  sessionId: string,
-  digest: string,
-  seq: number,
-): Promise<void> {
-  await ctx.client.recordTranscript(scope, digest, { sessionId, seq }).catch(() => undefined);
+/**
+ * Records in the transcript index, for callers of `scope`, that `sessionId`'s transcript as its
+ * log now holds it continues in that session: the next request that carries it (plus a new
+ * message) finds the session by its own prefix. Best effort: a lost entry costs a lookup by key
+ * or a new session, never a wrong answer (the log is compared by content either way).
+ */
+export async function recordTranscriptEnd(ctx: RouteContext, scope: string, sessionId: string): Promise<void> {
+  try {
+    const events = await ctx.client.events(sessionId, 0);
+    const digests = prefixDigests(loggedTranscript(events).messages.map((m) => m.message));
+    if (digests.length > 1)
+      await ctx.client.recordTranscript(scope, digests.at(-1)!, { sessionId, seq: events.length - 1 });
+  } catch {
+    // The index is a shortcut; the answer stands without it.
+  }
 }
-
-export type { SessionHeader };

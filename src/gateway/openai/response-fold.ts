@@ -33,7 +33,7 @@ import {
   type TokenUsage,
   type TurnEndReason,
 } from '../../session/index.js';
-import type { ResponseAnchor } from './ids.js';
+import { itemTag, type ResponseAnchor } from './ids.js';
 import { OutputAssembler, type UnsequencedEvent } from './output-items.js';
 
 export type ResponseFoldContext = {
@@ -43,6 +43,8 @@ export type ResponseFoldContext = {
   header: SessionHeader;
   /** The model and system prompt the workers give a session whose header names none. */
   defaults: { model?: string | undefined; system?: string | undefined };
+  /** The response the request named to continue (echoed as `previous_response_id`). */
+  previousResponseId?: string;
 };
 
 /** Where the response stands: its anchor not logged yet, its turn running, or its turn over. */
@@ -139,7 +141,7 @@ export class ResponseTracker {
   /** The function tools the caller gave the response's turn, and the open turn's (`turn/start` `tools`). */
   private tools: Response['tools'] = [];
   private openTurnTools: Response['tools'] = [];
-  private readonly assembler = new OutputAssembler();
+  private readonly assembler: OutputAssembler;
   private sequence = 0;
   /** The tool calls of the turn's replies: their step and position among the reply's calls. */
   private readonly calls = new Map<string, { step: number; index: number }>();
@@ -147,6 +149,7 @@ export class ResponseTracker {
   private waitingForCaller: { op: string | undefined; time: number } | undefined;
 
   constructor(readonly context: ResponseFoldContext) {
+    this.assembler = new OutputAssembler(itemTag(context.sessionId));
     this.model = context.header.agent?.model ?? context.defaults.model ?? '';
     this.system = context.header.agent?.system ?? context.defaults.system ?? null;
   }
@@ -300,7 +303,7 @@ export class ResponseTracker {
       tool_choice: 'auto',
       tools: [...this.tools],
       conversation: { id: this.context.sessionId },
-      previous_response_id: null,
+      previous_response_id: this.context.previousResponseId ?? null,
       text: { format: { type: 'text' } },
       truncation: 'auto',
       max_output_tokens: null,

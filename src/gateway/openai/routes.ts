@@ -13,6 +13,7 @@ import {
   jsonEqual,
   turnToolsProblem,
   type AgentSpec,
+  type AskedAgent,
   type SessionHeader,
   type StoredEvent,
   type ToolSchema,
@@ -38,7 +39,9 @@ import {
   type ResponseRef,
 } from './ids.js';
 import { conversationItems } from './items.js';
-import { modelList, modelObject } from './models.js';
+import { callerScope, explicitSessionId, reconcile, recordTranscriptEnd } from './reconcile.js';
+import { isTranscriptInput, responsesTranscript } from './responses-input.js';
+import { modelList, modelObject, resolveModelName } from './models.js';
 import { ResponseTracker } from './response-fold.js';
 import {
   contentText,
@@ -179,19 +182,22 @@ function splitInitialItems(items: readonly InputItem[]): {
   let system: string | undefined;
   const messages: Array<{ text: string; index: number }> = [];
   items.forEach((item, i) => {
-    if (item.type === 'function_call_output') {
+    if (item.type !== undefined && item.type !== 'message') {
       throw invalidRequest(
         `items[${i}].type`,
-        'a new conversation has no tool call to answer: function_call_output items belong in the input of a response',
+        `a new conversation takes messages; ${item.type} items belong in the input of a response (or in POST /conversations/{id}/items)`,
         'unsupported_value',
       );
     }
-    if (item.role === 'user') messages.push({ text: contentText(item.content), index: i });
-    else if (i === 0) system = contentText(item.content);
+    const message = item as { role: string; content: string | Array<{ text?: string }> };
+    if (message.role === 'user') messages.push({ text: contentText(message.content), index: i });
+    else if (i === 0 && message.role !== 'assistant') system = contentText(message.content);
     else
       throw invalidRequest(
         `items[${i}].role`,
-        `a ${item.role} message sets the conversation's instructions and must come first, once`,
+        message.role === 'assistant'
+          ? 'assistant messages are added with POST /conversations/{id}/items (logged as caller-supplied history)'
+          : `a ${message.role} message sets the conversation's instructions and must come first, once`,
         'unsupported_value',
       );
   });
@@ -237,13 +243,21 @@ async function findResponse(ctx: RouteContext, id: string, param: string | null 
   return loaded;
 }
 
-type ResponseInput = { messages: string[]; toolOutputs: Array<{ callId: string; output: string; index: number }> };
+type ResponseInput = {
+  messages: string[];
+  toolOutputs: Array<{ callId: string; output: string; index: number }>;
+  /** System and developer messages of the input: the instructions from this response on. */
+  system: string | undefined;
+};
 
+/** A conversation's input: user messages, results for its waiting calls, and instructions. */
 function normalizeInput(input: z.output<typeof responseCreateBody>['input']): ResponseInput {
-  if (typeof input === 'string') return { messages: [input], toolOutputs: [] };
+  if (typeof input === 'string') return { messages: [input], toolOutputs: [], system: undefined };
   const messages: string[] = [];
   const toolOutputs: ResponseInput['toolOutputs'] = [];
+  const system: string[] = [];
   input.forEach((item, i) => {
+    if (item.type === 'reasoning') return;
     if (item.type === 'function_call_output') {
       if (messages.length > 0)
         throw invalidRequest(
@@ -251,46 +265,43 @@ function normalizeInput(input: z.output<typeof responseCreateBody>['input']): Re
           'function_call_output items come before the user messages of an input (they answer the calls of the turn that is waiting)',
           'unsupported_value',
         );
-      toolOutputs.push({ callId: item.call_id, output: contentText(item.output), index: i });
+      const output = item.output;
+      toolOutputs.push({
+        callId: item.call_id,
+        output: typeof output === 'string' ? output : contentText(output as Array<{ text?: string }>),
+        index: i,
+      });
       return;
     }
-    if (item.role !== 'user') {
+    const role = (item as { role?: string }).role;
+    if (item.type === 'function_call' || item.type === 'item_reference' || role === 'assistant') {
       throw invalidRequest(
-        `input[${i}].role`,
-        `${item.role} messages are not accepted in a response's input: send the system prompt as instructions (it is fixed per conversation)`,
+        `input[${i}]`,
+        "a conversation's earlier replies are in its log: send only new user messages and function_call_output items with conversation or previous_response_id, or send the whole transcript without them",
         'unsupported_value',
       );
     }
-    messages.push(contentText(item.content));
+    const text = contentText((item as { content: string | Array<{ text?: string }> }).content);
+    if (role === 'user') messages.push(text);
+    else system.push(text);
   });
-  return { messages, toolOutputs };
+  return { messages, toolOutputs, system: system.length > 0 ? system.join('\n\n') : undefined };
 }
 
-/** Checks what the request says about the conversation's model and instructions against what the conversation runs with. */
-function checkAgentFields(
+/** What a response asks to change from this turn on: the model (resolved) and the instructions. */
+function askedAgentOf(
+  ctx: RouteContext,
   body: z.output<typeof responseCreateBody>,
+  input: ResponseInput,
   state: ConversationState,
-  sessionId: string,
-): void {
-  if (body.model !== undefined && body.model !== state.model) {
-    const runs =
-      state.model === undefined
-        ? "the worker's default model (unknown to this gateway: configure its defaults)"
-        : `model ${JSON.stringify(state.model)}`;
-    throw invalidRequest(
-      'model',
-      `conversation ${sessionId} runs ${runs}; a conversation's model is fixed when it is created (by its first response or conversations.create): omit model or send that one`,
-      'model_mismatch',
-    );
-  }
-  const instructions = body.instructions ?? undefined;
-  if (instructions !== undefined && instructions !== (state.system ?? '')) {
-    throw invalidRequest(
-      'instructions',
-      `conversation ${sessionId} has ${state.system === undefined ? 'no instructions' : 'other instructions'}; a conversation's instructions are fixed when it is created (by its first response, or a system message first in conversations.create items): omit instructions or repeat them unchanged`,
-      'instructions_mismatch',
-    );
-  }
+): AskedAgent | undefined {
+  const model = body.model === undefined ? undefined : resolveModelName(ctx, body.model);
+  const system = input.system ?? body.instructions ?? undefined;
+  const asked: AskedAgent = {
+    ...(model !== undefined && model !== state.model ? { model } : {}),
+    ...(system !== undefined && system !== (state.system ?? '') ? { system } : {}),
+  };
+  return Object.keys(asked).length > 0 ? asked : undefined;
 }
 
 /** Refuses what the conversation's state cannot take: a response while a turn runs, or results nothing waits for. */
@@ -332,12 +343,29 @@ async function createResponse(
   request: FastifyRequest,
   reply: FastifyReply,
 ): Promise<RouteResult> {
-  const input = normalizeInput(body.input);
-  const tools = body.tools && body.tools.length > 0 ? body.tools.map(toolSchemaOf) : undefined;
+  const tools =
+    body.tools && body.tools.length > 0 && body.tool_choice !== 'none' ? body.tools.map(toolSchemaOf) : undefined;
   if (tools) {
     const problem = turnToolsProblem(tools);
     if (problem) throw invalidRequest('tools', problem, 'invalid_value');
   }
+  const conversation =
+    typeof body.conversation === 'object' && body.conversation !== null
+      ? body.conversation.id
+      : (body.conversation ?? undefined);
+  const previous = body.previous_response_id ?? undefined;
+  if (conversation !== undefined && previous !== undefined) {
+    throw invalidRequest(
+      'previous_response_id',
+      'set conversation or previous_response_id, not both: a previous response already names its conversation',
+      'invalid_parameter_combination',
+    );
+  }
+  const scope = callerScope(request);
+  if (conversation === undefined && previous === undefined && isTranscriptInput(body.input))
+    return answerTranscript(ctx, body, request, reply, { tools, scope });
+
+  const input = normalizeInput(body.input);
   const answering = input.toolOutputs.length > 0;
   if (!answering && input.messages.length === 0)
     throw invalidRequest(
@@ -353,22 +381,10 @@ async function createResponse(
       'a response that answers tool calls carries on a running turn; it takes no metadata of its own',
       'unsupported_parameter',
     );
-  const conversation =
-    typeof body.conversation === 'object' && body.conversation !== null
-      ? body.conversation.id
-      : (body.conversation ?? undefined);
-  const previous = body.previous_response_id ?? undefined;
-  if (conversation !== undefined && previous !== undefined) {
-    throw invalidRequest(
-      'previous_response_id',
-      'set conversation or previous_response_id, not both: a previous response already names its conversation',
-      'invalid_parameter_combination',
-    );
-  }
   if (answering && conversation === undefined && previous === undefined) {
     throw invalidRequest(
       'input',
-      'function_call_output items answer the calls of a conversation: send its conversation or previous_response_id',
+      'function_call_output items answer the calls of a conversation: send its conversation or previous_response_id, or the whole transcript with the function_call items they answer',
       'missing_required_parameter',
     );
   }
@@ -379,9 +395,11 @@ async function createResponse(
     const loaded = await findResponse(ctx, previous, 'previous_response_id');
     header = await ctx.client.header(loaded.tracker.context.sessionId);
   } else {
+    const model = body.model === undefined ? undefined : resolveModelName(ctx, body.model);
+    const system = input.system ?? body.instructions ?? undefined;
     const agent: AgentSpec = {
-      ...(body.model !== undefined ? { model: body.model } : {}),
-      ...(body.instructions != null ? { system: body.instructions } : {}),
+      ...(model !== undefined ? { model } : {}),
+      ...(system != null ? { system } : {}),
     };
     header = await ctx.client.create({
       sessionId: newConversationId(),
@@ -391,7 +409,6 @@ async function createResponse(
   const sessionId = header.id;
   const events = await ctx.client.events(sessionId, 0);
   const state = conversationState(header, events, ctx.defaults);
-  checkAgentFields(body, state, sessionId);
   checkTurnState(state, input, sessionId);
   // Results carry on the turn their calls belong to: its tools are those of the response that started it.
   if (answering && tools && !jsonEqual(tools, state.turnTools ?? [])) {
@@ -401,20 +418,12 @@ async function createResponse(
       'invalid_value',
     );
   }
+  const agent = answering ? undefined : askedAgentOf(ctx, body, input, state);
 
   const messageId = newMessageId();
   const anchor: ResponseAnchor = answering
     ? { kind: 'tool-results', callId: input.toolOutputs[0]!.callId }
     : { kind: 'message', messageId };
-  const tracker = new ResponseTracker({
-    responseId: encodeResponseId({ sessionId, anchor }),
-    sessionId,
-    anchor,
-    header,
-    defaults: ctx.defaults,
-  });
-  for (const event of events) tracker.push(event);
-  const postedAt = seconds(Date.now());
   if (answering) {
     for (const output of input.toolOutputs) await ctx.client.submitToolResult(sessionId, output.callId, output.output);
     // User messages sent with the results join the running turn at its next step.
@@ -430,21 +439,106 @@ async function createResponse(
         ...(earlier.length > 0 ? { messages: earlier.map((text, i) => ({ id: `${messageId}.${i}`, text })) } : {}),
       });
     }
-    await ctx.client.post(sessionId, input.messages.at(-1)!, { id: messageId, ...(tools ? { tools } : {}) });
+    await ctx.client.post(sessionId, input.messages.at(-1)!, {
+      id: messageId,
+      ...(tools ? { tools } : {}),
+      ...(agent ? { agent } : {}),
+    });
   }
+  return answerResponse(ctx, body, request, reply, { sessionId, anchor, header, events, scope, previous });
+}
+
+/** A response whose input is a whole transcript: reconciled with a session's log (reconcile.ts), then answered. */
+async function answerTranscript(
+  ctx: RouteContext,
+  body: z.output<typeof responseCreateBody>,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  options: { tools: ToolSchema[] | undefined; scope: string },
+): Promise<RouteResult> {
+  const transcript = await responsesTranscript(ctx, body.input as InputItem[], body.instructions ?? undefined);
+  for (const [i, message] of transcript.messages.entries())
+    if (message.role === 'user') checkText(ctx, message.text, `input[${i}]`);
+  const header = request.headers['x-session-id'];
+  const named = typeof header === 'string' && header !== '' ? header : body.metadata?.session_id;
+  const keyed = [(body as Record<string, unknown>).prompt_cache_key, (body as Record<string, unknown>).user].find(
+    (v): v is string => typeof v === 'string' && v !== '',
+  );
+  const reconciled = await reconcile(ctx, {
+    transcript,
+    key:
+      named !== undefined
+        ? { sessionId: explicitSessionId(named, 'x-session-id') }
+        : keyed !== undefined
+          ? { key: keyed }
+          : undefined,
+    scope: options.scope,
+    model: body.model === undefined ? undefined : resolveModelName(ctx, body.model),
+    tools: options.tools,
+    regenerate: request.headers['x-sessionlog-regenerate'] === 'true',
+  });
+  return answerResponse(ctx, body, request, reply, {
+    sessionId: reconciled.sessionId,
+    anchor: reconciled.anchor,
+    header: await ctx.client.header(reconciled.sessionId),
+    events: reconciled.events,
+    scope: options.scope,
+    previous: undefined,
+    forkedFrom: reconciled.forkedFrom,
+  });
+}
+
+/** Follows the turn a response started (or streams it), records where the transcript now ends, and answers. */
+async function answerResponse(
+  ctx: RouteContext,
+  body: z.output<typeof responseCreateBody>,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  at: {
+    sessionId: string;
+    anchor: ResponseAnchor;
+    header: SessionHeader;
+    events: StoredEvent[];
+    scope: string;
+    previous: string | undefined;
+    forkedFrom?: string | undefined;
+  },
+): Promise<RouteResult> {
+  const { sessionId, anchor } = at;
+  const tracker = new ResponseTracker({
+    responseId: encodeResponseId({ sessionId, anchor }),
+    sessionId,
+    anchor,
+    header: at.header,
+    defaults: ctx.defaults,
+    ...(at.previous !== undefined ? { previousResponseId: at.previous } : {}),
+  });
+  const replayed = at.events.flatMap((event) => tracker.push(event));
+  void replayed;
+  const postedAt = seconds(Date.now());
+  const headers = {
+    'x-session-id': sessionId,
+    ...(at.forkedFrom ? { 'x-sessionlog-forked-from': at.forkedFrom } : {}),
+  };
   if (body.stream === true) {
+    for (const [name, value] of Object.entries(headers)) reply.raw.setHeader(name, value);
     await streamResponseEvents(request, reply, {
       client: ctx.client,
       tracker,
       replayed: [],
-      fromSeq: events.length,
+      fromSeq: at.events.length,
       startingAfter: -1,
       heartbeatMs: ctx.sseHeartbeatMs,
       streams: ctx.streams,
     });
+    if (tracker.state() === 'done') await recordTranscriptEnd(ctx, at.scope, sessionId);
     return STREAMED;
   }
-  if (body.background !== true) await followUntilDone(request, ctx.client, tracker, events.length, ctx.streams);
+  if (body.background !== true) {
+    await followUntilDone(request, ctx.client, tracker, at.events.length, ctx.streams);
+    await recordTranscriptEnd(ctx, at.scope, sessionId);
+  }
+  for (const [name, value] of Object.entries(headers)) void reply.header(name, value);
   return ok(withBackground(tracker.snapshot(postedAt), body.background === true));
 }
 
@@ -646,7 +740,7 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
     errors: COMMON_ERRORS,
     handler: async (ctx, { params, query }) => {
       await requireConversation(ctx, params.id);
-      const items = conversationItems(await ctx.client.events(params.id, 0));
+      const items = conversationItems(params.id, await ctx.client.events(params.id, 0));
       if (query.order !== 'asc') items.reverse();
       let start = 0;
       if (query.after !== undefined) {
@@ -677,7 +771,9 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
     errors: COMMON_ERRORS,
     handler: async (ctx, { params }) => {
       await requireConversation(ctx, params.id);
-      const item = conversationItems(await ctx.client.events(params.id, 0)).find((i) => i.id === params.item_id);
+      const item = conversationItems(params.id, await ctx.client.events(params.id, 0)).find(
+        (i) => i.id === params.item_id,
+      );
       if (!item) throw notFound('item_id', `No item found with id '${params.item_id}' in conversation ${params.id}.`);
       return ok(item);
     },

@@ -26,67 +26,103 @@ export const metadataSchema = z
   .refine((value) => Object.keys(value).length <= 16, 'metadata holds at most 16 keys')
   .describe('up to 16 string key/value pairs, kept in the log');
 
-const inputTextPart = z.strictObject({ type: z.literal('input_text'), text: wellFormedString() });
+const inputTextPart = z.looseObject({ type: z.literal('input_text'), text: wellFormedString() });
+const outputTextPart = z.looseObject({ type: z.literal('output_text'), text: wellFormedString() });
+const refusalPart = z.looseObject({ type: z.literal('refusal'), refusal: wellFormedString() });
 
-/** A user (or, in a conversation's first items, system/developer) message of an input list. */
-export const inputMessageSchema = z.strictObject({
+/** A user, system or developer message of an input list (system/developer: the instructions). */
+export const inputMessageSchema = z.looseObject({
   type: z.literal('message').optional(),
   role: z.enum(['user', 'system', 'developer']),
   content: z.union([
     wellFormedString(),
     z.array(inputTextPart).min(1, 'content must hold at least one input_text part'),
   ]),
+  id: z.string().max(300).optional(),
   status: z.enum(['in_progress', 'completed', 'incomplete']).optional(),
 });
 
-export const functionCallOutputSchema = z.strictObject({
+/** An assistant message a client sends back (an earlier output item, or a transcript's reply). */
+export const assistantMessageSchema = z.looseObject({
+  type: z.literal('message').optional(),
+  role: z.literal('assistant'),
+  content: z.union([wellFormedString(), z.array(z.union([outputTextPart, refusalPart, inputTextPart]))]),
+  id: z.string().max(300).optional(),
+  status: z.enum(['in_progress', 'completed', 'incomplete']).optional(),
+});
+
+export const functionCallSchema = z.looseObject({
+  type: z.literal('function_call'),
+  call_id: wellFormedString().min(1).max(200),
+  name: wellFormedString().min(1).max(200),
+  arguments: z.string(),
+  id: z.string().max(300).optional(),
+  status: z.enum(['in_progress', 'completed', 'incomplete']).optional(),
+});
+
+export const functionCallOutputSchema = z.looseObject({
   type: z.literal('function_call_output'),
   call_id: wellFormedString().min(1).max(200),
   output: z.union([wellFormedString(), z.array(inputTextPart)]),
-  id: wellFormedString().max(200).optional(),
-  status: z.enum(['in_progress', 'completed', 'incomplete']).optional(),
+  id: z.string().max(300).nullish(),
+  status: z.enum(['in_progress', 'completed', 'incomplete']).nullish(),
 });
 
-export const inputItemSchema = z.union([inputMessageSchema, functionCallOutputSchema]);
+export const itemReferenceSchema = z.looseObject({
+  type: z.literal('item_reference'),
+  id: z.string().min(1).max(300),
+});
+
+/** Reasoning an earlier response returned: accepted and left out (the log holds the model's own). */
+export const reasoningItemSchema = z.looseObject({ type: z.literal('reasoning') });
+
+export const inputItemSchema = z.union([
+  inputMessageSchema,
+  assistantMessageSchema,
+  functionCallSchema,
+  functionCallOutputSchema,
+  itemReferenceSchema,
+  reasoningItemSchema,
+]);
 export type InputItem = z.output<typeof inputItemSchema>;
 
 /** The text of an input message or tool output (parts are joined: sessionlog logs a message as one text). */
-export function contentText(content: string | Array<{ text: string }>): string {
-  return typeof content === 'string' ? content : content.map((p) => p.text).join('');
+export function contentText(content: string | Array<{ text?: string; refusal?: string }>): string {
+  return typeof content === 'string' ? content : content.map((p) => p.text ?? p.refusal ?? '').join('');
 }
 
+const SUPPORTED_ITEM_TYPES = new Set([
+  'message',
+  'function_call',
+  'function_call_output',
+  'item_reference',
+  'reasoning',
+]);
+
 /**
- * Refuses, with a reason, input items sessionlog cannot log: assistant messages (only the
- * model's own replies are logged as the assistant's), item types other than messages and
- * tool outputs, and content other than text. Runs before the schema so the reason is precise.
+ * Refuses, with a reason, input items sessionlog cannot log: item types of hosted tools and
+ * content other than text (images, files, audio). Runs before the schema so the reason is precise.
  */
 export function refuseUnloggableItems(items: unknown, param: string): void {
   if (!Array.isArray(items)) return;
   items.forEach((item: unknown, i) => {
     if (typeof item !== 'object' || item === null) return;
-    const { role, type, content } = item as { role?: unknown; type?: unknown; content?: unknown };
+    const { type, content } = item as { type?: unknown; content?: unknown };
     const at = `${param}[${i}]`;
-    if (role === 'assistant') {
-      throw invalidRequest(
-        `${at}.role`,
-        "assistant messages cannot be supplied: sessionlog logs only the model's own replies as the assistant's (its log is the conversation); send earlier context as a user message instead",
-        'unsupported_value',
-      );
-    }
-    if (type !== undefined && type !== 'message' && type !== 'function_call_output') {
+    if (type !== undefined && !SUPPORTED_ITEM_TYPES.has(type as string)) {
       throw invalidRequest(
         `${at}.type`,
-        `input items of type ${JSON.stringify(type)} are not supported by sessionlog; send user messages and function_call_output items (the items of a conversation come from its log)`,
+        `input items of type ${JSON.stringify(type)} are not supported by sessionlog (no hosted tools); send messages, function calls and their outputs`,
         'unsupported_value',
       );
     }
     if (Array.isArray(content)) {
       content.forEach((part: unknown, j) => {
         const partType = typeof part === 'object' && part !== null ? (part as { type?: unknown }).type : undefined;
-        if (partType !== 'input_text') {
+        if (partType !== 'input_text' && partType !== 'output_text' && partType !== 'refusal') {
           throw invalidRequest(
             `${at}.content[${j}].type`,
-            `content parts of type ${JSON.stringify(partType)} are not supported by sessionlog; send input_text parts`,
+            `content parts of type ${JSON.stringify(partType)} are not supported by sessionlog; send text parts`,
             'unsupported_value',
           );
         }
@@ -148,22 +184,33 @@ export type FunctionTool = z.output<typeof functionToolSchema>;
 
 const nullOnly = (reason: string) => z.null({ error: reason }).optional();
 
-/** Fields of OpenAI's request that mean nothing here, with the reason; each is accepted only as null. */
+/**
+ * Hints a provider may honour or not (issue 24): accepted as given; sessionlog runs with the
+ * worker's own settings and leaves them unused.
+ */
+const RESPONSE_HINTS = [
+  'temperature',
+  'top_p',
+  'top_logprobs',
+  'max_output_tokens',
+  'max_tool_calls',
+  'reasoning',
+  'prompt_cache_key',
+  'prompt_cache_retention',
+  'prompt_cache_options',
+  'safety_identifier',
+  'user',
+  'service_tier',
+  'context_management',
+  'store',
+  'truncation',
+  'include',
+  'parallel_tool_calls',
+] as const;
+
+/** Fields that would change what a response means and cannot be honoured: refused, naming why. */
 const RESPONSE_REFUSALS: Readonly<Record<string, string>> = {
-  temperature: 'sampling is set by the worker, not per response',
-  top_p: 'sampling is set by the worker, not per response',
-  top_logprobs: 'log probabilities are not logged',
-  max_output_tokens: "the output limit is the worker's (SESSIONLOG_MAX_TOKENS)",
-  max_tool_calls: "a turn's model steps are bounded by the worker (SESSIONLOG_MAX_STEPS)",
-  reasoning: 'reasoning is set by the worker (SESSIONLOG_THINKING, SESSIONLOG_REASONING_EFFORT)',
   prompt: 'stored prompt templates do not exist in sessionlog; send instructions',
-  prompt_cache_key: "caching follows the provider's automatic prefix cache",
-  prompt_cache_retention: "caching follows the provider's automatic prefix cache",
-  prompt_cache_options: "caching follows the provider's automatic prefix cache",
-  safety_identifier: 'nothing is forwarded to the provider besides the conversation',
-  user: 'nothing is forwarded to the provider besides the conversation',
-  service_tier: 'the provider tier is not chosen per response',
-  context_management: 'sessionlog manages context itself (pruning, spill and compaction)',
   moderation: 'sessionlog has no moderation step',
 };
 
@@ -199,15 +246,10 @@ export const responseCreateBody = z.strictObject({
     .optional()
     .describe('function tools the caller runs (external tools of this turn)'),
   tool_choice: z
-    .literal('auto', { error: "only tool_choice 'auto' is supported: the model decides" })
+    .union([z.enum(['auto', 'none', 'required']), z.looseObject({ type: z.string() })])
     .nullable()
-    .optional(),
-  parallel_tool_calls: z
-    .literal(true, {
-      error: 'the model may always call tools in parallel; parallel_tool_calls: false is not supported',
-    })
-    .nullable()
-    .optional(),
+    .optional()
+    .describe("'none' leaves the request's tools out of the turn; other choices are hints"),
   stream: z.boolean().nullable().optional(),
   stream_options: z
     .strictObject({
@@ -219,34 +261,18 @@ export const responseCreateBody = z.strictObject({
     .optional(),
   background: z.boolean().nullable().optional().describe('answer at once with status queued or in_progress'),
   metadata: metadataSchema.nullable().optional(),
-  store: z
-    .literal(true, {
-      error:
-        "store: false is not supported: every response is kept in the conversation's log (that is what makes it durable)",
-    })
-    .nullable()
-    .optional(),
-  truncation: z
-    .literal('auto', {
-      error: "truncation 'disabled' is not supported: sessionlog compacts a conversation that outgrows its context",
-    })
-    .nullable()
-    .optional(),
-  include: z
-    .array(z.never({ error: 'include is not supported: responses carry all they have' }))
-    .nullable()
-    .optional(),
   text: z
-    .strictObject({
+    .looseObject({
       format: z
-        .strictObject({
+        .looseObject({
           type: z.literal('text', { error: 'only text output is supported (no structured output formats)' }),
         })
         .optional(),
-      verbosity: z.null().optional(),
+      verbosity: z.string().nullable().optional(),
     })
     .nullable()
     .optional(),
+  ...Object.fromEntries(RESPONSE_HINTS.map((name) => [name, z.unknown().optional()])),
   ...Object.fromEntries(
     Object.entries(RESPONSE_REFUSALS).map(([name, reason]) => [
       name,
