@@ -128,6 +128,9 @@ export type ApprovalAnswer = {
  */
 export type MessageOptions = { id?: string; tools?: ToolSchema[]; agent?: AskedAgent };
 
+/** A branch made by an edit or a regeneration: the new session, where it left its parent, and the message that starts its turn. */
+export type BranchResult = { sessionId: string; forkedFrom: string; forkedAt: number; messageId: string };
+
 export type Reply = SendResult & { text: string; messageId: string };
 
 /** A session as listed: its header and how many events its log holds. */
@@ -851,6 +854,73 @@ export class SessionClient {
   }
 
   /**
+   * Edits an earlier user message as a branch (issue 24): a new session forked just before the
+   * message (before the turn it started), where `text` takes its place and starts a turn. The
+   * session itself is never rewritten; its branches are listed by {@link branches}.
+   *
+   * @throws SessionlogError `INVALID_ARGUMENT` when `seq` is not a user's message.
+   */
+  async edit(sessionId: string, seq: number, text: string, options: { childId?: string } = {}): Promise<BranchResult> {
+    await this.requireSession(sessionId);
+    assertMessageText(text, this.maxMessageBytes);
+    const events = await this.events(sessionId, 0);
+    const event = events[seq];
+    if (!event || !isEventOfType(event, 'user/message') || event.data.source.kind !== 'user')
+      throw new SessionlogError(
+        'INVALID_ARGUMENT',
+        `seq ${seq} of session ${sessionId} is not a message the user sent`,
+      );
+    const start = turnStartBefore(events, seq);
+    return this.branchWith(sessionId, start - 1, text, options.childId, start === seq ? undefined : events[start]);
+  }
+
+  /**
+   * Regenerates the last turn's reply as a branch (issue 24): a new session forked just before
+   * that turn, where its user message (with the turn's tools) starts the turn again.
+   *
+   * @throws SessionlogError `INVALID_ARGUMENT` when the session has no turn a user's message started.
+   */
+  async regenerate(sessionId: string, options: { childId?: string } = {}): Promise<BranchResult> {
+    await this.requireSession(sessionId);
+    const events = await this.events(sessionId, 0);
+    for (let i = events.length - 1; i >= 0; i--) {
+      const event = events[i]!;
+      if (!isEventOfType(event, 'user/message') || event.data.source.kind !== 'user') continue;
+      const start = turnStartBefore(events, i);
+      if (start === i) continue;
+      return this.branchWith(sessionId, start - 1, textOf(event.data.content), options.childId, events[start]);
+    }
+    throw new SessionlogError('INVALID_ARGUMENT', `session ${sessionId} has no turn started by a user's message`);
+  }
+
+  /** The sessions forked from this one (edits, regenerations, forks), oldest first, with where each left it. */
+  async branches(sessionId: string): Promise<Array<{ sessionId: string; createdAt: number; forkedAt: number }>> {
+    await this.requireSession(sessionId);
+    return (await this.store.list())
+      .filter((header) => header.parentSession === sessionId)
+      .sort((a, b) => a.createdAt - b.createdAt)
+      .map((header) => ({ sessionId: header.id, createdAt: header.createdAt, forkedAt: (header.seedLength ?? 1) - 1 }));
+  }
+
+  private async branchWith(
+    parentId: string,
+    at: number,
+    text: string,
+    childId: string | undefined,
+    turnStart: StoredEvent | undefined,
+  ): Promise<BranchResult> {
+    const id = childId ?? randomUUID();
+    const child =
+      at >= 0
+        ? await this.fork(parentId, { childId: id, at })
+        : await this.create({ sessionId: id }).then((header) => ({ sessionId: id, header }));
+    const tools =
+      turnStart && isEventOfType(turnStart, 'turn/start') && turnStart.data.tools ? turnStart.data.tools : undefined;
+    const posted = await this.post(child.sessionId, text, tools ? { tools } : {});
+    return { sessionId: child.sessionId, forkedFrom: parentId, forkedAt: at, messageId: posted.id };
+  }
+
+  /**
    * Salvages a damaged session (DESIGN §4.1): a new session seeded with the longest valid
    * prefix of the damaged log (a turn it leaves open is closed with the repair closers), its
    * header naming the parent and the first bad seq. The damaged session is left untouched.
@@ -1065,4 +1135,14 @@ export class SessionClient {
     if (event?.type !== 'assistant/message') return { text: '', messageId: '' };
     return { text: textOf(event.data.message.content), messageId: event.data.message.id };
   }
+}
+
+/** The seq of the `turn/start` of the turn `seq` is logged in, or `seq` itself when it is outside a turn. */
+function turnStartBefore(events: readonly StoredEvent[], seq: number): number {
+  for (let i = seq - 1; i >= 0; i--) {
+    const type = events[i]!.type;
+    if (type === 'turn/end') return seq;
+    if (type === 'turn/start') return i;
+  }
+  return seq;
 }

@@ -34,6 +34,10 @@ import {
   eventsQuery,
   eventsResponse,
   forkBody,
+  branchBody,
+  branchResponse,
+  branchesResponse,
+  editBody,
   healthResponse,
   lastEventIdSchema,
   messagesResponse,
@@ -374,6 +378,54 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
         ...(body?.at !== undefined ? { at: body.at } : {}),
       });
       return { status: 201, body: { session: forked.header } };
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/v1/sessions/:id/edit',
+    operationId: 'editMessage',
+    summary:
+      'Edit an earlier user message as a branch: a new session forked just before it, where the new text starts a turn (the session itself is never rewritten)',
+    params: sessionParams,
+    query: noQuery,
+    body: editBody,
+    responses: { 201: { description: 'the branch', schema: branchResponse } },
+    errors: [...SESSION_ERRORS, 409, 413, 415],
+    handler: async (ctx, { params, body }) => {
+      await requireSession(ctx, params.id);
+      const branch = await ctx.client.edit(params.id, body.seq, body.text, body.id ? { childId: body.id } : {});
+      return { status: 201, body: { branch } };
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/v1/sessions/:id/regenerate',
+    operationId: 'regenerateReply',
+    summary:
+      "Regenerate the last turn's reply as a branch: a new session forked just before that turn, where its user message starts the turn again",
+    params: sessionParams,
+    query: noQuery,
+    body: branchBody,
+    responses: { 201: { description: 'the branch', schema: branchResponse } },
+    errors: [...SESSION_ERRORS, 409, 413, 415],
+    handler: async (ctx, { params, body }) => {
+      await requireSession(ctx, params.id);
+      const branch = await ctx.client.regenerate(params.id, body?.id ? { childId: body.id } : {});
+      return { status: 201, body: { branch } };
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/v1/sessions/:id/branches',
+    operationId: 'listBranches',
+    summary: 'The sessions forked from this one (edits, regenerations, forks), with the seq each left it at',
+    params: sessionParams,
+    query: noQuery,
+    responses: { 200: { description: 'the branches, oldest first', schema: branchesResponse } },
+    errors: SESSION_ERRORS,
+    handler: async (ctx, { params }) => {
+      await requireSession(ctx, params.id);
+      return { status: 200, body: { branches: await ctx.client.branches(params.id) } };
     },
   }),
   defineRoute({

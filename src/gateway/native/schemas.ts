@@ -72,6 +72,27 @@ export const forkBody = z
   })
   .optional();
 
+export const editBody = z.strictObject({
+  seq: z.number().int().min(0).describe("the seq of the user's message to edit"),
+  text: wellFormedString().min(1).describe('the new text'),
+  id: sessionIdSchema.optional().describe('the branch session id; a UUID when omitted'),
+});
+
+export const branchBody = z
+  .strictObject({ id: sessionIdSchema.optional().describe('the branch session id; a UUID when omitted') })
+  .optional();
+
+const branchSchema = z.object({
+  sessionId: z.string(),
+  forkedFrom: z.string(),
+  forkedAt: z.number().int().describe('the last seq of the parent the branch holds (-1: none)'),
+  messageId: z.string().describe("the message that starts the branch's turn"),
+});
+export const branchResponse = z.object({ branch: branchSchema });
+export const branchesResponse = z.object({
+  branches: z.array(z.object({ sessionId: z.string(), createdAt: z.number().int(), forkedAt: z.number().int() })),
+});
+
 export const salvageBody = z
   .strictObject({ into: sessionIdSchema.optional().describe('the new session id; a UUID when omitted') })
   .optional();

@@ -5,12 +5,14 @@
  * derived from the log (response-fold.ts, items.ts), so it is the same on any gateway and after
  * any crash.
  */
+import { randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Response, ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { z } from 'zod';
 import {
   isKnownEvent,
   jsonEqual,
+  suppliedHistoryProblem,
   turnToolsProblem,
   type AgentSpec,
   type AskedAgent,
@@ -41,6 +43,7 @@ import {
 import { conversationItems } from './items.js';
 import { callerScope, explicitSessionId, reconcile, recordTranscriptEnd } from './reconcile.js';
 import { isTranscriptInput, responsesTranscript } from './responses-input.js';
+import { suppliedItems } from './transcript.js';
 import { modelList, modelObject, resolveModelName } from './models.js';
 import { ResponseTracker } from './response-fold.js';
 import {
@@ -50,6 +53,7 @@ import {
   conversationObject,
   conversationParams,
   conversationUpdateBody,
+  conversationItemsBody,
   itemListObject,
   itemObjectSchema,
   itemParams,
@@ -726,6 +730,47 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
       await requireConversation(ctx, params.id);
       await ctx.client.erase(params.id);
       return ok({ id: params.id, object: 'conversation.deleted', deleted: true });
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: `${OPENAI_PREFIX}/conversations/:id/items`,
+    operationId: 'openaiCreateConversationItems',
+    summary:
+      "OpenAI Conversations: add items to a conversation between turns: user messages, and assistant messages, function calls and their outputs as caller-supplied history (logged as such, never as the model's replies)",
+    params: conversationParams,
+    query: noQuery,
+    body: conversationItemsBody,
+    precheckBody: (body) => refuseUnloggableItems(itemsOf(body, 'items'), 'items'),
+    responses: { 200: { description: 'the items added', schema: itemListObject } },
+    errors: [...COMMON_ERRORS, 413, 415],
+    handler: async (ctx, { params, body }) => {
+      await requireConversation(ctx, params.id);
+      const transcript = await responsesTranscript(ctx, body.items, undefined);
+      if (transcript.system !== undefined)
+        throw invalidRequest(
+          'items',
+          "system and developer messages are a conversation's instructions: send them as a response's instructions",
+          'unsupported_value',
+        );
+      for (const [i, message] of transcript.messages.entries())
+        if (message.role === 'user') checkText(ctx, message.text, `items[${i}]`);
+      const before = conversationItems(params.id, await ctx.client.events(params.id, 0)).length;
+      if (transcript.messages.length > 0) {
+        const id = `items_${randomUUID().replaceAll('-', '')}`;
+        const history = suppliedItems(transcript.messages, id);
+        const problem = suppliedHistoryProblem(history);
+        if (problem) throw invalidRequest('items', problem, 'invalid_value');
+        await ctx.client.note(params.id, { id, history });
+      }
+      const data = conversationItems(params.id, await ctx.client.events(params.id, 0)).slice(before);
+      return ok({
+        object: 'list',
+        data,
+        first_id: data[0]?.id ?? null,
+        last_id: data.at(-1)?.id ?? null,
+        has_more: false,
+      });
     },
   }),
   defineRoute({

@@ -157,6 +157,14 @@ export const conversationCreateBody = z
 
 export const conversationUpdateBody = z.strictObject({ metadata: metadataSchema.nullable() });
 
+export const conversationItemsBody = z.strictObject({
+  items: z
+    .array(inputItemSchema)
+    .min(1, 'items must hold at least one item')
+    .max(1000, 'at most 1000 items at once')
+    .describe('user messages; assistant messages, function calls and outputs as caller-supplied history'),
+});
+
 const queryInteger = (name: string, min: number, max: number) =>
   z
     .string()
