@@ -10,6 +10,7 @@ import { createTokenMeter } from './context/token-meter.js';
 import type { AgentConfig } from './engine/agent.js';
 import type { FakeModelServer } from './model/fake-server.js';
 import { createOpenAIProvider, type ModelPort } from './model/provider.js';
+import type { ModelRouting } from './gateway/route-table.js';
 import { openStore } from './persistence/open.js';
 import { redactUrl } from './persistence/relational/postgres.js';
 import type { SessionStore } from './persistence/store.js';
@@ -79,6 +80,8 @@ export type Config = {
   chunkFlushMs: number;
   /** The model catalogue: the built-in one, extended or overridden by the file SESSIONLOG_MODELS names. */
   catalogue: ModelCatalogue;
+  /** What a request naming a model the workers cannot run gets: the default model, or a refusal (SESSIONLOG_UNKNOWN_MODELS). */
+  unknownModels: 'default' | 'refuse';
   /** Which tool calls wait for a person's approval by default. */
   approval: ApprovalPolicy;
   /** The token budget that triggers pressure handling (unset: the model's window). */
@@ -147,6 +150,7 @@ const envSchema = z.object({
   SESSIONLOG_CHUNK_FLUSH_MS: int('SESSIONLOG_CHUNK_FLUSH_MS', 1, 10_000).optional(),
   SESSIONLOG_CONTINUE_AS_NEW_TURNS: int('SESSIONLOG_CONTINUE_AS_NEW_TURNS', 1).optional(),
   SESSIONLOG_MODELS: z.string().min(1).optional(),
+  SESSIONLOG_UNKNOWN_MODELS: z.enum(['default', 'refuse']).optional(),
   SESSIONLOG_APPROVAL: z
     .string()
     .regex(
@@ -265,6 +269,7 @@ export function resolveConfig(
     spillMaxInlineBytes: e.SESSIONLOG_SPILL_BYTES ?? 16 * 1024,
     chunkFlushMs: e.SESSIONLOG_CHUNK_FLUSH_MS ?? DEFAULT_COALESCE.maxDelayMs,
     catalogue,
+    unknownModels: e.SESSIONLOG_UNKNOWN_MODELS ?? 'default',
     approval: parseApprovalPolicy(e.SESSIONLOG_APPROVAL ?? 'never'),
     contextBudget: e.SESSIONLOG_CONTEXT_BUDGET,
     ops: { host: e.SESSIONLOG_METRICS_HOST ?? '127.0.0.1', port: e.SESSIONLOG_METRICS_PORT },
@@ -396,4 +401,18 @@ export function modelPrices(catalogue: ModelCatalogue, model: string) {
     if (error instanceof ModelCatalogueError) return undefined;
     throw error;
   }
+}
+
+/**
+ * The model names the gateway's OpenAI-compatible API lets requests use (issue 24): the
+ * catalogue's models of the workers' provider, each as itself, and the aliases of those; the
+ * default model always. Other names run the default or are refused (`unknownModels`).
+ */
+export function modelRouting(config: Pick<Config, 'catalogue' | 'model' | 'unknownModels'>): ModelRouting {
+  const names: Record<string, string> = { [config.model.name]: config.model.name };
+  for (const [name, spec] of Object.entries(config.catalogue.models))
+    if (spec.provider === config.model.provider) names[name] = name;
+  for (const [alias, target] of Object.entries(config.catalogue.aliases))
+    if (names[target.model] !== undefined) names[alias] = target.model;
+  return { names, unknown: config.unknownModels };
 }

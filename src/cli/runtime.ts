@@ -15,6 +15,7 @@ import {
   agentCheck,
   contextReporter,
   defaultAgent,
+  modelRouting,
   modelPrices,
   type Config,
   type ModelPort,
@@ -143,13 +144,15 @@ export function runtimeOptions(config: Config) {
       const { model, system } = defaultAgent(config);
       const agent = { model, ...(system !== undefined ? { system } : {}) };
       const listenerLimits = config.listenerLimits;
-      if (!telemetry) return { client, ...gateway, defaultAgent: agent, listenerLimits };
+      const models = modelRouting(config);
+      if (!telemetry) return { client, ...gateway, defaultAgent: agent, models, listenerLimits };
       // Fastify logs every request at info; that is for debugging sessions, not for every day.
       const verbose = config.telemetry.logLevel === 'debug' || config.telemetry.logLevel === 'trace';
       return {
         client,
         ...gateway,
         defaultAgent: agent,
+        models,
         listenerLimits,
         telemetry: telemetry.gateway,
         logger: telemetry.logger.child(

@@ -147,13 +147,14 @@ describe.each(APIS)('ai-sdk %s model', (api) => {
   });
 
   it('takes the instructions (system prompt) as the instructions', async () => {
+    // Each API its own text: the same transcript from the same caller within the retry window is answered from the log.
     const result = await generateText({
       model: modelFor(api, DEFAULT_MODEL),
       instructions: 'Answer in French.',
-      prompt: 'Good morning',
+      prompt: `Good morning (${api})`,
     });
-    expect(result.text).toBe('echo: Good morning');
-    expect(lastModelPrompt(compat)).toEqual(['system: Answer in French.', 'user: Good morning']);
+    expect(result.text).toBe(`echo: Good morning (${api})`);
+    expect(lastModelPrompt(compat)).toEqual(['system: Answer in French.', `user: Good morning (${api})`]);
   });
 
   it('runs a tool loop: the model calls the client tool, the AI SDK runs it and sends the result, one turn', async () => {

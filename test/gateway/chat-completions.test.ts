@@ -83,14 +83,23 @@ describe('chat completions', () => {
     ]);
   });
 
-  it('answers an identical request again from the log without a new turn (a client retry)', async () => {
+  it('answers a retried request from the log without a new turn; the same request sent anew gets a new reply in a branch', async () => {
     const messages: ChatCompletionMessageParam[] = [{ role: 'user', content: `retry me ${Date.now()}` }];
     const first = await chat(messages);
-    const again = await chat(messages);
-    expect(again.sessionId).toBe(first.sessionId);
-    expect(again.completion.choices[0]!.message.content).toBe(first.completion.choices[0]!.message.content);
+    // The SDK counts its attempts: a retry says so (x-stainless-retry-count > 0).
+    const { data: retried, response } = await client.chat.completions
+      .create({ model: 'fake', messages }, { headers: { 'x-stainless-retry-count': '1' } })
+      .withResponse();
+    expect(response.headers.get('x-session-id')).toBe(first.sessionId);
+    expect(retried.choices[0]!.message.content).toBe(first.completion.choices[0]!.message.content);
     expect(turnsOf(await stack.client.events(first.sessionId))).toHaveLength(1);
     expect(stack.fake.chatRequests()).toHaveLength(1);
+    // A first attempt of the same transcript asks for a new reply: a branch answers it.
+    const anew = await chat(messages);
+    expect(anew.forkedFrom).toBe(first.sessionId);
+    expect(anew.sessionId).not.toBe(first.sessionId);
+    expect(stack.fake.chatRequests()).toHaveLength(2);
+    expect(turnsOf(await stack.client.events(first.sessionId))).toHaveLength(1);
   });
 
   it('forks at the divergence when an earlier user message is edited; the original keeps its history', async () => {

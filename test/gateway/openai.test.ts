@@ -589,18 +589,16 @@ describe('conversation items, metadata and erasure', () => {
 });
 
 describe('refusals raise the SDK error classes', () => {
-  it('refuses fields sessionlog cannot honour with BadRequestError naming the field', async () => {
+  it('refuses what would change the meaning with BadRequestError naming the field, and accepts hints', async () => {
     const cases: Array<[Record<string, unknown>, string]> = [
-      [{ store: false }, 'store'],
-      [{ temperature: 0.2 }, 'temperature'],
       [{ tools: [{ type: 'web_search' }] }, 'tools[0].type'],
       [{ made_up_field: 1 }, 'made_up_field'],
-      [{ input: [{ role: 'assistant', content: 'I said this' }] }, 'input[0].role'],
       [
         { input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://example.com/x.png' }] }] },
         'input[0].content[0].type',
       ],
-      [{ tool_choice: 'required' }, 'tool_choice'],
+      [{ input: [{ type: 'web_search_call', id: 'ws_1' }] }, 'input[0].type'],
+      [{ prompt: { id: 'pmpt_1' } }, 'prompt'],
     ];
     for (const [patch, param] of cases) {
       const error = await client.responses
@@ -612,35 +610,54 @@ describe('refusals raise the SDK error classes', () => {
         type: 'invalid_request_error',
       });
     }
+    // Hints a provider may or may not honour are accepted.
+    const hinted = await client.responses.create({
+      model: 'fake',
+      input: 'hints',
+      store: false,
+      temperature: 0.2,
+      top_p: 1,
+      tool_choice: 'required',
+      reasoning: { effort: 'low' },
+      text: { verbosity: 'low' },
+      max_output_tokens: 100,
+      truncation: 'disabled',
+      service_tier: 'auto',
+      user: 'u-1',
+      safety_identifier: 's-1',
+      prompt_cache_key: 'k-1',
+      parallel_tool_calls: false,
+      include: [],
+    });
+    expect(hinted.status).toBe('completed');
+    expect(hinted.output_text).toBe('echo: hints');
   });
 
-  it("refuses a model or instructions other than the conversation's, naming the field", async () => {
+  it("switches a conversation's model and instructions when a response asks, and runs the default for a name it cannot run", async () => {
     const first = await client.responses.create({ model: 'fake', instructions: 'Be terse.', input: 'hi' });
-    const cases: Array<[Record<string, unknown>, string]> = [
-      [{ model: 'another-model' }, 'model'],
-      [{ instructions: 'Be verbose.' }, 'instructions'],
-      [{ conversation: first.conversation!.id }, 'previous_response_id'],
-    ];
-    for (const [patch, param] of cases) {
-      const error = await client.responses
-        .create({ previous_response_id: first.id, input: 'again', ...patch } as never)
-        .catch((e: unknown) => e);
-      expect(error, JSON.stringify(patch)).toBeInstanceOf(OpenAI.BadRequestError);
-      expect((error as InstanceType<typeof OpenAI.BadRequestError>).param).toBe(param);
-    }
-    // The same ones again, or none, are fine.
-    const same = await client.responses.create({
+    const both = await client.responses
+      .create({ previous_response_id: first.id, conversation: first.conversation!.id, input: 'again' } as never)
+      .catch((e: unknown) => e);
+    expect(both).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((both as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('previous_response_id');
+    const verbose = await client.responses.create({
       previous_response_id: first.id,
-      model: 'fake',
-      instructions: 'Be terse.',
+      instructions: 'Be verbose.',
       input: 'again',
     });
-    expect(same.status).toBe('completed');
-    // A conversation created without a model runs the workers' default one.
+    expect(verbose.status).toBe('completed');
+    expect(verbose.previous_response_id).toBe(first.id);
+    expect(verbose.instructions).toBe('Be verbose.');
+    expect(stack.fake.chatRequests().at(-1)!.messages[0]).toMatchObject({ role: 'system', content: 'Be verbose.' });
+    // Later responses keep what was asked for last.
+    const later = await client.responses.create({ previous_response_id: verbose.id, input: 'and again' });
+    expect(stack.fake.chatRequests().at(-1)!.messages[0]).toMatchObject({ role: 'system', content: 'Be verbose.' });
+    expect(later.conversation?.id).toBe(first.conversation!.id);
+    // A model name this gateway cannot run runs its default model, and the response says so.
     const conversation = await client.conversations.create();
-    await expect(
-      client.responses.create({ conversation: conversation.id, model: 'gpt-4o', input: 'hi' }),
-    ).rejects.toBeInstanceOf(OpenAI.BadRequestError);
+    const other = await client.responses.create({ conversation: conversation.id, model: 'gpt-4o-mini', input: 'hi' });
+    expect(other.status).toBe('completed');
+    expect(other.model).toBe('fake');
   });
 
   it('answers unknown routes and methods under /openai/v1 in the OpenAI error shape', async () => {

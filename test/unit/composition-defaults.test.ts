@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   defaultAgent,
+  modelRouting,
   openConfiguredStore,
   resolveConfig,
   startModel,
@@ -14,6 +15,24 @@ import {
 } from '../../src/config.js';
 import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';
 import { resolveWorkerOptions } from '../../src/worker.js';
+
+describe('modelRouting', () => {
+  it("lets requests use the workers' provider's models and their aliases, and runs the default for any other name", () => {
+    const routing = modelRouting(resolveConfig({ DEEPSEEK_API_KEY: 'sk-test-routing' }));
+    expect(routing.unknown).toBe('default');
+    expect(routing.names['deepseek-flash']).toBe('deepseek-flash');
+    expect(routing.names['deepseek-v4-pro']).toBe('deepseek-v4-pro');
+    expect(routing.names['deepseek-chat']).toBe('deepseek-flash');
+    // OpenAI's models are in the catalogue, but these workers call DeepSeek.
+    expect(routing.names['gpt-4o']).toBeUndefined();
+    const offline = modelRouting(resolveConfig({ SESSIONLOG_UNKNOWN_MODELS: 'refuse' }));
+    expect(offline).toEqual({ names: { fake: 'fake' }, unknown: 'refuse' });
+  });
+
+  it('refuses an unknown SESSIONLOG_UNKNOWN_MODELS value, naming it', () => {
+    expect(() => resolveConfig({ SESSIONLOG_UNKNOWN_MODELS: 'sometimes' })).toThrow(/SESSIONLOG_UNKNOWN_MODELS/);
+  });
+});
 
 describe('defaultAgent', () => {
   it('is the configured model with read_artifact, calculator and word_count, and no request settings unless set', () => {

@@ -15,7 +15,14 @@ import { wellFormedString } from '../wire.js';
 import { OpenAiError, invalidRequest, toOpenAiErrorResponse } from './errors.js';
 import { encodeResponseId } from './ids.js';
 import { resolveModelName } from './models.js';
-import { callerScope, explicitSessionId, reconcile, recordTranscriptEnd, type Reconciled } from './reconcile.js';
+import {
+  callerScope,
+  explicitSessionId,
+  reconcile,
+  retryOf,
+  recordTranscriptEnd,
+  type Reconciled,
+} from './reconcile.js';
 import { ResponseTracker } from './response-fold.js';
 import { followResponse } from './stream.js';
 import { loggedTranscript, type Transcript, type TranscriptMessage } from './transcript.js';
@@ -93,7 +100,13 @@ export const chatCompletionBody = z.looseObject({
   tool_choice: z
     .union([z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.literal('function') })])
     .nullish(),
-  response_format: z.looseObject({ type: z.enum(['text', 'json_object', 'json_schema']) }).nullish(),
+  response_format: z
+    .looseObject({
+      type: z.literal('text', {
+        error: 'structured output formats (json_object, json_schema) are not supported: only text replies',
+      }),
+    })
+    .nullish(),
   n: z.literal(1, { error: 'n > 1 is not supported: a session has one reply per turn (send n: 1)' }).nullish(),
   logprobs: z.literal(false, { error: 'log probabilities are not logged (send logprobs: false)' }).nullish(),
   metadata: z.record(z.string(), z.string()).nullish(),
@@ -256,6 +269,7 @@ export async function createChatCompletion(
     model,
     tools: toolsOf(body),
     regenerate: request.headers['x-sessionlog-regenerate'] === 'true',
+    retry: retryOf(request),
   });
   const header = await ctx.client.header(reconciled.sessionId);
   const tracker = new ResponseTracker({

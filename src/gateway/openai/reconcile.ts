@@ -37,6 +37,11 @@ export type ReconcileRequest = {
   tools: ToolSchema[] | undefined;
   /** Force a new reply for a transcript already answered (a regenerate), even within the retry window. */
   regenerate: boolean;
+  /**
+   * Whether the client says this request is a retry (the openai SDK's `x-stainless-retry-count`):
+   * true or false when it says, undefined when it does not (the retry window decides).
+   */
+  retry?: boolean | undefined;
 };
 
 /** Where the request's answer comes from. */
@@ -52,6 +57,15 @@ export type Reconciled = {
   /** The digest of each prefix of the transcript (index 0: empty). */
   digests: string[];
 };
+
+/**
+ * What the request says of itself: a retry or not (the openai SDK counts its attempts in
+ * `x-stainless-retry-count`), or nothing.
+ */
+export function retryOf(request: FastifyRequest): boolean | undefined {
+  const count = request.headers['x-stainless-retry-count'];
+  return typeof count === 'string' && /^\d+$/.test(count) ? Number(count) > 0 : undefined;
+}
 
 /** The caller's scope: a digest of the credentials it sends (loopback clients without a token still send an api key). */
 export function callerScope(request: FastifyRequest): string {
@@ -89,62 +103,54 @@ export async function reconcile(ctx: RouteContext, request: ReconcileRequest): P
     );
   const digests = prefixDigests(messages);
   const target = await findSession(ctx, request, digests);
-  let sessionId = target.sessionId;
-  let forkedFrom: string | undefined;
-  let events = target.exists ? await ctx.client.events(sessionId, 0) : [];
-  let logged = loggedTranscript(events);
-  let shared = commonPrefix(
-    logged.messages.map((m) => m.message),
-    messages,
-  );
-
-  // The transcript is the log up to an answered user message: a retry, or a regenerate.
-  if (shared === messages.length && shared < logged.messages.length && last.role === 'user') {
-    const asked = logged.messages[shared - 1]!;
-    const recent = Date.now() - (events[asked.seq]?.time ?? 0) < RETRY_WINDOW_MS;
-    if (!request.regenerate && recent && asked.turn !== undefined)
-      return {
-        sessionId,
-        forkedFrom,
-        anchor: { kind: 'message', messageId: asked.id },
-        events: events.slice(0, turnStartOf(events, asked.seq)),
-        answerAt: shared,
-        digests,
-      };
-    shared -= 1;
-  }
-  // The same transcript while its turn still runs (a retry before the answer): follow that turn.
-  if (shared === messages.length && shared === logged.messages.length && last.role === 'user') {
-    const asked = logged.messages[shared - 1]!;
-    if (asked.turn !== undefined)
-      return {
-        sessionId,
-        forkedFrom,
-        anchor: { kind: 'message', messageId: asked.id },
-        events: events.slice(0, turnStartOf(events, asked.seq)),
-        answerAt: shared,
-        digests,
-      };
-    shared -= 1;
-  }
-  if (shared < logged.messages.length) {
-    // Diverged: a new branch from the last turn boundary before the divergence.
+  let at: { sessionId: string; forkedFrom: string | undefined } = {
+    sessionId: target.sessionId,
+    forkedFrom: undefined,
+  };
+  let reanswer = false;
+  // Twice at most: in the session found, then (when the transcript diverged from it) in its branch.
+  for (let pass = 0; ; pass++) {
+    const events = pass > 0 || target.exists ? await ctx.client.events(at.sessionId, 0) : [];
+    const logged = loggedTranscript(events);
+    let shared = commonPrefix(
+      logged.messages.map((m) => m.message),
+      messages,
+    );
+    if (shared === messages.length && last.role === 'user') {
+      // The log holds the transcript's last message already: a retry (answered, or still running), or a regenerate.
+      const asked = logged.messages[shared - 1]!;
+      const running = asked.turn !== undefined && logged.openTurn === asked.turn;
+      const answered = shared < logged.messages.length;
+      const recent = Date.now() - (events[asked.seq]?.time ?? 0) < RETRY_WINDOW_MS;
+      const retried = request.retry ?? recent;
+      if (asked.turn !== undefined && (running || (answered && retried && !request.regenerate)))
+        return {
+          ...at,
+          anchor: { kind: 'message', messageId: asked.id },
+          events: events.slice(0, turnStartOf(events, asked.seq)),
+          answerAt: shared,
+          digests,
+        };
+      // Regenerated, retried after the window, or its turn ended without a reply: a new branch answers it again.
+      shared -= 1;
+      reanswer = true;
+    }
+    if (shared >= logged.messages.length) return applyTail(ctx, request, { ...at, events, logged, shared, digests });
+    if (pass > 0)
+      throw new OpenAiError(
+        409,
+        `the branch ${at.sessionId} made for this transcript has moved on; retry the request`,
+        {
+          code: 'conversation_locked',
+        },
+      );
+    // Diverged: a new branch from the last turn boundary before the divergence. The same
+    // transcript forks into the same branch (a retried request), unless it asks for a new reply.
     const cut = cutAtOrBefore(logged, shared);
-    forkedFrom = sessionId;
-    const branchId = `${sessionIdForKey(shortDigest(digests[messages.length]!), request.scope).slice(0, 37)}_b`;
-    sessionId = await forkOnce(ctx, forkedFrom, branchId, cut?.seq);
-    events = await ctx.client.events(sessionId, 0);
-    logged = loggedTranscript(events);
-    shared = cut?.kept ?? 0;
-    if (
-      commonPrefix(
-        logged.messages.map((m) => m.message),
-        messages,
-      ) < shared
-    )
-      shared = 0;
+    const fresh = reanswer ? `_${Date.now().toString(36)}` : '';
+    const branchId = `${sessionIdForKey(shortDigest(digests[messages.length]!), request.scope).slice(0, 37)}${fresh}_b`;
+    at = { sessionId: await forkOnce(ctx, at.sessionId, branchId, cut?.seq), forkedFrom: at.sessionId };
   }
-  return applyTail(ctx, request, { sessionId, forkedFrom, events, logged, shared, digests });
 }
 
 /** The seq of the `turn/start` before `seq` (the user message that starts a turn is logged inside it). */

@@ -41,7 +41,7 @@ import {
   type ResponseRef,
 } from './ids.js';
 import { conversationItems } from './items.js';
-import { callerScope, explicitSessionId, reconcile, recordTranscriptEnd } from './reconcile.js';
+import { callerScope, explicitSessionId, reconcile, retryOf, recordTranscriptEnd } from './reconcile.js';
 import { isTranscriptInput, responsesTranscript } from './responses-input.js';
 import { suppliedItems } from './transcript.js';
 import { modelList, modelObject, resolveModelName } from './models.js';
@@ -480,6 +480,7 @@ async function answerTranscript(
     model: body.model === undefined ? undefined : resolveModelName(ctx, body.model),
     tools: options.tools,
     regenerate: request.headers['x-sessionlog-regenerate'] === 'true',
+    retry: retryOf(request),
   });
   return answerResponse(ctx, body, request, reply, {
     sessionId: reconciled.sessionId,
