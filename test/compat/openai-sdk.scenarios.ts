@@ -156,10 +156,17 @@ export function describeOpenAISdk(label: string, OpenAI: OpenAIClass): void {
       ]);
       expect(await turnCount(compat, first.session!)).toBe(2);
 
-      // The same request again (a client retry): the same reply from the same session, no new turn.
-      const repeated = await chat(messages);
+      // The same request again as the SDK retries it (it counts attempts in x-stainless-retry-count):
+      // the same reply from the same session, no new turn.
+      const repeated = await chat(messages, {}, { 'x-stainless-retry-count': '1' });
       expect(repeated.text).toBe(second.text);
       expect(repeated.session).toBe(first.session);
+      expect(await turnCount(compat, first.session!)).toBe(2);
+      // Sent anew (a first attempt), it asks for a new reply: a branch of the session answers it.
+      const anew = await chat(messages);
+      expect(anew.text).toBe(second.text);
+      expect(anew.session).not.toBe(first.session);
+      expect((await compat.stack.client.header(anew.session!)).parentSession).toBe(first.session);
       expect(await turnCount(compat, first.session!)).toBe(2);
     });
 

@@ -9,6 +9,7 @@
  * Set COMPAT_RECORD=<dir> to write every call of a test file to `<dir>/<label>.json` when its
  * stack closes (the ground truth of what each client sends).
  */
+import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -23,8 +24,12 @@ import { startStack, type Stack } from '../support/stack.js';
 export const DEFAULT_MODEL = 'fake';
 /** The system prompt of a session whose client sent none. */
 export const DEFAULT_SYSTEM = 'You are a test assistant.';
-/** Any key: the gateway checks none on loopback without a token. */
-export const API_KEY = 'sk-compat-not-checked';
+/**
+ * Any key: the gateway checks none on loopback without a token. One per test file: the key
+ * scopes a caller's transcripts, and the files' stacks share one Temporal namespace (each with
+ * its own store), so two files sending the same transcript must not name the same session.
+ */
+export const API_KEY = `sk-compat-${randomUUID()}`;
 
 /** One HTTP exchange between a client library and the gateway, as the proxy saw it. */
 export type RecordedCall = {

@@ -24,7 +24,7 @@ import {
   type Reconciled,
 } from './reconcile.js';
 import { ResponseTracker } from './response-fold.js';
-import { followResponse } from './stream.js';
+import { STREAM_HEADERS, followResponse } from './stream.js';
 import { loggedTranscript, type Transcript, type TranscriptMessage } from './transcript.js';
 
 // ---- the request ------------------------------------------------------------------------------
@@ -337,13 +337,6 @@ export async function createChatCompletion(
 }
 
 // ---- streaming --------------------------------------------------------------------------------
-
-const STREAM_HEADERS = {
-  'content-type': 'text/event-stream; charset=utf-8',
-  'cache-control': 'no-cache, no-transform',
-  connection: 'keep-alive',
-  'x-accel-buffering': 'no',
-};
 
 async function streamChat(
   ctx: RouteContext,

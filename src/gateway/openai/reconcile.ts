@@ -21,10 +21,14 @@ import {
   suppliedItems,
   type LoggedTranscript,
   type Transcript,
+  type TranscriptMessage,
 } from './transcript.js';
 
 /** How long an identical transcript counts as a retry of the request that ran it (afterwards: a regenerate). */
 export const RETRY_WINDOW_MS = 10 * 60_000;
+
+/** How many prefixes of a transcript are looked up in the index (longest first). */
+const MAX_INDEX_LOOKUPS = 64;
 
 /** What the caller asked for besides its transcript. */
 export type ReconcileRequest = {
@@ -108,7 +112,10 @@ export async function reconcile(ctx: RouteContext, request: ReconcileRequest): P
     forkedFrom: undefined,
   };
   let reanswer = false;
-  // Twice at most: in the session found, then (when the transcript diverged from it) in its branch.
+  // Where a diverging transcript leaves the session it was found in: the parent and the cut.
+  let origin: { sessionId: string; seq: number | undefined } | undefined;
+  // At most three passes: the session found; its branch for this transcript; a fresh branch
+  // when that one has moved on (or this request asks for a new reply it already holds).
   for (let pass = 0; ; pass++) {
     const events = pass > 0 || target.exists ? await ctx.client.events(at.sessionId, 0) : [];
     const logged = loggedTranscript(events);
@@ -136,7 +143,7 @@ export async function reconcile(ctx: RouteContext, request: ReconcileRequest): P
       reanswer = true;
     }
     if (shared >= logged.messages.length) return applyTail(ctx, request, { ...at, events, logged, shared, digests });
-    if (pass > 0)
+    if (pass === 2)
       throw new OpenAiError(
         409,
         `the branch ${at.sessionId} made for this transcript has moved on; retry the request`,
@@ -144,12 +151,14 @@ export async function reconcile(ctx: RouteContext, request: ReconcileRequest): P
           code: 'conversation_locked',
         },
       );
-    // Diverged: a new branch from the last turn boundary before the divergence. The same
-    // transcript forks into the same branch (a retried request), unless it asks for a new reply.
-    const cut = cutAtOrBefore(logged, shared);
-    const fresh = reanswer ? `_${Date.now().toString(36)}` : '';
-    const branchId = `${sessionIdForKey(shortDigest(digests[messages.length]!), request.scope).slice(0, 37)}${fresh}_b`;
-    at = { sessionId: await forkOnce(ctx, at.sessionId, branchId, cut?.seq), forkedFrom: at.sessionId };
+    // Diverged: a branch from the last turn boundary before the divergence. The same transcript
+    // forks into the same branch (a retried request), unless it asks for a new reply or that
+    // branch has moved on since.
+    origin ??= { sessionId: at.sessionId, seq: cutAtOrBefore(logged, shared)?.seq };
+    const digest = shortDigest(digests[messages.length]!);
+    const fresh = reanswer || pass === 1 ? `_${Date.now().toString(36)}` : '';
+    const branchId = `${sessionIdForKey(digest, request.scope).slice(0, 37)}${fresh}_b`;
+    at = { sessionId: await forkOnce(ctx, origin.sessionId, branchId, origin.seq), forkedFrom: origin.sessionId };
   }
 }
 
@@ -164,16 +173,31 @@ async function findSession(
   request: ReconcileRequest,
   digests: readonly string[],
 ): Promise<{ sessionId: string; exists: boolean }> {
-  // The transcript index: the longest prefix of this transcript some answer of this caller ended.
-  for (let i = request.transcript.messages.length - 1; i > 0; i--) {
-    if (request.transcript.messages[i - 1]!.role !== 'assistant') continue;
+  const key = request.key;
+  const named =
+    key === undefined ? undefined : 'sessionId' in key ? key.sessionId : sessionIdForKey(key.key, request.scope);
+  // The transcript index: the longest prefix of this transcript an answer or an accepted request
+  // of this caller left (a named session: only it or its branches), a bounded number of tries.
+  const first = request.transcript.messages.length;
+  for (let i = first; i > 0 && i > first - MAX_INDEX_LOOKUPS; i--) {
     const entry = await ctx.client.findTranscript(request.scope, digests[i]!);
-    if (entry) return { sessionId: entry.sessionId, exists: true };
+    if (entry && (named === undefined || (await descendsFrom(ctx, entry.sessionId, named))))
+      return { sessionId: entry.sessionId, exists: true };
   }
   // No key: the transcript names its session, so a retried first request finds the session its first try made.
-  const key = request.key ?? { key: `transcript:${digests[request.transcript.messages.length]!}` };
-  const sessionId = 'sessionId' in key ? key.sessionId : sessionIdForKey(key.key, request.scope);
+  const sessionId = named ?? sessionIdForKey(`transcript:${digests[first]!}`, request.scope);
   return { sessionId, exists: await ctx.client.exists(sessionId) };
+}
+
+/** Whether `sessionId` is `ancestor` or was forked from it (through at most a few generations). */
+async function descendsFrom(ctx: RouteContext, sessionId: string, ancestor: string): Promise<boolean> {
+  let current: string | undefined = sessionId;
+  for (let depth = 0; current !== undefined && depth < 32; depth++) {
+    if (current === ancestor) return true;
+    if (!(await ctx.client.exists(current))) return false;
+    current = (await ctx.client.header(current)).parentSession;
+  }
+  return false;
 }
 
 /** Forks `parentId` at `at` into `childId` (the same transcript forks into the same branch: a retried request reuses it). */
@@ -243,6 +267,8 @@ async function applyTail(
     ...(request.tools ? { tools: request.tools } : {}),
     ...(Object.keys(agent).length > 0 ? { agent } : {}),
   });
+  // A client that leaves before the answer (an aborted stream) still finds this session by its transcript.
+  await recordTranscriptDigest(ctx, request.scope, sessionId, digests[answerAt]!, events.length);
   return { ...base, anchor: { kind: 'message', messageId } };
 }
 
@@ -252,6 +278,28 @@ async function applyTail(
  * message) finds the session by its own prefix. Best effort: a lost entry costs a lookup by key
  * or a new session, never a wrong answer (the log is compared by content either way).
  */
+export async function recordTranscriptDigest(
+  ctx: RouteContext,
+  scope: string,
+  sessionId: string,
+  digest: string,
+  seq: number,
+): Promise<void> {
+  await ctx.client.recordTranscript(scope, digest, { sessionId, seq }).catch(() => undefined);
+}
+
+/** {@link recordTranscriptDigest} of a transcript that adds `message` to what the log holds. */
+export async function recordTranscriptWith(
+  ctx: RouteContext,
+  scope: string,
+  sessionId: string,
+  events: readonly StoredEvent[],
+  message: TranscriptMessage,
+): Promise<void> {
+  const digests = prefixDigests([...loggedTranscript(events).messages.map((m) => m.message), message]);
+  await recordTranscriptDigest(ctx, scope, sessionId, digests.at(-1)!, events.length);
+}
+
 export async function recordTranscriptEnd(ctx: RouteContext, scope: string, sessionId: string): Promise<void> {
   try {
     const events = await ctx.client.events(sessionId, 0);

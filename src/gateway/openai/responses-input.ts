@@ -59,7 +59,7 @@ export async function responsesTranscript(
   ctx: RouteContext,
   input: readonly InputItem[],
   instructions: string | undefined,
-): Promise<Transcript> {
+): Promise<Transcript & { sessionHint: string | undefined }> {
   const items = await resolveReferences(ctx, input);
   const system: string[] = instructions !== undefined ? [instructions] : [];
   const messages: TranscriptMessage[] = [];
@@ -118,5 +118,16 @@ export async function responsesTranscript(
   return {
     system: system.length > 0 ? system.join('\n\n') : undefined,
     messages: messages.filter((m) => m.role !== 'assistant' || m.text !== '' || m.toolCalls.length > 0),
+    sessionHint: sessionOfItems(input),
   };
+}
+
+/** The session the newest output item of the list names by its id (the conversation the client's replies came from). */
+function sessionOfItems(items: readonly InputItem[]): string | undefined {
+  for (let i = items.length - 1; i >= 0; i--) {
+    const id = (items[i] as { id?: unknown }).id;
+    const decoded = typeof id === 'string' ? decodeItemId(id) : undefined;
+    if (decoded) return decoded.sessionId;
+  }
+  return undefined;
 }

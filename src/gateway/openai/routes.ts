@@ -41,7 +41,14 @@ import {
   type ResponseRef,
 } from './ids.js';
 import { conversationItems } from './items.js';
-import { callerScope, explicitSessionId, reconcile, retryOf, recordTranscriptEnd } from './reconcile.js';
+import {
+  callerScope,
+  explicitSessionId,
+  reconcile,
+  recordTranscriptEnd,
+  recordTranscriptWith,
+  retryOf,
+} from './reconcile.js';
 import { isTranscriptInput, responsesTranscript } from './responses-input.js';
 import { suppliedItems } from './transcript.js';
 import { modelList, modelObject, resolveModelName } from './models.js';
@@ -448,6 +455,9 @@ async function createResponse(
       ...(tools ? { tools } : {}),
       ...(agent ? { agent } : {}),
     });
+    // A stateless client that leaves before the answer still finds this conversation by its transcript.
+    if (earlier.length === 0)
+      await recordTranscriptWith(ctx, scope, sessionId, events, { role: 'user', text: input.messages.at(-1)! });
   }
   return answerResponse(ctx, body, request, reply, { sessionId, anchor, header, events, scope, previous });
 }
@@ -464,7 +474,9 @@ async function answerTranscript(
   for (const [i, message] of transcript.messages.entries())
     if (message.role === 'user') checkText(ctx, message.text, `input[${i}]`);
   const header = request.headers['x-session-id'];
-  const named = typeof header === 'string' && header !== '' ? header : body.metadata?.session_id;
+  // The session the caller names, else the one its replies' item ids name.
+  const named =
+    typeof header === 'string' && header !== '' ? header : (body.metadata?.session_id ?? transcript.sessionHint);
   const keyed = [(body as Record<string, unknown>).prompt_cache_key, (body as Record<string, unknown>).user].find(
     (v): v is string => typeof v === 'string' && v !== '',
   );
@@ -605,6 +617,11 @@ function sessionOfResponse(params: Record<string, unknown>): string | undefined 
 /** The items a request body lists under `field`, before its schema has checked the body. */
 function itemsOf(body: unknown, field: 'input' | 'items'): unknown {
   return typeof body === 'object' && body !== null ? (body as Record<string, unknown>)[field] : undefined;
+}
+
+/** A page of conversation items, as OpenAI lists them. */
+function itemPage(data: ReadonlyArray<{ id?: string }>, hasMore: boolean) {
+  return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: hasMore };
 }
 
 const modelParams = z.strictObject({ id: z.string().min(1).max(200).describe('a model name') });
@@ -764,14 +781,7 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
         if (problem) throw invalidRequest('items', problem, 'invalid_value');
         await ctx.client.note(params.id, { id, history });
       }
-      const data = conversationItems(params.id, await ctx.client.events(params.id, 0)).slice(before);
-      return ok({
-        object: 'list',
-        data,
-        first_id: data[0]?.id ?? null,
-        last_id: data.at(-1)?.id ?? null,
-        has_more: false,
-      });
+      return ok(itemPage(conversationItems(params.id, await ctx.client.events(params.id, 0)).slice(before), false));
     },
   }),
   defineRoute({
@@ -796,14 +806,7 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
         start = at + 1;
       }
       const limit = query.limit ?? 20;
-      const data = items.slice(start, start + limit);
-      return ok({
-        object: 'list',
-        data,
-        first_id: data[0]?.id ?? null,
-        last_id: data.at(-1)?.id ?? null,
-        has_more: start + limit < items.length,
-      });
+      return ok(itemPage(items.slice(start, start + limit), start + limit < items.length));
     },
   }),
   defineRoute({

@@ -27,7 +27,8 @@ export type ResponseStreamOptions = {
   streams: StreamRegistry;
 };
 
-const STREAM_HEADERS = {
+/** The headers of every event stream this API answers with. */
+export const STREAM_HEADERS = {
   'content-type': 'text/event-stream; charset=utf-8',
   'cache-control': 'no-cache, no-transform',
   connection: 'keep-alive',

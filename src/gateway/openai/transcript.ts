@@ -118,6 +118,9 @@ export function loggedTranscript(events: readonly StoredEvent[]): LoggedTranscri
     if (!isKnownEvent(event)) continue;
     switch (event.type) {
       case 'turn/start':
+        // Just before a turn is a place to cut too (before the first one: keeping no message).
+        if (event.seq > 0 && cuts.at(-1)?.seq !== event.seq - 1)
+          cuts.push({ seq: event.seq - 1, kept: messages.length });
         openTurn = event.data.turn;
         callerTurn = event.data.origin === 'caller';
         break;
@@ -191,10 +194,10 @@ export function commonPrefix(a: readonly TranscriptMessage[], b: readonly Transc
   return n;
 }
 
-/** The last fork point that keeps at most `kept` messages (undefined: none keeps any). */
+/** The last fork point that keeps at most `kept` messages (undefined: the log has none). */
 export function cutAtOrBefore(logged: LoggedTranscript, kept: number): { seq: number; kept: number } | undefined {
   let best: { seq: number; kept: number } | undefined;
-  for (const cut of logged.cuts) if (cut.kept <= kept && cut.kept > 0) best = cut;
+  for (const cut of logged.cuts) if (cut.kept <= kept) best = cut;
   return best;
 }
 
