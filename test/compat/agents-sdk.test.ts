@@ -72,9 +72,14 @@ import {
 let compat: CompatStack;
 let client: OpenAI;
 
+let chatClient: OpenAI;
+
 beforeAll(async () => {
   compat = await startCompatStack('agents-sdk');
   client = new OpenAI({ baseURL: compat.baseURL, apiKey: compat.apiKey });
+  // The chat model as another application (its own key): its scenarios resend the transcripts
+  // the Responses scenarios sent, and one caller's identical transcript is one conversation.
+  chatClient = new OpenAI({ baseURL: compat.baseURL, apiKey: `${compat.apiKey}-chat` });
   setDefaultOpenAIClient(client as never);
   setTracingDisabled(true);
 });
@@ -285,7 +290,7 @@ describe('agents-sdk: chat completions model', () => {
     new Agent({
       name: 'Assistant',
       instructions: INSTRUCTIONS,
-      model: new OpenAIChatCompletionsModel(client as never, 'gpt-4o-mini'),
+      model: new OpenAIChatCompletionsModel(chatClient as never, 'gpt-4o-mini'),
       tools,
     });
 

@@ -61,10 +61,14 @@ import {
 
 let compat: CompatStack;
 let openai: ReturnType<typeof createOpenAI>;
+let openaiChat: ReturnType<typeof createOpenAI>;
 
 beforeAll(async () => {
   compat = await startCompatStack('ai-sdk');
   openai = createOpenAI({ baseURL: compat.baseURL, apiKey: compat.apiKey });
+  // The two APIs as two applications (two keys): the scenarios send the same transcripts, and one
+  // caller's identical transcript is the same conversation whichever API carries it.
+  openaiChat = createOpenAI({ baseURL: compat.baseURL, apiKey: `${compat.apiKey}-chat` });
 });
 afterAll(async () => {
   await compat?.close();
@@ -75,7 +79,7 @@ beforeEach(() => {
 
 type Api = 'responses' | 'chat';
 const APIS: Api[] = ['responses', 'chat'];
-const modelFor = (api: Api, id: string): LanguageModel => (api === 'chat' ? openai.chat(id) : openai(id));
+const modelFor = (api: Api, id: string): LanguageModel => (api === 'chat' ? openaiChat.chat(id) : openai(id));
 /**
  * The session that answered a step: its `x-session-id` header, else (a Responses answer
  * without the header) the conversation of the response it names, read back from the gateway.

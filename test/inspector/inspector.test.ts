@@ -143,6 +143,29 @@ describe('the sessions list', () => {
 });
 
 describe('one session', () => {
+  it('lists the branches an edit and a regeneration made, and opens one, which names its parent', async () => {
+    const id = newId('branches');
+    expect((await api('POST', '/v1/sessions', { id })).status).toBe(201);
+    await api('POST', `/v1/sessions/${id}/messages?wait=true`, { text: 'first question' });
+    const seq = (await stack.store.readFrom(id, 0)).find((e) => e.type === 'user/message')!.seq;
+    const edited = await api('POST', `/v1/sessions/${id}/edit`, { seq, text: 'first question, edited', id: `${id}-e` });
+    expect(edited.status).toBe(201);
+    const regenerated = await api('POST', `/v1/sessions/${id}/regenerate`, { id: `${id}-r` });
+    expect(regenerated.status).toBe(201);
+
+    const { page } = await openPage();
+    await page.goto(`${gateway.url}/ui/#/sessions/${id}`);
+    const branches = page.locator('[data-testid=branches] a');
+    await expect.poll(() => branches.allTextContents()).toEqual([`${id}-e`, `${id}-r`]);
+    await page.locator(`[data-branch="${id}-e"]`).click();
+    await page.locator('[data-testid=turn][data-turn="1"]').waitFor();
+    expect(page.url()).toBe(`${gateway.url}/ui/#/sessions/${id}-e`);
+    await expect
+      .poll(() => page.locator('[data-testid=turn][data-turn="1"] [data-testid=user-message] .text').textContent())
+      .toBe('first question, edited');
+    expect(await page.locator('.facts').textContent()).toContain(`fork of${id}`);
+  });
+
   it('streams a posted message into the page token by token, and ends with the logged reply', async () => {
     const id = newId('stream');
     await api('POST', '/v1/sessions', { id });

@@ -19,6 +19,7 @@ import { ContextPlot } from './plot.js';
 import { TokenGauge, phaseOf } from './sessions.js';
 
 const CONTEXT_ROUTE = '/v1/sessions/{id}/context';
+const BRANCHES_ROUTE = '/v1/sessions/{id}/branches';
 const REFRESH_DEBOUNCE_MS = 120;
 const LOG_ROWS = 400;
 const ARTIFACT_PAGE = 20000;
@@ -134,7 +135,7 @@ export function SessionView({ id }) {
 
     const readViews = async () => {
       const routes = await documentedRoutes();
-      const [detail, turns, surface, history, context] = await Promise.all([
+      const [detail, turns, surface, history, context, branches] = await Promise.all([
         api(path),
         api(`${path}/turns`),
         api(`${path}/surface`),
@@ -144,6 +145,7 @@ export function SessionView({ id }) {
               failure.status === 404 && failure.code === 'NOT_FOUND' ? null : Promise.reject(failure),
             )
           : null,
+        routes.has(BRANCHES_ROUTE) ? api(`${path}/branches`) : { branches: [] },
       ]);
       return {
         session: detail.session,
@@ -152,6 +154,7 @@ export function SessionView({ id }) {
         surface,
         messages: history.messages,
         context,
+        branches: branches.branches,
       };
     };
     const refresh = () => {
@@ -262,7 +265,7 @@ export function SessionView({ id }) {
 }
 
 function SessionHeader({ data, stream, events }) {
-  const { session, status, view } = data;
+  const { session, status, view, branches } = data;
   const phase = phaseOf(view.activity, status);
   return html` <header class="session-head">
     <h1>${session.id}</h1>
@@ -288,6 +291,24 @@ function SessionHeader({ data, stream, events }) {
           ? html`<div>
               <dt>fork of</dt>
               <dd><a href=${`#/sessions/${encodeURIComponent(session.parentSession)}`}>${session.parentSession}</a></dd>
+            </div>`
+          : null
+      }
+      ${
+        branches?.length > 0
+          ? html`<div>
+              <dt>branches</dt>
+              <dd data-testid="branches">
+                ${branches.map(
+                  (branch, i) =>
+                    html`${i > 0 ? ', ' : ''}<a
+                        href=${`#/sessions/${encodeURIComponent(branch.sessionId)}`}
+                        data-branch=${branch.sessionId}
+                        title=${`forked after seq ${branch.forkedAt}`}
+                        >${branch.sessionId}</a
+                      >`,
+                )}
+              </dd>
             </div>`
           : null
       }
