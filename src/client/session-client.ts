@@ -38,11 +38,14 @@ import {
   isSessionlogError,
   suppliedHistoryProblem,
   textOf,
+  hideProblem,
+  turnHintsProblem,
   turnToolsProblem,
   verifyLog,
   waitsForAnswer,
   type AgentSpec,
   type AskedAgent,
+  type TurnHints,
   type SuppliedItem,
   type ContextReport,
   type Message,
@@ -126,7 +129,7 @@ export type ApprovalAnswer = {
  * Options of a user message: its idempotency key, the caller's tools for the turn it starts, and
  * the model and/or instructions (`''`: none) the session runs with from that turn on.
  */
-export type MessageOptions = { id?: string; tools?: ToolSchema[]; agent?: AskedAgent };
+export type MessageOptions = { id?: string; tools?: ToolSchema[]; agent?: AskedAgent; hints?: TurnHints };
 
 /** A branch made by an edit or a regeneration: the new session, where it left its parent, and the message that starts its turn. */
 export type BranchResult = { sessionId: string; forkedFrom: string; forkedAt: number; messageId: string };
@@ -416,6 +419,7 @@ export class SessionClient {
    * @param options.id idempotency key of the message (default: a new UUID).
    * @param options.tools the caller's tools for the turn this message starts (as for {@link send}).
    * @param options.agent the model and/or instructions the session runs with from this turn on.
+   * @param options.hints request options of the turn this message starts (session/turn-hints.ts).
    * @returns the message id.
    */
   async post(sessionId: string, text: string, options: MessageOptions = {}): Promise<{ id: string }> {
@@ -601,6 +605,11 @@ export class SessionClient {
       messages?: Array<{ id?: string; text: string }>;
       /** Caller-supplied history (session/supplied.ts): logged as it is, in caller turns. */
       history?: SuppliedItem[];
+      /**
+       * Seqs of surface nodes to hide (session/hide.ts): user messages and assistant messages
+       * without tool calls. One off the surface already, or one that cannot be hidden, is left as it is.
+       */
+      hide?: number[];
     },
   ): Promise<{ id: string; headSeq: number }> {
     await this.requireSession(sessionId);
@@ -617,10 +626,15 @@ export class SessionClient {
       const problem = suppliedHistoryProblem(note.history);
       if (problem) throw new SessionlogError('INVALID_ARGUMENT', problem);
     }
+    if (note.hide !== undefined) {
+      const problem = hideProblem(note.hide);
+      if (problem) throw new SessionlogError('INVALID_ARGUMENT', problem);
+    }
     const body: NoteBody = {
       ...(note.metadata ? { metadata: note.metadata } : {}),
       ...(messages.length > 0 ? { messages } : {}),
       ...(note.history ? { history: note.history } : {}),
+      ...(note.hide ? { hide: note.hide } : {}),
     };
     const text = JSON.stringify(body);
     const limit = this.maxMessageBytes * NOTE_LIMITS.messages;
@@ -963,6 +977,8 @@ export class SessionClient {
     if (model !== undefined && (model.length === 0 || model.length > 200))
       throw new SessionlogError('INVALID_ARGUMENT', 'a model name is 1-200 characters');
     if (model !== undefined) this.checkAgent?.({ model });
+    const hintsProblem = options.hints === undefined ? undefined : turnHintsProblem(options.hints);
+    if (hintsProblem) throw new SessionlogError('INVALID_ARGUMENT', hintsProblem);
     const agent: AskedAgent = {
       ...(model !== undefined ? { model } : {}),
       ...(system !== undefined ? { system } : {}),
@@ -972,6 +988,7 @@ export class SessionClient {
       text,
       ...(options.tools ? { tools: options.tools } : {}),
       ...(Object.keys(agent).length > 0 ? { agent } : {}),
+      ...(options.hints ? { hints: options.hints } : {}),
     };
   }
 
@@ -1001,9 +1018,11 @@ export class SessionClient {
       text: message.text,
       ...(message.tools ? { tools: message.tools } : {}),
       ...(message.agent ? { agent: message.agent } : {}),
+      ...(message.hints ? { hints: message.hints } : {}),
     };
     const ref = await this.putInbox(sessionId, inboxKeys.message(message.id), JSON.stringify(body));
-    return { id: message.id, ref, ...(message.tools ? { withTools: true as const } : {}) };
+    // A message with its own tools or request options starts its own turn.
+    return { id: message.id, ref, ...(message.tools || message.hints ? { withTools: true as const } : {}) };
   }
 
   private async requireSession(sessionId: string): Promise<void> {

@@ -2,12 +2,14 @@
  * The agent a session runs: the worker's defaults overridden by the session's own header
  * (model, system prompt, tool set), and the request envelope a model call is made with.
  */
+import { responseFormatsOf } from '../model/catalogue.js';
 import { ModelCallError, modelFailure } from '../model/errors.js';
 import type { ModelPort } from '../model/provider.js';
 import {
   clashingToolNames,
   type AgentSpec,
   type AskedAgent,
+  type TurnHints,
   type RequestHeader,
   type ToolSchema,
 } from '../session/index.js';
@@ -35,10 +37,20 @@ export function requestHeaderFor(
   spec: AgentSpec | undefined,
   turnTools?: readonly ToolSchema[],
   asked: AskedAgent = {},
+  hints?: TurnHints,
 ): RequestHeader {
   // What a caller asked for (the last turn that named it) wins over the session's spec and the worker's default.
   const model = asked.model ?? spec?.model ?? deps.agent.model;
-  deps.model.model(model);
+  const resolved = deps.model.model(model);
+  const format = hints?.responseFormat?.type;
+  if (format !== undefined && !responseFormatsOf(resolved).includes(format)) {
+    throw new ModelCallError(
+      modelFailure(
+        'bad_request',
+        `model ${JSON.stringify(model)} cannot honour a ${format} response format (it takes: ${responseFormatsOf(resolved).join(', ')})`,
+      ),
+    );
+  }
   const names = [...(spec?.tools ?? deps.agent.tools)];
   // Where compaction runs, what it replaces stays reachable: the recall tools come with it.
   if (deps.context)
@@ -65,5 +77,6 @@ export function requestHeaderFor(
     ...(deps.agent.maxTokens !== undefined ? { maxTokens: deps.agent.maxTokens } : {}),
     ...(deps.agent.reasoningEffort !== undefined ? { reasoningEffort: deps.agent.reasoningEffort } : {}),
     ...(deps.agent.thinking !== undefined ? { thinking: deps.agent.thinking } : {}),
+    ...(hints ? { hints } : {}),
   };
 }

@@ -19,6 +19,7 @@ import {
   SessionlogError,
   closersFor,
   jsonEqual,
+  turnHintsProblem,
   turnToolsProblem,
   type AskedAgent,
   type AssistantMessage,
@@ -68,6 +69,7 @@ export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: St
       writer.session.header.agent,
       writer.session.turns.turnTools,
       writer.session.turns.asked,
+      writer.session.turns.turnHints,
     );
   } catch (error) {
     return failStep(deps, writer, input, key, classifyModelError(error), error);
@@ -223,6 +225,10 @@ async function beginStep(deps: EngineDeps, writer: LogWriter, input: ModelStepIn
     const problem = tools === undefined ? undefined : turnToolsProblem(tools);
     if (problem) throw new SessionlogError('INVALID_ARGUMENT', `the tools sent for turn ${input.turn}: ${problem}`);
     const agent = changedAgent(turns.asked, entering.find((message) => message.agent !== undefined)?.agent);
+    const hints = entering.find((message) => message.hints !== undefined)?.hints;
+    const hintsProblem = hints === undefined ? undefined : turnHintsProblem(hints);
+    if (hintsProblem)
+      throw new SessionlogError('INVALID_ARGUMENT', `the request options sent for turn ${input.turn}: ${hintsProblem}`);
     // A model this worker cannot run is refused before the turn is logged: asked for, it would hold for every later turn.
     if (agent?.model !== undefined) {
       try {
@@ -237,7 +243,12 @@ async function beginStep(deps: EngineDeps, writer: LogWriter, input: ModelStepIn
     events.push({
       type: 'turn/start',
       time: deps.now(),
-      data: { turn: input.turn, ...(tools ? { tools } : {}), ...(agent ? { agent } : {}) },
+      data: {
+        turn: input.turn,
+        ...(tools ? { tools } : {}),
+        ...(agent ? { agent } : {}),
+        ...(hints ? { hints } : {}),
+      },
     });
   }
   events.push({ type: 'step/start', time: deps.now(), data: { turn: input.turn, step: input.step } });

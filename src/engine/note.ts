@@ -2,10 +2,11 @@
  * A caller's note logged between turns (DESIGN §8): the session's or a turn's metadata
  * (`session/metadata`, never model-visible), user messages the model gets with the next turn
  * without a turn of their own (a conversation's initial items) and caller-supplied history
- * (session/supplied.ts: a transcript's replies, in caller turns), in one batch, once per note id.
+ * (session/supplied.ts: a transcript's replies, in caller turns) and hidden messages
+ * (session/hide.ts: deleted conversation items), in one batch, once per note id.
  * The workflow runs it only while no turn or compaction writes the log.
  */
-import { suppliedHistoryEvents, type NewEvent } from '../session/index.js';
+import { hideEvents, suppliedHistoryEvents, type NewEvent } from '../session/index.js';
 import type { EngineDeps } from './deps.js';
 import { readNote, removeDelivered } from './inbox.js';
 import { LogWriter } from './log-writer.js';
@@ -18,7 +19,7 @@ export async function logNote(deps: EngineDeps, input: LogNoteInput): Promise<No
   const result = (): NoteResult => ({ headSeq: writer.session.nextSeq, lastTurn: writer.session.turns.lastTurn });
   if (writer.logged(op).length > 0) return result();
   const events: NewEvent[] = [];
-  const { metadata, messages, history } = await readNote(deps.store, input.sessionId, input.note);
+  const { metadata, messages, history, hide } = await readNote(deps.store, input.sessionId, input.note);
   if (metadata) {
     events.push({
       type: 'session/metadata',
@@ -38,6 +39,12 @@ export async function logNote(deps: EngineDeps, input: LogNoteInput): Promise<No
     });
   }
   if (history) events.push(...suppliedHistoryEvents(history, writer.session.turns.lastTurn, deps.now()).events);
+  if (hide) {
+    const session = writer.session;
+    events.push(
+      ...hideEvents(hide, session.surfaceNodes, (seq) => session.events[seq], session.turns.lastTurn, deps.now()),
+    );
+  }
   if (events.length > 0) await writer.append(events, op);
   if (input.note.ref) await removeDelivered(deps.store, input.sessionId, [input.note.ref.key]);
   return result();

@@ -105,6 +105,14 @@ export const DEFAULT_MODEL_CATALOGUE: ModelCatalogue = {
   },
 };
 
+/**
+ * The structured output formats a model's wire dialect takes (DeepSeek: any JSON object only;
+ * OpenAI and the fake: JSON objects and JSON Schema).
+ */
+export function responseFormatsOf(spec: Pick<ModelSpec, 'provider'>): ReadonlyArray<'json_object' | 'json_schema'> {
+  return spec.provider === 'deepseek' ? ['json_object'] : ['json_object', 'json_schema'];
+}
+
 /** Thrown for a model name the catalogue does not know, or an invalid override. */
 export class ModelCatalogueError extends Error {
   constructor(

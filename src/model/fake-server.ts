@@ -134,6 +134,16 @@ const chatBodySchema = z.looseObject({
   stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullable().optional(),
   tools: z.array(z.looseObject({ type: z.string(), function: z.looseObject({ name: z.string() }) })).optional(),
   max_tokens: z.number().int().positive().optional(),
+  response_format: z
+    .discriminatedUnion('type', [
+      z.looseObject({ type: z.literal('text') }),
+      z.looseObject({ type: z.literal('json_object') }),
+      z.looseObject({
+        type: z.literal('json_schema'),
+        json_schema: z.looseObject({ name: z.string().min(1), schema: z.record(z.string(), z.unknown()).optional() }),
+      }),
+    ])
+    .optional(),
 });
 export type FakeChatBody = z.infer<typeof chatBodySchema>;
 
@@ -522,7 +532,11 @@ export class FakeModelServer {
   private nextReply(body: FakeChatBody, req: http.IncomingMessage): NormalizedReply {
     const lastUserText = lastUserMessageText(body);
     const scripted = this.replies.shift() ?? this.matcher?.({ body, headers: pickHeaders(req), lastUserText });
-    return this.normalize(scripted ?? { text: `${this.config.echoPrefix}${lastUserText}` });
+    return this.normalize(
+      scripted ?? {
+        text: structuredEcho(body.response_format, lastUserText) ?? `${this.config.echoPrefix}${lastUserText}`,
+      },
+    );
   }
 
   private normalize(reply: FakeReply): NormalizedReply {
@@ -739,4 +753,45 @@ function writeAndFlush(res: http.ServerResponse, data: string, signal: AbortSign
 function waitForAbort(signal: AbortSignal): Promise<void> {
   if (signal.aborted) return Promise.resolve();
   return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+}
+
+/**
+ * The fake's answer to a structured output format: JSON that echoes the last user message
+ * (`{"echo": …}` for any JSON object; for a JSON Schema, a value of that shape whose strings
+ * are the message). Undefined for text replies.
+ */
+function structuredEcho(format: FakeChatBody['response_format'], text: string): string | undefined {
+  if (format === undefined || format.type === 'text') return undefined;
+  if (format.type === 'json_object') return JSON.stringify({ echo: text });
+  return JSON.stringify(valueOfSchema(format.json_schema.schema ?? {}, text, 0));
+}
+
+function valueOfSchema(schema: unknown, text: string, depth: number): JsonValue {
+  const s = (typeof schema === 'object' && schema !== null ? schema : {}) as Record<string, unknown>;
+  if (Array.isArray(s.enum) && s.enum.length > 0) return s.enum[0] as JsonValue;
+  if (s.const !== undefined) return s.const as JsonValue;
+  const type = Array.isArray(s.type) ? s.type.find((t) => t !== 'null') : s.type;
+  if (depth > 8) return null;
+  switch (type) {
+    case 'string':
+      return text;
+    case 'number':
+    case 'integer':
+      return 0;
+    case 'boolean':
+      return false;
+    case 'array':
+      return [valueOfSchema(s.items, text, depth + 1)];
+    case 'null':
+      return null;
+    default: {
+      const properties = (typeof s.properties === 'object' && s.properties !== null ? s.properties : {}) as Record<
+        string,
+        unknown
+      >;
+      return Object.fromEntries(
+        Object.entries(properties).map(([key, value]) => [key, valueOfSchema(value, text, depth + 1)]),
+      );
+    }
+  }
 }

@@ -11,6 +11,7 @@ import type {
   ChatCompletionTool,
 } from 'openai/resources/chat/completions';
 import type { RequestHeader } from '../session/events.js';
+import type { ResponseFormat } from '../session/turn-hints.js';
 import { assertNever, textOf } from '../session/messages.js';
 import type { AssistantMessage, ContentBlock, Message, ToolResultBlock } from '../session/messages.js';
 import type { ResolvedModel } from './catalogue.js';
@@ -37,7 +38,9 @@ export type BuildChatRequestInput = {
  * - assistant text becomes `content`, tool-call blocks become `tool_calls`, and reasoning is
  *   sent back as `reasoning_content` only on assistant messages that made tool calls, and only
  *   to models that speak that field (DeepSeek's rule: required there, dropped elsewhere);
- * - `thinking` is sent to models that accept it when the header (or a model alias) sets it.
+ * - `thinking` is sent to models that accept it when the header (or a model alias) sets it;
+ * - the turn's hints (sampling, stop, seed, a response format) are sent as given, and its token
+ *   cap only below the worker's.
  */
 export function buildChatRequest({ messages, header, model }: BuildChatRequestInput): ChatRequestBody {
   const wire: ChatRequestBody['messages'] = [];
@@ -51,13 +54,36 @@ export function buildChatRequest({ messages, header, model }: BuildChatRequestIn
     stream_options: { include_usage: true },
   };
   if (header.tools && header.tools.length > 0) body.tools = header.tools.map(toWireTool);
-  if (header.maxTokens !== undefined) body.max_tokens = header.maxTokens;
+  const hints = header.hints ?? {};
+  const maxTokens = Math.min(header.maxTokens ?? Infinity, hints.maxTokens ?? Infinity);
+  if (maxTokens !== Infinity) body.max_tokens = maxTokens;
+  if (hints.temperature !== undefined) body.temperature = hints.temperature;
+  if (hints.topP !== undefined) body.top_p = hints.topP;
+  if (hints.seed !== undefined) body.seed = hints.seed;
+  if (hints.stop !== undefined) body.stop = hints.stop;
+  if (hints.presencePenalty !== undefined) body.presence_penalty = hints.presencePenalty;
+  if (hints.frequencyPenalty !== undefined) body.frequency_penalty = hints.frequencyPenalty;
+  if (hints.responseFormat !== undefined) body.response_format = toWireFormat(hints.responseFormat);
   const thinking = model.forcedThinking ?? header.thinking ?? model.thinkingDefault;
   if (model.thinkingParam && thinking !== undefined) body.thinking = { type: thinking ? 'enabled' : 'disabled' };
   if (header.reasoningEffort !== undefined) {
     body.reasoning_effort = header.reasoningEffort as ChatCompletionCreateParamsStreaming['reasoning_effort'];
   }
   return body;
+}
+
+function toWireFormat(format: ResponseFormat): NonNullable<ChatRequestBody['response_format']> {
+  if (format.type === 'json_object') return { type: 'json_object' };
+  const { name, schema, strict, description } = format;
+  return {
+    type: 'json_schema',
+    json_schema: {
+      name,
+      schema,
+      ...(strict !== undefined ? { strict } : {}),
+      ...(description !== undefined ? { description } : {}),
+    },
+  };
 }
 
 function toWireTool(tool: NonNullable<RequestHeader['tools']>[number]): ChatCompletionTool {

@@ -7,21 +7,25 @@
 import {
   SessionlogError,
   isEventOfType,
+  hideProblem,
+  turnHintsProblem,
   turnToolsProblem,
   suppliedHistoryProblem,
   type AskedAgent,
   type StoredEvent,
   type SuppliedItem,
   type ToolSchema,
+  type TurnHints,
 } from '../session/index.js';
 import { digestOf } from './inbox.js';
 import type { InboxRef, InboxStore } from './store.js';
 
 /**
  * A user message: its text and, for a message that starts a turn with them, the caller's tools
- * and the model and/or instructions the caller asks for from that turn on.
+ * and the model and/or instructions the caller asks for from that turn on, and the request
+ * options of that turn alone (`hints`).
  */
-export type MessageBody = { text: string; tools?: ToolSchema[]; agent?: AskedAgent };
+export type MessageBody = { text: string; tools?: ToolSchema[]; agent?: AskedAgent; hints?: TurnHints };
 
 /**
  * A caller's note: metadata, user messages and caller-supplied history (session/supplied.ts)
@@ -31,6 +35,8 @@ export type NoteBody = {
   metadata?: { values: Record<string, string>; messageId?: string };
   messages?: Array<{ id: string; text: string }>;
   history?: SuppliedItem[];
+  /** Surface nodes (seqs of user or text-only assistant messages) to hide (session/hide.ts). */
+  hide?: number[];
 };
 
 /** An external tool's result, as the caller posted it. */
@@ -120,10 +126,13 @@ export function parseMessageBody(value: unknown): MessageBody | string {
   if (typeof agent === 'string') return agent;
   const problem = value.tools === undefined ? undefined : turnToolsProblem(value.tools);
   if (problem) return problem;
+  const hintsProblem = value.hints === undefined ? undefined : turnHintsProblem(value.hints);
+  if (hintsProblem) return hintsProblem;
   return {
     text: value.text,
     ...(value.tools !== undefined ? { tools: value.tools as ToolSchema[] } : {}),
     ...(agent ? { agent } : {}),
+    ...(value.hints !== undefined ? { hints: value.hints as TurnHints } : {}),
   };
 }
 
@@ -143,7 +152,11 @@ function askedAgentOf(value: unknown): AskedAgent | string {
 /** A {@link NoteBody}, or what is wrong with `value` (the workflow bounded its size already). */
 export function parseNoteBody(value: unknown): NoteBody | string {
   if (!isRecord(value)) return 'a note must be a JSON object';
-  const { metadata, messages, history } = value;
+  const { metadata, messages, history, hide } = value;
+  if (hide !== undefined) {
+    const problem = hideProblem(hide);
+    if (problem) return problem;
+  }
   if (history !== undefined) {
     const problem = suppliedHistoryProblem(history);
     if (problem) return problem;

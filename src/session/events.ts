@@ -3,6 +3,7 @@
  * one of these events; the model-visible history is derived from the three surface types.
  */
 import type { JsonValue } from './json.js';
+import type { TurnHints } from './turn-hints.js';
 import type {
   AssistantMessage,
   StreamChunk,
@@ -40,6 +41,8 @@ export type RequestHeader = {
   maxTokens?: number;
   reasoningEffort?: string;
   thinking?: boolean;
+  /** The turn's request options (session/turn-hints.ts): what is sent, and what was asked and ignored. */
+  hints?: TurnHints;
 };
 
 /** What a caller asked a session to run with from a turn on: a model name, instructions ('' for none). */
@@ -61,8 +64,9 @@ export interface EventDataMap {
    * `agent`: the model and/or instructions the caller asked for from this turn on (logged when
    * they change; they hold until asked otherwise). `origin: 'caller'`: a turn of caller-supplied
    * history (replies the caller's transcript held, logged as they were, never the model's).
+   * `hints`: the request options the caller gave for this turn only (session/turn-hints.ts).
    */
-  'turn/start': { turn: number; tools?: ToolSchema[]; agent?: AskedAgent; origin?: 'caller' };
+  'turn/start': { turn: number; tools?: ToolSchema[]; agent?: AskedAgent; hints?: TurnHints; origin?: 'caller' };
   'turn/end': { turn: number; reason: TurnEndReason };
   'step/start': { turn: number; step: number };
   'step/end': { turn: number; step: number };
@@ -75,6 +79,12 @@ export interface EventDataMap {
     usage?: TokenUsage;
     finishReason?: string;
     interrupted?: true;
+    /**
+     * A caller hid the one surface node this event replaces (issue 24: DELETE of a conversation
+     * item): the replacement has no content, so the node no longer reaches the model or the
+     * conversation's items; the log keeps the hidden event. See session/hide.ts.
+     */
+    hides?: true;
   };
   'tool/call': { turn: number; step: number; callId: string; name: string; arguments: string };
   'tool/result': {

@@ -325,6 +325,8 @@ export function foldTurns(events: readonly StoredEvent[], lastTurns?: number): T
       }
       case 'assistant/message': {
         const data = event.data;
+        // A caller's hide (session/hide.ts) is no model request.
+        if (data.hides) break;
         const promptTokens = promptTokensOf(data.usage);
         if (promptTokens !== null) lastRequestTokens = promptTokens;
         requests.push({

@@ -13,6 +13,7 @@ import {
   type ToolSchema,
   type TurnEndReason,
 } from './events.js';
+import type { TurnHints } from './turn-hints.js';
 
 /** How many user message ids a fold remembers (the workflow's de-duplication window). */
 export const RECENT_USER_MESSAGES = 256;
@@ -107,6 +108,7 @@ export type TurnState = Readonly<
     | 'lastStep'
     | 'pending'
     | 'turnTools'
+    | 'turnHints'
     | 'asked'
     | 'turns'
     | 'recentUserMessages'
@@ -125,6 +127,8 @@ export class TurnFold {
   pending = new Map<string, PendingCall>();
   /** Function tools the caller runs in the open turn (its `turn/start` `tools`). */
   turnTools: ToolSchema[] | undefined;
+  /** The request options of the open turn (its `turn/start` `hints`). */
+  turnHints: TurnHints | undefined;
   /** The model and instructions callers asked for (each the last `turn/start` `agent` that named it). */
   asked: AskedAgent = {};
   /** Every turn seen, by number (a turn number repeated by a damaged log keeps its last record). */
@@ -160,6 +164,7 @@ export class TurnFold {
         this.lastStep = 0;
         this.pending = new Map();
         this.turnTools = event.data.tools;
+        this.turnHints = event.data.hints;
         if (event.data.agent) this.asked = { ...this.asked, ...event.data.agent };
         this.turns.set(turn, { turn, startSeq: event.seq, replySeq: null });
         break;
@@ -179,6 +184,7 @@ export class TurnFold {
         this.openStep = undefined;
         this.pending = new Map();
         this.turnTools = undefined;
+        this.turnHints = undefined;
         break;
       }
       case 'step/start': {

@@ -8,6 +8,7 @@ import { SessionlogError } from './errors.js';
 import { KNOWN_EVENT_TYPES, SESSION_FORMAT_VERSION, type StoredEvent, type SessionHeader } from './events.js';
 import { assertSessionId } from './ids.js';
 import { turnToolsProblem } from './turn-tools.js';
+import { turnHintsProblem } from './turn-hints.js';
 
 const seqSchema = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 const nonEmpty = z.string().min(1);
@@ -72,12 +73,15 @@ const dataSchemas: Record<string, z.ZodType> = {
       turn: z.number().int().positive(),
       tools: z.array(z.unknown()).optional(),
       agent: z.object({ model: nonEmpty.optional(), system: z.string().optional() }).passthrough().optional(),
+      hints: z.unknown().optional(),
       origin: z.literal('caller').optional(),
     })
     .passthrough()
     .superRefine((data, ctx) => {
       const problem = data.tools === undefined ? undefined : turnToolsProblem(data.tools);
       if (problem) ctx.addIssue({ code: 'custom', message: problem, path: ['tools'] });
+      const hintsProblem = data.hints === undefined ? undefined : turnHintsProblem(data.hints);
+      if (hintsProblem) ctx.addIssue({ code: 'custom', message: hintsProblem, path: ['hints'] });
     }),
   'turn/end': z
     .object({ turn: z.number().int().positive(), reason: z.object({ kind: nonEmpty }).passthrough() })
@@ -86,7 +90,12 @@ const dataSchemas: Record<string, z.ZodType> = {
   'step/end': z.object(turnStep).passthrough(),
   'user/message': userMessage,
   'assistant/chunk': z.object({ ...turnStep, chunk: z.object({ kind: nonEmpty }).passthrough() }).passthrough(),
-  'assistant/message': z.object({ ...turnStep, message: assistantMessage }).passthrough(),
+  'assistant/message': z
+    .object({ ...turnStep, message: assistantMessage, hides: z.literal(true).optional() })
+    .passthrough()
+    .refine((data) => data.hides === undefined || data.message.content.length === 0, {
+      message: 'an assistant/message that hides a node has no content',
+    }),
   'tool/call': z.object({ ...turnStep, callId: nonEmpty, name: z.string(), arguments: z.string() }).passthrough(),
   'tool/result': z.object({ ...turnStep, message: toolResultMessage }).passthrough(),
   'request/header': z

@@ -121,6 +121,24 @@ describe('agents-sdk: responses model', () => {
     expect(compat.callsTo('/responses').at(-1)!.body).toMatchObject({ model: 'gpt-5.6-luna' });
     expect(result.finalOutput).toBe('echo: Which model?');
     expect((await client.responses.retrieve(result.lastResponseId!)).model).toBe(DEFAULT_MODEL);
+    // What the fake (an OpenAI-compatible chat provider) is not sent is named in the turn's request header.
+    const events = await compat.stack.client.events(await sessionOfRun(result));
+    const header = events.findLast((e) => e.type === 'request/header')!.data as {
+      header: { hints?: { ignored?: string[] } };
+    };
+    expect(header.header.hints?.ignored).toEqual(expect.arrayContaining(['reasoning', 'text.verbosity']));
+  });
+
+  it('returns a structured final output for an agent with an outputType (a zod schema)', async () => {
+    const agent = new Agent({
+      name: 'Forecaster',
+      instructions: INSTRUCTIONS,
+      model: DEFAULT_MODEL,
+      outputType: z.object({ city: z.string(), sunny: z.boolean() }),
+    });
+    const result = await run(agent, 'Lofoten');
+    expect(result.finalOutput).toEqual({ city: 'Lofoten', sunny: false });
+    expect(compat.stack.fake.chatRequests().at(-1)!.response_format).toMatchObject({ type: 'json_schema' });
   });
 
   it("answers an app's own model name (gpt-4o-mini) with the default model", async () => {

@@ -32,6 +32,7 @@
  */
 import { createOpenAI } from '@ai-sdk/openai';
 import {
+  Output,
   generateText,
   isStepCount,
   streamText,
@@ -240,6 +241,20 @@ describe.each(APIS)('ai-sdk %s model', (api) => {
     });
     expect(next.text).toBe('echo: Are you still there?');
     expect([await sessionOf(next.finalStep), forkedFromOf(next.finalStep)]).toContain(session);
+  });
+
+  it('generates a structured output (Output.object with a zod schema): the schema reaches the provider', async () => {
+    const result = await generateText({
+      model: modelFor(api, DEFAULT_MODEL),
+      prompt: 'Tromso',
+      output: Output.object({ schema: z.object({ city: z.string(), sunny: z.boolean() }) }),
+      temperature: 0.4,
+    });
+    expect(result.output).toEqual({ city: 'Tromso', sunny: false });
+    expect(compat.stack.fake.chatRequests().at(-1)).toMatchObject({
+      temperature: 0.4,
+      response_format: { type: 'json_schema' },
+    });
   });
 
   it("answers an app's own model name (gpt-4o-mini) and reports the model that ran", async () => {

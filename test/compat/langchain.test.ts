@@ -188,6 +188,18 @@ describe.each(APIS)('langchain ChatOpenAI (%s)', (api) => {
     ]);
   });
 
+  it('returns structured output with withStructuredOutput (a zod schema, as JSON Schema)', async () => {
+    const structured = chatModel(api).withStructuredOutput(z.object({ city: z.string(), sunny: z.boolean() }), {
+      name: 'weather',
+      method: 'jsonSchema',
+    });
+    expect(await structured.invoke('Narvik')).toEqual({ city: 'Narvik', sunny: false });
+    expect(compat.stack.fake.chatRequests().at(-1)!.response_format).toMatchObject({
+      type: 'json_schema',
+      json_schema: { name: 'weather' },
+    });
+  });
+
   it("answers an app's own model name (gpt-4o-mini) and reports the model that ran", async () => {
     const reply = await chatModel(api, 'gpt-4o-mini').invoke('Which model?');
     expect(reply.response_metadata.model_name ?? reply.response_metadata.model).toBe(DEFAULT_MODEL);

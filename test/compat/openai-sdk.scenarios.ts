@@ -33,7 +33,9 @@
 import type OpenAIv7 from 'openai-v7';
 import type { ChatCompletionMessageParam } from 'openai-v7/resources/chat/completions';
 import type { ResponseInputItem, ResponseStreamEvent } from 'openai-v7/resources/responses/responses';
+import type { zodResponseFormat, zodTextFormat } from 'openai-v7/helpers/zod';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import {
   DEFAULT_MODEL,
   DEFAULT_SYSTEM,
@@ -52,12 +54,14 @@ import {
 
 /** The SDK's client class; both majors share this shape at runtime. */
 export type OpenAIClass = typeof OpenAIv7;
+/** The SDK's zod helpers (`openai/helpers/zod`) of the same major. */
+export type ZodHelpers = { zodResponseFormat: typeof zodResponseFormat; zodTextFormat: typeof zodTextFormat };
 
 const SESSION_HEADER = 'x-session-id';
 const FORKED_FROM_HEADER = 'x-sessionlog-forked-from';
 
 /** Registers every scenario for one major of the SDK. */
-export function describeOpenAISdk(label: string, OpenAI: OpenAIClass): void {
+export function describeOpenAISdk(label: string, OpenAI: OpenAIClass, helpers: ZodHelpers): void {
   let compat: CompatStack;
   let client: OpenAIv7;
 
@@ -293,6 +297,23 @@ export function describeOpenAISdk(label: string, OpenAI: OpenAIClass): void {
       const error = await chat([{ role: 'user', content: 'two please' }], { n: 2 }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(OpenAI.BadRequestError);
       expect((error as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('n');
+    });
+
+    it('parses structured output with chat.completions.parse and zodResponseFormat; the hints a provider takes reach it', async () => {
+      const Weather = z.object({ city: z.string(), sunny: z.boolean() });
+      const completion = await client.chat.completions.parse({
+        model: DEFAULT_MODEL,
+        messages: [{ role: 'user', content: 'Oslo' }],
+        response_format: helpers.zodResponseFormat(Weather, 'weather'),
+        temperature: 0.3,
+        seed: 1,
+      });
+      expect(completion.choices[0]!.message.parsed).toEqual({ city: 'Oslo', sunny: false });
+      expect(compat.stack.fake.chatRequests().at(-1)).toMatchObject({
+        temperature: 0.3,
+        seed: 1,
+        response_format: { type: 'json_schema', json_schema: { name: 'weather', strict: true } },
+      });
     });
   });
 
@@ -542,6 +563,36 @@ export function describeOpenAISdk(label: string, OpenAI: OpenAIClass): void {
         'assistant: Hello Ada.',
         'user: What is my name?',
       ]);
+    });
+
+    it('deletes an item: gone from the list and from what the next response is sent, kept in the log', async () => {
+      const conversation = await client.conversations.create({
+        items: [
+          { type: 'message', role: 'user', content: 'My password is hunter2.' },
+          { type: 'message', role: 'user', content: 'I like tea.' },
+        ],
+      });
+      const items = await client.conversations.items.list(conversation.id, { order: 'asc' });
+      const deleted = await client.conversations.items.delete(items.data[0]!.id!, { conversation_id: conversation.id });
+      expect(deleted.id).toBe(conversation.id);
+      const left = await client.conversations.items.list(conversation.id, { order: 'asc' });
+      expect(left.data.map((item) => item.id)).toEqual([items.data[1]!.id]);
+      await client.responses.create({ conversation: conversation.id, input: 'What do I like?' });
+      expect(lastModelPrompt(compat).slice(1)).toEqual(['user: I like tea.', 'user: What do I like?']);
+      const events = await compat.stack.client.events(conversation.id);
+      expect(events.some((e) => e.type === 'user/message' && JSON.stringify(e.data).includes('hunter2'))).toBe(true);
+    });
+  });
+
+  describe(`${label}: structured output (responses)`, () => {
+    it('parses structured output with responses.parse and zodTextFormat', async () => {
+      const Weather = z.object({ city: z.string(), sunny: z.boolean() });
+      const response = await client.responses.parse({
+        model: DEFAULT_MODEL,
+        input: 'Bergen',
+        text: { format: helpers.zodTextFormat(Weather, 'weather') },
+      });
+      expect(response.output_parsed).toEqual({ city: 'Bergen', sunny: false });
     });
   });
 }

@@ -4,7 +4,15 @@
  * applies (6.x and 7.x send the same requests; 7.x only raised the supported Node version).
  */
 import OpenAI from 'openai';
-import { describeOpenAISdk, type OpenAIClass } from './openai-sdk.scenarios.js';
+import { zodResponseFormat, zodTextFormat } from 'openai/helpers/zod';
+import { describeOpenAISdk, type OpenAIClass, type ZodHelpers } from './openai-sdk.scenarios.js';
 
 // The scenarios are typed against 7.x; 6.x has the same client surface for everything they use.
-describeOpenAISdk('openai-v6', OpenAI as unknown as OpenAIClass);
+describeOpenAISdk(
+  'openai-v6',
+  OpenAI as unknown as OpenAIClass,
+  {
+    zodResponseFormat,
+    zodTextFormat,
+  } as unknown as ZodHelpers,
+);

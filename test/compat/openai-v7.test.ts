@@ -3,6 +3,7 @@
  * requests it sends and the scenarios are in openai-sdk.scenarios.ts; every scenario applies.
  */
 import OpenAI from 'openai-v7';
+import { zodResponseFormat, zodTextFormat } from 'openai-v7/helpers/zod';
 import { describeOpenAISdk } from './openai-sdk.scenarios.js';
 
-describeOpenAISdk('openai-v7', OpenAI);
+describeOpenAISdk('openai-v7', OpenAI, { zodResponseFormat, zodTextFormat });

@@ -213,6 +213,23 @@ describe('chat completions', () => {
     expect(second.sessionId).toBe(first.sessionId);
     expect(second.completion.choices[0]!.message.content).toBe('Oslo: sunny.');
     expect(turnsOf(await stack.client.events(first.sessionId))).toHaveLength(1);
+    // The results request retried (its answer lost on the way): answered from the log, nothing logged again.
+    const before = (await stack.client.events(first.sessionId)).length;
+    const calls = stack.fake.chatRequests().length;
+    const retried = await client.chat.completions
+      .create(
+        {
+          model: 'gpt-4o-mini',
+          messages: [...messages, choice.message, { role: 'tool', tool_call_id: 'call_W9', content: 'sunny' }],
+          tools: [weather],
+        },
+        { headers: { 'x-stainless-retry-count': '1' } },
+      )
+      .withResponse();
+    expect(retried.response.headers.get('x-session-id')).toBe(first.sessionId);
+    expect(retried.data.choices[0]!.message.content).toBe('Oslo: sunny.');
+    expect((await stack.client.events(first.sessionId)).length).toBe(before);
+    expect(stack.fake.chatRequests()).toHaveLength(calls);
   });
 
   it('lists models and refuses what would change the meaning (n > 1, audio) in the OpenAI error shape', async () => {
@@ -224,15 +241,79 @@ describe('chat completions', () => {
       .catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
     expect((refused as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('n');
-    // Hints are accepted.
+  });
+
+  it("passes the hints a provider takes (sampling, token cap, stop, seed) and names the rest as ignored in the turn's request header", async () => {
     const hinted = await chat([{ role: 'user', content: `hinted ${Date.now()}` }], {
       temperature: 0.2,
       top_p: 0.9,
       max_tokens: 50,
+      seed: 7,
+      stop: 'STOP',
+      presence_penalty: 0.5,
       user: 'u-1',
       parallel_tool_calls: true,
       store: false,
+      service_tier: 'flex',
     });
     expect(hinted.completion.choices[0]!.message.content).toMatch(/^echo: hinted/);
+    const sent = stack.fake.chatRequests().at(-1)! as Record<string, unknown>;
+    expect(sent).toMatchObject({
+      temperature: 0.2,
+      top_p: 0.9,
+      max_tokens: 50,
+      seed: 7,
+      stop: ['STOP'],
+      presence_penalty: 0.5,
+    });
+    for (const field of ['user', 'parallel_tool_calls', 'store', 'service_tier']) expect(sent[field]).toBeUndefined();
+    const events = await stack.client.events(hinted.sessionId);
+    const header = events.findLast((e) => e.type === 'request/header')!.data as { header: { hints?: unknown } };
+    expect(header.header.hints).toEqual({
+      temperature: 0.2,
+      topP: 0.9,
+      maxTokens: 50,
+      seed: 7,
+      stop: ['STOP'],
+      presencePenalty: 0.5,
+      ignored: ['user', 'store', 'service_tier', 'parallel_tool_calls'],
+    });
+    // The hints held for that turn only: the next one runs without them.
+    const next = await chat([
+      { role: 'user', content: hinted.completion.choices[0]!.message.content!.slice(6) },
+      { role: 'assistant', content: hinted.completion.choices[0]!.message.content! },
+      { role: 'user', content: 'plain again' },
+    ]);
+    expect(next.sessionId).toBe(hinted.sessionId);
+    const plain = stack.fake.chatRequests().at(-1)! as Record<string, unknown>;
+    expect(plain.temperature).toBeUndefined();
+    expect(plain.max_tokens).toBeUndefined();
+    // A value out of range is refused, naming it.
+    const bad = await client.chat.completions
+      .create({ model: 'fake', messages: [{ role: 'user', content: 'x' }], temperature: 7 })
+      .catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((bad as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('temperature');
+  });
+
+  it('answers in a structured output format (json_schema, json_object) the provider is sent', async () => {
+    const schema = {
+      type: 'object',
+      properties: { echo: { type: 'string' }, count: { type: 'integer' } },
+      required: ['echo', 'count'],
+      additionalProperties: false,
+    };
+    const structured = await chat([{ role: 'user', content: `structured ${Date.now()}` }], {
+      response_format: { type: 'json_schema', json_schema: { name: 'reply', schema, strict: true } },
+    });
+    const parsed = JSON.parse(structured.completion.choices[0]!.message.content!) as { echo: string; count: number };
+    expect(parsed.echo).toMatch(/^structured /);
+    expect(parsed.count).toBe(0);
+    expect(stack.fake.chatRequests().at(-1)!.response_format).toEqual({
+      type: 'json_schema',
+      json_schema: { name: 'reply', schema, strict: true },
+    });
+    const object = await chat([{ role: 'user', content: 'any json' }], { response_format: { type: 'json_object' } });
+    expect(JSON.parse(object.completion.choices[0]!.message.content!)).toEqual({ echo: 'any json' });
   });
 });

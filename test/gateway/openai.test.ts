@@ -525,6 +525,80 @@ describe('conversation items, metadata and erasure', () => {
     expect(item).toEqual(items.data[3]);
   });
 
+  it('deletes a message item: hidden from the items, the model and the transcript by a logged replacement, kept in the log', async () => {
+    const conversation = await client.conversations.create({
+      items: [
+        { role: 'user', content: 'My card number is 4111.' },
+        { role: 'user', content: 'I like tea.' },
+      ],
+    });
+    const first = await client.responses.create({ conversation: conversation.id, input: 'What do I like?' });
+    const items = await client.conversations.items.list(conversation.id, { order: 'asc' });
+    expect(items.data).toHaveLength(4);
+    const card = items.data[0]!;
+    const deleted = await client.conversations.items.delete(card.id!, { conversation_id: conversation.id });
+    expect(deleted).toMatchObject({ id: conversation.id, object: 'conversation' });
+    const after = await client.conversations.items.list(conversation.id, { order: 'asc' });
+    expect(describeItems(after.data as never)).toEqual([
+      'message/user: input_text=I like tea.',
+      'message/user: input_text=What do I like?',
+      `message/assistant: output_text=${first.output_text}`,
+    ]);
+    await expect(
+      client.conversations.items.retrieve(card.id!, { conversation_id: conversation.id }),
+    ).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    // The assistant's reply goes the same way; the next request sends neither.
+    await client.conversations.items.delete(after.data[2]!.id!, { conversation_id: conversation.id });
+    await client.responses.create({ conversation: conversation.id, input: 'And now?' });
+    expect(
+      stack.fake
+        .chatRequests()
+        .at(-1)!
+        .messages.filter((m) => m.role !== 'system')
+        .map((m) => `${m.role}: ${String(m.content)}`),
+    ).toEqual(['user: I like tea.', 'user: What do I like?', 'user: And now?']);
+    // The log keeps what was hidden, replaced on the surface by an empty message.
+    const events = await stack.client.events(conversation.id);
+    const hidden = events.filter((e) => e.type === 'assistant/message' && (e.data as { hides?: true }).hides);
+    const cardSeq = events.findIndex((e) => e.type === 'user/message' && JSON.stringify(e.data).includes('4111'));
+    expect(cardSeq).toBeGreaterThanOrEqual(0);
+    expect(hidden).toHaveLength(2);
+    expect(hidden[0]!.sourceEventSeqs).toEqual([cardSeq]);
+    // Deleting it again, or an unknown item: 404.
+    await expect(
+      client.conversations.items.delete(card.id!, { conversation_id: conversation.id }),
+    ).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+  });
+
+  it('refuses to delete a function call or its output (a call and its result go together) with BadRequestError', async () => {
+    const conversation = await client.conversations.create();
+    stack.fake.setMatcher(({ body, lastUserText }) => {
+      if (body.messages.at(-1)!.role === 'tool') return { text: 'It shipped.' };
+      if (lastUserText === 'Where is order A1?')
+        return { toolCalls: [{ id: 'call_del', name: 'lookup_order', arguments: { id: 'A1' } }] };
+      return undefined;
+    });
+    await client.responses.create({ conversation: conversation.id, input: 'Where is order A1?' });
+    // The turn waits for the caller's result: deleting now is refused as the conversation is busy.
+    const items = await client.conversations.items.list(conversation.id, { order: 'asc' });
+    const call = items.data.find((item) => item.type === 'function_call')!;
+    const busy = await client.conversations.items
+      .delete(items.data[0]!.id!, { conversation_id: conversation.id })
+      .catch((e: unknown) => e);
+    expect(busy).toBeInstanceOf(OpenAI.ConflictError);
+    await client.responses.create({
+      conversation: conversation.id,
+      input: [{ type: 'function_call_output', call_id: 'call_del', output: 'shipped' }],
+    });
+    const refused = await client.conversations.items
+      .delete(call.id!, { conversation_id: conversation.id })
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((refused as InstanceType<typeof OpenAI.BadRequestError>).message).toMatch(/tool calls/);
+    expect((await client.conversations.items.list(conversation.id)).data).toHaveLength(items.data.length + 2);
+    stack.fake.setMatcher(undefined);
+  });
+
   it('keeps conversation metadata in the log: updated, cleared and read back by another gateway', async () => {
     const conversation = await client.conversations.create({ metadata: { a: '1' } });
     const updated = await client.conversations.update(conversation.id, { metadata: { a: '2', b: 'x' } });
@@ -631,6 +705,47 @@ describe('refusals raise the SDK error classes', () => {
     });
     expect(hinted.status).toBe('completed');
     expect(hinted.output_text).toBe('echo: hints');
+    // Sampling and the token cap reach the provider; the rest is named in the turn's request header.
+    expect(stack.fake.chatRequests().at(-1)).toMatchObject({ temperature: 0.2, top_p: 1, max_tokens: 100 });
+    const events = await stack.client.events(hinted.conversation!.id);
+    const header = events.findLast((e) => e.type === 'request/header')!.data as { header: { hints?: unknown } };
+    expect(header.header.hints).toEqual({
+      temperature: 0.2,
+      topP: 1,
+      maxTokens: 100,
+      ignored: [
+        'reasoning',
+        'prompt_cache_key',
+        'safety_identifier',
+        'user',
+        'service_tier',
+        'store',
+        'truncation',
+        'include',
+        'parallel_tool_calls',
+        'text.verbosity',
+        'tool_choice',
+      ],
+    });
+  });
+
+  it('answers in the structured output format text.format asks for (json_schema passed to the provider)', async () => {
+    const schema = {
+      type: 'object',
+      properties: { city: { type: 'string' }, sunny: { type: 'boolean' } },
+      required: ['city', 'sunny'],
+      additionalProperties: false,
+    };
+    const response = await client.responses.create({
+      model: 'fake',
+      input: 'Paris',
+      text: { format: { type: 'json_schema', name: 'weather', schema, strict: true } },
+    });
+    expect(JSON.parse(response.output_text)).toEqual({ city: 'Paris', sunny: false });
+    expect(stack.fake.chatRequests().at(-1)!.response_format).toEqual({
+      type: 'json_schema',
+      json_schema: { name: 'weather', schema, strict: true },
+    });
   });
 
   it("switches a conversation's model and instructions when a response asks, and runs the default for a name it cannot run", async () => {

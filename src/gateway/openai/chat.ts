@@ -14,6 +14,7 @@ import { STREAMED, type RouteContext, type RouteResult } from '../route-table.js
 import { wellFormedString } from '../wire.js';
 import { OpenAiError, invalidRequest, toOpenAiErrorResponse } from './errors.js';
 import { encodeResponseId } from './ids.js';
+import { chatHints, chatResponseFormat, chatSamplingFields } from './hints.js';
 import { resolveModelName } from './models.js';
 import {
   callerScope,
@@ -67,16 +68,8 @@ const functionTool = z.looseObject({
   }),
 });
 
-/** Hints a provider may honour or not: accepted, never refused (what sessionlog does not pass on is left unused). */
-const HINTS = [
-  'temperature',
-  'top_p',
-  'max_tokens',
-  'max_completion_tokens',
-  'presence_penalty',
-  'frequency_penalty',
-  'seed',
-  'stop',
+/** Hints sessionlog does not pass to the provider: accepted, and named in the turn's request header as ignored. */
+const IGNORED_HINTS = [
   'logit_bias',
   'top_logprobs',
   'user',
@@ -100,20 +93,15 @@ export const chatCompletionBody = z.looseObject({
   tool_choice: z
     .union([z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.literal('function') })])
     .nullish(),
-  response_format: z
-    .looseObject({
-      type: z.literal('text', {
-        error: 'structured output formats (json_object, json_schema) are not supported: only text replies',
-      }),
-    })
-    .nullish(),
+  response_format: chatResponseFormat.nullish(),
   n: z.literal(1, { error: 'n > 1 is not supported: a session has one reply per turn (send n: 1)' }).nullish(),
   logprobs: z.literal(false, { error: 'log probabilities are not logged (send logprobs: false)' }).nullish(),
   metadata: z.record(z.string(), z.string()).nullish(),
   modalities: z.array(z.literal('text', { error: 'only text output is supported (no audio)' })).nullish(),
   audio: z.null({ error: 'audio output is not supported' }).optional(),
   web_search_options: z.null({ error: 'hosted web search is not supported: give a function tool instead' }).optional(),
-  ...Object.fromEntries(HINTS.map((name) => [name, z.unknown().optional()])),
+  ...chatSamplingFields,
+  ...Object.fromEntries(IGNORED_HINTS.map((name) => [name, z.unknown().optional()])),
 });
 type ChatBody = z.output<typeof chatCompletionBody>;
 
@@ -268,6 +256,7 @@ export async function createChatCompletion(
     scope,
     model,
     tools: toolsOf(body),
+    hints: chatHints(body, IGNORED_HINTS),
     regenerate: request.headers['x-sessionlog-regenerate'] === 'true',
     retry: retryOf(request),
   });

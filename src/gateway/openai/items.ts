@@ -19,13 +19,22 @@ function textOf(blocks: readonly ContentBlock[], type: 'text' | 'reasoning'): st
 
 /** The conversation items of a whole log (seq 0 first), oldest first. */
 export function conversationItems(sessionId: string, events: readonly StoredEvent[]): ConversationItem[] {
+  return placedConversationItems(sessionId, events).map(({ item }) => item);
+}
+
+/** {@link conversationItems}, each with the seq of the surface node it comes from. */
+export function placedConversationItems(
+  sessionId: string,
+  events: readonly StoredEvent[],
+): Array<{ item: ConversationItem; seq: number }> {
   const tag = itemTag(sessionId);
   const assembler = new OutputAssembler(tag);
   for (const event of events) assembler.push(event);
-  const items: ConversationItem[] = [];
+  const placed: Array<{ item: ConversationItem; seq: number }> = [];
   for (const node of foldSurfaceView(events).nodes) {
     const event = events[node.seq];
     if (!event || !isKnownEvent(event)) continue;
+    const items: ConversationItem[] = [];
     switch (event.type) {
       case 'user/message':
         items.push({
@@ -89,6 +98,7 @@ export function conversationItems(sessionId: string, events: readonly StoredEven
       default:
         break;
     }
+    for (const item of items) placed.push({ item, seq: node.seq });
   }
-  return items;
+  return placed;
 }

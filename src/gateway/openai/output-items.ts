@@ -121,6 +121,7 @@ export class OutputAssembler {
         break;
       }
       case 'assistant/message': {
+        if (event.data.hides) break;
         const { turn, step, message, interrupted } = event.data;
         const state = this.stepState(turn, step);
         const { reasoning, text } = textsOf(message.content);

@@ -9,7 +9,13 @@
  */
 import { createHash } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
-import { SESSION_ID_PATTERN, isSessionlogError, type StoredEvent, type ToolSchema } from '../../session/index.js';
+import {
+  SESSION_ID_PATTERN,
+  isSessionlogError,
+  type StoredEvent,
+  type ToolSchema,
+  type TurnHints,
+} from '../../session/index.js';
 import type { RouteContext } from '../route-table.js';
 import { OpenAiError, invalidRequest } from './errors.js';
 import type { ResponseAnchor } from './ids.js';
@@ -39,6 +45,8 @@ export type ReconcileRequest = {
   scope: string;
   model: string | undefined;
   tools: ToolSchema[] | undefined;
+  /** The request's options for the turn it starts (passed to the provider, or named as ignored). */
+  hints?: TurnHints | undefined;
   /** Force a new reply for a transcript already answered (a regenerate), even within the retry window. */
   regenerate: boolean;
   /**
@@ -141,6 +149,21 @@ export async function reconcile(ctx: RouteContext, request: ReconcileRequest): P
       // Regenerated, retried after the window, or its turn ended without a reply: a new branch answers it again.
       shared -= 1;
       reanswer = true;
+    }
+    if (shared === messages.length && last.role === 'tool') {
+      // The log holds these results already (a retried request): their turn carried on from them,
+      // and its answer is read from the log. (A new reply to the same results would re-run a turn
+      // from its middle, which a fork at a turn boundary cannot give.)
+      let first = messages.length - 1;
+      while (first > 0 && messages[first - 1]!.role === 'tool') first -= 1;
+      const result = logged.messages[first]!;
+      return {
+        ...at,
+        anchor: { kind: 'tool-results', callId: (messages[first] as { callId: string }).callId },
+        events: events.slice(0, result.seq),
+        answerAt: shared,
+        digests,
+      };
     }
     if (shared >= logged.messages.length) return applyTail(ctx, request, { ...at, events, logged, shared, digests });
     if (pass === 2)
@@ -266,6 +289,7 @@ async function applyTail(
     id: messageId,
     ...(request.tools ? { tools: request.tools } : {}),
     ...(Object.keys(agent).length > 0 ? { agent } : {}),
+    ...(request.hints ? { hints: request.hints } : {}),
   });
   // A client that leaves before the answer (an aborted stream) still finds this session by its transcript.
   await recordTranscriptDigest(ctx, request.scope, sessionId, digests[answerAt]!, events.length);

@@ -223,7 +223,7 @@ export class ResponseTracker {
         if (this.progress === 'running' && event.data.turn === this.turn) out.push(...this.assembler.push(event));
         break;
       case 'assistant/message':
-        if (this.progress === 'running' && event.data.turn === this.turn) {
+        if (this.progress === 'running' && event.data.turn === this.turn && !event.data.hides) {
           out.push(...this.assembler.push(event));
           if (event.data.usage) this.addUsage(event.data.usage);
           let index = 0;

@@ -14,6 +14,8 @@ import {
   jsonEqual,
   suppliedHistoryProblem,
   turnToolsProblem,
+  unhideableReason,
+  TurnFold,
   type AgentSpec,
   type AskedAgent,
   type SessionHeader,
@@ -31,6 +33,7 @@ import {
   type RouteSpec,
 } from '../route-table.js';
 import { chatCompletionBody, createChatCompletion } from './chat.js';
+import { responseHints } from './hints.js';
 import { OpenAiError, invalidRequest, notFound } from './errors.js';
 import {
   decodeResponseId,
@@ -40,7 +43,7 @@ import {
   type ResponseAnchor,
   type ResponseRef,
 } from './ids.js';
-import { conversationItems } from './items.js';
+import { conversationItems, placedConversationItems } from './items.js';
 import {
   callerScope,
   explicitSessionId,
@@ -66,6 +69,7 @@ import {
   itemParams,
   itemsListQuery,
   refuseUnloggableItems,
+  RESPONSE_IGNORED_HINTS,
   responseCreateBody,
   responseObject,
   responseParams,
@@ -450,10 +454,12 @@ async function createResponse(
         ...(earlier.length > 0 ? { messages: earlier.map((text, i) => ({ id: `${messageId}.${i}`, text })) } : {}),
       });
     }
+    const hints = responseHints(body, RESPONSE_IGNORED_HINTS);
     await ctx.client.post(sessionId, input.messages.at(-1)!, {
       id: messageId,
       ...(tools ? { tools } : {}),
       ...(agent ? { agent } : {}),
+      ...(hints ? { hints } : {}),
     });
     // A stateless client that leaves before the answer still finds this conversation by its transcript.
     if (earlier.length === 0)
@@ -491,6 +497,7 @@ async function answerTranscript(
     scope: options.scope,
     model: body.model === undefined ? undefined : resolveModelName(ctx, body.model),
     tools: options.tools,
+    hints: responseHints(body, RESPONSE_IGNORED_HINTS),
     regenerate: request.headers['x-sessionlog-regenerate'] === 'true',
     retry: retryOf(request),
   });
@@ -825,6 +832,41 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
       );
       if (!item) throw notFound('item_id', `No item found with id '${params.item_id}' in conversation ${params.id}.`);
       return ok(item);
+    },
+  }),
+  defineRoute({
+    method: 'DELETE',
+    path: `${OPENAI_PREFIX}/conversations/:id/items/:item_id`,
+    operationId: 'openaiDeleteConversationItem',
+    summary:
+      'OpenAI Conversations: delete a message item: it is hidden from the derived history by a logged replacement (the log keeps it)',
+    params: itemParams,
+    query: noQuery,
+    responses: { 200: { description: 'the conversation', schema: conversationObject } },
+    errors: COMMON_ERRORS,
+    handler: async (ctx, { params }) => {
+      const header = await requireConversation(ctx, params.id);
+      const events = await ctx.client.events(params.id, 0);
+      const found = placedConversationItems(params.id, events).find(({ item }) => item.id === params.item_id);
+      if (!found) throw notFound('item_id', `No item found with id '${params.item_id}' in conversation ${params.id}.`);
+      if (found.item.type === 'reasoning')
+        throw invalidRequest(
+          'item_id',
+          'a reasoning item goes with the message it preceded: delete that message item',
+          'invalid_value',
+        );
+      const unhideable = unhideableReason(events[found.seq]!);
+      if (unhideable !== undefined)
+        throw invalidRequest('item_id', `item '${params.item_id}' cannot be deleted: ${unhideable}`, 'invalid_value');
+      const openTurn = TurnFold.of(events).openTurn;
+      if (openTurn !== undefined)
+        throw new OpenAiError(
+          409,
+          `conversation ${params.id} is answering a request (turn ${openTurn} is running or waits for tool results); delete items once it has finished`,
+          { code: 'conversation_locked' },
+        );
+      await ctx.client.note(params.id, { id: `delete_${found.seq}`, hide: [found.seq] });
+      return ok(conversationOf(header, conversationMetadata(events)));
     },
   }),
   defineRoute({

@@ -1,14 +1,14 @@
 /**
  * Wire schemas of the OpenAI-compatible API. Requests are parsed with these (one source with
- * the OpenAPI document); whatever sessionlog cannot honour is refused with a 400 naming the
- * field and why, never ignored: unknown fields, fields of the OpenAI API that have no meaning
- * here (`temperature`, `store: false`, hosted tools, …) and input it cannot log (images,
- * assistant messages).
+ * the OpenAPI document); whatever sessionlog cannot honour and would change a reply's meaning is
+ * refused with a 400 naming the field and why: unknown fields, hosted tools, input it cannot
+ * log (images, audio). Hints a provider may or may not honour are accepted (gateway/openai/hints.ts).
  */
 import { z } from 'zod';
 import { SESSION_ID_PATTERN } from '../../session/index.js';
 import { SESSION_ID_RULE, wellFormedString } from '../wire.js';
 import { invalidRequest } from './errors.js';
+import { responseSamplingFields, responseTextFormat } from './hints.js';
 
 // ---------------------------------------------------------------------------------------------
 // Shared pieces
@@ -193,14 +193,12 @@ export type FunctionTool = z.output<typeof functionToolSchema>;
 const nullOnly = (reason: string) => z.null({ error: reason }).optional();
 
 /**
- * Hints a provider may honour or not (issue 24): accepted as given; sessionlog runs with the
- * worker's own settings and leaves them unused.
+ * Hints sessionlog does not pass to the provider (issue 24): accepted, and named in the turn's
+ * request header as ignored. (`temperature`, `top_p`, `max_output_tokens` and `text.format` are
+ * passed on: gateway/openai/hints.ts.)
  */
-const RESPONSE_HINTS = [
-  'temperature',
-  'top_p',
+export const RESPONSE_IGNORED_HINTS = [
   'top_logprobs',
-  'max_output_tokens',
   'max_tool_calls',
   'reasoning',
   'prompt_cache_key',
@@ -271,16 +269,13 @@ export const responseCreateBody = z.strictObject({
   metadata: metadataSchema.nullable().optional(),
   text: z
     .looseObject({
-      format: z
-        .looseObject({
-          type: z.literal('text', { error: 'only text output is supported (no structured output formats)' }),
-        })
-        .optional(),
+      format: responseTextFormat.optional(),
       verbosity: z.string().nullable().optional(),
     })
     .nullable()
     .optional(),
-  ...Object.fromEntries(RESPONSE_HINTS.map((name) => [name, z.unknown().optional()])),
+  ...responseSamplingFields,
+  ...Object.fromEntries(RESPONSE_IGNORED_HINTS.map((name) => [name, z.unknown().optional()])),
   ...Object.fromEntries(
     Object.entries(RESPONSE_REFUSALS).map(([name, reason]) => [
       name,

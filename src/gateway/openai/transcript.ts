@@ -7,7 +7,13 @@
  * last turn boundary before the divergence; the log itself is never rewritten.
  */
 import { createHash } from 'node:crypto';
-import { isKnownEvent, type StoredEvent, type SuppliedItem, type SuppliedToolCall } from '../../session/index.js';
+import {
+  hiddenSeqs,
+  isKnownEvent,
+  type StoredEvent,
+  type SuppliedItem,
+  type SuppliedToolCall,
+} from '../../session/index.js';
 
 /** One message of a transcript as a client sends it (system messages are kept apart: they are instructions). */
 export type TranscriptMessage =
@@ -91,9 +97,12 @@ const textOfBlocks = (content: ReadonlyArray<{ type: string; text?: string }>): 
  * `output_text` joins them, with the calls the caller was asked to run), then the caller's
  * results; caller-supplied history as it was supplied. Calls the worker ran itself and their
  * results never reached the client, so they are not part of it; compaction and pruning do not
- * change it (they shadow the surface, not the log).
+ * change it (they shadow the surface, not the log); messages the caller hid (session/hide.ts)
+ * are gone from it.
  */
 export function loggedTranscript(events: readonly StoredEvent[]): LoggedTranscript {
+  // Messages a caller hid (a deleted item) are not part of it either.
+  const hidden = hiddenSeqs(events);
   const messages: LoggedMessage[] = [];
   const cuts: LoggedTranscript['cuts'] = [];
   let openTurn: number | undefined;
@@ -130,7 +139,7 @@ export function loggedTranscript(events: readonly StoredEvent[]): LoggedTranscri
         cuts.push({ seq: event.seq, kept: messages.length });
         break;
       case 'user/message':
-        if (event.surfaceOp !== 'append' || event.data.source.kind !== 'user') break;
+        if (event.surfaceOp !== 'append' || event.data.source.kind !== 'user' || hidden.has(event.seq)) break;
         messages.push({
           message: { role: 'user', text: textOfBlocks(event.data.content) },
           seq: event.seq,
@@ -140,7 +149,7 @@ export function loggedTranscript(events: readonly StoredEvent[]): LoggedTranscri
         if (openTurn === undefined) cuts.push({ seq: event.seq, kept: messages.length });
         break;
       case 'assistant/message': {
-        if (event.surfaceOp !== 'append') break;
+        if (event.surfaceOp !== 'append' || hidden.has(event.seq)) break;
         const content = event.data.message.content;
         const calls = content.flatMap((block) =>
           block.type === 'tool-call' ? [{ callId: block.id, name: block.name, arguments: block.arguments }] : [],
