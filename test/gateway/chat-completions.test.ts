@@ -255,6 +255,7 @@ describe('chat completions', () => {
       parallel_tool_calls: true,
       store: false,
       service_tier: 'flex',
+      metadata: { app: 'support-bot' },
     });
     expect(hinted.completion.choices[0]!.message.content).toMatch(/^echo: hinted/);
     const sent = stack.fake.chatRequests().at(-1)! as Record<string, unknown>;
@@ -278,6 +279,13 @@ describe('chat completions', () => {
       presencePenalty: 0.5,
       ignored: ['user', 'store', 'service_tier', 'parallel_tool_calls'],
     });
+    // The metadata is logged with the turn it came with.
+    const metadata = events.find((e) => e.type === 'session/metadata')!.data as {
+      metadata: unknown;
+      messageId?: string;
+    };
+    expect(metadata.metadata).toEqual({ app: 'support-bot' });
+    expect(metadata.messageId).toBeTruthy();
     // The hints held for that turn only: the next one runs without them.
     const next = await chat([
       { role: 'user', content: hinted.completion.choices[0]!.message.content!.slice(6) },

@@ -16,6 +16,7 @@ import { OpenAiError, invalidRequest, toOpenAiErrorResponse } from './errors.js'
 import { encodeResponseId } from './ids.js';
 import { chatHints, chatResponseFormat, chatSamplingFields } from './hints.js';
 import { resolveModelName } from './models.js';
+import { metadataSchema } from './schemas.js';
 import {
   callerScope,
   explicitSessionId,
@@ -96,7 +97,7 @@ export const chatCompletionBody = z.looseObject({
   response_format: chatResponseFormat.nullish(),
   n: z.literal(1, { error: 'n > 1 is not supported: a session has one reply per turn (send n: 1)' }).nullish(),
   logprobs: z.literal(false, { error: 'log probabilities are not logged (send logprobs: false)' }).nullish(),
-  metadata: z.record(z.string(), z.string()).nullish(),
+  metadata: metadataSchema.nullish(),
   modalities: z.array(z.literal('text', { error: 'only text output is supported (no audio)' })).nullish(),
   audio: z.null({ error: 'audio output is not supported' }).optional(),
   web_search_options: z.null({ error: 'hosted web search is not supported: give a function tool instead' }).optional(),
@@ -257,6 +258,7 @@ export async function createChatCompletion(
     model,
     tools: toolsOf(body),
     hints: chatHints(body, IGNORED_HINTS),
+    metadata: body.metadata ?? undefined,
     regenerate: request.headers['x-sessionlog-regenerate'] === 'true',
     retry: retryOf(request),
   });

@@ -47,6 +47,8 @@ export type ReconcileRequest = {
   tools: ToolSchema[] | undefined;
   /** The request's options for the turn it starts (passed to the provider, or named as ignored). */
   hints?: TurnHints | undefined;
+  /** The request's metadata: logged with the turn it starts (`session/metadata` naming its message). */
+  metadata?: Record<string, string> | undefined;
   /** Force a new reply for a transcript already answered (a regenerate), even within the retry window. */
   regenerate: boolean;
   /**
@@ -278,9 +280,14 @@ async function applyTail(
     );
   const earlier = tail.slice(0, -1);
   const stamp = shortDigest(digests[answerAt]!);
-  if (earlier.length > 0)
-    await ctx.client.note(sessionId, { id: `h_${stamp}`, history: suppliedItems(earlier, `h_${stamp}`) });
   const messageId = `m_${stamp}`;
+  const metadata = request.metadata && Object.keys(request.metadata).length > 0 ? request.metadata : undefined;
+  if (earlier.length > 0 || metadata)
+    await ctx.client.note(sessionId, {
+      id: `h_${stamp}`,
+      ...(earlier.length > 0 ? { history: suppliedItems(earlier, `h_${stamp}`) } : {}),
+      ...(metadata ? { metadata: { values: metadata, messageId } } : {}),
+    });
   const agent = {
     ...(request.model !== undefined ? { model: request.model } : {}),
     ...(request.transcript.system !== undefined ? { system: request.transcript.system } : {}),

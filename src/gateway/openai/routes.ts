@@ -498,6 +498,7 @@ async function answerTranscript(
     model: body.model === undefined ? undefined : resolveModelName(ctx, body.model),
     tools: options.tools,
     hints: responseHints(body, RESPONSE_IGNORED_HINTS),
+    metadata: body.metadata ?? undefined,
     regenerate: request.headers['x-sessionlog-regenerate'] === 'true',
     retry: retryOf(request),
   });
