@@ -19,6 +19,7 @@ import {
   type ListenerLimits,
 } from './listener-guard.js';
 import { NATIVE_TABLE } from './native/index.js';
+import { AI_SDK_TABLE } from './ai-sdk/index.js';
 import { OPENAI_TABLE } from './openai/index.js';
 import { defaultModelRouting } from './openai/models.js';
 import { closeLingering } from './listener-guard.js';
@@ -88,10 +89,10 @@ export type ResolvedGatewayOptions = Required<
 export const GATEWAY_API_VERSION = '1.0.0';
 
 /** Every HTTP API the gateway serves, each registered and documented from its route table. */
-const ROUTE_TABLES: readonly RouteTable[] = [NATIVE_TABLE, OPENAI_TABLE];
+const ROUTE_TABLES: readonly RouteTable[] = [NATIVE_TABLE, OPENAI_TABLE, AI_SDK_TABLE];
 
 const API_DESCRIPTION =
-  "sessionlog HTTP gateway: LLM chat sessions as durable workflows over an append-only event log. Errors are `{error: {code, message}}` under /v1 and OpenAI's `{error: {message, type, param, code}}` under /openai/v1 (the OpenAI-compatible Conversations and Responses API).";
+  "sessionlog HTTP gateway: LLM chat sessions as durable workflows over an append-only event log. Errors are `{error: {code, message}}` under /v1 and OpenAI's `{error: {message, type, param, code}}` under /openai/v1 (the OpenAI-compatible Conversations and Responses API) and /ai-sdk (the AI SDK UI message stream).";
 
 /**
  * Fills defaults and enforces the listening rule: beyond loopback a token is mandatory. Throws

@@ -322,14 +322,17 @@ export class ResponseTracker {
   }
 
   private addUsage(usage: TokenUsage): void {
-    const total = (this.usage ??= { inputTokens: 0, outputTokens: 0 });
-    total.inputTokens += usage.inputTokens;
-    total.outputTokens += usage.outputTokens;
-    if (usage.cacheReadTokens !== undefined)
-      total.cacheReadTokens = (total.cacheReadTokens ?? 0) + usage.cacheReadTokens;
-    if (usage.cacheWriteTokens !== undefined)
-      total.cacheWriteTokens = (total.cacheWriteTokens ?? 0) + usage.cacheWriteTokens;
-    if (usage.reasoningTokens !== undefined)
-      total.reasoningTokens = (total.reasoningTokens ?? 0) + usage.reasoningTokens;
+    this.usage = addTokenUsage(this.usage, usage);
   }
+}
+
+/** `total` with `usage` added to each bucket (a new total when there is none yet). */
+export function addTokenUsage(total: TokenUsage | undefined, usage: TokenUsage): TokenUsage {
+  const sum: TokenUsage = total ?? { inputTokens: 0, outputTokens: 0 };
+  sum.inputTokens += usage.inputTokens;
+  sum.outputTokens += usage.outputTokens;
+  if (usage.cacheReadTokens !== undefined) sum.cacheReadTokens = (sum.cacheReadTokens ?? 0) + usage.cacheReadTokens;
+  if (usage.cacheWriteTokens !== undefined) sum.cacheWriteTokens = (sum.cacheWriteTokens ?? 0) + usage.cacheWriteTokens;
+  if (usage.reasoningTokens !== undefined) sum.reasoningTokens = (sum.reasoningTokens ?? 0) + usage.reasoningTokens;
+  return sum;
 }

@@ -40,15 +40,25 @@ export function formatResponseEvent(event: ResponseStreamEvent): string {
 }
 
 /**
+ * A fold of one answer from a session's log, as a stream follows it: the Responses API's
+ * tracker, or another API's fold over the same turn (the AI SDK's UI message stream).
+ */
+export interface AnswerFold<E> {
+  readonly context: { sessionId: string };
+  push(event: StoredEvent): E[];
+  /** Ends an answer that waits for the caller once the batch that asked is known to be whole. */
+  flush(): E[];
+  state(): 'queued' | 'running' | 'done';
+  /** True while the answer has asked the caller for something and ends with that batch. */
+  awaitingCaller(): boolean;
+}
+
+/**
  * Feeds a live event to the tracker. A response that waits for the caller ends after the batch
  * requesting the calls; when the log holds nothing after this event, that batch is whole (a
  * batch is committed at once), so the response ends now rather than when the next event comes.
  */
-export async function feedLive(
-  client: SessionClient,
-  tracker: ResponseTracker,
-  event: StoredEvent,
-): Promise<ResponseStreamEvent[]> {
+export async function feedLive<E>(client: SessionClient, tracker: AnswerFold<E>, event: StoredEvent): Promise<E[]> {
   const events = tracker.push(event);
   if (tracker.awaitingCaller() && (await client.nextSeq(tracker.context.sessionId)) === event.seq + 1)
     events.push(...tracker.flush());
@@ -65,12 +75,12 @@ const WORKFLOW_CHECK_MS = 2_000;
  * workflow is gone and the log shows the response unfinished, this fails (409) rather than
  * wait for ever.
  */
-export async function followResponse(
+export async function followResponse<E>(
   client: SessionClient,
-  tracker: ResponseTracker,
+  tracker: AnswerFold<E>,
   fromSeq: number,
   signal: AbortSignal,
-  deliver: (events: readonly ResponseStreamEvent[]) => Promise<void>,
+  deliver: (events: readonly E[]) => Promise<void>,
 ): Promise<void> {
   const sessionId = tracker.context.sessionId;
   const stop = new AbortController();
@@ -186,7 +196,7 @@ export async function followUntilDone(
   }
 }
 
-async function drained(res: NodeJS.WritableStream, signal: AbortSignal): Promise<void> {
+export async function drained(res: NodeJS.WritableStream, signal: AbortSignal): Promise<void> {
   try {
     await once(res, 'drain', { signal });
   } catch (error) {

@@ -1,0 +1,225 @@
+/**
+ * The AI SDK UI message stream (`/ai-sdk`, issue 25): what `useChat`'s `DefaultChatTransport`
+ * calls with `api: '<gateway>/ai-sdk/chat'`.
+ *
+ * - `POST /ai-sdk/chat` takes `{id, messages, trigger, messageId}`. `id` is the session. The
+ *   messages are a stateless transcript, reconciled with the session's log as the OpenAI
+ *   API's are (openai/reconcile.ts: only the new tail is logged, a retry runs no second turn, a
+ *   regenerated or edited message is answered in a branch). A last assistant message that
+ *   answers tool approvals the stream asked for carries its turn on instead. The answer is the
+ *   turn as a UI message stream (`x-vercel-ai-ui-message-stream: v1`), folded from the log
+ *   (ui-fold.ts), with `x-session-id` naming the session (or branch) that answered.
+ * - `GET /ai-sdk/chat/:id/stream` resumes the running turn of the chat (or of its newest
+ *   branch): what the client missed comes at once, coalesced (one delta per text part), then
+ *   the live tail; 204 when no turn runs. The log is the stream's store: no Redis.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { TurnFold, type StoredEvent } from '../../session/index.js';
+import { defineRoute, noParams, noQuery, STREAMED, type RouteContext, type RouteSpec } from '../route-table.js';
+import { OpenAiError, toOpenAiErrorResponse } from '../openai/errors.js';
+import { callerScope, reconcile, recordTranscriptEnd, retryOf } from '../openai/reconcile.js';
+import { STREAM_HEADERS, drained, followResponse } from '../openai/stream.js';
+import { SESSION_ID_RULE } from '../wire.js';
+import { SESSION_ID_PATTERN } from '../../session/index.js';
+import { UiMessageFold, coalesceChunks, type UiAnchor, type UiChunk } from './ui-fold.js';
+import { chatRequestBody, readUiMessages, type ApprovalAnswerPart } from './ui-messages.js';
+
+export const AI_SDK_PREFIX = '/ai-sdk';
+
+const UI_STREAM_HEADERS = { ...STREAM_HEADERS, 'x-vercel-ai-ui-message-stream': 'v1' };
+
+const chatParams = z.strictObject({
+  id: z.string().regex(SESSION_ID_PATTERN, `must be a chat (session) id (${SESSION_ID_RULE})`).describe('the chat id'),
+});
+
+const ERRORS = [400, 401, 404, 409, 413, 415, 429, 500, 503];
+
+/** The chat's session and its branches (edits, regenerations), newest first after the chat's own. */
+async function lineage(ctx: RouteContext, id: string): Promise<string[]> {
+  if (!(await ctx.client.exists(id))) return [];
+  const found = [id];
+  for (let i = 0; i < found.length && found.length < 256; i++)
+    for (const branch of (await ctx.client.branches(found[i]!)).reverse()) found.push(branch.sessionId);
+  return [found[0]!, ...found.slice(1).reverse()];
+}
+
+/** The first session of the chat with a turn open: its id, the turn and where the turn starts. */
+async function runningTurn(
+  ctx: RouteContext,
+  id: string,
+): Promise<{ sessionId: string; turn: number; startSeq: number; events: StoredEvent[] } | undefined> {
+  for (const sessionId of await lineage(ctx, id)) {
+    const events = await ctx.client.events(sessionId, 0);
+    const turns = TurnFold.of(events);
+    const turn = turns.openTurn;
+    if (turn !== undefined) return { sessionId, turn, startSeq: turns.turns.get(turn)?.startSeq ?? 0, events };
+  }
+  return undefined;
+}
+
+/** Answers the approvals a resent assistant message carries; returns the session and its open turn. */
+async function answerApprovals(
+  ctx: RouteContext,
+  id: string,
+  approvals: readonly ApprovalAnswerPart[],
+): Promise<{ sessionId: string; turn: number; fromSeq: number }> {
+  for (const sessionId of await lineage(ctx, id)) {
+    const waiting = new Map(
+      (await ctx.client.pendingApprovals({ sessionId })).filter((p) => p.kind === 'approval').map((p) => [p.callId, p]),
+    );
+    const answered = approvals.filter((a) => waiting.has(a.callId));
+    if (answered.length === 0) continue;
+    const fromSeq = await ctx.client.nextSeq(sessionId);
+    for (const answer of answered)
+      await ctx.client.approve(sessionId, answer.callId, {
+        decision: answer.approved ? 'approve' : 'deny',
+        ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
+        by: 'ai-sdk',
+      });
+    return { sessionId, turn: waiting.get(answered[0]!.callId)!.turn, fromSeq };
+  }
+  throw new OpenAiError(
+    409,
+    `chat ${id} has no tool call waiting for the approvals this message answers (${approvals.map((a) => a.callId).join(', ')}); they were answered already or the turn ended`,
+    { code: 'nothing_waiting' },
+  );
+}
+
+/**
+ * Streams `fold` as the UI message stream: `replayed` first (coalesced when `coalesce`), then
+ * the live tail from `fromSeq`, until the answer ends or the client leaves; a failure while
+ * streaming is an `error` part.
+ */
+async function streamUi(
+  ctx: RouteContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  answer: { fold: UiMessageFold; replayed: UiChunk[]; fromSeq: number; coalesce: boolean; scope?: string },
+): Promise<typeof STREAMED> {
+  const { fold } = answer;
+  const abort = new AbortController();
+  ctx.streams.add(abort);
+  reply.hijack();
+  const res = reply.raw;
+  const onClose = (): void => abort.abort();
+  res.on('close', onClose);
+  res.writeHead(200, { ...UI_STREAM_HEADERS, 'x-session-id': fold.context.sessionId });
+  const heartbeat = setInterval(() => {
+    if (!res.writableEnded) res.write(': keepalive\n\n');
+  }, ctx.sseHeartbeatMs);
+  const send = async (chunks: readonly UiChunk[]): Promise<void> => {
+    for (const chunk of chunks) {
+      if (abort.signal.aborted) return;
+      if (!res.write(`data: ${JSON.stringify(chunk)}\n\n`)) await drained(res, abort.signal);
+    }
+  };
+  try {
+    await send(answer.coalesce ? coalesceChunks(answer.replayed) : answer.replayed);
+    if (fold.state() !== 'done') await followResponse(ctx.client, fold, answer.fromSeq, abort.signal, send);
+    if (!abort.signal.aborted) {
+      res.write('data: [DONE]\n\n');
+      if (answer.scope !== undefined) await recordTranscriptEnd(ctx, answer.scope, fold.context.sessionId);
+    }
+  } catch (error) {
+    if (!abort.signal.aborted && !res.writableEnded) {
+      const response = toOpenAiErrorResponse(error);
+      if (response.logDetail)
+        request.log.error({ err: error, sessionId: fold.context.sessionId }, 'ui message stream failed');
+      res.write(`data: ${JSON.stringify({ type: 'error', errorText: response.body.error.message })}\n\n`);
+    }
+  } finally {
+    clearInterval(heartbeat);
+    res.off('close', onClose);
+    ctx.streams.delete(abort);
+    if (!res.writableEnded) res.end();
+  }
+  return STREAMED;
+}
+
+/** Folds `events` (a log from seq 0, or a suffix) into what the answer anchored at `anchor` has produced so far. */
+function foldOf(sessionId: string, anchor: UiAnchor, events: readonly StoredEvent[]) {
+  const fold = new UiMessageFold({ sessionId, anchor });
+  const replayed: UiChunk[] = [];
+  for (const event of events) replayed.push(...fold.push(event));
+  return { fold, replayed };
+}
+
+export const AI_SDK_ROUTES: readonly RouteSpec[] = [
+  defineRoute({
+    method: 'POST',
+    path: `${AI_SDK_PREFIX}/chat`,
+    operationId: 'aiSdkChat',
+    summary:
+      "AI SDK UI message stream: one turn of the chat `id` over the resent UI messages (DefaultChatTransport's request)",
+    params: noParams,
+    query: noQuery,
+    body: chatRequestBody,
+    responses: {
+      200: {
+        description: 'the turn as a UI message stream',
+        eventStream:
+          '`x-vercel-ai-ui-message-stream: v1`: `data: <chunk JSON>` per chunk (start, start-step, text-*, reasoning-*, tool-input-available, tool-output-available, tool-approval-request, finish-step, finish with usage as messageMetadata, error), then `data: [DONE]`',
+      },
+    },
+    errors: ERRORS,
+    handler: async (ctx, { body, request, reply }) => {
+      const { transcript, approvals } = readUiMessages(body.messages);
+      if (approvals.length > 0) {
+        const at = await answerApprovals(ctx, body.id, approvals);
+        const { fold, replayed } = foldOf(at.sessionId, { kind: 'turn', turn: at.turn }, []);
+        return streamUi(ctx, request, reply, { fold, replayed, fromSeq: at.fromSeq, coalesce: false });
+      }
+      const scope = callerScope(request);
+      const reconciled = await reconcile(ctx, {
+        transcript,
+        key: { sessionId: body.id },
+        scope,
+        model: undefined,
+        tools: undefined,
+        regenerate: body.trigger === 'regenerate-message',
+        retry: retryOf(request),
+      });
+      const anchor: UiAnchor =
+        reconciled.anchor.kind === 'message'
+          ? { kind: 'message', messageId: reconciled.anchor.messageId }
+          : { kind: 'turn', turn: TurnFold.of(reconciled.events).openTurn ?? 0 };
+      const { fold, replayed } = foldOf(
+        reconciled.sessionId,
+        anchor,
+        anchor.kind === 'message' ? reconciled.events : [],
+      );
+      return streamUi(ctx, request, reply, {
+        fold,
+        replayed,
+        fromSeq: reconciled.events.length,
+        coalesce: false,
+        scope,
+      });
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${AI_SDK_PREFIX}/chat/:id/stream`,
+    operationId: 'aiSdkResumeStream',
+    summary:
+      "AI SDK UI message stream: resume the chat's running turn (what was missed at once, coalesced, then live); 204 when none runs",
+    params: chatParams,
+    query: noQuery,
+    responses: {
+      200: { description: 'the running turn as a UI message stream', eventStream: 'as POST /ai-sdk/chat' },
+      204: { description: 'no turn of the chat is running' },
+    },
+    errors: ERRORS,
+    handler: async (ctx, { params, request, reply }) => {
+      const running = await runningTurn(ctx, params.id);
+      if (!running) return { status: 204, body: undefined };
+      const { fold, replayed } = foldOf(
+        running.sessionId,
+        { kind: 'turn', turn: running.turn },
+        running.events.slice(running.startSeq),
+      );
+      return streamUi(ctx, request, reply, { fold, replayed, fromSeq: running.events.length, coalesce: true });
+    },
+  }),
+];

@@ -1,0 +1,129 @@
+/**
+ * What `useChat`'s `DefaultChatTransport` sends (issue 25): `{id, messages, trigger,
+ * messageId}` with the AI SDK's UI messages, read as a stateless transcript (the same one the
+ * OpenAI-compatible API reconciles with a session's log) plus the answers to tool approvals
+ * the last assistant message carries.
+ *
+ * A UI message is a list of parts. User text parts make a user message; a system message's
+ * text is the instructions. An assistant message's text parts join (as the log's transcript
+ * joins a turn's texts); the tool parts of tools the caller ran (not `providerExecuted`: those
+ * the server ran are the worker's and not part of the transcript) are its calls, and their
+ * outputs follow as tool messages, the text after them a new assistant message. Reasoning,
+ * step, source and data parts carry nothing a transcript holds. Files and images cannot be
+ * logged: refused, naming the part.
+ */
+import { z } from 'zod';
+import { SESSION_ID_PATTERN } from '../../session/index.js';
+import { invalidRequest } from '../openai/errors.js';
+import type { Transcript, TranscriptMessage } from '../openai/transcript.js';
+import { SESSION_ID_RULE } from '../wire.js';
+
+const uiPart = z.looseObject({ type: z.string().min(1).max(200) });
+const uiMessage = z.looseObject({
+  id: z.string().max(300).optional(),
+  role: z.enum(['system', 'user', 'assistant']),
+  parts: z.array(uiPart).max(10_000),
+  metadata: z.unknown().optional(),
+});
+
+export const chatRequestBody = z.looseObject({
+  id: z
+    .string()
+    .regex(SESSION_ID_PATTERN, `the chat id is the session id (${SESSION_ID_RULE})`)
+    .describe('the chat id: the session'),
+  messages: z.array(uiMessage).min(1, 'messages must hold at least one message').max(100_000),
+  trigger: z
+    .enum(['submit-message', 'regenerate-message'])
+    .optional()
+    .describe('regenerate-message: a new reply to the last user message (a branch answers it)'),
+  messageId: z.string().max(300).nullish(),
+});
+export type ChatRequestBody = z.output<typeof chatRequestBody>;
+
+/** An answer to a tool approval the stream asked for (`approvalId` is the call id). */
+export type ApprovalAnswerPart = { callId: string; approved: boolean; reason?: string };
+
+type ToolPart = {
+  type: string;
+  toolCallId?: unknown;
+  toolName?: unknown;
+  state?: unknown;
+  input?: unknown;
+  output?: unknown;
+  errorText?: unknown;
+  providerExecuted?: unknown;
+  approval?: { id?: unknown; approved?: unknown; reason?: unknown };
+};
+
+const isToolPart = (type: string): boolean => type.startsWith('tool-') || type === 'dynamic-tool';
+
+function toolNameOf(part: ToolPart): string {
+  return part.type === 'dynamic-tool' ? String(part.toolName ?? '') : part.type.slice('tool-'.length);
+}
+
+const asText = (value: unknown): string => (typeof value === 'string' ? value : JSON.stringify(value ?? null));
+
+/** The transcript the UI messages hold, and the approval answers of the last assistant message. */
+export function readUiMessages(messages: ChatRequestBody['messages']): {
+  transcript: Transcript;
+  approvals: ApprovalAnswerPart[];
+} {
+  const system: string[] = [];
+  const out: TranscriptMessage[] = [];
+  let approvals: ApprovalAnswerPart[] = [];
+  messages.forEach((message, i) => {
+    const parts = message.parts as Array<{ type: string; text?: unknown }>;
+    parts.forEach((part, j) => {
+      if (part.type === 'file')
+        throw invalidRequest(
+          `messages[${i}].parts[${j}].type`,
+          'file parts (images, documents) are not supported by sessionlog; send text',
+          'unsupported_value',
+        );
+    });
+    const text = (part: { type: string; text?: unknown }) => (part.type === 'text' ? String(part.text ?? '') : '');
+    if (message.role === 'system') {
+      system.push(parts.map(text).join(''));
+      return;
+    }
+    if (message.role === 'user') {
+      out.push({ role: 'user', text: parts.map(text).join('') });
+      return;
+    }
+    approvals = [];
+    let current: Extract<TranscriptMessage, { role: 'assistant' }> = { role: 'assistant', text: '', toolCalls: [] };
+    let results: TranscriptMessage[] = [];
+    const close = () => {
+      if (current.text !== '' || current.toolCalls.length > 0) out.push(current);
+      out.push(...results);
+      current = { role: 'assistant', text: '', toolCalls: [] };
+      results = [];
+    };
+    for (const part of parts) {
+      if (part.type === 'text') {
+        // Text after the caller's tool results is the next stretch of the reply.
+        if (results.length > 0) close();
+        current.text += text(part);
+        continue;
+      }
+      if (!isToolPart(part.type)) continue;
+      const tool = part as ToolPart;
+      const callId = String(tool.toolCallId ?? '');
+      if (tool.state === 'approval-responded' && tool.approval && typeof tool.approval.approved === 'boolean') {
+        approvals.push({
+          callId,
+          approved: tool.approval.approved,
+          ...(typeof tool.approval.reason === 'string' ? { reason: tool.approval.reason } : {}),
+        });
+      }
+      if (tool.providerExecuted === true) continue;
+      current.toolCalls.push({ callId, name: toolNameOf(tool), arguments: asText(tool.input ?? {}) });
+      if (tool.state === 'output-available') results.push({ role: 'tool', callId, output: asText(tool.output) });
+      else if (tool.state === 'output-error') results.push({ role: 'tool', callId, output: asText(tool.errorText) });
+    }
+    close();
+  });
+  // Only the last message's answers are new: earlier ones were acted on by the requests that carried them.
+  if (messages.at(-1)?.role !== 'assistant') approvals = [];
+  return { transcript: { system: system.length > 0 ? system.join('\n\n') : undefined, messages: out }, approvals };
+}

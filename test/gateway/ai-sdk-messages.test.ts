@@ -1,0 +1,105 @@
+/**
+ * The AI SDK UI message stream's pure parts: UI messages read as a stateless transcript
+ * (src/gateway/ai-sdk/ui-messages.ts) and a reconnect's catch-up coalesced (ui-fold.ts).
+ */
+import { describe, expect, it } from 'vitest';
+import { coalesceChunks } from '../../src/gateway/ai-sdk/ui-fold.js';
+import { readUiMessages } from '../../src/gateway/ai-sdk/ui-messages.js';
+
+describe('readUiMessages', () => {
+  it("reads texts, the caller's tool calls and outputs; the server's tools and reasoning are not the transcript's", () => {
+    const { transcript, approvals } = readUiMessages([
+      { id: 's', role: 'system', parts: [{ type: 'text', text: 'Be brief.' }] },
+      { id: 'u1', role: 'user', parts: [{ type: 'text', text: 'Weather in Oslo?' }] },
+      {
+        id: 'a1',
+        role: 'assistant',
+        parts: [
+          { type: 'step-start' },
+          { type: 'reasoning', text: 'thinking' },
+          { type: 'text', text: 'Let me check. ' },
+          {
+            type: 'tool-calculator',
+            toolCallId: 'c0',
+            state: 'output-available',
+            input: { expression: '1+1' },
+            output: '2',
+            providerExecuted: true,
+          },
+          {
+            type: 'tool-weather',
+            toolCallId: 'c1',
+            state: 'output-available',
+            input: { city: 'Oslo' },
+            output: 'sunny',
+          },
+          { type: 'text', text: 'It is sunny.' },
+        ],
+      },
+      { id: 'u2', role: 'user', parts: [{ type: 'text', text: 'Thanks' }] },
+    ]);
+    expect(transcript).toEqual({
+      system: 'Be brief.',
+      messages: [
+        { role: 'user', text: 'Weather in Oslo?' },
+        {
+          role: 'assistant',
+          text: 'Let me check. ',
+          toolCalls: [{ callId: 'c1', name: 'weather', arguments: '{"city":"Oslo"}' }],
+        },
+        { role: 'tool', callId: 'c1', output: 'sunny' },
+        { role: 'assistant', text: 'It is sunny.', toolCalls: [] },
+        { role: 'user', text: 'Thanks' },
+      ],
+    });
+    expect(approvals).toEqual([]);
+  });
+
+  it("takes the last assistant message's approval answers, and refuses file parts naming them", () => {
+    const { approvals } = readUiMessages([
+      { id: 'u1', role: 'user', parts: [{ type: 'text', text: 'deploy' }] },
+      {
+        id: 'a1',
+        role: 'assistant',
+        parts: [
+          {
+            type: 'tool-deploy',
+            toolCallId: 'c9',
+            state: 'approval-responded',
+            input: {},
+            providerExecuted: true,
+            approval: { id: 'c9', approved: false, reason: 'not today' },
+          },
+        ],
+      },
+    ]);
+    expect(approvals).toEqual([{ callId: 'c9', approved: false, reason: 'not today' }]);
+    expect(() =>
+      readUiMessages([{ role: 'user', parts: [{ type: 'file', mediaType: 'image/png', url: 'data:,' }] }]),
+    ).toThrow(/file parts/);
+  });
+});
+
+describe('coalesceChunks', () => {
+  it('joins the deltas of each text and reasoning part, keeping every other chunk in order', () => {
+    expect(
+      coalesceChunks([
+        { type: 'start' },
+        { type: 'reasoning-delta', id: 'r', delta: 'a' },
+        { type: 'reasoning-delta', id: 'r', delta: 'b' },
+        { type: 'text-start', id: 't' },
+        { type: 'text-delta', id: 't', delta: 'Hel' },
+        { type: 'text-delta', id: 't', delta: 'lo' },
+        { type: 'text-end', id: 't' },
+        { type: 'text-delta', id: 'u', delta: 'x' },
+      ]),
+    ).toEqual([
+      { type: 'start' },
+      { type: 'reasoning-delta', id: 'r', delta: 'ab' },
+      { type: 'text-start', id: 't' },
+      { type: 'text-delta', id: 't', delta: 'Hello' },
+      { type: 'text-end', id: 't' },
+      { type: 'text-delta', id: 'u', delta: 'x' },
+    ]);
+  });
+});
