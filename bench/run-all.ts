@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: runs every benchmark (store, search, turns, token meter, learned limits,
- * telemetry cost, history bytes per turn, idle followers, fleet), each in its own process so
+ * telemetry cost, history bytes per turn, resuming a stream, idle followers, fleet), each in its own process so
  * one's heap and RSS do not colour the other's. bench/turns.ts, bench/limits.ts,
  * bench/telemetry.ts and bench/history-bytes.ts need Temporal: they
  * use TEMPORAL_ADDRESS when set, else a
@@ -28,7 +28,13 @@ async function main(): Promise<number> {
   if ((await run(TSX, ['bench/search.ts'])) !== 0) failures.push('bench/search.ts');
   const withTemporal = (script: string) =>
     process.env.TEMPORAL_ADDRESS ? run(TSX, [script]) : run(DEV_SERVER, ['run', '--', TSX, script]);
-  for (const script of ['bench/turns.ts', 'bench/limits.ts', 'bench/telemetry.ts', 'bench/history-bytes.ts'])
+  for (const script of [
+    'bench/turns.ts',
+    'bench/limits.ts',
+    'bench/telemetry.ts',
+    'bench/history-bytes.ts',
+    'bench/resume.ts',
+  ])
     if ((await withTemporal(script)) !== 0) failures.push(script);
   if ((await run(TSX, ['bench/meter.ts'])) !== 0) failures.push('bench/meter.ts');
   if ((await run(TSX, ['bench/followers.ts'])) !== 0) failures.push('bench/followers.ts');

@@ -49,11 +49,19 @@ async function runningTurn(
   ctx: RouteContext,
   id: string,
 ): Promise<{ sessionId: string; turn: number; startSeq: number; events: StoredEvent[] } | undefined> {
-  for (const sessionId of await lineage(ctx, id)) {
+  const open = async (sessionId: string) => {
     const events = await ctx.client.events(sessionId, 0);
     const turns = TurnFold.of(events);
     const turn = turns.openTurn;
-    if (turn !== undefined) return { sessionId, turn, startSeq: turns.turns.get(turn)?.startSeq ?? 0, events };
+    return turn === undefined ? undefined : { sessionId, turn, startSeq: turns.turns.get(turn)?.startSeq ?? 0, events };
+  };
+  // The chat's own session first (the common case, no listing), then its branches.
+  if (!(await ctx.client.exists(id))) return undefined;
+  const own = await open(id);
+  if (own) return own;
+  for (const sessionId of (await lineage(ctx, id)).slice(1)) {
+    const found = await open(sessionId);
+    if (found) return found;
   }
   return undefined;
 }
