@@ -153,14 +153,19 @@ function resolveSelection(
   return { ...base, maxRangeTokens: Math.max(room, summarizerRoom(context, withoutTools(header), limits)) };
 }
 
-/** The envelope of the summarizer request for `selection`: without tools when its room needed that. */
+/**
+ * The envelope of the summarizer request for `selection`: without tools when its room needed
+ * that, and never with the turn's hints (a caller's response format, stop sequences or token
+ * cap are for its reply, not for a summary).
+ */
 function summarizerHeader(
   context: ContextDeps,
   header: RequestHeader,
   limits: ContextLimits,
   selection: CompactionSelection,
 ): RequestHeader {
-  return selection.maxRangeTokens > summarizerRoom(context, header, limits) ? withoutTools(header) : header;
+  const { hints: _hints, ...bare } = header;
+  return selection.maxRangeTokens > summarizerRoom(context, bare, limits) ? withoutTools(bare) : bare;
 }
 
 /**

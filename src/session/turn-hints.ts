@@ -6,7 +6,8 @@
  * not done. They are logged on the turn's `turn/start` and copied into its `request/header`, so a
  * retried or resumed turn sends exactly the same request.
  *
- * The check is plain code (no schema library) because the session workflow runs it too.
+ * The check is plain code (no schema library), shared by the client, the engine and the log's
+ * validation.
  */
 import type { JsonValue } from './json.js';
 

@@ -14,7 +14,7 @@ import { relieveContext, type ReliefOutcome } from '../../src/context/pressure.j
 import { PRUNE_MARKER, type PrunerConfig } from '../../src/context/pruner.js';
 import { LogWriter } from '../../src/engine/index.js';
 import type { ModelRequest } from '../../src/model/provider.js';
-import type { NewEvent, SessionEvent, StoredEvent } from '../../src/session/index.js';
+import type { NewEvent, RequestHeader, SessionEvent, StoredEvent } from '../../src/session/index.js';
 import {
   HEADER,
   RUN,
@@ -110,6 +110,8 @@ type ClimbOptions = {
   pass?: number;
   /** The head before the step (the same for every attempt of it); default: the head now. */
   fromSeq?: number;
+  /** The turn's request header; default HEADER. */
+  header?: RequestHeader;
 };
 
 /** One climb of the ladder as the model step runs it (its op keys and compaction ids from a step key). */
@@ -137,7 +139,7 @@ async function climb(h: Harness, options: ClimbOptions): Promise<ReliefOutcome> 
       now: () => T0,
     },
     {
-      header: HEADER,
+      header: options.header ?? HEADER,
       turn: TURN,
       compactionBase: `${RUN}.t${TURN}.s1.p${pass}`,
       ownedPrefix: `${RUN}.t${TURN}.s1.`,
@@ -230,6 +232,31 @@ describe('the pressure ladder', () => {
     expect(starts[0]).toBe(`${RUN}.t${TURN}.s1.p0`);
     expect(starts.slice(1)).toEqual(starts.slice(1).map((_, i) => `${RUN}.t${TURN}.s1.p0.r${i + 1}`));
     expect(ofType(events, 'compaction/end').map((e) => e.data.compactionId)).toEqual(starts);
+  });
+
+  it("sends the summarizer none of the turn's hints (a response format, stop sequences, a token cap are for the reply)", async () => {
+    const h = await harness();
+    const protect = await sessionWithOpenTurn(h, 6, 200, [user('u-now', 'what next?')]);
+    const header: RequestHeader = {
+      ...HEADER,
+      hints: {
+        maxTokens: 3,
+        stop: ['.'],
+        responseFormat: { type: 'json_schema', name: 'r', schema: { type: 'object' } },
+      },
+    };
+    // The step logs the turn's header (hints included) before it climbs.
+    await h.seed([{ type: 'request/header', time: T0, data: { header, reason: 'change' } }], 'hinted');
+    const outcome = await climb(h, { window: 1_000, protectFromSeq: protect, header });
+    expect(outcome.compactions).toBeGreaterThan(0);
+    const summarizerRequests = h.model.requests.filter(
+      (r) => textBlocks(r.messages.at(-1)!.content)[0] === COMPACTION_INSTRUCTION,
+    );
+    expect(summarizerRequests.length).toBeGreaterThan(0);
+    for (const request of summarizerRequests) {
+      expect(request.header.hints).toBeUndefined();
+      expect(request.header.maxTokens).toBeGreaterThan(3);
+    }
   });
 
   it('escalates when the retained tail keeps it above target: spills a long result of the current turn behind its locator, then summarises without a retained tail', async () => {
