@@ -34,12 +34,66 @@ export function formatEventFrame(event: StoredEvent): string {
   return `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
 }
 
-const STREAM_HEADERS = {
+/** The headers of every event stream the gateway answers with. */
+export const STREAM_HEADERS = {
   'content-type': 'text/event-stream; charset=utf-8',
   'cache-control': 'no-cache, no-transform',
   connection: 'keep-alive',
   'x-accel-buffering': 'no',
 };
+
+/** An event stream a handler writes: frames wait for the socket to drain; `signal` aborts when the client leaves or the gateway closes. */
+export type EventStreamWriter = { write(frame: string): Promise<void>; readonly signal: AbortSignal };
+
+/**
+ * Takes over `reply` as an event stream (the gateway's one way to): registers it so the
+ * gateway can end it on close, writes the headers (and `preamble`), sends `heartbeat` comments,
+ * runs `body`, and ends the response. A failure of `body` while the client is still there is
+ * written as the frame `failureFrame` makes of it (which also logs it when it must be).
+ */
+export async function hijackEventStream(
+  reply: FastifyReply,
+  options: {
+    streams: StreamRegistry;
+    heartbeatMs: number;
+    headers?: Record<string, string>;
+    preamble?: string;
+    heartbeat?: string;
+  },
+  body: (stream: EventStreamWriter) => Promise<void>,
+  failureFrame: (error: unknown) => string,
+): Promise<void> {
+  const abort = new AbortController();
+  options.streams.add(abort);
+  reply.hijack();
+  const res = reply.raw;
+  const onClose = (): void => abort.abort();
+  // 'close' on the response fires when the client goes away (or after we end it).
+  res.on('close', onClose);
+  res.writeHead(200, { ...STREAM_HEADERS, ...options.headers });
+  if (options.preamble !== undefined) res.write(options.preamble);
+  const comment = `: ${options.heartbeat ?? 'keepalive'}\n\n`;
+  const heartbeat = setInterval(() => {
+    if (!res.writableEnded) res.write(comment);
+  }, options.heartbeatMs);
+  const stream: EventStreamWriter = {
+    signal: abort.signal,
+    async write(frame) {
+      if (abort.signal.aborted || res.writableEnded) return;
+      if (!res.write(frame)) await drained(res, abort.signal);
+    },
+  };
+  try {
+    await body(stream);
+  } catch (error) {
+    if (!abort.signal.aborted && !res.writableEnded) res.write(failureFrame(error));
+  } finally {
+    clearInterval(heartbeat);
+    res.off('close', onClose);
+    options.streams.delete(abort);
+    if (!res.writableEnded) res.end();
+  }
+}
 
 /**
  * Takes over the response and streams events until the client disconnects, the gateway
@@ -66,43 +120,29 @@ export async function streamEvents(
     reply.raw.writeHead(200, headers).end();
     return;
   }
-  const abort = new AbortController();
-  options.streams.add(abort);
-  reply.hijack();
-  const res = reply.raw;
-  const onClose = (): void => abort.abort();
-  // 'close' on the response fires when the client goes away (or after we end it).
-  res.on('close', onClose);
-  res.writeHead(200, STREAM_HEADERS);
-  // Tells EventSource clients how long to wait before reconnecting, and flushes the headers.
-  res.write('retry: 2000\n\n');
-  const heartbeat = setInterval(() => {
-    if (!res.writableEnded) res.write(': heartbeat\n\n');
-  }, options.heartbeatMs);
-  let sent = 0;
-  try {
-    for await (const event of options.client.follow(options.sessionId, options.fromSeq, abort.signal)) {
-      if (abort.signal.aborted) break;
-      if (!res.write(formatEventFrame(event))) await drained(res, abort.signal);
-      sent += 1;
-      if (options.limit !== undefined && sent >= options.limit) break;
-    }
-  } catch (error) {
-    if (!abort.signal.aborted) {
+  await hijackEventStream(
+    reply,
+    // `retry` tells EventSource clients how long to wait before reconnecting, and flushes the headers.
+    { streams: options.streams, heartbeatMs: options.heartbeatMs, preamble: 'retry: 2000\n\n', heartbeat: 'heartbeat' },
+    async (stream) => {
+      let sent = 0;
+      for await (const event of options.client.follow(options.sessionId, options.fromSeq, stream.signal)) {
+        if (stream.signal.aborted) break;
+        await stream.write(formatEventFrame(event));
+        sent += 1;
+        if (options.limit !== undefined && sent >= options.limit) break;
+      }
+    },
+    (error) => {
       const response = toErrorResponse(error);
       if (response.logDetail) request.log.error({ err: error, sessionId: options.sessionId }, 'event stream failed');
-      if (!res.writableEnded) res.write(`event: error\ndata: ${JSON.stringify(response.body)}\n\n`);
-    }
-  } finally {
-    clearInterval(heartbeat);
-    res.off('close', onClose);
-    options.streams.delete(abort);
-    if (!res.writableEnded) res.end();
-  }
+      return `event: error\ndata: ${JSON.stringify(response.body)}\n\n`;
+    },
+  );
 }
 
 /** Waits for the socket to drain, or for the stream to be abandoned. */
-async function drained(res: NodeJS.WritableStream, signal: AbortSignal): Promise<void> {
+export async function drained(res: NodeJS.WritableStream, signal: AbortSignal): Promise<void> {
   try {
     await once(res, 'drain', { signal });
   } catch (error) {

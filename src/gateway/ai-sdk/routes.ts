@@ -19,7 +19,8 @@ import { TurnFold, type StoredEvent } from '../../session/index.js';
 import { defineRoute, noParams, noQuery, STREAMED, type RouteContext, type RouteSpec } from '../route-table.js';
 import { OpenAiError, toOpenAiErrorResponse } from '../openai/errors.js';
 import { callerScope, reconcile, recordTranscriptEnd, retryOf } from '../openai/reconcile.js';
-import { STREAM_HEADERS, drained, followResponse } from '../openai/stream.js';
+import { followResponse } from '../openai/stream.js';
+import { hijackEventStream } from '../sse.js';
 import { SESSION_ID_RULE } from '../wire.js';
 import { SESSION_ID_PATTERN } from '../../session/index.js';
 import { UiMessageFold, coalesceChunks, type UiAnchor, type UiChunk } from './ui-fold.js';
@@ -27,7 +28,7 @@ import { chatRequestBody, readUiMessages, type ApprovalAnswerPart } from './ui-m
 
 export const AI_SDK_PREFIX = '/ai-sdk';
 
-const UI_STREAM_HEADERS = { ...STREAM_HEADERS, 'x-vercel-ai-ui-message-stream': 'v1' };
+const UI_STREAM_HEADERS = { 'x-vercel-ai-ui-message-stream': 'v1' };
 
 const chatParams = z.strictObject({
   id: z.string().regex(SESSION_ID_PATTERN, `must be a chat (session) id (${SESSION_ID_RULE})`).describe('the chat id'),
@@ -106,42 +107,30 @@ async function streamUi(
   answer: { fold: UiMessageFold; replayed: UiChunk[]; fromSeq: number; coalesce: boolean; scope?: string },
 ): Promise<typeof STREAMED> {
   const { fold } = answer;
-  const abort = new AbortController();
-  ctx.streams.add(abort);
-  reply.hijack();
-  const res = reply.raw;
-  const onClose = (): void => abort.abort();
-  res.on('close', onClose);
-  res.writeHead(200, { ...UI_STREAM_HEADERS, 'x-session-id': fold.context.sessionId });
-  const heartbeat = setInterval(() => {
-    if (!res.writableEnded) res.write(': keepalive\n\n');
-  }, ctx.sseHeartbeatMs);
-  const send = async (chunks: readonly UiChunk[]): Promise<void> => {
-    for (const chunk of chunks) {
-      if (abort.signal.aborted) return;
-      if (!res.write(`data: ${JSON.stringify(chunk)}\n\n`)) await drained(res, abort.signal);
-    }
-  };
-  try {
-    await send(answer.coalesce ? coalesceChunks(answer.replayed) : answer.replayed);
-    if (fold.state() !== 'done') await followResponse(ctx.client, fold, answer.fromSeq, abort.signal, send);
-    if (!abort.signal.aborted) {
-      res.write('data: [DONE]\n\n');
+  await hijackEventStream(
+    reply,
+    {
+      streams: ctx.streams,
+      heartbeatMs: ctx.sseHeartbeatMs,
+      headers: { ...UI_STREAM_HEADERS, 'x-session-id': fold.context.sessionId },
+    },
+    async (stream) => {
+      const send = async (chunks: readonly UiChunk[]): Promise<void> => {
+        for (const chunk of chunks) await stream.write(`data: ${JSON.stringify(chunk)}\n\n`);
+      };
+      await send(answer.coalesce ? coalesceChunks(answer.replayed) : answer.replayed);
+      if (fold.state() !== 'done') await followResponse(ctx.client, fold, answer.fromSeq, stream.signal, send);
+      if (stream.signal.aborted) return;
+      await stream.write('data: [DONE]\n\n');
       if (answer.scope !== undefined) await recordTranscriptEnd(ctx, answer.scope, fold.context.sessionId);
-    }
-  } catch (error) {
-    if (!abort.signal.aborted && !res.writableEnded) {
+    },
+    (error) => {
       const response = toOpenAiErrorResponse(error);
       if (response.logDetail)
         request.log.error({ err: error, sessionId: fold.context.sessionId }, 'ui message stream failed');
-      res.write(`data: ${JSON.stringify({ type: 'error', errorText: response.body.error.message })}\n\n`);
-    }
-  } finally {
-    clearInterval(heartbeat);
-    res.off('close', onClose);
-    ctx.streams.delete(abort);
-    if (!res.writableEnded) res.end();
-  }
+      return `data: ${JSON.stringify({ type: 'error', errorText: response.body.error.message })}\n\n`;
+    },
+  );
   return STREAMED;
 }
 

@@ -26,7 +26,8 @@ import {
   type Reconciled,
 } from './reconcile.js';
 import { ResponseTracker } from './response-fold.js';
-import { STREAM_HEADERS, followResponse } from './stream.js';
+import { hijackEventStream } from '../sse.js';
+import { followResponse } from './stream.js';
 import { loggedTranscript, type Transcript, type TranscriptMessage } from './transcript.js';
 
 // ---- the request ------------------------------------------------------------------------------
@@ -344,16 +345,6 @@ async function streamChat(
   },
 ): Promise<RouteResult> {
   const { reconciled, tracker } = options;
-  const abort = new AbortController();
-  ctx.streams.add(abort);
-  reply.hijack();
-  const res = reply.raw;
-  const onClose = (): void => abort.abort();
-  res.on('close', onClose);
-  res.writeHead(200, { ...STREAM_HEADERS, ...sessionHeaders(reconciled) });
-  const heartbeat = setInterval(() => {
-    if (!res.writableEnded) res.write(': keepalive\n\n');
-  }, ctx.sseHeartbeatMs);
   let started = false;
   const chunk = (delta: Record<string, unknown>, finishReason: string | null, extra: Record<string, unknown> = {}) => {
     const first = !started;
@@ -376,48 +367,45 @@ async function streamChat(
       ...extra,
     })}\n\n`;
   };
-  const send = async (events: readonly ResponseStreamEvent[]): Promise<void> => {
-    for (const event of events) {
-      if (abort.signal.aborted || event.type !== 'response.output_text.delta' || event.delta === '') continue;
-      res.write(chunk({ content: event.delta }, null));
-    }
-  };
-  try {
-    await followResponse(ctx.client, tracker, reconciled.events.length, abort.signal, send);
-    if (abort.signal.aborted) return STREAMED;
-    const failure = failureOf(tracker);
-    if (failure) throw failure;
-    const { answer } = await answerOf(ctx, reconciled, tracker);
-    await recordTranscriptEnd(ctx, options.scope, reconciled.sessionId);
-    // A retry of an answered request replays nothing live: its text comes whole.
-    if (!started && answer.content !== '') res.write(chunk({ content: answer.content }, null));
-    if (answer.toolCalls.length > 0)
-      res.write(chunk({ tool_calls: answer.toolCalls.map((call, index) => ({ index, ...call })) }, null));
-    res.write(chunk({}, answer.finishReason));
-    if (options.includeUsage)
-      res.write(
-        `data: ${JSON.stringify({
-          id: options.id,
-          object: 'chat.completion.chunk',
-          created: options.created,
-          model: tracker.snapshot().model,
-          system_fingerprint: null,
-          choices: [],
-          usage: usageOf(tracker) ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
-        })}\n\n`,
-      );
-    res.write('data: [DONE]\n\n');
-  } catch (error) {
-    if (!abort.signal.aborted && !res.writableEnded) {
+  await hijackEventStream(
+    reply,
+    { streams: ctx.streams, heartbeatMs: ctx.sseHeartbeatMs, headers: sessionHeaders(reconciled) },
+    async (stream) => {
+      const send = async (events: readonly ResponseStreamEvent[]): Promise<void> => {
+        for (const event of events)
+          if (event.type === 'response.output_text.delta' && event.delta !== '')
+            await stream.write(chunk({ content: event.delta }, null));
+      };
+      await followResponse(ctx.client, tracker, reconciled.events.length, stream.signal, send);
+      if (stream.signal.aborted) return;
+      const failure = failureOf(tracker);
+      if (failure) throw failure;
+      const { answer } = await answerOf(ctx, reconciled, tracker);
+      await recordTranscriptEnd(ctx, options.scope, reconciled.sessionId);
+      // A retry of an answered request replays nothing live: its text comes whole.
+      if (!started && answer.content !== '') await stream.write(chunk({ content: answer.content }, null));
+      if (answer.toolCalls.length > 0)
+        await stream.write(chunk({ tool_calls: answer.toolCalls.map((call, index) => ({ index, ...call })) }, null));
+      await stream.write(chunk({}, answer.finishReason));
+      if (options.includeUsage)
+        await stream.write(
+          `data: ${JSON.stringify({
+            id: options.id,
+            object: 'chat.completion.chunk',
+            created: options.created,
+            model: tracker.snapshot().model,
+            system_fingerprint: null,
+            choices: [],
+            usage: usageOf(tracker) ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
+          })}\n\n`,
+        );
+      await stream.write('data: [DONE]\n\n');
+    },
+    (error) => {
       const response = toOpenAiErrorResponse(error);
       if (response.logDetail) request.log.error({ err: error, sessionId: reconciled.sessionId }, 'chat stream failed');
-      res.write(`data: ${JSON.stringify(response.body)}\n\n`);
-    }
-  } finally {
-    clearInterval(heartbeat);
-    res.off('close', onClose);
-    ctx.streams.delete(abort);
-    if (!res.writableEnded) res.end();
-  }
+      return `data: ${JSON.stringify(response.body)}\n\n`;
+    },
+  );
   return STREAMED;
 }

@@ -5,12 +5,11 @@
  * terminal event. Only events whose `sequence_number` is greater than `startingAfter` are
  * sent, so a client that lost its connection resumes exactly where it stopped.
  */
-import { once } from 'node:events';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import type { SessionClient } from '../../client/session-client.js';
 import type { StoredEvent } from '../../session/index.js';
-import type { StreamRegistry } from '../sse.js';
+import { hijackEventStream, type StreamRegistry } from '../sse.js';
 import { OpenAiError, toOpenAiErrorResponse } from './errors.js';
 import type { ResponseTracker } from './response-fold.js';
 
@@ -25,14 +24,6 @@ export type ResponseStreamOptions = {
   startingAfter: number;
   heartbeatMs: number;
   streams: StreamRegistry;
-};
-
-/** The headers of every event stream this API answers with. */
-export const STREAM_HEADERS = {
-  'content-type': 'text/event-stream; charset=utf-8',
-  'cache-control': 'no-cache, no-transform',
-  connection: 'keep-alive',
-  'x-accel-buffering': 'no',
 };
 
 export function formatResponseEvent(event: ResponseStreamEvent): string {
@@ -133,43 +124,26 @@ export async function streamResponseEvents(
   reply: FastifyReply,
   options: ResponseStreamOptions,
 ): Promise<void> {
-  const abort = new AbortController();
-  options.streams.add(abort);
-  reply.hijack();
-  const res = reply.raw;
-  const onClose = (): void => abort.abort();
-  res.on('close', onClose);
-  res.writeHead(200, STREAM_HEADERS);
-  const heartbeat = setInterval(() => {
-    if (!res.writableEnded) res.write(': keepalive\n\n');
-  }, options.heartbeatMs);
-  const send = async (events: readonly ResponseStreamEvent[]): Promise<void> => {
-    for (const event of events) {
-      if (event.sequence_number <= options.startingAfter || abort.signal.aborted) continue;
-      if (!res.write(formatResponseEvent(event))) await drained(res, abort.signal);
-    }
-  };
-  try {
-    await send(options.replayed);
-    if (options.tracker.state() !== 'done')
-      await followResponse(options.client, options.tracker, options.fromSeq, abort.signal, send);
-  } catch (error) {
-    if (!abort.signal.aborted) {
+  await hijackEventStream(
+    reply,
+    { streams: options.streams, heartbeatMs: options.heartbeatMs },
+    async (stream) => {
+      const send = async (events: readonly ResponseStreamEvent[]): Promise<void> => {
+        for (const event of events)
+          if (event.sequence_number > options.startingAfter) await stream.write(formatResponseEvent(event));
+      };
+      await send(options.replayed);
+      if (options.tracker.state() !== 'done')
+        await followResponse(options.client, options.tracker, options.fromSeq, stream.signal, send);
+    },
+    (error) => {
       const response = toOpenAiErrorResponse(error);
       if (response.logDetail)
         request.log.error({ err: error, sessionId: options.tracker.context.sessionId }, 'response stream failed');
       const { message, code, param } = response.body.error;
-      if (!res.writableEnded)
-        res.write(
-          `event: error\ndata: ${JSON.stringify({ type: 'error', code, message, param, sequence_number: options.tracker.eventCount })}\n\n`,
-        );
-    }
-  } finally {
-    clearInterval(heartbeat);
-    res.off('close', onClose);
-    options.streams.delete(abort);
-    if (!res.writableEnded) res.end();
-  }
+      return `event: error\ndata: ${JSON.stringify({ type: 'error', code, message, param, sequence_number: options.tracker.eventCount })}\n\n`;
+    },
+  );
 }
 
 /**
@@ -193,14 +167,5 @@ export async function followUntilDone(
   } finally {
     request.raw.socket.off('close', onClose);
     streams.delete(abort);
-  }
-}
-
-export async function drained(res: NodeJS.WritableStream, signal: AbortSignal): Promise<void> {
-  try {
-    await once(res, 'drain', { signal });
-  } catch (error) {
-    // AbortError: the client left or the gateway is closing; the caller's loop sees the abort.
-    if (!signal.aborted) throw error;
   }
 }
