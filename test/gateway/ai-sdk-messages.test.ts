@@ -3,8 +3,9 @@
  * (src/gateway/ai-sdk/ui-messages.ts) and a reconnect's catch-up coalesced (ui-fold.ts).
  */
 import { describe, expect, it } from 'vitest';
-import { coalesceChunks } from '../../src/gateway/ai-sdk/ui-fold.js';
+import { UiMessageFold, coalesceChunks } from '../../src/gateway/ai-sdk/ui-fold.js';
 import { readUiMessages } from '../../src/gateway/ai-sdk/ui-messages.js';
+import type { StoredEvent } from '../../src/session/index.js';
 
 describe('readUiMessages', () => {
   it("reads texts, the caller's tool calls and outputs; the server's tools and reasoning are not the transcript's", () => {
@@ -101,5 +102,73 @@ describe('coalesceChunks', () => {
       { type: 'text-end', id: 't' },
       { type: 'text-delta', id: 'u', delta: 'x' },
     ]);
+  });
+});
+
+describe('UiMessageFold', () => {
+  const T = 1_700_000_000_000;
+  const log = (events: Array<Omit<StoredEvent, 'seq' | 'time'>>): StoredEvent[] =>
+    events.map((event, seq) => ({ ...event, seq, time: T }) as StoredEvent);
+  const turn = log([
+    { type: 'turn/start', data: { turn: 1 } },
+    { type: 'step/start', data: { turn: 1, step: 1 } },
+    {
+      type: 'user/message',
+      data: { id: 'm1', role: 'user', content: [{ type: 'text', text: 'hi' }], source: { kind: 'user' } },
+      surfaceOp: 'append',
+    },
+    {
+      type: 'assistant/message',
+      data: {
+        turn: 1,
+        step: 1,
+        message: {
+          id: 'a1',
+          role: 'assistant',
+          content: [{ type: 'text', text: 'hello' }],
+          source: { kind: 'model', provider: 'fake', model: 'fake' },
+        },
+        usage: { inputTokens: 10, outputTokens: 2 },
+      },
+      surfaceOp: 'append',
+    },
+    { type: 'step/end', data: { turn: 1, step: 1 } },
+    { type: 'turn/end', data: { turn: 1, reason: { kind: 'completed' } } },
+  ]);
+
+  it('streams a turn begun by its message as one message: start, its step, the text, finish with usage', () => {
+    const fold = new UiMessageFold({ sessionId: 's1', anchor: { kind: 'message', messageId: 'm1' } });
+    const chunks = turn.flatMap((event) => fold.push(event));
+    expect(chunks.map((c) => c.type)).toEqual([
+      'start',
+      'start-step',
+      'text-start',
+      'text-delta',
+      'text-end',
+      'finish-step',
+      'finish',
+    ]);
+    expect(chunks.find((c) => c.type === 'text-delta')!.delta).toBe('hello');
+    expect(chunks.at(-1)).toMatchObject({
+      finishReason: 'stop',
+      messageMetadata: { sessionId: 's1', turn: 1, usage: { inputTokens: 10, outputTokens: 2, totalTokens: 12 } },
+    });
+    expect(fold.state()).toBe('done');
+  });
+
+  it('resumes a turn from its start with the same parts, and waits for nothing before its anchor', () => {
+    const resumed = new UiMessageFold({ sessionId: 's1', anchor: { kind: 'turn', turn: 1 } });
+    expect(turn.flatMap((event) => resumed.push(event)).map((c) => c.type)).toEqual([
+      'start',
+      'start-step',
+      'text-start',
+      'text-delta',
+      'text-end',
+      'finish-step',
+      'finish',
+    ]);
+    const other = new UiMessageFold({ sessionId: 's1', anchor: { kind: 'message', messageId: 'nope' } });
+    expect(turn.flatMap((event) => other.push(event))).toEqual([]);
+    expect(other.state()).toBe('queued');
   });
 });

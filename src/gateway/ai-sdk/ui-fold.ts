@@ -79,6 +79,8 @@ function endOf(reason: TurnEndReason): UiChunk[] {
 export class UiMessageFold implements AnswerFold<UiChunk> {
   private progress: 'queued' | 'running' | 'done' = 'queued';
   private openTurn: number | undefined;
+  /** A step of the open turn has started and not ended (the anchor message is logged inside step 1). */
+  private stepOpen = false;
   private turn: number | undefined;
   /** The anchor message was logged outside a turn: the answer is the next turn. */
   private awaitingTurn = false;
@@ -134,6 +136,7 @@ export class UiMessageFold implements AnswerFold<UiChunk> {
         }
         break;
       case 'step/start':
+        this.stepOpen = true;
         if (ours(event.data.turn)) out.push({ type: 'start-step' });
         break;
       case 'assistant/chunk':
@@ -200,6 +203,7 @@ export class UiMessageFold implements AnswerFold<UiChunk> {
         break;
       }
       case 'step/end':
+        this.stepOpen = false;
         if (ours(event.data.turn)) {
           this.text(this.assembler.push(event), out);
           out.push({ type: 'finish-step' });
@@ -230,6 +234,8 @@ export class UiMessageFold implements AnswerFold<UiChunk> {
       messageId: `${this.context.sessionId}.t${turn}`,
       messageMetadata: { sessionId: this.context.sessionId, turn },
     });
+    // Begun by its message inside the step it opens: that step's start.
+    if (this.stepOpen && this.context.anchor.kind === 'message') out.push({ type: 'start-step' });
   }
 
   private metadata(): { messageMetadata: Record<string, unknown> } {
