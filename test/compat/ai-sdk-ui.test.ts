@@ -222,6 +222,38 @@ describe('ai-sdk UI message stream (DefaultChatTransport)', () => {
       events.filter((e) => e.type === 'tool/approval').map((e) => (e.data as { decision: string }).decision),
     ).toEqual(['approve']);
     expect(turnsOf(events)).toBe(1);
+    // The approval request sent again (a retry): the same continuation from the log, nothing answered twice.
+    const again = await fetch(api, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        id: chat.id,
+        trigger: 'submit-message',
+        messages: [
+          chat.messages[0],
+          {
+            id: 'a-retry',
+            role: 'assistant',
+            parts: [
+              {
+                type: 'tool-deploy',
+                toolCallId: 'call_ui_deploy',
+                state: 'approval-responded',
+                input: { target: 'prod' },
+                providerExecuted: true,
+                approval: { id: 'call_ui_deploy', approved: true },
+              },
+            ],
+          },
+        ],
+      }),
+    });
+    expect(again.status).toBe(200);
+    const replay = await again.text();
+    expect(replay).toContain('"tool-output-available"');
+    expect(replay).toContain('Done: deployed to prod.');
+    expect(replay.trim().endsWith('data: [DONE]')).toBe(true);
+    expect((await stack.client.events(chat.id)).length).toBe(events.length);
   });
 
   it('ends a failed turn with an error part: the chat shows the error', async () => {

@@ -6,7 +6,8 @@
  *   messages are a stateless transcript, reconciled with the session's log as the OpenAI
  *   API's are (openai/reconcile.ts: only the new tail is logged, a retry runs no second turn, a
  *   regenerated or edited message is answered in a branch). A last assistant message that
- *   answers tool approvals the stream asked for carries its turn on instead. The answer is the
+ *   answers tool approvals the stream asked for carries its turn on instead (sent again, it
+ *   streams what followed the logged answers). The answer is the
  *   turn as a UI message stream (`x-vercel-ai-ui-message-stream: v1`), folded from the log
  *   (ui-fold.ts), with `x-session-id` naming the session (or branch) that answered.
  * - `GET /ai-sdk/chat/:id/stream` resumes the running turn of the chat (or of its newest
@@ -15,7 +16,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { TurnFold, type StoredEvent } from '../../session/index.js';
+import { TurnFold, isEventOfType, type StoredEvent } from '../../session/index.js';
 import { defineRoute, noParams, noQuery, STREAMED, type RouteContext, type RouteSpec } from '../route-table.js';
 import { OpenAiError, toOpenAiErrorResponse } from '../openai/errors.js';
 import { callerScope, reconcile, recordTranscriptEnd, retryOf } from '../openai/reconcile.js';
@@ -87,6 +88,15 @@ async function answerApprovals(
         by: 'ai-sdk',
       });
     return { sessionId, turn: waiting.get(answered[0]!.callId)!.turn, fromSeq };
+  }
+  // None waits: a retried request whose answers are logged already streams what followed them.
+  const calls = new Set(approvals.map((a) => a.callId));
+  for (const sessionId of await lineage(ctx, id)) {
+    const answer = (await ctx.client.events(sessionId, 0)).find(
+      (event) => isEventOfType(event, 'tool/approval') && calls.has(event.data.callId),
+    );
+    if (answer && isEventOfType(answer, 'tool/approval'))
+      return { sessionId, turn: answer.data.turn, fromSeq: answer.seq };
   }
   throw new OpenAiError(
     409,
