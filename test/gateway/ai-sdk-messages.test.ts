@@ -136,18 +136,12 @@ describe('UiMessageFold', () => {
     { type: 'turn/end', data: { turn: 1, reason: { kind: 'completed' } } },
   ]);
 
+  const ONE_STEP_REPLY = ['start', 'start-step', 'text-start', 'text-delta', 'text-end', 'finish-step', 'finish'];
+
   it('streams a turn begun by its message as one message: start, its step, the text, finish with usage', () => {
     const fold = new UiMessageFold({ sessionId: 's1', anchor: { kind: 'message', messageId: 'm1' } });
     const chunks = turn.flatMap((event) => fold.push(event));
-    expect(chunks.map((c) => c.type)).toEqual([
-      'start',
-      'start-step',
-      'text-start',
-      'text-delta',
-      'text-end',
-      'finish-step',
-      'finish',
-    ]);
+    expect(chunks.map((c) => c.type)).toEqual(ONE_STEP_REPLY);
     expect(chunks.find((c) => c.type === 'text-delta')!.delta).toBe('hello');
     expect(chunks.at(-1)).toMatchObject({
       finishReason: 'stop',
@@ -158,15 +152,7 @@ describe('UiMessageFold', () => {
 
   it('resumes a turn from its start with the same parts, and waits for nothing before its anchor', () => {
     const resumed = new UiMessageFold({ sessionId: 's1', anchor: { kind: 'turn', turn: 1 } });
-    expect(turn.flatMap((event) => resumed.push(event)).map((c) => c.type)).toEqual([
-      'start',
-      'start-step',
-      'text-start',
-      'text-delta',
-      'text-end',
-      'finish-step',
-      'finish',
-    ]);
+    expect(turn.flatMap((event) => resumed.push(event)).map((c) => c.type)).toEqual(ONE_STEP_REPLY);
     const other = new UiMessageFold({ sessionId: 's1', anchor: { kind: 'message', messageId: 'nope' } });
     expect(turn.flatMap((event) => other.push(event))).toEqual([]);
     expect(other.state()).toBe('queued');

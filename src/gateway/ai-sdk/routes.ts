@@ -40,10 +40,16 @@ const ERRORS = [400, 401, 404, 409, 413, 415, 429, 500, 503];
 /** The chat's session and its branches (edits, regenerations), newest first after the chat's own. */
 async function lineage(ctx: RouteContext, id: string): Promise<string[]> {
   if (!(await ctx.client.exists(id))) return [];
+  // One listing of the store for the whole tree (not one per branch).
+  const children = new Map<string, Array<{ id: string; createdAt: number }>>();
+  for (const header of await ctx.client.list())
+    if (header.parentSession !== undefined)
+      children.set(header.parentSession, [...(children.get(header.parentSession) ?? []), header]);
   const found = [id];
   for (let i = 0; i < found.length && found.length < 256; i++)
-    for (const branch of (await ctx.client.branches(found[i]!)).reverse()) found.push(branch.sessionId);
-  return [found[0]!, ...found.slice(1).reverse()];
+    for (const branch of children.get(found[i]!) ?? []) found.push(branch.id);
+  const created = new Map([...children.values()].flat().map((branch) => [branch.id, branch.createdAt]));
+  return [id, ...found.slice(1).sort((a, b) => created.get(b)! - created.get(a)!)];
 }
 
 /** The first session of the chat with a turn open: its id, the turn and where the turn starts. */
@@ -74,7 +80,8 @@ async function answerApprovals(
   id: string,
   approvals: readonly ApprovalAnswerPart[],
 ): Promise<{ sessionId: string; turn: number; fromSeq: number }> {
-  for (const sessionId of await lineage(ctx, id)) {
+  const sessions = await lineage(ctx, id);
+  for (const sessionId of sessions) {
     const waiting = new Map(
       (await ctx.client.pendingApprovals({ sessionId })).filter((p) => p.kind === 'approval').map((p) => [p.callId, p]),
     );
@@ -91,7 +98,7 @@ async function answerApprovals(
   }
   // None waits: a retried request whose answers are logged already streams what followed them.
   const calls = new Set(approvals.map((a) => a.callId));
-  for (const sessionId of await lineage(ctx, id)) {
+  for (const sessionId of sessions) {
     const answer = (await ctx.client.events(sessionId, 0)).find(
       (event) => isEventOfType(event, 'tool/approval') && calls.has(event.data.callId),
     );

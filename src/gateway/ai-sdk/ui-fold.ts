@@ -147,24 +147,16 @@ export class UiMessageFold implements AnswerFold<UiChunk> {
           this.text(this.assembler.push(event), out);
           if (event.data.usage) this.usage = addTokenUsage(this.usage, event.data.usage);
           for (const block of event.data.message.content)
-            if (block.type === 'tool-call' && !this.tools.has(block.id))
-              this.tools.set(block.id, { name: block.name, arguments: block.arguments, shown: false, denied: false });
+            if (block.type === 'tool-call') this.noteCall(block.id, block.name, block.arguments);
         }
         break;
       case 'tool/call':
-        if (ours(event.data.turn) && !this.tools.has(event.data.callId))
-          this.tools.set(event.data.callId, {
-            name: event.data.name,
-            arguments: event.data.arguments,
-            shown: false,
-            denied: false,
-          });
+        if (ours(event.data.turn)) this.noteCall(event.data.callId, event.data.name, event.data.arguments);
         break;
       case 'tool/approval-request': {
         const { turn, callId, tool, arguments: args, kind } = event.data;
         if (!ours(turn)) break;
-        if (!this.tools.has(callId))
-          this.tools.set(callId, { name: tool, arguments: args, shown: false, denied: false });
+        this.noteCall(callId, tool, args);
         const state = this.toolState(callId);
         if (kind === 'external') {
           // The caller runs it: its input, and the next request carries its output.
@@ -241,6 +233,11 @@ export class UiMessageFold implements AnswerFold<UiChunk> {
   private metadata(): { messageMetadata: Record<string, unknown> } {
     const usage = usageMetadata(this.usage);
     return { messageMetadata: { sessionId: this.context.sessionId, turn: this.turn, ...(usage ? { usage } : {}) } };
+  }
+
+  /** A call of this turn, as first seen (its input not shown yet). */
+  private noteCall(callId: string, name: string, args: string): void {
+    if (!this.tools.has(callId)) this.tools.set(callId, { name, arguments: args, shown: false, denied: false });
   }
 
   /**
