@@ -70,7 +70,14 @@ export type Config = {
   namespace: string;
   taskQueue: string;
   model: ModelSettings;
-  gateway: { host: string; port: number; token: string | undefined; bodyLimitBytes: number } & GatewayTimeouts;
+  gateway: {
+    host: string;
+    port: number;
+    token: string | undefined;
+    bodyLimitBytes: number;
+    /** Signs LangGraph run webhooks (`SESSIONLOG_WEBHOOK_SECRET`); without it a run asking for a webhook is refused. */
+    webhookSecret: string | undefined;
+  } & GatewayTimeouts;
   /** Connection limits of every HTTP listener of the process (the gateway's, the worker's operations listener). */
   listenerLimits: ListenerLimits;
   tunables: SessionTunables;
@@ -135,6 +142,7 @@ const envSchema = z.object({
   OPENAI_API_KEY: z.string().min(1).optional(),
   DEEPSEEK_API_KEY: z.string().min(1).optional(),
   SESSIONLOG_GATEWAY_TOKEN: z.string().min(16, 'SESSIONLOG_GATEWAY_TOKEN must be at least 16 characters').optional(),
+  SESSIONLOG_WEBHOOK_SECRET: z.string().min(16, 'SESSIONLOG_WEBHOOK_SECRET must be at least 16 characters').optional(),
   SESSIONLOG_HOST: z.string().min(1).optional(),
   SESSIONLOG_PORT: int('SESSIONLOG_PORT', 0, 65535).optional(),
   SESSIONLOG_BODY_LIMIT_BYTES: int('SESSIONLOG_BODY_LIMIT_BYTES', 1024).optional(),
@@ -203,6 +211,7 @@ export function resolveConfig(
   // Configured secrets never leave the process in a log, an error or an export.
   registerSecret(apiKey);
   registerSecret(e.SESSIONLOG_GATEWAY_TOKEN);
+  registerSecret(e.SESSIONLOG_WEBHOOK_SECRET);
   const catalogue = e.SESSIONLOG_MODELS === undefined ? DEFAULT_MODEL_CATALOGUE : loadCatalogue(e.SESSIONLOG_MODELS);
   try {
     lookupModel(catalogue, modelName);
@@ -239,6 +248,7 @@ export function resolveConfig(
       host: e.SESSIONLOG_HOST ?? '127.0.0.1',
       port: e.SESSIONLOG_PORT ?? 8787,
       token: e.SESSIONLOG_GATEWAY_TOKEN,
+      webhookSecret: e.SESSIONLOG_WEBHOOK_SECRET,
       // A JSON body escapes some characters of the message it carries (a newline is two bytes).
       bodyLimitBytes:
         e.SESSIONLOG_BODY_LIMIT_BYTES ??

@@ -129,7 +129,14 @@ export type ApprovalAnswer = {
  * Options of a user message: its idempotency key, the caller's tools for the turn it starts, and
  * the model and/or instructions (`''`: none) the session runs with from that turn on.
  */
-export type MessageOptions = { id?: string; tools?: ToolSchema[]; agent?: AskedAgent; hints?: TurnHints };
+export type MessageOptions = {
+  id?: string;
+  tools?: ToolSchema[];
+  agent?: AskedAgent;
+  hints?: TurnHints;
+  /** Start a turn of its own rather than join a running turn's next step (a LangGraph run, issue 25). */
+  ownTurn?: boolean;
+};
 
 /** A branch made by an edit or a regeneration: the new session, where it left its parent, and the message that starts its turn. */
 export type BranchResult = { sessionId: string; forkedFrom: string; forkedAt: number; messageId: string };
@@ -396,7 +403,7 @@ export class SessionClient {
   async send(sessionId: string, text: string, options: MessageOptions = {}): Promise<Reply> {
     const checked = this.checkMessage(sessionId, text, options);
     await this.ensureSession(sessionId);
-    const message = await this.deliver(sessionId, checked);
+    const message = await this.deliver(sessionId, checked, options.ownTurn);
     let result: SendResult;
     try {
       result = await this.updateWithStart(sendUpdate, sessionId, { args: [message], updateId: message.id });
@@ -425,7 +432,7 @@ export class SessionClient {
   async post(sessionId: string, text: string, options: MessageOptions = {}): Promise<{ id: string }> {
     const checked = this.checkMessage(sessionId, text, options);
     await this.ensureSession(sessionId);
-    const message = await this.deliver(sessionId, checked);
+    const message = await this.deliver(sessionId, checked, options.ownTurn);
     await this.temporal.workflow.signalWithStart(SESSION_WORKFLOW_TYPE, {
       ...this.startOptions(sessionId),
       signal: userMessageSignal,
@@ -536,6 +543,15 @@ export class SessionClient {
   async nextSeq(sessionId: string): Promise<number> {
     assertSessionId(sessionId);
     return this.store.nextSeq(sessionId);
+  }
+
+  /** Ids of the session's messages delivered and not logged yet (waiting in its inbox, oldest first). */
+  async waitingMessages(sessionId: string): Promise<string[]> {
+    assertSessionId(sessionId);
+    const prefix = inboxKeys.message('');
+    return (await this.store.inbox.list(sessionId))
+      .filter((entry) => entry.key.startsWith(prefix))
+      .map((entry) => entry.key.slice(prefix.length));
   }
 
   /**
@@ -1013,7 +1029,7 @@ export class SessionClient {
    * its id and the entry's reference. Writing it again (a retried send) changes nothing; another
    * text under an id still waiting there is INVALID_MESSAGE.
    */
-  private async deliver(sessionId: string, message: { id: string } & MessageBody): Promise<UserInput> {
+  private async deliver(sessionId: string, message: { id: string } & MessageBody, ownTurn = false): Promise<UserInput> {
     const body: MessageBody = {
       text: message.text,
       ...(message.tools ? { tools: message.tools } : {}),
@@ -1021,8 +1037,8 @@ export class SessionClient {
       ...(message.hints ? { hints: message.hints } : {}),
     };
     const ref = await this.putInbox(sessionId, inboxKeys.message(message.id), JSON.stringify(body));
-    // A message with its own tools or request options starts its own turn.
-    return { id: message.id, ref, ...(message.tools || message.hints ? { withTools: true as const } : {}) };
+    // A message with its own tools or request options (or asking for it) starts its own turn.
+    return { id: message.id, ref, ...(message.tools || message.hints || ownTurn ? { withTools: true as const } : {}) };
   }
 
   private async requireSession(sessionId: string): Promise<void> {

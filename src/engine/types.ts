@@ -13,7 +13,8 @@ import type { TurnOutcome } from '../session/turns.js';
  * A user message on its way into a turn, as it crosses Temporal (DESIGN §5.2): its id and where
  * its text waits in the store's inbox (`ref`), never the text. `withTools`: it brings function
  * tools the caller runs in the turn it starts (session/turn-tools.ts, in the inbox entry too), or
- * request options of that turn (session/turn-hints.ts); such a message only ever starts a turn.
+ * request options of that turn (session/turn-hints.ts), or its caller asked for a turn of its own
+ * (a LangGraph run); such a message only ever starts a turn.
  *
  * `text` and `tools` inline are what builds before the inbox sent; a message queued by one of
  * them (carried in a running workflow) is still logged from them.

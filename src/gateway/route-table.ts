@@ -11,6 +11,7 @@ import { z } from 'zod';
 import type { SessionClient } from '../client/session-client.js';
 import type { StreamRegistry } from './sse.js';
 import type { StreamTokenSigner } from './stream-token.js';
+import type { WebhookSender } from './langgraph/webhooks.js';
 
 /** The model and system prompt the workers give a session whose header names none. */
 export type AgentDefaults = { model?: string | undefined; system?: string | undefined };
@@ -36,9 +37,11 @@ export type RouteContext = {
   defaults: AgentDefaults;
   /** The model names requests may use and what they run (openai/models.ts). */
   models: ModelRouting;
+  /** Delivers the LangGraph API's signed run webhooks (langgraph/webhooks.ts). */
+  webhooks: WebhookSender;
 };
 
-export type HttpMethod = 'GET' | 'POST' | 'DELETE';
+export type HttpMethod = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 
 /** A documented response of a route. */
 export type ResponseSpec = { description: string; schema?: z.ZodType; eventStream?: string };

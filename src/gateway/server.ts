@@ -20,6 +20,8 @@ import {
 } from './listener-guard.js';
 import { NATIVE_TABLE } from './native/index.js';
 import { AI_SDK_TABLE } from './ai-sdk/index.js';
+import { LANGGRAPH_TABLE } from './langgraph/index.js';
+import { WebhookSender } from './langgraph/webhooks.js';
 import { OPENAI_TABLE } from './openai/index.js';
 import { defaultModelRouting } from './openai/models.js';
 import { closeLingering } from './listener-guard.js';
@@ -74,11 +76,14 @@ export type GatewayOptions = {
   telemetry?: GatewayTelemetry;
   /** Connection limits per client address and for connections waiting on their clients (listener-guard.ts). */
   listenerLimits?: Partial<ListenerLimits>;
+  /** Signs the LangGraph API's run webhooks (langgraph/webhooks.ts); without it a run asking for one gets a 422. */
+  webhookSecret?: string | undefined;
 } & Partial<GatewayTimeouts>;
 
 export type ResolvedGatewayOptions = Required<
-  Omit<GatewayOptions, 'logger' | 'token' | 'telemetry' | 'listenerLimits'>
+  Omit<GatewayOptions, 'logger' | 'token' | 'telemetry' | 'listenerLimits' | 'webhookSecret'>
 > & {
+  webhookSecret: string | undefined;
   listenerLimits: ListenerLimits;
   token: string | undefined;
   logger: FastifyBaseLogger | undefined;
@@ -89,10 +94,10 @@ export type ResolvedGatewayOptions = Required<
 export const GATEWAY_API_VERSION = '1.0.0';
 
 /** Every HTTP API the gateway serves, each registered and documented from its route table. */
-const ROUTE_TABLES: readonly RouteTable[] = [NATIVE_TABLE, OPENAI_TABLE, AI_SDK_TABLE];
+const ROUTE_TABLES: readonly RouteTable[] = [NATIVE_TABLE, OPENAI_TABLE, AI_SDK_TABLE, LANGGRAPH_TABLE];
 
 const API_DESCRIPTION =
-  "sessionlog HTTP gateway: LLM chat sessions as durable workflows over an append-only event log. Errors are `{error: {code, message}}` under /v1 and OpenAI's `{error: {message, type, param, code}}` under /openai/v1 (the OpenAI-compatible Conversations and Responses API) and /ai-sdk (the AI SDK UI message stream).";
+  "sessionlog HTTP gateway: LLM chat sessions as durable workflows over an append-only event log. Errors are `{error: {code, message}}` under /v1 and OpenAI's `{error: {message, type, param, code}}` under /openai/v1 (the OpenAI-compatible Conversations and Responses API) and /ai-sdk (the AI SDK UI message stream), and `{detail, code}` under /langgraph (the LangGraph Agent Server subset).";
 
 /**
  * Fills defaults and enforces the listening rule: beyond loopback a token is mandatory. Throws
@@ -127,6 +132,7 @@ export function resolveGatewayOptions(options: GatewayOptions): ResolvedGatewayO
     models: options.models ?? defaultModelRouting(options.defaultAgent?.model),
     telemetry: options.telemetry,
     listenerLimits: resolveListenerLimits(options.listenerLimits ?? {}),
+    webhookSecret: options.webhookSecret,
   };
 }
 
@@ -414,6 +420,7 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
     streamTokens,
     defaults: resolved.defaultAgent,
     models: resolved.models,
+    webhooks: new WebhookSender(resolved.webhookSecret, resolved.logger),
   };
 
   const publicUrls = new Set([
@@ -425,10 +432,15 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
     app.addHook('onRequest', async (request) => {
       if (request.routeOptions.url !== undefined && publicUrls.has(request.routeOptions.url)) return;
       if (streamTokenAuthorizes(request, streamTokens)) return;
-      if (!authorized(request.headers.authorization, expected)) {
+      // `x-api-key` is how the LangGraph SDK sends its `apiKey`.
+      const apiKey = request.headers['x-api-key'];
+      if (
+        !authorized(request.headers.authorization, expected) &&
+        !(typeof apiKey === 'string' && authorized(`Bearer ${apiKey}`, expected))
+      ) {
         throw new GatewayError(
           'UNAUTHORIZED',
-          'missing or wrong bearer token: send "Authorization: Bearer <SESSIONLOG_GATEWAY_TOKEN>"',
+          'missing or wrong bearer token: send "Authorization: Bearer <SESSIONLOG_GATEWAY_TOKEN>" (or "x-api-key: <token>")',
           {
             'www-authenticate': 'Bearer realm="sessionlog"',
           },
@@ -440,6 +452,7 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
   // Open SSE streams would hold the server open; end them when the gateway closes.
   app.addHook('preClose', async () => {
     for (const stream of streams) stream.abort();
+    context.webhooks.close();
   });
 
   app.setErrorHandler((error, request, reply) => sendError(request, reply, error));

@@ -5,6 +5,7 @@
  * prefix in its own shape, wraps each request in a span, lets a handler stream its own reply,
  * and is documented in the OpenAPI document beside the native API.
  */
+import { WebhookSender } from '../../src/gateway/langgraph/webhooks.js';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -118,6 +119,7 @@ const context: RouteContext = {
   streams: new Set(),
   openapi: () => ({}),
   streamTokens: createStreamTokenSigner(undefined),
+  webhooks: new WebhookSender(undefined, undefined),
   defaults: {},
   models: { names: {}, unknown: 'default' },
 };

@@ -1,0 +1,213 @@
+/**
+ * Thread state in LangChain's message format (issue 25): a thread's `values` are
+ * `{messages: [...]}`, derived from the session's surface — what the model is sent next, so a
+ * compaction summary stands where the turns it summarises were (as a `system` message) and a
+ * pruned tool result is its shortened form. Message ids are stable across reads: a user
+ * message keeps its logged id, an AI message the id its text streamed under (the Responses
+ * API's item id, so a `messages` chunk and the final message match), a tool message
+ * `tool_<callId>`. Also the reading of a run's `input.messages`.
+ */
+import {
+  foldSurfaceView,
+  isKnownEvent,
+  textOf,
+  type AssistantMessage,
+  type ContentBlock,
+  type StoredEvent,
+  type TokenUsage,
+} from '../../session/index.js';
+import { itemTag, messageItemId } from '../openai/ids.js';
+import { OutputAssembler } from '../openai/output-items.js';
+import { unsupported } from './errors.js';
+
+/** A message as LangChain serialises it in LangGraph state (`BaseMessage` as a dict). */
+export type LangChainMessage = {
+  type: 'human' | 'ai' | 'tool' | 'system';
+  id: string;
+  content: string;
+  additional_kwargs: Record<string, unknown>;
+  response_metadata: Record<string, unknown>;
+  name?: string | null;
+  tool_calls?: Array<{ id: string; name: string; args: unknown; type: 'tool_call' }>;
+  invalid_tool_calls?: unknown[];
+  usage_metadata?: { input_tokens: number; output_tokens: number; total_tokens: number };
+  tool_call_id?: string;
+  status?: 'success' | 'error';
+};
+
+export function argsOf(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return {};
+  }
+}
+
+function reasoningOf(blocks: readonly ContentBlock[]): string {
+  let out = '';
+  for (const block of blocks) if (block.type === 'reasoning') out += block.text;
+  return out;
+}
+
+export function usageMetadataOf(usage: TokenUsage | undefined): LangChainMessage['usage_metadata'] {
+  if (!usage) return undefined;
+  const input = usage.inputTokens + (usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0);
+  return { input_tokens: input, output_tokens: usage.outputTokens, total_tokens: input + usage.outputTokens };
+}
+
+/** The id an AI message has in LangGraph state: the item id its text (or else its reasoning) streamed under. */
+export function aiMessageId(
+  tag: string,
+  turn: number,
+  step: number,
+  ids: { message?: string; reasoning?: string },
+): string {
+  if (ids.message) return ids.message;
+  if (ids.reasoning) return `msg_${ids.reasoning.slice('rs_'.length)}`;
+  return messageItemId(tag, turn, step, 0);
+}
+
+export function aiMessage(
+  id: string,
+  message: AssistantMessage,
+  extra: { usage?: TokenUsage | undefined; finishReason?: string | undefined },
+): LangChainMessage {
+  const reasoning = reasoningOf(message.content);
+  const usage = usageMetadataOf(extra.usage);
+  return {
+    type: 'ai',
+    id,
+    content: textOf(message.content),
+    additional_kwargs: reasoning.length > 0 ? { reasoning_content: reasoning } : {},
+    response_metadata: {
+      ...(message.source.kind === 'model' ? { model_name: message.source.model } : {}),
+      ...(extra.finishReason !== undefined ? { finish_reason: extra.finishReason } : {}),
+    },
+    name: null,
+    tool_calls: message.content
+      .filter((block) => block.type === 'tool-call')
+      .map((block) => ({ id: block.id, name: block.name, args: argsOf(block.arguments), type: 'tool_call' as const })),
+    invalid_tool_calls: [],
+    ...(usage ? { usage_metadata: usage } : {}),
+  };
+}
+
+/** The message a surface event stands for in LangGraph state (`names`: each call id's tool name). */
+export function stateMessageOf(
+  event: StoredEvent,
+  tag: string,
+  assembler: OutputAssembler,
+  names: ReadonlyMap<string, string>,
+): LangChainMessage | undefined {
+  if (!isKnownEvent(event)) return undefined;
+  switch (event.type) {
+    case 'user/message': {
+      const { id, content, source } = event.data;
+      return {
+        type: source.kind === 'plugin' ? 'system' : 'human',
+        id,
+        content: textOf(content),
+        additional_kwargs: source.kind === 'plugin' ? { sessionlog_source: source.plugin } : {},
+        response_metadata: {},
+        name: null,
+      };
+    }
+    case 'assistant/message': {
+      const { turn, step, message, usage, finishReason } = event.data;
+      if (message.content.length === 0) return undefined;
+      const id = aiMessageId(tag, turn, step, assembler.itemsOfMessage.get(event.seq) ?? {});
+      return aiMessage(id, message, { usage, finishReason });
+    }
+    case 'tool/result': {
+      const block = event.data.message.content[0];
+      return {
+        type: 'tool',
+        id: `tool_${block.toolCallId}`,
+        content: textOf(block.content),
+        tool_call_id: block.toolCallId,
+        name: names.get(block.toolCallId) ?? null,
+        status: block.isError || event.data.error ? 'error' : 'success',
+        additional_kwargs: {},
+        response_metadata: {},
+      };
+    }
+    default:
+      return undefined;
+  }
+}
+
+/** The thread's messages: the surface of `events` (a whole log, seq 0 first) in LangChain's format. */
+export function threadMessages(sessionId: string, events: readonly StoredEvent[]): LangChainMessage[] {
+  const tag = itemTag(sessionId);
+  const assembler = new OutputAssembler(tag);
+  const names = new Map<string, string>();
+  for (const event of events) {
+    assembler.push(event);
+    if (isKnownEvent(event) && event.type === 'tool/call') names.set(event.data.callId, event.data.name);
+  }
+  const out: LangChainMessage[] = [];
+  for (const node of foldSurfaceView(events).nodes) {
+    const message = stateMessageOf(events[node.seq]!, tag, assembler, names);
+    if (message) out.push(message);
+  }
+  return out;
+}
+
+// ---- a run's input ----------------------------------------------------------------------------
+
+const HUMAN_TYPES = new Set(['human', 'user', 'HumanMessage', 'HumanMessageChunk']);
+
+function contentText(content: unknown, field: string): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) throw unsupported(field, 'content must be a string or a list of text blocks');
+  let text = '';
+  for (const [i, block] of content.entries()) {
+    if (typeof block === 'string') text += block;
+    else if (typeof block === 'object' && block !== null && (block as { type?: unknown }).type === 'text')
+      text += String((block as { text?: unknown }).text ?? '');
+    else
+      throw unsupported(
+        `${field}[${i}]`,
+        `only text content is accepted (got a ${String((block as { type?: unknown } | null)?.type ?? typeof block)} block)`,
+      );
+  }
+  return text;
+}
+
+/**
+ * The texts of the human messages a run's `input` adds (`{messages: [...]}`, each in any of
+ * LangChain's shapes: `{role: 'user'}`, `{type: 'human'}`, a serialised `HumanMessage`, or a
+ * bare string). Other state keys, and messages of other types (the thread's AI and tool
+ * messages come from its log), are a 422 naming them.
+ */
+export function inputTexts(input: unknown): string[] {
+  if (input === null || input === undefined) return [];
+  if (typeof input !== 'object' || Array.isArray(input))
+    throw unsupported('input', 'the input must be an object such as {"messages": [{"role": "user", "content": "…"}]}');
+  const { messages, ...rest } = input as Record<string, unknown>;
+  const other = Object.keys(rest)[0];
+  if (other !== undefined)
+    throw unsupported(`input.${other}`, "a thread's state has only `messages` (the session's derived history)");
+  if (messages === undefined) return [];
+  const list = Array.isArray(messages) ? messages : [messages];
+  return list.map((message, i) => {
+    const field = `input.messages[${i}]`;
+    if (typeof message === 'string') return message;
+    if (typeof message !== 'object' || message === null)
+      throw unsupported(field, 'a message must be an object or a string');
+    const m = message as Record<string, unknown>;
+    // LangChain's serialised form: {lc: 1, type: 'constructor', id: [..., 'HumanMessage'], kwargs: {content}}.
+    if (m.lc !== undefined && m.type === 'constructor' && Array.isArray(m.id)) {
+      const kind = String(m.id.at(-1));
+      if (!HUMAN_TYPES.has(kind)) throw unsupported(field, `only human messages can be sent (got a ${kind})`);
+      return contentText((m.kwargs as { content?: unknown } | undefined)?.content, `${field}.kwargs.content`);
+    }
+    const kind = String(m.type ?? m.role ?? '');
+    if (!HUMAN_TYPES.has(kind))
+      throw unsupported(
+        field,
+        `only human (user) messages can be sent (got ${kind === '' ? 'a message without type or role' : `type ${kind}`}); the thread's AI and tool messages come from its log`,
+      );
+    return contentText(m.content, `${field}.content`);
+  });
+}
