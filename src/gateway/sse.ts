@@ -7,7 +7,8 @@
 import { once } from 'node:events';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { SessionClient } from '../client/session-client.js';
-import type { StoredEvent } from '../session/index.js';
+import { isEventOfType, type SessionEvent, type StoredEvent } from '../session/index.js';
+import { chunkAttemptOf } from './openai/output-items.js';
 import { GatewayError, toErrorResponse } from './errors.js';
 
 /** Open streams, so the gateway can end them all when it closes. */
@@ -19,6 +20,8 @@ export type StreamEventsOptions = {
   fromSeq: number;
   /** Close the stream after this many events. */
   limit: number | undefined;
+  /** Send the stored part's runs of text and reasoning chunks as one event each ({@link chunkRunKey}). */
+  coalesce?: boolean;
   heartbeatMs: number;
   streams: StreamRegistry;
 };
@@ -29,9 +32,10 @@ export function wantsEventStream(request: FastifyRequest): boolean {
   return accept.split(',').some((part) => part.split(';')[0]!.trim().toLowerCase() === 'text/event-stream');
 }
 
-/** One SSE frame: `id`, `event`, `data` (JSON on one line; JSON.stringify never emits a raw newline). */
-export function formatEventFrame(event: StoredEvent): string {
-  return `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
+/** One SSE frame: `id`, `event`, `data` (JSON on one line; JSON.stringify never emits a raw newline); `coalesced`: how many chunk events it stands for. */
+export function formatEventFrame(event: StoredEvent, coalesced?: number): string {
+  const data = coalesced === undefined ? event : { ...event, coalesced };
+  return `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
 /** The headers of every event stream the gateway answers with. */
@@ -126,10 +130,29 @@ export async function streamEvents(
     { streams: options.streams, heartbeatMs: options.heartbeatMs, preamble: 'retry: 2000\n\n', heartbeat: 'heartbeat' },
     async (stream) => {
       let sent = 0;
+      let run: { key: string; event: StoredEvent; count: number } | undefined;
+      const flush = async (): Promise<void> => {
+        if (!run) return;
+        const { event, count } = run;
+        run = undefined;
+        await stream.write(formatEventFrame(event, count > 1 ? count : undefined));
+        sent += 1;
+      };
       for await (const event of options.client.follow(options.sessionId, options.fromSeq, stream.signal)) {
         if (stream.signal.aborted) break;
-        await stream.write(formatEventFrame(event));
-        sent += 1;
+        const key = options.coalesce && event.seq < nextSeq ? chunkRunKey(event) : undefined;
+        if (key !== undefined && run?.key === key)
+          run = { key, event: mergeChunks(run.event, event), count: run.count + 1 };
+        else {
+          await flush();
+          if (key !== undefined) run = { key, event, count: 1 };
+          else {
+            await stream.write(formatEventFrame(event));
+            sent += 1;
+          }
+        }
+        // The stored part ends here: what follows is live, one event at a time.
+        if (event.seq === nextSeq - 1) await flush();
         if (options.limit !== undefined && sent >= options.limit) break;
       }
     },
@@ -139,6 +162,25 @@ export async function streamEvents(
       return `event: error\ndata: ${JSON.stringify(response.body)}\n\n`;
     },
   );
+}
+
+/**
+ * The run an `assistant/chunk` event belongs to for coalescing: one model call's text (or
+ * reasoning) chunks of one step. Undefined for any other event (tool-call deltas included).
+ */
+export function chunkRunKey(event: StoredEvent): string | undefined {
+  if (!isEventOfType(event, 'assistant/chunk')) return undefined;
+  const { turn, step, chunk } = event.data;
+  if (chunk.kind === 'tool-call-delta') return undefined;
+  return `${turn}/${step}/${chunk.kind}/${chunkAttemptOf(event.op) ?? event.op ?? ''}`;
+}
+
+/** `later` carrying the text of `earlier` before its own: seq, op and time are the later event's. */
+function mergeChunks(earlier: StoredEvent, later: StoredEvent): StoredEvent {
+  const a = earlier as SessionEvent<'assistant/chunk'>;
+  const b = later as SessionEvent<'assistant/chunk'>;
+  const text = (a.data.chunk as { text: string }).text + (b.data.chunk as { text: string }).text;
+  return { ...b, data: { ...b.data, chunk: { ...b.data.chunk, text } as typeof b.data.chunk } };
 }
 
 /** Waits for the socket to drain, or for the stream to be abandoned. */

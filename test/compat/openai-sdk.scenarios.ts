@@ -446,7 +446,7 @@ export function describeOpenAISdk(label: string, OpenAI: OpenAIClass, helpers: Z
       const rest: ResponseStreamEvent[] = [];
       for await (const event of await client.responses.retrieve(responseId, { stream: true, starting_after: last }))
         rest.push(event);
-      expect(rest[0]!.sequence_number).toBe(last + 1);
+      expect(rest[0]!.sequence_number).toBeGreaterThan(last);
       expect(rest.at(-1)!.type).toBe('response.completed');
       const text = [...before, ...rest]
         .filter((e) => e.type === 'response.output_text.delta')

@@ -94,6 +94,52 @@ describe('GET /v1/sessions/:id/events as Server-Sent Events', () => {
     expect(after.some((e) => e.type === 'assistant/chunk')).toBe(true);
   });
 
+  it('with ?coalesce=true a reconnect gets what it missed as one chunk per run of chunks, then the live tail event by event', async () => {
+    const id = newId('coalesce');
+    await createSession(id);
+    stack.fake.enqueueReplies({ text: LONG });
+    stack.fake.configure({ tokenDelayMs: 20 });
+    const url = `${gateway.url}/v1/sessions/${id}/events?coalesce=true`;
+    const first = await openSse(url);
+    await request(gateway.url, 'POST', `/v1/sessions/${id}/messages`, { json: { text: 'coalesce me' } });
+    let chunks = 0;
+    const before = await readEventsUntil(first, (e) => e.type === 'assistant/chunk' && ++chunks === 3);
+    first.close();
+    const lastId = before.at(-1)!.frameId;
+    await new Promise((resolve) => setTimeout(resolve, 400));
+
+    const second = await openSse(url, { 'last-event-id': lastId });
+    const frames: Array<{ seq: number; type: string; text: string; coalesced?: number }> = [];
+    for (;;) {
+      const frame = await second.next();
+      if (frame === undefined) break;
+      if (frame.data === undefined) continue;
+      const event = JSON.parse(frame.data) as {
+        seq: number;
+        type: string;
+        coalesced?: number;
+        data: { chunk?: { text: string } };
+      };
+      expect(frame.id).toBe(String(event.seq));
+      frames.push({ seq: event.seq, type: event.type, text: event.data.chunk?.text ?? '', coalesced: event.coalesced });
+      if (event.type === 'turn/end') break;
+    }
+    second.close();
+    // The first chunk frame stands for the chunks logged while the client was away.
+    const firstChunk = frames.find((f) => f.type === 'assistant/chunk')!;
+    expect(firstChunk.coalesced).toBeGreaterThan(1);
+    expect(firstChunk.text.split(' ').length).toBeGreaterThan(5);
+    expect(frames.map((f) => f.seq).every((seq, i, list) => i === 0 || seq > list[i - 1]!)).toBe(true);
+    // No text lost or repeated: the frames' chunk texts after the last one received are the logged ones after it.
+    const stored = await stack.store.readFrom(id, Number(lastId) + 1);
+    const loggedText = stored
+      .filter((e) => e.type === 'assistant/chunk' && e.seq <= frames.at(-1)!.seq)
+      .map((e) => (e.data as { chunk: { text?: string } }).chunk.text ?? '')
+      .join('');
+    expect(frames.map((f) => f.text).join('')).toBe(loggedText);
+    expect(frames.at(-1)!.seq).toBe(stored.find((e) => e.type === 'turn/end')!.seq);
+  });
+
   it('ends the server-side follow when the client disconnects, and sends heartbeats while idle', async () => {
     const id = newId('gone');
     await createSession(id);

@@ -261,6 +261,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
         sessionId: params.id,
         fromSeq,
         limit: query.limit,
+        coalesce: query.coalesce === 'true',
         heartbeatMs: ctx.sseHeartbeatMs,
         streams: ctx.streams,
       });

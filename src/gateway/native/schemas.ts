@@ -58,6 +58,12 @@ export const eventsQuery = z.strictObject({
   limit: queryInteger('limit', 1, 10_000)
     .optional()
     .describe('at most this many events (SSE: close the stream after this many)'),
+  coalesce: z
+    .enum(['true', 'false'])
+    .optional()
+    .describe(
+      "SSE: send the stored part (what a reconnecting client missed) with each run of one model call's text or reasoning chunks as one assistant/chunk event (its seq the last one's, `coalesced`: how many), then the live tail event by event",
+    ),
   streamToken: z
     .string()
     .max(200)

@@ -118,6 +118,38 @@ export async function followResponse<E>(
   }
 }
 
+/**
+ * Replayed events as a client that rejoins gets them (issue 25): consecutive text, reasoning
+ * and argument deltas of one part become one delta carrying the last one's sequence number, so
+ * a rejoin catches up at once. The SDKs accumulate deltas and only compare sequence numbers
+ * with `starting_after`, so the gaps this leaves are harmless.
+ */
+export function coalesceResponseEvents(events: readonly ResponseStreamEvent[]): ResponseStreamEvent[] {
+  const out: ResponseStreamEvent[] = [];
+  for (const event of events) {
+    const last = out.at(-1);
+    if (
+      last !== undefined &&
+      last.type === event.type &&
+      (event.type === 'response.output_text.delta' ||
+        event.type === 'response.reasoning_text.delta' ||
+        event.type === 'response.function_call_arguments.delta') &&
+      'item_id' in last &&
+      last.item_id === event.item_id &&
+      ('content_index' in event ? (last as { content_index?: number }).content_index === event.content_index : true)
+    ) {
+      const merged = { ...event, delta: `${(last as { delta: string }).delta}${event.delta}` };
+      if ('logprobs' in event && 'logprobs' in last)
+        (merged as { logprobs: unknown[] }).logprobs = [
+          ...(last.logprobs as unknown[]),
+          ...(event.logprobs as unknown[]),
+        ];
+      out[out.length - 1] = merged as ResponseStreamEvent;
+    } else out.push(event);
+  }
+  return out;
+}
+
 /** Takes over the response and streams the response's events until its terminal event or the client leaves. */
 export async function streamResponseEvents(
   request: FastifyRequest,
@@ -132,7 +164,10 @@ export async function streamResponseEvents(
         for (const event of events)
           if (event.sequence_number > options.startingAfter) await stream.write(formatResponseEvent(event));
       };
-      await send(options.replayed);
+      // What the client missed comes at once: one delta per part, not a replay at typing speed.
+      await send(
+        coalesceResponseEvents(options.replayed.filter((event) => event.sequence_number > options.startingAfter)),
+      );
       if (options.tracker.state() !== 'done')
         await followResponse(options.client, options.tracker, options.fromSeq, stream.signal, send);
     },
