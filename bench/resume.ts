@@ -7,7 +7,10 @@
  * - the AI SDK UI message stream's resume (`GET /ai-sdk/chat/:id/stream`): the missed text
  *   comes coalesced, one delta per text part;
  * - the OpenAI Responses stream's rejoin from the start (`GET /openai/v1/responses/:id?stream=true`):
- *   every delta event again, numbered as before (the SDK's own replay).
+ *   the missed deltas coalesced, one per output item (sequence numbers keep growing);
+ * - the LangGraph run stream's rejoin (`GET /langgraph/threads/:id/runs/:run/stream`, stream
+ *   mode `messages-tuple`): one `AIMessageChunk` for the text so far;
+ * - the native event stream from seq 0 with `?coalesce=true`: one `assistant/chunk` per run of chunks.
  *
  * "Caught up": the text received covers every text chunk the log held at the reconnect.
  *
@@ -74,6 +77,11 @@ async function readUntil(
   throw new Error('the stream ended before it caught up');
 }
 
+/** The id of the session's first user message. */
+async function messageIdOf(client: SessionClient, sessionId: string): Promise<string> {
+  return ((await client.events(sessionId, 0)).find((e) => e.type === 'user/message')!.data as { id: string }).id;
+}
+
 /** The text of the turn's text chunks the log holds now. */
 async function loggedText(client: SessionClient, sessionId: string): Promise<string> {
   let text = '';
@@ -116,13 +124,16 @@ async function main(): Promise<void> {
     bodyLimitBytes: 1024 * 1024,
     defaultAgent: { model: 'fake' },
   });
-  const results: Record<'ai-sdk' | 'openai', Array<{ ms: number; bytes: number; missed: number }>> = {
+  const APIS = ['ai-sdk', 'openai', 'langgraph', 'native'] as const;
+  const results: Record<(typeof APIS)[number], Array<{ ms: number; bytes: number; missed: number }>> = {
     'ai-sdk': [],
     openai: [],
+    langgraph: [],
+    native: [],
   };
   try {
     for (let rep = 0; rep < REPS; rep++) {
-      for (const api of ['ai-sdk', 'openai'] as const) {
+      for (const api of APIS) {
         const id = `resume-${api}-${rep}-${randomUUID().slice(0, 8)}`;
         const text = `long ${rep}`;
         const post = await fetch(`${gateway.url}/ai-sdk/chat`, {
@@ -149,14 +160,29 @@ async function main(): Promise<void> {
           response = await fetch(`${gateway.url}/ai-sdk/chat/${id}/stream`);
           textOf = (chunk) =>
             (chunk as { type: string }).type === 'text-delta' ? (chunk as { delta: string }).delta : '';
-        } else {
-          const messageId = (await client.events(id, 0)).find((e) => e.type === 'user/message')!.data as {
-            id: string;
-          };
-          const responseId = encodeResponseId({ sessionId: id, anchor: { kind: 'message', messageId: messageId.id } });
+        } else if (api === 'openai') {
+          const responseId = encodeResponseId({
+            sessionId: id,
+            anchor: { kind: 'message', messageId: await messageIdOf(client, id) },
+          });
           response = await fetch(`${gateway.url}/openai/v1/responses/${responseId}?stream=true`);
           textOf = (event) =>
             (event as { type: string }).type === 'response.output_text.delta' ? (event as { delta: string }).delta : '';
+        } else if (api === 'langgraph') {
+          // A run's id is the id of the user message its turn starts with.
+          const runId = await messageIdOf(client, id);
+          response = await fetch(
+            `${gateway.url}/langgraph/threads/${id}/runs/${runId}/stream?stream_mode=messages-tuple`,
+          );
+          textOf = (data) => (Array.isArray(data) ? String((data[0] as { content?: unknown }).content ?? '') : '');
+        } else {
+          response = await fetch(`${gateway.url}/v1/sessions/${id}/events?coalesce=true`, {
+            headers: { accept: 'text/event-stream' },
+          });
+          textOf = (event) => {
+            const e = event as { type: string; data: { chunk?: { kind: string; text?: string } } };
+            return e.type === 'assistant/chunk' && e.data.chunk?.kind === 'text-delta' ? (e.data.chunk.text ?? '') : '';
+          };
         }
         if (response.status !== 200) throw new Error(`${api} reconnect answered ${response.status}`);
         const caught = await readUntil(response, textOf, (so) => so.length >= missed, started);
@@ -179,8 +205,13 @@ async function main(): Promise<void> {
   printGrid(
     `Reconnect to caught-up, ${TOKENS}-token reply left at half (median of ${REPS})`,
     ['reconnect through', 'text missed (chars)', 'time to caught up', 'bytes until caught up'],
-    (['ai-sdk', 'openai'] as const).map((api) => [
-      api === 'ai-sdk' ? 'AI SDK resume (coalesced)' : 'OpenAI rejoin from the start (every delta)',
+    APIS.map((api) => [
+      {
+        'ai-sdk': 'AI SDK resume',
+        openai: 'OpenAI rejoin from the start',
+        langgraph: 'LangGraph join stream (messages-tuple)',
+        native: 'native events ?coalesce=true from seq 0',
+      }[api],
       fmtInt(median(results[api].map((r) => r.missed))),
       fmtMs(median(results[api].map((r) => r.ms))),
       fmtInt(median(results[api].map((r) => r.bytes))),
