@@ -125,6 +125,11 @@ export function toErrorResponse(error: unknown): ErrorResponse {
     const status = error.statusCode ?? 500;
     if (status >= 400 && status < 500) return { ...errorResponse('INVALID_REQUEST', error.message), status };
   }
+  // The HTTP layer's own client errors (a body the client stopped sending: `aborted`,
+  // ECONNRESET, statusCode 400) are the client's doing, not a server fault to log.
+  const statusCode = (error as { statusCode?: unknown } | null)?.statusCode;
+  if (error instanceof Error && typeof statusCode === 'number' && statusCode >= 400 && statusCode < 500)
+    return { ...errorResponse('INVALID_REQUEST', `the request failed: ${error.message}`), status: statusCode };
   return errorResponse('INTERNAL', serverFaultMessage('INTERNAL'));
 }
 

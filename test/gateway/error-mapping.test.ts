@@ -43,4 +43,14 @@ describe('5xx answers never carry where the data lives', () => {
     expect(response.status).toBe(500);
     expect(response.body.error.message).not.toContain('/srv/secret');
   });
+
+  it("a body the client stopped sending (Node's `aborted`, statusCode 400) is the client's 400, not a fault to log", () => {
+    const aborted = Object.assign(new Error('aborted'), { code: 'ECONNRESET', statusCode: 400 });
+    const response = toErrorResponse(aborted);
+    expect(response.status).toBe(400);
+    expect(response.logDetail).toBe(false);
+    // A 5xx statusCode on an unknown error stays a generic, logged 500.
+    const fault = toErrorResponse(Object.assign(new Error('boom'), { statusCode: 503 }));
+    expect([fault.status, fault.logDetail]).toEqual([500, true]);
+  });
 });

@@ -454,9 +454,10 @@ async function startRun(
   }
   const texts = inputTexts(body.input);
   if (texts.length === 0)
-    throw unsupported(
-      'input',
-      'a run needs input.messages with at least one human message (or command.resume to answer an interrupt)',
+    throw new LangGraphError(
+      422,
+      'input.messages: a run needs at least one human message (or command.resume to answer an interrupt)',
+      'invalid_request',
     );
   const strategy = body.multitask_strategy ?? 'reject';
   const waiting = await ctx.client.waitingMessages(tid);
