@@ -148,8 +148,22 @@ describe('langgraph-sdk Client against /langgraph', () => {
     expect(history.map((s) => s.values.messages.length)).toEqual([4, 2]);
     const older = await client.threads.getState<Values>(thread.thread_id, history[1]!.checkpoint.checkpoint_id!);
     expect(typesOf(older.values)).toEqual(['human', 'ai']);
-    // One turn per run, logged in the session named by the thread.
+    // One turn per run, logged in the session named by the thread; the inspector's timeline
+    // shows them like any other turn, and the OpenAPI document lists the routes.
     expect((await events(thread.thread_id)).filter((e) => e.type === 'turn/start')).toHaveLength(2);
+    const timeline = (await (await fetch(`${gateway.url}/v1/sessions/${thread.thread_id}/turns`)).json()) as {
+      turns: Array<{ turn: number; outcome: unknown }>;
+    };
+    expect(timeline.turns.map((t) => t.turn)).toEqual([1, 2]);
+    const openapi = (await (await fetch(`${gateway.url}/v1/openapi.json`)).json()) as {
+      paths: Record<string, unknown>;
+    };
+    expect(Object.keys(openapi.paths)).toEqual(
+      expect.arrayContaining([
+        '/langgraph/threads/{thread_id}/runs/stream',
+        '/langgraph/threads/{thread_id}/runs/{run_id}/stream',
+      ]),
+    );
   });
 
   it('runs.create then join; a copy is a fork with the same state that goes its own way', async () => {
