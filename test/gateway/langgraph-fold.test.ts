@@ -9,7 +9,14 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { inputTexts, threadMessages } from '../../src/gateway/langgraph/messages.js';
 import { answersOf } from '../../src/gateway/langgraph/resume.js';
-import { RunFold, coalesceFrames, interruptOf, isAfter, type RunFrame } from '../../src/gateway/langgraph/run-fold.js';
+import {
+  RunFold,
+  coalesceFrames,
+  interruptOf,
+  isAfter,
+  type RunAnchor,
+  type RunFrame,
+} from '../../src/gateway/langgraph/run-fold.js';
 import { decodeMetadata, encodeMetadata, matchesMetadata, threadRuns } from '../../src/gateway/langgraph/threads.js';
 import type { StoredEvent } from '../../src/session/index.js';
 import { ANY_REPLACES, buildLog, programArb } from '../support/log-gen.js';
@@ -17,8 +24,8 @@ import { ANY_REPLACES, buildLog, programArb } from '../support/log-gen.js';
 const sessionId = 'lg-fold-session';
 const MODES = ['values', 'updates', 'messages-tuple', 'custom'] as const;
 
-function derive(events: readonly StoredEvent[], messageId: string): RunFrame[] {
-  const fold = new RunFold({ sessionId, runId: messageId, anchor: { kind: 'message', messageId }, modes: MODES });
+function derive(events: readonly StoredEvent[], anchor: RunAnchor): RunFrame[] {
+  const fold = new RunFold({ sessionId, runId: 'run', anchor, modes: MODES });
   return events.flatMap((event) => fold.push(event));
 }
 
@@ -40,12 +47,22 @@ describe('run fold on random logs', () => {
         const { session } = buildLog(program, ANY_REPLACES);
         const events = session.events;
         const runs = threadRuns(events);
-        for (const run of runs.filter((r) => r.kind === 'message').slice(0, 3)) {
-          const whole = derive(events, run.runId);
+        // Runs begun by a message, and runs that resumed a turn at an approval answer.
+        const anchors: Array<{ anchor: RunAnchor; run?: (typeof runs)[number] }> = [
+          ...runs.slice(0, 3).map((run) => ({ anchor: { kind: 'message' as const, messageId: run.runId }, run })),
+          ...events
+            .filter((e) => e.type === 'tool/approval')
+            .slice(0, 2)
+            .map((e) => ({
+              anchor: { kind: 'resume' as const, turn: (e.data as { turn: number }).turn, fromSeq: e.seq },
+            })),
+        ];
+        for (const { anchor, run } of anchors) {
+          const whole = derive(events, anchor);
           const ids = whole.map((frame) => frame.id!);
           for (let i = 1; i < ids.length; i++) expect(isAfter(ids[i]!, ids[i - 1]!)).toBe(true);
           for (let k = 0; k <= events.length; k += Math.max(1, Math.floor(events.length / 10))) {
-            const part = derive(events.slice(0, k), run.runId);
+            const part = derive(events.slice(0, k), anchor);
             expect(whole.slice(0, part.length)).toEqual(part);
             // A client that saw `part` rejoins after its last id: it gets exactly the rest, and
             // coalesced, the same text per message.
@@ -55,7 +72,7 @@ describe('run fold on random logs', () => {
             expect(streamedText(coalesceFrames(rest))).toEqual(streamedText(rest));
           }
           const values = whole.filter((frame) => frame.event === 'values');
-          if (values.length > 0 && run.status === 'success') {
+          if (run && values.length > 0 && run.status === 'success') {
             // The last state the run reports is the thread's derived history at its end.
             const end = events.findIndex(
               (e) => e.type === 'turn/end' && (e.data as { turn: number }).turn === run.turn,

@@ -17,7 +17,13 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { SESSION_ID_PATTERN, SessionlogError, type SessionHeader, type StoredEvent } from '../../session/index.js';
+import {
+  SESSION_ID_PATTERN,
+  SessionlogError,
+  TurnFold,
+  type SessionHeader,
+  type StoredEvent,
+} from '../../session/index.js';
 import { OpenAiError } from '../openai/errors.js';
 import { followResponse } from '../openai/stream.js';
 import { defineRoute, noParams, noQuery, STREAMED, type RouteContext, type RouteSpec } from '../route-table.js';
@@ -330,7 +336,6 @@ function replayRun(
   const fold = new RunFold({ sessionId, runId, anchor, modes });
   const frames: RunFrame[] = [];
   for (const event of events) frames.push(...fold.push(event));
-  frames.push(...fold.start());
   if (fold.awaitingCaller()) frames.push(...fold.flush());
   return { fold, frames, fromSeq: events.length };
 }
@@ -358,8 +363,8 @@ async function streamRun(
       streams: ctx.streams,
       heartbeatMs: ctx.sseHeartbeatMs,
       headers: {
-        location: `/threads/${tid}/runs/${rid}/stream`,
-        'content-location': `/threads/${tid}/runs/${rid}`,
+        location: `/threads/${tid}/runs/${encodeURIComponent(rid)}/stream`,
+        'content-location': `/threads/${tid}/runs/${encodeURIComponent(rid)}`,
       },
     },
     async (stream) => {
@@ -438,7 +443,7 @@ async function startRun(
     if (interrupts.length === 0)
       throw new LangGraphError(409, `thread ${tid} has no interrupt waiting for an answer`, 'nothing_waiting');
     const answers = answersOf(resume, interrupts);
-    const turn = threadRuns(events).at(-1)?.turn ?? 0;
+    const turn = TurnFold.of(events).openTurn ?? 0;
     const by = `${RESUME_BY}${runId}`;
     for (const answer of answers) {
       if (answer.kind === 'result') await ctx.client.submitToolResult(tid, answer.callId, answer.output, { by });
@@ -450,7 +455,9 @@ async function startRun(
           by,
         });
     }
-    return { runId, anchor: { kind: 'resume', turn, fromSeq: events.length }, events };
+    // The run starts at its first logged answer (where a rejoin's fold starts it too).
+    const logged = threadRuns(await ctx.client.events(tid, 0)).find((run) => run.runId === runId);
+    return { runId, anchor: { kind: 'resume', turn, fromSeq: logged?.startSeq ?? events.length }, events };
   }
   const texts = inputTexts(body.input);
   if (texts.length === 0)
@@ -797,7 +804,7 @@ export const LANGGRAPH_ROUTES: readonly RouteSpec[] = [
       if (body.webhook)
         webhookWhenDone(ctx, request, params.thread_id, started.runId, started.anchor, body.webhook, started.events);
       const now = Date.now();
-      void reply.header('content-location', `/threads/${params.thread_id}/runs/${started.runId}`);
+      void reply.header('content-location', `/threads/${params.thread_id}/runs/${encodeURIComponent(started.runId)}`);
       return {
         status: 200,
         body: {
@@ -869,7 +876,7 @@ export const LANGGRAPH_ROUTES: readonly RouteSpec[] = [
         webhookWhenDone(ctx, request, params.thread_id, started.runId, started.anchor, body.webhook, started.events);
       const { fold, fromSeq } = replayRun(params.thread_id, started.runId, started.anchor, ['values'], started.events);
       await waitRun(ctx, request, fold, fromSeq);
-      void reply.header('content-location', `/threads/${params.thread_id}/runs/${started.runId}`);
+      void reply.header('content-location', `/threads/${params.thread_id}/runs/${encodeURIComponent(started.runId)}`);
       return { status: 200, body: finalValues(fold) };
     },
   }),

@@ -139,13 +139,6 @@ export class RunFold implements AnswerFold<RunFrame> {
     return out;
   }
 
-  /** Begins a resumed run with nothing logged after its start yet. */
-  start(): RunFrame[] {
-    const out: RunFrame[] = [];
-    if (this.progress === 'queued' && this.context.anchor.kind === 'resume') this.begin(this.context.anchor.turn, out);
-    return this.framed(out, this.events.length - 1);
-  }
-
   flush(): RunFrame[] {
     if (!this.waiting || this.progress === 'done') return [];
     const interrupt = interruptOf(this.waiting.requests);
