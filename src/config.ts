@@ -402,17 +402,6 @@ export function contextReporter(config: Config): ReturnType<typeof createContext
   });
 }
 
-/** A model's prices from the catalogue, for the cost estimate; none for a model it does not know. */
-export function modelPrices(catalogue: ModelCatalogue, model: string) {
-  try {
-    return lookupModel(catalogue, model).prices;
-  } catch (error) {
-    // A model the catalogue does not know has no price: its tokens are counted, its cost is not.
-    if (error instanceof ModelCatalogueError) return undefined;
-    throw error;
-  }
-}
-
 /**
  * The model names the gateway's OpenAI-compatible API lets requests use (issue 24): the
  * catalogue's models of the workers' provider, each as itself, and the aliases of those; the

@@ -16,7 +16,6 @@ import {
   contextReporter,
   defaultAgent,
   modelRouting,
-  modelPrices,
   type Config,
   type ModelPort,
   type SessionStore,
@@ -92,7 +91,7 @@ export function temporalAddressFor(config: Config): string {
 export function runtimeOptions(config: Config) {
   const catalogue = config.catalogue;
   return {
-    /** Starts this part's telemetry: metrics priced from the catalogue, logs at SESSIONLOG_LOG_LEVEL (readable in dev), tracing when configured. */
+    /** Starts this part's telemetry: metrics (costs come logged with each reply), logs at SESSIONLOG_LOG_LEVEL (readable in dev), tracing when configured. */
     telemetry(part: ProcessPart, options: Parameters<typeof startTelemetry>[1] = {}): Promise<Telemetry> {
       return startTelemetry(
         {
@@ -102,7 +101,7 @@ export function runtimeOptions(config: Config) {
           otlpEndpoint: config.telemetry.otlpEndpoint,
           captureContent: config.telemetry.captureContent,
         },
-        { prices: (model) => modelPrices(catalogue, model), ...options },
+        options,
       );
     },
     worker(parts: {

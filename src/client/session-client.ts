@@ -32,6 +32,11 @@ import {
   UNREADABLE_LOG_CODES,
   foldSurfaceView,
   foldTurns,
+  foldUsage,
+  emptyTotals,
+  addTotals,
+  type UsageLedger,
+  type UsageTotals,
   isAppendSurfaceEvent,
   isEventOfType,
   isSessionErrorCode,
@@ -515,6 +520,48 @@ export class SessionClient {
   async turns(sessionId: string, last?: number): Promise<TurnsView> {
     assertSessionId(sessionId);
     return foldTurns(await this.store.readFrom(sessionId, 0), last);
+  }
+
+  /**
+   * The session's cost ledger (issue 26): the provider's token usage and the logged cost of
+   * every model reply and compaction summary, per turn, per model and in total; only calls
+   * logged within `window` (epoch ms, `from` inclusive, `to` exclusive) when given.
+   */
+  async usage(sessionId: string, window: { from?: number; to?: number } = {}): Promise<UsageLedger> {
+    assertSessionId(sessionId);
+    return foldUsage(await this.store.readFrom(sessionId, 0), window);
+  }
+
+  /**
+   * Usage summed across every stored session (per model and in total), for calls logged within
+   * `window`. A session whose log cannot be read (damaged, erased since it was listed) is
+   * skipped and named, so it does not hide the others.
+   */
+  async usageAcross(window: { from?: number; to?: number } = {}): Promise<{
+    total: UsageTotals;
+    byModel: Record<string, UsageTotals>;
+    sessions: number;
+    unreadable: string[];
+  }> {
+    const total = emptyTotals();
+    const byModel: Record<string, UsageTotals> = {};
+    let sessions = 0;
+    const unreadable: string[] = [];
+    for (const header of await this.store.list()) {
+      let ledger: UsageLedger;
+      try {
+        ledger = foldUsage(await this.store.readFrom(header.id, 0), window);
+      } catch {
+        unreadable.push(header.id);
+        continue;
+      }
+      if (ledger.total.calls === 0) continue;
+      sessions += 1;
+      addTotals(total, ledger.total);
+      for (const [model, totals] of Object.entries(ledger.byModel))
+        addTotals((byModel[model] ??= emptyTotals()), totals);
+    }
+    return { total, byModel, sessions, unreadable };
   }
 
   /** Which logged events the next request carries, and what shadowed the others (the inspector's log-beside-surface view). */

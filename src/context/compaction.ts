@@ -231,6 +231,8 @@ export function planCommit(input: {
   provider: string;
   model: string;
   usage?: TokenUsage;
+  /** The summarizer call's cost in USD, when its model has prices. */
+  cost?: number | undefined;
   time: number;
   /**
    * The session has the recall tools: the checkpoint says which log seqs it stands for (see
@@ -261,6 +263,7 @@ export function planCommit(input: {
         provider: input.provider,
         model: input.model,
         ...(input.usage ? { usage: input.usage } : {}),
+        ...(input.cost !== undefined ? { cost: input.cost } : {}),
         ...(input.price ? { summaryTokens: input.price(checkpoint) } : {}),
       },
     },

@@ -14,7 +14,7 @@
  * replacement, adjacent), `end`.
  */
 import { classifyModelError, ModelCallError } from '../model/errors.js';
-import type { ModelPort, ModelReply } from '../model/provider.js';
+import { replyCost, type ModelPort, type ModelReply } from '../model/provider.js';
 import {
   SessionlogError,
   scrubSecrets,
@@ -315,6 +315,7 @@ export async function runCompaction(ports: CompactionPorts, request: CompactionR
     provider: reply.provider,
     model: reply.model,
     ...(reply.usage ? { usage: reply.usage } : {}),
+    cost: replyCost(ports.summarizer, reply.model, reply.usage),
     time: ports.now(),
     ...(ports.recall ? { recall: originalSpan(session(), plan.seqs) } : {}),
     price: (checkpoint) => (checkpointTokens = context.meter.messageTokens(checkpoint, header.model)),

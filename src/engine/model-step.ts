@@ -14,7 +14,7 @@
 import { randomUUID } from 'node:crypto';
 import { relieveContext, type ReliefOutcome } from '../context/pressure.js';
 import { ModelCallError, classifyModelError, type ModelFailure } from '../model/errors.js';
-import type { ModelReply } from '../model/provider.js';
+import { replyCost, type ModelReply } from '../model/provider.js';
 import {
   SessionlogError,
   closersFor,
@@ -330,6 +330,7 @@ async function streamReply(
   if (reply.aborted) return interrupted(deps, writer, input, key, message, chunkSeqs, ctx);
   const calls = reply.content.filter((b) => b.type === 'tool-call');
   const held = chunkEvents(reply.heldChunks ?? []);
+  const cost = replyCost(deps.model, reply.model, reply.usage);
   for (let i = 0; i < held.length; i++) chunkSeqs.push(writer.session.nextSeq + i);
   const events: NewEvent[] = [
     ...held,
@@ -341,6 +342,7 @@ async function streamReply(
         step: input.step,
         message,
         ...(reply.usage ? { usage: reply.usage } : {}),
+        ...(cost !== undefined ? { cost } : {}),
         finishReason: reply.finishReason,
       },
       surfaceOp: 'append',

@@ -8,7 +8,7 @@
  * The engine runs the same without an observer; src/telemetry implements one. Nothing here
  * imports it: the observer is a plain interface, and an observer must never throw.
  */
-import type { ModelPort, ModelReply, ModelRequest } from '../model/provider.js';
+import { replyCost, type ModelPort, type ModelReply, type ModelRequest } from '../model/provider.js';
 import type { SessionStore } from '../persistence/store.js';
 import {
   waitsForAnswer,
@@ -35,6 +35,8 @@ export type ModelCallInfo = {
 /** How a model call ended: its usage and reply, or the failure's code (ModelFailure codes). */
 export type ModelCallEnd = {
   usage?: TokenUsage;
+  /** The reply's cost in USD at the catalogue's prices (as logged with it); absent when none are known. */
+  cost?: number;
   finishReason?: string;
   /** The model that answered (the catalogue's canonical id). */
   responseModel?: string;
@@ -125,8 +127,10 @@ export function observedModel(
         observer.end({ errorCode: classifyModelError(error).code });
         throw error;
       }
+      const cost = replyCost(model, reply.model, reply.usage);
       observer.end({
         ...(reply.usage ? { usage: reply.usage } : {}),
+        ...(cost !== undefined ? { cost } : {}),
         finishReason: reply.finishReason,
         responseModel: reply.model,
         aborted: reply.aborted,

@@ -211,6 +211,7 @@ export class FakeModelServer {
   private matcher: FakeReplyMatcher | undefined;
   private faults: Array<FakeFault & { remaining: number }> = [];
   private recorded: RecordedRequest[] = [];
+  private sentUsage: Array<ReturnType<typeof usageOf>> = [];
   private previousPromptIds: number[] = [];
   private completionCounter = 0;
   private toolCallCounter = 0;
@@ -289,9 +290,14 @@ export class FakeModelServer {
       .filter((r) => r.method === 'POST' && r.path === '/v1/chat/completions')
       .map((r) => r.body as FakeChatBody);
   }
-  /** Clears recorded requests, queued replies, faults, the matcher, the cache prefix and ids. */
+  /** The usage the server reported for each completion it answered since the last reset (as sent). */
+  reportedUsage(): Array<ReturnType<typeof usageOf>> {
+    return this.sentUsage.slice();
+  }
+  /** Clears recorded requests, reported usage, queued replies, faults, the matcher, the cache prefix and ids. */
   reset(): void {
     this.recorded = [];
+    this.sentUsage = [];
     this.replies.length = 0;
     this.faults = [];
     this.matcher = undefined;
@@ -427,6 +433,7 @@ export class FakeModelServer {
     let reply = this.nextReply(body, req);
     if (fault?.kind === 'malformed_tool_json') reply = this.malformToolJson(reply, body);
     const usage = usageOf(promptIds.length, cacheHit, reply);
+    this.sentUsage.push(usage);
     const id = `chatcmpl-fake-${++this.completionCounter}`;
     const created = Math.floor(Date.now() / 1000);
 

@@ -9,7 +9,8 @@ import type { RequestHeader } from '../session/events.js';
 import { registerSecret } from '../session/secrets.js';
 import type { ContentBlock, Message, StreamChunk, TokenUsage } from '../session/messages.js';
 import { DEFAULT_MODEL_CATALOGUE, lookupModel } from './catalogue.js';
-import type { ModelCatalogue, ResolvedModel } from './catalogue.js';
+import type { ModelCatalogue, ModelPrices, ResolvedModel } from './catalogue.js';
+import { costOf } from '../session/usage.js';
 import { buildChatRequest } from './request.js';
 import { DEFAULT_COALESCE, streamCompletion } from './stream.js';
 import type { CoalesceOptions } from './stream.js';
@@ -54,6 +55,25 @@ export interface ModelPort {
   model(name: string): ResolvedModel;
   /** Streams one completion; rejects with a `ModelCallError` (see `classifyModelError`). */
   stream(request: ModelRequest): Promise<ModelReply>;
+}
+
+/**
+ * What a reply of `model` with `usage` cost in USD at the port's catalogue prices (issue 26's
+ * ledger); undefined when the usage is unknown or the model has no prices.
+ */
+export function replyCost(
+  port: Pick<ModelPort, 'model'>,
+  model: string,
+  usage: TokenUsage | undefined,
+): number | undefined {
+  if (!usage) return undefined;
+  let prices: ModelPrices | undefined;
+  try {
+    prices = port.model(model).prices;
+  } catch {
+    return undefined; // a model the catalogue does not know (renamed since): no price to apply
+  }
+  return prices ? costOf(usage, prices) : undefined;
 }
 
 export type OpenAIProviderConfig = {

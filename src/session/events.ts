@@ -77,6 +77,8 @@ export interface EventDataMap {
     step: number;
     message: AssistantMessage;
     usage?: TokenUsage;
+    /** The reply's cost in USD at the prices the worker had for its model (session/usage.ts); absent when none were known. */
+    cost?: number;
     finishReason?: string;
     interrupted?: true;
     /**
@@ -125,6 +127,8 @@ export interface EventDataMap {
     provider: string;
     model: string;
     usage?: TokenUsage;
+    /** The summarizer call's cost in USD (as an `assistant/message`'s). */
+    cost?: number;
     /** The summary's own price in the routed model's tokens (measured, not reported). */
     summaryTokens?: number;
   };

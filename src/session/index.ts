@@ -19,3 +19,4 @@ export * from './turns-view.js';
 export * from './validate.js';
 export * from './verify.js';
 export * from './supplied.js';
+export * from './usage.js';

@@ -66,6 +66,8 @@ const toolResultMessage = z
   .refine((m) => m.content[0].toolCallId === m.source.callId, { message: 'toolCallId must equal source.callId' });
 
 const turnStep = { turn: z.number().int().positive(), step: z.number().int().positive() };
+/** A logged cost in USD: a finite amount, never negative. */
+const costSchema = z.number().nonnegative().finite().optional();
 
 const dataSchemas: Record<string, z.ZodType> = {
   'turn/start': z
@@ -91,7 +93,7 @@ const dataSchemas: Record<string, z.ZodType> = {
   'user/message': userMessage,
   'assistant/chunk': z.object({ ...turnStep, chunk: z.object({ kind: nonEmpty }).passthrough() }).passthrough(),
   'assistant/message': z
-    .object({ ...turnStep, message: assistantMessage, hides: z.literal(true).optional() })
+    .object({ ...turnStep, message: assistantMessage, hides: z.literal(true).optional(), cost: costSchema })
     .passthrough()
     .refine((data) => data.hides === undefined || data.message.content.length === 0, {
       message: 'an assistant/message that hides a node has no content',
@@ -109,6 +111,7 @@ const dataSchemas: Record<string, z.ZodType> = {
       summary: content,
       shadowedSeqs: z.array(seqSchema).min(1),
       shadowedTokenCount: z.number().int().nonnegative(),
+      cost: costSchema,
     })
     .passthrough(),
   'compaction/end': z

@@ -34,6 +34,7 @@ type ModelCall = {
 };
 type ModelEnd = {
   usage?: TokenCounts;
+  cost?: number;
   finishReason?: string;
   responseModel?: string;
   aborted?: boolean;
@@ -94,7 +95,7 @@ export function createEngineObserver(options: EngineObserverOptions) {
           metrics?.modelCalls.inc({ model: call.model, purpose: call.purpose, outcome });
           metrics?.modelDuration.observe({ model: call.model, purpose: call.purpose }, seconds(durationMs));
           if (result.errorCode === 'context_overflow') metrics?.contextOverflows.inc({ model: call.model });
-          if (result.usage) metrics?.recordUsage(call.model, result.usage);
+          if (result.usage) metrics?.recordUsage(call.model, result.usage, result.cost);
           if (!span) return;
           if (result.responseModel) span.setAttribute('gen_ai.response.model', result.responseModel);
           if (result.finishReason) span.setAttribute('gen_ai.response.finish_reasons', [result.finishReason]);

@@ -9,12 +9,12 @@ import type { Logger } from 'pino';
 import { SESSION_ID, TURN } from './attributes.js';
 import { createEngineObserver } from './engine-observer.js';
 import { createLogger, temporalLogger, type LogLevelSetting } from './logging.js';
-import { SessionlogMetrics, type ModelPrices } from './metrics.js';
+import { SessionlogMetrics } from './metrics.js';
 import type { OpsRoute } from './ops-server.js';
 import type { TemporalMetricsBridge } from './temporal-metrics.js';
 import type { Tracing } from './tracing.js';
 
-export { SessionlogMetrics, type ModelPrices } from './metrics.js';
+export { SessionlogMetrics } from './metrics.js';
 export { createLogger, scrubSecrets, temporalLogger, LOG_LEVELS, type LogLevelSetting } from './logging.js';
 export type { Tracing } from './tracing.js';
 
@@ -30,8 +30,6 @@ export type TelemetrySettings = {
 };
 
 export type TelemetryOptions = {
-  /** Prices by model for the cost estimate (the model catalogue's). */
-  prices?: (model: string) => ModelPrices | undefined;
   /** Replaces the log destination (tests). */
   logDestination?: Parameters<typeof createLogger>[0]['destination'];
   /** Replaces the OTLP exporter when tracing is on (tests, benchmarks). */
@@ -88,7 +86,6 @@ export async function startTelemetry(settings: TelemetrySettings, options: Telem
     ...(options.logDestination ? { destination: options.logDestination } : {}),
   });
   const metrics = new SessionlogMetrics({
-    ...(options.prices ? { prices: options.prices } : {}),
     ...(options.processMetrics !== undefined ? { processMetrics: options.processMetrics } : {}),
   });
   let tracing: Tracing | undefined;

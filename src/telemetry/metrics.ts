@@ -8,9 +8,6 @@
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
-/** USD per million tokens (the model catalogue's `prices`). */
-export type ModelPrices = { input: number; cachedInput: number; output: number };
-
 /** Token counts of one model reply: uncached input, cached input (read), cache writes, output. */
 export type TokenCounts = {
   inputTokens: number;
@@ -21,8 +18,6 @@ export type TokenCounts = {
 };
 
 export type MetricsOptions = {
-  /** Prices of a model for the cost estimate; undefined (or no function) counts no cost for it. */
-  prices?: (model: string) => ModelPrices | undefined;
   /** Node process metrics (CPU, memory, event-loop lag, GC) as prom-client collects them. Default true. */
   processMetrics?: boolean;
 };
@@ -83,7 +78,7 @@ export class SessionlogMetrics {
   });
   readonly cost = new Counter({
     name: 'sessionlog_model_cost_usd_total',
-    help: "Estimated spend in USD from reported tokens and the model catalogue's prices, by model.",
+    help: "Spend in USD by model: each reply's cost as the engine logged it (reported tokens at the catalogue's prices).",
     labelNames: ['model'] as const,
     registers: [this.registry],
   });
@@ -181,31 +176,19 @@ export class SessionlogMetrics {
     registers: [this.registry],
   });
 
-  private readonly prices: MetricsOptions['prices'];
-
   constructor(options: MetricsOptions = {}) {
-    this.prices = options.prices;
     if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
   }
 
-  /** Counts the tokens of one reply and its estimated cost. */
-  recordUsage(model: string, usage: TokenCounts): void {
+  /** Counts the tokens of one reply and its cost (USD, as the engine logged it; undefined: no prices known). */
+  recordUsage(model: string, usage: TokenCounts, costUsd: number | undefined): void {
     const cached = usage.cacheReadTokens ?? 0;
     const written = usage.cacheWriteTokens ?? 0;
     this.tokens.inc({ model, kind: 'input' }, usage.inputTokens);
     this.tokens.inc({ model, kind: 'output' }, usage.outputTokens);
     if (cached > 0) this.tokens.inc({ model, kind: 'cached_input' }, cached);
     if (written > 0) this.tokens.inc({ model, kind: 'cache_write' }, written);
-    const prices = this.prices?.(model);
-    if (prices) {
-      // A cache write is billed as uncached input by the providers we target.
-      const usd =
-        ((usage.inputTokens + written) * prices.input +
-          cached * prices.cachedInput +
-          usage.outputTokens * prices.output) /
-        1_000_000;
-      this.cost.inc({ model }, usd);
-    }
+    if (costUsd !== undefined) this.cost.inc({ model }, costUsd);
   }
 
   /** Sets the pending-approvals gauge (the engine observer reports the sum over the sessions it wrote to). */

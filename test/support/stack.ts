@@ -13,7 +13,7 @@ import { inject } from 'vitest';
 import { SessionClient } from '../../src/client/session-client.js';
 import { createContextReporter } from '../../src/context/report.js';
 import { createTokenMeter } from '../../src/context/token-meter.js';
-import { DEFAULT_MODEL_CATALOGUE } from '../../src/model/catalogue.js';
+import { DEFAULT_MODEL_CATALOGUE, type ModelCatalogue } from '../../src/model/catalogue.js';
 import {
   startFakeModelServer,
   type FakeModelServer,
@@ -76,6 +76,8 @@ export type StackOptions = {
   apiKey?: string;
   /** The worker's task queue (default: a new one); a stack restarted on the same queue serves the same workflows. */
   taskQueue?: string;
+  /** The model client's catalogue (default: the built-in one), e.g. to price the fake model. */
+  catalogue?: ModelCatalogue;
 };
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
@@ -90,6 +92,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     idleTimeoutMs: options.modelTimeoutMs ?? 20_000,
     provider: 'fake',
     coalesce: { maxDelayMs: 20 },
+    ...(options.catalogue ? { catalogue: options.catalogue } : {}),
   });
   const taskQueue = options.taskQueue ?? `test-${randomUUID()}`;
   const address = temporalAddress();

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { COMPACTION_INSTRUCTION } from '../../src/context/compaction.js';
 import { startGateway, type RunningGateway } from '../../src/gateway/index.js';
 import { startFakeModelServer, type FakeModelServer } from '../../src/model/fake-server.js';
+import { DEFAULT_MODEL_CATALOGUE } from '../../src/model/catalogue.js';
 import { createOpenAIProvider } from '../../src/model/provider.js';
 import type { StoredEvent, TokenUsage } from '../../src/session/index.js';
 import { startTelemetry, type Telemetry } from '../../src/telemetry/index.js';
@@ -61,7 +62,7 @@ beforeAll(async () => {
   };
   workerTelemetry = await startTelemetry(
     { ...settings, serviceName: 'sessionlog-worker' },
-    { prices: () => PRICES, logDestination: { write: (line: string) => void workerLog.push(line) } },
+    { logDestination: { write: (line: string) => void workerLog.push(line) } },
   );
   gatewayTelemetry = await startTelemetry(
     { ...settings, serviceName: 'sessionlog-gateway' },
@@ -98,6 +99,11 @@ beforeAll(async () => {
     idleTimeoutMs: 20_000,
     provider: 'fake',
     coalesce: { maxDelayMs: 20 },
+    // The fake model priced, so each reply logs a cost and the metrics count it.
+    catalogue: {
+      ...DEFAULT_MODEL_CATALOGUE,
+      models: { ...DEFAULT_MODEL_CATALOGUE.models, fake: { ...DEFAULT_MODEL_CATALOGUE.models.fake!, prices: PRICES } },
+    },
   });
   stack = await startStack({
     worker: {
@@ -205,7 +211,7 @@ describe('Prometheus metrics after a scripted session', () => {
     expect(fake.chatRequests()).toHaveLength(7);
   });
 
-  it('counts the tokens the log records, by kind, and prices them from the catalogue prices given', () => {
+  it('counts the tokens the log records, by kind, and their cost as logged at the catalogue prices', () => {
     const usages: TokenUsage[] = [
       ...ofType(events, 'assistant/message').flatMap((e) => (e.data.usage ? [e.data.usage] : [])),
       ...ofType(events, 'compaction/summary').flatMap((e) => (e.data.usage ? [e.data.usage] : [])),
@@ -222,6 +228,15 @@ describe('Prometheus metrics after a scripted session', () => {
     expect(value(worker, 'sessionlog_model_tokens_total', { model: 'fake', kind: 'output' })).toBe(output);
     const usd = (input * PRICES.input + cached * PRICES.cachedInput + output * PRICES.output) / 1_000_000;
     expect(value(worker, 'sessionlog_model_cost_usd_total', { model: 'fake' })).toBeCloseTo(usd, 9);
+    // The metric is the sum of the costs logged with the replies and summaries (the session's ledger).
+    const logged = [...ofType(events, 'assistant/message'), ...ofType(events, 'compaction/summary')].map(
+      (e) => (e.data as { cost?: number }).cost ?? 0,
+    );
+    expect(logged.filter((cost) => cost > 0)).toHaveLength(6);
+    expect(value(worker, 'sessionlog_model_cost_usd_total', { model: 'fake' })).toBeCloseTo(
+      logged.reduce((a, b) => a + b, 0),
+      12,
+    );
   });
 
   it('counts the tool calls, the spill and the compaction', () => {

@@ -52,6 +52,9 @@ import {
   sessionParams,
   sessionResponse,
   transcriptResponse,
+  usageAcrossResponse,
+  usageLedgerResponse,
+  usageQuery,
 } from './schemas.js';
 import { checkReadiness, probeStore, probeTemporal, readinessResponse } from '../readiness.js';
 import {
@@ -66,6 +69,14 @@ import {
 import { streamEvents, wantsEventStream } from '../sse.js';
 
 const AUTH_ERRORS = [401];
+
+/** A usage query's time bounds as the client takes them. */
+function window(query: { from?: number | undefined; to?: number | undefined }): { from?: number; to?: number } {
+  return {
+    ...(query.from !== undefined ? { from: query.from } : {}),
+    ...(query.to !== undefined ? { to: query.to } : {}),
+  };
+}
 const SESSION_ERRORS = [400, 401, 404];
 
 async function requireSession(ctx: RouteContext, id: string): Promise<SessionHeader> {
@@ -296,6 +307,32 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       await requireSession(ctx, params.id);
       return ok(await ctx.client.turns(params.id, query.last));
     },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/v1/sessions/:id/usage',
+    operationId: 'getSessionUsage',
+    summary:
+      "The session's cost ledger: tokens and cost of every model reply and compaction summary, per turn, per model and in total (from the log)",
+    params: sessionParams,
+    query: usageQuery,
+    responses: { 200: { description: 'the ledger (src/session/usage.ts)', schema: usageLedgerResponse } },
+    errors: SESSION_ERRORS,
+    handler: async (ctx, { params, query }) => {
+      await requireSession(ctx, params.id);
+      return ok(await ctx.client.usage(params.id, window(query)));
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/v1/usage',
+    operationId: 'getUsage',
+    summary: 'Tokens and cost summed across sessions, per model and in total, for calls logged between from and to',
+    params: noParams,
+    query: usageQuery,
+    responses: { 200: { description: 'the sums', schema: usageAcrossResponse } },
+    errors: [400, 401, 500, 503],
+    handler: async (ctx, { query }) => ok(await ctx.client.usageAcross(window(query))),
   }),
   defineRoute({
     method: 'GET',

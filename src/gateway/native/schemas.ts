@@ -236,3 +236,55 @@ export const eraseResponse = z.object({
     temporal: z.object({ terminated: z.boolean(), deletedRuns: z.number().int() }),
   }),
 });
+
+// ---- usage (issue 26) -----------------------------------------------------------------------
+
+/** A time bound of a usage query: ISO 8601 or epoch milliseconds, as epoch ms. */
+function timeBound(name: string) {
+  return z
+    .string()
+    .max(40)
+    .transform((value, ctx) => {
+      const ms = /^\d{1,16}$/.test(value) ? Number(value) : Date.parse(value);
+      if (!Number.isFinite(ms)) {
+        ctx.addIssue({ code: 'custom', message: `${name} must be an ISO 8601 time or epoch milliseconds` });
+        return z.NEVER;
+      }
+      return ms;
+    });
+}
+
+export const usageQuery = z.strictObject({
+  from: timeBound('from').optional().describe('count calls logged at or after this time (ISO 8601 or epoch ms)'),
+  to: timeBound('to').optional().describe('count calls logged before this time (ISO 8601 or epoch ms)'),
+});
+
+const usageTotals = z.object({
+  calls: z.number().int(),
+  inputTokens: z.number().int(),
+  cachedInputTokens: z.number().int(),
+  cacheWriteTokens: z.number().int(),
+  outputTokens: z.number().int(),
+  reasoningTokens: z.number().int(),
+  costUsd: z.number().describe('USD, each call at the prices its worker had when it answered'),
+  unpricedCalls: z.number().int().describe('calls logged without a cost (no prices known): tokens counted, cost not'),
+});
+
+export const usageLedgerResponse = z.object({
+  total: usageTotals,
+  byModel: z.record(z.string(), usageTotals),
+  byTurn: z.array(
+    usageTotals.extend({
+      turn: z.number().int().nullable().describe('null: compactions run between turns'),
+      replies: z.number().int(),
+      compactions: z.number().int(),
+    }),
+  ),
+});
+
+export const usageAcrossResponse = z.object({
+  total: usageTotals,
+  byModel: z.record(z.string(), usageTotals),
+  sessions: z.number().int().describe('sessions with calls in the window'),
+  unreadable: z.array(z.string()).describe('sessions whose log could not be read (left out)'),
+});
