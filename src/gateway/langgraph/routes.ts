@@ -249,8 +249,16 @@ function anchorOf(run: RunRecord | { runId: string; status: 'pending' }): RunAnc
     : { kind: 'message', messageId: run.runId };
 }
 
-function streamModesOf(value: string | string[] | null | undefined, field: string): StreamMode[] {
-  const asked = value === null || value === undefined ? ['values'] : Array.isArray(value) ? value : [value];
+/**
+ * The stream modes asked for; `fallback` when none (a run: `values`, as the Agent Server; a
+ * rejoin, which does not know the modes its run was started with: every mode but `custom`).
+ */
+function streamModesOf(
+  value: string | string[] | null | undefined,
+  field: string,
+  fallback: readonly StreamMode[] = ['values'],
+): StreamMode[] {
+  const asked = value === null || value === undefined ? fallback : Array.isArray(value) ? value : [value];
   const modes = new Set<StreamMode>();
   for (const mode of asked) {
     // `messages` and `messages-tuple` are the same stream on the wire (event `messages`).
@@ -956,7 +964,7 @@ export const LANGGRAPH_ROUTES: readonly RouteSpec[] = [
     handler: async (ctx, { params, query, request, reply }) => {
       const thread = await readThread(ctx, params.thread_id);
       const run = await findRun(ctx, thread, params.run_id);
-      const modes = streamModesOf(query.stream_mode, 'stream_mode');
+      const modes = streamModesOf(query.stream_mode, 'stream_mode', ['values', 'updates', 'messages-tuple']);
       const last = request.headers['last-event-id'];
       const { fold, frames, fromSeq } = replayRun(params.thread_id, params.run_id, anchorOf(run), modes, thread.events);
       return streamRun(ctx, request, reply, {
