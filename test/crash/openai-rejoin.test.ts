@@ -120,68 +120,63 @@ afterAll(async () => {
 });
 
 describe('rejoining an OpenAI response stream after the worker was SIGKILLed', () => {
-  it(
-    'yields what came after starting_after (coalesced, then live), and the reply text once',
-    { timeout: 300_000 },
-    async () => {
-      const first = startWorker(script, env);
-      workers.push(first);
-      await first.ready;
-      const openai = new OpenAI({ baseURL: `${gateway.url}/openai/v1`, apiKey: 'unused', maxRetries: 0 });
+  it('yields what came after starting_after, and the reply text once', { timeout: 300_000 }, async () => {
+    const first = startWorker(script, env);
+    workers.push(first);
+    await first.ready;
+    const openai = new OpenAI({ baseURL: `${gateway.url}/openai/v1`, apiKey: 'unused', maxRetries: 0 });
 
-      const stream = await openai.responses.create({ model: 'fake', input: 'a long answer, please', stream: true });
-      const before: ResponseStreamEvent[] = [];
-      for await (const event of stream) {
-        before.push(event);
-        if (before.filter((e) => e.type === 'response.output_text.delta').length === 2) break;
-      }
-      const responseId = (before[0] as { response: { id: string; conversation: { id: string } } }).response.id;
-      const sessionId = (before[0] as { response: { conversation: { id: string } } }).response.conversation.id;
-      const n = before.at(-1)!.sequence_number;
+    const stream = await openai.responses.create({ model: 'fake', input: 'a long answer, please', stream: true });
+    const before: ResponseStreamEvent[] = [];
+    for await (const event of stream) {
+      before.push(event);
+      if (before.filter((e) => e.type === 'response.output_text.delta').length === 2) break;
+    }
+    const responseId = (before[0] as { response: { id: string; conversation: { id: string } } }).response.id;
+    const sessionId = (before[0] as { response: { conversation: { id: string } } }).response.conversation.id;
+    const n = before.at(-1)!.sequence_number;
 
-      // Kill the worker mid-reply; the next one retries the model call, fast this time.
-      first.proc.kill('SIGKILL');
-      await first.exited;
-      fake.configure({ tokenDelayMs: 0 });
-      const second = startWorker(script, env);
-      workers.push(second);
-      await second.ready;
+    // Kill the worker mid-reply; the next one retries the model call, fast this time.
+    first.proc.kill('SIGKILL');
+    await first.exited;
+    fake.configure({ tokenDelayMs: 0 });
+    const second = startWorker(script, env);
+    workers.push(second);
+    await second.ready;
 
-      const after: ResponseStreamEvent[] = [];
-      for await (const event of await openai.responses.retrieve(responseId, { stream: true, starting_after: n }))
-        after.push(event);
+    const after: ResponseStreamEvent[] = [];
+    for await (const event of await openai.responses.retrieve(responseId, { stream: true, starting_after: n }))
+      after.push(event);
 
-      const all = [...before, ...after];
-      expect(after[0]!.sequence_number).toBeGreaterThan(n);
-      // Sequence numbers only grow: what was missed came coalesced (one delta), skipping some.
-      expect(all.map((e) => e.sequence_number).every((s, i, list) => i === 0 || s > list[i - 1]!)).toBe(true);
-      expect(all.at(-1)!.type).toBe('response.completed');
-      const streamed = all
-        .filter((e) => e.type === 'response.output_text.delta')
-        .map((e) => (e as { delta: string }).delta)
-        .join('');
-      expect(streamed).toBe(WORDS);
+    const all = [...before, ...after];
+    expect(after[0]!.sequence_number).toBeGreaterThan(n);
+    // Sequence numbers only grow: what was missed came coalesced (one delta), skipping some.
+    expect(all.map((e) => e.sequence_number).every((s, i, list) => i === 0 || s > list[i - 1]!)).toBe(true);
+    expect(all.at(-1)!.type).toBe('response.completed');
+    const streamed = all
+      .filter((e) => e.type === 'response.output_text.delta')
+      .map((e) => (e as { delta: string }).delta)
+      .join('');
+    expect(streamed).toBe(WORDS);
 
-      // The log holds the chunks of two model calls (the killed one's partial reply, then the
-      // retried one's whole reply) and one assistant message: the stream sent the replayed text once.
-      const log = await store.readFrom(sessionId, 0);
-      // (A call's last chunks may be held for the reply's own batch, which names no attempt.)
-      const attempts = new Set(
-        log.filter((e) => e.type === 'assistant/chunk').map((e) => chunkAttemptOf(e.op) ?? 'held for the reply batch'),
-      );
-      expect(attempts.size).toBeGreaterThanOrEqual(2);
-      const replies = log.filter((e): e is SessionEvent<'assistant/message'> => e.type === 'assistant/message');
-      expect(replies).toHaveLength(1);
-      expect(textOf(replies[0]!.data.message.content)).toBe(WORDS);
-      const final = await openai.responses.retrieve(responseId);
-      expect(final).toMatchObject({ status: 'completed', output_text: WORDS });
-      // A client starting over gets the finished response whole at once: its text as one delta, the same end.
-      const full: ResponseStreamEvent[] = [];
-      for await (const event of await openai.responses.retrieve(responseId, { stream: true })) full.push(event);
-      expect(
-        full.filter((e) => e.type === 'response.output_text.delta').map((e) => (e as { delta: string }).delta),
-      ).toEqual([WORDS]);
-      expect(full.at(-1)).toEqual(all.at(-1));
-    },
-  );
+    // The log holds the chunks of two model calls (the killed one's partial reply, then the
+    // retried one's whole reply) and one assistant message: the stream sent the replayed text once.
+    const log = await store.readFrom(sessionId, 0);
+    // (A call's last chunks may be held for the reply's own batch, which names no attempt.)
+    const attempts = new Set(
+      log.filter((e) => e.type === 'assistant/chunk').map((e) => chunkAttemptOf(e.op) ?? 'held for the reply batch'),
+    );
+    expect(attempts.size).toBeGreaterThanOrEqual(2);
+    const replies = log.filter((e): e is SessionEvent<'assistant/message'> => e.type === 'assistant/message');
+    expect(replies).toHaveLength(1);
+    expect(textOf(replies[0]!.data.message.content)).toBe(WORDS);
+    const final = await openai.responses.retrieve(responseId);
+    expect(final).toMatchObject({ status: 'completed', output_text: WORDS });
+    // A client starting over gets the finished response whole at once: its text as one delta, the same end.
+    const full: ResponseStreamEvent[] = [];
+    for await (const event of await openai.responses.retrieve(responseId, { stream: true })) full.push(event);
+    const deltas = full.filter((e) => e.type === 'response.output_text.delta');
+    expect(deltas.map((e) => (e as { delta: string }).delta)).toEqual([WORDS]);
+    expect(full.at(-1)).toEqual(all.at(-1));
+  });
 });
