@@ -323,6 +323,36 @@ describe('langgraph-sdk Client against /langgraph', () => {
     expect((await events(id)).filter((e) => e.type === 'turn/start')).toHaveLength(1);
   });
 
+  it("authenticates the SDK's apiKey (x-api-key) against the gateway token", async () => {
+    const token = 'langgraph-sdk-gateway-token';
+    const guarded = await startGateway({
+      client: stack.client,
+      host: '127.0.0.1',
+      port: 0,
+      bodyLimitBytes: 1024 * 1024,
+      token,
+    });
+    try {
+      const withKey = new Client({ apiUrl: `${guarded.url}/langgraph`, apiKey: token });
+      const thread = await withKey.threads.create();
+      expect((await withKey.threads.get(thread.thread_id)).thread_id).toBe(thread.thread_id);
+      const without = new Client({
+        apiUrl: `${guarded.url}/langgraph`,
+        apiKey: null,
+        callerOptions: { maxRetries: 0 },
+      });
+      await expect(without.threads.get(thread.thread_id)).rejects.toThrow(/401/);
+      const wrong = new Client({
+        apiUrl: `${guarded.url}/langgraph`,
+        apiKey: 'not-the-token-at-all',
+        callerOptions: { maxRetries: 0 },
+      });
+      await expect(wrong.threads.get(thread.thread_id)).rejects.toThrow(/401/);
+    } finally {
+      await guarded.close();
+    }
+  });
+
   it('posts a signed webhook when a run ends, retrying a receiver that fails first', async () => {
     const received: Array<{ body: string; signature: string }> = [];
     let failures = 1;
