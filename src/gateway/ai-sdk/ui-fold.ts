@@ -14,6 +14,7 @@ import { itemTag } from '../openai/ids.js';
 import { OutputAssembler, type UnsequencedEvent } from '../openai/output-items.js';
 import { addTokenUsage } from '../openai/response-fold.js';
 import type { AnswerFold } from '../openai/stream.js';
+import { MessageAnchor } from '../answer-anchor.js';
 
 /** One chunk of the UI message stream (`data: <chunk JSON>`). */
 export type UiChunk = { type: string } & Record<string, unknown>;
@@ -78,12 +79,11 @@ function endOf(reason: TurnEndReason): UiChunk[] {
 
 export class UiMessageFold implements AnswerFold<UiChunk> {
   private progress: 'queued' | 'running' | 'done' = 'queued';
-  private openTurn: number | undefined;
+  /** Finds the turn of an answer begun by a message. */
+  private readonly messageAnchor: MessageAnchor | undefined;
   /** A step of the open turn has started and not ended (the anchor message is logged inside step 1). */
   private stepOpen = false;
   private turn: number | undefined;
-  /** The anchor message was logged outside a turn: the answer is the next turn. */
-  private awaitingTurn = false;
   private readonly assembler: OutputAssembler;
   private readonly tools = new Map<string, ToolState>();
   /** The turn asked the caller (an approval, an external tool): the stream ends after that batch. */
@@ -92,6 +92,7 @@ export class UiMessageFold implements AnswerFold<UiChunk> {
 
   constructor(readonly context: { sessionId: string; anchor: UiAnchor }) {
     this.assembler = new OutputAssembler(itemTag(context.sessionId));
+    this.messageAnchor = context.anchor.kind === 'message' ? new MessageAnchor(context.anchor.messageId) : undefined;
   }
 
   state(): 'queued' | 'running' | 'done' {
@@ -115,26 +116,10 @@ export class UiMessageFold implements AnswerFold<UiChunk> {
     const out: UiChunk[] = [];
     const anchor = this.context.anchor;
     if (this.progress === 'queued' && anchor.kind === 'turn') this.begin(anchor.turn, out);
+    const answering = this.messageAnchor?.push(event);
+    if (answering !== undefined && this.progress === 'queued') this.begin(answering, out);
     const ours = (turn: number) => this.progress === 'running' && turn === this.turn;
     switch (event.type) {
-      case 'turn/start':
-        this.openTurn = event.data.turn;
-        if (this.awaitingTurn) {
-          this.awaitingTurn = false;
-          this.begin(event.data.turn, out);
-        }
-        break;
-      case 'user/message':
-        if (
-          this.progress === 'queued' &&
-          anchor.kind === 'message' &&
-          event.data.id === anchor.messageId &&
-          event.surfaceOp === 'append'
-        ) {
-          if (this.openTurn === undefined) this.awaitingTurn = true;
-          else this.begin(this.openTurn, out);
-        }
-        break;
       case 'step/start':
         this.stepOpen = true;
         if (ours(event.data.turn)) out.push({ type: 'start-step' });
@@ -210,7 +195,6 @@ export class UiMessageFold implements AnswerFold<UiChunk> {
           if (last.type === 'finish') Object.assign(last, this.metadata());
           out.push(...end);
         }
-        if (this.openTurn === event.data.turn) this.openTurn = undefined;
         break;
       default:
         break;

@@ -371,8 +371,8 @@ async function streamRun(
       streams: ctx.streams,
       heartbeatMs: ctx.sseHeartbeatMs,
       headers: {
-        location: `/threads/${tid}/runs/${encodeURIComponent(rid)}/stream`,
-        'content-location': `/threads/${tid}/runs/${encodeURIComponent(rid)}`,
+        location: `${runPath(tid, rid)}/stream`,
+        'content-location': runPath(tid, rid),
       },
     },
     async (stream) => {
@@ -492,6 +492,19 @@ async function startRun(
   for (const [i, text] of texts.entries())
     await ctx.client.post(tid, text, { id: i === 0 ? runId : `${runId}.${i}`, ownTurn: i === 0 });
   return { runId, anchor: { kind: 'message', messageId: runId }, events };
+}
+
+/** The path of a run under the API's prefix (what `Content-Location` names). */
+function runPath(tid: string, runId: string): string {
+  return `/threads/${tid}/runs/${encodeURIComponent(runId)}`;
+}
+
+/** Starts a run as every run route does: its stream modes checked, then started, its webhook scheduled. */
+async function beginRun(ctx: RouteContext, request: FastifyRequest, tid: string, body: RunBody) {
+  const modes = streamModesOf(body.stream_mode, 'stream_mode');
+  const started = await startRun(ctx, tid, body);
+  if (body.webhook) webhookWhenDone(ctx, request, tid, started.runId, started.anchor, body.webhook, started.events);
+  return { ...started, modes };
 }
 
 /** Sends the run's webhook once the run ends (in the background). */
@@ -807,12 +820,9 @@ export const LANGGRAPH_ROUTES: readonly RouteSpec[] = [
     errors: ERRORS,
     sessionOf: (params) => params.thread_id as string,
     handler: async (ctx, { params, body, request, reply }) => {
-      streamModesOf(body.stream_mode, 'stream_mode');
-      const started = await startRun(ctx, params.thread_id, body);
-      if (body.webhook)
-        webhookWhenDone(ctx, request, params.thread_id, started.runId, started.anchor, body.webhook, started.events);
+      const started = await beginRun(ctx, request, params.thread_id, body);
       const now = Date.now();
-      void reply.header('content-location', `/threads/${params.thread_id}/runs/${encodeURIComponent(started.runId)}`);
+      void reply.header('content-location', runPath(params.thread_id, started.runId));
       return {
         status: 200,
         body: {
@@ -844,15 +854,12 @@ export const LANGGRAPH_ROUTES: readonly RouteSpec[] = [
     errors: ERRORS,
     sessionOf: (params) => params.thread_id as string,
     handler: async (ctx, { params, body, request, reply }) => {
-      const modes = streamModesOf(body.stream_mode, 'stream_mode');
-      const started = await startRun(ctx, params.thread_id, body);
-      if (body.webhook)
-        webhookWhenDone(ctx, request, params.thread_id, started.runId, started.anchor, body.webhook, started.events);
+      const started = await beginRun(ctx, request, params.thread_id, body);
       const { fold, frames, fromSeq } = replayRun(
         params.thread_id,
         started.runId,
         started.anchor,
-        modes,
+        started.modes,
         started.events,
       );
       return streamRun(ctx, request, reply, {
@@ -878,13 +885,10 @@ export const LANGGRAPH_ROUTES: readonly RouteSpec[] = [
     errors: ERRORS,
     sessionOf: (params) => params.thread_id as string,
     handler: async (ctx, { params, body, request, reply }) => {
-      streamModesOf(body.stream_mode, 'stream_mode');
-      const started = await startRun(ctx, params.thread_id, body);
-      if (body.webhook)
-        webhookWhenDone(ctx, request, params.thread_id, started.runId, started.anchor, body.webhook, started.events);
+      const started = await beginRun(ctx, request, params.thread_id, body);
       const { fold, fromSeq } = replayRun(params.thread_id, started.runId, started.anchor, ['values'], started.events);
       await waitRun(ctx, request, fold, fromSeq);
-      void reply.header('content-location', `/threads/${params.thread_id}/runs/${encodeURIComponent(started.runId)}`);
+      void reply.header('content-location', runPath(params.thread_id, started.runId));
       return { status: 200, body: finalValues(fold) };
     },
   }),

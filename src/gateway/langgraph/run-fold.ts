@@ -20,6 +20,7 @@ import { SurfaceFold, isKnownEvent, type StoredEvent, type TurnEndReason } from 
 import { itemTag } from '../openai/ids.js';
 import { OutputAssembler, type UnsequencedEvent } from '../openai/output-items.js';
 import type { AnswerFold } from '../openai/stream.js';
+import { MessageAnchor } from '../answer-anchor.js';
 import { aiMessage, aiMessageId, argsOf, stateMessageOf, usageMetadataOf, type LangChainMessage } from './messages.js';
 
 /** One SSE frame of a run's stream. */
@@ -93,8 +94,8 @@ export function runEndOf(reason: TurnEndReason): {
 export class RunFold implements AnswerFold<RunFrame> {
   private progress: 'queued' | 'running' | 'done' = 'queued';
   private turn: number | undefined;
-  private openTurn: number | undefined;
-  private awaitingTurn = false;
+  /** Finds the turn of a run begun by a message. */
+  private readonly messageAnchor: MessageAnchor | undefined;
   private readonly tag: string;
   private readonly assembler: OutputAssembler;
   private readonly surface = new SurfaceFold();
@@ -119,6 +120,7 @@ export class RunFold implements AnswerFold<RunFrame> {
     this.tag = itemTag(context.sessionId);
     this.assembler = new OutputAssembler(this.tag);
     this.modes = new Set(context.modes);
+    this.messageAnchor = context.anchor.kind === 'message' ? new MessageAnchor(context.anchor.messageId) : undefined;
   }
 
   state(): 'queued' | 'running' | 'done' {
@@ -163,28 +165,12 @@ export class RunFold implements AnswerFold<RunFrame> {
     if (event.type === 'tool/call') this.names.set(event.data.callId, event.data.name);
     if (this.progress === 'queued' && anchor.kind === 'resume' && event.seq >= anchor.fromSeq)
       this.begin(anchor.turn, out);
+    const answering = this.messageAnchor?.push(event);
+    if (answering !== undefined && this.progress === 'queued') this.begin(answering, out);
     if (surfaceChanged && this.progress === 'running') this.dirty = true;
     const ours = (turn: number) => this.progress === 'running' && turn === this.turn;
     if (this.progress === 'running' && this.modes.has('custom')) out.push({ event: 'custom', data: event });
     switch (event.type) {
-      case 'turn/start':
-        this.openTurn = event.data.turn;
-        if (this.awaitingTurn) {
-          this.awaitingTurn = false;
-          this.begin(event.data.turn, out);
-        }
-        break;
-      case 'user/message':
-        if (
-          this.progress === 'queued' &&
-          anchor.kind === 'message' &&
-          event.data.id === anchor.messageId &&
-          event.surfaceOp === 'append'
-        ) {
-          if (this.openTurn === undefined) this.awaitingTurn = true;
-          else this.begin(this.openTurn, out);
-        }
-        break;
       case 'assistant/chunk':
         if (ours(event.data.turn)) this.chunks(assembled, event.data.step, out);
         break;
@@ -257,7 +243,6 @@ export class RunFold implements AnswerFold<RunFrame> {
           this.outcome = runEndOf(event.data.reason);
           if (this.outcome.error) out.push({ event: 'error', data: this.outcome.error });
         }
-        if (this.openTurn === event.data.turn) this.openTurn = undefined;
         break;
       default:
         break;

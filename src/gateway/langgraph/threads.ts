@@ -33,9 +33,19 @@ export function threadRuns(events: readonly StoredEvent[]): RunRecord[] {
   const byTurn = new Map<number, Open[]>();
   let openTurn: number | undefined;
   const firstUser = new Set<number>();
-  const add = (run: Open) => {
+  const add = (runId: string, kind: RunRecord['kind'], turn: number, event: StoredEvent) => {
+    const run: Open = {
+      runId,
+      kind,
+      turn,
+      startSeq: event.seq,
+      createdAt: event.time,
+      updatedAt: event.time,
+      status: 'running',
+      done: false,
+    };
     runs.push(run);
-    byTurn.set(run.turn, [...(byTurn.get(run.turn) ?? []), run]);
+    byTurn.set(turn, [...(byTurn.get(turn) ?? []), run]);
   };
   const active = (turn: number) => (byTurn.get(turn) ?? []).filter((run) => !run.done);
   for (const event of events) {
@@ -52,16 +62,7 @@ export function threadRuns(events: readonly StoredEvent[]): RunRecord[] {
           !firstUser.has(openTurn)
         ) {
           firstUser.add(openTurn);
-          add({
-            runId: event.data.id,
-            kind: 'message',
-            turn: openTurn,
-            startSeq: event.seq,
-            createdAt: event.time,
-            updatedAt: event.time,
-            status: 'running',
-            done: false,
-          });
+          add(event.data.id, 'message', openTurn, event);
         }
         break;
       case 'tool/approval': {
@@ -69,16 +70,7 @@ export function threadRuns(events: readonly StoredEvent[]): RunRecord[] {
         if (by === undefined || !by.startsWith(RESUME_BY)) break;
         const runId = by.slice(RESUME_BY.length);
         if (runs.some((run) => run.runId === runId)) break;
-        add({
-          runId,
-          kind: 'resume',
-          turn: event.data.turn,
-          startSeq: event.seq,
-          createdAt: event.time,
-          updatedAt: event.time,
-          status: 'running',
-          done: false,
-        });
+        add(runId, 'resume', event.data.turn, event);
         break;
       }
       case 'tool/approval-request':
