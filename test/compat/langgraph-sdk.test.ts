@@ -299,6 +299,59 @@ describe('langgraph-sdk Client against /langgraph', () => {
     expect(turns).toEqual(['aborted', 'completed']);
   });
 
+  it("on_disconnect 'cancel': a client that leaves cancels the run; a gateway that closes does not", async () => {
+    const words = Array.from({ length: 300 }, (_, i) => `d${i}`).join(' ');
+    stack.fake.setMatcher(({ lastUserText }) => (lastUserText.startsWith('leave') ? { text: words } : undefined));
+    stack.fake.configure({ tokenDelayMs: 5 });
+    const readSome = async (api: Client, threadId: string, input: string, abort: AbortController) => {
+      let runId = '';
+      let text = '';
+      try {
+        for await (const part of api.runs.stream(threadId, 'agent', {
+          input: human(input),
+          streamMode: 'messages-tuple',
+          onDisconnect: 'cancel',
+          signal: abort.signal,
+        })) {
+          if (part.event === 'metadata') runId = (part.data as { run_id: string }).run_id;
+          if (part.event === 'messages') text += (part.data as unknown as [{ content: string }])[0].content;
+          if (text.length > 40 && !abort.signal.aborted) abort.abort();
+        }
+      } catch (error) {
+        if (!abort.signal.aborted) throw error;
+      }
+      return runId;
+    };
+    // The client leaves: the turn is cancelled (its partial reply logged as interrupted).
+    const left = await client.threads.create();
+    const leftRun = await readSome(client, left.thread_id, 'leave now', new AbortController());
+    await eventually(async () =>
+      (await client.runs.get(left.thread_id, leftRun)).status === 'interrupted' ? true : undefined,
+    );
+    expect((await events(left.thread_id)).find((e) => e.type === 'turn/end')?.data).toMatchObject({
+      reason: { kind: 'aborted' },
+    });
+
+    // The gateway closes under the stream: the run goes on and completes.
+    const other = await startGateway({ client: stack.client, host: '127.0.0.1', port: 0, bodyLimitBytes: 1024 * 1024 });
+    const api = new Client({ apiUrl: `${other.url}/langgraph`, callerOptions: { maxRetries: 0 } });
+    const thread = await api.threads.create();
+    const stream = api.runs.stream(thread.thread_id, 'agent', {
+      input: human('leave the gateway'),
+      streamMode: 'messages-tuple',
+      onDisconnect: 'cancel',
+    });
+    let runId = '';
+    for await (const part of stream) {
+      if (part.event === 'metadata') runId = (part.data as { run_id: string }).run_id;
+      if (part.event === 'messages') break;
+    }
+    await other.close();
+    const values = (await client.runs.join(thread.thread_id, runId)) as Values;
+    expect(values.messages.at(-1)!.content).toBe(words);
+    expect((await client.runs.get(thread.thread_id, runId)).status).toBe('success');
+  });
+
   it('creates the thread with if_not_exists and answers graph-specific fields with a 422 naming them', async () => {
     const id = `lg-new-${Date.now()}`;
     const values = (await client.runs.wait(id, 'agent', { input: human('hi'), ifNotExists: 'create' })) as Values;

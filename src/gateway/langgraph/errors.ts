@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import { toErrorResponse } from '../errors.js';
+import { OpenAiError } from '../openai/errors.js';
 import type { ErrorShape } from '../route-table.js';
 
 export type LangGraphErrorBody = { detail: string; code: string };
@@ -48,6 +49,14 @@ export function toLangGraphErrorResponse(error: unknown): {
       status: error.status,
       body: { detail: error.message, code: error.code },
       headers: error.headers,
+      logDetail: error.status >= 500,
+    };
+  // Raised by what this API shares with the OpenAI-compatible one (following a turn's stream).
+  if (error instanceof OpenAiError)
+    return {
+      status: error.status,
+      body: { detail: error.message, code: error.details.code ?? 'error' },
+      headers: error.details.headers ?? {},
       logDetail: error.status >= 500,
     };
   const native = toErrorResponse(error);

@@ -24,7 +24,6 @@ import {
   type SessionHeader,
   type StoredEvent,
 } from '../../session/index.js';
-import { OpenAiError } from '../openai/errors.js';
 import { followResponse } from '../openai/stream.js';
 import { defineRoute, noParams, noQuery, STREAMED, type RouteContext, type RouteSpec } from '../route-table.js';
 import { hijackEventStream } from '../sse.js';
@@ -326,8 +325,6 @@ function formatFrame(frame: RunFrame): string {
 }
 
 function failureFrame(request: FastifyRequest, sessionId: string, error: unknown): string {
-  if (error instanceof OpenAiError)
-    return formatFrame({ event: 'error', data: { error: error.details.code ?? 'error', message: error.message } });
   const response = toLangGraphErrorResponse(error);
   if (response.logDetail) request.log.error({ err: error, sessionId }, 'langgraph run stream failed');
   return formatFrame({ event: 'error', data: { error: response.body.code, message: response.body.detail } });
@@ -385,7 +382,8 @@ async function streamRun(
         run.coalesce ? coalesceFrames(run.frames.filter((f) => isAfter(f.id ?? '', run.lastEventId))) : run.frames,
       );
       if (fold.state() !== 'done') await followResponse(ctx.client, fold, run.fromSeq, stream.signal, send);
-      if (stream.signal.aborted && fold.state() !== 'done' && run.cancelOnDisconnect)
+      // The client left (its connection is gone; a closing gateway ends streams with theirs open).
+      if (reply.raw.destroyed && fold.state() !== 'done' && run.cancelOnDisconnect)
         await ctx.client.cancel(tid).catch(() => false);
     },
     (error) => failureFrame(request, tid, error),
@@ -393,12 +391,25 @@ async function streamRun(
   return STREAMED;
 }
 
-/** Waits until the run's fold is done (the client leaving or the gateway closing stops the wait). */
-async function waitRun(ctx: RouteContext, request: FastifyRequest, fold: RunFold, fromSeq: number): Promise<void> {
+/**
+ * Waits until the run's fold is done (the client leaving or the gateway closing stops the
+ * wait); with `cancelOnDisconnect`, a client that leaves first cancels the run's turn.
+ */
+async function waitRun(
+  ctx: RouteContext,
+  request: FastifyRequest,
+  fold: RunFold,
+  fromSeq: number,
+  cancelOnDisconnect = false,
+): Promise<void> {
   if (fold.state() === 'done') return;
   const abort = new AbortController();
   ctx.streams.add(abort);
-  const onClose = (): void => abort.abort();
+  let left = false;
+  const onClose = (): void => {
+    left = true;
+    abort.abort();
+  };
   request.raw.socket.on('close', onClose);
   try {
     await followResponse(ctx.client, fold, fromSeq, abort.signal, async () => undefined);
@@ -406,6 +417,8 @@ async function waitRun(ctx: RouteContext, request: FastifyRequest, fold: RunFold
     request.raw.socket.off('close', onClose);
     ctx.streams.delete(abort);
   }
+  if (left && fold.state() !== 'done' && cancelOnDisconnect)
+    await ctx.client.cancel(fold.context.sessionId).catch(() => false);
 }
 
 /** What `runs.wait` and `runs.join` answer: the thread's values after the run (with the interrupt, or the error). */
@@ -887,7 +900,7 @@ export const LANGGRAPH_ROUTES: readonly RouteSpec[] = [
     handler: async (ctx, { params, body, request, reply }) => {
       const started = await beginRun(ctx, request, params.thread_id, body);
       const { fold, fromSeq } = replayRun(params.thread_id, started.runId, started.anchor, ['values'], started.events);
-      await waitRun(ctx, request, fold, fromSeq);
+      await waitRun(ctx, request, fold, fromSeq, body.on_disconnect === 'cancel');
       void reply.header('content-location', runPath(params.thread_id, started.runId));
       return { status: 200, body: finalValues(fold) };
     },
