@@ -76,9 +76,10 @@ export class LogWriter {
 
   /**
    * Appends `events` as one batch under `op`, once: a batch already stored under `op` is
-   * returned as stored. LOG_AHEAD when another run owns the session now.
+   * returned as stored. `delivered`: inbox keys of the entries the batch logs, removed with it.
+   * LOG_AHEAD when another run owns the session now.
    */
-  async append(events: readonly NewEvent[], op: string): Promise<StoredEvent[]> {
+  async append(events: readonly NewEvent[], op: string, delivered?: readonly string[]): Promise<StoredEvent[]> {
     const owner = this.session.owningRun;
     if (owner !== undefined && owner !== this.runId) {
       throw new SessionlogError(
@@ -86,11 +87,15 @@ export class LogWriter {
         `session ${this.session.id} is now owned by run ${owner}; run ${this.runId} may not append to it`,
       );
     }
-    return this.write(events, op);
+    return this.write(events, op, delivered);
   }
 
-  private async write(events: readonly NewEvent[], op: string): Promise<StoredEvent[]> {
-    const result = await this.store.append(this.current.id, events, { expectedSeq: this.next, op });
+  private async write(events: readonly NewEvent[], op: string, delivered?: readonly string[]): Promise<StoredEvent[]> {
+    const result = await this.store.append(this.current.id, events, {
+      expectedSeq: this.next,
+      op,
+      ...(delivered && delivered.length > 0 ? { delivered } : {}),
+    });
     if (!result.replayed) this.next = result.lastSeq + 1;
     this.current = await this.store.session(this.current.id);
     const stored: StoredEvent[] = [];

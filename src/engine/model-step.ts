@@ -30,7 +30,7 @@ import {
 } from '../session/index.js';
 import { requestHeaderFor } from './agent.js';
 import { requestAnswers } from './answers.js';
-import { readMessages, removeDelivered } from './inbox.js';
+import { readMessages } from './inbox.js';
 import { inlineMessage } from './oversized.js';
 import type { EngineDeps } from './deps.js';
 import { StepInterrupted } from './errors.js';
@@ -260,10 +260,10 @@ async function beginStep(deps: EngineDeps, writer: LogWriter, input: ModelStepIn
       surfaceOp: 'append',
     });
   }
-  await writer.append(events, stepOps.start(key));
-  await removeDelivered(
-    deps.store,
-    input.sessionId,
+  // The messages' inbox entries go in the same commit as the batch that logs them.
+  await writer.append(
+    events,
+    stepOps.start(key),
     input.entering.flatMap((message) => (message.ref ? [message.ref.key] : [])),
   );
 }

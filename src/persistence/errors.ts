@@ -5,6 +5,7 @@
  */
 import { SessionlogError, assertSessionId } from '../session/index.js';
 import type { AppendOptions } from './store.js';
+import { assertInboxKeys } from './inbox.js';
 
 /** Throws INVALID_ARGUMENT unless `value` is a non-negative safe integer. */
 export function assertSeqArgument(name: string, value: unknown): asserts value is number {
@@ -33,6 +34,7 @@ export function assertAppendArguments(
       `append op must be a non-empty string (the batch's idempotency key), got ${String(o.op)}`,
     );
   }
+  if (o.delivered !== undefined) assertInboxKeys(id, o.delivered);
 }
 
 /** Validates `readFrom` arguments. */

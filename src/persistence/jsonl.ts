@@ -616,7 +616,13 @@ export class JsonlSessionStore implements SessionStore {
         return { result: appendResultOf(plan.events), written: true };
       },
       () => assertAppendArguments(id, events, options),
-    );
+    ).then(async (result) => {
+      // The inbox is files of its own here: the entries the batch logs go right after it (best
+      // effort; one left behind is removed by the session's next run, never logged twice).
+      if (options.delivered && options.delivered.length > 0)
+        await this.inbox.remove(id, options.delivered).catch(() => undefined);
+      return result;
+    });
   }
 
   load(id: string): Promise<LoadedSession> {

@@ -71,6 +71,11 @@ export type AppendOptions = {
   expectedSeq: number;
   /** Idempotency key of the batch. A batch whose op is already stored is not written again. */
   op: string;
+  /**
+   * Inbox keys of the entries this batch logs (the messages it carries): removed in the batch's
+   * own transaction (SQLite, PostgreSQL: no commit of their own) or right after it (JSONL).
+   */
+  delivered?: readonly string[];
 };
 
 export type AppendResult = {

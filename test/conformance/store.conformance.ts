@@ -1322,6 +1322,29 @@ export function runStoreConformance(fixture: BackendFixture): void {
     describe('inbox and session keys', () => {
       const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
 
+      it("an append's delivered entries leave the inbox with the batch (its other entries stay), also when the batch was stored already; bad keys are refused before anything is written", async () => {
+        await store.create(header('s'));
+        await store.inbox.put('s', 'message/m1', 'first');
+        await store.inbox.put('s', 'message/m2', 'second');
+        await store.inbox.put('other', 'message/m1', 'not yours');
+        expect(
+          await store.append('s', [user('first')], { expectedSeq: 0, op: 'b0', delivered: ['message/m1', 'gone'] }),
+        ).toEqual({ firstSeq: 0, lastSeq: 0, replayed: false });
+        const keys = async (id: string) => (await (await reopen()).inbox.list(id)).map((entry) => entry.key);
+        expect(await keys('s')).toEqual(['message/m2']);
+        expect(await keys('other')).toEqual(['message/m1']);
+        expect(
+          await failureCode(() => store.append('s', [user('x')], { expectedSeq: 1, op: 'b1', delivered: [''] })),
+        ).toBe('INVALID_ARGUMENT');
+        expect(await store.nextSeq('s')).toBe(1);
+        expect(await keys('s')).toEqual(['message/m2']);
+        // A retried append (its batch stored) still takes the entries it logs out of the inbox.
+        expect(
+          (await store.append('s', [user('first')], { expectedSeq: 0, op: 'b0', delivered: ['message/m2'] })).replayed,
+        ).toBe(true);
+        expect(await keys('s')).toEqual([]);
+      });
+
       it('put returns the body reference (UTF-8 bytes, hex SHA-256); get, list and remove see the entries of their own session only, also from another instance, with or without the session', async () => {
         await store.create(header('s'));
         const body = 'héllo 👋 {"x":1}';

@@ -91,7 +91,12 @@ import { decodeRows, parseStoredHeader } from './rows.js';
 type CachedSession = { key: number; headerText: string; scanner: LogScanner };
 
 /** What a write decides against the synced copy: its result, and the batch to store (none: nothing to write). */
-type WritePlan<T> = { result: T; batch?: { events: readonly StoredEvent[]; op: string } };
+type WritePlan<T> = {
+  result: T;
+  batch?: { events: readonly StoredEvent[]; op: string };
+  /** Inbox keys of the entries the (stored or replayed) batch logs: removed in the same transaction. */
+  delivered?: readonly string[];
+};
 
 /** A write's outcome: the batch the transaction stored, to commit into the copy once it committed. */
 type Written<T> = { result: T; stored?: { scanner: LogScanner; events: readonly StoredEvent[] } };
@@ -170,8 +175,9 @@ export abstract class RelationalSessionStore implements SessionStore {
       this.driver.assertStorableOp(options.op);
       return this.write(id, (scanner) => {
         const plan = planAppend(scanner, events, options);
-        if (plan.kind === 'replayed') return { result: plan.result };
-        return { result: appendResultOf(plan.events), batch: { events: plan.events, op: options.op } };
+        const delivered = options.delivered ?? [];
+        if (plan.kind === 'replayed') return { result: plan.result, delivered };
+        return { result: appendResultOf(plan.events), batch: { events: plan.events, op: options.op }, delivered };
       });
     });
   }
@@ -331,10 +337,18 @@ export abstract class RelationalSessionStore implements SessionStore {
   ): Steps<Written<T>> {
     if (!(yield* step(tx.lockSession(id)))) throw notFound(id);
     const entry = yield* this.sync(tx, id);
-    const { result, batch } = plan(entry.scanner);
-    if (!batch) return { result };
+    const { result, batch, delivered } = plan(entry.scanner);
+    // The inbox entries the batch logs go in its commit (none of their own).
+    const removeDelivered = function* () {
+      if (delivered && delivered.length > 0) yield* step(tx.deleteInboxEntries(id, delivered));
+    };
+    if (!batch) {
+      yield* removeDelivered();
+      return { result };
+    }
     begin();
     yield* step(tx.insertBatch(entry.key, id, batch.events, batch.op));
+    yield* removeDelivered();
     return { result, stored: { scanner: entry.scanner, events: batch.events } };
   }
 
