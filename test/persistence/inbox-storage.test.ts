@@ -88,6 +88,56 @@ describe('SQLite: the inbox and session_keys tables (schema version 5)', () => {
   });
 });
 
+describe('SQLite: the inbox keyed without a rowid (schema version 7)', () => {
+  it('a version-6 database (the inbox a rowid table with a key index) upgrades: the table a new database has, every entry kept', async () => {
+    const { dir, cleanup } = tempDir('sessionlog-inbox7-sqlite-');
+    cleanups.push(cleanup);
+    const inboxSql = (path: string) => {
+      const db = new Database(path, { readonly: true });
+      try {
+        return db
+          .prepare(`SELECT type, name, sql FROM sqlite_master WHERE tbl_name = 'inbox' ORDER BY name`)
+          .all() as Array<{ type: string; name: string; sql: string | null }>;
+      } finally {
+        db.close();
+      }
+    };
+    const fresh = join(dir, 'fresh.db');
+    await openSqliteStore(fresh).close();
+    expect(inboxSql(fresh).map((row) => row.name)).toEqual(['inbox']);
+    expect(inboxSql(fresh)[0]!.sql).toMatch(/WITHOUT ROWID/);
+
+    const path = join(dir, 'old.db');
+    const writer = openSqliteStore(path);
+    await writer.create(testHeader('old'));
+    await writer.append('old', [userMessage('u1', 'before the upgrade')], { expectedSeq: 0, op: 'b0' });
+    await writer.inbox.put('old', 'message/a', 'kept through the upgrade');
+    await writer.inbox.put('someone', 'note/b', 'mine too');
+    await writer.close();
+    // The version-6 inbox: a rowid table, its primary key an index of its own.
+    const raw = new Database(path);
+    raw.exec(`ALTER TABLE inbox RENAME TO inbox_new;
+      CREATE TABLE inbox (session_id TEXT NOT NULL, key TEXT NOT NULL, body TEXT NOT NULL, bytes INTEGER NOT NULL,
+        digest TEXT NOT NULL, stored_at INTEGER NOT NULL, PRIMARY KEY (session_id, key)) STRICT;
+      INSERT INTO inbox SELECT * FROM inbox_new;
+      DROP TABLE inbox_new;`);
+    raw.pragma('user_version = 6');
+    raw.close();
+    expect(inboxSql(path).map((row) => row.name)).toEqual(['inbox', 'sqlite_autoindex_inbox_1']);
+
+    const store = openSqliteStore(path);
+    stores.push(store);
+    expect(store.settings().userVersion).toBe(SQLITE_SCHEMA_VERSION);
+    expect(inboxSql(path)).toEqual(inboxSql(fresh));
+    expect(await store.inbox.get('old', 'message/a')).toBe('kept through the upgrade');
+    expect(await store.inbox.get('someone', 'note/b')).toBe('mine too');
+    expect(await store.inbox.put('old', 'message/c', 'after the upgrade')).toMatchObject({ bytes: 17 });
+    expect(await store.inbox.remove('old', ['message/a', 'message/c'])).toBe(2);
+    expect((await store.inbox.list('someone')).map((entry) => entry.key)).toEqual(['note/b']);
+    expect((await store.readFrom('old', 0)).map((event) => event.type)).toEqual(['user/message']);
+  });
+});
+
 describe.skipIf(!postgres.available)('PostgreSQL: the inbox and session_keys tables (schema version 4)', () => {
   it('a version-3 schema opens, upgrades to the current version with the tables a new schema has, and keeps its sessions', async () => {
     const admin = new pg.Client({ connectionString: POSTGRES_TEST_URL });

@@ -85,7 +85,7 @@ import { encodeEvent, storedHead, type BatchRow, type EventRow } from './rows.js
 /** `PRAGMA application_id` of a sessionlog database ("SLOG"). */
 export const SQLITE_APPLICATION_ID = 0x534c4f47;
 /** `PRAGMA user_version` this build writes and reads. */
-export const SQLITE_SCHEMA_VERSION = 6;
+export const SQLITE_SCHEMA_VERSION = 7;
 
 /** The page size of a new database file (an existing file keeps its own). */
 export const SQLITE_PAGE_SIZE = 8192;
@@ -133,7 +133,8 @@ function storedRowWords(type: string, data: string): string | undefined {
   return indexText({ type, data: parsed });
 }
 
-const INBOX_DDL = `
+/** The inbox keyed by (session, key) alone: one B-tree, so a put or a removal writes one page, not two (version 7). */
+const INBOX_TABLE_DDL = `
 CREATE TABLE inbox (
   session_id TEXT NOT NULL,
   key TEXT NOT NULL,
@@ -142,7 +143,18 @@ CREATE TABLE inbox (
   digest TEXT NOT NULL,
   stored_at INTEGER NOT NULL,
   PRIMARY KEY (session_id, key)
-) STRICT;
+) STRICT, WITHOUT ROWID;`;
+
+/** Version 7: the inbox of versions 5 and 6 (a rowid table with a key index) rebuilt without rowid, entries kept. */
+const INBOX_WITHOUT_ROWID_MIGRATION = `
+ALTER TABLE inbox RENAME TO inbox_v6;
+${INBOX_TABLE_DDL}
+INSERT INTO inbox (session_id, key, body, bytes, digest, stored_at)
+  SELECT session_id, key, body, bytes, digest, stored_at FROM inbox_v6;
+DROP TABLE inbox_v6;
+`;
+
+const INBOX_DDL = `${INBOX_TABLE_DDL}
 CREATE TABLE session_keys (
   session_id TEXT PRIMARY KEY,
   key_id TEXT NOT NULL,
@@ -385,7 +397,8 @@ class SqliteDriver implements driver.RelationalDriver {
       }
       // Version 2 adds the tombstones of erased sessions, version 3 the search index, version 4
       // makes it contentless (the words once, in the index) with the digests erase needs,
-      // version 5 adds the inbox and the session keys, version 6 the transcript index.
+      // version 5 adds the inbox and the session keys, version 6 the transcript index, version 7
+      // keys the inbox without a rowid (one tree written per put or removal instead of two).
       if (version < 2) this.db.exec(TOMBSTONES_DDL);
       if (version < 4) {
         if (version === 3) this.db.exec(`DROP TABLE search`);
@@ -393,6 +406,7 @@ class SqliteDriver implements driver.RelationalDriver {
         backfillSearchIndex(this.db);
       }
       if (version < 5) this.db.exec(INBOX_DDL);
+      else if (version < 7) this.db.exec(INBOX_WITHOUT_ROWID_MIGRATION);
       if (version < 6) this.db.exec(TRANSCRIPTS_DDL);
       if (version < SQLITE_SCHEMA_VERSION) this.db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
     });
