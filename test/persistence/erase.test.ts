@@ -135,13 +135,15 @@ describe('erase leaves no byte of the session in the store', () => {
     await populate(store, 'kept', kept);
     const files = [path, `${path}-wal`, `${path}-shm`];
     expect(filesContaining(files, secret).length).toBeGreaterThan(0);
-    // The search index holds the session's words in its index segments (and a digest per row).
+    // Searched, the sessions' words are in the index segments (and a digest per row): appends
+    // do not index, a session's next search does.
     const word = indexedWordOf(secret);
+    expect((await store.search('gone', word, { limit: 100 })).length).toBe(41);
+    expect((await store.search('kept', indexedWordOf(kept), { limit: 100 })).length).toBe(40);
     const before = new Database(path, { readonly: true });
     expect(indexed(before, word)).toEqual({ matches: 41, segments: expect.any(Number), digests: 81 });
     expect(indexed(before, word).segments).toBeGreaterThan(0);
     before.close();
-    expect((await store.search('gone', word, { limit: 100 })).length).toBe(41);
 
     const receipt = await store.erase('gone');
     expect(receipt).toMatchObject({
@@ -172,6 +174,9 @@ describe('erase leaves no byte of the session in the store', () => {
     const { path, secret, kept, store } = await openSqliteWithSecrets('sessionlog-erase-sqlite-edited-');
     await populate(store, 'gone', secret);
     await populate(store, 'kept', kept);
+    // Searched, both sessions are indexed (appends do not index, a session's next search does).
+    expect((await store.search('gone', indexedWordOf(secret), { limit: 100 })).length).toBe(40);
+    expect((await store.search('kept', indexedWordOf(kept), { limit: 100 })).length).toBe(40);
     // Someone edits message 7 of the session by hand: its words are no longer the indexed ones.
     const raw = new Database(path);
     const key = (raw.prepare(`SELECT key FROM sessions WHERE id = 'gone'`).get() as { key: number }).key;

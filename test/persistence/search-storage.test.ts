@@ -238,10 +238,13 @@ describe('SQLite: the FTS5 search index', () => {
   const digestOf = (words: string): string =>
     createHash('sha256').update(words).digest().subarray(0, 16).toString('hex').toUpperCase();
 
-  it('is a contentless FTS5 table with secure-delete on, holding one row of folded words per text event, keyed session_key << 32 | seq, with a digest of its words, written with the append', async () => {
+  it('is a contentless FTS5 table with secure-delete on, holding one row of folded words per text event, keyed session_key << 32 | seq, with a digest of its words, written by the next search (not the append)', async () => {
     const store = open();
     await store.create(testHeader('notes'));
     await store.append('notes', notesTurn(), { expectedSeq: 0, op: 'turn-1' });
+    // An append writes no index pages (issue 27): the session's next search indexes what it added.
+    expect(searchRows()).toEqual([]);
+    expect((await store.search('notes', 'walrus')).map((hit) => hit.seq).sort()).toEqual([1, 8]);
     const db = new Database(path, { readonly: true });
     const sql = (db.prepare(`SELECT sql FROM sqlite_master WHERE name = 'search'`).get() as { sql: string }).sql;
     const config = db.prepare(`SELECT k, v FROM search_config WHERE k = 'secure-delete'`).get();

@@ -162,8 +162,10 @@ export const sqliteFixture: BackendFixture = {
       for (const row of rows) {
         // Its words leave the contentless search index the way they came in (relational/sqlite.ts).
         const words = indexText({ type: row.type, data: JSON.parse(row.data) as unknown });
-        if (words !== undefined) {
-          const rowid = key * 2 ** 32 + row.seq;
+        const rowid = key * 2 ** 32 + row.seq;
+        // Only a row a search indexed already is in the index (appends do not index).
+        const indexed = db.prepare('SELECT 1 FROM search_rows WHERE search_rowid = ?').get(rowid) !== undefined;
+        if (words !== undefined && indexed) {
           db.prepare(`INSERT INTO search (search, rowid, body) VALUES ('delete', ?, ?)`).run(rowid, words);
           db.prepare('DELETE FROM search_rows WHERE search_rowid = ?').run(rowid);
         }

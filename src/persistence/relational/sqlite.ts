@@ -21,8 +21,9 @@
  * - `artifacts(session_key, name, content)` and `projection_cache(session_key, record)`.
  * - `tombstones(id, erased_at, until)` (version 2): erased ids `create` refuses until `until`.
  * - `search(body)` (version 4): a contentless FTS5 index (`content = ''`, tokenizer `ascii`,
- *   option `secure-delete`) with one row per event that carries text, written in the event's
- *   append transaction. `body` is the event's folded words (search.ts), kept only in the index
+ *   option `secure-delete`) with one row per event that carries text, written by the session's
+ *   next search (in seq order, from just past its highest indexed rowid up to the searched head;
+ *   an append writes no index pages: issue 27). `body` is the event's folded words (search.ts), kept only in the index
  *   (version 3 also kept a copy of them, 37% of a conversation's file); the rowid is
  *   `session_key << 32 | seq`, so a query is a rowid range of one session (limits: 2^31 session
  *   keys, 2^32 events per session). Ranked with `bm25`; the hit's snippet comes from the
@@ -92,6 +93,10 @@ export const SQLITE_PAGE_SIZE = 8192;
 
 /** The first rowid of session `key` in `search` is `key << 32`; its seqs are the low 32 bits. */
 const MAX_INDEXED_SEQ = 2 ** 32 - 1;
+
+/** The event types whose text is indexed, as a set and as an SQL list (constants of ours). */
+const SEARCHABLE_TYPE_SET: ReadonlySet<string> = new Set(SEARCHABLE_EVENT_TYPES);
+const SEARCHABLE_TYPES_SQL = SEARCHABLE_EVENT_TYPES.map((type) => `'${type}'`).join(', ');
 
 const SEARCH_DDL = `
 CREATE VIRTUAL TABLE search USING fts5(body, tokenize = 'ascii', content = '');
@@ -241,9 +246,8 @@ function prepareFile(path: string): string {
  * included.
  */
 function backfillSearchIndex(db: Database.Database): void {
-  const types = SEARCHABLE_EVENT_TYPES.map((type) => `'${type}'`).join(', ');
   const page = db.prepare<[number, number], { session_key: number; seq: number; type: string; data: string }>(
-    `SELECT session_key, seq, type, data FROM events WHERE (session_key, seq) > (?, ?) AND type IN (${types}) ORDER BY session_key, seq LIMIT 1000`,
+    `SELECT session_key, seq, type, data FROM events WHERE (session_key, seq) > (?, ?) AND type IN (${SEARCHABLE_TYPES_SQL}) ORDER BY session_key, seq LIMIT 1000`,
   );
   // Its own statements: it also runs while the store opens, before the store's are prepared.
   const writers: SearchWriters = {
@@ -429,9 +433,12 @@ class SqliteDriver implements driver.RelationalDriver {
    * not be matched against the erased session's copy.
    */
   searchMatches(scope: driver.SearchScope, request: SearchRequest): RankedSeq[] {
-    return this.transaction.deferred(() => {
+    // A write transaction: the events appended since the session's last search are indexed
+    // first (appends do not index), so the results are exact up to the copy's head.
+    return this.transaction.immediate(() => {
       const row = this.statements.sessionRow(scope.id);
       if (!row || row.key !== scope.key || row.header !== scope.header) return [];
+      this.statements.indexTail(scope.key, scope.head);
       return this.statements.searchMatches(scope.key, fts5MatchExpression(request.words), scope.head, request.limit);
     }) as RankedSeq[];
   }
@@ -537,15 +544,12 @@ class SqliteStatements implements driver.RelationalTx {
         row.sourceEventSeqs,
         row.ignorable ? 1 : null,
       );
-      const body = indexText(event);
-      if (body) {
-        if (event.seq > MAX_INDEXED_SEQ)
-          throw new SessionlogError(
-            'INVALID_ARGUMENT',
-            `seq ${event.seq} is past the SQLite store's limit of 2^32 events per session; continue in a fork`,
-          );
-        indexWords(this.sql, key, event.seq, body);
-      }
+      // Indexed for search when the session is next searched (indexTail), not in the append.
+      if (event.seq > MAX_INDEXED_SEQ && SEARCHABLE_TYPE_SET.has(event.type))
+        throw new SessionlogError(
+          'INVALID_ARGUMENT',
+          `seq ${event.seq} is past the SQLite store's limit of 2^32 events per session; continue in a fork`,
+        );
     }
     this.sql.insertBatch.run(key, op, events[0]!.seq, events[events.length - 1]!.seq);
   }
@@ -700,6 +704,25 @@ class SqliteStatements implements driver.RelationalTx {
     return row && { sessionId: row.session_id, seq: row.seq };
   }
 
+  /**
+   * Indexes session `key`'s events that carry text, from just past the last one indexed up to
+   * `head` (exclusive), in seq order: the index holds every such event below `head` after it.
+   * The last indexed seq is the session's highest search rowid (rows are added in seq order).
+   */
+  indexTail(key: number, head: number): void {
+    let after = this.sql.lastIndexed.get(key, key)?.seq ?? -1;
+    // A page of rows at a time (a statement being iterated would hold the connection).
+    for (let rows = this.sql.searchableFrom.all(key, after, head); rows.length > 0;) {
+      for (const row of rows) {
+        // A damaged row has no words: nothing to index (a read refuses its session as CORRUPT_LOG).
+        const body = storedRowWords(row.type, row.data);
+        if (body && row.seq <= MAX_INDEXED_SEQ) indexWords(this.sql, key, row.seq, body);
+      }
+      after = rows[rows.length - 1]!.seq;
+      rows = this.sql.searchableFrom.all(key, after, head);
+    }
+  }
+
   /** The search candidates of session `key` below `head`, best first (bm25 is lower for a better match). */
   searchMatches(key: number, match: string, head: number, limit: number): RankedSeq[] {
     return this.sql.searchMatch.all(match, key, key, head, limit).map((row) => ({ seq: row.seq, score: -row.rank }));
@@ -778,6 +801,13 @@ function prepareStatements(db: Database.Database) {
        WHERE r.search_rowid >= (? << 32) AND r.search_rowid < ((? + 1) << 32)`,
     ),
     // bm25 is lower for a better match; ties go to the later event.
+    // The last indexed seq of a session: its highest rowid in search_rows (rowid = key << 32 | seq).
+    lastIndexed: db.prepare<[number, number], { seq: number | null }>(
+      `SELECT max(search_rowid) & ${MAX_INDEXED_SEQ} AS seq FROM search_rows WHERE search_rowid >= (? << 32) AND search_rowid < ((? + 1) << 32)`,
+    ),
+    searchableFrom: db.prepare<[number, number, number], { seq: number; type: string; data: string }>(
+      `SELECT seq, type, data FROM events WHERE session_key = ? AND seq > ? AND seq < ? AND type IN (${SEARCHABLE_TYPES_SQL}) ORDER BY seq LIMIT 1000`,
+    ),
     searchMatch: db.prepare<[string, number, number, number, number], { seq: number; rank: number }>(
       `SELECT rowid & ${MAX_INDEXED_SEQ} AS seq, rank FROM search WHERE search MATCH ? AND rowid >= (? << 32) AND rowid < (? << 32) + ? ORDER BY rank, rowid DESC LIMIT ?`,
     ),
