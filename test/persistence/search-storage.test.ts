@@ -262,6 +262,26 @@ describe('SQLite: the FTS5 search index', () => {
     ]);
   });
 
+  it('indexes a backlog longer than a page a page per transaction, past a run of text events without words, exactly once', async () => {
+    const store = open();
+    await store.create(testHeader('backlog'));
+    // 2,500 messages whose text folds to no words, then one with a word, then 1,500 with words.
+    const events: NewEvent[] = [
+      ...Array.from({ length: 2500 }, (_, i) => userMessage(`w${i}`, '… !? —', T)),
+      userMessage('n', 'a needle here', T),
+      ...Array.from({ length: 1500 }, (_, i) => userMessage(`h${i}`, `haystack ${i}`, T)),
+    ];
+    for (let i = 0; i < events.length; i += 500)
+      await store.append('backlog', events.slice(i, i + 500), { expectedSeq: i, op: `b${i}` });
+    expect(searchRows()).toEqual([]);
+    expect((await store.search('backlog', 'needle')).map((hit) => hit.seq)).toEqual([2500]);
+    expect(searchRows()).toHaveLength(1501);
+    // Searched again, nothing is indexed twice; new events join at the next search.
+    await store.append('backlog', [userMessage('n2', 'another needle', T)], { expectedSeq: 4001, op: 'late' });
+    expect((await store.search('backlog', 'needle')).map((hit) => hit.seq).sort()).toEqual([2500, 4001]);
+    expect(searchRows()).toHaveLength(1502);
+  });
+
   it('a version-3 database (an FTS5 index with its own copy of the words) upgrades to a contentless index: the copy is dropped and overwritten, the words indexed again with digests', async () => {
     writeOldSqlite(path, 3);
     const raw = new Database(path, { readonly: true });

@@ -98,6 +98,9 @@ const MAX_INDEXED_SEQ = 2 ** 32 - 1;
 const SEARCHABLE_TYPE_SET: ReadonlySet<string> = new Set(SEARCHABLE_EVENT_TYPES);
 const SEARCHABLE_TYPES_SQL = SEARCHABLE_EVENT_TYPES.map((type) => `'${type}'`).join(', ');
 
+/** Rows a search indexes per page of its backlog (and per transaction while the backlog is long). */
+const SEARCH_INDEX_PAGE = 1000;
+
 const SEARCH_DDL = `
 CREATE VIRTUAL TABLE search USING fts5(body, tokenize = 'ascii', content = '');
 INSERT INTO search (search, rank) VALUES ('secure-delete', 1);
@@ -435,9 +438,20 @@ class SqliteDriver implements driver.RelationalDriver {
   searchMatches(scope: driver.SearchScope, request: SearchRequest): RankedSeq[] {
     // A write transaction: the events appended since the session's last search are indexed
     // first (appends do not index), so the results are exact up to the copy's head.
-    return this.transaction.immediate(() => {
+    const current = (): boolean => {
       const row = this.statements.sessionRow(scope.id);
-      if (!row || row.key !== scope.key || row.header !== scope.header) return [];
+      return row !== undefined && row.key === scope.key && row.header === scope.header;
+    };
+    // A long backlog is indexed a page per transaction, so another writer waits one page at most.
+    let cursor: number | undefined = -1;
+    while (cursor !== undefined) {
+      const from: number = cursor;
+      cursor = this.transaction.immediate(() =>
+        current() ? this.statements.indexTail(scope.key, scope.head, { pages: 1, after: from }) : undefined,
+      ) as number | undefined;
+    }
+    return this.transaction.immediate(() => {
+      if (!current()) return [];
       this.statements.indexTail(scope.key, scope.head);
       return this.statements.searchMatches(scope.key, fts5MatchExpression(request.words), scope.head, request.limit);
     }) as RankedSeq[];
@@ -705,22 +719,26 @@ class SqliteStatements implements driver.RelationalTx {
   }
 
   /**
-   * Indexes session `key`'s events that carry text, from just past the last one indexed up to
-   * `head` (exclusive), in seq order: the index holds every such event below `head` after it.
-   * The last indexed seq is the session's highest search rowid (rows are added in seq order).
+   * Indexes session `key`'s events that carry text, from just past the last one indexed (or past
+   * `options.after`, when further) up to `head` (exclusive), in seq order, at most
+   * `options.pages` pages of rows. Returns the seq it stopped after when rows remain, else
+   * undefined. The last indexed seq is the session's highest search rowid (rows are added in
+   * seq order); a cursor carries a caller past rows without words, which leave no rowid.
    */
-  indexTail(key: number, head: number): void {
-    let after = this.sql.lastIndexed.get(key, key)?.seq ?? -1;
+  indexTail(key: number, head: number, options: { pages?: number; after?: number } = {}): number | undefined {
+    let after = Math.max(this.sql.lastIndexed.get(key, key)?.seq ?? -1, options.after ?? -1);
     // A page of rows at a time (a statement being iterated would hold the connection).
-    for (let rows = this.sql.searchableFrom.all(key, after, head); rows.length > 0;) {
+    for (let page = 0; page < (options.pages ?? Number.POSITIVE_INFINITY); page++) {
+      const rows = this.sql.searchableFrom.all(key, after, head);
       for (const row of rows) {
         // A damaged row has no words: nothing to index (a read refuses its session as CORRUPT_LOG).
         const body = storedRowWords(row.type, row.data);
         if (body && row.seq <= MAX_INDEXED_SEQ) indexWords(this.sql, key, row.seq, body);
       }
+      if (rows.length < SEARCH_INDEX_PAGE) return undefined;
       after = rows[rows.length - 1]!.seq;
-      rows = this.sql.searchableFrom.all(key, after, head);
     }
+    return after;
   }
 
   /** The search candidates of session `key` below `head`, best first (bm25 is lower for a better match). */
@@ -806,7 +824,7 @@ function prepareStatements(db: Database.Database) {
       `SELECT max(search_rowid) & ${MAX_INDEXED_SEQ} AS seq FROM search_rows WHERE search_rowid >= (? << 32) AND search_rowid < ((? + 1) << 32)`,
     ),
     searchableFrom: db.prepare<[number, number, number], { seq: number; type: string; data: string }>(
-      `SELECT seq, type, data FROM events WHERE session_key = ? AND seq > ? AND seq < ? AND type IN (${SEARCHABLE_TYPES_SQL}) ORDER BY seq LIMIT 1000`,
+      `SELECT seq, type, data FROM events WHERE session_key = ? AND seq > ? AND seq < ? AND type IN (${SEARCHABLE_TYPES_SQL}) ORDER BY seq LIMIT ${SEARCH_INDEX_PAGE}`,
     ),
     searchMatch: db.prepare<[string, number, number, number, number], { seq: number; rank: number }>(
       `SELECT rowid & ${MAX_INDEXED_SEQ} AS seq, rank FROM search WHERE search MATCH ? AND rowid >= (? << 32) AND rowid < (? << 32) + ? ORDER BY rank, rowid DESC LIMIT ?`,
