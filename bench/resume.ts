@@ -21,15 +21,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { SessionClient } from '../src/client/session-client.js';
 import { startGateway } from '../src/gateway/index.js';
 import { encodeResponseId } from '../src/gateway/openai/ids.js';
 import { startFakeModelServer } from '../src/model/fake-server.js';
-import { createOpenAIProvider } from '../src/model/provider.js';
 import { openSqliteStore } from '../src/persistence/index.js';
-import { createWorker } from '../src/worker.js';
+import { startInProcessStack } from './support/in-process.js';
 import { fmtInt, fmtMs, machineLine, median, printGrid } from './support/report.js';
 
 const { values } = parseArgs({
@@ -105,18 +103,8 @@ async function main(): Promise<void> {
   const store = openSqliteStore(join(dir, 'sessions.db'));
   const fake = await startFakeModelServer({ tokenDelayMs: TOKEN_DELAY, firstTokenDelayMs: 0 });
   fake.setMatcher(({ lastUserText }) => (lastUserText.startsWith('long') ? { text: REPLY } : undefined));
-  const taskQueue = `bench-resume-${randomUUID()}`;
-  const native = await NativeConnection.connect({ address });
-  const worker = await createWorker({
-    connection: native,
-    taskQueue,
-    store,
-    model: createOpenAIProvider({ baseURL: fake.baseURL, apiKey: 'bench', provider: 'fake' }),
-    agent: { model: 'fake', tools: [] },
-  });
-  const running = worker.run();
-  const connection = await Connection.connect({ address });
-  const client = new SessionClient({ temporal: new Client({ connection }), store, taskQueue });
+  const stack = await startInProcessStack({ address, store, baseURL: fake.baseURL, name: 'resume' });
+  const client = stack.client;
   const gateway = await startGateway({
     client,
     host: '127.0.0.1',
@@ -194,10 +182,7 @@ async function main(): Promise<void> {
     }
   } finally {
     await gateway.close();
-    worker.shutdown();
-    await running;
-    await connection.close();
-    await native.close();
+    await stack.close();
     await fake.close();
     await store.close();
     rmSync(dir, { recursive: true, force: true });

@@ -15,14 +15,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
-import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
-import { SessionClient } from '../src/client/session-client.js';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { startFakeModelServer } from '../src/model/fake-server.js';
-import { createOpenAIProvider } from '../src/model/provider.js';
 import { openSqliteStore } from '../src/persistence/index.js';
-import { createWorker } from '../src/worker.js';
 import { replyTextFor } from './support/fake-model-process.js';
+import { startInProcessStack } from './support/in-process.js';
 import { fmtBytes, machineLine, printGrid } from './support/report.js';
 import { processWrites } from './support/turn-probe.js';
 
@@ -91,18 +88,8 @@ async function main(): Promise<void> {
     const turn = /^question (\d+)/.exec(lastUserText)?.[1];
     return turn === undefined ? undefined : { text: replyTextFor(Number(turn)) };
   });
-  const taskQueue = `bench-wal-${randomUUID()}`;
-  const native = await NativeConnection.connect({ address });
-  const worker = await createWorker({
-    connection: native,
-    taskQueue,
-    store,
-    model: createOpenAIProvider({ baseURL: fake.baseURL, apiKey: 'bench', provider: 'fake' }),
-    agent: { model: 'fake', tools: [] },
-  });
-  const running = worker.run();
-  const connection = await Connection.connect({ address });
-  const client = new SessionClient({ temporal: new Client({ connection }), store, taskQueue });
+  const stack = await startInProcessStack({ address, store, baseURL: fake.baseURL, name: 'wal' });
+  const client = stack.client;
   const reader = new WalReader(`${dbPath}-wal`);
   const pageOwners = new Database(dbPath, { readonly: true });
   const owners = (): Map<number, string> =>
@@ -141,10 +128,7 @@ async function main(): Promise<void> {
     }
   } finally {
     pageOwners.close();
-    worker.shutdown();
-    await running;
-    await connection.close();
-    await native.close();
+    await stack.close();
     await fake.close();
     await store.close();
     rmSync(dir, { recursive: true, force: true });
