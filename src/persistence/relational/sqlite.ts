@@ -23,8 +23,8 @@
  * - `search(body)` (version 4): a contentless FTS5 index (`content = ''`, tokenizer `ascii`,
  *   option `secure-delete`) with one row per event that carries text, written by the session's
  *   next search (in seq order, from just past its highest indexed rowid up to the searched head;
- *   an append writes no index pages: issue 27). `body` is the event's folded words (search.ts), kept only in the index
- *   (version 3 also kept a copy of them, 37% of a conversation's file); the rowid is
+ *   an append writes no index pages: issue 27). `body` is the event's folded words (search.ts),
+ *   kept only in the index (version 3 also kept a copy of them, 37% of a conversation's file); the rowid is
  *   `session_key << 32 | seq`, so a query is a rowid range of one session (limits: 2^31 session
  *   keys, 2^32 events per session). Ranked with `bm25`; the hit's snippet comes from the
  *   validated copy.
@@ -34,8 +34,8 @@
  *   no longer matches (damaged or edited in the file), it rebuilds the whole index instead.
  *   The word folding of search.ts is therefore part of this format: changing it needs a new
  *   version that re-indexes.
- * - `inbox(session_id, key, body, bytes, digest, stored_at)` (version 5), primary key
- *   `(session_id, key)`: what callers sent, waiting for the engine to log it (store.ts
+ * - `inbox(session_id, key, body, bytes, digest, stored_at)` (version 5; `WITHOUT ROWID` since
+ *   version 7), primary key `(session_id, key)`: what callers sent, waiting for the engine to log it (store.ts
  *   `InboxStore`); `bytes` is the body's UTF-8 size, `digest` its hex SHA-256. Keyed by the
  *   session's text id, not its row key: an entry may be written before the session exists.
  * - `session_keys(session_id, key_id, key, created_at)` (version 5): each session id's 32-byte
@@ -818,7 +818,6 @@ function prepareStatements(db: Database.Database) {
        LEFT JOIN events e ON e.session_key = ? AND e.seq = (r.search_rowid & ${MAX_INDEXED_SEQ})
        WHERE r.search_rowid >= (? << 32) AND r.search_rowid < ((? + 1) << 32)`,
     ),
-    // bm25 is lower for a better match; ties go to the later event.
     // The last indexed seq of a session: its highest rowid in search_rows (rowid = key << 32 | seq).
     lastIndexed: db.prepare<[number, number], { seq: number | null }>(
       `SELECT max(search_rowid) & ${MAX_INDEXED_SEQ} AS seq FROM search_rows WHERE search_rowid >= (? << 32) AND search_rowid < ((? + 1) << 32)`,
@@ -826,6 +825,7 @@ function prepareStatements(db: Database.Database) {
     searchableFrom: db.prepare<[number, number, number], { seq: number; type: string; data: string }>(
       `SELECT seq, type, data FROM events WHERE session_key = ? AND seq > ? AND seq < ? AND type IN (${SEARCHABLE_TYPES_SQL}) ORDER BY seq LIMIT ${SEARCH_INDEX_PAGE}`,
     ),
+    // bm25 is lower for a better match; ties go to the later event.
     searchMatch: db.prepare<[string, number, number, number, number], { seq: number; rank: number }>(
       `SELECT rowid & ${MAX_INDEXED_SEQ} AS seq, rank FROM search WHERE search MATCH ? AND rowid >= (? << 32) AND rowid < (? << 32) + ? ORDER BY rank, rowid DESC LIMIT ?`,
     ),
