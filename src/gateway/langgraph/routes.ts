@@ -647,7 +647,8 @@ export const LANGGRAPH_ROUTES: readonly RouteSpec[] = [
         if (ids && !ids.has(header.id)) continue;
         let thread: Thread;
         try {
-          thread = await readThread(ctx, header.id);
+          // The listing gave the header: only the log is read.
+          thread = { header, events: await ctx.client.events(header.id, 0) };
         } catch {
           continue; // erased or damaged since it was listed: it does not hide the others.
         }

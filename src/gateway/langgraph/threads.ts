@@ -128,6 +128,7 @@ export function pendingInterrupts(events: readonly StoredEvent[]): RunInterrupt[
 export function threadStatus(
   events: readonly StoredEvent[],
   inputWaiting: boolean,
+  interrupts?: readonly RunInterrupt[],
 ): 'idle' | 'busy' | 'interrupted' | 'error' {
   let open = false;
   let failed = false;
@@ -139,7 +140,7 @@ export function threadStatus(
       failed = event.data.reason.kind === 'error' || event.data.reason.kind === 'interrupted';
     }
   }
-  if (open) return pendingInterrupts(events).length > 0 ? 'interrupted' : 'busy';
+  if (open) return (interrupts ?? pendingInterrupts(events)).length > 0 ? 'interrupted' : 'busy';
   if (inputWaiting) return 'busy';
   return failed ? 'error' : 'idle';
 }
@@ -222,7 +223,7 @@ export function threadObject(header: SessionHeader, events: readonly StoredEvent
     updated_at: iso(lastTime(header, events)),
     state_updated_at: iso(lastTime(header, events)),
     metadata: threadMetadata(events),
-    status: threadStatus(events, inputWaiting),
+    status: threadStatus(events, inputWaiting, interrupts),
     values: { messages },
     interrupts: Object.fromEntries(interrupts.map((interrupt) => [interrupt.id, [interrupt]])),
     config: {},

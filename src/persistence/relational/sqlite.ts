@@ -442,19 +442,20 @@ class SqliteDriver implements driver.RelationalDriver {
       const row = this.statements.sessionRow(scope.id);
       return row !== undefined && row.key === scope.key && row.header === scope.header;
     };
-    // A long backlog is indexed a page per transaction, so another writer waits one page at most.
-    let cursor: number | undefined = -1;
-    while (cursor !== undefined) {
-      const from: number = cursor;
-      cursor = this.transaction.immediate(() =>
-        current() ? this.statements.indexTail(scope.key, scope.head, { pages: 1, after: from }) : undefined,
-      ) as number | undefined;
+    // A page of the backlog per transaction, so another writer waits one page at most; the
+    // transaction that indexes the last page (the only one, usually) answers the query.
+    for (let after = -1; ;) {
+      const from = after;
+      const step = this.transaction.immediate(() => {
+        if (!current()) return { matches: [] };
+        const more = this.statements.indexTail(scope.key, scope.head, { pages: 1, after: from });
+        if (more !== undefined) return { more };
+        const match = fts5MatchExpression(request.words);
+        return { matches: this.statements.searchMatches(scope.key, match, scope.head, request.limit) };
+      }) as { matches: RankedSeq[] } | { more: number };
+      if ('matches' in step) return step.matches;
+      after = step.more;
     }
-    return this.transaction.immediate(() => {
-      if (!current()) return [];
-      this.statements.indexTail(scope.key, scope.head);
-      return this.statements.searchMatches(scope.key, fts5MatchExpression(request.words), scope.head, request.limit);
-    }) as RankedSeq[];
   }
 
   afterErase(): string[] {
