@@ -48,8 +48,11 @@ import {
   turnToolsProblem,
   verifyLog,
   waitsForAnswer,
+  budgetProblem,
   type AgentSpec,
   type AskedAgent,
+  type Budget,
+  type BudgetUse,
   type TurnHints,
   type SuppliedItem,
   type ContextReport,
@@ -232,6 +235,12 @@ const TASK_FAILED_WAIT_MS = 120_000;
  * Safe: a refused update was never accepted, and the message id (or the approval's one answer)
  * makes a repeat harmless. Bounded by {@link TASK_FAILED_WAIT_MS}.
  */
+/** Throws INVALID_ARGUMENT naming what is wrong with `budget`. */
+function assertBudget(budget: unknown): asserts budget is Budget {
+  const problem = budgetProblem(budget);
+  if (problem) throw new SessionlogError('INVALID_ARGUMENT', problem);
+}
+
 async function retryWhileTaskFails<T>(fn: () => Promise<T>): Promise<T> {
   const deadline = Date.now() + TASK_FAILED_WAIT_MS;
   for (let delay = 100; ; delay = Math.min(delay * 2, 2_000)) {
@@ -325,10 +334,11 @@ export class SessionClient {
    * @throws SessionlogError `SESSION_ALREADY_EXISTS` for a taken id, `UNKNOWN_MODEL` for a model
    *   the catalogue does not know, `SESSION_ERASED` for an id erased within the tombstone period.
    */
-  async create(options: { sessionId?: string; agent?: AgentSpec } = {}): Promise<SessionHeader> {
+  async create(options: { sessionId?: string; agent?: AgentSpec; budget?: Budget } = {}): Promise<SessionHeader> {
     const sessionId = options.sessionId ?? randomUUID();
     assertSessionId(sessionId);
     if (options.agent) this.checkAgent?.(options.agent);
+    if (options.budget !== undefined) assertBudget(options.budget);
     const header: SessionHeader = {
       version: SESSION_FORMAT_VERSION,
       id: sessionId,
@@ -344,6 +354,7 @@ export class SessionClient {
     // Creating the header first makes a taken id a clean conflict even when two callers race.
     await this.store.create(header);
     await this.startWorkflow(sessionId);
+    if (options.budget !== undefined) await this.setBudget(sessionId, options.budget);
     return this.store.header(sessionId);
   }
 
@@ -711,6 +722,38 @@ export class SessionClient {
     const logged = await this.updateWithStart(noteUpdate, sessionId, { args: [input], updateId: `note/${id}` });
     await this.store.inbox.remove(sessionId, [ref.key]).catch(() => undefined);
     return { id, headSeq: logged.headSeq };
+  }
+
+  // ---- spend caps (issue 26) ----------------------------------------------------------------
+
+  /**
+   * Sets the session's spend caps (session/budget.ts; `null` removes them), logged as
+   * `session/budget`. Between turns it applies from the next model call; a turn paused on its
+   * budget (status `paused`, reason `budget`) checks again at once and goes on if the new
+   * budget has room. A turn that is running (not paused) is waited for.
+   *
+   * @throws SessionlogError `SESSION_NOT_FOUND`, `INVALID_ARGUMENT` naming what is wrong with the budget.
+   */
+  async setBudget(
+    sessionId: string,
+    budget: Budget | null,
+    options: { by?: string } = {},
+  ): Promise<{ headSeq: number }> {
+    await this.requireSession(sessionId);
+    if (budget !== null) assertBudget(budget);
+    if (options.by !== undefined && (typeof options.by !== 'string' || options.by.length > 256))
+      throw new SessionlogError('INVALID_ARGUMENT', '`by` must be a string of at most 256 characters');
+    const id = randomUUID();
+    const input: NoteInput = { id, budget, ...(options.by !== undefined ? { by: options.by } : {}) };
+    const logged = await this.updateWithStart(noteUpdate, sessionId, { args: [input], updateId: `budget/${id}` });
+    return { headSeq: logged.headSeq };
+  }
+
+  /** The session's budget in force (null: none) and what its current (or last) turn and the whole session used. */
+  async budget(sessionId: string): Promise<{ budget: Budget | null; used: { turn: BudgetUse; total: BudgetUse } }> {
+    assertSessionId(sessionId);
+    const view = (await this.store.session(sessionId)).budget;
+    return { budget: view.budget, used: view.used(Date.now()) };
   }
 
   // ---- the transcript index (stateless clients, issue 24) ----------------------------------

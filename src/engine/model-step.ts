@@ -30,6 +30,7 @@ import {
 } from '../session/index.js';
 import { requestHeaderFor } from './agent.js';
 import { requestAnswers } from './answers.js';
+import { overBudget } from './budget-check.js';
 import { readMessages } from './inbox.js';
 import { inlineMessage } from './oversized.js';
 import type { EngineDeps } from './deps.js';
@@ -49,6 +50,8 @@ export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: St
   if (reply.length > 0) {
     const logged = loggedStepResult(writer.session, input.turn, reply, false);
     if (logged.toolCalls.length === 0) return logged;
+    const over = await overBudget(deps, writer, input, key, 'tools');
+    if (over) return over;
     // A retried step whose reply is logged: its approval requests may not be (requested once either way).
     return {
       ...logged,
@@ -61,6 +64,8 @@ export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: St
     if (closed.length > 0) return loggedStepResult(writer.session, input.turn, closed, true);
   }
   await beginStep(deps, writer, input, key);
+  const over = await overBudget(deps, writer, input, key, 'model');
+  if (over) return over;
 
   let header: RequestHeader;
   try {
@@ -365,6 +370,8 @@ async function streamReply(
   if (calls.length === 0) deps.onTurnEnded?.(input.sessionId, writer.session.nextSeq - 1);
   const result = { ...loggedStepResult(writer.session, input.turn, stored, false), replayed: false };
   if (result.toolCalls.length === 0) return result;
+  const over = await overBudget(deps, writer, input, key, 'tools');
+  if (over) return over;
   return {
     ...result,
     toolCalls: await requestAnswers(deps, writer, key, result.toolCalls, input.approvalTimeoutMs),

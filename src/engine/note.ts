@@ -38,6 +38,13 @@ export async function logNote(deps: EngineDeps, input: LogNoteInput): Promise<No
       surfaceOp: 'append',
     });
   }
+  if (input.note.budget !== undefined) {
+    events.push({
+      type: 'session/budget',
+      time: deps.now(),
+      data: { budget: input.note.budget, ...(input.note.by !== undefined ? { by: input.note.by } : {}) },
+    });
+  }
   if (history) events.push(...suppliedHistoryEvents(history, writer.session.turns.lastTurn, deps.now()).events);
   if (hide) {
     const session = writer.session;

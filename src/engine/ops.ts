@@ -55,6 +55,9 @@ export const stepOps = {
   results: (key: Omit<StepKey, 'pass'>) => `${stepPrefix(key)}/results`,
   /** Approval requests of the step's calls that need one. */
   approvalRequests: (key: Omit<StepKey, 'pass'>) => `${stepPrefix(key)}/approval-requests`,
+  /** A budget breach found before the model call or the tool round, at the n-th check after a pause. */
+  budget: (key: Omit<StepKey, 'pass'>, before: 'model' | 'tools', n: number) =>
+    `${stepPrefix(key)}/budget/${before}/b${n}`,
   /** One call's answer (approval, denial, expiry) or external result. */
   answer: (key: Omit<StepKey, 'pass'>, callId: string) => `${stepPrefix(key)}/answer/${callId}`,
 };

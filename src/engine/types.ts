@@ -8,6 +8,7 @@
 import type { InboxRef } from '../persistence/index.js';
 import type { ExternalResult, ToolSchema } from '../session/events.js';
 import type { TurnOutcome } from '../session/turns.js';
+import type { Budget, BudgetBreach } from '../session/budget.js';
 
 /**
  * A user message on its way into a turn, as it crosses Temporal (DESIGN §5.2): its id and where
@@ -43,6 +44,14 @@ export type NoteInput = {
   metadata?: { values: Record<string, string>; messageId?: string };
   /** @deprecated inline messages of a note sent before the inbox. */
   messages?: UserInput[];
+  /**
+   * New spend caps (`null`: none), logged as `session/budget`. Numbers only, so they cross
+   * Temporal inline; a note that carries nothing else may be logged while a turn is paused on
+   * its budget.
+   */
+  budget?: Budget | null;
+  /** Who set the budget (logged with it). */
+  by?: string;
 };
 
 export type LogNoteInput = { sessionId: string; runId: string; knownHead: number; note: NoteInput };
@@ -105,6 +114,8 @@ export type ModelStepInput = {
   pass: number;
   /** How long a call waits for its approval or external result before it counts as denied (ms). */
   approvalTimeoutMs?: number;
+  /** How many times this step paused on a budget breach so far (each check after a raise logs its own breach). */
+  budgetAttempt?: number;
 };
 
 /**
@@ -127,7 +138,15 @@ export type ToolCallRef = {
 
 /** How a model step ended. `needs-compaction` asks the workflow to compact and call the step again. */
 export type StepOutcome =
-  'tools' | 'completed' | 'max-tokens' | 'aborted' | 'error' | 'context-overflow' | 'needs-compaction';
+  | 'tools'
+  | 'completed'
+  | 'max-tokens'
+  | 'aborted'
+  | 'error'
+  | 'context-overflow'
+  | 'needs-compaction'
+  /** A spend cap was reached before the model call or the tool round (`breach`): nothing was called. */
+  | 'budget';
 
 /** How the turn ended, as the log says (set whenever a `turn/end` was logged by the operation). */
 export type TurnEndRef = { outcome: TurnOutcome; replySeq: number | null };
@@ -144,9 +163,19 @@ export type ModelStepResult = {
   error?: { code: string; message: string; contextLimit?: number };
   /** True when the reply was found already logged and the model was not called. */
   replayed: boolean;
+  /** Outcome `budget`: the breach as logged (`budget/breach`). */
+  breach?: StepBreach;
   /** The measured request before the call, when context management is on. */
   pressure?: PressureRef;
   turnEnd?: TurnEndRef;
+};
+
+/** A logged budget breach: the cap, scope, use and limit, where it was checked, and its seq. */
+export type StepBreach = BudgetBreach & {
+  before: 'model' | 'tools';
+  seq: number;
+  /** How long the budget in force lets a paused turn wait (absent: the workflow's default). */
+  waitMs?: number;
 };
 
 export type RunToolInput = { sessionId: string; turn: number; step: number; callSeq: number; maxAttempts: number };

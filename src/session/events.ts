@@ -2,6 +2,7 @@
  * The event envelope and vocabulary (DESIGN §3, dsh-spec §1). Every fact about a session is
  * one of these events; the model-visible history is derived from the three surface types.
  */
+import type { Budget, BudgetBreach } from './budget.js';
 import type { JsonValue } from './json.js';
 import type { TurnHints } from './turn-hints.js';
 import type {
@@ -185,6 +186,13 @@ export interface EventDataMap {
    * answers that user message (an OpenAI response's metadata).
    */
   'session/metadata': { metadata: Record<string, string>; messageId?: string };
+  /** The session's spend caps from here on (session/budget.ts); `null` removes them. */
+  'session/budget': { budget: Budget | null; by?: string };
+  /**
+   * A cap reached before a model call or a tool round (session/budget.ts): the session pauses
+   * until the budget is raised (a later `session/budget`) or the wait ends the turn.
+   */
+  'budget/breach': BudgetBreach & { turn: number; step: number; before: 'model' | 'tools' };
   /** A context window the provider stated when it refused a request (learned limit, DESIGN §6). */
   'model/limit': { model: string; contextWindow: number; source: 'provider-message' | 'http-413' };
   /**
@@ -228,6 +236,8 @@ export const KNOWN_EVENT_TYPES: ReadonlySet<string> = new Set<KnownEventType>([
   'session/metadata',
   'model/limit',
   'compaction/stalled',
+  'session/budget',
+  'budget/breach',
 ]);
 
 export const SURFACE_EVENT_TYPES = ['user/message', 'assistant/message', 'tool/result'] as const;

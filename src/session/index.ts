@@ -20,3 +20,4 @@ export * from './validate.js';
 export * from './verify.js';
 export * from './supplied.js';
 export * from './usage.js';
+export * from './budget.js';

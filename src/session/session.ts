@@ -16,6 +16,7 @@ import {
 } from './events.js';
 import { deepFreeze, toLosslessJson } from './json.js';
 import type { Message } from './messages.js';
+import { BudgetFold, type BudgetView } from './budget.js';
 import { SurfaceFold, type SurfaceSnapshot } from './surface.js';
 import { TurnFold, type TurnState } from './turns.js';
 import { assertEventData, assertStoredEvent, parseHeader } from './validate.js';
@@ -75,6 +76,7 @@ export class Session {
   private derivedNodes = 0;
   private derivedGeneration = 0;
   private readonly turnFold = new TurnFold();
+  private readonly budgetFold = new BudgetFold();
   private latestHeader: RequestHeader | undefined;
   private owner: string | undefined;
   private readonly allowed = new Set<string>();
@@ -193,6 +195,7 @@ export class Session {
     this.log.push(event);
     this.eventsSnapshot = undefined;
     this.turnFold.apply(event);
+    this.budgetFold.apply(event);
     if (isEventOfType(event, 'request/header')) this.latestHeader = event.data.header;
     else if (isEventOfType(event, 'session/run')) this.owner = event.data.runId;
     else if (isEventOfType(event, 'tool/allow')) this.allowed.add(event.data.tool);
@@ -233,6 +236,11 @@ export class Session {
   /** The turn and step fold at the head: open turn and step, pending calls, turn records. */
   get turns(): TurnState {
     return this.turnFold;
+  }
+
+  /** The spend caps in force and what the session used (session/budget.ts). */
+  get budget(): BudgetView {
+    return this.budgetFold;
   }
 
   /** The request envelope of the latest `request/header`, or undefined. */
@@ -301,6 +309,7 @@ export type SessionView = Pick<
   | 'allowedTools'
   | 'learnedWindow'
   | 'compactionStall'
+  | 'budget'
   | 'eventsOfOp'
 >;
 

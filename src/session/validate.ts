@@ -4,6 +4,7 @@
  * `ignorable` (a newer version wrote them, dsh-spec §1.4).
  */
 import { z } from 'zod';
+import { budgetProblem } from './budget.js';
 import { SessionlogError } from './errors.js';
 import { KNOWN_EVENT_TYPES, SESSION_FORMAT_VERSION, type StoredEvent, type SessionHeader } from './events.js';
 import { assertSessionId } from './ids.js';
@@ -168,6 +169,24 @@ const dataSchemas: Record<string, z.ZodType> = {
       threshold: z.number().int().nonnegative(),
       irreducible: z.number().int().nonnegative(),
       reason: z.string(),
+    })
+    .passthrough(),
+  'session/budget': z
+    .object({ budget: z.unknown(), by: z.string().optional() })
+    .passthrough()
+    .superRefine((data, ctx) => {
+      const problem = data.budget === null ? undefined : budgetProblem(data.budget);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    }),
+  'budget/breach': z
+    .object({
+      ...turnStep,
+      before: z.enum(['model', 'tools']),
+      scope: z.enum(['turn', 'total']),
+      cap: z.enum(['tokens', 'costUsd', 'modelCalls', 'toolCalls', 'wallMs', 'repeatedCalls']),
+      used: z.number().nonnegative().finite(),
+      limit: z.number().nonnegative().finite(),
+      tool: nonEmpty.optional(),
     })
     .passthrough(),
 };

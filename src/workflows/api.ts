@@ -5,7 +5,7 @@
  * (approval reasons, error messages) are sealed with the session's key (client/session-codec.ts).
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { NoteInput, SeedSpec, UserInput } from '../engine/types.js';
+import type { NoteInput, SeedSpec, StepBreach, UserInput } from '../engine/types.js';
 import type { InboxRef } from '../persistence/store.js';
 import type { TurnOutcome } from '../session/turns.js';
 
@@ -19,7 +19,23 @@ export type { TurnOutcome };
 export type CompactResult = { compactionId: string; shadowedSeqs: number[]; tokensBefore: number; tokensAfter: number };
 
 export type SessionPhase =
-  'starting' | 'idle' | 'turn' | 'model' | 'tools' | 'waiting' | 'compacting' | 'closing' | 'closed';
+  | 'starting'
+  | 'idle'
+  | 'turn'
+  | 'model'
+  | 'tools'
+  | 'waiting'
+  | 'compacting'
+  /** The turn waits with nothing running: see `SessionStatus.paused` for why and until when. */
+  | 'paused'
+  | 'closing'
+  | 'closed';
+
+/**
+ * Why a turn is paused: a spend cap was reached (`budget`: it goes on when the budget is raised,
+ * and ends with `budget_exceeded` at `until`). `since`/`until`: epoch ms.
+ */
+export type SessionPause = { reason: 'budget'; since: number; until: number; breach: StepBreach };
 
 /**
  * An answer to a call waiting for approval (DESIGN §5.1). Its reason, edited arguments (a JSON
@@ -73,6 +89,8 @@ export type SessionStatus = {
   contextWindow: number | null;
   pressure: number | null;
   lastError?: string;
+  /** Set while the phase is `paused`. */
+  paused?: SessionPause;
   runId: string;
 };
 
@@ -102,6 +120,8 @@ export type SessionTunables = {
   compactionMaxAttempts: number;
   /** How long a tool call waits for its approval or external result before it counts as denied (`expired`). */
   approvalTimeoutMs: number;
+  /** How long a turn paused on a spend cap waits for the budget to be raised, unless the budget says (`waitMs`). */
+  budgetWaitMs: number;
 };
 
 export const DEFAULT_TUNABLES: SessionTunables = {
@@ -118,6 +138,7 @@ export const DEFAULT_TUNABLES: SessionTunables = {
   toolMaxAttempts: 4,
   compactionMaxAttempts: 3,
   approvalTimeoutMs: 24 * 60 * 60_000,
+  budgetWaitMs: 24 * 60 * 60_000,
 };
 
 /** Where a new session's log starts: a copy of another session's prefix (fork, salvage). */

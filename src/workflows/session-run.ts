@@ -31,6 +31,7 @@ import type {
   EndTurnInput,
   ModelStepResult,
   NoteInput,
+  StepBreach,
   ToolCallRef,
   ToolRunRef,
   TurnEndRef,
@@ -245,12 +246,15 @@ export class SessionRun {
     const state = this.state;
     const served = state.noteRequested();
     try {
-      await condition(() => state.mayWorkBetweenTurns(true) || state.stopped);
+      // A note that only sets the budget may also be logged while a turn is paused on it.
+      const budgetOnly = note.budget !== undefined && note.ref === undefined && !note.metadata && !note.messages;
+      await condition(() => (budgetOnly ? state.mayLogBudget() : state.mayWorkBetweenTurns(true)) || state.stopped);
       state.throwIfStopped();
       state.beginNote();
       try {
         const logged = await this.act.local.logNote({ ...this.base, knownHead: state.headSeq, note });
         state.afterNote(logged);
+        if (note.budget !== undefined) state.budgetLogged();
         return { headSeq: logged.headSeq };
       } finally {
         state.endNote();
@@ -468,6 +472,7 @@ export class SessionRun {
   private async modelStep(turn: number, step: number, entering: UserInput[]): Promise<ModelStepResult> {
     const state = this.state;
     let overflowRetried = false;
+    let budgetAttempt = 0;
     for (let pass = 0; ; pass++) {
       const result = await this.runInScope(() =>
         this.act.model.modelStep({
@@ -479,10 +484,19 @@ export class SessionRun {
           maxAttempts: this.tunables.modelMaxAttempts,
           pass,
           approvalTimeoutMs: this.tunables.approvalTimeoutMs,
+          ...(budgetAttempt > 0 ? { budgetAttempt } : {}),
         }),
       );
       state.atHead(result.headSeq);
       state.observePressure(result.pressure);
+      if (result.outcome === 'budget') {
+        const ended = await this.pauseForBudget(turn, result.breach!);
+        if (ended) return ended;
+        // Raised: the same pass checks again (its op keys hold what it logged before the pause).
+        budgetAttempt += 1;
+        pass -= 1;
+        continue;
+      }
       if (result.outcome === 'needs-compaction') {
         await this.runCompaction('pressure', turn, { turn, step, pass });
         continue;
@@ -493,6 +507,44 @@ export class SessionRun {
       }
       return result;
     }
+  }
+
+  /**
+   * A spend cap was reached before a model call or a tool round: the turn pauses with nothing
+   * running until the budget is raised (returns undefined: check again), the caller cancels
+   * (the turn ends aborted) or the wait passes (the turn ends with `budget_exceeded`).
+   */
+  private async pauseForBudget(turn: number, breach: StepBreach): Promise<ModelStepResult | undefined> {
+    const state = this.state;
+    const logged = state.budgetChanges;
+    const waitMs = breach.waitMs ?? this.tunables.budgetWaitMs;
+    const since = Date.now();
+    state.pause({ reason: 'budget', since, until: since + waitMs, breach });
+    let raised: boolean;
+    try {
+      const ready = () => state.budgetChanges > logged || state.cancelRequested || state.stopped;
+      raised = (waitMs > 0 ? await condition(ready, waitMs) : ready()) && !state.cancelRequested;
+    } finally {
+      state.endPause('model');
+    }
+    state.throwIfStopped();
+    if (raised) return undefined;
+    const end = state.cancelRequested
+      ? await this.closeTurn(turn, { kind: 'aborted' })
+      : await this.closeTurn(turn, {
+          kind: 'error',
+          code: 'budget_exceeded',
+          message: `the ${breach.scope} ${breach.cap} cap of ${breach.limit} was reached (${breach.used} used${breach.tool ? ` by repeated ${breach.tool} calls` : ''}) and the budget was not raised within ${waitMs} ms`,
+        });
+    if (!state.cancelRequested) state.report(`turn ${turn}: budget_exceeded (${breach.scope} ${breach.cap})`);
+    return {
+      headSeq: state.headSeq,
+      replySeq: end?.replySeq ?? null,
+      toolCalls: [],
+      outcome: state.cancelRequested ? 'aborted' : 'error',
+      replayed: false,
+      ...(end ? { turnEnd: end } : {}),
+    };
   }
 
   /**

@@ -17,6 +17,7 @@ import {
   type SessionPhase,
   type SessionStatus,
   type SessionTunables,
+  type SessionPause,
   type SessionWorkflowInput,
   type ToolResultInput,
   type UserInput,
@@ -53,6 +54,10 @@ export class SessionState {
   /** Note updates waiting to be logged: continue-as-new waits for them. */
   private noteRequests = 0;
   private manualCompactions = 0;
+  /** Why and until when the turn is paused (phase `paused`). */
+  private pausedOn: SessionPause | undefined;
+  /** Budgets logged by this run: a paused turn goes on when this grows. */
+  private budgetsLogged = 0;
   private turns = 0;
   private lastError: string | undefined;
   private pressure: PressureRef | undefined;
@@ -164,7 +169,7 @@ export class SessionState {
    * or tool round must also have its activities cancelled (returns true). Idle: nothing to cancel.
    */
   requestCancel(): boolean {
-    if (this.currentPhase === 'waiting') {
+    if (this.currentPhase === 'waiting' || this.currentPhase === 'paused') {
       this.cancelled = true;
       return false;
     }
@@ -213,6 +218,34 @@ export class SessionState {
     return () => {
       this.noteRequests -= 1;
     };
+  }
+
+  /** Pauses the turn (phase `paused`); {@link endPause} ends the pause. */
+  pause(pause: SessionPause): void {
+    this.pausedOn = pause;
+    this.currentPhase = 'paused';
+  }
+
+  endPause(phase: SessionPhase): void {
+    this.pausedOn = undefined;
+    this.currentPhase = phase;
+  }
+
+  /** How many budgets this run logged (a paused turn waits for this to grow). */
+  get budgetChanges(): number {
+    return this.budgetsLogged;
+  }
+
+  budgetLogged(): void {
+    this.budgetsLogged += 1;
+  }
+
+  /**
+   * Whether a note that only sets the budget may be logged now: between turns, or while the
+   * turn is paused on its budget (nothing runs then; the turn goes on once it is logged).
+   */
+  mayLogBudget(): boolean {
+    return this.mayWorkBetweenTurns(true) || (this.currentPhase === 'paused' && !this.compacting && !this.noting);
   }
 
   /** Whether a manual compaction or a note may run now: between turns, with nothing else holding the log. */
@@ -609,6 +642,15 @@ export class SessionState {
     }
     if (note.ref !== undefined) this.validateRef(note.ref, 'note', NOTE_LIMITS.messages);
     else this.validateInlineNote(note);
+    // Its limits are checked by the client and again by the log's validator (session/budget.ts).
+    const budget = note.budget as unknown;
+    if (budget !== undefined && budget !== null && (typeof budget !== 'object' || Array.isArray(budget)))
+      throw ApplicationFailure.nonRetryable("a note's budget must be an object or null", 'INVALID_ARGUMENT');
+    if (note.by !== undefined && (typeof note.by !== 'string' || note.by.length > 256))
+      throw ApplicationFailure.nonRetryable(
+        "a note's `by` must be a string of at most 256 characters",
+        'INVALID_ARGUMENT',
+      );
     this.throwIfStopped();
   }
 
@@ -676,6 +718,7 @@ export class SessionState {
       pressure: p ? Math.round((p.tokens / p.budget) * 1000) / 1000 : null,
       runId: this.runId,
       ...(this.lastError !== undefined ? { lastError: this.lastError } : {}),
+      ...(this.pausedOn ? { paused: this.pausedOn } : {}),
     };
   }
 }

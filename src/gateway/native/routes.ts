@@ -24,6 +24,8 @@ import {
   turnsResponse,
 } from './inspector-schemas.js';
 import {
+  budgetResponse,
+  patchSessionBody,
   acceptedMessageResponse,
   cancelResponse,
   compactResponse,
@@ -151,6 +153,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       const session = await ctx.client.create({
         ...(body?.id !== undefined ? { sessionId: body.id } : {}),
         ...(body?.agent ? { agent: body.agent } : {}),
+        ...(body?.budget ? { budget: body.budget } : {}),
       });
       return { status: 201, body: { session } };
     },
@@ -321,6 +324,37 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     handler: async (ctx, { params, query }) => {
       await requireSession(ctx, params.id);
       return ok(await ctx.client.usage(params.id, window(query)));
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/v1/sessions/:id/budget',
+    operationId: 'getSessionBudget',
+    summary: "The session's spend caps and what its current turn and the whole session used (from the log)",
+    params: sessionParams,
+    query: noQuery,
+    responses: { 200: { description: 'the budget and use (src/session/budget.ts)', schema: budgetResponse } },
+    errors: SESSION_ERRORS,
+    handler: async (ctx, { params }) => {
+      await requireSession(ctx, params.id);
+      return ok(await ctx.client.budget(params.id));
+    },
+  }),
+  defineRoute({
+    method: 'PATCH',
+    path: '/v1/sessions/:id',
+    operationId: 'patchSession',
+    summary:
+      "Change a session's spend caps (logged as session/budget); a turn paused on its budget goes on at once if the new caps leave room",
+    params: sessionParams,
+    query: noQuery,
+    body: patchSessionBody,
+    responses: { 200: { description: 'the budget now in force and the use', schema: budgetResponse } },
+    errors: [...SESSION_ERRORS, 413, 415, 422],
+    handler: async (ctx, { params, body }) => {
+      await requireSession(ctx, params.id);
+      await ctx.client.setBudget(params.id, body.budget, body.by !== undefined ? { by: body.by } : {});
+      return ok(await ctx.client.budget(params.id));
     },
   }),
   defineRoute({

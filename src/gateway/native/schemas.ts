@@ -4,7 +4,7 @@
  * document (they are not re-checked at run time).
  */
 import { z } from 'zod';
-import { SESSION_ID_PATTERN } from '../../session/index.js';
+import { DEFAULT_REPEATED_CALLS, MAX_BUDGET_WAIT_MS, SESSION_ID_PATTERN } from '../../session/index.js';
 import { SESSION_ID_RULE, wellFormedString } from '../wire.js';
 
 /** A session id by the DESIGN §3 rule. */
@@ -31,12 +31,47 @@ export const agentSchema = z.strictObject({
   tools: z.array(wellFormedString().min(1).max(200)).max(200).optional(),
 });
 
+const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+const budgetLimits = z.strictObject({
+  tokens: count.optional().describe('tokens billed (input, cached input, cache writes, output)'),
+  costUsd: z.number().finite().min(0).optional().describe('USD at the catalogue prices'),
+  modelCalls: count.optional().describe('model replies'),
+  toolCalls: count.optional().describe('tool calls asked for'),
+  wallMs: count.optional().describe('wall time (a turn from its start; the session: its turns summed)'),
+});
+/** Spend caps (src/session/budget.ts); the log's validator checks the same rules. */
+export const budgetSchema = z.strictObject({
+  turn: budgetLimits.optional().describe('limits of each turn'),
+  total: budgetLimits.optional().describe('limits of the whole session'),
+  repeatedCalls: z
+    .number()
+    .int()
+    .min(2)
+    .optional()
+    .describe(`the same tool call this many times in one turn is a breach (default ${DEFAULT_REPEATED_CALLS})`),
+  waitMs: z
+    .number()
+    .int()
+    .min(0)
+    .max(MAX_BUDGET_WAIT_MS)
+    .optional()
+    .describe('how long a paused turn waits for a raise before it ends with budget_exceeded (default 24 h)'),
+});
+
 export const createSessionBody = z
   .strictObject({
     id: sessionIdSchema.optional().describe('the new session id; a UUID when omitted'),
     agent: agentSchema.optional(),
+    budget: budgetSchema.optional().describe('spend caps; a breach pauses the session (`paused: budget`)'),
   })
   .optional();
+
+export const patchSessionBody = z.strictObject({
+  budget: budgetSchema
+    .nullable()
+    .describe('new spend caps (null: none); a turn paused on its budget goes on if they leave room'),
+  by: wellFormedString().max(256).optional().describe('who changed the budget (logged with it)'),
+});
 
 export const postMessageBody = z.strictObject({
   text: wellFormedString().describe('the user message; must not be blank'),
@@ -147,7 +182,30 @@ const statusSchema = z.looseObject({
   contextWindow: z.number().nullable(),
   pressure: z.number().nullable(),
   lastError: z.string().optional(),
+  paused: z
+    .looseObject({
+      reason: z.enum(['budget']),
+      since: z.number(),
+      until: z.number(),
+      breach: z.looseObject({ cap: z.string(), scope: z.string(), used: z.number(), limit: z.number() }),
+    })
+    .optional()
+    .describe('set while the phase is `paused`: why, since and until when (epoch ms)'),
   runId: z.string(),
+});
+
+const budgetUse = z.object({
+  tokens: z.number(),
+  costUsd: z.number(),
+  modelCalls: z.number().int(),
+  toolCalls: z.number().int(),
+  wallMs: z.number(),
+});
+export const budgetResponse = z.object({
+  budget: budgetSchema.nullable(),
+  used: z
+    .object({ turn: budgetUse, total: budgetUse })
+    .describe('what the current (or last) turn and the session used'),
 });
 
 export const sessionResponse = z.object({ session: sessionHeaderSchema });

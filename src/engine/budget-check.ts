@@ -1,0 +1,45 @@
+/**
+ * The spend-cap check of a model step (DESIGN §5.3): before the model call, and before the step's
+ * tool calls run (and their approvals are asked for). A breach is logged once per check
+ * (`budget/breach`, keyed by the step and how often it paused) and handed to the workflow, which
+ * pauses the session until the budget is raised; nothing is called meanwhile.
+ */
+import type { NewEvent } from '../session/index.js';
+import type { EngineDeps } from './deps.js';
+import type { LogWriter } from './log-writer.js';
+import { stepOps, type StepKey } from './ops.js';
+import type { ModelStepInput, ModelStepResult, StepBreach } from './types.js';
+
+/** The step's result when a cap is reached before `before` (undefined: within budget). */
+export async function overBudget(
+  deps: EngineDeps,
+  writer: LogWriter,
+  input: ModelStepInput,
+  key: StepKey,
+  before: 'model' | 'tools',
+): Promise<ModelStepResult | undefined> {
+  const op = stepOps.budget(key, before, input.budgetAttempt ?? 0);
+  let logged = writer.logged(op)[0];
+  if (!logged) {
+    const breach = writer.session.budget.breach(deps.now(), before);
+    if (!breach) return undefined;
+    const event: NewEvent<'budget/breach'> = {
+      type: 'budget/breach',
+      time: deps.now(),
+      data: { turn: input.turn, step: input.step, before, ...breach },
+    };
+    [logged] = await writer.append([event], op);
+  }
+  if (logged?.type !== 'budget/breach') return undefined;
+  const { turn: _turn, step: _step, ...data } = logged.data as NewEvent<'budget/breach'>['data'];
+  const waitMs = writer.session.budget.budget?.waitMs;
+  const breach: StepBreach = { ...data, seq: logged.seq, ...(waitMs !== undefined ? { waitMs } : {}) };
+  return {
+    headSeq: writer.session.nextSeq,
+    replySeq: null,
+    toolCalls: [],
+    outcome: 'budget',
+    replayed: false,
+    breach,
+  };
+}

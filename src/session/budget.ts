@@ -1,0 +1,222 @@
+/**
+ * Spend caps (DESIGN §5.3, issue 26): a session's budget and what it has used, read from the log.
+ *
+ * The budget is the latest `session/budget` event (set at create, raised or lowered later; `null`
+ * removes it). Its limits apply per turn and in total, to tokens (every token a model call was
+ * billed for: input, cached input, cache writes and output, replies and summaries alike), cost
+ * (USD, from the logged `cost` of each call), model calls (replies), tool calls and wall time.
+ * `repeatedCalls` catches a runaway loop: the same tool with the same arguments asked for that
+ * many times in one turn. {@link BudgetFold} keeps the counts as events are committed, so a
+ * check costs nothing per event read.
+ *
+ * A breach is checked before each model call and before each tool round; the workflow pauses
+ * the session (`paused: budget`) until the budget is raised or `waitMs` passes, and the turn
+ * then ends with `budget_exceeded`.
+ */
+import type { SessionEvent, StoredEvent } from './events.js';
+import { isKnownEvent } from './events.js';
+import type { TokenUsage } from './messages.js';
+
+/** Limits of one scope; an absent limit does not apply. */
+export type BudgetLimits = {
+  tokens?: number;
+  costUsd?: number;
+  modelCalls?: number;
+  toolCalls?: number;
+  wallMs?: number;
+};
+
+export type Budget = {
+  /** Limits of each turn. */
+  turn?: BudgetLimits;
+  /** Limits of the whole session. */
+  total?: BudgetLimits;
+  /** The same tool call (name and arguments) this many times in one turn is a breach (default {@link DEFAULT_REPEATED_CALLS}). */
+  repeatedCalls?: number;
+  /** How long a session paused on this budget waits to be raised before its turn ends with `budget_exceeded`. */
+  waitMs?: number;
+};
+
+export type BudgetCap = keyof BudgetLimits | 'repeatedCalls';
+
+/** What a breach logs (`budget/breach`): which cap, in which scope, what was used and the limit. */
+export type BudgetBreach = {
+  cap: BudgetCap;
+  scope: 'turn' | 'total';
+  used: number;
+  limit: number;
+  /** The repeated call's tool (cap `repeatedCalls`). */
+  tool?: string;
+};
+
+export const DEFAULT_REPEATED_CALLS = 5;
+/** The longest wait a budget may ask for (30 days). */
+export const MAX_BUDGET_WAIT_MS = 30 * 24 * 60 * 60_000;
+
+const LIMIT_KEYS: ReadonlyArray<keyof BudgetLimits> = ['tokens', 'costUsd', 'modelCalls', 'toolCalls', 'wallMs'];
+/** The caps checked before a model call and before a tool round. */
+const CAPS_BEFORE: Record<'model' | 'tools', ReadonlyArray<keyof BudgetLimits>> = {
+  model: ['tokens', 'costUsd', 'modelCalls', 'wallMs'],
+  tools: ['toolCalls', 'wallMs'],
+};
+
+/** Why `value` is not a budget (undefined when it is one). Numbers must be finite and not negative. */
+export function budgetProblem(value: unknown): string | undefined {
+  if (!isPlainObject(value)) return 'a budget must be an object';
+  for (const key of Object.keys(value)) {
+    if (!['turn', 'total', 'repeatedCalls', 'waitMs'].includes(key))
+      return `unknown budget field ${JSON.stringify(key)} (expected turn, total, repeatedCalls, waitMs)`;
+  }
+  for (const scope of ['turn', 'total'] as const) {
+    const limits = value[scope];
+    if (limits === undefined) continue;
+    if (!isPlainObject(limits)) return `budget.${scope} must be an object`;
+    for (const [key, limit] of Object.entries(limits)) {
+      if (!(LIMIT_KEYS as string[]).includes(key))
+        return `unknown limit budget.${scope}.${key} (expected ${LIMIT_KEYS.join(', ')})`;
+      if (typeof limit !== 'number' || !Number.isFinite(limit) || limit < 0)
+        return `budget.${scope}.${key} must be a finite number, not negative`;
+      if (key !== 'costUsd' && !Number.isInteger(limit)) return `budget.${scope}.${key} must be a whole number`;
+    }
+  }
+  if (value.repeatedCalls !== undefined) {
+    const n = value.repeatedCalls;
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < 2)
+      return 'budget.repeatedCalls must be a whole number ≥ 2';
+  }
+  if (value.waitMs !== undefined) {
+    const n = value.waitMs;
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > MAX_BUDGET_WAIT_MS)
+      return `budget.waitMs must be a whole number of milliseconds from 0 to ${MAX_BUDGET_WAIT_MS}`;
+  }
+  return undefined;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** What one scope has used. */
+export type BudgetUse = { tokens: number; costUsd: number; modelCalls: number; toolCalls: number; wallMs: number };
+
+function emptyUse(): BudgetUse {
+  return { tokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0, wallMs: 0 };
+}
+
+/** Every token a call was billed for. */
+export function billedTokens(usage: TokenUsage | undefined): number {
+  if (!usage) return 0;
+  return usage.inputTokens + (usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0) + usage.outputTokens;
+}
+
+/** What a session's readers see of its {@link BudgetFold}. */
+export type BudgetView = Pick<BudgetFold, 'budget' | 'budgetSince' | 'used' | 'breach'>;
+
+/** The budget and the counts it is checked against, kept as events are committed. */
+export class BudgetFold {
+  private current: Budget | null = null;
+  private budgetSeq: number | null = null;
+  private readonly total = emptyUse();
+  private turnUse = emptyUse();
+  private openTurn: number | null = null;
+  private turnStartedAt = 0;
+  /** Wall time of the turns that ended. */
+  private endedWallMs = 0;
+  /** How often each call (tool name and arguments) was asked for in the open turn. */
+  private repeats = new Map<string, number>();
+
+  apply(event: StoredEvent): void {
+    if (!isKnownEvent(event)) return;
+    switch (event.type) {
+      case 'session/budget':
+        this.current = (event as SessionEvent<'session/budget'>).data.budget;
+        this.budgetSeq = event.seq;
+        break;
+      case 'turn/start':
+        this.openTurn = event.data.turn;
+        this.turnStartedAt = event.time;
+        this.turnUse = emptyUse();
+        this.repeats = new Map();
+        break;
+      case 'turn/end':
+        if (this.openTurn !== null) this.endedWallMs += Math.max(0, event.time - this.turnStartedAt);
+        this.openTurn = null;
+        break;
+      case 'assistant/message': {
+        const { message, usage, cost, hides } = event.data;
+        if (hides || message.source.kind !== 'model') break;
+        this.count(billedTokens(usage), cost ?? 0, 1);
+        break;
+      }
+      case 'compaction/summary':
+        this.count(billedTokens(event.data.usage), event.data.cost ?? 0, 0);
+        break;
+      case 'tool/call': {
+        this.total.toolCalls += 1;
+        this.turnUse.toolCalls += 1;
+        const key = `${event.data.name}\u0000${event.data.arguments}`;
+        this.repeats.set(key, (this.repeats.get(key) ?? 0) + 1);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  private count(tokens: number, cost: number, calls: number): void {
+    for (const use of [this.total, this.turnUse]) {
+      use.tokens += tokens;
+      use.costUsd += cost;
+      use.modelCalls += calls;
+    }
+  }
+
+  /** The budget in force (null: none). */
+  get budget(): Budget | null {
+    return this.current;
+  }
+
+  /** Seq of the `session/budget` event in force (null: never set). */
+  get budgetSince(): number | null {
+    return this.budgetSeq;
+  }
+
+  /** What the open turn (or the last one, between turns) and the whole session used, wall time at `now`. */
+  used(now: number): { turn: BudgetUse; total: BudgetUse } {
+    const running = this.openTurn === null ? 0 : Math.max(0, now - this.turnStartedAt);
+    return {
+      turn: { ...this.turnUse, wallMs: running },
+      total: { ...this.total, wallMs: this.endedWallMs + running },
+    };
+  }
+
+  /**
+   * The first breach at `now`, before a model call (`model`: a cap reached leaves no room for
+   * another call) or before running the open step's tool calls (`tools`: the calls already
+   * asked for count, so a cap is breached only when exceeded, and a call repeated too often).
+   */
+  breach(now: number, before: 'model' | 'tools'): BudgetBreach | undefined {
+    const budget = this.current;
+    if (!budget) return undefined;
+    const used = this.used(now);
+    for (const scope of ['turn', 'total'] as const) {
+      const limits = budget[scope];
+      if (!limits) continue;
+      for (const cap of CAPS_BEFORE[before]) {
+        const limit = limits[cap];
+        if (limit === undefined) continue;
+        const value = used[scope][cap];
+        // Tool calls are counted once asked for: only more than the limit is a breach.
+        if (cap === 'toolCalls' ? value > limit : value >= limit) return { cap, scope, used: value, limit };
+      }
+    }
+    if (before === 'tools') {
+      const limit = budget.repeatedCalls ?? DEFAULT_REPEATED_CALLS;
+      for (const [key, count] of this.repeats) {
+        if (count >= limit)
+          return { cap: 'repeatedCalls', scope: 'turn', used: count, limit, tool: key.split('\u0000')[0]! };
+      }
+    }
+    return undefined;
+  }
+}
