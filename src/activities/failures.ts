@@ -17,7 +17,11 @@ export function toTemporalFailure(error: unknown): unknown {
     return ApplicationFailure.create({
       message: failure.message,
       type: failure.code,
-      ...(failure.retryAfterMs !== undefined ? { nextRetryDelay: failure.retryAfterMs } : {}),
+      // `Retry-After: 0` (retry at once) leaves the delay to the retry policy: Temporal takes a
+      // zero nextRetryDelay as no retry at all, which failed the turn.
+      ...(failure.retryAfterMs !== undefined && failure.retryAfterMs > 0
+        ? { nextRetryDelay: failure.retryAfterMs }
+        : {}),
     });
   }
   if (error instanceof SessionlogError) {

@@ -18,7 +18,7 @@ export async function overBudget(
   key: StepKey,
   before: 'model' | 'tools',
 ): Promise<ModelStepResult | undefined> {
-  const op = stepOps.budget(key, before, input.budgetAttempt ?? 0);
+  const op = stepOps.budget(key, before, input.pauses ?? 0);
   let logged = writer.logged(op)[0];
   if (!logged) {
     const breach = writer.session.budget.breach(deps.now(), before);

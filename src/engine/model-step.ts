@@ -37,7 +37,15 @@ import type { EngineDeps } from './deps.js';
 import { StepInterrupted } from './errors.js';
 import { learnedWindowOf, offerLearnedWindow } from './limits.js';
 import { LogWriter } from './log-writer.js';
-import { compactionId, compactionOp, stepCompactionPrefix, stepOps, type StepKey } from './ops.js';
+import {
+  attemptKey,
+  compactionId,
+  compactionOp,
+  stepCompactionPrefix,
+  stepOps,
+  type AttemptKey,
+  type StepKey,
+} from './ops.js';
 import { hasRecallTools } from './compaction-step.js';
 import { loggedStepResult, loggedTurnEnd } from './outcomes.js';
 import { observedModel } from './telemetry.js';
@@ -312,7 +320,7 @@ async function streamReply(
       header,
       signal: ctx.signal,
       async onChunks(chunks) {
-        for (const event of await writer.append(chunkEvents(chunks), stepOps.chunks(key, ctx.attempt, batches++)))
+        for (const event of await writer.append(chunkEvents(chunks), stepOps.chunks(key, attemptKey(ctx.attempt, input.pauses), batches++)))
           chunkSeqs.push(event.seq);
         ctx.heartbeat({ chunks: chunkSeqs.length });
       },
@@ -424,7 +432,14 @@ async function failStep(
   cause: unknown,
   attempt = 1,
 ): Promise<ModelStepResult> {
-  if (failure.retryable && attempt < input.maxAttempts) {
+  // A long wait asked for by the provider (a reset minutes away, a daily quota) is the workflow's
+  // to wait out on a durable timer, with nothing running; a short one is the activity retry's.
+  const longWait =
+    failure.code === 'rate_limit' &&
+    failure.retryAfterMs !== undefined &&
+    input.pauseAfterMs !== undefined &&
+    failure.retryAfterMs >= input.pauseAfterMs;
+  if (failure.retryable && (attempt < input.maxAttempts || longWait)) {
     const delayMs = failure.retryAfterMs ?? Math.min(30_000, 1000 * 2 ** (attempt - 1));
     const detail = {
       code: failure.code,
@@ -439,8 +454,17 @@ async function failStep(
           data: { turn: input.turn, step: input.step, attempt: attempt + 1, delayMs, failure: detail },
         },
       ],
-      stepOps.retry(key, attempt),
+      stepOps.retry(key, attemptKey(attempt, input.pauses)),
     );
+    if (longWait)
+      return {
+        headSeq: writer.session.nextSeq,
+        replySeq: null,
+        toolCalls: [],
+        outcome: 'rate-limited',
+        retryAfterMs: delayMs,
+        replayed: false,
+      };
     throw new ModelCallError({ ...failure, retryAfterMs: delayMs });
   }
   const error = { code: failure.code, message: failure.message };
@@ -450,7 +474,7 @@ async function failStep(
     return closeWithError(deps, writer, input, key, { code: 'internal_error', message: failure.message });
   }
   if (failure.code === 'context_overflow') {
-    await learnLimit(deps, writer, key, failure, attempt);
+    await learnLimit(deps, writer, key, failure, attemptKey(attempt, input.pauses));
     return {
       headSeq: writer.session.nextSeq,
       replySeq: null,
@@ -472,7 +496,7 @@ async function learnLimit(
   writer: LogWriter,
   key: StepKey,
   failure: ModelFailure,
-  attempt: number,
+  attempt: AttemptKey,
 ): Promise<void> {
   const model = writer.session.requestHeader?.model;
   const stated = failure.contextLimit;

@@ -27,6 +27,16 @@ function stepPrefix(key: Omit<StepKey, 'pass'>): string {
   return `${key.runId}/t${key.turn}/s${key.step}`;
 }
 
+/**
+ * An activity attempt in op keys: its number, or after the step paused (a budget or a long rate
+ * limit; the step's activity is scheduled anew and counts attempts from 1 again) `<pauses>.<attempt>`.
+ */
+export type AttemptKey = number | `${number}.${number}`;
+
+export function attemptKey(attempt: number, pauses: number | undefined): AttemptKey {
+  return pauses ? `${pauses}.${attempt}` : attempt;
+}
+
 /** Op keys of one model step (and its tool round). */
 export const stepOps = {
   /** `turn/start` (step 1) + `step/start` + the user messages entering at this step. */
@@ -40,11 +50,11 @@ export const stepOps = {
   /** A batch of the pressure ladder (`prune`, `escalation-prune`, `stalled`); `prune` is the key above. */
   context: (key: StepKey, suffix: string) => `${stepPrefix(key)}/p${key.pass}/${suffix}`,
   /** A learned context limit (`model/limit`) from an overflow refusal. */
-  limit: (key: StepKey, attempt: number) => `${stepPrefix(key)}/p${key.pass}/a${attempt}/limit`,
+  limit: (key: StepKey, attempt: AttemptKey) => `${stepPrefix(key)}/p${key.pass}/a${attempt}/limit`,
   /** The n-th batch of streamed chunks of one attempt. */
-  chunks: (key: StepKey, attempt: number, n: number) => `${stepPrefix(key)}/p${key.pass}/a${attempt}/c${n}`,
+  chunks: (key: StepKey, attempt: AttemptKey, n: number) => `${stepPrefix(key)}/p${key.pass}/a${attempt}/c${n}`,
   /** The `llm/retry` logged when an attempt failed and another follows. */
-  retry: (key: StepKey, attempt: number) => `${stepPrefix(key)}/p${key.pass}/a${attempt}/retry`,
+  retry: (key: StepKey, attempt: AttemptKey) => `${stepPrefix(key)}/p${key.pass}/a${attempt}/retry`,
   /** The reply: `assistant/message`, `tool/call`s, and (without tools) the step and turn end. */
   reply: (key: StepKey) => `${stepPrefix(key)}/reply`,
   /** The interrupted partial reply and closers of a cancelled step. */

@@ -114,8 +114,13 @@ export type ModelStepInput = {
   pass: number;
   /** How long a call waits for its approval or external result before it counts as denied (ms). */
   approvalTimeoutMs?: number;
-  /** How many times this step paused on a budget breach so far (each check after a raise logs its own breach). */
-  budgetAttempt?: number;
+  /**
+   * How many times this step paused so far (a budget breach, a long rate limit): each check after
+   * a pause logs its own breach, and the new activity's attempts get their own op keys.
+   */
+  pauses?: number;
+  /** A rate limit whose retry-after is at least this long is handed back (`rate-limited`) for the workflow to wait out. */
+  pauseAfterMs?: number;
 };
 
 /**
@@ -146,7 +151,9 @@ export type StepOutcome =
   | 'context-overflow'
   | 'needs-compaction'
   /** A spend cap was reached before the model call or the tool round (`breach`): nothing was called. */
-  | 'budget';
+  | 'budget'
+  /** The provider asked to wait at least `pauseAfterMs` (`retryAfterMs`): the workflow waits on a timer and calls the step again. */
+  | 'rate-limited';
 
 /** How the turn ended, as the log says (set whenever a `turn/end` was logged by the operation). */
 export type TurnEndRef = { outcome: TurnOutcome; replySeq: number | null };
@@ -165,6 +172,8 @@ export type ModelStepResult = {
   replayed: boolean;
   /** Outcome `budget`: the breach as logged (`budget/breach`). */
   breach?: StepBreach;
+  /** Outcome `rate-limited`: how long the provider asked to wait (logged as `llm/retry`). */
+  retryAfterMs?: number;
   /** The measured request before the call, when context management is on. */
   pressure?: PressureRef;
   turnEnd?: TurnEndRef;

@@ -32,10 +32,13 @@ export type SessionPhase =
   | 'closed';
 
 /**
- * Why a turn is paused: a spend cap was reached (`budget`: it goes on when the budget is raised,
- * and ends with `budget_exceeded` at `until`). `since`/`until`: epoch ms.
+ * Why a turn is paused (`since`/`until`: epoch ms): a spend cap was reached (`budget`: it goes
+ * on when the budget is raised, and ends with `budget_exceeded` at `until`), or the provider
+ * asked to wait long (`rate_limit`: the model is called again at `until`).
  */
-export type SessionPause = { reason: 'budget'; since: number; until: number; breach: StepBreach };
+export type SessionPause =
+  | { reason: 'budget'; since: number; until: number; breach: StepBreach }
+  | { reason: 'rate_limit'; since: number; until: number };
 
 /**
  * An answer to a call waiting for approval (DESIGN §5.1). Its reason, edited arguments (a JSON
@@ -122,6 +125,11 @@ export type SessionTunables = {
   approvalTimeoutMs: number;
   /** How long a turn paused on a spend cap waits for the budget to be raised, unless the budget says (`waitMs`). */
   budgetWaitMs: number;
+  /**
+   * A provider's retry-after at least this long pauses the turn on a workflow timer
+   * (`paused: rate_limit`) instead of an activity retry (0: never; every wait is a retry).
+   */
+  rateLimitPauseMs: number;
 };
 
 export const DEFAULT_TUNABLES: SessionTunables = {
@@ -139,6 +147,7 @@ export const DEFAULT_TUNABLES: SessionTunables = {
   compactionMaxAttempts: 3,
   approvalTimeoutMs: 24 * 60 * 60_000,
   budgetWaitMs: 24 * 60 * 60_000,
+  rateLimitPauseMs: 60_000,
 };
 
 /** Where a new session's log starts: a copy of another session's prefix (fork, salvage). */

@@ -472,7 +472,7 @@ export class SessionRun {
   private async modelStep(turn: number, step: number, entering: UserInput[]): Promise<ModelStepResult> {
     const state = this.state;
     let overflowRetried = false;
-    let budgetAttempt = 0;
+    let pauses = 0;
     for (let pass = 0; ; pass++) {
       const result = await this.runInScope(() =>
         this.act.model.modelStep({
@@ -484,16 +484,20 @@ export class SessionRun {
           maxAttempts: this.tunables.modelMaxAttempts,
           pass,
           approvalTimeoutMs: this.tunables.approvalTimeoutMs,
-          ...(budgetAttempt > 0 ? { budgetAttempt } : {}),
+          ...(pauses > 0 ? { pauses } : {}),
+          ...(this.tunables.rateLimitPauseMs > 0 ? { pauseAfterMs: this.tunables.rateLimitPauseMs } : {}),
         }),
       );
       state.atHead(result.headSeq);
       state.observePressure(result.pressure);
-      if (result.outcome === 'budget') {
-        const ended = await this.pauseForBudget(turn, result.breach!);
+      if (result.outcome === 'budget' || result.outcome === 'rate-limited') {
+        const ended =
+          result.outcome === 'budget'
+            ? await this.pauseForBudget(turn, result.breach!)
+            : await this.pauseForRateLimit(turn, result.retryAfterMs!);
         if (ended) return ended;
-        // Raised: the same pass checks again (its op keys hold what it logged before the pause).
-        budgetAttempt += 1;
+        // The same pass goes on (its op keys hold what it logged before the pause).
+        pauses += 1;
         pass -= 1;
         continue;
       }
@@ -529,19 +533,41 @@ export class SessionRun {
     }
     state.throwIfStopped();
     if (raised) return undefined;
-    const end = state.cancelRequested
-      ? await this.closeTurn(turn, { kind: 'aborted' })
-      : await this.closeTurn(turn, {
-          kind: 'error',
-          code: 'budget_exceeded',
-          message: `the ${breach.scope} ${breach.cap} cap of ${breach.limit} was reached (${breach.used} used${breach.tool ? ` by repeated ${breach.tool} calls` : ''}) and the budget was not raised within ${waitMs} ms`,
-        });
-    if (!state.cancelRequested) state.report(`turn ${turn}: budget_exceeded (${breach.scope} ${breach.cap})`);
+    if (state.cancelRequested) return this.endPausedTurn(turn, { kind: 'aborted' });
+    state.report(`turn ${turn}: budget_exceeded (${breach.scope} ${breach.cap})`);
+    return this.endPausedTurn(turn, {
+      kind: 'error',
+      code: 'budget_exceeded',
+      message: `the ${breach.scope} ${breach.cap} cap of ${breach.limit} was reached (${breach.used} used${breach.tool ? ` by repeated ${breach.tool} calls` : ''}) and the budget was not raised within ${waitMs} ms`,
+    });
+  }
+
+  /**
+   * The provider asked to wait longer than an activity should sleep (a reset minutes away, a
+   * daily quota): the turn pauses on a durable timer with nothing running, then the step calls
+   * again (returns undefined); a cancel ends the turn meanwhile.
+   */
+  private async pauseForRateLimit(turn: number, retryAfterMs: number): Promise<ModelStepResult | undefined> {
+    const state = this.state;
+    const since = Date.now();
+    state.pause({ reason: 'rate_limit', since, until: since + retryAfterMs });
+    try {
+      await condition(() => state.cancelRequested || state.stopped, retryAfterMs);
+    } finally {
+      state.endPause('model');
+    }
+    state.throwIfStopped();
+    return state.cancelRequested ? this.endPausedTurn(turn, { kind: 'aborted' }) : undefined;
+  }
+
+  /** Closes a paused turn; the step result that says how it ended. */
+  private async endPausedTurn(turn: number, reason: EndTurnInput['reason']): Promise<ModelStepResult> {
+    const end = await this.closeTurn(turn, reason);
     return {
-      headSeq: state.headSeq,
+      headSeq: this.state.headSeq,
       replySeq: end?.replySeq ?? null,
       toolCalls: [],
-      outcome: state.cancelRequested ? 'aborted' : 'error',
+      outcome: reason.kind === 'aborted' ? 'aborted' : 'error',
       replayed: false,
       ...(end ? { turnEnd: end } : {}),
     };

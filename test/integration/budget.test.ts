@@ -8,6 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import type { StepBreach } from '../../src/engine/types.js';
 import { billedTokens, type StoredEvent } from '../../src/session/index.js';
 import { workflowIdFor, type SessionStatus } from '../../src/workflows/api.js';
 import { startStack, type Stack } from '../support/stack.js';
@@ -41,6 +42,11 @@ async function pendingActivities(id: string): Promise<number> {
   return (raw.pendingActivities ?? []).length;
 }
 
+function breachOf(status: SessionStatus): StepBreach {
+  if (status.paused?.reason !== 'budget') throw new Error(`not paused on its budget: ${JSON.stringify(status)}`);
+  return status.paused.breach;
+}
+
 const eventsOf = async (id: string, type: string): Promise<StoredEvent[]> =>
   (await stack.client.events(id)).filter((e) => e.type === type);
 
@@ -64,7 +70,7 @@ describe('spend caps', () => {
     const reported = stack.fake.reportedUsage();
     const providerTokens = reported.reduce((n, u) => n + u.prompt_tokens + u.completion_tokens, 0);
     // Paused before a call: what was used is exactly what the provider billed, at or over the cap.
-    expect(status.paused!.breach.used).toBe(providerTokens);
+    expect(breachOf(status).used).toBe(providerTokens);
     expect(providerTokens).toBeGreaterThanOrEqual(2_000);
     const breaches = await eventsOf(id, 'budget/breach');
     expect(breaches).toHaveLength(1);
@@ -124,7 +130,7 @@ describe('spend caps', () => {
     stack.fake.enqueueReplies(same, same, same, same);
     const reply = stack.client.send(id, 'loop please');
     const status = await pausedStatus(id);
-    expect(status.paused!.breach).toMatchObject({
+    expect(breachOf(status)).toMatchObject({
       before: 'tools',
       cap: 'repeatedCalls',
       tool: 'calculator',

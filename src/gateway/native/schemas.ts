@@ -184,10 +184,13 @@ const statusSchema = z.looseObject({
   lastError: z.string().optional(),
   paused: z
     .looseObject({
-      reason: z.enum(['budget']),
+      reason: z.enum(['budget', 'rate_limit']),
       since: z.number(),
       until: z.number(),
-      breach: z.looseObject({ cap: z.string(), scope: z.string(), used: z.number(), limit: z.number() }),
+      breach: z
+        .looseObject({ cap: z.string(), scope: z.string(), used: z.number(), limit: z.number() })
+        .optional()
+        .describe('reason budget: the cap reached'),
     })
     .optional()
     .describe('set while the phase is `paused`: why, since and until when (epoch ms)'),
