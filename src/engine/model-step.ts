@@ -320,7 +320,10 @@ async function streamReply(
       header,
       signal: ctx.signal,
       async onChunks(chunks) {
-        for (const event of await writer.append(chunkEvents(chunks), stepOps.chunks(key, attemptKey(ctx.attempt, input.pauses), batches++)))
+        for (const event of await writer.append(
+          chunkEvents(chunks),
+          stepOps.chunks(key, attemptKey(ctx.attempt, input.pauses), batches++),
+        ))
           chunkSeqs.push(event.seq);
         ctx.heartbeat({ chunks: chunkSeqs.length });
       },
