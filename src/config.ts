@@ -14,7 +14,7 @@ import type { ModelRouting } from './gateway/route-table.js';
 import { openStore } from './persistence/open.js';
 import { redactUrl } from './persistence/relational/postgres.js';
 import type { SessionStore } from './persistence/store.js';
-import { SessionlogError, type AgentSpec } from './session/index.js';
+import { MAX_BUDGET_WAIT_MS, SessionlogError, type AgentSpec } from './session/index.js';
 import { DEFAULT_AGENT_TOOLS } from './tools/builtin.js';
 import { DEFAULT_COALESCE } from './model/stream.js';
 import {
@@ -168,6 +168,8 @@ const envSchema = z.object({
     .optional(),
   SESSIONLOG_APPROVAL_TIMEOUT_MS: int('SESSIONLOG_APPROVAL_TIMEOUT_MS', 1000).optional(),
   SESSIONLOG_CONTEXT_BUDGET: int('SESSIONLOG_CONTEXT_BUDGET', 1).optional(),
+  SESSIONLOG_BUDGET_WAIT_MS: int('SESSIONLOG_BUDGET_WAIT_MS', 0, MAX_BUDGET_WAIT_MS).optional(),
+  SESSIONLOG_RATE_LIMIT_PAUSE_MS: int('SESSIONLOG_RATE_LIMIT_PAUSE_MS', 0, 24 * 60 * 60_000).optional(),
   SESSIONLOG_MODEL_HEARTBEAT_MS: int('SESSIONLOG_MODEL_HEARTBEAT_MS', 500).optional(),
   SESSIONLOG_MODEL_MAX_ATTEMPTS: int('SESSIONLOG_MODEL_MAX_ATTEMPTS', 1, 1000).optional(),
   SESSIONLOG_METRICS_HOST: z.string().min(1).optional(),
@@ -273,6 +275,8 @@ export function resolveConfig(
       ...(e.SESSIONLOG_APPROVAL_TIMEOUT_MS !== undefined
         ? { approvalTimeoutMs: e.SESSIONLOG_APPROVAL_TIMEOUT_MS }
         : {}),
+      ...(e.SESSIONLOG_BUDGET_WAIT_MS !== undefined ? { budgetWaitMs: e.SESSIONLOG_BUDGET_WAIT_MS } : {}),
+      ...(e.SESSIONLOG_RATE_LIMIT_PAUSE_MS !== undefined ? { rateLimitPauseMs: e.SESSIONLOG_RATE_LIMIT_PAUSE_MS } : {}),
       ...(e.SESSIONLOG_MODEL_HEARTBEAT_MS !== undefined ? { modelHeartbeatMs: e.SESSIONLOG_MODEL_HEARTBEAT_MS } : {}),
       ...(e.SESSIONLOG_MODEL_MAX_ATTEMPTS !== undefined ? { modelMaxAttempts: e.SESSIONLOG_MODEL_MAX_ATTEMPTS } : {}),
     },

@@ -8,6 +8,7 @@
  *
  * Events of types this build does not know are skipped.
  */
+import type { BudgetBreach } from './budget.js';
 import { isKnownEvent, type StoredEvent, type TurnEndReason } from './events.js';
 import type { ContentBlock, TokenUsage } from './messages.js';
 
@@ -31,7 +32,10 @@ function cutForView(text: string): string {
 export type TurnOutcomeKind = TurnEndReason['kind'];
 
 /** Where the session stands, read from its log alone. */
-export type SessionPhaseFromLog = 'idle' | 'running' | 'waiting-for-approval';
+export type SessionPhaseFromLog = 'idle' | 'running' | 'waiting-for-approval' | 'paused';
+
+/** A spend cap the open turn reached (`budget/breach`, the log's last event): the turn waits for a raise. */
+export type BudgetPauseView = BudgetBreach & { seq: number; before: 'model' | 'tools' };
 
 export type ActivityView = {
   /** Number of events in the log (= the next seq). */
@@ -46,6 +50,8 @@ export type ActivityView = {
   /** Prompt tokens of the newest request that reported usage, or null. */
   lastRequestTokens: number | null;
   pendingApprovals: ApprovalRequestView[];
+  /** Set when the phase is `paused`: the breach the open turn waits on. */
+  pausedOn: BudgetPauseView | null;
 };
 
 export type UserMessageView = { seq: number; id: string; step: number; text: string; source: string };
@@ -502,14 +508,21 @@ export function foldTurns(events: readonly StoredEvent[], lastTurns?: number): T
   const pendingApprovals = [...approvalRequests.values()].filter((r) => !decided.has(r.callId));
   const open = current !== undefined;
   const last = events.at(-1);
+  // Nothing is logged while a turn waits on its budget: a breach that is the log's last word holds it.
+  let pausedOn: BudgetPauseView | null = null;
+  if (open && last && isKnownEvent(last) && last.type === 'budget/breach') {
+    const { turn: _turn, step: _step, ...breach } = last.data;
+    pausedOn = { ...breach, seq: last.seq };
+  }
   const activity: ActivityView = {
     events: events.length,
     turns: turns.length,
     lastActivity: last ? last.time : null,
-    phase: pendingApprovals.length > 0 ? 'waiting-for-approval' : open ? 'running' : 'idle',
+    phase: pendingApprovals.length > 0 ? 'waiting-for-approval' : pausedOn ? 'paused' : open ? 'running' : 'idle',
     openTurn: current?.turn ?? null,
     lastRequestTokens,
     pendingApprovals,
+    pausedOn,
   };
   const shown = lastTurns === undefined ? turns : lastTurns === 0 ? [] : turns.slice(-lastTurns);
   return { activity, turns: shown, requests, contextActions };

@@ -232,6 +232,44 @@ describe('langgraph-sdk Client against /langgraph', () => {
     expect(after.messages.at(-2)!.content).toContain('not today');
   });
 
+  it('a spend cap the turn reaches is an interrupt; resuming with a new budget finishes the run', async () => {
+    stack.fake.setMatcher(({ body, lastUserText }) => {
+      const last = body.messages.at(-1)!;
+      if (last.role === 'tool') return { text: `The answer is ${String(last.content)}.` };
+      if (lastUserText === 'compute please')
+        return { toolCalls: [{ name: 'calculator', arguments: { expression: '6*7' } }] };
+      return undefined;
+    });
+    const thread = await client.threads.create();
+    await stack.client.setBudget(thread.thread_id, { turn: { modelCalls: 1 } });
+    const interrupted = (await client.runs.wait(thread.thread_id, 'agent', {
+      input: human('compute please'),
+    })) as Values;
+    const interrupt = interrupted.__interrupt__![0] as { id: string; value: Record<string, unknown> };
+    expect(interrupt.value).toMatchObject({ type: 'budget', cap: 'modelCalls', scope: 'turn', used: 1, limit: 1 });
+    expect(interrupt.id).toMatch(/^budget-\d+$/);
+    const waiting = await client.threads.get(thread.thread_id);
+    expect(waiting.status).toBe('interrupted');
+    expect(Object.keys(waiting.interrupts)).toEqual([interrupt.id]);
+    // A resume that is not a budget is refused, naming what to send.
+    await expect(
+      client.runs.wait(thread.thread_id, 'agent', { command: { resume: { decisions: [{ type: 'approve' }] } } }),
+    ).rejects.toThrow(/422/);
+    await expect(
+      client.runs.wait(thread.thread_id, 'agent', { command: { resume: { budget: { turn: { calls: 3 } } } } }),
+    ).rejects.toThrow(/422.*unknown limit budget.turn.calls/);
+    const after = (await client.runs.wait(thread.thread_id, 'agent', {
+      command: { resume: { budget: { turn: { modelCalls: 3 } } } },
+    })) as Values;
+    expect(after.__interrupt__).toBeUndefined();
+    expect(typesOf(after)).toEqual(['human', 'ai', 'tool', 'ai']);
+    expect(after.messages.at(-1)!.content).toBe('The answer is 42.');
+    const budget = (await events(thread.thread_id)).filter((e) => e.type === 'session/budget').at(-1);
+    expect((budget?.data as { by: string }).by).toMatch(/^langgraph:run:/);
+    expect((await client.runs.list(thread.thread_id)).map((r) => r.status)).toEqual(['success', 'interrupted']);
+    expect((await client.threads.get(thread.thread_id)).status).toBe('idle');
+  });
+
   it('rejoins a run mid-reply with Last-Event-ID: what was missed comes coalesced, then the live tail', async () => {
     const words = Array.from({ length: 300 }, (_, i) => `w${i}`).join(' ');
     stack.fake.setMatcher(({ lastUserText }) => (lastUserText === 'long please' ? { text: words } : undefined));

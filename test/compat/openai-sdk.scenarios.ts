@@ -355,6 +355,35 @@ export function describeOpenAISdk(label: string, OpenAI: OpenAIClass, helpers: Z
       expect(await turnCount(compat, conversation.id)).toBe(2);
     });
 
+    it('ends a response incomplete (budget_exceeded) when its turn pauses on a spend cap; raising it finishes the turn', async () => {
+      const conversation = await client.conversations.create();
+      await compat.stack.client.setBudget(conversation.id, { turn: { modelCalls: 0 } });
+      const paused = await client.responses.create({
+        model: DEFAULT_MODEL,
+        conversation: conversation.id,
+        input: 'Hi?',
+      });
+      expect(paused.status).toBe('incomplete');
+      expect(paused.incomplete_details).toEqual({ reason: 'budget_exceeded' });
+      expect(paused.output_text).toBe('');
+      expect((await client.responses.retrieve(paused.id)).status).toBe('incomplete');
+      expect((await compat.stack.client.status(conversation.id)).phase).toBe('paused');
+      // The same from a stream: its terminal event.
+      await compat.stack.client.setBudget(conversation.id, null);
+      await waitForTurnEnd(compat, conversation.id);
+      expect((await historyLines(compat, conversation.id)).at(-1)).toBe('assistant: echo: Hi?');
+      await compat.stack.client.setBudget(conversation.id, { total: { modelCalls: 1 } });
+      const types: string[] = [];
+      for await (const event of await client.responses.create({
+        conversation: conversation.id,
+        input: 'Again?',
+        stream: true,
+      }))
+        types.push(event.type);
+      expect(types.at(-1)).toBe('response.incomplete');
+      await compat.stack.client.cancel(conversation.id);
+    });
+
     it('continues with previous_response_id, which the response echoes', async () => {
       const first = await client.responses.create({ model: DEFAULT_MODEL, input: 'My name is Ada.' });
       const second = await client.responses.create({

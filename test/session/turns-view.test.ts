@@ -188,6 +188,7 @@ describe('foldTurns on a written log', () => {
       openTurn: null,
       lastRequestTokens: 300,
       pendingApprovals: [],
+      pausedOn: null,
     });
   });
 

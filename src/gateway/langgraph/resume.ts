@@ -8,13 +8,17 @@
  * - an object keyed by interrupt id, each value one of these forms for that interrupt;
  * - one answer for every waiting call: `true`/`false`, `'approve'`/`'reject'`/`'deny'`, a
  *   decision object, `{approved: boolean, reason?}`, or (for calls the caller runs) the output text.
+ * A spend cap the turn reached (a budget interrupt) is answered with `{budget: {...}}`: the new
+ * caps (session/budget.ts), or `null` for none.
  */
+import { budgetProblem, type Budget } from '../../session/index.js';
 import { unsupported } from './errors.js';
-import type { RunInterrupt } from './run-fold.js';
+import { isBudgetInterrupt, type RunInterrupt } from './run-fold.js';
 
 export type ResumeAnswer =
   | { kind: 'approval'; callId: string; decision: 'approve' | 'deny'; reason?: string; arguments?: string }
-  | { kind: 'result'; callId: string; output: string };
+  | { kind: 'result'; callId: string; output: string }
+  | { kind: 'budget'; budget: Budget | null };
 
 type Request = { id: string; name: string; allowed: string[] };
 
@@ -88,7 +92,19 @@ function decisionFor(value: unknown, request: Request, field: string): ResumeAns
   throw unsupported(field, `not an answer to ${request.name}: allowed decisions are ${request.allowed.join(', ')}`);
 }
 
+/** A budget interrupt is answered with `{budget: {...}}` (new caps) or `{budget: null}` (none). */
+function budgetAnswer(value: unknown, field: string): ResumeAnswer {
+  if (typeof value !== 'object' || value === null || !('budget' in value))
+    throw unsupported(field, 'a spend cap was reached: resume with {"budget": {...}} (new caps) or {"budget": null}');
+  const budget = (value as { budget: unknown }).budget;
+  if (budget === null) return { kind: 'budget', budget: null };
+  const problem = budgetProblem(budget);
+  if (problem) throw unsupported(`${field}.budget`, problem);
+  return { kind: 'budget', budget: budget as Budget };
+}
+
 function answersForInterrupt(value: unknown, interrupt: RunInterrupt, field: string): ResumeAnswer[] {
+  if (isBudgetInterrupt(interrupt)) return [budgetAnswer(value, field)];
   const requests: Request[] = interrupt.value.action_requests.map((r, i) => ({
     id: r.id,
     name: r.name,

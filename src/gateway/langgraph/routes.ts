@@ -467,7 +467,8 @@ async function startRun(
     const turn = TurnFold.of(events).openTurn ?? 0;
     const by = `${RESUME_BY}${runId}`;
     for (const answer of answers) {
-      if (answer.kind === 'result') await ctx.client.submitToolResult(tid, answer.callId, answer.output, { by });
+      if (answer.kind === 'budget') await ctx.client.setBudget(tid, answer.budget, { by });
+      else if (answer.kind === 'result') await ctx.client.submitToolResult(tid, answer.callId, answer.output, { by });
       else
         await ctx.client.approve(tid, answer.callId, {
           decision: answer.decision,

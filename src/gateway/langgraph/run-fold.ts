@@ -16,7 +16,13 @@
  * Each frame's SSE id is `<seq>-<n>` (the log event it came from and its place among that
  * event's frames), so a rejoin with `Last-Event-ID` resumes exactly.
  */
-import { SurfaceFold, isKnownEvent, type StoredEvent, type TurnEndReason } from '../../session/index.js';
+import {
+  SurfaceFold,
+  isKnownEvent,
+  type SessionEvent,
+  type StoredEvent,
+  type TurnEndReason,
+} from '../../session/index.js';
 import { itemTag } from '../openai/ids.js';
 import { OutputAssembler, type UnsequencedEvent } from '../openai/output-items.js';
 import type { AnswerFold } from '../openai/stream.js';
@@ -33,7 +39,7 @@ export type StreamMode = (typeof STREAM_MODES)[number];
 export type RunAnchor = { kind: 'message'; messageId: string } | { kind: 'resume'; turn: number; fromSeq: number };
 
 /** An interrupt as LangGraph reports it: the calls of one batch, in LangChain's human-in-the-loop request shape. */
-export type RunInterrupt = {
+export type ApprovalInterrupt = {
   id: string;
   value: {
     action_requests: Array<{ id: string; name: string; args: unknown; description: string }>;
@@ -41,10 +47,47 @@ export type RunInterrupt = {
   };
 };
 
+/** A spend cap the turn reached (`budget/breach`): resumed with `{budget: {...}}` (new caps, or null for none). */
+export type BudgetInterrupt = {
+  id: string;
+  value: {
+    type: 'budget';
+    cap: string;
+    scope: 'turn' | 'total';
+    used: number;
+    limit: number;
+    tool?: string;
+    description: string;
+  };
+};
+
+export type RunInterrupt = ApprovalInterrupt | BudgetInterrupt;
+
+export function isBudgetInterrupt(interrupt: RunInterrupt): interrupt is BudgetInterrupt {
+  return 'type' in interrupt.value && interrupt.value.type === 'budget';
+}
+
+/** The interrupt a budget breach makes (its id names the breach's seq). */
+export function budgetInterruptOf(event: SessionEvent<'budget/breach'>): BudgetInterrupt {
+  const { cap, scope, used, limit, tool } = event.data;
+  return {
+    id: `budget-${event.seq}`,
+    value: {
+      type: 'budget',
+      cap,
+      scope,
+      used,
+      limit,
+      ...(tool !== undefined ? { tool } : {}),
+      description: `The ${scope} ${cap} cap of ${limit} was reached (${used} used${tool !== undefined ? ` by repeated ${tool} calls` : ''}): resume with {"budget": {...}} to raise it, or cancel the run`,
+    },
+  };
+}
+
 /** The interrupt a batch of approval requests makes. */
 export function interruptOf(
   requests: ReadonlyArray<{ callId: string; tool: string; arguments: string; kind: 'approval' | 'external' }>,
-): RunInterrupt {
+): ApprovalInterrupt {
   return {
     id: requests[0]!.callId,
     value: {
@@ -233,6 +276,18 @@ export class RunFold implements AnswerFold<RunFrame> {
         if (ours(event.data.turn)) {
           this.chunks(assembled, event.data.step, out);
           this.values(out);
+        }
+        break;
+      case 'budget/breach':
+        // The turn pauses on its spend cap: the run ends as an interrupt that a resume with a new budget answers.
+        if (ours(event.data.turn)) {
+          const interrupt = budgetInterruptOf(event);
+          this.values(out);
+          this.progress = 'done';
+          this.outcome = { status: 'interrupted', interrupt };
+          if (this.modes.has('updates')) out.push({ event: 'updates', data: { __interrupt__: [interrupt] } });
+          if (this.modes.has('values'))
+            out.push({ event: 'values', data: { messages: this.messages(), __interrupt__: [interrupt] } });
         }
         break;
       case 'turn/end':

@@ -4,8 +4,8 @@
  * statuses, the interrupts waiting for an answer, the thread's status and metadata, and its
  * checkpoints (the log's length at the end of each turn, and now).
  */
-import { isKnownEvent, type SessionHeader, type StoredEvent } from '../../session/index.js';
-import { interruptOf, runEndOf, type RunInterrupt } from './run-fold.js';
+import { isKnownEvent, type SessionEvent, type SessionHeader, type StoredEvent } from '../../session/index.js';
+import { budgetInterruptOf, interruptOf, runEndOf, type RunInterrupt } from './run-fold.js';
 import { threadMessages, type LangChainMessage } from './messages.js';
 
 export const ASSISTANT_ID = 'agent';
@@ -73,6 +73,16 @@ export function threadRuns(events: readonly StoredEvent[]): RunRecord[] {
         add(runId, 'resume', event.data.turn, event);
         break;
       }
+      case 'session/budget': {
+        // A resume that raised the budget of a paused turn starts a run there.
+        const by = event.data.by;
+        if (openTurn === undefined || by === undefined || !by.startsWith(RESUME_BY)) break;
+        const runId = by.slice(RESUME_BY.length);
+        if (runs.some((run) => run.runId === runId)) break;
+        add(runId, 'resume', openTurn, event);
+        break;
+      }
+      case 'budget/breach':
       case 'tool/approval-request':
         for (const run of active(event.data.turn)) {
           run.done = true;
@@ -103,14 +113,19 @@ export function pendingInterrupts(events: readonly StoredEvent[]): RunInterrupt[
     Array<{ callId: string; tool: string; arguments: string; kind: 'approval' | 'external' }>
   >();
   const answered = new Set<string>();
+  // A breach of the open turn waits until a budget is logged after it (a resume, PATCH) or the turn ends.
+  let breach: SessionEvent<'budget/breach'> | undefined;
   for (const event of events) {
     if (!isKnownEvent(event)) continue;
+    if (event.type === 'budget/breach' && event.data.turn === openTurn) breach = event;
+    else if (event.type === 'session/budget') breach = undefined;
     if (event.type === 'turn/start') {
       openTurn = event.data.turn;
       batches = new Map();
     } else if (event.type === 'turn/end') {
       openTurn = undefined;
       batches = new Map();
+      breach = undefined;
     } else if (event.type === 'tool/approval-request' && event.data.turn === openTurn) {
       const key = event.op ?? String(event.seq);
       batches.set(key, [...(batches.get(key) ?? []), event.data]);
@@ -121,6 +136,7 @@ export function pendingInterrupts(events: readonly StoredEvent[]): RunInterrupt[
     const open = requests.filter((r) => !answered.has(r.callId));
     if (open.length > 0) out.push(interruptOf(open));
   }
+  if (breach) out.push(budgetInterruptOf(breach));
   return out;
 }
 

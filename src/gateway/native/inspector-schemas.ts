@@ -170,11 +170,23 @@ export const turnsResponse = z.object({
     turns: z.number().int(),
     lastActivity: z.number().nullable(),
     phase: z
-      .enum(['idle', 'running', 'waiting-for-approval'])
-      .describe('from the log: a turn is open, or waits for a tool approval'),
+      .enum(['idle', 'running', 'waiting-for-approval', 'paused'])
+      .describe('from the log: a turn is open, waits for a tool approval, or waits for its budget to be raised'),
     openTurn: z.number().int().nullable(),
     lastRequestTokens: z.number().nullable(),
     pendingApprovals: z.array(approvalRequestSchema),
+    pausedOn: z
+      .looseObject({
+        seq: z.number().int(),
+        before: z.enum(['model', 'tools']),
+        cap: z.string(),
+        scope: z.enum(['turn', 'total']),
+        used: z.number(),
+        limit: z.number(),
+        tool: z.string().optional(),
+      })
+      .nullable()
+      .describe('phase paused: the spend cap the open turn reached (its budget/breach event)'),
   }),
   turns: z.array(turnSchema),
   requests: z

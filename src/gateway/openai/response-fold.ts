@@ -15,6 +15,7 @@
  * | completed | `completed` | `response.completed` |
  * | max-tokens | `incomplete` (`max_output_tokens`) | `response.incomplete` |
  * | max-steps | `incomplete` (`max_steps`, a sessionlog reason) | `response.incomplete` |
+ * | paused on a spend cap (`budget/breach`) | `incomplete` (`budget_exceeded`, a sessionlog reason) | `response.incomplete` |
  * | aborted (cancel) | `cancelled` | `response.incomplete` (the SDK has no cancelled event) |
  * | error | `failed` | `response.failed` |
  * | interrupted (crash repair) | `failed` | `response.failed` |
@@ -242,6 +243,22 @@ export class ResponseTracker {
       }
       case 'step/end':
         if (this.progress === 'running' && event.data.turn === this.turn) out.push(...this.assembler.push(event));
+        break;
+      case 'budget/breach':
+        // The turn pauses on its spend cap: the response ends here, incomplete. If the cap is
+        // raised, the rest of the turn is in the conversation's items and the next response's input.
+        if (this.progress === 'running' && event.data.turn === this.turn) {
+          this.outcome = {
+            status: 'incomplete',
+            error: null,
+            // Not a reason the SDK lists, as `max_steps`.
+            incomplete: { reason: 'budget_exceeded' } as unknown as Response.IncompleteDetails,
+            terminal: 'response.incomplete',
+          };
+          this.completedAt = Math.floor(event.time / 1000);
+          this.progress = 'done';
+          out.push({ type: 'response.incomplete', response: this.snapshot() } as UnsequencedEvent);
+        }
         break;
       case 'turn/end':
         if (this.progress === 'running' && event.data.turn === this.turn) {

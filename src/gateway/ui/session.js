@@ -269,7 +269,7 @@ function SessionHeader({ data, stream, events }) {
   const phase = phaseOf(view.activity, status);
   return html` <header class="session-head">
     <h1>${session.id}</h1>
-    <span class=${`phase phase-${phase.replace(/ /g, '-')}`} data-testid="phase">${phase}</span>
+    <span class=${`phase phase-${phase.replace(/[ :]+/g, '-')}`} data-testid="phase">${phase}</span>
     <span class=${`stream stream-${stream.state}`} data-testid="stream-state" title=${stream.detail ?? ''}
       >${stream.state === 'live' ? '● live' : stream.state}</span
     >
@@ -278,6 +278,20 @@ function SessionHeader({ data, stream, events }) {
         <dt>created</dt>
         <dd>${formatTime(session.createdAt)}</dd>
       </div>
+      ${
+        view.activity.pausedOn
+          ? html`<div data-testid="budget-breach">
+              <dt>cap reached</dt>
+              <dd>
+                ${view.activity.pausedOn.scope} ${view.activity.pausedOn.cap}:
+                ${formatNumber(view.activity.pausedOn.used)} of
+                ${formatNumber(view.activity.pausedOn.limit)}${
+                  view.activity.pausedOn.tool ? ` (${view.activity.pausedOn.tool} repeated)` : ''
+                }
+              </dd>
+            </div>`
+          : null
+      }
       ${
         session.agent?.model
           ? html`<div>

@@ -17,9 +17,12 @@ async function eachLimited(items, task) {
   await Promise.all(Array.from({ length: Math.min(CONCURRENCY, items.length) }, worker));
 }
 
-/** idle / running / waiting for approval, from the log's activity and the workflow's status. */
+/** idle / running / waiting for approval / paused, from the log's activity and the workflow's status. */
 export function phaseOf(activity, status) {
   if (activity?.phase === 'waiting-for-approval') return 'waiting for approval';
+  if (status?.phase === 'paused')
+    return status.paused?.reason === 'rate_limit' ? 'paused: rate limit' : 'paused: budget';
+  if (activity?.phase === 'paused') return 'paused: budget';
   if (activity?.phase === 'running') return 'running';
   if (status && ['turn', 'model', 'tools', 'compacting'].includes(status.phase)) return 'running';
   return 'idle';
