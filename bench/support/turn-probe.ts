@@ -153,6 +153,7 @@ export class TurnProbe {
       inbox: store.inbox,
       sessionKeys: store.sessionKeys,
       transcripts: store.transcripts,
+      pacing: store.pacing,
       close: () => store.close(),
     };
   }

@@ -13,6 +13,8 @@
  * <root>/<sessionId>/transcripts/<k>.json   a transcript index entry {scope, digest, seq} naming the session
  * <root>/.transcripts/<k[0:2]>/<k>.json     {sessionId}: the session whose entry answers (scope, digest)
  * <root>/.tombstones/<sessionId>.json       {erasedAt, until} of an erased session
+ * <root>/.pacing/<sha256(key)>.json         a provider pacing bucket's state (pacing.ts)
+ * <root>/.pacing/<sha256(key)>.lock         held while a reservation reads and replaces it
  * ```
  *
  * Inbox entries and the key may be written before the session exists (its directory then holds
@@ -112,6 +114,7 @@ import { alreadyErasedReceipt, appendResultOf, loadedSession, planAppend, planRe
 import { LiveTail } from './watch.js';
 import { SessionCopies } from './copies.js';
 import { acquireFileLock, type FileLock } from './file-lock.js';
+import { pacingStore, parsePaceState, type PaceRowUpdate, type PaceState, type PacingStore } from './pacing.js';
 import {
   parseProjectionCacheRecord,
   serializeProjectionCacheRecord,
@@ -171,6 +174,7 @@ const CACHE_FILE = 'projection-cache.json';
 const INBOX_DIR = 'inbox';
 const KEY_FILE = 'session.key';
 const TRANSCRIPTS_DIR = 'transcripts';
+const PACING_DIR = '.pacing';
 const TRANSCRIPT_INDEX_DIR = '.transcripts';
 /** An entry's file name in the session's `transcripts` directory: `<k>.json`. */
 const TRANSCRIPT_FILE_PATTERN = /^[0-9a-f]{64}\.json$/;
@@ -398,6 +402,7 @@ export class JsonlSessionStore implements SessionStore {
   readonly inbox: InboxStore;
   readonly sessionKeys: SessionKeyStore;
   readonly transcripts: TranscriptIndex;
+  readonly pacing: PacingStore;
   private readonly copies: SessionCopies<SessionFile>;
   private readonly tail: LiveTail;
   private closed = false;
@@ -419,6 +424,30 @@ export class JsonlSessionStore implements SessionStore {
     this.inbox = new JsonlInbox(this);
     this.sessionKeys = new JsonlSessionKeys(this);
     this.transcripts = new JsonlTranscripts(this);
+    this.pacing = pacingStore((key, change) => this.updatePace(key, change));
+  }
+
+  /** A pacing bucket's read-modify-write under its own lock file (a replaced file: whole or not at all). */
+  private async updatePace(key: string, change: PaceRowUpdate): Promise<PaceState | undefined> {
+    this.assertOpen();
+    const dir = join(this.root, PACING_DIR);
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const stem = createHash('sha256').update(key, 'utf8').digest('hex');
+    const path = join(dir, `${stem}.json`);
+    const lock = await acquireFileLock(join(dir, `${stem}.lock`), {
+      timeoutMs: this.options.lockTimeoutMs,
+      staleMs: this.options.lockStaleMs,
+    });
+    try {
+      const text = await readIfExists(path);
+      const previous = text === undefined ? undefined : parsePaceState(text, path);
+      const next = change(previous);
+      if (next === undefined) return previous;
+      await replaceFile(path, dir, JSON.stringify(next));
+      return next;
+    } finally {
+      await lock.release();
+    }
   }
 
   sessionDir(id: string): string {

@@ -11,6 +11,7 @@ import {
   type SessionView,
   type StoredEvent,
 } from '../session/index.js';
+import type { PacingStore } from './pacing.js';
 import type { ArtifactStore } from './artifacts.js';
 import type { ProjectionCacheStore } from './projection-cache.js';
 import type { SearchHit, SearchOptions } from './search.js';
@@ -224,6 +225,8 @@ export interface SessionStore {
   readonly sessionKeys: SessionKeyStore;
   /** Which session a stateless caller's resent transcript continues. */
   readonly transcripts: TranscriptIndex;
+  /** Provider pacing buckets shared by every worker of the store (pacing.ts). */
+  readonly pacing: PacingStore;
   close(): Promise<void>;
 }
 

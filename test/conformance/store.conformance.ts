@@ -1516,6 +1516,61 @@ export function runStoreConformance(fixture: BackendFixture): void {
       });
     });
 
+    describe('pacing buckets', () => {
+      const limits = { requestsPerMinute: 600, tokensPerMinute: 60_000, burstMs: 1_000 };
+      const one = (tokens = 100) => ({ requests: 1, tokens });
+
+      it('grants a burst at once, then spaces reservations at the rate, shared by every instance and kept across a reopen', async () => {
+        const other = await reopen();
+        const grants = [];
+        // 600/min = one per 100 ms; a burst of 1 s holds 10.
+        for (let i = 0; i < 14; i++)
+          grants.push(await (i % 2 ? other : store).pacing.reserve('p', limits, one(), T0, 60_000));
+        expect(grants.every((g) => g.taken)).toBe(true);
+        expect(grants.slice(0, 10).map((g) => g.startAt)).toEqual(Array(10).fill(T0));
+        expect(grants.slice(10).map((g) => g.startAt - T0)).toEqual([100, 200, 300, 400]);
+        await store.close();
+        const again = await reopen();
+        expect(await again.pacing.state('p')).toEqual({ requestsAt: T0 + 1_400, tokensAt: T0 + 1_400 });
+        expect((await again.pacing.reserve('p', limits, one(), T0, 60_000)).startAt - T0).toBe(500);
+        // Another key is another bucket.
+        expect((await again.pacing.reserve('q', limits, one(), T0, 60_000)).startAt).toBe(T0);
+      });
+
+      it('does not take a slot further away than the caller waits; tokens pace too and are corrected after the call', async () => {
+        for (let i = 0; i < 10; i++) await store.pacing.reserve('p', limits, one(), T0, 0);
+        const refused = await store.pacing.reserve('p', limits, one(), T0, 50);
+        expect(refused).toEqual({ startAt: T0 + 100, taken: false });
+        expect((await store.pacing.state('p'))!.requestsAt).toBe(T0 + 1_000);
+        // 60,000 tokens/min with a 1 s burst: 1,000 tokens at once, then one per ms.
+        const big = await store.pacing.reserve('t', limits, one(3_000), T0, 60_000);
+        expect(big.startAt - T0).toBe(2_000);
+        await store.pacing.adjust('t', limits, -1_000, T0);
+        expect((await store.pacing.state('t'))!.tokensAt).toBe(T0 + 2_000);
+        expect(await store.pacing.state('never')).toBeUndefined();
+      });
+
+      it('serialises concurrent reservations across instances: no two share a slot', async () => {
+        const others = [store, await reopen(), await reopen()];
+        const slow = { requestsPerMinute: 60, burstMs: 1_000 };
+        const grants = await Promise.all(
+          Array.from({ length: 30 }, (_, i) => others[i % 3]!.pacing.reserve('c', slow, one(0), T0, 3_600_000)),
+        );
+        const starts = grants.map((g) => g.startAt - T0).sort((a, b) => a - b);
+        expect(starts).toEqual(Array.from({ length: 30 }, (_, i) => i * 1_000));
+      });
+
+      it('refuses bad keys and limits', async () => {
+        expect(await failureCode(() => store.pacing.reserve('', limits, one(), T0, 0))).toBe('INVALID_ARGUMENT');
+        expect(await failureCode(() => store.pacing.reserve('k', { requestsPerMinute: -1 }, one(), T0, 0))).toBe(
+          'INVALID_ARGUMENT',
+        );
+        expect(await failureCode(() => store.pacing.reserve('k', { perHour: 5 } as never, one(), T0, 0))).toBe(
+          'INVALID_ARGUMENT',
+        );
+      });
+    });
+
     describe('transcript index', () => {
       /** A transcript digest as the gateway makes one: hex SHA-256 of some text. */
       const digestOf = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');

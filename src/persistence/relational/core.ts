@@ -76,6 +76,7 @@ import type {
   WatchOptions,
 } from '../store.js';
 import { assertTranscriptKey, storedTranscriptEntry, transcriptPutEntry } from '../transcripts.js';
+import { pacingStore, parsePaceState, type PacingStore } from '../pacing.js';
 import { LiveTail } from '../watch.js';
 import {
   step,
@@ -110,6 +111,7 @@ export abstract class RelationalSessionStore implements SessionStore {
   readonly inbox: InboxStore;
   readonly sessionKeys: SessionKeyStore;
   readonly transcripts: TranscriptIndex;
+  readonly pacing: PacingStore;
   private readonly copies: SessionCopies<CachedSession>;
   private readonly tail: LiveTail;
   private closed = false;
@@ -132,6 +134,18 @@ export abstract class RelationalSessionStore implements SessionStore {
     this.inbox = new RelationalInbox(use, driver);
     this.sessionKeys = new RelationalSessionKeys(use, driver);
     this.transcripts = new RelationalTranscripts(use, driver);
+    this.pacing = pacingStore((key, change) =>
+      use(() =>
+        driver.run('write', function* (tx) {
+          const stored = yield* step(tx.lockPaceRow(key));
+          const previous = stored === undefined ? undefined : parsePaceState(stored, `pacing of ${driver.location}`);
+          const next = change(previous);
+          if (next === undefined) return previous;
+          yield* step(tx.putPaceRow(key, JSON.stringify(next), Date.now()));
+          return next;
+        }),
+      ),
+    );
   }
 
   /** Identifies the database (no credentials), in messages and for in-process watch wake-ups. */

@@ -152,6 +152,12 @@ export interface RelationalTx {
   upsertTranscriptEntry(scope: string, digest: string, entry: TranscriptEntry): Awaitable<boolean>;
   /** The entry under (scope, digest) with its session's id, as stored (checked by the core); none when its session is gone. */
   transcriptEntry(scope: string, digest: string): Awaitable<{ sessionId: unknown; seq: unknown } | undefined>;
+  /**
+   * The pacing bucket's stored state (JSON text; undefined when the key was never used), held
+   * against every other writer of the key until the transaction ends (pacing.ts).
+   */
+  lockPaceRow(key: string): Awaitable<string | undefined>;
+  putPaceRow(key: string, state: string, now: number): Awaitable<void>;
 }
 
 /**

@@ -8,7 +8,7 @@
  * newer is refused; versions 1 to 4 are upgraded in place when a store opens, in the schema
  * transaction: version 2 adds the `tombstones` table, version 3 the `search` column, filled from
  * every stored event, and its indexes, version 4 the `inbox` and `session_keys` tables, version 5
- * the `transcripts` table):
+ * the `transcripts` table, version 6 the `pacing` table):
  *
  * - `schema_version(version)`: one row.
  * - `sessions(key bigserial, id text unique, header text)`: the header JSON text.
@@ -41,6 +41,9 @@
  *   equalled it at `seq`. `session_key` references the session, so an entry cannot outlive it;
  *   putting a pair again replaces its row (one upsert, which waits for an erasure of the session
  *   under way and then finds it gone).
+ * - `pacing(key, state, updated_at)` (version 6): one provider pacing bucket per key (pacing.ts),
+ *   its state as JSON text (NULL for a row made only to be locked); a reservation inserts the row
+ *   if missing, then takes it `FOR UPDATE`, so every worker of a fleet reserves in turn.
  *
  * Inbox and key writes and an erasure of the same id are serialized by a transaction-level
  * advisory lock on the schema and the id, whether or not the session exists.
@@ -79,7 +82,7 @@ import type * as driver from './driver.js';
 import { encodeEvent, storedHead, type BatchRow, type EventRow } from './rows.js';
 
 /** The `schema_version` this build writes and reads. */
-export const POSTGRES_SCHEMA_VERSION = 5;
+export const POSTGRES_SCHEMA_VERSION = 6;
 
 /** The schema used when the URL has no `?schema=` parameter. */
 export const POSTGRES_DEFAULT_SCHEMA = 'sessionlog';
@@ -121,6 +124,15 @@ CREATE TABLE ${s}.session_keys (
   created_at bigint NOT NULL
 );
 `;
+}
+
+function pacingDdl(s: string): string {
+  return `
+CREATE TABLE ${s}.pacing (
+  key text PRIMARY KEY,
+  state text,
+  updated_at bigint NOT NULL
+);`;
 }
 
 function transcriptsDdl(s: string): string {
@@ -196,6 +208,7 @@ ${searchIndexDdl(s)}
 ${unindexedIndexDdl(s)}
 ${inboxDdl(s)}
 ${transcriptsDdl(s)}
+${pacingDdl(s)}
 `;
 }
 
@@ -208,6 +221,9 @@ function statements(s: string) {
         (SELECT max(b.last_seq) FROM ${s}.batches b WHERE b.session_key = s.key) AS last_batch
       FROM ${s}.sessions s WHERE s.id = $1`,
     sessionById: `SELECT key, header FROM ${s}.sessions WHERE id = $1`,
+    insertPaceRow: `INSERT INTO ${s}.pacing (key, state, updated_at) VALUES ($1, NULL, 0) ON CONFLICT (key) DO NOTHING`,
+    lockPaceRow: `SELECT state FROM ${s}.pacing WHERE key = $1 FOR UPDATE`,
+    putPaceRow: `UPDATE ${s}.pacing SET state = $2, updated_at = $3 WHERE key = $1`,
     insertSession: `INSERT INTO ${s}.sessions (id, header) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING RETURNING key`,
     listSessions: `SELECT id, header FROM ${s}.sessions ORDER BY id COLLATE "C"`,
     lockSession: `SELECT key FROM ${s}.sessions WHERE id = $1 FOR NO KEY UPDATE`,
@@ -531,6 +547,7 @@ class PostgresDriver implements driver.RelationalDriver {
       }
       if (version < 4) await client.query(inboxDdl(s));
       if (version < 5) await client.query(transcriptsDdl(s));
+      if (version < 6) await client.query(pacingDdl(s));
       if (version < POSTGRES_SCHEMA_VERSION)
         await client.query(`UPDATE ${s}.schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION]);
     });
@@ -820,6 +837,16 @@ class PostgresStatements implements driver.RelationalTx {
       if ((error as { code?: unknown } | null)?.code === FOREIGN_KEY_VIOLATION) return false;
       throw error;
     }
+  }
+
+  async lockPaceRow(key: string): Promise<string | undefined> {
+    await this.db.query(this.sql.insertPaceRow, [key]);
+    const row = (await this.db.query<{ state: string | null }>(this.sql.lockPaceRow, [key])).rows[0];
+    return row?.state ?? undefined;
+  }
+
+  async putPaceRow(key: string, state: string, now: number): Promise<void> {
+    await this.db.query(this.sql.putPaceRow, [key, state, now]);
   }
 
   async transcriptEntry(scope: string, digest: string): Promise<{ sessionId: unknown; seq: unknown } | undefined> {

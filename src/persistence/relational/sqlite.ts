@@ -45,6 +45,8 @@
  *   `TranscriptIndex`), a caller scope and the hex SHA-256 of a transcript prefix naming the
  *   session row whose surface equalled it at `seq`. `session_key` references the session, so
  *   an entry cannot outlive it; putting a pair again replaces its row (one upsert).
+ * - `pacing(key, state, updated_at)` (version 8), `WITHOUT ROWID`: one provider pacing bucket
+ *   per key (pacing.ts), its state as JSON text, read and written in one write transaction.
  *
  * A new file is made with 8 KiB pages ({@link SQLITE_PAGE_SIZE}), so a ~2 KB event row stays on
  * its page; files made with other page sizes are read and written as they are.
@@ -86,7 +88,7 @@ import { encodeEvent, storedHead, type BatchRow, type EventRow } from './rows.js
 /** `PRAGMA application_id` of a sessionlog database ("SLOG"). */
 export const SQLITE_APPLICATION_ID = 0x534c4f47;
 /** `PRAGMA user_version` this build writes and reads. */
-export const SQLITE_SCHEMA_VERSION = 7;
+export const SQLITE_SCHEMA_VERSION = 8;
 
 /** The page size of a new database file (an existing file keeps its own). */
 export const SQLITE_PAGE_SIZE = 8192;
@@ -182,6 +184,15 @@ CREATE TABLE transcripts (
 CREATE INDEX transcripts_by_session ON transcripts (session_key);
 `;
 
+/** Version 8: the provider pacing buckets (pacing.ts), one row per provider key. */
+const PACING_DDL = `
+CREATE TABLE pacing (
+  key TEXT PRIMARY KEY,
+  state TEXT NOT NULL,
+  updated_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+`;
+
 const TOMBSTONES_DDL = `
 CREATE TABLE tombstones (
   id TEXT PRIMARY KEY,
@@ -228,7 +239,8 @@ CREATE TABLE projection_cache (
 ${TOMBSTONES_DDL}
 ${SEARCH_DDL}
 ${INBOX_DDL}
-${TRANSCRIPTS_DDL}`;
+${TRANSCRIPTS_DDL}
+${PACING_DDL}`;
 
 function prepareFile(path: string): string {
   const absolute = resolve(path);
@@ -405,7 +417,8 @@ class SqliteDriver implements driver.RelationalDriver {
       // Version 2 adds the tombstones of erased sessions, version 3 the search index, version 4
       // makes it contentless (the words once, in the index) with the digests erase needs,
       // version 5 adds the inbox and the session keys, version 6 the transcript index, version 7
-      // keys the inbox without a rowid (one tree written per put or removal instead of two).
+      // keys the inbox without a rowid (one tree written per put or removal instead of two),
+      // version 8 adds the provider pacing buckets.
       if (version < 2) this.db.exec(TOMBSTONES_DDL);
       if (version < 4) {
         if (version === 3) this.db.exec(`DROP TABLE search`);
@@ -415,6 +428,7 @@ class SqliteDriver implements driver.RelationalDriver {
       if (version < 5) this.db.exec(INBOX_DDL);
       else if (version < 7) this.db.exec(INBOX_WITHOUT_ROWID_MIGRATION);
       if (version < 6) this.db.exec(TRANSCRIPTS_DDL);
+      if (version < 8) this.db.exec(PACING_DDL);
       if (version < SQLITE_SCHEMA_VERSION) this.db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
     });
     init.immediate();
@@ -714,6 +728,15 @@ class SqliteStatements implements driver.RelationalTx {
     return this.sql.upsertTranscript.run(scope, digest, entry.seq, entry.sessionId).changes === 1;
   }
 
+  lockPaceRow(key: string): string | undefined {
+    // BEGIN IMMEDIATE already holds the database's write lock.
+    return this.sql.paceRow.get(key)?.state;
+  }
+
+  putPaceRow(key: string, state: string, now: number): void {
+    this.sql.putPaceRow.run(key, state, now);
+  }
+
   transcriptEntry(scope: string, digest: string): { sessionId: unknown; seq: unknown } | undefined {
     const row = this.sql.transcript.get(scope, digest);
     return row && { sessionId: row.session_id, seq: row.seq };
@@ -860,6 +883,11 @@ function prepareStatements(db: Database.Database) {
       `SELECT s.id AS session_id, t.seq FROM transcripts t JOIN sessions s ON s.key = t.session_key WHERE t.scope = ? AND t.digest = ?`,
     ),
     deleteTranscripts: db.prepare<[number]>(`DELETE FROM transcripts WHERE session_key = ?`),
+    paceRow: db.prepare<[string], { state: string }>(`SELECT state FROM pacing WHERE key = ?`),
+    putPaceRow: db.prepare<[string, string, number]>(
+      `INSERT INTO pacing (key, state, updated_at) VALUES (?, ?, ?)
+       ON CONFLICT (key) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at`,
+    ),
     deleteSearchRows: db.prepare<[number, number]>(
       `DELETE FROM search_rows WHERE search_rowid >= (? << 32) AND search_rowid < ((? + 1) << 32)`,
     ),
