@@ -16,6 +16,8 @@ import { createTokenMeter, type MeterMeasurement, type SessionTokenMeter } from 
 import type { AgentConfig } from './engine/agent.js';
 import type { ToolResultShaper } from './engine/deps.js';
 import type { EngineTelemetry } from './engine/telemetry.js';
+import type { PacingConfig } from './engine/pacing.js';
+import type { PaceLimits } from './persistence/pacing.js';
 import { createTurnEngine } from './engine/engine.js';
 import { DEFAULT_MODEL_CATALOGUE, lookupModel, type ModelCatalogue } from './model/catalogue.js';
 import type { ModelPort } from './model/provider.js';
@@ -150,6 +152,12 @@ export type CreateWorkerOptions = {
   workerOptions?: Partial<WorkerOptions>;
   /** Metrics and traces of the turn engine (src/telemetry's `engine`); omit to run unobserved. */
   telemetry?: EngineTelemetry;
+  /**
+   * Pacing of model calls through the store's shared bucket (DESIGN §5.3): the limits to pace
+   * by (requests and tokens per minute), or none to pace by what the provider states in its
+   * rate-limit headers (the default; a provider that states none is not paced); `false`: off.
+   */
+  pacing?: { limits?: PaceLimits; key?: string } | false;
   /** Workflow interceptor modules bundled into the workflow code (tracing's); ignored when `workerOptions` brings its own bundle. */
   workflowInterceptorModules?: string[];
 };
@@ -194,6 +202,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     now: Date.now,
     onTurnEnded: (sessionId, headSeq) => checkpointProjections(store, checkpoints, sessionId, headSeq),
     ...(resolved.telemetry ? { telemetry: resolved.telemetry } : {}),
+    ...(resolved.pacing ? { pacing: resolved.pacing } : {}),
   });
   // Load the tokenizer now: its vocabulary takes seconds to load, and loading it inside the
   // first model step would block that worker's heartbeats.
@@ -248,6 +257,7 @@ export type ResolvedWorkerOptions = {
   checkpoints: CheckpointPolicy;
   workerOptions: Partial<WorkerOptions>;
   telemetry: EngineTelemetry | undefined;
+  pacing: PacingConfig | undefined;
   workflowInterceptorModules: readonly string[];
 };
 
@@ -273,6 +283,13 @@ export function resolveWorkerOptions(options: CreateWorkerOptions): ResolvedWork
     checkpoints: { ...WORKER_DEFAULTS.checkpoints, ...options.checkpoints },
     workerOptions: options.workerOptions ?? {},
     telemetry: options.telemetry,
+    pacing:
+      options.pacing === false
+        ? undefined
+        : {
+            key: options.pacing?.key ?? options.model.paceKey ?? options.model.provider,
+            ...(options.pacing?.limits ? { limits: options.pacing.limits } : {}),
+          },
     workflowInterceptorModules: options.workflowInterceptorModules ?? [],
   };
 }

@@ -2,6 +2,7 @@
  * What the turn engine runs on: the store, the model port, the tools, the agent defaults and
  * context management. Assembled once per worker (src/worker.ts) or per test.
  */
+import type { PacingConfig } from './pacing.js';
 import type { ContextDeps } from '../context/deps.js';
 import type { ModelPort } from '../model/provider.js';
 import type { SessionStore } from '../persistence/store.js';
@@ -44,4 +45,6 @@ export type EngineDeps = {
   onTurnEnded?(sessionId: string, headSeq: number): void;
   /** Metrics and traces (src/telemetry); omit to run unobserved. */
   telemetry?: EngineTelemetry;
+  /** Pace model calls under the provider's limits through the store's shared bucket (engine/pacing.ts); omit to not pace. */
+  pacing?: PacingConfig;
 };

@@ -31,6 +31,7 @@ import {
 import { requestHeaderFor } from './agent.js';
 import { requestAnswers } from './answers.js';
 import { overBudget } from './budget-check.js';
+import { paceCall, roughTokens, settlePace } from './pacing.js';
 import { readMessages } from './inbox.js';
 import { inlineMessage } from './oversized.js';
 import type { EngineDeps } from './deps.js';
@@ -106,7 +107,8 @@ export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: St
       });
       return { ...closed, pressure: pressureRef(relief) };
     }
-    const result = await streamReply(deps, writer, input, passKey, header, ctx);
+    const measured = relief?.measurement.totalTokens;
+    const result = await streamReply(deps, writer, input, passKey, header, ctx, measured);
     if (result.outcome === 'context-overflow' && deps.context && pass === key.pass) {
       // A window the refusal stated is logged (model/limit) and believed; without one, the window
       // is taken to be below the size the meter gave the refused request.
@@ -298,7 +300,11 @@ async function streamReply(
   key: StepKey,
   header: RequestHeader,
   ctx: StepContext,
+  measuredTokens: number | undefined,
 ): Promise<ModelStepResult> {
+  const messages = writer.session.deriveMessages();
+  const paced = await paceCall(deps, input, () => measuredTokens ?? roughTokens(messages), ctx);
+  if (paced && 'failure' in paced) return failStep(deps, writer, input, key, paced.failure, undefined, ctx.attempt);
   const chunkSeqs: number[] = [];
   let batches = 0;
   const alive = setInterval(() => ctx.heartbeat({ chunks: chunkSeqs.length }), deps.heartbeatMs);
@@ -316,7 +322,7 @@ async function streamReply(
       step: input.step,
       purpose: 'reply',
     }).stream({
-      messages: writer.session.deriveMessages(),
+      messages,
       header,
       signal: ctx.signal,
       async onChunks(chunks) {
@@ -343,6 +349,7 @@ async function streamReply(
     content: reply.content,
     source: { kind: 'model', provider: reply.provider, model: reply.model },
   };
+  if (paced) await settlePace(deps, paced, reply.usage);
   if (reply.aborted) return interrupted(deps, writer, input, key, message, chunkSeqs, ctx);
   const calls = reply.content.filter((b) => b.type === 'tool-call');
   const held = chunkEvents(reply.heldChunks ?? []);

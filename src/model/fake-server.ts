@@ -65,6 +65,13 @@ export type FakeModelConfig = {
   echoPrefix: string;
   /** When set, chat requests must carry `Authorization: Bearer <apiKey>` (else 401). */
   apiKey: string | null;
+  /**
+   * Enforce a provider's limits as a token bucket per dimension (capacity: `burstMs` worth of
+   * the rate, default 1 s; refilled continuously): a request over them gets a 429 with
+   * `retry-after`. Every chat response states the limits in `x-ratelimit-limit-requests` /
+   * `x-ratelimit-limit-tokens` (as OpenAI does) unless `stateLimits` is false. Null: no limits.
+   */
+  rateLimit: { requestsPerMinute: number; tokensPerMinute?: number; burstMs?: number; stateLimits?: boolean } | null;
 };
 
 export type FakeModelServerOptions = Partial<FakeModelConfig> & {
@@ -94,6 +101,7 @@ export const DEFAULT_FAKE_MODEL_CONFIG: FakeModelConfig = {
   model: 'fake',
   echoPrefix: 'echo: ',
   apiKey: null,
+  rateLimit: null,
 };
 
 const RECORDED_HEADERS = [
@@ -182,6 +190,14 @@ const configSchema = z
     model: z.string().min(1),
     echoPrefix: z.string(),
     apiKey: z.string().min(1).nullable(),
+    rateLimit: z
+      .strictObject({
+        requestsPerMinute: z.number().positive(),
+        tokensPerMinute: z.number().positive().optional(),
+        burstMs: z.number().positive().optional(),
+        stateLimits: z.boolean().optional(),
+      })
+      .nullable(),
   })
   .partial();
 
@@ -215,6 +231,10 @@ export class FakeModelServer {
   private previousPromptIds: number[] = [];
   private completionCounter = 0;
   private toolCallCounter = 0;
+  /** The rate-limit buckets: the time each would be full again (ms), and what was let in or refused. */
+  private limitState = { requestsAt: 0, tokensAt: 0 };
+  private admitted: number[] = [];
+  private refusedAt: number[] = [];
 
   private constructor(
     private readonly server: http.Server,
@@ -304,6 +324,52 @@ export class FakeModelServer {
     this.previousPromptIds = [];
     this.completionCounter = 0;
     this.toolCallCounter = 0;
+    this.limitState = { requestsAt: 0, tokensAt: 0 };
+    this.admitted = [];
+    this.refusedAt = [];
+  }
+
+  /** Under `rateLimit`: when each chat request was let in and when one was refused with a 429 (epoch ms). */
+  rateLimitCounts(): { admitted: number[]; refused: number; refusedAt: number[] } {
+    return { admitted: [...this.admitted], refused: this.refusedAt.length, refusedAt: [...this.refusedAt] };
+  }
+
+  /** Lets a request of `tokens` prompt tokens in under `rateLimit`, or refuses it with a 429 saying when to retry. */
+  private admit(tokens: number, res: http.ServerResponse): void {
+    const limit = this.config.rateLimit;
+    if (!limit) return;
+    if (limit.stateLimits !== false) {
+      res.setHeader('x-ratelimit-limit-requests', String(limit.requestsPerMinute));
+      if (limit.tokensPerMinute !== undefined) res.setHeader('x-ratelimit-limit-tokens', String(limit.tokensPerMinute));
+    }
+    const now = Date.now();
+    const burstMs = limit.burstMs ?? 1_000;
+    // Each dimension: full again at `at`; a request fits while `at + cost·interval - now <= burst`.
+    const over = (at: number, perMinute: number | undefined, units: number): number => {
+      if (perMinute === undefined) return 0;
+      const interval = 60_000 / perMinute;
+      return Math.max(0, Math.max(at, now) + units * interval - now - Math.max(burstMs, interval));
+    };
+    const waitMs = Math.max(
+      over(this.limitState.requestsAt, limit.requestsPerMinute, 1),
+      over(this.limitState.tokensAt, limit.tokensPerMinute, tokens),
+    );
+    if (waitMs > 0) {
+      this.refusedAt.push(now);
+      throw new HttpError(
+        429,
+        {
+          message: 'Rate limit reached for requests. Please retry after the time in the retry-after header.',
+          type: 'rate_limit_error',
+          code: 'rate_limit_exceeded',
+        },
+        { 'retry-after': String(Math.ceil(waitMs / 1000)), 'retry-after-ms': String(Math.ceil(waitMs)) },
+      );
+    }
+    this.limitState.requestsAt = Math.max(this.limitState.requestsAt, now) + 60_000 / limit.requestsPerMinute;
+    if (limit.tokensPerMinute !== undefined)
+      this.limitState.tokensAt = Math.max(this.limitState.tokensAt, now) + (tokens * 60_000) / limit.tokensPerMinute;
+    this.admitted.push(now);
   }
   /** Stops the server, cutting any open (e.g. hanging) connections. */
   async close(): Promise<void> {
@@ -427,6 +493,7 @@ export class FakeModelServer {
         code: 'context_length_exceeded',
       });
     }
+    this.admit(promptIds.length, res);
     const cacheHit = commonPrefixLength(this.previousPromptIds, promptIds);
     this.previousPromptIds = promptIds;
 
@@ -634,6 +701,7 @@ function pickConfig(options: FakeModelServerOptions): Partial<FakeModelConfig> {
   if (options.model !== undefined) picked.model = options.model;
   if (options.echoPrefix !== undefined) picked.echoPrefix = options.echoPrefix;
   if (options.apiKey !== undefined) picked.apiKey = options.apiKey;
+  if (options.rateLimit !== undefined) picked.rateLimit = options.rateLimit;
   return picked;
 }
 

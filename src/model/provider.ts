@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 /**
  * The model port (DESIGN §7): the one seam between the turn engine and a model, and its
  * implementation on the `openai` client against any OpenAI-compatible endpoint (DeepSeek by
@@ -55,6 +56,30 @@ export interface ModelPort {
   model(name: string): ResolvedModel;
   /** Streams one completion; rejects with a `ModelCallError` (see `classifyModelError`). */
   stream(request: ModelRequest): Promise<ModelReply>;
+  /**
+   * The requests- and tokens-per-minute limits the provider stated in its last response's
+   * rate-limit headers (`x-ratelimit-limit-requests`, `x-ratelimit-limit-tokens`), if it sends them.
+   */
+  statedLimits?(): { requestsPerMinute?: number; tokensPerMinute?: number } | undefined;
+  /** Names the provider account whose limits apply (the provider and a digest of its API key): the pacing bucket's key. */
+  readonly paceKey?: string;
+}
+
+/** The per-minute limits a response's `x-ratelimit-limit-*` headers state (OpenAI's names). */
+export function limitsFromHeaders(
+  headers: Headers,
+): { requestsPerMinute?: number; tokensPerMinute?: number } | undefined {
+  const read = (name: string): number | undefined => {
+    const value = Number(headers.get(name) ?? Number.NaN);
+    return Number.isFinite(value) && value > 0 ? value : undefined;
+  };
+  const requests = read('x-ratelimit-limit-requests');
+  const tokens = read('x-ratelimit-limit-tokens');
+  if (requests === undefined && tokens === undefined) return undefined;
+  return {
+    ...(requests !== undefined ? { requestsPerMinute: requests } : {}),
+    ...(tokens !== undefined ? { tokensPerMinute: tokens } : {}),
+  };
 }
 
 /**
@@ -119,17 +144,26 @@ export function resolveOpenAIProviderConfig(config: OpenAIProviderConfig): Resol
 export function createOpenAIProvider(input: OpenAIProviderConfig): ModelPort {
   const config = resolveOpenAIProviderConfig(input);
   registerSecret(config.apiKey);
+  let stated: ReturnType<typeof limitsFromHeaders>;
   const client = new OpenAI({
     baseURL: config.baseURL,
     apiKey: config.apiKey,
     timeout: config.timeoutMs,
     maxRetries: config.maxRetries,
     defaultHeaders: config.defaultHeaders,
+    // Every response's rate-limit headers, for pacing (persistence/pacing.ts).
+    fetch: async (url, init) => {
+      const response = await fetch(url, init);
+      stated = limitsFromHeaders(response.headers) ?? stated;
+      return response;
+    },
   });
   const model = (name: string) => lookupModel(config.catalogue, name);
   return {
     provider: config.provider,
     model,
+    statedLimits: () => stated,
+    paceKey: `${config.provider}:${createHash('sha256').update(config.apiKey, 'utf8').digest('hex').slice(0, 16)}`,
     async stream({ messages, header, signal, onChunks, onFirstDelta, holdLastChunks }) {
       const resolved = model(header.model);
       const request = buildChatRequest({ messages, header, model: resolved });

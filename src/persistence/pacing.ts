@@ -21,7 +21,7 @@ import { SessionlogError } from '../session/index.js';
 export type PaceLimits = {
   requestsPerMinute?: number;
   tokensPerMinute?: number;
-  /** The burst allowed after a quiet spell, as this much time's worth of the rates (default 1 s). */
+  /** The burst allowed after a quiet spell, as this much time's worth of the rates (default {@link DEFAULT_BURST_MS}). */
   burstMs?: number;
 };
 
@@ -32,19 +32,27 @@ export type PaceCost = { requests: number; tokens: number };
 /** A reservation: `startAt` (epoch ms) is when the call may start; `taken` false when it was further than `maxWaitMs` away. */
 export type PaceGrant = { startAt: number; taken: boolean };
 
+/** A time (epoch ms), or a clock read once the bucket is held (so a wait for another worker's reservation is not counted as idle time). */
+export type Clock = number | (() => number);
+
 export interface PacingStore {
   /**
    * Reserves `cost` in bucket `key` under `limits` at `now`: the time the call may start. A slot
    * more than `maxWaitMs` away is not taken (`taken: false`, the bucket unchanged).
    */
-  reserve(key: string, limits: PaceLimits, cost: PaceCost, now: number, maxWaitMs: number): Promise<PaceGrant>;
+  reserve(key: string, limits: PaceLimits, cost: PaceCost, now: Clock, maxWaitMs: number): Promise<PaceGrant>;
   /** Gives back (negative) or takes (positive) `tokens` after a call used other than it reserved. */
   adjust(key: string, limits: PaceLimits, tokens: number, now: number): Promise<void>;
   /** The bucket's state (undefined: never used). */
   state(key: string): Promise<PaceState | undefined>;
 }
 
-export const DEFAULT_BURST_MS = 1_000;
+/**
+ * Half a one-second burst: a call reaches the provider a little after its slot
+ * (scheduling, the connection), and these late arrivals must still fit a provider that allows
+ * one second's worth at once. The rate itself is the provider's, so throughput is not lost.
+ */
+export const DEFAULT_BURST_MS = 500;
 /** The longest key: a provider name and a digest of its API key. */
 export const MAX_PACE_KEY = 200;
 
@@ -113,16 +121,19 @@ export function paceAdjust(state: PaceState | undefined, limits: PaceLimits, tok
 export type PaceRowUpdate = (previous: PaceState | undefined) => PaceState | undefined;
 
 /** The PacingStore over a backend's atomic row update (`update` returns the row it kept). */
-export function pacingStore(update: (key: string, change: PaceRowUpdate) => Promise<PaceState | undefined>): PacingStore {
+export function pacingStore(
+  update: (key: string, change: PaceRowUpdate) => Promise<PaceState | undefined>,
+): PacingStore {
   return {
     async reserve(key, limits, cost, now, maxWaitMs) {
       assertKey(key);
       const problem = paceLimitsProblem(limits);
       if (problem) throw new SessionlogError('INVALID_ARGUMENT', problem);
-      let grant: PaceGrant = { startAt: now, taken: true };
+      let grant: PaceGrant = { startAt: 0, taken: false };
       await update(key, (previous) => {
-        const reserved = paceReserve(previous, limits, cost, now);
-        grant = { startAt: reserved.startAt, taken: reserved.startAt - now <= maxWaitMs };
+        const at = typeof now === 'function' ? now() : now;
+        const reserved = paceReserve(previous, limits, cost, at);
+        grant = { startAt: reserved.startAt, taken: reserved.startAt - at <= maxWaitMs };
         return grant.taken ? reserved.state : undefined;
       });
       return grant;
