@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: runs every benchmark (store, search, turns, token meter, learned limits,
- * telemetry cost, history bytes per turn, resuming a stream, where a turn's bytes go, idle followers, fleet), each in its own process so
+ * telemetry cost, history bytes per turn, resuming a stream, where a turn's bytes go, pacing a fleet under a provider limit, idle followers, fleet), each in its own process so
  * one's heap and RSS do not colour the other's. bench/turns.ts, bench/limits.ts,
  * bench/telemetry.ts and bench/history-bytes.ts need Temporal: they
  * use TEMPORAL_ADDRESS when set, else a
@@ -35,6 +35,7 @@ async function main(): Promise<number> {
     'bench/history-bytes.ts',
     'bench/resume.ts',
     'bench/wal-bytes.ts',
+    'bench/pacing.ts',
   ])
     if ((await withTemporal(script)) !== 0) failures.push(script);
   if ((await run(TSX, ['bench/meter.ts'])) !== 0) failures.push('bench/meter.ts');

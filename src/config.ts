@@ -12,6 +12,7 @@ import type { FakeModelServer } from './model/fake-server.js';
 import { createOpenAIProvider, type ModelPort } from './model/provider.js';
 import type { ModelRouting } from './gateway/route-table.js';
 import { openStore } from './persistence/open.js';
+import { paceLimitsProblem, type PaceLimits } from './persistence/pacing.js';
 import { redactUrl } from './persistence/relational/postgres.js';
 import type { SessionStore } from './persistence/store.js';
 import { MAX_BUDGET_WAIT_MS, SessionlogError, type AgentSpec } from './session/index.js';
@@ -91,6 +92,11 @@ export type Config = {
   unknownModels: 'default' | 'refuse';
   /** Which tool calls wait for a person's approval by default. */
   approval: ApprovalPolicy;
+  /**
+   * Pacing of model calls under the provider's limits (SESSIONLOG_PACING): by the limits the
+   * provider states (`auto`), by configured ones, or off.
+   */
+  pacing: { limits?: PaceLimits } | false;
   /** The token budget that triggers pressure handling (unset: the model's window). */
   contextBudget: number | undefined;
   /**
@@ -123,6 +129,23 @@ const int = (name: string, min: number, max = Number.MAX_SAFE_INTEGER) =>
     .regex(/^\d+$/, `${name} must be a whole number`)
     .transform(Number)
     .refine((n) => n >= min && n <= max, `${name} must be between ${min} and ${max}`);
+
+/** SESSIONLOG_PACING: `auto`, `off`, or the limits as JSON (`{"requestsPerMinute", "tokensPerMinute", "burstMs"}`). */
+function parsePacing(text: string): { limits?: PaceLimits } | false {
+  if (text === 'off') return false;
+  if (text === 'auto') return {};
+  let limits: unknown;
+  try {
+    limits = JSON.parse(text);
+  } catch {
+    throw new ConfigError(
+      'SESSIONLOG_PACING must be auto, off, or JSON limits such as {"requestsPerMinute": 500, "tokensPerMinute": 200000}',
+    );
+  }
+  const problem = paceLimitsProblem(limits);
+  if (problem) throw new ConfigError(`SESSIONLOG_PACING: ${problem}`);
+  return { limits: limits as PaceLimits };
+}
 
 const envSchema = z.object({
   SESSIONLOG_STORE: z.string().min(1).optional(),
@@ -168,6 +191,7 @@ const envSchema = z.object({
     .optional(),
   SESSIONLOG_APPROVAL_TIMEOUT_MS: int('SESSIONLOG_APPROVAL_TIMEOUT_MS', 1000).optional(),
   SESSIONLOG_CONTEXT_BUDGET: int('SESSIONLOG_CONTEXT_BUDGET', 1).optional(),
+  SESSIONLOG_PACING: z.string().min(1).optional(),
   SESSIONLOG_BUDGET_WAIT_MS: int('SESSIONLOG_BUDGET_WAIT_MS', 0, MAX_BUDGET_WAIT_MS).optional(),
   SESSIONLOG_RATE_LIMIT_PAUSE_MS: int('SESSIONLOG_RATE_LIMIT_PAUSE_MS', 0, 24 * 60 * 60_000).optional(),
   SESSIONLOG_MODEL_HEARTBEAT_MS: int('SESSIONLOG_MODEL_HEARTBEAT_MS', 500).optional(),
@@ -285,6 +309,7 @@ export function resolveConfig(
     catalogue,
     unknownModels: e.SESSIONLOG_UNKNOWN_MODELS ?? 'default',
     approval: parseApprovalPolicy(e.SESSIONLOG_APPROVAL ?? 'never'),
+    pacing: parsePacing(e.SESSIONLOG_PACING ?? 'auto'),
     contextBudget: e.SESSIONLOG_CONTEXT_BUDGET,
     ops: { host: e.SESSIONLOG_METRICS_HOST ?? '127.0.0.1', port: e.SESSIONLOG_METRICS_PORT },
     shutdownGraceMs: e.SESSIONLOG_SHUTDOWN_GRACE_MS ?? 10_000,

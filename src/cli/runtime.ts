@@ -122,6 +122,7 @@ export function runtimeOptions(config: Config) {
         agent: defaultAgent(config),
         spillMaxInlineBytes: config.spillMaxInlineBytes,
         approval: config.approval,
+        pacing: config.pacing,
         context: {
           catalogue,
           ...(config.contextBudget !== undefined ? { policy: { budgetTokens: config.contextBudget } } : {}),

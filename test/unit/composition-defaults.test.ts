@@ -34,6 +34,32 @@ describe('modelRouting', () => {
   });
 });
 
+describe('SESSIONLOG_PACING and the budget tunables', () => {
+  it('paces by the stated limits by default; off or JSON limits; refuses anything else, naming it', () => {
+    expect(resolveConfig({}).pacing).toEqual({});
+    expect(resolveConfig({ SESSIONLOG_PACING: 'off' }).pacing).toBe(false);
+    expect(resolveConfig({ SESSIONLOG_PACING: '{"requestsPerMinute":500,"tokensPerMinute":200000}' }).pacing).toEqual({
+      limits: { requestsPerMinute: 500, tokensPerMinute: 200_000 },
+    });
+    expect(() => resolveConfig({ SESSIONLOG_PACING: 'sometimes' })).toThrow(/SESSIONLOG_PACING must be auto, off/);
+    expect(() => resolveConfig({ SESSIONLOG_PACING: '{"requestsPerMinute":-1}' })).toThrow(
+      /SESSIONLOG_PACING: rate limit requestsPerMinute must be a positive number/,
+    );
+    expect(() => resolveConfig({ SESSIONLOG_PACING: '{"rpm":5}' })).toThrow(/unknown rate limit "rpm"/);
+    // The worker's bucket key: the provider account, unless pacing is off.
+    const model = { provider: 'deepseek', paceKey: 'deepseek:abc' } as never;
+    const base = { store: {} as never, model, agent: { model: 'deepseek-flash', tools: [] } };
+    expect(resolveWorkerOptions(base).pacing).toEqual({ key: 'deepseek:abc' });
+    expect(resolveWorkerOptions({ ...base, pacing: false }).pacing).toBeUndefined();
+    const tunables = resolveConfig({
+      SESSIONLOG_BUDGET_WAIT_MS: '60000',
+      SESSIONLOG_RATE_LIMIT_PAUSE_MS: '0',
+    }).tunables;
+    expect(tunables).toMatchObject({ budgetWaitMs: 60_000, rateLimitPauseMs: 0 });
+    expect(() => resolveConfig({ SESSIONLOG_BUDGET_WAIT_MS: '-1' })).toThrow(/SESSIONLOG_BUDGET_WAIT_MS/);
+  });
+});
+
 describe('defaultAgent', () => {
   it('is the configured model with read_artifact, calculator and word_count, and no request settings unless set', () => {
     expect(defaultAgent(resolveConfig({}))).toEqual({
