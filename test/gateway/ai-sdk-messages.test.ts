@@ -150,6 +150,26 @@ describe('UiMessageFold', () => {
     expect(fold.state()).toBe('done');
   });
 
+  it('ends the message at a spend cap the turn reached: the breach as a data part, finish reason other', () => {
+    const paused = log([
+      ...turn.slice(0, 3).map(({ seq: _seq, time: _time, ...event }) => event),
+      {
+        type: 'budget/breach',
+        data: { turn: 1, step: 1, before: 'model', cap: 'tokens', scope: 'total', used: 2_010, limit: 2_000 },
+      },
+    ]);
+    const fold = new UiMessageFold({ sessionId: 's1', anchor: { kind: 'message', messageId: 'm1' } });
+    const chunks = paused.flatMap((event) => fold.push(event));
+    expect(chunks.map((c) => c.type)).toEqual(['start', 'start-step', 'finish-step', 'data-budget', 'finish']);
+    expect(chunks[3]).toEqual({
+      type: 'data-budget',
+      id: 'budget-3',
+      data: { paused: 'budget', before: 'model', cap: 'tokens', scope: 'total', used: 2_010, limit: 2_000 },
+    });
+    expect(chunks.at(-1)).toMatchObject({ finishReason: 'other' });
+    expect(fold.state()).toBe('done');
+  });
+
   it('resumes a turn from its start with the same parts, and waits for nothing before its anchor', () => {
     const resumed = new UiMessageFold({ sessionId: 's1', anchor: { kind: 'turn', turn: 1 } });
     expect(turn.flatMap((event) => resumed.push(event)).map((c) => c.type)).toEqual(ONE_STEP_REPLY);

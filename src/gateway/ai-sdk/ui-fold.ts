@@ -179,6 +179,18 @@ export class UiMessageFold implements AnswerFold<UiChunk> {
         );
         break;
       }
+      case 'budget/breach':
+        // The turn pauses on its spend cap: the message ends here with the breach as a data
+        // part; raised, the rest of the turn reaches the chat with the next request's history.
+        if (ours(event.data.turn)) {
+          const { turn: _turn, step: _step, ...breach } = event.data;
+          this.text(this.assembler.push(event), out);
+          if (this.stepOpen) out.push({ type: 'finish-step' });
+          out.push({ type: 'data-budget', id: `budget-${event.seq}`, data: { paused: 'budget', ...breach } });
+          this.progress = 'done';
+          out.push({ type: 'finish', finishReason: 'other', ...this.metadata() });
+        }
+        break;
       case 'step/end':
         this.stepOpen = false;
         if (ours(event.data.turn)) {
