@@ -12,6 +12,7 @@ import type { FakeModelServer } from './model/fake-server.js';
 import { createOpenAIProvider, type ModelPort } from './model/provider.js';
 import type { ModelRouting } from './gateway/route-table.js';
 import { openStore } from './persistence/open.js';
+import { parseTokenGrants, type TokenGrant } from './gateway/access.js';
 import { paceLimitsProblem, type PaceLimits } from './persistence/pacing.js';
 import { redactUrl } from './persistence/relational/postgres.js';
 import type { SessionStore } from './persistence/store.js';
@@ -75,6 +76,8 @@ export type Config = {
     host: string;
     port: number;
     token: string | undefined;
+    /** Tokens scoped to a tenant and rights (`SESSIONLOG_GATEWAY_TOKENS`, gateway/access.ts). */
+    tokens: TokenGrant[];
     bodyLimitBytes: number;
     /** Signs LangGraph run webhooks (`SESSIONLOG_WEBHOOK_SECRET`); without it a run asking for a webhook is refused. */
     webhookSecret: string | undefined;
@@ -164,6 +167,7 @@ const envSchema = z.object({
   OPENAI_BASE_URL: z.string().url('OPENAI_BASE_URL must be a URL such as https://api.deepseek.com').optional(),
   OPENAI_API_KEY: z.string().min(1).optional(),
   DEEPSEEK_API_KEY: z.string().min(1).optional(),
+  SESSIONLOG_GATEWAY_TOKENS: z.string().min(1).optional(),
   SESSIONLOG_GATEWAY_TOKEN: z.string().min(16, 'SESSIONLOG_GATEWAY_TOKEN must be at least 16 characters').optional(),
   SESSIONLOG_WEBHOOK_SECRET: z.string().min(16, 'SESSIONLOG_WEBHOOK_SECRET must be at least 16 characters').optional(),
   SESSIONLOG_HOST: z.string().min(1).optional(),
@@ -237,6 +241,8 @@ export function resolveConfig(
   // Configured secrets never leave the process in a log, an error or an export.
   registerSecret(apiKey);
   registerSecret(e.SESSIONLOG_GATEWAY_TOKEN);
+  const tokens = e.SESSIONLOG_GATEWAY_TOKENS === undefined ? [] : parseTokenGrants(e.SESSIONLOG_GATEWAY_TOKENS);
+  for (const grant of tokens) registerSecret(grant.token);
   registerSecret(e.SESSIONLOG_WEBHOOK_SECRET);
   const catalogue = e.SESSIONLOG_MODELS === undefined ? DEFAULT_MODEL_CATALOGUE : loadCatalogue(e.SESSIONLOG_MODELS);
   try {
@@ -274,6 +280,7 @@ export function resolveConfig(
       host: e.SESSIONLOG_HOST ?? '127.0.0.1',
       port: e.SESSIONLOG_PORT ?? 8787,
       token: e.SESSIONLOG_GATEWAY_TOKEN,
+      tokens,
       webhookSecret: e.SESSIONLOG_WEBHOOK_SECRET,
       // A JSON body escapes some characters of the message it carries (a newline is two bytes).
       bodyLimitBytes:

@@ -141,8 +141,10 @@ program
       ...(program.opts<GlobalOptions>().store ? { SESSIONLOG_STORE: program.opts<GlobalOptions>().store! } : {}),
       ...(program.opts<GlobalOptions>().temporal ? { TEMPORAL_ADDRESS: program.opts<GlobalOptions>().temporal! } : {}),
     });
-    if (!isLoopbackHost(cfg.gateway.host) && !cfg.gateway.token) {
-      throw new ConfigError(`SESSIONLOG_GATEWAY_TOKEN must be set to listen on ${cfg.gateway.host} (beyond loopback)`);
+    if (!isLoopbackHost(cfg.gateway.host) && !cfg.gateway.token && cfg.gateway.tokens.length === 0) {
+      throw new ConfigError(
+        `SESSIONLOG_GATEWAY_TOKEN or SESSIONLOG_GATEWAY_TOKENS must be set to listen on ${cfg.gateway.host} (beyond loopback)`,
+      );
     }
     const { runServeProcess } = await import('./serve-process.js');
     process.exitCode = await runServeProcess(cfg, fleetLog);

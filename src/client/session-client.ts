@@ -25,6 +25,9 @@ import {
   type ToolResultBody,
 } from '../persistence/inbox-entries.js';
 import type { InboxRef, SessionStore, StoreEraseReceipt, TranscriptEntry } from '../persistence/store.js';
+import { scopeStore, type CrossTenantAttempt } from '../persistence/tenants.js';
+
+export type { CrossTenantAttempt };
 import {
   CALLER_VISIBLE_CODES,
   SESSION_FORMAT_VERSION,
@@ -114,6 +117,8 @@ export type SessionClientOptions = {
   checkAgent?: (agent: AgentSpec) => void;
   /** Measures a session's next request by kind; what {@link SessionClient.context} answers with. */
   contextReport?: (session: SessionView) => ContextReport;
+  /** Told of each refused attempt on another tenant's session by a client of {@link SessionClient.forTenant}. */
+  onCrossTenant?: (attempt: CrossTenantAttempt) => void;
 };
 
 /** How long a command waits for a store that refuses writes before it fails with UNAVAILABLE (ms). */
@@ -278,6 +283,10 @@ export class SessionClient {
   private readonly measure: ((session: SessionView) => ContextReport) | undefined;
   /** Live tails: one store watch per session shared by all of this client's followers. */
   readonly watchHub: WatchHub;
+  /** The tenant this client is scoped to ({@link SessionClient.forTenant}); undefined: every tenant. */
+  readonly tenant: string | undefined;
+  private readonly options: SessionClientOptions;
+  private readonly scoped = new Map<string, SessionClient>();
 
   /**
    * Builds a client over an existing Temporal client's connection; see {@link SessionClient.connect}
@@ -285,14 +294,38 @@ export class SessionClient {
    * with the same namespace, identity and interceptors, whose data converter seals every payload
    * of a session workflow with the session's key ({@link SessionPayloadCodec}).
    */
-  constructor(options: SessionClientOptions) {
+  constructor(options: SessionClientOptions, tenant?: string) {
+    this.options = options;
+    this.tenant = tenant;
     this.temporal = withSessionCodec(options.temporal, options.store);
-    this.store = options.store;
+    this.store = tenant === undefined ? options.store : scopeStore(options.store, tenant, options.onCrossTenant);
     this.taskQueue = options.taskQueue ?? DEFAULT_TASK_QUEUE;
     this.tunables = options.tunables;
     this.checkAgent = options.checkAgent;
     this.measure = options.contextReport;
-    this.watchHub = new WatchHub(options.store);
+    this.watchHub = new WatchHub(this.store);
+  }
+
+  /**
+   * This client as tenant `tenant` sees the sessions (DESIGN §5.3): it creates sessions of that
+   * tenant, lists and sums only that tenant's, and every operation on another tenant's session
+   * fails with SESSION_NOT_FOUND, as for a session that does not exist (persistence/tenants.ts).
+   * One client per tenant, kept.
+   */
+  forTenant(tenant: string, onCrossTenant?: (attempt: CrossTenantAttempt) => void): SessionClient {
+    if (this.tenant !== undefined) {
+      if (tenant === this.tenant) return this;
+      throw new SessionlogError(
+        'INVALID_ARGUMENT',
+        `a client of tenant ${this.tenant} cannot act for tenant ${tenant}`,
+      );
+    }
+    let client = this.scoped.get(tenant);
+    if (!client) {
+      const options = onCrossTenant ? { ...this.options, onCrossTenant } : this.options;
+      this.scoped.set(tenant, (client = new SessionClient(options, tenant)));
+    }
+    return client;
   }
 
   /**
@@ -465,6 +498,7 @@ export class SessionClient {
    * @throws SessionlogError `SESSION_NOT_FOUND` when no run of the session's workflow is open.
    */
   async status(sessionId: string): Promise<SessionStatus> {
+    if (this.tenant !== undefined) await this.requireSession(sessionId);
     try {
       return await this.handle(sessionId).query(statusQuery);
     } catch (error) {
@@ -479,6 +513,7 @@ export class SessionClient {
 
   /** Whether a run of the session's workflow is open (false when it finished or never started). */
   async isRunning(sessionId: string): Promise<boolean> {
+    if (this.tenant !== undefined && !(await this.store.exists(sessionId))) return false;
     try {
       const description = await this.handle(sessionId).describe();
       return description.status.name === 'RUNNING';
@@ -902,6 +937,7 @@ export class SessionClient {
    * @returns whether a cancel reached a running workflow (false when none runs).
    */
   async cancel(sessionId: string): Promise<boolean> {
+    if (this.tenant !== undefined) await this.requireSession(sessionId);
     return this.signalIfRunning(sessionId, cancelSignal);
   }
 
@@ -912,6 +948,7 @@ export class SessionClient {
    * @returns whether the request reached a running workflow.
    */
   async close(sessionId: string): Promise<boolean> {
+    if (this.tenant !== undefined) await this.requireSession(sessionId);
     return this.signalIfRunning(sessionId, closeSignal);
   }
 

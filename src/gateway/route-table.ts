@@ -12,6 +12,9 @@ import type { SessionClient } from '../client/session-client.js';
 import type { StreamRegistry } from './sse.js';
 import type { StreamTokenSigner } from './stream-token.js';
 import type { WebhookSender } from './langgraph/webhooks.js';
+import { OPEN_ACCESS, rightFor, type RouteAccess, type Right } from './access.js';
+import { GatewayError } from './errors.js';
+import { tenantOf } from '../session/index.js';
 
 /** The model and system prompt the workers give a session whose header names none. */
 export type AgentDefaults = { model?: string | undefined; system?: string | undefined };
@@ -67,6 +70,8 @@ export type RouteSpec = {
   summary: string;
   /** No bearer token needed. */
   public?: true;
+  /** The right a token needs (access.ts); default by method: GET read, DELETE admin, others write. */
+  right?: Right;
   params: z.ZodType;
   query: z.ZodType;
   /** Absent for routes that take no body. */
@@ -191,13 +196,14 @@ export function registerRouteTable<Body>(
   table: RouteTable<Body>,
   context: RouteContext,
   tracer: RequestTracer | undefined,
+  access: RouteAccess = OPEN_ACCESS,
 ): void {
   for (const route of table.routes) {
     if (!route.path.startsWith(`${table.prefix}/`))
       throw new Error(`route ${route.operationId} (${route.path}) lies outside its table's prefix ${table.prefix}`);
   }
   if (table.prefix === '') {
-    for (const route of table.routes) registerRoute(app, table, route, route.path, context, tracer);
+    for (const route of table.routes) registerRoute(app, table, route, route.path, context, tracer, access);
     return;
   }
   void app.register(
@@ -212,7 +218,7 @@ export function registerRouteTable<Body>(
       const patterns = table.routes.map((route) => ({ method: route.method, url: route.path }));
       answerUnknownRoutes(scope, table.errors, patterns, sendError);
       for (const route of table.routes)
-        registerRoute(scope, table, route, route.path.slice(table.prefix.length), context, tracer);
+        registerRoute(scope, table, route, route.path.slice(table.prefix.length), context, tracer, access);
     },
     { prefix: table.prefix },
   );
@@ -225,9 +231,31 @@ function registerRoute<Body>(
   url: string,
   context: RouteContext,
   tracer: RequestTracer | undefined,
+  access: RouteAccess,
 ): void {
   const { errors } = table;
+  const right = rightFor(route);
+  /** The context of one request: the client scoped to its token's tenant, once the token has the route's right. */
+  const contextOf = async (request: FastifyRequest): Promise<RouteContext> => {
+    if (route.public) return context;
+    const grant = access.grantOf(request);
+    if (grant === undefined) throw new GatewayError('UNAUTHORIZED', 'missing or wrong bearer token');
+    if (grant === 'stream') {
+      // A stream token opens one session's events, minted by a caller who could read it: its tenant.
+      const id = (request.params as { id?: unknown }).id;
+      const header = await context.client.header(typeof id === 'string' ? id : '');
+      return { ...context, client: context.client.forTenant(tenantOf(header), access.onCrossTenant) };
+    }
+    if (!grant.rights.has(right))
+      throw new GatewayError(
+        'FORBIDDEN',
+        `this token of tenant ${grant.tenant ?? '(any)'} lacks the ${right} right ${route.method} ${route.path} needs`,
+      );
+    if (grant.tenant === undefined) return context;
+    return { ...context, client: context.client.forTenant(grant.tenant, access.onCrossTenant) };
+  };
   const handle = async (request: FastifyRequest, reply: FastifyReply, span?: RequestSpan): Promise<FastifyReply> => {
+    const scoped = await contextOf(request);
     route.precheckBody?.(request.body);
     const input = {
       params: errors.parse(route.params, request.params, 'path'),
@@ -236,7 +264,7 @@ function registerRoute<Body>(
       request,
       reply,
     };
-    const result = await route.handler(context, input);
+    const result = await route.handler(scoped, input);
     if (result === STREAMED) return reply;
     const turn = (result.body as { turn?: unknown } | null | undefined)?.turn;
     if (typeof turn === 'number') span?.setTurn(turn);

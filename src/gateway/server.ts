@@ -3,7 +3,6 @@
  * session workflows, reads come from the store; every error leaves as
  * `{error: {code, message}}` (see errors.ts for the status table).
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { PassThrough } from 'node:stream';
@@ -11,6 +10,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRepl
 import type { SessionClient } from '../client/session-client.js';
 import { isLoopbackHost, resolveGatewayTimeouts, type GatewayTimeouts } from './settings.js';
 import { ConfigError } from '../session/index.js';
+import { OPEN_GRANT, TokenGrants, type RequestGrant, type RouteAccess, type TokenGrant } from './access.js';
 import { GatewayError, clientErrorResponse, rawHttpResponse, toErrorResponse, type ErrorResponse } from './errors.js';
 import {
   guardListener,
@@ -49,13 +49,17 @@ export type GatewayTelemetry = RequestTracer & {
     sseClients: number;
     connections?: ListenerGuardStats;
   }): Promise<{ contentType: string; text: string }>;
+  /** Counts a request refused for naming another tenant's session. */
+  crossTenant?(tenant: string): void;
 };
 
 export type GatewayOptions = {
   /** Every request reaches sessions through this client (its store serves the reads). */
   client: SessionClient;
-  /** Bearer token (SESSIONLOG_GATEWAY_TOKEN). Required when `host` is not loopback; when set it is required on loopback too. */
+  /** Bearer token (SESSIONLOG_GATEWAY_TOKEN): the `default` tenant, every right. A token is required when `host` is not loopback; when any is set one is required on loopback too. */
   token?: string | undefined;
+  /** Tokens scoped to a tenant and rights (SESSIONLOG_GATEWAY_TOKENS, access.ts). */
+  tokens?: readonly TokenGrant[] | undefined;
   /** The host the gateway will listen on; decides whether a token is mandatory. */
   host: string;
   /** Largest request body in bytes (larger ones get 413). */
@@ -81,9 +85,10 @@ export type GatewayOptions = {
 } & Partial<GatewayTimeouts>;
 
 export type ResolvedGatewayOptions = Required<
-  Omit<GatewayOptions, 'logger' | 'token' | 'telemetry' | 'listenerLimits' | 'webhookSecret'>
+  Omit<GatewayOptions, 'logger' | 'token' | 'tokens' | 'telemetry' | 'listenerLimits' | 'webhookSecret'>
 > & {
   webhookSecret: string | undefined;
+  grants: TokenGrants;
   listenerLimits: ListenerLimits;
   token: string | undefined;
   logger: FastifyBaseLogger | undefined;
@@ -109,7 +114,8 @@ export function resolveGatewayOptions(options: GatewayOptions): ResolvedGatewayO
       'SESSIONLOG_GATEWAY_TOKEN is empty: set a secret of at least 16 characters, or unset it to serve loopback only without a token',
     );
   }
-  if (!isLoopbackHost(options.host) && options.token === undefined) {
+  const grants = new TokenGrants(options.token, options.tokens ?? []);
+  if (!isLoopbackHost(options.host) && !grants.required) {
     throw new ConfigError(
       `the gateway would listen on ${options.host}, beyond loopback, without a token: set SESSIONLOG_GATEWAY_TOKEN (clients send "Authorization: Bearer <token>") or listen on 127.0.0.1`,
     );
@@ -124,6 +130,7 @@ export function resolveGatewayOptions(options: GatewayOptions): ResolvedGatewayO
     ...timeouts,
     client: options.client,
     token: options.token,
+    grants,
     host: options.host,
     bodyLimitBytes: options.bodyLimitBytes,
     logger: options.logger,
@@ -289,16 +296,9 @@ function deadlineCheckIntervalMs(timeouts: GatewayTimeouts): number {
   return Math.max(50, Math.min(1_000, Math.floor(Math.min(timeouts.headersTimeoutMs, timeouts.requestTimeoutMs) / 4)));
 }
 
-function bearerDigest(token: string): Buffer {
-  return createHash('sha256').update(token, 'utf8').digest();
-}
-
-/** Constant-time check of an `Authorization: Bearer …` header against the token's digest. */
-function authorized(header: string | undefined, expected: Buffer): boolean {
-  const match = /^Bearer[ ]+(\S+)\s*$/i.exec(header ?? '');
-  if (!match) return false;
-  // Comparing fixed-length digests keeps the comparison time independent of the token's length too.
-  return timingSafeEqual(bearerDigest(match[1]!), expected);
+/** The token of an `Authorization: Bearer …` header. */
+function bearerOf(header: string | undefined): string | undefined {
+  return /^Bearer[ ]+(\S+)\s*$/i.exec(header ?? '')?.[1];
 }
 
 /**
@@ -406,7 +406,7 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
   const streams: StreamRegistry = new Set();
   eventStreams.set(app, streams);
   let openapi: unknown;
-  const streamTokens = createStreamTokenSigner(resolved.token);
+  const streamTokens = createStreamTokenSigner(resolved.grants.signingSecret(resolved.token));
   const context: RouteContext = {
     client: resolved.client,
     sseHeartbeatMs: resolved.sseHeartbeatMs,
@@ -427,17 +427,20 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
     ...ROUTE_TABLES.flatMap((table) => table.routes.filter((r) => r.public).map((r) => r.path)),
     ...INSPECTOR_UI_PATHS,
   ]);
-  if (resolved.token !== undefined) {
-    const expected = bearerDigest(resolved.token);
+  const grants = resolved.grants;
+  const requestGrants = new WeakMap<FastifyRequest, RequestGrant>();
+  if (grants.required) {
     app.addHook('onRequest', async (request) => {
       if (request.routeOptions.url !== undefined && publicUrls.has(request.routeOptions.url)) return;
-      if (streamTokenAuthorizes(request, streamTokens)) return;
       // `x-api-key` is how the LangGraph SDK sends its `apiKey`.
       const apiKey = request.headers['x-api-key'];
-      if (
-        !authorized(request.headers.authorization, expected) &&
-        !(typeof apiKey === 'string' && authorized(`Bearer ${apiKey}`, expected))
-      ) {
+      const bearer = bearerOf(request.headers.authorization);
+      const grant =
+        (bearer !== undefined ? grants.find(bearer) : undefined) ??
+        (typeof apiKey === 'string' ? grants.find(apiKey) : undefined);
+      if (grant) requestGrants.set(request, grant);
+      else if (streamTokenAuthorizes(request, streamTokens)) requestGrants.set(request, 'stream');
+      else
         throw new GatewayError(
           'UNAUTHORIZED',
           'missing or wrong bearer token: send "Authorization: Bearer <SESSIONLOG_GATEWAY_TOKEN>" (or "x-api-key: <token>")',
@@ -445,9 +448,15 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
             'www-authenticate': 'Bearer realm="sessionlog"',
           },
         );
-      }
     });
   }
+  const access: RouteAccess = {
+    grantOf: (request) => requestGrants.get(request) ?? (grants.required ? undefined : OPEN_GRANT),
+    onCrossTenant: (attempt) => {
+      resolved.logger?.warn(attempt, 'refused: a session of another tenant');
+      resolved.telemetry?.crossTenant?.(attempt.tenant);
+    },
+  };
 
   // Open SSE streams would hold the server open; end them when the gateway closes.
   app.addHook('preClose', async () => {
@@ -466,7 +475,7 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
     ROUTE_TABLES.map((table) => table.prefix).filter((prefix) => prefix !== ''),
   );
 
-  for (const table of ROUTE_TABLES) registerRouteTable(app, table, context, resolved.telemetry);
+  for (const table of ROUTE_TABLES) registerRouteTable(app, table, context, resolved.telemetry, access);
   const telemetry = resolved.telemetry;
   if (telemetry) {
     app.get('/metrics', async (_request, reply) => {
@@ -477,7 +486,7 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
       return reply.header('content-type', contentType).header('cache-control', 'no-store').send(text);
     });
   }
-  registerInspectorUi(app, { tokenRequired: resolved.token !== undefined });
+  registerInspectorUi(app, { tokenRequired: grants.required });
   return app;
 }
 

@@ -30,3 +30,5 @@ export {
   POSTGRES_DEFAULT_SCHEMA,
 } from './relational/postgres.js';
 export * from './derived-history.js';
+export * from './tenants.js';
+export * from './pacing.js';

@@ -301,6 +301,8 @@ export type SessionHeader = {
   /** A salvaged session: its seed is the parent's longest valid prefix, which ended at this damaged seq. */
   salvagedAt?: { firstBadSeq: number; reason: string };
   agent?: AgentSpec;
+  /** The tenant the session belongs to, set at create and never changed (absent: `default`). */
+  tenant?: string;
 };
 
 /** What a session was started with: the model, system prompt and tool set. */

@@ -17,3 +17,25 @@ export function assertSessionId(id: unknown): asserts id is string {
     );
   }
 }
+
+/** The tenant of a session whose header names none (sessions from before tenants). */
+export const DEFAULT_TENANT = 'default';
+export const TENANT_PATTERN = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+
+export function isValidTenant(tenant: unknown): tenant is string {
+  return typeof tenant === 'string' && TENANT_PATTERN.test(tenant);
+}
+
+/** Throws INVALID_ARGUMENT unless `tenant` is a tenant name. */
+export function assertTenant(tenant: unknown): asserts tenant is string {
+  if (!isValidTenant(tenant))
+    throw new SessionlogError(
+      'INVALID_ARGUMENT',
+      `invalid tenant ${JSON.stringify(String(tenant).slice(0, 80))}: use 1-64 characters of a-z 0-9 . _ - starting with a letter or digit`,
+    );
+}
+
+/** The tenant a session belongs to (DESIGN §5.3). */
+export function tenantOf(header: { tenant?: string }): string {
+  return header.tenant ?? DEFAULT_TENANT;
+}

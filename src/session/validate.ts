@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { budgetProblem } from './budget.js';
 import { SessionlogError } from './errors.js';
 import { KNOWN_EVENT_TYPES, SESSION_FORMAT_VERSION, type StoredEvent, type SessionHeader } from './events.js';
-import { assertSessionId } from './ids.js';
+import { TENANT_PATTERN, assertSessionId } from './ids.js';
 import { turnToolsProblem } from './turn-tools.js';
 import { turnHintsProblem } from './turn-hints.js';
 
@@ -251,6 +251,7 @@ const headerSchema = z
       .object({ model: z.string().optional(), system: z.string().optional(), tools: z.array(z.string()).optional() })
       .strict()
       .optional(),
+    tenant: z.string().regex(TENANT_PATTERN, 'must be a tenant name').optional(),
   })
   .strict();
 

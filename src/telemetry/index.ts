@@ -48,6 +48,8 @@ export type GatewayTelemetryPort = {
     request: { method: string; route: string; sessionId?: string },
     run: (span: RequestSpan) => Promise<T>,
   ): Promise<T>;
+  /** Counts a request refused for naming another tenant's session. */
+  crossTenant(tenant: string): void;
 };
 
 /** The request's span as the gateway sees it. */
@@ -113,6 +115,7 @@ export async function startTelemetry(settings: TelemetrySettings, options: Telem
   };
 
   const gateway: GatewayTelemetryPort = {
+    crossTenant: (tenant) => metrics.crossTenant.inc({ tenant }),
     async exposition(state) {
       metrics.sseClients.set(state.sseClients);
       if (state.connections) metrics.recordConnections(state.connections);

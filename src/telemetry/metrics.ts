@@ -155,6 +155,12 @@ export class SessionlogMetrics {
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
+  readonly crossTenant = new Counter({
+    name: 'sessionlog_cross_tenant_refusals_total',
+    help: "Requests refused (404) because they named another tenant's session, by the requesting token's tenant.",
+    labelNames: ['tenant'] as const,
+    registers: [this.registry],
+  });
   private connectionsSeen = { refused: 0, evicted: 0 };
   /** Sets the connection figures from the listener's running counts. */
   recordConnections(stats: { open: number; waiting: number; refused: number; evicted: number }): void {

@@ -54,6 +54,7 @@ import {
   sessionParams,
   sessionResponse,
   transcriptResponse,
+  usageAcrossQuery,
   usageAcrossResponse,
   usageLedgerResponse,
   usageQuery,
@@ -344,6 +345,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'PATCH',
     path: '/v1/sessions/:id',
     operationId: 'patchSession',
+    right: 'admin',
     summary:
       "Change a session's spend caps (logged as session/budget); a turn paused on its budget goes on at once if the new caps leave room",
     params: sessionParams,
@@ -363,10 +365,17 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     operationId: 'getUsage',
     summary: 'Tokens and cost summed across sessions, per model and in total, for calls logged between from and to',
     params: noParams,
-    query: usageQuery,
-    responses: { 200: { description: 'the sums', schema: usageAcrossResponse } },
-    errors: [400, 401, 500, 503],
-    handler: async (ctx, { query }) => ok(await ctx.client.usageAcross(window(query))),
+    query: usageAcrossQuery,
+    responses: { 200: { description: "the sums over the token's tenant's sessions", schema: usageAcrossResponse } },
+    errors: [400, 401, 403, 500, 503],
+    handler: async (ctx, { query }) => {
+      const own = ctx.client.tenant;
+      if (own !== undefined && query.tenant !== undefined && query.tenant !== own)
+        throw new GatewayError('FORBIDDEN', `this token sums tenant ${own}'s usage, not ${query.tenant}'s`);
+      // Without tokens (loopback) the gateway sees every tenant: `tenant` picks one.
+      const client = own === undefined && query.tenant !== undefined ? ctx.client.forTenant(query.tenant) : ctx.client;
+      return ok({ tenant: client.tenant ?? null, ...(await client.usageAcross(window(query))) });
+    },
   }),
   defineRoute({
     method: 'GET',
@@ -503,6 +512,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
   defineRoute({
     method: 'POST',
     path: '/v1/sessions/:id/approvals/:callId',
+    right: 'approve',
     operationId: 'answerApproval',
     summary: 'Approve or deny a tool call waiting for approval; a second answer returns the first decision',
     params: callParams,
@@ -518,6 +528,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
   defineRoute({
     method: 'POST',
     path: '/v1/sessions/:id/tool-results',
+    right: 'approve',
     operationId: 'postToolResult',
     summary: 'Post the result of an external tool the caller ran; the turn waiting for it carries on',
     params: sessionParams,
@@ -553,6 +564,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
   defineRoute({
     method: 'POST',
     path: '/v1/sessions/:id/salvage',
+    right: 'admin',
     operationId: 'salvageSession',
     summary:
       'A new session seeded with the longest valid prefix of a damaged one (the damaged session is left untouched)',
@@ -607,6 +619,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
   defineRoute({
     method: 'POST',
     path: '/v1/sessions/:id/resume',
+    right: 'admin',
     operationId: 'resumeSession',
     summary: 'Start a run for a session whose workflow is gone (no-op when one runs)',
     params: sessionParams,

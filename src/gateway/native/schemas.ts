@@ -4,7 +4,7 @@
  * document (they are not re-checked at run time).
  */
 import { z } from 'zod';
-import { DEFAULT_REPEATED_CALLS, MAX_BUDGET_WAIT_MS, SESSION_ID_PATTERN } from '../../session/index.js';
+import { DEFAULT_REPEATED_CALLS, MAX_BUDGET_WAIT_MS, SESSION_ID_PATTERN, TENANT_PATTERN } from '../../session/index.js';
 import { SESSION_ID_RULE, wellFormedString } from '../wire.js';
 
 /** A session id by the DESIGN §3 rule. */
@@ -320,6 +320,14 @@ export const usageQuery = z.strictObject({
   to: timeBound('to').optional().describe('count calls logged before this time (ISO 8601 or epoch ms)'),
 });
 
+export const usageAcrossQuery = usageQuery.extend({
+  tenant: z
+    .string()
+    .regex(TENANT_PATTERN, 'must be a tenant name')
+    .optional()
+    .describe("the tenant to sum (only the token's own: its sessions are the only ones it sees)"),
+});
+
 const usageTotals = z.object({
   calls: z.number().int(),
   inputTokens: z.number().int(),
@@ -344,6 +352,10 @@ export const usageLedgerResponse = z.object({
 });
 
 export const usageAcrossResponse = z.object({
+  tenant: z
+    .string()
+    .nullable()
+    .describe('the tenant whose sessions were summed (null: every tenant, a gateway without tokens)'),
   total: usageTotals,
   byModel: z.record(z.string(), usageTotals),
   sessions: z.number().int().describe('sessions with calls in the window'),

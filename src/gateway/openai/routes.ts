@@ -839,6 +839,7 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
     method: 'DELETE',
     path: `${OPENAI_PREFIX}/conversations/:id/items/:item_id`,
     operationId: 'openaiDeleteConversationItem',
+    right: 'write',
     summary:
       'OpenAI Conversations: delete a message item: it is hidden from the derived history by a logged replacement (the log keeps it)',
     params: itemParams,

@@ -1,0 +1,163 @@
+/**
+ * Tenants (DESIGN §5.3, issue 26): each session belongs to one tenant, named in its header at
+ * create and never changed (`tenant`; a header without one belongs to {@link DEFAULT_TENANT}).
+ *
+ * {@link scopeStore} is the store as one tenant sees it: every operation that names a session
+ * first reads the session's header and answers SESSION_NOT_FOUND, exactly as for an id that does
+ * not exist, when the session is another tenant's; `list` and `search` see only the tenant's
+ * sessions; `create` stamps the tenant into the header. The gateway hands each request a client
+ * over its token's tenant's scope, so no route can reach another tenant's data, whatever id it
+ * is given. Refused cross-tenant attempts are reported to `onCrossTenant` (logged and counted).
+ *
+ * What one tenant can still learn of another: that a session id is taken (a `create` of it is
+ * refused as SESSION_ALREADY_EXISTS, because ids are global). Nothing of its content.
+ */
+import {
+  DEFAULT_TENANT,
+  SessionlogError,
+  assertTenant,
+  type NewEvent,
+  type SessionHeader,
+  type StoredEvent,
+} from '../session/index.js';
+import type { ArtifactPut, ArtifactStore } from './artifacts.js';
+import { notFound } from './errors.js';
+import type { SearchOptions } from './search.js';
+import type { ProjectionCacheStore } from './projection-cache.js';
+import { tenantOf } from '../session/index.js';
+import type {
+  AppendOptions,
+  InboxStore,
+  SessionKeyStore,
+  SessionStore,
+  TranscriptIndex,
+  WatchOptions,
+} from './store.js';
+
+/** A refused attempt on another tenant's session: who tried, on what. */
+export type CrossTenantAttempt = { tenant: string; sessionId: string; operation: string };
+
+/** The store as `tenant` sees it (see the top of this file). */
+export function scopeStore(
+  store: SessionStore,
+  tenant: string,
+  onCrossTenant: (attempt: CrossTenantAttempt) => void = () => undefined,
+): SessionStore {
+  assertTenant(tenant);
+  /** Whether the session is this tenant's; false for another's (reported) and for none. */
+  const owns = async (id: string, operation: string): Promise<boolean> => {
+    let header: SessionHeader;
+    try {
+      header = await store.header(id);
+    } catch (error) {
+      if (error instanceof SessionlogError && error.code === 'SESSION_NOT_FOUND') return false;
+      throw error;
+    }
+    if (tenantOf(header) === tenant) return true;
+    onCrossTenant({ tenant, sessionId: id, operation });
+    return false;
+  };
+  /** Runs `body` when the session is this tenant's; SESSION_NOT_FOUND otherwise (as for no session). */
+  const guarded =
+    <A extends unknown[], R>(operation: string, body: (id: string, ...rest: A) => Promise<R>) =>
+    async (id: string, ...rest: A): Promise<R> => {
+      if (!(await owns(id, operation))) {
+        // An id that does not exist keeps the store's own answer (a tombstone says SESSION_ERASED).
+        if (!(await store.exists(id).catch(() => false))) return body(id, ...rest);
+        throw notFound(id);
+      }
+      return body(id, ...rest);
+    };
+  /**
+   * For what may name a session before it exists (inbox entries, keys): a session of another
+   * tenant is refused; an id with no session yet is allowed (a create of it by another tenant
+   * would then be refused as taken).
+   */
+  const unlessForeign =
+    <A extends unknown[], R>(operation: string, body: (id: string, ...rest: A) => Promise<R>) =>
+    async (id: string, ...rest: A): Promise<R> => {
+      if ((await store.exists(id)) && !(await owns(id, operation))) throw notFound(id);
+      return body(id, ...rest);
+    };
+
+  const artifacts: ArtifactStore = {
+    put: async (input: ArtifactPut) => {
+      if (!(await owns(input.sessionId, 'artifacts.put'))) throw notFound(input.sessionId);
+      return store.artifacts.put(input);
+    },
+    get: guarded('artifacts.get', (id, locator: string) => store.artifacts.get(id, locator)),
+    read: guarded('artifacts.read', (id, locator: string, offset: number, limit: number) =>
+      store.artifacts.read(id, locator, offset, limit),
+    ),
+  };
+  const projectionCache: ProjectionCacheStore = {
+    get: guarded('projectionCache.get', (id) => store.projectionCache.get(id)),
+    put: guarded('projectionCache.put', (id, record: Parameters<ProjectionCacheStore['put']>[1]) =>
+      store.projectionCache.put(id, record),
+    ),
+  };
+  const inbox: InboxStore = {
+    put: unlessForeign('inbox.put', (id, key: string, body: string) => store.inbox.put(id, key, body)),
+    get: unlessForeign('inbox.get', (id, key: string) => store.inbox.get(id, key)),
+    remove: unlessForeign('inbox.remove', (id, keys: readonly string[]) => store.inbox.remove(id, keys)),
+    list: unlessForeign('inbox.list', (id) => store.inbox.list(id)),
+  };
+  const sessionKeys: SessionKeyStore = {
+    obtain: unlessForeign('sessionKeys.obtain', (id) => store.sessionKeys.obtain(id)),
+    find: unlessForeign('sessionKeys.find', (id) => store.sessionKeys.find(id)),
+  };
+  const transcripts: TranscriptIndex = {
+    put: async (scope, digest, entry) => {
+      if (!(await owns(entry.sessionId, 'transcripts.put'))) throw notFound(entry.sessionId);
+      return store.transcripts.put(scope, digest, entry);
+    },
+    get: async (scope, digest) => {
+      const entry = await store.transcripts.get(scope, digest);
+      return entry && (await owns(entry.sessionId, 'transcripts.get')) ? entry : undefined;
+    },
+  };
+
+  return {
+    kind: store.kind,
+    async create(header: SessionHeader) {
+      if (header.tenant !== undefined && header.tenant !== tenant)
+        throw new SessionlogError(
+          'INVALID_ARGUMENT',
+          `a session of tenant ${tenant} cannot be created for tenant ${header.tenant}`,
+        );
+      await store.create(tenant === DEFAULT_TENANT ? header : { ...header, tenant });
+    },
+    header: guarded('header', (id) => store.header(id)),
+    exists: async (id) => (await store.exists(id)) && (await owns(id, 'exists')),
+    append: guarded('append', (id, events: readonly NewEvent[], options: AppendOptions) =>
+      store.append(id, events, options),
+    ),
+    readFrom: guarded('readFrom', (id, fromSeq: number, limit?: number) => store.readFrom(id, fromSeq, limit)),
+    nextSeq: guarded('nextSeq', (id) => store.nextSeq(id)),
+    load: guarded('load', (id) => store.load(id)),
+    inspect: guarded('inspect', (id) => store.inspect(id)),
+    session: guarded('session', (id) => store.session(id)),
+    scan: guarded('scan', (id) => store.scan(id)),
+    erase: guarded('erase', (id) => store.erase(id)),
+    list: async () => (await store.list()).filter((header) => tenantOf(header) === tenant),
+    search: guarded('search', (id, query: string, options?: SearchOptions) => store.search(id, query, options)),
+    watch(id: string, fromSeq: number, options?: WatchOptions): AsyncIterable<StoredEvent> {
+      return {
+        async *[Symbol.asyncIterator]() {
+          if (!(await owns(id, 'watch'))) {
+            if (await store.exists(id)) throw notFound(id);
+          }
+          yield* store.watch(id, fromSeq, options);
+        },
+      };
+    },
+    artifacts,
+    projectionCache,
+    inbox,
+    sessionKeys,
+    transcripts,
+    pacing: store.pacing,
+    // The scope does not own the store: closing it is the owner's.
+    close: async () => undefined,
+  };
+}
