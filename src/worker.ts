@@ -17,6 +17,7 @@ import type { AgentConfig } from './engine/agent.js';
 import type { ToolResultShaper } from './engine/deps.js';
 import type { EngineTelemetry } from './engine/telemetry.js';
 import type { PacingConfig } from './engine/pacing.js';
+import { TenantGate } from './engine/tenant-gate.js';
 import type { PaceLimits } from './persistence/pacing.js';
 import { createTurnEngine } from './engine/engine.js';
 import { DEFAULT_MODEL_CATALOGUE, lookupModel, type ModelCatalogue } from './model/catalogue.js';
@@ -158,6 +159,12 @@ export type CreateWorkerOptions = {
    * rate-limit headers (the default; a provider that states none is not paced); `false`: off.
    */
   pacing?: { limits?: PaceLimits; key?: string } | false;
+  /**
+   * At most this many model steps and compactions of one tenant run at once on this worker
+   * (engine/tenant-gate.ts); default 16. Keep `workerOptions.maxConcurrentActivityTaskExecutions`
+   * well above it.
+   */
+  tenantConcurrency?: number;
   /** Workflow interceptor modules bundled into the workflow code (tracing's); ignored when `workerOptions` brings its own bundle. */
   workflowInterceptorModules?: string[];
 };
@@ -203,6 +210,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     onTurnEnded: (sessionId, headSeq) => checkpointProjections(store, checkpoints, sessionId, headSeq),
     ...(resolved.telemetry ? { telemetry: resolved.telemetry } : {}),
     ...(resolved.pacing ? { pacing: resolved.pacing } : {}),
+    tenantGate: new TenantGate(resolved.tenantConcurrency),
   });
   // Load the tokenizer now: its vocabulary takes seconds to load, and loading it inside the
   // first model step would block that worker's heartbeats.
@@ -233,6 +241,7 @@ export const WORKER_DEFAULTS = {
   spillMaxInlineBytes: 16 * 1024,
   heartbeatMs: 1000,
   checkpoints: DEFAULT_CHECKPOINT_POLICY,
+  tenantConcurrency: 16,
 } as const;
 
 /**
@@ -258,6 +267,7 @@ export type ResolvedWorkerOptions = {
   workerOptions: Partial<WorkerOptions>;
   telemetry: EngineTelemetry | undefined;
   pacing: PacingConfig | undefined;
+  tenantConcurrency: number;
   workflowInterceptorModules: readonly string[];
 };
 
@@ -290,6 +300,7 @@ export function resolveWorkerOptions(options: CreateWorkerOptions): ResolvedWork
             key: options.pacing?.key ?? options.model.paceKey ?? options.model.provider,
             ...(options.pacing?.limits ? { limits: options.pacing.limits } : {}),
           },
+    tenantConcurrency: options.tenantConcurrency ?? WORKER_DEFAULTS.tenantConcurrency,
     workflowInterceptorModules: options.workflowInterceptorModules ?? [],
   };
 }

@@ -3,6 +3,7 @@
  * context management. Assembled once per worker (src/worker.ts) or per test.
  */
 import type { PacingConfig } from './pacing.js';
+import type { TenantGate } from './tenant-gate.js';
 import type { ContextDeps } from '../context/deps.js';
 import type { ModelPort } from '../model/provider.js';
 import type { SessionStore } from '../persistence/store.js';
@@ -47,4 +48,6 @@ export type EngineDeps = {
   telemetry?: EngineTelemetry;
   /** Pace model calls under the provider's limits through the store's shared bucket (engine/pacing.ts); omit to not pace. */
   pacing?: PacingConfig;
+  /** Per-tenant concurrency of model steps and compactions on this worker (engine/tenant-gate.ts); omit for none. */
+  tenantGate?: TenantGate;
 };

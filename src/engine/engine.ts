@@ -10,6 +10,7 @@ import { modelStep } from './model-step.js';
 import { logNote } from './note.js';
 import { openRun } from './run.js';
 import { observedStore } from './telemetry.js';
+import { asTenant } from './tenant-gate.js';
 import { appendToolResults, endTurn, runTool } from './tool-step.js';
 import type {
   AbandonCompactionInput,
@@ -49,12 +50,12 @@ export function createTurnEngine(engineDeps: EngineDeps): TurnEngine {
     : engineDeps;
   return {
     openRun: (input) => openRun(deps, input),
-    modelStep: (input, ctx) => modelStep(deps, input, ctx),
+    modelStep: (input, ctx) => asTenant(deps, input.sessionId, ctx, () => modelStep(deps, input, ctx)),
     runTool: (input, ctx) => runTool(deps, input, ctx),
     recordAnswers: (input) => recordAnswers(deps, input),
     appendToolResults: (input) => appendToolResults(deps, input),
     endTurn: (input) => endTurn(deps, input),
-    compact: (input, ctx) => compact(deps, input, ctx),
+    compact: (input, ctx) => asTenant(deps, input.sessionId, ctx, () => compact(deps, input, ctx)),
     abandonCompaction: (input) => abandon(deps, input),
     logNote: (input) => logNote(deps, input),
   };

@@ -1,0 +1,81 @@
+/**
+ * One tenant's load cannot starve another's on a shared worker (issue 26): with a limit of one
+ * model step per tenant, tenant A's three sessions asking at once run one after another, while
+ * tenant B's message, sent after them, is answered without waiting for A's queue. The gate's
+ * own rules (order, the limit, a cancelled waiter leaving the queue) are checked directly.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TenantGate } from '../../src/engine/tenant-gate.js';
+import type { StepContext } from '../../src/engine/types.js';
+import { startStack, type Stack } from '../support/stack.js';
+
+let stack: Stack;
+beforeAll(async () => {
+  stack = await startStack({ worker: { tenantConcurrency: 1 } });
+});
+afterAll(async () => {
+  await stack?.close();
+});
+
+function ctx(signal = new AbortController().signal): StepContext {
+  return { attempt: 1, signal, heartbeat: () => undefined, cancelRequested: () => false };
+}
+
+describe('per-tenant concurrency', () => {
+  it("answers tenant B while tenant A's sessions wait for their one slot", async () => {
+    stack.fake.reset();
+    stack.fake.configure({ firstTokenDelayMs: 1_500 });
+    try {
+      const a = stack.client.forTenant('tenant-a');
+      const b = stack.client.forTenant('tenant-b');
+      const stamp = Date.now();
+      const ids = ['a1', 'a2', 'a3'].map((n) => `${n}-${stamp}`);
+      for (const id of ids) await a.create({ sessionId: id });
+      await b.create({ sessionId: `b1-${stamp}` });
+      const started = Date.now();
+      const finished: Record<string, number> = {};
+      const aReplies = ids.map((id) => a.send(id, 'slow question').then(() => (finished[id] = Date.now() - started)));
+      await new Promise((r) => setTimeout(r, 300));
+      await b.send(`b1-${stamp}`, 'quick question');
+      finished.b = Date.now() - started;
+      await Promise.all(aReplies);
+      const aTimes = ids.map((id) => finished[id]!).sort((x, y) => x - y);
+      // A's three ran one at a time (each ≥ 1.5 s after the one before); B did not wait behind them.
+      expect(aTimes[2]! - aTimes[0]!).toBeGreaterThanOrEqual(2 * 1_400);
+      expect(finished.b!).toBeLessThan(aTimes[2]!);
+    } finally {
+      stack.fake.configure({ firstTokenDelayMs: 0 });
+    }
+  }, 60_000);
+
+  it('admits in order up to the limit, and a cancelled waiter leaves the queue', async () => {
+    const gate = new TenantGate(2);
+    const order: string[] = [];
+    const release: Array<() => void> = [];
+    const hold = (name: string, signal?: AbortSignal) =>
+      gate.run('t', ctx(signal), 10, async () => {
+        order.push(name);
+        await new Promise<void>((r) => release.push(r));
+      });
+    const one = hold('one');
+    const two = hold('two');
+    const cancel = new AbortController();
+    const three = hold('three', cancel.signal);
+    const four = hold('four');
+    await new Promise((r) => setTimeout(r, 20));
+    expect(order).toEqual(['one', 'two']);
+    expect(gate.load('t')).toEqual({ running: 2, waiting: 2 });
+    cancel.abort(new Error('gone'));
+    await expect(three).rejects.toThrow('gone');
+    release.shift()!();
+    await one;
+    await new Promise((r) => setTimeout(r, 20));
+    expect(order).toEqual(['one', 'two', 'four']);
+    // Another tenant is not held by this one's queue.
+    await gate.run('other', ctx(), 10, async () => order.push('other'));
+    for (const r of release.splice(0)) r();
+    await Promise.all([two, four]);
+    expect(gate.load('t')).toEqual({ running: 0, waiting: 0 });
+    expect(() => new TenantGate(0)).toThrow(RangeError);
+  });
+});
