@@ -16,7 +16,14 @@ import { parseTokenGrants, type TokenGrant } from './gateway/access.js';
 import { paceLimitsProblem, type PaceLimits } from './persistence/pacing.js';
 import { redactUrl } from './persistence/relational/postgres.js';
 import type { SessionStore } from './persistence/store.js';
-import { MAX_BUDGET_WAIT_MS, SessionlogError, type AgentSpec } from './session/index.js';
+import {
+  MAX_BUDGET_WAIT_MS,
+  SessionlogError,
+  budgetProblem,
+  isValidTenant,
+  type AgentSpec,
+  type Budget,
+} from './session/index.js';
 import { DEFAULT_AGENT_TOOLS } from './tools/builtin.js';
 import { DEFAULT_COALESCE } from './model/stream.js';
 import {
@@ -100,6 +107,10 @@ export type Config = {
    * provider states (`auto`), by configured ones, or off.
    */
   pacing: { limits?: PaceLimits } | false;
+  /** The budget each tenant's new sessions get when they name none (SESSIONLOG_TENANT_BUDGETS). */
+  tenantBudgets: Record<string, Budget>;
+  /** Model steps of one tenant at once on a worker (SESSIONLOG_TENANT_CONCURRENCY). */
+  tenantConcurrency: number | undefined;
   /** The token budget that triggers pressure handling (unset: the model's window). */
   contextBudget: number | undefined;
   /**
@@ -150,6 +161,25 @@ function parsePacing(text: string): { limits?: PaceLimits } | false {
   return { limits: limits as PaceLimits };
 }
 
+/** SESSIONLOG_TENANT_BUDGETS: `{"<tenant>": <budget>}` (session/budget.ts), each checked. */
+function parseTenantBudgets(text: string): Record<string, Budget> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new ConfigError('SESSIONLOG_TENANT_BUDGETS must be JSON: {"<tenant>": {"total": {"costUsd": 50}}}');
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new ConfigError('SESSIONLOG_TENANT_BUDGETS must be a JSON object keyed by tenant');
+  for (const [tenant, budget] of Object.entries(value)) {
+    if (!isValidTenant(tenant))
+      throw new ConfigError(`SESSIONLOG_TENANT_BUDGETS: ${JSON.stringify(tenant)} is not a tenant name`);
+    const problem = budgetProblem(budget);
+    if (problem) throw new ConfigError(`SESSIONLOG_TENANT_BUDGETS.${tenant}: ${problem}`);
+  }
+  return value as Record<string, Budget>;
+}
+
 const envSchema = z.object({
   SESSIONLOG_STORE: z.string().min(1).optional(),
   TEMPORAL_ADDRESS: z
@@ -196,6 +226,8 @@ const envSchema = z.object({
   SESSIONLOG_APPROVAL_TIMEOUT_MS: int('SESSIONLOG_APPROVAL_TIMEOUT_MS', 1000).optional(),
   SESSIONLOG_CONTEXT_BUDGET: int('SESSIONLOG_CONTEXT_BUDGET', 1).optional(),
   SESSIONLOG_PACING: z.string().min(1).optional(),
+  SESSIONLOG_TENANT_BUDGETS: z.string().min(1).optional(),
+  SESSIONLOG_TENANT_CONCURRENCY: int('SESSIONLOG_TENANT_CONCURRENCY', 1, 10_000).optional(),
   SESSIONLOG_BUDGET_WAIT_MS: int('SESSIONLOG_BUDGET_WAIT_MS', 0, MAX_BUDGET_WAIT_MS).optional(),
   SESSIONLOG_RATE_LIMIT_PAUSE_MS: int('SESSIONLOG_RATE_LIMIT_PAUSE_MS', 0, 24 * 60 * 60_000).optional(),
   SESSIONLOG_MODEL_HEARTBEAT_MS: int('SESSIONLOG_MODEL_HEARTBEAT_MS', 500).optional(),
@@ -317,6 +349,8 @@ export function resolveConfig(
     unknownModels: e.SESSIONLOG_UNKNOWN_MODELS ?? 'default',
     approval: parseApprovalPolicy(e.SESSIONLOG_APPROVAL ?? 'never'),
     pacing: parsePacing(e.SESSIONLOG_PACING ?? 'auto'),
+    tenantBudgets: e.SESSIONLOG_TENANT_BUDGETS === undefined ? {} : parseTenantBudgets(e.SESSIONLOG_TENANT_BUDGETS),
+    tenantConcurrency: e.SESSIONLOG_TENANT_CONCURRENCY,
     contextBudget: e.SESSIONLOG_CONTEXT_BUDGET,
     ops: { host: e.SESSIONLOG_METRICS_HOST ?? '127.0.0.1', port: e.SESSIONLOG_METRICS_PORT },
     shutdownGraceMs: e.SESSIONLOG_SHUTDOWN_GRACE_MS ?? 10_000,

@@ -123,6 +123,7 @@ export function runtimeOptions(config: Config) {
         spillMaxInlineBytes: config.spillMaxInlineBytes,
         approval: config.approval,
         pacing: config.pacing,
+        ...(config.tenantConcurrency !== undefined ? { tenantConcurrency: config.tenantConcurrency } : {}),
         context: {
           catalogue,
           ...(config.contextBudget !== undefined ? { policy: { budgetTokens: config.contextBudget } } : {}),
@@ -136,6 +137,7 @@ export function runtimeOptions(config: Config) {
         tunables: config.tunables,
         checkAgent: agentCheck(catalogue),
         contextReport: contextReporter(config),
+        tenantBudgets: config.tenantBudgets,
       };
     },
     gateway(client: SessionClient, telemetry?: Telemetry): GatewayOptions {

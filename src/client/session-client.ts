@@ -52,6 +52,7 @@ import {
   verifyLog,
   waitsForAnswer,
   budgetProblem,
+  DEFAULT_TENANT,
   type AgentSpec,
   type AskedAgent,
   type Budget,
@@ -117,6 +118,8 @@ export type SessionClientOptions = {
   checkAgent?: (agent: AgentSpec) => void;
   /** Measures a session's next request by kind; what {@link SessionClient.context} answers with. */
   contextReport?: (session: SessionView) => ContextReport;
+  /** The budget a new session of each tenant gets when its create names none (SESSIONLOG_TENANT_BUDGETS). */
+  tenantBudgets?: Readonly<Record<string, Budget>>;
   /** Told of each refused attempt on another tenant's session by a client of {@link SessionClient.forTenant}. */
   onCrossTenant?: (attempt: CrossTenantAttempt) => void;
 };
@@ -387,7 +390,8 @@ export class SessionClient {
     // Creating the header first makes a taken id a clean conflict even when two callers race.
     await this.store.create(header);
     await this.startWorkflow(sessionId);
-    if (options.budget !== undefined) await this.setBudget(sessionId, options.budget);
+    const budget = options.budget ?? this.options.tenantBudgets?.[this.tenant ?? DEFAULT_TENANT];
+    if (budget !== undefined) await this.setBudget(sessionId, budget);
     return this.store.header(sessionId);
   }
 

@@ -121,7 +121,7 @@ export function parseTokenGrants(text: string): TokenGrant[] {
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     throw new ConfigError('SESSIONLOG_GATEWAY_TOKENS must be a JSON object keyed by token');
-  return Object.entries(value as Record<string, unknown>).map(([token, grant]) => {
+  const grants = Object.entries(value as Record<string, unknown>).map(([token, grant]): TokenGrant => {
     const g = grant as { tenant?: unknown; rights?: unknown } | null;
     if (typeof g !== 'object' || g === null || typeof g.tenant !== 'string')
       throw new ConfigError('each SESSIONLOG_GATEWAY_TOKENS entry needs a "tenant"');
@@ -129,4 +129,7 @@ export function parseTokenGrants(text: string): TokenGrant[] {
       throw new ConfigError('SESSIONLOG_GATEWAY_TOKENS "rights" must be a list');
     return { token, tenant: g.tenant, ...(g.rights ? { rights: g.rights as Right[] } : {}) };
   });
+  // The same checks the gateway makes, at configuration time.
+  new TokenGrants(undefined, grants);
+  return grants;
 }

@@ -11,7 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StepBreach } from '../../src/engine/types.js';
 import { billedTokens, type StoredEvent } from '../../src/session/index.js';
 import { workflowIdFor, type SessionStatus } from '../../src/workflows/api.js';
-import { startStack, type Stack } from '../support/stack.js';
+import { Client, Connection } from '@temporalio/client';
+import { SessionClient } from '../../src/client/session-client.js';
+import { startStack, temporalAddress, type Stack } from '../support/stack.js';
 
 let stack: Stack;
 beforeAll(async () => {
@@ -144,6 +146,29 @@ describe('spend caps', () => {
     expect((await reply).outcome).toBe('aborted');
     stack.fake.reset();
     expect((await stack.client.send(id, 'done?')).outcome).toBe('completed');
+  });
+
+  it("gives a tenant's new sessions the tenant's budget (SESSIONLOG_TENANT_BUDGETS) unless the create names one", async () => {
+    const temporal = new Client({ connection: await Connection.connect({ address: temporalAddress() }) });
+    try {
+      const client = new SessionClient({
+        temporal,
+        store: stack.store,
+        taskQueue: stack.taskQueue,
+        tenantBudgets: { acme: { total: { costUsd: 5 } } },
+      });
+      const acme = client.forTenant('acme');
+      const stamp = Date.now();
+      await acme.create({ sessionId: `tb-default-${stamp}` });
+      expect((await acme.budget(`tb-default-${stamp}`)).budget).toEqual({ total: { costUsd: 5 } });
+      await acme.create({ sessionId: `tb-own-${stamp}`, budget: { turn: { modelCalls: 3 } } });
+      expect((await acme.budget(`tb-own-${stamp}`)).budget).toEqual({ turn: { modelCalls: 3 } });
+      await client.forTenant('bravo').create({ sessionId: `tb-other-${stamp}` });
+      expect((await client.budget(`tb-other-${stamp}`)).budget).toBeNull();
+      expect((await client.header(`tb-other-${stamp}`)).tenant).toBe('bravo');
+    } finally {
+      await temporal.connection.close();
+    }
   });
 
   it('refuses a malformed budget with a message naming the field', async () => {

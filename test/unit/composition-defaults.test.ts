@@ -57,6 +57,24 @@ describe('SESSIONLOG_PACING and the budget tunables', () => {
     }).tunables;
     expect(tunables).toMatchObject({ budgetWaitMs: 60_000, rateLimitPauseMs: 0 });
     expect(() => resolveConfig({ SESSIONLOG_BUDGET_WAIT_MS: '-1' })).toThrow(/SESSIONLOG_BUDGET_WAIT_MS/);
+    expect(resolveConfig({ SESSIONLOG_TENANT_BUDGETS: '{"acme":{"total":{"costUsd":5}}}' }).tenantBudgets).toEqual({
+      acme: { total: { costUsd: 5 } },
+    });
+    expect(() => resolveConfig({ SESSIONLOG_TENANT_BUDGETS: '{"Acme!":{}}' })).toThrow(/not a tenant name/);
+    expect(() => resolveConfig({ SESSIONLOG_TENANT_BUDGETS: '{"acme":{"total":{"tokens":-1}}}' })).toThrow(
+      /SESSIONLOG_TENANT_BUDGETS.acme: budget.total.tokens/,
+    );
+    expect(() => resolveConfig({ SESSIONLOG_GATEWAY_TOKENS: '{"short":{"tenant":"acme"}}' })).toThrow(
+      /shorter than 16 characters/,
+    );
+    expect(() =>
+      resolveConfig({ SESSIONLOG_GATEWAY_TOKENS: '{"0123456789abcdefX":{"tenant":"acme","rights":["root"]}}' }),
+    ).toThrow(/unknown gateway token right "root"/);
+    expect(
+      resolveConfig({ SESSIONLOG_GATEWAY_TOKENS: '{"0123456789abcdefX":{"tenant":"acme","rights":["read"]}}' }).gateway
+        .tokens,
+    ).toEqual([{ token: '0123456789abcdefX', tenant: 'acme', rights: ['read'] }]);
+    expect(() => resolveConfig({ SESSIONLOG_GATEWAY_TOKENS: '[1]' })).toThrow(/SESSIONLOG_GATEWAY_TOKENS/);
   });
 });
 
