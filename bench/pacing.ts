@@ -42,15 +42,6 @@ const ADDRESS = process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233';
 
 Runtime.install({ logger: new DefaultLogger('WARN') });
 
-function busiest(admitted: readonly number[], ms: number): number {
-  let most = 0;
-  for (let i = 0, j = 0; i < admitted.length; i++) {
-    while (admitted[i]! - admitted[j]! >= ms) j++;
-    most = Math.max(most, i - j + 1);
-  }
-  return most;
-}
-
 async function runLoad(fake: FakeModelServer, rpm: number, paced: boolean): Promise<string[]> {
   const schema = `bench_pacing_${randomBytes(5).toString('hex')}`;
   const url = new URL(BASE_URL);
@@ -109,7 +100,7 @@ async function runLoad(fake: FakeModelServer, rpm: number, paced: boolean): Prom
       paced ? 'paced' : 'unpaced',
       `${admitted.length}`,
       `${((admitted.length - 1) / span / (rpm / 60)).toFixed(2)}×`,
-      `${busiest(admitted, 10_000)} / ${allowed10s}`,
+      `${fake.mostAdmittedWithin(10_000)} / ${allowed10s}`,
       `${((100 * refused) / (admitted.length + refused)).toFixed(1)}%`,
       fmtMs(wall),
     ];

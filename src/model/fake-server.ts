@@ -334,6 +334,16 @@ export class FakeModelServer {
     return { admitted: [...this.admitted], refused: this.refusedAt.length, refusedAt: [...this.refusedAt] };
   }
 
+  /** Under `rateLimit`: the most requests let in within any window of `ms`. */
+  mostAdmittedWithin(ms: number): number {
+    let most = 0;
+    for (let i = 0, j = 0; i < this.admitted.length; i++) {
+      while (this.admitted[i]! - this.admitted[j]! >= ms) j++;
+      most = Math.max(most, i - j + 1);
+    }
+    return most;
+  }
+
   /** Lets a request of `tokens` prompt tokens in under `rateLimit`, or refuses it with a 429 saying when to retry. */
   private admit(tokens: number, res: http.ServerResponse): void {
     const limit = this.config.rateLimit;

@@ -13,6 +13,7 @@ import { billedTokens, type StoredEvent } from '../../src/session/index.js';
 import { workflowIdFor, type SessionStatus } from '../../src/workflows/api.js';
 import { Client, Connection } from '@temporalio/client';
 import { SessionClient } from '../../src/client/session-client.js';
+import { waitForPhase } from '../support/log-wait.js';
 import { startStack, temporalAddress, type Stack } from '../support/stack.js';
 
 let stack: Stack;
@@ -24,20 +25,6 @@ afterAll(async () => {
 });
 
 const LONG = 'Please explain this part of the plan in some detail, with examples. '.repeat(12);
-
-async function pausedStatus(id: string): Promise<SessionStatus> {
-  let status: SessionStatus | undefined;
-  await expect
-    .poll(
-      async () => {
-        status = await stack.client.status(id);
-        return status.phase;
-      },
-      { timeout: 30_000, interval: 100 },
-    )
-    .toBe('paused');
-  return status!;
-}
 
 async function pendingActivities(id: string): Promise<number> {
   const { raw } = await stack.temporal.workflow.getHandle(workflowIdFor(id)).describe();
@@ -62,7 +49,7 @@ describe('spend caps', () => {
       const reply = stack.client.send(id, `question ${i}: ${LONG}`);
       const settled = await Promise.race([
         reply.then(() => 'answered' as const),
-        pausedStatus(id).then(() => 'paused' as const),
+        waitForPhase(stack.client, id, 'paused').then(() => 'paused' as const),
       ]);
       if (settled === 'paused') pending = reply;
     }
@@ -131,7 +118,7 @@ describe('spend caps', () => {
     const same = { toolCalls: [{ name: 'calculator', arguments: { expression: '1+1' } }] };
     stack.fake.enqueueReplies(same, same, same, same);
     const reply = stack.client.send(id, 'loop please');
-    const status = await pausedStatus(id);
+    const status = await waitForPhase(stack.client, id, 'paused');
     expect(breachOf(status)).toMatchObject({
       before: 'tools',
       cap: 'repeatedCalls',

@@ -11,7 +11,8 @@
  * 2 s on the real dev server.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { workflowIdFor, type SessionStatus } from '../../src/workflows/api.js';
+import { workflowIdFor } from '../../src/workflows/api.js';
+import { waitForPhase } from '../support/log-wait.js';
 import { startStack, type Stack } from '../support/stack.js';
 
 let stack: Stack;
@@ -21,20 +22,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.close();
 });
-
-async function waitForPhase(id: string, phase: string): Promise<SessionStatus> {
-  let status: SessionStatus | undefined;
-  await expect
-    .poll(
-      async () => {
-        status = await stack.client.status(id);
-        return status.phase;
-      },
-      { timeout: 30_000, interval: 100 },
-    )
-    .toBe(phase);
-  return status!;
-}
 
 async function describeRun(id: string): Promise<{ pendingActivities: number; timers: number[] }> {
   const handle = stack.temporal.workflow.getHandle(workflowIdFor(id));
@@ -54,7 +41,7 @@ describe('a long rate limit', () => {
     await stack.client.create({ sessionId: id });
     stack.fake.injectFault({ kind: 'rate_limit', retryAfterSeconds: 600 });
     const reply = stack.client.send(id, 'hello?');
-    const status = await waitForPhase(id, 'paused');
+    const status = await waitForPhase(stack.client, id, 'paused');
     expect(status.paused).toMatchObject({ reason: 'rate_limit' });
     expect(status.paused!.until - status.paused!.since).toBe(600_000);
     const run = await describeRun(id);
@@ -78,7 +65,7 @@ describe('a long rate limit', () => {
     stack.fake.injectFault({ kind: 'rate_limit', retryAfterSeconds: 2 });
     const started = Date.now();
     const reply = stack.client.send(id, 'hello again');
-    await waitForPhase(id, 'paused');
+    await waitForPhase(stack.client, id, 'paused');
     expect((await describeRun(id)).pendingActivities).toBe(0);
     const answered = await reply;
     expect(answered.outcome).toBe('completed');

@@ -1,6 +1,7 @@
 /** Waiting on a session's log in tests: follow the live tail until a predicate holds (bounded). */
 import type { SessionClient } from '../../src/client/session-client.js';
 import type { StoredEvent } from '../../src/session/index.js';
+import type { SessionStatus } from '../../src/workflows/api.js';
 
 export async function waitForEvent(
   client: SessionClient,
@@ -39,4 +40,17 @@ export async function eventually<T>(
     if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
+}
+
+/** Polls the session's live status until its phase is `phase` (bounded); returns that status. */
+export async function waitForPhase(
+  client: SessionClient,
+  sessionId: string,
+  phase: SessionStatus['phase'],
+  timeoutMs = 30_000,
+): Promise<SessionStatus> {
+  return eventually(async () => {
+    const status = await client.status(sessionId);
+    return status.phase === phase ? status : undefined;
+  }, timeoutMs);
 }
