@@ -80,6 +80,7 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
         'batches',
         'events',
         'inbox',
+        'pacing',
         'projection_cache',
         'schema_version',
         'session_keys',
