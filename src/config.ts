@@ -144,18 +144,23 @@ const int = (name: string, min: number, max = Number.MAX_SAFE_INTEGER) =>
     .transform(Number)
     .refine((n) => n >= min && n <= max, `${name} must be between ${min} and ${max}`);
 
+/** A setting's JSON value; ConfigError `unreadable` (what to write) when it is not JSON. */
+function jsonSetting(text: string, unreadable: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new ConfigError(unreadable);
+  }
+}
+
 /** SESSIONLOG_PACING: `auto`, `off`, or the limits as JSON (`{"requestsPerMinute", "tokensPerMinute", "burstMs"}`). */
 function parsePacing(text: string): { limits?: PaceLimits } | false {
   if (text === 'off') return false;
   if (text === 'auto') return {};
-  let limits: unknown;
-  try {
-    limits = JSON.parse(text);
-  } catch {
-    throw new ConfigError(
-      'SESSIONLOG_PACING must be auto, off, or JSON limits such as {"requestsPerMinute": 500, "tokensPerMinute": 200000}',
-    );
-  }
+  const limits = jsonSetting(
+    text,
+    'SESSIONLOG_PACING must be auto, off, or JSON limits such as {"requestsPerMinute": 500, "tokensPerMinute": 200000}',
+  );
   const problem = paceLimitsProblem(limits);
   if (problem) throw new ConfigError(`SESSIONLOG_PACING: ${problem}`);
   return { limits: limits as PaceLimits };
@@ -163,12 +168,7 @@ function parsePacing(text: string): { limits?: PaceLimits } | false {
 
 /** SESSIONLOG_TENANT_BUDGETS: `{"<tenant>": <budget>}` (session/budget.ts), each checked. */
 function parseTenantBudgets(text: string): Record<string, Budget> {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    throw new ConfigError('SESSIONLOG_TENANT_BUDGETS must be JSON: {"<tenant>": {"total": {"costUsd": 50}}}');
-  }
+  const value = jsonSetting(text, 'SESSIONLOG_TENANT_BUDGETS must be JSON: {"<tenant>": {"total": {"costUsd": 50}}}');
   if (typeof value !== 'object' || value === null || Array.isArray(value))
     throw new ConfigError('SESSIONLOG_TENANT_BUDGETS must be a JSON object keyed by tenant');
   for (const [tenant, budget] of Object.entries(value)) {

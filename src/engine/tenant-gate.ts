@@ -11,7 +11,11 @@ import { tenantOf } from '../session/index.js';
 import type { EngineDeps } from './deps.js';
 import type { StepContext } from './types.js';
 
+const MAX_REMEMBERED_TENANTS = 10_000;
+
 export class TenantGate {
+  /** Each session's tenant, once read: a header's tenant never changes (bounded; cleared when full). */
+  private readonly tenants = new Map<string, string>();
   private readonly running = new Map<string, number>();
   private readonly waiting = new Map<string, Array<() => void>>();
 
@@ -62,6 +66,17 @@ export class TenantGate {
     }
   }
 
+  /** The session's tenant: read from its header once per worker, not on every step. */
+  async tenantOf(sessionId: string, read: () => Promise<{ tenant?: string }>): Promise<string> {
+    let tenant = this.tenants.get(sessionId);
+    if (tenant === undefined) {
+      tenant = tenantOf(await read());
+      if (this.tenants.size >= MAX_REMEMBERED_TENANTS) this.tenants.clear();
+      this.tenants.set(sessionId, tenant);
+    }
+    return tenant;
+  }
+
   /** How many of the tenant's operations run and wait now. */
   load(tenant: string): { running: number; waiting: number } {
     return { running: this.running.get(tenant) ?? 0, waiting: this.waiting.get(tenant)?.length ?? 0 };
@@ -77,7 +92,6 @@ export async function asTenant<T>(
 ): Promise<T> {
   const gate = deps.tenantGate;
   if (!gate) return body();
-  // The validated copy the operation itself reads next (no extra read).
-  const tenant = tenantOf((await deps.store.session(sessionId)).header);
+  const tenant = await gate.tenantOf(sessionId, () => deps.store.header(sessionId));
   return gate.run(tenant, ctx, deps.heartbeatMs, body);
 }

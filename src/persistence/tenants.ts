@@ -44,39 +44,29 @@ export function scopeStore(
   onCrossTenant: (attempt: CrossTenantAttempt) => void = () => undefined,
 ): SessionStore {
   assertTenant(tenant);
-  /** Whether the session is this tenant's; false for another's (reported) and for none. */
-  const owns = async (id: string, operation: string): Promise<boolean> => {
+  /** Whose the session is: this tenant's, another's (reported), or none (missing or erased: the store answers). */
+  const ownerOf = async (id: string, operation: string): Promise<'own' | 'foreign' | 'none'> => {
     let header: SessionHeader;
     try {
       header = await store.header(id);
     } catch (error) {
-      if (error instanceof SessionlogError && error.code === 'SESSION_NOT_FOUND') return false;
+      if (error instanceof SessionlogError && error.code === 'SESSION_NOT_FOUND') return 'none';
       throw error;
     }
-    if (tenantOf(header) === tenant) return true;
+    if (tenantOf(header) === tenant) return 'own';
     onCrossTenant({ tenant, sessionId: id, operation });
-    return false;
+    return 'foreign';
   };
-  /** Runs `body` when the session is this tenant's; SESSION_NOT_FOUND otherwise (as for no session). */
+  const owns = async (id: string, operation: string): Promise<boolean> => (await ownerOf(id, operation)) === 'own';
+  /**
+   * Runs `body` unless the session is another tenant's (SESSION_NOT_FOUND, as for no session).
+   * An id with no session keeps the store's own answer (a tombstone says SESSION_ERASED), and so
+   * does what may name a session before it exists (inbox entries, keys).
+   */
   const guarded =
     <A extends unknown[], R>(operation: string, body: (id: string, ...rest: A) => Promise<R>) =>
     async (id: string, ...rest: A): Promise<R> => {
-      if (!(await owns(id, operation))) {
-        // An id that does not exist keeps the store's own answer (a tombstone says SESSION_ERASED).
-        if (!(await store.exists(id).catch(() => false))) return body(id, ...rest);
-        throw notFound(id);
-      }
-      return body(id, ...rest);
-    };
-  /**
-   * For what may name a session before it exists (inbox entries, keys): a session of another
-   * tenant is refused; an id with no session yet is allowed (a create of it by another tenant
-   * would then be refused as taken).
-   */
-  const unlessForeign =
-    <A extends unknown[], R>(operation: string, body: (id: string, ...rest: A) => Promise<R>) =>
-    async (id: string, ...rest: A): Promise<R> => {
-      if ((await store.exists(id)) && !(await owns(id, operation))) throw notFound(id);
+      if ((await ownerOf(id, operation)) === 'foreign') throw notFound(id);
       return body(id, ...rest);
     };
 
@@ -97,14 +87,14 @@ export function scopeStore(
     ),
   };
   const inbox: InboxStore = {
-    put: unlessForeign('inbox.put', (id, key: string, body: string) => store.inbox.put(id, key, body)),
-    get: unlessForeign('inbox.get', (id, key: string) => store.inbox.get(id, key)),
-    remove: unlessForeign('inbox.remove', (id, keys: readonly string[]) => store.inbox.remove(id, keys)),
-    list: unlessForeign('inbox.list', (id) => store.inbox.list(id)),
+    put: guarded('inbox.put', (id, key: string, body: string) => store.inbox.put(id, key, body)),
+    get: guarded('inbox.get', (id, key: string) => store.inbox.get(id, key)),
+    remove: guarded('inbox.remove', (id, keys: readonly string[]) => store.inbox.remove(id, keys)),
+    list: guarded('inbox.list', (id) => store.inbox.list(id)),
   };
   const sessionKeys: SessionKeyStore = {
-    obtain: unlessForeign('sessionKeys.obtain', (id) => store.sessionKeys.obtain(id)),
-    find: unlessForeign('sessionKeys.find', (id) => store.sessionKeys.find(id)),
+    obtain: guarded('sessionKeys.obtain', (id) => store.sessionKeys.obtain(id)),
+    find: guarded('sessionKeys.find', (id) => store.sessionKeys.find(id)),
   };
   const transcripts: TranscriptIndex = {
     put: async (scope, digest, entry) => {
@@ -144,9 +134,7 @@ export function scopeStore(
     watch(id: string, fromSeq: number, options?: WatchOptions): AsyncIterable<StoredEvent> {
       return {
         async *[Symbol.asyncIterator]() {
-          if (!(await owns(id, 'watch'))) {
-            if (await store.exists(id)) throw notFound(id);
-          }
+          if ((await ownerOf(id, 'watch')) === 'foreign') throw notFound(id);
           yield* store.watch(id, fromSeq, options);
         },
       };
