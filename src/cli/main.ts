@@ -168,10 +168,21 @@ program
   });
 
 const sessions = program.command('sessions').description('inspect and operate on stored sessions');
+/** The client as `tenant` sees the store, or the operator's (every tenant's) without one. */
+const asTenant = (client: SessionClient, tenant: string | undefined): SessionClient =>
+  tenant === undefined ? client : client.forTenant(tenant);
+const TENANT_OPTION = [
+  '--tenant <name>',
+  "only this tenant's sessions (default: every tenant's, as an operator)",
+] as const;
+
 sessions
   .command('list')
+  .option(...TENANT_OPTION)
   .description('list sessions')
-  .action(() => withClient(({ client }) => listSessions(client, output()), { lazy: true }));
+  .action((o: { tenant?: string }) =>
+    withClient(({ client }) => listSessions(asTenant(client, o.tenant), output()), { lazy: true }),
+  );
 sessions
   .command('show')
   .argument('<id>')
@@ -250,16 +261,17 @@ sessions
   .command('erase')
   .argument('<id>')
   .option('--yes', 'do not ask for confirmation')
+  .option(...TENANT_OPTION)
   .description(
     'erase a session: its log, artifacts, checkpoints and workflow histories (the id is refused for a while afterwards)',
   )
-  .action(async (id: string, o: { yes?: boolean }) => {
+  .action(async (id: string, o: { yes?: boolean; tenant?: string }) => {
     if (!o.yes && !(await confirm(`erase session ${id} and everything it holds? this cannot be undone [y/N] `))) {
       process.stderr.write('not erased\n');
       process.exitCode = 1;
       return;
     }
-    await withClient(({ client }) => eraseSession(client, id, output()));
+    await withClient(({ client }) => eraseSession(asTenant(client, o.tenant), id, output()));
   });
 sessions
   .command('context')

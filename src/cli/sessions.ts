@@ -3,7 +3,14 @@ import { createWriteStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { once } from 'node:events';
 import type { SessionClient } from '../client/session-client.js';
-import { SessionlogError, parseHeader, verifyLog, type StoredEvent, type Violation } from '../session/index.js';
+import {
+  SessionlogError,
+  parseHeader,
+  tenantOf,
+  verifyLog,
+  type StoredEvent,
+  type Violation,
+} from '../session/index.js';
 import { clip, describeEvent, messageText, table } from './format.js';
 
 export type Output = { json: boolean; write(text: string): void };
@@ -20,8 +27,14 @@ export async function listSessions(client: SessionClient, out: Output): Promise<
       rows.length === 0
         ? 'no sessions yet'
         : table(
-            ['ID', 'CREATED', 'EVENTS', 'PARENT'],
-            rows.map((r) => [r.id, new Date(r.createdAt).toISOString(), String(r.events), r.parentSession ?? '']),
+            ['ID', 'TENANT', 'CREATED', 'EVENTS', 'PARENT'],
+            rows.map((r) => [
+              r.id,
+              tenantOf(r),
+              new Date(r.createdAt).toISOString(),
+              String(r.events),
+              r.parentSession ?? '',
+            ]),
           ),
     rows,
   );

@@ -24,8 +24,17 @@ import {
   type NoteBody,
   type ToolResultBody,
 } from '../persistence/inbox-entries.js';
-import type { InboxRef, SessionStore, StoreEraseReceipt, TranscriptEntry } from '../persistence/store.js';
-import { scopeStore, type CrossTenantAttempt } from '../persistence/tenants.js';
+import { notFound } from '../persistence/errors.js';
+import {
+  ALL_TENANTS,
+  tenantScope,
+  type InboxRef,
+  type SessionStore,
+  type StoreEraseReceipt,
+  type TenantScope,
+  type TranscriptEntry,
+} from '../persistence/store.js';
+import { scopeStore, sessionOwner, type CrossTenantAttempt } from '../persistence/tenants.js';
 
 export type { CrossTenantAttempt };
 import {
@@ -288,6 +297,8 @@ export class SessionClient {
   readonly watchHub: WatchHub;
   /** The tenant this client is scoped to ({@link SessionClient.forTenant}); undefined: every tenant. */
   readonly tenant: string | undefined;
+  /** What `list` and `erase` reach in the store: the tenant's sessions, or every tenant's. */
+  private readonly scope: TenantScope;
   private readonly options: SessionClientOptions;
   private readonly scoped = new Map<string, SessionClient>();
 
@@ -300,6 +311,7 @@ export class SessionClient {
   constructor(options: SessionClientOptions, tenant?: string) {
     this.options = options;
     this.tenant = tenant;
+    this.scope = tenant === undefined ? ALL_TENANTS : tenantScope(tenant);
     this.temporal = withSessionCodec(options.temporal, options.store);
     this.store = tenant === undefined ? options.store : scopeStore(options.store, tenant, options.onCrossTenant);
     this.taskQueue = options.taskQueue ?? DEFAULT_TASK_QUEUE;
@@ -422,7 +434,7 @@ export class SessionClient {
 
   /** Every stored session with its event count. */
   async list(): Promise<SessionSummary[]> {
-    const headers = await this.store.list();
+    const headers = await this.store.list(this.scope);
     return Promise.all(headers.map(async (h) => ({ ...h, events: await this.store.nextSeq(h.id) })));
   }
 
@@ -597,7 +609,7 @@ export class SessionClient {
     const byModel: Record<string, UsageTotals> = {};
     let sessions = 0;
     const unreadable: string[] = [];
-    for (const header of await this.store.list()) {
+    for (const header of await this.store.list(this.scope)) {
       let ledger: UsageLedger;
       try {
         ledger = foldUsage(await this.store.readFrom(header.id, 0), window);
@@ -899,7 +911,8 @@ export class SessionClient {
    * gone since it was listed is left out: it does not hide the calls of the others.
    */
   async pendingApprovals(options: { sessionId?: string } = {}): Promise<PendingApproval[]> {
-    const ids = options.sessionId !== undefined ? [options.sessionId] : (await this.store.list()).map((h) => h.id);
+    const ids =
+      options.sessionId !== undefined ? [options.sessionId] : (await this.store.list(this.scope)).map((h) => h.id);
     const now = Date.now();
     const pending: PendingApproval[] = [];
     for (const id of ids) {
@@ -1057,7 +1070,7 @@ export class SessionClient {
   /** The sessions forked from this one (edits, regenerations, forks), oldest first, with where each left it. */
   async branches(sessionId: string): Promise<Array<{ sessionId: string; createdAt: number; forkedAt: number }>> {
     await this.requireSession(sessionId);
-    return (await this.store.list())
+    return (await this.store.list(this.scope))
       .filter((header) => header.parentSession === sessionId)
       .sort((a, b) => a.createdAt - b.createdAt)
       .map((header) => ({ sessionId: header.id, createdAt: header.createdAt, forkedAt: (header.seedLength ?? 1) - 1 }));
@@ -1103,8 +1116,13 @@ export class SessionClient {
    */
   async erase(sessionId: string): Promise<EraseReceipt> {
     assertSessionId(sessionId);
+    // Another tenant's session is refused before its workflow is touched (as for no session).
+    if (this.tenant !== undefined && (await sessionOwner(this.options.store, this.tenant, sessionId)) === 'foreign') {
+      this.options.onCrossTenant?.({ tenant: this.tenant, sessionId, operation: 'erase' });
+      throw notFound(sessionId);
+    }
     const temporal = await eraseWorkflows(this.temporal, workflowIdFor(sessionId));
-    const store = await this.store.erase(sessionId);
+    const store = await this.store.erase(sessionId, this.scope);
     // The key is destroyed: this process must not seal anything with its cached copy.
     for (const codec of this.temporal.options.loadedDataConverter.payloadCodecs)
       if (codec instanceof SessionPayloadCodec) codec.forget(sessionId);

@@ -130,7 +130,11 @@ import {
   type SearchOptions,
 } from './search.js';
 import {
+  ALL_TENANTS,
+  assertTenantScope,
+  inTenantScope,
   resolveStoreOptions,
+  type TenantScope,
   type ResolvedStoreOptions,
   type StoreOptions,
   type AppendOptions,
@@ -616,8 +620,9 @@ export class JsonlSessionStore implements SessionStore {
     return this.fileExists(id);
   }
 
-  async list(): Promise<SessionHeader[]> {
+  async list(scope: TenantScope): Promise<SessionHeader[]> {
     this.assertOpen();
+    assertTenantScope(scope);
     const entries = await readdir(this.root, { withFileTypes: true });
     const ids = entries
       .filter((e) => e.isDirectory() && isValidSessionId(e.name))
@@ -626,7 +631,8 @@ export class JsonlSessionStore implements SessionStore {
     const headers: SessionHeader[] = [];
     for (const id of ids) {
       try {
-        headers.push(await this.readHeader(id));
+        const header = await this.readHeader(id);
+        if (inTenantScope(scope, header)) headers.push(header);
       } catch (error) {
         // A directory without a log is a create that has not published its header yet.
         if (!(error instanceof SessionlogError && error.code === 'SESSION_NOT_FOUND')) throw error;
@@ -722,9 +728,10 @@ export class JsonlSessionStore implements SessionStore {
     }
   }
 
-  async erase(id: string): Promise<StoreEraseReceipt> {
+  async erase(id: string, scope: TenantScope): Promise<StoreEraseReceipt> {
     this.assertOpen();
     assertSessionId(id);
+    assertTenantScope(scope);
     return this.copies.serial(id, async () => {
       this.copies.evict(id);
       await this.removeLeftovers(id);
@@ -742,6 +749,8 @@ export class JsonlSessionStore implements SessionStore {
         staleMs: this.options.lockStaleMs,
       });
       try {
+        // Another tenant's session is not there for this scope; checked under the erase's lock.
+        if (hasLog && scope !== ALL_TENANTS && !inTenantScope(scope, await this.readHeader(id))) throw notFound(id);
         const counted = await this.countForErase(id, hasLog);
         const now = Date.now();
         const until = now + this.options.tombstoneMs;

@@ -6,6 +6,8 @@
  */
 import {
   SessionlogError,
+  assertTenant,
+  tenantOf,
   type NewEvent,
   type SessionHeader,
   type SessionView,
@@ -15,6 +17,35 @@ import type { PacingStore } from './pacing.js';
 import type { ArtifactStore } from './artifacts.js';
 import type { ProjectionCacheStore } from './projection-cache.js';
 import type { SearchHit, SearchOptions } from './search.js';
+
+/**
+ * Whose sessions a `list` or an `erase` may touch (DESIGN §5.3): one tenant's (`{ tenant }`),
+ * or, said explicitly, every tenant's ({@link ALL_TENANTS}: operators, the CLI, maintenance).
+ * The store API has no list or erase without one; the backend applies it.
+ */
+export type TenantScope = { readonly tenant: string } | typeof ALL_TENANTS;
+
+/** The scope of an operator: every tenant's sessions. */
+export const ALL_TENANTS: { readonly allTenants: true } = Object.freeze({ allTenants: true });
+
+/** One tenant's scope (INVALID_ARGUMENT for a name that is not a tenant's). */
+export function tenantScope(tenant: string): TenantScope {
+  assertTenant(tenant);
+  return Object.freeze({ tenant });
+}
+
+/** Throws INVALID_ARGUMENT unless `scope` is {@link ALL_TENANTS} or one valid tenant's scope. */
+export function assertTenantScope(scope: unknown): asserts scope is TenantScope {
+  if (scope === ALL_TENANTS) return;
+  if (typeof scope !== 'object' || scope === null || !('tenant' in scope))
+    throw new SessionlogError('INVALID_ARGUMENT', 'a tenant scope is required: { tenant } or ALL_TENANTS');
+  assertTenant(scope.tenant);
+}
+
+/** Whether a session with this header is inside `scope`. */
+export function inTenantScope(scope: TenantScope, header: { tenant?: string }): boolean {
+  return 'tenant' in scope ? tenantOf(header) === scope.tenant : true;
+}
 
 /** Tunables shared by every backend. See {@link resolveStoreOptions} for the defaults. */
 export type StoreOptions = {
@@ -200,11 +231,13 @@ export interface SessionStore {
    * copies) and leaves a tombstone that refuses `create`, `inbox.put` and `transcripts.put` of the
    * id for `tombstoneMs`. An id with inbox entries or a key but no session (they may come first)
    * is erased the same way. Idempotent: erasing again returns a
-   * receipt with `erased: false`. SESSION_NOT_FOUND when the id has none of these and no tombstone.
+   * receipt with `erased: false`. SESSION_NOT_FOUND when the id has none of these and no
+   * tombstone, and, exactly the same, when the session is outside `scope` (another tenant's):
+   * the check and the erase are one transaction (one lock on JSONL).
    */
-  erase(id: string): Promise<StoreEraseReceipt>;
-  /** Headers of every stored session. */
-  list(): Promise<SessionHeader[]>;
+  erase(id: string, scope: TenantScope): Promise<StoreEraseReceipt>;
+  /** Headers of the stored sessions inside `scope` (one tenant's, or every tenant's). */
+  list(scope: TenantScope): Promise<SessionHeader[]>;
   /**
    * Full-text search of the session's whole log, shadowed events included (search.ts): the events
    * whose text (message text and reasoning, tool-call arguments, tool results, compaction

@@ -2,6 +2,8 @@
  * Tenants (DESIGN §5.3, issue 26): each session belongs to one tenant, named in its header at
  * create and never changed (`tenant`; a header without one belongs to {@link DEFAULT_TENANT}).
  *
+ * The store API itself takes a {@link TenantScope} for `list` and `erase` (no unscoped list or
+ * delete exists; the backend applies the scope, the erase inside its own transaction).
  * {@link scopeStore} is the store as one tenant sees it: every operation that names a session
  * first reads the session's header and answers SESSION_NOT_FOUND, exactly as for an id that does
  * not exist, when the session is another tenant's; `list` and `search` see only the tenant's
@@ -25,17 +27,36 @@ import { notFound } from './errors.js';
 import type { SearchOptions } from './search.js';
 import type { ProjectionCacheStore } from './projection-cache.js';
 import { tenantOf } from '../session/index.js';
-import type {
-  AppendOptions,
-  InboxStore,
-  SessionKeyStore,
-  SessionStore,
-  TranscriptIndex,
-  WatchOptions,
+import {
+  assertTenantScope,
+  tenantScope,
+  type AppendOptions,
+  type InboxStore,
+  type SessionKeyStore,
+  type SessionStore,
+  type TenantScope,
+  type TranscriptIndex,
+  type WatchOptions,
 } from './store.js';
 
 /** A refused attempt on another tenant's session: who tried, on what. */
 export type CrossTenantAttempt = { tenant: string; sessionId: string; operation: string };
+
+/** Whose session `id` is to `tenant`: its own, another tenant's, or none (missing or erased: the store answers). */
+export async function sessionOwner(
+  store: SessionStore,
+  tenant: string,
+  id: string,
+): Promise<'own' | 'foreign' | 'none'> {
+  let header: SessionHeader;
+  try {
+    header = await store.header(id);
+  } catch (error) {
+    if (error instanceof SessionlogError && error.code === 'SESSION_NOT_FOUND') return 'none';
+    throw error;
+  }
+  return tenantOf(header) === tenant ? 'own' : 'foreign';
+}
 
 /** The store as `tenant` sees it (see the top of this file). */
 export function scopeStore(
@@ -44,18 +65,17 @@ export function scopeStore(
   onCrossTenant: (attempt: CrossTenantAttempt) => void = () => undefined,
 ): SessionStore {
   assertTenant(tenant);
-  /** Whose the session is: this tenant's, another's (reported), or none (missing or erased: the store answers). */
+  const own = tenantScope(tenant);
+  /** {@link sessionOwner}, with another tenant's session reported. */
   const ownerOf = async (id: string, operation: string): Promise<'own' | 'foreign' | 'none'> => {
-    let header: SessionHeader;
-    try {
-      header = await store.header(id);
-    } catch (error) {
-      if (error instanceof SessionlogError && error.code === 'SESSION_NOT_FOUND') return 'none';
-      throw error;
-    }
-    if (tenantOf(header) === tenant) return 'own';
-    onCrossTenant({ tenant, sessionId: id, operation });
-    return 'foreign';
+    const owner = await sessionOwner(store, tenant, id);
+    if (owner === 'foreign') onCrossTenant({ tenant, sessionId: id, operation });
+    return owner;
+  };
+  /** This tenant's scope, unless `scope` names another tenant (then undefined: nothing of it is visible). */
+  const within = (scope: TenantScope): TenantScope | undefined => {
+    assertTenantScope(scope);
+    return 'tenant' in scope && scope.tenant !== tenant ? undefined : own;
   };
   const owns = async (id: string, operation: string): Promise<boolean> => (await ownerOf(id, operation)) === 'own';
   /**
@@ -128,8 +148,16 @@ export function scopeStore(
     inspect: guarded('inspect', (id) => store.inspect(id)),
     session: guarded('session', (id) => store.session(id)),
     scan: guarded('scan', (id) => store.scan(id)),
-    erase: guarded('erase', (id) => store.erase(id)),
-    list: async () => (await store.list()).filter((header) => tenantOf(header) === tenant),
+    // The backend checks the tenant again inside the erase's own transaction (store.ts).
+    erase: guarded('erase', (id, scope: TenantScope) => {
+      const visible = within(scope);
+      if (!visible) throw notFound(id);
+      return store.erase(id, visible);
+    }),
+    list: async (scope: TenantScope) => {
+      const visible = within(scope);
+      return visible ? store.list(visible) : [];
+    },
     search: guarded('search', (id, query: string, options?: SearchOptions) => store.search(id, query, options)),
     watch(id: string, fromSeq: number, options?: WatchOptions): AsyncIterable<StoredEvent> {
       return {

@@ -8,6 +8,8 @@ import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openStore } from '../../src/persistence/open.js';
+import { SESSION_FORMAT_VERSION } from '../../src/session/index.js';
 import { eventually } from '../support/log-wait.js';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
@@ -134,6 +136,29 @@ describe('the sessionlog CLI against a real dev stack', () => {
     expect(header.seedLength).toBeGreaterThan(0);
     const reply = await cli(['send', 'cli-1-child', 'hi child']);
     expect(reply.stdout.trim()).toBe('echo: hi child');
+  });
+
+  it("lists every tenant's sessions with their tenant; --tenant narrows list and erase to one tenant's", async () => {
+    const store = await openStore(`sqlite:${join(dir, '.sessionlog', 'sessionlog.db')}`);
+    try {
+      await store.create({ version: SESSION_FORMAT_VERSION, id: 'acme-1', createdAt: Date.now(), tenant: 'acme' });
+    } finally {
+      await store.close();
+    }
+    const all = await cli(['sessions', 'list']);
+    expect(all.stdout).toMatch(/^acme-1\s+acme\s/m);
+    expect(all.stdout).toMatch(/^cli-1\s+default\s/m);
+    const acme = await cli(['--json', 'sessions', 'list', '--tenant', 'acme']);
+    expect((JSON.parse(acme.stdout) as Array<{ id: string }>).map((s) => s.id)).toEqual(['acme-1']);
+    const refused = await cli(['sessions', 'erase', 'cli-1', '--tenant', 'acme', '--yes']);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/SESSION_NOT_FOUND|does not exist/);
+    expect((await cli(['sessions', 'list'])).stdout).toMatch(/^cli-1\s/m);
+    const bad = await cli(['sessions', 'list', '--tenant', 'Not A Tenant']);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toMatch(/invalid tenant/);
+    expect((await cli(['sessions', 'erase', 'acme-1', '--tenant', 'acme', '--yes'])).code).toBe(0);
+    expect((await cli(['sessions', 'list'])).stdout).not.toMatch(/^acme-1\s/m);
   });
 
   it('bad input gets a clear error and a non-zero exit', async () => {

@@ -8,6 +8,9 @@ import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
+  ALL_TENANTS,
+  tenantScope,
+  type TenantScope,
   openStore,
   readDerivedHistory,
   searchableText,
@@ -21,6 +24,7 @@ import {
   SESSION_FORMAT_VERSION,
   Session,
   interruptedTurnClosers,
+  DEFAULT_TENANT,
   isSessionlogError,
   repairOp,
   surfaceProjection,
@@ -273,7 +277,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
         expect(await store.header('alpha')).toEqual(a);
         expect(await store.exists('beta')).toBe(true);
         expect(await store.exists('gamma')).toBe(false);
-        const listed = await (await reopen()).list();
+        const listed = await (await reopen()).list(ALL_TENANTS);
         expect([...listed].sort((x, y) => x.id.localeCompare(y.id))).toEqual([a, b]);
       });
 
@@ -309,7 +313,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
           () => store.inspect('nope'),
           () => store.session('nope'),
           () => store.scan('nope'),
-          () => store.erase('nope'),
+          () => store.erase('nope', ALL_TENANTS),
           () => store.search('nope', 'anything'),
           () => store.artifacts.put({ sessionId: 'nope', name: 'a.txt', content: 'x' }),
         ]) {
@@ -759,7 +763,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
             () => store.inspect(id),
             () => store.session(id),
             () => store.scan(id),
-            () => store.erase(id),
+            () => store.erase(id, ALL_TENANTS),
             () => store.watch(id, 0),
             () => store.artifacts.put({ sessionId: id, name: 'a.txt', content: 'x' }),
             () => store.projectionCache.get(id),
@@ -768,7 +772,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
           ];
           for (const attempt of attempts) expect(await failureCode(attempt)).toBe('INVALID_SESSION_ID');
           expect(fixture.dump(url)).toBe(before);
-          expect((await store.list()).map((h) => h.id)).toEqual(['ok']);
+          expect((await store.list(ALL_TENANTS)).map((h) => h.id)).toEqual(['ok']);
         },
       );
 
@@ -1248,7 +1252,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
           { expectedSeq: 0, op: 'seed' },
         );
         const artifact = (await store.artifacts.put({ sessionId: 'gone', name: 'last.txt', content: 'x' })).locator;
-        const receipt = await store.erase('gone');
+        const receipt = await store.erase('gone', ALL_TENANTS);
         expect(receipt).toMatchObject({
           sessionId: 'gone',
           erased: true,
@@ -1259,7 +1263,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
         const fresh = await reopen();
         for (const s of [store, fresh]) {
           expect(await s.exists('gone')).toBe(false);
-          expect((await s.list()).map((h) => h.id).sort()).toEqual(['fork', 'kept']);
+          expect((await s.list(ALL_TENANTS)).map((h) => h.id).sort()).toEqual(['fork', 'kept']);
           expect(await failureCode(() => s.readFrom('gone', 0))).toBe('SESSION_NOT_FOUND');
           expect(await failureCode(() => s.artifacts.get('gone', artifact))).toBe('ARTIFACT_NOT_FOUND');
           expect(await s.projectionCache.get('gone')).toBeUndefined();
@@ -1272,20 +1276,20 @@ export function runStoreConformance(fixture: BackendFixture): void {
 
       it('erasing again returns a receipt that nothing was left, and an id never created is SESSION_NOT_FOUND', async () => {
         await populated('gone', 'erase me');
-        const first = await store.erase('gone');
-        const again = await (await reopen()).erase('gone');
+        const first = await store.erase('gone', ALL_TENANTS);
+        const again = await (await reopen()).erase('gone', ALL_TENANTS);
         expect(again).toMatchObject({
           sessionId: 'gone',
           erased: false,
           removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0 },
           tombstoneUntil: first.tombstoneUntil,
         });
-        expect(await failureCode(() => store.erase('never'))).toBe('SESSION_NOT_FOUND');
+        expect(await failureCode(() => store.erase('never', ALL_TENANTS))).toBe('SESSION_NOT_FOUND');
       });
 
       it('an erased id is refused by create with SESSION_ERASED while its tombstone lasts, and can be reused after it expires', async () => {
         await populated('gone', 'erase me');
-        await store.erase('gone');
+        await store.erase('gone', ALL_TENANTS);
         for (const s of [store, await reopen()]) {
           const error = await failure(() => s.create(header('gone')));
           expect(isSessionlogError(error, 'SESSION_ERASED'), String(error)).toBe(true);
@@ -1294,7 +1298,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
         const short = await openStore(url, { tombstoneMs: 1 });
         opened.push(short);
         await populated('brief', 'short lived');
-        const { tombstoneUntil } = await short.erase('brief');
+        const { tombstoneUntil } = await short.erase('brief', ALL_TENANTS);
         for (let i = 0; i < 1000 && Date.now() <= tombstoneUntil; i++)
           await new Promise((resolve) => setTimeout(resolve, 1));
         await short.create(header('brief'));
@@ -1306,7 +1310,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
         opened.push(short);
         await short.create(header('s'));
         await short.append('s', [user('old')], { expectedSeq: 0, op: 'b0' });
-        const { tombstoneUntil } = await short.erase('s');
+        const { tombstoneUntil } = await short.erase('s', ALL_TENANTS);
         for (let i = 0; i < 1000 && Date.now() <= tombstoneUntil; i++)
           await new Promise((resolve) => setTimeout(resolve, 1));
         await short.create(header('s', { createdAt: T0 + 5 }));
@@ -1316,6 +1320,48 @@ export function runStoreConformance(fixture: BackendFixture): void {
           lastSeq: 0,
           replayed: false,
         });
+      });
+    });
+
+    describe('tenant scopes', () => {
+      it("list and erase take a scope: one tenant's sessions (a header without a tenant is the default tenant's), or ALL_TENANTS; another tenant's session is SESSION_NOT_FOUND to erase and stays whole", async () => {
+        await store.create(header('a1', { tenant: 'acme' }));
+        await store.create(header('a2', { tenant: 'acme' }));
+        await store.create(header('b1', { tenant: 'bravo' }));
+        await store.create(header('d1'));
+        await store.append('b1', [user('b1-u', 'bravo text')], { expectedSeq: 0, op: 'b0' });
+        const ids = async (scope: TenantScope) => (await store.list(scope)).map((h) => h.id).sort();
+        expect(await ids(ALL_TENANTS)).toEqual(['a1', 'a2', 'b1', 'd1']);
+        expect(await ids(tenantScope('acme'))).toEqual(['a1', 'a2']);
+        expect(await ids(tenantScope('bravo'))).toEqual(['b1']);
+        expect(await ids(tenantScope(DEFAULT_TENANT))).toEqual(['d1']);
+        expect(await ids(tenantScope('nobody'))).toEqual([]);
+
+        const refused = await failure(() => store.erase('b1', tenantScope('acme')));
+        expect(isSessionlogError(refused, 'SESSION_NOT_FOUND'), String(refused)).toBe(true);
+        expect(await failure(() => store.erase('missing', tenantScope('acme')))).toMatchObject({
+          code: 'SESSION_NOT_FOUND',
+        });
+        for (const s of [store, await reopen()]) {
+          expect(await s.exists('b1')).toBe(true);
+          expect((await s.readFrom('b1', 0)).map((e) => e.seq)).toEqual([0]);
+        }
+        expect((await store.erase('b1', tenantScope('bravo'))).erased).toBe(true);
+        expect((await store.erase('d1', tenantScope(DEFAULT_TENANT))).erased).toBe(true);
+        expect((await store.erase('a1', ALL_TENANTS)).erased).toBe(true);
+        expect(await ids(ALL_TENANTS)).toEqual(['a2']);
+      });
+
+      it('a missing or malformed scope is INVALID_ARGUMENT, never every tenant', async () => {
+        await store.create(header('a1', { tenant: 'acme' }));
+        for (const scope of [undefined, null, {}, { allTenants: true }, { tenant: 'Not A Tenant' }, 'acme'])
+          for (const call of [() => store.list(scope as never), () => store.erase('a1', scope as never)]) {
+            const error = await failure(call);
+            expect(isSessionlogError(error, 'INVALID_ARGUMENT'), `${JSON.stringify(scope)}: ${String(error)}`).toBe(
+              true,
+            );
+          }
+        expect(await store.exists('a1')).toBe(true);
       });
     });
 
@@ -1367,7 +1413,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
         }
         // An inbox without a session makes no session.
         expect(await store.exists('other')).toBe(false);
-        expect((await store.list()).map((h) => h.id)).toEqual(['s']);
+        expect((await store.list(ALL_TENANTS)).map((h) => h.id)).toEqual(['s']);
         expect(await other.inbox.remove('s', ['msg-1', 'missing', 'msg-1'])).toBe(1);
         expect(await store.inbox.get('s', 'msg-1')).toBeUndefined();
         expect((await store.inbox.list('s')).map((entry) => entry.key)).toEqual(['msg-2']);
@@ -1414,7 +1460,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
 
       it('put on an id whose tombstone lasts is SESSION_ERASED and stores nothing', async () => {
         await store.create(header('gone'));
-        await store.erase('gone');
+        await store.erase('gone', ALL_TENANTS);
         for (const s of [store, await reopen()]) {
           const error = await failure(() => s.inbox.put('gone', 'k', 'late'));
           expect(isSessionlogError(error, 'SESSION_ERASED'), String(error)).toBe(true);
@@ -1461,7 +1507,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
         await store.sessionKeys.obtain('gone');
         await store.inbox.put('kept', 'a', 'mine');
         const kept = await store.sessionKeys.obtain('kept');
-        const receipt = await (await reopen()).erase('gone');
+        const receipt = await (await reopen()).erase('gone', ALL_TENANTS);
         expect(receipt).toMatchObject({
           erased: true,
           removed: {
@@ -1483,7 +1529,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
           expect(await s.inbox.get('kept', 'a')).toBe('mine');
           expect((await s.sessionKeys.find('kept'))?.key.equals(kept.key)).toBe(true);
         }
-        expect(await store.erase('gone')).toMatchObject({
+        expect(await store.erase('gone', ALL_TENANTS)).toMatchObject({
           erased: false,
           removed: { inboxEntries: 0, sessionKey: 0 },
         });
@@ -1492,7 +1538,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
       it('erase of an id with only inbox entries, or only a key, removes them and leaves a tombstone; with nothing at all it stays SESSION_NOT_FOUND', async () => {
         await store.inbox.put('early', 'a', 'before the session');
         await store.inbox.put('early', 'b', 'also before');
-        const receipt = await store.erase('early');
+        const receipt = await store.erase('early', ALL_TENANTS);
         expect(receipt).toMatchObject({
           sessionId: 'early',
           erased: true,
@@ -1502,17 +1548,17 @@ export function runStoreConformance(fixture: BackendFixture): void {
         expect(await store.inbox.list('early')).toEqual([]);
         expect(await failureCode(() => store.inbox.put('early', 'c', 'after'))).toBe('SESSION_ERASED');
         expect(await failureCode(() => store.create(header('early')))).toBe('SESSION_ERASED');
-        expect(await store.erase('early')).toMatchObject({ erased: false });
+        expect(await store.erase('early', ALL_TENANTS)).toMatchObject({ erased: false });
 
         await store.sessionKeys.obtain('keyed');
-        expect(await (await reopen()).erase('keyed')).toMatchObject({
+        expect(await (await reopen()).erase('keyed', ALL_TENANTS)).toMatchObject({
           erased: true,
           removed: { header: 0, inboxEntries: 0, sessionKey: 1 },
         });
         expect(await store.sessionKeys.find('keyed')).toBeUndefined();
 
-        expect(await failureCode(() => store.erase('never'))).toBe('SESSION_NOT_FOUND');
-        expect((await store.list()).map((h) => h.id)).toEqual([]);
+        expect(await failureCode(() => store.erase('never', ALL_TENANTS))).toBe('SESSION_NOT_FOUND');
+        expect((await store.list(ALL_TENANTS)).map((h) => h.id)).toEqual([]);
       });
     });
 
@@ -1589,7 +1635,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
         await store.close();
         expect(await (await reopen()).transcripts.get('caller-a', d1)).toEqual({ sessionId: 's', seq: 4 });
         // An index entry makes no session and changes no log.
-        expect((await other.list()).map((h) => h.id)).toEqual(['s']);
+        expect((await other.list(ALL_TENANTS)).map((h) => h.id)).toEqual(['s']);
         expect(await other.nextSeq('s')).toBe(0);
       });
 
@@ -1702,7 +1748,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
           'SESSION_NOT_FOUND',
         );
         await store.create(header('gone'));
-        await store.erase('gone');
+        await store.erase('gone', ALL_TENANTS);
         for (const s of [store, await reopen()]) {
           const error = await failure(() => s.transcripts.put('caller', d1, { sessionId: 'gone', seq: 1 }));
           expect(isSessionlogError(error, 'SESSION_ERASED'), String(error)).toBe(true);
@@ -1720,7 +1766,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
         await store.transcripts.put('caller-3', d1, { sessionId: 'gone', seq: 1 });
         await store.transcripts.put('caller-3', d1, { sessionId: 'taker', seq: 8 });
         await store.transcripts.put('caller-2', d2, { sessionId: 'kept', seq: 4 });
-        const receipt = await (await reopen()).erase('gone');
+        const receipt = await (await reopen()).erase('gone', ALL_TENANTS);
         expect(receipt).toMatchObject({
           erased: true,
           removed: {
@@ -1741,8 +1787,11 @@ export function runStoreConformance(fixture: BackendFixture): void {
           expect(await s.transcripts.get('caller-3', d1)).toEqual({ sessionId: 'taker', seq: 8 });
           expect(await s.transcripts.get('caller-2', d2)).toEqual({ sessionId: 'kept', seq: 4 });
         }
-        expect(await store.erase('gone')).toMatchObject({ erased: false, removed: { transcriptEntries: 0 } });
-        expect((await store.erase('kept')).removed.transcriptEntries).toBe(1);
+        expect(await store.erase('gone', ALL_TENANTS)).toMatchObject({
+          erased: false,
+          removed: { transcriptEntries: 0 },
+        });
+        expect((await store.erase('kept', ALL_TENANTS)).removed.transcriptEntries).toBe(1);
         expect(await store.transcripts.get('caller-2', d2)).toBeUndefined();
       });
 
@@ -1751,7 +1800,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
         opened.push(short);
         await short.create(header('s'));
         await short.transcripts.put('caller', d1, { sessionId: 's', seq: 5 });
-        const { tombstoneUntil } = await short.erase('s');
+        const { tombstoneUntil } = await short.erase('s', ALL_TENANTS);
         for (let i = 0; i < 1000 && Date.now() <= tombstoneUntil; i++)
           await new Promise((resolve) => setTimeout(resolve, 1));
         await short.create(header('s', { createdAt: T0 + 5 }));
@@ -1769,7 +1818,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
           await store.create(header(id));
           const [put] = await Promise.allSettled([
             other.transcripts.put('caller', digestOf(id), { sessionId: id, seq: i }),
-            new Promise((resolve) => setTimeout(resolve, i)).then(() => store.erase(id)),
+            new Promise((resolve) => setTimeout(resolve, i)).then(() => store.erase(id, ALL_TENANTS)),
           ]);
           if (put.status === 'rejected')
             expect(isSessionlogError(put.reason, 'SESSION_ERASED'), String(put.reason)).toBe(true);
@@ -1928,7 +1977,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
           expect(await s.search('other', 'narwhal')).toEqual([]);
           expect(sortedSeqsOf(await s.search('third', 'walrus'))).toEqual([0]);
         }
-        await store.erase('third');
+        await store.erase('third', ALL_TENANTS);
         expect(await failureCode(() => store.search('third', 'walrus'))).toBe('SESSION_NOT_FOUND');
         expect(sortedSeqsOf(await store.search('other', 'walrus', { limit: 100 }))).toHaveLength(25);
       });
@@ -2017,8 +2066,8 @@ export function runStoreConformance(fixture: BackendFixture): void {
           () => store.inspect('s'),
           () => store.session('s'),
           () => store.scan('s'),
-          () => store.erase('s'),
-          () => store.list(),
+          () => store.erase('s', ALL_TENANTS),
+          () => store.list(ALL_TENANTS),
           () => store.search('s', 'anything'),
           () => store.transcripts.put('caller', '0'.repeat(64), { sessionId: 's', seq: 0 }),
           () => store.transcripts.get('caller', '0'.repeat(64)),

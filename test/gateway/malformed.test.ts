@@ -14,6 +14,7 @@ import {
   type ErrorCode,
   type RunningGateway,
 } from '../../src/gateway/index.js';
+import { ALL_TENANTS } from '../../src/persistence/index.js';
 import type { StoredEvent } from '../../src/session/index.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { captureLogger, expectErrorShape, expectRawErrorShape, rawExchange, request, type LogEntry } from './http.js';
@@ -52,7 +53,8 @@ afterAll(async () => {
 
 async function snapshotLogs(): Promise<Map<string, StoredEvent[]>> {
   const logs = new Map<string, StoredEvent[]>();
-  for (const header of await stack.store.list()) logs.set(header.id, await stack.store.readFrom(header.id, 0));
+  for (const header of await stack.store.list(ALL_TENANTS))
+    logs.set(header.id, await stack.store.readFrom(header.id, 0));
   return logs;
 }
 

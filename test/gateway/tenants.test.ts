@@ -15,6 +15,7 @@ import { NATIVE_TABLE, OPENAI_TABLE, startGateway, type RunningGateway } from '.
 import { LANGGRAPH_TABLE } from '../../src/gateway/langgraph/index.js';
 import type { RouteSpec } from '../../src/gateway/route-table.js';
 import { openStore } from '../../src/persistence/open.js';
+import { workflowIdFor } from '../../src/workflows/api.js';
 import { startStack, type Stack } from '../support/stack.js';
 import {
   dropPostgresTestSchemas,
@@ -225,6 +226,11 @@ describe.each(backends)('tenants on $name', (backend) => {
     // The victims' logs are as they were.
     expect((await stack.client.events(owned.acme.session)).length).toBe(before.acme);
     expect((await stack.client.events(owned.bravo.session)).length).toBe(before.bravo);
+    // And their workflows: no attempt (an erase above all) terminated or deleted one.
+    for (const tenant of ['acme', 'bravo'] as const) {
+      const { status } = await stack.temporal.workflow.getHandle(workflowIdFor(owned[tenant].session)).describe();
+      expect(status.name, `${tenant}'s session workflow`).toBe('RUNNING');
+    }
   }, 300_000);
 
   it("lists, searches and sums only the token's tenant; a read-only token cannot write; the owner still can", async () => {

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openStore, readDerivedHistory, type SessionStore } from '../../src/persistence/index.js';
+import { ALL_TENANTS, openStore, readDerivedHistory, type SessionStore } from '../../src/persistence/index.js';
 import { SESSION_FORMAT_VERSION, type NewEvent, type SessionHeader } from '../../src/session/index.js';
 import {
   POSTGRES_TEST_URL,
@@ -145,7 +145,7 @@ describe('erase leaves no byte of the session in the store', () => {
     expect(indexed(before, word).segments).toBeGreaterThan(0);
     before.close();
 
-    const receipt = await store.erase('gone');
+    const receipt = await store.erase('gone', ALL_TENANTS);
     expect(receipt).toMatchObject({
       erased: true,
       removed: { header: 1, events: 41, artifacts: 1, projectionCheckpoints: 1 },
@@ -189,7 +189,7 @@ describe('erase leaves no byte of the session in the store', () => {
     const word = indexedWordOf(secret);
     expect(filesContaining(files, word.slice(4)).length).toBeGreaterThan(0);
 
-    const receipt = await store.erase('gone');
+    const receipt = await store.erase('gone', ALL_TENANTS);
     expect(receipt.erased).toBe(true);
     expect(receipt.notes.join(' ')).toMatch(/the whole search index was rebuilt/);
     await store.close();
@@ -218,7 +218,7 @@ describe('erase leaves no byte of the session in the store', () => {
     ).toEqual(['/gone/artifacts/tool-out.txt', '/gone/session.jsonl']);
     expect(existsSync(join(root, 'gone', 'projection-cache.json'))).toBe(true);
 
-    await store.erase('gone');
+    await store.erase('gone', ALL_TENANTS);
     expect(existsSync(join(root, 'gone'))).toBe(false);
     expect(filesContaining(filesUnder(root), secret)).toEqual([]);
     // JSONL keeps no search index: search scans the log, which is gone.
@@ -247,8 +247,11 @@ describe('erase leaves no byte of the session in the store', () => {
     for (const bytes of [Buffer.from(secret), key.key, Buffer.from(early), earlyKey.key])
       expect(holding(bytes).length).toBeGreaterThan(0);
 
-    expect(await store.erase('gone')).toMatchObject({ removed: { inboxEntries: 2, sessionKey: 1 } });
-    expect(await store.erase('early')).toMatchObject({ erased: true, removed: { inboxEntries: 1, sessionKey: 1 } });
+    expect(await store.erase('gone', ALL_TENANTS)).toMatchObject({ removed: { inboxEntries: 2, sessionKey: 1 } });
+    expect(await store.erase('early', ALL_TENANTS)).toMatchObject({
+      erased: true,
+      removed: { inboxEntries: 1, sessionKey: 1 },
+    });
     await store.close();
     for (const bytes of [Buffer.from(secret), key.key, Buffer.from(early), earlyKey.key])
       expect(holding(bytes)).toEqual([]);
@@ -269,8 +272,8 @@ describe('erase leaves no byte of the session in the store', () => {
     expect(existsSync(join(root, 'gone', 'session.key'))).toBe(true);
     expect(filesContaining(filesUnder(root), secret).filter((path) => path.includes('/inbox/'))).toHaveLength(2);
 
-    await store.erase('gone');
-    await store.erase('early');
+    await store.erase('gone', ALL_TENANTS);
+    await store.erase('early', ALL_TENANTS);
     expect(filesContaining(filesUnder(root), secret)).toEqual([]);
     expect(filesUnder(root).filter((path) => readFileSync(path).includes(key.key.toString('base64')))).toEqual([]);
     expect(readdirSync(root).sort()).toEqual(['.tombstones']);
@@ -296,7 +299,7 @@ describe('erase leaves no byte of the session in the store', () => {
       files.filter((file) => existsSync(file) && readFileSync(file).includes(Buffer.from(text)));
     for (const text of [scope, ...digests]) expect(holding(text).length, text).toBeGreaterThan(0);
 
-    expect(await store.erase('gone')).toMatchObject({ removed: { transcriptEntries: 2 } });
+    expect(await store.erase('gone', ALL_TENANTS)).toMatchObject({ removed: { transcriptEntries: 2 } });
     await store.close();
     for (const text of [scope, ...digests]) expect(holding(text), text).toEqual([]);
     expect(holding(keptDigest)).toEqual([path]);
@@ -320,7 +323,7 @@ describe('erase leaves no byte of the session in the store', () => {
     expect(naming('gone')).toHaveLength(2);
     expect(filesContaining(filesUnder(root), scope)).toHaveLength(3);
 
-    expect(await store.erase('gone')).toMatchObject({ removed: { transcriptEntries: 2 } });
+    expect(await store.erase('gone', ALL_TENANTS)).toMatchObject({ removed: { transcriptEntries: 2 } });
     expect(naming('gone')).toEqual([]);
     expect(filesContaining(filesUnder(root), scope).map((path) => path.slice(root.length))).toEqual([
       `/kept/transcripts/${createHash('sha256')
@@ -382,7 +385,7 @@ describe('erase leaves no byte of the session in the store', () => {
         expect(await vectorsWith()).toBe(40);
         expect(await everything()).toContain(`'${word}'`);
 
-        const receipt = await store.erase('gone');
+        const receipt = await store.erase('gone', ALL_TENANTS);
         expect(receipt).toMatchObject({
           erased: true,
           removed: {

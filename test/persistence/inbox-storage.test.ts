@@ -10,6 +10,7 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  ALL_TENANTS,
   openSqliteStore,
   openStore,
   POSTGRES_SCHEMA_VERSION,
@@ -44,7 +45,9 @@ async function expectUpgradedStoreWorks(store: SessionStore): Promise<void> {
   expect(await store.inbox.get('old', 'm1')).toBe('after the upgrade');
   const key = await store.sessionKeys.obtain('old');
   expect((await store.sessionKeys.find('old'))?.id).toBe(key.id);
-  expect(await store.erase('old')).toMatchObject({ removed: { header: 1, events: 1, inboxEntries: 1, sessionKey: 1 } });
+  expect(await store.erase('old', ALL_TENANTS)).toMatchObject({
+    removed: { header: 1, events: 1, inboxEntries: 1, sessionKey: 1 },
+  });
 }
 
 describe('SQLite: the inbox and session_keys tables (schema version 5)', () => {

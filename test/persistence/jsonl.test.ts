@@ -2,7 +2,12 @@ import { appendFileSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { JSONL_FORMAT_VERSION, openJsonlStore, type JsonlSessionStore } from '../../src/persistence/index.js';
+import {
+  ALL_TENANTS,
+  JSONL_FORMAT_VERSION,
+  openJsonlStore,
+  type JsonlSessionStore,
+} from '../../src/persistence/index.js';
 import { closedTurn, openTurn, testHeader } from '../support/persistence-events.js';
 
 let root: string;
@@ -57,7 +62,7 @@ describe('JSONL store: layout', () => {
     const store = open();
     await store.create(testHeader('b'));
     await store.create(testHeader('a', 5));
-    expect((await store.list()).map((h) => [h.id, h.createdAt])).toEqual([
+    expect((await store.list(ALL_TENANTS)).map((h) => [h.id, h.createdAt])).toEqual([
       ['a', 5],
       ['b', testHeader('b').createdAt],
     ]);

@@ -16,6 +16,7 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
+  ALL_TENANTS,
   openSqliteStore,
   openStore,
   POSTGRES_SCHEMA_VERSION,
@@ -323,7 +324,7 @@ describe('SQLite: the FTS5 search index', () => {
       expect(searchRows()).toHaveLength(OLD_TEXT_EVENTS + 1);
       expect(sortedSeqs(await again.search('notes', 'walrus'))).toEqual([1, 8, 11]);
       // The upgrade from version 1 also added the tombstones of erased sessions.
-      await again.erase('other');
+      await again.erase('other', ALL_TENANTS);
       await expect(again.create(testHeader('other'))).rejects.toMatchObject({ code: 'SESSION_ERASED' });
       expect(searchRows()).toHaveLength(OLD_TEXT_EVENTS);
     });

@@ -12,6 +12,7 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  ALL_TENANTS,
   openSqliteStore,
   openStore,
   POSTGRES_SCHEMA_VERSION,
@@ -45,7 +46,9 @@ async function expectUpgradedStoreWorks(store: SessionStore): Promise<void> {
   expect(await store.transcripts.get('caller', DIGEST)).toBeUndefined();
   await store.transcripts.put('caller', DIGEST, { sessionId: 'old', seq: 1 });
   expect(await store.transcripts.get('caller', DIGEST)).toEqual({ sessionId: 'old', seq: 1 });
-  expect(await store.erase('old')).toMatchObject({ removed: { header: 1, events: 1, transcriptEntries: 1 } });
+  expect(await store.erase('old', ALL_TENANTS)).toMatchObject({
+    removed: { header: 1, events: 1, transcriptEntries: 1 },
+  });
   expect(await store.transcripts.get('caller', DIGEST)).toBeUndefined();
 }
 

@@ -58,22 +58,26 @@ import {
 } from '../projection-cache.js';
 import { LogScanner, assertScanned, headerProblemReport, scanReport } from '../scanner.js';
 import { parseSearchRequest, searchHits, searchable, type SearchHit, type SearchOptions } from '../search.js';
-import type {
-  AppendOptions,
-  AppendResult,
-  InboxEntry,
-  InboxRef,
-  InboxStore,
-  LoadedSession,
-  ResolvedStoreOptions,
-  ScanReport,
-  SessionKey,
-  SessionKeyStore,
-  SessionStore,
-  StoreEraseReceipt,
-  TranscriptEntry,
-  TranscriptIndex,
-  WatchOptions,
+import {
+  ALL_TENANTS,
+  assertTenantScope,
+  inTenantScope,
+  type TenantScope,
+  type AppendOptions,
+  type AppendResult,
+  type InboxEntry,
+  type InboxRef,
+  type InboxStore,
+  type LoadedSession,
+  type ResolvedStoreOptions,
+  type ScanReport,
+  type SessionKey,
+  type SessionKeyStore,
+  type SessionStore,
+  type StoreEraseReceipt,
+  type TranscriptEntry,
+  type TranscriptIndex,
+  type WatchOptions,
 } from '../store.js';
 import { assertTranscriptKey, storedTranscriptEntry, transcriptPutEntry } from '../transcripts.js';
 import { pacingStore, parsePaceState, type PacingStore } from '../pacing.js';
@@ -176,10 +180,13 @@ export abstract class RelationalSessionStore implements SessionStore {
     });
   }
 
-  list(): Promise<SessionHeader[]> {
+  list(scope: TenantScope): Promise<SessionHeader[]> {
     return this.use(async () => {
+      assertTenantScope(scope);
       const rows = await this.statement((tx) => tx.listSessions());
-      return rows.map((row) => parseStoredHeader(row.header, row.id, this.where(row.id)));
+      return rows
+        .map((row) => parseStoredHeader(row.header, row.id, this.where(row.id)))
+        .filter((header) => inTenantScope(scope, header));
     });
   }
 
@@ -243,11 +250,12 @@ export abstract class RelationalSessionStore implements SessionStore {
     });
   }
 
-  erase(id: string): Promise<StoreEraseReceipt> {
+  erase(id: string, scope: TenantScope): Promise<StoreEraseReceipt> {
     return this.use(() => {
       assertSessionId(id);
+      assertTenantScope(scope);
       return this.copies.serial(id, async () => {
-        const receipt = await this.driver.run('write', (tx) => this.eraseSteps(tx, id, Date.now()));
+        const receipt = await this.driver.run('write', (tx) => this.eraseSteps(tx, id, scope, Date.now()));
         this.copies.evict(id);
         if (receipt.erased) receipt.notes.push(...this.driver.afterErase());
         return receipt;
@@ -439,9 +447,14 @@ export abstract class RelationalSessionStore implements SessionStore {
    * session was created) is erased too; one with nothing at all is SESSION_NOT_FOUND, or the
    * receipt of an earlier erasure while its tombstone lasts.
    */
-  private *eraseSteps(tx: RelationalTx, id: string, now: number): Steps<StoreEraseReceipt> {
+  private *eraseSteps(tx: RelationalTx, id: string, scope: TenantScope, now: number): Steps<StoreEraseReceipt> {
     yield* step(tx.lockSessionId(id));
     const key = yield* step(tx.lockSessionForErase(id));
+    // Another tenant's session is not there for this scope; checked under the erase's lock.
+    if (key !== undefined && scope !== ALL_TENANTS) {
+      const row = yield* step(tx.sessionRow(id));
+      if (row && !inTenantScope(scope, parseStoredHeader(row.header, id, this.where(id)))) throw notFound(id);
+    }
     const inbox = yield* step(tx.deleteInbox(id));
     const sessionKey = yield* step(tx.deleteSessionKey(id));
     if (key === undefined && inbox.removed === 0 && sessionKey.removed === 0) {
