@@ -1225,7 +1225,8 @@ export class SessionClient {
 
   private async seed(childId: string, seed: SeedSpec): Promise<{ sessionId: string; header: SessionHeader }> {
     assertSessionId(childId);
-    if (await this.store.exists(childId)) {
+    // Any tenant's session takes the id (ids are global): the workflow of another tenant's is never reached.
+    if (await this.options.store.exists(childId)) {
       throw new SessionlogError(
         'SESSION_ALREADY_EXISTS',
         `session ${childId} already exists; pick another id for the new session`,

@@ -233,6 +233,27 @@ describe.each(backends)('tenants on $name', (backend) => {
     }
   }, 300_000);
 
+  it("branching one's own session into the other tenant's id is refused as taken; the other's session and workflow are untouched", async () => {
+    const before = (await stack.client.events(owned.bravo.session)).length;
+    const own = owned.acme.session;
+    const victim = owned.bravo.session;
+    const userSeq = (await stack.client.events(own)).find((e) => e.type === 'user/message')!.seq;
+    const attempts: Array<[string, unknown]> = [
+      [`/v1/sessions/${own}/fork`, { id: victim }],
+      [`/v1/sessions/${own}/edit`, { seq: userSeq, text: 'x', id: victim }],
+      [`/v1/sessions/${own}/regenerate`, { id: victim }],
+      [`/v1/sessions/${own}/salvage`, { into: victim }],
+    ];
+    for (const [path, body] of attempts) {
+      const answer = await call(gateway, TOKEN.acme, 'POST', path, body);
+      expect(answer.status, `${path}: ${answer.text.slice(0, 200)}`).toBe(409);
+      expect(answer.text).not.toContain(owned.bravo.secret);
+    }
+    expect((await stack.client.events(victim)).length).toBe(before);
+    const { status } = await stack.temporal.workflow.getHandle(workflowIdFor(victim)).describe();
+    expect(status.name).toBe('RUNNING');
+  });
+
   it("lists, searches and sums only the token's tenant; a read-only token cannot write; the owner still can", async () => {
     for (const [tenant, other] of [
       ['acme', 'bravo'],
