@@ -219,11 +219,18 @@ export class FleetProcess {
   }
 }
 
-/** Polls `url` until it answers 200 (bounded). */
-export async function waitReady(url: string, timeoutMs: number): Promise<void> {
+/**
+ * Polls `url` until it answers 200 (bounded). With `owner`, a process that exits meanwhile fails
+ * the wait at once, with its exit status and last lines (its log file has the rest).
+ */
+export async function waitReady(url: string, timeoutMs: number, owner?: FleetProcess): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last = '';
   for (;;) {
+    if (owner && !owner.running)
+      throw new Error(
+        `${owner.name} exited (${owner.child.exitCode ?? owner.child.signalCode}) while ${url} was awaited; its last lines:\n${owner.lines.slice(-25).join('\n')}`,
+      );
     try {
       const response = await fetch(url, { signal: AbortSignal.timeout(5_000) });
       if (response.ok) return;
@@ -231,7 +238,10 @@ export async function waitReady(url: string, timeoutMs: number): Promise<void> {
     } catch (error) {
       last = (error as Error).message;
     }
-    if (Date.now() > deadline) throw new Error(`${url} not ready within ${timeoutMs} ms: ${last}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `${url} not ready within ${timeoutMs} ms: ${last}${owner ? `; ${owner.name}'s last lines:\n${owner.lines.slice(-25).join('\n')}` : ''}`,
+      );
     await sleep(200);
   }
 }
@@ -371,13 +381,13 @@ export class Fleet {
   async workerReady(worker: FleetProcess, timeoutMs = 180_000): Promise<string> {
     const line = await worker.waitForLine(/ operations: http:\/\/\S+\/healthz/, timeoutMs);
     const url = / operations: (http:\/\/\S+)\/healthz/.exec(line)![1]!;
-    await waitReady(`${url}/readyz`, timeoutMs);
+    await waitReady(`${url}/readyz`, timeoutMs, worker);
     return url;
   }
 
   async gatewayReady(gateway: FleetProcess, slot: number, timeoutMs = 180_000): Promise<void> {
     await gateway.waitForLine(/ gateway: http:/, timeoutMs);
-    await waitReady(`${this.gatewayUrl(slot)}/readyz`, timeoutMs);
+    await waitReady(`${this.gatewayUrl(slot)}/readyz`, timeoutMs, gateway);
   }
 
   /** SIGKILLs the worker in `slot` and starts a replacement at once (not waiting for it). */
