@@ -10,6 +10,7 @@ import type { EngineDeps } from './deps.js';
 import { LogWriter } from './log-writer.js';
 import { learnedWindowOf } from './limits.js';
 import { compactionId, compactionOp } from './ops.js';
+import { pacedModel } from './pacing.js';
 import { observedModel } from './telemetry.js';
 import { RECALL_TOOL_NAMES } from '../tools/builtin.js';
 import type { AbandonCompactionInput, CompactActivityResult, CompactInput, StepContext } from './types.js';
@@ -43,11 +44,12 @@ export async function compact(deps: EngineDeps, input: CompactInput, ctx: StepCo
   const outcome = await runCompaction(
     {
       log: logPort(writer, input.runId, id),
-      summarizer: observedModel(deps.model, deps.telemetry, {
-        sessionId: input.sessionId,
-        turn: input.turn,
-        purpose: 'summary',
-      }),
+      summarizer: pacedModel(
+        deps,
+        observedModel(deps.model, deps.telemetry, { sessionId: input.sessionId, turn: input.turn, purpose: 'summary' }),
+        input,
+        ctx,
+      ),
       context: deps.context,
       recall: hasRecallTools(deps),
       now: deps.now,

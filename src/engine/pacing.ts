@@ -9,17 +9,21 @@
  * The limits are the configured ones, else those the provider stated in its rate-limit headers.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { modelFailure, type ModelFailure } from '../model/errors.js';
+import { ModelCallError, modelFailure, type ModelFailure } from '../model/errors.js';
 import type { PaceLimits } from '../persistence/pacing.js';
 import { billedTokens, type Message, type TokenUsage } from '../session/index.js';
+import type { ModelPort } from '../model/provider.js';
 import type { EngineDeps } from './deps.js';
 import type { ModelStepInput, StepContext } from './types.js';
 
 /** What a worker paces its model calls by: the bucket's key and the limits (absent: what the provider states). */
 export type PacingConfig = { key: string; limits?: PaceLimits };
 
+/** What pacing needs of the engine's dependencies. */
+export type PacingDeps = Pick<EngineDeps, 'pacing' | 'store' | 'model' | 'now' | 'heartbeatMs'>;
+
 /** The limits in force: configured, or stated by the provider (with the configured burst). */
-function limitsOf(deps: EngineDeps): PaceLimits | undefined {
+function limitsOf(deps: PacingDeps): PaceLimits | undefined {
   const pacing = deps.pacing;
   if (!pacing) return undefined;
   if (pacing.limits?.requestsPerMinute !== undefined || pacing.limits?.tokensPerMinute !== undefined)
@@ -40,8 +44,8 @@ export function roughTokens(messages: readonly Message[]): number {
  * is further away than the step may wait, else what to correct after the call.
  */
 export async function paceCall(
-  deps: EngineDeps,
-  input: ModelStepInput,
+  deps: PacingDeps,
+  input: Pick<ModelStepInput, 'pauseAfterMs'>,
   estimate: () => number,
   ctx: StepContext,
 ): Promise<{ failure: ModelFailure } | { reserved: number; limits: PaceLimits } | undefined> {
@@ -66,11 +70,36 @@ export async function paceCall(
 
 /** After the call: the tokens billed beyond (or below) the estimate reserved. */
 export async function settlePace(
-  deps: EngineDeps,
+  deps: PacingDeps,
   paced: { reserved: number; limits: PaceLimits },
   usage: TokenUsage | undefined,
 ): Promise<void> {
   if (!deps.pacing || paced.limits.tokensPerMinute === undefined || !usage) return;
   const delta = billedTokens(usage) - paced.reserved;
   if (delta !== 0) await deps.store.pacing.adjust(deps.pacing.key, paced.limits, delta, deps.now());
+}
+
+/**
+ * `model` with each call paced in the same bucket (a compaction's summaries): the call waits for
+ * its slot, heartbeating; a slot further away than `pauseAfterMs` fails the call as a rate limit
+ * with that retry-after, which the compaction's activity retry waits out (its bracket resumes).
+ */
+export function pacedModel(
+  deps: PacingDeps,
+  model: ModelPort,
+  input: Pick<ModelStepInput, 'pauseAfterMs'>,
+  ctx: StepContext,
+): ModelPort {
+  if (!deps.pacing) return model;
+  return {
+    provider: model.provider,
+    model: (name) => model.model(name),
+    async stream(request) {
+      const paced = await paceCall(deps, input, () => roughTokens(request.messages), ctx);
+      if (paced && 'failure' in paced) throw new ModelCallError(paced.failure);
+      const reply = await model.stream(request);
+      if (paced) await settlePace(deps, paced, reply.usage);
+      return reply;
+    },
+  };
 }

@@ -280,6 +280,8 @@ export type CompactInput = {
   knownHead: number;
   /** The activity's retry budget: the last attempt closes the bracket with an error instead of throwing. */
   maxAttempts: number;
+  /** A paced summary whose slot is at least this far away fails as a rate limit with that retry-after (the activity retry waits). */
+  pauseAfterMs?: number;
 };
 
 export type CompactResultRef = {

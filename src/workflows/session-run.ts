@@ -673,6 +673,7 @@ export class SessionRun {
         turn: owner,
         knownHead: state.headSeq,
         maxAttempts: this.tunables.compactionMaxAttempts,
+        ...(this.tunables.rateLimitPauseMs > 0 ? { pauseAfterMs: this.tunables.rateLimitPauseMs } : {}),
       });
       state.atHead(done.headSeq);
       if (done.error !== undefined) state.report(`compaction ${done.result?.compactionId ?? ''}: ${done.error}`);

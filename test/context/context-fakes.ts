@@ -14,6 +14,7 @@ import type { ContextPolicy } from '../../src/context/compaction.js';
 import { runCompaction, type CompactionOutcome, type CompactionRequest } from '../../src/context/compactor.js';
 import { resolveContextDeps, type LogPort } from '../../src/context/deps.js';
 import { LogWriter, compactionOp } from '../../src/engine/index.js';
+import { pacedModel, type PacingConfig } from '../../src/engine/pacing.js';
 import { DEFAULT_MODEL_CATALOGUE, lookupModel } from '../../src/model/catalogue.js';
 import { ModelCallError, modelFailure } from '../../src/model/errors.js';
 import type { ModelPort, ModelReply, ModelRequest } from '../../src/model/provider.js';
@@ -252,6 +253,8 @@ export async function compactionHarness(
     url?: string;
     /** Wraps the store the compaction writes through (fault injection); the harness reads the real one. */
     wrapStore?: (store: SessionStore) => SessionStore;
+    /** Paces the summaries in the store's bucket (engine/pacing.ts), as a worker with pacing does. */
+    pacing?: { config: PacingConfig; pauseAfterMs?: number };
   } = {},
 ): Promise<Harness> {
   const dir = options.url ? undefined : mkdtempSync(join(tmpdir(), 'sessionlog-compaction-'));
@@ -285,7 +288,24 @@ export async function compactionHarness(
       try {
         const writer = await LogWriter.open(activityStore, id, runId, knownHead);
         const outcome = await runCompaction(
-          { log: compactionLog(writer, runId, compactionId), summarizer: model, context, now: () => ++clock },
+          {
+            log: compactionLog(writer, runId, compactionId),
+            summarizer: options.pacing
+              ? pacedModel(
+                  { pacing: options.pacing.config, store: activityStore, model, now: Date.now, heartbeatMs: 50 },
+                  model,
+                  options.pacing,
+                  {
+                    attempt: info.attempt ?? 1,
+                    signal: new AbortController().signal,
+                    heartbeat() {},
+                    cancelRequested: () => false,
+                  },
+                )
+              : model,
+            context,
+            now: () => ++clock,
+          },
           {
             compactionId,
             trigger: 'manual',

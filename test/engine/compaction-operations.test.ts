@@ -12,6 +12,42 @@ import { RUN, SUMMARY, conversation, useHarnesses, failOnceOnOp, runEvent } from
 
 const harness = useHarnesses();
 
+describe('paced summaries', () => {
+  const limits = { requestsPerMinute: 60, burstMs: 1 };
+
+  it("a summary waits for its slot in the provider's bucket, then is billed against it", async () => {
+    const h = await harness({ pacing: { config: { key: 'acct-wait', limits }, pauseAfterMs: 60_000 } });
+    await conversation(h);
+    // Another worker's call took the slot now: the next one is a second away (60 a minute, no burst to speak of).
+    await h.store.pacing.reserve('acct-wait', limits, { requests: 1, tokens: 0 }, Date.now, Number.POSITIVE_INFINITY);
+    const started = Date.now();
+    const done = await h.compact({ compactionId: 'c1' });
+    expect(done.result).not.toBeNull();
+    expect(h.model.requests).toHaveLength(1);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(500);
+    expect((await h.store.pacing.state('acct-wait'))!.requestsAt).toBeGreaterThan(started + 1_500);
+  });
+
+  it('a slot further away than the pause threshold fails the attempt as a rate limit with that retry delay; the summarizer is not called and the retry resumes the bracket', async () => {
+    const h = await harness({ pacing: { config: { key: 'acct-far', limits }, pauseAfterMs: 200 } });
+    await conversation(h);
+    await h.store.pacing.reserve('acct-far', limits, { requests: 1, tokens: 0 }, Date.now, Number.POSITIVE_INFINITY);
+    const knownHead = await h.store.nextSeq(h.id);
+    const failure = (await h.compact({ compactionId: 'c1', knownHead }).catch((error: unknown) => error)) as {
+      type?: string;
+      nextRetryDelay?: unknown;
+    };
+    expect(failure.type).toBe('rate_limit');
+    expect(failure.nextRetryDelay).toBeDefined();
+    expect(h.model.requests).toHaveLength(0);
+    expect((await h.events()).slice(knownHead).map((e) => e.type)).toEqual(['compaction/start']);
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    const done = await h.compact({ compactionId: 'c1', knownHead }, { attempt: 2 });
+    expect(done.result).not.toBeNull();
+    expect(h.model.requests).toHaveLength(1);
+  });
+});
+
 describe('retried compaction activities', () => {
   it('a retryable summarizer failure is rethrown for Temporal, and the retry resumes the same bracket with one start', async () => {
     const h = await harness({ replies: [new Error('rate limited'), SUMMARY], retryable: true });
