@@ -10,7 +10,7 @@ import { modelStep } from './model-step.js';
 import { logNote } from './note.js';
 import { openRun } from './run.js';
 import { observedStore } from './telemetry.js';
-import { asTenant } from './tenant-gate.js';
+import { asTenant, tenantRetryMs } from './tenant-gate.js';
 import { appendToolResults, endTurn, runTool } from './tool-step.js';
 import type {
   AbandonCompactionInput,
@@ -50,7 +50,23 @@ export function createTurnEngine(engineDeps: EngineDeps): TurnEngine {
     : engineDeps;
   return {
     openRun: (input) => openRun(deps, input),
-    modelStep: (input, ctx) => asTenant(deps, input.sessionId, ctx, () => modelStep(deps, input, ctx)),
+    modelStep: (input, ctx) =>
+      asTenant(
+        deps,
+        input.sessionId,
+        ctx,
+        () => modelStep(deps, input, ctx),
+        // The tenant's share of this worker is taken: the slot goes back and the workflow waits a moment.
+        (): ModelStepResult => ({
+          headSeq: input.knownHead,
+          replySeq: null,
+          toolCalls: [],
+          outcome: 'rate-limited',
+          replayed: false,
+          retryAfterMs: tenantRetryMs(input.pauses ?? 0),
+          waitingFor: 'tenant',
+        }),
+      ),
     runTool: (input, ctx) => runTool(deps, input, ctx),
     recordAnswers: (input) => recordAnswers(deps, input),
     appendToolResults: (input) => appendToolResults(deps, input),

@@ -172,8 +172,10 @@ export type ModelStepResult = {
   replayed: boolean;
   /** Outcome `budget`: the breach as logged (`budget/breach`). */
   breach?: StepBreach;
-  /** Outcome `rate-limited`: how long the provider asked to wait (logged as `llm/retry`). */
+  /** Outcome `rate-limited`: how long the provider asked to wait (logged as `llm/retry`), or to wait for the tenant. */
   retryAfterMs?: number;
+  /** Outcome `rate-limited` with nothing called or logged: the tenant's share of the worker was taken (engine/tenant-gate.ts). */
+  waitingFor?: 'tenant';
   /** The measured request before the call, when context management is on. */
   pressure?: PressureRef;
   turnEnd?: TurnEndRef;

@@ -38,7 +38,9 @@ export type SessionPhase =
  */
 export type SessionPause =
   | { reason: 'budget'; since: number; until: number; breach: StepBreach }
-  | { reason: 'rate_limit'; since: number; until: number };
+  | { reason: 'rate_limit'; since: number; until: number }
+  /** The tenant's share of the worker was taken (engine/tenant-gate.ts): the step is called again at `until`. */
+  | { reason: 'tenant'; since: number; until: number };
 
 /**
  * An answer to a call waiting for approval (DESIGN §5.1). Its reason, edited arguments (a JSON

@@ -494,7 +494,7 @@ export class SessionRun {
         const ended =
           result.outcome === 'budget'
             ? await this.pauseForBudget(turn, result.breach!)
-            : await this.pauseForRateLimit(turn, result.retryAfterMs!);
+            : await this.pauseForRateLimit(turn, result.retryAfterMs!, result.waitingFor ?? 'rate_limit');
         if (ended) return ended;
         // The same pass goes on (its op keys hold what it logged before the pause).
         pauses += 1;
@@ -545,12 +545,17 @@ export class SessionRun {
   /**
    * The provider asked to wait longer than an activity should sleep (a reset minutes away, a
    * daily quota): the turn pauses on a durable timer with nothing running, then the step calls
-   * again (returns undefined); a cancel ends the turn meanwhile.
+   * again (returns undefined); a cancel ends the turn meanwhile. The same for a step that found
+   * its tenant's share of the worker taken (`tenant`), for a moment.
    */
-  private async pauseForRateLimit(turn: number, retryAfterMs: number): Promise<ModelStepResult | undefined> {
+  private async pauseForRateLimit(
+    turn: number,
+    retryAfterMs: number,
+    reason: 'rate_limit' | 'tenant',
+  ): Promise<ModelStepResult | undefined> {
     const state = this.state;
     const since = Date.now();
-    state.pause({ reason: 'rate_limit', since, until: since + retryAfterMs });
+    state.pause({ reason, since, until: since + retryAfterMs });
     try {
       await condition(() => state.cancelRequested || state.stopped, retryAfterMs);
     } finally {

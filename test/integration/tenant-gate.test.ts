@@ -1,8 +1,10 @@
 /**
  * One tenant's load cannot starve another's on a shared worker (issue 26): with a limit of one
  * model step per tenant, tenant A's three sessions asking at once run one after another, while
- * tenant B's message, sent after them, is answered without waiting for A's queue. The gate's
- * own rules (order, the limit, a cancelled waiter leaving the queue) are checked directly.
+ * tenant B's message, sent after them, is answered without waiting for A's queue, also when A
+ * has more sessions asking than the worker has activity slots (A's waiting steps hand their
+ * slots back). The gate's own rules (order, the limit, the bounded wait, a cancelled waiter
+ * leaving the queue) are checked directly.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TenantGate } from '../../src/engine/tenant-gate.js';
@@ -11,7 +13,17 @@ import { startStack, type Stack } from '../support/stack.js';
 
 let stack: Stack;
 beforeAll(async () => {
-  stack = await startStack({ worker: { tenantConcurrency: 1 } });
+  stack = await startStack({
+    worker: {
+      tenantConcurrency: 1,
+      // Fewer activity slots than tenant A has sessions asking at once.
+      workerOptions: {
+        maxHeartbeatThrottleInterval: '500ms',
+        defaultHeartbeatThrottleInterval: '500ms',
+        maxConcurrentActivityTaskExecutions: 3,
+      },
+    },
+  });
 });
 afterAll(async () => {
   await stack?.close();
@@ -47,6 +59,60 @@ describe('per-tenant concurrency', () => {
       stack.fake.configure({ firstTokenDelayMs: 0 });
     }
   }, 60_000);
+
+  it("with more of tenant A's sessions asking than the worker has activity slots, tenant B is answered long before A's queue drains", async () => {
+    stack.fake.reset();
+    stack.fake.configure({ firstTokenDelayMs: 1_500 });
+    try {
+      const a = stack.client.forTenant('tenant-a');
+      const b = stack.client.forTenant('tenant-b');
+      const stamp = Date.now();
+      const ids = ['a1', 'a2', 'a3', 'a4', 'a5', 'a6'].map((n) => `${n}-slots-${stamp}`);
+      for (const id of ids) await a.create({ sessionId: id });
+      await b.create({ sessionId: `b1-slots-${stamp}` });
+      const started = Date.now();
+      const finished: Record<string, number> = {};
+      const aReplies = ids.map((id) => a.send(id, 'slow question').then(() => (finished[id] = Date.now() - started)));
+      await new Promise((r) => setTimeout(r, 300));
+      const paused: string[] = [];
+      const watching = (async () => {
+        // A's waiting steps hand their slots back and wait on a timer: seen as `paused: tenant`.
+        while (Object.keys(finished).length < ids.length)
+          for (const id of ids) {
+            const status = await a.status(id).catch(() => undefined);
+            if (status?.paused?.reason === 'tenant') paused.push(id);
+            await new Promise((r) => setTimeout(r, 100));
+          }
+      })();
+      await b.send(`b1-slots-${stamp}`, 'quick question');
+      finished.b = Date.now() - started;
+      await Promise.all(aReplies);
+      await watching;
+      const aTimes = ids.map((id) => finished[id]!).sort((x, y) => x - y);
+      // A's six ran one at a time (≥ 7.5 s in all). Had A's waiting steps kept the three slots,
+      // B's step would have queued behind A's until the fourth of them finished; it is answered
+      // well before that.
+      expect(aTimes[5]! - aTimes[0]!).toBeGreaterThanOrEqual(5 * 1_400);
+      expect(finished.b!, `B ${finished.b} ms, A ${aTimes.join(', ')} ms`).toBeLessThan(aTimes[3]!);
+      expect(paused.length).toBeGreaterThan(0);
+    } finally {
+      stack.fake.configure({ firstTokenDelayMs: 0 });
+    }
+  }, 120_000);
+
+  it('admit waits at most its bound and then holds nothing', async () => {
+    const gate = new TenantGate(1);
+    expect(await gate.admit('t', ctx(), 10, 0)).toBe(true);
+    const started = Date.now();
+    expect(await gate.admit('t', ctx(), 10, 100)).toBe(false);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(90);
+    expect(gate.load('t')).toEqual({ running: 1, waiting: 0 });
+    const waiter = gate.admit('t', ctx(), 10, 5_000);
+    gate.release('t');
+    expect(await waiter).toBe(true);
+    gate.release('t');
+    expect(gate.load('t')).toEqual({ running: 0, waiting: 0 });
+  });
 
   it('admits in order up to the limit, and a cancelled waiter leaves the queue', async () => {
     const gate = new TenantGate(2);

@@ -184,7 +184,7 @@ const statusSchema = z.looseObject({
   lastError: z.string().optional(),
   paused: z
     .looseObject({
-      reason: z.enum(['budget', 'rate_limit']),
+      reason: z.enum(['budget', 'rate_limit', 'tenant']),
       since: z.number(),
       until: z.number(),
       breach: z
