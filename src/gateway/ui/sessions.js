@@ -20,9 +20,11 @@ async function eachLimited(items, task) {
 /** idle / running / waiting for approval / paused, from the log's activity and the workflow's status. */
 export function phaseOf(activity, status) {
   if (activity?.phase === 'waiting-for-approval') return 'waiting for approval';
-  if (status?.phase === 'paused') if (status.paused?.reason === 'rate_limit') return 'paused: rate limit';
-  if (status.paused?.reason === 'tenant') return "paused: the tenant's share is busy";
-  return 'paused: budget';
+  if (status?.phase === 'paused') {
+    if (status.paused?.reason === 'rate_limit') return 'paused: rate limit';
+    if (status.paused?.reason === 'tenant') return "paused: the tenant's share is busy";
+    return 'paused: budget';
+  }
   if (activity?.phase === 'paused') return 'paused: budget';
   if (activity?.phase === 'running') return 'running';
   if (status && ['turn', 'model', 'tools', 'compacting'].includes(status.phase)) return 'running';
