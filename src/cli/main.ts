@@ -107,6 +107,16 @@ function fleetLog(line: string): void {
   process.stdout.write(`${new Date().toISOString()} ${line}\n`);
 }
 
+/**
+ * A fleet process whose run has ended (drained, or failed) must end too, even if something it
+ * cannot close still holds the event loop: a Temporal SDK `Worker.create` that fails after
+ * starting its workflow threads leaves them running, which kept a worker alive with its
+ * operations listener closed. The timer is unref'd, so it fires only in that case.
+ */
+function exitOnceSettled(): void {
+  setTimeout(() => process.exit(), 2_000).unref();
+}
+
 program
   .command('dev')
   .description('start a local Temporal dev server, a worker and the HTTP gateway (data in ./.sessionlog)')
@@ -126,7 +136,11 @@ program
   .action(async () => {
     const cfg = config();
     const { runWorkerProcess } = await import('./worker-process.js');
-    process.exitCode = await runWorkerProcess(cfg, fleetLog);
+    try {
+      process.exitCode = await runWorkerProcess(cfg, fleetLog);
+    } finally {
+      exitOnceSettled();
+    }
   });
 
 program

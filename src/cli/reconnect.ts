@@ -28,6 +28,19 @@ export function isConnectivityError(error: unknown): boolean {
   return CONNECTIVITY.test(message);
 }
 
+/**
+ * Whether a Temporal call failed because the server is not reachable or not serving (yet): a
+ * connectivity error, or a gRPC status Unavailable or DeadlineExceeded (as the SDK core reports
+ * it, `Status { code: Unavailable, … }`, or as a numeric gRPC code 14 or 4).
+ */
+export function isTemporalUnavailable(error: unknown): boolean {
+  if (isConnectivityError(error)) return true;
+  const code = (error as { code?: unknown } | null)?.code;
+  if (code === 14 || code === 4) return true;
+  const message = error instanceof Error ? error.message : String(error);
+  return /\bcode: (Unavailable|DeadlineExceeded)\b/.test(message);
+}
+
 function firstLine(error: unknown): string {
   return (error instanceof Error ? error.message : String(error)).split('\n')[0]!.slice(0, 300);
 }

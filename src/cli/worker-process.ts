@@ -27,10 +27,11 @@ import {
 } from '../config.js';
 import { installProcessFaultPolicy } from './fault-policy.js';
 import { guardListener } from '../gateway/listener-guard.js';
+import type { TemporalConnectionLike } from '../gateway/readiness.js';
 import { startOpsServer, type Readiness, type RunningOpsServer } from '../telemetry/ops-server.js';
 import { ReachabilityMonitor } from '../telemetry/reachability.js';
 import { createWorker } from '../worker.js';
-import { fleetProbes, isConnectivityError, untilConnected } from './reconnect.js';
+import { fleetProbes, isConnectivityError, isTemporalUnavailable, untilConnected } from './reconnect.js';
 import { runtimeOptions, temporalAddressFor } from './runtime.js';
 
 /** Probe interval of the reachability monitor. */
@@ -113,26 +114,68 @@ export async function runWorkerProcess(config: Config, log: (line: string) => vo
       signal: stop.signal,
     });
     if (!connection) return 0;
-    monitor = new ReachabilityMonitor(fleetProbes(store, config.store, connection, address), {
+    // The probes follow the connection the Temporal worker uses, which a failed creation replaces (below).
+    const temporal: TemporalConnectionLike = {
+      get workflowService() {
+        return connection!.workflowService;
+      },
+      withDeadline: (deadline, fn) => connection!.withDeadline(deadline, fn),
+    };
+    monitor = new ReachabilityMonitor(fleetProbes(store, config.store, temporal, address), {
       intervalMs: PROBE_INTERVAL_MS,
       timeoutMs: PROBE_TIMEOUT_MS,
       log,
     });
     await monitor.start();
 
+    /** Set when a worker creation failed: the next attempt starts on a new connection. */
+    let staleConnection = false;
+    const createTemporalWorker = async (): Promise<Worker> => {
+      if (staleConnection) {
+        const previous = connection;
+        connection = await NativeConnection.connect({ address });
+        staleConnection = false;
+        await previous?.close().catch(() => undefined);
+      }
+      // Asked first on its own: a Worker.create that fails leaves the workflow threads it started
+      // running (an SDK leak), so it is only tried once Temporal answers.
+      await connection!.workflowService.describeNamespace({ namespace: config.namespace });
+      const workerOptions = options.worker({ connection: connection!, store: store!, model: model!.model, telemetry });
+      try {
+        return await createWorker({
+          ...workerOptions,
+          workerOptions: {
+            ...workerOptions.workerOptions,
+            shutdownGraceTime: config.shutdownGraceMs,
+            shutdownForceTime: config.shutdownGraceMs + FORCE_AFTER_GRACE_MS,
+          },
+        });
+      } catch (error) {
+        // The SDK core registers the worker on its connection before it asks Temporal for the
+        // namespace and keeps it registered when that fails, so the connection would refuse the
+        // next worker for this task queue ("Registration of multiple workers with overlapping
+        // worker task types … not allowed").
+        staleConnection = true;
+        throw error;
+      }
+    };
+
     while (!stop.signal.aborted) {
       startingStep = 'creating the Temporal worker';
-      const workerOptions = options.worker({ connection, store, model: model.model, telemetry });
-      worker = await createWorker({
-        ...workerOptions,
-        workerOptions: {
-          ...workerOptions.workerOptions,
-          shutdownGraceTime: config.shutdownGraceMs,
-          shutdownForceTime: config.shutdownGraceMs + FORCE_AFTER_GRACE_MS,
-        },
+      // Creating a worker asks Temporal for the namespace: while Temporal restarts (or, after a
+      // failed worker, is still away) that fails, and is retried like a connection instead of
+      // ending the process.
+      const created = await untilConnected(`Temporal at ${address}`, createTemporalWorker, {
+        log,
+        signal: stop.signal,
+        retryable: isTemporalUnavailable,
       });
-      if (stop.signal.aborted) break;
+      if (!created) break;
+      worker = created;
       const run = worker.run();
+      // A signal that came while the worker was being created: drain it at once (a created worker
+      // that never runs keeps its workflow threads, and the process, alive).
+      if (stop.signal.aborted) worker.shutdown();
       if (phase === 'starting') phase = 'running';
       log(
         `worker on ${address}, namespace ${config.namespace}, task queue ${config.taskQueue}, store ${storeLabel(config.store)}`,
