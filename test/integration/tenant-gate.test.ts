@@ -33,71 +33,60 @@ function ctx(signal = new AbortController().signal): StepContext {
   return { attempt: 1, signal, heartbeat: () => undefined, cancelRequested: () => false };
 }
 
+/**
+ * Tenant A's `count` sessions each ask a slow question (1.5 s to the first token) at once; 300 ms
+ * later tenant B's one session asks. When each finished (ms from the start, A's sorted), and
+ * which of A's sessions were seen `paused: tenant` meanwhile.
+ */
+async function aCrowdThenB(count: number, label: string): Promise<{ b: number; aTimes: number[]; paused: string[] }> {
+  stack.fake.reset();
+  stack.fake.configure({ firstTokenDelayMs: 1_500 });
+  try {
+    const a = stack.client.forTenant('tenant-a');
+    const b = stack.client.forTenant('tenant-b');
+    const stamp = Date.now();
+    const ids = Array.from({ length: count }, (_, i) => `a${i + 1}-${label}-${stamp}`);
+    for (const id of ids) await a.create({ sessionId: id });
+    await b.create({ sessionId: `b1-${label}-${stamp}` });
+    const started = Date.now();
+    const finished: Record<string, number> = {};
+    const aReplies = ids.map((id) => a.send(id, 'slow question').then(() => (finished[id] = Date.now() - started)));
+    await new Promise((r) => setTimeout(r, 300));
+    const paused: string[] = [];
+    const watching = (async () => {
+      while (Object.keys(finished).length < ids.length)
+        for (const id of ids) {
+          const status = await a.status(id).catch(() => undefined);
+          if (status?.paused?.reason === 'tenant') paused.push(id);
+          await new Promise((r) => setTimeout(r, 100));
+        }
+    })();
+    await b.send(`b1-${label}-${stamp}`, 'quick question');
+    const bTime = Date.now() - started;
+    await Promise.all(aReplies);
+    await watching;
+    return { b: bTime, aTimes: ids.map((id) => finished[id]!).sort((x, y) => x - y), paused };
+  } finally {
+    stack.fake.configure({ firstTokenDelayMs: 0 });
+  }
+}
+
 describe('per-tenant concurrency', () => {
   it("answers tenant B while tenant A's sessions wait for their one slot", async () => {
-    stack.fake.reset();
-    stack.fake.configure({ firstTokenDelayMs: 1_500 });
-    try {
-      const a = stack.client.forTenant('tenant-a');
-      const b = stack.client.forTenant('tenant-b');
-      const stamp = Date.now();
-      const ids = ['a1', 'a2', 'a3'].map((n) => `${n}-${stamp}`);
-      for (const id of ids) await a.create({ sessionId: id });
-      await b.create({ sessionId: `b1-${stamp}` });
-      const started = Date.now();
-      const finished: Record<string, number> = {};
-      const aReplies = ids.map((id) => a.send(id, 'slow question').then(() => (finished[id] = Date.now() - started)));
-      await new Promise((r) => setTimeout(r, 300));
-      await b.send(`b1-${stamp}`, 'quick question');
-      finished.b = Date.now() - started;
-      await Promise.all(aReplies);
-      const aTimes = ids.map((id) => finished[id]!).sort((x, y) => x - y);
-      // A's three ran one at a time (each ≥ 1.5 s after the one before); B did not wait behind them.
-      expect(aTimes[2]! - aTimes[0]!).toBeGreaterThanOrEqual(2 * 1_400);
-      expect(finished.b!).toBeLessThan(aTimes[2]!);
-    } finally {
-      stack.fake.configure({ firstTokenDelayMs: 0 });
-    }
+    const { b, aTimes } = await aCrowdThenB(3, 'gate');
+    // A's three ran one at a time (each ≥ 1.5 s after the one before); B did not wait behind them.
+    expect(aTimes[2]! - aTimes[0]!).toBeGreaterThanOrEqual(2 * 1_400);
+    expect(b).toBeLessThan(aTimes[2]!);
   }, 60_000);
 
   it("with more of tenant A's sessions asking than the worker has activity slots, tenant B is answered long before A's queue drains", async () => {
-    stack.fake.reset();
-    stack.fake.configure({ firstTokenDelayMs: 1_500 });
-    try {
-      const a = stack.client.forTenant('tenant-a');
-      const b = stack.client.forTenant('tenant-b');
-      const stamp = Date.now();
-      const ids = ['a1', 'a2', 'a3', 'a4', 'a5', 'a6'].map((n) => `${n}-slots-${stamp}`);
-      for (const id of ids) await a.create({ sessionId: id });
-      await b.create({ sessionId: `b1-slots-${stamp}` });
-      const started = Date.now();
-      const finished: Record<string, number> = {};
-      const aReplies = ids.map((id) => a.send(id, 'slow question').then(() => (finished[id] = Date.now() - started)));
-      await new Promise((r) => setTimeout(r, 300));
-      const paused: string[] = [];
-      const watching = (async () => {
-        // A's waiting steps hand their slots back and wait on a timer: seen as `paused: tenant`.
-        while (Object.keys(finished).length < ids.length)
-          for (const id of ids) {
-            const status = await a.status(id).catch(() => undefined);
-            if (status?.paused?.reason === 'tenant') paused.push(id);
-            await new Promise((r) => setTimeout(r, 100));
-          }
-      })();
-      await b.send(`b1-slots-${stamp}`, 'quick question');
-      finished.b = Date.now() - started;
-      await Promise.all(aReplies);
-      await watching;
-      const aTimes = ids.map((id) => finished[id]!).sort((x, y) => x - y);
-      // A's six ran one at a time (≥ 7.5 s in all). Had A's waiting steps kept the three slots,
-      // B's step would have queued behind A's until the fourth of them finished; it is answered
-      // well before that.
-      expect(aTimes[5]! - aTimes[0]!).toBeGreaterThanOrEqual(5 * 1_400);
-      expect(finished.b!, `B ${finished.b} ms, A ${aTimes.join(', ')} ms`).toBeLessThan(aTimes[3]!);
-      expect(paused.length).toBeGreaterThan(0);
-    } finally {
-      stack.fake.configure({ firstTokenDelayMs: 0 });
-    }
+    const { b, aTimes, paused } = await aCrowdThenB(6, 'slots');
+    // A's six ran one at a time (≥ 7.5 s in all). Had A's waiting steps kept the three slots,
+    // B's step would have queued behind A's until the fourth of them finished; it is answered
+    // well before that. A's waiting steps handed their slots back: seen as `paused: tenant`.
+    expect(aTimes[5]! - aTimes[0]!).toBeGreaterThanOrEqual(5 * 1_400);
+    expect(b, `B ${b} ms, A ${aTimes.join(', ')} ms`).toBeLessThan(aTimes[3]!);
+    expect(paused.length).toBeGreaterThan(0);
   }, 120_000);
 
   it('admit waits at most its bound and then holds nothing', async () => {
