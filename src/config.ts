@@ -21,8 +21,10 @@ import {
   SessionlogError,
   budgetProblem,
   isValidTenant,
+  tenantCapsProblem,
   type AgentSpec,
   type Budget,
+  type TenantCaps,
 } from './session/index.js';
 import { DEFAULT_AGENT_TOOLS } from './tools/builtin.js';
 import { DEFAULT_COALESCE } from './model/stream.js';
@@ -109,6 +111,8 @@ export type Config = {
   pacing: { limits?: PaceLimits } | false;
   /** The budget each tenant's new sessions get when they name none (SESSIONLOG_TENANT_BUDGETS). */
   tenantBudgets: Record<string, Budget>;
+  /** Caps on what all of a tenant's sessions spend together (SESSIONLOG_TENANT_CAPS). */
+  tenantCaps: Record<string, TenantCaps>;
   /** Model steps of one tenant at once on a worker (SESSIONLOG_TENANT_CONCURRENCY). */
   tenantConcurrency: number | undefined;
   /** The token budget that triggers pressure handling (unset: the model's window). */
@@ -180,6 +184,20 @@ function parseTenantBudgets(text: string): Record<string, Budget> {
   return value as Record<string, Budget>;
 }
 
+/** SESSIONLOG_TENANT_CAPS: `{"<tenant>": {"costUsd": 500, "tokens": …}}` (session/budget.ts `TenantCaps`), each checked. */
+function parseTenantCaps(text: string): Record<string, TenantCaps> {
+  const value = jsonSetting(text, 'SESSIONLOG_TENANT_CAPS must be JSON: {"<tenant>": {"costUsd": 500}}');
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new ConfigError('SESSIONLOG_TENANT_CAPS must be a JSON object keyed by tenant');
+  for (const [tenant, caps] of Object.entries(value)) {
+    if (!isValidTenant(tenant))
+      throw new ConfigError(`SESSIONLOG_TENANT_CAPS: ${JSON.stringify(tenant)} is not a tenant name`);
+    const problem = tenantCapsProblem(caps);
+    if (problem) throw new ConfigError(`SESSIONLOG_TENANT_CAPS.${tenant}: ${problem}`);
+  }
+  return value as Record<string, TenantCaps>;
+}
+
 const envSchema = z.object({
   SESSIONLOG_STORE: z.string().min(1).optional(),
   TEMPORAL_ADDRESS: z
@@ -227,6 +245,7 @@ const envSchema = z.object({
   SESSIONLOG_CONTEXT_BUDGET: int('SESSIONLOG_CONTEXT_BUDGET', 1).optional(),
   SESSIONLOG_PACING: z.string().min(1).optional(),
   SESSIONLOG_TENANT_BUDGETS: z.string().min(1).optional(),
+  SESSIONLOG_TENANT_CAPS: z.string().min(1).optional(),
   SESSIONLOG_TENANT_CONCURRENCY: int('SESSIONLOG_TENANT_CONCURRENCY', 1, 10_000).optional(),
   SESSIONLOG_BUDGET_WAIT_MS: int('SESSIONLOG_BUDGET_WAIT_MS', 0, MAX_BUDGET_WAIT_MS).optional(),
   SESSIONLOG_RATE_LIMIT_PAUSE_MS: int('SESSIONLOG_RATE_LIMIT_PAUSE_MS', 0, 24 * 60 * 60_000).optional(),
@@ -350,6 +369,7 @@ export function resolveConfig(
     approval: parseApprovalPolicy(e.SESSIONLOG_APPROVAL ?? 'never'),
     pacing: parsePacing(e.SESSIONLOG_PACING ?? 'auto'),
     tenantBudgets: e.SESSIONLOG_TENANT_BUDGETS === undefined ? {} : parseTenantBudgets(e.SESSIONLOG_TENANT_BUDGETS),
+    tenantCaps: e.SESSIONLOG_TENANT_CAPS === undefined ? {} : parseTenantCaps(e.SESSIONLOG_TENANT_CAPS),
     tenantConcurrency: e.SESSIONLOG_TENANT_CONCURRENCY,
     contextBudget: e.SESSIONLOG_CONTEXT_BUDGET,
     ops: { host: e.SESSIONLOG_METRICS_HOST ?? '127.0.0.1', port: e.SESSIONLOG_METRICS_PORT },

@@ -32,6 +32,7 @@ import type { SessionStore } from './persistence/store.js';
 import type { ApprovalPolicy } from './tools/approval.js';
 import { BUILTIN_TOOLS } from './tools/builtin.js';
 import { ToolRegistry } from './tools/registry.js';
+import { SessionlogError, assertTenant, tenantCapsProblem, type TenantCaps } from './session/index.js';
 import { DEFAULT_TASK_QUEUE } from './workflows/api.js';
 
 /** The default context management: the catalogue's tokenizers and windows, calibrated by usage. */
@@ -165,6 +166,11 @@ export type CreateWorkerOptions = {
    * well above it.
    */
   tenantConcurrency?: number;
+  /**
+   * Caps on what all of a tenant's sessions spend together (DESIGN §5.3): by tenant, or a
+   * function asked before each check (so a caller can change them without a restart).
+   */
+  tenantCaps?: Readonly<Record<string, TenantCaps>> | ((tenant: string) => TenantCaps | undefined);
   /** Workflow interceptor modules bundled into the workflow code (tracing's); ignored when `workerOptions` brings its own bundle. */
   workflowInterceptorModules?: string[];
 };
@@ -211,6 +217,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     ...(resolved.telemetry ? { telemetry: resolved.telemetry } : {}),
     ...(resolved.pacing ? { pacing: resolved.pacing } : {}),
     tenantGate: new TenantGate(resolved.tenantConcurrency),
+    ...(resolved.tenantCaps ? { tenantCaps: resolved.tenantCaps } : {}),
   });
   // Load the tokenizer now: its vocabulary takes seconds to load, and loading it inside the
   // first model step would block that worker's heartbeats.
@@ -268,6 +275,7 @@ export type ResolvedWorkerOptions = {
   telemetry: EngineTelemetry | undefined;
   pacing: PacingConfig | undefined;
   tenantConcurrency: number;
+  tenantCaps: ((tenant: string) => TenantCaps | undefined) | undefined;
   workflowInterceptorModules: readonly string[];
 };
 
@@ -301,6 +309,7 @@ export function resolveWorkerOptions(options: CreateWorkerOptions): ResolvedWork
             ...(options.pacing?.limits ? { limits: options.pacing.limits } : {}),
           },
     tenantConcurrency: options.tenantConcurrency ?? WORKER_DEFAULTS.tenantConcurrency,
+    tenantCaps: tenantCapsOf(options.tenantCaps),
     workflowInterceptorModules: options.workflowInterceptorModules ?? [],
   };
 }
@@ -325,4 +334,19 @@ function checkpointProjections(
       // The cache is an accelerator: a failed write leaves it stale.
       process.emitWarning(`projection checkpoint of session ${sessionId} failed: ${(error as Error).message}`);
     });
+}
+
+/** The tenant caps as the engine asks for them; a table's entries are checked here (a function's answers by the step). */
+function tenantCapsOf(
+  caps: CreateWorkerOptions['tenantCaps'],
+): ((tenant: string) => TenantCaps | undefined) | undefined {
+  if (caps === undefined || typeof caps === 'function') return caps;
+  const table = new Map<string, TenantCaps>();
+  for (const [tenant, limits] of Object.entries(caps)) {
+    assertTenant(tenant);
+    const problem = tenantCapsProblem(limits);
+    if (problem) throw new SessionlogError('INVALID_ARGUMENT', `tenantCaps.${tenant}: ${problem}`);
+    table.set(tenant, limits);
+  }
+  return table.size === 0 ? undefined : (tenant) => table.get(tenant);
 }

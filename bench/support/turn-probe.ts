@@ -133,6 +133,7 @@ export class TurnProbe {
     };
     return {
       kind: store.kind,
+      spend: store.spend,
       create: (header) => store.create(header),
       header: (id) => this.timed('store.header', () => store.header(id)),
       exists: (id) => this.timed('store.exists', () => store.exists(id)),

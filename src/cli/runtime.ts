@@ -124,6 +124,7 @@ export function runtimeOptions(config: Config) {
         approval: config.approval,
         pacing: config.pacing,
         ...(config.tenantConcurrency !== undefined ? { tenantConcurrency: config.tenantConcurrency } : {}),
+        tenantCaps: config.tenantCaps,
         context: {
           catalogue,
           ...(config.contextBudget !== undefined ? { policy: { budgetTokens: config.contextBudget } } : {}),

@@ -4,7 +4,7 @@
  * (`budget/breach`, keyed by the step and how often it paused) and handed to the workflow, which
  * pauses the session until the budget is raised; nothing is called meanwhile.
  */
-import type { NewEvent } from '../session/index.js';
+import { tenantBreach, tenantOf, type BudgetBreach, type NewEvent } from '../session/index.js';
 import type { EngineDeps } from './deps.js';
 import type { LogWriter } from './log-writer.js';
 import { stepOps, type StepKey } from './ops.js';
@@ -21,7 +21,7 @@ export async function overBudget(
   const op = stepOps.budget(key, before, input.pauses ?? 0);
   let logged = writer.logged(op)[0];
   if (!logged) {
-    const breach = writer.session.budget.breach(deps.now(), before);
+    const breach = writer.session.budget.breach(deps.now(), before) ?? (await tenantCapBreach(deps, writer, before));
     if (!breach) return undefined;
     const event: NewEvent<'budget/breach'> = {
       type: 'budget/breach',
@@ -32,7 +32,9 @@ export async function overBudget(
   }
   if (logged?.type !== 'budget/breach') return undefined;
   const { turn: _turn, step: _step, ...data } = logged.data as NewEvent<'budget/breach'>['data'];
-  const waitMs = writer.session.budget.budget?.waitMs;
+  const waitMs =
+    (data.scope === 'tenant' ? deps.tenantCaps?.(tenantOf(writer.session.header))?.waitMs : undefined) ??
+    writer.session.budget.budget?.waitMs;
   const breach: StepBreach = { ...data, seq: logged.seq, ...(waitMs !== undefined ? { waitMs } : {}) };
   return {
     headSeq: writer.session.nextSeq,
@@ -42,4 +44,21 @@ export async function overBudget(
     replayed: false,
     breach,
   };
+}
+
+/**
+ * The breach of the session's tenant's caps, if it has any: what the tenant's sessions spent, as
+ * the store sums it (every append adds its batch's spend in its own transaction). Sessions
+ * running at once may each pass the check and make one more call: the cap is checked, not
+ * reserved.
+ */
+async function tenantCapBreach(
+  deps: EngineDeps,
+  writer: LogWriter,
+  before: 'model' | 'tools',
+): Promise<BudgetBreach | undefined> {
+  const tenant = tenantOf(writer.session.header);
+  const caps = deps.tenantCaps?.(tenant);
+  if (!caps) return undefined;
+  return tenantBreach(caps, await deps.store.spend.tenant(tenant), before);
 }

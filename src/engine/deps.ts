@@ -5,6 +5,7 @@
 import type { PacingConfig } from './pacing.js';
 import type { TenantGate } from './tenant-gate.js';
 import type { ContextDeps } from '../context/deps.js';
+import type { TenantCaps } from '../session/index.js';
 import type { ModelPort } from '../model/provider.js';
 import type { SessionStore } from '../persistence/store.js';
 import type { ApprovalPolicy } from '../tools/approval.js';
@@ -50,4 +51,6 @@ export type EngineDeps = {
   pacing?: PacingConfig;
   /** Per-tenant concurrency of model steps and compactions on this worker (engine/tenant-gate.ts); omit for none. */
   tenantGate?: TenantGate;
+  /** A tenant's caps on what all its sessions spend together (SESSIONLOG_TENANT_CAPS); undefined: none. */
+  tenantCaps?: (tenant: string) => TenantCaps | undefined;
 };

@@ -32,3 +32,4 @@ export {
 export * from './derived-history.js';
 export * from './tenants.js';
 export * from './pacing.js';
+export * from './spend.js';

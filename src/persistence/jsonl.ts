@@ -15,7 +15,13 @@
  * <root>/.tombstones/<sessionId>.json       {erasedAt, until} of an erased session
  * <root>/.pacing/<sha256(key)>.json         a provider pacing bucket's state (pacing.ts)
  * <root>/.pacing/<sha256(key)>.lock         held while a reservation reads and replaces it
+ * <root>/.spend/<tenant>.erased.json        what the tenant's erased sessions spent (spend.ts)
+ * <root>/.spend/<tenant>.lock               held while an erasure adds to it
  * ```
+ *
+ * A tenant's spend (spend.ts) is summed from its sessions' logs (the budget each validated copy
+ * keeps) plus its `.erased` file: nothing more is written per append. A session whose log is
+ * damaged adds nothing (its spend cannot be read), also when it is erased.
  *
  * Inbox entries and the key may be written before the session exists (its directory then holds
  * no `session.jsonl`). Each is written to a temp file, fsynced and linked into place, never over
@@ -73,10 +79,14 @@ import { link, mkdir, open, readFile, readdir, rename, rm, stat, unlink, type Fi
 import { basename, join, resolve } from 'node:path';
 import {
   SessionlogError,
+  addSpend,
   assertSessionId,
+  emptySpend,
   isValidSessionId,
   jsonEqual,
   parseHeader,
+  tenantOf,
+  type SpendTotals,
   type StoredEvent,
   type NewEvent,
   type SessionHeader,
@@ -115,6 +125,7 @@ import { LiveTail } from './watch.js';
 import { SessionCopies } from './copies.js';
 import { acquireFileLock, type FileLock } from './file-lock.js';
 import { pacingStore, parsePaceState, type PaceRowUpdate, type PaceState, type PacingStore } from './pacing.js';
+import { spendStore, type SpendStore, type TenantSpend } from './spend.js';
 import {
   parseProjectionCacheRecord,
   serializeProjectionCacheRecord,
@@ -134,6 +145,7 @@ import {
   assertTenantScope,
   inTenantScope,
   resolveStoreOptions,
+  tenantScope,
   type TenantScope,
   type ResolvedStoreOptions,
   type StoreOptions,
@@ -179,6 +191,7 @@ const INBOX_DIR = 'inbox';
 const KEY_FILE = 'session.key';
 const TRANSCRIPTS_DIR = 'transcripts';
 const PACING_DIR = '.pacing';
+const SPEND_DIR = '.spend';
 const TRANSCRIPT_INDEX_DIR = '.transcripts';
 /** An entry's file name in the session's `transcripts` directory: `<k>.json`. */
 const TRANSCRIPT_FILE_PATTERN = /^[0-9a-f]{64}\.json$/;
@@ -407,6 +420,7 @@ export class JsonlSessionStore implements SessionStore {
   readonly sessionKeys: SessionKeyStore;
   readonly transcripts: TranscriptIndex;
   readonly pacing: PacingStore;
+  readonly spend: SpendStore;
   private readonly copies: SessionCopies<SessionFile>;
   private readonly tail: LiveTail;
   private closed = false;
@@ -429,6 +443,72 @@ export class JsonlSessionStore implements SessionStore {
     this.sessionKeys = new JsonlSessionKeys(this);
     this.transcripts = new JsonlTranscripts(this);
     this.pacing = pacingStore((key, change) => this.updatePace(key, change));
+    this.spend = spendStore((tenant) => this.tenantSpend(tenant));
+  }
+
+  /** The tenant's sessions' spend, from their validated copies, plus what its erased sessions spent. */
+  private async tenantSpend(tenant: string): Promise<TenantSpend> {
+    this.assertOpen();
+    const erased = await readIfExists(join(this.root, SPEND_DIR, `${tenant}.erased.json`));
+    const total: TenantSpend = {
+      ...(erased === undefined ? emptySpend() : this.parseSpend(erased, tenant)),
+      sessions: 0,
+    };
+    for (const header of await this.list(tenantScope(tenant))) {
+      let spent: SpendTotals;
+      try {
+        spent = (await this.readState(header.id)).scanner.session.budget.used(Date.now()).total;
+      } catch (error) {
+        // Erased since it was listed, or damaged: nothing of it can be read.
+        if (error instanceof SessionlogError) continue;
+        throw error;
+      }
+      if (spent.tokens === 0 && spent.costUsd === 0 && spent.modelCalls === 0 && spent.toolCalls === 0) continue;
+      addSpend(total, spent);
+      total.sessions += 1;
+    }
+    return total;
+  }
+
+  private parseSpend(text: string, tenant: string): SpendTotals {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      value = undefined;
+    }
+    const spent = value as Partial<SpendTotals> | undefined;
+    const fields = ['tokens', 'costUsd', 'modelCalls', 'toolCalls'] as const;
+    if (!spent || typeof spent !== 'object' || !fields.every((f) => Number.isFinite(spent[f])))
+      throw new SessionlogError(
+        'CORRUPT_LOG',
+        `${join(this.root, SPEND_DIR, `${tenant}.erased.json`)} does not hold a tenant's spend`,
+      );
+    return {
+      tokens: spent.tokens!,
+      costUsd: spent.costUsd!,
+      modelCalls: spent.modelCalls!,
+      toolCalls: spent.toolCalls!,
+    };
+  }
+
+  /** Adds what an erased session spent to its tenant's `.erased` file, under the tenant's lock file. */
+  private async retireSpend(tenant: string, spent: SpendTotals): Promise<void> {
+    const dir = join(this.root, SPEND_DIR);
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const path = join(dir, `${tenant}.erased.json`);
+    const lock = await acquireFileLock(join(dir, `${tenant}.lock`), {
+      timeoutMs: this.options.lockTimeoutMs,
+      staleMs: this.options.lockStaleMs,
+    });
+    try {
+      const text = await readIfExists(path);
+      const total = text === undefined ? emptySpend() : this.parseSpend(text, tenant);
+      addSpend(total, spent);
+      await replaceFile(path, dir, JSON.stringify(total));
+    } finally {
+      await lock.release();
+    }
   }
 
   /** A pacing bucket's read-modify-write under its own lock file (a replaced file: whole or not at all). */
@@ -751,6 +831,7 @@ export class JsonlSessionStore implements SessionStore {
       try {
         // Another tenant's session is not there for this scope; checked under the erase's lock.
         if (hasLog && scope !== ALL_TENANTS && !inTenantScope(scope, await this.readHeader(id))) throw notFound(id);
+        if (hasLog) await this.retireSessionSpend(id);
         const counted = await this.countForErase(id, hasLog);
         const now = Date.now();
         const until = now + this.options.tombstoneMs;
@@ -775,6 +856,20 @@ export class JsonlSessionStore implements SessionStore {
         await lock.release();
       }
     });
+  }
+
+  /** What a session about to be erased spent, kept in its tenant's `.erased` file (nothing for a damaged log). */
+  private async retireSessionSpend(id: string): Promise<void> {
+    let file: SessionFile;
+    try {
+      file = await this.refresh(id);
+    } catch (error) {
+      if (error instanceof SessionlogError) return;
+      throw error;
+    }
+    const spent = file.scanner.session.budget.used(Date.now()).total;
+    if (spent.tokens === 0 && spent.costUsd === 0 && spent.modelCalls === 0 && spent.toolCalls === 0) return;
+    await this.retireSpend(tenantOf(file.scanner.session.header), spent);
   }
 
   /** Directories of an erase that crashed after taking the session out of view. */

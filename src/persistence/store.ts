@@ -14,6 +14,7 @@ import {
   type StoredEvent,
 } from '../session/index.js';
 import type { PacingStore } from './pacing.js';
+import type { SpendStore } from './spend.js';
 import type { ArtifactStore } from './artifacts.js';
 import type { ProjectionCacheStore } from './projection-cache.js';
 import type { SearchHit, SearchOptions } from './search.js';
@@ -260,6 +261,8 @@ export interface SessionStore {
   readonly transcripts: TranscriptIndex;
   /** Provider pacing buckets shared by every worker of the store (pacing.ts). */
   readonly pacing: PacingStore;
+  /** What each tenant's sessions spent, kept as batches are appended (spend.ts). */
+  readonly spend: SpendStore;
   close(): Promise<void>;
 }
 

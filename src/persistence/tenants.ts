@@ -173,6 +173,14 @@ export function scopeStore(
     sessionKeys,
     transcripts,
     pacing: store.pacing,
+    spend: {
+      async tenant(name: string) {
+        assertTenant(name);
+        if (name !== tenant)
+          throw new SessionlogError('INVALID_ARGUMENT', `this store sees tenant ${tenant}'s spend, not ${name}'s`);
+        return store.spend.tenant(name);
+      },
+    },
     // The scope does not own the store: closing it is the owner's.
     close: async () => undefined,
   };

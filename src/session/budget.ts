@@ -42,7 +42,8 @@ export type BudgetCap = keyof BudgetLimits | 'repeatedCalls';
 /** What a breach logs (`budget/breach`): which cap, in which scope, what was used and the limit. */
 export type BudgetBreach = {
   cap: BudgetCap;
-  scope: 'turn' | 'total';
+  /** `tenant`: the total of every session of the session's tenant (SESSIONLOG_TENANT_CAPS). */
+  scope: 'turn' | 'total' | 'tenant';
   used: number;
   limit: number;
   /** The repeated call's tool (cap `repeatedCalls`). */
@@ -109,6 +110,100 @@ export function billedTokens(usage: TokenUsage | undefined): number {
   return usage.inputTokens + (usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0) + usage.outputTokens;
 }
 
+/** What a session spent, the part of {@link BudgetUse} a store can sum across a tenant's sessions. */
+export type SpendTotals = { tokens: number; costUsd: number; modelCalls: number; toolCalls: number };
+
+export function emptySpend(): SpendTotals {
+  return { tokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 };
+}
+
+export function addSpend(to: SpendTotals, spent: SpendTotals): void {
+  to.tokens += spent.tokens;
+  to.costUsd += spent.costUsd;
+  to.modelCalls += spent.modelCalls;
+  to.toolCalls += spent.toolCalls;
+}
+
+/**
+ * What one logged event spent (undefined: nothing): a model's reply its billed tokens, its cost
+ * and one model call; a compaction summary its tokens and cost; a tool call one tool call. The
+ * one rule behind a session's budget and the store's per-tenant totals.
+ */
+export function spendOf(event: StoredEvent): SpendTotals | undefined {
+  if (!isKnownEvent(event)) return undefined;
+  switch (event.type) {
+    case 'assistant/message': {
+      const { message, usage, cost, hides } = event.data;
+      if (hides || message.source.kind !== 'model') return undefined;
+      return { tokens: billedTokens(usage), costUsd: cost ?? 0, modelCalls: 1, toolCalls: 0 };
+    }
+    case 'compaction/summary':
+      return { tokens: billedTokens(event.data.usage), costUsd: event.data.cost ?? 0, modelCalls: 0, toolCalls: 0 };
+    case 'tool/call':
+      return { tokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 1 };
+    default:
+      return undefined;
+  }
+}
+
+/** What a batch of events spent (undefined: nothing). */
+export function spendOfBatch(events: readonly StoredEvent[]): SpendTotals | undefined {
+  let total: SpendTotals | undefined;
+  for (const event of events) {
+    const spent = spendOf(event);
+    if (spent) addSpend((total ??= emptySpend()), spent);
+  }
+  return total;
+}
+
+/**
+ * A tenant's caps (SESSIONLOG_TENANT_CAPS): limits on what all its sessions spent together,
+ * checked before each model call and tool round like a session's total, and how long a turn
+ * paused on them waits for the operator to raise them (default: the session's budget wait).
+ */
+export type TenantCaps = Partial<SpendTotals> & { waitMs?: number };
+
+const SPEND_KEYS: ReadonlyArray<keyof SpendTotals> = ['tokens', 'costUsd', 'modelCalls', 'toolCalls'];
+
+/** Why `value` is not a tenant's caps (undefined when it is). */
+export function tenantCapsProblem(value: unknown): string | undefined {
+  if (!isPlainObject(value)) return "a tenant's caps must be an object";
+  for (const [key, limit] of Object.entries(value)) {
+    if (key === 'waitMs') {
+      if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 0 || limit > MAX_BUDGET_WAIT_MS)
+        return `waitMs must be a whole number of milliseconds from 0 to ${MAX_BUDGET_WAIT_MS}`;
+      continue;
+    }
+    if (!(SPEND_KEYS as string[]).includes(key))
+      return `unknown cap ${JSON.stringify(key)} (expected ${SPEND_KEYS.join(', ')}, waitMs)`;
+    if (typeof limit !== 'number' || !Number.isFinite(limit) || limit < 0)
+      return `${key} must be a finite number, not negative`;
+    if (key !== 'costUsd' && !Number.isInteger(limit)) return `${key} must be a whole number`;
+  }
+  return undefined;
+}
+
+/**
+ * The first of the tenant's caps its sessions' `spent` breaches before a model call (a cap
+ * reached leaves no room for another call) or a tool round (the calls already asked for count:
+ * only more than the limit).
+ */
+export function tenantBreach(
+  caps: TenantCaps,
+  spent: SpendTotals,
+  before: 'model' | 'tools',
+): BudgetBreach | undefined {
+  const keys: ReadonlyArray<keyof SpendTotals> =
+    before === 'model' ? ['tokens', 'costUsd', 'modelCalls'] : ['toolCalls'];
+  for (const cap of keys) {
+    const limit = caps[cap];
+    if (limit === undefined) continue;
+    const used = spent[cap];
+    if (cap === 'toolCalls' ? used > limit : used >= limit) return { cap, scope: 'tenant', used, limit };
+  }
+  return undefined;
+}
+
 /** What a session's readers see of its {@link BudgetFold}. */
 export type BudgetView = Pick<BudgetFold, 'budget' | 'budgetSince' | 'used' | 'breach'>;
 
@@ -142,18 +237,7 @@ export class BudgetFold {
         if (this.openTurn !== null) this.endedWallMs += Math.max(0, event.time - this.turnStartedAt);
         this.openTurn = null;
         break;
-      case 'assistant/message': {
-        const { message, usage, cost, hides } = event.data;
-        if (hides || message.source.kind !== 'model') break;
-        this.count(billedTokens(usage), cost ?? 0, 1);
-        break;
-      }
-      case 'compaction/summary':
-        this.count(billedTokens(event.data.usage), event.data.cost ?? 0, 0);
-        break;
       case 'tool/call': {
-        this.total.toolCalls += 1;
-        this.turnUse.toolCalls += 1;
         const key = `${event.data.name}\u0000${event.data.arguments}`;
         this.repeats.set(key, (this.repeats.get(key) ?? 0) + 1);
         break;
@@ -161,14 +245,8 @@ export class BudgetFold {
       default:
         break;
     }
-  }
-
-  private count(tokens: number, cost: number, calls: number): void {
-    for (const use of [this.total, this.turnUse]) {
-      use.tokens += tokens;
-      use.costUsd += cost;
-      use.modelCalls += calls;
-    }
+    const spent = spendOf(event);
+    if (spent) for (const use of [this.total, this.turnUse]) addSpend(use, spent);
   }
 
   /** The budget in force (null: none). */

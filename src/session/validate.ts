@@ -182,7 +182,7 @@ const dataSchemas: Record<string, z.ZodType> = {
     .object({
       ...turnStep,
       before: z.enum(['model', 'tools']),
-      scope: z.enum(['turn', 'total']),
+      scope: z.enum(['turn', 'total', 'tenant']),
       cap: z.enum(['tokens', 'costUsd', 'modelCalls', 'toolCalls', 'wallMs', 'repeatedCalls']),
       used: z.number().nonnegative().finite(),
       limit: z.number().nonnegative().finite(),

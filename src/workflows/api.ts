@@ -132,6 +132,12 @@ export type SessionTunables = {
    * (`paused: rate_limit`) instead of an activity retry (0: never; every wait is a retry).
    */
   rateLimitPauseMs: number;
+  /**
+   * How often a turn paused on its tenant's cap (SESSIONLOG_TENANT_CAPS, raised in the workers'
+   * config, not by a call) checks the tenant's spend again: this, doubling with each check, to
+   * at most 10 minutes.
+   */
+  tenantRecheckMs: number;
 };
 
 export const DEFAULT_TUNABLES: SessionTunables = {
@@ -150,6 +156,7 @@ export const DEFAULT_TUNABLES: SessionTunables = {
   approvalTimeoutMs: 24 * 60 * 60_000,
   budgetWaitMs: 24 * 60 * 60_000,
   rateLimitPauseMs: 60_000,
+  tenantRecheckMs: 30_000,
 };
 
 /** Where a new session's log starts: a copy of another session's prefix (fork, salvage). */

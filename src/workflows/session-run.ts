@@ -64,6 +64,8 @@ const TURN_NOT_LOGGED = 'turn-not-logged-gives-number-back';
 /** Backoff between tries of a turn the store could not log (doubling up to the cap). */
 const NOT_LOGGED_FIRST_DELAY_MS = 1_000;
 const NOT_LOGGED_MAX_DELAY_MS = 60_000;
+/** The longest interval between a tenant-capped pause's checks of the tenant's spend. */
+const MAX_TENANT_RECHECK_MS = 10 * 60_000;
 
 /** A turn of which nothing reached the log: why, whether to try it again, and its messages. */
 type NotLogged = { reason: Fatal; retry: boolean; messages: UserInput[] };
@@ -122,6 +124,8 @@ export class SessionRun {
   private readonly base: { sessionId: string; runId: string };
   /** The scope of the running model step or tool round: `cancel` cancels it. */
   private currentScope: CancellationScope | undefined;
+  /** When a turn paused on its tenant's cap ends with `budget_exceeded` (kept across its re-checks). */
+  private tenantCapDeadline: number | undefined;
 
   constructor(private readonly input: SessionWorkflowInput) {
     this.tunables = { ...DEFAULT_TUNABLES, ...input.tunables };
@@ -490,10 +494,11 @@ export class SessionRun {
       );
       state.atHead(result.headSeq);
       state.observePressure(result.pressure);
+      if (result.outcome !== 'budget') this.tenantCapDeadline = undefined;
       if (result.outcome === 'budget' || result.outcome === 'rate-limited') {
         const ended =
           result.outcome === 'budget'
-            ? await this.pauseForBudget(turn, result.breach!)
+            ? await this.pauseForBudget(turn, result.breach!, pauses)
             : await this.pauseForRateLimit(turn, result.retryAfterMs!, result.waitingFor ?? 'rate_limit');
         if (ended) return ended;
         // The same pass goes on (its op keys hold what it logged before the pause).
@@ -516,29 +521,38 @@ export class SessionRun {
   /**
    * A spend cap was reached before a model call or a tool round: the turn pauses with nothing
    * running until the budget is raised (returns undefined: check again), the caller cancels
-   * (the turn ends aborted) or the wait passes (the turn ends with `budget_exceeded`).
+   * (the turn ends aborted) or the wait passes (the turn ends with `budget_exceeded`). A tenant's
+   * cap is raised in the workers' config, which tells the workflow nothing: its pause checks the
+   * tenant's spend again every so often (`tenantRecheckMs`, doubling), within the same wait.
    */
-  private async pauseForBudget(turn: number, breach: StepBreach): Promise<ModelStepResult | undefined> {
+  private async pauseForBudget(turn: number, breach: StepBreach, pauses: number): Promise<ModelStepResult | undefined> {
     const state = this.state;
     const logged = state.budgetChanges;
     const waitMs = breach.waitMs ?? this.tunables.budgetWaitMs;
     const since = Date.now();
-    state.pause({ reason: 'budget', since, until: since + waitMs, breach });
+    const tenant = breach.scope === 'tenant';
+    const until = tenant ? (this.tenantCapDeadline ??= since + waitMs) : since + waitMs;
+    const recheckMs = Math.min(MAX_TENANT_RECHECK_MS, this.tunables.tenantRecheckMs * 2 ** Math.min(pauses, 10));
+    const waitNow = Math.max(0, tenant ? Math.min(until - since, recheckMs) : until - since);
+    state.pause({ reason: 'budget', since, until, breach });
     let raised: boolean;
     try {
       const ready = () => state.budgetChanges > logged || state.cancelRequested || state.stopped;
-      raised = (waitMs > 0 ? await condition(ready, waitMs) : ready()) && !state.cancelRequested;
+      raised = (waitNow > 0 ? await condition(ready, waitNow) : ready()) && !state.cancelRequested;
     } finally {
       state.endPause('model');
     }
     state.throwIfStopped();
     if (raised) return undefined;
     if (state.cancelRequested) return this.endPausedTurn(turn, { kind: 'aborted' });
+    // The tenant's cap may have been raised meanwhile: the step checks again.
+    if (tenant && Date.now() < until) return undefined;
+    this.tenantCapDeadline = undefined;
     state.report(`turn ${turn}: budget_exceeded (${breach.scope} ${breach.cap})`);
     return this.endPausedTurn(turn, {
       kind: 'error',
       code: 'budget_exceeded',
-      message: `the ${breach.scope} ${breach.cap} cap of ${breach.limit} was reached (${breach.used} used${breach.tool ? ` by repeated ${breach.tool} calls` : ''}) and the budget was not raised within ${waitMs} ms`,
+      message: `the ${breach.scope} ${breach.cap} cap of ${breach.limit} was reached (${breach.used} used${breach.tool ? ` by repeated ${breach.tool} calls` : ''}) and the ${tenant ? "tenant's cap" : 'budget'} was not raised within ${waitMs} ms`,
     });
   }
 

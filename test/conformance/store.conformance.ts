@@ -1365,6 +1365,83 @@ export function runStoreConformance(fixture: BackendFixture): void {
       });
     });
 
+    describe('tenant spend', () => {
+      /** A turn of one priced model reply asking for `calls` tool calls, then a priced summary. */
+      const spendingTurn = (turn: number, calls: number): NewEvent[] => {
+        const callIds = Array.from({ length: calls }, (_, i) => `t${turn}c${i}`);
+        return [
+          { type: 'turn/start', time: T0, data: { turn } },
+          user(`u${turn}`),
+          { type: 'step/start', time: T0, data: { turn, step: 1 } },
+          {
+            type: 'assistant/message',
+            time: T0,
+            data: {
+              turn,
+              step: 1,
+              message: {
+                id: `a${turn}`,
+                role: 'assistant',
+                content: [
+                  { type: 'text', text: 'on it' },
+                  ...callIds.map((id) => ({ type: 'tool-call' as const, id, name: 'echo', arguments: '{}' })),
+                ],
+                source: { kind: 'model', provider: 'fake', model: 'fake-1' },
+              },
+              usage: { inputTokens: 100, outputTokens: 20, cacheReadTokens: 5 },
+              cost: 0.25,
+            },
+            surfaceOp: 'append',
+          },
+          ...callIds.map((callId): NewEvent => ({
+            type: 'tool/call',
+            time: T0,
+            data: { turn, step: 1, callId, name: 'echo', arguments: '{}' },
+          })),
+        ];
+      };
+
+      it("sums what each tenant's sessions spent as batches are appended, exactly once per batch, and keeps an erased session's spend in its tenant's total", async () => {
+        await store.create(header('a1', { tenant: 'acme' }));
+        await store.create(header('a2', { tenant: 'acme' }));
+        await store.create(header('b1', { tenant: 'bravo' }));
+        expect(await store.spend.tenant('acme')).toEqual({
+          tokens: 0,
+          costUsd: 0,
+          modelCalls: 0,
+          toolCalls: 0,
+          sessions: 0,
+        });
+        await store.append('a1', spendingTurn(1, 2), { expectedSeq: 0, op: 'a1-t1' });
+        // The same op again is the same batch: nothing is counted twice.
+        await store.append('a1', spendingTurn(1, 2), { expectedSeq: 0, op: 'a1-t1' });
+        await store.append('a2', spendingTurn(1, 0), { expectedSeq: 0, op: 'a2-t1' });
+        await store.append('b1', spendingTurn(1, 1), { expectedSeq: 0, op: 'b1-t1' });
+        // Events that spend nothing add nothing.
+        await store.append('a2', [user('a2-more')], { expectedSeq: 4, op: 'a2-more' });
+        const acme = { tokens: 250, costUsd: 0.5, modelCalls: 2, toolCalls: 2, sessions: 2 };
+        expect(await store.spend.tenant('acme')).toEqual(acme);
+        expect(await store.spend.tenant('bravo')).toEqual({
+          tokens: 125,
+          costUsd: 0.25,
+          modelCalls: 1,
+          toolCalls: 1,
+          sessions: 1,
+        });
+        expect((await store.spend.tenant('nobody')).sessions).toBe(0);
+        expect(await (await reopen()).spend.tenant('acme')).toEqual(acme);
+
+        // Erasing a session takes its id away, not what it spent.
+        await store.erase('a1', ALL_TENANTS);
+        expect(await store.spend.tenant('acme')).toEqual({ ...acme, sessions: 1 });
+        await store.erase('a2', tenantScope('acme'));
+        expect(await (await reopen()).spend.tenant('acme')).toEqual({ ...acme, sessions: 0 });
+        expect((await store.spend.tenant('bravo')).tokens).toBe(125);
+        const error = await failure(() => store.spend.tenant('Not A Tenant'));
+        expect(isSessionlogError(error, 'INVALID_ARGUMENT'), String(error)).toBe(true);
+      });
+    });
+
     describe('inbox and session keys', () => {
       const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
 

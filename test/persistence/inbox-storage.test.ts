@@ -77,8 +77,8 @@ describe('SQLite: the inbox and session_keys tables (schema version 5)', () => {
     await writer.append('old', [userMessage('u1', 'before the upgrade')], { expectedSeq: 0, op: 'b0' });
     await writer.close();
     const raw = new Database(path);
-    // Version 6 added the transcripts table, version 8 the pacing buckets.
-    raw.exec(`DROP TABLE inbox; DROP TABLE session_keys; DROP TABLE transcripts; DROP TABLE pacing;`);
+    // Version 6 added the transcripts table, version 8 the pacing buckets, version 9 the spend rows.
+    raw.exec(`DROP TABLE inbox; DROP TABLE session_keys; DROP TABLE transcripts; DROP TABLE pacing; DROP TABLE spend;`);
     raw.pragma('user_version = 4');
     raw.close();
     expect(tableSql(path)).toEqual({});
@@ -124,7 +124,8 @@ describe('SQLite: the inbox keyed without a rowid (schema version 7)', () => {
         digest TEXT NOT NULL, stored_at INTEGER NOT NULL, PRIMARY KEY (session_id, key)) STRICT;
       INSERT INTO inbox SELECT * FROM inbox_new;
       DROP TABLE inbox_new;
-      DROP TABLE pacing;`);
+      DROP TABLE pacing;
+      DROP TABLE spend;`);
     raw.pragma('user_version = 6');
     raw.close();
     expect(inboxSql(path).map((row) => row.name)).toEqual(['inbox', 'sqlite_autoindex_inbox_1']);
@@ -171,8 +172,8 @@ describe.skipIf(!postgres.available)('PostgreSQL: the inbox and session_keys tab
     await writer.append('old', [userMessage('u1', 'before the upgrade')], { expectedSeq: 0, op: 'b0' });
     await writer.close();
     await admin.query(
-      // Version 5 added the transcripts table, version 6 the pacing buckets.
-      `DROP TABLE "${schema}".inbox; DROP TABLE "${schema}".session_keys; DROP TABLE "${schema}".transcripts; DROP TABLE "${schema}".pacing; UPDATE "${schema}".schema_version SET version = 3`,
+      // Version 5 added the transcripts table, version 6 the pacing buckets, version 7 the spend rows.
+      `DROP TABLE "${schema}".inbox; DROP TABLE "${schema}".session_keys; DROP TABLE "${schema}".transcripts; DROP TABLE "${schema}".pacing; DROP TABLE "${schema}".spend; UPDATE "${schema}".schema_version SET version = 3`,
     );
     expect(await columns(schema)).toEqual([]);
 

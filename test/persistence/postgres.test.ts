@@ -85,6 +85,7 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
         'schema_version',
         'session_keys',
         'sessions',
+        'spend',
         'tombstones',
         'transcripts',
       ]);

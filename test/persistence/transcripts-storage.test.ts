@@ -81,8 +81,8 @@ describe('SQLite: the transcripts table (schema version 6)', () => {
     await writer.append('old', [userMessage('u1', 'before the upgrade')], { expectedSeq: 0, op: 'b0' });
     await writer.close();
     const raw = new Database(path);
-    // Version 8 added the pacing buckets.
-    raw.exec(`DROP TABLE transcripts; DROP TABLE pacing;`);
+    // Version 8 added the pacing buckets, version 9 the spend rows.
+    raw.exec(`DROP TABLE transcripts; DROP TABLE pacing; DROP TABLE spend;`);
     raw.pragma('user_version = 5');
     raw.close();
     expect(schemaSql(path)).toEqual({});
@@ -135,9 +135,9 @@ describe.skipIf(!postgres.available)('PostgreSQL: the transcripts table (schema 
     await writer.create(testHeader('old'));
     await writer.append('old', [userMessage('u1', 'before the upgrade')], { expectedSeq: 0, op: 'b0' });
     await writer.close();
-    // Version 6 added the pacing buckets.
+    // Version 6 added the pacing buckets, version 7 the spend rows.
     await admin.query(
-      `DROP TABLE "${schema}".transcripts; DROP TABLE "${schema}".pacing; UPDATE "${schema}".schema_version SET version = 4`,
+      `DROP TABLE "${schema}".transcripts; DROP TABLE "${schema}".pacing; DROP TABLE "${schema}".spend; UPDATE "${schema}".schema_version SET version = 4`,
     );
     expect(await shape(schema)).toEqual([]);
 

@@ -64,6 +64,23 @@ describe('SESSIONLOG_PACING and the budget tunables', () => {
     expect(() => resolveConfig({ SESSIONLOG_TENANT_BUDGETS: '{"acme":{"total":{"tokens":-1}}}' })).toThrow(
       /SESSIONLOG_TENANT_BUDGETS.acme: budget.total.tokens/,
     );
+    // A tenant's caps on all its sessions together: checked, and handed to the worker as a lookup.
+    const tenantCaps = resolveConfig({
+      SESSIONLOG_TENANT_CAPS: '{"acme":{"costUsd":50,"modelCalls":1000}}',
+    }).tenantCaps;
+    expect(tenantCaps).toEqual({ acme: { costUsd: 50, modelCalls: 1000 } });
+    const capsOf = resolveWorkerOptions({ ...base, tenantCaps }).tenantCaps!;
+    expect([capsOf('acme'), capsOf('bravo')]).toEqual([{ costUsd: 50, modelCalls: 1000 }, undefined]);
+    expect(resolveWorkerOptions({ ...base, tenantCaps: {} }).tenantCaps).toBeUndefined();
+    expect(() => resolveConfig({ SESSIONLOG_TENANT_CAPS: '{"Acme!":{}}' })).toThrow(/not a tenant name/);
+    expect(() => resolveConfig({ SESSIONLOG_TENANT_CAPS: '{"acme":{"wallMs":5}}' })).toThrow(
+      /SESSIONLOG_TENANT_CAPS.acme: unknown cap "wallMs"/,
+    );
+    expect(() => resolveConfig({ SESSIONLOG_TENANT_CAPS: '{"acme":{"tokens":1.5}}' })).toThrow(/whole number/);
+    expect(() => resolveConfig({ SESSIONLOG_TENANT_CAPS: '[1]' })).toThrow(/object keyed by tenant/);
+    expect(() => resolveWorkerOptions({ ...base, tenantCaps: { acme: { costUsd: -1 } } })).toThrow(
+      /tenantCaps.acme: costUsd must be a finite number/,
+    );
     expect(() => resolveConfig({ SESSIONLOG_GATEWAY_TOKENS: '{"short":{"tenant":"acme"}}' })).toThrow(
       /shorter than 16 characters/,
     );

@@ -53,7 +53,7 @@ export type BudgetInterrupt = {
   value: {
     type: 'budget';
     cap: string;
-    scope: 'turn' | 'total';
+    scope: 'turn' | 'total' | 'tenant';
     used: number;
     limit: number;
     tool?: string;
@@ -79,7 +79,10 @@ export function budgetInterruptOf(event: SessionEvent<'budget/breach'>): BudgetI
       used,
       limit,
       ...(tool !== undefined ? { tool } : {}),
-      description: `The ${scope} ${cap} cap of ${limit} was reached (${used} used${tool !== undefined ? ` by repeated ${tool} calls` : ''}): resume with {"budget": {...}} to raise it, or cancel the run`,
+      description:
+        scope === 'tenant'
+          ? `The tenant's ${cap} cap of ${limit} was reached (${used} used by its sessions): the run goes on when the operator raises it (SESSIONLOG_TENANT_CAPS), or cancel the run`
+          : `The ${scope} ${cap} cap of ${limit} was reached (${used} used${tool !== undefined ? ` by repeated ${tool} calls` : ''}): resume with {"budget": {...}} to raise it, or cancel the run`,
     },
   };
 }

@@ -180,7 +180,7 @@ export const turnsResponse = z.object({
         seq: z.number().int(),
         before: z.enum(['model', 'tools']),
         cap: z.string(),
-        scope: z.enum(['turn', 'total']),
+        scope: z.enum(['turn', 'total', 'tenant']),
         used: z.number(),
         limit: z.number(),
         tool: z.string().optional(),

@@ -16,6 +16,8 @@ import {
   assertSessionId,
   jsonEqual,
   parseHeader,
+  spendOfBatch,
+  tenantOf,
   type NewEvent,
   type SessionHeader,
   type SessionView,
@@ -81,6 +83,7 @@ import {
 } from '../store.js';
 import { assertTranscriptKey, storedTranscriptEntry, transcriptPutEntry } from '../transcripts.js';
 import { pacingStore, parsePaceState, type PacingStore } from '../pacing.js';
+import { spendStore, type SpendStore } from '../spend.js';
 import { LiveTail } from '../watch.js';
 import {
   step,
@@ -116,6 +119,7 @@ export abstract class RelationalSessionStore implements SessionStore {
   readonly sessionKeys: SessionKeyStore;
   readonly transcripts: TranscriptIndex;
   readonly pacing: PacingStore;
+  readonly spend: SpendStore;
   private readonly copies: SessionCopies<CachedSession>;
   private readonly tail: LiveTail;
   private closed = false;
@@ -150,6 +154,7 @@ export abstract class RelationalSessionStore implements SessionStore {
         }),
       ),
     );
+    this.spend = spendStore((tenant) => use(() => driver.run('single', (tx) => step(tx.tenantSpend(tenant)))));
   }
 
   /** Identifies the database (no credentials), in messages and for in-process watch wake-ups. */
@@ -370,6 +375,8 @@ export abstract class RelationalSessionStore implements SessionStore {
     }
     begin();
     yield* step(tx.insertBatch(entry.key, id, batch.events, batch.op));
+    const spent = spendOfBatch(batch.events);
+    if (spent) yield* step(tx.addSpend(tenantOf(entry.scanner.session.header), id, spent, Date.now()));
     yield* removeDelivered();
     return { result, stored: { scanner: entry.scanner, events: batch.events } };
   }
@@ -470,6 +477,7 @@ export abstract class RelationalSessionStore implements SessionStore {
             notes: [],
           }
         : yield* step(tx.deleteSession(key, id));
+    yield* step(tx.retireSpend(id, now));
     yield* step(tx.dropExpiredTombstones(now));
     const until = now + this.options.tombstoneMs;
     yield* step(tx.putTombstone(id, { erasedAt: now, until }));

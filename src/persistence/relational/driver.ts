@@ -10,7 +10,8 @@
  * awaits each statement on a pg connection. So the core's sequences are written once and SQLite
  * keeps its transactions as they were: one synchronous call each.
  */
-import type { StoredEvent } from '../../session/index.js';
+import type { SpendTotals, StoredEvent } from '../../session/index.js';
+import type { TenantSpend } from '../spend.js';
 import type { RankedSeq, SearchRequest } from '../search.js';
 import type { ErasedPlace, InboxEntry, SessionKey, StoreEraseReceipt, TranscriptEntry } from '../store.js';
 import type { RemoteAppends } from '../watch.js';
@@ -158,6 +159,12 @@ export interface RelationalTx {
    */
   lockPaceRow(key: string): Awaitable<string | undefined>;
   putPaceRow(key: string, state: string, now: number): Awaitable<void>;
+  /** Adds what a batch spent to the session's spend row (spend.ts), in the batch's transaction. */
+  addSpend(tenant: string, id: string, spent: SpendTotals, now: number): Awaitable<void>;
+  /** Folds the id's spend rows into their tenants' `.erased` rows and deletes them (its erasure). */
+  retireSpend(id: string, now: number): Awaitable<void>;
+  /** The sums of the tenant's spend rows. */
+  tenantSpend(tenant: string): Awaitable<TenantSpend>;
 }
 
 /**

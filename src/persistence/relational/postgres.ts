@@ -8,7 +8,7 @@
  * newer is refused; versions 1 to 4 are upgraded in place when a store opens, in the schema
  * transaction: version 2 adds the `tombstones` table, version 3 the `search` column, filled from
  * every stored event, and its indexes, version 4 the `inbox` and `session_keys` tables, version 5
- * the `transcripts` table, version 6 the `pacing` table):
+ * the `transcripts` table, version 6 the `pacing` table, version 7 the `spend` table):
  *
  * - `schema_version(version)`: one row.
  * - `sessions(key bigserial, id text unique, header text)`: the header JSON text.
@@ -44,6 +44,10 @@
  * - `pacing(key, state, updated_at)` (version 6): one provider pacing bucket per key (pacing.ts),
  *   its state as JSON text (NULL for a row made only to be locked); a reservation inserts the row
  *   if missing, then takes it `FOR UPDATE`, so every worker of a fleet reserves in turn.
+ * - `spend(tenant, session_id, tokens, cost_usd, model_calls, tool_calls, updated_at)` (version
+ *   7), primary key `(tenant, session_id)`, indexed by `session_id` for erasure: what each
+ *   session spent (spend.ts), added to in each append's transaction; a tenant's `.erased` row
+ *   holds what its erased sessions spent.
  *
  * Inbox and key writes and an erasure of the same id are serialized by a transaction-level
  * advisory lock on the schema and the id, whether or not the session exists.
@@ -64,7 +68,8 @@
  */
 import pg from 'pg';
 import type { Notification, PoolClient, PoolConfig } from 'pg';
-import { SessionlogError, type StoredEvent } from '../../session/index.js';
+import { SessionlogError, type SpendTotals, type StoredEvent } from '../../session/index.js';
+import { ERASED_SPEND_ROW, type TenantSpend } from '../spend.js';
 import { SEARCHABLE_EVENT_TYPES, indexText, type RankedSeq, type SearchRequest } from '../search.js';
 import {
   resolveStoreOptions,
@@ -82,7 +87,7 @@ import type * as driver from './driver.js';
 import { encodeEvent, storedHead, type BatchRow, type EventRow } from './rows.js';
 
 /** The `schema_version` this build writes and reads. */
-export const POSTGRES_SCHEMA_VERSION = 6;
+export const POSTGRES_SCHEMA_VERSION = 7;
 
 /** The schema used when the URL has no `?schema=` parameter. */
 export const POSTGRES_DEFAULT_SCHEMA = 'sessionlog';
@@ -133,6 +138,21 @@ CREATE TABLE ${s}.pacing (
   state text,
   updated_at bigint NOT NULL
 );`;
+}
+
+function spendDdl(s: string): string {
+  return `
+CREATE TABLE ${s}.spend (
+  tenant text NOT NULL,
+  session_id text NOT NULL,
+  tokens bigint NOT NULL,
+  cost_usd double precision NOT NULL,
+  model_calls bigint NOT NULL,
+  tool_calls bigint NOT NULL,
+  updated_at bigint NOT NULL,
+  PRIMARY KEY (tenant, session_id)
+);
+CREATE INDEX spend_by_session ON ${s}.spend (session_id);`;
 }
 
 function transcriptsDdl(s: string): string {
@@ -209,6 +229,7 @@ ${unindexedIndexDdl(s)}
 ${inboxDdl(s)}
 ${transcriptsDdl(s)}
 ${pacingDdl(s)}
+${spendDdl(s)}
 `;
 }
 
@@ -224,6 +245,21 @@ function statements(s: string) {
     insertPaceRow: `INSERT INTO ${s}.pacing (key, state, updated_at) VALUES ($1, NULL, 0) ON CONFLICT (key) DO NOTHING`,
     lockPaceRow: `SELECT state FROM ${s}.pacing WHERE key = $1 FOR UPDATE`,
     putPaceRow: `UPDATE ${s}.pacing SET state = $2, updated_at = $3 WHERE key = $1`,
+    addSpend: `INSERT INTO ${s}.spend AS t (tenant, session_id, tokens, cost_usd, model_calls, tool_calls, updated_at)
+      VALUES ($1, $2, $3, $4, $5, $6, $7)
+      ON CONFLICT (tenant, session_id) DO UPDATE SET tokens = t.tokens + EXCLUDED.tokens,
+        cost_usd = t.cost_usd + EXCLUDED.cost_usd, model_calls = t.model_calls + EXCLUDED.model_calls,
+        tool_calls = t.tool_calls + EXCLUDED.tool_calls, updated_at = EXCLUDED.updated_at`,
+    foldErasedSpend: `INSERT INTO ${s}.spend AS t (tenant, session_id, tokens, cost_usd, model_calls, tool_calls, updated_at)
+      SELECT tenant, $1, tokens, cost_usd, model_calls, tool_calls, $2 FROM ${s}.spend WHERE session_id = $3
+      ON CONFLICT (tenant, session_id) DO UPDATE SET tokens = t.tokens + EXCLUDED.tokens,
+        cost_usd = t.cost_usd + EXCLUDED.cost_usd, model_calls = t.model_calls + EXCLUDED.model_calls,
+        tool_calls = t.tool_calls + EXCLUDED.tool_calls, updated_at = EXCLUDED.updated_at`,
+    deleteSpend: `DELETE FROM ${s}.spend WHERE session_id = $1`,
+    tenantSpend: `SELECT coalesce(sum(tokens), 0)::float8 AS tokens, coalesce(sum(cost_usd), 0)::float8 AS cost_usd,
+        coalesce(sum(model_calls), 0)::float8 AS model_calls, coalesce(sum(tool_calls), 0)::float8 AS tool_calls,
+        count(CASE WHEN session_id <> $1 THEN 1 END)::int AS sessions
+      FROM ${s}.spend WHERE tenant = $2`,
     insertSession: `INSERT INTO ${s}.sessions (id, header) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING RETURNING key`,
     listSessions: `SELECT id, header FROM ${s}.sessions ORDER BY id COLLATE "C"`,
     lockSession: `SELECT key FROM ${s}.sessions WHERE id = $1 FOR NO KEY UPDATE`,
@@ -548,6 +584,8 @@ class PostgresDriver implements driver.RelationalDriver {
       if (version < 4) await client.query(inboxDdl(s));
       if (version < 5) await client.query(transcriptsDdl(s));
       if (version < 6) await client.query(pacingDdl(s));
+      // Version 7 adds the spend rows (what a session spent before it is not in them).
+      if (version < 7) await client.query(spendDdl(s));
       if (version < POSTGRES_SCHEMA_VERSION)
         await client.query(`UPDATE ${s}.schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION]);
     });
@@ -847,6 +885,42 @@ class PostgresStatements implements driver.RelationalTx {
 
   async putPaceRow(key: string, state: string, now: number): Promise<void> {
     await this.db.query(this.sql.putPaceRow, [key, state, now]);
+  }
+
+  async addSpend(tenant: string, id: string, spent: SpendTotals, now: number): Promise<void> {
+    await this.db.query(this.sql.addSpend, [
+      tenant,
+      id,
+      spent.tokens,
+      spent.costUsd,
+      spent.modelCalls,
+      spent.toolCalls,
+      now,
+    ]);
+  }
+
+  async retireSpend(id: string, now: number): Promise<void> {
+    await this.db.query(this.sql.foldErasedSpend, [ERASED_SPEND_ROW, now, id]);
+    await this.db.query(this.sql.deleteSpend, [id]);
+  }
+
+  async tenantSpend(tenant: string): Promise<TenantSpend> {
+    const row = (
+      await this.db.query<{
+        tokens: number;
+        cost_usd: number;
+        model_calls: number;
+        tool_calls: number;
+        sessions: number;
+      }>(this.sql.tenantSpend, [ERASED_SPEND_ROW, tenant])
+    ).rows[0]!;
+    return {
+      tokens: row.tokens,
+      costUsd: row.cost_usd,
+      modelCalls: row.model_calls,
+      toolCalls: row.tool_calls,
+      sessions: row.sessions,
+    };
   }
 
   async transcriptEntry(scope: string, digest: string): Promise<{ sessionId: unknown; seq: unknown } | undefined> {

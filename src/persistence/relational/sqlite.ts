@@ -47,6 +47,10 @@
  *   an entry cannot outlive it; putting a pair again replaces its row (one upsert).
  * - `pacing(key, state, updated_at)` (version 8), `WITHOUT ROWID`: one provider pacing bucket
  *   per key (pacing.ts), its state as JSON text, read and written in one write transaction.
+ * - `spend(tenant, session_id, tokens, cost_usd, model_calls, tool_calls, updated_at)` (version
+ *   9), `WITHOUT ROWID`, primary key `(tenant, session_id)`, indexed by `session_id` for erasure:
+ *   what each session spent (spend.ts), added to in each append's transaction; a tenant's
+ *   `.erased` row holds what its erased sessions spent.
  *
  * A new file is made with 8 KiB pages ({@link SQLITE_PAGE_SIZE}), so a ~2 KB event row stays on
  * its page; files made with other page sizes are read and written as they are.
@@ -62,7 +66,8 @@ import { closeSync, mkdirSync, openSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { createHash, randomUUID } from 'node:crypto';
 import Database from 'better-sqlite3';
-import { SessionlogError, type StoredEvent } from '../../session/index.js';
+import { SessionlogError, type SpendTotals, type StoredEvent } from '../../session/index.js';
+import { ERASED_SPEND_ROW, type TenantSpend } from '../spend.js';
 import { storeClosed } from '../errors.js';
 import {
   SEARCHABLE_EVENT_TYPES,
@@ -88,7 +93,7 @@ import { encodeEvent, storedHead, type BatchRow, type EventRow } from './rows.js
 /** `PRAGMA application_id` of a sessionlog database ("SLOG"). */
 export const SQLITE_APPLICATION_ID = 0x534c4f47;
 /** `PRAGMA user_version` this build writes and reads. */
-export const SQLITE_SCHEMA_VERSION = 8;
+export const SQLITE_SCHEMA_VERSION = 9;
 
 /** The page size of a new database file (an existing file keeps its own). */
 export const SQLITE_PAGE_SIZE = 8192;
@@ -193,6 +198,21 @@ CREATE TABLE pacing (
 ) STRICT, WITHOUT ROWID;
 `;
 
+/** Version 9: what each session spent (spend.ts), summed per tenant. */
+const SPEND_DDL = `
+CREATE TABLE spend (
+  tenant TEXT NOT NULL,
+  session_id TEXT NOT NULL,
+  tokens INTEGER NOT NULL,
+  cost_usd REAL NOT NULL,
+  model_calls INTEGER NOT NULL,
+  tool_calls INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (tenant, session_id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX spend_by_session ON spend (session_id);
+`;
+
 const TOMBSTONES_DDL = `
 CREATE TABLE tombstones (
   id TEXT PRIMARY KEY,
@@ -240,7 +260,8 @@ ${TOMBSTONES_DDL}
 ${SEARCH_DDL}
 ${INBOX_DDL}
 ${TRANSCRIPTS_DDL}
-${PACING_DDL}`;
+${PACING_DDL}
+${SPEND_DDL}`;
 
 function prepareFile(path: string): string {
   const absolute = resolve(path);
@@ -418,7 +439,8 @@ class SqliteDriver implements driver.RelationalDriver {
       // makes it contentless (the words once, in the index) with the digests erase needs,
       // version 5 adds the inbox and the session keys, version 6 the transcript index, version 7
       // keys the inbox without a rowid (one tree written per put or removal instead of two),
-      // version 8 adds the provider pacing buckets.
+      // version 8 adds the provider pacing buckets, version 9 the spend rows (what a session
+      // spent before it is not in them).
       if (version < 2) this.db.exec(TOMBSTONES_DDL);
       if (version < 4) {
         if (version === 3) this.db.exec(`DROP TABLE search`);
@@ -429,6 +451,7 @@ class SqliteDriver implements driver.RelationalDriver {
       else if (version < 7) this.db.exec(INBOX_WITHOUT_ROWID_MIGRATION);
       if (version < 6) this.db.exec(TRANSCRIPTS_DDL);
       if (version < 8) this.db.exec(PACING_DDL);
+      if (version < 9) this.db.exec(SPEND_DDL);
       if (version < SQLITE_SCHEMA_VERSION) this.db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
     });
     init.immediate();
@@ -737,6 +760,26 @@ class SqliteStatements implements driver.RelationalTx {
     this.sql.putPaceRow.run(key, state, now);
   }
 
+  addSpend(tenant: string, id: string, spent: SpendTotals, now: number): void {
+    this.sql.addSpend.run(tenant, id, spent.tokens, spent.costUsd, spent.modelCalls, spent.toolCalls, now);
+  }
+
+  retireSpend(id: string, now: number): void {
+    this.sql.foldErasedSpend.run(ERASED_SPEND_ROW, now, id);
+    this.sql.deleteSpend.run(id);
+  }
+
+  tenantSpend(tenant: string): TenantSpend {
+    const row = this.sql.tenantSpend.get(ERASED_SPEND_ROW, tenant)!;
+    return {
+      tokens: row.tokens ?? 0,
+      costUsd: row.cost_usd ?? 0,
+      modelCalls: row.model_calls ?? 0,
+      toolCalls: row.tool_calls ?? 0,
+      sessions: row.sessions,
+    };
+  }
+
   transcriptEntry(scope: string, digest: string): { sessionId: unknown; seq: unknown } | undefined {
     const row = this.sql.transcript.get(scope, digest);
     return row && { sessionId: row.session_id, seq: row.seq };
@@ -771,6 +814,14 @@ class SqliteStatements implements driver.RelationalTx {
   }
 }
 
+/** A tenant's sums (null when it has no rows). */
+type SpendSums = {
+  tokens: number | null;
+  cost_usd: number | null;
+  model_calls: number | null;
+  tool_calls: number | null;
+  sessions: number;
+};
 type InboxQueryRow = { key: string; bytes: number; digest: string; stored_at: number };
 
 function prepareStatements(db: Database.Database) {
@@ -887,6 +938,27 @@ function prepareStatements(db: Database.Database) {
     putPaceRow: db.prepare<[string, string, number]>(
       `INSERT INTO pacing (key, state, updated_at) VALUES (?, ?, ?)
        ON CONFLICT (key) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at`,
+    ),
+    addSpend: db.prepare<[string, string, number, number, number, number, number]>(
+      `INSERT INTO spend (tenant, session_id, tokens, cost_usd, model_calls, tool_calls, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (tenant, session_id) DO UPDATE SET tokens = tokens + excluded.tokens,
+         cost_usd = cost_usd + excluded.cost_usd, model_calls = model_calls + excluded.model_calls,
+         tool_calls = tool_calls + excluded.tool_calls, updated_at = excluded.updated_at`,
+    ),
+    // The WHERE clause also keeps SQLite from reading ON CONFLICT as a join's ON.
+    foldErasedSpend: db.prepare<[string, number, string]>(
+      `INSERT INTO spend (tenant, session_id, tokens, cost_usd, model_calls, tool_calls, updated_at)
+       SELECT tenant, ?, tokens, cost_usd, model_calls, tool_calls, ? FROM spend WHERE session_id = ?
+       ON CONFLICT (tenant, session_id) DO UPDATE SET tokens = tokens + excluded.tokens,
+         cost_usd = cost_usd + excluded.cost_usd, model_calls = model_calls + excluded.model_calls,
+         tool_calls = tool_calls + excluded.tool_calls, updated_at = excluded.updated_at`,
+    ),
+    deleteSpend: db.prepare<[string]>(`DELETE FROM spend WHERE session_id = ?`),
+    tenantSpend: db.prepare<[string, string], SpendSums>(
+      `SELECT sum(tokens) AS tokens, sum(cost_usd) AS cost_usd, sum(model_calls) AS model_calls,
+         sum(tool_calls) AS tool_calls, count(CASE WHEN session_id <> ? THEN 1 END) AS sessions
+       FROM spend WHERE tenant = ?`,
     ),
     deleteSearchRows: db.prepare<[number, number]>(
       `DELETE FROM search_rows WHERE search_rowid >= (? << 32) AND search_rowid < ((? + 1) << 32)`,
