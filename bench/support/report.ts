@@ -2,7 +2,10 @@
  * Statistics and the one table format every benchmark prints: each figure beside its target
  * and whether the target is met. Targets are informational; nothing here fails a build.
  */
+import { execFileSync } from 'node:child_process';
+import { appendFileSync } from 'node:fs';
 import os from 'node:os';
+import { basename } from 'node:path';
 
 /** A measured figure, optionally with a target it is judged against. */
 export type Figure = {
@@ -61,8 +64,45 @@ function verdict(figure: Figure): string {
   return figure.met ? 'met' : 'NOT MET';
 }
 
+/** The commit the figures are measured at (`+dirty` when the tree has changes), once per process. */
+let commit: string | undefined;
+function currentCommit(): string {
+  if (commit === undefined) {
+    const git = (args: string[]) => execFileSync('git', args, { encoding: 'utf8' }).trim();
+    try {
+      commit = `${git(['rev-parse', '--short', 'HEAD'])}${git(['status', '--porcelain', '--untracked-files=no']) ? '+dirty' : ''}`;
+    } catch {
+      commit = 'unknown';
+    }
+  }
+  return commit;
+}
+
+/**
+ * Adds a printed table to the run's results when `npm run bench` collects them
+ * (`SESSIONLOG_BENCH_RESULTS`, one JSON line per table; scripts/bench-summary.mjs merges them
+ * into bench/results.json and the generated summary).
+ */
+function record(table: {
+  title: string;
+  figures?: readonly Figure[];
+  header?: readonly string[];
+  rows?: readonly (readonly string[])[];
+}): void {
+  const file = process.env.SESSIONLOG_BENCH_RESULTS;
+  if (!file) return;
+  const bench = basename(process.argv[1] ?? 'bench', '.ts');
+  const cpus = os.cpus();
+  const machine = `Node ${process.version}, ${cpus.length} × ${cpus[0]?.model ?? 'cpu'}, ${fmtBytes(os.totalmem())} RAM, load avg ${os.loadavg()[0]!.toFixed(2)}`;
+  appendFileSync(
+    file,
+    `${JSON.stringify({ bench, at: new Date().toISOString(), commit: currentCommit(), machine, table })}\n`,
+  );
+}
+
 /** Prints a Markdown table (readable in a terminal, pasteable into BENCHMARKS.md). */
 export function printTable(title: string, figures: readonly Figure[]): void {
+  record({ title, figures });
   const header = ['figure', 'value', 'target', 'met?'];
   const rows = figures.map((f) => [f.name, f.value, f.target ?? '', verdict(f)]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
@@ -75,6 +115,7 @@ export function printTable(title: string, figures: readonly Figure[]): void {
 
 /** Prints a free-form table with its own columns (for side-by-side series). */
 export function printGrid(title: string, header: readonly string[], rows: readonly (readonly string[])[]): void {
+  record({ title, header, rows });
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: readonly string[]): string =>
     `| ${header.map((_, i) => (cells[i] ?? '').padEnd(widths[i]!)).join(' | ')} |`;
