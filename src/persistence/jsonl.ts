@@ -85,6 +85,7 @@ import {
   isValidSessionId,
   jsonEqual,
   parseHeader,
+  spendOfEvents,
   tenantOf,
   type SpendTotals,
   type StoredEvent,
@@ -455,19 +456,24 @@ export class JsonlSessionStore implements SessionStore {
       sessions: 0,
     };
     for (const header of await this.list(tenantScope(tenant))) {
-      let spent: SpendTotals;
+      let spent: SpendTotals | undefined;
       try {
-        spent = (await this.readState(header.id)).scanner.session.budget.used(Date.now()).total;
+        spent = await this.sessionSpend(header);
       } catch (error) {
         // Erased since it was listed, or damaged: nothing of it can be read.
         if (error instanceof SessionlogError) continue;
         throw error;
       }
-      if (spent.tokens === 0 && spent.costUsd === 0 && spent.modelCalls === 0 && spent.toolCalls === 0) continue;
+      if (!spent) continue;
       addSpend(total, spent);
       total.sessions += 1;
     }
     return total;
+  }
+
+  /** What a session spent: its events after the prefix a fork or salvage copied (the header's `seedLength`). */
+  private async sessionSpend(header: SessionHeader): Promise<SpendTotals | undefined> {
+    return spendOfEvents(await this.readFrom(header.id, header.seedLength ?? 0));
   }
 
   private parseSpend(text: string, tenant: string): SpendTotals {
@@ -867,9 +873,9 @@ export class JsonlSessionStore implements SessionStore {
       if (error instanceof SessionlogError) return;
       throw error;
     }
-    const spent = file.scanner.session.budget.used(Date.now()).total;
-    if (spent.tokens === 0 && spent.costUsd === 0 && spent.modelCalls === 0 && spent.toolCalls === 0) return;
-    await this.retireSpend(tenantOf(file.scanner.session.header), spent);
+    const { header, events } = file.scanner.session;
+    const spent = spendOfEvents(events.slice(header.seedLength ?? 0));
+    if (spent) await this.retireSpend(tenantOf(header), spent);
   }
 
   /** Directories of an erase that crashed after taking the session out of view. */

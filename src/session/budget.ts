@@ -146,8 +146,17 @@ export function spendOf(event: StoredEvent): SpendTotals | undefined {
   }
 }
 
-/** What a batch of events spent (undefined: nothing). */
+/**
+ * What a batch of events spent (undefined: nothing). A fork's or salvage's seed batch (the one
+ * that holds `session/end-seed`) copies what another session logged and spent nothing itself.
+ */
 export function spendOfBatch(events: readonly StoredEvent[]): SpendTotals | undefined {
+  if (events.some((event) => event.type === 'session/end-seed')) return undefined;
+  return spendOfEvents(events);
+}
+
+/** What `events` spent (undefined: nothing). */
+export function spendOfEvents(events: readonly StoredEvent[]): SpendTotals | undefined {
   let total: SpendTotals | undefined;
   for (const event of events) {
     const spent = spendOf(event);

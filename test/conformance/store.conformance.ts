@@ -1437,6 +1437,22 @@ export function runStoreConformance(fixture: BackendFixture): void {
         await store.erase('a2', tenantScope('acme'));
         expect(await (await reopen()).spend.tenant('acme')).toEqual({ ...acme, sessions: 0 });
         expect((await store.spend.tenant('bravo')).tokens).toBe(125);
+        // A fork's seed batch copies what its parent spent: the tenant did not spend it again.
+        const seed: NewEvent[] = [
+          ...spendingTurn(1, 0),
+          { type: 'step/end', time: T0, data: { turn: 1, step: 1 } },
+          { type: 'turn/end', time: T0, data: { turn: 1, reason: { kind: 'completed' } } },
+        ];
+        await store.create(header('a3', { tenant: 'acme', parentSession: 'a2', seedLength: seed.length }));
+        await store.append('a3', [...seed, { type: 'session/end-seed', time: T0, data: {} }], {
+          expectedSeq: 0,
+          op: 'seed',
+        });
+        expect(await store.spend.tenant('acme')).toEqual({ ...acme, sessions: 0 });
+        await store.append('a3', spendingTurn(2, 1), { expectedSeq: seed.length + 1, op: 'a3-t2' });
+        const withFork = { tokens: 375, costUsd: 0.75, modelCalls: 3, toolCalls: 3, sessions: 1 };
+        expect(await store.spend.tenant('acme')).toEqual(withFork);
+        expect(await (await reopen()).spend.tenant('acme')).toEqual(withFork);
         const error = await failure(() => store.spend.tenant('Not A Tenant'));
         expect(isSessionlogError(error, 'INVALID_ARGUMENT'), String(error)).toBe(true);
       });
