@@ -139,6 +139,7 @@ export function runtimeOptions(config: Config) {
         checkAgent: agentCheck(catalogue),
         contextReport: contextReporter(config),
         tenantBudgets: config.tenantBudgets,
+        tenantCaps: config.tenantCaps,
       };
     },
     gateway(client: SessionClient, telemetry?: Telemetry): GatewayOptions {

@@ -35,6 +35,7 @@ import {
   type TranscriptEntry,
 } from '../persistence/store.js';
 import { scopeStore, sessionOwner, type CrossTenantAttempt } from '../persistence/tenants.js';
+import type { TenantSpend } from '../persistence/spend.js';
 
 export type { CrossTenantAttempt };
 import {
@@ -66,6 +67,7 @@ import {
   type AskedAgent,
   type Budget,
   type BudgetUse,
+  type TenantCaps,
   type TurnHints,
   type SuppliedItem,
   type ContextReport,
@@ -129,6 +131,8 @@ export type SessionClientOptions = {
   contextReport?: (session: SessionView) => ContextReport;
   /** The budget a new session of each tenant gets when its create names none (SESSIONLOG_TENANT_BUDGETS). */
   tenantBudgets?: Readonly<Record<string, Budget>>;
+  /** The caps on what all of a tenant's sessions spend together (SESSIONLOG_TENANT_CAPS): shown beside its spend. */
+  tenantCaps?: Readonly<Record<string, TenantCaps>>;
   /** Told of each refused attempt on another tenant's session by a client of {@link SessionClient.forTenant}. */
   onCrossTenant?: (attempt: CrossTenantAttempt) => void;
 };
@@ -624,6 +628,15 @@ export class SessionClient {
         addTotals((byModel[model] ??= emptyTotals()), totals);
     }
     return { total, byModel, sessions, unreadable };
+  }
+
+  /**
+   * What this client's tenant's sessions spent in total, erased ones included, as the store
+   * keeps it for the tenant's caps, and the caps (null: none). Null for a client of every tenant.
+   */
+  async tenantSpend(): Promise<{ spent: TenantSpend; caps: TenantCaps | null } | null> {
+    if (this.tenant === undefined) return null;
+    return { spent: await this.store.spend.tenant(this.tenant), caps: this.options.tenantCaps?.[this.tenant] ?? null };
   }
 
   /** Which logged events the next request carries, and what shadowed the others (the inspector's log-beside-surface view). */

@@ -19,9 +19,11 @@
  * <root>/.spend/<tenant>.lock               held while an erasure adds to it
  * ```
  *
- * A tenant's spend (spend.ts) is summed from its sessions' logs (the budget each validated copy
- * keeps) plus its `.erased` file: nothing more is written per append. A session whose log is
- * damaged adds nothing (its spend cannot be read), also when it is erased.
+ * A tenant's spend (spend.ts) is summed from its sessions' logs (each one's events after the
+ * prefix a fork or salvage copied) plus its `.erased` file: nothing more is written per append,
+ * and each check reads every session of the tenant (fine for the development store; SQLite and
+ * PostgreSQL keep a row per session). A session whose log is damaged adds nothing (its spend
+ * cannot be read), also when it is erased.
  *
  * Inbox entries and the key may be written before the session exists (its directory then holds
  * no `session.jsonl`). Each is written to a temp file, fsynced and linked into place, never over
@@ -484,7 +486,7 @@ export class JsonlSessionStore implements SessionStore {
       value = undefined;
     }
     const spent = value as Partial<SpendTotals> | undefined;
-    const fields = ['tokens', 'costUsd', 'modelCalls', 'toolCalls'] as const;
+    const fields = ['tokens', 'costUsd', 'modelCalls', 'toolCalls', 'wallMs'] as const;
     if (!spent || typeof spent !== 'object' || !fields.every((f) => Number.isFinite(spent[f])))
       throw new SessionlogError(
         'CORRUPT_LOG',
@@ -495,6 +497,7 @@ export class JsonlSessionStore implements SessionStore {
       costUsd: spent.costUsd!,
       modelCalls: spent.modelCalls!,
       toolCalls: spent.toolCalls!,
+      wallMs: spent.wallMs!,
     };
   }
 

@@ -111,10 +111,10 @@ export function billedTokens(usage: TokenUsage | undefined): number {
 }
 
 /** What a session spent, the part of {@link BudgetUse} a store can sum across a tenant's sessions. */
-export type SpendTotals = { tokens: number; costUsd: number; modelCalls: number; toolCalls: number };
+export type SpendTotals = { tokens: number; costUsd: number; modelCalls: number; toolCalls: number; wallMs: number };
 
 export function emptySpend(): SpendTotals {
-  return { tokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0 };
+  return { tokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0, wallMs: 0 };
 }
 
 export function addSpend(to: SpendTotals, spent: SpendTotals): void {
@@ -122,12 +122,14 @@ export function addSpend(to: SpendTotals, spent: SpendTotals): void {
   to.costUsd += spent.costUsd;
   to.modelCalls += spent.modelCalls;
   to.toolCalls += spent.toolCalls;
+  to.wallMs += spent.wallMs;
 }
 
 /**
  * What one logged event spent (undefined: nothing): a model's reply its billed tokens, its cost
  * and one model call; a compaction summary its tokens and cost; a tool call one tool call. The
- * one rule behind a session's budget and the store's per-tenant totals.
+ * one rule behind a session's budget and the store's per-tenant totals. (Wall time is a turn's,
+ * from its `turn/start` to its `turn/end`: {@link spendOfEvents}.)
  */
 export function spendOf(event: StoredEvent): SpendTotals | undefined {
   if (!isKnownEvent(event)) return undefined;
@@ -135,30 +137,40 @@ export function spendOf(event: StoredEvent): SpendTotals | undefined {
     case 'assistant/message': {
       const { message, usage, cost, hides } = event.data;
       if (hides || message.source.kind !== 'model') return undefined;
-      return { tokens: billedTokens(usage), costUsd: cost ?? 0, modelCalls: 1, toolCalls: 0 };
+      return { ...emptySpend(), tokens: billedTokens(usage), costUsd: cost ?? 0, modelCalls: 1 };
     }
     case 'compaction/summary':
-      return { tokens: billedTokens(event.data.usage), costUsd: event.data.cost ?? 0, modelCalls: 0, toolCalls: 0 };
+      return { ...emptySpend(), tokens: billedTokens(event.data.usage), costUsd: event.data.cost ?? 0 };
     case 'tool/call':
-      return { tokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 1 };
+      return { ...emptySpend(), toolCalls: 1 };
     default:
       return undefined;
   }
 }
 
 /**
- * What a batch of events spent (undefined: nothing). A fork's or salvage's seed batch (the one
- * that holds `session/end-seed`) copies what another session logged and spent nothing itself.
+ * What a batch of events spent (undefined: nothing), appended to a log whose open turn started
+ * at `openTurnStartedAt`. A fork's or salvage's seed batch (the one that holds
+ * `session/end-seed`) copies what another session logged and spent nothing itself.
  */
-export function spendOfBatch(events: readonly StoredEvent[]): SpendTotals | undefined {
+export function spendOfBatch(events: readonly StoredEvent[], openTurnStartedAt?: number): SpendTotals | undefined {
   if (events.some((event) => event.type === 'session/end-seed')) return undefined;
-  return spendOfEvents(events);
+  return spendOfEvents(events, openTurnStartedAt);
 }
 
-/** What `events` spent (undefined: nothing). */
-export function spendOfEvents(events: readonly StoredEvent[]): SpendTotals | undefined {
+/**
+ * What `events` spent (undefined: nothing), each turn's wall time counted when it ends (from
+ * its `turn/start`, or `openTurnStartedAt` for a turn open before the first event).
+ */
+export function spendOfEvents(events: readonly StoredEvent[], openTurnStartedAt?: number): SpendTotals | undefined {
   let total: SpendTotals | undefined;
+  let startedAt = openTurnStartedAt;
   for (const event of events) {
+    if (event.type === 'turn/start') startedAt = event.time;
+    else if (event.type === 'turn/end' && startedAt !== undefined) {
+      (total ??= emptySpend()).wallMs += Math.max(0, event.time - startedAt);
+      startedAt = undefined;
+    }
     const spent = spendOf(event);
     if (spent) addSpend((total ??= emptySpend()), spent);
   }
@@ -172,7 +184,7 @@ export function spendOfEvents(events: readonly StoredEvent[]): SpendTotals | und
  */
 export type TenantCaps = Partial<SpendTotals> & { waitMs?: number };
 
-const SPEND_KEYS: ReadonlyArray<keyof SpendTotals> = ['tokens', 'costUsd', 'modelCalls', 'toolCalls'];
+const SPEND_KEYS: ReadonlyArray<keyof SpendTotals> = ['tokens', 'costUsd', 'modelCalls', 'toolCalls', 'wallMs'];
 
 /** Why `value` is not a tenant's caps (undefined when it is). */
 export function tenantCapsProblem(value: unknown): string | undefined {
@@ -203,7 +215,7 @@ export function tenantBreach(
   before: 'model' | 'tools',
 ): BudgetBreach | undefined {
   const keys: ReadonlyArray<keyof SpendTotals> =
-    before === 'model' ? ['tokens', 'costUsd', 'modelCalls'] : ['toolCalls'];
+    before === 'model' ? ['tokens', 'costUsd', 'modelCalls', 'wallMs'] : ['toolCalls', 'wallMs'];
   for (const cap of keys) {
     const limit = caps[cap];
     if (limit === undefined) continue;
@@ -214,7 +226,7 @@ export function tenantBreach(
 }
 
 /** What a session's readers see of its {@link BudgetFold}. */
-export type BudgetView = Pick<BudgetFold, 'budget' | 'budgetSince' | 'used' | 'breach'>;
+export type BudgetView = Pick<BudgetFold, 'budget' | 'budgetSince' | 'used' | 'breach' | 'openTurnStartedAt'>;
 
 /** The budget and the counts it is checked against, kept as events are committed. */
 export class BudgetFold {
@@ -261,6 +273,11 @@ export class BudgetFold {
   /** The budget in force (null: none). */
   get budget(): Budget | null {
     return this.current;
+  }
+
+  /** When the open turn started (undefined between turns). */
+  get openTurnStartedAt(): number | undefined {
+    return this.openTurn === null ? undefined : this.turnStartedAt;
   }
 
   /** Seq of the `session/budget` event in force (null: never set). */

@@ -1410,6 +1410,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
           costUsd: 0,
           modelCalls: 0,
           toolCalls: 0,
+          wallMs: 0,
           sessions: 0,
         });
         await store.append('a1', spendingTurn(1, 2), { expectedSeq: 0, op: 'a1-t1' });
@@ -1417,15 +1418,23 @@ export function runStoreConformance(fixture: BackendFixture): void {
         await store.append('a1', spendingTurn(1, 2), { expectedSeq: 0, op: 'a1-t1' });
         await store.append('a2', spendingTurn(1, 0), { expectedSeq: 0, op: 'a2-t1' });
         await store.append('b1', spendingTurn(1, 1), { expectedSeq: 0, op: 'b1-t1' });
-        // Events that spend nothing add nothing.
+        // Events that spend nothing add nothing; a turn's wall time counts when it ends, from a
+        // turn/start in an earlier batch.
         await store.append('a2', [user('a2-more')], { expectedSeq: 4, op: 'a2-more' });
-        const acme = { tokens: 250, costUsd: 0.5, modelCalls: 2, toolCalls: 2, sessions: 2 };
+        const end: NewEvent = {
+          type: 'turn/end',
+          time: T0 + 2_000,
+          data: { turn: 1, reason: { kind: 'interrupted' } },
+        };
+        await store.append('a1', [end], { expectedSeq: 6, op: 'a1-end' });
+        const acme = { tokens: 250, costUsd: 0.5, modelCalls: 2, toolCalls: 2, wallMs: 2_000, sessions: 2 };
         expect(await store.spend.tenant('acme')).toEqual(acme);
         expect(await store.spend.tenant('bravo')).toEqual({
           tokens: 125,
           costUsd: 0.25,
           modelCalls: 1,
           toolCalls: 1,
+          wallMs: 0,
           sessions: 1,
         });
         expect((await store.spend.tenant('nobody')).sessions).toBe(0);
@@ -1450,7 +1459,7 @@ export function runStoreConformance(fixture: BackendFixture): void {
         });
         expect(await store.spend.tenant('acme')).toEqual({ ...acme, sessions: 0 });
         await store.append('a3', spendingTurn(2, 1), { expectedSeq: seed.length + 1, op: 'a3-t2' });
-        const withFork = { tokens: 375, costUsd: 0.75, modelCalls: 3, toolCalls: 3, sessions: 1 };
+        const withFork = { tokens: 375, costUsd: 0.75, modelCalls: 3, toolCalls: 3, wallMs: 2_000, sessions: 1 };
         expect(await store.spend.tenant('acme')).toEqual(withFork);
         expect(await (await reopen()).spend.tenant('acme')).toEqual(withFork);
         const error = await failure(() => store.spend.tenant('Not A Tenant'));

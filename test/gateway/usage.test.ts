@@ -107,6 +107,34 @@ describe('the cost ledger', () => {
     );
     // Nothing logged before the first session of this test counts in an earlier window.
     expect((await get<{ total: { calls: number } }>(`/v1/usage?to=${before - 60_000}`)).body.total.calls).toBe(0);
+    // The tenant's running spend (what its caps are checked against) is the ledger's, all time.
+    type Totals = {
+      calls: number;
+      inputTokens: number;
+      cachedInputTokens: number;
+      cacheWriteTokens: number;
+      outputTokens: number;
+      costUsd: number;
+    };
+    const all = await get<{ total: Totals; spend: unknown }>('/v1/usage?tenant=default');
+    expect(all.status).toBe(200);
+    const { total } = all.body;
+    expect(all.body.spend).toEqual({
+      spent: {
+        tokens: total.inputTokens + total.cachedInputTokens + total.cacheWriteTokens + total.outputTokens,
+        costUsd: expect.closeTo(total.costUsd, 12) as unknown,
+        // Replies only: the ledger's calls also count the compaction summary of the first test.
+        modelCalls: total.calls - 1,
+        toolCalls: 0,
+        wallMs: expect.any(Number) as unknown,
+        sessions: 3,
+      },
+      caps: null,
+    });
+    // Every turn of this file's sessions ended: their wall time is in.
+    expect((all.body.spend as { spent: { wallMs: number } }).spent.wallMs).toBeGreaterThan(0);
+    // A sum over every tenant (no tenant named, a gateway without tokens) has no one tenant's spend.
+    expect((await get<{ spend: unknown }>('/v1/usage')).body.spend).toBeNull();
     const bad = await get<{ error: { code: string; message: string } }>('/v1/usage?from=yesterday');
     expect(bad.status).toBe(400);
     expect(bad.body.error.message).toMatch(/from must be an ISO 8601 time/);

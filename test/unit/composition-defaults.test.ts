@@ -73,8 +73,8 @@ describe('SESSIONLOG_PACING and the budget tunables', () => {
     expect([capsOf('acme'), capsOf('bravo')]).toEqual([{ costUsd: 50, modelCalls: 1000 }, undefined]);
     expect(resolveWorkerOptions({ ...base, tenantCaps: {} }).tenantCaps).toBeUndefined();
     expect(() => resolveConfig({ SESSIONLOG_TENANT_CAPS: '{"Acme!":{}}' })).toThrow(/not a tenant name/);
-    expect(() => resolveConfig({ SESSIONLOG_TENANT_CAPS: '{"acme":{"wallMs":5}}' })).toThrow(
-      /SESSIONLOG_TENANT_CAPS.acme: unknown cap "wallMs"/,
+    expect(() => resolveConfig({ SESSIONLOG_TENANT_CAPS: '{"acme":{"dollars":5}}' })).toThrow(
+      /SESSIONLOG_TENANT_CAPS.acme: unknown cap "dollars"/,
     );
     expect(() => resolveConfig({ SESSIONLOG_TENANT_CAPS: '{"acme":{"tokens":1.5}}' })).toThrow(/whole number/);
     expect(() => resolveConfig({ SESSIONLOG_TENANT_CAPS: '[1]' })).toThrow(/object keyed by tenant/);

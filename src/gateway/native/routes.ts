@@ -374,7 +374,11 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
         throw new GatewayError('FORBIDDEN', `this token sums tenant ${own}'s usage, not ${query.tenant}'s`);
       // Without tokens (loopback) the gateway sees every tenant: `tenant` picks one.
       const client = own === undefined && query.tenant !== undefined ? ctx.client.forTenant(query.tenant) : ctx.client;
-      return ok({ tenant: client.tenant ?? null, ...(await client.usageAcross(window(query))) });
+      return ok({
+        tenant: client.tenant ?? null,
+        ...(await client.usageAcross(window(query))),
+        spend: await client.tenantSpend(),
+      });
     },
   }),
   defineRoute({

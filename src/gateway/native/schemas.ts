@@ -360,4 +360,32 @@ export const usageAcrossResponse = z.object({
   byModel: z.record(z.string(), usageTotals),
   sessions: z.number().int().describe('sessions with calls in the window'),
   unreadable: z.array(z.string()).describe('sessions whose log could not be read (left out)'),
+  spend: z
+    .object({
+      spent: z.object({
+        tokens: z.number().int(),
+        costUsd: z.number(),
+        modelCalls: z.number().int(),
+        toolCalls: z.number().int(),
+        sessions: z
+          .number()
+          .int()
+          .describe('sessions that spent anything (an erased one counts in the sums, not here)'),
+      }),
+      caps: z
+        .object({
+          tokens: z.number().int().optional(),
+          costUsd: z.number().optional(),
+          modelCalls: z.number().int().optional(),
+          toolCalls: z.number().int().optional(),
+          wallMs: z.number().int().optional(),
+          waitMs: z.number().int().optional(),
+        })
+        .nullable()
+        .describe('SESSIONLOG_TENANT_CAPS for the tenant (null: none)'),
+    })
+    .nullable()
+    .describe(
+      "the tenant's spend since the store began keeping it, whatever the window, erased sessions included, as its caps are checked against (null: every tenant)",
+    ),
 });

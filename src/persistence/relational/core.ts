@@ -375,7 +375,7 @@ export abstract class RelationalSessionStore implements SessionStore {
     }
     begin();
     yield* step(tx.insertBatch(entry.key, id, batch.events, batch.op));
-    const spent = spendOfBatch(batch.events);
+    const spent = spendOfBatch(batch.events, entry.scanner.session.budget.openTurnStartedAt);
     if (spent) yield* step(tx.addSpend(tenantOf(entry.scanner.session.header), id, spent, Date.now()));
     yield* removeDelivered();
     return { result, stored: { scanner: entry.scanner, events: batch.events } };

@@ -44,7 +44,7 @@
  * - `pacing(key, state, updated_at)` (version 6): one provider pacing bucket per key (pacing.ts),
  *   its state as JSON text (NULL for a row made only to be locked); a reservation inserts the row
  *   if missing, then takes it `FOR UPDATE`, so every worker of a fleet reserves in turn.
- * - `spend(tenant, session_id, tokens, cost_usd, model_calls, tool_calls, updated_at)` (version
+ * - `spend(tenant, session_id, tokens, cost_usd, model_calls, tool_calls, wall_ms, updated_at)` (version
  *   7), primary key `(tenant, session_id)`, indexed by `session_id` for erasure: what each
  *   session spent (spend.ts), added to in each append's transaction; a tenant's `.erased` row
  *   holds what its erased sessions spent.
@@ -149,6 +149,7 @@ CREATE TABLE ${s}.spend (
   cost_usd double precision NOT NULL,
   model_calls bigint NOT NULL,
   tool_calls bigint NOT NULL,
+  wall_ms bigint NOT NULL,
   updated_at bigint NOT NULL,
   PRIMARY KEY (tenant, session_id)
 );
@@ -245,19 +246,22 @@ function statements(s: string) {
     insertPaceRow: `INSERT INTO ${s}.pacing (key, state, updated_at) VALUES ($1, NULL, 0) ON CONFLICT (key) DO NOTHING`,
     lockPaceRow: `SELECT state FROM ${s}.pacing WHERE key = $1 FOR UPDATE`,
     putPaceRow: `UPDATE ${s}.pacing SET state = $2, updated_at = $3 WHERE key = $1`,
-    addSpend: `INSERT INTO ${s}.spend AS t (tenant, session_id, tokens, cost_usd, model_calls, tool_calls, updated_at)
-      VALUES ($1, $2, $3, $4, $5, $6, $7)
+    addSpend: `INSERT INTO ${s}.spend AS t (tenant, session_id, tokens, cost_usd, model_calls, tool_calls, wall_ms, updated_at)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
       ON CONFLICT (tenant, session_id) DO UPDATE SET tokens = t.tokens + EXCLUDED.tokens,
         cost_usd = t.cost_usd + EXCLUDED.cost_usd, model_calls = t.model_calls + EXCLUDED.model_calls,
-        tool_calls = t.tool_calls + EXCLUDED.tool_calls, updated_at = EXCLUDED.updated_at`,
-    foldErasedSpend: `INSERT INTO ${s}.spend AS t (tenant, session_id, tokens, cost_usd, model_calls, tool_calls, updated_at)
-      SELECT tenant, $1, tokens, cost_usd, model_calls, tool_calls, $2 FROM ${s}.spend WHERE session_id = $3
+        tool_calls = t.tool_calls + EXCLUDED.tool_calls, wall_ms = t.wall_ms + EXCLUDED.wall_ms,
+        updated_at = EXCLUDED.updated_at`,
+    foldErasedSpend: `INSERT INTO ${s}.spend AS t (tenant, session_id, tokens, cost_usd, model_calls, tool_calls, wall_ms, updated_at)
+      SELECT tenant, $1, tokens, cost_usd, model_calls, tool_calls, wall_ms, $2 FROM ${s}.spend WHERE session_id = $3
       ON CONFLICT (tenant, session_id) DO UPDATE SET tokens = t.tokens + EXCLUDED.tokens,
         cost_usd = t.cost_usd + EXCLUDED.cost_usd, model_calls = t.model_calls + EXCLUDED.model_calls,
-        tool_calls = t.tool_calls + EXCLUDED.tool_calls, updated_at = EXCLUDED.updated_at`,
+        tool_calls = t.tool_calls + EXCLUDED.tool_calls, wall_ms = t.wall_ms + EXCLUDED.wall_ms,
+        updated_at = EXCLUDED.updated_at`,
     deleteSpend: `DELETE FROM ${s}.spend WHERE session_id = $1`,
     tenantSpend: `SELECT coalesce(sum(tokens), 0)::float8 AS tokens, coalesce(sum(cost_usd), 0)::float8 AS cost_usd,
         coalesce(sum(model_calls), 0)::float8 AS model_calls, coalesce(sum(tool_calls), 0)::float8 AS tool_calls,
+        coalesce(sum(wall_ms), 0)::float8 AS wall_ms,
         count(CASE WHEN session_id <> $1 THEN 1 END)::int AS sessions
       FROM ${s}.spend WHERE tenant = $2`,
     insertSession: `INSERT INTO ${s}.sessions (id, header) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING RETURNING key`,
@@ -895,6 +899,7 @@ class PostgresStatements implements driver.RelationalTx {
       spent.costUsd,
       spent.modelCalls,
       spent.toolCalls,
+      spent.wallMs,
       now,
     ]);
   }
@@ -911,6 +916,7 @@ class PostgresStatements implements driver.RelationalTx {
         cost_usd: number;
         model_calls: number;
         tool_calls: number;
+        wall_ms: number;
         sessions: number;
       }>(this.sql.tenantSpend, [ERASED_SPEND_ROW, tenant])
     ).rows[0]!;
@@ -919,6 +925,7 @@ class PostgresStatements implements driver.RelationalTx {
       costUsd: row.cost_usd,
       modelCalls: row.model_calls,
       toolCalls: row.tool_calls,
+      wallMs: row.wall_ms,
       sessions: row.sessions,
     };
   }

@@ -47,7 +47,7 @@
  *   an entry cannot outlive it; putting a pair again replaces its row (one upsert).
  * - `pacing(key, state, updated_at)` (version 8), `WITHOUT ROWID`: one provider pacing bucket
  *   per key (pacing.ts), its state as JSON text, read and written in one write transaction.
- * - `spend(tenant, session_id, tokens, cost_usd, model_calls, tool_calls, updated_at)` (version
+ * - `spend(tenant, session_id, tokens, cost_usd, model_calls, tool_calls, wall_ms, updated_at)` (version
  *   9), `WITHOUT ROWID`, primary key `(tenant, session_id)`, indexed by `session_id` for erasure:
  *   what each session spent (spend.ts), added to in each append's transaction; a tenant's
  *   `.erased` row holds what its erased sessions spent.
@@ -207,6 +207,7 @@ CREATE TABLE spend (
   cost_usd REAL NOT NULL,
   model_calls INTEGER NOT NULL,
   tool_calls INTEGER NOT NULL,
+  wall_ms INTEGER NOT NULL,
   updated_at INTEGER NOT NULL,
   PRIMARY KEY (tenant, session_id)
 ) STRICT, WITHOUT ROWID;
@@ -761,7 +762,16 @@ class SqliteStatements implements driver.RelationalTx {
   }
 
   addSpend(tenant: string, id: string, spent: SpendTotals, now: number): void {
-    this.sql.addSpend.run(tenant, id, spent.tokens, spent.costUsd, spent.modelCalls, spent.toolCalls, now);
+    this.sql.addSpend.run(
+      tenant,
+      id,
+      spent.tokens,
+      spent.costUsd,
+      spent.modelCalls,
+      spent.toolCalls,
+      spent.wallMs,
+      now,
+    );
   }
 
   retireSpend(id: string, now: number): void {
@@ -776,6 +786,7 @@ class SqliteStatements implements driver.RelationalTx {
       costUsd: row.cost_usd ?? 0,
       modelCalls: row.model_calls ?? 0,
       toolCalls: row.tool_calls ?? 0,
+      wallMs: row.wall_ms ?? 0,
       sessions: row.sessions,
     };
   }
@@ -820,6 +831,7 @@ type SpendSums = {
   cost_usd: number | null;
   model_calls: number | null;
   tool_calls: number | null;
+  wall_ms: number | null;
   sessions: number;
 };
 type InboxQueryRow = { key: string; bytes: number; digest: string; stored_at: number };
@@ -939,25 +951,28 @@ function prepareStatements(db: Database.Database) {
       `INSERT INTO pacing (key, state, updated_at) VALUES (?, ?, ?)
        ON CONFLICT (key) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at`,
     ),
-    addSpend: db.prepare<[string, string, number, number, number, number, number]>(
-      `INSERT INTO spend (tenant, session_id, tokens, cost_usd, model_calls, tool_calls, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?)
+    addSpend: db.prepare<[string, string, number, number, number, number, number, number]>(
+      `INSERT INTO spend (tenant, session_id, tokens, cost_usd, model_calls, tool_calls, wall_ms, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (tenant, session_id) DO UPDATE SET tokens = tokens + excluded.tokens,
          cost_usd = cost_usd + excluded.cost_usd, model_calls = model_calls + excluded.model_calls,
-         tool_calls = tool_calls + excluded.tool_calls, updated_at = excluded.updated_at`,
+         tool_calls = tool_calls + excluded.tool_calls, wall_ms = wall_ms + excluded.wall_ms,
+         updated_at = excluded.updated_at`,
     ),
     // The WHERE clause also keeps SQLite from reading ON CONFLICT as a join's ON.
     foldErasedSpend: db.prepare<[string, number, string]>(
-      `INSERT INTO spend (tenant, session_id, tokens, cost_usd, model_calls, tool_calls, updated_at)
-       SELECT tenant, ?, tokens, cost_usd, model_calls, tool_calls, ? FROM spend WHERE session_id = ?
+      `INSERT INTO spend (tenant, session_id, tokens, cost_usd, model_calls, tool_calls, wall_ms, updated_at)
+       SELECT tenant, ?, tokens, cost_usd, model_calls, tool_calls, wall_ms, ? FROM spend WHERE session_id = ?
        ON CONFLICT (tenant, session_id) DO UPDATE SET tokens = tokens + excluded.tokens,
          cost_usd = cost_usd + excluded.cost_usd, model_calls = model_calls + excluded.model_calls,
-         tool_calls = tool_calls + excluded.tool_calls, updated_at = excluded.updated_at`,
+         tool_calls = tool_calls + excluded.tool_calls, wall_ms = wall_ms + excluded.wall_ms,
+         updated_at = excluded.updated_at`,
     ),
     deleteSpend: db.prepare<[string]>(`DELETE FROM spend WHERE session_id = ?`),
     tenantSpend: db.prepare<[string, string], SpendSums>(
       `SELECT sum(tokens) AS tokens, sum(cost_usd) AS cost_usd, sum(model_calls) AS model_calls,
-         sum(tool_calls) AS tool_calls, count(CASE WHEN session_id <> ? THEN 1 END) AS sessions
+         sum(tool_calls) AS tool_calls, sum(wall_ms) AS wall_ms,
+         count(CASE WHEN session_id <> ? THEN 1 END) AS sessions
        FROM spend WHERE tenant = ?`,
     ),
     deleteSearchRows: db.prepare<[number, number]>(
