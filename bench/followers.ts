@@ -77,7 +77,15 @@ async function serve(): Promise<void> {
     // SessionClient.follow before the WatchHub: every follower runs its own store watch.
     client.follow = (sessionId, fromSeq = 0, signal) => store.watch(sessionId, fromSeq, signal ? { signal } : {});
   }
-  const gateway = await startGateway({ client, host: '127.0.0.1', port: 0, bodyLimitBytes: 1024 * 1024 });
+  // Every follower comes from this one loopback address: the per-address guard (256 by default,
+  // against one client hogging the listener) is raised past the largest count measured.
+  const gateway = await startGateway({
+    client,
+    host: '127.0.0.1',
+    port: 0,
+    bodyLimitBytes: 1024 * 1024,
+    listenerLimits: { maxConnectionsPerAddress: 4_096, maxWaitingConnections: 4_096 },
+  });
   const send = (message: ChildMessage): void => {
     process.send!(message);
   };
