@@ -82,7 +82,7 @@ function renderSummary(results) {
   lines.push('', 'Runs in the file:', '');
   for (const run of runs)
     lines.push(
-      `- \`${run.bench}\`: ${run.at.slice(0, 16).replace('T', ' ')} UTC, commit ${run.commit}, ${cell(run.machine)} (${run.tables.length} tables)`,
+      `- \`${run.bench}\`: ${run.at.slice(0, 16).replace('T', ' ')} UTC, commit ${run.commit}, ${cell(run.machine)} (${run.tables.length} ${run.tables.length === 1 ? 'table' : 'tables'})`,
     );
   const missing = results.benches.filter((bench) => !runs.some((run) => run.bench === bench));
   if (missing.length > 0)
