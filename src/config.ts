@@ -170,32 +170,26 @@ function parsePacing(text: string): { limits?: PaceLimits } | false {
   return { limits: limits as PaceLimits };
 }
 
-/** SESSIONLOG_TENANT_BUDGETS: `{"<tenant>": <budget>}` (session/budget.ts), each checked. */
-function parseTenantBudgets(text: string): Record<string, Budget> {
-  const value = jsonSetting(text, 'SESSIONLOG_TENANT_BUDGETS must be JSON: {"<tenant>": {"total": {"costUsd": 50}}}');
+/**
+ * A setting keyed by tenant (`{"<tenant>": <value>}`), each key a tenant name and each value
+ * checked by `problemOf`: SESSIONLOG_TENANT_BUDGETS (a session budget, session/budget.ts) and
+ * SESSIONLOG_TENANT_CAPS (a tenant's caps, `TenantCaps`).
+ */
+function parseTenantTable<T>(
+  name: string,
+  text: string,
+  example: string,
+  problemOf: (value: unknown) => string | undefined,
+): Record<string, T> {
+  const value = jsonSetting(text, `${name} must be JSON: ${example}`);
   if (typeof value !== 'object' || value === null || Array.isArray(value))
-    throw new ConfigError('SESSIONLOG_TENANT_BUDGETS must be a JSON object keyed by tenant');
-  for (const [tenant, budget] of Object.entries(value)) {
-    if (!isValidTenant(tenant))
-      throw new ConfigError(`SESSIONLOG_TENANT_BUDGETS: ${JSON.stringify(tenant)} is not a tenant name`);
-    const problem = budgetProblem(budget);
-    if (problem) throw new ConfigError(`SESSIONLOG_TENANT_BUDGETS.${tenant}: ${problem}`);
+    throw new ConfigError(`${name} must be a JSON object keyed by tenant`);
+  for (const [tenant, entry] of Object.entries(value)) {
+    if (!isValidTenant(tenant)) throw new ConfigError(`${name}: ${JSON.stringify(tenant)} is not a tenant name`);
+    const problem = problemOf(entry);
+    if (problem) throw new ConfigError(`${name}.${tenant}: ${problem}`);
   }
-  return value as Record<string, Budget>;
-}
-
-/** SESSIONLOG_TENANT_CAPS: `{"<tenant>": {"costUsd": 500, "tokens": …}}` (session/budget.ts `TenantCaps`), each checked. */
-function parseTenantCaps(text: string): Record<string, TenantCaps> {
-  const value = jsonSetting(text, 'SESSIONLOG_TENANT_CAPS must be JSON: {"<tenant>": {"costUsd": 500}}');
-  if (typeof value !== 'object' || value === null || Array.isArray(value))
-    throw new ConfigError('SESSIONLOG_TENANT_CAPS must be a JSON object keyed by tenant');
-  for (const [tenant, caps] of Object.entries(value)) {
-    if (!isValidTenant(tenant))
-      throw new ConfigError(`SESSIONLOG_TENANT_CAPS: ${JSON.stringify(tenant)} is not a tenant name`);
-    const problem = tenantCapsProblem(caps);
-    if (problem) throw new ConfigError(`SESSIONLOG_TENANT_CAPS.${tenant}: ${problem}`);
-  }
-  return value as Record<string, TenantCaps>;
+  return value as Record<string, T>;
 }
 
 const envSchema = z.object({
@@ -368,8 +362,24 @@ export function resolveConfig(
     unknownModels: e.SESSIONLOG_UNKNOWN_MODELS ?? 'default',
     approval: parseApprovalPolicy(e.SESSIONLOG_APPROVAL ?? 'never'),
     pacing: parsePacing(e.SESSIONLOG_PACING ?? 'auto'),
-    tenantBudgets: e.SESSIONLOG_TENANT_BUDGETS === undefined ? {} : parseTenantBudgets(e.SESSIONLOG_TENANT_BUDGETS),
-    tenantCaps: e.SESSIONLOG_TENANT_CAPS === undefined ? {} : parseTenantCaps(e.SESSIONLOG_TENANT_CAPS),
+    tenantBudgets:
+      e.SESSIONLOG_TENANT_BUDGETS === undefined
+        ? {}
+        : parseTenantTable<Budget>(
+            'SESSIONLOG_TENANT_BUDGETS',
+            e.SESSIONLOG_TENANT_BUDGETS,
+            '{"<tenant>": {"total": {"costUsd": 50}}}',
+            budgetProblem,
+          ),
+    tenantCaps:
+      e.SESSIONLOG_TENANT_CAPS === undefined
+        ? {}
+        : parseTenantTable<TenantCaps>(
+            'SESSIONLOG_TENANT_CAPS',
+            e.SESSIONLOG_TENANT_CAPS,
+            '{"<tenant>": {"costUsd": 500}}',
+            tenantCapsProblem,
+          ),
     tenantConcurrency: e.SESSIONLOG_TENANT_CONCURRENCY,
     contextBudget: e.SESSIONLOG_CONTEXT_BUDGET,
     ops: { host: e.SESSIONLOG_METRICS_HOST ?? '127.0.0.1', port: e.SESSIONLOG_METRICS_PORT },

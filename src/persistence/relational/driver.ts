@@ -167,6 +167,11 @@ export interface RelationalTx {
   tenantSpend(tenant: string): Awaitable<TenantSpend>;
 }
 
+/** A spend row's counted columns in their order (tokens, cost_usd, model_calls, tool_calls, wall_ms). */
+export function spendColumns(spent: SpendTotals): [number, number, number, number, number] {
+  return [spent.tokens, spent.costUsd, spent.modelCalls, spent.toolCalls, spent.wallMs];
+}
+
 /**
  * How a body runs: `write` in one transaction that serializes the session's writers (SQLite
  * `BEGIN IMMEDIATE`; PostgreSQL READ COMMITTED, with the row lock the body takes), `read` in one

@@ -82,7 +82,7 @@ import {
 } from '../store.js';
 import type { RemoteAppends } from '../watch.js';
 import { RelationalSessionStore } from './core.js';
-import { runStepsAsync } from './driver.js';
+import { runStepsAsync, spendColumns } from './driver.js';
 import type * as driver from './driver.js';
 import { encodeEvent, storedHead, type BatchRow, type EventRow } from './rows.js';
 
@@ -892,16 +892,7 @@ class PostgresStatements implements driver.RelationalTx {
   }
 
   async addSpend(tenant: string, id: string, spent: SpendTotals, now: number): Promise<void> {
-    await this.db.query(this.sql.addSpend, [
-      tenant,
-      id,
-      spent.tokens,
-      spent.costUsd,
-      spent.modelCalls,
-      spent.toolCalls,
-      spent.wallMs,
-      now,
-    ]);
+    await this.db.query(this.sql.addSpend, [tenant, id, ...spendColumns(spent), now]);
   }
 
   async retireSpend(id: string, now: number): Promise<void> {

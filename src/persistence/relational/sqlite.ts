@@ -86,7 +86,7 @@ import {
   type TranscriptEntry,
 } from '../store.js';
 import { RelationalSessionStore } from './core.js';
-import { runSteps } from './driver.js';
+import { runSteps, spendColumns } from './driver.js';
 import type * as driver from './driver.js';
 import { encodeEvent, storedHead, type BatchRow, type EventRow } from './rows.js';
 
@@ -762,16 +762,7 @@ class SqliteStatements implements driver.RelationalTx {
   }
 
   addSpend(tenant: string, id: string, spent: SpendTotals, now: number): void {
-    this.sql.addSpend.run(
-      tenant,
-      id,
-      spent.tokens,
-      spent.costUsd,
-      spent.modelCalls,
-      spent.toolCalls,
-      spent.wallMs,
-      now,
-    );
+    this.sql.addSpend.run(tenant, id, ...spendColumns(spent), now);
   }
 
   retireSpend(id: string, now: number): void {
