@@ -336,7 +336,7 @@ function checkpointProjections(
     });
 }
 
-/** The tenant caps as the engine asks for them; a table's entries are checked here (a function's answers by the step). */
+/** The tenant caps as the engine asks for them; a table's entries are checked here (a function's answers by the model step, before each check). */
 function tenantCapsOf(
   caps: CreateWorkerOptions['tenantCaps'],
 ): ((tenant: string) => TenantCaps | undefined) | undefined {

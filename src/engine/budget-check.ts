@@ -4,7 +4,14 @@
  * (`budget/breach`, keyed by the step and how often it paused) and handed to the workflow, which
  * pauses the session until the budget is raised; nothing is called meanwhile.
  */
-import { tenantBreach, tenantOf, type BudgetBreach, type NewEvent } from '../session/index.js';
+import {
+  SessionlogError,
+  tenantBreach,
+  tenantCapsProblem,
+  tenantOf,
+  type BudgetBreach,
+  type NewEvent,
+} from '../session/index.js';
 import type { EngineDeps } from './deps.js';
 import type { LogWriter } from './log-writer.js';
 import { stepOps, type StepKey } from './ops.js';
@@ -60,5 +67,8 @@ async function tenantCapBreach(
   const tenant = tenantOf(writer.session.header);
   const caps = deps.tenantCaps?.(tenant);
   if (!caps) return undefined;
+  // What a caller's lookup answers is checked like the config's table: a broken cap fails the step, loudly.
+  const problem = tenantCapsProblem(caps);
+  if (problem) throw new SessionlogError('INVALID_ARGUMENT', `the caps of tenant ${tenant}: ${problem}`);
   return tenantBreach(caps, await deps.store.spend.tenant(tenant), before);
 }

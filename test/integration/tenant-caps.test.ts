@@ -98,4 +98,17 @@ describe("a tenant's caps", () => {
     expect((await client.events(id)).filter((e) => e.type === 'budget/breach').length).toBeGreaterThanOrEqual(2);
     expect(stack.fake.chatRequests()).toHaveLength(1);
   });
+
+  it("fails the turn with INVALID_ARGUMENT when the worker's caps lookup answers a broken cap", async () => {
+    stack.fake.reset();
+    const id = `tc-broken-${Date.now()}`;
+    const client = stack.client.forTenant('broken');
+    caps.broken = { tokens: -1 };
+    await client.create({ sessionId: id });
+    const reply = await client.send(id, 'hello');
+    expect(reply.outcome).toBe('error');
+    const end = (await client.events(id)).filter((e) => e.type === 'turn/end').at(-1)!;
+    expect(JSON.stringify(end.data)).toMatch(/the caps of tenant broken: tokens must be a finite number/);
+    expect(stack.fake.chatRequests()).toHaveLength(0);
+  });
 });
