@@ -100,18 +100,14 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 /** What one scope has used. */
 export type BudgetUse = { tokens: number; costUsd: number; modelCalls: number; toolCalls: number; wallMs: number };
 
-function emptyUse(): BudgetUse {
-  return { tokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0, wallMs: 0 };
-}
-
 /** Every token a call was billed for. */
 export function billedTokens(usage: TokenUsage | undefined): number {
   if (!usage) return 0;
   return usage.inputTokens + (usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0) + usage.outputTokens;
 }
 
-/** What a session spent, the part of {@link BudgetUse} a store can sum across a tenant's sessions. */
-export type SpendTotals = { tokens: number; costUsd: number; modelCalls: number; toolCalls: number; wallMs: number };
+/** What a session spent, as a store sums it across a tenant's sessions: the counts of a {@link BudgetUse}. */
+export type SpendTotals = BudgetUse;
 
 export function emptySpend(): SpendTotals {
   return { tokens: 0, costUsd: 0, modelCalls: 0, toolCalls: 0, wallMs: 0 };
@@ -232,8 +228,8 @@ export type BudgetView = Pick<BudgetFold, 'budget' | 'budgetSince' | 'used' | 'b
 export class BudgetFold {
   private current: Budget | null = null;
   private budgetSeq: number | null = null;
-  private readonly total = emptyUse();
-  private turnUse = emptyUse();
+  private readonly total = emptySpend();
+  private turnUse = emptySpend();
   private openTurn: number | null = null;
   private turnStartedAt = 0;
   /** Wall time of the turns that ended. */
@@ -251,7 +247,7 @@ export class BudgetFold {
       case 'turn/start':
         this.openTurn = event.data.turn;
         this.turnStartedAt = event.time;
-        this.turnUse = emptyUse();
+        this.turnUse = emptySpend();
         this.repeats = new Map();
         break;
       case 'turn/end':
