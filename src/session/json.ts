@@ -154,3 +154,54 @@ export function deepFreeze<T>(value: T): T {
   }
   return value;
 }
+
+/** Why the fast copy below handed a value to {@link toLosslessJson}. */
+const NOT_PLAIN = Symbol('not plain');
+/** Deeper than this, the fast copy hands over (a cycle also ends up here). */
+const FAST_COPY_DEPTH = 64;
+
+/**
+ * {@link toLosslessJson} and {@link deepFreeze} in one pass, for the append path: plain objects,
+ * dense arrays and finite numbers are copied and frozen as they are read, and anything else (a
+ * class instance, a getter on an array, a symbol or non-enumerable key, a `__proto__` key, -0,
+ * deep nesting, a cycle) sends the whole value through {@link toLosslessJson}, whose answer and
+ * error are then the ones given. Each property is still read once when the fast copy succeeds.
+ */
+export function toFrozenLosslessJson(value: unknown, rootPath = '$'): JsonValue {
+  try {
+    return fastFrozenCopy(value, 0);
+  } catch (error) {
+    if (error !== NOT_PLAIN) throw error;
+    return deepFreeze(toLosslessJson(value, rootPath));
+  }
+}
+
+function fastFrozenCopy(source: unknown, depth: number): JsonValue {
+  if (source === null || typeof source === 'string' || typeof source === 'boolean') return source;
+  if (typeof source === 'number') {
+    if (!Number.isFinite(source) || Object.is(source, -0)) throw NOT_PLAIN;
+    return source;
+  }
+  if (typeof source !== 'object' || depth >= FAST_COPY_DEPTH) throw NOT_PLAIN;
+  if (Array.isArray(source)) {
+    const length = source.length;
+    if (Object.getPrototypeOf(source) !== Array.prototype || Reflect.ownKeys(source).length !== length + 1)
+      throw NOT_PLAIN;
+    const array: JsonValue[] = new Array<JsonValue>(length);
+    for (let i = 0; i < length; i++) array[i] = fastFrozenCopy(source[i], depth + 1);
+    return Object.freeze(array) as JsonValue[];
+  }
+  const proto = Object.getPrototypeOf(source) as unknown;
+  if (proto !== Object.prototype && proto !== null) throw NOT_PLAIN;
+  const keys = Object.keys(source);
+  // Equal counts: no symbol key and no non-enumerable property.
+  if (Reflect.ownKeys(source).length !== keys.length) throw NOT_PLAIN;
+  const object: JsonObject = {};
+  for (const key of keys) {
+    if (key === '__proto__') throw NOT_PLAIN;
+    const item = (source as Record<string, unknown>)[key];
+    if (item === undefined) throw NOT_PLAIN;
+    object[key] = fastFrozenCopy(item, depth + 1);
+  }
+  return Object.freeze(object);
+}

@@ -14,7 +14,7 @@ import {
   type SessionHeader,
   type StoredEvent,
 } from './events.js';
-import { deepFreeze, toLosslessJson } from './json.js';
+import { deepFreeze, toFrozenLosslessJson, toLosslessJson } from './json.js';
 import type { Message } from './messages.js';
 import { BudgetFold, type BudgetView } from './budget.js';
 import { SurfaceFold, type SurfaceSnapshot } from './surface.js';
@@ -51,7 +51,7 @@ export function buildEvent(input: NewEvent, seq: number, op: string | undefined)
       `event time must be a safe integer (epoch ms), got ${String(input.time)}`,
     );
   }
-  const data = toLosslessJson(input.data, `${input.type}.data`);
+  const data = toFrozenLosslessJson(input.data, `${input.type}.data`);
   assertEventData(input.type, data, `new ${input.type} at seq ${seq}`);
   const event: Record<string, unknown> = { seq, type: input.type, time: input.time, data };
   if (input.surfaceOp !== undefined) event.surfaceOp = toLosslessJson(input.surfaceOp, 'surfaceOp');

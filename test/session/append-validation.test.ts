@@ -11,13 +11,14 @@ import {
   SESSION_FORMAT_VERSION,
   Session,
   isSessionlogError,
+  toFrozenLosslessJson,
   toLosslessJson,
   type StoredEvent,
   type NewEvent,
   type SessionEvent,
   type ToolResultMessage,
 } from '../../src/session/index.js';
-import { ANY_REPLACES, buildLog, programArb, testHeader } from '../support/log-gen.js';
+import { ANY_REPLACES, buildLog, isDeepFrozen, programArb, testHeader } from '../support/log-gen.js';
 
 type State = { events: readonly StoredEvent[]; nodes: readonly number[]; generation: number; derived: string };
 
@@ -181,6 +182,47 @@ describe('lossless JSON at append', () => {
     expect(JSON.stringify(copy)).toBe(JSON.stringify(input));
     expect(copy.nullProto).not.toBe(nullProto);
     expect(Object.prototype.hasOwnProperty.call(copy.withProtoKey, '__proto__')).toBe(true);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it.each(nonJsonValues)(
+    'toFrozenLosslessJson (the append path) rejects %s with the same error as toLosslessJson',
+    (_name, makeBad) => {
+      const bad = { outer: { inner: makeBad() } };
+      let expected: unknown;
+      try {
+        toLosslessJson(bad, 'x.data');
+      } catch (error) {
+        expected = error;
+      }
+      expect(expected).toBeInstanceOf(NonJsonValueError);
+      expect(() => toFrozenLosslessJson(bad, 'x.data')).toThrow((expected as Error).message);
+    },
+  );
+
+  it('toFrozenLosslessJson returns an equal, detached, deep-frozen copy of any JSON value, also of values the fast copy hands over', () => {
+    fc.assert(
+      // Through JSON once: fc.jsonValue() may hold -0, which is not lossless JSON.
+      fc.property(
+        fc.jsonValue().map((value) => JSON.parse(JSON.stringify(value)) as unknown),
+        (value) => {
+          const copy = toFrozenLosslessJson(value);
+          expect(copy).toEqual(value);
+          expect(isDeepFrozen(copy)).toBe(true);
+          if (value !== null && typeof value === 'object') expect(copy).not.toBe(value);
+        },
+      ),
+    );
+    const nullProto = Object.assign(Object.create(null) as Record<string, unknown>, { a: 1 });
+    const foreign = vm.runInNewContext('({ b: [1, { c: "x" }] })') as unknown;
+    const withProtoKey = JSON.parse('{"__proto__": {"polluted": true}}') as unknown;
+    let deep: unknown = 'leaf';
+    for (let i = 0; i < 500; i++) deep = [deep];
+    for (const value of [{ nullProto, foreign, withProtoKey }, deep]) {
+      const copy = toFrozenLosslessJson(value);
+      expect(JSON.stringify(copy)).toBe(JSON.stringify(value));
+      expect(isDeepFrozen(copy)).toBe(true);
+    }
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 
