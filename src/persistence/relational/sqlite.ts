@@ -55,8 +55,10 @@
  * A new file is made with 8 KiB pages ({@link SQLITE_PAGE_SIZE}), so a ~2 KB event row stays on
  * its page; files made with other page sizes are read and written as they are.
  *
- * Every append is one `BEGIN IMMEDIATE` transaction, so writers in several processes on one file
- * are serialized by SQLite's own lock; WAL with `synchronous=FULL` makes a commit durable. A
+ * Every append runs in a `BEGIN IMMEDIATE` transaction (its own, or a savepoint in a group commit
+ * shared with the other writes asked for in the same turn of the event loop), so writers in several
+ * processes on one file are serialized by SQLite's own lock; WAL with `synchronous=FULL` makes a
+ * commit durable, and no write is reported done before its commit. A
  * transaction commits whole, so nothing is ever truncated: any damaged row is CORRUPT_LOG.
  * `secure_delete` is on, FTS5 `secure-delete` removes an erased session's words from the index
  * itself (not just marks them deleted), and `erase` ends with a `wal_checkpoint(TRUNCATE)`, so an
@@ -336,7 +338,8 @@ export type SqliteSettings = {
 };
 
 /**
- * One better-sqlite3 connection. Every body runs to its end synchronously inside its transaction,
+ * One better-sqlite3 connection. Every body runs to its end synchronously inside its transaction
+ * (write bodies of one event-loop turn inside one, see {@link SqliteDriver.commitQueuedWrites}),
  * so nothing else runs on the connection meanwhile; writers in other processes wait for SQLite's
  * own lock (`busyTimeoutMs`).
  */
@@ -348,6 +351,12 @@ class SqliteDriver implements driver.RelationalDriver {
   private readonly statements: SqliteStatements;
   /** Runs a function in a transaction (`.immediate` or `.deferred`); prepared once. */
   private readonly transaction: Database.Transaction<(body: () => unknown) => unknown>;
+  /** Write transactions waiting for the next group commit ({@link commitQueuedWrites}). */
+  private queuedWrites: Array<{
+    body: () => unknown;
+    resolve: (value: unknown) => void;
+    reject: (error: unknown) => void;
+  }> = [];
 
   constructor(
     path: string,
@@ -458,10 +467,62 @@ class SqliteDriver implements driver.RelationalDriver {
     init.immediate();
   }
 
-  run<T>(mode: driver.TxMode, body: (tx: driver.RelationalTx) => driver.Steps<T>): T {
+  run<T>(mode: driver.TxMode, body: (tx: driver.RelationalTx) => driver.Steps<T>): T | Promise<T> {
     const steps = (): T => runSteps(body(this.statements));
     if (mode === 'single') return steps();
-    return (mode === 'write' ? this.transaction.immediate(steps) : this.transaction.deferred(steps)) as T;
+    if (mode === 'read') return this.transaction.deferred(steps) as T;
+    return new Promise<T>((resolve, reject) => {
+      this.queuedWrites.push({ body: steps, resolve: resolve as (value: unknown) => void, reject });
+      if (this.queuedWrites.length === 1) setImmediate(() => this.commitQueuedWrites());
+    });
+  }
+
+  /**
+   * Group commit: the write transactions asked for in one turn of the event loop (several
+   * sessions' appends under load) run in one `BEGIN IMMEDIATE` transaction, each in a savepoint
+   * of its own, and share its one commit and fsync. A write that fails is rolled back to its
+   * savepoint and fails alone; each caller hears only after the commit, so nothing is reported
+   * written before it is durable. A lone write is its own transaction, as before.
+   */
+  private commitQueuedWrites(): void {
+    const group = this.queuedWrites;
+    this.queuedWrites = [];
+    if (group.length === 0) return;
+    if (group.length === 1) {
+      const write = group[0]!;
+      try {
+        write.resolve(this.transaction.immediate(write.body));
+      } catch (error) {
+        write.reject(error);
+      }
+      return;
+    }
+    const outcomes: Array<{ value: unknown } | { error: unknown }> = [];
+    try {
+      this.transaction.immediate(() => {
+        for (const write of group) {
+          try {
+            // Nested in the open transaction, better-sqlite3 runs it in a savepoint.
+            outcomes.push({ value: this.transaction(write.body) });
+          } catch (error) {
+            outcomes.push({ error });
+            // Disk full or an I/O error ends SQLite's transaction: none of the group was written.
+            if (!this.db.inTransaction) throw error;
+          }
+        }
+      });
+    } catch (error) {
+      group.forEach((write, i) => {
+        const outcome = outcomes[i];
+        write.reject(outcome && 'error' in outcome ? outcome.error : error);
+      });
+      return;
+    }
+    group.forEach((write, i) => {
+      const outcome = outcomes[i]!;
+      if ('error' in outcome) write.reject(outcome.error);
+      else write.resolve(outcome.value);
+    });
   }
 
   assertStorableOp(): void {
@@ -513,6 +574,8 @@ class SqliteDriver implements driver.RelationalDriver {
   }
 
   close(): void {
+    // Writes already asked for are committed, not dropped: their callers hear as usual.
+    if (this.db.open) this.commitQueuedWrites();
     if (this.db.open) this.db.close();
   }
 
