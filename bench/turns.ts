@@ -10,12 +10,13 @@
  *   conversations, at a realistic token rate (support/chunk-settings.ts);
  * - latency: per-turn latency of `SessionClient.send` beside a minimal one-activity workflow
  *   on the same server, and Temporal history growth per turn;
- * - concurrency: 100/500 concurrent sessions on one in-process worker.
+ * - concurrency: 100/200 concurrent sessions on one in-process worker, beside the naive chat and
+ *   the floor at the same concurrency in the same run.
  *
  *   scripts/temporal-dev-server run -- npx tsx bench/turns.ts [--phases peers,chunks,latency,concurrency]
  *     [--peer-turns 300] [--points 10,100,240,300] [--breakdown-turns 50] [--peers naive,floor,sessionlog]
  *     [--chunk-settings WINDOW_MS:MAX_CHARS,…] [--token-delay 10] [--chunk-turns 5]
- *     [--turns 50] [--concurrency 100,500] [--turns-per-session 3]
+ *     [--turns 50] [--concurrency 100,200] [--turns-per-session 3]
  *
  * Needs TEMPORAL_ADDRESS (the command above provides a private dev server). The worker, the
  * client and the fake model server all run in this process, so "worker RSS" is this process's
@@ -60,13 +61,21 @@ import {
 import { benchChunkSettings, parseCoalesce } from './support/chunk-settings.js';
 import { benchPeerTurns, type PeerName } from './support/peer-turns.js';
 import { roundTripActivities } from './support/round-trip-activities.js';
+import { createChatPeerActivities } from './support/chat-peer-activities.js';
+import {
+  chatUpdate,
+  endSignal,
+  floorTurnUpdate,
+  type floorWorkflow,
+  type naiveChatWorkflow,
+} from './workflows/chat-peers.js';
 
 const { values: args } = parseArgs({
   options: {
     turns: { type: 'string', default: '50' },
     warmup: { type: 'string', default: '10' },
     'history-turn': { type: 'string', default: '100' },
-    concurrency: { type: 'string', default: '100,500' },
+    concurrency: { type: 'string', default: '100,200' },
     'turns-per-session': { type: 'string', default: '3' },
     phases: { type: 'string', default: 'peers,chunks,latency,concurrency' },
     'peer-turns': { type: 'string', default: '300' },
@@ -131,7 +140,7 @@ class RssSampler {
   }
 }
 
-type Bench = { temporal: Client; client: SessionClient; roundTripQueue: string; sessions: string[] };
+type Bench = { temporal: Client; client: SessionClient; roundTripQueue: string; peerQueue: string; sessions: string[] };
 
 /** Sequential turns of one session beside the minimal round trip, and history growth per turn. */
 async function benchLatency({ temporal, client, roundTripQueue, sessions }: Bench): Promise<void> {
@@ -222,53 +231,163 @@ async function eachLimited<T>(items: readonly T[], limit: number, task: (item: T
   await Promise.all(lanes);
 }
 
-/** N sessions on one worker, each doing a few sequential turns, all sessions at once. */
-async function benchConcurrency({ client, sessions }: Bench): Promise<void> {
-  const rows: string[][] = [];
-  for (const n of CONCURRENCY) {
-    const ids = Array.from({ length: n }, (_, i) => `c${n}-${i}-${randomUUID().slice(0, 8)}`);
-    sessions.push(...ids);
-    // The first turn starts each workflow (update-with-start); not measured.
-    await eachLimited(ids, START_PARALLELISM, async (id) => {
-      await client.send(id, 'hello, first turn');
-    });
-    const sampler = new RssSampler();
-    const latencies: number[] = [];
-    const failures = new Map<string, number>();
-    const start = performance.now();
-    await Promise.all(
-      ids.map(async (id) => {
-        for (let t = 0; t < TURNS_PER_SESSION; t++) {
-          const turnStart = performance.now();
-          try {
-            const reply = await client.send(id, `turn ${t}: count the words here`);
-            if (reply.outcome !== 'completed') throw new Error(`turn ended ${reply.outcome}`);
-            latencies.push(since(turnStart));
-          } catch (error) {
-            // Counted and reported: an overloaded stack is a result, not a crash of the bench.
-            const key = (error as Error).message.slice(0, 80);
-            failures.set(key, (failures.get(key) ?? 0) + 1);
-          }
+type Conversation = { turn: (text: string) => Promise<string>; expected: (text: string) => string | undefined };
+type System = 'sessionlog' | 'naive chat' | 'floor';
+type LoadResult = {
+  turns: number;
+  failed: Map<string, number>;
+  turnsPerSecond: number;
+  latencies: number[];
+  peakRss: number;
+};
+
+/**
+ * `n` conversations of one system at once, each doing a first (workflow-starting, unmeasured)
+ * turn and then {@link TURNS_PER_SESSION} sequential measured turns.
+ */
+async function runLoad(n: number, open: (i: number) => Promise<Conversation>): Promise<LoadResult> {
+  const conversations: Conversation[] = [];
+  await eachLimited(
+    Array.from({ length: n }, (_, i) => i),
+    START_PARALLELISM,
+    async (i) => {
+      const conversation = await open(i);
+      await conversation.turn('hello, first turn');
+      conversations[i] = conversation;
+    },
+  );
+  const sampler = new RssSampler();
+  const latencies: number[] = [];
+  const failed = new Map<string, number>();
+  const start = performance.now();
+  await Promise.all(
+    conversations.map(async (conversation) => {
+      for (let t = 0; t < TURNS_PER_SESSION; t++) {
+        const text = `turn ${t}: count the words here`;
+        const turnStart = performance.now();
+        try {
+          const reply = await conversation.turn(text);
+          const expected = conversation.expected(text);
+          if (expected !== undefined && reply !== expected) throw new Error(`unexpected reply: ${reply.slice(0, 40)}`);
+          latencies.push(since(turnStart));
+        } catch (error) {
+          // Counted and reported: an overloaded stack is a result, not a crash of the bench.
+          const key = (error as Error).message.slice(0, 80);
+          failed.set(key, (failed.get(key) ?? 0) + 1);
         }
-      }),
-    );
-    const wallMs = since(start);
-    const peakRss = sampler.stop();
-    const failed = [...failures.values()].reduce((a, b) => a + b, 0);
-    rows.push([
-      fmtInt(n),
-      fmtInt(latencies.length),
-      failed === 0 ? '0' : `${failed} (${[...failures].map(([m, c]) => `${c}× ${m}`).join('; ')})`,
-      ((latencies.length / wallMs) * 1000).toFixed(1),
-      fmtMs(percentile(latencies, 50)),
-      fmtMs(percentile(latencies, 99)),
-      fmtBytes(peakRss),
-    ]);
+      }
+    }),
+  );
+  const wallMs = since(start);
+  return {
+    turns: latencies.length,
+    failed,
+    turnsPerSecond: (latencies.length / wallMs) * 1000,
+    latencies,
+    peakRss: sampler.stop(),
+  };
+}
+
+/**
+ * N sessions on one worker, each doing a few sequential turns, all sessions at once; beside them,
+ * in the same run, process and Temporal server, Temporal's naive chat (the message list in
+ * workflow state) and the floor (one update and one no-op activity per turn), with the same
+ * zero-latency model. Systems take turns going first at each N.
+ */
+async function benchConcurrency({ temporal, client, peerQueue, sessions }: Bench): Promise<void> {
+  const rows: string[][] = [];
+  const figures: Figure[] = [];
+  const tag = randomUUID().slice(0, 8);
+  const openers: Record<System, (n: number, i: number) => Promise<Conversation>> = {
+    sessionlog: async (n, i) => {
+      const id = `c${n}-${i}-${tag}`;
+      sessions.push(id);
+      return {
+        turn: async (text) => {
+          const reply = await client.send(id, text);
+          if (reply.outcome !== 'completed') throw new Error(`turn ended ${reply.outcome}`);
+          return reply.text;
+        },
+        expected: () => undefined,
+      };
+    },
+    'naive chat': async (n, i) => {
+      const handle = await temporal.workflow.start<typeof naiveChatWorkflow>('naiveChatWorkflow', {
+        taskQueue: peerQueue,
+        workflowId: `naive-c${n}-${i}-${tag}`,
+        args: ['You are a benchmark assistant.'],
+      });
+      peers.push(handle.workflowId);
+      return { turn: (text) => handle.executeUpdate(chatUpdate, { args: [text] }), expected: () => undefined };
+    },
+    floor: async (n, i) => {
+      const handle = await temporal.workflow.start<typeof floorWorkflow>('floorWorkflow', {
+        taskQueue: peerQueue,
+        workflowId: `floor-c${n}-${i}-${tag}`,
+        args: [],
+      });
+      peers.push(handle.workflowId);
+      return {
+        turn: async (text) => String(await handle.executeUpdate(floorTurnUpdate, { args: [text] })),
+        expected: (text) => String(text.length),
+      };
+    },
+  };
+  const peers: string[] = [];
+  const systems = Object.keys(openers) as System[];
+  for (const [round, n] of CONCURRENCY.entries()) {
+    const results = new Map<System, LoadResult>();
+    for (let k = 0; k < systems.length; k++) {
+      const system = systems[(k + round) % systems.length]!;
+      const result = await runLoad(n, (i) => openers[system](n, i));
+      results.set(system, result);
+      const failed = [...result.failed.values()].reduce((a, b) => a + b, 0);
+      rows.push([
+        fmtInt(n),
+        system,
+        fmtInt(result.turns),
+        failed === 0 ? '0' : `${failed} (${[...result.failed].map(([m, c]) => `${c}× ${m}`).join('; ')})`,
+        result.turnsPerSecond.toFixed(1),
+        fmtMs(percentile(result.latencies, 50)),
+        fmtMs(percentile(result.latencies, 99)),
+        fmtBytes(result.peakRss),
+      ]);
+      // End this system's conversations before the next system runs, so each has the worker alone.
+      await Promise.allSettled(
+        system === 'sessionlog'
+          ? sessions.splice(0).map(async (id) => {
+              await client.close(id);
+              await temporal.workflow.getHandle(workflowIdFor(id)).result();
+            })
+          : peers.splice(0).map(async (id) => {
+              const handle = temporal.workflow.getHandle(id);
+              await handle.signal(endSignal);
+              await handle.result();
+            }),
+      );
+    }
+    const ours = results.get('sessionlog')!;
+    const naive = results.get('naive chat')!;
+    const floor = results.get('floor')!;
+    const ratio = ours.turnsPerSecond / naive.turnsPerSecond;
+    figures.push({
+      name: `${fmtInt(n)} sessions: sessionlog turns/s ÷ naive chat's`,
+      value: `${fmtRatio(ratio)} (÷ floor's ${fmtRatio(ours.turnsPerSecond / floor.turnsPerSecond)})`,
+      target: '≥ 1.0×',
+      met: ratio >= 1,
+    });
+    const p99 = percentile(ours.latencies, 99) / percentile(floor.latencies, 99);
+    figures.push({
+      name: `${fmtInt(n)} sessions: sessionlog p99 ÷ floor's p99`,
+      value: fmtRatio(p99),
+      ...(n === 200 ? { target: '≤ 1.3×', met: p99 <= 1.3 } : {}),
+    });
   }
   printGrid(
     `Concurrent sessions on one worker (${TURNS_PER_SESSION} measured turns per session after a first, workflow-starting turn)`,
     [
       'sessions',
+      'system',
       'turns',
       'failed',
       'turns/s',
@@ -278,8 +397,9 @@ async function benchConcurrency({ client, sessions }: Bench): Promise<void> {
     ],
     rows,
   );
+  printTable('Concurrent sessions: sessionlog against the naive chat and the floor (same run)', figures);
   console.log(
-    `\nworker options: ${JSON.stringify(WORKER_TUNING)}; store sessionCacheSize ${STORE_SESSION_CACHE}; first turns started ${START_PARALLELISM} at a time`,
+    `\nworker options: ${JSON.stringify(WORKER_TUNING)} (the peers' worker too); store sessionCacheSize ${STORE_SESSION_CACHE}; first turns started ${START_PARALLELISM} at a time`,
   );
 }
 
@@ -363,10 +483,22 @@ async function benchSessionTurns(temporal: Client, native: NativeConnection, dir
     workflowBundle: roundTripBundle,
     activities: roundTripActivities,
   });
-  const running = [sessionWorker.run(), roundTripWorker.run()];
+  // The naive chat and the floor for the concurrency phase: a worker tuned as the session worker.
+  const peerQueue = `bench-peers-${randomUUID()}`;
+  const peerWorker = await Worker.create({
+    connection: native,
+    taskQueue: peerQueue,
+    workflowBundle: await bundleWorkflowCode({
+      workflowsPath: fileURLToPath(new URL('./workflows/chat-peers.ts', import.meta.url)),
+      logger: { log() {}, info() {}, warn() {}, error() {}, debug() {}, trace() {} },
+    }),
+    activities: createChatPeerActivities({ baseURL: fake.baseURL, model: 'fake' }),
+    ...WORKER_TUNING,
+  });
+  const running = [sessionWorker.run(), roundTripWorker.run(), peerWorker.run()];
   const client = new SessionClient({ temporal, store, taskQueue: sessionQueue });
   const sessions: string[] = [];
-  const bench: Bench = { temporal, client, roundTripQueue, sessions };
+  const bench: Bench = { temporal, client, roundTripQueue, peerQueue, sessions };
   try {
     if (PHASES.has('latency')) await benchLatency(bench);
     if (PHASES.has('concurrency')) await benchConcurrency(bench);
@@ -379,6 +511,7 @@ async function benchSessionTurns(temporal: Client, native: NativeConnection, dir
     timeout.abort();
     sessionWorker.shutdown();
     roundTripWorker.shutdown();
+    peerWorker.shutdown();
     await Promise.allSettled(running);
     await fake.close();
     await store.close();
