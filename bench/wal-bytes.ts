@@ -20,7 +20,7 @@ import { startFakeModelServer } from '../src/model/fake-server.js';
 import { openSqliteStore } from '../src/persistence/index.js';
 import { replyTextFor } from './support/fake-model-process.js';
 import { startInProcessStack } from './support/in-process.js';
-import { fmtBytes, machineLine, printGrid } from './support/report.js';
+import { fmtBytes, fmtRatio, machineLine, printGrid, printTable } from './support/report.js';
 import { processWrites } from './support/turn-probe.js';
 
 const { values } = parseArgs({
@@ -160,6 +160,16 @@ async function main(): Promise<void> {
         `${((count / frames) * 100).toFixed(0)}%`,
       ]),
   );
+  const walRatio = (frames * frameBytes) / logBytes;
+  printTable(`Bytes written per turn against issue 27's target, turns ${FROM}–${TURNS}`, [
+    {
+      name: `WAL bytes per turn ÷ log bytes (${pageSize} B pages)`,
+      value: fmtRatio(walRatio),
+      target: '≤ 10×',
+      met: walRatio <= 10,
+    },
+    { name: 'block-layer write_bytes per turn ÷ log bytes', value: fmtRatio(diskBytes / logBytes) },
+  ]);
 }
 
 await main();
