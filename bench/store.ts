@@ -25,7 +25,17 @@ import {
   type ProjectionCacheRecord,
   type SessionStore,
 } from '../src/persistence/index.js';
-import { Session, type NewEvent } from '../src/session/index.js';
+import {
+  Session,
+  assertEventData,
+  buildEvent,
+  deepFreeze,
+  eventDataSchema,
+  toFrozenLosslessJson,
+  toLosslessJson,
+  type NewEvent,
+} from '../src/session/index.js';
+import { encodeEvent } from '../src/persistence/relational/rows.js';
 import {
   ASSISTANT_CHARS,
   REALISTIC_EVENTS_PER_TURN,
@@ -62,8 +72,8 @@ const { values: args } = parseArgs({
     reps: { type: 'string', default: '5' },
     'peer-turns': { type: 'string', default: '1000' },
     keep: { type: 'boolean', default: false },
-    // Comma-separated: append, reads, peer (all by default; the results file keeps a whole run).
-    only: { type: 'string', default: 'append,reads,peer' },
+    // Comma-separated: append, stages, reads, peer (all by default; the results file keeps a whole run).
+    only: { type: 'string', default: 'append,stages,reads,peer' },
   },
 });
 const REPS = Number(args.reps);
@@ -125,10 +135,10 @@ function rawRows(batches: readonly NewEvent[][]): RawRow[][] {
 }
 
 /** The same rows sessionlog stores, inserted with no validation, no batch index, no reads. */
-function appendRaw(path: string, batches: readonly RawRow[][]): number {
+function appendRaw(path: string, batches: readonly RawRow[][], synchronous: 'OFF' | 'FULL' = 'FULL'): number {
   const db = new Database(path);
   db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = FULL');
+  db.pragma(`synchronous = ${synchronous}`);
   db.exec(`CREATE TABLE events (
     session_key INTEGER NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, time INTEGER NOT NULL, data TEXT NOT NULL,
     surface_op TEXT, source_event_seqs TEXT, ignorable INTEGER, PRIMARY KEY (session_key, seq)) STRICT, WITHOUT ROWID`);
@@ -246,6 +256,64 @@ async function benchAppend(): Promise<Figure[]> {
       name: 'raw table bytes on disk per event',
       value: `${(bytes.raw / APPEND_EVENTS).toFixed(0)} B = ${fmtRatio(bytes.raw / payloadBytes)} payload`,
     },
+  ];
+}
+
+/**
+ * Where an append's microseconds go, per event of the realistic mix, stage by stage in this
+ * process (no I/O but the raw inserts): the validation and copy a `Session` does, the row
+ * encoding, and the raw insert of the same rows with and without the commit's fsync. Each
+ * stage runs over all 10,000 events; median of `REPS` passes after three warm-up passes.
+ */
+function benchAppendStages(): Figure[] {
+  const events = takeBatches(realisticEvents(), APPEND_EVENTS, APPEND_EVENTS)[0]!;
+  const batches = takeBatches(realisticEvents(), APPEND_EVENTS, APPEND_BATCH);
+  const datas = events.map((e) => toLosslessJson(e.data));
+  const built = events.map((e, i) => buildEvent(e, i, 'op'));
+  const perEvent = (body: () => void): number => {
+    for (let warm = 0; warm < 3; warm++) body();
+    const runs: number[] = [];
+    for (let rep = 0; rep < REPS; rep++) {
+      const start = performance.now();
+      body();
+      runs.push((since(start) * 1000) / APPEND_EVENTS);
+    }
+    return median(runs);
+  };
+  const zodCheck = (type: string, data: unknown): void => {
+    if (!eventDataSchema(type)!.safeParse(data).success) throw new Error(`${type} refused`);
+  };
+  const copyOld = perEvent(() => events.forEach((e) => deepFreeze(toLosslessJson(e.data))));
+  const copyNew = perEvent(() => events.forEach((e) => toFrozenLosslessJson(e.data)));
+  const checkZod = perEvent(() => events.forEach((e, i) => zodCheck(e.type, datas[i])));
+  const checkNew = perEvent(() => events.forEach((e, i) => assertEventData(e.type, datas[i], 'bench')));
+  const plan = perEvent(() => {
+    const session = Session.create(benchHeader('stages'));
+    batches.forEach((batch, i) => session.appendBatch(batch, `op${i}`));
+  });
+  const encode = perEvent(() => built.forEach((e) => encodeEvent(e)));
+  const rows = rawRows(batches);
+  const insert = (synchronous: 'OFF' | 'FULL'): number => {
+    const runs: number[] = [];
+    for (let rep = 0; rep < REPS; rep++) {
+      const path = join(ROOT, `stages-${synchronous}-${rep}.db`);
+      runs.push((appendRaw(path, rows, synchronous) * 1000) / APPEND_EVENTS);
+      for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
+    }
+    return median(runs);
+  };
+  const insertOff = insert('OFF');
+  const insertFull = insert('FULL');
+  const us = (value: number): string => `${value.toFixed(2)} µs`;
+  return [
+    { name: 'lossless-JSON copy + deep freeze, two passes (toLosslessJson, deepFreeze; before)', value: us(copyOld) },
+    { name: 'lossless-JSON copy frozen as it is built, one pass (toFrozenLosslessJson; now)', value: us(copyNew) },
+    { name: "payload check, zod's safeParse (before)", value: us(checkZod) },
+    { name: 'payload check, compiled from the zod schemas (assertEventData; now)', value: us(checkNew) },
+    { name: 'Session.appendBatch per event: build (copy, check), surface, turn and budget folds', value: us(plan) },
+    { name: 'row encoding (encodeEvent: JSON.stringify of the payload)', value: us(encode) },
+    { name: 'raw insert of the encoded rows, synchronous=OFF (no fsync)', value: us(insertOff) },
+    { name: 'raw insert, synchronous=FULL: the commit fsync adds', value: us(insertFull - insertOff) },
   ];
 }
 
@@ -549,6 +617,11 @@ async function main(): Promise<void> {
       printTable(
         `Append rate of text events (${fmtInt(APPEND_EVENTS)} user messages and replies in batches of ${APPEND_BATCH}, median of ${REPS})`,
         await benchTextAppend(),
+      );
+    if (SECTIONS.has('stages'))
+      printTable(
+        `Where an append's time goes, µs per event of the realistic mix (median of ${REPS} passes after 3 warm-ups, over ${fmtInt(APPEND_EVENTS)} events)`,
+        benchAppendStages(),
       );
     if (SECTIONS.has('reads'))
       printTable(`Cold reads (fresh store instance; median of ${REPS})`, [
