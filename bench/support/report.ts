@@ -64,13 +64,16 @@ function verdict(figure: Figure): string {
   return figure.met ? 'met' : 'NOT MET';
 }
 
-/** The commit the figures are measured at (`+dirty` when the tree has changes), once per process. */
+/**
+ * The commit the figures are measured at (`+dirty` when the tree has changes other than the
+ * results file, which a run of some benches carries from an earlier run), once per process.
+ */
 let commit: string | undefined;
 function currentCommit(): string {
   if (commit === undefined) {
     const git = (args: string[]) => execFileSync('git', args, { encoding: 'utf8' }).trim();
     try {
-      commit = `${git(['rev-parse', '--short', 'HEAD'])}${git(['status', '--porcelain', '--untracked-files=no']) ? '+dirty' : ''}`;
+      commit = `${git(['rev-parse', '--short', 'HEAD'])}${git(['status', '--porcelain', '--untracked-files=no', '--', '.', ':!bench/results.json']) ? '+dirty' : ''}`;
     } catch {
       commit = 'unknown';
     }
