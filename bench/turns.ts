@@ -16,7 +16,7 @@
  *   scripts/temporal-dev-server run -- npx tsx bench/turns.ts [--phases peers,chunks,latency,concurrency]
  *     [--peer-turns 300] [--points 10,100,240,300] [--breakdown-turns 50] [--peers naive,floor,sessionlog]
  *     [--chunk-settings WINDOW_MS:MAX_CHARS,…] [--token-delay 10] [--chunk-turns 5]
- *     [--turns 50] [--concurrency 100,200] [--turns-per-session 3]
+ *     [--turns 50] [--concurrency 100,200] [--turns-per-session 3] [--systems sessionlog,naive,floor]
  *
  * Needs TEMPORAL_ADDRESS (the command above provides a private dev server). The worker, the
  * client and the fake model server all run in this process, so "worker RSS" is this process's
@@ -77,6 +77,8 @@ const { values: args } = parseArgs({
     'history-turn': { type: 'string', default: '100' },
     concurrency: { type: 'string', default: '100,200' },
     'turns-per-session': { type: 'string', default: '3' },
+    // The concurrency phase's systems: sessionlog, naive (Temporal's naive chat), floor.
+    systems: { type: 'string', default: 'sessionlog,naive,floor' },
     phases: { type: 'string', default: 'peers,chunks,latency,concurrency' },
     'peer-turns': { type: 'string', default: '300' },
     points: { type: 'string', default: '10,100,240,300' },
@@ -93,6 +95,7 @@ const HISTORY_LATE_TURN = Number(args['history-turn']);
 const HISTORY_EARLY_TURN = 5;
 const CONCURRENCY = args.concurrency.split(',').map(Number);
 const TURNS_PER_SESSION = Number(args['turns-per-session']);
+const SYSTEMS = new Set(args.systems.split(','));
 const PHASES = new Set(args.phases.split(','));
 const PEER_TURNS = Number(args['peer-turns']);
 const POINTS = args.points.split(',').map(Number);
@@ -334,7 +337,7 @@ async function benchConcurrency({ temporal, client, peerQueue, sessions }: Bench
     },
   };
   const peers: string[] = [];
-  const systems = Object.keys(openers) as System[];
+  const systems = (Object.keys(openers) as System[]).filter((system) => SYSTEMS.has(system.split(' ')[0]!));
   for (const [round, n] of CONCURRENCY.entries()) {
     const results = new Map<System, LoadResult>();
     for (let k = 0; k < systems.length; k++) {
@@ -366,9 +369,11 @@ async function benchConcurrency({ temporal, client, peerQueue, sessions }: Bench
             }),
       );
     }
-    const ours = results.get('sessionlog')!;
-    const naive = results.get('naive chat')!;
-    const floor = results.get('floor')!;
+    const ours = results.get('sessionlog');
+    const naive = results.get('naive chat');
+    const floor = results.get('floor');
+    // A run of some systems only (--systems, e.g. to profile one) has no comparison.
+    if (!ours || !naive || !floor) continue;
     const ratio = ours.turnsPerSecond / naive.turnsPerSecond;
     figures.push({
       name: `${fmtInt(n)} sessions: sessionlog turns/s ÷ naive chat's`,
@@ -397,7 +402,8 @@ async function benchConcurrency({ temporal, client, peerQueue, sessions }: Bench
     ],
     rows,
   );
-  printTable('Concurrent sessions: sessionlog against the naive chat and the floor (same run)', figures);
+  if (figures.length > 0)
+    printTable('Concurrent sessions: sessionlog against the naive chat and the floor (same run)', figures);
   console.log(
     `\nworker options: ${JSON.stringify(WORKER_TUNING)} (the peers' worker too); store sessionCacheSize ${STORE_SESSION_CACHE}; first turns started ${START_PARALLELISM} at a time`,
   );
