@@ -93,6 +93,11 @@ function fileSize(path: string): number {
   return existsSync(path) ? statSync(path).size : 0;
 }
 
+/** Removes a store's files: a SQLite file with its WAL and shared-memory index, or a JSONL folder. */
+function removeStoreFiles(path: string): void {
+  for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { recursive: true, force: true });
+}
+
 /** Database plus WAL bytes after `wal_checkpoint(TRUNCATE)` (the `-shm` index is not data). */
 function sqliteBytes(path: string): number {
   const db = new Database(path);
@@ -198,9 +203,7 @@ async function runAppends(batches: readonly NewEvent[][]): Promise<AppendRun> {
       const ms = kind === 'raw' ? appendRaw(path, rows) : await appendStore(kind, path, batches);
       rates[kind].push((APPEND_EVENTS / ms) * 1000);
       bytes[kind] = kind === 'jsonl' ? fileSize(join(path, 'append', 'session.jsonl')) : sqliteBytes(path);
-      rmSync(path, { recursive: true, force: true });
-      rmSync(`${path}-wal`, { force: true });
-      rmSync(`${path}-shm`, { force: true });
+      removeStoreFiles(path);
     }
     ratios.push(rates.sqlite[rep]! / rates.raw[rep]!);
   }
@@ -266,8 +269,8 @@ async function benchAppend(): Promise<Figure[]> {
  * stage runs over all 10,000 events; median of `REPS` passes after three warm-up passes.
  */
 function benchAppendStages(): Figure[] {
-  const events = takeBatches(realisticEvents(), APPEND_EVENTS, APPEND_EVENTS)[0]!;
   const batches = takeBatches(realisticEvents(), APPEND_EVENTS, APPEND_BATCH);
+  const events = batches.flat();
   const datas = events.map((e) => toLosslessJson(e.data));
   const built = events.map((e, i) => buildEvent(e, i, 'op'));
   const perEvent = (body: () => void): number => {
@@ -298,7 +301,7 @@ function benchAppendStages(): Figure[] {
     for (let rep = 0; rep < REPS; rep++) {
       const path = join(ROOT, `stages-${synchronous}-${rep}.db`);
       runs.push((appendRaw(path, rows, synchronous) * 1000) / APPEND_EVENTS);
-      for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
+      removeStoreFiles(path);
     }
     return median(runs);
   };
@@ -608,16 +611,16 @@ async function benchPeer(): Promise<Figure[]> {
 async function main(): Promise<void> {
   console.log(`bench/store.ts · ${machineLine()} · ${REPS} repetitions (medians) · files in ${ROOT}`);
   try {
-    if (SECTIONS.has('append'))
+    if (SECTIONS.has('append')) {
       printTable(
         `Append rate and bytes on disk (${fmtInt(APPEND_EVENTS)} realistic events in batches of ${APPEND_BATCH}, median of ${REPS})`,
         await benchAppend(),
       );
-    if (SECTIONS.has('append'))
       printTable(
         `Append rate of text events (${fmtInt(APPEND_EVENTS)} user messages and replies in batches of ${APPEND_BATCH}, median of ${REPS})`,
         await benchTextAppend(),
       );
+    }
     if (SECTIONS.has('stages'))
       printTable(
         `Where an append's time goes, µs per event of the realistic mix (median of ${REPS} passes after 3 warm-ups, over ${fmtInt(APPEND_EVENTS)} events)`,

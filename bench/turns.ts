@@ -59,9 +59,8 @@ import {
   type Figure,
 } from './support/report.js';
 import { benchChunkSettings, parseCoalesce } from './support/chunk-settings.js';
-import { benchPeerTurns, type PeerName } from './support/peer-turns.js';
+import { SYSTEM_PROMPT, benchPeerTurns, createChatPeerWorker, type PeerName } from './support/peer-turns.js';
 import { roundTripActivities } from './support/round-trip-activities.js';
-import { createChatPeerActivities } from './support/chat-peer-activities.js';
 import {
   chatUpdate,
   endSignal,
@@ -234,8 +233,11 @@ async function eachLimited<T>(items: readonly T[], limit: number, task: (item: T
   await Promise.all(lanes);
 }
 
-type Conversation = { turn: (text: string) => Promise<string>; expected: (text: string) => string | undefined };
-type System = 'sessionlog' | 'naive chat' | 'floor';
+/** One conversation's next turn; `expected` gives the reply to check, where one is known. */
+type Conversation = { turn: (text: string) => Promise<string>; expected?: (text: string) => string };
+/** The concurrency phase's systems, as `--systems` names them. */
+type System = 'sessionlog' | 'naive' | 'floor';
+const SYSTEM_LABELS: Record<System, string> = { sessionlog: 'sessionlog', naive: 'naive chat', floor: 'floor' };
 type LoadResult = {
   turns: number;
   failed: Map<string, number>;
@@ -270,7 +272,7 @@ async function runLoad(n: number, open: (i: number) => Promise<Conversation>): P
         const turnStart = performance.now();
         try {
           const reply = await conversation.turn(text);
-          const expected = conversation.expected(text);
+          const expected = conversation.expected?.(text);
           if (expected !== undefined && reply !== expected) throw new Error(`unexpected reply: ${reply.slice(0, 40)}`);
           latencies.push(since(turnStart));
         } catch (error) {
@@ -311,17 +313,16 @@ async function benchConcurrency({ temporal, client, peerQueue, sessions }: Bench
           if (reply.outcome !== 'completed') throw new Error(`turn ended ${reply.outcome}`);
           return reply.text;
         },
-        expected: () => undefined,
       };
     },
-    'naive chat': async (n, i) => {
+    naive: async (n, i) => {
       const handle = await temporal.workflow.start<typeof naiveChatWorkflow>('naiveChatWorkflow', {
         taskQueue: peerQueue,
         workflowId: `naive-c${n}-${i}-${tag}`,
-        args: ['You are a benchmark assistant.'],
+        args: [SYSTEM_PROMPT],
       });
       peers.push(handle.workflowId);
-      return { turn: (text) => handle.executeUpdate(chatUpdate, { args: [text] }), expected: () => undefined };
+      return { turn: (text) => handle.executeUpdate(chatUpdate, { args: [text] }) };
     },
     floor: async (n, i) => {
       const handle = await temporal.workflow.start<typeof floorWorkflow>('floorWorkflow', {
@@ -337,7 +338,7 @@ async function benchConcurrency({ temporal, client, peerQueue, sessions }: Bench
     },
   };
   const peers: string[] = [];
-  const systems = (Object.keys(openers) as System[]).filter((system) => SYSTEMS.has(system.split(' ')[0]!));
+  const systems = (Object.keys(openers) as System[]).filter((system) => SYSTEMS.has(system));
   for (const [round, n] of CONCURRENCY.entries()) {
     const results = new Map<System, LoadResult>();
     for (let k = 0; k < systems.length; k++) {
@@ -347,7 +348,7 @@ async function benchConcurrency({ temporal, client, peerQueue, sessions }: Bench
       const failed = [...result.failed.values()].reduce((a, b) => a + b, 0);
       rows.push([
         fmtInt(n),
-        system,
+        SYSTEM_LABELS[system],
         fmtInt(result.turns),
         failed === 0 ? '0' : `${failed} (${[...result.failed].map(([m, c]) => `${c}× ${m}`).join('; ')})`,
         result.turnsPerSecond.toFixed(1),
@@ -370,7 +371,7 @@ async function benchConcurrency({ temporal, client, peerQueue, sessions }: Bench
       );
     }
     const ours = results.get('sessionlog');
-    const naive = results.get('naive chat');
+    const naive = results.get('naive');
     const floor = results.get('floor');
     // A run of some systems only (--systems, e.g. to profile one) has no comparison.
     if (!ours || !naive || !floor) continue;
@@ -476,7 +477,7 @@ async function benchSessionTurns(temporal: Client, native: NativeConnection, dir
     taskQueue: sessionQueue,
     store,
     model: provider,
-    agent: { model: 'fake', system: 'You are a benchmark assistant.', tools: [] },
+    agent: { model: 'fake', system: SYSTEM_PROMPT, tools: [] },
     workerOptions: WORKER_TUNING,
   });
   const roundTripBundle = await bundleWorkflowCode({
@@ -491,16 +492,7 @@ async function benchSessionTurns(temporal: Client, native: NativeConnection, dir
   });
   // The naive chat and the floor for the concurrency phase: a worker tuned as the session worker.
   const peerQueue = `bench-peers-${randomUUID()}`;
-  const peerWorker = await Worker.create({
-    connection: native,
-    taskQueue: peerQueue,
-    workflowBundle: await bundleWorkflowCode({
-      workflowsPath: fileURLToPath(new URL('./workflows/chat-peers.ts', import.meta.url)),
-      logger: { log() {}, info() {}, warn() {}, error() {}, debug() {}, trace() {} },
-    }),
-    activities: createChatPeerActivities({ baseURL: fake.baseURL, model: 'fake' }),
-    ...WORKER_TUNING,
-  });
+  const peerWorker = await createChatPeerWorker(native, peerQueue, fake.baseURL, WORKER_TUNING);
   const running = [sessionWorker.run(), roundTripWorker.run(), peerWorker.run()];
   const client = new SessionClient({ temporal, store, taskQueue: sessionQueue });
   const sessions: string[] = [];

@@ -20,7 +20,7 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Client, WorkflowHandle } from '@temporalio/client';
-import { Worker, bundleWorkflowCode, type NativeConnection } from '@temporalio/worker';
+import { Worker, bundleWorkflowCode, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import { SessionClient } from '../../src/client/session-client.js';
 import { DEFAULT_MODEL_CATALOGUE, type ModelCatalogue } from '../../src/model/catalogue.js';
 import { createOpenAIProvider } from '../../src/model/provider.js';
@@ -119,6 +119,25 @@ function errorText(error: unknown): string {
   return `${error.name}: ${error.message}${cause}`;
 }
 
+/** A worker for the naive chat and the floor (workflows/chat-peers.ts) against the model at `baseURL`. */
+export async function createChatPeerWorker(
+  native: NativeConnection,
+  taskQueue: string,
+  baseURL: string,
+  tuning: Partial<WorkerOptions> = {},
+): Promise<Worker> {
+  return Worker.create({
+    connection: native,
+    taskQueue,
+    workflowBundle: await bundleWorkflowCode({
+      workflowsPath: fileURLToPath(new URL('../workflows/chat-peers.ts', import.meta.url)),
+      logger: { log() {}, info() {}, warn() {}, error() {}, debug() {}, trace() {} },
+    }),
+    activities: createChatPeerActivities({ baseURL, model: 'fake' }),
+    ...tuning,
+  });
+}
+
 export async function benchPeerTurns(options: PeerTurnsOptions): Promise<void> {
   const { temporal, native, turns } = options;
   const points = options.points.filter((p) => p <= turns);
@@ -147,16 +166,7 @@ export async function benchPeerTurns(options: PeerTurnsOptions): Promise<void> {
     agent: { model: 'fake', system: SYSTEM_PROMPT, tools: [] },
     context: { catalogue: wideWindowCatalogue() },
   });
-  const peerBundle = await bundleWorkflowCode({
-    workflowsPath: fileURLToPath(new URL('../workflows/chat-peers.ts', import.meta.url)),
-    logger: { log() {}, info() {}, warn() {}, error() {}, debug() {}, trace() {} },
-  });
-  const peerWorker = await Worker.create({
-    connection: native,
-    taskQueue: peerQueue,
-    workflowBundle: peerBundle,
-    activities: createChatPeerActivities({ baseURL: fake.baseURL, model: 'fake' }),
-  });
+  const peerWorker = await createChatPeerWorker(native, peerQueue, fake.baseURL);
   const running = [sessionWorker.run(), peerWorker.run()];
   const client = new SessionClient({ temporal, store, taskQueue: sessionQueue });
   const sessionId = `peers-${tag}`;

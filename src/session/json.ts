@@ -163,9 +163,10 @@ const FAST_COPY_DEPTH = 64;
 /**
  * {@link toLosslessJson} and {@link deepFreeze} in one pass, for the append path: plain objects,
  * dense arrays and finite numbers are copied and frozen as they are read, and anything else (a
- * class instance, a getter on an array, a symbol or non-enumerable key, a `__proto__` key, -0,
- * deep nesting, a cycle) sends the whole value through {@link toLosslessJson}, whose answer and
- * error are then the ones given. Each property is still read once when the fast copy succeeds.
+ * class instance, an array from another realm, a symbol or non-enumerable key, a `__proto__`
+ * key, undefined, -0, deep nesting, a cycle) sends the whole value through {@link toLosslessJson},
+ * whose answer and error are then the ones given. Each property is read once when the fast copy
+ * succeeds (a getter too), as in {@link toLosslessJson}.
  */
 export function toFrozenLosslessJson(value: unknown, rootPath = '$'): JsonValue {
   try {
