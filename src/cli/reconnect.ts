@@ -6,6 +6,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { storeLabel, type SessionStore } from '../config.js';
 import { probeStore, probeTemporal, type TemporalConnectionLike } from '../gateway/readiness.js';
+import { isSessionlogError } from '../session/index.js';
 import type { Probe } from '../telemetry/reachability.js';
 
 /** First and largest wait between connection attempts. */
@@ -15,14 +16,17 @@ const MAX_DELAY_MS = 10_000;
 /**
  * Errors that mean "the server is not reachable (yet)" rather than "the settings are wrong":
  * refused, reset or timed-out connections, DNS not (yet) resolving, and PostgreSQL starting,
- * stopping, recovering or out of connections. Driver messages are the only signal the store's
- * open error keeps, hence the text match.
+ * stopping, recovering or out of connections. A store's open error that the store itself
+ * classified as UNAVAILABLE (PostgreSQL by its SQLSTATE class, e.g. 57P03 "not yet accepting
+ * connections" during recovery) is one; for the rest the driver's message is the only signal,
+ * hence the text match.
  */
 const CONNECTIVITY =
   /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|timeout|timed out|terminated|starting up|shutting down|recovery mode|too many clients|Connection refused/i;
 
 /** Whether opening the store failed because its server is unreachable (worth retrying). */
 export function isConnectivityError(error: unknown): boolean {
+  if (isSessionlogError(error, 'UNAVAILABLE')) return true;
   const message =
     error instanceof Error ? `${error.message} ${(error.cause as Error | undefined)?.message ?? ''}` : String(error);
   return CONNECTIVITY.test(message);
