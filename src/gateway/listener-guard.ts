@@ -8,6 +8,11 @@
  *
  * A connection whose request has fully arrived is the server's to answer and is never evicted
  * (a `?wait=true` turn or an SSE stream may take as long as it needs).
+ *
+ * A connection the guard refuses or evicts is answered and closed, and nothing it sends is ever
+ * handled: a refused connection never reaches the HTTP parser, and a request that arrives on an
+ * evicted one while its close lingers is dropped. A client told 429 or 408 by the guard has
+ * therefore changed nothing and may simply retry.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -69,6 +74,13 @@ const GUARD_ANSWERS = {
     ),
 };
 
+/** Removes and returns the listeners `server` has for `event` now. */
+function takeListeners(server: Server, event: 'connection' | 'request'): Array<(...args: unknown[]) => void> {
+  const taken = server.listeners(event) as Array<(...args: unknown[]) => void>;
+  for (const listener of taken) server.removeListener(event, listener);
+  return taken;
+}
+
 /** Counters of what the guard did, for tests and metrics. */
 export type ListenerGuardStats = { refused: number; evicted: number; waiting: number; open: number };
 
@@ -78,6 +90,12 @@ export type ListenerGuardStats = { refused: number; evicted: number; waiting: nu
  */
 export function guardListener(server: Server, limits: ListenerLimits): ListenerGuardStats {
   const stats: ListenerGuardStats = { refused: 0, evicted: 0, waiting: 0, open: 0 };
+  // The listeners the server was created with: Node's HTTP parser ('connection') and the app's
+  // handler ('request'). They run after the guard's own, and never for a connection it closed.
+  const parser = takeListeners(server, 'connection');
+  const handlers = takeListeners(server, 'request');
+  // The connections this guard refused or evicted: none of their requests may be handled.
+  const closedByGuard = new WeakSet<Socket>();
   const perAddress = new Map<string, number>();
   // Insertion order is waiting order: the first entry has waited longest.
   const waiting = new Set<Socket>();
@@ -92,6 +110,7 @@ export function guardListener(server: Server, limits: ListenerLimits): ListenerG
     stats.waiting = waiting.size;
   };
   const closeWith = (socket: Socket, answer: string): void => {
+    closedByGuard.add(socket);
     const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
     if (socket.writable && inFlight?.headersSent !== true) socket.end(answer);
     // A peer that never reads its answer must not keep the socket: destroyed a second later at most.
@@ -138,6 +157,15 @@ export function guardListener(server: Server, limits: ListenerLimits): ListenerG
     response.once('finish', () => {
       if (!socket.destroyed) wait(socket);
     });
+  });
+  server.on('connection', (socket: Socket) => {
+    if (closedByGuard.has(socket)) return;
+    for (const listener of parser) listener.call(server, socket);
+  });
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    // A request completed on a connection evicted while it waited: answered 408 already, never handled.
+    if (closedByGuard.has(request.socket)) return;
+    for (const listener of handlers) listener.call(server, request, response);
   });
   return stats;
 }
