@@ -91,7 +91,7 @@ export type ListenerGuardStats = { refused: number; evicted: number; waiting: nu
 export function guardListener(server: Server, limits: ListenerLimits): ListenerGuardStats {
   const stats: ListenerGuardStats = { refused: 0, evicted: 0, waiting: 0, open: 0 };
   // The listeners the server was created with: Node's HTTP parser ('connection') and the app's
-  // handler ('request'). They run after the guard's own, and never for a connection it closed.
+  // handler ('request'). The guard's own listeners call them, never for a connection it closed.
   const parser = takeListeners(server, 'connection');
   const handlers = takeListeners(server, 'request');
   // The connections this guard refused or evicted: none of their requests may be handled.
@@ -142,10 +142,13 @@ export function guardListener(server: Server, limits: ListenerLimits): ListenerG
       if (left > 0) perAddress.set(address, left);
       else perAddress.delete(address);
     });
+    for (const listener of parser) listener.call(server, socket);
   });
 
   server.on('request', (request: IncomingMessage, response: ServerResponse) => {
     const socket = request.socket;
+    // A request that arrived on a connection evicted while it waited: answered 408 already, never handled.
+    if (closedByGuard.has(socket)) return;
     // The headers are in; the connection waits on its client until the body has arrived too
     // (a request announcing no body has fully arrived with its headers).
     const length = request.headers['content-length'];
@@ -157,14 +160,6 @@ export function guardListener(server: Server, limits: ListenerLimits): ListenerG
     response.once('finish', () => {
       if (!socket.destroyed) wait(socket);
     });
-  });
-  server.on('connection', (socket: Socket) => {
-    if (closedByGuard.has(socket)) return;
-    for (const listener of parser) listener.call(server, socket);
-  });
-  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
-    // A request completed on a connection evicted while it waited: answered 408 already, never handled.
-    if (closedByGuard.has(request.socket)) return;
     for (const listener of handlers) listener.call(server, request, response);
   });
   return stats;

@@ -8,13 +8,13 @@
  * too); it stays here because the guard now promises it. Real gateway, real loopback sockets,
  * each client address its own.
  */
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type RunningGateway } from '../../src/gateway/index.js';
 import type { StoredEvent } from '../../src/session/index.js';
 import { startStack, type Stack } from '../support/stack.js';
-import { request } from './http.js';
+import { createSettledSession, openSocket, readUntilClosed, request } from './http.js';
 
 const LIMITS = { maxConnectionsPerAddress: 2, maxWaitingConnections: 3 };
 
@@ -32,31 +32,17 @@ beforeAll(async () => {
     bodyLimitBytes: 64 * 1024,
     sseHeartbeatMs: 60_000,
   });
-  expect((await request(gateway.url, 'POST', '/v1/sessions', { json: { id: sessionId } })).status).toBe(201);
-  expect(
-    (await request(gateway.url, 'POST', `/v1/sessions/${sessionId}/messages?wait=true`, { json: { text: 'settle' } }))
-      .status,
-  ).toBe(200);
+  await createSettledSession(gateway.url, sessionId);
 });
 afterAll(async () => {
   await gateway?.close();
   await stack?.close();
 });
 
-/** A raw connection from `localAddress`, collecting what the gateway sends until it closes. */
-async function open(localAddress: string): Promise<{ socket: Socket; received: () => string; closed: Promise<void> }> {
-  const url = new URL(gateway.url);
-  const socket = connect({ host: url.hostname, port: Number(url.port), localAddress });
-  let text = '';
-  socket.setEncoding('utf8');
-  socket.on('data', (chunk: string) => (text += chunk));
-  socket.on('error', () => undefined);
-  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-  await new Promise<void>((resolve, reject) => {
-    socket.once('connect', resolve);
-    socket.once('error', reject);
-  });
-  return { socket, received: () => text, closed };
+/** A raw connection from `localAddress` and what the gateway sends on it until it closes. */
+async function open(localAddress: string): Promise<{ socket: Socket; answer: Promise<{ text: string }> }> {
+  const socket = await openSocket(gateway.url, localAddress);
+  return { socket, answer: readUntilClosed(socket) };
 }
 
 function messageRequest(text: string): { head: string; body: string } {
@@ -88,9 +74,9 @@ describe('connections the listener guard closes', () => {
     const text = `refused-${Date.now()}`;
     const { head, body } = messageRequest(text);
     refused.socket.write(head + body);
-    await refused.closed;
-    expect(refused.received()).toMatch(/^HTTP\/1\.1 429 /);
-    expect(refused.received()).toContain('TOO_MANY_CONNECTIONS');
+    const { text: answer } = await refused.answer;
+    expect(answer).toMatch(/^HTTP\/1\.1 429 /);
+    expect(answer).toContain('TOO_MANY_CONNECTIONS');
     // Had the request been handled, its message would be in the log well within this.
     await sleep(1_500);
     expect(await userTexts()).not.toContain(text);
@@ -110,10 +96,9 @@ describe('connections the listener guard closes', () => {
     // Three more waiting connections: one past the limit, so the longest-waiting one (slow) goes.
     const others = [await open('127.0.0.82'), await open('127.0.0.83'), await open('127.0.0.84')];
     await settle();
-    expect(slow.received()).toMatch(/^HTTP\/1\.1 408 /);
     // The rest of the request arrives while the close lingers.
     slow.socket.write(head.slice(20) + body);
-    await slow.closed;
+    expect((await slow.answer).text).toMatch(/^HTTP\/1\.1 408 /);
     await sleep(1_500);
     expect(await userTexts()).not.toContain(text);
     for (const o of others) o.socket.destroy();
@@ -125,7 +110,7 @@ describe('connections the listener guard closes', () => {
     const client = await open('127.0.0.91');
     client.socket.write(head + body);
     await expect.poll(async () => (await userTexts()).includes(text), { timeout: 30_000, interval: 200 }).toBe(true);
-    expect(client.received()).toMatch(/^HTTP\/1\.1 202 /);
     client.socket.destroy();
+    expect((await client.answer).text).toMatch(/^HTTP\/1\.1 202 /);
   });
 });

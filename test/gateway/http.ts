@@ -2,7 +2,7 @@
  * HTTP helpers for the gateway tests: JSON requests over Node's fetch and a small SSE reader
  * that parses the `text/event-stream` framing from the response body itself.
  */
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import type { FastifyBaseLogger } from 'fastify';
 import { expect } from 'vitest';
 
@@ -168,6 +168,33 @@ export async function rawExchange(
   return { ...parseRawResponse(text), text, closed };
 }
 
+/** A raw connection from `localAddress` (any 127.0.0.0/8 address is this machine). */
+export function openSocket(base: string, localAddress = '127.0.0.1'): Promise<Socket> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: hostname, port: Number(port), localAddress });
+    socket.once('connect', () => resolve(socket));
+    socket.once('error', reject);
+  });
+}
+
+/** Reads what the server sends until it closes the connection (bounded). */
+export function readUntilClosed(socket: Socket, waitMs = 15_000): Promise<{ text: string; closed: boolean }> {
+  let text = '';
+  socket.setEncoding('latin1');
+  socket.on('data', (chunk: string) => (text += chunk));
+  socket.on('error', () => {
+    // A reset after the server answered and closed with our bytes unread: the answer is in `text`.
+  });
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve({ text, closed: false }), waitMs);
+    socket.once('close', () => {
+      clearTimeout(timer);
+      resolve({ text, closed: true });
+    });
+  });
+}
+
 function parseRawResponse(text: string): { status: number; headers: Record<string, string>; body: string } {
   const end = text.indexOf('\r\n\r\n');
   const head = end < 0 ? text : text.slice(0, end);
@@ -224,4 +251,12 @@ export function captureLogger(): { logger: FastifyBaseLogger; entries: LogEntry[
     };
   };
   return { logger: make({}) as FastifyBaseLogger, entries };
+}
+
+/** Creates session `id` through the gateway and has it answer one turn, so its run has started and its log is settled. */
+export async function createSettledSession(baseUrl: string, id: string): Promise<void> {
+  expect((await request(baseUrl, 'POST', '/v1/sessions', { json: { id } })).status).toBe(201);
+  expect(
+    (await request(baseUrl, 'POST', `/v1/sessions/${id}/messages?wait=true`, { json: { text: 'settle' } })).status,
+  ).toBe(200);
 }

@@ -11,6 +11,7 @@ import type { StoredEvent } from '../../src/session/index.js';
 import { startStack, type Stack } from '../support/stack.js';
 import {
   captureLogger,
+  createSettledSession,
   expectRawErrorShape,
   openSse,
   rawExchange,
@@ -40,12 +41,8 @@ beforeAll(async () => {
     sseHeartbeatMs: 60_000,
     ...TIMEOUTS,
   });
-  expect((await request(gateway.url, 'POST', '/v1/sessions', { json: { id: sessionId } })).status).toBe(201);
   // A settled log (the run started, one turn answered): later changes could only come from the requests under test.
-  expect(
-    (await request(gateway.url, 'POST', `/v1/sessions/${sessionId}/messages?wait=true`, { json: { text: 'settle' } }))
-      .status,
-  ).toBe(200);
+  await createSettledSession(gateway.url, sessionId);
 });
 afterAll(async () => {
   await gateway?.close();

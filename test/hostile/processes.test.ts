@@ -14,7 +14,7 @@
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -22,7 +22,7 @@ import { DEFAULT_LISTENER_LIMITS } from '../../src/gateway/listener-guard.js';
 import { startFakeModelServer, type FakeModelServer } from '../../src/model/fake-server.js';
 import { startCli, type CliProcess } from '../support/cli-process.js';
 import { eventually } from '../support/log-wait.js';
-import { expectRawErrorShape, rawExchange } from '../gateway/http.js';
+import { expectRawErrorShape, openSocket, rawExchange, readUntilClosed } from '../gateway/http.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'sessionlog-hostile-'));
 const common = {
@@ -139,33 +139,6 @@ async function expectStillServing(label: string): Promise<void> {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** A raw connection from `localAddress` (any 127.0.0.0/8 address is this machine). */
-function openSocket(base: string, localAddress = '127.0.0.1'): Promise<Socket> {
-  const { hostname, port } = new URL(base);
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: hostname, port: Number(port), localAddress });
-    socket.once('connect', () => resolve(socket));
-    socket.once('error', reject);
-  });
-}
-
-/** Reads what the server sends until it closes the connection (bounded). */
-function readUntilClosed(socket: Socket, waitMs = 15_000): Promise<{ text: string; closed: boolean }> {
-  let text = '';
-  socket.setEncoding('latin1');
-  socket.on('data', (chunk: string) => (text += chunk));
-  socket.on('error', () => {
-    // A reset after the server answered and closed with our bytes unread: the answer is in `text`.
-  });
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve({ text, closed: false }), waitMs);
-    socket.once('close', () => {
-      clearTimeout(timer);
-      resolve({ text, closed: true });
-    });
-  });
-}
 
 const statusOf = (text: string): number => Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0);
 
