@@ -29,6 +29,7 @@ const compose = parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'), { 
   services: Record<string, Service>;
 };
 const services = compose.services;
+type ComposeConfigs = { configs: Record<string, { content: string }> };
 
 /** Compose's `${VAR:-default}` / `${VAR:?message}` / `${VAR}` substitution with every variable unset (defaults win). */
 function withDefaults(value: string): string {
@@ -80,6 +81,29 @@ describe('docker-compose.yml matches the fleet topology the fleet test runs', ()
     expect(temporal.environment?.POSTGRES_SEEDS).toBe(FLEET.temporalDatabase.service);
     expect(service(FLEET.temporal.setupJobs[0]).image).toContain(TEMPORAL_SERVER_VERSION);
     expect(withDefaults(service('temporal-namespace').environment!.NAMESPACE!)).toBe(FLEET.temporal.namespace);
+  });
+
+  it("gives Compose's Temporal server the dynamic config scripts/temporal-server writes for the fleet test", () => {
+    // The keys the script writes (each an `echo "KEY:"` then `echo "  - value: V"`), beside Compose's config.
+    const script = readFileSync(join(ROOT, 'scripts/temporal-server'), 'utf8');
+    const written = Object.fromEntries(
+      [...script.matchAll(/echo "([a-zA-Z.]+):"\n\s*echo " {2}- value: (\w+)"/g)].map((m) => [m[1], m[2] === 'true']),
+    );
+    const content = (parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8')) as ComposeConfigs).configs[
+      'temporal-dynamic-config'
+    ]!.content;
+    const composed = Object.fromEntries(
+      Object.entries(parse(content) as Record<string, Array<{ value: unknown }>>).map(([key, [first]]) => [
+        key,
+        first!.value,
+      ]),
+    );
+    expect(written).toMatchObject({
+      'frontend.enableUpdateWorkflowExecution': true,
+      'frontend.enableUpdateWorkflowExecutionAsyncAccepted': true,
+      'system.enableActivityEagerExecution': true,
+    });
+    expect(composed).toMatchObject(written);
   });
 
   it('starts the workers as the test does: command, replicas, exactly its environment variables, readiness on the operations port', () => {

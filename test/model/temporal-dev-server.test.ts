@@ -81,6 +81,32 @@ describe.skipIf(!binaryAvailable && !goAvailable)('scripts/temporal-dev-server r
   );
 
   it(
+    'starts the server with eager activity dispatch on, unless the caller sets it',
+    async () => {
+      // The server's own command line, found by the port the run exported.
+      const inner =
+        'port="${TEMPORAL_ADDRESS##*:}"; ps -eo args | grep -- "start-dev" | grep -- "--port $port " | grep -v grep';
+      const eagerOf = (stdout: string) =>
+        [...stdout.matchAll(/system\.enableActivityEagerExecution=(\w+)/g)].map((m) => m[1]);
+      const byDefault = await run(['run', '--', 'bash', '-c', inner]);
+      expect(byDefault.status).toBe(0);
+      expect(eagerOf(byDefault.stdout)).toEqual(['true']);
+      const turnedOff = await run([
+        'run',
+        '--dynamic-config-value',
+        'system.enableActivityEagerExecution=false',
+        '--',
+        'bash',
+        '-c',
+        inner,
+      ]);
+      expect(turnedOff.status).toBe(0);
+      expect(eagerOf(turnedOff.stdout)).toEqual(['false']);
+    },
+    timeout,
+  );
+
+  it(
     'ensure prints an executable temporal binary that reports a version',
     async () => {
       const result = await run(['ensure']);
