@@ -126,7 +126,7 @@ describe('a provider stream that fails, over HTTP', () => {
   }
 
   const ask = (client: OpenAI) =>
-    streamCompletion({ client, request: { model: 'm', messages: [{ role: 'user', content: 'hi' }] } });
+    streamCompletion({ client, request: { model: 'm', messages: [{ role: 'user', content: 'hi' }], stream: true } });
 
   it("an error event is the provider's APIError, with the partial text kept", async () => {
     const client = await streaming(
