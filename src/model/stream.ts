@@ -361,9 +361,11 @@ export class ServerSentEventDecoder {
   /** The events completed by `text` (the next piece of the stream). */
   push(text: string): ServerSentEvent[] {
     const events: ServerSentEvent[] = [];
+    // What was buffered before holds no line end: the search starts at the new text.
+    const from = this.buffer.length;
     this.buffer += this.normalized(text);
     let start = 0;
-    for (let end = this.buffer.indexOf('\n'); end !== -1; end = this.buffer.indexOf('\n', start)) {
+    for (let end = this.buffer.indexOf('\n', from); end !== -1; end = this.buffer.indexOf('\n', start)) {
       const event = this.line(this.buffer.slice(start, end));
       if (event) events.push(event);
       start = end + 1;

@@ -97,6 +97,14 @@ describe('completionChunks reads a chat completion stream as the openai client d
     ]);
   });
 
+  it('keeps a line that arrives over many pieces whole', () => {
+    const decoder = new ServerSentEventDecoder();
+    const line = `data: ${'x'.repeat(5_000)}`;
+    const events = [...line].flatMap((char) => decoder.push(char));
+    expect(events).toEqual([]);
+    expect(decoder.push('\n\n')).toEqual([{ event: null, data: 'x'.repeat(5_000) }]);
+  });
+
   it('treats a lone CR as a line end, also as the very last byte of the stream', () => {
     const decoder = new ServerSentEventDecoder();
     expect(decoder.push('data: 1\r\rdata: 2\r')).toEqual([{ event: null, data: '1' }]);
