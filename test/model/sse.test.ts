@@ -11,7 +11,8 @@ import OpenAI from 'openai';
 import { Stream } from 'openai/streaming';
 import { afterEach, describe, expect, it } from 'vitest';
 import { classifyModelError } from '../../src/model/errors.js';
-import { completionChunks, ServerSentEventDecoder, streamCompletion } from '../../src/model/stream.js';
+import { streamCompletion } from '../../src/model/stream.js';
+import { completionChunks, ServerSentEventDecoder } from '../../src/model/event-stream.js';
 
 const encoder = new TextEncoder();
 
