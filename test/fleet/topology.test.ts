@@ -27,9 +27,9 @@ type Service = {
 
 const compose = parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
   services: Record<string, Service>;
+  configs: Record<string, { content: string }>;
 };
 const services = compose.services;
-type ComposeConfigs = { configs: Record<string, { content: string }> };
 
 /** Compose's `${VAR:-default}` / `${VAR:?message}` / `${VAR}` substitution with every variable unset (defaults win). */
 function withDefaults(value: string): string {
@@ -89,9 +89,7 @@ describe('docker-compose.yml matches the fleet topology the fleet test runs', ()
     const written = Object.fromEntries(
       [...script.matchAll(/echo "([a-zA-Z.]+):"\n\s*echo " {2}- value: (\w+)"/g)].map((m) => [m[1], m[2] === 'true']),
     );
-    const content = (parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8')) as ComposeConfigs).configs[
-      'temporal-dynamic-config'
-    ]!.content;
+    const content = compose.configs['temporal-dynamic-config']!.content;
     const composed = Object.fromEntries(
       Object.entries(parse(content) as Record<string, Array<{ value: unknown }>>).map(([key, [first]]) => [
         key,
