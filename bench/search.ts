@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { openStore, type SessionStore } from '../src/persistence/index.js';
+import { openStore, SQLITE_PAGE_SIZE, type SessionStore } from '../src/persistence/index.js';
 import { parsePostgresUrl } from '../src/persistence/relational/postgres.js';
 import { encodeEvent } from '../src/persistence/relational/rows.js';
 import { indexText } from '../src/persistence/search.js';
@@ -181,27 +181,39 @@ function appendRows(): Row[][] {
 }
 
 /**
- * The rows sessionlog stores (events, batches and, `withIndex`, the FTS5 rows with their words
+ * The rows sessionlog stores (events with each batch's op on its first row and, `withIndex`, the FTS5 rows with their words
  * computed here), inserted with no validation: the index's own cost, apart from the store's.
  */
 function appendRaw(path: string, batches: readonly Row[][], withIndex: boolean): number {
   const db = new Database(path);
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = FULL');
+  db.pragma(`page_size = ${SQLITE_PAGE_SIZE}`);
   db.exec(`CREATE TABLE events (
-    session_key INTEGER NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, time INTEGER NOT NULL, data TEXT NOT NULL,
-    surface_op TEXT, source_event_seqs TEXT, ignorable INTEGER, PRIMARY KEY (session_key, seq)) STRICT, WITHOUT ROWID;
-    CREATE TABLE batches (session_key INTEGER NOT NULL, op TEXT NOT NULL, first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL, PRIMARY KEY (session_key, op)) STRICT, WITHOUT ROWID;
+    id INTEGER PRIMARY KEY, session_key INTEGER NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, time INTEGER NOT NULL,
+    data TEXT NOT NULL, surface_op TEXT, source_event_seqs TEXT, ignorable INTEGER, batch_op TEXT, batch_last_seq INTEGER) STRICT;
     CREATE VIRTUAL TABLE search USING fts5(body, tokenize = 'ascii', content = '');
     INSERT INTO search (search, rank) VALUES ('secure-delete', 1);
     CREATE TABLE search_rows (search_rowid INTEGER PRIMARY KEY, words_sha256 BLOB NOT NULL) STRICT;`);
-  const insertEvent = db.prepare(`INSERT INTO events VALUES (1, ?, ?, ?, ?, ?, ?, ?)`);
-  const insertBatch = db.prepare(`INSERT INTO batches VALUES (1, ?, ?, ?)`);
+  const insertEvent = db.prepare(`INSERT INTO events VALUES ((1 << 32) + ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const insertSearch = db.prepare(`INSERT INTO search (rowid, body) VALUES ((1 << 32) + ?, ?)`);
   const insertSearchRow = db.prepare(`INSERT INTO search_rows VALUES ((1 << 32) + ?, ?)`);
   const write = db.transaction((rows: readonly Row[], op: string) => {
-    for (const r of rows) {
-      insertEvent.run(r.seq, r.type, r.time, r.data, r.surfaceOp, r.sourceEventSeqs, r.ignorable ? 1 : null);
+    const last = rows[rows.length - 1]!.seq;
+    for (const [i, r] of rows.entries()) {
+      const first = i === 0;
+      insertEvent.run(
+        r.seq,
+        r.seq,
+        r.type,
+        r.time,
+        r.data,
+        r.surfaceOp,
+        r.sourceEventSeqs,
+        r.ignorable ? 1 : null,
+        first ? op : null,
+        first ? last : null,
+      );
       if (withIndex) {
         // The store computes the words inside its transaction; so does this.
         const body = indexText(r.event);
@@ -211,7 +223,6 @@ function appendRaw(path: string, batches: readonly Row[][], withIndex: boolean):
         }
       }
     }
-    insertBatch.run(op, rows[0]!.seq, rows[rows.length - 1]!.seq);
   });
   const start = performance.now();
   batches.forEach((rows, i) => write.immediate(rows, `b${i}`));

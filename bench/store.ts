@@ -21,6 +21,7 @@ import {
   openJsonlStore,
   openSqliteStore,
   readDerivedHistory,
+  SQLITE_PAGE_SIZE,
   writeProjectionCheckpoint,
   type ProjectionCacheRecord,
   type SessionStore,
@@ -121,12 +122,27 @@ async function withStore<T>(backend: Backend, path: string, body: (store: Sessio
 const APPEND_EVENTS = 10_000;
 const APPEND_BATCH = 100;
 
-type RawRow = [number, number, string, number, string, string | null, string | null, number | null];
+type RawRow = [
+  number,
+  number,
+  number,
+  string,
+  number,
+  string,
+  string | null,
+  string | null,
+  number | null,
+  string | null,
+  number | null,
+];
 
+/** The rows sessionlog stores (schema version 10: id = key << 32 | seq, the batch's op and last seq on its first row). */
 function rawRows(batches: readonly NewEvent[][]): RawRow[][] {
   let seq = 0;
-  return batches.map((batch) =>
-    batch.map((e): RawRow => [
+  return batches.map((batch, b) => {
+    const last = seq + batch.length - 1;
+    return batch.map((e, i): RawRow => [
+      2 ** 32 + seq,
       1,
       seq++,
       e.type,
@@ -135,19 +151,25 @@ function rawRows(batches: readonly NewEvent[][]): RawRow[][] {
       e.surfaceOp === undefined ? null : e.surfaceOp === 'append' ? 'append' : JSON.stringify(e.surfaceOp),
       null,
       null,
-    ]),
-  );
+      i === 0 ? `op${b}` : null,
+      i === 0 ? last : null,
+    ]);
+  });
 }
 
-/** The same rows sessionlog stores, inserted with no validation, no batch index, no reads. */
+/**
+ * The same rows sessionlog stores, in a table of the same shape and page size, inserted with no
+ * validation, no checks, no reads.
+ */
 function appendRaw(path: string, batches: readonly RawRow[][], synchronous: 'OFF' | 'FULL' = 'FULL'): number {
   const db = new Database(path);
+  db.pragma(`page_size = ${SQLITE_PAGE_SIZE}`);
   db.pragma('journal_mode = WAL');
   db.pragma(`synchronous = ${synchronous}`);
   db.exec(`CREATE TABLE events (
-    session_key INTEGER NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, time INTEGER NOT NULL, data TEXT NOT NULL,
-    surface_op TEXT, source_event_seqs TEXT, ignorable INTEGER, PRIMARY KEY (session_key, seq)) STRICT, WITHOUT ROWID`);
-  const insert = db.prepare<RawRow>(`INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
+    id INTEGER PRIMARY KEY, session_key INTEGER NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, time INTEGER NOT NULL,
+    data TEXT NOT NULL, surface_op TEXT, source_event_seqs TEXT, ignorable INTEGER, batch_op TEXT, batch_last_seq INTEGER) STRICT`);
+  const insert = db.prepare<RawRow>(`INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const insertBatch = db.transaction((rows: readonly RawRow[]) => {
     for (const row of rows) insert.run(...row);
   });

@@ -238,8 +238,8 @@ describe('pending approvals across sessions', () => {
           head: number;
         };
         db.prepare(
-          "INSERT INTO events (session_key, seq, type, time, data) VALUES (?, ?, 'user/message', 0, 'not json')",
-        ).run(key, head + 1);
+          "INSERT INTO events (id, session_key, seq, type, time, data) VALUES ((? << 32) + ?, ?, ?, 'user/message', 0, 'not json')",
+        ).run(key, head + 1, key, head + 1);
       } finally {
         db.close();
       }

@@ -68,7 +68,10 @@ function deleteFinalSqliteEvent(url: string, id: string): void {
     const { key } = db.prepare('SELECT key FROM sessions WHERE id = ?').get(id) as { key: number };
     const { seq } = db.prepare('SELECT max(seq) AS seq FROM events WHERE session_key = ?').get(key) as { seq: number };
     db.prepare('DELETE FROM events WHERE session_key = ? AND seq = ?').run(key, seq);
-    db.prepare('UPDATE batches SET last_seq = last_seq - 1 WHERE session_key = ? AND last_seq = ?').run(key, seq);
+    // The batch's last seq is on its first row.
+    db.prepare(
+      'UPDATE events SET batch_last_seq = batch_last_seq - 1 WHERE session_key = ? AND batch_last_seq = ?',
+    ).run(key, seq);
   } finally {
     db.close();
   }

@@ -25,6 +25,7 @@ import {
   probePostgres,
   tempDir,
 } from '../support/store-fixtures.js';
+import { eventsToVersion9 } from '../support/sqlite-versions.js';
 
 const postgres = await probePostgres();
 if (!postgres.available) console.warn(`inbox storage tests: PostgreSQL skipped: ${postgres.reason}`);
@@ -79,6 +80,7 @@ describe('SQLite: the inbox and session_keys tables (schema version 5)', () => {
     const raw = new Database(path);
     // Version 6 added the transcripts table, version 8 the pacing buckets, version 9 the spend rows.
     raw.exec(`DROP TABLE inbox; DROP TABLE session_keys; DROP TABLE transcripts; DROP TABLE pacing; DROP TABLE spend;`);
+    eventsToVersion9(raw);
     raw.pragma('user_version = 4');
     raw.close();
     expect(tableSql(path)).toEqual({});
@@ -126,6 +128,7 @@ describe('SQLite: the inbox keyed without a rowid (schema version 7)', () => {
       DROP TABLE inbox_new;
       DROP TABLE pacing;
       DROP TABLE spend;`);
+    eventsToVersion9(raw);
     raw.pragma('user_version = 6');
     raw.close();
     expect(inboxSql(path).map((row) => row.name)).toEqual(['inbox', 'sqlite_autoindex_inbox_1']);

@@ -29,7 +29,7 @@ type Backend = {
   available: boolean;
   /** A fresh store URL and how to remove what it leaves. */
   setUp(): Promise<{ url: string; tearDown: () => Promise<void> }>;
-  /** Makes the database refuse (or accept again) every new batch row, as a failing disk or server would. */
+  /** Makes the database refuse (or accept again) every new multi-event batch partway, as a failing disk or server would. */
   refuseBatches(url: string, refuse: boolean): Promise<void>;
 };
 
@@ -45,7 +45,8 @@ const sqlite: Backend = {
     try {
       db.exec(
         refuse
-          ? `CREATE TRIGGER refuse_batches BEFORE INSERT ON batches BEGIN SELECT RAISE(ABORT, 'batch refused by the test'); END`
+          ? // A batch's op is on its first row: refusing the rows after it fails a batch midway.
+            `CREATE TRIGGER refuse_batches BEFORE INSERT ON events WHEN NEW.batch_op IS NULL BEGIN SELECT RAISE(ABORT, 'batch refused by the test'); END`
           : `DROP TRIGGER refuse_batches`,
       );
     } finally {

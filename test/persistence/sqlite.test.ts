@@ -11,6 +11,7 @@ import {
   type SqliteSessionStore,
 } from '../../src/persistence/index.js';
 import { closedTurn, openTurn, testHeader, userMessage } from '../support/persistence-events.js';
+import { eventsToVersion9 } from '../support/sqlite-versions.js';
 
 let dir: string;
 let path: string;
@@ -56,23 +57,54 @@ describe('SQLite store: connection and schema', () => {
     expect(statSync(join(dir, 'nested')).mode & 0o777).toBe(0o700);
   });
 
-  it('stores events in a WITHOUT ROWID table keyed (session_key, seq) without a per-row op or text id', () => {
-    open();
+  it("stores events in one rowid tree keyed session_key << 32 | seq, each batch's op and last seq on its first row only", async () => {
+    const store = open();
+    await store.create(testHeader('s1'));
+    await store.create(testHeader('s2'));
+    await store.append('s1', closedTurn(1), { expectedSeq: 0, op: 'turn-1' });
+    await store.append('s2', closedTurn(1), { expectedSeq: 0, op: 'other' });
+    await store.append('s1', closedTurn(2), { expectedSeq: 6, op: 'turn-2' });
+    await store.close();
     const db = raw();
-    const sql = (db.prepare(`SELECT sql FROM sqlite_master WHERE name = 'events'`).get() as { sql: string }).sql;
-    const columns = (db.prepare(`PRAGMA table_info(events)`).all() as Array<{ name: string; pk: number }>).map((c) => [
-      c.name,
-      c.pk,
+    const tables = (
+      db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).all() as Array<{ name: string }>
+    ).map((t) => t.name);
+    const rows = db
+      .prepare(`SELECT id, session_key, seq, batch_op, batch_last_seq FROM events ORDER BY id`)
+      .all() as Array<{
+      id: number;
+      session_key: number;
+      seq: number;
+      batch_op: string | null;
+      batch_last_seq: number | null;
+    }>;
+    const keyOf = (id: string) => (db.prepare(`SELECT key FROM sessions WHERE id = ?`).get(id) as { key: number }).key;
+    const [k1, k2] = [keyOf('s1'), keyOf('s2')];
+    expect(tables).not.toContain('batches');
+    expect(rows.map((r) => r.id)).toEqual(rows.map((r) => r.session_key * 2 ** 32 + r.seq));
+    expect(
+      rows.filter((r) => r.batch_op !== null).map((r) => [r.session_key, r.seq, r.batch_op, r.batch_last_seq]),
+    ).toEqual([
+      [k1, 0, 'turn-1', 5],
+      [k1, 6, 'turn-2', 11],
+      [k2, 0, 'other', 5],
     ]);
+    // The format cannot hold an id that is not its key and seq, a seq past 2^32 - 1, or half a batch.
+    const insert = db.prepare(
+      `INSERT INTO events (id, session_key, seq, type, time, data, batch_op, batch_last_seq) VALUES (?, ?, ?, 'x', 1, '{}', ?, ?)`,
+    );
+    expect(() => insert.run(k1 * 2 ** 32 + 99, k1, 98, 'b', 98)).toThrow(/CHECK constraint/);
+    expect(() => insert.run(k1 * 2 ** 32 + 2 ** 32, k1, 2 ** 32, 'b', 2 ** 32)).toThrow(/CHECK constraint/);
+    expect(() => insert.run(k1 * 2 ** 32 + 12, k1, 12, 'b', null)).toThrow(/CHECK constraint/);
+    expect(() => insert.run(k1 * 2 ** 32 + 12, k1, 12, null, 12)).toThrow(/CHECK constraint/);
     db.close();
-    expect(sql).toMatch(/WITHOUT ROWID/);
-    expect(columns).toContainEqual(['session_key', 1]);
-    expect(columns).toContainEqual(['seq', 2]);
-    expect(columns.map(([name]) => name)).not.toContain('op');
-    expect(columns.map(([name]) => name)).not.toContain('id');
+    expect((await open().readFrom('s1', 0)).map((e) => e.op)).toEqual([
+      ...Array(6).fill('turn-1'),
+      ...Array(6).fill('turn-2'),
+    ]);
   });
 
-  it('makes a new file with 8 KiB pages, so a 2 KB event row stays on its page, and keeps the pages of an existing file', async () => {
+  it('makes a new file with 4 KiB pages, a 2 KB event row stays on its rowid leaf page, and keeps the pages of an existing file', async () => {
     const store = open();
     expect(store.settings().pageSize).toBe(SQLITE_PAGE_SIZE);
     await store.create(testHeader('big'));
@@ -84,18 +116,19 @@ describe('SQLite store: connection and schema', () => {
       .prepare(`SELECT pagetype, count(*) AS n FROM dbstat WHERE name = 'events' GROUP BY pagetype`)
       .all() as Array<{ pagetype: string; n: number }>;
     db.close();
-    // 40 rows of ~2 KB each: on b-tree pages only (with 4 KiB pages each spills to an overflow page).
+    // 40 rows of ~2 KB each: on b-tree pages only (in the WITHOUT ROWID table of versions 1 to 9,
+    // 4 KiB pages spilled each to an overflow page).
     expect(pages.find((p) => p.pagetype === 'overflow')).toBeUndefined();
     expect(pages.find((p) => p.pagetype === 'leaf')?.n).toBeGreaterThan(5);
     // A file made with 4 KiB pages by an earlier build opens and keeps them.
     const older = join(dir, 'older.db');
     const made = new Database(older);
-    made.pragma('page_size = 4096');
+    made.pragma('page_size = 8192');
     made.pragma('journal_mode = WAL');
     made.pragma('user_version = 0'); // writes the file's first page: its page size is fixed
     made.close();
     const kept = openSqliteStore(older);
-    expect(kept.settings().pageSize).toBe(4096);
+    expect(kept.settings().pageSize).toBe(8192);
     await kept.create(testHeader('old'));
     expect(await kept.readFrom('old', 0)).toEqual([]);
     await kept.close();
@@ -129,6 +162,83 @@ describe('SQLite store: connection and schema', () => {
         message: expect.stringMatching(/not a sessionlog database/),
       }),
     );
+  });
+});
+
+describe('SQLite store: the upgrade to version 10 (events in one rowid tree, ops on batch rows)', () => {
+  /** Two sessions in several batches, written by this build and then turned into the version-9 layout. */
+  async function version9File(): Promise<{ s1: unknown[]; s2: unknown[] }> {
+    const writer = openSqliteStore(path);
+    await writer.create(testHeader('s1'));
+    await writer.create(testHeader('s2'));
+    await writer.append('s1', closedTurn(1), { expectedSeq: 0, op: 'turn-1' });
+    await writer.append('s2', [userMessage('w1', 'a walrus before the upgrade', 1)], { expectedSeq: 0, op: 'w' });
+    await writer.append('s1', openTurn(2), { expectedSeq: 6, op: 'turn-2' });
+    const before = { s1: await writer.readFrom('s1', 0), s2: await writer.readFrom('s2', 0) };
+    await writer.close();
+    const db = raw();
+    eventsToVersion9(db);
+    db.pragma('user_version = 9');
+    db.close();
+    return before;
+  }
+
+  it('a version-9 file opens as version 10 with every event and op kept, the batches table gone, and appends and search working', async () => {
+    const before = await version9File();
+    const store = open();
+    expect(store.settings().userVersion).toBe(SQLITE_SCHEMA_VERSION);
+    expect(await store.readFrom('s1', 0)).toEqual(before.s1);
+    expect(await store.readFrom('s2', 0)).toEqual(before.s2);
+    const db = raw();
+    const tables = (db.prepare(`SELECT name FROM sqlite_master`).all() as Array<{ name: string }>).map((t) => t.name);
+    const starts = db
+      .prepare(`SELECT seq, batch_op, batch_last_seq FROM events WHERE batch_op IS NOT NULL ORDER BY id`)
+      .all();
+    db.close();
+    expect(tables).not.toContain('batches');
+    expect(tables).not.toContain('batches_by_last_seq');
+    expect(tables).not.toContain('events_v9');
+    expect(starts).toEqual([
+      { seq: 0, batch_op: 'turn-1', batch_last_seq: 5 },
+      { seq: 6, batch_op: 'turn-2', batch_last_seq: 8 },
+      { seq: 0, batch_op: 'w', batch_last_seq: 0 },
+    ]);
+    expect(await store.append('s1', closedTurn(1), { expectedSeq: 9, op: 'turn-1' })).toMatchObject({ replayed: true });
+    expect(await store.append('s2', [userMessage('w2', 'and one after it', 1)], { expectedSeq: 1, op: 'w2' })).toEqual({
+      firstSeq: 1,
+      lastSeq: 1,
+      replayed: false,
+    });
+    expect((await store.search('s2', 'walrus')).map((hit) => hit.seq)).toEqual([0]);
+  });
+
+  it('a damaged version-9 file (a batch with no row to start on) is refused naming the session and batch, and left as it was', async () => {
+    await version9File();
+    const db = raw();
+    db.prepare(`DELETE FROM events WHERE session_key = (SELECT key FROM sessions WHERE id = 's1') AND seq = 6`).run();
+    db.close();
+    const snapshot = (): string => {
+      const reader = raw();
+      try {
+        return JSON.stringify([
+          reader.pragma('user_version', { simple: true }),
+          reader.prepare(`SELECT * FROM events ORDER BY 1, 2`).all(),
+          reader.prepare(`SELECT * FROM batches ORDER BY 1, 2`).all(),
+        ]);
+      } finally {
+        reader.close();
+      }
+    };
+    const unchanged = snapshot();
+    expect(() => openSqliteStore(path)).toThrow(
+      expect.objectContaining({
+        code: 'CORRUPT_LOG',
+        message: expect.stringMatching(
+          /cannot be upgraded to schema version 10.*session "s1" batch "turn-2" \(seqs 6\.\.8\)/,
+        ),
+      }),
+    );
+    expect(snapshot()).toBe(unchanged);
   });
 });
 
@@ -169,7 +279,7 @@ describe('SQLite store: append', () => {
       code: 'SEQ_CONFLICT',
     });
     expect(db.pragma('data_version', { simple: true })).toBe(version);
-    expect(db.prepare(`SELECT count(*) AS n FROM batches WHERE op = 'turn-2'`).get()).toEqual({ n: 0 });
+    expect(db.prepare(`SELECT count(*) AS n FROM events WHERE batch_op = 'turn-2'`).get()).toEqual({ n: 0 });
     db.close();
   });
 
@@ -235,8 +345,9 @@ describe('SQLite store: damaged and foreign rows', () => {
   it('refuses an unknown non-ignorable event type with a "newer version" message, and loads an ignorable one', async () => {
     const store = await seeded();
     const db = raw();
-    db.prepare(`INSERT INTO events (session_key, seq, type, time, data) VALUES (1, 9, 'future/thing', 1, '{}')`).run();
-    db.prepare(`INSERT INTO batches (session_key, op, first_seq, last_seq) VALUES (1, 'future', 9, 9)`).run();
+    db.prepare(
+      `INSERT INTO events (id, session_key, seq, type, time, data, batch_op, batch_last_seq) VALUES ((1 << 32) + 9, 1, 9, 'future/thing', 1, '{}', 'future', 9)`,
+    ).run();
     db.close();
     await expect(store.load('s1')).rejects.toMatchObject({
       code: 'UNSUPPORTED_FORMAT',

@@ -27,6 +27,7 @@ import {
   probePostgres,
   tempDir,
 } from '../support/store-fixtures.js';
+import { eventsToVersion9 } from '../support/sqlite-versions.js';
 
 const postgres = await probePostgres();
 if (!postgres.available) console.warn(`transcript index storage tests: PostgreSQL skipped: ${postgres.reason}`);
@@ -83,6 +84,7 @@ describe('SQLite: the transcripts table (schema version 6)', () => {
     const raw = new Database(path);
     // Version 8 added the pacing buckets, version 9 the spend rows.
     raw.exec(`DROP TABLE transcripts; DROP TABLE pacing; DROP TABLE spend;`);
+    eventsToVersion9(raw);
     raw.pragma('user_version = 5');
     raw.close();
     expect(schemaSql(path)).toEqual({});

@@ -59,7 +59,8 @@ async function installPausePoints(): Promise<void> {
   db.close();
   const run = statementProto.run;
   statementProto.run = function (this: { source: string }, ...args: unknown[]) {
-    if (armed !== undefined && this.source.startsWith('INSERT INTO batches')) pauseHere();
+    // SQLite: the batch's second row (its first carries the op), so the first is written already.
+    if (armed !== undefined && this.source.startsWith('INSERT INTO events') && args[10] === null) pauseHere();
     return run.apply(this, args);
   };
 

@@ -101,13 +101,19 @@ export const sqliteFixture: BackendFixture = {
   plantEvent(url, id, event) {
     withDb(url, (db) => {
       const key = sessionKey(db, id);
+      // A batch of its own: its op and last seq on its row (relational/sqlite.ts, version 10).
       db.prepare(
-        'INSERT INTO events (session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable) VALUES (?, ?, ?, ?, ?, NULL, NULL, ?)',
-      ).run(key, event.seq, event.type, event.time, JSON.stringify(event.data), event.ignorable ? 1 : null);
-      db.prepare('INSERT INTO batches (session_key, op, first_seq, last_seq) VALUES (?, ?, ?, ?)').run(
+        'INSERT INTO events (id, session_key, seq, type, time, data, ignorable, batch_op, batch_last_seq) VALUES ((? << 32) + ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+      ).run(
         key,
-        event.op,
         event.seq,
+        key,
+        event.seq,
+        event.type,
+        event.time,
+        JSON.stringify(event.data),
+        event.ignorable ? 1 : null,
+        event.op,
         event.seq,
       );
     });
@@ -116,8 +122,8 @@ export const sqliteFixture: BackendFixture = {
     withDb(url, (db) => {
       const key = sessionKey(db, id);
       db.prepare(
-        "INSERT INTO events (session_key, seq, type, time, data) VALUES (?, ?, 'session/run', 1, '{\"workflowId\":')",
-      ).run(key, seq);
+        "INSERT INTO events (id, session_key, seq, type, time, data) VALUES ((? << 32) + ?, ?, ?, 'session/run', 1, '{\"workflowId\":')",
+      ).run(key, seq, key, seq);
     });
   },
   editRecord(url, id, seq, edit) {
@@ -129,9 +135,11 @@ export const sqliteFixture: BackendFixture = {
         db.prepare(`UPDATE events SET data = '{"garbled":' WHERE session_key = ? AND seq = ?`).run(key, seq);
       } else {
         const row = relationalRow(edit.event);
+        // The id is the key and the seq (relational/sqlite.ts): a moved row moves in the tree.
         db.prepare(
-          'UPDATE events SET seq = ?, type = ?, time = ?, data = ?, surface_op = ?, source_event_seqs = ?, ignorable = ? WHERE session_key = ? AND seq = ?',
+          'UPDATE events SET id = (session_key << 32) + ?, seq = ?, type = ?, time = ?, data = ?, surface_op = ?, source_event_seqs = ?, ignorable = ? WHERE session_key = ? AND seq = ?',
         ).run(
+          row.seq,
           row.seq,
           row.type,
           row.time,
@@ -154,8 +162,10 @@ export const sqliteFixture: BackendFixture = {
     withDb(url, (db) => {
       const key = sessionKey(db, id);
       const last = db
-        .prepare('SELECT op, first_seq, last_seq FROM batches WHERE session_key = ? ORDER BY last_seq DESC LIMIT 1')
-        .get(key) as { op: string; first_seq: number; last_seq: number };
+        .prepare(
+          'SELECT seq AS first_seq, batch_last_seq AS last_seq FROM events WHERE session_key = ? AND batch_op IS NOT NULL ORDER BY seq DESC LIMIT 1',
+        )
+        .get(key) as { first_seq: number; last_seq: number };
       const rows = db
         .prepare('SELECT seq, type, data FROM events WHERE session_key = ? AND seq BETWEEN ? AND ?')
         .all(key, last.first_seq, last.last_seq) as Array<{ seq: number; type: string; data: string }>;
@@ -169,9 +179,9 @@ export const sqliteFixture: BackendFixture = {
           db.prepare(`INSERT INTO search (search, rowid, body) VALUES ('delete', ?, ?)`).run(rowid, words);
           db.prepare('DELETE FROM search_rows WHERE search_rowid = ?').run(rowid);
         }
+        // The batch's op and last seq go with its first row.
         db.prepare('DELETE FROM events WHERE session_key = ? AND seq = ?').run(key, row.seq);
       }
-      db.prepare('DELETE FROM batches WHERE session_key = ? AND op = ?').run(key, last.op);
     });
   },
   plantCacheText(url, id, text) {

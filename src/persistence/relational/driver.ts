@@ -60,7 +60,10 @@ export type SessionRow = { key: number; header: string };
 /** A session's row and its stored head (the seq after the last event or batch), read in one statement. */
 export type SessionHeadRow = SessionRow & { head: number };
 
-/** The stored rows of a range of seqs: the event rows and the batch rows that overlap them, both ascending. */
+/**
+ * The stored rows of a range of seqs: the event rows and the batches that overlap them (rows of
+ * PostgreSQL's `batches` table; in SQLite, read off the batches' first event rows), both ascending.
+ */
 export type StoredRows = { events: EventRow[]; batches: BatchRow[] };
 
 /** An erased id's tombstone: `create` refuses the id until `until` (epoch ms). */
@@ -105,12 +108,13 @@ export interface RelationalTx {
   /** The stored rows of seqs `from <= seq < to`. */
   rowsFrom(key: number, from: number, to: number): Awaitable<StoredRows>;
   /**
-   * Stores one planned batch: its event rows (with the words search needs) and its batch row; and
+   * Stores one planned batch: its event rows and its batch record (a `batches` row in PostgreSQL,
+   * the op and last seq on the batch's first event row in SQLite); and
    * tells other processes watching the session, when the database can (on commit).
    */
   insertBatch(key: number, id: string, events: readonly StoredEvent[], op: string): Awaitable<void>;
   /**
-   * Deletes every row of the session (events, batches, artifacts, projection record, search rows,
+   * Deletes every row of the session (events, batch records, artifacts, projection record, search rows,
    * transcript index entries, the session).
    */
   deleteSession(key: number, id: string): Awaitable<SessionRemoval>;

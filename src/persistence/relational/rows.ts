@@ -1,7 +1,8 @@
 /**
  * The relational row codec shared by the SQLite and PostgreSQL backends. An event is one row of
  * `events(seq, type, time, data, surface_op, source_event_seqs, ignorable)`; each append batch is
- * one row of `batches(op, first_seq, last_seq)`, and reads re-attach `op` to the events the batch
+ * one record `(op, first_seq, last_seq)` (a row of PostgreSQL's `batches` table; in SQLite, two
+ * columns of the batch's first event row), and reads re-attach `op` to the events the batch
  * covers. The batches must tile the stored seqs (no overlap); an event no batch covers, or
  * batches that end beyond the last event, are reported as damage by the scanner, never skipped.
  */

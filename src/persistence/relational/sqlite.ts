@@ -5,19 +5,28 @@
  *
  * Storage format (schema version {@link SQLITE_SCHEMA_VERSION}, `application_id`
  * {@link SQLITE_APPLICATION_ID}; a file with a newer `user_version` or a foreign application id
- * is refused; versions 1 to 5 are upgraded in place when the store opens, in one transaction:
+ * is refused; versions 1 to 9 are upgraded in place when the store opens, in one transaction:
  * version 2 adds the `tombstones` table, version 3 the `search` index, version 4 makes that index
  * contentless (version 3's is dropped and the index filled again from every stored event), version
- * 5 adds the `inbox` and `session_keys` tables, version 6 the `transcripts` table. Stop processes
+ * 5 adds the `inbox` and `session_keys` tables, version 6 the `transcripts` table, version 7 keys
+ * the inbox without a rowid, version 8 adds `pacing`, version 9 `spend`, version 10 moves the
+ * events to one rowid tree with each batch's op on its first row (the file's events are copied
+ * once; a damaged batch that cannot move stops the upgrade, naming it). Stop processes
  * of an older build before a newer one opens the file; a newer file is refused by an older
  * build):
  *
  * - `sessions(key, id, header)`: integer key, text id, header JSON.
- * - `events(session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable)`,
- *   `WITHOUT ROWID`, primary key `(session_key, seq)`: one row per event, clustered by seq, in
- *   the shared relational row codec (rows.ts). Neither the op nor the text id is repeated per row.
- * - `batches(session_key, op, first_seq, last_seq)`: one row per append batch; its primary key
- *   is the unique op index, and reads re-attach `op` to events from it.
+ * - `events(id, session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable,
+ *   batch_op, batch_last_seq)` (this layout since version 10): one row per event in the shared
+ *   relational row codec (rows.ts), in a rowid table keyed `id = session_key << 32 | seq`, so a
+ *   session is one rowid range in seq order and an append to it writes the leaf it ends on. An
+ *   append batch's op and last seq are on its first row (`batch_op`, `batch_last_seq`, null on
+ *   the others), and reads re-attach `op` to the rows the batch covers; neither the op nor the
+ *   text id is repeated per row. (Versions 1 to 9 kept `events` `WITHOUT ROWID` keyed
+ *   `(session_key, seq)` and the batches in a `batches(session_key, op, first_seq, last_seq)`
+ *   table with an index on `last_seq`: two more trees written per commit.) An op is unique in
+ *   its session because an append is planned against the session's validated copy, which knows
+ *   every stored op, under the write lock; a duplicate in a damaged file is refused by the scan.
  * - `artifacts(session_key, name, content)` and `projection_cache(session_key, record)`.
  * - `tombstones(id, erased_at, until)` (version 2): erased ids `create` refuses until `until`.
  * - `search(body)` (version 4): a contentless FTS5 index (`content = ''`, tokenizer `ascii`,
@@ -52,8 +61,9 @@
  *   what each session spent (spend.ts), added to in each append's transaction; a tenant's
  *   `.erased` row holds what its erased sessions spent.
  *
- * A new file is made with 8 KiB pages ({@link SQLITE_PAGE_SIZE}), so a ~2 KB event row stays on
- * its page; files made with other page sizes are read and written as they are.
+ * A new file is made with 4 KiB pages ({@link SQLITE_PAGE_SIZE}): fewer bytes per commit in the WAL,
+ * and an event row of up to ~4 KB still fits its rowid leaf page; files made with other page
+ * sizes (8 KiB before version 10) are read and written as they are.
  *
  * Every append runs in a `BEGIN IMMEDIATE` transaction (its own, or a savepoint in a group commit
  * shared with the other writes asked for in the same turn of the event loop), so writers in several
@@ -95,16 +105,19 @@ import { encodeEvent, storedHead, type BatchRow, type EventRow } from './rows.js
 /** `PRAGMA application_id` of a sessionlog database ("SLOG"). */
 export const SQLITE_APPLICATION_ID = 0x534c4f47;
 /** `PRAGMA user_version` this build writes and reads. */
-export const SQLITE_SCHEMA_VERSION = 9;
+export const SQLITE_SCHEMA_VERSION = 10;
 
 /** The page size of a new database file (an existing file keeps its own). */
-export const SQLITE_PAGE_SIZE = 8192;
+export const SQLITE_PAGE_SIZE = 4096;
 
-/** The first rowid of session `key` in `search` is `key << 32`; its seqs are the low 32 bits. */
-const MAX_INDEXED_SEQ = 2 ** 32 - 1;
+/**
+ * A session's events and its search rows are the rowid range `key << 32` to `(key + 1) << 32`,
+ * with the seq in the low 32 bits (limits: 2^31 session keys, 2^32 events per session).
+ */
+const MAX_SEQ = 2 ** 32 - 1;
+const MAX_SESSION_KEY = 2 ** 31 - 1;
 
-/** The event types whose text is indexed, as a set and as an SQL list (constants of ours). */
-const SEARCHABLE_TYPE_SET: ReadonlySet<string> = new Set(SEARCHABLE_EVENT_TYPES);
+/** The event types whose text is indexed, as an SQL list (constants of ours). */
 const SEARCHABLE_TYPES_SQL = SEARCHABLE_EVENT_TYPES.map((type) => `'${type}'`).join(', ');
 
 /** Rows a search indexes per page of its backlog (and per transaction while the backlog is long). */
@@ -216,6 +229,82 @@ CREATE TABLE spend (
 CREATE INDEX spend_by_session ON spend (session_id);
 `;
 
+/**
+ * Version 10: one rowid tree for the events, keyed `session_key << 32 | seq` (a session's rows are
+ * one rowid range, and an append at a session's end writes the leaf it ends on), with each append
+ * batch's op and last seq on the batch's first row instead of a `batches` table and its index
+ * (issue 27: two fewer trees written per commit). `batch_op` and `batch_last_seq` are both set or
+ * both null; a seq outside 0..2^32-1 or an id that does not match its key and seq cannot be stored.
+ */
+const EVENTS_DDL = `
+CREATE TABLE events (
+  id INTEGER PRIMARY KEY,
+  session_key INTEGER NOT NULL REFERENCES sessions(key),
+  seq INTEGER NOT NULL,
+  type TEXT NOT NULL,
+  time INTEGER NOT NULL,
+  data TEXT NOT NULL,
+  surface_op TEXT,
+  source_event_seqs TEXT,
+  ignorable INTEGER,
+  batch_op TEXT,
+  batch_last_seq INTEGER,
+  CHECK (seq BETWEEN 0 AND ${MAX_SEQ} AND id = (session_key << 32) + seq),
+  CHECK ((batch_op IS NULL) = (batch_last_seq IS NULL))
+) STRICT;`;
+
+/**
+ * Version 10 from 9: the events rebuilt as above, each batch's op and last seq moved onto the row
+ * of its first seq, the `batches` table and its index dropped. A batch that cannot move (no row
+ * at its first seq, or two batches starting at one row: a damaged log) stops the upgrade, naming
+ * it, before anything changes.
+ */
+function upgradeEventsToRowid(db: Database.Database, file: string): void {
+  // Sorts and index lookups only: a large file upgrades in time linear in its rows (times a log).
+  const unplaceable = db
+    .prepare<[], { id: string; op: string; first_seq: number; last_seq: number }>(
+      `SELECT s.id, b.op, b.first_seq, b.last_seq FROM batches b JOIN sessions s ON s.key = b.session_key
+       WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.session_key = b.session_key AND e.seq = b.first_seq)
+       UNION ALL
+       SELECT s.id, min(b.op), b.first_seq, max(b.last_seq) FROM batches b JOIN sessions s ON s.key = b.session_key
+       GROUP BY b.session_key, b.first_seq HAVING count(*) > 1
+       LIMIT 5`,
+    )
+    .all();
+  const outside = db
+    .prepare<[], { id: string; seq: number }>(
+      `SELECT s.id, e.seq FROM events e JOIN sessions s ON s.key = e.session_key
+       WHERE e.seq NOT BETWEEN 0 AND ${MAX_SEQ} OR e.session_key NOT BETWEEN 0 AND ${MAX_SESSION_KEY} LIMIT 5`,
+    )
+    .all();
+  if (unplaceable.length > 0 || outside.length > 0) {
+    const named = [
+      ...unplaceable.map(
+        (b) =>
+          `session ${JSON.stringify(b.id)} batch ${JSON.stringify(b.op)} (seqs ${b.first_seq}..${b.last_seq}) has no row of its own to start on (or shares it with another batch)`,
+      ),
+      ...outside.map(
+        (r) => `session ${JSON.stringify(r.id)} has an event at seq ${r.seq}, outside what version 10 stores`,
+      ),
+    ];
+    throw new SessionlogError(
+      'CORRUPT_LOG',
+      `${file} cannot be upgraded to schema version ${SQLITE_SCHEMA_VERSION}: its stored log is damaged (${named.join('; ')}); nothing was changed. Open it with the previous build and erase or repair those sessions first`,
+    );
+  }
+  db.exec(`
+ALTER TABLE events RENAME TO events_v9;
+${EVENTS_DDL}
+INSERT INTO events (id, session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable, batch_op, batch_last_seq)
+  SELECT (e.session_key << 32) + e.seq, e.session_key, e.seq, e.type, e.time, e.data, e.surface_op,
+         e.source_event_seqs, e.ignorable, b.op, b.last_seq
+  FROM events_v9 e LEFT JOIN batches b ON b.session_key = e.session_key AND b.first_seq = e.seq
+  ORDER BY e.session_key, e.seq;
+DROP TABLE events_v9;
+DROP TABLE batches;
+`);
+}
+
 const TOMBSTONES_DDL = `
 CREATE TABLE tombstones (
   id TEXT PRIMARY KEY,
@@ -230,25 +319,7 @@ CREATE TABLE sessions (
   id TEXT NOT NULL UNIQUE,
   header TEXT NOT NULL
 ) STRICT;
-CREATE TABLE events (
-  session_key INTEGER NOT NULL REFERENCES sessions(key),
-  seq INTEGER NOT NULL,
-  type TEXT NOT NULL,
-  time INTEGER NOT NULL,
-  data TEXT NOT NULL,
-  surface_op TEXT,
-  source_event_seqs TEXT,
-  ignorable INTEGER,
-  PRIMARY KEY (session_key, seq)
-) STRICT, WITHOUT ROWID;
-CREATE TABLE batches (
-  session_key INTEGER NOT NULL REFERENCES sessions(key),
-  op TEXT NOT NULL,
-  first_seq INTEGER NOT NULL,
-  last_seq INTEGER NOT NULL,
-  PRIMARY KEY (session_key, op)
-) STRICT, WITHOUT ROWID;
-CREATE INDEX batches_by_last_seq ON batches (session_key, last_seq);
+${EVENTS_DDL}
 CREATE TABLE artifacts (
   session_key INTEGER NOT NULL REFERENCES sessions(key),
   name TEXT NOT NULL,
@@ -285,23 +356,20 @@ function prepareFile(path: string): string {
  * included.
  */
 function backfillSearchIndex(db: Database.Database): void {
-  const page = db.prepare<[number, number], { session_key: number; seq: number; type: string; data: string }>(
-    `SELECT session_key, seq, type, data FROM events WHERE (session_key, seq) > (?, ?) AND type IN (${SEARCHABLE_TYPES_SQL}) ORDER BY session_key, seq LIMIT 1000`,
+  const page = db.prepare<[number], { id: number; session_key: number; seq: number; type: string; data: string }>(
+    `SELECT id, session_key, seq, type, data FROM events WHERE id > ? AND type IN (${SEARCHABLE_TYPES_SQL}) ORDER BY id LIMIT 1000`,
   );
   // Its own statements: it also runs while the store opens, before the store's are prepared.
   const writers: SearchWriters = {
     insertSearch: db.prepare(INSERT_SEARCH),
     insertSearchRow: db.prepare(INSERT_SEARCH_ROW),
   };
-  let after = { key: -1, seq: -1 };
-  for (let rows = page.all(after.key, after.seq); rows.length > 0; rows = page.all(after.key, after.seq)) {
+  for (let rows = page.all(-1); rows.length > 0; rows = page.all(rows[rows.length - 1]!.id)) {
     for (const row of rows) {
       // A damaged row has no words: nothing to index (see above).
       const body = storedRowWords(row.type, row.data);
-      if (body && row.seq <= MAX_INDEXED_SEQ) indexWords(writers, row.session_key, row.seq, body);
+      if (body) indexWords(writers, row.session_key, row.seq, body);
     }
-    const last = rows[rows.length - 1]!;
-    after = { key: last.session_key, seq: last.seq };
   }
 }
 
@@ -450,7 +518,10 @@ class SqliteDriver implements driver.RelationalDriver {
       // version 5 adds the inbox and the session keys, version 6 the transcript index, version 7
       // keys the inbox without a rowid (one tree written per put or removal instead of two),
       // version 8 adds the provider pacing buckets, version 9 the spend rows (what a session
-      // spent before it is not in them).
+      // spent before it is not in them), version 10 the events layout above.
+      // Version 10 (first: the steps below read the events in its layout) keeps the events in one
+      // rowid tree with each batch's op on its first row.
+      if (version < 10) upgradeEventsToRowid(this.db, file);
       if (version < 2) this.db.exec(TOMBSTONES_DDL);
       if (version < 4) {
         if (version === 3) this.db.exec(`DROP TABLE search`);
@@ -643,14 +714,33 @@ class SqliteStatements implements driver.RelationalTx {
     return this.sql.sessionById.get(id)?.key;
   }
 
+  /**
+   * The rows of seqs `from` to `to` (exclusive) and the batches covering them: the batch that
+   * starts before `from` (the nearest batch start below it) and those starting on the rows.
+   */
   rowsFrom(key: number, from: number, to: number): driver.StoredRows {
-    return { events: this.sql.eventsFrom.all(key, from, to), batches: this.sql.batchesFrom.all(key, from, to) };
+    const events = this.sql.eventsFrom.all(key, from, key, to);
+    const batches: BatchRow[] = [];
+    const before = from > 0 ? this.sql.batchBefore.get(key, from, key) : undefined;
+    if (before) batches.push(before);
+    for (const row of events)
+      if (row.batch_op !== null) batches.push({ op: row.batch_op, first_seq: row.seq, last_seq: row.batch_last_seq! });
+    return { events, batches };
   }
 
+  /** The batch's rows, its op and last seq on the first (indexed for search by the session's next search, not here). */
   insertBatch(key: number, _id: string, events: readonly StoredEvent[], op: string): void {
-    for (const event of events) {
+    const lastSeq = events[events.length - 1]!.seq;
+    if (lastSeq > MAX_SEQ)
+      throw new SessionlogError(
+        'INVALID_ARGUMENT',
+        `seq ${lastSeq} is past the SQLite store's limit of 2^32 events per session; continue in a fork`,
+      );
+    events.forEach((event, i) => {
       const row = encodeEvent(event);
       this.sql.insertEvent.run(
+        key,
+        row.seq,
         key,
         row.seq,
         row.type,
@@ -659,15 +749,10 @@ class SqliteStatements implements driver.RelationalTx {
         row.surfaceOp,
         row.sourceEventSeqs,
         row.ignorable ? 1 : null,
+        i === 0 ? op : null,
+        i === 0 ? lastSeq : null,
       );
-      // Indexed for search when the session is next searched (indexTail), not in the append.
-      if (event.seq > MAX_INDEXED_SEQ && SEARCHABLE_TYPE_SET.has(event.type))
-        throw new SessionlogError(
-          'INVALID_ARGUMENT',
-          `seq ${event.seq} is past the SQLite store's limit of 2^32 events per session; continue in a fork`,
-        );
-    }
-    this.sql.insertBatch.run(key, op, events[0]!.seq, events[events.length - 1]!.seq);
+    });
   }
 
   /**
@@ -677,16 +762,14 @@ class SqliteStatements implements driver.RelationalTx {
    */
   deleteSession(key: number): driver.SessionRemoval {
     const counts = {
-      events: this.sql.countEvents.get(key)!.n,
-      batches: this.sql.countBatches.get(key)!.n,
+      events: this.sql.countEvents.get(key, key)!.n,
       artifacts: this.sql.countArtifacts.get(key)!.n,
       projection_cache: this.sql.countCache.get(key)!.n,
       transcripts: this.sql.countTranscripts.get(key)!.n,
     };
     const unindexed = this.unindexSession(key);
     this.sql.deleteTranscripts.run(key);
-    this.sql.deleteEvents.run(key);
-    this.sql.deleteBatches.run(key);
+    this.sql.deleteEvents.run(key, key);
     this.sql.deleteArtifacts.run(key);
     this.sql.deleteCache.run(key);
     this.sql.deleteSession.run(key);
@@ -725,7 +808,7 @@ class SqliteStatements implements driver.RelationalTx {
    * is not given. `rows`: how many indexed rows the session had.
    */
   private unindexSession(key: number): { rows: number; exact: boolean } {
-    const indexed = this.sql.indexedRows.all(key, key, key);
+    const indexed = this.sql.indexedRows.all(key, key);
     let exact = true;
     for (const row of indexed) {
       const words = row.type === null || row.data === null ? undefined : storedRowWords(row.type, row.data);
@@ -861,11 +944,11 @@ class SqliteStatements implements driver.RelationalTx {
     let after = Math.max(this.sql.lastIndexed.get(key, key)?.seq ?? -1, options.after ?? -1);
     // A page of rows at a time (a statement being iterated would hold the connection).
     for (let page = 0; page < (options.pages ?? Number.POSITIVE_INFINITY); page++) {
-      const rows = this.sql.searchableFrom.all(key, after, head);
+      const rows = this.sql.searchableFrom.all(key, after, key, head);
       for (const row of rows) {
         // A damaged row has no words: nothing to index (a read refuses its session as CORRUPT_LOG).
         const body = storedRowWords(row.type, row.data);
-        if (body && row.seq <= MAX_INDEXED_SEQ) indexWords(this.sql, key, row.seq, body);
+        if (body) indexWords(this.sql, key, row.seq, body);
       }
       if (rows.length < SEARCH_INDEX_PAGE) return undefined;
       after = rows[rows.length - 1]!.seq;
@@ -888,33 +971,53 @@ type SpendSums = {
   wall_ms: number | null;
   sessions: number;
 };
+/** An events row with its batch columns (set on a batch's first row only). */
+type BatchedEventRow = EventRow & { batch_op: string | null; batch_last_seq: number | null };
 type InboxQueryRow = { key: string; bytes: number; digest: string; stored_at: number };
 
 function prepareStatements(db: Database.Database) {
   return {
     sessionById: db.prepare<[string], driver.SessionRow>(`SELECT key, header FROM sessions WHERE id = ?`),
     // The session row and the stored head in one statement (one snapshot).
+    // The last batch's last seq: the last row that starts a batch (a backward walk of one batch).
     sessionHead: db.prepare<[string], driver.SessionRow & { last_event: number | null; last_batch: number | null }>(
       `SELECT s.key, s.header,
-         (SELECT max(e.seq) FROM events e WHERE e.session_key = s.key) AS last_event,
-         (SELECT max(b.last_seq) FROM batches b WHERE b.session_key = s.key) AS last_batch
+         (SELECT max(e.id) & ${MAX_SEQ} FROM events e WHERE e.id >= (s.key << 32) AND e.id < ((s.key + 1) << 32)) AS last_event,
+         (SELECT e.batch_last_seq FROM events e WHERE e.id >= (s.key << 32) AND e.id < ((s.key + 1) << 32)
+            AND e.batch_op IS NOT NULL ORDER BY e.id DESC LIMIT 1) AS last_batch
        FROM sessions s WHERE s.id = ?`,
     ),
     insertSession: db.prepare<[string, string]>(
       `INSERT INTO sessions (id, header) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`,
     ),
     listSessions: db.prepare<[], { header: string; id: string }>(`SELECT id, header FROM sessions ORDER BY id`),
-    eventsFrom: db.prepare<[number, number, number], EventRow>(
-      `SELECT seq, type, time, data, surface_op, source_event_seqs, ignorable FROM events WHERE session_key = ? AND seq >= ? AND seq < ? ORDER BY seq`,
+    eventsFrom: db.prepare<[number, number, number, number], BatchedEventRow>(
+      `SELECT seq, type, time, data, surface_op, source_event_seqs, ignorable, batch_op, batch_last_seq FROM events
+       WHERE id >= (? << 32) + ? AND id < (? << 32) + ? ORDER BY id`,
     ),
-    batchesFrom: db.prepare<[number, number, number], BatchRow>(
-      `SELECT op, first_seq, last_seq FROM batches WHERE session_key = ? AND last_seq >= ? AND first_seq < ? ORDER BY first_seq`,
+    // The batch a read from seq `from` starts inside: the nearest batch start below it.
+    batchBefore: db.prepare<[number, number, number], BatchRow>(
+      `SELECT batch_op AS op, seq AS first_seq, batch_last_seq AS last_seq FROM events
+       WHERE id < (? << 32) + ? AND id >= (? << 32) AND batch_op IS NOT NULL ORDER BY id DESC LIMIT 1`,
     ),
-    insertEvent: db.prepare<[number, number, string, number, string, string | null, string | null, number | null]>(
-      `INSERT INTO events (session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-    ),
-    insertBatch: db.prepare<[number, string, number, number]>(
-      `INSERT INTO batches (session_key, op, first_seq, last_seq) VALUES (?, ?, ?, ?)`,
+    insertEvent: db.prepare<
+      [
+        number,
+        number,
+        number,
+        number,
+        string,
+        number,
+        string,
+        string | null,
+        string | null,
+        number | null,
+        string | null,
+        number | null,
+      ]
+    >(
+      `INSERT INTO events (id, session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable, batch_op, batch_last_seq)
+       VALUES ((? << 32) + ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ),
     insertArtifact: db.prepare<[number, string, string]>(
       `INSERT INTO artifacts (session_key, name, content) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
@@ -935,15 +1038,15 @@ function prepareStatements(db: Database.Database) {
       `INSERT INTO tombstones (id, erased_at, until) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET erased_at = excluded.erased_at, until = excluded.until`,
     ),
     dropExpiredTombstones: db.prepare<[number]>(`DELETE FROM tombstones WHERE until <= ?`),
-    countEvents: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM events WHERE session_key = ?`),
-    countBatches: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM batches WHERE session_key = ?`),
+    countEvents: db.prepare<[number, number], { n: number }>(
+      `SELECT count(*) AS n FROM events WHERE id >= (? << 32) AND id < ((? + 1) << 32)`,
+    ),
     countArtifacts: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM artifacts WHERE session_key = ?`),
     countCache: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM projection_cache WHERE session_key = ?`),
     countTranscripts: db.prepare<[number], { n: number }>(
       `SELECT count(*) AS n FROM transcripts WHERE session_key = ?`,
     ),
-    deleteEvents: db.prepare<[number]>(`DELETE FROM events WHERE session_key = ?`),
-    deleteBatches: db.prepare<[number]>(`DELETE FROM batches WHERE session_key = ?`),
+    deleteEvents: db.prepare<[number, number]>(`DELETE FROM events WHERE id >= (? << 32) AND id < ((? + 1) << 32)`),
     deleteArtifacts: db.prepare<[number]>(`DELETE FROM artifacts WHERE session_key = ?`),
     deleteCache: db.prepare<[number]>(`DELETE FROM projection_cache WHERE session_key = ?`),
     deleteSession: db.prepare<[number]>(`DELETE FROM sessions WHERE key = ?`),
@@ -951,24 +1054,25 @@ function prepareStatements(db: Database.Database) {
     insertSearchRow: db.prepare<[number, number, Buffer]>(INSERT_SEARCH_ROW),
     // A contentless index forgets a row's words only when given them again, exactly.
     unindexSearch: db.prepare<[number, string]>(`INSERT INTO search (search, rowid, body) VALUES ('delete', ?, ?)`),
+    // A search row's rowid is its event's id.
     indexedRows: db.prepare<
-      [number, number, number],
+      [number, number],
       { rowid: number; digest: Buffer; type: string | null; data: string | null }
     >(
       `SELECT r.search_rowid AS rowid, r.words_sha256 AS digest, e.type, e.data FROM search_rows r
-       LEFT JOIN events e ON e.session_key = ? AND e.seq = (r.search_rowid & ${MAX_INDEXED_SEQ})
+       LEFT JOIN events e ON e.id = r.search_rowid
        WHERE r.search_rowid >= (? << 32) AND r.search_rowid < ((? + 1) << 32)`,
     ),
     // The last indexed seq of a session: its highest rowid in search_rows (rowid = key << 32 | seq).
     lastIndexed: db.prepare<[number, number], { seq: number | null }>(
-      `SELECT max(search_rowid) & ${MAX_INDEXED_SEQ} AS seq FROM search_rows WHERE search_rowid >= (? << 32) AND search_rowid < ((? + 1) << 32)`,
+      `SELECT max(search_rowid) & ${MAX_SEQ} AS seq FROM search_rows WHERE search_rowid >= (? << 32) AND search_rowid < ((? + 1) << 32)`,
     ),
-    searchableFrom: db.prepare<[number, number, number], { seq: number; type: string; data: string }>(
-      `SELECT seq, type, data FROM events WHERE session_key = ? AND seq > ? AND seq < ? AND type IN (${SEARCHABLE_TYPES_SQL}) ORDER BY seq LIMIT ${SEARCH_INDEX_PAGE}`,
+    searchableFrom: db.prepare<[number, number, number, number], { seq: number; type: string; data: string }>(
+      `SELECT seq, type, data FROM events WHERE id > (? << 32) + ? AND id < (? << 32) + ? AND type IN (${SEARCHABLE_TYPES_SQL}) ORDER BY id LIMIT ${SEARCH_INDEX_PAGE}`,
     ),
     // bm25 is lower for a better match; ties go to the later event.
     searchMatch: db.prepare<[string, number, number, number, number], { seq: number; rank: number }>(
-      `SELECT rowid & ${MAX_INDEXED_SEQ} AS seq, rank FROM search WHERE search MATCH ? AND rowid >= (? << 32) AND rowid < (? << 32) + ? ORDER BY rank, rowid DESC LIMIT ?`,
+      `SELECT rowid & ${MAX_SEQ} AS seq, rank FROM search WHERE search MATCH ? AND rowid >= (? << 32) AND rowid < (? << 32) + ? ORDER BY rank, rowid DESC LIMIT ?`,
     ),
     insertInbox: db.prepare<[string, string, string, number, string, number]>(
       `INSERT INTO inbox (session_id, key, body, bytes, digest, stored_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
