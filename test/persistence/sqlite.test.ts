@@ -240,6 +240,20 @@ describe('SQLite store: the upgrade to version 10 (events in one rowid tree, ops
     );
     expect(snapshot()).toBe(unchanged);
   });
+
+  it('a version-9 file with an event row of no session (written with the foreign keys off) is refused, naming it, and left as it was', async () => {
+    await version9File();
+    const db = raw();
+    db.pragma('foreign_keys = OFF');
+    db.prepare(`INSERT INTO events (session_key, seq, type, time, data) VALUES (77, 0, 'session/run', 1, '{}')`).run();
+    db.close();
+    expect(() => openSqliteStore(path)).toThrow(
+      expect.objectContaining({ code: 'CORRUPT_LOG', message: expect.stringMatching(/seq 0\) names session key 77/) }),
+    );
+    const reader = raw();
+    expect(reader.pragma('user_version', { simple: true })).toBe(9);
+    reader.close();
+  });
 });
 
 describe('SQLite store: append', () => {

@@ -256,8 +256,8 @@ CREATE TABLE events (
 /**
  * Version 10 from 9: the events rebuilt as above, each batch's op and last seq moved onto the row
  * of its first seq, the `batches` table and its index dropped. A batch that cannot move (no row
- * at its first seq, or two batches starting at one row: a damaged log) stops the upgrade, naming
- * it, before anything changes.
+ * at its first seq, or two batches starting at one row), a seq it cannot place or a row of no
+ * session (a damaged log) stops the upgrade, naming it, before anything changes.
  */
 function upgradeEventsToRowid(db: Database.Database, file: string): void {
   // Sorts and index lookups only: a large file upgrades in time linear in its rows (times a log).
@@ -277,7 +277,13 @@ function upgradeEventsToRowid(db: Database.Database, file: string): void {
        WHERE e.seq NOT BETWEEN 0 AND ${MAX_SEQ} OR e.session_key NOT BETWEEN 0 AND ${MAX_SESSION_KEY} LIMIT 5`,
     )
     .all();
-  if (unplaceable.length > 0 || outside.length > 0) {
+  // Rows of no session (only an edit with the foreign keys off makes them): the new table refuses them.
+  const orphans = db
+    .prepare<[], { session_key: number; seq: number }>(
+      `SELECT e.session_key, e.seq FROM events e WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.key = e.session_key) LIMIT 5`,
+    )
+    .all();
+  if (unplaceable.length > 0 || outside.length > 0 || orphans.length > 0) {
     const named = [
       ...unplaceable.map(
         (b) =>
@@ -286,6 +292,7 @@ function upgradeEventsToRowid(db: Database.Database, file: string): void {
       ...outside.map(
         (r) => `session ${JSON.stringify(r.id)} has an event at seq ${r.seq}, outside what version 10 stores`,
       ),
+      ...orphans.map((r) => `an event row (seq ${r.seq}) names session key ${r.session_key}, which no session has`),
     ];
     throw new SessionlogError(
       'CORRUPT_LOG',
