@@ -10,9 +10,11 @@
  * batch is written on the row of its first seq; a row given a seq outside 0..2^32-1 (a damaged seq
  * column, which the schema's CHECK refuses to write, so it is written with the checks off) stays in
  * the place it had; a batch whose first row is gone (deleted, cut, or given another seq) is gone
- * with it, as in the file. A damage the format cannot hold (two batches starting on one row, or
- * rows cut while the batches starting in them stay: here that is the "rows and batches" cut) is
- * drawn again, and how many were is printed.
+ * with it, as in the file. So a batch whose rows are all gone from the end of the log leaves no
+ * trace: that is a cut at a batch boundary, which the suite draws as such. A damage the format
+ * cannot hold (two batches starting on one row, or one that must be refused only because of such
+ * a vanished batch, with no batch left claiming seqs past the last row) is drawn again, and how
+ * many were is printed.
  */
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -71,8 +73,14 @@ function writeModel(db: Database.Database, id: string, model: RowModel, damage: 
     starts.set(batch.first_seq, batch);
   }
   const seqs = new Set(model.events.map((e) => e.seq));
-  const rowless = model.batches.filter((batch) => !seqs.has(batch.first_seq));
-  if (rowless.length > 0 && damage.kind === 'truncate:rows only') return false;
+  // A batch whose rows are all gone from the end of the log leaves no trace here (its record is
+  // on its first row): that is a cut at a batch boundary, drawn as such. A damage that must be
+  // refused only because of such a batch cannot be written; one that still leaves a batch
+  // claiming seqs past the last row can.
+  const lastRow = Math.max(-1, ...model.events.map((e) => e.seq));
+  const vanished = model.batches.some((batch) => !seqs.has(batch.first_seq) && batch.first_seq > lastRow);
+  const claimed = model.batches.some((batch) => seqs.has(batch.first_seq) && batch.last_seq > lastRow);
+  if (damage.mustRefuse && vanished && !claimed) return false;
   // A seq the tree cannot place keeps the place its row had: the one in 0..n it left free.
   const inRange = (seq: number) => Number.isInteger(seq) && seq >= 0 && seq <= MAX_SEQ;
   let free = 0;
