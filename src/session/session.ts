@@ -14,7 +14,7 @@ import {
   type SessionHeader,
   type StoredEvent,
 } from './events.js';
-import { deepFreeze, toFrozenLosslessJson, toLosslessJson } from './json.js';
+import { deepFreeze, toFrozenLosslessJson } from './json.js';
 import type { Message } from './messages.js';
 import { BudgetFold, type BudgetView } from './budget.js';
 import { SurfaceFold, type SurfaceSnapshot } from './surface.js';
@@ -54,11 +54,12 @@ export function buildEvent(input: NewEvent, seq: number, op: string | undefined)
   const data = toFrozenLosslessJson(input.data, `${input.type}.data`);
   assertEventData(input.type, data, `new ${input.type} at seq ${seq}`);
   const event: Record<string, unknown> = { seq, type: input.type, time: input.time, data };
-  if (input.surfaceOp !== undefined) event.surfaceOp = toLosslessJson(input.surfaceOp, 'surfaceOp');
+  if (input.surfaceOp !== undefined) event.surfaceOp = toFrozenLosslessJson(input.surfaceOp, 'surfaceOp');
   if (input.sourceEventSeqs !== undefined)
-    event.sourceEventSeqs = toLosslessJson(input.sourceEventSeqs, 'sourceEventSeqs');
+    event.sourceEventSeqs = toFrozenLosslessJson(input.sourceEventSeqs, 'sourceEventSeqs');
   if (op !== undefined) event.op = op;
-  return deepFreeze(event) as StoredEvent;
+  // Every value in it is frozen already (the copies above are frozen as they are built).
+  return Object.freeze(event) as StoredEvent;
 }
 
 /**
@@ -70,7 +71,9 @@ export type CompactionStall = { seq: number; budget: number; tokensAfter: number
 export class Session {
   readonly header: SessionHeader;
   private readonly log: StoredEvent[] = [];
-  private readonly fold = new SurfaceFold();
+  private fold = new SurfaceFold();
+  /** The last batch {@link planBatch} returned, with the surface fold it left: committing it adopts that fold. */
+  private planned: { events: readonly StoredEvent[]; base: number; fold: SurfaceFold } | undefined;
   private eventsSnapshot: readonly StoredEvent[] | undefined;
   private derived: Message[] = [];
   private derivedNodes = 0;
@@ -157,7 +160,7 @@ export class Session {
    */
   appendBatch(inputs: readonly NewEvent[], op?: string): StoredEvent[] {
     const built = this.planBatch(inputs, op);
-    for (const event of built) this.commit(event, true);
+    this.commitPlanned(built);
     return built;
   }
 
@@ -171,11 +174,24 @@ export class Session {
       scratch.apply(event, lookup);
       built.push(event);
     }
+    this.planned = { events: built, base: this.log.length, fold: scratch };
     return built;
   }
 
-  /** Commits already-validated events (e.g. returned by {@link planBatch} after a durable write). */
+  /**
+   * Commits events in seq order, each checked as a surface transition as it is folded: stored
+   * events read back, or a batch {@link planBatch} returned (after its durable write). The batch
+   * planned last, committed onto the log it was planned against, is not checked again: the fold
+   * its plan left is the one folding it would give, and is adopted.
+   */
   commitPlanned(events: readonly StoredEvent[]): void {
+    const planned = this.planned;
+    this.planned = undefined;
+    if (planned !== undefined && planned.events === events && planned.base === this.log.length) {
+      this.fold = planned.fold;
+      for (const event of events) this.commit(event, 'folded');
+      return;
+    }
     for (const event of events) {
       if (event.seq !== this.log.length) {
         throw new SessionlogError(
@@ -187,11 +203,10 @@ export class Session {
     }
   }
 
-  private commit(event: StoredEvent, alreadyValidated = false): void {
+  /** `surface: 'folded'` when the batch's planned fold was adopted instead of folding it here. */
+  private commit(event: StoredEvent, surface: 'fold' | 'folded' = 'fold'): void {
     // An ignorable event of a type this build does not know is kept verbatim but never folded.
-    if (isKnownEvent(event) && (!alreadyValidated || isSurfaceType(event.type))) {
-      this.fold.apply(event, (seq) => this.log[seq]);
-    }
+    if (surface === 'fold' && isKnownEvent(event)) this.fold.apply(event, (seq) => this.log[seq]);
     this.log.push(event);
     this.eventsSnapshot = undefined;
     this.turnFold.apply(event);

@@ -100,6 +100,8 @@ const nonJsonValues: Array<[string, () => unknown]> = [
   ['function', () => () => 1],
   ['symbol', () => Symbol('s')],
   ['symbol key', () => ({ [Symbol('k')]: 1 })],
+  ['array with a symbol key', () => Object.assign([1], { [Symbol('k')]: 2 })],
+  ['array with a non-enumerable extra property', () => Object.defineProperty([1], 'hidden', { value: 2 })],
   ['non-enumerable property', () => Object.defineProperty({}, 'hidden', { value: 1, enumerable: false })],
   ['array with undefined element', () => [1, undefined]],
 ];

@@ -25,6 +25,7 @@ import {
   programArb,
   withInsertedEvents,
 } from '../support/log-gen.js';
+import { testHeader, userMessage } from '../support/persistence-events.js';
 
 const RUNS = { numRuns: 150 };
 
@@ -160,6 +161,44 @@ describe('derived history', () => {
       }),
       RUNS,
     );
+  });
+
+  it('committing planned batches gives the log, surface and messages of appending one by one, also when a later plan superseded the one committed', () => {
+    fc.assert(
+      fc.property(programArb(), fc.array(fc.tuple(fc.integer({ min: 1, max: 6 }), fc.boolean())), (program, cuts) => {
+        const { inputs, session, header } = buildLog(program, ANY_REPLACES);
+        const planned = Session.create(header);
+        let at = 0;
+        for (let i = 0; at < inputs.length; i++) {
+          const [size, supersede] = cuts[i % Math.max(1, cuts.length)] ?? [1, false];
+          const batch = inputs.slice(at, at + size);
+          at += batch.length;
+          const events = planned.planBatch(batch);
+          // Another plan (one event longer) replaces the first as "the last plan": committing the
+          // first then folds and checks it event by event instead of adopting that plan's fold.
+          if (supersede) planned.planBatch([...batch, userMessage(`extra-${i}`, 'planned, never written')]);
+          planned.commitPlanned(events);
+          expect(events.every((event) => Object.isFrozen(event) && isDeepFrozen(event))).toBe(true);
+        }
+        expect(planned.events).toEqual(session.events);
+        expect(planned.surface).toEqual(session.surface);
+        expect(planned.surface.nodes).toEqual(foldSurface(planned.events).nodes);
+        expect(planned.deriveMessages()).toEqual(session.deriveMessages());
+      }),
+      RUNS,
+    );
+  });
+
+  it('a planned batch committed after the log moved on is refused (SEQ_CONFLICT) and changes nothing', () => {
+    const session = Session.create(testHeader('stale-plan'));
+    session.append(userMessage('u0', 'first', 1));
+    const stale = session.planBatch([userMessage('u1', 'planned, never written', 2)]);
+    session.append(userMessage('u2', 'appended meanwhile', 3));
+    const before = { events: session.events, surface: session.surface };
+    expect(() => session.commitPlanned(stale)).toThrow(expect.objectContaining({ code: 'SEQ_CONFLICT' }));
+    expect(session.events).toEqual(before.events);
+    expect(session.surface).toEqual(before.surface);
+    expect(session.deriveMessages().map((m) => m.id)).toEqual(['u0', 'u2']);
   });
 
   it('derivation is deterministic: building the same log twice gives identical events, nodes and messages', () => {
