@@ -275,10 +275,14 @@ export function assertScanned(scanner: LogScanner): void {
 export function scanReport(scanner: LogScanner, torn: TornTail | undefined): ScanReport {
   const problem =
     scanner.problem ?? (torn && { seq: torn.seq, reason: torn.reason, code: 'CORRUPT_LOG' as const, torn: true });
+  const events = scanner.session.events;
   return {
     sessionId: scanner.session.id,
     header: scanner.session.header,
-    events: scanner.session.events,
+    // A problem may name a batch the scan had already taken in (JSONL: the line after a batch
+    // repeats its op, so one of the two lines' framing is damaged and the batch is named): the
+    // valid prefix ends before the seq named, so a salvage keeps no part of that batch.
+    events: problem !== undefined && problem.seq < events.length ? events.slice(0, problem.seq) : events,
     ...(problem ? { problem } : {}),
   };
 }

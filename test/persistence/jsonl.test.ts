@@ -8,6 +8,7 @@ import {
   openJsonlStore,
   type JsonlSessionStore,
 } from '../../src/persistence/index.js';
+import { planSalvage } from '../../src/session/index.js';
 import { closedTurn, openTurn, testHeader } from '../support/persistence-events.js';
 
 let root: string;
@@ -268,6 +269,27 @@ describe('JSONL store: torn tail and corruption', () => {
     await expect(store.load('s1')).rejects.toMatchObject({ code: 'CORRUPT_LOG' });
     await expect(store.inspect('s1')).rejects.toMatchObject({ code: 'CORRUPT_LOG' });
     await expect(store.readFrom('s1', 0)).rejects.toMatchObject({ code: 'CORRUPT_LOG' });
+  });
+
+  it('a batch whose first line claims to be whole while the next line repeats its op is named, and the valid prefix and a salvage end before it', async () => {
+    await seeded();
+    // turn-2 is seqs 6-8 (batchSize 3); seq 6 now says its batch is 1 line long, so seq 7 repeats
+    // the op of a batch that already ended: one of the two lines' framing is damaged.
+    const all = lines('s1');
+    all[7] = all[7]!.replace('"batchSize":3', '"batchSize":1');
+    writeFileSync(logPath('s1'), all.join('\n') + '\n');
+    const before = readFileSync(logPath('s1'));
+    const store = open();
+    const report = await store.scan('s1');
+    expect(report.problem).toMatchObject({ seq: 6, torn: false, code: 'CORRUPT_LOG' });
+    expect(report.problem!.reason).toContain('"turn-2" at seq 7 is already used by seqs 6..6');
+    expect(report.events.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4, 5]);
+    await expect(store.load('s1')).rejects.toMatchObject({ code: 'CORRUPT_LOG' });
+    // What a salvage copies (engine/seed.ts plans it from this report): seqs 0-5, none of turn-2.
+    const salvage = planSalvage(report.header!, report.events, report.problem!, 'rescued', 2);
+    expect(salvage.header).toMatchObject({ seedLength: 6, salvagedAt: { firstBadSeq: 6 } });
+    expect(salvage.seed.filter((e) => e.type !== 'session/end-seed')).toHaveLength(6);
+    expect(readFileSync(logPath('s1'))).toEqual(before);
   });
 
   it('refuses a seq gap before the last turn/end as CORRUPT_LOG', async () => {
