@@ -144,6 +144,8 @@ export class TurnProbe {
       load: (id) => store.load(id),
       inspect: (id) => store.inspect(id),
       session: (id) => this.timed('store.session', () => store.session(id)),
+      readAnchored: (id, anchor, surface) => store.readAnchored(id, anchor, surface),
+      prefixAnchor: (id, seq) => store.prefixAnchor(id, seq),
       search: (id, query, options) => store.search(id, query, options),
       scan: (id) => store.scan(id),
       erase: (id, scope) => store.erase(id, scope),

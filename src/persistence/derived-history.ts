@@ -2,11 +2,14 @@
  * Cold reads of derived history through the projection cache (dsh-spec §9.3): restore the
  * checkpointed surface projection and fold only the log's tail. Any problem with the cache
  * (absent, foreign, stale, broken, a log truncated below the checkpoint) falls back to a full
- * fold from seq 0, so the answer is always the one a full fold gives.
+ * fold from seq 0, so the answer is always the one a full fold gives. A store with no validated
+ * copy of the session verifies the checkpointed prefix by the record's anchor and parses only
+ * the tail (anchor.ts); without a usable anchor it validates the whole log first, as every read.
  */
 import {
   ProjectionRegistry,
   SessionlogError,
+  isSessionlogError,
   surfaceMessages,
   surfaceProjection,
   type JsonValue,
@@ -16,7 +19,8 @@ import {
 } from '../session/index.js';
 import { LRUCache } from 'lru-cache';
 import { sliceEvents } from './plan.js';
-import type { SessionStore } from './store.js';
+import type { ProjectionCacheRecord } from './projection-cache.js';
+import type { AnchoredRead, SessionStore } from './store.js';
 
 export type DerivedHistory = {
   /** The model-visible messages, in surface order. */
@@ -70,33 +74,49 @@ export async function writeProjectionCheckpoint(
   return { asOfSeq: restored.asOfSeq };
 }
 
+/** What a restore reads of the session: the store's validated copy, or an anchored read (store.ts). */
+type SessionReads = Pick<SessionView, 'header' | 'nextSeq' | 'storedAt'>;
+
 /**
  * Every projection restored from the cache plus the log's tail (or folded from seq 0), the
- * checkpoint refreshed; with the store's validated copy of the session the events came from.
+ * checkpoint refreshed; with the session the events came from. A cold store reads the session
+ * from the checkpoint's anchor when it verifies (only the tail parsed, anchor.ts), else the
+ * store's validated copy is read.
  */
 async function restoreProjections(
   store: SessionStore,
   id: string,
   registry: ProjectionRegistry,
   options: DerivedHistoryOptions,
-): Promise<{ restored: Omit<DerivedHistory, 'messages'>; session: SessionView }> {
+): Promise<{ restored: Omit<DerivedHistory, 'messages'>; session: SessionReads }> {
   if (registry.definition(surfaceProjection.key) === undefined) {
     throw new SessionlogError(
       'INVALID_ARGUMENT',
       `the projection registry must include surfaceProjection (key "${surfaceProjection.key}")`,
     );
   }
-  const session = await store.session(id);
-  const header = session.header;
   const report = options.onCacheProblem ?? (() => undefined);
-  const cached = await restoreFromCache(store, session, registry, report);
+  const record = await cacheRecord(store, id, report);
+  const anchored = record && (await readAnchored(store, id, record, report));
+  const fromAnchor = anchored && restoreFromCache(record!, anchored, registry, report);
+  let session: SessionReads;
+  let cached: Restored | undefined;
+  if (anchored && fromAnchor?.used) {
+    session = anchored;
+    cached = fromAnchor;
+  } else {
+    session = await store.session(id);
+    cached = record && restoreFromCache(record, session, registry, report);
+  }
   const restored = cached ?? registry.restore({}, sliceEvents(session, 0, undefined), 0);
-  const previousSeq = cached?.previousSeq;
-  if (options.forceWrite || previousSeq !== restored.asOfSeq) {
+  if (options.forceWrite || writeBackDue(record, cached, restored.asOfSeq)) {
     try {
+      const anchor =
+        anchored && session === anchored ? anchored.anchor : await store.prefixAnchor(id, restored.asOfSeq);
       await store.projectionCache.put(id, {
-        identity: { createdAt: header.createdAt },
+        identity: { createdAt: session.header.createdAt },
         rows: registry.checkpoint(restored.states, restored.asOfSeq),
+        ...(anchor?.seq === restored.asOfSeq ? { anchor } : {}),
       });
     } catch (error) {
       // Fail-soft: a cache that cannot be written stays stale; the read itself succeeded.
@@ -107,6 +127,63 @@ async function restoreProjections(
     restored: { states: restored.states, asOfSeq: restored.asOfSeq, fromCache: cached?.used === true },
     session,
   };
+}
+
+/**
+ * Whether a read writes its checkpoint back: when it had none it could use; otherwise, once the
+ * log grew past it, when the record has no anchor yet or on the schedule a writer keeps
+ * ({@link checkpointDue}), so that repeated reads of a growing log do not rewrite the record (and
+ * sync it to disk) each time.
+ */
+function writeBackDue(
+  record: ProjectionCacheRecord | undefined,
+  cached: Restored | undefined,
+  asOfSeq: number,
+): boolean {
+  if (cached?.used !== true || Number.isNaN(cached.previousSeq)) return true;
+  if (cached.previousSeq === asOfSeq) return false;
+  return record?.anchor === undefined || checkpointDue(cached.previousSeq, asOfSeq);
+}
+
+/** The session's checkpoint record; undefined when there is none or it cannot be read (fail-soft). */
+async function cacheRecord(
+  store: SessionStore,
+  id: string,
+  report: (problem: unknown) => void,
+): Promise<ProjectionCacheRecord | undefined> {
+  try {
+    return await store.projectionCache.get(id);
+  } catch (error) {
+    // A session that does not exist is reported by the read of the session itself.
+    if (isSessionlogError(error, 'SESSION_NOT_FOUND')) return undefined;
+    report(error);
+    return undefined;
+  }
+}
+
+/**
+ * The session read from the record's anchor, when the record has one at its surface row's seq
+ * and the store can verify it (store.ts `readAnchored`); else undefined.
+ */
+async function readAnchored(
+  store: SessionStore,
+  id: string,
+  record: ProjectionCacheRecord,
+  report: (problem: unknown) => void,
+): Promise<AnchoredRead | undefined> {
+  const anchor = record.anchor;
+  const row = record.rows[surfaceProjection.key];
+  if (anchor === undefined || row === undefined || row.ver !== surfaceProjection.stateVersion || row.seq !== anchor.seq)
+    return undefined;
+  const surface = surfaceProjection.stateSchema.safeParse(row.val);
+  if (!surface.success) return undefined;
+  try {
+    return await store.readAnchored(id, anchor, surface.data);
+  } catch (error) {
+    // The full read that follows reports a session that is gone or damaged as it always does.
+    report(error);
+    return undefined;
+  }
 }
 
 /**
@@ -161,15 +238,16 @@ export class CheckpointSchedule {
   }
 }
 
-async function restoreFromCache(
-  store: SessionStore,
-  session: SessionView,
+type Restored = { states: Record<string, JsonValue>; asOfSeq: number; previousSeq: number; used: boolean };
+
+function restoreFromCache(
+  record: ProjectionCacheRecord,
+  session: SessionReads,
   registry: ProjectionRegistry,
   report: (problem: unknown) => void,
-): Promise<{ states: Record<string, JsonValue>; asOfSeq: number; previousSeq: number; used: boolean } | undefined> {
+): Restored | undefined {
   try {
-    const record = await store.projectionCache.get(session.id);
-    if (!record || record.identity.createdAt !== session.header.createdAt) return undefined;
+    if (record.identity.createdAt !== session.header.createdAt) return undefined;
     const floor = registry.restoreFloor(record.rows);
     const tail = sliceEvents(session, floor, undefined);
     const restored = registry.restore(record.rows, tail, floor);

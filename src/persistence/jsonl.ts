@@ -75,7 +75,7 @@
  * SEQ_CONFLICT; and the next holder after a break first moves the log to a new inode (a copy
  * linked over the name), so a paused writer's late write lands in the old, unlinked file.
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash, randomUUID, type Hash } from 'node:crypto';
 import { mkdirSync, realpathSync } from 'node:fs';
 import { link, mkdir, open, readFile, readdir, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
@@ -83,6 +83,8 @@ import {
   SessionlogError,
   addSpend,
   assertSessionId,
+  assertStoredEvent,
+  deepFreeze,
   emptySpend,
   isValidSessionId,
   jsonEqual,
@@ -94,7 +96,9 @@ import {
   type NewEvent,
   type SessionHeader,
   type SessionView,
+  type SurfaceSnapshot,
 } from '../session/index.js';
+import { anchorMatches, anchorOpRanges, newPrefixHash, sealAnchor, type PrefixAnchor } from './anchor.js';
 import {
   assertArtifactPut,
   artifactLocator,
@@ -108,10 +112,12 @@ import {
 } from './artifacts.js';
 import {
   LogScanner,
+  ResumedLog,
   assertScanned,
   decodeStoredHeader,
   headerProblemReport,
   scanReport,
+  type ScanTarget,
   type TornTail,
 } from './scanner.js';
 import {
@@ -152,6 +158,7 @@ import {
   type TenantScope,
   type ResolvedStoreOptions,
   type StoreOptions,
+  type AnchoredRead,
   type AppendOptions,
   type AppendResult,
   type ErasedPlace,
@@ -212,6 +219,8 @@ type SessionFile = {
   scannedEnd: number;
   /** The torn final write found by the last read, if any. */
   torn: TornTail | undefined;
+  /** The hash of the file's bytes before `scanner.validEnd`, as read and validated or written (anchor.ts). */
+  digest: Hash;
 };
 
 /** Opens (creating the root directory 0700 if needed) a JSONL store rooted at `root`. */
@@ -333,12 +342,12 @@ function encodeBatch(events: readonly StoredEvent[], format: Format): Buffer {
   return Buffer.from(`${lines.join('\n')}\n`, 'utf8');
 }
 
-/** Reads and validates the header line; returns the header, the file format and the byte offset after it. */
+/** Reads and validates the header line; returns the header, the file format, the byte offset after it and the line (without its newline). */
 async function readHeaderLine(
   handle: FileHandle,
   id: string,
   path: string,
-): Promise<{ header: SessionHeader; format: Format; end: number }> {
+): Promise<{ header: SessionHeader; format: Format; end: number; line: Buffer }> {
   const where = `session ${id} in ${path}`;
   let collected = Buffer.alloc(0);
   for (let position = 0; ;) {
@@ -376,11 +385,47 @@ async function readHeaderLine(
     where,
     ` but the directory is ${id}; the file was moved or copied by hand`,
   );
-  return { header, format: rawFormat === 2 ? 2 : 1, end: collected.length + 1 };
+  return { header, format: rawFormat === 2 ? 2 : 1, end: collected.length + 1, line: collected };
+}
+
+/**
+ * The events of `seqs` among the lines of a verified prefix (`bytes`, from the file's start; the
+ * event lines begin at `start`, one per seq), parsed and checked as stored events; undefined if
+ * one is missing or does not parse (the digest matched, so only a bug gets there).
+ */
+function prefixLines(
+  bytes: Buffer,
+  start: number,
+  seqs: readonly number[],
+  format: Format,
+  id: string,
+): Map<number, StoredEvent> | undefined {
+  const wanted = new Set(seqs);
+  const last = Math.max(...seqs);
+  const events = new Map<number, StoredEvent>();
+  for (let seq = 0, position = start; seq <= last; seq++) {
+    const newline = bytes.indexOf(10, position);
+    if (newline < 0) return undefined;
+    if (wanted.has(seq)) {
+      let value: unknown;
+      try {
+        value = JSON.parse(bytes.toString('utf8', position, newline));
+      } catch {
+        // A verified prefix parses; a line that does not is a miss, and the whole log is read.
+        return undefined;
+      }
+      if (format === 2 && typeof value === 'object' && value !== null)
+        delete (value as { batchSize?: unknown }).batchSize;
+      assertStoredEvent(value, seq, id);
+      events.set(seq, deepFreeze(value));
+    }
+    position = newline + 1;
+  }
+  return events;
 }
 
 /** Feeds the lines of `bytes` (which start at file offset `base`) into the scanner. */
-function scanLines(scanner: LogScanner, format: Format, bytes: Buffer, base: number): void {
+function scanLines(scanner: LogScanner<ScanTarget>, format: Format, bytes: Buffer, base: number): void {
   let position = 0;
   while (position < bytes.length) {
     const at = base + position;
@@ -782,6 +827,78 @@ export class JsonlSessionStore implements SessionStore {
     return (await this.readState(id)).scanner.session;
   }
 
+  async readAnchored(id: string, anchor: PrefixAnchor, surface: SurfaceSnapshot): Promise<AnchoredRead | undefined> {
+    this.assertOpen();
+    assertSessionId(id);
+    return this.copies.serial(id, async () => {
+      // With a validated copy here, reading through it costs less than hashing the prefix.
+      if (this.copies.get(id)) return undefined;
+      await this.requireSession(id);
+      const handle = await this.openLog(id);
+      try {
+        return await this.anchoredRead(id, handle, anchor, surface);
+      } finally {
+        await handle.close();
+      }
+    });
+  }
+
+  /**
+   * A cold read from an anchor (anchor.ts): the file's bytes before `anchor.position` hashed, not
+   * parsed; on a match, the lines of the prefix's surface nodes parsed and the lines after it
+   * validated from the anchored state. Undefined for a prefix that differs or a tail that does not
+   * validate. A torn final write is left out, as every read leaves it.
+   */
+  private async anchoredRead(
+    id: string,
+    handle: FileHandle,
+    anchor: PrefixAnchor,
+    surface: SurfaceSnapshot,
+  ): Promise<AnchoredRead | undefined> {
+    const position = anchor.position;
+    const size = (await handle.stat()).size;
+    if (position === undefined || size < position) return undefined;
+    const path = this.logPath(id);
+    const top = await readHeaderLine(handle, id, path);
+    if (position < top.end) return undefined;
+    const bytes = await readFully(handle, 0, size);
+    const digest = newPrefixHash().update(bytes.subarray(0, position));
+    if (!anchorMatches(digest, anchor, surface)) return undefined;
+    const prefix = prefixLines(bytes.subarray(0, position), top.end, [...surface.nodes, anchor.seq], top.format, id);
+    if (prefix === undefined) return undefined;
+    const where = `session ${id} in ${path}`;
+    const framing = top.format === 2 ? 'jsonl-v2' : 'jsonl-v1';
+    const target = new ResumedLog(top.header, anchor.seq + 1, surface, prefix);
+    const scanner = LogScanner.resume(target, anchorOpRanges(anchor), framing, where, position);
+    scanLines(scanner, top.format, bytes.subarray(position), position);
+    scanner.finish();
+    if (scanner.problem) return undefined;
+    digest.update(bytes.subarray(position, scanner.validEnd));
+    return {
+      header: top.header,
+      nextSeq: target.nextSeq,
+      storedAt: (seq) => target.storedAt(seq),
+      anchor: sealAnchor(
+        digest,
+        target.nextSeq - 1,
+        { nodes: target.surfaceNodes, replaceGeneration: target.replaceGeneration },
+        scanner.ops,
+        scanner.validEnd,
+      ),
+    };
+  }
+
+  async prefixAnchor(id: string, seq: number): Promise<PrefixAnchor | undefined> {
+    this.assertOpen();
+    assertSessionId(id);
+    return this.copies.serial(id, async () => {
+      const file = this.copies.get(id);
+      if (!file || file.scanner.nextSeq !== seq + 1) return undefined;
+      const { scanner } = file;
+      return sealAnchor(file.digest, seq, scanner.session.surface, scanner.ops, scanner.validEnd);
+    });
+  }
+
   async search(id: string, query: string, options?: SearchOptions): Promise<SearchHit[]> {
     this.assertOpen();
     assertSessionId(id);
@@ -1075,12 +1192,17 @@ export class JsonlSessionStore implements SessionStore {
       let file = this.copies.get(id);
       if (file && (file.ino !== info.ino || info.size < file.scanner.validEnd)) file = undefined;
       if (!file) {
-        const { header, format, end } = await readHeaderLine(handle, id, path);
+        const { header, format, end, line } = await readHeaderLine(handle, id, path);
         const scanner = new LogScanner(header, format === 2 ? 'jsonl-v2' : 'jsonl-v1', `session ${id} in ${path}`, end);
-        file = { format, scanner, ino: info.ino, scannedEnd: end, torn: undefined };
+        const digest = newPrefixHash().update(line).update('\n');
+        file = { format, scanner, ino: info.ino, scannedEnd: end, torn: undefined, digest };
       }
       const from = file.scanner.validEnd;
-      if (info.size > from) scanLines(file.scanner, file.format, await readFully(handle, from, info.size - from), from);
+      if (info.size > from) {
+        const bytes = await readFully(handle, from, info.size - from);
+        scanLines(file.scanner, file.format, bytes, from);
+        file.digest.update(bytes.subarray(0, file.scanner.validEnd - from));
+      }
       file.torn = file.scanner.finish();
       file.scannedEnd = Math.max(info.size, file.scanner.validEnd);
       if (file.scanner.problem) {
@@ -1176,6 +1298,7 @@ export class JsonlSessionStore implements SessionStore {
     // Kept, but in the new inode of the writer that broke the lock: read the file afresh next time.
     if (confirmed === 'moved') return;
     file.scanner.commitWritten(events, at + bytes.length);
+    file.digest.update(bytes);
     file.torn = undefined;
     file.scannedEnd = at + bytes.length;
   }

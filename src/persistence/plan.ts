@@ -75,7 +75,11 @@ export function planRepair(scanner: LogScanner): StoredEvent[] {
 }
 
 /** `events[fromSeq .. fromSeq+limit)` of a session without copying the whole log. */
-export function sliceEvents(session: SessionView, fromSeq: number, limit: number | undefined): StoredEvent[] {
+export function sliceEvents(
+  session: Pick<SessionView, 'nextSeq' | 'storedAt'>,
+  fromSeq: number,
+  limit: number | undefined,
+): StoredEvent[] {
   const end = limit === undefined ? session.nextSeq : Math.min(session.nextSeq, fromSeq + limit);
   const out: StoredEvent[] = [];
   for (let seq = fromSeq; seq < end; seq++) out.push(session.storedAt(seq)!);

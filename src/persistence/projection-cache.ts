@@ -5,8 +5,13 @@
  */
 import { z } from 'zod';
 import { SessionlogError, toLosslessJson, type ProjectionRows } from '../session/index.js';
+import { prefixAnchorSchema, type PrefixAnchor } from './anchor.js';
 
-export type ProjectionCacheRecord = { identity: { createdAt: number }; rows: ProjectionRows };
+/**
+ * `anchor` (anchor.ts), when present, seals the stored log through the rows' seq, so a cold read
+ * can verify that prefix by hashing it instead of parsing it.
+ */
+export type ProjectionCacheRecord = { identity: { createdAt: number }; rows: ProjectionRows; anchor?: PrefixAnchor };
 
 export interface ProjectionCacheStore {
   /** The stored record, or undefined when there is none or it cannot be parsed. */
@@ -22,6 +27,7 @@ const recordSchema = z
       z.string(),
       z.object({ ver: z.number().int(), seq: z.number().int().min(-1), val: z.json() }).strict(),
     ),
+    anchor: prefixAnchorSchema.optional(),
   })
   .strict();
 

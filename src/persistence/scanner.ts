@@ -17,6 +17,7 @@ import {
   NonJsonValueError,
   type StoredEvent,
   type SessionHeader,
+  type SurfaceSnapshot,
 } from '../session/index.js';
 import { corruptHeaderError } from './errors.js';
 import type { ScanProblem, ScanReport } from './store.js';
@@ -47,15 +48,78 @@ export type OpRange = { firstSeq: number; lastSeq: number };
 type PendingBatch = { op: string; size: number; firstSeq: number; events: StoredEvent[]; end: number };
 
 /**
+ * What a scan folds records into: a whole `Session`, or a {@link ResumedLog} that starts where a
+ * verified prefix ends (anchor.ts).
+ */
+export type ScanTarget = Pick<Session, 'id' | 'nextSeq' | 'surfaceNodes' | 'replaceGeneration' | 'storedAt'> & {
+  commitPlanned(events: readonly StoredEvent[]): void;
+};
+
+/**
+ * The log past a prefix a checkpoint anchor verified (anchor.ts): the surface fold at the
+ * prefix's end, the prefix events the surface still holds, and the events after it, each
+ * validated as `Session.commitPlanned` validates a stored event. Only the surface fold refuses
+ * events there (the turn and budget folds take any event that passed the envelope and payload
+ * checks), so a scan into it refuses exactly what a scan into a `Session` would.
+ */
+export class ResumedLog implements ScanTarget {
+  private readonly fold: SurfaceFold;
+  private readonly tail: StoredEvent[] = [];
+
+  /**
+   * `base` is the first seq after the prefix; `prefix` holds the prefix events a fold or a read
+   * may look up: every node of `surface` (a tool-result rewrite looks up the node it shadows).
+   */
+  constructor(
+    readonly header: SessionHeader,
+    readonly base: number,
+    surface: SurfaceSnapshot,
+    private readonly prefix: ReadonlyMap<number, StoredEvent>,
+  ) {
+    this.fold = new SurfaceFold(surface.nodes, surface.replaceGeneration);
+  }
+
+  get id(): string {
+    return this.header.id;
+  }
+
+  get nextSeq(): number {
+    return this.base + this.tail.length;
+  }
+
+  get surfaceNodes(): readonly number[] {
+    return this.fold.nodeList;
+  }
+
+  get replaceGeneration(): number {
+    return this.fold.replaceGeneration;
+  }
+
+  /** The event at `seq`: past the prefix, or one of the prefix events it holds; else undefined. */
+  storedAt(seq: number): StoredEvent | undefined {
+    return seq < this.base ? this.prefix.get(seq) : this.tail[seq - this.base];
+  }
+
+  commitPlanned(events: readonly StoredEvent[]): void {
+    for (const event of events) {
+      if (event.seq !== this.nextSeq)
+        throw new SessionlogError('SEQ_CONFLICT', `event seq ${event.seq} does not follow ${this.nextSeq - 1}`);
+      if (isKnownEvent(event)) this.fold.apply(event, (seq) => this.storedAt(seq));
+      this.tail.push(event);
+    }
+  }
+}
+
+/**
  * The one classifier of stored records, shared by every backend. It folds records into a
  * validated `Session` (envelope, payload and surface transition, exactly as a live append) and
  * indexes their ops. The first problem stops it: `problem` then names the first bad seq. A
  * record it could not judge yet (a damaged JSONL line, an unfinished JSONL batch) is held until
  * the next record or {@link finish} decides between corruption and a torn final write.
  */
-export class LogScanner {
-  readonly session: Session;
-  readonly ops = new Map<string, OpRange>();
+export class LogScanner<S extends ScanTarget = Session> {
+  readonly session: S;
+  readonly ops: Map<string, OpRange>;
   /** Where the valid prefix ends (after its last record). */
   validEnd: number;
   private failure: ScanProblem | undefined;
@@ -68,9 +132,26 @@ export class LogScanner {
     /** Names the session and its location in messages: `session <id> in <location>`. */
     readonly where: string,
     start = 0,
+    resume?: { target: S; ops: ReadonlyMap<string, OpRange> },
   ) {
-    this.session = Session.create(header);
+    // Without `resume`, S is the default Session (see {@link LogScanner.resume} for the other case).
+    this.session = resume?.target ?? (Session.create(header) as ScanTarget as S);
+    this.ops = new Map([...(resume?.ops ?? [])].map(([op, range]) => [op, { ...range }]));
     this.validEnd = start;
+  }
+
+  /**
+   * A scanner that goes on from a prefix an anchor verified: the records after it are validated
+   * into `target` in the context the prefix left (its surface fold in `target`, its `ops`).
+   */
+  static resume(
+    target: ResumedLog,
+    ops: ReadonlyMap<string, OpRange>,
+    framing: ScanFraming,
+    where: string,
+    start: number,
+  ): LogScanner<ResumedLog> {
+    return new LogScanner<ResumedLog>(target.header, framing, where, start, { target, ops });
   }
 
   get nextSeq(): number {
@@ -257,7 +338,7 @@ export class LogScanner {
 }
 
 /** The error every reader and writer throws for a log whose scan found a definite problem. */
-function corruptLogError(scanner: LogScanner, problem: ScanProblem): SessionlogError {
+function corruptLogError(scanner: LogScanner<ScanTarget>, problem: ScanProblem): SessionlogError {
   if (problem.code === 'UNSUPPORTED_FORMAT')
     return new SessionlogError('UNSUPPORTED_FORMAT', `${scanner.where}: ${problem.reason}`);
   return new SessionlogError(
@@ -267,7 +348,7 @@ function corruptLogError(scanner: LogScanner, problem: ScanProblem): SessionlogE
 }
 
 /** Throws for a definite problem found by `finish`. */
-export function assertScanned(scanner: LogScanner): void {
+export function assertScanned(scanner: LogScanner<ScanTarget>): void {
   if (scanner.problem) throw corruptLogError(scanner, scanner.problem);
 }
 

@@ -12,11 +12,13 @@ import {
   type SessionHeader,
   type SessionView,
   type StoredEvent,
+  type SurfaceSnapshot,
 } from '../session/index.js';
 import type { PacingStore } from './pacing.js';
 import type { SpendStore } from './spend.js';
 import type { ArtifactStore } from './artifacts.js';
 import type { ProjectionCacheStore } from './projection-cache.js';
+import type { PrefixAnchor } from './anchor.js';
 import type { SearchHit, SearchOptions } from './search.js';
 
 /**
@@ -127,6 +129,20 @@ export type LoadedSession = {
   truncated: number;
 };
 
+/**
+ * A session read from a checkpoint's anchor (anchor.ts): the prefix verified by its digest, the
+ * events after it validated; what a cold derived-history read needs of it.
+ */
+export type AnchoredRead = {
+  header: SessionHeader;
+  /** The stored next seq. */
+  nextSeq: number;
+  /** The event at `seq`: at or after the anchor's seq, or a node of the anchored surface; else undefined. */
+  storedAt(seq: number): StoredEvent | undefined;
+  /** The anchor of the whole log read (through `nextSeq - 1`), for the checkpoint of this read. */
+  anchor: PrefixAnchor;
+};
+
 export type WatchOptions = { signal?: AbortSignal };
 
 /** The first thing wrong with a stored log, found by a scan. */
@@ -221,6 +237,21 @@ export interface SessionStore {
    * and created again) or it was evicted from the cache (`sessionCacheSize`).
    */
   session(id: string): Promise<SessionView>;
+  /**
+   * A cold read from a checkpoint: when the stored log through `anchor.seq` is the prefix the
+   * anchor sealed with the checkpoint's `surface`, only the events after it are read and
+   * validated (in the context the anchor holds). Undefined, having read little, when the store
+   * holds a validated copy of the session (read it through `session`), and undefined when the
+   * prefix or the checkpoint differ from what was sealed, or the events after it do not validate:
+   * `session` then reads and validates the whole log, and refuses damage as always.
+   * SESSION_NOT_FOUND for an unknown session.
+   */
+  readAnchored(id: string, anchor: PrefixAnchor, surface: SurfaceSnapshot): Promise<AnchoredRead | undefined>;
+  /**
+   * The anchor of the store's validated copy of the session at `seq`, for a checkpoint written at
+   * that seq; undefined when the store holds no copy whose last seq is `seq`.
+   */
+  prefixAnchor(id: string, seq: number): Promise<PrefixAnchor | undefined>;
   /**
    * Reads and checks the whole stored log without changing anything and without throwing
    * CORRUPT_LOG: the header (or its problem), the longest valid prefix and the first problem.

@@ -21,11 +21,13 @@ import {
   type NewEvent,
   type SessionHeader,
   type StoredEvent,
+  type SurfaceSnapshot,
 } from '../session/index.js';
 import type { ArtifactPut, ArtifactStore } from './artifacts.js';
 import { notFound } from './errors.js';
 import type { SearchOptions } from './search.js';
 import type { ProjectionCacheStore } from './projection-cache.js';
+import type { PrefixAnchor } from './anchor.js';
 import { tenantOf } from '../session/index.js';
 import {
   assertTenantScope,
@@ -147,6 +149,10 @@ export function scopeStore(
     load: guarded('load', (id) => store.load(id)),
     inspect: guarded('inspect', (id) => store.inspect(id)),
     session: guarded('session', (id) => store.session(id)),
+    readAnchored: guarded('readAnchored', (id, anchor: PrefixAnchor, surface: SurfaceSnapshot) =>
+      store.readAnchored(id, anchor, surface),
+    ),
+    prefixAnchor: guarded('prefixAnchor', (id, seq: number) => store.prefixAnchor(id, seq)),
     scan: guarded('scan', (id) => store.scan(id)),
     // The backend checks the tenant again inside the erase's own transaction (store.ts).
     erase: guarded('erase', (id, scope: TenantScope) => {

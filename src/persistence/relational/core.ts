@@ -11,9 +11,12 @@
  * A read brings the copy up to the head the same way, and only checks the head when the copy
  * is current.
  */
+import type { Hash } from 'node:crypto';
 import {
   SessionlogError,
   assertSessionId,
+  assertStoredEvent,
+  deepFreeze,
   jsonEqual,
   parseHeader,
   spendOfBatch,
@@ -22,7 +25,18 @@ import {
   type SessionHeader,
   type SessionView,
   type StoredEvent,
+  type SurfaceSnapshot,
 } from '../../session/index.js';
+import {
+  anchorMatches,
+  anchorOpAt,
+  anchorOpRanges,
+  digestHeader,
+  digestLine,
+  newPrefixHash,
+  sealAnchor,
+  type PrefixAnchor,
+} from '../anchor.js';
 import {
   artifactLocator,
   artifactNotFound,
@@ -58,13 +72,14 @@ import {
   type ProjectionCacheRecord,
   type ProjectionCacheStore,
 } from '../projection-cache.js';
-import { LogScanner, assertScanned, headerProblemReport, scanReport } from '../scanner.js';
+import { LogScanner, ResumedLog, assertScanned, headerProblemReport, scanReport, type ScanTarget } from '../scanner.js';
 import { parseSearchRequest, searchHits, searchable, type SearchHit, type SearchOptions } from '../search.js';
 import {
   ALL_TENANTS,
   assertTenantScope,
   inTenantScope,
   type TenantScope,
+  type AnchoredRead,
   type AppendOptions,
   type AppendResult,
   type InboxEntry,
@@ -93,10 +108,38 @@ import {
   type SessionRemoval,
   type Steps,
 } from './driver.js';
-import { decodeRows, parseStoredHeader } from './rows.js';
+import { decodeRows, encodeEvent, parseStoredHeader } from './rows.js';
 
-/** The validated copy this process keeps of one session, bound to the row it came from. */
-type CachedSession = { key: number; headerText: string; scanner: LogScanner };
+/**
+ * The validated copy this process keeps of one session, bound to the row it came from; with the
+ * digest of its first `digest.next` events once an anchor was asked of it (anchor.ts).
+ */
+type CachedSession = { key: number; headerText: string; scanner: LogScanner; digest?: PrefixDigest };
+
+/** A running hash of a validated log's digest text (anchor.ts), through seq `next - 1`. */
+type PrefixDigest = { hash: Hash; next: number };
+
+/** How many rows one statement of an anchored read hashes (bounds the text it returns). */
+const DIGEST_CHUNK_ROWS = 16_384;
+
+/**
+ * Feeds the digest text of `scan`'s events from `digest.next` to its head into `digest`: each
+ * event encoded as it is stored, with its batch record on the batch's first event. False when an
+ * event cannot be put in a digest (anchor.ts `digestLine`): the log is then not anchored.
+ */
+function digestValidated(digest: PrefixDigest, scan: LogScanner<ScanTarget>): boolean {
+  const target = scan.session;
+  for (let seq = digest.next; seq < target.nextSeq; seq++) {
+    const event = target.storedAt(seq)!;
+    const range = event.op === undefined ? undefined : scan.ops.get(event.op);
+    const batch = range?.firstSeq === seq ? { op: event.op!, lastSeq: range.lastSeq } : undefined;
+    const line = digestLine(encodeEvent(event), batch);
+    if (line === undefined) return false;
+    digest.hash.update(line);
+    digest.next = seq + 1;
+  }
+  return true;
+}
 
 /** What a write decides against the synced copy: its result, and the batch to store (none: nothing to write). */
 type WritePlan<T> = {
@@ -237,6 +280,29 @@ export abstract class RelationalSessionStore implements SessionStore {
     return this.use(async () => {
       assertSessionId(id);
       return (await this.readSynced(id)).scanner.session;
+    });
+  }
+
+  readAnchored(id: string, anchor: PrefixAnchor, surface: SurfaceSnapshot): Promise<AnchoredRead | undefined> {
+    return this.use(async () => {
+      assertSessionId(id);
+      return this.copies.serial(id, async () =>
+        // With a validated copy here, reading through it costs less than hashing the prefix.
+        this.copies.get(id) ? undefined : this.driver.run('read', (tx) => this.anchoredSteps(tx, id, anchor, surface)),
+      );
+    });
+  }
+
+  prefixAnchor(id: string, seq: number): Promise<PrefixAnchor | undefined> {
+    return this.use(async () => {
+      assertSessionId(id);
+      return this.copies.serial(id, async () => {
+        const entry = this.copies.get(id);
+        if (!entry || entry.scanner.nextSeq !== seq + 1) return undefined;
+        entry.digest ??= { hash: newPrefixHash().update(digestHeader(entry.headerText)), next: 0 };
+        if (!digestValidated(entry.digest, entry.scanner)) return undefined;
+        return sealAnchor(entry.digest.hash, seq, entry.scanner.session.surface, entry.scanner.ops);
+      });
     });
   }
 
@@ -426,8 +492,68 @@ export abstract class RelationalSessionStore implements SessionStore {
     return entry;
   }
 
+  /**
+   * A cold read from an anchor (anchor.ts) in one snapshot: the prefix's stored rows hashed, not
+   * decoded; on a match, the surface nodes of the prefix decoded and the rows after it validated
+   * from the anchored state. Undefined for a prefix that differs or a tail that does not validate.
+   */
+  private *anchoredSteps(
+    tx: RelationalTx,
+    id: string,
+    anchor: PrefixAnchor,
+    surface: SurfaceSnapshot,
+  ): Steps<AnchoredRead | undefined> {
+    const row = yield* step(tx.sessionHead(id));
+    if (!row) throw notFound(id);
+    if (row.head <= anchor.seq) return undefined;
+    const digest: PrefixDigest = { hash: newPrefixHash().update(digestHeader(row.header)), next: anchor.seq + 1 };
+    for (let from = 0; from <= anchor.seq; from += DIGEST_CHUNK_ROWS) {
+      const to = Math.min(anchor.seq + 1, from + DIGEST_CHUNK_ROWS);
+      const chunk = yield* step(tx.prefixDigest(row.key, from, to));
+      // The text leaves seqs out: the rows must be exactly seqs from..to-1, each in its place.
+      if (chunk.rows !== to - from || chunk.misplaced !== 0) return undefined;
+      digest.hash.update(chunk.text).update('\u001e');
+    }
+    if (!anchorMatches(digest.hash, anchor, surface)) return undefined;
+    const header = parseStoredHeader(row.header, id, this.where(id));
+    const wanted = [...new Set([...surface.nodes, anchor.seq])].sort((a, b) => a - b);
+    const prefix = new Map<number, StoredEvent>();
+    for (const stored of decodeRows(yield* step(tx.rowsAt(row.key, wanted)), [])) {
+      // The digest matched, so these rows are the validated ones; decoding them cannot fail short of a bug.
+      if (stored.kind !== 'event') return undefined;
+      const value = stored.value as Record<string, unknown>;
+      const op = anchorOpAt(anchor, value.seq as number);
+      const event = op === undefined ? value : { ...value, op };
+      assertStoredEvent(event, value.seq as number, id);
+      prefix.set(event.seq, deepFreeze(event));
+    }
+    if (prefix.size !== wanted.length) return undefined;
+    const scanner = LogScanner.resume(
+      new ResumedLog(header, anchor.seq + 1, surface, prefix),
+      anchorOpRanges(anchor),
+      'transactional',
+      this.where(id),
+      0,
+    );
+    yield* this.readTail(tx, row.key, scanner, row.head);
+    scanner.finish(row.head);
+    if (scanner.problem || !digestValidated(digest, scanner)) return undefined;
+    const target = scanner.session;
+    return {
+      header,
+      nextSeq: target.nextSeq,
+      storedAt: (seq) => target.storedAt(seq),
+      anchor: sealAnchor(
+        digest.hash,
+        target.nextSeq - 1,
+        { nodes: target.surfaceNodes, replaceGeneration: target.replaceGeneration },
+        scanner.ops,
+      ),
+    };
+  }
+
   /** Feeds the stored rows between the scanner's next seq and `head` into it. */
-  private *readTail(tx: RelationalTx, key: number, scanner: LogScanner, head: number): Steps<void> {
+  private *readTail(tx: RelationalTx, key: number, scanner: LogScanner<ScanTarget>, head: number): Steps<void> {
     const from = scanner.nextSeq;
     if (head <= from) return;
     const rows = yield* step(tx.rowsFrom(key, from, head));

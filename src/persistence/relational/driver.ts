@@ -66,6 +66,15 @@ export type SessionHeadRow = SessionRow & { head: number };
  */
 export type StoredRows = { events: EventRow[]; batches: BatchRow[] };
 
+/**
+ * The stored rows of a range of seqs as an anchored read hashes them: `text` is their
+ * anchor.ts `digestLine`s (without seqs, U+001E between rows) in seq order, built from the stored
+ * columns by the database; `rows` how many rows the range holds; `misplaced` how many of them are
+ * not where their seq says (SQLite: a seq column that disagrees with the row's key; PostgreSQL: a
+ * gap or duplicate, or a batch record of the range that starts on no row).
+ */
+export type PrefixDigestChunk = { text: string | Uint8Array; rows: number; misplaced: number };
+
 /** An erased id's tombstone: `create` refuses the id until `until` (epoch ms). */
 export type Tombstone = { erasedAt: number; until: number };
 
@@ -107,6 +116,10 @@ export interface RelationalTx {
   lockSessionForErase(id: string): Awaitable<number | undefined>;
   /** The stored rows of seqs `from <= seq < to`. */
   rowsFrom(key: number, from: number, to: number): Awaitable<StoredRows>;
+  /** The event rows of `seqs` that are stored, ascending. */
+  rowsAt(key: number, seqs: readonly number[]): Awaitable<EventRow[]>;
+  /** The digest of the stored rows of seqs `from <= seq < to`, built by the database (see {@link PrefixDigestChunk}). */
+  prefixDigest(key: number, from: number, to: number): Awaitable<PrefixDigestChunk>;
   /**
    * Stores one planned batch: its event rows and its batch record (a `batches` row in PostgreSQL,
    * the op and last seq on the batch's first event row in SQLite); and

@@ -270,6 +270,25 @@ function statements(s: string) {
     lockSessionForErase: `SELECT key FROM ${s}.sessions WHERE id = $1 FOR UPDATE`,
     eventsFrom: `SELECT seq, type, time, data, surface_op, source_event_seqs, ignorable FROM ${s}.events WHERE session_key = $1 AND seq >= $2 AND seq < $3 ORDER BY seq`,
     batchesFrom: `SELECT op, first_seq, last_seq FROM ${s}.batches WHERE session_key = $1 AND last_seq >= $2 AND first_seq < $3 ORDER BY first_seq`,
+    eventsAt: `SELECT seq, type, time, data, surface_op, source_event_seqs, ignorable FROM ${s}.events WHERE session_key = $1 AND seq = ANY($2::bigint[]) ORDER BY seq`,
+    // anchor.ts digestLine without the seq, built from the stored columns in seq order, each batch
+    // on the row of its first seq; misplaced counts a gap or a duplicate in the range and a batch
+    // of it that starts on no row (from seq 0 on, also one that starts before it).
+    digest: `
+      SELECT coalesce(string_agg(concat(e.time,
+            coalesce(chr(31) || CASE WHEN e.ignorable THEN '1' WHEN NOT e.ignorable THEN '0' END, chr(29)),
+            coalesce(chr(31) || b.last_seq::text, chr(29)), chr(31), e.type, chr(31), e.data,
+            coalesce(chr(31) || e.surface_op, chr(29)), coalesce(chr(31) || e.source_event_seqs, chr(29)),
+            coalesce(chr(31) || b.op, chr(29))), chr(30) ORDER BY e.seq, b.op), '') AS text,
+        count(*)::int AS rows,
+        (CASE WHEN count(*) = 0 OR (min(e.seq) = $2 AND max(e.seq) = $3 - 1 AND count(DISTINCT e.seq) = count(*))
+           THEN 0 ELSE 1 END
+         + (SELECT count(*) FROM ${s}.batches o
+            WHERE o.session_key = $1 AND o.first_seq < $3 AND (o.first_seq >= $2 OR $2 = 0)
+              AND NOT EXISTS (SELECT 1 FROM ${s}.events x WHERE x.session_key = o.session_key AND x.seq = o.first_seq)))::int
+          AS misplaced
+      FROM ${s}.events e LEFT JOIN ${s}.batches b ON b.session_key = e.session_key AND b.first_seq = e.seq
+      WHERE e.session_key = $1 AND e.seq >= $2 AND e.seq < $3`,
     insertEvents: `
       INSERT INTO ${s}.events (session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable, search)
       SELECT $1, seq, type, time, data, surface_op, sources, ignorable, to_tsvector('simple', body)
@@ -739,6 +758,15 @@ class PostgresStatements implements driver.RelationalTx {
     const events = (await this.db.query<EventRow>(this.sql.eventsFrom, [key, from, to])).rows;
     const batches = (await this.db.query<BatchRow>(this.sql.batchesFrom, [key, from, to])).rows;
     return { events, batches };
+  }
+
+  async rowsAt(key: number, seqs: readonly number[]): Promise<EventRow[]> {
+    return (await this.db.query<EventRow>(this.sql.eventsAt, [key, seqs])).rows;
+  }
+
+  async prefixDigest(key: number, from: number, to: number): Promise<driver.PrefixDigestChunk> {
+    return (await this.db.query<driver.PrefixDigestChunk & { text: string }>(this.sql.digest, [key, from, to]))
+      .rows[0]!;
   }
 
   async insertBatch(key: number, id: string, events: readonly StoredEvent[], op: string): Promise<void> {

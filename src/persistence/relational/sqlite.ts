@@ -735,6 +735,20 @@ class SqliteStatements implements driver.RelationalTx {
     return { events, batches };
   }
 
+  rowsAt(key: number, seqs: readonly number[]): EventRow[] {
+    const rows: EventRow[] = [];
+    for (const seq of seqs) {
+      const row = this.sql.eventAt.get(key, seq);
+      if (row) rows.push(row);
+    }
+    return rows;
+  }
+
+  prefixDigest(key: number, from: number, to: number): driver.PrefixDigestChunk {
+    const chunk = this.sql.digest.get(key, from, key, to)!;
+    return { text: chunk.text ?? new Uint8Array(), rows: chunk.rows, misplaced: chunk.misplaced };
+  }
+
   /** The batch's rows, its op and last seq on the first (indexed for search by the session's next search, not here). */
   insertBatch(key: number, _id: string, events: readonly StoredEvent[], op: string): void {
     const lastSeq = events[events.length - 1]!.seq;
@@ -1001,6 +1015,19 @@ function prepareStatements(db: Database.Database) {
     eventsFrom: db.prepare<[number, number, number, number], BatchedEventRow>(
       `SELECT seq, type, time, data, surface_op, source_event_seqs, ignorable, batch_op, batch_last_seq FROM events
        WHERE id >= (? << 32) + ? AND id < (? << 32) + ? ORDER BY id`,
+    ),
+    eventAt: db.prepare<[number, number], EventRow>(
+      `SELECT seq, type, time, data, surface_op, source_event_seqs, ignorable FROM events WHERE id = (? << 32) + ?`,
+    ),
+    // anchor.ts digestLine without the seq, built from the stored columns in rowid (= seq) order,
+    // as bytes; with the rows whose seq column disagrees with their key.
+    digest: db.prepare<[number, number, number, number], { text: Buffer | null; rows: number; misplaced: number }>(
+      `SELECT CAST(group_concat(concat(time, ifnull(char(31) || ignorable, char(29)),
+           ifnull(char(31) || batch_last_seq, char(29)), char(31), type, char(31), data,
+           ifnull(char(31) || surface_op, char(29)), ifnull(char(31) || source_event_seqs, char(29)),
+           ifnull(char(31) || batch_op, char(29))), char(30)) AS BLOB) AS text,
+         count(*) AS rows, ifnull(sum(seq <> (id & ${MAX_SEQ})), 0) AS misplaced
+       FROM events WHERE id >= (? << 32) + ? AND id < (? << 32) + ?`,
     ),
     // The batch a read from seq `from` starts inside: the nearest batch start below it.
     batchBefore: db.prepare<[number, number, number], BatchRow>(

@@ -1,0 +1,315 @@
+/**
+ * Cold reads through a checkpoint's anchor (src/persistence/anchor.ts), on every backend: a fresh
+ * store verifies the checkpointed prefix by hashing its stored bytes and validates only the tail,
+ * and damage anywhere, in the prefix, the tail or the checkpoint, still ends in the answer or the
+ * refusal a full read gives.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  openStore,
+  readDerivedHistory,
+  writeProjectionCheckpoint,
+  type ProjectionCacheRecord,
+  type SessionStore,
+} from '../../src/persistence/index.js';
+import { Session, isSessionlogError, type NewEvent, type SurfaceSnapshot } from '../../src/session/index.js';
+import { closedTurn, testHeader } from '../support/persistence-events.js';
+import {
+  BACKENDS,
+  dropPostgresTestSchemas,
+  postgresFixture,
+  probePostgres,
+  tempDir,
+  type BackendFixture,
+} from '../support/store-fixtures.js';
+
+const postgres = await probePostgres();
+if (!postgres.available) console.warn(`anchored reads: PostgreSQL skipped: ${postgres.reason}`);
+const fixtures: BackendFixture[] = [...BACKENDS, ...(postgres.available ? [postgresFixture] : [])];
+
+const T = 1_700_000_000_000;
+const GREP = JSON.stringify({ pattern: 'quokka' });
+
+function toolResult(content: string, extra: Record<string, unknown> = {}): never {
+  return {
+    turn: 1,
+    step: 2,
+    message: {
+      id: 'r1',
+      role: 'user',
+      content: [{ type: 'tool-result', toolCallId: 'c1', content: [{ type: 'text', text: content }] }],
+      source: { kind: 'tool', callId: 'c1' },
+      ...extra,
+    },
+  } as never;
+}
+
+/** A closed turn with a tool call; its tool result is the surface node at seq 7. */
+function toolTurn(): NewEvent[] {
+  const reply = (id: string, step: number, content: unknown[]): NewEvent => ({
+    type: 'assistant/message',
+    time: T,
+    data: {
+      turn: 1,
+      step,
+      message: { id, role: 'assistant', content, source: { kind: 'model', provider: 'fake', model: 'm' } },
+    } as never,
+    surfaceOp: 'append',
+  });
+  return [
+    { type: 'turn/start', time: T, data: { turn: 1 } },
+    {
+      type: 'user/message',
+      time: T,
+      data: { id: 'u1', role: 'user', content: [{ type: 'text', text: 'find it' }], source: { kind: 'user' } },
+      surfaceOp: 'append',
+    },
+    { type: 'step/start', time: T, data: { turn: 1, step: 1 } },
+    reply('a1', 1, [{ type: 'tool-call', id: 'c1', name: 'grep', arguments: GREP }]),
+    { type: 'tool/call', time: T, data: { turn: 1, step: 1, callId: 'c1', name: 'grep', arguments: GREP } },
+    { type: 'step/end', time: T, data: { turn: 1, step: 1 } },
+    { type: 'step/start', time: T, data: { turn: 1, step: 2 } },
+    { type: 'tool/result', time: T, data: toolResult('a very long grep output'), surfaceOp: 'append' },
+    reply('a2', 2, [{ type: 'text', text: 'found it' }]),
+    { type: 'step/end', time: T, data: { turn: 1, step: 2 } },
+    { type: 'turn/end', time: T, data: { turn: 1, reason: { kind: 'completed' } } },
+  ];
+}
+
+const TOOL_RESULT_SEQ = 7;
+/** The pruner's rewrite of the tool result at seq 7: only its inner content changes. */
+const prune: NewEvent = {
+  type: 'tool/result',
+  time: T,
+  data: toolResult('[pruned]'),
+  surfaceOp: { op: 'replace', start: TOOL_RESULT_SEQ, end: TOOL_RESULT_SEQ },
+  sourceEventSeqs: [TOOL_RESULT_SEQ],
+};
+
+/** Seqs of the log {@link build} writes: the anchored prefix, then the tail. */
+const PREFIX_LAST = 16; // toolTurn (0..10) and closedTurn(2) (11..16)
+const PRUNE_SEQ = 17; // the tail: the prune (17), closedTurn(3) (18..23)
+const HEAD = 24;
+
+describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
+  let dir: { dir: string; cleanup: () => void };
+  let url: string;
+  const open: SessionStore[] = [];
+
+  async function fresh(): Promise<SessionStore> {
+    const store = await openStore(url);
+    open.push(store);
+    return store;
+  }
+
+  /** The checkpointed prefix (anchored at PREFIX_LAST), then the tail; every store closed after. */
+  async function build(): Promise<ProjectionCacheRecord> {
+    const store = await fresh();
+    await store.create(testHeader('s'));
+    await store.append('s', toolTurn(), { expectedSeq: 0, op: 'turn-1' });
+    await store.append('s', closedTurn(2, T), { expectedSeq: 11, op: 'turn-2' });
+    expect(await writeProjectionCheckpoint(store, 's')).toEqual({ asOfSeq: PREFIX_LAST });
+    const record = (await store.projectionCache.get('s'))!;
+    expect(record.anchor).toMatchObject({ seq: PREFIX_LAST });
+    await store.append('s', [prune], { expectedSeq: PRUNE_SEQ, op: 'prune' });
+    await store.append('s', closedTurn(3, T), { expectedSeq: 18, op: 'turn-3' });
+    await closeAll();
+    return record;
+  }
+
+  async function closeAll(): Promise<void> {
+    for (const store of open.splice(0)) await store.close();
+  }
+
+  function surfaceOf(record: ProjectionCacheRecord): SurfaceSnapshot {
+    return record.rows.surface!.val as unknown as SurfaceSnapshot;
+  }
+
+  /** What a full read of the stored log answers: its messages, or the error it is refused with. */
+  async function fullRead(): Promise<{ messages: unknown } | { error: unknown }> {
+    const store = await fresh();
+    try {
+      return {
+        messages: Session.fromEvents(await store.header('s'), await store.readFrom('s', 0)).deriveMessages(),
+      };
+    } catch (error) {
+      return { error };
+    }
+  }
+
+  /** A cold derived-history read on a fresh store, as an answer or an error. */
+  async function coldRead(): Promise<{ messages: unknown; fromCache: boolean } | { error: unknown }> {
+    try {
+      const history = await readDerivedHistory(await fresh(), 's');
+      return { messages: history.messages, fromCache: history.fromCache };
+    } catch (error) {
+      return { error };
+    }
+  }
+
+  /** The cold read refuses exactly as a full read does, naming the same seq. */
+  async function expectRefusedAsFullRead(): Promise<void> {
+    const full = await fullRead();
+    expect('error' in full && isSessionlogError(full.error, 'CORRUPT_LOG')).toBe(true);
+    const cold = await coldRead();
+    expect('error' in cold).toBe(true);
+    const [fullError, coldError] = [(full as { error: Error }).error, (cold as { error: Error }).error];
+    expect(isSessionlogError(coldError, 'CORRUPT_LOG')).toBe(true);
+    expect(coldError.message).toBe(fullError.message);
+  }
+
+  beforeEach(() => {
+    dir = tempDir('sessionlog-anchored-');
+    url = fixture.url(dir.dir);
+  });
+
+  afterEach(async () => {
+    await closeAll();
+    if (fixture.name === 'postgres') dropPostgresTestSchemas();
+    dir.cleanup();
+  });
+
+  it('verifies the prefix by its digest and validates only the tail, in the context the anchor holds', async () => {
+    const record = await build();
+    const anchored = await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record));
+    expect(anchored).toBeDefined();
+    expect(anchored!.nextSeq).toBe(HEAD);
+    expect(anchored!.storedAt(PRUNE_SEQ)).toMatchObject({ seq: PRUNE_SEQ, op: 'prune', type: 'tool/result' });
+    // Of the prefix, only what the surface still shows (and the anchored seq) was decoded.
+    expect(anchored!.storedAt(TOOL_RESULT_SEQ)).toMatchObject({ seq: TOOL_RESULT_SEQ, op: 'turn-1' });
+    expect(anchored!.storedAt(0)).toBeUndefined();
+    expect(anchored!.anchor.seq).toBe(HEAD - 1);
+
+    const full = await fullRead();
+    const cold = await coldRead();
+    expect(cold).toEqual({ messages: (full as { messages: unknown }).messages, fromCache: true });
+    expect(JSON.stringify((cold as { messages: unknown }).messages)).toContain('[pruned]');
+    // A tail this short is not due a checkpoint (derived-history.ts): the read left the record as it was.
+    expect(await (await fresh()).projectionCache.get('s')).toEqual(record);
+  });
+
+  it('writes the checkpoint back, anchored at the head, once the tail is due one, and the next cold read verifies it', async () => {
+    await build();
+    const writer = await fresh();
+    const runs = (from: number): NewEvent[] =>
+      Array.from({ length: 100 }, (_, i) => ({
+        type: 'session/run',
+        time: T,
+        data: { workflowId: 'w', runId: `r${from + i}` },
+      }));
+    for (let at = HEAD; at < HEAD + 300; at += 100)
+      await writer.append('s', runs(at), { expectedSeq: at, op: `runs-${at}` });
+    await closeAll();
+    expect(await coldRead()).toMatchObject({ fromCache: true });
+    const refreshed = (await (await fresh()).projectionCache.get('s'))!;
+    expect(refreshed.anchor?.seq).toBe(HEAD + 299);
+    const again = await (await fresh()).readAnchored('s', refreshed.anchor!, surfaceOf(refreshed));
+    expect(again).toMatchObject({ nextSeq: HEAD + 300 });
+    expect(again!.anchor).toEqual(refreshed.anchor);
+  });
+
+  it('reads through the validated copy a store already holds, and anchors only that copy at its head', async () => {
+    const record = await build();
+    const store = await fresh();
+    await store.readFrom('s', 0);
+    expect(await store.readAnchored('s', record.anchor!, surfaceOf(record))).toBeUndefined();
+    expect(await store.prefixAnchor('s', HEAD - 2)).toBeUndefined();
+    const anchor = await store.prefixAnchor('s', HEAD - 1);
+    // The anchor of the copy the store validated is the anchor a cold read computes from the stored bytes.
+    const cold = await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record));
+    expect(anchor).toEqual(cold!.anchor);
+  });
+
+  it('does not take a prefix that changed in any way, even validly, from the anchor', async () => {
+    const record = await build();
+    const edited = (await fresh()).readFrom('s', 0).then((events) => events[1]!);
+    const user = (await edited) as unknown as Record<string, unknown> & { data: { content: unknown[] } };
+    await closeAll();
+    fixture.editRecord(url, 's', 1, {
+      kind: 'replace',
+      event: { ...user, data: { ...user.data, content: [{ type: 'text', text: 'find it, edited' }] } },
+    });
+    expect(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record))).toBeUndefined();
+    const cold = await coldRead();
+    expect(cold).toEqual({ ...(await fullRead()), fromCache: true });
+    expect(JSON.stringify(cold)).toContain('find it, edited');
+  });
+
+  it.each([
+    ['a prefix record that does not decode', 3, { kind: 'garble' } as const],
+    ['a prefix record removed', 2, { kind: 'delete' } as const],
+    ['a tail record that does not decode', 20, { kind: 'garble' } as const],
+  ])('refuses %s as a full read does', async (_name, seq, edit) => {
+    const record = await build();
+    fixture.editRecord(url, 's', seq, edit);
+    expect(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record))).toBeUndefined();
+    await expectRefusedAsFullRead();
+  });
+
+  it('validates the tail against the anchored prefix: a rewrite of a prefix tool result that changes more than its content is refused', async () => {
+    const record = await build();
+    fixture.editRecord(url, 's', PRUNE_SEQ, {
+      kind: 'replace',
+      event: {
+        seq: PRUNE_SEQ,
+        type: 'tool/result',
+        time: T,
+        data: toolResult('[pruned]', { id: 'another-id' }),
+        surfaceOp: prune.surfaceOp,
+        sourceEventSeqs: prune.sourceEventSeqs,
+      },
+    });
+    expect(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record))).toBeUndefined();
+    await expectRefusedAsFullRead();
+  });
+
+  // PostgreSQL's batches table cannot hold an op twice (its primary key), so no log there reuses one.
+  it.skipIf(fixture.name === 'postgres')(
+    'validates the tail against the anchored ops: a tail batch reusing a prefix op is refused',
+    async () => {
+      const record = await build();
+      fixture.plantEvent(url, 's', {
+        seq: HEAD,
+        type: 'session/run',
+        time: T,
+        data: { workflowId: 'w', runId: 'r' },
+        op: 'turn-1',
+      });
+      expect(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record))).toBeUndefined();
+      await expectRefusedAsFullRead();
+    },
+  );
+
+  it('does not trust a checkpoint whose surface or ops were edited', async () => {
+    const record = await build();
+    const surface = surfaceOf(record);
+    const store = await fresh();
+    const dropped = { ...surface, nodes: surface.nodes.slice(1) };
+    expect(await store.readAnchored('s', record.anchor!, dropped)).toBeUndefined();
+    const ops = record.anchor!.ops.filter(([op]) => op !== 'turn-2');
+    expect(await store.readAnchored('s', { ...record.anchor!, ops }, surface)).toBeUndefined();
+    const moved = { ...record.anchor!, seq: PREFIX_LAST - 1 };
+    expect(await store.readAnchored('s', moved, surface)).toBeUndefined();
+    expect(await store.readAnchored('s', record.anchor!, surface)).toBeDefined();
+  });
+
+  it('leaves a relational log whose op holds a control character unanchored (its digest text could be read two ways); it reads as before', async () => {
+    const store = await fresh();
+    await store.create(testHeader('s'));
+    await store.append('s', closedTurn(1, T), { expectedSeq: 0, op: 'turn\u001f1' });
+    await writeProjectionCheckpoint(store, 's');
+    const record = (await store.projectionCache.get('s'))!;
+    // JSONL anchors the file's bytes, which JSON escapes the op in.
+    expect(record.anchor === undefined).toBe(fixture.name !== 'jsonl');
+    await store.append('s', closedTurn(2, T), { expectedSeq: 6, op: 'turn-2' });
+    await closeAll();
+    expect(await coldRead()).toEqual({ ...(await fullRead()), fromCache: true });
+  });
+
+  it('answers SESSION_NOT_FOUND for a session that does not exist', async () => {
+    const record = await build();
+    await expect((await fresh()).readAnchored('nope', record.anchor!, surfaceOf(record))).rejects.toMatchObject({
+      code: 'SESSION_NOT_FOUND',
+    });
+  });
+});
