@@ -96,12 +96,15 @@ async function restoreProjections(
     );
   }
   const report = options.onCacheProblem ?? (() => undefined);
-  const record = await cacheRecord(store, id, report);
+  let record = await cacheRecord(store, id, report);
   const anchored = record && (await readAnchored(store, id, record, report));
-  const fromAnchor = anchored && restoreFromCache(record!, anchored, registry, report);
+  // The stored log is not the one the record's anchor sealed (damaged, or changed under it even
+  // into another valid log): its checkpoint describes another log and is not used at all.
+  if (anchored === 'differs') record = undefined;
+  const fromAnchor = typeof anchored === 'object' ? restoreFromCache(record!, anchored, registry, report) : undefined;
   let session: SessionReads;
   let cached: Restored | undefined;
-  if (anchored && fromAnchor?.used) {
+  if (typeof anchored === 'object' && fromAnchor?.used) {
     session = anchored;
     cached = fromAnchor;
   } else {
@@ -112,7 +115,7 @@ async function restoreProjections(
   if (options.forceWrite || writeBackDue(record, cached, restored.asOfSeq)) {
     try {
       const anchor =
-        anchored && session === anchored ? anchored.anchor : await store.prefixAnchor(id, restored.asOfSeq);
+        session === anchored ? (anchored as AnchoredRead).anchor : await store.prefixAnchor(id, restored.asOfSeq);
       await store.projectionCache.put(id, {
         identity: { createdAt: session.header.createdAt },
         rows: registry.checkpoint(restored.states, restored.asOfSeq),
@@ -162,15 +165,15 @@ async function cacheRecord(
 }
 
 /**
- * The session read from the record's anchor, when the record has one at its surface row's seq
- * and the store can verify it (store.ts `readAnchored`); else undefined.
+ * The session read from the record's anchor (store.ts `readAnchored`), or what kept the store from
+ * it; undefined when the record has no anchor at its surface row's seq, or the read failed.
  */
 async function readAnchored(
   store: SessionStore,
   id: string,
   record: ProjectionCacheRecord,
   report: (problem: unknown) => void,
-): Promise<AnchoredRead | undefined> {
+): Promise<AnchoredRead | 'held' | 'differs' | undefined> {
   const anchor = record.anchor;
   const row = record.rows[surfaceProjection.key];
   if (anchor === undefined || row === undefined || row.ver !== surfaceProjection.stateVersion || row.seq !== anchor.seq)

@@ -827,12 +827,16 @@ export class JsonlSessionStore implements SessionStore {
     return (await this.readState(id)).scanner.session;
   }
 
-  async readAnchored(id: string, anchor: PrefixAnchor, surface: SurfaceSnapshot): Promise<AnchoredRead | undefined> {
+  async readAnchored(
+    id: string,
+    anchor: PrefixAnchor,
+    surface: SurfaceSnapshot,
+  ): Promise<AnchoredRead | 'held' | 'differs'> {
     this.assertOpen();
     assertSessionId(id);
     return this.copies.serial(id, async () => {
       // With a validated copy here, reading through it costs less than hashing the prefix.
-      if (this.copies.get(id)) return undefined;
+      if (this.copies.get(id)) return 'held';
       await this.requireSession(id);
       const handle = await this.openLog(id);
       try {
@@ -846,7 +850,7 @@ export class JsonlSessionStore implements SessionStore {
   /**
    * A cold read from an anchor (anchor.ts): the file's bytes before `anchor.position` hashed, not
    * parsed; on a match, the lines of the prefix's surface nodes parsed and the lines after it
-   * validated from the anchored state. Undefined for a prefix that differs or a tail that does not
+   * validated from the anchored state. `differs` for a prefix that differs or a tail that does not
    * validate. A torn final write is left out, as every read leaves it.
    */
   private async anchoredRead(
@@ -854,25 +858,25 @@ export class JsonlSessionStore implements SessionStore {
     handle: FileHandle,
     anchor: PrefixAnchor,
     surface: SurfaceSnapshot,
-  ): Promise<AnchoredRead | undefined> {
+  ): Promise<AnchoredRead | 'differs'> {
     const position = anchor.position;
     const size = (await handle.stat()).size;
-    if (position === undefined || size < position) return undefined;
+    if (position === undefined || size < position) return 'differs';
     const path = this.logPath(id);
     const top = await readHeaderLine(handle, id, path);
-    if (position < top.end) return undefined;
+    if (position < top.end) return 'differs';
     const bytes = await readFully(handle, 0, size);
     const digest = newPrefixHash().update(bytes.subarray(0, position));
-    if (!anchorMatches(digest, anchor, surface)) return undefined;
+    if (!anchorMatches(digest, anchor, surface)) return 'differs';
     const prefix = prefixLines(bytes.subarray(0, position), top.end, [...surface.nodes, anchor.seq], top.format, id);
-    if (prefix === undefined) return undefined;
+    if (prefix === undefined) return 'differs';
     const where = `session ${id} in ${path}`;
     const framing = top.format === 2 ? 'jsonl-v2' : 'jsonl-v1';
     const target = new ResumedLog(top.header, anchor.seq + 1, surface, prefix);
     const scanner = LogScanner.resume(target, anchorOpRanges(anchor), framing, where, position);
     scanLines(scanner, top.format, bytes.subarray(position), position);
     scanner.finish();
-    if (scanner.problem) return undefined;
+    if (scanner.problem) return 'differs';
     digest.update(bytes.subarray(position, scanner.validEnd));
     return {
       header: top.header,

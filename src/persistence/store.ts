@@ -240,13 +240,13 @@ export interface SessionStore {
   /**
    * A cold read from a checkpoint: when the stored log through `anchor.seq` is the prefix the
    * anchor sealed with the checkpoint's `surface`, only the events after it are read and
-   * validated (in the context the anchor holds). Undefined, having read little, when the store
-   * holds a validated copy of the session (read it through `session`), and undefined when the
-   * prefix or the checkpoint differ from what was sealed, or the events after it do not validate:
-   * `session` then reads and validates the whole log, and refuses damage as always.
-   * SESSION_NOT_FOUND for an unknown session.
+   * validated (in the context the anchor holds). `held`, having read nothing of the log, when the
+   * store holds a validated copy of the session (read it through `session`); `differs` when the
+   * stored prefix or the checkpoint is not what the anchor sealed, or the events after it do not
+   * validate: the checkpoint does not describe this log, and `session` reads and validates the
+   * whole log, refusing damage as always. SESSION_NOT_FOUND for an unknown session.
    */
-  readAnchored(id: string, anchor: PrefixAnchor, surface: SurfaceSnapshot): Promise<AnchoredRead | undefined>;
+  readAnchored(id: string, anchor: PrefixAnchor, surface: SurfaceSnapshot): Promise<AnchoredRead | 'held' | 'differs'>;
   /**
    * The anchor of the store's validated copy of the session at `seq`, for a checkpoint written at
    * that seq; undefined when the store holds no copy whose last seq is `seq`.

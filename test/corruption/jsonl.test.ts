@@ -4,20 +4,34 @@
  * every kind of offset, deleted, duplicated and swapped lines, edited JSON fields, changed seqs,
  * garbage appended, header edits — and each outcome is judged by the oracle in
  * test/support/corruption.ts. Seeded (SESSIONLOG_CORRUPTION_SEED reproduces a run).
+ *
+ * Every other case (`COLD_EVERY`) also gets a projection checkpoint whose anchor seals an
+ * undamaged prefix of its original log, 1..all of its batches, written by the real code as the
+ * same session in a scratch directory (its file is checked to be the start of the case's
+ * undamaged copy); a fresh store instance's cold derived-history read through it is judged
+ * (test/support/corruption.ts, `ColdCheck`). Only every other case: writing every case's prefix
+ * through the real append path (a JSONL append costs 1.5-2 ms of CPU) took the suite to nearly
+ * four times its time, and every other case still well over twice.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openStore } from '../../src/persistence/index.js';
 import {
+  ColdTally,
   OutcomeCounts,
+  anchorBatches,
+  anchoredCheckpoints,
   corruptionSeed,
+  freshReaders,
   judge,
   originalOf,
   realisticBatches,
+  scratchDir,
   seededRng,
   writeBatches,
   type Damage,
+  type GeneratedBatch,
   type Original,
   type Rng,
 } from '../support/corruption.js';
@@ -26,6 +40,10 @@ import { tempDir } from '../support/store-fixtures.js';
 const CASES = 360;
 const PRISTINE = 4;
 const SEED = corruptionSeed(0x51_0c_c0_01);
+/** The checkpoints' prefixes are drawn from a stream of their own, so a seed's damages stay what they were. */
+const ANCHOR_STREAM = 0x0a_c4_0e_27;
+/** Every how many cases one gets a checkpoint and its cold read judged. */
+const COLD_EVERY = 2;
 
 type Line = { start: number; end: number };
 
@@ -267,18 +285,39 @@ describe('corruption suite: jsonl', () => {
   it(`each of ${CASES} random damages to sessions written by the real code is refused naming a damaged seq, or a torn final write recovered, never a shorter log or a rewritten file`, async () => {
     const { dir, cleanup } = tempDir('sessionlog-corruption-jsonl-');
     const root = join(dir, 'root');
+    const scratchPlace = scratchDir('sessionlog-corruption-jsonl-scratch-');
+    const scratchRoot = join(scratchPlace.dir, 'root');
     const rng = seededRng(SEED);
+    const anchorRng = seededRng(SEED ^ ANCHOR_STREAM);
     const counts = new Map<string, number>();
     const outcomes = new OutcomeCounts();
+    const cold = new ColdTally();
+    const scratch = await openStore(`jsonl:${scratchRoot}`);
     try {
       const setup = await openStore(`jsonl:${root}`);
       const originals: Original[] = [];
+      const generated: GeneratedBatch[][] = [];
       const files: Buffer[] = [];
       for (let p = 0; p < PRISTINE; p++) {
-        originals.push(originalOf(await writeBatches(setup, `pristine-${p}`, realisticBatches(rng, `pristine-${p}`))));
+        generated.push(realisticBatches(rng, `pristine-${p}`));
+        originals.push(originalOf(await writeBatches(setup, `pristine-${p}`, generated[p]!)));
         files.push(readFileSync(join(root, `pristine-${p}`, 'session.jsonl')));
       }
       await setup.close();
+      // Each checked case's checkpoint: the same session's first k original batches, written by the real code.
+      const records = await anchoredCheckpoints(
+        scratch,
+        Array.from({ length: CASES }, (_, i) =>
+          i % COLD_EVERY === 0
+            ? {
+                id: `case-${i}`,
+                batches: generated[i % PRISTINE]!,
+                k: anchorBatches(anchorRng, generated[i % PRISTINE]!.length),
+              }
+            : undefined,
+        ),
+        4,
+      );
       for (let i = 0; i < CASES; i++) {
         const p = i % PRISTINE;
         const id = `case-${i}`;
@@ -289,12 +328,23 @@ describe('corruption suite: jsonl', () => {
           Buffer.from(`${JSON.stringify({ ...header, id })}\n`),
           files[p]!.subarray(lines[0]!.end),
         ]);
+        const record = records[i];
+        if (record) {
+          const prefix = prefixBytes(copy, record.anchor.seq + 1);
+          expect(
+            readFileSync(join(scratchRoot, id, 'session.jsonl')).equals(prefix),
+            `${id}: the scratch file is not the start of the case's copy`,
+          ).toBe(true);
+          expect(record.anchor.position, `${id}: the anchor's position`).toBe(prefix.length);
+          if (record.anchor.seq === originals[p]!.events.length - 1) cold.wholeLog++;
+        }
         const { bytes, damage } = damageFile(rng, copy, originals[p]!);
         const path = join(root, id, 'session.jsonl');
         mkdirSync(join(root, id), { mode: 0o700 });
         writeFileSync(path, bytes, { mode: 0o600 });
         const store = await openStore(`jsonl:${root}`);
         try {
+          if (record) await store.projectionCache.put(id, record);
           const outcome = await judge(
             store,
             id,
@@ -309,6 +359,7 @@ describe('corruption suite: jsonl', () => {
             },
             { id: 'pristine-0', events: originals[0]!.events.length },
             'jsonl',
+            record && { readers: freshReaders(() => openStore(`jsonl:${root}`)), record, tally: cold },
           );
           outcomes.add(damage.kind.split(':')[0]!, outcome);
           counts.set(damage.kind, (counts.get(damage.kind) ?? 0) + 1);
@@ -317,10 +368,15 @@ describe('corruption suite: jsonl', () => {
         }
       }
     } finally {
+      await scratch.close();
+      scratchPlace.cleanup();
       cleanup();
     }
     outcomes.print('jsonl', SEED);
+    cold.print('jsonl', SEED);
     expect(outcomes.total()).toBe(CASES);
+    expect(cold.judged).toBe(Math.ceil(CASES / COLD_EVERY));
+    expect(cold.anchored, 'no cold read took the anchored path').toBeGreaterThan(0);
     // The run exercised both sides of the rule.
     expect(outcomes.total('refused')).toBeGreaterThan(CASES / 4);
     expect(outcomes.total('recovered')).toBeGreaterThan(10);

@@ -15,20 +15,33 @@
  * cannot hold (two batches starting on one row, or one that must be refused only because of such
  * a vanished batch, with no batch left claiming seqs past the last row) is drawn again, and how
  * many were is printed.
+ *
+ * Every other case (`COLD_EVERY`) also gets a projection checkpoint whose anchor seals an
+ * undamaged prefix of its original log, 1..all of its batches, written by the real code as the
+ * same session in a scratch database (its rows are checked to be the case's own); a fresh store
+ * instance's cold derived-history read through it is judged (test/support/corruption.ts,
+ * `ColdCheck`). Only every other case: doing it for every case (the scratch appends, two store
+ * instances opened per case and the reads) took this short suite to over twice its time.
  */
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { openStore } from '../../src/persistence/index.js';
 import {
+  ColdTally,
   OutcomeCounts,
+  anchorBatches,
+  anchoredCheckpoints,
   corruptionSeed,
+  freshReaders,
   judge,
   originalOf,
   realisticBatches,
+  scratchDir,
   seededRng,
   writeBatches,
   type Damage,
+  type GeneratedBatch,
   type Original,
 } from '../support/corruption.js';
 import { cloneModel, damageRows, keepsRowPrefix, snapshotOf, type RowModel } from '../support/corruption-rows.js';
@@ -37,6 +50,10 @@ import { tempDir } from '../support/store-fixtures.js';
 const CASES = 330;
 const PRISTINE = 4;
 const SEED = corruptionSeed(0x5a_11_7e_01);
+/** The checkpoints' prefixes are drawn from a stream of their own, so a seed's damages stay what they were. */
+const ANCHOR_STREAM = 0x0a_c4_0e_27;
+/** Every how many cases one gets a checkpoint and its cold read judged. */
+const COLD_EVERY = 2;
 
 const MAX_SEQ = 2 ** 32 - 1;
 
@@ -127,31 +144,68 @@ describe('corruption suite: sqlite', () => {
     const { dir, cleanup } = tempDir('sessionlog-corruption-sqlite-');
     const url = `sqlite:${join(dir, 'store.db')}`;
     const rng = seededRng(SEED);
+    const anchorRng = seededRng(SEED ^ ANCHOR_STREAM);
     const outcomes = new OutcomeCounts();
+    const cold = new ColdTally();
     const redrawn = new Map<string, number>();
     const raw = (): Database.Database => new Database(join(dir, 'store.db'));
     try {
       const setup = await openStore(url);
       const originals: Original[] = [];
-      for (let p = 0; p < PRISTINE; p++)
-        originals.push(originalOf(await writeBatches(setup, `pristine-${p}`, realisticBatches(rng, `pristine-${p}`))));
+      const generated: GeneratedBatch[][] = [];
+      for (let p = 0; p < PRISTINE; p++) {
+        generated.push(realisticBatches(rng, `pristine-${p}`));
+        originals.push(originalOf(await writeBatches(setup, `pristine-${p}`, generated[p]!)));
+      }
       await setup.close();
       const db = raw();
       const models = originals.map((_, p) => readModel(db, `pristine-${p}`));
       const store = await openStore(url);
+      const scratchPlace = scratchDir('sessionlog-corruption-sqlite-scratch-');
+      const scratchFile = join(scratchPlace.dir, 'scratch.db');
+      const scratch = await openStore(`sqlite:${scratchFile}`);
+      const scratchDb = new Database(scratchFile, { readonly: true });
       try {
+        // Each checked case's checkpoint: the same session's first k original batches, written by the real code.
+        const records = await anchoredCheckpoints(
+          scratch,
+          Array.from({ length: CASES }, (_, i) =>
+            i % COLD_EVERY === 0
+              ? {
+                  id: `case-${i}`,
+                  batches: generated[i % PRISTINE]!,
+                  k: anchorBatches(anchorRng, generated[i % PRISTINE]!.length),
+                }
+              : undefined,
+          ),
+          1,
+        );
         for (let i = 0; i < CASES; i++) {
           const p = i % PRISTINE;
           const id = `case-${i}`;
+          const header = models[p]!.header.replace(`"id":"pristine-${p}"`, `"id":"${id}"`);
+          const record = records[i];
+          if (record) {
+            const last = record.anchor.seq;
+            expect(snapshotOf(readModel(scratchDb, id)), `${id}: the scratch rows are not the case's prefix`).toBe(
+              snapshotOf({
+                header,
+                events: models[p]!.events.filter((e) => e.seq <= last),
+                batches: models[p]!.batches.filter((b) => b.first_seq <= last),
+              }),
+            );
+            if (last === originals[p]!.events.length - 1) cold.wholeLog++;
+          }
           let model: RowModel;
           let damage: ReturnType<typeof damageRows>;
           for (;;) {
             model = cloneModel(models[p]!);
-            model.header = model.header.replace(`"id":"pristine-${p}"`, `"id":"${id}"`);
+            model.header = header;
             damage = damageRows(rng, model, originals[p]!);
             if (writeModel(db, id, model, damage)) break;
             redrawn.set(damage.kind, (redrawn.get(damage.kind) ?? 0) + 1);
           }
+          if (record) await store.projectionCache.put(id, record);
           const outcome = await judge(
             store,
             id,
@@ -163,11 +217,15 @@ describe('corruption suite: sqlite', () => {
             },
             { id: 'pristine-0', events: originals[0]!.events.length },
             'sqlite',
+            record && { readers: freshReaders(() => openStore(url)), record, tally: cold },
           );
           outcomes.add(damage.kind.split(':')[0]!, outcome);
         }
       } finally {
         await store.close();
+        await scratch.close();
+        scratchDb.close();
+        scratchPlace.cleanup();
         db.close();
       }
     } finally {
@@ -177,7 +235,10 @@ describe('corruption suite: sqlite', () => {
     console.info(
       `[corruption sqlite] damages the format cannot hold, drawn again: ${JSON.stringify(Object.fromEntries(redrawn))}`,
     );
+    cold.print('sqlite', SEED);
     expect(outcomes.total()).toBe(CASES);
+    expect(cold.judged).toBe(Math.ceil(CASES / COLD_EVERY));
+    expect(cold.anchored, 'no cold read took the anchored path').toBeGreaterThan(0);
     expect(outcomes.total('recovered')).toBe(0);
     expect(outcomes.total('refused')).toBeGreaterThan(CASES / 3);
   }, 300_000);

@@ -9,6 +9,7 @@ import {
   openStore,
   readDerivedHistory,
   writeProjectionCheckpoint,
+  type AnchoredRead,
   type ProjectionCacheRecord,
   type SessionStore,
 } from '../../src/persistence/index.js';
@@ -121,6 +122,12 @@ describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
     for (const store of open.splice(0)) await store.close();
   }
 
+  /** The session an anchored read returned (failing the test when the store answered held or differs). */
+  function readOf(result: AnchoredRead | 'held' | 'differs'): AnchoredRead {
+    expect(typeof result).toBe('object');
+    return result as AnchoredRead;
+  }
+
   function surfaceOf(record: ProjectionCacheRecord): SurfaceSnapshot {
     return record.rows.surface!.val as unknown as SurfaceSnapshot;
   }
@@ -171,14 +178,13 @@ describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
 
   it('verifies the prefix by its digest and validates only the tail, in the context the anchor holds', async () => {
     const record = await build();
-    const anchored = await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record));
-    expect(anchored).toBeDefined();
-    expect(anchored!.nextSeq).toBe(HEAD);
-    expect(anchored!.storedAt(PRUNE_SEQ)).toMatchObject({ seq: PRUNE_SEQ, op: 'prune', type: 'tool/result' });
+    const anchored = readOf(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record)));
+    expect(anchored.nextSeq).toBe(HEAD);
+    expect(anchored.storedAt(PRUNE_SEQ)).toMatchObject({ seq: PRUNE_SEQ, op: 'prune', type: 'tool/result' });
     // Of the prefix, only what the surface still shows (and the anchored seq) was decoded.
-    expect(anchored!.storedAt(TOOL_RESULT_SEQ)).toMatchObject({ seq: TOOL_RESULT_SEQ, op: 'turn-1' });
-    expect(anchored!.storedAt(0)).toBeUndefined();
-    expect(anchored!.anchor.seq).toBe(HEAD - 1);
+    expect(anchored.storedAt(TOOL_RESULT_SEQ)).toMatchObject({ seq: TOOL_RESULT_SEQ, op: 'turn-1' });
+    expect(anchored.storedAt(0)).toBeUndefined();
+    expect(anchored.anchor.seq).toBe(HEAD - 1);
 
     const full = await fullRead();
     const cold = await coldRead();
@@ -203,21 +209,21 @@ describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
     expect(await coldRead()).toMatchObject({ fromCache: true });
     const refreshed = (await (await fresh()).projectionCache.get('s'))!;
     expect(refreshed.anchor?.seq).toBe(HEAD + 299);
-    const again = await (await fresh()).readAnchored('s', refreshed.anchor!, surfaceOf(refreshed));
+    const again = readOf(await (await fresh()).readAnchored('s', refreshed.anchor!, surfaceOf(refreshed)));
     expect(again).toMatchObject({ nextSeq: HEAD + 300 });
-    expect(again!.anchor).toEqual(refreshed.anchor);
+    expect(again.anchor).toEqual(refreshed.anchor);
   });
 
   it('reads through the validated copy a store already holds, and anchors only that copy at its head', async () => {
     const record = await build();
     const store = await fresh();
     await store.readFrom('s', 0);
-    expect(await store.readAnchored('s', record.anchor!, surfaceOf(record))).toBeUndefined();
+    expect(await store.readAnchored('s', record.anchor!, surfaceOf(record))).toBe('held');
     expect(await store.prefixAnchor('s', HEAD - 2)).toBeUndefined();
     const anchor = await store.prefixAnchor('s', HEAD - 1);
     // The anchor of the copy the store validated is the anchor a cold read computes from the stored bytes.
-    const cold = await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record));
-    expect(anchor).toEqual(cold!.anchor);
+    const cold = readOf(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record)));
+    expect(anchor).toEqual(cold.anchor);
   });
 
   it('does not take a prefix that changed in any way, even validly, from the anchor', async () => {
@@ -229,10 +235,26 @@ describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
       kind: 'replace',
       event: { ...user, data: { ...user.data, content: [{ type: 'text', text: 'find it, edited' }] } },
     });
-    expect(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record))).toBeUndefined();
+    expect(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record))).toBe('differs');
     const cold = await coldRead();
-    expect(cold).toEqual({ ...(await fullRead()), fromCache: true });
+    expect(cold).toEqual({ ...(await fullRead()), fromCache: false });
     expect(JSON.stringify(cold)).toContain('find it, edited');
+  });
+
+  it('does not use a checkpoint at all over a prefix changed into another valid log (two records swapped)', async () => {
+    const record = await build();
+    const events = await (await fresh()).readFrom('s', 0);
+    await closeAll();
+    // The reply a2 (a surface node at seq 8) and the step/end after it change places.
+    const [reply, stepEnd] = [events[8]!, events[9]!] as unknown as Array<Record<string, unknown>>;
+    fixture.editRecord(url, 's', 8, { kind: 'replace', event: { ...stepEnd, seq: 8 } });
+    fixture.editRecord(url, 's', 9, { kind: 'replace', event: { ...reply, seq: 9 } });
+    expect(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record))).toBe('differs');
+    const full = await fullRead();
+    expect('messages' in full).toBe(true);
+    // Not from the checkpoint, whose surface still names seq 8 as the reply.
+    expect(await coldRead()).toEqual({ ...full, fromCache: false });
+    expect(JSON.stringify(full)).toContain('found it');
   });
 
   it.each([
@@ -242,7 +264,7 @@ describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
   ])('refuses %s as a full read does', async (_name, seq, edit) => {
     const record = await build();
     fixture.editRecord(url, 's', seq, edit);
-    expect(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record))).toBeUndefined();
+    expect(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record))).toBe('differs');
     await expectRefusedAsFullRead();
   });
 
@@ -259,7 +281,7 @@ describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
         sourceEventSeqs: prune.sourceEventSeqs,
       },
     });
-    expect(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record))).toBeUndefined();
+    expect(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record))).toBe('differs');
     await expectRefusedAsFullRead();
   });
 
@@ -275,7 +297,7 @@ describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
         data: { workflowId: 'w', runId: 'r' },
         op: 'turn-1',
       });
-      expect(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record))).toBeUndefined();
+      expect(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record))).toBe('differs');
       await expectRefusedAsFullRead();
     },
   );
@@ -285,12 +307,12 @@ describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
     const surface = surfaceOf(record);
     const store = await fresh();
     const dropped = { ...surface, nodes: surface.nodes.slice(1) };
-    expect(await store.readAnchored('s', record.anchor!, dropped)).toBeUndefined();
+    expect(await store.readAnchored('s', record.anchor!, dropped)).toBe('differs');
     const ops = record.anchor!.ops.filter(([op]) => op !== 'turn-2');
-    expect(await store.readAnchored('s', { ...record.anchor!, ops }, surface)).toBeUndefined();
+    expect(await store.readAnchored('s', { ...record.anchor!, ops }, surface)).toBe('differs');
     const moved = { ...record.anchor!, seq: PREFIX_LAST - 1 };
-    expect(await store.readAnchored('s', moved, surface)).toBeUndefined();
-    expect(await store.readAnchored('s', record.anchor!, surface)).toBeDefined();
+    expect(await store.readAnchored('s', moved, surface)).toBe('differs');
+    expect(readOf(await store.readAnchored('s', record.anchor!, surface)).nextSeq).toBe(HEAD);
   });
 
   it('leaves a relational log whose op holds a control character unanchored (its digest text could be read two ways); it reads as before', async () => {

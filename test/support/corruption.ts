@@ -17,17 +17,38 @@
  *   which is an older valid log — no store can tell these without checksums).
  *
  * Any other outcome, and any error that is not a SessionlogError, fails the test.
+ *
+ * Cold derived-history reads through a checkpoint anchor (issue 27, src/persistence/anchor.ts):
+ * each case can also carry a projection-cache record whose anchor seals an UNDAMAGED prefix of
+ * the original log (written by the real code in a scratch store, {@link anchoredCheckpoint}). A
+ * store instance with no validated copy of the session (a freshly opened one, or one that never
+ * read it) then reads the derived history through the record, put after the damaged copy was
+ * written ({@link ColdCheck}): it must refuse exactly when `readFrom` refused, with the same
+ * code, naming the session; otherwise its messages are the full fold's. An anchored read
+ * (`readAnchored`) that returned a value never stands for a log refused at or before the
+ * anchor's seq, nor for one whose header was damaged.
  */
+import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { expect } from 'vitest';
-import type { SessionStore } from '../../src/persistence/index.js';
+import {
+  readDerivedHistory,
+  writeProjectionCheckpoint,
+  type AnchoredRead,
+  type ProjectionCacheRecord,
+  type SessionStore,
+} from '../../src/persistence/index.js';
 import {
   SESSION_FORMAT_VERSION,
   Session,
   isSessionlogError,
+  surfaceProjection,
   type ContentBlock,
   type NewEvent,
   type SessionEvent,
   type SessionHeader,
+  type SessionlogError,
   type StoredEvent,
 } from '../../src/session/index.js';
 
@@ -309,6 +330,80 @@ export type Damage = {
 export type Outcome =
   'refused' | 'refused-later' | 'refused-newer-format' | 'refused-header' | 'recovered' | 'unchanged' | 'undetectable';
 
+/**
+ * How many of the original batches a case's checkpoint covers: 1..all of them, all of them in
+ * about a quarter of the cases.
+ */
+export function anchorBatches(rng: Rng, batches: number): number {
+  return rng.chance(0.25) ? batches : 1 + rng.int(batches);
+}
+
+/**
+ * A temporary directory for the scratch store the checkpoints are written in: in memory
+ * (/dev/shm) where there is one, since every append there is synced, else in the temp directory.
+ */
+export function scratchDir(prefix: string): { dir: string; cleanup: () => void } {
+  let base = tmpdir();
+  try {
+    accessSync('/dev/shm', constants.W_OK);
+    base = '/dev/shm';
+  } catch {
+    // No writable /dev/shm (not Linux): the scratch store lives on disk, only slower.
+  }
+  const dir = mkdtempSync(join(base, prefix));
+  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** A projection cache record with an anchor. */
+export type AnchoredRecord = ProjectionCacheRecord & { anchor: NonNullable<ProjectionCacheRecord['anchor']> };
+
+/** A case's checkpoint: session `id` holding the first `k` of a pristine session's `batches`. */
+export type CheckpointPlan = { id: string; batches: readonly GeneratedBatch[]; k: number };
+
+/**
+ * Writes the first `k` of a pristine session's batches as session `id` in `scratch` (a store of
+ * its own) through the real create and append, with the header {@link writeBatches} gives `id`,
+ * so its stored bytes are those of the damaged copy's undamaged prefix; checkpoints it with the
+ * real code and returns the record, which must carry an anchor at the prefix's last seq.
+ */
+export async function anchoredCheckpoint(scratch: SessionStore, plan: CheckpointPlan): Promise<AnchoredRecord> {
+  const { id, batches, k } = plan;
+  const events = await writeBatches(scratch, id, batches.slice(0, k));
+  const written = await writeProjectionCheckpoint(scratch, id, undefined, {
+    onCacheProblem: (problem) => {
+      throw problem;
+    },
+  });
+  expect(written.asOfSeq, `checkpoint of ${id}`).toBe(events.length - 1);
+  const record = await scratch.projectionCache.get(id);
+  expect(record?.anchor, `the checkpoint of ${id} has no anchor`).toBeDefined();
+  expect(record!.anchor!.seq, `the anchor of ${id}`).toBe(events.length - 1);
+  expect(record!.rows[surfaceProjection.key]?.seq, `the surface row of ${id}`).toBe(events.length - 1);
+  return record as AnchoredRecord;
+}
+
+/**
+ * {@link anchoredCheckpoint} for every plan (none where there is none), `concurrency` sessions at
+ * a time: a store's appends to different sessions wait on each other only for CPU.
+ */
+export async function anchoredCheckpoints(
+  scratch: SessionStore,
+  plans: ReadonlyArray<CheckpointPlan | undefined>,
+  concurrency: number,
+): Promise<Array<AnchoredRecord | undefined>> {
+  const records: Array<AnchoredRecord | undefined> = new Array<AnchoredRecord | undefined>(plans.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < plans.length) {
+      const i = next++;
+      const plan = plans[i];
+      if (plan) records[i] = await anchoredCheckpoint(scratch, plan);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return records;
+}
+
 /** The original log: its events and the seq range of every batch. */
 export type Original = {
   events: readonly StoredEvent[];
@@ -349,9 +444,130 @@ function describeError(error: unknown): string {
   return isSessionlogError(error) ? `${error.code}: ${error.message}` : String((error as Error)?.stack ?? error);
 }
 
+/** How a case's two cold reads get their store instance (see {@link ColdCheck}). */
+export type ColdReaders = <T>(purpose: 'derived' | 'anchored', body: (store: SessionStore) => Promise<T>) => Promise<T>;
+
+/** Each cold read on a store instance opened for it, closed after it. */
+export function freshReaders(open: () => Promise<SessionStore>): ColdReaders {
+  return async (_purpose, body) => {
+    const store = await open();
+    try {
+      return await body(store);
+    } finally {
+      await store.close();
+    }
+  };
+}
+
+/**
+ * Each kind of cold read on a store instance of its own, kept open for the suite: every case is a
+ * session such an instance never read before, so it holds no validated copy of it.
+ */
+export function standingReaders(derived: SessionStore, anchored: SessionStore): ColdReaders {
+  return (purpose, body) => body(purpose === 'derived' ? derived : anchored);
+}
+
+/** A case's cold derived-history read through its checkpoint (see the file comment). */
+export type ColdCheck = {
+  /**
+   * Runs a cold read on a store instance on the store's database or directory that holds no
+   * validated copy of the session; the `derived` and the `anchored` read on different instances.
+   */
+  readers: ColdReaders;
+  /** The checkpoint put for the case, its anchor sealing an undamaged prefix of the original log. */
+  record: AnchoredRecord;
+  tally: ColdTally;
+};
+
+/** Counts of the cold reads a suite judged (printed with its report). */
+export class ColdTally {
+  /** Cases whose cold read was judged. */
+  judged = 0;
+  /** Of those, cases where `readAnchored` returned a session (the prefix verified, the tail validated). */
+  anchored = 0;
+  /** Cold reads refused (as `readFrom` was). */
+  refused = 0;
+  /** Cold reads that succeeded from the checkpoint (`fromCache`). */
+  fromCache = 0;
+  /** Cases whose anchor sealed the whole original log. */
+  wholeLog = 0;
+
+  print(backend: string, seed: number): void {
+    console.info(
+      `[corruption ${backend}] seed ${seed}: cold derived-history reads judged ${this.judged}, ` +
+        `anchored reads taken ${this.anchored}, refused ${this.refused}, ` +
+        `succeeded from the checkpoint ${this.fromCache}, anchors over the whole original log ${this.wholeLog}`,
+    );
+  }
+}
+
+/**
+ * The cold read of a case (see {@link ColdCheck}), judged against what `readFrom` on `store`
+ * gave (`readFrom`): the same refusal, or the full fold's messages.
+ */
+async function judgeCold(
+  store: SessionStore,
+  id: string,
+  where: string,
+  original: Original,
+  damage: Damage,
+  readFrom: { ok: true; value: StoredEvent[] } | { ok: false; error: unknown },
+  cold: ColdCheck,
+): Promise<void> {
+  const { record, tally } = cold;
+  const anchor = record.anchor;
+  const at = `${id}, ${where}, checkpoint anchored at seq ${anchor.seq}`;
+  tally.judged++;
+  const read = await cold.readers('derived', (fresh) => settle(() => readDerivedHistory(fresh, id)));
+  const surface = surfaceProjection.stateSchema.parse(record.rows[surfaceProjection.key]!.val);
+  const anchored = await cold.readers('anchored', (fresh) => settle(() => fresh.readAnchored(id, anchor, surface)));
+  if (!anchored.ok)
+    expect(isSessionlogError(anchored.error), `${at}: readAnchored threw ${describeError(anchored.error)}`).toBe(true);
+  const taken = anchored.ok && typeof anchored.value === 'object';
+
+  if (!readFrom.ok) {
+    const code = (readFrom.error as SessionlogError).code;
+    expect(read.ok, `${at}: readFrom refused (${describeError(readFrom.error)}) but the cold read did not`).toBe(false);
+    const error = (read as { ok: false; error: unknown }).error;
+    expect(isSessionlogError(error, code), `${at}: the cold read: ${describeError(error)}`).toBe(true);
+    expect((error as Error).message, `${at}: the cold read`).toContain(`session ${id}`);
+    tally.refused++;
+  } else {
+    expect(
+      read.ok,
+      `${at}: readFrom succeeded but the cold read failed: ${read.ok ? '' : describeError(read.error)}`,
+    ).toBe(true);
+    const history = (read as { ok: true; value: Awaited<ReturnType<typeof readDerivedHistory>> }).value;
+    const full = Session.fromEvents(await store.header(id), await store.readFrom(id, 0)).deriveMessages();
+    expect(history.asOfSeq, `${at}: the cold read's seq`).toBe(readFrom.value.length - 1);
+    if (history.fromCache) tally.fromCache++;
+    // Also when the damage left a valid log that differs inside the anchored prefix (rows
+    // swapped): the anchor does not match, so the checkpoint is not used at all.
+    expect(history.messages, `${at}: the cold read's messages are not the full fold's`).toEqual(full);
+  }
+
+  if (taken) {
+    tally.anchored++;
+    // Damage in the prefix (the header included) is never accepted by the anchor.
+    expect(damage.header, `${at}: readAnchored accepted a log with a damaged header`).toBe(false);
+    if (readFrom.ok) {
+      expect((anchored.value as AnchoredRead).nextSeq, `${at}: readAnchored's next seq`).toBe(readFrom.value.length);
+    } else {
+      const message = (readFrom.error as Error).message;
+      const seq = /\bseq (\d+)\b/.exec(message);
+      expect(
+        seq !== null && Number(seq[1]) > anchor.seq,
+        `${at}: readAnchored returned a session of a log refused at or before the anchor: ${message}`,
+      ).toBe(true);
+    }
+  }
+}
+
 /**
  * Judges one damaged session: runs every reader and writer against `store` (which has never
- * seen the session), checks the outcome against the oracle and returns its category.
+ * seen the session), checks the outcome against the oracle and returns its category. With
+ * `cold`, the session's cold derived-history read through its checkpoint is judged too, right
+ * after the first reads (before any write), against what `readFrom` gave.
  */
 export async function judge(
   store: SessionStore,
@@ -361,6 +577,7 @@ export async function judge(
   access: CaseAccess,
   sibling: { id: string; events: number },
   backend: 'sqlite' | 'jsonl' | 'postgres',
+  cold?: ColdCheck,
 ): Promise<Outcome> {
   const where = `${damage.kind} (${damage.detail})`;
   const before = await access.snapshot();
@@ -373,6 +590,10 @@ export async function judge(
     scan: await settle(() => store.scan(id)),
   };
   expect(await access.snapshot(), `${where}: a read changed the stored data`).toBe(before);
+  if (cold) {
+    await judgeCold(store, id, where, original, damage, reads.readFrom, cold);
+    expect(await access.snapshot(), `${where}: a cold derived-history read changed the stored data`).toBe(before);
+  }
   expect(reads.scan.ok, `${where}: scan threw ${reads.scan.ok ? '' : describeError(reads.scan.error)}`).toBe(true);
   const report = (reads.scan as { ok: true; value: Awaited<ReturnType<SessionStore['scan']>> }).value;
 

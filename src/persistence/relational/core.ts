@@ -283,12 +283,12 @@ export abstract class RelationalSessionStore implements SessionStore {
     });
   }
 
-  readAnchored(id: string, anchor: PrefixAnchor, surface: SurfaceSnapshot): Promise<AnchoredRead | undefined> {
+  readAnchored(id: string, anchor: PrefixAnchor, surface: SurfaceSnapshot): Promise<AnchoredRead | 'held' | 'differs'> {
     return this.use(async () => {
       assertSessionId(id);
       return this.copies.serial(id, async () =>
         // With a validated copy here, reading through it costs less than hashing the prefix.
-        this.copies.get(id) ? undefined : this.driver.run('read', (tx) => this.anchoredSteps(tx, id, anchor, surface)),
+        this.copies.get(id) ? 'held' : this.driver.run('read', (tx) => this.anchoredSteps(tx, id, anchor, surface)),
       );
     });
   }
@@ -495,39 +495,39 @@ export abstract class RelationalSessionStore implements SessionStore {
   /**
    * A cold read from an anchor (anchor.ts) in one snapshot: the prefix's stored rows hashed, not
    * decoded; on a match, the surface nodes of the prefix decoded and the rows after it validated
-   * from the anchored state. Undefined for a prefix that differs or a tail that does not validate.
+   * from the anchored state. `differs` for a prefix that differs or a tail that does not validate.
    */
   private *anchoredSteps(
     tx: RelationalTx,
     id: string,
     anchor: PrefixAnchor,
     surface: SurfaceSnapshot,
-  ): Steps<AnchoredRead | undefined> {
+  ): Steps<AnchoredRead | 'differs'> {
     const row = yield* step(tx.sessionHead(id));
     if (!row) throw notFound(id);
-    if (row.head <= anchor.seq) return undefined;
+    if (row.head <= anchor.seq) return 'differs';
     const digest: PrefixDigest = { hash: newPrefixHash().update(digestHeader(row.header)), next: anchor.seq + 1 };
     for (let from = 0; from <= anchor.seq; from += DIGEST_CHUNK_ROWS) {
       const to = Math.min(anchor.seq + 1, from + DIGEST_CHUNK_ROWS);
       const chunk = yield* step(tx.prefixDigest(row.key, from, to));
       // The text leaves seqs out: the rows must be exactly seqs from..to-1, each in its place.
-      if (chunk.rows !== to - from || chunk.misplaced !== 0) return undefined;
+      if (chunk.rows !== to - from || chunk.misplaced !== 0) return 'differs';
       digest.hash.update(chunk.text).update('\u001e');
     }
-    if (!anchorMatches(digest.hash, anchor, surface)) return undefined;
+    if (!anchorMatches(digest.hash, anchor, surface)) return 'differs';
     const header = parseStoredHeader(row.header, id, this.where(id));
     const wanted = [...new Set([...surface.nodes, anchor.seq])].sort((a, b) => a - b);
     const prefix = new Map<number, StoredEvent>();
     for (const stored of decodeRows(yield* step(tx.rowsAt(row.key, wanted)), [])) {
       // The digest matched, so these rows are the validated ones; decoding them cannot fail short of a bug.
-      if (stored.kind !== 'event') return undefined;
+      if (stored.kind !== 'event') return 'differs';
       const value = stored.value as Record<string, unknown>;
       const op = anchorOpAt(anchor, value.seq as number);
       const event = op === undefined ? value : { ...value, op };
       assertStoredEvent(event, value.seq as number, id);
       prefix.set(event.seq, deepFreeze(event));
     }
-    if (prefix.size !== wanted.length) return undefined;
+    if (prefix.size !== wanted.length) return 'differs';
     const scanner = LogScanner.resume(
       new ResumedLog(header, anchor.seq + 1, surface, prefix),
       anchorOpRanges(anchor),
@@ -537,7 +537,7 @@ export abstract class RelationalSessionStore implements SessionStore {
     );
     yield* this.readTail(tx, row.key, scanner, row.head);
     scanner.finish(row.head);
-    if (scanner.problem || !digestValidated(digest, scanner)) return undefined;
+    if (scanner.problem || !digestValidated(digest, scanner)) return 'differs';
     const target = scanner.session;
     return {
       header,
