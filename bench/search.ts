@@ -28,6 +28,13 @@ import { indexText } from '../src/persistence/search.js';
 import { Session, type NewEvent, type StoredEvent } from '../src/session/index.js';
 import { REALISTIC_EVENTS_PER_TURN, TextSource, benchHeader, realisticEvents, takeBatches } from './support/events.js';
 import {
+  POSTGRES_BENCH_URL,
+  benchSchema,
+  dropBenchSchema,
+  postgresBenchUrl,
+  postgresUnreachable,
+} from './support/postgres.js';
+import {
   fmtBytes,
   fmtInt,
   fmtMs,
@@ -55,8 +62,8 @@ const REPS = Number(args.reps);
 const SIZES = args.sizes.split(',').map(Number);
 const BACKENDS = args.backends.split(',') as Backend[];
 const ROOT = mkdtempSync(join(tmpdir(), 'sessionlog-bench-search-'));
-const POSTGRES_URL = process.env.SESSIONLOG_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const POSTGRES_SCHEMA = `sl_bench_${Math.random().toString(36).slice(2, 10)}`;
+const POSTGRES_URL = POSTGRES_BENCH_URL;
+const POSTGRES_SCHEMA = benchSchema();
 
 // ---------------------------------------------------------------------------------------------
 // The sessions and the queries
@@ -98,9 +105,7 @@ function queries(events: number): Array<{ name: string; query: string }> {
 function storeUrl(backend: Backend, name: string): string {
   if (backend === 'sqlite') return `sqlite:${join(ROOT, `${name}.db`)}`;
   if (backend === 'jsonl') return `jsonl:${join(ROOT, name)}`;
-  const url = new URL(POSTGRES_URL);
-  url.searchParams.set('schema', POSTGRES_SCHEMA);
-  return url.toString();
+  return postgresBenchUrl(POSTGRES_SCHEMA);
 }
 
 async function build(store: SessionStore, id: string, events: number): Promise<number> {
@@ -378,39 +383,13 @@ async function postgresSizes(): Promise<Figure[]> {
   }
 }
 
-async function postgresReachable(): Promise<string | undefined> {
-  const client = new pg.Client({
-    connectionString: parsePostgresUrl(POSTGRES_URL).connectionString,
-    connectionTimeoutMillis: 5000,
-  });
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    return undefined;
-  } catch (error) {
-    return (error as Error).message;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
-
-async function dropPostgresSchema(): Promise<void> {
-  const client = new pg.Client({ connectionString: parsePostgresUrl(POSTGRES_URL).connectionString });
-  await client.connect();
-  try {
-    await client.query(`DROP SCHEMA IF EXISTS "${POSTGRES_SCHEMA}" CASCADE`);
-  } finally {
-    await client.end();
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
   console.log(`bench/search.ts · ${machineLine()} · ${REPS} repetitions per query · files in ${ROOT}`);
   const backends = [...BACKENDS];
   if (backends.includes('postgres')) {
-    const unreachable = await postgresReachable();
+    const unreachable = await postgresUnreachable();
     if (unreachable) {
       console.log(`PostgreSQL skipped: no server answers at ${POSTGRES_URL} (${unreachable})`);
       backends.splice(backends.indexOf('postgres'), 1);
@@ -451,7 +430,7 @@ async function main(): Promise<void> {
     if (backends.includes('postgres'))
       printTable('PostgreSQL: the index on disk (after VACUUM ANALYZE)', await postgresSizes());
   } finally {
-    if (backends.includes('postgres') && !args.keep) await dropPostgresSchema();
+    if (backends.includes('postgres') && !args.keep) await dropBenchSchema(POSTGRES_SCHEMA);
     if (args.keep)
       console.log(`\nkept ${ROOT}${backends.includes('postgres') ? ` and PostgreSQL schema ${POSTGRES_SCHEMA}` : ''}`);
     else rmSync(ROOT, { recursive: true, force: true });

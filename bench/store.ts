@@ -37,6 +37,7 @@ import {
   type NewEvent,
 } from '../src/session/index.js';
 import { encodeEvent } from '../src/persistence/relational/rows.js';
+import { openPostgresStore } from '../src/persistence/relational/postgres.js';
 import {
   ASSISTANT_CHARS,
   REALISTIC_EVENTS_PER_TURN,
@@ -63,10 +64,18 @@ import {
   printGrid,
   printTable,
   since,
+  collectGarbage,
   type Figure,
 } from './support/report.js';
+import {
+  POSTGRES_BENCH_URL,
+  benchSchema,
+  dropBenchSchema,
+  postgresBenchUrl,
+  postgresUnreachable,
+} from './support/postgres.js';
 
-type Backend = 'sqlite' | 'jsonl';
+type Backend = 'sqlite' | 'jsonl' | 'postgres';
 
 const { values: args } = parseArgs({
   options: {
@@ -82,11 +91,17 @@ const PEER_TURNS = Number(args['peer-turns']);
 const SECTIONS = new Set(args.only.split(','));
 const ROOT = mkdtempSync(join(tmpdir(), 'sessionlog-bench-store-'));
 
-function openBackend(backend: Backend, path: string): SessionStore {
+/** PostgreSQL (cold reads only): this run's schema on SESSIONLOG_BENCH_POSTGRES_URL, dropped at the end. */
+const POSTGRES_SCHEMA = benchSchema();
+
+async function openBackend(backend: Backend, path: string): Promise<SessionStore> {
+  if (backend === 'postgres') return openPostgresStore(path);
   return backend === 'sqlite' ? openSqliteStore(path) : openJsonlStore(path);
 }
 
+/** A store's location: a SQLite file or a JSONL folder under ROOT; PostgreSQL's URL (one schema, sessions by name). */
 function backendPath(backend: Backend, name: string): string {
+  if (backend === 'postgres') return postgresBenchUrl(POSTGRES_SCHEMA);
   return join(ROOT, backend === 'sqlite' ? `${name}.db` : name);
 }
 
@@ -108,7 +123,7 @@ function sqliteBytes(path: string): number {
 }
 
 async function withStore<T>(backend: Backend, path: string, body: (store: SessionStore) => Promise<T>): Promise<T> {
-  const store = openBackend(backend, path);
+  const store = await openBackend(backend, path);
   try {
     return await body(store);
   } finally {
@@ -204,7 +219,11 @@ function* textEvents(text = new TextSource(5)): Generator<NewEvent> {
   }
 }
 
-type AppendRun = { rates: Record<'raw' | Backend, number[]>; bytes: Record<'raw' | Backend, number>; ratios: number[] };
+type AppendRun = {
+  rates: Record<'raw' | 'sqlite' | 'jsonl', number[]>;
+  bytes: Record<'raw' | 'sqlite' | 'jsonl', number>;
+  ratios: number[];
+};
 
 /**
  * Appends the same batches raw, through the SQLite backend and through JSONL, `REPS` times in a
@@ -213,8 +232,8 @@ type AppendRun = { rates: Record<'raw' | Backend, number[]>; bytes: Record<'raw'
  */
 async function runAppends(batches: readonly NewEvent[][]): Promise<AppendRun> {
   const rows = rawRows(batches);
-  const rates: Record<'raw' | Backend, number[]> = { raw: [], sqlite: [], jsonl: [] };
-  const bytes: Record<'raw' | Backend, number> = { raw: 0, sqlite: 0, jsonl: 0 };
+  const rates: Record<'raw' | 'sqlite' | 'jsonl', number[]> = { raw: [], sqlite: [], jsonl: [] };
+  const bytes: Record<'raw' | 'sqlite' | 'jsonl', number> = { raw: 0, sqlite: 0, jsonl: 0 };
   const ratios: number[] = [];
   const kinds = ['raw', 'sqlite', 'jsonl'] as const;
   for (let rep = 0; rep < REPS; rep++) {
@@ -402,6 +421,7 @@ async function benchReads(backend: Backend): Promise<ReadFigures> {
     await withStore(backend, path, (store) => store.projectionCache.put('heavy', record));
     cached.push(
       await withStore(backend, path, async (store) => {
+        collectGarbage();
         const start = performance.now();
         const history = await readDerivedHistory(store, 'heavy');
         const ms = since(start);
@@ -412,6 +432,7 @@ async function benchReads(backend: Backend): Promise<ReadFigures> {
     );
     full.push(
       await withStore(backend, path, async (store) => {
+        collectGarbage();
         const start = performance.now();
         const session = Session.fromEvents(await store.header('heavy'), await store.readFrom('heavy', 0));
         const messages = session.deriveMessages();
@@ -426,6 +447,7 @@ async function benchReads(backend: Backend): Promise<ReadFigures> {
     ] as const) {
       into.push(
         await withStore(backend, path, async (store) => {
+          collectGarbage();
           const start = performance.now();
           const loaded = await store.load(id);
           const ms = since(start);
@@ -630,6 +652,8 @@ async function benchPeer(): Promise<Figure[]> {
 
 // ---------------------------------------------------------------------------------------------
 
+let postgresUsed = false;
+
 async function main(): Promise<void> {
   console.log(`bench/store.ts · ${machineLine()} · ${REPS} repetitions (medians) · files in ${ROOT}`);
   try {
@@ -648,15 +672,24 @@ async function main(): Promise<void> {
         `Where an append's time goes, µs per event of the realistic mix (median of ${REPS} passes after 3 warm-ups, over ${fmtInt(APPEND_EVENTS)} events)`,
         benchAppendStages(),
       );
-    if (SECTIONS.has('reads'))
+    if (SECTIONS.has('reads')) {
+      const unreachable = await postgresUnreachable();
+      if (unreachable)
+        console.log(`PostgreSQL cold reads skipped: no server answers at ${POSTGRES_BENCH_URL} (${unreachable})`);
+      else postgresUsed = true;
       printTable(`Cold reads (fresh store instance; median of ${REPS})`, [
         ...readFiguresOf('sqlite', await benchReads('sqlite')),
         ...readFiguresOf('jsonl', await benchReads('jsonl')),
+        ...(unreachable ? [] : readFiguresOf('postgres', await benchReads('postgres'))),
       ]);
+    }
     if (SECTIONS.has('peer')) printTable('sessionlog vs LangGraph SqliteSaver: targets', await benchPeer());
   } finally {
-    if (args.keep) console.log(`\nkept ${ROOT}`);
-    else rmSync(ROOT, { recursive: true, force: true });
+    if (args.keep) console.log(`\nkept ${ROOT}${postgresUsed ? ` and PostgreSQL schema ${POSTGRES_SCHEMA}` : ''}`);
+    else {
+      rmSync(ROOT, { recursive: true, force: true });
+      if (postgresUsed) await dropBenchSchema(POSTGRES_SCHEMA);
+    }
   }
 }
 
