@@ -20,7 +20,7 @@ import { openStore } from '../../src/persistence/index.js';
 import {
   ColdTally,
   OutcomeCounts,
-  anchorBatches,
+  checkpointPlans,
   anchoredCheckpoints,
   corruptionSeed,
   freshReaders,
@@ -305,19 +305,7 @@ describe('corruption suite: jsonl', () => {
       }
       await setup.close();
       // Each checked case's checkpoint: the same session's first k original batches, written by the real code.
-      const records = await anchoredCheckpoints(
-        scratch,
-        Array.from({ length: CASES }, (_, i) =>
-          i % COLD_EVERY === 0
-            ? {
-                id: `case-${i}`,
-                batches: generated[i % PRISTINE]!,
-                k: anchorBatches(anchorRng, generated[i % PRISTINE]!.length),
-              }
-            : undefined,
-        ),
-        4,
-      );
+      const records = await anchoredCheckpoints(scratch, checkpointPlans(CASES, COLD_EVERY, generated, anchorRng), 4);
       for (let i = 0; i < CASES; i++) {
         const p = i % PRISTINE;
         const id = `case-${i}`;

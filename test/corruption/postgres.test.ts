@@ -20,7 +20,7 @@ import { openStore } from '../../src/persistence/index.js';
 import {
   ColdTally,
   OutcomeCounts,
-  anchorBatches,
+  checkpointPlans,
   anchoredCheckpoints,
   corruptionSeed,
   judge,
@@ -140,19 +140,7 @@ describe.skipIf(!probe.available)('corruption suite: postgres', () => {
       }
       const models = await Promise.all(originals.map((_, p) => readModel(admin, schema, `pristine-${p}`)));
       // Each checked case's checkpoint: the same session's first k original batches, written by the real code.
-      const records = await anchoredCheckpoints(
-        scratch,
-        Array.from({ length: CASES }, (_, i) =>
-          i % COLD_EVERY === 0
-            ? {
-                id: `case-${i}`,
-                batches: generated[i % PRISTINE]!,
-                k: anchorBatches(anchorRng, generated[i % PRISTINE]!.length),
-              }
-            : undefined,
-        ),
-        8,
-      );
+      const records = await anchoredCheckpoints(scratch, checkpointPlans(CASES, COLD_EVERY, generated, anchorRng), 8);
       for (let i = 0; i < CASES; i++) {
         const p = i % PRISTINE;
         const id = `case-${i}`;

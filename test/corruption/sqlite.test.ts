@@ -30,7 +30,7 @@ import { openStore } from '../../src/persistence/index.js';
 import {
   ColdTally,
   OutcomeCounts,
-  anchorBatches,
+  checkpointPlans,
   anchoredCheckpoints,
   corruptionSeed,
   freshReaders,
@@ -167,19 +167,7 @@ describe('corruption suite: sqlite', () => {
       const scratchDb = new Database(scratchFile, { readonly: true });
       try {
         // Each checked case's checkpoint: the same session's first k original batches, written by the real code.
-        const records = await anchoredCheckpoints(
-          scratch,
-          Array.from({ length: CASES }, (_, i) =>
-            i % COLD_EVERY === 0
-              ? {
-                  id: `case-${i}`,
-                  batches: generated[i % PRISTINE]!,
-                  k: anchorBatches(anchorRng, generated[i % PRISTINE]!.length),
-                }
-              : undefined,
-          ),
-          1,
-        );
+        const records = await anchoredCheckpoints(scratch, checkpointPlans(CASES, COLD_EVERY, generated, anchorRng), 1);
         for (let i = 0; i < CASES; i++) {
           const p = i % PRISTINE;
           const id = `case-${i}`;

@@ -339,6 +339,23 @@ export function anchorBatches(rng: Rng, batches: number): number {
 }
 
 /**
+ * The checkpoint plans of a suite's cases: every `every`-th case (case `i` a copy of pristine
+ * session `i % generated.length`) gets one over its first k original batches, k drawn from `rng`.
+ */
+export function checkpointPlans(
+  cases: number,
+  every: number,
+  generated: ReadonlyArray<readonly GeneratedBatch[]>,
+  rng: Rng,
+): Array<CheckpointPlan | undefined> {
+  return Array.from({ length: cases }, (_, i) => {
+    if (i % every !== 0) return undefined;
+    const batches = generated[i % generated.length]!;
+    return { id: `case-${i}`, batches, k: anchorBatches(rng, batches.length) };
+  });
+}
+
+/**
  * A temporary directory for the scratch store the checkpoints are written in: in memory
  * (/dev/shm) where there is one, since every append there is synced, else in the temp directory.
  */
