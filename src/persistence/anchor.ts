@@ -4,7 +4,7 @@
  *
  * When a store writes a checkpoint at seq N from its validated copy of the session, the record
  * also gets an anchor: a digest of the stored bytes of seqs 0..N (the JSONL file's bytes up to the
- * end of seq N's line; in SQLite each row's columns, see {@link digestLine}) followed by the
+ * end of seq N's line; in SQLite and PostgreSQL each row's columns, see {@link digestLine}) followed by the
  * validator state a scan holds at N: the surface fold and the ops used. A cold reader hashes the
  * same stored bytes (no parsing), and only when the digest is the anchor's does it resume the
  * scan at N + 1 from that state: so the tail is validated exactly as a full scan would validate

@@ -104,8 +104,9 @@ async function restoreProjections(
   const fromAnchor = typeof anchored === 'object' ? restoreFromCache(record!, anchored, registry, report) : undefined;
   let session: SessionReads;
   let cached: Restored | undefined;
+  let read: AnchoredRead | undefined;
   if (typeof anchored === 'object' && fromAnchor?.used) {
-    session = anchored;
+    session = read = anchored;
     cached = fromAnchor;
   } else {
     session = await store.session(id);
@@ -114,8 +115,7 @@ async function restoreProjections(
   const restored = cached ?? registry.restore({}, sliceEvents(session, 0, undefined), 0);
   if (options.forceWrite || writeBackDue(record, cached, restored.asOfSeq)) {
     try {
-      const anchor =
-        session === anchored ? (anchored as AnchoredRead).anchor : await store.prefixAnchor(id, restored.asOfSeq);
+      const anchor = read ? read.anchor : await store.prefixAnchor(id, restored.asOfSeq);
       await store.projectionCache.put(id, {
         identity: { createdAt: session.header.createdAt },
         rows: registry.checkpoint(restored.states, restored.asOfSeq),
