@@ -4,11 +4,11 @@
  *
  * When a store writes a checkpoint at seq N from its validated copy of the session, the record
  * also gets an anchor: a digest of the stored bytes of seqs 0..N (the JSONL file's bytes up to the
- * end of seq N's line; in SQLite and PostgreSQL each row's columns, see {@link digestLine}) followed by the
- * validator state a scan holds at N: the surface fold and the ops used. A cold reader hashes the
- * same stored bytes (no parsing), and only when the digest is the anchor's does it resume the
- * scan at N + 1 from that state: so the tail is validated exactly as a full scan would validate
- * it. Any other outcome (a prefix changed in any byte, a checkpoint whose surface or ops were
+ * end of seq N's line; in SQLite and PostgreSQL each row's columns, chunk by chunk, see
+ * {@link RelationalDigest}) followed by the validator state a scan holds at N: the surface fold
+ * and the ops used. A cold reader hashes the same stored bytes (no parsing), and only when the
+ * digest is the anchor's does it resume the scan at N + 1 from that state: so the tail is
+ * validated exactly as a full scan would validate it. Any other outcome (a prefix changed in any byte, a checkpoint whose surface or ops were
  * edited, an anchor of another format) is a miss, and the reader validates the whole log, which
  * refuses damage as always. The digest is computed by the writer from what it validated (the
  * bytes it read or wrote, or its validated events encoded as they are stored), never by reading
@@ -107,38 +107,104 @@ export function anchorOpAt(anchor: PrefixAnchor, seq: number): string | undefine
   return undefined;
 }
 
-/** Whether `text` holds a character below U+0020: never in JSON text, and what {@link digestLine} separates fields with. */
+/** Whether `text` holds a character below U+0020: never in JSON text, and what the digest text separates fields with. */
 function hasControl(text: string): boolean {
   for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) < 0x20) return true;
   return false;
 }
 
-/** A nullable field of {@link digestLine}: U+001F and the text, or U+001D alone for null. */
-function nullable(text: string | number | null): string {
-  return text === null ? '\u001d' : `\u001f${text}`;
-}
-
-/** The digest text of a relational store's header row (see {@link digestLine}). */
-export function digestHeader(headerText: string): string {
-  return `${headerText}\u001e`;
-}
+/**
+ * Rows per chunk of a relational digest: chunk k holds seqs k × this to (k + 1) × this − 1, and
+ * one statement of an anchored read hashes one chunk.
+ */
+export const DIGEST_CHUNK_ROWS = 16_384;
 
 /**
  * The digest text of one stored event row of a relational store (its seq is its place), the same
- * text its SQL builds from the stored columns (sqlite.ts, postgres.ts `prefixDigest`): the
- * columns separated by control characters, each nullable one led by U+001F, or U+001D for null,
- * the row ended by U+001E. `batch` is the batch that starts at the row. Undefined for a row whose
- * type or op holds a control character (its text could be read two ways: such a log is not
- * anchored). The JSON columns never hold one, so no two different rows give the same text.
+ * text its SQL builds from the stored columns (sqlite.ts, postgres.ts `prefixDigest`): time, a
+ * number whose bits say which nullable columns are null (1 ignorable, 2 surface_op, 4
+ * source_event_seqs), then the other columns that are not null, separated by U+001F and ended
+ * by U+001E. Undefined for a row whose type holds a control character (its text could be read
+ * two ways: such a log is not anchored). The JSON columns never hold one, so no two different
+ * rows give the same text.
  */
-export function digestLine(
-  event: EncodedEvent,
-  batch: { op: string; lastSeq: number } | undefined,
-): string | undefined {
-  if (hasControl(event.type) || (batch !== undefined && hasControl(batch.op))) return undefined;
-  return (
-    `${event.time}${nullable(event.ignorable ? 1 : null)}${nullable(batch ? batch.lastSeq : null)}` +
-    `\u001f${event.type}\u001f${event.data}${nullable(event.surfaceOp)}${nullable(event.sourceEventSeqs)}` +
-    `${nullable(batch ? batch.op : null)}\u001e`
-  );
+function rowText(event: EncodedEvent): string | undefined {
+  if (hasControl(event.type)) return undefined;
+  const nulls =
+    (event.ignorable ? 0 : 1) + (event.surfaceOp === null ? 2 : 0) + (event.sourceEventSeqs === null ? 4 : 0);
+  let text = `${event.time}\u001f${nulls}`;
+  if (event.ignorable) text += '\u001f1';
+  text += `\u001f${event.type}\u001f${event.data}`;
+  if (event.surfaceOp !== null) text += `\u001f${event.surfaceOp}`;
+  if (event.sourceEventSeqs !== null) text += `\u001f${event.sourceEventSeqs}`;
+  return `${text}\u001e`;
+}
+
+/** The digest text of a batch record starting at `firstSeq` (no column null: 0), as {@link rowText}; undefined for an op holding a control character. */
+function batchText(firstSeq: number, batch: { op: string; lastSeq: number }): string | undefined {
+  return hasControl(batch.op) ? undefined : `${firstSeq}\u001f0\u001f${batch.lastSeq}\u001f${batch.op}\u001e`;
+}
+
+/**
+ * The running digest of a relational store's prefix: BLAKE2b-512 over the header row's text
+ * (then U+001E) and, for each whole chunk of {@link DIGEST_CHUNK_ROWS} rows, the SHA-256 of its
+ * rows' text and the SHA-256 of its batch records' text (those starting in the chunk, ascending);
+ * a chunk not yet whole is hashed in as it stands when the digest is taken ({@link current}).
+ * Chunks let PostgreSQL hash each whole chunk itself, so only 64 bytes of it cross the wire.
+ * The writer feeds it its validated events ({@link addEvent}); a cold reader, the text or the
+ * hashes the database builds of the stored columns ({@link addText}, {@link addChunkHashes}).
+ */
+export class RelationalDigest {
+  private readonly prefix: Hash;
+  private rows = createHash('sha256');
+  private batches = createHash('sha256');
+  /** The seq the next row fed must have. */
+  next = 0;
+
+  constructor(headerText: string) {
+    this.prefix = newPrefixHash().update(`${headerText}\u001e`);
+  }
+
+  /**
+   * Feeds the event row at seq `next` as it is stored, with the batch record starting on it.
+   * False (nothing fed) when the row cannot be put in a digest: the log is then not anchored.
+   */
+  addEvent(event: EncodedEvent, batch: { op: string; lastSeq: number } | undefined): boolean {
+    const row = rowText(event);
+    const record = batch && batchText(this.next, batch);
+    if (row === undefined || (batch !== undefined && record === undefined)) return false;
+    this.rows.update(row);
+    if (record !== undefined) this.batches.update(record);
+    this.advance(1);
+    return true;
+  }
+
+  /** Feeds the text the database built of the `count` rows from `next` on, and of the batch records starting on them (within one chunk). */
+  addText(rows: string | Uint8Array, batches: string | Uint8Array, count: number): void {
+    this.rows.update(rows);
+    this.batches.update(batches);
+    this.advance(count);
+  }
+
+  /** Feeds the whole chunk starting at `next` by the SHA-256 of its rows' text and of its batch records' text, as the database hashed them. */
+  addChunkHashes(rows: Uint8Array, batches: Uint8Array): void {
+    this.prefix.update(rows).update(batches);
+    this.next += DIGEST_CHUNK_ROWS;
+  }
+
+  /** A copy of the digest of everything fed (the running state is kept, so feeding can go on). */
+  current(): Hash {
+    const digest = this.prefix.copy();
+    if (this.next % DIGEST_CHUNK_ROWS !== 0)
+      digest.update(this.rows.copy().digest()).update(this.batches.copy().digest());
+    return digest;
+  }
+
+  private advance(count: number): void {
+    this.next += count;
+    if (this.next % DIGEST_CHUNK_ROWS !== 0) return;
+    this.prefix.update(this.rows.digest()).update(this.batches.digest());
+    this.rows = createHash('sha256');
+    this.batches = createHash('sha256');
+  }
 }

@@ -328,6 +328,50 @@ describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
     expect(await coldRead()).toEqual({ ...(await fullRead()), fromCache: true });
   });
 
+  it('hashes a long log chunk by chunk: checkpoints at, just past and two whole chunks in verify, and a change inside a whole chunk is seen', async () => {
+    const CHUNK = 16_384; // anchor.ts DIGEST_CHUNK_ROWS: PostgreSQL hashes a whole chunk on the server
+    const store = await fresh();
+    await store.create(testHeader('s'));
+    await store.append('s', closedTurn(1, T), { expectedSeq: 0, op: 'turn-1' });
+    let head = 6;
+    const grow = async (to: number): Promise<void> => {
+      for (; head < to; head = Math.min(to, head + 4_096)) {
+        const count = Math.min(to, head + 4_096) - head;
+        const runs = Array.from({ length: count }, (_, i): NewEvent => ({
+          type: 'session/run',
+          time: T,
+          data: { workflowId: 'w', runId: `r${head + i}` },
+        }));
+        await store.append('s', runs, { expectedSeq: head, op: `runs-${head}` });
+      }
+    };
+    const records: ProjectionCacheRecord[] = [];
+    for (const last of [CHUNK - 1, CHUNK, 2 * CHUNK - 1]) {
+      await grow(last + 1);
+      expect(await writeProjectionCheckpoint(store, 's')).toEqual({ asOfSeq: last });
+      records.push((await store.projectionCache.get('s'))!);
+    }
+    await grow(2 * CHUNK + 40);
+    const sealed = await store.prefixAnchor('s', head - 1);
+    await closeAll();
+    for (const record of records) {
+      const read = readOf(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record)));
+      expect(read.nextSeq).toBe(head);
+      // The cold read's digest, from the database's chunks, is the one the writer's validated copy seals.
+      expect(read.anchor).toEqual(sealed);
+    }
+    // A valid change in the first chunk, which PostgreSQL hashes whole on the server.
+    const changed = (await (await fresh()).readFrom('s', 100))[0]! as unknown as Record<string, unknown>;
+    await closeAll();
+    fixture.editRecord(url, 's', 100, {
+      kind: 'replace',
+      event: { ...changed, data: { workflowId: 'w', runId: 'x' } },
+    });
+    for (const record of records)
+      expect(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record))).toBe('differs');
+    expect(await coldRead()).toEqual({ ...(await fullRead()), fromCache: false });
+  });
+
   it('answers SESSION_NOT_FOUND for a session that does not exist', async () => {
     const record = await build();
     await expect((await fresh()).readAnchored('nope', record.anchor!, surfaceOf(record))).rejects.toMatchObject({

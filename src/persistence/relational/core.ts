@@ -11,7 +11,6 @@
  * A read brings the copy up to the head the same way, and only checks the head when the copy
  * is current.
  */
-import type { Hash } from 'node:crypto';
 import {
   SessionlogError,
   assertSessionId,
@@ -31,9 +30,8 @@ import {
   anchorMatches,
   anchorOpAt,
   anchorOpRanges,
-  digestHeader,
-  digestLine,
-  newPrefixHash,
+  DIGEST_CHUNK_ROWS,
+  RelationalDigest,
   sealAnchor,
   type PrefixAnchor,
 } from '../anchor.js';
@@ -114,29 +112,20 @@ import { decodeRows, encodeEvent, parseStoredHeader } from './rows.js';
  * The validated copy this process keeps of one session, bound to the row it came from; with the
  * digest of its first `digest.next` events once an anchor was asked of it (anchor.ts).
  */
-type CachedSession = { key: number; headerText: string; scanner: LogScanner; digest?: PrefixDigest };
-
-/** A running hash of a validated log's digest text (anchor.ts), through seq `next - 1`. */
-type PrefixDigest = { hash: Hash; next: number };
-
-/** How many rows one statement of an anchored read hashes (bounds the text it returns). */
-const DIGEST_CHUNK_ROWS = 16_384;
+type CachedSession = { key: number; headerText: string; scanner: LogScanner; digest?: RelationalDigest };
 
 /**
- * Feeds the digest text of `scan`'s events from `digest.next` to its head into `digest`: each
- * event encoded as it is stored, with its batch record on the batch's first event. False when an
- * event cannot be put in a digest (anchor.ts `digestLine`): the log is then not anchored.
+ * Feeds `scan`'s events from `digest.next` to its head into `digest`: each event encoded as it is
+ * stored, with the batch record starting on it. False when an event cannot be put in a digest
+ * (anchor.ts `RelationalDigest.addEvent`): the log is then not anchored.
  */
-function digestValidated(digest: PrefixDigest, scan: LogScanner<ScanTarget>): boolean {
+function digestValidated(digest: RelationalDigest, scan: LogScanner<ScanTarget>): boolean {
   const target = scan.session;
   for (let seq = digest.next; seq < target.nextSeq; seq++) {
     const event = target.storedAt(seq)!;
     const range = event.op === undefined ? undefined : scan.ops.get(event.op);
     const batch = range?.firstSeq === seq ? { op: event.op!, lastSeq: range.lastSeq } : undefined;
-    const line = digestLine(encodeEvent(event), batch);
-    if (line === undefined) return false;
-    digest.hash.update(line);
-    digest.next = seq + 1;
+    if (!digest.addEvent(encodeEvent(event), batch)) return false;
   }
   return true;
 }
@@ -299,9 +288,9 @@ export abstract class RelationalSessionStore implements SessionStore {
       return this.copies.serial(id, async () => {
         const entry = this.copies.get(id);
         if (!entry || entry.scanner.nextSeq !== seq + 1) return undefined;
-        entry.digest ??= { hash: newPrefixHash().update(digestHeader(entry.headerText)), next: 0 };
+        entry.digest ??= new RelationalDigest(entry.headerText);
         if (!digestValidated(entry.digest, entry.scanner)) return undefined;
-        return sealAnchor(entry.digest.hash, seq, entry.scanner.session.surface, entry.scanner.ops);
+        return sealAnchor(entry.digest.current(), seq, entry.scanner.session.surface, entry.scanner.ops);
       });
     });
   }
@@ -506,15 +495,17 @@ export abstract class RelationalSessionStore implements SessionStore {
     const row = yield* step(tx.sessionHead(id));
     if (!row) throw notFound(id);
     if (row.head <= anchor.seq) return 'differs';
-    const digest: PrefixDigest = { hash: newPrefixHash().update(digestHeader(row.header)), next: anchor.seq + 1 };
+    const digest = new RelationalDigest(row.header);
     for (let from = 0; from <= anchor.seq; from += DIGEST_CHUNK_ROWS) {
       const to = Math.min(anchor.seq + 1, from + DIGEST_CHUNK_ROWS);
-      const chunk = yield* step(tx.prefixDigest(row.key, from, to));
+      // A whole chunk may come hashed; the last one, not whole, as text, since the tail goes on hashing into it.
+      const chunk = yield* step(tx.prefixDigest(row.key, from, to, to - from === DIGEST_CHUNK_ROWS));
       // The text leaves seqs out: the rows must be exactly seqs from..to-1, each in its place.
       if (chunk.rows !== to - from || chunk.misplaced !== 0) return 'differs';
-      digest.hash.update(chunk.text).update('\u001e');
+      if (chunk.hashed) digest.addChunkHashes(chunk.rowsDigest, chunk.batchesDigest);
+      else digest.addText(chunk.rowsText, chunk.batchesText, chunk.rows);
     }
-    if (!anchorMatches(digest.hash, anchor, surface)) return 'differs';
+    if (!anchorMatches(digest.current(), anchor, surface)) return 'differs';
     const header = parseStoredHeader(row.header, id, this.where(id));
     const wanted = [...new Set([...surface.nodes, anchor.seq])].sort((a, b) => a - b);
     const prefix = new Map<number, StoredEvent>();
@@ -544,7 +535,7 @@ export abstract class RelationalSessionStore implements SessionStore {
       nextSeq: target.nextSeq,
       storedAt: (seq) => target.storedAt(seq),
       anchor: sealAnchor(
-        digest.hash,
+        digest.current(),
         target.nextSeq - 1,
         { nodes: target.surfaceNodes, replaceGeneration: target.replaceGeneration },
         scanner.ops,

@@ -67,13 +67,17 @@ export type SessionHeadRow = SessionRow & { head: number };
 export type StoredRows = { events: EventRow[]; batches: BatchRow[] };
 
 /**
- * The stored rows of a range of seqs as an anchored read hashes them: `text` is their
- * anchor.ts `digestLine`s (without seqs, U+001E between rows) in seq order, built from the stored
- * columns by the database; `rows` how many rows the range holds; `misplaced` how many of them are
- * not where their seq says (SQLite: a seq column that disagrees with the row's key; PostgreSQL: a
- * gap or duplicate, or a batch record of the range that starts on no row).
+ * The stored rows of a range of seqs (within one chunk) as an anchored read hashes them (anchor.ts
+ * `RelationalDigest`): the rows' digest text and the text of the batch records starting on them,
+ * in seq order, built from the stored columns by the database; or, when asked and the database
+ * can, the SHA-256 of each (PostgreSQL). `rows` is how many rows the range holds; `misplaced` how
+ * many of them are not where their seq says (SQLite: a seq column that disagrees with the row's
+ * key; PostgreSQL: a gap or duplicate, or a batch record of the range that starts on no row).
  */
-export type PrefixDigestChunk = { text: string | Uint8Array; rows: number; misplaced: number };
+export type PrefixDigestChunk = { rows: number; misplaced: number } & (
+  | { hashed: false; rowsText: string | Uint8Array; batchesText: string | Uint8Array }
+  | { hashed: true; rowsDigest: Uint8Array; batchesDigest: Uint8Array }
+);
 
 /** An erased id's tombstone: `create` refuses the id until `until` (epoch ms). */
 export type Tombstone = { erasedAt: number; until: number };
@@ -118,8 +122,8 @@ export interface RelationalTx {
   rowsFrom(key: number, from: number, to: number): Awaitable<StoredRows>;
   /** The event rows of `seqs` that are stored, ascending. */
   rowsAt(key: number, seqs: readonly number[]): Awaitable<EventRow[]>;
-  /** The digest of the stored rows of seqs `from <= seq < to`, built by the database (see {@link PrefixDigestChunk}). */
-  prefixDigest(key: number, from: number, to: number): Awaitable<PrefixDigestChunk>;
+  /** The digest text of the stored rows of seqs `from <= seq < to`, or its hashes when `hashed` (see {@link PrefixDigestChunk}). */
+  prefixDigest(key: number, from: number, to: number, hashed: boolean): Awaitable<PrefixDigestChunk>;
   /**
    * Stores one planned batch: its event rows and its batch record (a `batches` row in PostgreSQL,
    * the op and last seq on the batch's first event row in SQLite); and

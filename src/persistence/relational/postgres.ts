@@ -234,6 +234,31 @@ ${spendDdl(s)}
 `;
 }
 
+/**
+ * The anchored read's statement for seqs $2 <= seq < $3 of session $1 (anchor.ts
+ * `RelationalDigest`): the rows' text and the text of the batch records starting on them, each
+ * passed through `out`; misplaced counts a range whose rows are not exactly its seqs (the primary
+ * key rules out duplicates) and a batch record of it that starts on no row (from seq 0 on, also
+ * one that starts before it).
+ */
+function digestStatement(s: string, out: (text: string) => string): string {
+  const rows = `coalesce(string_agg(concat_ws(chr(31), e.time,
+      (e.ignorable IS NULL)::int + 2 * (e.surface_op IS NULL)::int + 4 * (e.source_event_seqs IS NULL)::int,
+      CASE WHEN e.ignorable THEN '1' WHEN NOT e.ignorable THEN '0' END, e.type, e.data, e.surface_op, e.source_event_seqs),
+    chr(30) ORDER BY e.seq) || chr(30), '')`;
+  const batches = `(SELECT coalesce(string_agg(concat_ws(chr(31), b.first_seq, 0, b.last_seq, b.op), chr(30)
+      ORDER BY b.first_seq, b.op) || chr(30), '')
+    FROM ${s}.batches b WHERE b.session_key = $1 AND b.first_seq >= $2 AND b.first_seq < $3)`;
+  return `
+    SELECT ${out(rows)} AS rows_text, ${out(batches)} AS batches_text, count(*)::int AS rows,
+      (CASE WHEN count(*) = 0 OR (min(e.seq) = $2 AND max(e.seq) = $3 - 1) THEN 0 ELSE 1 END
+       + (SELECT count(*) FROM ${s}.batches o
+          WHERE o.session_key = $1 AND o.first_seq < $3 AND (o.first_seq >= $2 OR $2 = 0)
+            AND NOT EXISTS (SELECT 1 FROM ${s}.events x WHERE x.session_key = o.session_key AND x.seq = o.first_seq)))::int
+        AS misplaced
+    FROM ${s}.events e WHERE e.session_key = $1 AND e.seq >= $2 AND e.seq < $3`;
+}
+
 function statements(s: string) {
   return {
     // The session row and the stored head in one statement (one snapshot).
@@ -271,24 +296,10 @@ function statements(s: string) {
     eventsFrom: `SELECT seq, type, time, data, surface_op, source_event_seqs, ignorable FROM ${s}.events WHERE session_key = $1 AND seq >= $2 AND seq < $3 ORDER BY seq`,
     batchesFrom: `SELECT op, first_seq, last_seq FROM ${s}.batches WHERE session_key = $1 AND last_seq >= $2 AND first_seq < $3 ORDER BY first_seq`,
     eventsAt: `SELECT seq, type, time, data, surface_op, source_event_seqs, ignorable FROM ${s}.events WHERE session_key = $1 AND seq = ANY($2::bigint[]) ORDER BY seq`,
-    // anchor.ts digestLine without the seq, built from the stored columns in seq order, each batch
-    // on the row of its first seq; misplaced counts a gap or a duplicate in the range and a batch
-    // of it that starts on no row (from seq 0 on, also one that starts before it).
-    digest: `
-      SELECT coalesce(string_agg(concat(e.time,
-            coalesce(chr(31) || CASE WHEN e.ignorable THEN '1' WHEN NOT e.ignorable THEN '0' END, chr(29)),
-            coalesce(chr(31) || b.last_seq::text, chr(29)), chr(31), e.type, chr(31), e.data,
-            coalesce(chr(31) || e.surface_op, chr(29)), coalesce(chr(31) || e.source_event_seqs, chr(29)),
-            coalesce(chr(31) || b.op, chr(29))), chr(30) ORDER BY e.seq, b.op), '') AS text,
-        count(*)::int AS rows,
-        (CASE WHEN count(*) = 0 OR (min(e.seq) = $2 AND max(e.seq) = $3 - 1 AND count(DISTINCT e.seq) = count(*))
-           THEN 0 ELSE 1 END
-         + (SELECT count(*) FROM ${s}.batches o
-            WHERE o.session_key = $1 AND o.first_seq < $3 AND (o.first_seq >= $2 OR $2 = 0)
-              AND NOT EXISTS (SELECT 1 FROM ${s}.events x WHERE x.session_key = o.session_key AND x.seq = o.first_seq)))::int
-          AS misplaced
-      FROM ${s}.events e LEFT JOIN ${s}.batches b ON b.session_key = e.session_key AND b.first_seq = e.seq
-      WHERE e.session_key = $1 AND e.seq >= $2 AND e.seq < $3`,
+    // anchor.ts RelationalDigest, as text and as the SHA-256 of each (hashed here, so 64 bytes
+    // cross the wire instead of the text).
+    digestText: digestStatement(s, (text) => text),
+    digestHashes: digestStatement(s, (text) => `sha256(convert_to(${text}, 'UTF8'))`),
     insertEvents: `
       INSERT INTO ${s}.events (session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable, search)
       SELECT $1, seq, type, time, data, surface_op, sources, ignorable, to_tsvector('simple', body)
@@ -764,9 +775,14 @@ class PostgresStatements implements driver.RelationalTx {
     return (await this.db.query<EventRow>(this.sql.eventsAt, [key, seqs])).rows;
   }
 
-  async prefixDigest(key: number, from: number, to: number): Promise<driver.PrefixDigestChunk> {
-    return (await this.db.query<driver.PrefixDigestChunk & { text: string }>(this.sql.digest, [key, from, to]))
+  async prefixDigest(key: number, from: number, to: number, hashed: boolean): Promise<driver.PrefixDigestChunk> {
+    type Row = { rows_text: Uint8Array | string; batches_text: Uint8Array | string; rows: number; misplaced: number };
+    const row = (await this.db.query<Row>(hashed ? this.sql.digestHashes : this.sql.digestText, [key, from, to]))
       .rows[0]!;
+    const counts = { rows: row.rows, misplaced: row.misplaced };
+    return hashed
+      ? { hashed, rowsDigest: row.rows_text as Uint8Array, batchesDigest: row.batches_text as Uint8Array, ...counts }
+      : { hashed, rowsText: row.rows_text, batchesText: row.batches_text, ...counts };
   }
 
   async insertBatch(key: number, id: string, events: readonly StoredEvent[], op: string): Promise<void> {

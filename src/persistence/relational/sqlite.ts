@@ -117,6 +117,9 @@ export const SQLITE_PAGE_SIZE = 4096;
 const MAX_SEQ = 2 ** 32 - 1;
 const MAX_SESSION_KEY = 2 ** 31 - 1;
 
+/** The digest text of no rows (SQLite's group_concat of none is NULL). */
+const EMPTY = new Uint8Array();
+
 /** The event types whose text is indexed, as an SQL list (constants of ours). */
 const SEARCHABLE_TYPES_SQL = SEARCHABLE_EVENT_TYPES.map((type) => `'${type}'`).join(', ');
 
@@ -744,9 +747,16 @@ class SqliteStatements implements driver.RelationalTx {
     return rows;
   }
 
+  /** Always the text: hashing it here or in the caller costs the same. */
   prefixDigest(key: number, from: number, to: number): driver.PrefixDigestChunk {
     const chunk = this.sql.digest.get(key, from, key, to)!;
-    return { text: chunk.text ?? new Uint8Array(), rows: chunk.rows, misplaced: chunk.misplaced };
+    return {
+      hashed: false,
+      rowsText: chunk.rows_text ?? EMPTY,
+      batchesText: chunk.batches_text ?? EMPTY,
+      rows: chunk.rows,
+      misplaced: chunk.misplaced,
+    };
   }
 
   /** The batch's rows, its op and last seq on the first (indexed for search by the session's next search, not here). */
@@ -1019,13 +1029,19 @@ function prepareStatements(db: Database.Database) {
     eventAt: db.prepare<[number, number], EventRow>(
       `SELECT seq, type, time, data, surface_op, source_event_seqs, ignorable FROM events WHERE id = (? << 32) + ?`,
     ),
-    // anchor.ts digestLine without the seq, built from the stored columns in rowid (= seq) order,
-    // as bytes; with the rows whose seq column disagrees with their key.
-    digest: db.prepare<[number, number, number, number], { text: Buffer | null; rows: number; misplaced: number }>(
-      `SELECT CAST(group_concat(concat(time, ifnull(char(31) || ignorable, char(29)),
-           ifnull(char(31) || batch_last_seq, char(29)), char(31), type, char(31), data,
-           ifnull(char(31) || surface_op, char(29)), ifnull(char(31) || source_event_seqs, char(29)),
-           ifnull(char(31) || batch_op, char(29))), char(30)) AS BLOB) AS text,
+    // anchor.ts RelationalDigest: the rows' text and the text of the batch records on them, built
+    // from the stored columns in rowid (= seq) order, as bytes (NULL for none); with the rows
+    // whose seq column disagrees with their key.
+    digest: db.prepare<
+      [number, number, number, number],
+      { rows_text: Buffer | null; batches_text: Buffer | null; rows: number; misplaced: number }
+    >(
+      `SELECT CAST(group_concat(concat_ws(char(31), time,
+             (ignorable IS NULL) + 2 * (surface_op IS NULL) + 4 * (source_event_seqs IS NULL),
+             ignorable, type, data, surface_op, source_event_seqs), char(30)) || char(30) AS BLOB) AS rows_text,
+         CAST(group_concat(iif(batch_op IS NULL AND batch_last_seq IS NULL, NULL,
+             concat_ws(char(31), seq, (batch_last_seq IS NULL) + 2 * (batch_op IS NULL), batch_last_seq, batch_op)),
+           char(30)) || char(30) AS BLOB) AS batches_text,
          count(*) AS rows, ifnull(sum(seq <> (id & ${MAX_SEQ})), 0) AS misplaced
        FROM events WHERE id >= (? << 32) + ? AND id < (? << 32) + ?`,
     ),
