@@ -119,37 +119,52 @@ function hasControl(text: string): boolean {
  */
 export const DIGEST_CHUNK_ROWS = 16_384;
 
+/** A batch record: its op and last seq (it starts on the row it is given with). */
+type BatchRecord = { op: string; lastSeq: number };
+
+/**
+ * Where a relational store keeps its batch records: on the batch's first event row (SQLite,
+ * columns `batch_last_seq` and `batch_op`) or in a table of their own (PostgreSQL `batches`).
+ */
+export type BatchLayout = 'on-rows' | 'table';
+
 /**
  * The digest text of one stored event row of a relational store (its seq is its place), the same
  * text its SQL builds from the stored columns (sqlite.ts, postgres.ts `prefixDigest`): time, a
  * number whose bits say which nullable columns are null (1 ignorable, 2 surface_op, 4
- * source_event_seqs), then the other columns that are not null, separated by U+001F and ended
- * by U+001E. Undefined for a row whose type holds a control character (its text could be read
+ * source_event_seqs, 8 batch_last_seq, 16 batch_op: both always, where batch records have a table
+ * of their own), then the other columns that are not null, separated by U+001F and ended by
+ * U+001E. Undefined for a row whose type or op holds a control character (its text could be read
  * two ways: such a log is not anchored). The JSON columns never hold one, so no two different
  * rows give the same text.
  */
-function rowText(event: EncodedEvent): string | undefined {
-  if (hasControl(event.type)) return undefined;
+function rowText(event: EncodedEvent, batch: BatchRecord | undefined): string | undefined {
+  if (hasControl(event.type) || (batch !== undefined && hasControl(batch.op))) return undefined;
   const nulls =
-    (event.ignorable ? 0 : 1) + (event.surfaceOp === null ? 2 : 0) + (event.sourceEventSeqs === null ? 4 : 0);
+    (event.ignorable ? 0 : 1) +
+    (event.surfaceOp === null ? 2 : 0) +
+    (event.sourceEventSeqs === null ? 4 : 0) +
+    (batch === undefined ? 24 : 0);
   let text = `${event.time}\u001f${nulls}`;
   if (event.ignorable) text += '\u001f1';
   text += `\u001f${event.type}\u001f${event.data}`;
   if (event.surfaceOp !== null) text += `\u001f${event.surfaceOp}`;
   if (event.sourceEventSeqs !== null) text += `\u001f${event.sourceEventSeqs}`;
+  if (batch !== undefined) text += `\u001f${batch.lastSeq}\u001f${batch.op}`;
   return `${text}\u001e`;
 }
 
-/** The digest text of a batch record starting at `firstSeq` (no column null: 0), as {@link rowText}; undefined for an op holding a control character. */
-function batchText(firstSeq: number, batch: { op: string; lastSeq: number }): string | undefined {
-  return hasControl(batch.op) ? undefined : `${firstSeq}\u001f0\u001f${batch.lastSeq}\u001f${batch.op}\u001e`;
+/** The digest text of a batch record of its own starting at `firstSeq`: first seq, last seq and op, as {@link rowText}. */
+function batchText(firstSeq: number, batch: BatchRecord): string | undefined {
+  return hasControl(batch.op) ? undefined : `${firstSeq}\u001f${batch.lastSeq}\u001f${batch.op}\u001e`;
 }
 
 /**
  * The running digest of a relational store's prefix: BLAKE2b-512 over the header row's text
  * (then U+001E) and, for each whole chunk of {@link DIGEST_CHUNK_ROWS} rows, the SHA-256 of its
- * rows' text and the SHA-256 of its batch records' text (those starting in the chunk, ascending);
- * a chunk not yet whole is hashed in as it stands when the digest is taken ({@link current}).
+ * rows' text and the SHA-256 of the text of the batch records of their own starting in it
+ * (ascending; none where they sit on the rows); a chunk not yet whole is hashed in as it stands
+ * when the digest is taken ({@link current}).
  * Chunks let PostgreSQL hash each whole chunk itself, so only 64 bytes of it cross the wire.
  * The writer feeds it its validated events ({@link addEvent}); a cold reader, the text or the
  * hashes the database builds of the stored columns ({@link addText}, {@link addChunkHashes}).
@@ -161,7 +176,10 @@ export class RelationalDigest {
   /** The seq the next row fed must have. */
   next = 0;
 
-  constructor(headerText: string) {
+  constructor(
+    headerText: string,
+    private readonly layout: BatchLayout,
+  ) {
     this.prefix = newPrefixHash().update(`${headerText}\u001e`);
   }
 
@@ -169,20 +187,26 @@ export class RelationalDigest {
    * Feeds the event row at seq `next` as it is stored, with the batch record starting on it.
    * False (nothing fed) when the row cannot be put in a digest: the log is then not anchored.
    */
-  addEvent(event: EncodedEvent, batch: { op: string; lastSeq: number } | undefined): boolean {
-    const row = rowText(event);
-    const record = batch && batchText(this.next, batch);
-    if (row === undefined || (batch !== undefined && record === undefined)) return false;
+  addEvent(event: EncodedEvent, batch: BatchRecord | undefined): boolean {
+    const onRow = this.layout === 'on-rows' ? batch : undefined;
+    const row = rowText(event, onRow);
+    const record = batch !== undefined && onRow === undefined ? batchText(this.next, batch) : '';
+    if (row === undefined || record === undefined) return false;
     this.rows.update(row);
-    if (record !== undefined) this.batches.update(record);
+    if (record !== '') this.batches.update(record);
     this.advance(1);
     return true;
   }
 
-  /** Feeds the text the database built of the `count` rows from `next` on, and of the batch records starting on them (within one chunk). */
+  /**
+   * Feeds the text the database built of the `count` rows from `next` on and of the batch records
+   * of their own starting on them (within one chunk), each record's text without the U+001E that
+   * ends it: the database joins them with U+001E (SQLite's `group_concat` pays for a copy of the
+   * whole text to add one more).
+   */
   addText(rows: string | Uint8Array, batches: string | Uint8Array, count: number): void {
-    this.rows.update(rows);
-    this.batches.update(batches);
+    if (rows.length > 0) this.rows.update(rows).update('\u001e');
+    if (batches.length > 0) this.batches.update(batches).update('\u001e');
     this.advance(count);
   }
 

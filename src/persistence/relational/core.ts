@@ -288,7 +288,7 @@ export abstract class RelationalSessionStore implements SessionStore {
       return this.copies.serial(id, async () => {
         const entry = this.copies.get(id);
         if (!entry || entry.scanner.nextSeq !== seq + 1) return undefined;
-        entry.digest ??= new RelationalDigest(entry.headerText);
+        entry.digest ??= new RelationalDigest(entry.headerText, this.driver.batchLayout);
         if (!digestValidated(entry.digest, entry.scanner)) return undefined;
         return sealAnchor(entry.digest.current(), seq, entry.scanner.session.surface, entry.scanner.ops);
       });
@@ -495,7 +495,7 @@ export abstract class RelationalSessionStore implements SessionStore {
     const row = yield* step(tx.sessionHead(id));
     if (!row) throw notFound(id);
     if (row.head <= anchor.seq) return 'differs';
-    const digest = new RelationalDigest(row.header);
+    const digest = new RelationalDigest(row.header, this.driver.batchLayout);
     for (let from = 0; from <= anchor.seq; from += DIGEST_CHUNK_ROWS) {
       const to = Math.min(anchor.seq + 1, from + DIGEST_CHUNK_ROWS);
       // A whole chunk may come hashed; the last one, not whole, as text, since the tail goes on hashing into it.

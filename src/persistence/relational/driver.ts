@@ -10,6 +10,7 @@
  * awaits each statement on a pg connection. So the core's sequences are written once and SQLite
  * keeps its transactions as they were: one synchronous call each.
  */
+import type { BatchLayout } from '../anchor.js';
 import type { SpendTotals, StoredEvent } from '../../session/index.js';
 import type { TenantSpend } from '../spend.js';
 import type { RankedSeq, SearchRequest } from '../search.js';
@@ -68,9 +69,9 @@ export type StoredRows = { events: EventRow[]; batches: BatchRow[] };
 
 /**
  * The stored rows of a range of seqs (within one chunk) as an anchored read hashes them (anchor.ts
- * `RelationalDigest`): the rows' digest text and the text of the batch records starting on them,
- * in seq order, built from the stored columns by the database; or, when asked and the database
- * can, the SHA-256 of each (PostgreSQL). `rows` is how many rows the range holds; `misplaced` how
+ * `RelationalDigest`): the rows' digest text and the text of the batch records of their own
+ * starting on them, in seq order and joined with U+001E, built from the stored columns by the
+ * database; or, when asked and the database can, the SHA-256 of each, ended by U+001E (PostgreSQL). `rows` is how many rows the range holds; `misplaced` how
  * many of them are not where their seq says (SQLite: a seq column that disagrees with the row's
  * key; PostgreSQL: a gap or duplicate, or a batch record of the range that starts on no row).
  */
@@ -208,6 +209,8 @@ export interface RelationalDriver {
   readonly pollIntervalMs: number;
   /** How the database tells of other processes' appends without polling, where it can. */
   readonly remoteAppends?: RemoteAppends;
+  /** Where the database keeps batch records, as an anchor's digest text has them (anchor.ts). */
+  readonly batchLayout: BatchLayout;
   run<T>(mode: TxMode, body: (tx: RelationalTx) => Steps<T>): Awaitable<T>;
   /** Refuses, before anything is written, an op this database cannot store. */
   assertStorableOp(op: string): void;

@@ -236,21 +236,21 @@ ${spendDdl(s)}
 
 /**
  * The anchored read's statement for seqs $2 <= seq < $3 of session $1 (anchor.ts
- * `RelationalDigest`): the rows' text and the text of the batch records starting on them, each
- * passed through `out`; misplaced counts a range whose rows are not exactly its seqs (the primary
- * key rules out duplicates) and a batch record of it that starts on no row (from seq 0 on, also
- * one that starts before it).
+ * `RelationalDigest`, batch records in a table of their own, so every row's batch columns are
+ * null: 24): the rows' text and the text of the batch records starting on them, each joined with
+ * chr(30) and passed through `out` (NULL: none); misplaced counts a range whose rows are not
+ * exactly its seqs (the primary key rules out duplicates) and a batch record of it that starts on
+ * no row (from seq 0 on, also one that starts before it).
  */
 function digestStatement(s: string, out: (text: string) => string): string {
-  const rows = `coalesce(string_agg(concat_ws(chr(31), e.time,
-      (e.ignorable IS NULL)::int + 2 * (e.surface_op IS NULL)::int + 4 * (e.source_event_seqs IS NULL)::int,
+  const rows = `string_agg(concat_ws(chr(31), e.time,
+      (e.ignorable IS NULL)::int + 2 * (e.surface_op IS NULL)::int + 4 * (e.source_event_seqs IS NULL)::int + 24,
       CASE WHEN e.ignorable THEN '1' WHEN NOT e.ignorable THEN '0' END, e.type, e.data, e.surface_op, e.source_event_seqs),
-    chr(30) ORDER BY e.seq) || chr(30), '')`;
-  const batches = `(SELECT coalesce(string_agg(concat_ws(chr(31), b.first_seq, 0, b.last_seq, b.op), chr(30)
-      ORDER BY b.first_seq, b.op) || chr(30), '')
+    chr(30) ORDER BY e.seq)`;
+  const batches = `(SELECT ${out(`string_agg(concat_ws(chr(31), b.first_seq, b.last_seq, b.op), chr(30) ORDER BY b.first_seq, b.op)`)}
     FROM ${s}.batches b WHERE b.session_key = $1 AND b.first_seq >= $2 AND b.first_seq < $3)`;
   return `
-    SELECT ${out(rows)} AS rows_text, ${out(batches)} AS batches_text, count(*)::int AS rows,
+    SELECT ${out(rows)} AS rows_text, ${batches} AS batches_text, count(*)::int AS rows,
       (CASE WHEN count(*) = 0 OR (min(e.seq) = $2 AND max(e.seq) = $3 - 1) THEN 0 ELSE 1 END
        + (SELECT count(*) FROM ${s}.batches o
           WHERE o.session_key = $1 AND o.first_seq < $3 AND (o.first_seq >= $2 OR $2 = 0)
@@ -298,8 +298,9 @@ function statements(s: string) {
     eventsAt: `SELECT seq, type, time, data, surface_op, source_event_seqs, ignorable FROM ${s}.events WHERE session_key = $1 AND seq = ANY($2::bigint[]) ORDER BY seq`,
     // anchor.ts RelationalDigest, as text and as the SHA-256 of each (hashed here, so 64 bytes
     // cross the wire instead of the text).
-    digestText: digestStatement(s, (text) => text),
-    digestHashes: digestStatement(s, (text) => `sha256(convert_to(${text}, 'UTF8'))`),
+    digestText: digestStatement(s, (text) => `coalesce(${text}, '')`),
+    // The text of no records hashes as nothing; each record's text ends with chr(30).
+    digestHashes: digestStatement(s, (text) => `sha256(convert_to(coalesce(${text} || chr(30), ''), 'UTF8'))`),
     insertEvents: `
       INSERT INTO ${s}.events (session_key, seq, type, time, data, surface_op, source_event_seqs, ignorable, search)
       SELECT $1, seq, type, time, data, surface_op, sources, ignorable, to_tsvector('simple', body)
@@ -528,6 +529,7 @@ class PostgresDriver implements driver.RelationalDriver {
   readonly schema: string;
   readonly channel: string;
   readonly pollIntervalMs: number;
+  readonly batchLayout = 'table';
   readonly remoteAppends: NotificationListener;
   private readonly sql: Statements;
   private readonly pool: pg.Pool;

@@ -424,6 +424,7 @@ export type SqliteSettings = {
 class SqliteDriver implements driver.RelationalDriver {
   readonly location: string;
   readonly pollIntervalMs: number;
+  readonly batchLayout = 'on-rows';
   private readonly memory: boolean;
   private readonly db: Database.Database;
   private readonly statements: SqliteStatements;
@@ -458,10 +459,10 @@ class SqliteDriver implements driver.RelationalDriver {
 
   private configure(): void {
     this.db.pragma(`busy_timeout = ${this.options.busyTimeoutMs}`);
-    // A new file gets 8 KiB pages: an event row of up to ~2 KB (a typical assistant reply) then
-    // stays on its b-tree page instead of spilling to a mostly empty overflow page, as it does
-    // with 4 KiB pages in a WITHOUT ROWID table (BENCHMARKS.md, "bytes on disk"). Only possible
-    // before the first table exists; a file made with other pages keeps them (SQLite reads both).
+    // A new file gets 4 KiB pages (SQLITE_PAGE_SIZE): the WAL writes half the bytes per touched
+    // page of 8 KiB ones, and a rowid table's leaf keeps an event row of up to ~4 KB (a long
+    // assistant reply) inline (BENCHMARKS.md, "schema 10"). Only possible before the first table
+    // exists; a file made with other pages keeps them (SQLite reads both).
     if (this.db.pragma('page_count', { simple: true }) === 0) this.db.pragma(`page_size = ${SQLITE_PAGE_SIZE}`);
     const journal = this.db.pragma('journal_mode = WAL', { simple: true });
     if (journal !== (this.memory ? 'memory' : 'wal')) {
@@ -752,8 +753,8 @@ class SqliteStatements implements driver.RelationalTx {
     const chunk = this.sql.digest.get(key, from, key, to)!;
     return {
       hashed: false,
-      rowsText: chunk.rows_text ?? EMPTY,
-      batchesText: chunk.batches_text ?? EMPTY,
+      rowsText: chunk.text ?? EMPTY,
+      batchesText: EMPTY,
       rows: chunk.rows,
       misplaced: chunk.misplaced,
     };
@@ -1029,19 +1030,14 @@ function prepareStatements(db: Database.Database) {
     eventAt: db.prepare<[number, number], EventRow>(
       `SELECT seq, type, time, data, surface_op, source_event_seqs, ignorable FROM events WHERE id = (? << 32) + ?`,
     ),
-    // anchor.ts RelationalDigest: the rows' text and the text of the batch records on them, built
-    // from the stored columns in rowid (= seq) order, as bytes (NULL for none); with the rows
-    // whose seq column disagrees with their key.
-    digest: db.prepare<
-      [number, number, number, number],
-      { rows_text: Buffer | null; batches_text: Buffer | null; rows: number; misplaced: number }
-    >(
+    // anchor.ts RelationalDigest: the rows' text, each with the batch record on it, joined with
+    // char(30) and built from the stored columns in rowid (= seq) order, as bytes (NULL for no
+    // rows); with the rows whose seq column disagrees with their key.
+    digest: db.prepare<[number, number, number, number], { text: Buffer | null; rows: number; misplaced: number }>(
       `SELECT CAST(group_concat(concat_ws(char(31), time,
-             (ignorable IS NULL) + 2 * (surface_op IS NULL) + 4 * (source_event_seqs IS NULL),
-             ignorable, type, data, surface_op, source_event_seqs), char(30)) || char(30) AS BLOB) AS rows_text,
-         CAST(group_concat(iif(batch_op IS NULL AND batch_last_seq IS NULL, NULL,
-             concat_ws(char(31), seq, (batch_last_seq IS NULL) + 2 * (batch_op IS NULL), batch_last_seq, batch_op)),
-           char(30)) || char(30) AS BLOB) AS batches_text,
+             (ignorable IS NULL) + 2 * (surface_op IS NULL) + 4 * (source_event_seqs IS NULL)
+               + 8 * (batch_last_seq IS NULL) + 16 * (batch_op IS NULL),
+             ignorable, type, data, surface_op, source_event_seqs, batch_last_seq, batch_op), char(30)) AS BLOB) AS text,
          count(*) AS rows, ifnull(sum(seq <> (id & ${MAX_SEQ})), 0) AS misplaced
        FROM events WHERE id >= (? << 32) + ? AND id < (? << 32) + ?`,
     ),
