@@ -109,8 +109,24 @@ async function restoreProjections(
     session = read = anchored;
     cached = fromAnchor;
   } else {
-    session = await store.session(id);
-    cached = record && restoreFromCache(record, session, registry, report);
+    const copy = await store.session(id);
+    session = copy;
+    cached = record && restoreFromCache(record, copy, registry, report);
+    // Read through the store's validated copy, the checkpoint is checked against the copy's own
+    // surface fold (its anchor is not: that would hash the prefix the copy saves reading). One
+    // that disagrees describes another log (changed under it, even into another valid log): it
+    // is not used, and the read folds from seq 0.
+    if (cached?.used && !sameSurface(cached.states[surfaceProjection.key], copy)) {
+      report(
+        new SessionlogError(
+          'INVALID_ARGUMENT',
+          `session ${id}: the surface of the projection checkpoint at seq ${record!.rows[surfaceProjection.key]?.seq} ` +
+            "is not the stored log's; refolded from seq 0",
+        ),
+      );
+      record = undefined;
+      cached = undefined;
+    }
   }
   const restored = cached ?? registry.restore({}, sliceEvents(session, 0, undefined), 0);
   if (options.forceWrite || writeBackDue(record, cached, restored.asOfSeq)) {
@@ -146,6 +162,18 @@ function writeBackDue(
   if (cached?.used !== true || Number.isNaN(cached.previousSeq)) return true;
   if (cached.previousSeq === asOfSeq) return false;
   return record?.anchor === undefined || checkpointDue(cached.previousSeq, asOfSeq);
+}
+
+/** Whether a restored surface state is the surface `session` folded itself. */
+function sameSurface(state: JsonValue | undefined, session: SessionView): boolean {
+  const surface = state as SurfaceNodeState | undefined;
+  const nodes = session.surfaceNodes;
+  return (
+    surface !== undefined &&
+    surface.replaceGeneration === session.replaceGeneration &&
+    surface.nodes.length === nodes.length &&
+    surface.nodes.every((node, i) => node === nodes[i])
+  );
 }
 
 /** The session's checkpoint record; undefined when there is none or it cannot be read (fail-soft). */

@@ -1017,6 +1017,9 @@ export function runStoreConformance(fixture: BackendFixture): void {
         ];
         await store.append('s', more, { expectedSeq: 4, op: 'more' });
         reference.appendBatch(more, 'more');
+        // Through the copy this store holds, the checkpoint agrees with the copy's own surface fold.
+        const held = await readDerivedHistory(store, 's');
+        expect(held).toMatchObject({ fromCache: true, messages: reference.deriveMessages() });
         const history = await readDerivedHistory(await reopen(), 's');
         expect(history.fromCache).toBe(true);
         expect(history.messages).toEqual(reference.deriveMessages());

@@ -257,6 +257,26 @@ describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
     expect(JSON.stringify(full)).toContain('found it');
   });
 
+  it('does not use a checkpoint over a log changed under it when the store reads through its validated copy', async () => {
+    const record = await build();
+    const events = await (await fresh()).readFrom('s', 0);
+    await closeAll();
+    const [reply, stepEnd] = [events[8]!, events[9]!] as unknown as Array<Record<string, unknown>>;
+    fixture.editRecord(url, 's', 8, { kind: 'replace', event: { ...stepEnd, seq: 8 } });
+    fixture.editRecord(url, 's', 9, { kind: 'replace', event: { ...reply, seq: 9 } });
+    const full = await fullRead();
+    const store = await fresh();
+    await store.readFrom('s', 0);
+    // The store holds a copy of the changed log: it reads through it, not through the anchor.
+    expect(await store.readAnchored('s', record.anchor!, surfaceOf(record))).toBe('held');
+    const problems: unknown[] = [];
+    const history = await readDerivedHistory(store, 's', undefined, { onCacheProblem: (p) => problems.push(p) });
+    expect({ messages: history.messages, fromCache: history.fromCache }).toEqual({ ...full, fromCache: false });
+    expect(String(problems[0])).toContain(`checkpoint at seq ${PREFIX_LAST} is not the stored log's`);
+    // The record was rewritten from the copy, so the next read of this store uses it again.
+    expect((await readDerivedHistory(store, 's')).fromCache).toBe(true);
+  });
+
   it.each([
     ['a prefix record that does not decode', 3, { kind: 'garble' } as const],
     ['a prefix record removed', 2, { kind: 'delete' } as const],
