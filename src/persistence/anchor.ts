@@ -8,9 +8,9 @@
  * {@link RelationalDigest}) followed by the validator state a scan holds at N: the surface fold
  * and the ops used. A cold reader hashes the same stored bytes (no parsing), and only when the
  * digest is the anchor's does it resume the scan at N + 1 from that state: so the tail is
- * validated exactly as a full scan would validate it. Any other outcome (a prefix changed in any byte, a checkpoint whose surface or ops were
- * edited, an anchor of another format) is a miss, and the reader validates the whole log, which
- * refuses damage as always. The digest is computed by the writer from what it validated (the
+ * validated exactly as a full scan would validate it. Any other outcome (a prefix changed in any
+ * byte, a checkpoint whose surface or ops were edited, an anchor of another format) is a miss, and
+ * the reader validates the whole log, which refuses damage as always. The digest is computed by the writer from what it validated (the
  * bytes it read or wrote, or its validated events encoded as they are stored), never by reading
  * the stored bytes back, so damage done after validation cannot be sealed into an anchor.
  *
@@ -164,9 +164,8 @@ function batchText(firstSeq: number, batch: BatchRecord): string | undefined {
  * (then U+001E) and, for each whole chunk of {@link DIGEST_CHUNK_ROWS} rows, the SHA-256 of its
  * rows' text and the SHA-256 of the text of the batch records of their own starting in it
  * (ascending; none where they sit on the rows); a chunk not yet whole is hashed in as it stands
- * when the digest is taken ({@link current}).
- * Chunks let PostgreSQL hash each whole chunk itself, so only 64 bytes of it cross the wire.
- * The writer feeds it its validated events ({@link addEvent}); a cold reader, the text or the
+ * when the digest is taken ({@link current}). Chunks let PostgreSQL hash each whole chunk
+ * itself, so only 64 bytes of it cross the wire. The writer feeds it its validated events ({@link addEvent}); a cold reader, the text or the
  * hashes the database builds of the stored columns ({@link addText}, {@link addChunkHashes}).
  */
 export class RelationalDigest {

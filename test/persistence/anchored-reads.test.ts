@@ -241,14 +241,18 @@ describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
     expect(JSON.stringify(cold)).toContain('find it, edited');
   });
 
-  it('does not use a checkpoint at all over a prefix changed into another valid log (two records swapped)', async () => {
-    const record = await build();
+  /** Changes the stored log into another valid one: the reply a2 (a surface node at seq 8) and the step/end after it change places. */
+  async function swapReplyAndStepEnd(): Promise<void> {
     const events = await (await fresh()).readFrom('s', 0);
     await closeAll();
-    // The reply a2 (a surface node at seq 8) and the step/end after it change places.
     const [reply, stepEnd] = [events[8]!, events[9]!] as unknown as Array<Record<string, unknown>>;
     fixture.editRecord(url, 's', 8, { kind: 'replace', event: { ...stepEnd, seq: 8 } });
     fixture.editRecord(url, 's', 9, { kind: 'replace', event: { ...reply, seq: 9 } });
+  }
+
+  it('does not use a checkpoint at all over a prefix changed into another valid log (two records swapped)', async () => {
+    const record = await build();
+    await swapReplyAndStepEnd();
     expect(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record))).toBe('differs');
     const full = await fullRead();
     expect('messages' in full).toBe(true);
@@ -259,11 +263,7 @@ describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
 
   it('does not use a checkpoint over a log changed under it when the store reads through its validated copy', async () => {
     const record = await build();
-    const events = await (await fresh()).readFrom('s', 0);
-    await closeAll();
-    const [reply, stepEnd] = [events[8]!, events[9]!] as unknown as Array<Record<string, unknown>>;
-    fixture.editRecord(url, 's', 8, { kind: 'replace', event: { ...stepEnd, seq: 8 } });
-    fixture.editRecord(url, 's', 9, { kind: 'replace', event: { ...reply, seq: 9 } });
+    await swapReplyAndStepEnd();
     const full = await fullRead();
     const store = await fresh();
     await store.readFrom('s', 0);

@@ -71,9 +71,10 @@ export type StoredRows = { events: EventRow[]; batches: BatchRow[] };
  * The stored rows of a range of seqs (within one chunk) as an anchored read hashes them (anchor.ts
  * `RelationalDigest`): the rows' digest text and the text of the batch records of their own
  * starting on them, in seq order and joined with U+001E, built from the stored columns by the
- * database; or, when asked and the database can, the SHA-256 of each, ended by U+001E (PostgreSQL). `rows` is how many rows the range holds; `misplaced` how
- * many of them are not where their seq says (SQLite: a seq column that disagrees with the row's
- * key; PostgreSQL: a gap or duplicate, or a batch record of the range that starts on no row).
+ * database; or, when asked and the database can, the SHA-256 of each, ended by U+001E
+ * (PostgreSQL). `rows` is how many rows the range holds; `misplaced` how many of them are not
+ * where their seq says (SQLite: a seq column that disagrees with the row's key; PostgreSQL: a
+ * gap, or a batch record of the range that starts on no row).
  */
 export type PrefixDigestChunk = { rows: number; misplaced: number } & (
   | { hashed: false; rowsText: string | Uint8Array; batchesText: string | Uint8Array }
