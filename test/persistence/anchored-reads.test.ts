@@ -13,6 +13,7 @@ import {
   type ProjectionCacheRecord,
   type SessionStore,
 } from '../../src/persistence/index.js';
+import { DIGEST_CHUNK_ROWS } from '../../src/persistence/anchor.js';
 import { Session, isSessionlogError, type NewEvent, type SurfaceSnapshot } from '../../src/session/index.js';
 import { closedTurn, testHeader } from '../support/persistence-events.js';
 import {
@@ -349,7 +350,7 @@ describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
   });
 
   it('hashes a long log chunk by chunk: checkpoints at, just past and two whole chunks in verify, and a change inside a whole chunk is seen', async () => {
-    const CHUNK = 16_384; // anchor.ts DIGEST_CHUNK_ROWS: PostgreSQL hashes a whole chunk on the server
+    const CHUNK = DIGEST_CHUNK_ROWS; // PostgreSQL hashes a whole chunk on the server
     const store = await fresh();
     await store.create(testHeader('s'));
     await store.append('s', closedTurn(1, T), { expectedSeq: 0, op: 'turn-1' });
