@@ -4,6 +4,7 @@
  * and damage anywhere, in the prefix, the tail or the checkpoint, still ends in the answer or the
  * refusal a full read gives.
  */
+import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   openStore,
@@ -18,6 +19,7 @@ import { Session, isSessionlogError, type NewEvent, type SurfaceSnapshot } from 
 import { closedTurn, testHeader } from '../support/persistence-events.js';
 import {
   BACKENDS,
+  POSTGRES_TEST_URL,
   dropPostgresTestSchemas,
   postgresFixture,
   probePostgres,
@@ -322,6 +324,28 @@ describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
       await expectRefusedAsFullRead();
     },
   );
+
+  // Batch records in a table of their own (PostgreSQL): one added where no batch starts is seen,
+  // whether it starts on a row of the anchored prefix or before seq 0.
+  it.skipIf(fixture.name !== 'postgres').each([
+    ['on a row of the prefix (seq 3)', 3],
+    ['before seq 0', -1],
+  ])('does not take a prefix whose batches table gained a record %s', async (_where, firstSeq) => {
+    const record = await build();
+    const admin = new pg.Client({ connectionString: POSTGRES_TEST_URL });
+    await admin.connect();
+    try {
+      const schema = `"${new URL(url).searchParams.get('schema')!}"`;
+      await admin.query(
+        `INSERT INTO ${schema}.batches (session_key, op, first_seq, last_seq)
+         SELECT key, 'planted', $2, $2 FROM ${schema}.sessions WHERE id = $1`,
+        ['s', firstSeq],
+      );
+    } finally {
+      await admin.end();
+    }
+    expect(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record))).toBe('differs');
+  });
 
   it('does not trust a checkpoint whose surface or ops were edited', async () => {
     const record = await build();

@@ -104,6 +104,29 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
       expect(version.rows).toEqual([{ version: POSTGRES_SCHEMA_VERSION }]);
     });
 
+    it('indexes the batch records by where they start, also in a schema made without that index (a build before it), and reads it as before', async () => {
+      const indexes = async () =>
+        (
+          await admin.query<{ indexname: string }>(
+            `SELECT indexname FROM pg_indexes WHERE schemaname = $1 AND tablename = 'batches' ORDER BY indexname`,
+            [schema],
+          )
+        ).rows.map((r) => r.indexname);
+      const first = await open();
+      await first.create(testHeader('s'));
+      await first.append('s', closedTurn(1), { expectedSeq: 0, op: 'turn-1' });
+      expect(await indexes()).toEqual(['batches_by_first_seq', 'batches_by_last_seq', 'batches_pkey']);
+      await first.close();
+      opened.splice(opened.indexOf(first), 1);
+      // What a schema of the build before holds: the same version, without the index.
+      await admin.query(`DROP INDEX "${schema}".batches_by_first_seq`);
+      const second = await open();
+      expect(await indexes()).toEqual(['batches_by_first_seq', 'batches_by_last_seq', 'batches_pkey']);
+      expect((await second.readFrom('s', 0)).map((e) => e.type)).toEqual(closedTurn(1).map((e) => e.type));
+      const version = await admin.query<{ version: number }>(`SELECT version FROM "${schema}".schema_version`);
+      expect(version.rows).toEqual([{ version: POSTGRES_SCHEMA_VERSION }]);
+    });
+
     it('several stores opening a new schema at once all succeed and create it once', async () => {
       const stores = await Promise.all(Array.from({ length: 5 }, () => open()));
       await stores[0]!.create(testHeader('s'));

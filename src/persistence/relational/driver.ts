@@ -74,7 +74,7 @@ export type StoredRows = { events: EventRow[]; batches: BatchRow[] };
  * database; or, when asked and the database can, the SHA-256 of each, ended by U+001E
  * (PostgreSQL). `rows` is how many rows the range holds; `misplaced` how many of them are not
  * where their seq says (SQLite: a seq column that disagrees with the row's key; PostgreSQL: a
- * gap, or a batch record of the range that starts on no row).
+ * gap, or in the first range a batch record that starts before seq 0).
  */
 export type PrefixDigestChunk = { rows: number; misplaced: number } & (
   | { hashed: false; rowsText: string | Uint8Array; batchesText: string | Uint8Array }

@@ -17,7 +17,9 @@
  *   the payload's JSON *text* exactly as serialised at append (not `jsonb`, which would reorder
  *   keys), so reads are byte-identical. Neither the op nor the text id is repeated per row.
  * - `batches(session_key, op, first_seq, last_seq)`, primary key `(session_key, op)`: the op
- *   index; reads re-attach `op` to events from it.
+ *   index; reads re-attach `op` to events from it. Indexed by `(session_key, last_seq)` and, made
+ *   on open where missing (no version: a build without it works unchanged), `(session_key,
+ *   first_seq)` for the anchored read.
  * - `artifacts(session_key, name, content bytea)` (UTF-8; `text` cannot hold NUL) and
  *   `projection_cache(session_key, record text)`.
  * - `tombstones(id, erased_at, until)` (version 2): erased ids `create` refuses until `until`.
@@ -183,6 +185,16 @@ function unindexedIndexDdl(s: string): string {
   return `CREATE INDEX events_unindexed ON ${s}.events (session_key, seq) WHERE search IS NULL AND type IN (${SEARCHABLE_TYPES_SQL});`;
 }
 
+/**
+ * The batch records by where they start: an anchored read finds a chunk's records with it
+ * (`digestStatement`). Not part of the format (no version): a store of this build creates it on
+ * open where a schema lacks it, and a build without it reads and writes the same tables.
+ */
+const BATCH_STARTS_INDEX = 'batches_by_first_seq';
+function batchStartsDdl(s: string): string {
+  return `CREATE INDEX ${BATCH_STARTS_INDEX} ON ${s}.batches (session_key, first_seq);`;
+}
+
 function schemaDdl(s: string): string {
   return `
 CREATE TABLE ${s}.schema_version (
@@ -214,6 +226,7 @@ CREATE TABLE ${s}.batches (
   PRIMARY KEY (session_key, op)
 );
 CREATE INDEX batches_by_last_seq ON ${s}.batches (session_key, last_seq);
+${batchStartsDdl(s)}
 CREATE TABLE ${s}.artifacts (
   session_key bigint NOT NULL REFERENCES ${s}.sessions(key),
   name text NOT NULL,
@@ -239,8 +252,10 @@ ${spendDdl(s)}
  * `RelationalDigest`, batch records in a table of their own, so every row's batch columns are
  * null: 24): the rows' text and the text of the batch records starting on them, each joined with
  * chr(30) and passed through `out` (NULL: none); misplaced counts a range whose rows are not
- * exactly its seqs (the primary key rules out duplicates) and a batch record of it that starts on
- * no row (from seq 0 on, also one that starts before it).
+ * exactly its seqs (the primary key rules out duplicates) and, from seq 0 on, a batch record that
+ * starts before seq 0. A record starting inside a range whose rows are exactly its seqs starts on
+ * a row; in any other range the row count already tells (core.ts). Both lookups of batch records
+ * are ranges of `batches_by_first_seq`: a session's records are not scanned per chunk.
  */
 function digestStatement(s: string, out: (text: string) => string): string {
   const rows = `string_agg(concat_ws(chr(31), e.time,
@@ -252,9 +267,7 @@ function digestStatement(s: string, out: (text: string) => string): string {
   return `
     SELECT ${out(rows)} AS rows_text, ${batches} AS batches_text, count(*)::int AS rows,
       (CASE WHEN count(*) = 0 OR (min(e.seq) = $2 AND max(e.seq) = $3 - 1) THEN 0 ELSE 1 END
-       + (SELECT count(*) FROM ${s}.batches o
-          WHERE o.session_key = $1 AND o.first_seq < $3 AND (o.first_seq >= $2 OR $2 = 0)
-            AND NOT EXISTS (SELECT 1 FROM ${s}.events x WHERE x.session_key = o.session_key AND x.seq = o.first_seq)))::int
+       + CASE WHEN $2 = 0 THEN (SELECT count(*) FROM ${s}.batches o WHERE o.session_key = $1 AND o.first_seq < 0) ELSE 0 END)::int
         AS misplaced
     FROM ${s}.events e WHERE e.session_key = $1 AND e.seq >= $2 AND e.seq < $3`;
 }
@@ -624,6 +637,11 @@ class PostgresDriver implements driver.RelationalDriver {
       if (version < 7) await client.query(spendDdl(s));
       if (version < POSTGRES_SCHEMA_VERSION)
         await client.query(`UPDATE ${s}.schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION]);
+      // Looked up first: CREATE INDEX IF NOT EXISTS would lock the table against appends even when the index is there.
+      const starts = await client.query(`SELECT to_regclass($1) IS NOT NULL AS present`, [
+        `${s}.${BATCH_STARTS_INDEX}`,
+      ]);
+      if (!(starts.rows[0] as { present: boolean }).present) await client.query(batchStartsDdl(s));
     });
   }
 
