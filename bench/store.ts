@@ -1,9 +1,10 @@
 /**
  * Store benchmarks (no Temporal needed): durable append rate against raw better-sqlite3, bytes
  * on disk per event, cold derived-history reads through the projection cache against a full
- * fold, cold `load`, and the same conversation kept by LangGraph JS's `SqliteSaver`.
+ * fold (the log in one append per turn, and again in appends of `--read-batch` events), cold
+ * `load`, and the same conversation kept by LangGraph JS's `SqliteSaver`.
  *
- *   npx tsx bench/store.ts [--reps 5] [--peer-turns 1000] [--keep]
+ *   npx tsx bench/store.ts [--reps 5] [--peer-turns 1000] [--read-batch 10] [--only append,stages,reads,peer] [--keep]
  *
  * Every file is written under a fresh temp directory (removed at the end unless --keep). The
  * OS page cache is warm for all reads: "cold" means a freshly opened store instance (no
@@ -84,11 +85,14 @@ const { values: args } = parseArgs({
     keep: { type: 'boolean', default: false },
     // Comma-separated: append, stages, reads, peer (all by default; the results file keeps a whole run).
     only: { type: 'string', default: 'append,stages,reads,peer' },
+    // The cold reads' log is also built with appends of this many events (0: only one append per turn).
+    'read-batch': { type: 'string', default: '10' },
   },
 });
 const REPS = Number(args.reps);
 const PEER_TURNS = Number(args['peer-turns']);
 const SECTIONS = new Set(args.only.split(','));
+const READ_BATCH = Number(args['read-batch']);
 const ROOT = mkdtempSync(join(tmpdir(), 'sessionlog-bench-store-'));
 
 /** PostgreSQL (cold reads only): this run's schema on SESSIONLOG_BENCH_POSTGRES_URL, dropped at the end. */
@@ -367,19 +371,27 @@ function benchAppendStages(): Figure[] {
 const HEAVY_TURNS = 100;
 const HEAVY_EVENTS_PER_TURN = 1_000;
 
-/** 100 turns × 1,000 events: 200 surface nodes, the rest assistant/chunk and turn markers. */
-async function buildChunkHeavy(store: SessionStore): Promise<ProjectionCacheRecord> {
+/**
+ * 100 turns × 1,000 events: 200 surface nodes, the rest assistant/chunk and turn markers; each
+ * turn one append (`batch` 0), or appends of `batch` events, as a worker whose replies stream in
+ * chunk appends writes them (the checkpoint's anchor then lists ~1,000 times the ops).
+ */
+async function buildChunkHeavy(store: SessionStore, id: string, batch: number): Promise<ProjectionCacheRecord> {
   const text = new TextSource(7);
-  await store.create(benchHeader('heavy'));
+  await store.create(benchHeader(id));
   let seq = 0;
   for (let turn = 1; turn <= HEAVY_TURNS; turn++) {
     const events = chunkHeavyTurn(turn, HEAVY_EVENTS_PER_TURN - 8, text);
-    await store.append('heavy', events, { expectedSeq: seq, op: `build/t${turn}` });
-    seq += events.length;
+    const size = batch > 0 ? batch : events.length;
+    for (let at = 0; at < events.length; at += size) {
+      const part = events.slice(at, at + size);
+      await store.append(id, part, { expectedSeq: seq, op: `build/t${turn}/${at}` });
+      seq += part.length;
+    }
     // The checkpoint a worker would have written after the previous turn's turn/end.
-    if (turn === HEAVY_TURNS - 1) await writeProjectionCheckpoint(store, 'heavy');
+    if (turn === HEAVY_TURNS - 1) await writeProjectionCheckpoint(store, id);
   }
-  return (await store.projectionCache.get('heavy'))!;
+  return (await store.projectionCache.get(id))!;
 }
 
 async function buildRealistic(store: SessionStore, id: string, turns: number): Promise<number> {
@@ -405,10 +417,40 @@ type ReadFigures = {
   events100k: number;
 };
 
+/** A cold derived-history read through the checkpoint `record` of `id`, and a full fold, each on a fresh store. */
+async function coldAndFull(
+  backend: Backend,
+  path: string,
+  id: string,
+  record: ProjectionCacheRecord,
+): Promise<{ cached: number; full: number }> {
+  // The cold read refreshes the checkpoint to the log's end; put the near-end one back.
+  await withStore(backend, path, (store) => store.projectionCache.put(id, record));
+  const cached = await withStore(backend, path, async (store) => {
+    collectGarbage();
+    const start = performance.now();
+    const history = await readDerivedHistory(store, id);
+    const ms = since(start);
+    if (!history.fromCache || history.messages.length !== 2 * HEAVY_TURNS)
+      throw new Error(`cold read did not use the cache (${history.messages.length} messages)`);
+    return ms;
+  });
+  const full = await withStore(backend, path, async (store) => {
+    collectGarbage();
+    const start = performance.now();
+    const session = Session.fromEvents(await store.header(id), await store.readFrom(id, 0));
+    const messages = session.deriveMessages();
+    const ms = since(start);
+    if (messages.length !== 2 * HEAVY_TURNS) throw new Error(`full fold derived ${messages.length} messages`);
+    return ms;
+  });
+  return { cached, full };
+}
+
 async function benchReads(backend: Backend): Promise<ReadFigures> {
   const path = backendPath(backend, `reads-${backend}`);
   const { record, events10k, events100k } = await withStore(backend, path, async (store) => ({
-    record: await buildChunkHeavy(store),
+    record: await buildChunkHeavy(store, 'heavy', 0),
     events10k: await buildRealistic(store, 'load-10k', Math.ceil(10_000 / REALISTIC_EVENTS_PER_TURN)),
     events100k: await buildRealistic(store, 'load-100k', Math.ceil(100_000 / REALISTIC_EVENTS_PER_TURN)),
   }));
@@ -417,30 +459,9 @@ async function benchReads(backend: Backend): Promise<ReadFigures> {
   const load10k: number[] = [];
   const load100k: number[] = [];
   for (let rep = 0; rep < REPS; rep++) {
-    // The cold read refreshes the checkpoint to the log's end; put the near-end one back.
-    await withStore(backend, path, (store) => store.projectionCache.put('heavy', record));
-    cached.push(
-      await withStore(backend, path, async (store) => {
-        collectGarbage();
-        const start = performance.now();
-        const history = await readDerivedHistory(store, 'heavy');
-        const ms = since(start);
-        if (!history.fromCache || history.messages.length !== 2 * HEAVY_TURNS)
-          throw new Error(`cold read did not use the cache (${history.messages.length} messages)`);
-        return ms;
-      }),
-    );
-    full.push(
-      await withStore(backend, path, async (store) => {
-        collectGarbage();
-        const start = performance.now();
-        const session = Session.fromEvents(await store.header('heavy'), await store.readFrom('heavy', 0));
-        const messages = session.deriveMessages();
-        const ms = since(start);
-        if (messages.length !== 2 * HEAVY_TURNS) throw new Error(`full fold derived ${messages.length} messages`);
-        return ms;
-      }),
-    );
+    const read = await coldAndFull(backend, path, 'heavy', record);
+    cached.push(read.cached);
+    full.push(read.full);
     for (const [id, into] of [
       ['load-10k', load10k],
       ['load-100k', load100k],
@@ -465,6 +486,32 @@ async function benchReads(backend: Backend): Promise<ReadFigures> {
     events10k,
     events100k,
   };
+}
+
+/** The same cold read and full fold over the log built in appends of `batch` events (its own store or session). */
+async function benchBatchedReads(backend: Backend, batch: number): Promise<{ cached: number; full: number }> {
+  const id = `heavy-b${batch}`;
+  const path = backendPath(backend, `reads-${backend}-b${batch}`);
+  const record = await withStore(backend, path, (store) => buildChunkHeavy(store, id, batch));
+  const cached: number[] = [];
+  const full: number[] = [];
+  for (let rep = 0; rep < REPS; rep++) {
+    const read = await coldAndFull(backend, path, id, record);
+    cached.push(read.cached);
+    full.push(read.full);
+  }
+  return { cached: median(cached), full: median(full) };
+}
+
+function batchedReadFiguresOf(backend: Backend, batch: number, r: { cached: number; full: number }): Figure[] {
+  return [
+    {
+      name: `${backend}, the log in appends of ${batch} events: cached ÷ full fold`,
+      value: `${((r.cached / r.full) * 100).toFixed(1)}% (${fmtMs(r.cached)} ÷ ${fmtMs(r.full)})`,
+      target: '≤ 10%',
+      met: r.cached <= r.full * 0.1,
+    },
+  ];
 }
 
 function readFiguresOf(backend: Backend, r: ReadFigures): Figure[] {
@@ -682,6 +729,16 @@ async function main(): Promise<void> {
         ...readFiguresOf('jsonl', await benchReads('jsonl')),
         ...(unreachable ? [] : readFiguresOf('postgres', await benchReads('postgres'))),
       ]);
+      if (READ_BATCH > 0) {
+        const backends: Backend[] = unreachable ? ['sqlite', 'jsonl'] : ['sqlite', 'jsonl', 'postgres'];
+        const figures: Figure[] = [];
+        for (const backend of backends)
+          figures.push(...batchedReadFiguresOf(backend, READ_BATCH, await benchBatchedReads(backend, READ_BATCH)));
+        printTable(
+          `Cold reads, the same log in appends of ${READ_BATCH} events (${fmtInt((HEAVY_TURNS * HEAVY_EVENTS_PER_TURN) / READ_BATCH)} batches; fresh store instance; median of ${REPS})`,
+          figures,
+        );
+      }
     }
     if (SECTIONS.has('peer')) printTable('sessionlog vs LangGraph SqliteSaver: targets', await benchPeer());
   } finally {
