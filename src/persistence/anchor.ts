@@ -37,11 +37,30 @@ export type PrefixAnchor = {
 
 const seqSchema = z.number().int().nonnegative();
 
+function isSeq(value: unknown): boolean {
+  return Number.isSafeInteger(value) && (value as number) >= 0;
+}
+
+/**
+ * Whether `value` is an anchor's op list: `[op, firstSeq, lastSeq]` entries of a string and two
+ * seqs (what `z.array(z.tuple([z.string(), seqSchema, seqSchema]))` accepts). Checked in one loop:
+ * an anchor lists one entry per batch of the prefix, and the schema took ~1 µs an entry, most of a
+ * cold read's cost for a log of 10,000 batches (BENCHMARKS.md, "Cold reads through the checkpoint").
+ */
+function isOpList(value: unknown): value is PrefixAnchor['ops'] {
+  if (!Array.isArray(value)) return false;
+  for (const entry of value as unknown[]) {
+    if (!Array.isArray(entry) || entry.length !== 3) return false;
+    if (typeof entry[0] !== 'string' || !isSeq(entry[1]) || !isSeq(entry[2])) return false;
+  }
+  return true;
+}
+
 export const prefixAnchorSchema = z
   .object({
     seq: seqSchema,
     digest: z.string().regex(/^[A-Za-z0-9_-]{86}$/),
-    ops: z.array(z.tuple([z.string(), seqSchema, seqSchema])),
+    ops: z.custom<PrefixAnchor['ops']>(isOpList, 'ops must list [op, firstSeq, lastSeq] entries'),
     position: seqSchema.optional(),
   })
   .strict();
@@ -51,11 +70,15 @@ export function newPrefixHash(): Hash {
   return createHash('blake2b512');
 }
 
-/** The ops of a scan, as an anchor lists them. */
+/** The ops of a scan, as an anchor lists them (a scan adds them in seq order, so the sort is rarely needed). */
 function anchorOps(ops: ReadonlyMap<string, OpRange>): PrefixAnchor['ops'] {
-  return [...ops]
-    .map(([op, range]): [string, number, number] => [op, range.firstSeq, range.lastSeq])
-    .sort((a, b) => a[1] - b[1]);
+  const list: PrefixAnchor['ops'] = [];
+  let ascending = true;
+  for (const [op, range] of ops) {
+    if (list.length > 0 && range.firstSeq < list[list.length - 1]![1]) ascending = false;
+    list.push([op, range.firstSeq, range.lastSeq]);
+  }
+  return ascending ? list : list.sort((a, b) => a[1] - b[1]);
 }
 
 function digestOf(prefix: Hash, seq: number, surface: SurfaceSnapshot, ops: PrefixAnchor['ops'], position?: number) {

@@ -132,21 +132,23 @@ export class LogScanner<S extends ScanTarget = Session> {
     /** Names the session and its location in messages: `session <id> in <location>`. */
     readonly where: string,
     start = 0,
-    resume?: { target: S; ops: ReadonlyMap<string, OpRange> },
+    resume?: { target: S; ops: Map<string, OpRange> },
   ) {
     // Without `resume`, S is the default Session (see {@link LogScanner.resume} for the other case).
     this.session = resume?.target ?? (Session.create(header) as ScanTarget as S);
-    this.ops = new Map([...(resume?.ops ?? [])].map(([op, range]) => [op, { ...range }]));
+    this.ops = resume?.ops ?? new Map();
     this.validEnd = start;
   }
 
   /**
    * A scanner that goes on from a prefix an anchor verified: the records after it are validated
-   * into `target` in the context the prefix left (its surface fold in `target`, its `ops`).
+   * into `target` in the context the prefix left (its surface fold in `target`, its `ops`). The
+   * scanner takes `ops` over (a map made for it, such as `anchorOpRanges`): it indexes the tail's
+   * ops into it, in place.
    */
   static resume(
     target: ResumedLog,
-    ops: ReadonlyMap<string, OpRange>,
+    ops: Map<string, OpRange>,
     framing: ScanFraming,
     where: string,
     start: number,

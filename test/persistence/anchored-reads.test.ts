@@ -8,6 +8,7 @@ import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   openStore,
+  parseProjectionCacheRecord,
   readDerivedHistory,
   writeProjectionCheckpoint,
   type AnchoredRead,
@@ -422,5 +423,33 @@ describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
     await expect((await fresh()).readAnchored('nope', record.anchor!, surfaceOf(record))).rejects.toMatchObject({
       code: 'SESSION_NOT_FOUND',
     });
+  });
+});
+
+describe("a checkpoint record's anchor as stored", () => {
+  const anchor = { seq: 9, digest: 'A'.repeat(86), ops: [['turn-1', 0, 5] as unknown, ['turn-2', 6, 9]] };
+  const recordText = (ops: unknown) =>
+    JSON.stringify({ identity: { createdAt: 1 }, rows: {}, anchor: { ...anchor, ops } });
+
+  it('reads an op list of [op, firstSeq, lastSeq] entries, and no other shape (the record then reads as absent)', () => {
+    expect(parseProjectionCacheRecord(recordText(anchor.ops))?.anchor?.ops).toEqual([
+      ['turn-1', 0, 5],
+      ['turn-2', 6, 9],
+    ]);
+    expect(parseProjectionCacheRecord(recordText([]))?.anchor?.ops).toEqual([]);
+    for (const ops of [
+      {},
+      'turn-1',
+      [['turn-1', 0]],
+      [['turn-1', 0, 5, 6]],
+      [[1, 0, 5]],
+      [['turn-1', -1, 5]],
+      [['turn-1', 0, 5.5]],
+      [['turn-1', 0, '5']],
+      [['turn-1', 0, 2 ** 53]],
+      [{ 0: 'turn-1', 1: 0, 2: 5, length: 3 }],
+      [['turn-1', 0, 5], null],
+    ])
+      expect(parseProjectionCacheRecord(recordText(ops))).toBeUndefined();
   });
 });
