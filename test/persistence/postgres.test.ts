@@ -127,6 +127,34 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
       expect(version.rows).toEqual([{ version: POSTGRES_SCHEMA_VERSION }]);
     });
 
+    it("opens a schema without that index for a role that may not create it (not the tables' owner), and reads as before", async () => {
+      const first = await open();
+      await first.create(testHeader('s'));
+      await first.append('s', closedTurn(1), { expectedSeq: 0, op: 'turn-1' });
+      await first.close();
+      opened.splice(opened.indexOf(first), 1);
+      await admin.query(`DROP INDEX "${schema}".batches_by_first_seq`);
+      const role = `${schema}_rows_only`;
+      await admin.query(`CREATE ROLE ${role} LOGIN`);
+      try {
+        await admin.query(`GRANT USAGE ON SCHEMA "${schema}" TO ${role}`);
+        await admin.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema}" TO ${role}`);
+        await admin.query(`GRANT USAGE ON ALL SEQUENCES IN SCHEMA "${schema}" TO ${role}`);
+        const limited = new URL(url);
+        limited.username = role;
+        const store = await open(limited.toString());
+        expect((await store.readFrom('s', 0)).map((e) => e.type)).toEqual(closedTurn(1).map((e) => e.type));
+        await store.append('s', closedTurn(2), { expectedSeq: 6, op: 'turn-2' });
+        const index = await admin.query(`SELECT to_regclass($1) AS found`, [`"${schema}".batches_by_first_seq`]);
+        expect(index.rows).toEqual([{ found: null }]);
+        await store.close();
+        opened.splice(opened.indexOf(store), 1);
+      } finally {
+        await admin.query(`DROP OWNED BY ${role}`);
+        await admin.query(`DROP ROLE ${role}`);
+      }
+    });
+
     it('several stores opening a new schema at once all succeed and create it once', async () => {
       const stores = await Promise.all(Array.from({ length: 5 }, () => open()));
       await stores[0]!.create(testHeader('s'));

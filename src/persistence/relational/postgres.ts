@@ -637,12 +637,28 @@ class PostgresDriver implements driver.RelationalDriver {
       if (version < 7) await client.query(spendDdl(s));
       if (version < POSTGRES_SCHEMA_VERSION)
         await client.query(`UPDATE ${s}.schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION]);
-      // Looked up first: CREATE INDEX IF NOT EXISTS would lock the table against appends even when the index is there.
-      const starts = await client.query(`SELECT to_regclass($1) IS NOT NULL AS present`, [
-        `${s}.${BATCH_STARTS_INDEX}`,
-      ]);
-      if (!(starts.rows[0] as { present: boolean }).present) await client.query(batchStartsDdl(s));
+      await this.ensureBatchStartsIndex(client, s);
     });
+  }
+
+  /**
+   * Makes `batches_by_first_seq` where a schema lacks it. Looked up first: CREATE INDEX IF NOT
+   * EXISTS takes the table's lock before it checks. A role that may not create it (not the
+   * table's owner) opens the store all the same, inside a savepoint: anchored reads are then only
+   * slower.
+   */
+  private async ensureBatchStartsIndex(client: PoolClient, s: string): Promise<void> {
+    const found = await client.query<{ present: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS present`, [
+      `${s}.${BATCH_STARTS_INDEX}`,
+    ]);
+    if (found.rows[0]!.present) return;
+    await client.query('SAVEPOINT batch_starts_index');
+    try {
+      await client.query(batchStartsDdl(s));
+      await client.query('RELEASE SAVEPOINT batch_starts_index');
+    } catch {
+      await client.query('ROLLBACK TO SAVEPOINT batch_starts_index');
+    }
   }
 
   run<T>(mode: driver.TxMode, body: (tx: driver.RelationalTx) => driver.Steps<T>): Promise<T> {
