@@ -1289,7 +1289,6 @@ export class SessionClient {
     return { workflowId: workflowIdFor(sessionId), taskQueue: this.taskQueue, args: [input] as [SessionWorkflowInput] };
   }
 
-  /** A start-if-needed operation; single-use, so each attempt makes its own. */
   /**
    * Sends `update` to the session's workflow, starting the workflow if it is not running. A
    * refusal becomes a SessionlogError; a workflow task being retried is waited out.
@@ -1313,6 +1312,7 @@ export class SessionClient {
     });
   }
 
+  /** A start-if-needed operation; single-use, so each attempt makes its own. */
   private startOperation(sessionId: string, seed?: SeedSpec): WithStartWorkflowOperation<typeof sessionWorkflow> {
     return new WithStartWorkflowOperation<typeof sessionWorkflow>(SESSION_WORKFLOW_TYPE, {
       ...this.startOptions(sessionId, seed),
