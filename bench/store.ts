@@ -374,7 +374,7 @@ const HEAVY_EVENTS_PER_TURN = 1_000;
 /**
  * 100 turns × 1,000 events: 200 surface nodes, the rest assistant/chunk and turn markers; each
  * turn one append (`batch` 0), or appends of `batch` events, as a worker whose replies stream in
- * chunk appends writes them (the checkpoint's anchor then lists ~1,000 times the ops).
+ * chunk appends writes them (the checkpoint's anchor then lists 100 times the ops).
  */
 async function buildChunkHeavy(store: SessionStore, id: string, batch: number): Promise<ProjectionCacheRecord> {
   const text = new TextSource(7);
