@@ -53,6 +53,20 @@ async function failure(attempt: () => Promise<unknown>): Promise<unknown> {
   return undefined;
 }
 
+/**
+ * Session `s` with one closed turn, in a schema as a build before the batch-starts index left it
+ * (the same version, without that index); `beforeDrop` runs while the index is still there.
+ */
+async function schemaWithoutBatchStartsIndex(beforeDrop?: () => Promise<unknown>): Promise<void> {
+  const first = await open();
+  await first.create(testHeader('s'));
+  await first.append('s', closedTurn(1), { expectedSeq: 0, op: 'turn-1' });
+  await beforeDrop?.();
+  await first.close();
+  opened.splice(opened.indexOf(first), 1);
+  await admin.query(`DROP INDEX "${schema}".batches_by_first_seq`);
+}
+
 describe.skipIf(!probe.available)('PostgreSQL store', () => {
   beforeEach(async () => {
     schema = postgresTestSchema();
@@ -112,14 +126,9 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
             [schema],
           )
         ).rows.map((r) => r.indexname);
-      const first = await open();
-      await first.create(testHeader('s'));
-      await first.append('s', closedTurn(1), { expectedSeq: 0, op: 'turn-1' });
-      expect(await indexes()).toEqual(['batches_by_first_seq', 'batches_by_last_seq', 'batches_pkey']);
-      await first.close();
-      opened.splice(opened.indexOf(first), 1);
-      // What a schema of the build before holds: the same version, without the index.
-      await admin.query(`DROP INDEX "${schema}".batches_by_first_seq`);
+      await schemaWithoutBatchStartsIndex(async () =>
+        expect(await indexes()).toEqual(['batches_by_first_seq', 'batches_by_last_seq', 'batches_pkey']),
+      );
       const second = await open();
       expect(await indexes()).toEqual(['batches_by_first_seq', 'batches_by_last_seq', 'batches_pkey']);
       expect((await second.readFrom('s', 0)).map((e) => e.type)).toEqual(closedTurn(1).map((e) => e.type));
@@ -128,12 +137,7 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
     });
 
     it("opens a schema without that index for a role that may not create it (not the tables' owner), and reads as before", async () => {
-      const first = await open();
-      await first.create(testHeader('s'));
-      await first.append('s', closedTurn(1), { expectedSeq: 0, op: 'turn-1' });
-      await first.close();
-      opened.splice(opened.indexOf(first), 1);
-      await admin.query(`DROP INDEX "${schema}".batches_by_first_seq`);
+      await schemaWithoutBatchStartsIndex();
       const role = `${schema}_rows_only`;
       await admin.query(`CREATE ROLE ${role} LOGIN`);
       try {
