@@ -5,7 +5,7 @@
  * refusal a full read gives.
  */
 import pg from 'pg';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
   openStore,
   parseProjectionCacheRecord,
@@ -417,6 +417,87 @@ describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
       expect(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record))).toBe('differs');
     expect(await coldRead()).toEqual({ ...(await fullRead()), fromCache: false });
   });
+
+  it.skipIf(fixture.name !== 'postgres')(
+    'hashes whole chunks on a second pooled connection when one is free, and alone when none can be had or it fails',
+    async () => {
+      const CHUNK = DIGEST_CHUNK_ROWS;
+      const store = await fresh();
+      await store.create(testHeader('s'));
+      await store.append('s', closedTurn(1, T), { expectedSeq: 0, op: 'turn-1' });
+      for (let head = 6; head < 2 * CHUNK + 40;) {
+        const count = Math.min(4_096, 2 * CHUNK + 40 - head, head < 2 * CHUNK ? 2 * CHUNK - head : Infinity);
+        const runs = Array.from({ length: count }, (_, i): NewEvent => ({
+          type: 'session/run',
+          time: T,
+          data: { workflowId: 'w', runId: `r${head + i}` },
+        }));
+        await store.append('s', runs, { expectedSeq: head, op: `runs-${head}` });
+        head += count;
+        if (head === 2 * CHUNK) expect(await writeProjectionCheckpoint(store, 's')).toEqual({ asOfSeq: 2 * CHUNK - 1 });
+      }
+      const record = (await store.projectionCache.get('s'))!;
+      const sealed = await store.prefixAnchor('s', 2 * CHUNK + 39);
+      await closeAll();
+
+      const connect = pg.Pool.prototype.connect as (this: pg.Pool) => Promise<pg.PoolClient>;
+      /** An anchored read on a fresh store, its connections taken through `lend` (the read's own first, then any spare). */
+      const readWith = async (lend: (this: pg.Pool, nth: number) => Promise<pg.PoolClient>) => {
+        const reader = await fresh();
+        let nth = 0;
+        const spy = vi.spyOn(pg.Pool.prototype, 'connect').mockImplementation(function (this: pg.Pool) {
+          return lend.call(this, ++nth);
+        } as never);
+        try {
+          const read = readOf(await reader.readAnchored('s', record.anchor!, surfaceOf(record)));
+          return { read, connections: nth };
+        } finally {
+          spy.mockRestore();
+          await closeAll();
+        }
+      };
+
+      // A free connection: both hash, and the digest is the one the writer sealed.
+      const both = await readWith(function () {
+        return connect.call(this);
+      });
+      expect(both.connections).toBe(2);
+      expect(both.read.anchor).toEqual(sealed);
+      expect(both.read.nextSeq).toBe(2 * CHUNK + 40);
+      // No spare to be had (it fails to connect): the read's own connection hashes every chunk.
+      const alone = await readWith(function (nth) {
+        return nth === 2 ? Promise.reject(new Error('no spare')) : connect.call(this);
+      });
+      expect(alone.read.anchor).toEqual(sealed);
+      // A spare whose statement fails: its chunk is hashed again on the read's own connection.
+      const broken = await readWith(async function (nth) {
+        const client = await connect.call(this);
+        if (nth === 2) client.query = (() => Promise.reject(new Error('spare broke'))) as never;
+        return client;
+      });
+      expect(broken.connections).toBe(2);
+      expect(broken.read.anchor).toEqual(sealed);
+      // A full pool (no idle connection, no room for one) is not asked: the read never waits on it.
+      const full = await readWith(async function (nth) {
+        if (nth > 1) throw new Error('a full pool was asked for a spare');
+        const client = await connect.call(this);
+        this.options.max = this.totalCount;
+        return client;
+      });
+      expect(full.connections).toBe(1);
+      expect(full.read.anchor).toEqual(sealed);
+
+      // A valid change in the second chunk is seen too, whichever connection hashed it.
+      const changed = (await (await fresh()).readFrom('s', CHUNK + 100))[0]! as unknown as Record<string, unknown>;
+      await closeAll();
+      fixture.editRecord(url, 's', CHUNK + 100, {
+        kind: 'replace',
+        event: { ...changed, data: { workflowId: 'w', runId: 'x' } },
+      });
+      expect(await (await fresh()).readAnchored('s', record.anchor!, surfaceOf(record))).toBe('differs');
+      expect(await coldRead()).toEqual({ ...(await fullRead()), fromCache: false });
+    },
+  );
 
   it('answers SESSION_NOT_FOUND for a session that does not exist', async () => {
     const record = await build();

@@ -103,6 +103,7 @@ import {
   type Awaitable,
   type RelationalDriver,
   type RelationalTx,
+  type SeqRange,
   type SessionRemoval,
   type Steps,
 } from './driver.js';
@@ -496,10 +497,14 @@ export abstract class RelationalSessionStore implements SessionStore {
     if (!row) throw notFound(id);
     if (row.head <= anchor.seq) return 'differs';
     const digest = new RelationalDigest(row.header, this.driver.batchLayout);
-    for (let from = 0; from <= anchor.seq; from += DIGEST_CHUNK_ROWS) {
+    const whole: SeqRange[] = [];
+    for (let from = 0; from + DIGEST_CHUNK_ROWS <= anchor.seq + 1; from += DIGEST_CHUNK_ROWS)
+      whole.push({ from, to: from + DIGEST_CHUNK_ROWS });
+    const hashed = tx.wholeChunkDigests && whole.length > 0 ? yield* step(tx.wholeChunkDigests(row.key, whole)) : [];
+    for (let from = 0, k = 0; from <= anchor.seq; from += DIGEST_CHUNK_ROWS, k++) {
       const to = Math.min(anchor.seq + 1, from + DIGEST_CHUNK_ROWS);
       // A whole chunk may come hashed; the last one, not whole, as text, since the tail goes on hashing into it.
-      const chunk = yield* step(tx.prefixDigest(row.key, from, to, to - from === DIGEST_CHUNK_ROWS));
+      const chunk = hashed[k] ?? (yield* step(tx.prefixDigest(row.key, from, to, to - from === DIGEST_CHUNK_ROWS)));
       // The text leaves seqs out: the rows must be exactly seqs from..to-1, each in its place.
       if (chunk.rows !== to - from || chunk.misplaced !== 0) return 'differs';
       if (chunk.hashed) digest.addChunkHashes(chunk.rowsDigest, chunk.batchesDigest);

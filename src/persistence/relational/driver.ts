@@ -67,6 +67,9 @@ export type SessionHeadRow = SessionRow & { head: number };
  */
 export type StoredRows = { events: EventRow[]; batches: BatchRow[] };
 
+/** Seqs `from <= seq < to`. */
+export type SeqRange = { from: number; to: number };
+
 /**
  * The stored rows of a range of seqs (within one chunk) as an anchored read hashes them (anchor.ts
  * `RelationalDigest`): the rows' digest text and the text of the batch records of their own
@@ -126,6 +129,12 @@ export interface RelationalTx {
   rowsAt(key: number, seqs: readonly number[]): Awaitable<EventRow[]>;
   /** The digest text of the stored rows of seqs `from <= seq < to`, or its hashes when `hashed` (see {@link PrefixDigestChunk}). */
   prefixDigest(key: number, from: number, to: number, hashed: boolean): Awaitable<PrefixDigestChunk>;
+  /**
+   * The hashes of whole chunks (`ranges`, each `DIGEST_CHUNK_ROWS` seqs, anchor.ts), in order, where the
+   * database hashes chunks itself and can hash several at once (PostgreSQL). Absent where chunks
+   * come as text (SQLite): those are read one at a time, so only one chunk's text is held.
+   */
+  wholeChunkDigests?(key: number, ranges: readonly SeqRange[]): Promise<PrefixDigestChunk[]>;
   /**
    * Stores one planned batch: its event rows and its batch record (a `batches` row in PostgreSQL,
    * the op and last seq on the batch's first event row in SQLite); and

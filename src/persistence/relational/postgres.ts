@@ -381,6 +381,12 @@ type SessionHeadQueryRow = driver.SessionRow & { last_event: number | null; last
 /** Something that runs queries: the pool, or a client inside a transaction. */
 type Queryable = Pick<PoolClient, 'query'>;
 
+/** A second connection lent to a read transaction's statements, or undefined when none is to be had at once. */
+type SpareConnection = () => Promise<PoolClient> | undefined;
+
+/** node-postgres's pool size when none is set. */
+const DEFAULT_POOL_SIZE = 10;
+
 /** SQLSTATE of a foreign key violation. */
 const FOREIGN_KEY_VIOLATION = '23503';
 
@@ -663,7 +669,9 @@ class PostgresDriver implements driver.RelationalDriver {
 
   run<T>(mode: driver.TxMode, body: (tx: driver.RelationalTx) => driver.Steps<T>): Promise<T> {
     if (mode === 'single') return runStepsAsync(body(this.statementsOn(this.pool)));
-    return this.transaction(mode, (client) => runStepsAsync(body(this.statementsOn(client))));
+    return this.transaction(mode, (client) =>
+      runStepsAsync(body(this.statementsOn(client, mode === 'read' ? this.lendSpare : undefined))),
+    );
   }
 
   assertStorableOp(op: string): void {
@@ -713,9 +721,21 @@ class PostgresDriver implements driver.RelationalDriver {
     await Promise.all([this.remoteAppends.close(), this.pool.end()]);
   }
 
-  private statementsOn(db: Queryable): PostgresStatements {
-    return new PostgresStatements(db, this.sql, this.channel, this.location);
+  private statementsOn(db: Queryable, spare?: SpareConnection): PostgresStatements {
+    return new PostgresStatements(db, this.sql, this.channel, this.location, spare);
   }
+
+  /**
+   * A second pooled connection for a read that already holds one, only when the pool can hand it
+   * out at once: an idle connection, or room for a new one, and no one waiting. A holder never
+   * waits on the pool, since readers that all held one could then wait on each other for ever.
+   */
+  private readonly lendSpare: SpareConnection = () => {
+    const pool = this.pool;
+    if (pool.ending || pool.waitingCount > 0) return undefined;
+    if (pool.idleCount === 0 && pool.totalCount >= (pool.options.max ?? DEFAULT_POOL_SIZE)) return undefined;
+    return pool.connect();
+  };
 
   /**
    * Runs `body` in one transaction on one pooled connection: `write` is READ COMMITTED (writers
@@ -766,6 +786,48 @@ class PostgresDriver implements driver.RelationalDriver {
   }
 }
 
+/** One chunk's digest statement (`digestHashes` or `digestText`) on `db`. */
+async function digestChunk(
+  db: Queryable,
+  sql: Statements,
+  key: number,
+  range: driver.SeqRange,
+  hashed: boolean,
+): Promise<driver.PrefixDigestChunk> {
+  type Row = { rows_text: Uint8Array | string; batches_text: Uint8Array | string; rows: number; misplaced: number };
+  const row = (await db.query<Row>(hashed ? sql.digestHashes : sql.digestText, [key, range.from, range.to])).rows[0]!;
+  const counts = { rows: row.rows, misplaced: row.misplaced };
+  return hashed
+    ? { hashed, rowsDigest: row.rows_text as Uint8Array, batchesDigest: row.batches_text as Uint8Array, ...counts }
+    : { hashed, rowsText: row.rows_text, batchesText: row.batches_text, ...counts };
+}
+
+/**
+ * Runs `hashOn` on a lent connection and gives the connection back; never fails. A connection that
+ * could not be had, or failed a statement, leaves its chunks to the reader's own connection (a
+ * failed one is discarded, not reused).
+ */
+async function hashOnSpare(lent: Promise<PoolClient>, hashOn: (db: Queryable) => Promise<void>): Promise<void> {
+  let client: PoolClient;
+  try {
+    client = await lent;
+  } catch {
+    return;
+  }
+  // As in a transaction: a connection that breaks while lent emits 'error', which must be heard.
+  const onBroken = (): void => undefined;
+  client.on('error', onBroken);
+  let broken: Error | undefined;
+  try {
+    await hashOn(client);
+  } catch (error) {
+    broken = error as Error;
+  } finally {
+    client.off('error', onBroken);
+    client.release(broken);
+  }
+}
+
 /** The statements of the relational core in PostgreSQL's dialect, on a pooled connection or the pool. */
 class PostgresStatements implements driver.RelationalTx {
   constructor(
@@ -773,6 +835,8 @@ class PostgresStatements implements driver.RelationalTx {
     private readonly sql: Statements,
     private readonly channel: string,
     private readonly location: string,
+    /** Where a read transaction may borrow a second connection ({@link wholeChunkDigests}). */
+    private readonly spare?: SpareConnection,
   ) {}
 
   async sessionHead(id: string): Promise<driver.SessionHeadRow | undefined> {
@@ -811,14 +875,37 @@ class PostgresStatements implements driver.RelationalTx {
     return (await this.db.query<EventRow>(this.sql.eventsAt, [key, seqs])).rows;
   }
 
-  async prefixDigest(key: number, from: number, to: number, hashed: boolean): Promise<driver.PrefixDigestChunk> {
-    type Row = { rows_text: Uint8Array | string; batches_text: Uint8Array | string; rows: number; misplaced: number };
-    const row = (await this.db.query<Row>(hashed ? this.sql.digestHashes : this.sql.digestText, [key, from, to]))
-      .rows[0]!;
-    const counts = { rows: row.rows, misplaced: row.misplaced };
-    return hashed
-      ? { hashed, rowsDigest: row.rows_text as Uint8Array, batchesDigest: row.batches_text as Uint8Array, ...counts }
-      : { hashed, rowsText: row.rows_text, batchesText: row.batches_text, ...counts };
+  prefixDigest(key: number, from: number, to: number, hashed: boolean): Promise<driver.PrefixDigestChunk> {
+    return digestChunk(this.db, this.sql, key, { from, to }, hashed);
+  }
+
+  /**
+   * Hashes the chunks on this connection and, when the pool lends a second one at once, on that
+   * one too: the server hashes two chunks at a time (BENCHMARKS.md, "Cold reads through the
+   * checkpoint"). The second connection reads outside this transaction's snapshot. That is sound
+   * for a prefix: its rows are never changed once written, only deleted with the whole session,
+   * and a session deleted meanwhile shows as missing rows, so the read is a miss. A chunk the
+   * second connection fails on is hashed here after all.
+   */
+  async wholeChunkDigests(key: number, ranges: readonly driver.SeqRange[]): Promise<driver.PrefixDigestChunk[]> {
+    const chunks: Array<driver.PrefixDigestChunk | undefined> = new Array(ranges.length);
+    let next = 0;
+    const hashOn = async (db: Queryable): Promise<void> => {
+      while (next < ranges.length) {
+        const at = next++;
+        chunks[at] = await digestChunk(db, this.sql, key, ranges[at]!, true);
+      }
+    };
+    const lent = ranges.length > 1 ? this.spare?.() : undefined;
+    try {
+      await Promise.all([hashOn(this.db), lent && hashOnSpare(lent, hashOn)]);
+    } catch (error) {
+      next = ranges.length;
+      throw error;
+    }
+    for (let at = 0; at < ranges.length; at++)
+      chunks[at] ??= await digestChunk(this.db, this.sql, key, ranges[at]!, true);
+    return chunks as driver.PrefixDigestChunk[];
   }
 
   async insertBatch(key: number, id: string, events: readonly StoredEvent[], op: string): Promise<void> {
