@@ -897,12 +897,16 @@ class PostgresStatements implements driver.RelationalTx {
       }
     };
     const lent = ranges.length > 1 ? this.spare?.() : undefined;
+    const spare = lent && hashOnSpare(lent, hashOn);
     try {
-      await Promise.all([hashOn(this.db), lent && hashOnSpare(lent, hashOn)]);
+      await hashOn(this.db);
     } catch (error) {
       next = ranges.length;
       throw error;
     }
+    // Waited for only while it holds a chunk: a spare still connecting when every chunk is taken
+    // finds none left and goes back to the pool by itself (hashOnSpare never fails).
+    if (spare && chunks.includes(undefined)) await spare;
     for (let at = 0; at < ranges.length; at++)
       chunks[at] ??= await digestChunk(this.db, this.sql, key, ranges[at]!, true);
     return chunks as driver.PrefixDigestChunk[];
