@@ -126,6 +126,18 @@ describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
     for (const store of open.splice(0)) await store.close();
   }
 
+  /** Appends `session/run` events to session `s` for seqs `from` to `to` (exclusive), 4,096 an append. */
+  async function appendRuns(store: SessionStore, from: number, to: number): Promise<void> {
+    for (let head = from; head < to; head += 4_096) {
+      const runs = Array.from({ length: Math.min(to, head + 4_096) - head }, (_, i): NewEvent => ({
+        type: 'session/run',
+        time: T,
+        data: { workflowId: 'w', runId: `r${head + i}` },
+      }));
+      await store.append('s', runs, { expectedSeq: head, op: `runs-${head}` });
+    }
+  }
+
   /** The session an anchored read returned (failing the test when the store answered held or differs). */
   function readOf(result: AnchoredRead | 'held' | 'differs'): AnchoredRead {
     expect(typeof result).toBe('object');
@@ -381,15 +393,8 @@ describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
     await store.append('s', closedTurn(1, T), { expectedSeq: 0, op: 'turn-1' });
     let head = 6;
     const grow = async (to: number): Promise<void> => {
-      for (; head < to; head = Math.min(to, head + 4_096)) {
-        const count = Math.min(to, head + 4_096) - head;
-        const runs = Array.from({ length: count }, (_, i): NewEvent => ({
-          type: 'session/run',
-          time: T,
-          data: { workflowId: 'w', runId: `r${head + i}` },
-        }));
-        await store.append('s', runs, { expectedSeq: head, op: `runs-${head}` });
-      }
+      await appendRuns(store, head, to);
+      head = to;
     };
     const records: ProjectionCacheRecord[] = [];
     for (const last of [CHUNK - 1, CHUNK, 2 * CHUNK - 1]) {
@@ -425,17 +430,9 @@ describe.each(fixtures)('anchored cold reads: $name', (fixture) => {
       const store = await fresh();
       await store.create(testHeader('s'));
       await store.append('s', closedTurn(1, T), { expectedSeq: 0, op: 'turn-1' });
-      for (let head = 6; head < 2 * CHUNK + 40;) {
-        const count = Math.min(4_096, 2 * CHUNK + 40 - head, head < 2 * CHUNK ? 2 * CHUNK - head : Infinity);
-        const runs = Array.from({ length: count }, (_, i): NewEvent => ({
-          type: 'session/run',
-          time: T,
-          data: { workflowId: 'w', runId: `r${head + i}` },
-        }));
-        await store.append('s', runs, { expectedSeq: head, op: `runs-${head}` });
-        head += count;
-        if (head === 2 * CHUNK) expect(await writeProjectionCheckpoint(store, 's')).toEqual({ asOfSeq: 2 * CHUNK - 1 });
-      }
+      await appendRuns(store, 6, 2 * CHUNK);
+      expect(await writeProjectionCheckpoint(store, 's')).toEqual({ asOfSeq: 2 * CHUNK - 1 });
+      await appendRuns(store, 2 * CHUNK, 2 * CHUNK + 40);
       const record = (await store.projectionCache.get('s'))!;
       const sealed = await store.prefixAnchor('s', 2 * CHUNK + 39);
       await closeAll();

@@ -384,8 +384,23 @@ type Queryable = Pick<PoolClient, 'query'>;
 /** A second connection lent to a read transaction's statements, or undefined when none is to be had at once. */
 type SpareConnection = () => Promise<PoolClient> | undefined;
 
-/** node-postgres's pool size when none is set. */
-const DEFAULT_POOL_SIZE = 10;
+/** Connections in a store's pool (node-postgres's default, set explicitly: the spare's check reads it back). */
+const POOL_SIZE = 10;
+
+/**
+ * Keeps a checked-out connection's 'error' heard until it is released: one that breaks between
+ * statements (the server restarted or was killed) emits 'error', which the pool no longer listens
+ * to; unheard, it would crash the process. The next statement on it fails and says why; that is
+ * enough. The returned `release` gives it back, discarded when given an error.
+ */
+function checkedOut(client: PoolClient): (error?: Error) => void {
+  const onBroken = (): void => undefined;
+  client.on('error', onBroken);
+  return (error) => {
+    client.off('error', onBroken);
+    client.release(error);
+  };
+}
 
 /** SQLSTATE of a foreign key violation. */
 const FOREIGN_KEY_VIOLATION = '23503';
@@ -573,6 +588,7 @@ class PostgresDriver implements driver.RelationalDriver {
     };
     this.pool = new pg.Pool({
       ...config,
+      max: POOL_SIZE,
       lock_timeout: options.lockTimeoutMs,
       idle_in_transaction_session_timeout: options.lockStaleMs,
     });
@@ -733,7 +749,7 @@ class PostgresDriver implements driver.RelationalDriver {
   private readonly lendSpare: SpareConnection = () => {
     const pool = this.pool;
     if (pool.ending || pool.waitingCount > 0) return undefined;
-    if (pool.idleCount === 0 && pool.totalCount >= (pool.options.max ?? DEFAULT_POOL_SIZE)) return undefined;
+    if (pool.idleCount === 0 && pool.totalCount >= pool.options.max!) return undefined;
     return pool.connect();
   };
 
@@ -744,15 +760,7 @@ class PostgresDriver implements driver.RelationalDriver {
    */
   private async transaction<T>(mode: 'write' | 'read', body: (client: PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
-    // A checked-out connection that breaks between statements (the server restarted or was
-    // killed) emits 'error' on the client, which the pool no longer listens to: unheard, it
-    // would crash the process. The next statement on it fails and says why; that is enough.
-    const onBroken = (): void => undefined;
-    client.on('error', onBroken);
-    const release = (error?: Error): void => {
-      client.off('error', onBroken);
-      client.release(error);
-    };
+    const release = checkedOut(client);
     // A connection whose state is unknown (a failed ROLLBACK, BEGIN or COMMIT) is discarded, not reused.
     let broken: Error | undefined;
     try {
@@ -814,18 +822,14 @@ async function hashOnSpare(lent: Promise<PoolClient>, hashOn: (db: Queryable) =>
   } catch {
     return;
   }
-  // As in a transaction: a connection that breaks while lent emits 'error', which must be heard.
-  const onBroken = (): void => undefined;
-  client.on('error', onBroken);
+  const release = checkedOut(client);
   let broken: Error | undefined;
   try {
     await hashOn(client);
   } catch (error) {
     broken = error as Error;
-  } finally {
-    client.off('error', onBroken);
-    client.release(broken);
   }
+  release(broken);
 }
 
 /** The statements of the relational core in PostgreSQL's dialect, on a pooled connection or the pool. */
