@@ -315,8 +315,15 @@ export class SessionRun {
       }
       const turn = state.beginTurn();
       const turnIds: string[] = [];
-      const result = await this.guarded(() => this.runTurn(turn, turnIds));
-      if (!result) break;
+      // Not through `guarded`: every async layer costs each turn promises, which the SDK's
+      // stack-trace hook makes dear (BENCHMARKS.md, "The SDK's stack-trace hook").
+      let result: Awaited<ReturnType<SessionRun['runTurn']>>;
+      try {
+        result = await this.runTurn(turn, turnIds);
+      } catch (error) {
+        this.stopOn(error);
+        break;
+      }
       state.enter('idle');
       if ('notLogged' in result) {
         // Nothing of this turn is in the log: the number is free again.
@@ -335,18 +342,18 @@ export class SessionRun {
       }
       notLoggedDelayMs = NOT_LOGGED_FIRST_DELAY_MS;
       for (const id of turnIds) state.remember(id, result);
-      if (await this.continueAsNewIfDue()) continue;
+      if (this.continueAsNewDue() && (await this.continueAsNew())) continue;
     }
     state.enter('closed');
     await condition(allHandlersFinished);
   }
 
   /**
-   * Continues as new between turns when Temporal suggests it or the run has had its turns, once
-   * every handler has finished. Returns true when a message arrived meanwhile that this run must
-   * serve: the loop goes on instead.
+   * Whether the run should continue as new after this turn: Temporal suggests it or the run has
+   * had its turns, and nothing keeps it. Synchronous, so the turns that do not leave (nearly all)
+   * make no promise for it.
    */
-  private async continueAsNewIfDue(): Promise<boolean> {
+  private continueAsNewDue(): boolean {
     const state = this.state;
     const suggested = workflowInfo().continueAsNewSuggested;
     // Queued signal messages are carried over; a waiting `send` keeps the run until it is answered.
@@ -354,18 +361,28 @@ export class SessionRun {
     // activation), so only a send whose message is unanswered blocks; otherwise a session driven by
     // `send` would never continue as new.
     const wantsNewRun = suggested || state.turnsThisRun >= this.tunables.continueAsNewAfterTurns;
-    // A close request ends this run soon anyway; a pending manual compaction runs here first.
-    const canLeave = () => !state.closing && !state.servesRequests;
-    if (!(
+    return (
       wantsNewRun &&
-      canLeave() &&
+      this.canLeave() &&
       (state.waiting === 0 || (!state.unanswered() && patched(CAN_AFTER_ANSWERED_SENDS)))
-    ))
-      return false;
+    );
+  }
+
+  /** Whether nothing keeps the run: a close request ends it soon anyway, and a pending manual compaction runs here first. */
+  private canLeave(): boolean {
+    return !this.state.closing && !this.state.servesRequests;
+  }
+
+  /**
+   * Continues as new, once every handler has finished ({@link continueAsNewDue} said it is due).
+   * Returns true when a message arrived meanwhile that this run must serve: the loop goes on instead.
+   */
+  private async continueAsNew(): Promise<boolean> {
+    const state = this.state;
     state.enter('closing');
     // A `send` or `compact` arriving meanwhile must be served by this run (its handler would
     // otherwise wait forever for a turn this run never runs): go back to the loop instead.
-    await condition(() => allHandlersFinished() || state.unanswered() || !canLeave());
+    await condition(() => allHandlersFinished() || state.unanswered() || !this.canLeave());
     if (!allHandlersFinished()) {
       state.enter('idle');
       return true;
@@ -478,20 +495,26 @@ export class SessionRun {
     let overflowRetried = false;
     let pauses = 0;
     for (let pass = 0; ; pass++) {
-      const result = await this.runInScope(() =>
-        this.act.model.modelStep({
-          ...this.base,
-          turn,
-          step,
-          knownHead: state.headSeq,
-          entering,
-          maxAttempts: this.tunables.modelMaxAttempts,
-          pass,
-          approvalTimeoutMs: this.tunables.approvalTimeoutMs,
-          ...(pauses > 0 ? { pauses } : {}),
-          ...(this.tunables.rateLimitPauseMs > 0 ? { pauseAfterMs: this.tunables.rateLimitPauseMs } : {}),
-        }),
-      );
+      const scope = this.enterScope();
+      let result: ModelStepResult;
+      try {
+        result = await scope.run(() =>
+          this.act.model.modelStep({
+            ...this.base,
+            turn,
+            step,
+            knownHead: state.headSeq,
+            entering,
+            maxAttempts: this.tunables.modelMaxAttempts,
+            pass,
+            approvalTimeoutMs: this.tunables.approvalTimeoutMs,
+            ...(pauses > 0 ? { pauses } : {}),
+            ...(this.tunables.rateLimitPauseMs > 0 ? { pauseAfterMs: this.tunables.rateLimitPauseMs } : {}),
+          }),
+        );
+      } finally {
+        this.leaveScope(scope);
+      }
       state.atHead(result.headSeq);
       state.observePressure(result.pressure);
       if (result.outcome !== 'budget') this.tenantCapDeadline = undefined;
@@ -616,19 +639,25 @@ export class SessionRun {
       } else if (call.gate !== 'external') runnable.push(call);
     }
     state.enter('tools');
-    const ran = await this.runInScope(() =>
-      Promise.all(
-        runnable.map((call) =>
-          this.act.tools.runTool({
-            sessionId: this.input.sessionId,
-            turn,
-            step,
-            callSeq: call.callSeq,
-            maxAttempts: this.tunables.toolMaxAttempts,
-          }),
+    const scope = this.enterScope();
+    let ran: ToolRunRef[];
+    try {
+      ran = await scope.run(() =>
+        Promise.all(
+          runnable.map((call) =>
+            this.act.tools.runTool({
+              sessionId: this.input.sessionId,
+              turn,
+              step,
+              callSeq: call.callSeq,
+              maxAttempts: this.tunables.toolMaxAttempts,
+            }),
+          ),
         ),
-      ),
-    );
+      );
+    } finally {
+      this.leaveScope(scope);
+    }
     return { refs: [...ran, ...external], denied };
   }
 
@@ -737,23 +766,31 @@ export class SessionRun {
     try {
       return await operation();
     } catch (error) {
-      const fatal = fatalOf(error, anyRefusal);
-      if (!fatal) throw error;
-      this.state.stop(fatal);
-      log.error('session stopped', { sessionId: this.input.sessionId, code: fatal.code, message: fatal.message });
+      this.stopOn(error, anyRefusal);
       return undefined;
     }
   }
 
-  /** Runs a model step or a tool round in a scope that `cancel` can cancel. */
-  private async runInScope<T>(fn: () => Promise<T>): Promise<T> {
-    const scope = new CancellationScope();
-    this.currentScope = scope;
-    try {
-      return await scope.run(fn);
-    } finally {
-      this.currentScope = undefined;
-    }
+  /** Stops the session when `error` is a failure that stops it; rethrows any other. */
+  private stopOn(error: unknown, anyRefusal = false): void {
+    const fatal = fatalOf(error, anyRefusal);
+    if (!fatal) throw error;
+    this.state.stop(fatal);
+    log.error('session stopped', { sessionId: this.input.sessionId, code: fatal.code, message: fatal.message });
+  }
+
+  /**
+   * The scope a model step or a tool round runs in, which `cancel` cancels until
+   * {@link leaveScope}. Its callers run it inline, not through an async wrapper (a wrapper's
+   * promises are paid every step under the SDK's stack-trace hook).
+   */
+  private enterScope(): CancellationScope {
+    this.currentScope = new CancellationScope();
+    return this.currentScope;
+  }
+
+  private leaveScope(scope: CancellationScope): void {
+    if (this.currentScope === scope) this.currentScope = undefined;
   }
 }
 
