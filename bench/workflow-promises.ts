@@ -13,9 +13,16 @@
  * workflow thread. Debug mode makes turns slower than a normal worker's, so the turn times here
  * are context, not the turn benchmark's figures.
  *
+ * It also counts the worker's calls into the workflow sandbox per turn. The SDK makes each call
+ * (activate, each pass of unblocking conditions, conclude) through `vm` `runInContext` with a
+ * `timeout` (its deadlock detection, 5 s; not a worker option), and for every call with a
+ * timeout Node starts a watchdog thread and joins it when the call returns. What that costs a
+ * call here is timed against the same call without a timeout, on Node alone.
+ *
  *   scripts/temporal-dev-server run -- npx tsx bench/workflow-promises.ts [--turns 40] [--warmup 5]
  */
 import v8 from 'node:v8';
+import vm from 'node:vm';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -70,14 +77,42 @@ function wrapPromiseHooks(): void {
   };
 }
 
+/** Calls into a workflow sandbox (the workers run in debug mode, so in this thread), and those with a timeout. */
+const sandboxCalls = { all: 0, timed: 0 };
+
+/** Counts `runInContext` calls, before any worker compiles its scripts. */
+function countSandboxCalls(): void {
+  const runInContext = vm.Script.prototype.runInContext;
+  vm.Script.prototype.runInContext = function (this: vm.Script, context, options) {
+    sandboxCalls.all += 1;
+    if (options?.timeout !== undefined) sandboxCalls.timed += 1;
+    return runInContext.call(this, context, options);
+  };
+}
+
+/** What a `timeout` adds to one `runInContext` call (Node's watchdog thread): µs per call, median of 5 rounds. */
+function watchdogCostUs(): { withTimeout: number; without: number } {
+  const context = vm.createContext({}, { microtaskMode: 'afterEvaluate' });
+  const script = new vm.Script('1 + 1');
+  const perCall = (timeout: number | undefined) => {
+    const calls = 2_000;
+    const start = performance.now();
+    for (let i = 0; i < calls; i++) script.runInContext(context, timeout === undefined ? {} : { timeout });
+    return ((performance.now() - start) * 1000) / calls;
+  };
+  const rounds = Array.from({ length: 5 }, () => [perCall(5_000), perCall(undefined)] as const);
+  return { withTimeout: median(rounds.map((r) => r[0])), without: median(rounds.map((r) => r[1])) };
+}
+
 type System = 'sessionlog' | 'naive' | 'floor';
 const SYSTEMS: readonly System[] = ['sessionlog', 'naive', 'floor'];
-type Sample = { promises: number; hookMs: number; turnMs: number };
+type Sample = { promises: number; hookMs: number; turnMs: number; sandboxCalls: number; timedCalls: number };
 
 async function main(): Promise<void> {
   const address = process.env.TEMPORAL_ADDRESS;
   if (!address) throw new Error('TEMPORAL_ADDRESS is not set (run under scripts/temporal-dev-server run -- …)');
   wrapPromiseHooks();
+  countSandboxCalls();
   Runtime.install({ logger: new DefaultLogger('WARN') });
   const dir = mkdtempSync(join(tmpdir(), 'sessionlog-bench-promises-'));
   const native = await NativeConnection.connect({ address });
@@ -126,12 +161,15 @@ async function main(): Promise<void> {
     for (let turn = 1; turn <= WARMUP + TURNS; turn++) {
       for (const system of SYSTEMS) {
         const before = { ...hooked };
+        const calls = { ...sandboxCalls };
         const start = performance.now();
         await turnOf[system]();
         const sample = {
           promises: hooked.promises - before.promises,
           hookMs: hooked.ms - before.ms,
           turnMs: since(start),
+          sandboxCalls: sandboxCalls.all - calls.all,
+          timedCalls: sandboxCalls.timed - calls.timed,
         };
         if (turn > WARMUP) samples.get(system)!.push(sample);
       }
@@ -162,8 +200,12 @@ async function main(): Promise<void> {
       hookMs: median(list.map((s) => s.hookMs)),
       perPromiseUs: median(list.map((s) => (s.promises > 0 ? (1000 * s.hookMs) / s.promises : 0))),
       turnMs: median(list.map((s) => s.turnMs)),
+      sandboxCalls: median(list.map((s) => s.sandboxCalls)),
+      timedCalls: median(list.map((s) => s.timedCalls)),
     };
   };
+  const watchdog = watchdogCostUs();
+  const watchdogUs = watchdog.withTimeout - watchdog.without;
   const figures = Object.fromEntries(SYSTEMS.map((s) => [s, of(s)])) as Record<System, ReturnType<typeof of>>;
   console.log(`\n${machineLine()}`);
   printGrid(
@@ -175,6 +217,16 @@ async function main(): Promise<void> {
       fmtMs(figures[s].hookMs),
       `${figures[s].perPromiseUs.toFixed(0)} µs`,
       fmtMs(figures[s].turnMs),
+    ]),
+  );
+  printGrid(
+    `Calls into the workflow sandbox per turn (median of the same turns); a call with a timeout costs ${watchdog.withTimeout.toFixed(0)} µs here against ${watchdog.without.toFixed(1)} µs without (Node's watchdog thread, median of 5 rounds of 2,000 calls)`,
+    ['system', 'sandbox calls per turn', 'of them with a timeout', "the timeouts' watchdogs per turn"],
+    SYSTEMS.map((s) => [
+      s,
+      String(figures[s].sandboxCalls),
+      String(figures[s].timedCalls),
+      fmtMs((figures[s].timedCalls * watchdogUs) / 1000),
     ]),
   );
   const ours = figures.sessionlog;
