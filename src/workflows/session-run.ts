@@ -317,7 +317,7 @@ export class SessionRun {
       const turnIds: string[] = [];
       // Not through `guarded`: every async layer costs each turn promises, which the SDK's
       // stack-trace hook makes dear (BENCHMARKS.md, "The SDK's stack-trace hook").
-      let result: Awaited<ReturnType<SessionRun['runTurn']>>;
+      let result: SendResult | { notLogged: NotLogged };
       try {
         result = await this.runTurn(turn, turnIds);
       } catch (error) {
@@ -342,7 +342,7 @@ export class SessionRun {
       }
       notLoggedDelayMs = NOT_LOGGED_FIRST_DELAY_MS;
       for (const id of turnIds) state.remember(id, result);
-      if (this.continueAsNewDue() && (await this.continueAsNew())) continue;
+      if (this.continueAsNewDue() && (await this.continueAsNewWhenFree())) continue;
     }
     state.enter('closed');
     await condition(allHandlersFinished);
@@ -377,7 +377,7 @@ export class SessionRun {
    * Continues as new, once every handler has finished ({@link continueAsNewDue} said it is due).
    * Returns true when a message arrived meanwhile that this run must serve: the loop goes on instead.
    */
-  private async continueAsNew(): Promise<boolean> {
+  private async continueAsNewWhenFree(): Promise<boolean> {
     const state = this.state;
     state.enter('closing');
     // A `send` or `compact` arriving meanwhile must be served by this run (its handler would
