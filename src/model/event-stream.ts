@@ -84,8 +84,16 @@ export class ServerSentEventDecoder {
  * is the provider's fault, an `OpenAIError`), an event carrying `error`
  * thrown as the provider's `APIError`. A body that stops because `signal` aborted ends quietly
  * (the caller tells why); any other read failure is thrown as it came.
+ *
+ * Yields the chunks each read of the body completes, as one array (none when a read completes no
+ * event): a reply streams about a chunk per token, and each step of an async generator costs its
+ * consumer promises and a turn of the microtask queue, so a read's chunks go together. The chunks
+ * before a failing event are yielded before it is thrown.
  */
-export async function* completionChunks(response: Response, signal: AbortSignal): AsyncGenerator<ChatCompletionChunk> {
+export async function* completionChunks(
+  response: Response,
+  signal: AbortSignal,
+): AsyncGenerator<ChatCompletionChunk[]> {
   if (!response.body) throw new OpenAI.OpenAIError('the model answered a streamed request with no body');
   const decoder = new TextDecoder();
   const events = new ServerSentEventDecoder();
@@ -105,15 +113,30 @@ export async function* completionChunks(response: Response, signal: AbortSignal)
   };
   // Events after `[DONE]` are skipped, not the body: read to its end, the connection can be reused.
   let done = false;
-  const chunksOf = function* (completed: ServerSentEvent[]): Generator<ChatCompletionChunk> {
+  let failure: unknown;
+  const chunksOf = (completed: ServerSentEvent[]): ChatCompletionChunk[] => {
+    const chunks: ChatCompletionChunk[] = [];
     for (const event of completed) {
       if (done || event.data.startsWith('[DONE]')) done = true;
-      else yield parsed(event);
+      else {
+        try {
+          chunks.push(parsed(event));
+        } catch (error) {
+          failure = error;
+          break;
+        }
+      }
     }
+    return chunks;
+  };
+  const batch = function* (chunks: ChatCompletionChunk[]): Generator<ChatCompletionChunk[]> {
+    if (chunks.length > 0) yield chunks;
+    if (failure !== undefined) throw failure;
   };
   try {
-    for await (const bytes of response.body) yield* chunksOf(events.push(decoder.decode(bytes, { stream: true })));
-    yield* chunksOf([...events.push(decoder.decode()), ...events.end()]);
+    for await (const bytes of response.body)
+      yield* batch(chunksOf(events.push(decoder.decode(bytes, { stream: true }))));
+    yield* batch(chunksOf([...events.push(decoder.decode()), ...events.end()]));
   } catch (error) {
     if (signal.aborted) return;
     throw error;

@@ -271,15 +271,25 @@ export async function streamCompletion(options: StreamCompletionOptions): Promis
   if (options.signal?.aborted) return { content: [], finishReason: null, aborted: true };
   options.signal?.addEventListener('abort', onAbort, { once: true });
 
+  // One timer for the whole stream, not one per chunk (a reply streams ~a chunk per token): data
+  // moves the deadline, and the timer, when it fires, waits again for what is left of it.
+  const idleMs = options.idleTimeoutMs;
   let idleTimer: NodeJS.Timeout | undefined;
   let idleExpired = false;
+  let lastDataAt = 0;
+  const onIdleTimer = () => {
+    const left = lastDataAt + idleMs! - performance.now();
+    if (left > 0) {
+      idleTimer = setTimeout(onIdleTimer, left);
+      return;
+    }
+    idleExpired = true;
+    controller.abort(new Error('idle timeout'));
+  };
   const armIdle = () => {
-    if (options.idleTimeoutMs === undefined) return;
-    if (idleTimer) clearTimeout(idleTimer);
-    idleTimer = setTimeout(() => {
-      idleExpired = true;
-      controller.abort(new Error('idle timeout'));
-    }, options.idleTimeoutMs);
+    if (idleMs === undefined) return;
+    lastDataAt = performance.now();
+    idleTimer ??= setTimeout(onIdleTimer, idleMs);
   };
 
   let finishReason: string | null = null;
@@ -294,19 +304,21 @@ export async function streamCompletion(options: StreamCompletionOptions): Promis
     } as ChatCompletionCreateParamsStreaming;
     // The raw response, read by completionChunks (event-stream.ts); status errors still come from the client.
     const response = await options.client.chat.completions.create(request, { signal: controller.signal }).asResponse();
-    for await (const chunk of completionChunks(response, controller.signal)) {
+    reading: for await (const chunks of completionChunks(response, controller.signal)) {
       armIdle();
-      for (const choice of chunk.choices) {
-        for (const piece of chunksOfDelta(choice.delta as WireDelta)) {
-          firstDelta?.();
-          firstDelta = undefined;
-          accumulator.add(piece);
-          coalescer.push(piece);
+      for (const chunk of chunks) {
+        for (const choice of chunk.choices) {
+          for (const piece of chunksOfDelta(choice.delta as WireDelta)) {
+            firstDelta?.();
+            firstDelta = undefined;
+            accumulator.add(piece);
+            coalescer.push(piece);
+          }
+          if (choice.finish_reason) finishReason = choice.finish_reason;
         }
-        if (choice.finish_reason) finishReason = choice.finish_reason;
+        if (chunk.usage) usage = mapUsage(chunk.usage as WireUsage);
+        if (coalescer.consumerFailed()) break reading;
       }
-      if (chunk.usage) usage = mapUsage(chunk.usage as WireUsage);
-      if (coalescer.consumerFailed()) break;
     }
   } catch (error) {
     await drainQuietly(coalescer);

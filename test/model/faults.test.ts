@@ -53,6 +53,16 @@ describe('injected faults are classified', () => {
     expect(error.failure).toMatchObject({ code: 'timeout', retryable: true });
   });
 
+  it('a stream slower in all than the idle limit, but never quiet that long, is not a timeout', async () => {
+    // Eight pieces 80 ms apart: ~640 ms in all, against an idle limit of 200 ms.
+    fake().enqueueReplies({ text: 'one two three four five six seven eight' });
+    fake().configure({ tokenDelayMs: 80 });
+    const started = performance.now();
+    const result = await ask(provider({ idleTimeoutMs: 200 }));
+    expect(performance.now() - started).toBeGreaterThan(400);
+    expect(result.content).toEqual([{ type: 'text', text: 'one two three four five six seven eight' }]);
+  });
+
   it('a hang ended by the caller aborting resolves as aborted, not as a failure', async () => {
     fake().injectFault({ kind: 'hang' });
     const controller = new AbortController();

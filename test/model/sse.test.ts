@@ -41,7 +41,7 @@ function split(bytes: Uint8Array, cuts: readonly number[]): Uint8Array[] {
 
 async function ours(pieces: readonly Uint8Array[]): Promise<unknown[]> {
   const out: unknown[] = [];
-  for await (const chunk of completionChunks(responseOf(pieces), new AbortController().signal)) out.push(chunk);
+  for await (const chunks of completionChunks(responseOf(pieces), new AbortController().signal)) out.push(...chunks);
   return out;
 }
 

@@ -78,6 +78,9 @@ describe('streamCompletion against the fake server', () => {
 
   it('flushes a chunk whenever the buffered text reaches maxChars', async () => {
     fake().enqueueReplies({ text: 'one two three four' });
+    // Pieces apart in time, so each comes in a read of its own (a read's pieces are pushed together,
+    // and those pushed while a delivery is in flight go in the next batch: the test below).
+    fake().configure({ tokenDelayMs: 20 });
     const chunks: StreamChunk[] = [];
     await provider({ maxDelayMs: 60_000, maxChars: 1 }).stream({
       messages: [userMessage('count')],
@@ -90,6 +93,20 @@ describe('streamCompletion against the fake server', () => {
       { kind: 'text-delta', text: ' three' },
       { kind: 'text-delta', text: ' four' },
     ]);
+  });
+
+  it('pieces that come while a delivery is in flight go together in the next batch', async () => {
+    fake().enqueueReplies({ text: 'one two three four' });
+    const batches: StreamChunk[][] = [];
+    await provider({ maxDelayMs: 60_000, maxChars: 1 }).stream({
+      messages: [userMessage('count')],
+      header: fakeHeader(),
+      onChunks: async (cs) => {
+        batches.push(cs);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      },
+    });
+    expect(batches).toEqual([[{ kind: 'text-delta', text: 'one' }], [{ kind: 'text-delta', text: ' two three four' }]]);
   });
 
   it('with holdLastChunks, returns the chunks still buffered when the stream completes instead of delivering them', async () => {
