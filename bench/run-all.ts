@@ -30,6 +30,7 @@ const BENCHES: ReadonlyArray<{ name: string; temporal: boolean }> = [
   { name: 'wal-bytes', temporal: true },
   { name: 'pacing', temporal: true },
   { name: 'meter', temporal: false },
+  { name: 'stream-read', temporal: false },
   { name: 'followers', temporal: false },
   { name: 'fleet', temporal: false },
 ];
