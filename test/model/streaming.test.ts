@@ -103,7 +103,8 @@ describe('streamCompletion against the fake server', () => {
       header: fakeHeader(),
       onChunks: async (cs) => {
         batches.push(cs);
-        await new Promise((resolve) => setTimeout(resolve, 200));
+        // The first delivery outlasts the stream (its pieces come at once), so the rest buffer meanwhile.
+        if (batches.length === 1) await new Promise((resolve) => setTimeout(resolve, 500));
       },
     });
     expect(batches).toEqual([[{ kind: 'text-delta', text: 'one' }], [{ kind: 'text-delta', text: ' two three four' }]]);
