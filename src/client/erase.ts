@@ -51,7 +51,7 @@ export async function eraseWorkflows(temporal: Client, workflowId: string): Prom
       deletedRuns += 1;
     } catch (error) {
       // Already deleted (a concurrent or earlier erase): the goal is met.
-      if (!isNotFound(error)) throw error;
+      if (!isGoneFromTemporal(error)) throw error;
     }
   }
   return { terminated, deletedRuns };
@@ -68,11 +68,21 @@ async function continuedFrom(temporal: Client, workflowId: string, runId: string
     return history?.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
   } catch (error) {
     // Deleted already: the chain ends here (visibility lists whatever is older).
-    if (isNotFound(error)) return undefined;
+    if (isGoneFromTemporal(error)) return undefined;
     throw error;
   }
 }
 
-function isNotFound(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 5;
+/**
+ * Whether a Temporal call failed because the run is gone (deleted, or being deleted). The server
+ * says so in two ways: NOT_FOUND (code 5) once the run's record is gone, and, while a deletion is
+ * under way (the record is still there, its history already removed), INVALID_ARGUMENT (code 3)
+ * "Requested workflow history not found, may have passed retention period."
+ */
+export function isGoneFromTemporal(error: unknown): boolean {
+  if (error instanceof WorkflowNotFoundError) return true;
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, details } = error as { code?: unknown; details?: unknown };
+  if (code === 5) return true;
+  return code === 3 && typeof details === 'string' && /history not found/i.test(details);
 }

@@ -32,10 +32,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
+import { Client, Connection } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EraseReceipt } from '../../src/client/session-client.js';
+import { isGoneFromTemporal } from '../../src/client/erase.js';
 import { SessionPayloadCodec } from '../../src/client/session-codec.js';
 import { startFakeModelServer, type FakeModelServer } from '../../src/model/fake-server.js';
 import { openStore } from '../../src/persistence/open.js';
@@ -152,7 +153,7 @@ async function eraseOneSession(f: Fleet, store: SessionStore): Promise<void> {
         .getHandle(workflowIdFor(id), runId)
         .fetchHistory()
         .catch((error: unknown) => {
-          if ((error as { code?: unknown }).code === 5 || error instanceof WorkflowNotFoundError) return undefined;
+          if (isGoneFromTemporal(error)) return undefined;
           throw error;
         });
       if (!history) continue;

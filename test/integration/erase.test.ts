@@ -18,9 +18,9 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Payload } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isGoneFromTemporal } from '../../src/client/erase.js';
 import type { EraseReceipt } from '../../src/client/session-client.js';
 import { SEALED_ENCODING, SessionPayloadCodec } from '../../src/client/session-codec.js';
 import { SessionlogError, type SessionEvent } from '../../src/session/index.js';
@@ -65,11 +65,6 @@ function storeHolds(fixture: BackendFixture, url: string, text: string): boolean
       : filesUnder(url.slice('jsonl:'.length));
   const needle = Buffer.from(text, 'utf8');
   return paths.some((path) => existsSync(path) && readFileSync(path).includes(needle));
-}
-
-/** Temporal's not-found: the client's own error (describe) or the gRPC status NOT_FOUND (fetchHistory). */
-function isNotFound(error: unknown): boolean {
-  return error instanceof WorkflowNotFoundError || (error as { code?: unknown } | null)?.code === 5;
 }
 
 function isSerializedBuffer(value: unknown): value is { type: 'Buffer'; data: number[] } {
@@ -138,8 +133,8 @@ describe.each(FIXTURES)('erasure end to end: $name', (fixture) => {
   async function historiesGone(id: string, runIds: readonly string[]): Promise<void> {
     const gone = async (runId: string): Promise<boolean> => {
       const handle = world.client.temporal.workflow.getHandle(workflowIdFor(id), runId);
-      const describe = await handle.describe().then(() => false, isNotFound);
-      const history = await handle.fetchHistory().then(() => false, isNotFound);
+      const describe = await handle.describe().then(() => false, isGoneFromTemporal);
+      const history = await handle.fetchHistory().then(() => false, isGoneFromTemporal);
       return describe && history;
     };
     await eventually(
