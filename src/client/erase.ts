@@ -16,7 +16,7 @@ export async function eraseWorkflows(temporal: Client, workflowId: string): Prom
     terminated = true;
   } catch (error) {
     // Nothing runs (finished, or never started): only histories are left to delete.
-    if (!(error instanceof WorkflowNotFoundError)) throw error;
+    if (!isGoneFromTemporal(error)) throw error;
   }
   // Visibility lags: it may not list runs that just started (continue-as-new right before the
   // erase). The newest run (closed by now) and the runs it continues are taken from Temporal itself.
@@ -30,7 +30,7 @@ export async function eraseWorkflows(temporal: Client, workflowId: string): Prom
       runs.add(runId);
   } catch (error) {
     // No run left at all (erased before, or never started).
-    if (!(error instanceof WorkflowNotFoundError)) throw error;
+    if (!isGoneFromTemporal(error)) throw error;
   }
   for await (const execution of temporal.workflow.list({ query: `WorkflowId = '${workflowId.replace(/'/g, "\\'")}'` }))
     runs.add(execution.runId);
