@@ -38,6 +38,7 @@ import {
   type NewEvent,
 } from '../src/session/index.js';
 import { encodeEvent } from '../src/persistence/relational/rows.js';
+import { copyWithText, textThenParse } from './support/one-walk.js';
 import { openPostgresStore } from '../src/persistence/relational/postgres.js';
 import {
   ASSISTANT_CHARS,
@@ -340,6 +341,16 @@ function benchAppendStages(): Figure[] {
     batches.forEach((batch, i) => session.appendBatch(batch, `op${i}`));
   });
   const encode = perEvent(() => built.forEach((e) => encodeEvent(e)));
+  // One serialisation shared by the copy and the row, two ways (bench/support/one-walk.ts), against
+  // what the append path does: the frozen copy, then the row's JSON.stringify of it.
+  const copyThenText = perEvent(() => events.forEach((e) => JSON.stringify(toFrozenLosslessJson(e.data))));
+  for (const e of events) {
+    const expected = JSON.stringify(toFrozenLosslessJson(e.data));
+    if (copyWithText(e.data).text !== expected || textThenParse(e.data).text !== expected)
+      throw new Error(`the shared serialisations disagree with JSON.stringify on a ${e.type} event`);
+  }
+  const oneWalk = perEvent(() => events.forEach((e) => copyWithText(e.data)));
+  const parsedBack = perEvent(() => events.forEach((e) => textThenParse(e.data)));
   const rows = rawRows(batches);
   const insert = (synchronous: 'OFF' | 'FULL'): number => {
     const runs: number[] = [];
@@ -360,6 +371,9 @@ function benchAppendStages(): Figure[] {
     { name: 'payload check, compiled from the zod schemas (assertEventData; now)', value: us(checkNew) },
     { name: 'Session.appendBatch per event: build (copy, check), surface, turn and budget folds', value: us(plan) },
     { name: 'row encoding (encodeEvent: JSON.stringify of the payload)', value: us(encode) },
+    { name: 'the frozen copy, then the JSON text of it (what the copy and the row do now)', value: us(copyThenText) },
+    { name: 'one walk building the frozen copy and its JSON text (not used)', value: us(oneWalk) },
+    { name: 'JSON text first, the copy parsed back from it, no lossless checks (not used)', value: us(parsedBack) },
     { name: 'raw insert of the encoded rows, synchronous=OFF (no fsync)', value: us(insertOff) },
     { name: 'raw insert, synchronous=FULL: the commit fsync adds', value: us(insertFull - insertOff) },
   ];
