@@ -38,7 +38,6 @@ import {
   type NewEvent,
 } from '../src/session/index.js';
 import { encodeEvent } from '../src/persistence/relational/rows.js';
-import { copyWithText, textThenParse } from './support/one-walk.js';
 import { openPostgresStore } from '../src/persistence/relational/postgres.js';
 import {
   ASSISTANT_CHARS,
@@ -76,6 +75,7 @@ import {
   postgresBenchUrl,
   postgresUnreachable,
 } from './support/postgres.js';
+import { copyWithText, textThenParse } from './support/one-walk.js';
 
 type Backend = 'sqlite' | 'jsonl' | 'postgres';
 
@@ -346,8 +346,9 @@ function benchAppendStages(): Figure[] {
   const copyThenText = perEvent(() => events.forEach((e) => JSON.stringify(toFrozenLosslessJson(e.data))));
   for (const e of events) {
     const expected = JSON.stringify(toFrozenLosslessJson(e.data));
-    if (copyWithText(e.data).text !== expected || textThenParse(e.data).text !== expected)
-      throw new Error(`the shared serialisations disagree with JSON.stringify on a ${e.type} event`);
+    for (const shared of [copyWithText(e.data), textThenParse(e.data)])
+      if (shared.text !== expected || JSON.stringify(shared.copy) !== expected)
+        throw new Error(`a shared serialisation disagrees with the copy and JSON.stringify on a ${e.type} event`);
   }
   const oneWalk = perEvent(() => events.forEach((e) => copyWithText(e.data)));
   const parsedBack = perEvent(() => events.forEach((e) => textThenParse(e.data)));

@@ -8,8 +8,8 @@
  *   It skips the lossless checks the append path needs (it would turn -0 into 0, drop undefined,
  *   call `toJSON`), so it is a lower bound of that approach, not a candidate as it stands.
  *
- * The walk also skips the append path's checks of prototypes and hidden keys: both are measured
- * cheaper than a real implementation would be.
+ * The walk also skips the append path's checks of prototypes and hidden keys, so both are timed
+ * as cheaper than a real implementation of either would be.
  */
 
 /** A value the walk does not copy (the append path hands it to `toLosslessJson`). */
