@@ -319,16 +319,20 @@ function benchAppendStages(): Figure[] {
   const events = batches.flat();
   const datas = events.map((e) => toLosslessJson(e.data));
   const built = events.map((e, i) => buildEvent(e, i, 'op'));
-  const perEvent = (body: () => void): number => {
-    for (let warm = 0; warm < 3; warm++) body();
-    const runs: number[] = [];
-    for (let rep = 0; rep < REPS; rep++) {
-      const start = performance.now();
-      body();
-      runs.push((since(start) * 1000) / APPEND_EVENTS);
-    }
-    return median(runs);
+  // Bodies timed together run in turn within each repetition, so a machine that speeds up or
+  // slows down during the stages moves them alike.
+  const perEventAlternately = <T extends ReadonlyArray<() => void>>(bodies: T): { [K in keyof T]: number } => {
+    for (let warm = 0; warm < 3; warm++) bodies.forEach((body) => body());
+    const runs: number[][] = bodies.map(() => []);
+    for (let rep = 0; rep < REPS; rep++)
+      bodies.forEach((body, i) => {
+        const start = performance.now();
+        body();
+        runs[i]!.push((since(start) * 1000) / APPEND_EVENTS);
+      });
+    return runs.map(median) as { [K in keyof T]: number };
   };
+  const perEvent = (body: () => void): number => perEventAlternately([body] as const)[0];
   const zodCheck = (type: string, data: unknown): void => {
     if (!eventDataSchema(type)!.safeParse(data).success) throw new Error(`${type} refused`);
   };
@@ -343,15 +347,17 @@ function benchAppendStages(): Figure[] {
   const encode = perEvent(() => built.forEach((e) => encodeEvent(e)));
   // One serialisation shared by the copy and the row, two ways (bench/support/one-walk.ts), against
   // what the append path does: the frozen copy, then the row's JSON.stringify of it.
-  const copyThenText = perEvent(() => events.forEach((e) => JSON.stringify(toFrozenLosslessJson(e.data))));
   for (const e of events) {
     const expected = JSON.stringify(toFrozenLosslessJson(e.data));
     for (const shared of [copyWithText(e.data), textThenParse(e.data)])
       if (shared.text !== expected || JSON.stringify(shared.copy) !== expected)
         throw new Error(`a shared serialisation disagrees with the copy and JSON.stringify on a ${e.type} event`);
   }
-  const oneWalk = perEvent(() => events.forEach((e) => copyWithText(e.data)));
-  const parsedBack = perEvent(() => events.forEach((e) => textThenParse(e.data)));
+  const [copyThenText, oneWalk, parsedBack] = perEventAlternately([
+    () => events.forEach((e) => JSON.stringify(toFrozenLosslessJson(e.data))),
+    () => events.forEach((e) => copyWithText(e.data)),
+    () => events.forEach((e) => textThenParse(e.data)),
+  ] as const);
   const rows = rawRows(batches);
   const insert = (synchronous: 'OFF' | 'FULL'): number => {
     const runs: number[] = [];

@@ -11,6 +11,7 @@
  * The walk also skips the append path's checks of prototypes and hidden keys, so both are timed
  * as cheaper than a real implementation of either would be.
  */
+import { deepFreeze } from '../../src/session/index.js';
 
 /** A value the walk does not copy (the append path hands it to `toLosslessJson`). */
 const NOT_PLAIN = new Error('not plain JSON');
@@ -58,13 +59,5 @@ function walk(source: unknown, depth: number, out: string[]): unknown {
 /** The JSON text first, and the frozen copy parsed back from it (no lossless checks). */
 export function textThenParse(value: unknown): { copy: unknown; text: string } {
   const text = JSON.stringify(value);
-  return { copy: freezeAll(JSON.parse(text)), text };
-}
-
-function freezeAll(value: unknown): unknown {
-  if (value !== null && typeof value === 'object') {
-    for (const key of Object.keys(value)) freezeAll((value as Record<string, unknown>)[key]);
-    Object.freeze(value);
-  }
-  return value;
+  return { copy: deepFreeze(JSON.parse(text) as unknown), text };
 }
