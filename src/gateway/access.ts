@@ -1,6 +1,7 @@
 /**
  * Who a request acts for (DESIGN §5.3, issue 26): gateway tokens are scoped to one tenant and
- * a set of rights. `read` (GET routes), `write` (create sessions, send messages, runs,
+ * a set of rights, each route naming the one it needs by what it does (route-table.ts). `read`
+ * (every route that only reads, whatever its method), `write` (create sessions, send messages, runs,
  * cancel, compact, fork…), `approve` (answer tool approvals, post external tool results) and
  * `admin` (erase, salvage, resume, change a budget). A request's handler gets a client scoped
  * to its token's tenant (SessionClient.forTenant, persistence/tenants.ts): another tenant's
@@ -43,11 +44,6 @@ export type RouteAccess = {
   grantOf(request: FastifyRequest): RequestGrant | undefined;
   onCrossTenant(attempt: CrossTenantAttempt): void;
 };
-
-/** The right a route needs: its own, else by method (GET reads, DELETE administers, the rest writes). */
-export function rightFor(route: { method: string; right?: Right }): Right {
-  return route.right ?? (route.method === 'GET' ? 'read' : route.method === 'DELETE' ? 'admin' : 'write');
-}
 
 function digest(token: string): Buffer {
   return createHash('sha256').update(token, 'utf8').digest();

@@ -12,7 +12,7 @@ import type { SessionClient } from '../client/session-client.js';
 import type { StreamRegistry } from './sse.js';
 import type { StreamTokenSigner } from './stream-token.js';
 import type { WebhookSender } from './langgraph/webhooks.js';
-import { OPEN_ACCESS, rightFor, type RouteAccess, type Right } from './access.js';
+import { OPEN_ACCESS, type RouteAccess, type Right } from './access.js';
 import { GatewayError } from './errors.js';
 import { tenantOf } from '../session/index.js';
 
@@ -70,8 +70,12 @@ export type RouteSpec = {
   summary: string;
   /** No bearer token needed. */
   public?: true;
-  /** The right a token needs (access.ts); default by method: GET read, DELETE admin, others write. */
-  right?: Right;
+  /**
+   * The right a token needs (access.ts), from what the route does, not its method: a search or
+   * a history the LangGraph API asks for by POST is a read; minting a stream token to read a
+   * session's events is a read. Public routes read too (they need no token at all).
+   */
+  right: Right;
   params: z.ZodType;
   query: z.ZodType;
   /** Absent for routes that take no body. */
@@ -234,7 +238,7 @@ function registerRoute<Body>(
   access: RouteAccess,
 ): void {
   const { errors } = table;
-  const right = rightFor(route);
+  const { right } = route;
   /** The context of one request: the client scoped to its token's tenant, once the token has the route's right. */
   const contextOf = async (request: FastifyRequest): Promise<RouteContext> => {
     if (route.public) return context;

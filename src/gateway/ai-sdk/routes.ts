@@ -164,6 +164,7 @@ export const AI_SDK_ROUTES: readonly RouteSpec[] = [
     method: 'POST',
     path: `${AI_SDK_PREFIX}/chat`,
     operationId: 'aiSdkChat',
+    right: 'write',
     summary:
       "AI SDK UI message stream: one turn of the chat `id` over the resent UI messages (DefaultChatTransport's request)",
     params: noParams,
@@ -216,6 +217,7 @@ export const AI_SDK_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: `${AI_SDK_PREFIX}/chat/:id/stream`,
     operationId: 'aiSdkResumeStream',
+    right: 'read',
     summary:
       "AI SDK UI message stream: resume the chat's running turn (what was missed at once, coalesced, then live); 204 when none runs",
     params: chatParams,

@@ -101,6 +101,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     path: '/healthz',
     operationId: 'health',
     summary: 'Liveness probe (no token needed)',
+    right: 'read',
     public: true,
     params: noParams,
     query: noQuery,
@@ -113,6 +114,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     path: '/readyz',
     operationId: 'ready',
     summary: 'Readiness probe: the store and Temporal answer (no token needed)',
+    right: 'read',
     public: true,
     params: noParams,
     query: noQuery,
@@ -134,6 +136,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     path: '/v1/openapi.json',
     operationId: 'openapi',
     summary: 'This OpenAPI 3.1 document',
+    right: 'read',
     params: noParams,
     query: noQuery,
     responses: { 200: { description: 'the OpenAPI document', schema: openApiResponse } },
@@ -145,6 +148,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     path: '/v1/sessions',
     operationId: 'createSession',
     summary: 'Create a session and start its workflow',
+    right: 'write',
     params: noParams,
     query: noQuery,
     body: createSessionBody,
@@ -164,6 +168,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     path: '/v1/sessions',
     operationId: 'listSessions',
     summary: 'List the headers of every stored session',
+    right: 'read',
     params: noParams,
     query: noQuery,
     responses: { 200: { description: 'session headers', schema: sessionListResponse } },
@@ -175,6 +180,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     path: '/v1/sessions/:id',
     operationId: 'getSession',
     summary: "A session's header and, when its workflow runs, its live status",
+    right: 'read',
     params: sessionParams,
     query: noQuery,
     responses: { 200: { description: 'header and status', schema: sessionDetailResponse } },
@@ -190,6 +196,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     path: '/v1/sessions/:id/messages',
     operationId: 'postMessage',
     summary: 'Send a user message (queued at once, or with ?wait=true answered with the reply)',
+    right: 'write',
     params: sessionParams,
     query: postMessageQuery,
     body: postMessageBody,
@@ -210,6 +217,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     path: '/v1/sessions/:id/messages',
     operationId: 'getHistory',
     summary: 'The derived model history (what the model would be sent next)',
+    right: 'read',
     params: sessionParams,
     query: noQuery,
     responses: { 200: { description: 'derived messages', schema: messagesResponse } },
@@ -224,6 +232,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     path: '/v1/sessions/:id/transcript',
     operationId: 'getTranscript',
     summary: 'The human transcript: every user, assistant and tool message as appended',
+    right: 'read',
     params: sessionParams,
     query: noQuery,
     responses: { 200: { description: 'message events in log order', schema: transcriptResponse } },
@@ -238,6 +247,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     path: '/v1/sessions/:id/events',
     operationId: 'getEvents',
     summary: 'Stored events from a seq (JSON), or a live SSE tail with Accept: text/event-stream',
+    right: 'read',
     params: sessionParams,
     query: eventsQuery,
     headers: [
@@ -288,6 +298,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     path: '/v1/sessions/:id/context',
     operationId: 'getContext',
     summary: "What the session's next request costs, by kind, against its budget and window",
+    right: 'read',
     params: sessionParams,
     query: noQuery,
     responses: { 200: { description: 'the context breakdown', schema: contextResponse } },
@@ -302,6 +313,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     path: '/v1/sessions/:id/turns',
     operationId: 'getTurns',
     summary:
+    right: 'read',
       "One summary per turn (messages, streamed replies, tool calls, retries, outcome), every request's token usage and every compaction and prune, folded from the log",
     params: sessionParams,
     query: turnsQuery,
@@ -317,6 +329,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     path: '/v1/sessions/:id/usage',
     operationId: 'getSessionUsage',
     summary:
+    right: 'read',
       "The session's cost ledger: tokens and cost of every model reply and compaction summary, per turn, per model and in total (from the log)",
     params: sessionParams,
     query: usageQuery,
@@ -332,6 +345,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     path: '/v1/sessions/:id/budget',
     operationId: 'getSessionBudget',
     summary: "The session's spend caps and what its current turn and the whole session used (from the log)",
+    right: 'read',
     params: sessionParams,
     query: noQuery,
     responses: { 200: { description: 'the budget and use (src/session/budget.ts)', schema: budgetResponse } },
@@ -373,6 +387,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       if (own !== undefined && query.tenant !== undefined && query.tenant !== own)
         throw new GatewayError('FORBIDDEN', `this token sums tenant ${own}'s usage, not ${query.tenant}'s`);
       // Without tokens (loopback) the gateway sees every tenant: `tenant` picks one.
+    right: 'read',
       const client = own === undefined && query.tenant !== undefined ? ctx.client.forTenant(query.tenant) : ctx.client;
       return ok({
         tenant: client.tenant ?? null,
@@ -395,6 +410,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       await requireSession(ctx, params.id);
       return ok(await ctx.client.surface(params.id));
     },
+    right: 'read',
   }),
   defineRoute({
     method: 'GET',
@@ -410,6 +426,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     handler: async (ctx, { params, query }) => {
       await requireSession(ctx, params.id);
       const offset = query.offset ?? 0;
+    right: 'read',
       return ok(
         await ctx.client.readArtifact(params.id, params.name, offset, query.limit ?? ARTIFACT_PAGE_DEFAULT_CHARS),
       );
@@ -429,6 +446,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     handler: async (ctx, { params }) => {
       await requireSession(ctx, params.id);
       return ok(ctx.streamTokens.mint(params.id));
+    right: 'read',
     },
   }),
   defineRoute({
@@ -445,6 +463,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       await requireSession(ctx, params.id);
       return ok({ compaction: await ctx.client.compact(params.id) });
     },
+    right: 'write',
   }),
   defineRoute({
     method: 'POST',
@@ -460,6 +479,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       await requireSession(ctx, params.id);
       const forked = await ctx.client.fork(params.id, {
         ...(body?.id !== undefined ? { childId: body.id } : {}),
+    right: 'write',
         ...(body?.at !== undefined ? { at: body.at } : {}),
       });
       return { status: 201, body: { session: forked.header } };
@@ -479,6 +499,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     handler: async (ctx, { params, body }) => {
       await requireSession(ctx, params.id);
       const branch = await ctx.client.edit(params.id, body.seq, body.text, body.id ? { childId: body.id } : {});
+    right: 'write',
       return { status: 201, body: { branch } };
     },
   }),
@@ -496,6 +517,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     handler: async (ctx, { params, body }) => {
       await requireSession(ctx, params.id);
       const branch = await ctx.client.regenerate(params.id, body?.id ? { childId: body.id } : {});
+    right: 'write',
       return { status: 201, body: { branch } };
     },
   }),
@@ -513,6 +535,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       return { status: 200, body: { branches: await ctx.client.branches(params.id) } };
     },
   }),
+    right: 'read',
   defineRoute({
     method: 'POST',
     path: '/v1/sessions/:id/approvals/:callId',
@@ -564,6 +587,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       ok({
         approvals: await ctx.client.pendingApprovals(query.session !== undefined ? { sessionId: query.session } : {}),
       }),
+    right: 'read',
   }),
   defineRoute({
     method: 'POST',
@@ -602,6 +626,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
         schema: eraseResponse,
       },
     },
+    right: 'admin',
     errors: [400, 401],
     handler: async (ctx, { params }) => ok({ receipt: await ctx.client.erase(params.id) }),
   }),
@@ -619,6 +644,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       await requireSession(ctx, params.id);
       return ok({ cancelRequested: await ctx.client.cancel(params.id) });
     },
+    right: 'write',
   }),
   defineRoute({
     method: 'POST',

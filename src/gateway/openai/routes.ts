@@ -640,6 +640,7 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
     method: 'POST',
     path: `${OPENAI_PREFIX}/chat/completions`,
     operationId: 'openaiCreateChatCompletion',
+    right: 'write',
     summary:
       "OpenAI Chat Completions: the request's transcript is reconciled with a session's log (found by x-session-id, metadata.session_id, prompt_cache_key, user, or the transcript's own prefix), only its new tail is logged, and one turn answers (streamed with stream: true); a diverging transcript forks the session. Headers x-session-id and x-sessionlog-forked-from name the sessions.",
     params: noParams,
@@ -660,6 +661,7 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: `${OPENAI_PREFIX}/models`,
     operationId: 'openaiListModels',
+    right: 'read',
     summary: 'OpenAI Models: the model names requests may use (catalogue models, aliases and the default)',
     params: noParams,
     query: noQuery,
@@ -671,6 +673,7 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: `${OPENAI_PREFIX}/models/:id`,
     operationId: 'openaiGetModel',
+    right: 'read',
     summary: 'OpenAI Models: one model name requests may use',
     params: modelParams,
     query: noQuery,
@@ -686,6 +689,7 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
     method: 'POST',
     path: `${OPENAI_PREFIX}/conversations`,
     operationId: 'openaiCreateConversation',
+    right: 'write',
     summary: 'OpenAI Conversations: create a conversation (a new session)',
     params: noParams,
     query: noQuery,
@@ -718,6 +722,7 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: `${OPENAI_PREFIX}/conversations/:id`,
     operationId: 'openaiGetConversation',
+    right: 'read',
     summary: 'OpenAI Conversations: a conversation (session)',
     params: conversationParams,
     query: noQuery,
@@ -729,6 +734,7 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
     method: 'POST',
     path: `${OPENAI_PREFIX}/conversations/:id`,
     operationId: 'openaiUpdateConversation',
+    right: 'write',
     summary: "OpenAI Conversations: replace a conversation's metadata",
     params: conversationParams,
     query: noQuery,
@@ -746,6 +752,7 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
     method: 'DELETE',
     path: `${OPENAI_PREFIX}/conversations/:id`,
     operationId: 'openaiDeleteConversation',
+    right: 'admin',
     summary:
       'OpenAI Conversations: erase a conversation: its log, artifacts, checkpoints and workflow histories (DESIGN §4.2); the id is refused for the tombstone period',
     params: conversationParams,
@@ -762,6 +769,7 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
     method: 'POST',
     path: `${OPENAI_PREFIX}/conversations/:id/items`,
     operationId: 'openaiCreateConversationItems',
+    right: 'write',
     summary:
       "OpenAI Conversations: add items to a conversation between turns: user messages, and assistant messages, function calls and their outputs as caller-supplied history (logged as such, never as the model's replies)",
     params: conversationParams,
@@ -796,6 +804,7 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: `${OPENAI_PREFIX}/conversations/:id/items`,
     operationId: 'openaiListConversationItems',
+    right: 'read',
     summary:
       "OpenAI Conversations: the conversation's derived history as items (message, reasoning, function_call, function_call_output)",
     params: conversationParams,
@@ -821,6 +830,7 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: `${OPENAI_PREFIX}/conversations/:id/items/:item_id`,
     operationId: 'openaiGetConversationItem',
+    right: 'read',
     summary: 'OpenAI Conversations: one item of the derived history',
     params: itemParams,
     query: noQuery,
@@ -875,6 +885,7 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
     method: 'POST',
     path: `${OPENAI_PREFIX}/responses`,
     operationId: 'openaiCreateResponse',
+    right: 'write',
     summary:
       'OpenAI Responses: run one turn of a conversation (streamed with stream: true, at once with background: true)',
     params: noParams,
@@ -896,6 +907,7 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: `${OPENAI_PREFIX}/responses/:id`,
     operationId: 'openaiGetResponse',
+    right: 'read',
     summary:
       'OpenAI Responses: a response (a turn) as the log has it; with stream=true its events, replayed and then live (starting_after=N resumes)',
     params: responseParams,
@@ -928,6 +940,7 @@ export const OPENAI_ROUTES: readonly RouteSpec[] = [
     method: 'POST',
     path: `${OPENAI_PREFIX}/responses/:id/cancel`,
     operationId: 'openaiCancelResponse',
+    right: 'write',
     summary:
       "OpenAI Responses: cancel a queued or running response (its turn's partial reply is logged as interrupted)",
     params: responseParams,
