@@ -16,8 +16,8 @@ import { createTokenMeter, type MeterMeasurement, type SessionTokenMeter } from 
 import type { AgentConfig } from './engine/agent.js';
 import type { ToolResultShaper } from './engine/deps.js';
 import type { EngineTelemetry } from './engine/telemetry.js';
-import type { PacingConfig } from './engine/pacing.js';
-import { TenantGate } from './engine/tenant-gate.js';
+import type { PacingConfig } from './engine/admission/pacing.js';
+import { TenantGate } from './engine/admission/tenant-gate.js';
 import type { PaceLimits } from './persistence/pacing.js';
 import { createTurnEngine } from './engine/engine.js';
 import { DEFAULT_MODEL_CATALOGUE, lookupModel, type ModelCatalogue } from './model/catalogue.js';

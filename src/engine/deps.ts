@@ -2,8 +2,8 @@
  * What the turn engine runs on: the store, the model port, the tools, the agent defaults and
  * context management. Assembled once per worker (src/worker.ts) or per test.
  */
-import type { PacingConfig } from './pacing.js';
-import type { TenantGate } from './tenant-gate.js';
+import type { PacingConfig } from './admission/pacing.js';
+import type { TenantGate } from './admission/tenant-gate.js';
 import type { ContextDeps } from '../context/deps.js';
 import type { TenantCaps } from '../session/index.js';
 import type { ModelPort } from '../model/provider.js';
@@ -47,9 +47,9 @@ export type EngineDeps = {
   onTurnEnded?(sessionId: string, headSeq: number): void;
   /** Metrics and traces (src/telemetry); omit to run unobserved. */
   telemetry?: EngineTelemetry;
-  /** Pace model calls under the provider's limits through the store's shared bucket (engine/pacing.ts); omit to not pace. */
+  /** Pace model calls under the provider's limits through the store's shared bucket (engine/admission/pacing.ts); omit to not pace. */
   pacing?: PacingConfig;
-  /** Per-tenant concurrency of model steps and compactions on this worker (engine/tenant-gate.ts); omit for none. */
+  /** Per-tenant concurrency of model steps and compactions on this worker (engine/admission/tenant-gate.ts); omit for none. */
   tenantGate?: TenantGate;
   /** A tenant's caps on what all its sessions spend together (SESSIONLOG_TENANT_CAPS); undefined: none. */
   tenantCaps?: (tenant: string) => TenantCaps | undefined;

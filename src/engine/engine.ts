@@ -1,17 +1,23 @@
 /**
- * The turn engine (DESIGN §2, §5), free of Temporal: every operation a session workflow runs,
- * each one call here with its inputs and an attempt context. The activities are thin wrappers
- * over these; tests call them directly.
+ * The turn engine's front door (DESIGN §2, §5), free of Temporal: every operation a session
+ * workflow runs, each one call here with its inputs and an attempt context. The activities are
+ * thin wrappers over these; tests call them directly.
+ *
+ * Where things live: each operation in `ops/`, in a file named after it; what may stop or delay
+ * a call (spend caps, pacing, the tenant gate, learned context windows) in `admission/`; the
+ * plumbing they share at this folder's root (the fenced log writer, op keys, deps, types,
+ * outcomes, errors, inbox reads, telemetry).
  */
-import { recordAnswers } from './answers.js';
-import { abandon, compact } from './compaction-step.js';
+import { asTenant, tenantRetryMs } from './admission/tenant-gate.js';
 import type { EngineDeps } from './deps.js';
-import { modelStep } from './model-step.js';
-import { logNote } from './note.js';
-import { openRun } from './run.js';
+import { abandon, compact } from './ops/compaction.js';
+import { endTurn } from './ops/end-turn.js';
+import { logNote } from './ops/log-note.js';
+import { modelStep } from './ops/model-step.js';
+import { openRun } from './ops/open-run.js';
+import { recordAnswers } from './ops/record-answers.js';
+import { appendToolResults, runTool } from './ops/tool-step.js';
 import { observedStore } from './telemetry.js';
-import { asTenant, tenantRetryMs } from './tenant-gate.js';
-import { appendToolResults, endTurn, runTool } from './tool-step.js';
 import type {
   AbandonCompactionInput,
   AppendToolResultsInput,
@@ -32,15 +38,25 @@ import type {
   ToolRunRef,
 } from './types.js';
 
+/** The operations, in the order a session meets them. */
 export type TurnEngine = {
+  /** A workflow run takes over its session (ops/open-run.ts). */
   openRun(input: OpenRunInput): Promise<OpenRunResult>;
+  /** Begin the turn or step, relieve context pressure, call the model, log its reply (ops/model-step.ts). */
   modelStep(input: ModelStepInput, ctx: StepContext): Promise<ModelStepResult>;
+  /** Run one logged tool call; its output is stored as an artifact (ops/tool-step.ts). */
   runTool(input: RunToolInput, ctx: StepContext): Promise<ToolRunRef>;
+  /** Log approvals and external results as they arrive (ops/record-answers.ts). */
   recordAnswers(input: RecordAnswersInput): Promise<RecordAnswersResult>;
+  /** Log a step's tool results in call order and close the step (ops/tool-step.ts). */
   appendToolResults(input: AppendToolResultsInput): Promise<HeadResult>;
+  /** Close a turn that did not end by itself: cancel, failure (ops/end-turn.ts). */
   endTurn(input: EndTurnInput): Promise<HeadResult>;
+  /** Run or resume one compaction bracket (ops/compaction.ts). */
   compact(input: CompactInput, ctx: StepContext): Promise<CompactActivityResult>;
+  /** Close a bracket whose compaction gave up (ops/compaction.ts). */
   abandonCompaction(input: AbandonCompactionInput): Promise<{ headSeq: number }>;
+  /** Log a caller's note between turns (ops/log-note.ts). */
   logNote(input: LogNoteInput): Promise<NoteResult>;
 };
 

@@ -8,7 +8,7 @@ import { contextLimits } from '../context/deps.js';
 import { spillText } from '../context/spill.js';
 import type { SessionView } from '../session/index.js';
 import type { EngineDeps } from './deps.js';
-import { learnedWindowOf } from './limits.js';
+import { learnedWindowOf } from './admission/learned-limits.js';
 import type { EnteringMessage } from './inbox.js';
 
 /** How much text is measured at a time: a message far over the limit is not measured whole. */

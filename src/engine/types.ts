@@ -141,19 +141,34 @@ export type ToolCallRef = {
   result?: ExternalResult;
 };
 
-/** How a model step ended. `needs-compaction` asks the workflow to compact and call the step again. */
-export type StepOutcome =
+/**
+ * How a model step ends, as this engine hands it back. The step owns context pressure itself: it
+ * compacts before the call and, after a provider's overflow refusal, compacts once more and calls
+ * again, so an overflow it cannot relieve ends the turn (`error`, code `context_overflow`).
+ */
+export type LiveStepOutcome =
   | 'tools'
   | 'completed'
   | 'max-tokens'
   | 'aborted'
   | 'error'
-  | 'context-overflow'
-  | 'needs-compaction'
   /** A spend cap was reached before the model call or the tool round (`breach`): nothing was called. */
   | 'budget'
   /** The provider asked to wait at least `pauseAfterMs` (`retryAfterMs`): the workflow waits on a timer and calls the step again. */
   | 'rate-limited';
+
+/**
+ * REPLAY-ONLY. Outcomes that workers of earlier versions handed back, when the workflow compacted
+ * for the step: `needs-compaction` (compact for pressure, call the step again) and
+ * `context-overflow` (compact once after a provider's refusal, call again; else end the turn).
+ * This engine never returns them; they stay in the type only because the histories of workflows
+ * those workers ran still hold them, and the workflow serves them on replay as it did then
+ * (src/workflows/session-run.ts). Delete them with that replay path.
+ */
+export type ReplayOnlyStepOutcome = 'context-overflow' | 'needs-compaction';
+
+/** How a model step ended: what this engine returns, and what recorded histories may still hold. */
+export type StepOutcome = LiveStepOutcome | ReplayOnlyStepOutcome;
 
 /** How the turn ended, as the log says (set whenever a `turn/end` was logged by the operation). */
 export type TurnEndRef = { outcome: TurnOutcome; replySeq: number | null };
@@ -174,7 +189,7 @@ export type ModelStepResult = {
   breach?: StepBreach;
   /** Outcome `rate-limited`: how long the provider asked to wait (logged as `llm/retry`), or to wait for the tenant. */
   retryAfterMs?: number;
-  /** Outcome `rate-limited` with nothing called or logged: the tenant's share of the worker was taken (engine/tenant-gate.ts). */
+  /** Outcome `rate-limited` with nothing called or logged: the tenant's share of the worker was taken (engine/admission/tenant-gate.ts). */
   waitingFor?: 'tenant';
   /** The measured request before the call, when context management is on. */
   pressure?: PressureRef;

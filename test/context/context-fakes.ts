@@ -14,7 +14,7 @@ import type { ContextPolicy } from '../../src/context/compaction.js';
 import { runCompaction, type CompactionOutcome, type CompactionRequest } from '../../src/context/compactor.js';
 import { resolveContextDeps, type LogPort } from '../../src/context/deps.js';
 import { LogWriter, compactionOp } from '../../src/engine/index.js';
-import { pacedModel, type PacingConfig } from '../../src/engine/pacing.js';
+import { pacedModel, type PacingConfig } from '../../src/engine/admission/pacing.js';
 import { DEFAULT_MODEL_CATALOGUE, lookupModel } from '../../src/model/catalogue.js';
 import { ModelCallError, modelFailure } from '../../src/model/errors.js';
 import type { ModelPort, ModelReply, ModelRequest } from '../../src/model/provider.js';

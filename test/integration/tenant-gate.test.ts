@@ -7,7 +7,7 @@
  * leaving the queue) are checked directly.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TenantGate } from '../../src/engine/tenant-gate.js';
+import { TenantGate } from '../../src/engine/admission/tenant-gate.js';
 import type { StepContext } from '../../src/engine/types.js';
 import { startStack, type Stack } from '../support/stack.js';
 

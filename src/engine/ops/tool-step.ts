@@ -5,33 +5,30 @@
  * large) and closes the step.
  */
 import { randomUUID } from 'node:crypto';
-import { parseToolCallArguments } from '../model/tool-arguments.js';
+import { parseToolCallArguments } from '../../model/tool-arguments.js';
 import {
   SessionlogError,
-  closersFor,
   isSessionlogError,
   scrubSecrets,
   type EventDataMap,
   type NewEvent,
-  type TurnEndReason,
-} from '../session/index.js';
-import { ToolInputError, type ToolContext } from '../tools/registry.js';
-import type { EngineDeps } from './deps.js';
-import { StepInterrupted, ToolAttemptFailed } from './errors.js';
-import { isTurnTool } from './answers.js';
-import { historyOf } from './history.js';
-import { LogWriter } from './log-writer.js';
-import { endTurnOp, stepOps } from './ops.js';
-import { loggedTurnEnd } from './outcomes.js';
+} from '../../session/index.js';
+import { ToolInputError, type ToolContext } from '../../tools/registry.js';
+import type { EngineDeps } from '../deps.js';
+import { StepInterrupted, ToolAttemptFailed } from '../errors.js';
+import { isTurnTool } from './record-answers.js';
+import { historyOf } from '../history.js';
+import { LogWriter } from '../log-writer.js';
+import { stepOps } from '../ops.js';
+import { loggedTurnEnd } from '../outcomes.js';
 import type {
   AppendToolResultsInput,
   DeniedCall,
-  EndTurnInput,
   HeadResult,
   RunToolInput,
   StepContext,
   ToolRunRef,
-} from './types.js';
+} from '../types.js';
 
 type ToolOutcome = { text: string; isError: boolean; errorCode?: string };
 
@@ -235,29 +232,4 @@ function toolResultEvent(
     surfaceOp: 'append',
     sourceEventSeqs: [call.callSeq],
   };
-}
-
-/**
- * Closes a turn that did not end by itself (cancel, failure): every open call gets an error
- * result, then the step and the turn end. A no-op when the log shows the turn closed; either
- * way the result is how the log says the turn ended.
- */
-export async function endTurn(deps: EngineDeps, input: EndTurnInput): Promise<HeadResult> {
-  const writer = await LogWriter.open(deps.store, input.sessionId, input.runId, input.knownHead);
-  const reason: TurnEndReason =
-    input.reason.kind === 'aborted'
-      ? { kind: 'aborted', reason: { kind: 'user' } }
-      : { kind: 'error', error: { code: input.reason.code, message: input.reason.message } };
-  const closers = closersFor(
-    writer.session.turns,
-    writer.session.storedAt(writer.session.nextSeq - 1),
-    reason,
-    deps.now(),
-  );
-  if (closers.length > 0) {
-    await writer.append(closers, endTurnOp(input.runId, input.turn));
-    deps.onTurnEnded?.(input.sessionId, writer.session.nextSeq - 1);
-  }
-  const turnEnd = loggedTurnEnd(writer.session, input.turn);
-  return { headSeq: writer.session.nextSeq, ...(turnEnd ? { turnEnd } : {}) };
 }

@@ -4,15 +4,15 @@
  * of older runs are fenced out), close a turn a crash left open with the repair closers, and
  * clear inbox entries the log already holds.
  */
-import { SESSION_FORMAT_VERSION, closersFor, repairOp, type SessionHeader } from '../session/index.js';
-import type { EngineDeps } from './deps.js';
-import { waitingStep } from './answers.js';
-import { removeLogged } from './inbox.js';
-import { LogWriter } from './log-writer.js';
-import { runOp } from './ops.js';
-import { recentMessages } from './outcomes.js';
-import { seedSession } from './seed.js';
-import type { OpenRunInput, OpenRunResult } from './types.js';
+import { SESSION_FORMAT_VERSION, closersFor, repairOp, type SessionHeader } from '../../session/index.js';
+import type { EngineDeps } from '../deps.js';
+import { waitingStep } from './record-answers.js';
+import { removeLogged } from '../inbox.js';
+import { LogWriter } from '../log-writer.js';
+import { runOp } from '../ops.js';
+import { recentMessages } from '../outcomes.js';
+import { seedSession } from '../seed.js';
+import type { OpenRunInput, OpenRunResult } from '../types.js';
 
 export async function openRun(deps: EngineDeps, input: OpenRunInput): Promise<OpenRunResult> {
   if (input.seed) await seedSession(deps, input.sessionId, input.seed);

@@ -11,11 +11,11 @@ import {
   tenantOf,
   type BudgetBreach,
   type NewEvent,
-} from '../session/index.js';
-import type { EngineDeps } from './deps.js';
-import type { LogWriter } from './log-writer.js';
-import { stepOps, type StepKey } from './ops.js';
-import type { ModelStepInput, ModelStepResult, StepBreach } from './types.js';
+} from '../../session/index.js';
+import type { EngineDeps } from '../deps.js';
+import type { LogWriter } from '../log-writer.js';
+import { stepOps, type StepKey } from '../ops.js';
+import type { ModelStepInput, ModelStepResult, StepBreach } from '../types.js';
 
 /** The step's result when a cap is reached before `before` (undefined: within budget). */
 export async function overBudget(

@@ -3,17 +3,17 @@
  * its ports — the fenced writer with the compaction's op keys, the model as summarizer — and
  * its id, made from the key the workflow gives.
  */
-import { abandonCompaction, runCompaction } from '../context/compactor.js';
-import type { LogPort } from '../context/deps.js';
-import { SessionlogError } from '../session/index.js';
-import type { EngineDeps } from './deps.js';
-import { LogWriter } from './log-writer.js';
-import { learnedWindowOf } from './limits.js';
-import { compactionId, compactionOp } from './ops.js';
-import { pacedModel } from './pacing.js';
-import { observedModel } from './telemetry.js';
-import { RECALL_TOOL_NAMES } from '../tools/builtin.js';
-import type { AbandonCompactionInput, CompactActivityResult, CompactInput, StepContext } from './types.js';
+import { abandonCompaction, runCompaction } from '../../context/compactor.js';
+import type { LogPort } from '../../context/deps.js';
+import { SessionlogError } from '../../session/index.js';
+import type { EngineDeps } from '../deps.js';
+import { LogWriter } from '../log-writer.js';
+import { learnedWindowOf } from '../admission/learned-limits.js';
+import { compactionId, compactionOp } from '../ops.js';
+import { pacedModel } from '../admission/pacing.js';
+import { observedModel } from '../telemetry.js';
+import { RECALL_TOOL_NAMES } from '../../tools/builtin.js';
+import type { AbandonCompactionInput, CompactActivityResult, CompactInput, StepContext } from '../types.js';
 
 /** Whether the session's tools include the recall tools a checkpoint can point to. */
 export function hasRecallTools(deps: EngineDeps): boolean {

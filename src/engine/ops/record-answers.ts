@@ -6,14 +6,14 @@
  * (`tool/approval` with `result`), then as `tool/result` with origin `external` by the step's
  * results batch.
  */
-import { parseToolCallArguments } from '../model/tool-arguments.js';
-import { parseApprovalBody, parseToolResultBody, readInboxEntry } from '../persistence/index.js';
-import { scrubSecrets, type NewEvent, type SessionView } from '../session/index.js';
-import { gateOf } from '../tools/approval.js';
-import type { EngineDeps } from './deps.js';
-import { removeDelivered } from './inbox.js';
-import { LogWriter } from './log-writer.js';
-import { stepOps, type StepKey } from './ops.js';
+import { parseToolCallArguments } from '../../model/tool-arguments.js';
+import { parseApprovalBody, parseToolResultBody, readInboxEntry } from '../../persistence/index.js';
+import { scrubSecrets, type NewEvent, type SessionView } from '../../session/index.js';
+import { gateOf } from '../../tools/approval.js';
+import type { EngineDeps } from '../deps.js';
+import { removeDelivered } from '../inbox.js';
+import { LogWriter } from '../log-writer.js';
+import { stepOps, type StepKey } from '../ops.js';
 import type {
   CallAnswer,
   RecordAnswersInput,
@@ -21,7 +21,7 @@ import type {
   ToolCallRef,
   ToolRunRef,
   WaitingStep,
-} from './types.js';
+} from '../types.js';
 
 /** A day: how long a call waits for its answer when the workflow gives no timeout. */
 const DEFAULT_ANSWER_TIMEOUT_MS = 24 * 60 * 60_000;

@@ -11,9 +11,9 @@
  * cannot keep another tenant's steps queued behind its own, and a long overload costs a few
  * workflow tasks per session a minute. Compactions (one at a time per session) wait in the gate.
  */
-import { tenantOf } from '../session/index.js';
-import type { EngineDeps } from './deps.js';
-import type { StepContext } from './types.js';
+import { tenantOf } from '../../session/index.js';
+import type { EngineDeps } from '../deps.js';
+import type { StepContext } from '../types.js';
 
 const MAX_REMEMBERED_TENANTS = 10_000;
 /** How long a model step waits for its tenant's share before it hands its activity slot back. */

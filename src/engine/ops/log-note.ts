@@ -6,12 +6,12 @@
  * (session/hide.ts: deleted conversation items), in one batch, once per note id.
  * The workflow runs it only while no turn or compaction writes the log.
  */
-import { hideEvents, suppliedHistoryEvents, type NewEvent } from '../session/index.js';
-import type { EngineDeps } from './deps.js';
-import { readNote, removeDelivered } from './inbox.js';
-import { LogWriter } from './log-writer.js';
-import { noteOp } from './ops.js';
-import type { LogNoteInput, NoteResult } from './types.js';
+import { hideEvents, suppliedHistoryEvents, type NewEvent } from '../../session/index.js';
+import type { EngineDeps } from '../deps.js';
+import { readNote, removeDelivered } from '../inbox.js';
+import { LogWriter } from '../log-writer.js';
+import { noteOp } from '../ops.js';
+import type { LogNoteInput, NoteResult } from '../types.js';
 
 export async function logNote(deps: EngineDeps, input: LogNoteInput): Promise<NoteResult> {
   const writer = await LogWriter.open(deps.store, input.sessionId, input.runId, input.knownHead);

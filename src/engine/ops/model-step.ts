@@ -12,9 +12,9 @@
  * its parts. A cancel logs the partial reply as interrupted.
  */
 import { randomUUID } from 'node:crypto';
-import { relieveContext, type ReliefOutcome } from '../context/pressure.js';
-import { ModelCallError, classifyModelError, type ModelFailure } from '../model/errors.js';
-import { replyCost, type ModelReply } from '../model/provider.js';
+import { relieveContext, type ReliefOutcome } from '../../context/pressure.js';
+import { ModelCallError, classifyModelError, type ModelFailure } from '../../model/errors.js';
+import { replyCost, type ModelReply } from '../../model/provider.js';
 import {
   SessionlogError,
   closersFor,
@@ -27,17 +27,17 @@ import {
   type StreamChunk,
   type RequestHeader,
   type TurnEndReason,
-} from '../session/index.js';
-import { requestHeaderFor } from './agent.js';
-import { requestAnswers } from './answers.js';
-import { overBudget } from './budget-check.js';
-import { paceCall, roughTokens, settlePace } from './pacing.js';
-import { readMessages } from './inbox.js';
-import { inlineMessage } from './oversized.js';
-import type { EngineDeps } from './deps.js';
-import { StepInterrupted } from './errors.js';
-import { learnedWindowOf, offerLearnedWindow } from './limits.js';
-import { LogWriter } from './log-writer.js';
+} from '../../session/index.js';
+import { requestHeaderFor } from '../agent.js';
+import { requestAnswers } from './record-answers.js';
+import { overBudget } from '../admission/budget-check.js';
+import { paceCall, roughTokens, settlePace } from '../admission/pacing.js';
+import { readMessages } from '../inbox.js';
+import { inlineMessage } from '../oversized.js';
+import type { EngineDeps } from '../deps.js';
+import { StepInterrupted } from '../errors.js';
+import { learnedWindowOf, offerLearnedWindow } from '../admission/learned-limits.js';
+import { LogWriter } from '../log-writer.js';
 import {
   attemptKey,
   compactionId,
@@ -46,11 +46,11 @@ import {
   stepOps,
   type AttemptKey,
   type StepKey,
-} from './ops.js';
-import { hasRecallTools } from './compaction-step.js';
-import { loggedStepResult, loggedTurnEnd } from './outcomes.js';
-import { observedModel } from './telemetry.js';
-import type { ModelStepInput, ModelStepResult, StepContext } from './types.js';
+} from '../ops.js';
+import { hasRecallTools } from './compaction.js';
+import { loggedStepResult, loggedTurnEnd } from '../outcomes.js';
+import { observedModel } from '../telemetry.js';
+import type { ModelStepInput, ModelStepResult, StepContext } from '../types.js';
 
 export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: StepContext): Promise<ModelStepResult> {
   const key: StepKey = { runId: input.runId, turn: input.turn, step: input.step, pass: input.pass };
@@ -109,6 +109,8 @@ export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: St
     }
     const measured = relief?.measurement.totalTokens;
     const result = await streamReply(deps, writer, input, passKey, header, ctx, measured);
+    // `context-overflow` is the call's refusal handed to this loop; it never leaves the step
+    // (a replay-only outcome to the workflow, types.ts): relieved and called again, or the turn ends.
     if (result.outcome === 'context-overflow' && deps.context && pass === key.pass) {
       // A window the refusal stated is logged (model/limit) and believed; without one, the window
       // is taken to be below the size the meter gave the refused request.

@@ -9,12 +9,12 @@
  * The limits are the configured ones, else those the provider stated in its rate-limit headers.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ModelCallError, modelFailure, type ModelFailure } from '../model/errors.js';
-import type { PaceLimits } from '../persistence/pacing.js';
-import { billedTokens, type Message, type TokenUsage } from '../session/index.js';
-import type { ModelPort } from '../model/provider.js';
-import type { EngineDeps } from './deps.js';
-import type { ModelStepInput, StepContext } from './types.js';
+import { ModelCallError, modelFailure, type ModelFailure } from '../../model/errors.js';
+import type { PaceLimits } from '../../persistence/pacing.js';
+import { billedTokens, type Message, type TokenUsage } from '../../session/index.js';
+import type { ModelPort } from '../../model/provider.js';
+import type { EngineDeps } from '../deps.js';
+import type { ModelStepInput, StepContext } from '../types.js';
 
 /** What a worker paces its model calls by: the bucket's key and the limits (absent: what the provider states). */
 export type PacingConfig = { key: string; limits?: PaceLimits };

@@ -3,8 +3,8 @@
  * logged as `model/limit` and caps the budget from then on, for that session (read from its
  * log, so it survives restarts) and, offered to the worker, for every session of that model.
  */
-import type { SessionView } from '../session/index.js';
-import type { EngineDeps } from './deps.js';
+import type { SessionView } from '../../session/index.js';
+import type { EngineDeps } from '../deps.js';
 
 /** The smallest window known for `model`: the session's own, else one the worker learned. */
 export function learnedWindowOf(deps: EngineDeps, session: SessionView, model: string): number | undefined {
