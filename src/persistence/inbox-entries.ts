@@ -29,7 +29,7 @@ export type MessageBody = { text: string; tools?: ToolSchema[]; agent?: AskedAge
 
 /**
  * A caller's note: metadata, user messages and caller-supplied history (session/supplied.ts)
- * logged between turns (engine/note.ts).
+ * logged between turns (engine/ops/log-note.ts).
  */
 export type NoteBody = {
   metadata?: { values: Record<string, string>; messageId?: string };

@@ -93,7 +93,7 @@ function turnLog(attempts: Array<[number, string[]]>, reply: string, held: strin
       }),
     );
   }
-  // The call's last chunks, held for the reply's own batch (src/engine/model-step.ts).
+  // The call's last chunks, held for the reply's own batch (src/engine/ops/model-step.ts).
   for (const text of held)
     events.push({
       type: 'assistant/chunk',
