@@ -22,9 +22,11 @@ const SRC = resolve(process.argv[2] ?? join(ROOT, 'src'));
 const SHOWN_FROM = process.argv[2] ? SRC : ROOT;
 
 /**
- * DESIGN §2, top to bottom. The top-level files sit where their imports put them: the worker
- * and the configuration are assembled from every layer and used by the CLI (whose row names
- * `worker`); the public index re-exports everything.
+ * DESIGN §2, top to bottom. The top-level files sit where their imports put them: the
+ * configuration validates settings in the vocabulary of the folders above it (its row below
+ * names which); the worker and the composition are assembled from every layer above them (the
+ * composition opens the store and starts the model a validated `Config` names); the CLI uses
+ * them all; the public index re-exports everything.
  */
 const LAYERS = [
   'session',
@@ -38,8 +40,9 @@ const LAYERS = [
   'client',
   'gateway',
   'telemetry',
-  'worker.ts',
   'config.ts',
+  'worker.ts',
+  'compose.ts',
   'cli',
   'index.ts',
 ];
@@ -54,7 +57,7 @@ const WORKFLOW_VALUE_IMPORT = 'session/errors.ts';
  * DESIGN §2's "may import" column. A rule is a folder (`session`) or a file under src/
  * (`workflows/api.ts`), written as a string, or an object that narrows it to `import type`
  * (`typeOnly`) and says why (`why`) when the rule is an exception to the column's words.
- * `'*'`: the composition root, whose row's column is empty (it is assembled from every layer).
+ * `'*'`: the public index, which re-exports from every layer.
  */
 const MAY_IMPORT = {
   session: [], // nothing of ours
@@ -89,19 +92,48 @@ const MAY_IMPORT = {
     },
   ],
   telemetry: [], // nothing of ours
+  'config.ts': [
+    // Validation only (DESIGN §2: "imports nothing of ours but the vocabulary it validates"): each
+    // module below is the one that defines a setting's values, limits or defaults.
+    {
+      target: 'session',
+      why: 'the error it throws (ConfigError), the secret registry every configured secret joins, and the budget and tenant vocabulary SESSIONLOG_TENANT_BUDGETS and SESSIONLOG_TENANT_CAPS are checked against',
+    },
+    {
+      target: 'model/catalogue.ts',
+      why: 'the model catalogue SESSIONLOG_MODEL is looked up in and SESSIONLOG_MODELS is merged over',
+    },
+    { target: 'model/stream.ts', why: "the chunk-coalescing window's default (SESSIONLOG_CHUNK_FLUSH_MS)" },
+    { target: 'persistence/pacing.ts', why: 'the pace limits SESSIONLOG_PACING is checked against' },
+    { target: 'tools/approval.ts', why: 'the approval policy grammar of SESSIONLOG_APPROVAL' },
+    {
+      target: 'workflows/api.ts',
+      why: "the session tunables' defaults and limits (SESSIONLOG_MAX_STEPS, SESSIONLOG_MAX_MESSAGE_BYTES, …) and the default task queue",
+    },
+    { target: 'gateway/access.ts', why: 'the token grant grammar of SESSIONLOG_GATEWAY_TOKENS' },
+    { target: 'gateway/settings.ts', why: "the gateway's timeouts and their bounds (SESSIONLOG_*_TIMEOUT_MS)" },
+    {
+      target: 'gateway/listener-guard.ts',
+      why: 'the listener connection limits and their bounds (SESSIONLOG_MAX_*_CONNECTIONS*)',
+    },
+  ],
+  'worker.ts': above('worker.ts'), // worker assembly: everything above
+  'compose.ts': above('compose.ts'), // composition from a validated Config: everything above
   cli: [
     'client',
     'gateway',
     'worker.ts',
     'telemetry',
-    { target: 'config.ts', why: 'the row: "one function turns a `Config` into worker and gateway options"' },
+    {
+      target: 'compose.ts',
+      why: 'the row: "one function turns a `Config` into worker and gateway options" from the parts compose.ts opens, starts and builds',
+    },
+    { target: 'config.ts', why: 'the command resolves its settings (environment and flags) into a validated `Config`' },
     {
       target: 'session',
       why: 'the pure event and error vocabulary (no I/O): commands print events, verify exported logs offline and report SessionlogError codes',
     },
   ],
-  'worker.ts': '*',
-  'config.ts': '*',
   'index.ts': '*',
 };
 

@@ -7,14 +7,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command } from 'commander';
-import {
-  ConfigError,
-  isLoopbackHost,
-  openConfiguredStore,
-  resolveConfig,
-  type Config,
-  type SessionStore,
-} from '../config.js';
+import { openConfiguredStore, type SessionStore } from '../compose.js';
+import { ConfigError, resolveConfig, type Config } from '../config.js';
+import { isLoopbackHost } from '../gateway/settings.js';
 import type { SessionClient } from '../client/session-client.js';
 import { SessionlogError, scrubSecrets } from '../session/index.js';
 import { runChat } from './chat.js';

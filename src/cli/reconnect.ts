@@ -4,7 +4,7 @@
  * attempt, instead of exiting. Configuration errors still fail at once.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { storeLabel, type SessionStore } from '../config.js';
+import { storeLabel, type SessionStore } from '../compose.js';
 import { probeStore, probeTemporal, type TemporalConnectionLike } from '../gateway/readiness.js';
 import { isSessionlogError } from '../session/index.js';
 import type { Probe } from '../telemetry/reachability.js';

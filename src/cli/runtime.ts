@@ -2,7 +2,7 @@
  * Assembly shared by the CLI commands: the Temporal address (from config or a running
  * `sessionlog dev`), and the one function that turns a `Config` into worker, client, gateway and
  * telemetry options for `dev`, `worker` and `serve`. The parts themselves (store, model, default
- * agent, the client's checks) come from src/config.ts; worker defaults from src/worker.ts.
+ * agent, the client's checks) come from src/compose.ts; worker defaults from src/worker.ts.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -11,15 +11,14 @@ import { Client, Connection } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import { SessionClient, type SessionClientOptions } from '../client/session-client.js';
 import {
-  ConfigError,
   agentCheck,
   contextReporter,
   defaultAgent,
   modelRouting,
-  type Config,
   type ModelPort,
   type SessionStore,
-} from '../config.js';
+} from '../compose.js';
+import { ConfigError, type Config } from '../config.js';
 import type { GatewayOptions } from '../gateway/server.js';
 import { startTelemetry, type Telemetry } from '../telemetry/index.js';
 import type { CreateWorkerOptions } from '../worker.js';

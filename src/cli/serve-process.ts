@@ -12,7 +12,8 @@
  * - SIGTERM (or SIGINT) closes the listener, ends open event streams (clients reconnect to
  *   another gateway) and exits 0.
  */
-import { openConfiguredStore, storeLabel, type Config, type SessionStore } from '../config.js';
+import { openConfiguredStore, storeLabel, type SessionStore } from '../compose.js';
+import type { Config } from '../config.js';
 import { installProcessFaultPolicy } from './fault-policy.js';
 import { startGateway, type RunningGateway } from '../gateway/index.js';
 import type { SessionClient } from '../client/session-client.js';

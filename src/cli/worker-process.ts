@@ -17,14 +17,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { NativeConnection, makeTelemetryFilterString, type Worker } from '@temporalio/worker';
-import {
-  openConfiguredStore,
-  startModel,
-  storeLabel,
-  type Config,
-  type ModelRuntime,
-  type SessionStore,
-} from '../config.js';
+import { openConfiguredStore, startModel, storeLabel, type ModelRuntime, type SessionStore } from '../compose.js';
+import type { Config } from '../config.js';
 import { installProcessFaultPolicy } from './fault-policy.js';
 import { guardListener } from '../gateway/listener-guard.js';
 import type { TemporalConnectionLike } from '../gateway/readiness.js';

@@ -5,7 +5,8 @@
  * which have fully arrived, are never cut. Also the settings that configure them.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ConfigError, DEFAULT_GATEWAY_TIMEOUTS, resolveConfig } from '../../src/config.js';
+import { ConfigError, resolveConfig } from '../../src/config.js';
+import { DEFAULT_GATEWAY_TIMEOUTS } from '../../src/gateway/settings.js';
 import { createGateway, startGateway, type RunningGateway } from '../../src/gateway/index.js';
 import type { StoredEvent } from '../../src/session/index.js';
 import { startStack, type Stack } from '../support/stack.js';

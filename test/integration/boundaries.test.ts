@@ -7,7 +7,7 @@
  */
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { agentCheck } from '../../src/config.js';
+import { agentCheck } from '../../src/compose.js';
 import { SessionClient } from '../../src/client/session-client.js';
 import { startGateway, type RunningGateway } from '../../src/gateway/index.js';
 import { DEFAULT_MODEL_CATALOGUE } from '../../src/model/catalogue.js';

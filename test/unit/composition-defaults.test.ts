@@ -8,11 +8,11 @@ import {
   defaultAgent,
   modelRouting,
   openConfiguredStore,
-  resolveConfig,
   startModel,
   type ModelRuntime,
   type SessionStore,
-} from '../../src/config.js';
+} from '../../src/compose.js';
+import { resolveConfig } from '../../src/config.js';
 import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';
 import { resolveWorkerOptions } from '../../src/worker.js';
 
