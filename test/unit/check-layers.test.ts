@@ -110,6 +110,100 @@ describe('check:layers', () => {
     );
   });
 
+  it('fails on an import of one gateway API folder by another, and lets them share code that lives beside them', () => {
+    const shared = sourceTree({
+      'gateway/turn-stream/fold.ts': 'export const fold = 1;\n',
+      'gateway/openai/stream.ts': "import { fold } from '../turn-stream/fold.js';\nexport const s = fold;\n",
+      'gateway/native/sse.ts': "import { fold } from '../turn-stream/fold.js';\nexport const n = fold;\n",
+    });
+    expect(checkLayers(shared).stderr).toBe('');
+    const crossed = sourceTree({
+      'gateway/openai/stream.ts': 'export const followResponse = 1;\n',
+      'gateway/native/sse.ts': "import type { X } from '../openai/stream.js';\nexport type N = X;\n",
+    });
+    const result = checkLayers(crossed);
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain(
+      "gateway/native/sse.ts: imports '../openai/stream.js' (gateway/openai/stream.ts): an API folder imports no other API folder (native → openai)",
+    );
+  });
+
+  it('lets an API folder keep only the cross-imports its allow-list names', () => {
+    // langgraph/routes.ts -> openai/stream.ts is one of today's listed exceptions; a new file pair is not.
+    const files = {
+      'gateway/openai/stream.ts': 'export const followResponse = 1;\n',
+      'gateway/openai/ids.ts': 'export const itemTag = 1;\n',
+      'gateway/langgraph/routes.ts':
+        "import { followResponse } from '../openai/stream.js';\nexport const r = followResponse;\n",
+    };
+    expect(checkLayers(sourceTree(files)).stderr).toBe('');
+    const result = checkLayers(
+      sourceTree({
+        ...files,
+        'gateway/langgraph/routes.ts':
+          "import { followResponse } from '../openai/stream.js';\nimport { itemTag } from '../openai/ids.js';\nexport const r = [followResponse, itemTag];\n",
+      }),
+    );
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain(
+      "gateway/langgraph/routes.ts: imports '../openai/ids.js' (gateway/openai/ids.ts): an API folder imports no other API folder (langgraph → openai)",
+    );
+    expect(result.stderr).not.toContain('openai/stream.js');
+  });
+
+  it('fails on a circle of value imports, naming the files around it, and leaves a circle of `import type` alone', () => {
+    const typesOnly = sourceTree({
+      'persistence/store.ts': "import type { Inbox } from './inbox.js';\nexport type Store = { inbox: Inbox };\n",
+      'persistence/inbox.ts': "import type { Store } from './store.js';\nexport type Inbox = { store: Store };\n",
+    });
+    expect(checkLayers(typesOnly).stderr).toBe('');
+    const values = sourceTree({
+      'session/a.ts': "import { b } from './b.js';\nexport const a = () => b;\n",
+      'session/b.ts': "import { c } from './c.js';\nexport const b = () => c;\n",
+      'session/c.ts': "import type { X } from './x.js';\nimport { a } from './a.js';\nexport const c = () => a;\n",
+      'session/x.ts': 'export type X = number;\n',
+    });
+    const result = checkLayers(values);
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain(
+      'session/a.ts: import circle (value imports) session/a.ts → session/b.ts → session/c.ts → session/a.ts',
+    );
+  });
+
+  it('fails on a file that imports itself through a dynamic import', () => {
+    const result = checkLayers(sourceTree({ 'model/fake.ts': "export const load = () => import('./fake.js');\n" }));
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain('model/fake.ts: import circle (value imports) model/fake.ts → model/fake.ts');
+  });
+
+  it('lets config.ts import only the vocabulary it validates, and compose.ts everything above it', () => {
+    const files = {
+      'persistence/open.ts': 'export const openStore = () => undefined;\n',
+      'model/catalogue.ts': 'export const lookupModel = () => undefined;\n',
+      'config.ts': "import { lookupModel } from './model/catalogue.js';\nexport const c = lookupModel;\n",
+      'compose.ts':
+        "import { openStore } from './persistence/open.js';\nimport { c } from './config.js';\nexport const s = [openStore, c];\n",
+    };
+    expect(checkLayers(sourceTree(files)).stderr).toBe('');
+    const opensStore = checkLayers(
+      sourceTree({
+        ...files,
+        'config.ts': "import { openStore } from './persistence/open.js';\nexport const c = openStore;\n",
+      }),
+    );
+    expect(opensStore.status).toBe(1);
+    expect(opensStore.stderr).toContain(
+      "config.ts: imports './persistence/open.js' (persistence/open.ts): DESIGN §2 says config.ts may import session, model/catalogue.ts",
+    );
+    const composedByConfig = checkLayers(
+      sourceTree({ ...files, 'config.ts': "import { s } from './compose.js';\nexport const c = s;\n" }),
+    );
+    expect(composedByConfig.status).toBe(1);
+    expect(composedByConfig.stderr).toContain(
+      "config.ts: imports './compose.js' (compose.ts): compose.ts is listed below config.ts in DESIGN §2",
+    );
+  });
+
   it('fails on a folder DESIGN §2 has no row for', () => {
     const result = checkLayers(sourceTree({ 'helpers/misc.ts': 'export const z = 1;\n' }));
     expect(result.status).toBe(1);
