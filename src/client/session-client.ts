@@ -170,7 +170,12 @@ export type MessageOptions = {
 /** A branch made by an edit or a regeneration: the new session, where it left its parent, and the message that starts its turn. */
 export type BranchResult = { sessionId: string; forkedFrom: string; forkedAt: number; messageId: string };
 
-export type Reply = SendResult & { text: string; messageId: string };
+/**
+ * The answer to a sent message: the turn, its outcome and its reply's text. A turn that failed
+ * (`outcome: 'error'`) names why in `error`, from its `turn/end`: the same code and message the
+ * status and the log show.
+ */
+export type Reply = SendResult & { text: string; messageId: string; error?: { code: string; message: string } };
 
 /** A session as listed: its header and how many events its log holds. */
 export type SessionSummary = SessionHeader & { events: number };
@@ -1326,12 +1331,22 @@ export class SessionClient {
   }
 
   /** The text of the turn's final assistant message, as logged. */
-  private async replyText(sessionId: string, result: SendResult): Promise<{ text: string; messageId: string }> {
+  /** The reply of the turn `result` names, read from the log: its text, and why it failed if it did. */
+  private async replyText(
+    sessionId: string,
+    result: SendResult,
+  ): Promise<{ text: string; messageId: string; error?: { code: string; message: string } }> {
     const session = await this.store.session(sessionId);
-    const seq = result.replySeq ?? session.turns.turns.get(result.turn)?.replySeq ?? null;
+    const record = session.turns.turns.get(result.turn);
+    const end = record?.endSeq === undefined ? undefined : session.eventAt(record.endSeq);
+    const error =
+      end?.type === 'turn/end' && end.data.reason.kind === 'error'
+        ? { error: { code: end.data.reason.error.code, message: end.data.reason.error.message } }
+        : {};
+    const seq = result.replySeq ?? record?.replySeq ?? null;
     const event = seq === null ? undefined : session.eventAt(seq);
-    if (event?.type !== 'assistant/message') return { text: '', messageId: '' };
-    return { text: textOf(event.data.message.content), messageId: event.data.message.id };
+    if (event?.type !== 'assistant/message') return { text: '', messageId: '', ...error };
+    return { text: textOf(event.data.message.content), messageId: event.data.message.id, ...error };
   }
 }
 

@@ -50,6 +50,12 @@ export type BudgetBreach = {
   tool?: string;
 };
 
+/** A breach in words, for every API's answer: "the turn modelCalls cap of 0 was reached (0 used)". */
+export function describeBreach(breach: BudgetBreach): string {
+  const { scope, cap, limit, used, tool } = breach;
+  return `the ${scope} ${cap} cap of ${limit} was reached (${used} used${tool !== undefined ? ` by repeated ${tool} calls` : ''})`;
+}
+
 export const DEFAULT_REPEATED_CALLS = 5;
 /** The longest wait a budget may ask for (30 days). */
 export const MAX_BUDGET_WAIT_MS = 30 * 24 * 60 * 60_000;

@@ -164,7 +164,16 @@ describe('UiMessageFold', () => {
     expect(chunks[3]).toEqual({
       type: 'data-budget',
       id: 'budget-3',
-      data: { paused: 'budget', before: 'model', cap: 'tokens', scope: 'total', used: 2_010, limit: 2_000 },
+      data: {
+        paused: 'budget',
+        code: 'budget_exceeded',
+        message: 'the total tokens cap of 2000 was reached (2010 used)',
+        before: 'model',
+        cap: 'tokens',
+        scope: 'total',
+        used: 2_010,
+        limit: 2_000,
+      },
     });
     expect(chunks.at(-1)).toMatchObject({ finishReason: 'other' });
     expect(fold.state()).toBe('done');

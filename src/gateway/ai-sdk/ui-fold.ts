@@ -9,7 +9,14 @@
  * (external tools) end the stream with their input, as approvals do, and the next request
  * carries their output or the answer.
  */
-import { isKnownEvent, textOf, type StoredEvent, type TokenUsage, type TurnEndReason } from '../../session/index.js';
+import {
+  describeBreach,
+  isKnownEvent,
+  textOf,
+  type StoredEvent,
+  type TokenUsage,
+  type TurnEndReason,
+} from '../../session/index.js';
 import { itemTag } from '../openai/ids.js';
 import { OutputAssembler, type UnsequencedEvent } from '../openai/output-items.js';
 import { addTokenUsage } from '../openai/response-fold.js';
@@ -62,7 +69,8 @@ function endOf(reason: TurnEndReason): UiChunk[] {
       return [{ type: 'abort', reason: 'the turn was cancelled' }];
     case 'error':
       return [
-        { type: 'error', errorText: reason.error.message },
+        // errorText is the one field the UI stream has: the code leads it, as the log names it.
+        { type: 'error', errorText: `${reason.error.code}: ${reason.error.message}` },
         { type: 'finish', finishReason: 'error' },
       ];
     case 'interrupted':
@@ -186,7 +194,11 @@ export class UiMessageFold implements AnswerFold<UiChunk> {
           const { turn: _turn, step: _step, ...breach } = event.data;
           this.text(this.assembler.push(event), out);
           if (this.stepOpen) out.push({ type: 'finish-step' });
-          out.push({ type: 'data-budget', id: `budget-${event.seq}`, data: { paused: 'budget', ...breach } });
+          out.push({
+            type: 'data-budget',
+            id: `budget-${event.seq}`,
+            data: { paused: 'budget', code: 'budget_exceeded', message: describeBreach(breach), ...breach },
+          });
           this.progress = 'done';
           out.push({ type: 'finish', finishReason: 'other', ...this.metadata() });
         }

@@ -224,6 +224,10 @@ export const replyResponse = z.object({
   outcome: z.enum(['completed', 'aborted', 'error', 'max-steps', 'max-tokens', 'interrupted']),
   text: z.string(),
   messageId: z.string(),
+  error: z
+    .object({ code: z.string(), message: z.string() })
+    .optional()
+    .describe("outcome error: why the turn failed (its turn/end's code and message, e.g. budget_exceeded)"),
 });
 export const messagesResponse = z.object({ messages: z.array(messageSchema) });
 export const transcriptResponse = z.object({ events: z.array(eventSchema) });

@@ -211,6 +211,9 @@ async function answerOf(
 
 function failureOf(tracker: ResponseTracker): OpenAiError | undefined {
   const snapshot = tracker.snapshot();
+  // A spent budget is the caller's quota, as OpenAI answers one (429); any other failure is upstream's.
+  if (snapshot.error?.code === ('budget_exceeded' as string))
+    return new OpenAiError(429, snapshot.error.message, { code: 'budget_exceeded' });
   if (snapshot.status === 'failed')
     return new OpenAiError(502, snapshot.error?.message ?? 'the model call failed', {
       code: snapshot.error?.code ?? 'server_error',

@@ -28,6 +28,7 @@ import type {
   ResponseUsage,
 } from 'openai/resources/responses/responses';
 import {
+  describeBreach,
   isKnownEvent,
   type SessionHeader,
   type StoredEvent,
@@ -83,7 +84,11 @@ function outcomeOf(reason: TurnEndReason): Outcome {
       return {
         status: 'failed',
         error: {
-          code: reason.error.code === 'rate_limit' ? 'rate_limit_exceeded' : 'server_error',
+          // The turn's own code where the SDK's list has none for it (budget_exceeded,
+          // context_overflow, bad_request…), so the caller learns why, as the log says.
+          code: (reason.error.code === 'rate_limit'
+            ? 'rate_limit_exceeded'
+            : reason.error.code) as ResponseError['code'],
           message: reason.error.message,
         },
         incomplete: null,
@@ -250,7 +255,11 @@ export class ResponseTracker {
         if (this.progress === 'running' && event.data.turn === this.turn) {
           this.outcome = {
             status: 'incomplete',
-            error: null,
+            // Which cap, in the error's words: the incomplete reason alone does not say.
+            error: {
+              code: 'budget_exceeded' as ResponseError['code'],
+              message: `${describeBreach(event.data)}: raise the session's budget to go on`,
+            },
             // Not a reason the SDK lists, as `max_steps`.
             incomplete: { reason: 'budget_exceeded' } as unknown as Response.IncompleteDetails,
             terminal: 'response.incomplete',
