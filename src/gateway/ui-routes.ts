@@ -6,7 +6,9 @@
  *
  * The files hold no session data, so they are served without the bearer token; everything the
  * page shows it reads from `/v1` with the token the user gives it. The page learns whether the
- * gateway wants a token from a `<meta>` in `index.html`, so it can ask before its first request.
+ * gateway wants a token from a `<meta>` in `index.html`, so it can ask before its first request,
+ * and the event types of this build (the session's known event types) from another, so its live
+ * tail listens to every type the log may hold and no second list can drift from the code's.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
@@ -15,6 +17,7 @@ import { createRequire } from 'node:module';
 import { dirname, extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { KNOWN_EVENT_TYPES } from '../session/index.js';
 import { GatewayError } from './errors.js';
 
 /** The fastify URL patterns of the inspector (public: no bearer token). */
@@ -120,7 +123,9 @@ export function registerInspectorUi(app: FastifyInstance, options: InspectorUiOp
   const indexPath = join(UI_DIR, 'index.html');
   if (!existsSync(indexPath))
     throw new Error(`the inspector's files are missing (${UI_DIR}); rebuild sessionlog (npm run build)`);
-  const index = readFileSync(indexPath, 'utf8').replace('{{AUTH}}', options.tokenRequired ? 'bearer' : 'none');
+  const index = readFileSync(indexPath, 'utf8')
+    .replace('{{AUTH}}', options.tokenRequired ? 'bearer' : 'none')
+    .replace('{{EVENT_TYPES}}', [...KNOWN_EVENT_TYPES].join(' '));
   const headers = securityHeaders(inlineScriptHashes(index));
   const vendor = resolveVendorFiles();
 

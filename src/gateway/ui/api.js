@@ -80,41 +80,54 @@ export async function documentedRoutes() {
   }
 }
 
-/** Every event type the log may hold; an EventSource only delivers named events it listens to. */
-const EVENT_TYPES = [
-  'turn/start',
-  'turn/end',
-  'step/start',
-  'step/end',
-  'user/message',
-  'assistant/chunk',
-  'assistant/message',
-  'tool/call',
-  'tool/result',
-  'request/header',
-  'llm/retry',
-  'compaction/start',
-  'compaction/summary',
-  'compaction/end',
-  'compaction/prune',
-  'session/end-seed',
-  'session/run',
-  'tool/approval-request',
-  'tool/approval',
-];
+/**
+ * Every event type this gateway's build knows (src/session/events.ts, written into index.html by
+ * the gateway): an EventSource only delivers the named events it listens to.
+ */
+const EVENT_TYPES = (document.querySelector('meta[name="sessionlog-event-types"]')?.getAttribute('content') ?? '')
+  .split(' ')
+  .filter((type) => type.length > 0);
 
 const RECONNECT_MS = 1000;
 
 /**
  * Follows a session's log from `fromSeq`: calls `onEvent(event)` for each event in seq order and
  * `onState('live' | 'connecting' | 'reconnecting' | 'error', detail)`. A dropped stream is
- * reopened after the last event received, with a fresh stream token. Returns `{close()}`.
+ * reopened after the last event received, with a fresh stream token; events the stream skipped
+ * are read back over the JSON route. Returns `{close()}`.
  */
 export function followEvents(sessionId, fromSeq, { onEvent, onState }) {
   let next = fromSeq;
   let source;
   let timer;
   let closed = false;
+  // Events are taken one at a time, in arrival order, so a gap being read back cannot be overtaken.
+  let taken = Promise.resolve();
+
+  const take = (event) => {
+    if (closed || event.seq !== next) return;
+    next = event.seq + 1;
+    onEvent(event);
+  };
+
+  /**
+   * An event past `next` means the stream carried events this page did not hear (a type no
+   * listener names: one a newer writer marked ignorable). Those are read back over the JSON
+   * route, so the log stays gap-free instead of stopping at the first one.
+   */
+  const readGap = async (upTo) => {
+    const query = new URLSearchParams({ from: String(next), limit: String(upTo - next) });
+    const missed = await api(`${sessionPath(sessionId)}/events?${query}`);
+    for (const event of missed.events) take(event);
+  };
+
+  const reconnect = (detail) => {
+    source?.close();
+    if (closed) return;
+    onState('reconnecting', detail);
+    clearTimeout(timer);
+    timer = setTimeout(open, RECONNECT_MS);
+  };
 
   const open = async () => {
     onState('connecting');
@@ -129,23 +142,31 @@ export function followEvents(sessionId, fromSeq, { onEvent, onState }) {
     }
     if (closed) return;
     const query = new URLSearchParams({ from: String(next), streamToken: minted.token });
-    source = new EventSource(`${sessionPath(sessionId)}/events?${query}`);
-    source.onopen = () => onState('live');
+    const opened = new EventSource(`${sessionPath(sessionId)}/events?${query}`);
+    source = opened;
+    opened.onopen = () => onState('live');
     const deliver = (message) => {
       const event = JSON.parse(message.data);
-      // After a reconnect the gateway may resend what we hold; keep the log gap-free and in order.
-      if (event.seq !== next) return;
-      next = event.seq + 1;
-      onEvent(event);
+      taken = taken.then(async () => {
+        // After a reconnect the gateway may resend what we hold.
+        if (closed || source !== opened || event.seq < next) return;
+        if (event.seq > next) {
+          try {
+            await readGap(event.seq);
+          } catch (error) {
+            // The stream, reopened from the first event still missing, sends the gap again.
+            if (source === opened) reconnect(error.message);
+            return;
+          }
+        }
+        take(event);
+      });
     };
-    for (const type of EVENT_TYPES) source.addEventListener(type, deliver);
-    source.onmessage = deliver;
-    source.addEventListener('error', (message) => {
+    for (const type of EVENT_TYPES) opened.addEventListener(type, deliver);
+    opened.onmessage = deliver;
+    opened.addEventListener('error', (message) => {
       // Our own reconnect (with a fresh token) replaces EventSource's, whose token may have expired.
-      source.close();
-      if (closed) return;
-      onState('reconnecting', message.data ? JSON.parse(message.data).error?.message : undefined);
-      timer = setTimeout(open, RECONNECT_MS);
+      if (source === opened) reconnect(message.data ? JSON.parse(message.data).error?.message : undefined);
     });
   };
   void open();

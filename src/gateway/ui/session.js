@@ -332,7 +332,7 @@ function SessionHeader({ data, stream, events }) {
       </div>
       <div>
         <dt>events</dt>
-        <dd>${formatNumber(events)}</dd>
+        <dd data-testid="event-count" data-count=${events}>${formatNumber(events)}</dd>
       </div>
       <div>
         <dt>workflow</dt>
