@@ -74,11 +74,3 @@ export function turnState(events: readonly StoredEvent[]): { lastTurn: number; o
     ? { lastTurn: fold.lastTurn, open: true, ...(fold.openStep !== undefined ? { openStep: fold.openStep } : {}) }
     : { lastTurn: fold.lastTurn, open: false };
 }
-
-/**
- * The op key of a repair batch: deterministic in the head it repairs, so a retry is idempotent.
- * Defined here because stores repair on `load`; the engine's op catalogue re-exports it.
- */
-export function repairOp(lastSeq: number): string {
-  return `repair:${lastSeq}`;
-}

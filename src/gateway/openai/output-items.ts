@@ -21,7 +21,7 @@ import type {
   ResponseReasoningItem,
   ResponseStreamEvent,
 } from 'openai/resources/responses/responses';
-import { isKnownEvent, type ContentBlock, type StoredEvent } from '../../session/index.js';
+import { isKnownEvent, modelCallOfChunks, type ContentBlock, type StoredEvent } from '../../session/index.js';
 import { functionCallItemId, messageItemId, reasoningItemId } from './ids.js';
 
 /** A stream event before the response numbers it. */
@@ -42,14 +42,13 @@ type ItemStatus = 'in_progress' | 'completed' | 'incomplete';
 export type MessageItemIds = { reasoning?: string; message?: string };
 
 /**
- * Chunk batches of one model call share their op key up to the batch number
- * (`…/p<pass>/a<attempt>/c<n>`, src/engine/ops.ts): a different prefix is a new call. A call's
- * last chunks are written in the reply's own batch (op `…/reply`), which names no attempt:
- * `undefined`. The `assistant/message` of that same batch carries their text.
+ * The model call a chunk batch belongs to, read from its op key (session/op-keys.ts): a
+ * different one is a new call. A call's last chunks are written in the reply's own batch (op
+ * `…/reply`), which names no attempt: `undefined`. The `assistant/message` of that same batch
+ * carries their text.
  */
 export function chunkAttemptOf(op: string | undefined): string | undefined {
-  const key = op ?? '';
-  return /\/c\d+$/.test(key) ? key.replace(/\/c\d+$/, '') : undefined;
+  return modelCallOfChunks(op);
 }
 
 class StepState {
