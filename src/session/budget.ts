@@ -6,7 +6,7 @@
  * billed for: input, cached input, cache writes and output, replies and summaries alike), cost
  * (USD, from the logged `cost` of each call), model calls (replies), tool calls and wall time.
  * `repeatedCalls` catches a runaway loop: the same tool with the same arguments asked for that
- * many times in one turn. {@link BudgetFold} keeps the counts as events are committed, so a
+ * many times in one turn; it guards every session, one without a budget at its default. {@link BudgetFold} keeps the counts as events are committed, so a
  * check costs nothing per event read.
  *
  * A breach is checked before each model call and before each tool round; the workflow pauses
@@ -300,10 +300,11 @@ export class BudgetFold {
    * The first breach at `now`, before a model call (`model`: a cap reached leaves no room for
    * another call) or before running the open step's tool calls (`tools`: the calls already
    * asked for count, so a cap is breached only when exceeded, and a call repeated too often).
+   * The runaway-loop guard (`repeatedCalls`, default {@link DEFAULT_REPEATED_CALLS}) holds for
+   * every session, with a budget or without one.
    */
   breach(now: number, before: 'model' | 'tools'): BudgetBreach | undefined {
-    const budget = this.current;
-    if (!budget) return undefined;
+    const budget: Budget = this.current ?? {};
     const used = this.used(now);
     for (const scope of ['turn', 'total'] as const) {
       const limits = budget[scope];

@@ -2,9 +2,11 @@
  * The tool half of a step (src/engine/ops/tool-step.ts), called directly without Temporal against
  * a real SQLite store and the offline model: each logged call runs with its parsed arguments and
  * the step's results are logged in call order whatever order they ran in; arguments that are not
- * JSON never reach the tool and come back to the model as an error result.
+ * JSON never reach the tool and come back to the model as an error result; and the runaway-loop
+ * guard stops a turn that asks for the same call again and again, budget or not.
  */
 import { describe, expect, it } from 'vitest';
+import { DEFAULT_REPEATED_CALLS } from '../../src/session/index.js';
 import type { Tool } from '../../src/tools/registry.js';
 import { useFakeModel } from '../support/fake-model.js';
 import { ofType, useEngineHarness } from './engine-harness.js';
@@ -102,5 +104,38 @@ describe('a tool round', () => {
     const [result] = resultsOf(await h.events());
     expect(result).toMatchObject({ callId: 'call-x', isError: true, code: 'INVALID_TOOL_ARGUMENTS' });
     expect(result!.text).toMatch(/not valid JSON/);
+  });
+});
+
+describe('the runaway-loop guard', () => {
+  it(`stops a turn of a session with no budget when the same call is asked for ${DEFAULT_REPEATED_CALLS} times: a repeatedCalls breach before the tool round, which does not run`, async () => {
+    const lookup = lookupTool();
+    const h = await harness({ tools: [lookup] });
+    // The model asks for the very same call every time.
+    fake().setMatcher(() => ({ toolCalls: [{ name: 'lookup', arguments: { q: 'again' } }] }));
+
+    let step = 1;
+    let result = await h.modelStep({ turn: 1, step, entering: [await h.message('m1', 'loop')] });
+    while (result.outcome === 'tools' && step < DEFAULT_REPEATED_CALLS + 3) {
+      await h.toolRound(1, step, result);
+      step += 1;
+      result = await h.modelStep({ turn: 1, step });
+    }
+
+    const events = await h.events();
+    expect(ofType(events, 'session/budget')).toEqual([]);
+    expect(result.outcome).toBe('budget');
+    expect(step).toBe(DEFAULT_REPEATED_CALLS);
+    expect(result.breach).toMatchObject({
+      cap: 'repeatedCalls',
+      scope: 'turn',
+      used: DEFAULT_REPEATED_CALLS,
+      limit: DEFAULT_REPEATED_CALLS,
+      tool: 'lookup',
+      before: 'tools',
+    });
+    expect(ofType(events, 'budget/breach').map((event) => event.seq)).toEqual([result.breach!.seq]);
+    expect(lookup.ran).toHaveLength(DEFAULT_REPEATED_CALLS - 1);
+    expect(h.modelCalls()).toBe(DEFAULT_REPEATED_CALLS);
   });
 });

@@ -7,6 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
+  DEFAULT_REPEATED_CALLS,
   Session,
   budgetProblem,
   foldTurns,
@@ -119,6 +120,40 @@ describe('BudgetFold', () => {
     expect(loop.budget.used(T + 12).total).toMatchObject({ toolCalls: 3, wallMs: 7 });
     loop.append({ type: 'session/budget', time: T + 13, data: { budget: null } });
     expect(loop.budget.budget).toBeNull();
+  });
+
+  it(`catches a repeated call in a session with no budget, or whose budget was removed, at the default of ${DEFAULT_REPEATED_CALLS}`, () => {
+    const repeat = (s: Session, turnNo: number, times: number) => {
+      for (let i = 0; i < times; i++)
+        s.append({
+          type: 'tool/call',
+          time: T + 1,
+          data: { turn: turnNo, step: i + 1, callId: `t${turnNo}-c${i}`, name: 'search', arguments: '{"q":"same"}' },
+        });
+    };
+    const guard = {
+      cap: 'repeatedCalls',
+      scope: 'turn',
+      used: DEFAULT_REPEATED_CALLS,
+      limit: DEFAULT_REPEATED_CALLS,
+      tool: 'search',
+    };
+
+    const none = Session.create(testHeader(`budget-none-${Math.random().toString(36).slice(2)}`));
+    for (const e of turn(1, T)) none.append(e);
+    repeat(none, 1, DEFAULT_REPEATED_CALLS - 1);
+    expect(none.budget.breach(T + 2, 'tools')).toBeUndefined();
+    repeat(none, 1, 1);
+    expect(none.budget.budget).toBeNull();
+    expect(none.budget.breach(T + 2, 'tools')).toEqual(guard);
+    // Only before a tool round: the model may still be asked (and a pause waits for a budget to raise it).
+    expect(none.budget.breach(T + 2, 'model')).toBeUndefined();
+
+    const removed = session({ total: { tokens: 1_000_000 } });
+    removed.append({ type: 'session/budget', time: T, data: { budget: null } });
+    for (const e of turn(1, T)) removed.append(e);
+    repeat(removed, 1, DEFAULT_REPEATED_CALLS);
+    expect(removed.budget.breach(T + 2, 'tools')).toEqual(guard);
   });
 
   it('refuses a malformed budget, at the client check and in the log', () => {
