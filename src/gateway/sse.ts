@@ -75,7 +75,10 @@ export async function hijackEventStream(
   // 'close' on the response fires when the client goes away (or after we end it).
   res.on('close', onClose);
   res.writeHead(200, { ...STREAM_HEADERS, ...options.headers });
+  // The client learns the stream is open now, not at its first frame: a turn that waits (a
+  // running turn before it, a pause, a slow first token) must not look like a hung request.
   if (options.preamble !== undefined) res.write(options.preamble);
+  else res.flushHeaders();
   const comment = `: ${options.heartbeat ?? 'keepalive'}\n\n`;
   const heartbeat = setInterval(() => {
     if (!res.writableEnded) res.write(comment);
