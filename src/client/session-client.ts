@@ -799,15 +799,18 @@ export class SessionClient {
    * Sets the session's spend caps (session/budget.ts; `null` removes them), logged as
    * `session/budget`. Between turns it applies from the next model call; a turn paused on its
    * budget (status `paused`, reason `budget`) checks again at once and goes on if the new
-   * budget has room. A turn that is running (not paused) is waited for.
+   * budget has room. Answers at once either way: while a turn runs (or waits for an approval)
+   * the change is logged when nothing runs any more, at the latest when that turn ends.
    *
+   * @returns `applies`: `now` (logged; `headSeq` is after it) or `turn-end` (logged once the
+   *   running turn is over; `headSeq` is the head before it).
    * @throws SessionlogError `SESSION_NOT_FOUND`, `INVALID_ARGUMENT` naming what is wrong with the budget.
    */
   async setBudget(
     sessionId: string,
     budget: Budget | null,
     options: { by?: string } = {},
-  ): Promise<{ headSeq: number }> {
+  ): Promise<{ headSeq: number; applies: 'now' | 'turn-end' }> {
     await this.requireSession(sessionId);
     if (budget !== null) assertBudget(budget);
     if (options.by !== undefined && (typeof options.by !== 'string' || options.by.length > 256))
@@ -815,7 +818,8 @@ export class SessionClient {
     const id = randomUUID();
     const input: NoteInput = { id, budget, ...(options.by !== undefined ? { by: options.by } : {}) };
     const logged = await this.updateWithStart(noteUpdate, sessionId, { args: [input], updateId: `budget/${id}` });
-    return { headSeq: logged.headSeq };
+    // A worker of a build before budget changes answered at once answers once it is logged.
+    return { headSeq: logged.headSeq, applies: logged.applies ?? 'now' };
   }
 
   /** The session's budget in force (null: none) and what its current (or last) turn and the whole session used. */

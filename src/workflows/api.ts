@@ -187,8 +187,18 @@ export const openedUpdate = defineUpdate<{ headSeq: number }, []>('opened');
 /**
  * Logs a caller's note between turns (metadata; user messages for the next turn, unanswered
  * until then): waits until no turn or compaction runs, logs it once per note id, answers the head.
+ * A note that only changes the budget answers at once ({@link NoteAck}).
  */
-export const noteUpdate = defineUpdate<{ headSeq: number }, [NoteInput]>('note');
+export const noteUpdate = defineUpdate<NoteAck, [NoteInput]>('note');
+
+/**
+ * The answer to a note. `applies`: `now` when it is logged (the head is after it); `turn-end`
+ * for a budget change that arrived while a turn ran (or waited for an approval): answered at
+ * once, logged as soon as nothing runs, which is at the latest when that turn ends (the head is
+ * the one before it). Absent from the answers of builds before budget changes answered at once,
+ * which answered once the note was logged.
+ */
+export type NoteAck = { headSeq: number; applies?: 'now' | 'turn-end' };
 
 /** The bounds of a caller's note (the client checks them before writing it to the inbox). */
 export const NOTE_LIMITS = { metadataKeys: 16, keyChars: 64, valueChars: 512, messages: 20 } as const;

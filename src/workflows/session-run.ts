@@ -44,6 +44,7 @@ import {
   type ApprovalInput,
   type ApprovalResult,
   type CompactResult,
+  type NoteAck,
   type SendResult,
   type SessionStatus,
   type SessionTunables,
@@ -61,6 +62,12 @@ const CAN_AFTER_ANSWERED_SENDS = 'continue-as-new-after-answered-sends';
  * back; its messages wait in the queue while the store is unavailable, and are refused otherwise.
  */
 const TURN_NOT_LOGGED = 'turn-not-logged-gives-number-back';
+/**
+ * Patch id: a note that only changes the budget, arriving while a turn runs or waits for an
+ * approval, is answered at once (`turn-end`) and logged once nothing runs, as before; builds
+ * before it answered only once it was logged.
+ */
+const BUDGET_ANSWERS_AT_ONCE = 'budget-change-answers-at-once';
 /** Backoff between tries of a turn the store could not log (doubling up to the cap). */
 const NOT_LOGGED_FIRST_DELAY_MS = 1_000;
 const NOT_LOGGED_MAX_DELAY_MS = 60_000;
@@ -245,13 +252,27 @@ export class SessionRun {
     this.state.validateNote(note);
   }
 
-  /** Update `note`: logs a caller's note between turns only (a turn's or a compaction's activities expect the head they left). */
-  async note(note: NoteInput): Promise<{ headSeq: number }> {
+  /**
+   * Update `note`: logs a caller's note between turns only (a turn's or a compaction's
+   * activities expect the head they left). A note that only changes the budget may also be
+   * logged while a turn is paused on it; one that arrives while a turn runs (or waits for an
+   * approval) is answered at once (`turn-end`) and logged as it was before, once nothing runs.
+   */
+  async note(note: NoteInput): Promise<NoteAck> {
+    const state = this.state;
+    const budgetOnly = note.budget !== undefined && note.ref === undefined && !note.metadata && !note.messages;
+    if (budgetOnly && !state.mayLogBudget() && !state.stopped && patched(BUDGET_ANSWERS_AT_ONCE)) {
+      void this.logDeferredBudget(note, state.budgetDeferred());
+      return { headSeq: state.headSeq, applies: 'turn-end' };
+    }
+    return { headSeq: await this.logNoteWhenFree(note, budgetOnly), applies: 'now' };
+  }
+
+  /** Logs a note once nothing holds the log (a budget-only note also while a turn is paused); returns the head after it. */
+  private async logNoteWhenFree(note: NoteInput, budgetOnly: boolean): Promise<number> {
     const state = this.state;
     const served = state.noteRequested();
     try {
-      // A note that only sets the budget may also be logged while a turn is paused on it.
-      const budgetOnly = note.budget !== undefined && note.ref === undefined && !note.metadata && !note.messages;
       await condition(() => (budgetOnly ? state.mayLogBudget() : state.mayWorkBetweenTurns(true)) || state.stopped);
       state.throwIfStopped();
       state.beginNote();
@@ -259,12 +280,24 @@ export class SessionRun {
         const logged = await this.act.local.logNote({ ...this.base, knownHead: state.headSeq, note });
         state.afterNote(logged);
         if (note.budget !== undefined) state.budgetLogged();
-        return { headSeq: logged.headSeq };
+        return logged.headSeq;
       } finally {
         state.endNote();
       }
     } finally {
       served();
+    }
+  }
+
+  /** Logs a budget change its caller was told applies at the end of the running turn; a failure is reported in status. */
+  private async logDeferredBudget(note: NoteInput, logged: () => void): Promise<void> {
+    try {
+      await this.logNoteWhenFree(note, true);
+    } catch (error) {
+      // Its caller was answered already: a stopped session says why in status; anything else is reported.
+      if (!this.state.stopped) this.state.report(`budget change ${note.id} was not logged: ${describeFailure(error)}`);
+    } finally {
+      logged();
     }
   }
 
@@ -345,7 +378,7 @@ export class SessionRun {
       if (this.continueAsNewDue() && (await this.continueAsNewWhenFree())) continue;
     }
     state.enter('closed');
-    await condition(allHandlersFinished);
+    await condition(() => allHandlersFinished() && !state.hasDeferredBudgets);
   }
 
   /**

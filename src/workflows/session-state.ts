@@ -53,6 +53,8 @@ export class SessionState {
   private noting = false;
   /** Note updates waiting to be logged: continue-as-new waits for them. */
   private noteRequests = 0;
+  /** Budget changes answered (`turn-end`) and not logged yet: no turn starts before they are. */
+  private budgetsDeferred = 0;
   private manualCompactions = 0;
   /** Why and until when the turn is paused (phase `paused`). */
   private pausedOn: SessionPause | undefined;
@@ -124,9 +126,12 @@ export class SessionState {
     return this.queue.length > 0;
   }
 
-  /** Whether a compaction or a note holds the log between turns (no turn may start meanwhile). */
+  /**
+   * Whether a compaction or a note holds the log between turns, or an answered budget change
+   * waits to be logged (no turn may start meanwhile).
+   */
   get busyBetweenTurns(): boolean {
-    return this.compacting || this.noting;
+    return this.compacting || this.noting || this.budgetsDeferred > 0;
   }
 
   /** Whether a compact or note update waits to be served by this run (continue-as-new waits for it). */
@@ -218,6 +223,19 @@ export class SessionState {
     return () => {
       this.noteRequests -= 1;
     };
+  }
+
+  /** Counts a budget change answered before it is logged; returns the function that uncounts it once logged. */
+  budgetDeferred(): () => void {
+    this.budgetsDeferred += 1;
+    return () => {
+      this.budgetsDeferred -= 1;
+    };
+  }
+
+  /** Whether answered budget changes wait to be logged (the run does not end before they are). */
+  get hasDeferredBudgets(): boolean {
+    return this.budgetsDeferred > 0;
   }
 
   /** Pauses the turn (phase `paused`); {@link endPause} ends the pause. */

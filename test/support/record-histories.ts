@@ -192,6 +192,48 @@ const SCENARIOS: Record<string, (stack: Stack, stamp: number) => Promise<void>> 
     await client.send(id, 'pay for it');
     await save(stack, 'external-tool', id);
   },
+
+  /**
+   * Budget changes (issue 52): one while a turn waits for an approval, one while a model step
+   * runs, one while a turn is paused on its budget, and one between turns. Builds before the
+   * change answered at once (`budget-change-answers-at-once`) answered the first two when the
+   * turn ended; recorded by such a build as `unpatched-budget-changes`.
+   */
+  async 'budget-changes'(stack, stamp) {
+    const id = `replay-budget-${stamp}`;
+    await stack.client.start({ sessionId: id });
+    // The third turn continues the run as new (the recording stack's tunables): this run is the one saved.
+    const { runId } = await stack.temporal.workflow.getHandle(workflowIdFor(id)).describe();
+    stack.fake.enqueueReplies(
+      { text: '', toolCalls: [{ id: 'rec-b1', name: 'deploy', arguments: { target: 'eu' } }] },
+      { text: 'deployed' },
+    );
+    const waiting = stack.client.send(id, 'deploy eu');
+    await requested(stack, id, 'rec-b1');
+    const duringApproval = stack.client.setBudget(id, { total: { tokens: 1_000_000 } }, { by: 'recorder' });
+    // The update reaches the workflow before the approval does (an older build answers it only once the turn ends).
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    await stack.client.approve(id, 'rec-b1', { decision: 'approve' });
+    await Promise.all([waiting, duringApproval]);
+
+    stack.fake.configure({ firstTokenDelayMs: 2_000 });
+    const running = stack.client.send(id, 'a slow answer');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await Promise.all([running, stack.client.setBudget(id, null)]);
+    stack.fake.configure({ firstTokenDelayMs: 0 });
+    await stack.client.setBudget(id, { turn: { modelCalls: 1 } });
+
+    stack.fake.enqueueReplies(
+      { text: '', toolCalls: [{ name: 'calculator', arguments: { expression: '6*7' } }] },
+      { text: '42' },
+    );
+    const paused = stack.client.send(id, 'what is six times seven?');
+    for (let phase = ''; phase !== 'paused'; phase = (await stack.client.status(id)).phase)
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    await stack.client.setBudget(id, { turn: { modelCalls: 5 } });
+    await paused;
+    await save(stack, 'budget-changes', id, runId);
+  },
 };
 
 async function main(): Promise<void> {

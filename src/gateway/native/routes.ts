@@ -26,6 +26,7 @@ import {
 import {
   budgetResponse,
   patchSessionBody,
+  patchSessionResponse,
   acceptedMessageResponse,
   cancelResponse,
   compactResponse,
@@ -361,16 +362,25 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     operationId: 'patchSession',
     right: 'admin',
     summary:
-      "Change a session's spend caps (logged as session/budget); a turn paused on its budget goes on at once if the new caps leave room",
+      "Change a session's spend caps (logged as session/budget); a turn paused on its budget goes on at once if the new caps leave room. Answers at once: while a turn runs, the change applies when it ends",
     params: sessionParams,
     query: noQuery,
     body: patchSessionBody,
-    responses: { 200: { description: 'the budget now in force and the use', schema: budgetResponse } },
+    responses: {
+      200: {
+        description: 'when the change applies, the budget now in force and the use',
+        schema: patchSessionResponse,
+      },
+    },
     errors: [...SESSION_ERRORS, 413, 415, 422],
     handler: async (ctx, { params, body }) => {
       await requireSession(ctx, params.id);
-      await ctx.client.setBudget(params.id, body.budget, body.by !== undefined ? { by: body.by } : {});
-      return ok(await ctx.client.budget(params.id));
+      const { applies } = await ctx.client.setBudget(
+        params.id,
+        body.budget,
+        body.by !== undefined ? { by: body.by } : {},
+      );
+      return ok({ applies, ...(await ctx.client.budget(params.id)) });
     },
   }),
   defineRoute({

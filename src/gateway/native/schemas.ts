@@ -211,6 +211,14 @@ export const budgetResponse = z.object({
     .describe('what the current (or last) turn and the session used'),
 });
 
+export const patchSessionResponse = budgetResponse.extend({
+  applies: z
+    .enum(['now', 'turn-end'])
+    .describe(
+      'now: the change is logged and in force (a turn paused on its budget goes on); turn-end: a turn runs or waits for an approval, and the change is logged when it ends (`budget` is still the one before)',
+    ),
+});
+
 export const sessionResponse = z.object({ session: sessionHeaderSchema });
 export const sessionDetailResponse = z.object({
   session: sessionHeaderSchema,
