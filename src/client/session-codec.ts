@@ -17,14 +17,13 @@ import type { Payload, PayloadCodec, SerializationContext } from '@temporalio/co
 import proto from '@temporalio/proto';
 import type { SessionKey, SessionKeyStore } from '../persistence/index.js';
 import { SessionlogError, isSessionlogError } from '../session/index.js';
+import { sessionIdOfWorkflow } from '../workflows/api.js';
 
 const { temporal } = proto;
 
 /** The `encoding` of a sealed payload. */
 export const SEALED_ENCODING = 'binary/sessionlog-sealed';
 
-/** The workflow id prefix of session workflows (workflows/api.ts `workflowIdFor`). */
-const SESSION_PREFIX = 'session/';
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 /** How many sessions' keys a process keeps in memory. */
@@ -61,8 +60,7 @@ function utf8(text: string): Uint8Array {
 
 /** The session a payload belongs to, from the workflow its serialization context names. */
 export function sessionOfContext(context: SerializationContext | undefined): string | undefined {
-  const workflowId = context?.workflowId;
-  return workflowId?.startsWith(SESSION_PREFIX) ? workflowId.slice(SESSION_PREFIX.length) : undefined;
+  return sessionIdOfWorkflow(context?.workflowId);
 }
 
 /** Seals and opens the payloads of session workflows with their sessions' keys. */

@@ -9,7 +9,12 @@ export const TURN = 'sessionlog.turn';
 /** The step number within the turn. */
 export const STEP = 'sessionlog.step';
 
-/** Prefix of a session workflow's id (`session/<sessionId>`). */
+/**
+ * Prefix of a session workflow's id (`session/<sessionId>`). The format is `workflows/api.ts`'s
+ * (`workflowIdFor`, `sessionIdOfWorkflow`); telemetry imports nothing of ours (DESIGN §2: it is
+ * bundled into workflow code and set up before any other layer), so it reads the id with this
+ * copy, the only one in telemetry, held to that format by test/telemetry/workflow-id.test.ts.
+ */
 export const SESSION_WORKFLOW_PREFIX = 'session/';
 
 /** The session a workflow id names, if it is a session workflow's. */

@@ -14,6 +14,7 @@ import { Context } from '@temporalio/activity';
 import type { LogLevel, LogMetadata, Logger as TemporalLogger } from '@temporalio/common';
 import pino, { type DestinationStream, type Level, type Logger } from 'pino';
 import pinoPretty from 'pino-pretty';
+import { sessionOfWorkflow } from './attributes.js';
 
 export type LogLevelSetting = Level | 'silent';
 export const LOG_LEVELS: readonly LogLevelSetting[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
@@ -27,9 +28,6 @@ export type LoggerOptions = {
   /** Where lines go (default stdout). */
   destination?: DestinationStream;
 };
-
-/** Prefix of a session workflow's id (`session/<sessionId>`), for log lines that only know the workflow. */
-const SESSION_WORKFLOW_PREFIX = 'session/';
 
 /**
  * Strings that look like credentials: provider API keys (`sk-…`, `sk-proj-…`, `sk-ant-…`),
@@ -59,14 +57,13 @@ function activityFields(): Record<string, unknown> {
     return {};
   }
   const { info } = ctx;
-  const workflowId = info.workflowExecution?.workflowId;
+  // Log lines that only know the workflow carry the session its id names.
+  const sessionId = sessionOfWorkflow(info.workflowExecution?.workflowId);
   return {
     activity: info.activityType,
     attempt: info.attempt,
     ...(info.workflowExecution ? { runId: info.workflowExecution.runId } : {}),
-    ...(workflowId?.startsWith(SESSION_WORKFLOW_PREFIX)
-      ? { sessionId: workflowId.slice(SESSION_WORKFLOW_PREFIX.length) }
-      : {}),
+    ...(sessionId !== undefined ? { sessionId } : {}),
   };
 }
 
@@ -115,9 +112,8 @@ const LEVEL_OF: Record<LogLevel, Level> = {
 export function temporalLogger(logger: Logger): TemporalLogger {
   const write = (level: LogLevel, message: string, meta?: LogMetadata): void => {
     const fields: Record<string, unknown> = { ...meta };
-    const workflowId = typeof fields.workflowId === 'string' ? fields.workflowId : undefined;
-    if (workflowId?.startsWith(SESSION_WORKFLOW_PREFIX) && fields.sessionId === undefined)
-      fields.sessionId = workflowId.slice(SESSION_WORKFLOW_PREFIX.length);
+    const sessionId = sessionOfWorkflow(typeof fields.workflowId === 'string' ? fields.workflowId : undefined);
+    if (sessionId !== undefined && fields.sessionId === undefined) fields.sessionId = sessionId;
     logger[LEVEL_OF[level]](fields, message);
   };
   return {

@@ -212,8 +212,24 @@ export const MAX_MESSAGE_BYTES_LIMIT = 32 * 1024 * 1024;
 export const SESSION_WORKFLOW_TYPE = 'sessionWorkflow';
 export const DEFAULT_TASK_QUEUE = 'sessionlog';
 
+/**
+ * What a session workflow's id starts with: the id is `session/<sessionId>` (DESIGN §5). Made by
+ * {@link workflowIdFor} and read back by {@link sessionIdOfWorkflow}, here only; telemetry, which
+ * imports nothing of ours, reads it with its own copy (`telemetry/attributes.ts`), held to this
+ * one by a test.
+ */
+export const SESSION_WORKFLOW_ID_PREFIX = 'session/';
+
+/** The id of session `sessionId`'s workflow. */
 export function workflowIdFor(sessionId: string): string {
-  return `session/${sessionId}`;
+  return `${SESSION_WORKFLOW_ID_PREFIX}${sessionId}`;
+}
+
+/** The session a workflow id names, or undefined when it is not a session workflow's. */
+export function sessionIdOfWorkflow(workflowId: string | undefined): string | undefined {
+  return workflowId?.startsWith(SESSION_WORKFLOW_ID_PREFIX)
+    ? workflowId.slice(SESSION_WORKFLOW_ID_PREFIX.length)
+    : undefined;
 }
 
 /** UTF-8 byte length without Buffer (workflow sandbox safe). */
