@@ -5,10 +5,9 @@
  *   everything after it must have been written by this run. A shorter log was restored from an
  *   older copy (LOG_BEHIND); a foreign tail means another writer (LOG_AHEAD). Either stops the
  *   session rather than fork or renumber it. One shorter log is not a restore: a JSONL log whose
- *   final batch was torn after the workflow saw it (the one damage a store repairs by itself,
- *   DESIGN §4.1). The writer has the store cut that batch and close the turn it leaves open (an
- *   append of closers, as a new run does), then carries on from the log's head, so the session
- *   takes its next message.
+ *   final batch reads as torn though the workflow saw it written. A batch acknowledged to the
+ *   workflow was committed, so that is damage (DESIGN §4.1, issue 52): CORRUPT_LOG naming its
+ *   first bad seq, and nothing is cut. Only a batch no one was acknowledged is a torn write.
  * - The run fence: once a newer run has logged `session/run`, an older run writes nothing.
  * - The writer fence: a writer appends only right after what it last saw (the head at opening,
  *   then the end of its own last batch). The store's validated copy is shared and brought up to
@@ -21,6 +20,7 @@
  *
  * It works on the store's one validated copy of the session, so nothing is validated twice.
  */
+import { assertTornTailUnacknowledged } from '../persistence/scanner.js';
 import type { SessionStore } from '../persistence/store.js';
 import { SessionlogError, type NewEvent, type SessionView, type StoredEvent } from '../session/index.js';
 
@@ -44,11 +44,7 @@ export class LogWriter {
    */
   static async open(store: SessionStore, sessionId: string, runId: string, knownHead: number): Promise<LogWriter> {
     const session = await store.session(sessionId);
-    if (session.nextSeq < knownHead && (await lostOnlyTornTail(store, session, knownHead))) {
-      await store.load(sessionId);
-      const repaired = await store.session(sessionId);
-      return new LogWriter(store, repaired, runId, repaired.nextSeq);
-    }
+    if (session.nextSeq < knownHead) await refuseAcknowledgedTornTail(store, sessionId, knownHead);
     assertHead(session, runId, knownHead);
     return new LogWriter(store, session, runId, knownHead);
   }
@@ -107,13 +103,10 @@ export class LogWriter {
   }
 }
 
-/**
- * Whether the events this run saw beyond the log's head (`session.nextSeq` up to `knownHead`) are
- * all in a torn final write still on disk: the log is behind only by its torn last batch.
- */
-async function lostOnlyTornTail(store: SessionStore, session: SessionView, knownHead: number): Promise<boolean> {
-  const { truncated } = await store.inspect(session.id);
-  return truncated > 0 && session.nextSeq + truncated >= knownHead;
+/** CORRUPT_LOG when the log reads as shorter than `knownHead` because a batch this run saw reads as torn. */
+async function refuseAcknowledgedTornTail(store: SessionStore, sessionId: string, knownHead: number): Promise<void> {
+  const { problem } = await store.scan(sessionId);
+  if (problem?.torn) assertTornTailUnacknowledged(`session ${sessionId}`, sessionId, problem, knownHead);
 }
 
 function assertHead(session: SessionView, runId: string, knownHead: number): void {

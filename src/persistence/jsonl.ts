@@ -55,14 +55,16 @@
  *
  * Integrity (DESIGN §4.1, applied by the shared `LogScanner`): the one damage this store repairs
  * by itself is a torn final write, the final batch that never finished: its last line is
- * incomplete (no newline) or does not parse, or it has fewer lines than its `batchSize`. Reads
- * ignore it; `load` and `append` cut it off before writing. Anything else (a complete line that
- * fails validation, a seq gap or duplicate, framing that does not add up, a damaged header) is
- * CORRUPT_LOG and nothing is changed.
+ * incomplete (no newline), or it has fewer lines than its `batchSize`. Reads ignore it; `load`
+ * and `append` cut it off before writing, except that an append whose `expectedSeq` lies past
+ * the torn batch's first seq is refused with CORRUPT_LOG: that writer was acknowledged the batch,
+ * so it was damaged after it was committed. Anything else (a complete line that does not parse or
+ * fails validation, also the final one; a seq gap or duplicate, framing that does not add up, a
+ * damaged header) is CORRUPT_LOG and nothing is changed.
  *
  * Version-1 files (written before `batchSize`) are still read and appended to in version 1:
- * their lines do not say where a batch began, so only a final line that is incomplete or does
- * not parse is a torn write there; a complete line is never dropped.
+ * their lines do not say where a batch began, so only an incomplete final line is a torn write
+ * there; a complete line is never dropped.
  *
  * Search keeps no index on disk: `search` scans the session's validated copy (search.ts
  * `scanSession`), so there is nothing to upgrade or to erase besides the session's folder.
@@ -114,6 +116,7 @@ import {
   LogScanner,
   ResumedLog,
   assertScanned,
+  assertTornTailUnacknowledged,
   decodeStoredHeader,
   headerProblemReport,
   scanReport,
@@ -435,6 +438,7 @@ function scanLines(scanner: LogScanner<ScanTarget>, format: Format, bytes: Buffe
         kind: 'damaged',
         reason: `the final line at byte ${at} has no newline (a write that never finished)`,
         end: base + bytes.length,
+        incomplete: true,
       });
       return;
     }
@@ -443,7 +447,7 @@ function scanLines(scanner: LogScanner<ScanTarget>, format: Format, bytes: Buffe
     try {
       value = JSON.parse(bytes.toString('utf8', position, newline));
     } catch {
-      // Not JSON: a damaged record; the scanner decides torn final write vs corruption.
+      // A complete line that is not JSON was damaged after it was written: corruption, also as the final line.
       scanner.push({ kind: 'damaged', reason: `the line at byte ${at} is not valid JSON`, end });
       position = newline + 1;
       continue;
@@ -779,6 +783,7 @@ export class JsonlSessionStore implements SessionStore {
     return this.write(
       id,
       async (file, lock) => {
+        assertTornTailUnacknowledged(file.scanner.where, id, file.torn, options.expectedSeq);
         const plan = planAppend(file.scanner, events, options);
         if (plan.kind === 'replayed') return { result: plan.result, written: false };
         await this.writeBatch(id, file, lock, plan.events);

@@ -29,19 +29,32 @@ import type { ScanProblem, ScanReport } from './store.js';
  *   every problem is corruption. Every event must carry its batch's `op`.
  * - `jsonl-v2`: every line carries its batch's event count, so a reader tells the complete lines
  *   of an unfinished final batch from a finished batch. The final batch that never finished (its
- *   last line incomplete or unparsable, or fewer lines than its count) is a torn write.
- * - `jsonl-v1` (files written before the batch count): only a final line that is incomplete or
- *   does not parse is a torn write; complete lines are never dropped.
+ *   last line incomplete, without its newline, or fewer lines than its count) is a torn write.
+ * - `jsonl-v1` (files written before the batch count): only an incomplete final line is a torn
+ *   write; complete lines are never dropped.
+ *
+ * A complete record (a JSONL line that ends in its newline) that does not decode is corruption in
+ * every framing, also as the final record: a write that stopped part-way leaves a prefix of its
+ * bytes, and a prefix that ends in a newline ends with a whole line, so a complete line that does
+ * not parse was damaged after it was written (issue 52).
  */
 export type ScanFraming = 'transactional' | 'jsonl-v1' | 'jsonl-v2';
 
-/** One stored record as a backend decoded it. `end` is where the record ends (a byte offset in JSONL). */
+/**
+ * One stored record as a backend decoded it. `end` is where the record ends (a byte offset in
+ * JSONL). A damaged record is `incomplete` when its bytes stop before its terminator (a JSONL line
+ * without its newline): only such a record can be the torn end of a write that never finished.
+ */
 export type StoredRecord =
   | { kind: 'event'; value: unknown; end: number; batchSize?: unknown }
-  | { kind: 'damaged'; reason: string; end: number };
+  | { kind: 'damaged'; reason: string; end: number; incomplete?: true };
 
-/** A JSONL torn final write: where it starts and how many records it holds. */
-export type TornTail = { seq: number; position: number; records: number; reason: string };
+/**
+ * A JSONL torn final write: the seq its batch starts at, where it starts in the file, how many
+ * records it holds, and `badSeq`, the first seq of it that is not intact (its incomplete line, or
+ * the first line its batch never wrote).
+ */
+export type TornTail = { seq: number; position: number; records: number; badSeq: number; reason: string };
 
 export type OpRange = { firstSeq: number; lastSeq: number };
 
@@ -190,7 +203,7 @@ export class LogScanner<S extends ScanTarget = Session> {
     }
     const seq = this.expectedSeq;
     if (record.kind === 'damaged') {
-      if (this.framing === 'transactional') return this.fail(seq, record.reason);
+      if (this.framing === 'transactional' || !record.incomplete) return this.fail(seq, record.reason);
       this.damaged = { seq, reason: record.reason };
       return;
     }
@@ -310,6 +323,7 @@ export class LogScanner<S extends ScanTarget = Session> {
         seq: pending?.firstSeq ?? this.damaged.seq,
         position: this.validEnd,
         records: (pending?.events.length ?? 0) + 1,
+        badSeq: this.damaged.seq,
         reason: this.damaged.reason,
       };
     } else if (pending) {
@@ -317,6 +331,7 @@ export class LogScanner<S extends ScanTarget = Session> {
         seq: pending.firstSeq,
         position: this.validEnd,
         records: pending.events.length,
+        badSeq: pending.firstSeq + pending.events.length,
         reason: `batch ${JSON.stringify(pending.op)} declares ${pending.size} events but only ${pending.events.length} were written (a write that never finished)`,
       };
     } else if (head !== undefined && head > this.session.nextSeq) {
@@ -349,6 +364,25 @@ function corruptLogError(scanner: LogScanner<ScanTarget>, problem: ScanProblem):
   );
 }
 
+/**
+ * Refuses a torn final write that a writer was acknowledged (DESIGN §4.1, issue 52): a writer that
+ * expects to append at `expectedSeq` saw every seq below it written, so a "torn" batch starting
+ * below it was committed and then damaged. It is CORRUPT_LOG naming its first bad seq, never cut.
+ * `where` names the session (and its location, for a store's own message).
+ */
+export function assertTornTailUnacknowledged(
+  where: string,
+  id: string,
+  torn: { seq: number; badSeq?: number; reason: string } | undefined,
+  expectedSeq: number,
+): void {
+  if (torn === undefined || torn.seq >= expectedSeq) return;
+  throw new SessionlogError(
+    'CORRUPT_LOG',
+    `${where}: the stored log is damaged at seq ${torn.badSeq ?? torn.seq}: ${torn.reason}; the batch from seq ${torn.seq} was acknowledged to this writer (it has seen seqs up to ${expectedSeq - 1}), so it is damage to committed records, not a write that never finished. Nothing was changed; \`sessionlog sessions export ${id}\` shows what is intact and \`sessionlog sessions salvage ${id} --into NEW_ID\` keeps it`,
+  );
+}
+
 /** Throws for a definite problem found by `finish`. */
 export function assertScanned(scanner: LogScanner<ScanTarget>): void {
   if (scanner.problem) throw corruptLogError(scanner, scanner.problem);
@@ -357,7 +391,8 @@ export function assertScanned(scanner: LogScanner<ScanTarget>): void {
 /** The `scan` report of a scanner after `finish`. */
 export function scanReport(scanner: LogScanner, torn: TornTail | undefined): ScanReport {
   const problem =
-    scanner.problem ?? (torn && { seq: torn.seq, reason: torn.reason, code: 'CORRUPT_LOG' as const, torn: true });
+    scanner.problem ??
+    (torn && { seq: torn.seq, reason: torn.reason, code: 'CORRUPT_LOG' as const, torn: true, badSeq: torn.badSeq });
   const events = scanner.session.events;
   return {
     sessionId: scanner.session.id,

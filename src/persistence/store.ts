@@ -153,10 +153,13 @@ export type ScanProblem = {
   /** UNSUPPORTED_FORMAT for an intact record of a type this build does not know (a newer version wrote it). */
   code: 'CORRUPT_LOG' | 'UNSUPPORTED_FORMAT';
   /**
-   * JSONL only: the problem is a torn final write (the final batch never finished). Reads ignore
-   * it, the next `load` or `append` removes it; it is not corruption.
+   * JSONL only: the problem is a torn final write (the final batch never finished: its last line
+   * incomplete, or lines of it missing). Reads ignore it, the next `load` or `append` removes it;
+   * it is not corruption, unless a writer was acknowledged the batch (see `append`).
    */
   torn: boolean;
+  /** A torn final write's first seq that is not intact (its incomplete line or first missing line). */
+  badSeq?: number;
 };
 
 /** What `scan` found: everything `verify` and `salvage` need, read without changing anything. */
@@ -219,7 +222,9 @@ export interface SessionStore {
    * SEQ_CONFLICT (nothing written) when the stored next seq is not `expectedSeq` or the writer
    * lost its lock; INVALID_ARGUMENT for an empty batch; INVALID_EVENT, NON_JSON_VALUE or
    * SURFACE_VIOLATION for a batch that is not a valid transition of the stored log;
-   * CORRUPT_LOG for a damaged stored log. A JSONL torn final write is removed before writing.
+   * CORRUPT_LOG for a damaged stored log. A JSONL torn final write is removed before writing,
+   * unless it starts below `expectedSeq`: that batch was acknowledged to this writer, so it was
+   * damaged after it was committed, and the append is CORRUPT_LOG naming its first bad seq.
    */
   append(id: string, events: readonly NewEvent[], options: AppendOptions): Promise<AppendResult>;
   /** Stored events with seq >= fromSeq (at most `limit`), no repair, no closers. CORRUPT_LOG for a damaged log. */

@@ -654,6 +654,62 @@ export function runStoreConformance(fixture: BackendFixture): void {
         }
         expect(await failureCode(() => fresh.load('c'))).toBe('CORRUPT_LOG');
       });
+
+      it('a finished session whose acknowledged final turn/end is damaged in place is refused with CORRUPT_LOG naming its seq by every read and write, and nothing on disk changes (issue 52)', async () => {
+        await store.create(header('s'));
+        // Each turn: its start and message, its step's start, then the reply as one batch whose
+        // last record is the turn/end (as the engine logs a streamed reply).
+        let next = 0;
+        for (const turn of [1, 2]) {
+          const chunkSeq = next + 3;
+          const batches: NewEvent[][] = [
+            [{ type: 'turn/start', time: T0, data: { turn } }, user(`u${turn}`)],
+            [{ type: 'step/start', time: T0, data: { turn, step: 1 } }],
+            [
+              {
+                type: 'assistant/chunk',
+                time: T0,
+                data: { turn, step: 1, chunk: { kind: 'text-delta', text: `reply ${turn}` } },
+              },
+              {
+                ...assistant(`a${turn}`, turn, 1, [{ type: 'text', text: `reply ${turn}` }]),
+                sourceEventSeqs: [chunkSeq],
+              },
+              { type: 'step/end', time: T0, data: { turn, step: 1 } },
+              { type: 'turn/end', time: T0, data: { turn, reason: { kind: 'completed' } } },
+            ],
+          ];
+          for (const [i, batch] of batches.entries()) {
+            await store.append('s', batch, { expectedSeq: next, op: `t${turn}-b${i}` });
+            next += batch.length;
+          }
+        }
+        expect(next).toBe(14);
+        const lastSeq = next - 1;
+        await store.close();
+        // The final turn/end, complete (a JSONL line that still ends in its newline), no longer decodes.
+        fixture.editRecord(url, 's', lastSeq, { kind: 'garble' });
+        const before = fixture.dump(url);
+        const fresh = await reopen();
+        const refusal = async (attempt: () => Promise<unknown>): Promise<void> => {
+          const error = await failure(attempt);
+          expect(isSessionlogError(error, 'CORRUPT_LOG'), String(error)).toBe(true);
+          expect((error as Error).message).toMatch(new RegExp(`seq ${lastSeq}\\b`));
+        };
+        await refusal(() => fresh.readFrom('s', 0));
+        await refusal(() => fresh.inspect('s'));
+        await refusal(() => fresh.load('s'));
+        await refusal(() => fresh.session('s'));
+        await refusal(() => fresh.append('s', [run(99)], { expectedSeq: next, op: 'next' }));
+        // A writer that never saw the final batch is refused too: the damage is a complete record.
+        await refusal(() => fresh.append('s', [run(99)], { expectedSeq: lastSeq - 3, op: 'other' }));
+        const report = await fresh.scan('s');
+        expect(report.problem).toMatchObject({ seq: lastSeq, code: 'CORRUPT_LOG', torn: false });
+        expect(fixture.dump(url), 'the damaged store is exactly as it was').toBe(before);
+        const other = await reopen();
+        await refusal(() => other.load('s'));
+        expect(fixture.dump(url)).toBe(before);
+      });
     });
 
     describe('readFrom', () => {

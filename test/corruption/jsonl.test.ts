@@ -16,7 +16,8 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { openStore } from '../../src/persistence/index.js';
+import { openStore, type SessionStore } from '../../src/persistence/index.js';
+import { SESSION_FORMAT_VERSION, isSessionlogError, type NewEvent } from '../../src/session/index.js';
 import {
   ColdTally,
   OutcomeCounts,
@@ -369,4 +370,198 @@ describe('corruption suite: jsonl', () => {
     expect(outcomes.total('refused')).toBeGreaterThan(CASES / 4);
     expect(outcomes.total('recovered')).toBeGreaterThan(10);
   }, 300_000);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Issue 52: an acknowledged final batch is never cut
+
+const T0 = 1_700_000_000_000;
+
+/**
+ * A finished session as the engine logs it, 16 events: a run marker, then two turns, each its
+ * start and message (the first with the request header), its step's start, then its reply as one
+ * batch (`assistant/chunk`, `assistant/message`, `step/end`, `turn/end`). Returns the next seq.
+ */
+async function finishedSession(store: SessionStore, id: string): Promise<number> {
+  await store.create({ version: SESSION_FORMAT_VERSION, id, createdAt: T0 });
+  let next = 0;
+  const append = async (batch: NewEvent[], op: string): Promise<void> => {
+    await store.append(id, batch, { expectedSeq: next, op });
+    next += batch.length;
+  };
+  await append(
+    [{ type: 'session/run', time: T0, data: { workflowId: `session/${id}`, runId: 'run-1' } }],
+    'run-1/start',
+  );
+  for (const turn of [1, 2]) {
+    const text = `reply ${turn}`;
+    await append(
+      [
+        { type: 'turn/start', time: T0, data: { turn } },
+        ...(turn === 1
+          ? [
+              {
+                type: 'request/header',
+                time: T0,
+                data: { header: { provider: 'fake', model: 'fake-1', system: 'terse' }, reason: 'initial' },
+              } as NewEvent,
+            ]
+          : []),
+        {
+          type: 'user/message',
+          time: T0,
+          data: {
+            id: `u${turn}`,
+            role: 'user',
+            content: [{ type: 'text', text: `ask ${turn}` }],
+            source: { kind: 'user' },
+          },
+          surfaceOp: 'append',
+        },
+      ],
+      `run-1/t${turn}/begin`,
+    );
+    await append([{ type: 'step/start', time: T0, data: { turn, step: 1 } }], `run-1/t${turn}/s1/start`);
+    await append(
+      [
+        { type: 'assistant/chunk', time: T0, data: { turn, step: 1, chunk: { kind: 'text-delta', text } } },
+        {
+          type: 'assistant/message',
+          time: T0,
+          data: {
+            turn,
+            step: 1,
+            message: {
+              id: `a${turn}`,
+              role: 'assistant',
+              content: [{ type: 'text', text }],
+              source: { kind: 'model', provider: 'fake', model: 'fake-1' },
+            },
+          },
+          surfaceOp: 'append',
+          sourceEventSeqs: [next],
+        },
+        { type: 'step/end', time: T0, data: { turn, step: 1 } },
+        { type: 'turn/end', time: T0, data: { turn, reason: { kind: 'completed' } } },
+      ],
+      `run-1/t${turn}/s1/reply`,
+    );
+  }
+  return next;
+}
+
+/** The error `attempt` fails with (fails the test when it succeeds). */
+async function refusalOf(attempt: () => Promise<unknown>): Promise<Error> {
+  const outcome = await attempt().then(
+    (value) => ({ value }),
+    (error: unknown) => ({ error }),
+  );
+  if (!('error' in outcome)) throw new Error(`expected a refusal, got ${JSON.stringify(outcome.value)}`);
+  return outcome.error as Error;
+}
+
+function expectCorruptAt(error: Error, seq: number): void {
+  expect(isSessionlogError(error, 'CORRUPT_LOG'), String(error)).toBe(true);
+  expect(error.message).toMatch(new RegExp(`damaged at seq ${seq}\\b`));
+}
+
+describe('an acknowledged final batch (issue 52)', () => {
+  it('a finished session whose final turn/end line has its first byte changed in place (still complete, ending in its newline) is refused with CORRUPT_LOG naming seq 15 by every read and by the next append; its three intact records stay on disk', async () => {
+    const { dir, cleanup } = tempDir('sessionlog-ack-batch-');
+    try {
+      const url = `jsonl:${join(dir, 'root')}`;
+      const writer = await openStore(url);
+      const next = await finishedSession(writer, 's');
+      await writer.close();
+      expect(next).toBe(16);
+      const path = join(dir, 'root', 's', 'session.jsonl');
+      const bytes = readFileSync(path);
+      const lastLineStart = bytes.lastIndexOf(10, bytes.length - 2) + 1;
+      expect(JSON.parse(bytes.toString('utf8', lastLineStart))).toMatchObject({ seq: 15, type: 'turn/end' });
+      const damaged = Buffer.from(bytes);
+      damaged[lastLineStart] = 'X'.charCodeAt(0);
+      writeFileSync(path, damaged);
+
+      const store = await openStore(url);
+      try {
+        for (const attempt of [
+          () => store.readFrom('s', 0),
+          () => store.inspect('s'),
+          () => store.load('s'),
+          () => store.session('s'),
+          () =>
+            store.append('s', [{ type: 'turn/start', time: T0, data: { turn: 3 } }], {
+              expectedSeq: 16,
+              op: 'run-1/t3',
+            }),
+          () =>
+            store.append('s', [{ type: 'turn/start', time: T0, data: { turn: 3 } }], {
+              expectedSeq: 12,
+              op: 'run-2/t3',
+            }),
+        ])
+          expectCorruptAt(await refusalOf(attempt), 15);
+        expect(await store.scan('s')).toMatchObject({ problem: { seq: 15, torn: false, code: 'CORRUPT_LOG' } });
+      } finally {
+        await store.close();
+      }
+      expect(readFileSync(path).equals(damaged), 'nothing on disk changed').toBe(true);
+      const kept = damaged
+        .toString('utf8', 0, lastLineStart)
+        .trimEnd()
+        .split('\n')
+        .slice(-3)
+        .map((line) => (JSON.parse(line) as { type: string }).type);
+      expect(kept).toEqual(['assistant/chunk', 'assistant/message', 'step/end']);
+    } finally {
+      cleanup();
+    }
+  });
+
+  it('a final batch torn after it was acknowledged (its last line cut, no newline) is refused to the writer that saw it, naming the cut seq, and cut only for a writer that never saw it', async () => {
+    const { dir, cleanup } = tempDir('sessionlog-ack-torn-');
+    try {
+      const url = `jsonl:${join(dir, 'root')}`;
+      const writer = await openStore(url);
+      const next = await finishedSession(writer, 's');
+      await writer.close();
+      const path = join(dir, 'root', 's', 'session.jsonl');
+      const bytes = readFileSync(path);
+      const lastLineStart = bytes.lastIndexOf(10, bytes.length - 2) + 1;
+      const torn = bytes.subarray(0, lastLineStart + 10);
+      writeFileSync(path, torn);
+
+      const store = await openStore(url);
+      try {
+        // Reads cannot know who saw the batch: a torn write is left out, and said to be torn.
+        expect(await store.readFrom('s', 0)).toHaveLength(12);
+        expect(await store.scan('s')).toMatchObject({ problem: { seq: 12, badSeq: 15, torn: true } });
+        // The writer that was acknowledged seqs up to 15 appends at 16: damage, never cut.
+        const refused = await refusalOf(() =>
+          store.append('s', [{ type: 'turn/start', time: T0, data: { turn: 3 } }], {
+            expectedSeq: next,
+            op: 'run-1/t3',
+          }),
+        );
+        expectCorruptAt(refused, 15);
+        expect(refused.message).toMatch(/acknowledged/);
+        expect(readFileSync(path).equals(torn), 'nothing on disk changed').toBe(true);
+        // A writer that saw only seqs 0..11 (a new run reading the log as it is) may cut it.
+        expect(
+          await store.append(
+            's',
+            [{ type: 'session/run', time: T0, data: { workflowId: 'session/s', runId: 'run-2' } }],
+            {
+              expectedSeq: 12,
+              op: 'run-2/start',
+            },
+          ),
+        ).toEqual({ firstSeq: 12, lastSeq: 12, replayed: false });
+      } finally {
+        await store.close();
+      }
+    } finally {
+      cleanup();
+    }
+  });
 });

@@ -1,8 +1,9 @@
 /**
  * A JSONL session whose final batch was torn after it was written (a garbled last line: the one
  * damage the JSONL store repairs by itself, DESIGN §4.1): an export of the log says that its torn
- * tail was left out, through the CLI and the client; and the session takes its next message, the
- * turn whose end was torn closed as interrupted.
+ * tail was left out, through the CLI and the client. But the running workflow was acknowledged
+ * that batch, so for it the batch was committed and then damaged (issue 52): its next message is
+ * refused with CORRUPT_LOG and nothing is cut.
  */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -50,26 +51,21 @@ describe('a JSONL session with a torn final batch', () => {
 });
 
 describe('a JSONL session whose acknowledged tail was torn', () => {
-  it('takes the next message: the turn whose end was lost is closed as interrupted, and the next one answers', async () => {
+  it('refuses the next message with CORRUPT_LOG naming the torn seq and cuts nothing: the running workflow saw that batch written, so it is damage, not a torn write (issue 52)', async () => {
     const id = `torn-send-${Date.now()}`;
     expect((await stack.client.send(id, 'first')).outcome).toBe('completed');
     const before = await stack.client.events(id);
     expect(before.at(-1)?.type).toBe('turn/end');
     tearLastLine(id);
+    const path = join(root, id, 'session.jsonl');
+    const torn = readFileSync(path);
 
-    const next = await stack.client.send(id, 'second');
-    expect(next.outcome).toBe('completed');
-    const events = await stack.client.events(id);
-    // Turn 1's torn end was cut and the turn closed by the repair; turn 2 answered after it.
-    const ends = events.filter((event) => event.type === 'turn/end').map((event) => event.data);
-    expect(ends).toEqual([
-      expect.objectContaining({ turn: 1, reason: expect.objectContaining({ kind: 'interrupted' }) }),
-      expect.objectContaining({ turn: 2, reason: expect.objectContaining({ kind: 'completed' }) }),
-    ]);
-    const texts = events.filter((event) => event.type === 'user/message').map((event) => JSON.stringify(event.data));
-    expect(texts).toHaveLength(2);
-    expect(texts[1]).toContain('second');
-    const verified = await stack.cli(['sessions', 'verify', id]);
-    expect(verified.code).toBe(0);
+    const refused = await stack.client.send(id, 'second').then(
+      () => undefined,
+      (error: unknown) => error as { code?: string; message: string },
+    );
+    expect(refused?.code).toBe('CORRUPT_LOG');
+    expect(refused?.message).toContain(`seq ${before.at(-1)!.seq}`);
+    expect(readFileSync(path).equals(torn), 'nothing on disk changed').toBe(true);
   });
 });

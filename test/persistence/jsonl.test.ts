@@ -193,12 +193,14 @@ describe('JSONL store: torn tail and corruption', () => {
     expect(readFileSync(logPath('s1')).equals(before)).toBe(true);
   });
 
-  it('an unparsable final line that ends with a newline is a torn final write: ignored by reads, cut by load', async () => {
+  it('an unparsable final line that ends with a newline is damage, not a torn write: refused with CORRUPT_LOG naming its seq, and nothing is cut (issue 52)', async () => {
     await seeded();
     appendFileSync(logPath('s1'), '{"seq":9,"type":"step/e\u0000\n');
+    const before = readFileSync(logPath('s1'));
     const store = open();
-    expect(await store.readFrom('s1', 0)).toHaveLength(9);
-    expect(await store.load('s1')).toMatchObject({ truncated: 1, repaired: 2 });
+    for (const attempt of [() => store.readFrom('s1', 0), () => store.load('s1'), () => store.inspect('s1')])
+      await expect(attempt()).rejects.toMatchObject({ code: 'CORRUPT_LOG', message: expect.stringMatching(/seq 9\b/) });
+    expect(readFileSync(logPath('s1')).equals(before)).toBe(true);
   });
 
   it('the complete lines of an unfinished final batch are a torn write with it; a finished batch before it is kept', async () => {
