@@ -1,7 +1,12 @@
 /**
  * What callers sent, read from the store's inbox where the client left it (DESIGN §5.2): the
  * messages entering a step and a note's content, checked against the references that crossed
- * Temporal; and the removal of entries once the log holds them.
+ * Temporal.
+ *
+ * An entry is removed by the append that logs it (the batch's `delivered` keys: in its own
+ * transaction on SQLite and PostgreSQL, right after it on JSONL), never on its own. What is left
+ * behind (a JSONL removal that failed, an entry a retried caller wrote again after its input was
+ * logged) is removed when the session's next run opens ({@link removeLogged}).
  */
 import type { SessionView } from '../session/index.js';
 import {
@@ -48,18 +53,9 @@ export async function readNote(store: SessionStore, sessionId: string, note: Not
 }
 
 /**
- * Removes entries the log now holds. Best effort: an entry left behind (the store failed here)
- * is removed by the session's next run ({@link removeLogged}) and never logged twice (the log
- * is checked by id first).
- */
-export async function removeDelivered(store: SessionStore, sessionId: string, keys: readonly string[]): Promise<void> {
-  if (keys.length === 0) return;
-  await store.inbox.remove(sessionId, keys).catch(() => undefined);
-}
-
-/**
- * At the start of a run: removes the inbox's entries whose message the log already holds
- * (answered retries, removals that failed); returns how many entries are left waiting.
+ * At the start of a run: removes the inbox's entries the log is done with (a message or note it
+ * holds, an answer to a call it shows answered or closed: retried inputs, removals that failed,
+ * an answer that came second); returns how many entries are left waiting.
  */
 export async function removeLogged(store: SessionStore, session: SessionView): Promise<number> {
   const entries = await store.inbox.list(session.header.id);

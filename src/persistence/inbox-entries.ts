@@ -7,6 +7,7 @@
 import {
   SessionlogError,
   isEventOfType,
+  parseOpKey,
   hideProblem,
   turnHintsProblem,
   turnToolsProblem,
@@ -60,21 +61,58 @@ export function messageIdOfKey(key: string): string | undefined {
   return key.startsWith('message/') ? key.slice('message/'.length) : undefined;
 }
 
+/** What an inbox key names: a message or note by id, an answer (approval or tool result) by its call. */
+function inputOfKey(key: string): { kind: 'message' | 'note' | 'answer'; id: string } | undefined {
+  const message = messageIdOfKey(key);
+  if (message !== undefined) return { kind: 'message', id: message };
+  if (key.startsWith('note/')) return { kind: 'note', id: key.slice('note/'.length) };
+  for (const prefix of ['approval/', 'tool-result/']) {
+    // `<prefix><callId>/<digest>`: the call id is everything before the last `/`.
+    const end = key.lastIndexOf('/');
+    if (key.startsWith(prefix) && end > prefix.length) return { kind: 'answer', id: key.slice(prefix.length, end) };
+  }
+  return undefined;
+}
+
 /**
- * The keys of `entries` split by whether `events` (a session's log) holds their message:
- * `logged` entries are done with; the rest wait for an update or signal that may never come.
+ * The keys of `entries` split by whether `events` (a session's log) is done with them: `logged`
+ * entries are a message the log holds, a note whose batch it holds, or an answer (approval or
+ * external result) to a call the log shows answered or closed, whichever answer counted; the rest
+ * wait for an update or signal that may never come. A call id asked for again later counts by its
+ * newest call, so an answer still awaited is never taken for done.
  */
 export function inboxEntriesByLogged(
   entries: readonly { key: string }[],
   events: readonly StoredEvent[],
 ): { logged: string[]; waiting: string[] } {
-  const ids = new Set<string>();
-  for (const event of events) if (isEventOfType(event, 'user/message')) ids.add(event.data.id);
+  const messages = new Set<string>();
+  const notes = new Set<string>();
+  /** Each call id's newest call: whether the log holds its answer or its result yet. */
+  const calls = new Map<string, 'open' | 'done'>();
+  let lastOp: string | undefined;
+  for (const event of events) {
+    if (isEventOfType(event, 'user/message')) messages.add(event.data.id);
+    else if (isEventOfType(event, 'tool/call')) calls.set(event.data.callId, 'open');
+    else if (isEventOfType(event, 'tool/approval')) calls.set(event.data.callId, 'done');
+    else if (isEventOfType(event, 'tool/result')) calls.set(event.data.message.source.callId, 'done');
+    // A batch's events share its op: each op is read once.
+    if (event.op !== undefined && event.op !== lastOp) {
+      lastOp = event.op;
+      const op = parseOpKey(event.op);
+      if (op?.kind === 'note') notes.add(op.noteId);
+    }
+  }
   const logged: string[] = [];
   const waiting: string[] = [];
   for (const { key } of entries) {
-    const id = messageIdOfKey(key);
-    (id !== undefined && ids.has(id) ? logged : waiting).push(key);
+    const input = inputOfKey(key);
+    const done =
+      input?.kind === 'message'
+        ? messages.has(input.id)
+        : input?.kind === 'note'
+          ? notes.has(input.id)
+          : input?.kind === 'answer' && calls.get(input.id) === 'done';
+    (done ? logged : waiting).push(key);
   }
   return { logged, waiting };
 }

@@ -73,6 +73,8 @@ export type HarnessOptions = {
   tools?: Tool[];
   context?: ContextDeps;
   pacing?: EngineDeps['pacing'];
+  /** The store as the engine sees it (e.g. to watch what it calls). */
+  wrapStore?: (store: SessionStore) => SessionStore;
 };
 
 /**
@@ -91,7 +93,7 @@ export function useEngineHarness(fake: () => FakeModelServer): (options?: Harnes
     cleanups.push(() => store.close());
     const tools = options.tools ?? [];
     const deps: EngineDeps = {
-      store,
+      store: options.wrapStore ? options.wrapStore(store) : store,
       model: createOpenAIProvider({ baseURL: fake().baseURL, apiKey: 'test-key', provider: 'fake' }),
       tools: new ToolRegistry(tools),
       agent: { model: 'fake', tools: tools.map((tool) => tool.name) },

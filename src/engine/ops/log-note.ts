@@ -8,7 +8,7 @@
  */
 import { hideEvents, suppliedHistoryEvents, type NewEvent } from '../../session/index.js';
 import type { EngineDeps } from '../deps.js';
-import { readNote, removeDelivered } from '../inbox.js';
+import { readNote } from '../inbox.js';
 import { LogWriter } from '../log-writer.js';
 import { noteOp } from '../ops.js';
 import type { LogNoteInput, NoteResult } from '../types.js';
@@ -52,7 +52,9 @@ export async function logNote(deps: EngineDeps, input: LogNoteInput): Promise<No
       ...hideEvents(hide, session.surfaceNodes, (seq) => session.events[seq], session.turns.lastTurn, deps.now()),
     );
   }
-  if (events.length > 0) await writer.append(events, op);
-  if (input.note.ref) await removeDelivered(deps.store, input.sessionId, [input.note.ref.key]);
+  // The note's inbox entry goes with the batch that logs it. A note with nothing to log (metadata
+  // only of hidden seqs already off the surface, say) has no batch: its caller removes the entry
+  // once the update that carried it returns, as it does for every input.
+  if (events.length > 0) await writer.append(events, op, input.note.ref ? [input.note.ref.key] : []);
   return result();
 }

@@ -11,7 +11,6 @@ import { parseApprovalBody, parseToolResultBody, readInboxEntry } from '../../pe
 import { scrubSecrets, type NewEvent, type SessionView } from '../../session/index.js';
 import { gateOf } from '../../tools/approval.js';
 import type { EngineDeps } from '../deps.js';
-import { removeDelivered } from '../inbox.js';
 import { LogWriter } from '../log-writer.js';
 import { stepOps, type StepKey } from '../ops.js';
 import type {
@@ -120,8 +119,12 @@ export async function recordAnswers(deps: EngineDeps, input: RecordAnswersInput)
     const pending = writer.session.turns.pending.get(answer.callId);
     if (!pending?.request || pending.callSeq === undefined) continue;
     if (!pending.answer) {
-      await writer.append(await answerEvents(deps, input, pending.name, answer), stepOps.answer(key, answer.callId));
-      if (answer.ref) await removeDelivered(deps.store, input.sessionId, [answer.ref.key]);
+      // The answer's inbox entry goes with the batch that logs it.
+      await writer.append(
+        await answerEvents(deps, input, pending.name, answer),
+        stepOps.answer(key, answer.callId),
+        answer.ref ? [answer.ref.key] : [],
+      );
     }
     const result = writer.session.turns.pending.get(answer.callId)?.answer?.result;
     if (answer.kind === 'external' && result)
