@@ -2,7 +2,8 @@
  * `sessionlog chat`: an interactive session in the terminal. Each line is sent as a message;
  * the reply streams from the log (live tail) as it is written, with a spinner until the first
  * token arrives. A tool call that waits for approval is shown with its arguments and answered
- * inline (y / n / a = allow this tool for the rest of the session).
+ * inline (y / n / a = allow this tool for the rest of the session). Ctrl-C while a reply streams
+ * cancels that turn and the chat goes on; at the prompt it leaves (as do /quit and Ctrl-D).
  */
 import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
@@ -11,9 +12,15 @@ import { isEventOfType } from '../session/index.js';
 
 const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
-/** Lines of the input as an async queue, so a prompt can be asked while a turn runs. */
+/**
+ * Lines of the input as an async queue, so a prompt can be asked while a turn runs. On a
+ * terminal Ctrl-C arrives as a key, not as a signal: it calls the handler set with
+ * `onInterrupt`, or with none set (at the prompt) ends the input.
+ */
 function lineQueue(input: NodeJS.ReadableStream, output: NodeJS.WritableStream, terminal: boolean) {
   const rl = createInterface({ input, output, terminal });
+  let interrupt: (() => void) | undefined;
+  rl.on('SIGINT', () => (interrupt ? interrupt() : rl.close()));
   const lines: string[] = [];
   const waiters: Array<(line: string | undefined) => void> = [];
   let closed = false;
@@ -35,6 +42,10 @@ function lineQueue(input: NodeJS.ReadableStream, output: NodeJS.WritableStream, 
       if (closed) return Promise.resolve(undefined);
       return new Promise((resolve) => waiters.push(resolve));
     },
+    /** What Ctrl-C on a terminal does until the next call (undefined: end the input). */
+    onInterrupt(handler: (() => void) | undefined): void {
+      interrupt = handler;
+    },
     close: () => rl.close(),
   };
 }
@@ -47,7 +58,7 @@ export async function runChat(
   const write = (text: string) => output.write(text);
   const sessionId = options.sessionId ?? `chat-${randomUUID().slice(0, 8)}`;
   await client.start({ sessionId });
-  write(`session ${sessionId} — type a message, /quit to leave, /cancel while a reply streams is Ctrl-C\n`);
+  write(`session ${sessionId} — type a message; Ctrl-C while a reply streams cancels it; /quit or Ctrl-D leaves\n`);
   const tty = Boolean((output as { isTTY?: boolean }).isTTY);
   const input = lineQueue(options.input ?? process.stdin, output, tty);
   try {
@@ -57,7 +68,7 @@ export async function runChat(
       const line = raw.trim();
       if (line === '/quit' || line === '/exit') break;
       if (line === '') continue;
-      await chatTurn(client, sessionId, line, { write, tty, ask: input.ask });
+      await chatTurn(client, sessionId, line, { write, tty, ask: input.ask, onInterrupt: input.onInterrupt });
     }
   } finally {
     input.close();
@@ -69,7 +80,12 @@ async function chatTurn(
   client: SessionClient,
   sessionId: string,
   text: string,
-  io: { write(text: string): void; tty: boolean; ask(prompt: string): Promise<string | undefined> },
+  io: {
+    write(text: string): void;
+    tty: boolean;
+    ask(prompt: string): Promise<string | undefined>;
+    onInterrupt(handler: (() => void) | undefined): void;
+  },
 ): Promise<void> {
   const { write } = io;
   const from = await client.nextSeq(sessionId);
@@ -123,7 +139,9 @@ async function chatTurn(
       }
     }
   })().catch((error: unknown) => write(`\nerror: ${(error as Error).message}\n`));
-  const onInterrupt = () => void client.cancel(sessionId);
+  // Ctrl-C cancels this turn: as a key on a terminal, as a signal otherwise.
+  const onInterrupt = () => void client.cancel(sessionId).catch(() => undefined);
+  io.onInterrupt(onInterrupt);
   process.on('SIGINT', onInterrupt);
   try {
     const reply = await client.send(sessionId, text);
@@ -147,6 +165,7 @@ async function chatTurn(
     write(`\nerror: ${(error as Error).message}\n`);
   } finally {
     process.off('SIGINT', onInterrupt);
+    io.onInterrupt(undefined);
     follow.abort();
     await streaming;
   }
