@@ -40,7 +40,7 @@ import type { TenantSpend } from '../persistence/spend.js';
 export type { CrossTenantAttempt };
 import {
   CALLER_VISIBLE_CODES,
-  SESSION_FORMAT_VERSION,
+  newSessionHeader,
   SessionlogError,
   UNREADABLE_LOG_CODES,
   foldSurfaceView,
@@ -396,12 +396,11 @@ export class SessionClient {
     assertSessionId(sessionId);
     if (options.agent) this.checkAgent?.(options.agent);
     if (options.budget !== undefined) assertBudget(options.budget);
-    const header: SessionHeader = {
-      version: SESSION_FORMAT_VERSION,
+    const header = newSessionHeader({
       id: sessionId,
       createdAt: Date.now(),
       ...(options.agent ? { agent: options.agent } : {}),
-    };
+    });
     if (await this.store.exists(sessionId)) {
       throw new SessionlogError(
         'SESSION_ALREADY_EXISTS',
@@ -1230,12 +1229,7 @@ export class SessionClient {
     assertSessionId(sessionId);
     if (await this.store.exists(sessionId)) return this.store.header(sessionId);
     if (agent) this.checkAgent?.(agent);
-    const header: SessionHeader = {
-      version: SESSION_FORMAT_VERSION,
-      id: sessionId,
-      createdAt: Date.now(),
-      ...(agent ? { agent } : {}),
-    };
+    const header = newSessionHeader({ id: sessionId, createdAt: Date.now(), ...(agent ? { agent } : {}) });
     try {
       await this.store.create(header);
     } catch (error) {

@@ -311,6 +311,27 @@ export type AgentSpec = { model?: string; system?: string; tools?: string[] };
 /** The storage format version this build writes and reads. */
 export const SESSION_FORMAT_VERSION = 1;
 
+/** What a new session's header says besides the format version: see {@link SessionHeader}. */
+export type NewSessionHeader = Omit<SessionHeader, 'version' | 'tenant'>;
+
+/**
+ * A new session's header in the format this build writes: the one place a header is made, by
+ * whoever creates the session (a client's create, a run taking over a session nobody created, a
+ * fork or a salvage). The tenant is stamped by the tenant's store (persistence/tenants.ts).
+ */
+export function newSessionHeader(fields: NewSessionHeader): SessionHeader {
+  const { id, createdAt, parentSession, seedLength, salvagedAt, agent } = fields;
+  return {
+    version: SESSION_FORMAT_VERSION,
+    id,
+    createdAt,
+    ...(parentSession !== undefined ? { parentSession } : {}),
+    ...(seedLength !== undefined ? { seedLength } : {}),
+    ...(salvagedAt !== undefined ? { salvagedAt } : {}),
+    ...(agent !== undefined ? { agent } : {}),
+  };
+}
+
 /** The one narrowing from a stored event to the closed union: false for an unknown (ignorable) type. */
 export function isKnownEvent(event: StoredEvent): event is SessionEvent {
   return KNOWN_EVENT_TYPES.has(event.type);

@@ -3,7 +3,7 @@
  * followed by one `session/end-seed`, and its header records the lineage.
  */
 import { SessionlogError } from './errors.js';
-import { SESSION_FORMAT_VERSION, type NewEvent, type SessionHeader, type StoredEvent } from './events.js';
+import { newSessionHeader, type NewEvent, type SessionHeader, type StoredEvent } from './events.js';
 import { assertSessionId } from './ids.js';
 import { interruptedTurnClosers } from './repair.js';
 
@@ -45,14 +45,13 @@ export function planFork(
   const seed = events.slice(0, at + 1);
   const lastIsEndSeed = seed.length > 0 && seed[seed.length - 1]!.type === 'session/end-seed';
   const time = seed.length > 0 ? seed[seed.length - 1]!.time : createdAt;
-  const header: SessionHeader = {
-    version: SESSION_FORMAT_VERSION,
+  const header = newSessionHeader({
     id: childId,
     createdAt,
     parentSession: source.header.id,
     seedLength: seed.length,
     ...(source.header.agent ? { agent: source.header.agent } : {}),
-  };
+  });
   return { header, seed, endSeed: lastIsEndSeed ? undefined : { type: 'session/end-seed', time, data: {} } };
 }
 
@@ -70,15 +69,14 @@ export function planSalvage(
 ): { header: SessionHeader; seed: NewEvent[] } {
   assertSessionId(childId);
   const time = prefix.length > 0 ? prefix[prefix.length - 1]!.time : createdAt;
-  const header: SessionHeader = {
-    version: SESSION_FORMAT_VERSION,
+  const header = newSessionHeader({
     id: childId,
     createdAt,
     parentSession: parent.id,
     seedLength: prefix.length,
     salvagedAt: { firstBadSeq: problem.seq, reason: problem.reason.slice(0, 1000) },
     ...(parent.agent ? { agent: parent.agent } : {}),
-  };
+  });
   const seed: NewEvent[] = [
     ...prefix.map(seedEventOf),
     ...interruptedTurnClosers(prefix),

@@ -4,7 +4,7 @@
  * of older runs are fenced out), close a turn a crash left open with the repair closers, and
  * clear inbox entries the log already holds.
  */
-import { SESSION_FORMAT_VERSION, closersFor, repairOp, type SessionHeader } from '../../session/index.js';
+import { closersFor, newSessionHeader, repairOp, type SessionHeader } from '../../session/index.js';
 import type { EngineDeps } from '../deps.js';
 import { waitingStep } from './record-answers.js';
 import { removeLogged } from '../inbox.js';
@@ -39,9 +39,9 @@ export async function openRun(deps: EngineDeps, input: OpenRunInput): Promise<Op
   };
 }
 
+/** The header of a session no client created (its workflow started by other means): it keeps the worker's agent. */
 function defaultHeader(deps: EngineDeps, sessionId: string): SessionHeader {
-  return {
-    version: SESSION_FORMAT_VERSION,
+  return newSessionHeader({
     id: sessionId,
     createdAt: deps.now(),
     agent: {
@@ -49,5 +49,5 @@ function defaultHeader(deps: EngineDeps, sessionId: string): SessionHeader {
       tools: deps.agent.tools,
       ...(deps.agent.system ? { system: deps.agent.system } : {}),
     },
-  };
+  });
 }
