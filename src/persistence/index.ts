@@ -22,7 +22,8 @@ export {
   SQLITE_PAGE_SIZE,
   SQLITE_SCHEMA_VERSION,
 } from './relational/sqlite.js';
-export { openJsonlStore, JsonlSessionStore, JSONL_FORMAT_VERSION } from './jsonl.js';
+export { openJsonlStore, JsonlSessionStore } from './jsonl/store.js';
+export { JSONL_FORMAT_VERSION } from './jsonl/format.js';
 export {
   openPostgresStore,
   PostgresSessionStore,

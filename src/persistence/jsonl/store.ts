@@ -45,26 +45,7 @@
  * put back), counting those as the entries removed; a get of such a pair in that moment finds
  * nothing.
  *
- * File format, version {@link JSONL_FORMAT_VERSION}. Line 1 is the header record
- * `{"type":"session","format":2, ...SessionHeader}`; its `format` (absent = 1) and `version`
- * are checked first and a newer one refused as UNSUPPORTED_FORMAT. Every later line is one
- * event envelope `{seq, type, time, data, surfaceOp?, sourceEventSeqs?, op, ignorable?}` plus
- * `batchSize`: the number of events of the append batch the line belongs to. A batch is written
- * with one positioned write and one fsync, so a crash leaves a prefix of its bytes; the count
- * lets a reader tell the complete lines of that unfinished final batch from a finished batch.
- *
- * Integrity (DESIGN §4.1, applied by the shared `LogScanner`): the one damage this store repairs
- * by itself is a torn final write, the final batch that never finished: its last line is
- * incomplete (no newline), or it has fewer lines than its `batchSize`. Reads ignore it; `load`
- * and `append` cut it off before writing, except that an append whose `expectedSeq` lies past
- * the torn batch's first seq is refused with CORRUPT_LOG: that writer was acknowledged the batch,
- * so it was damaged after it was committed. Anything else (a complete line that does not parse or
- * fails validation, also the final one; a seq gap or duplicate, framing that does not add up, a
- * damaged header) is CORRUPT_LOG and nothing is changed.
- *
- * Version-1 files (written before `batchSize`) are still read and appended to in version 1:
- * their lines do not say where a batch began, so only an incomplete final line is a torn write
- * there; a complete line is never dropped.
+ * The log file's format and its integrity rules: format.ts; the names under the root: layout.ts.
  *
  * Search keeps no index on disk: `search` scans the session's validated copy (search.ts
  * `scanSession`), so there is nothing to upgrade or to erase besides the session's folder.
@@ -80,13 +61,11 @@
 import { createHash, randomUUID, type Hash } from 'node:crypto';
 import { mkdirSync, realpathSync } from 'node:fs';
 import { link, mkdir, open, readFile, readdir, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
-import { basename, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import {
   SessionlogError,
   addSpend,
   assertSessionId,
-  assertStoredEvent,
-  deepFreeze,
   emptySpend,
   isValidSessionId,
   jsonEqual,
@@ -99,51 +78,33 @@ import {
   type SessionHeader,
   type SessionView,
   type SurfaceSnapshot,
-} from '../session/index.js';
-import { anchorMatches, anchorOpRanges, newPrefixHash, sealAnchor, type PrefixAnchor } from './anchor.js';
-import {
-  assertArtifactPut,
-  artifactLocator,
-  artifactNotFound,
-  artifactWindow,
-  ownArtifactName,
-  uniqueArtifactNames,
-  type ArtifactPut,
-  type ArtifactRef,
-  type ArtifactStore,
-} from './artifacts.js';
+} from '../../session/index.js';
+import { anchorMatches, anchorOpRanges, newPrefixHash, sealAnchor, type PrefixAnchor } from '../anchor.js';
+import { type ArtifactStore } from '../artifacts.js';
 import {
   LogScanner,
   ResumedLog,
   assertScanned,
   assertTornTailUnacknowledged,
-  decodeStoredHeader,
   headerProblemReport,
   scanReport,
-  type ScanTarget,
   type TornTail,
-} from './scanner.js';
+} from '../scanner.js';
 import {
   alreadyExists,
   assertAppendArguments,
   assertReadArguments,
-  corruptHeaderError,
   notFound,
   sessionErased,
   storeClosed,
-} from './errors.js';
-import { alreadyErasedReceipt, appendResultOf, loadedSession, planAppend, planRepair, sliceEvents } from './plan.js';
-import { LiveTail } from './watch.js';
-import { SessionCopies } from './copies.js';
-import { acquireFileLock, type FileLock } from './file-lock.js';
-import { pacingStore, parsePaceState, type PaceRowUpdate, type PaceState, type PacingStore } from './pacing.js';
-import { spendStore, type SpendStore, type TenantSpend } from './spend.js';
-import {
-  parseProjectionCacheRecord,
-  serializeProjectionCacheRecord,
-  type ProjectionCacheRecord,
-  type ProjectionCacheStore,
-} from './projection-cache.js';
+} from '../errors.js';
+import { alreadyErasedReceipt, appendResultOf, loadedSession, planAppend, planRepair, sliceEvents } from '../plan.js';
+import { LiveTail } from '../watch.js';
+import { SessionCopies } from '../copies.js';
+import { acquireFileLock, type FileLock } from '../file-lock.js';
+import { pacingStore, parsePaceState, type PaceRowUpdate, type PaceState, type PacingStore } from '../pacing.js';
+import { spendStore, type SpendStore, type TenantSpend } from '../spend.js';
+import { type ProjectionCacheStore } from '../projection-cache.js';
 import {
   parseSearchRequest,
   scanSession,
@@ -151,7 +112,7 @@ import {
   searchable,
   type SearchHit,
   type SearchOptions,
-} from './search.js';
+} from '../search.js';
 import {
   ALL_TENANTS,
   assertTenantScope,
@@ -165,53 +126,37 @@ import {
   type AppendOptions,
   type AppendResult,
   type ErasedPlace,
-  type InboxEntry,
-  type InboxRef,
   type InboxStore,
   type LoadedSession,
   type ScanReport,
-  type SessionKey,
   type SessionKeyStore,
   type SessionStore,
   type StoreEraseReceipt,
-  type TranscriptEntry,
   type TranscriptIndex,
   type WatchOptions,
-} from './store.js';
+} from '../store.js';
+import { isErrno, fsyncDir, ensureDir, replaceFile, readIfExists, readFully, writeFully } from './files.js';
+import { headerLine, encodeBatch, readHeaderLine, prefixLines, scanLines, type Format } from './format.js';
 import {
-  assertTranscriptKey,
-  damagedTranscriptRecord,
-  storedTranscriptEntry,
-  transcriptPutEntry,
-} from './transcripts.js';
-import {
-  assertInboxKey,
-  assertInboxKeys,
-  inboxConflict,
-  inboxPutRef,
-  newSessionKey,
-  storedSessionKey,
-} from './inbox.js';
-
-/** The JSONL file format this build writes (it also reads and appends to version 1). */
-export const JSONL_FORMAT_VERSION = 2;
-
-const LOG_FILE = 'session.jsonl';
-const LOCK_FILE = 'session.lock';
-const ARTIFACT_DIR = 'artifacts';
-const CACHE_FILE = 'projection-cache.json';
-const INBOX_DIR = 'inbox';
-const KEY_FILE = 'session.key';
-const TRANSCRIPTS_DIR = 'transcripts';
-const PACING_DIR = '.pacing';
-const SPEND_DIR = '.spend';
-const TRANSCRIPT_INDEX_DIR = '.transcripts';
-/** An entry's file name in the session's `transcripts` directory: `<k>.json`. */
-const TRANSCRIPT_FILE_PATTERN = /^[0-9a-f]{64}\.json$/;
-const TOMBSTONE_DIR = '.tombstones';
-const ERASING_PREFIX = '.erasing-';
-
-type Format = 1 | 2;
+  LOG_FILE,
+  LOCK_FILE,
+  ARTIFACT_DIR,
+  CACHE_FILE,
+  INBOX_DIR,
+  KEY_FILE,
+  TRANSCRIPTS_DIR,
+  PACING_DIR,
+  SPEND_DIR,
+  TRANSCRIPT_INDEX_DIR,
+  TRANSCRIPT_FILE_PATTERN,
+  TOMBSTONE_DIR,
+  ERASING_PREFIX,
+} from './layout.js';
+import { JsonlArtifacts } from './artifacts.js';
+import { JsonlProjectionCache } from './projection-cache.js';
+import { JsonlInbox } from './inbox.js';
+import { JsonlSessionKeys } from './keys.js';
+import { JsonlTranscripts, transcriptPointerTarget } from './transcripts.js';
 
 /** What this process knows of one session's file: the validated copy and where it ends. */
 type SessionFile = {
@@ -229,237 +174,6 @@ type SessionFile = {
 /** Opens (creating the root directory 0700 if needed) a JSONL store rooted at `root`. */
 export function openJsonlStore(root: string, options: StoreOptions = {}): JsonlSessionStore {
   return new JsonlSessionStore(root, resolveStoreOptions(options));
-}
-
-function isErrno(error: unknown, code: string): boolean {
-  return (error as NodeJS.ErrnoException | undefined)?.code === code;
-}
-
-/** fsyncs a directory so a created or renamed entry in it survives a crash. */
-async function fsyncDir(path: string): Promise<void> {
-  const handle = await open(path, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
-
-/** Makes directory `path` (0700) unless it exists, fsyncing `parent` so it survives a crash. */
-async function ensureDir(path: string, parent: string): Promise<void> {
-  try {
-    await mkdir(path, { mode: 0o700 });
-  } catch (error) {
-    if (isErrno(error, 'EEXIST')) return;
-    throw error;
-  }
-  await fsyncDir(parent);
-}
-
-/**
- * Publishes `content` at `path` unless a file is there: written to a temp file beside it,
- * fsynced, linked into place (never over an existing file) and the directory fsynced. False when
- * `path` was taken (the first writer wins).
- */
-async function publishOnce(path: string, dir: string, content: string): Promise<boolean> {
-  const temp = join(dir, `.${basename(path)}.${randomUUID()}.tmp`);
-  const handle = await open(temp, 'wx', 0o600);
-  try {
-    await handle.writeFile(content, 'utf8');
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  try {
-    await link(temp, path);
-  } catch (error) {
-    if (isErrno(error, 'EEXIST')) return false;
-    throw error;
-  } finally {
-    await unlink(temp);
-  }
-  await fsyncDir(dir);
-  return true;
-}
-
-/**
- * Replaces `path` with `content` atomically: written to a temp file beside it, fsynced, renamed
- * over it and the directory fsynced. A reader sees the old file or the new one.
- */
-async function replaceFile(path: string, dir: string, content: string): Promise<void> {
-  const temp = join(dir, `.${basename(path)}.${randomUUID()}.tmp`);
-  const handle = await open(temp, 'wx', 0o600);
-  try {
-    await handle.writeFile(content, 'utf8');
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  try {
-    await rename(temp, path);
-  } catch (error) {
-    await unlink(temp).catch(() => {
-      // The temp file may already be gone; the rename error is what matters.
-    });
-    throw error;
-  }
-  await fsyncDir(dir);
-}
-
-/** The file's text, or undefined when it does not exist. */
-async function readIfExists(path: string): Promise<string | undefined> {
-  try {
-    return await readFile(path, 'utf8');
-  } catch (error) {
-    if (isErrno(error, 'ENOENT')) return undefined;
-    throw error;
-  }
-}
-
-async function readFully(handle: FileHandle, position: number, length: number): Promise<Buffer> {
-  const buffer = Buffer.alloc(length);
-  let done = 0;
-  while (done < length) {
-    const { bytesRead } = await handle.read(buffer, done, length - done, position + done);
-    if (bytesRead === 0) return buffer.subarray(0, done);
-    done += bytesRead;
-  }
-  return buffer;
-}
-
-async function writeFully(handle: FileHandle, buffer: Buffer, position: number): Promise<void> {
-  let done = 0;
-  while (done < buffer.length) {
-    const { bytesWritten } = await handle.write(buffer, done, buffer.length - done, position + done);
-    done += bytesWritten;
-  }
-}
-
-function headerLine(header: SessionHeader): string {
-  return `${JSON.stringify({ type: 'session', format: JSONL_FORMAT_VERSION, ...header })}\n`;
-}
-
-/** The bytes of one batch: one line per event, in version 2 each with the batch's event count. */
-function encodeBatch(events: readonly StoredEvent[], format: Format): Buffer {
-  const lines = events.map((event) => JSON.stringify(format === 2 ? { ...event, batchSize: events.length } : event));
-  return Buffer.from(`${lines.join('\n')}\n`, 'utf8');
-}
-
-/** Reads and validates the header line; returns the header, the file format, the byte offset after it and the line (without its newline). */
-async function readHeaderLine(
-  handle: FileHandle,
-  id: string,
-  path: string,
-): Promise<{ header: SessionHeader; format: Format; end: number; line: Buffer }> {
-  const where = `session ${id} in ${path}`;
-  let collected = Buffer.alloc(0);
-  for (let position = 0; ;) {
-    const chunk = await readFully(handle, position, 64 * 1024);
-    const newline = chunk.indexOf(10);
-    if (newline >= 0) {
-      collected = Buffer.concat([collected, chunk.subarray(0, newline)]);
-      break;
-    }
-    if (chunk.length === 0) throw corruptHeaderError(where, 'the header line is incomplete');
-    collected = Buffer.concat([collected, chunk]);
-    position += chunk.length;
-  }
-  let raw: unknown;
-  try {
-    raw = JSON.parse(collected.toString('utf8'));
-  } catch (error) {
-    throw corruptHeaderError(where, 'the header line is not JSON', error);
-  }
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw) || (raw as { type?: unknown }).type !== 'session') {
-    throw corruptHeaderError(where, 'the first line is not a {"type":"session"} header record');
-  }
-  const { type: _type, format: rawFormat, ...fields } = raw as Record<string, unknown>;
-  if (typeof rawFormat === 'number' && Number.isSafeInteger(rawFormat) && rawFormat > JSONL_FORMAT_VERSION) {
-    throw new SessionlogError(
-      'UNSUPPORTED_FORMAT',
-      `${where}: JSONL format ${rawFormat} was written by a newer version of sessionlog (this build reads formats 1 and ${JSONL_FORMAT_VERSION}); upgrade sessionlog to read it`,
-    );
-  }
-  if (rawFormat !== undefined && rawFormat !== 2)
-    throw corruptHeaderError(where, `the header's format is ${JSON.stringify(rawFormat)}`);
-  const header = decodeStoredHeader(
-    fields,
-    id,
-    where,
-    ` but the directory is ${id}; the file was moved or copied by hand`,
-  );
-  return { header, format: rawFormat === 2 ? 2 : 1, end: collected.length + 1, line: collected };
-}
-
-/**
- * The events of `seqs` among the lines of a verified prefix (`bytes`, from the file's start; the
- * event lines begin at `start`, one per seq), parsed and checked as stored events; undefined if
- * one is missing or does not parse (the digest matched, so only a bug gets there).
- */
-function prefixLines(
-  bytes: Buffer,
-  start: number,
-  seqs: readonly number[],
-  format: Format,
-  id: string,
-): Map<number, StoredEvent> | undefined {
-  const wanted = new Set(seqs);
-  const last = Math.max(...seqs);
-  const events = new Map<number, StoredEvent>();
-  for (let seq = 0, position = start; seq <= last; seq++) {
-    const newline = bytes.indexOf(10, position);
-    if (newline < 0) return undefined;
-    if (wanted.has(seq)) {
-      let value: unknown;
-      try {
-        value = JSON.parse(bytes.toString('utf8', position, newline));
-      } catch {
-        // A verified prefix parses; a line that does not is a miss, and the whole log is read.
-        return undefined;
-      }
-      if (format === 2 && typeof value === 'object' && value !== null)
-        delete (value as { batchSize?: unknown }).batchSize;
-      assertStoredEvent(value, seq, id);
-      events.set(seq, deepFreeze(value));
-    }
-    position = newline + 1;
-  }
-  return events;
-}
-
-/** Feeds the lines of `bytes` (which start at file offset `base`) into the scanner. */
-function scanLines(scanner: LogScanner<ScanTarget>, format: Format, bytes: Buffer, base: number): void {
-  let position = 0;
-  while (position < bytes.length) {
-    const at = base + position;
-    const newline = bytes.indexOf(10, position);
-    if (newline < 0) {
-      scanner.push({
-        kind: 'damaged',
-        reason: `the final line at byte ${at} has no newline (a write that never finished)`,
-        end: base + bytes.length,
-        incomplete: true,
-      });
-      return;
-    }
-    const end = base + newline + 1;
-    let value: unknown;
-    try {
-      value = JSON.parse(bytes.toString('utf8', position, newline));
-    } catch {
-      // A complete line that is not JSON was damaged after it was written: corruption, also as the final line.
-      scanner.push({ kind: 'damaged', reason: `the line at byte ${at} is not valid JSON`, end });
-      position = newline + 1;
-      continue;
-    }
-    if (format === 2 && typeof value === 'object' && value !== null && !Array.isArray(value)) {
-      const { batchSize, ...event } = value as Record<string, unknown>;
-      scanner.push({ kind: 'event', value: event, end, batchSize });
-    } else {
-      scanner.push({ kind: 'event', value, end });
-    }
-    position = newline + 1;
-  }
 }
 
 export class JsonlSessionStore implements SessionStore {
@@ -1388,308 +1102,4 @@ function lostLock(id: string, when: string): SessionlogError {
     'SEQ_CONFLICT',
     `session ${id}: this writer lost the session's lock ${when}. Another writer took the lock because this one made no progress for longer than lockStaleMs (a paused or very slow process); reload the session and retry`,
   );
-}
-
-// ---------------------------------------------------------------------------------------------
-
-class JsonlArtifacts implements ArtifactStore {
-  constructor(private readonly store: JsonlSessionStore) {}
-
-  async put(input: ArtifactPut): Promise<ArtifactRef> {
-    this.store.assertOpen();
-    assertArtifactPut(input);
-    await this.store.requireSession(input.sessionId);
-    const dir = join(this.store.sessionDir(input.sessionId), ARTIFACT_DIR);
-    try {
-      await mkdir(dir, { mode: 0o700 });
-      await fsyncDir(this.store.sessionDir(input.sessionId));
-    } catch (error) {
-      if (!isErrno(error, 'EEXIST')) throw error;
-    }
-    for (const name of uniqueArtifactNames(input.name)) {
-      let handle: FileHandle;
-      try {
-        handle = await open(join(dir, name), 'wx', 0o600);
-      } catch (error) {
-        if (isErrno(error, 'EEXIST')) continue;
-        throw error;
-      }
-      try {
-        await handle.writeFile(input.content, 'utf8');
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
-      await fsyncDir(dir);
-      return { locator: artifactLocator(input.sessionId, name), bytes: Buffer.byteLength(input.content, 'utf8') };
-    }
-    throw new Error('unreachable: artifact name candidates are infinite');
-  }
-
-  async get(sessionId: string, locator: string): Promise<string> {
-    this.store.assertOpen();
-    const name = ownArtifactName(sessionId, locator);
-    try {
-      return await readFile(join(this.store.sessionDir(sessionId), ARTIFACT_DIR, name), 'utf8');
-    } catch (error) {
-      if (isErrno(error, 'ENOENT')) throw artifactNotFound(locator);
-      throw error;
-    }
-  }
-
-  async read(
-    sessionId: string,
-    locator: string,
-    offset: number,
-    limit: number,
-  ): Promise<{ text: string; total: number }> {
-    return artifactWindow(await this.get(sessionId, locator), offset, limit);
-  }
-}
-
-class JsonlProjectionCache implements ProjectionCacheStore {
-  constructor(private readonly store: JsonlSessionStore) {}
-
-  async get(sessionId: string): Promise<ProjectionCacheRecord | undefined> {
-    this.store.assertOpen();
-    assertSessionId(sessionId);
-    try {
-      return parseProjectionCacheRecord(await readFile(join(this.store.sessionDir(sessionId), CACHE_FILE), 'utf8'));
-    } catch (error) {
-      if (isErrno(error, 'ENOENT')) return undefined;
-      throw error;
-    }
-  }
-
-  async put(sessionId: string, record: ProjectionCacheRecord): Promise<void> {
-    this.store.assertOpen();
-    assertSessionId(sessionId);
-    const text = serializeProjectionCacheRecord(record);
-    await this.store.requireSession(sessionId);
-    const path = join(this.store.sessionDir(sessionId), CACHE_FILE);
-    const temp = `${path}.${randomUUID()}.tmp`;
-    const handle = await open(temp, 'wx', 0o600);
-    try {
-      await handle.writeFile(text, 'utf8');
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    try {
-      await rename(temp, path);
-    } catch (error) {
-      await unlink(temp).catch(() => {
-        // The temp file may already be gone; the rename error below is what matters.
-      });
-      throw error;
-    }
-  }
-}
-
-/** The JSON value of `text`, or undefined when it is not JSON (the caller refuses it as damaged). */
-function parseJsonOrUndefined(text: string): unknown {
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    // Not JSON: undefined, which the caller's shape check refuses.
-    return undefined;
-  }
-}
-
-/** An inbox entry as its file holds it. */
-type InboxRecord = InboxEntry & { body: string };
-
-/** The file of the entry under `key`: named by the key's hex SHA-256, since a key is any text. */
-function inboxFileName(key: string): string {
-  return `${createHash('sha256').update(key, 'utf8').digest('hex')}.json`;
-}
-
-/** Reads and checks an entry's file; undefined when there is none, CORRUPT_LOG when it is damaged. */
-async function readInboxRecord(path: string): Promise<InboxRecord | undefined> {
-  const text = await readIfExists(path);
-  if (text === undefined) return undefined;
-  const value = parseJsonOrUndefined(text) as Partial<Record<keyof InboxRecord, unknown>> | null | undefined;
-  if (
-    typeof value?.key !== 'string' ||
-    typeof value.body !== 'string' ||
-    typeof value.bytes !== 'number' ||
-    typeof value.digest !== 'string' ||
-    typeof value.storedAt !== 'number'
-  ) {
-    throw new SessionlogError(
-      'CORRUPT_LOG',
-      `the inbox entry ${path} is damaged (not a {key, body, bytes, digest, storedAt} record); remove it or restore it from a backup`,
-    );
-  }
-  return { key: value.key, body: value.body, bytes: value.bytes, digest: value.digest, storedAt: value.storedAt };
-}
-
-/** The inbox as one file per entry in the session's `inbox` directory. */
-class JsonlInbox implements InboxStore {
-  constructor(private readonly store: JsonlSessionStore) {}
-
-  async put(sessionId: string, key: string, body: string): Promise<InboxRef> {
-    this.store.assertOpen();
-    const ref = inboxPutRef(sessionId, key, body);
-    await this.store.refuseTombstoned(sessionId);
-    try {
-      await this.store.ensureSessionDir(sessionId);
-      const dir = this.store.inboxDir(sessionId);
-      await ensureDir(dir, this.store.sessionDir(sessionId));
-      const path = join(dir, inboxFileName(key));
-      const stored = await readInboxRecord(path);
-      if (!stored) {
-        const record: InboxRecord = { ...ref, storedAt: Date.now(), body };
-        if (await publishOnce(path, dir, JSON.stringify(record))) {
-          // An erasure that ran meanwhile took the directory away before this entry landed.
-          await this.store.refuseTombstoned(sessionId);
-          return ref;
-        }
-      }
-      const held = stored ?? (await readInboxRecord(path));
-      if (held && (held.digest !== ref.digest || held.bytes !== ref.bytes)) throw inboxConflict(sessionId, key);
-      return ref;
-    } catch (error) {
-      // An erasure under way moved the directory away: say so rather than how the write failed.
-      if (!(error instanceof SessionlogError)) await this.store.refuseTombstoned(sessionId);
-      throw error;
-    }
-  }
-
-  async get(sessionId: string, key: string): Promise<string | undefined> {
-    this.store.assertOpen();
-    assertSessionId(sessionId);
-    assertInboxKey(sessionId, key);
-    const record = await readInboxRecord(join(this.store.inboxDir(sessionId), inboxFileName(key)));
-    return record?.key === key ? record.body : undefined;
-  }
-
-  async remove(sessionId: string, keys: readonly string[]): Promise<number> {
-    this.store.assertOpen();
-    assertInboxKeys(sessionId, keys);
-    const dir = this.store.inboxDir(sessionId);
-    let removed = 0;
-    for (const name of new Set(keys.map(inboxFileName))) {
-      try {
-        await unlink(join(dir, name));
-        removed++;
-      } catch (error) {
-        if (!isErrno(error, 'ENOENT')) throw error;
-      }
-    }
-    if (removed > 0) await fsyncDir(dir);
-    return removed;
-  }
-
-  async list(sessionId: string): Promise<InboxEntry[]> {
-    this.store.assertOpen();
-    assertSessionId(sessionId);
-    const dir = this.store.inboxDir(sessionId);
-    const entries: InboxEntry[] = [];
-    for (const name of await this.store.inboxFiles(sessionId)) {
-      // Removed since the directory was read: no longer an entry.
-      const record = await readInboxRecord(join(dir, name));
-      if (record)
-        entries.push({ key: record.key, bytes: record.bytes, digest: record.digest, storedAt: record.storedAt });
-    }
-    return entries.sort((a, b) => a.storedAt - b.storedAt || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-  }
-}
-
-/** Session keys as one file per session, `session.key` in its directory. */
-class JsonlSessionKeys implements SessionKeyStore {
-  constructor(private readonly store: JsonlSessionStore) {}
-
-  async obtain(sessionId: string): Promise<SessionKey> {
-    const existing = await this.find(sessionId);
-    if (existing) return existing;
-    await this.store.ensureSessionDir(sessionId);
-    const made = newSessionKey();
-    // Published only if no key is there: the first writer's key is everyone's.
-    await publishOnce(
-      this.store.keyPath(sessionId),
-      this.store.sessionDir(sessionId),
-      JSON.stringify({ id: made.id, key: made.key.toString('base64') }),
-    );
-    const stored = await this.find(sessionId);
-    if (!stored) throw new Error(`unreachable: the key of session ${sessionId} was published but cannot be read`);
-    return stored;
-  }
-
-  async find(sessionId: string): Promise<SessionKey | undefined> {
-    this.store.assertOpen();
-    assertSessionId(sessionId);
-    const path = this.store.keyPath(sessionId);
-    const text = await readIfExists(path);
-    if (text === undefined) return undefined;
-    const value = parseJsonOrUndefined(text) as { id?: unknown; key?: unknown } | null | undefined;
-    const key = typeof value?.key === 'string' ? Buffer.from(value.key, 'base64') : undefined;
-    return storedSessionKey(value?.id, key, path);
-  }
-}
-
-/** The file name stem of (scope, digest): the hex SHA-256 of both (a scope is printable ASCII, never a newline). */
-function transcriptKey(scope: string, digest: string): string {
-  return createHash('sha256').update(`${scope}\n${digest}`, 'utf8').digest('hex');
-}
-
-/** The session a pointer file's text names, or undefined when it is damaged. */
-function transcriptPointerTarget(text: string): string | undefined {
-  const value = parseJsonOrUndefined(text) as { sessionId?: unknown } | null | undefined;
-  return isValidSessionId(value?.sessionId) ? value.sessionId : undefined;
-}
-
-/** The transcript index as entries in the session directories and pointers in `.transcripts` (see the top of this file). */
-class JsonlTranscripts implements TranscriptIndex {
-  constructor(private readonly store: JsonlSessionStore) {}
-
-  async put(scope: string, digest: string, entry: TranscriptEntry): Promise<void> {
-    this.store.assertOpen();
-    const { sessionId, seq } = transcriptPutEntry(scope, digest, entry);
-    await this.store.requireLiveSession(sessionId);
-    const k = transcriptKey(scope, digest);
-    try {
-      const dir = this.store.transcriptsDir(sessionId);
-      await ensureDir(dir, this.store.sessionDir(sessionId));
-      await replaceFile(join(dir, `${k}.json`), dir, JSON.stringify({ scope, digest, seq }));
-      const pointerDir = this.store.transcriptPointerDir(k);
-      const pointer = join(pointerDir, `${k}.json`);
-      const current = await readIfExists(pointer);
-      if (current === undefined || transcriptPointerTarget(current) !== sessionId) {
-        await this.store.ensureTranscriptPointerDir(k);
-        await replaceFile(pointer, pointerDir, JSON.stringify({ sessionId }));
-      }
-    } catch (error) {
-      // An erasure under way moved the directory away: say so rather than how the write failed.
-      if (!(error instanceof SessionlogError)) await this.store.requireLiveSession(sessionId);
-      throw error;
-    }
-    try {
-      await this.store.requireLiveSession(sessionId);
-    } catch (error) {
-      // Erased after the entry landed, perhaps after the erasure took the pointers: take this one too.
-      await this.store.dropTranscriptPointer(k, sessionId);
-      throw error;
-    }
-  }
-
-  async get(scope: string, digest: string): Promise<TranscriptEntry | undefined> {
-    this.store.assertOpen();
-    assertTranscriptKey(scope, digest);
-    const k = transcriptKey(scope, digest);
-    const pointer = join(this.store.transcriptPointerDir(k), `${k}.json`);
-    const text = await readIfExists(pointer);
-    if (text === undefined) return undefined;
-    const sessionId = transcriptPointerTarget(text);
-    if (sessionId === undefined) throw damagedTranscriptRecord(pointer, 'a {sessionId} record');
-    const path = join(this.store.transcriptsDir(sessionId), `${k}.json`);
-    const entryText = await readIfExists(path);
-    // The session was erased, or the pointer was left by a put that failed.
-    if (entryText === undefined) return undefined;
-    const value = parseJsonOrUndefined(entryText) as { scope?: unknown; digest?: unknown; seq?: unknown } | undefined;
-    if (value?.scope !== scope || value.digest !== digest)
-      throw damagedTranscriptRecord(path, `the entry of this scope and digest`);
-    const found = storedTranscriptEntry(sessionId, value.seq, path);
-    return (await this.store.exists(sessionId)) ? found : undefined;
-  }
 }

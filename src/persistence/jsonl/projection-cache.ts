@@ -1,0 +1,53 @@
+/** The JSONL backend's projection cache: one record per session, `projection-cache.json`, replaced atomically. */
+import { randomUUID } from 'node:crypto';
+import { open, readFile, rename, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { assertSessionId } from '../../session/index.js';
+import {
+  parseProjectionCacheRecord,
+  serializeProjectionCacheRecord,
+  type ProjectionCacheRecord,
+  type ProjectionCacheStore,
+} from '../projection-cache.js';
+import { isErrno } from './files.js';
+import { CACHE_FILE } from './layout.js';
+import type { JsonlSessionStore } from './store.js';
+
+export class JsonlProjectionCache implements ProjectionCacheStore {
+  constructor(private readonly store: JsonlSessionStore) {}
+
+  async get(sessionId: string): Promise<ProjectionCacheRecord | undefined> {
+    this.store.assertOpen();
+    assertSessionId(sessionId);
+    try {
+      return parseProjectionCacheRecord(await readFile(join(this.store.sessionDir(sessionId), CACHE_FILE), 'utf8'));
+    } catch (error) {
+      if (isErrno(error, 'ENOENT')) return undefined;
+      throw error;
+    }
+  }
+
+  async put(sessionId: string, record: ProjectionCacheRecord): Promise<void> {
+    this.store.assertOpen();
+    assertSessionId(sessionId);
+    const text = serializeProjectionCacheRecord(record);
+    await this.store.requireSession(sessionId);
+    const path = join(this.store.sessionDir(sessionId), CACHE_FILE);
+    const temp = `${path}.${randomUUID()}.tmp`;
+    const handle = await open(temp, 'wx', 0o600);
+    try {
+      await handle.writeFile(text, 'utf8');
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    try {
+      await rename(temp, path);
+    } catch (error) {
+      await unlink(temp).catch(() => {
+        // The temp file may already be gone; the rename error below is what matters.
+      });
+      throw error;
+    }
+  }
+}

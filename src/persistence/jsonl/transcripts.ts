@@ -1,0 +1,79 @@
+/** The JSONL backend's transcript index: entries in the session directories, pointers in `.transcripts` (store.ts describes how they stay right). */
+import { createHash } from 'node:crypto';
+import { join } from 'node:path';
+import { SessionlogError, isValidSessionId } from '../../session/index.js';
+import { type TranscriptEntry, type TranscriptIndex } from '../store.js';
+import {
+  assertTranscriptKey,
+  damagedTranscriptRecord,
+  storedTranscriptEntry,
+  transcriptPutEntry,
+} from '../transcripts.js';
+import { ensureDir, replaceFile, readIfExists, parseJsonOrUndefined } from './files.js';
+import type { JsonlSessionStore } from './store.js';
+
+/** The file name stem of (scope, digest): the hex SHA-256 of both (a scope is printable ASCII, never a newline). */
+export function transcriptKey(scope: string, digest: string): string {
+  return createHash('sha256').update(`${scope}\n${digest}`, 'utf8').digest('hex');
+}
+
+/** The session a pointer file's text names, or undefined when it is damaged. */
+export function transcriptPointerTarget(text: string): string | undefined {
+  const value = parseJsonOrUndefined(text) as { sessionId?: unknown } | null | undefined;
+  return isValidSessionId(value?.sessionId) ? value.sessionId : undefined;
+}
+
+/** The transcript index as entries in the session directories and pointers in `.transcripts` (see the top of this file). */
+export class JsonlTranscripts implements TranscriptIndex {
+  constructor(private readonly store: JsonlSessionStore) {}
+
+  async put(scope: string, digest: string, entry: TranscriptEntry): Promise<void> {
+    this.store.assertOpen();
+    const { sessionId, seq } = transcriptPutEntry(scope, digest, entry);
+    await this.store.requireLiveSession(sessionId);
+    const k = transcriptKey(scope, digest);
+    try {
+      const dir = this.store.transcriptsDir(sessionId);
+      await ensureDir(dir, this.store.sessionDir(sessionId));
+      await replaceFile(join(dir, `${k}.json`), dir, JSON.stringify({ scope, digest, seq }));
+      const pointerDir = this.store.transcriptPointerDir(k);
+      const pointer = join(pointerDir, `${k}.json`);
+      const current = await readIfExists(pointer);
+      if (current === undefined || transcriptPointerTarget(current) !== sessionId) {
+        await this.store.ensureTranscriptPointerDir(k);
+        await replaceFile(pointer, pointerDir, JSON.stringify({ sessionId }));
+      }
+    } catch (error) {
+      // An erasure under way moved the directory away: say so rather than how the write failed.
+      if (!(error instanceof SessionlogError)) await this.store.requireLiveSession(sessionId);
+      throw error;
+    }
+    try {
+      await this.store.requireLiveSession(sessionId);
+    } catch (error) {
+      // Erased after the entry landed, perhaps after the erasure took the pointers: take this one too.
+      await this.store.dropTranscriptPointer(k, sessionId);
+      throw error;
+    }
+  }
+
+  async get(scope: string, digest: string): Promise<TranscriptEntry | undefined> {
+    this.store.assertOpen();
+    assertTranscriptKey(scope, digest);
+    const k = transcriptKey(scope, digest);
+    const pointer = join(this.store.transcriptPointerDir(k), `${k}.json`);
+    const text = await readIfExists(pointer);
+    if (text === undefined) return undefined;
+    const sessionId = transcriptPointerTarget(text);
+    if (sessionId === undefined) throw damagedTranscriptRecord(pointer, 'a {sessionId} record');
+    const path = join(this.store.transcriptsDir(sessionId), `${k}.json`);
+    const entryText = await readIfExists(path);
+    // The session was erased, or the pointer was left by a put that failed.
+    if (entryText === undefined) return undefined;
+    const value = parseJsonOrUndefined(entryText) as { scope?: unknown; digest?: unknown; seq?: unknown } | undefined;
+    if (value?.scope !== scope || value.digest !== digest)
+      throw damagedTranscriptRecord(path, `the entry of this scope and digest`);
+    const found = storedTranscriptEntry(sessionId, value.seq, path);
+    return (await this.store.exists(sessionId)) ? found : undefined;
+  }
+}
