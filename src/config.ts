@@ -243,6 +243,302 @@ const envSchema = z.object({
     .optional(),
 });
 
+/** One environment variable as people read it: docs/configuration.md is generated from {@link CONFIG_VARIABLES}. */
+export type ConfigVariable = {
+  /** The section of the configuration reference it is listed in. */
+  group: string;
+  /** The value when unset, in words where it depends on other settings. */
+  default: string;
+  /** What it changes. */
+  meaning: string;
+  /** The smallest and largest value a whole-number setting takes (the schema's bounds; test/docs holds them equal). */
+  min?: number;
+  max?: number;
+};
+
+/**
+ * Every environment variable the configuration reads (the keys of the schema above: a variable
+ * added there without a row here does not compile), with its default, meaning and bounds. The
+ * configuration reference (docs/configuration.md) is generated from this table.
+ */
+export const CONFIG_VARIABLES = {
+  SESSIONLOG_STORE: {
+    group: 'Store and Temporal',
+    default: '`sqlite:./.sessionlog/sessionlog.db`',
+    meaning:
+      '`sqlite:PATH`, `jsonl:DIR`, or `postgres://user@host/db?schema=NAME` for fleets of workers on many hosts (LISTEN/NOTIFY drives live tails)',
+  },
+  TEMPORAL_ADDRESS: {
+    group: 'Store and Temporal',
+    default: 'unset: `dev` starts its own server; other commands use a running `dev`',
+    meaning: 'Temporal frontend `host:port`',
+  },
+  TEMPORAL_DEV_PORT: {
+    group: 'Store and Temporal',
+    default: '`7233`',
+    meaning: 'port `dev` starts its Temporal dev server on (`0`: a free one; a taken one falls back to a free one)',
+    min: 0,
+    max: 65535,
+  },
+  TEMPORAL_NAMESPACE: { group: 'Store and Temporal', default: '`default`', meaning: 'Temporal namespace' },
+  SESSIONLOG_TASK_QUEUE: {
+    group: 'Store and Temporal',
+    default: '`sessionlog`',
+    meaning: 'task queue of the session workflows',
+  },
+  SESSIONLOG_MODEL: {
+    group: 'Model',
+    default: '`deepseek-flash` (`fake` offline)',
+    meaning:
+      'model from the catalogue (`deepseek-flash`, `deepseek-v4-pro`, `gpt-4o`, `gpt-4.1`, …; `deepseek-chat`/`deepseek-reasoner` are aliases)',
+  },
+  DEEPSEEK_API_KEY: { group: 'Model', default: 'unset: offline model', meaning: 'DeepSeek API key' },
+  OPENAI_API_KEY: {
+    group: 'Model',
+    default: 'unset: offline model',
+    meaning: 'provider key of the endpoint `OPENAI_BASE_URL` names (wins over `DEEPSEEK_API_KEY`)',
+  },
+  OPENAI_BASE_URL: {
+    group: 'Model',
+    default: '`https://api.deepseek.com` when a key is set',
+    meaning: 'any OpenAI-compatible endpoint',
+  },
+  SESSIONLOG_SYSTEM_PROMPT: { group: 'Model', default: 'none', meaning: 'system prompt of new sessions' },
+  SESSIONLOG_THINKING: {
+    group: 'Model',
+    default: 'provider default',
+    meaning: '`enabled` / `disabled` (DeepSeek thinking mode)',
+  },
+  SESSIONLOG_REASONING_EFFORT: {
+    group: 'Model',
+    default: 'provider default',
+    meaning: 'reasoning effort sent to the model',
+  },
+  SESSIONLOG_MAX_TOKENS: {
+    group: 'Model',
+    default: 'provider default',
+    meaning: 'output tokens per model request',
+    min: 1,
+  },
+  SESSIONLOG_MODEL_TIMEOUT_MS: { group: 'Model', default: '`600000`', meaning: 'per model request', min: 1000 },
+  SESSIONLOG_MODELS: {
+    group: 'Model',
+    default: 'unset',
+    meaning:
+      'a JSON model catalogue file merged over the built-in one (`{models: {name: {contextWindow, maxOutput, tokenizer, provider, thinkingParam, reasoningContent, prices?}}, aliases: {name: {model}}}`); checked at start',
+  },
+  SESSIONLOG_UNKNOWN_MODELS: {
+    group: 'Model',
+    default: '`default`',
+    meaning:
+      'a model name an OpenAI-compatible request uses that the workers cannot run: `default` runs the default model (the answer reports it), `refuse` answers 404 `model_not_found`',
+  },
+  SESSIONLOG_PACING: {
+    group: 'Model',
+    default: '`auto`',
+    meaning:
+      'pacing of model calls under the provider\'s limits, through one bucket per provider account shared by every worker of the store: `auto` (by the limits the provider states in its `x-ratelimit-limit-requests`/`-tokens` headers; a provider that states none is not paced), `off`, or the limits as JSON `{"requestsPerMinute": 500, "tokensPerMinute": 200000, "burstMs": 500}`',
+  },
+  SESSIONLOG_RATE_LIMIT_PAUSE_MS: {
+    group: 'Model',
+    default: '`60000`',
+    meaning:
+      'a provider retry-after at least this long pauses the turn on a workflow timer (`paused: rate_limit`) instead of retrying the activity; `0`: never',
+    min: 0,
+    max: 24 * 60 * 60_000,
+  },
+  SESSIONLOG_GATEWAY_TOKEN: {
+    group: 'Gateway',
+    default: 'unset',
+    meaning:
+      'bearer token (or `x-api-key`, as the LangGraph SDK sends it), at least 16 characters; **required** when the gateway listens beyond loopback, and enforced whenever set',
+  },
+  SESSIONLOG_GATEWAY_TOKENS: {
+    group: 'Gateway',
+    default: 'unset',
+    meaning:
+      'tokens scoped to a tenant and rights, as JSON `{"<token>": {"tenant": "acme", "rights": ["read", "write", "approve", "admin"]}}` (rights default to all; tokens at least 16 characters)',
+  },
+  SESSIONLOG_WEBHOOK_SECRET: {
+    group: 'Gateway',
+    default: 'unset',
+    meaning:
+      "signs the LangGraph API's run webhooks (at least 16 characters); without it a run asking for a webhook is refused",
+  },
+  SESSIONLOG_HOST: { group: 'Gateway', default: '`127.0.0.1`', meaning: 'gateway listen address' },
+  SESSIONLOG_PORT: { group: 'Gateway', default: '`8787`', meaning: 'gateway listen port', min: 0, max: 65535 },
+  SESSIONLOG_BODY_LIMIT_BYTES: {
+    group: 'Gateway',
+    default: 'twice the message limit + 1 MiB (`17825792`)',
+    meaning: 'largest HTTP request body',
+    min: 1024,
+  },
+  SESSIONLOG_HEADERS_TIMEOUT_MS: {
+    group: 'Gateway',
+    default: '`10000`',
+    meaning: 'the request line and headers must arrive within this, else 408',
+    min: 100,
+  },
+  SESSIONLOG_BODY_TIMEOUT_MS: {
+    group: 'Gateway',
+    default: '`30000`',
+    meaning: 'once the headers are in, the whole body must arrive within this, else 408',
+    min: 100,
+  },
+  SESSIONLOG_REQUEST_TIMEOUT_MS: {
+    group: 'Gateway',
+    default: '`60000`',
+    meaning: 'headers and body together must arrive within this, else 408 (at least the headers timeout)',
+    min: 100,
+  },
+  SESSIONLOG_CONNECTION_TIMEOUT_MS: {
+    group: 'Gateway',
+    default: '`60000`',
+    meaning: "a socket idle this long before its first request's headers are in is closed",
+    min: 100,
+  },
+  SESSIONLOG_MAX_CONNECTIONS_PER_ADDRESS: {
+    group: 'Gateway',
+    default: '`256`',
+    meaning:
+      'open connections one client address may hold (gateway and operations listener); more are answered 429 and closed',
+    min: 1,
+  },
+  SESSIONLOG_MAX_WAITING_CONNECTIONS: {
+    group: 'Gateway',
+    default: '`1024`',
+    meaning: 'connections waiting on their clients; past it the longest-waiting one is closed with 408',
+    min: 1,
+  },
+  SESSIONLOG_MAX_MESSAGE_BYTES: {
+    group: 'Sessions',
+    default: '`8388608` (8 MiB)',
+    meaning:
+      'largest user message or external tool output (refused with 422 / `MESSAGE_TOO_LARGE`); it waits in the inbox, not in Temporal',
+    min: 1,
+    max: MAX_MESSAGE_BYTES_LIMIT,
+  },
+  SESSIONLOG_MAX_STEPS: {
+    group: 'Sessions',
+    default: '`8`',
+    meaning: 'model steps (tool rounds + 1) per turn',
+    min: 1,
+    max: 100,
+  },
+  SESSIONLOG_SPILL_BYTES: {
+    group: 'Sessions',
+    default: '`16384`',
+    meaning: 'tool output above this is logged as a head/tail preview + locator',
+    min: 256,
+  },
+  SESSIONLOG_CHUNK_FLUSH_MS: {
+    group: 'Sessions',
+    default: '`100`',
+    meaning: 'streamed tokens are appended to the log in batches this often (each batch is one durable commit)',
+    min: 1,
+    max: 10_000,
+  },
+  SESSIONLOG_CONTINUE_AS_NEW_TURNS: {
+    group: 'Sessions',
+    default: '`500`',
+    meaning: 'continue-as-new after this many turns even if Temporal does not suggest it',
+    min: 1,
+  },
+  SESSIONLOG_MODEL_HEARTBEAT_MS: {
+    group: 'Sessions',
+    default: '`30000`',
+    meaning:
+      'a model call whose worker stops heartbeating for this long is retried on another worker (a tunable of the sessions a client or gateway starts)',
+    min: 500,
+  },
+  SESSIONLOG_MODEL_MAX_ATTEMPTS: {
+    group: 'Sessions',
+    default: '`6`',
+    meaning: 'attempts of a retryable model failure per step, worker crashes included (a tunable, as above)',
+    min: 1,
+    max: 1000,
+  },
+  SESSIONLOG_CONTEXT_BUDGET: {
+    group: 'Sessions',
+    default: "the model's window",
+    meaning: 'tokens a request may reach before pressure handling (prune, compact) starts',
+    min: 1,
+  },
+  SESSIONLOG_APPROVAL: {
+    group: 'Approvals, budgets and tenants',
+    default: '`never`',
+    meaning:
+      "which tool calls wait for a person's approval when the tool does not say: `never`, `always` or `tools:NAME[,NAME…]`",
+  },
+  SESSIONLOG_APPROVAL_TIMEOUT_MS: {
+    group: 'Approvals, budgets and tenants',
+    default: '`86400000` (a day)',
+    meaning: 'a call unanswered this long is denied with the reason `expired`',
+    min: 1000,
+  },
+  SESSIONLOG_BUDGET_WAIT_MS: {
+    group: 'Approvals, budgets and tenants',
+    default: '`86400000` (a day)',
+    meaning:
+      "how long a turn paused on a spend cap waits for the budget to be raised before it ends with `budget_exceeded` (a budget's own `waitMs` wins)",
+    min: 0,
+    max: MAX_BUDGET_WAIT_MS,
+  },
+  SESSIONLOG_TENANT_CONCURRENCY: {
+    group: 'Approvals, budgets and tenants',
+    default: '`16`',
+    meaning: 'model steps and compactions of one tenant at once on a worker',
+    min: 1,
+    max: 10_000,
+  },
+  SESSIONLOG_TENANT_BUDGETS: {
+    group: 'Approvals, budgets and tenants',
+    default: 'unset',
+    meaning: 'the budget each tenant\'s new sessions get when their create names none, `{"<tenant>": <budget>}`',
+  },
+  SESSIONLOG_TENANT_CAPS: {
+    group: 'Approvals, budgets and tenants',
+    default: 'unset',
+    meaning:
+      'caps on what all of a tenant\'s sessions spend together, `{"<tenant>": {"costUsd": 500, "tokens": 50000000, "modelCalls": 100000, "toolCalls": 100000, "wallMs": 360000000, "waitMs": 3600000}}` (any subset)',
+  },
+  SESSIONLOG_METRICS_PORT: {
+    group: 'Operations',
+    default: 'off',
+    meaning: "`sessionlog worker`'s operations listener (`/healthz`, `/readyz`, `/metrics`); `0` picks a free port",
+    min: 0,
+    max: 65535,
+  },
+  SESSIONLOG_METRICS_HOST: {
+    group: 'Operations',
+    default: '`127.0.0.1`',
+    meaning: "address of the worker's operations listener",
+  },
+  SESSIONLOG_SHUTDOWN_GRACE_MS: {
+    group: 'Operations',
+    default: '`10000`',
+    meaning:
+      'a worker told to stop (SIGTERM) lets running activities finish this long, then hands them back to Temporal',
+    min: 0,
+    max: 3_600_000,
+  },
+  SESSIONLOG_LOG_LEVEL: {
+    group: 'Operations',
+    default: '`info`',
+    meaning: '`trace`, `debug`, `info`, `warn`, `error`, `fatal` or `silent` (JSON lines; readable in `dev`)',
+  },
+  OTEL_EXPORTER_OTLP_ENDPOINT: {
+    group: 'Operations',
+    default: 'unset (no tracing)',
+    meaning: 'OTLP/HTTP trace collector, e.g. `http://127.0.0.1:4318`',
+  },
+  SESSIONLOG_TRACE_CONTENT: {
+    group: 'Operations',
+    default: '`false`',
+    meaning: '`true` records prompt and reply text in model spans',
+  },
+} as const satisfies Record<keyof z.input<typeof envSchema>, ConfigVariable>;
+
 /** Resolves configuration from `env` (default `process.env`) plus explicit overrides (CLI flags). */
 export function resolveConfig(
   env: Record<string, string | undefined> = process.env,

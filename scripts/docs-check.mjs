@@ -1,0 +1,148 @@
+#!/usr/bin/env node
+/**
+ * The documentation cannot drift from the code (`npm run check:docs`, part of `npm run verify`):
+ *
+ * - **links**: every relative link of README.md, BENCHMARKS.md and docs/*.md names a file or
+ *   folder that exists, and its `#anchor` a heading (or `<a id>`) of the Markdown file it names;
+ * - **code**: every ```ts block compiles, each as a module of its own, against the package's
+ *   public exports (`import … from 'sessionlog'` is src/index.ts) and the project's dependencies,
+ *   with the project's compiler settings; a block uses `declare const` for what it assumes;
+ * - **generated**: the configuration table, the HTTP reference and the TypeScript API reference
+ *   equal what `scripts/docs-generate.mjs` makes from the code (and every public export has a doc
+ *   comment), and the performance tables equal bench/results.json (`scripts/bench-summary.mjs`).
+ *
+ * Usage: node scripts/docs-check.mjs [links|code|generated]…   (none: all three)
+ * Each problem is printed as `file:line: what is wrong`; exit 1 when there is any.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import process from 'node:process';
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
+import { anchorsOf, documentPaths, linksOf, parseMarkdown, readText } from './docs-markdown.mjs';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** README.md, BENCHMARKS.md and every Markdown file under docs/ of `root` (paths relative to it). */
+export function documentsOf(root) {
+  const docs = existsSync(join(root, 'docs')) ? readdirSync(join(root, 'docs')).map((name) => `docs/${name}`) : [];
+  return documentPaths(docs).filter((path) => existsSync(join(root, path)));
+}
+
+/** Problems of the relative links of `documents` (paths relative to `root`). */
+export function checkLinks(root, documents) {
+  const problems = [];
+  const anchorCache = new Map();
+  const anchors = (file) => {
+    if (!anchorCache.has(file)) anchorCache.set(file, anchorsOf(readText(file)));
+    return anchorCache.get(file);
+  };
+  for (const document of documents) {
+    const path = join(root, document);
+    for (const { line, target } of linksOf(readText(path))) {
+      if (/^[a-z][a-z0-9+.-]*:/i.test(target) || target.startsWith('//')) continue; // https:, mailto:, …
+      const [file, anchor] = target.split('#', 2);
+      const destination = file === '' ? path : resolve(dirname(path), decodeURIComponent(file));
+      if (file !== '' && !existsSync(destination)) {
+        problems.push(`${document}:${line}: link to ${target}: ${relative(root, destination)} does not exist`);
+        continue;
+      }
+      if (anchor === undefined || anchor === '') continue;
+      if (!destination.endsWith('.md') || statSync(destination).isDirectory()) continue; // line anchors of code files
+      if (!anchors(destination).has(decodeURIComponent(anchor)))
+        problems.push(
+          `${document}:${line}: link to ${target}: ${relative(root, destination)} has no heading whose anchor is #${anchor}`,
+        );
+    }
+  }
+  return problems;
+}
+
+/** The compiler settings of the project (tsconfig.json) with `sessionlog` mapped to src/index.ts. */
+function compilerOptions(root) {
+  const configPath = join(root, 'tsconfig.json');
+  const { config } = ts.readConfigFile(configPath, ts.sys.readFile);
+  const { options } = ts.parseJsonConfigFileContent(config, ts.sys, root);
+  return {
+    ...options,
+    noEmit: true,
+    declaration: false,
+    sourceMap: false,
+    noUnusedLocals: false,
+    baseUrl: root,
+    paths: { sessionlog: [join(root, 'src/index.ts')] },
+  };
+}
+
+const TS_LANGS = new Set(['ts', 'typescript']);
+
+/**
+ * Problems of the TypeScript blocks of `documents`: each ```ts block is written to
+ * `.tmp/docs-code/` under `root` as a module and typechecked; an error is reported at its line in
+ * the document. Blocks of other languages (```tsx for React components, ```bash, …) are not compiled.
+ */
+export function checkCode(root, documents, { codeRoot = ROOT } = {}) {
+  const dir = join(codeRoot, '.tmp', `docs-code-${process.pid}`);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  const files = new Map(); // file → { document, line }
+  for (const document of documents) {
+    const { blocks } = parseMarkdown(readText(join(root, document)));
+    for (const block of blocks) {
+      if (!TS_LANGS.has(block.lang)) continue;
+      const file = join(dir, `${document.replace(/[^A-Za-z0-9]+/g, '_')}_${block.line}.ts`);
+      writeFileSync(file, `${block.code}\nexport {};\n`);
+      files.set(file, { document, line: block.line });
+    }
+  }
+  const problems = [];
+  try {
+    if (files.size === 0) return problems;
+    const program = ts.createProgram([...files.keys()], compilerOptions(codeRoot));
+    for (const [file, where] of files) {
+      const source = program.getSourceFile(file);
+      const diagnostics = [...program.getSyntacticDiagnostics(source), ...program.getSemanticDiagnostics(source)];
+      for (const diagnostic of diagnostics) {
+        const { line } =
+          diagnostic.start === undefined ? { line: 0 } : source.getLineAndCharacterOfPosition(diagnostic.start);
+        const message = ts.flattenDiagnosticMessageText(diagnostic.messageText, ' ');
+        problems.push(`${where.document}:${where.line + 1 + line}: TS${diagnostic.code} ${message}`);
+      }
+    }
+    return problems;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Problems of the generated parts: scripts/docs-generate.mjs --check and scripts/bench-summary.mjs --check. */
+export function checkGenerated(root) {
+  const problems = [];
+  for (const script of ['scripts/docs-generate.mjs', 'scripts/bench-summary.mjs']) {
+    const result = spawnSync(process.execPath, [join(root, script), '--check'], { cwd: root, encoding: 'utf8' });
+    if (result.status !== 0) problems.push(`${script}: ${(result.stderr || result.stdout).trim()}`);
+  }
+  return problems;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const asked = process.argv.slice(2);
+  const which = asked.length > 0 ? asked : ['links', 'code', 'generated'];
+  const unknown = which.filter((name) => !['links', 'code', 'generated'].includes(name));
+  if (unknown.length > 0) {
+    console.error(`docs-check: unknown check ${unknown.join(', ')}; use links, code or generated`);
+    process.exit(2);
+  }
+  const documents = documentsOf(ROOT);
+  const problems = [];
+  if (which.includes('links')) problems.push(...checkLinks(ROOT, documents));
+  if (which.includes('code')) problems.push(...checkCode(ROOT, documents));
+  if (which.includes('generated')) problems.push(...checkGenerated(ROOT));
+  for (const problem of problems) console.error(problem);
+  if (problems.length > 0) {
+    console.error(`docs-check: ${problems.length} problem${problems.length === 1 ? '' : 's'} in the documentation`);
+    process.exit(1);
+  }
+  console.log(`docs-check: ${which.join(', ')}: ${documents.length} documents agree with the code`);
+}
