@@ -158,18 +158,6 @@ const API_CROSS_IMPORTS = [
   // The AI SDK reconciles its client's transcript with the log through the OpenAI API's code.
   'ai-sdk/routes.ts -> openai/reconcile.ts',
   'ai-sdk/ui-messages.ts -> openai/transcript.ts',
-  // The fold of a turn's log events into a stream, output items and ids (the turn stream to be).
-  'ai-sdk/routes.ts -> openai/stream.ts',
-  'ai-sdk/ui-fold.ts -> openai/stream.ts',
-  'ai-sdk/ui-fold.ts -> openai/ids.ts',
-  'ai-sdk/ui-fold.ts -> openai/output-items.ts',
-  'ai-sdk/ui-fold.ts -> openai/response-fold.ts',
-  'langgraph/routes.ts -> openai/stream.ts',
-  'langgraph/run-fold.ts -> openai/stream.ts',
-  'langgraph/run-fold.ts -> openai/ids.ts',
-  'langgraph/run-fold.ts -> openai/output-items.ts',
-  'langgraph/messages.ts -> openai/ids.ts',
-  'langgraph/messages.ts -> openai/output-items.ts',
   // LangGraph's errors extend the OpenAI API's error class.
   'langgraph/errors.ts -> openai/errors.ts',
 ];

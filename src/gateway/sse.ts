@@ -8,7 +8,7 @@ import { once } from 'node:events';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { SessionClient } from '../client/session-client.js';
 import { isEventOfType, type SessionEvent, type StoredEvent } from '../session/index.js';
-import { chunkAttemptOf } from './openai/output-items.js';
+import { chunkAttemptOf } from './turn-stream/output-items.js';
 import { GatewayError, toErrorResponse } from './errors.js';
 
 /** Open streams, so the gateway can end them all when it closes. */

@@ -20,7 +20,7 @@ import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SessionClient } from '../../src/client/session-client.js';
 import { startGateway, type RunningGateway } from '../../src/gateway/index.js';
-import { chunkAttemptOf } from '../../src/gateway/openai/output-items.js';
+import { chunkAttemptOf } from '../../src/gateway/turn-stream/output-items.js';
 import { startFakeModelServer, type FakeModelServer } from '../../src/model/fake-server.js';
 import { openStore } from '../../src/persistence/open.js';
 import type { SessionStore } from '../../src/persistence/store.js';

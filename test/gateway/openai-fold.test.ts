@@ -8,7 +8,8 @@
 import fc from 'fast-check';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
-import { encodeResponseId, itemTag, messageItemId, type ResponseAnchor } from '../../src/gateway/openai/ids.js';
+import { encodeResponseId, type ResponseAnchor } from '../../src/gateway/openai/ids.js';
+import { itemTag, messageItemId } from '../../src/gateway/turn-stream/ids.js';
 import { conversationItems } from '../../src/gateway/openai/items.js';
 import { ResponseTracker } from '../../src/gateway/openai/response-fold.js';
 import { stepOps } from '../../src/engine/ops.js';

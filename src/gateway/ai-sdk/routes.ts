@@ -20,7 +20,7 @@ import { TurnFold, isEventOfType, type StoredEvent } from '../../session/index.j
 import { defineRoute, noParams, noQuery, STREAMED, type RouteContext, type RouteSpec } from '../route-table.js';
 import { OpenAiError, toOpenAiErrorResponse } from '../openai/errors.js';
 import { callerScope, reconcile, recordTranscriptEnd, retryOf } from '../openai/reconcile.js';
-import { followResponse } from '../openai/stream.js';
+import { followResponse } from '../turn-stream/follow.js';
 import { hijackEventStream } from '../sse.js';
 import { SESSION_ID_RULE } from '../wire.js';
 import { SESSION_ID_PATTERN } from '../../session/index.js';

@@ -3,7 +3,7 @@
  * chunks `useChat`'s `DefaultChatTransport` reads (`start`, `start-step`, text and reasoning
  * parts, tool input and output parts, tool approval requests, `finish-step`, `finish` with the
  * usage as message metadata, errors as `error` parts). The model's text comes through the
- * Responses API's assembler (openai/output-items.ts), so a model call retried mid-stream never
+ * turn stream's output assembler (turn-stream/output-items.ts), so a model call retried mid-stream never
  * sends text twice. Tools the worker runs are `providerExecuted` parts (their output comes from
  * the server; a resent message's such parts are not the caller's); tools the caller runs
  * (external tools) end the stream with their input, as approvals do, and the next request
@@ -17,10 +17,10 @@ import {
   type TokenUsage,
   type TurnEndReason,
 } from '../../session/index.js';
-import { itemTag } from '../openai/ids.js';
-import { OutputAssembler, type UnsequencedEvent } from '../openai/output-items.js';
-import { addTokenUsage } from '../openai/response-fold.js';
-import type { AnswerFold } from '../openai/stream.js';
+import type { AnswerFold } from '../turn-stream/follow.js';
+import { itemTag } from '../turn-stream/ids.js';
+import { OutputAssembler, type UnsequencedEvent } from '../turn-stream/output-items.js';
+import { addTokenUsage } from '../turn-stream/usage.js';
 import { MessageAnchor } from '../answer-anchor.js';
 
 /** One chunk of the UI message stream (`data: <chunk JSON>`). */

@@ -16,8 +16,8 @@ import {
   type StoredEvent,
   type TokenUsage,
 } from '../../session/index.js';
-import { itemTag, messageItemId } from '../openai/ids.js';
-import { OutputAssembler } from '../openai/output-items.js';
+import { itemTag, messageItemId } from '../turn-stream/ids.js';
+import { OutputAssembler } from '../turn-stream/output-items.js';
 import { unsupported } from './errors.js';
 
 /** A message as LangChain serialises it in LangGraph state (`BaseMessage` as a dict). */

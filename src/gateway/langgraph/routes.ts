@@ -24,7 +24,7 @@ import {
   type SessionHeader,
   type StoredEvent,
 } from '../../session/index.js';
-import { followResponse } from '../openai/stream.js';
+import { followResponse } from '../turn-stream/follow.js';
 import { defineRoute, noParams, noQuery, STREAMED, type RouteContext, type RouteSpec } from '../route-table.js';
 import { hijackEventStream } from '../sse.js';
 import { LangGraphError, notFound, toLangGraphErrorResponse, unsupported } from './errors.js';

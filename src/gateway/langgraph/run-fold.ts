@@ -23,9 +23,9 @@ import {
   type StoredEvent,
   type TurnEndReason,
 } from '../../session/index.js';
-import { itemTag } from '../openai/ids.js';
-import { OutputAssembler, type UnsequencedEvent } from '../openai/output-items.js';
-import type { AnswerFold } from '../openai/stream.js';
+import type { AnswerFold } from '../turn-stream/follow.js';
+import { itemTag } from '../turn-stream/ids.js';
+import { OutputAssembler, type UnsequencedEvent } from '../turn-stream/output-items.js';
 import { MessageAnchor } from '../answer-anchor.js';
 import { aiMessage, aiMessageId, argsOf, stateMessageOf, usageMetadataOf, type LangChainMessage } from './messages.js';
 

@@ -27,7 +27,7 @@ import {
 } from './reconcile.js';
 import { ResponseTracker } from './response-fold.js';
 import { hijackEventStream } from '../sse.js';
-import { followResponse } from './stream.js';
+import { followResponse } from '../turn-stream/follow.js';
 import { loggedTranscript, type Transcript, type TranscriptMessage } from './transcript.js';
 
 // ---- the request ------------------------------------------------------------------------------

@@ -8,8 +8,8 @@
  */
 import type { ConversationItem } from 'openai/resources/conversations/items';
 import { foldSurfaceView, isKnownEvent, type ContentBlock, type StoredEvent } from '../../session/index.js';
-import { functionCallItemId, itemTag, messageItemId, reasoningItemId } from './ids.js';
-import { OutputAssembler } from './output-items.js';
+import { functionCallItemId, itemTag, messageItemId, reasoningItemId } from '../turn-stream/ids.js';
+import { OutputAssembler } from '../turn-stream/output-items.js';
 
 function textOf(blocks: readonly ContentBlock[], type: 'text' | 'reasoning'): string {
   let out = '';

@@ -35,8 +35,10 @@ import {
   type TokenUsage,
   type TurnEndReason,
 } from '../../session/index.js';
-import { itemTag, type ResponseAnchor } from './ids.js';
-import { OutputAssembler, type UnsequencedEvent } from './output-items.js';
+import type { ResponseAnchor } from './ids.js';
+import { itemTag } from '../turn-stream/ids.js';
+import { OutputAssembler, type UnsequencedEvent } from '../turn-stream/output-items.js';
+import { addTokenUsage } from '../turn-stream/usage.js';
 
 export type ResponseFoldContext = {
   responseId: string;
@@ -350,15 +352,4 @@ export class ResponseTracker {
   private addUsage(usage: TokenUsage): void {
     this.usage = addTokenUsage(this.usage, usage);
   }
-}
-
-/** `total` with `usage` added to each bucket (a new total when there is none yet). */
-export function addTokenUsage(total: TokenUsage | undefined, usage: TokenUsage): TokenUsage {
-  const sum: TokenUsage = total ?? { inputTokens: 0, outputTokens: 0 };
-  sum.inputTokens += usage.inputTokens;
-  sum.outputTokens += usage.outputTokens;
-  if (usage.cacheReadTokens !== undefined) sum.cacheReadTokens = (sum.cacheReadTokens ?? 0) + usage.cacheReadTokens;
-  if (usage.cacheWriteTokens !== undefined) sum.cacheWriteTokens = (sum.cacheWriteTokens ?? 0) + usage.cacheWriteTokens;
-  if (usage.reasoningTokens !== undefined) sum.reasoningTokens = (sum.reasoningTokens ?? 0) + usage.reasoningTokens;
-  return sum;
 }

@@ -8,7 +8,7 @@
  */
 import type { RouteContext } from '../route-table.js';
 import { invalidRequest } from './errors.js';
-import { decodeItemId } from './ids.js';
+import { decodeItemId } from '../turn-stream/ids.js';
 import type { ConversationItem } from 'openai/resources/conversations/items';
 import { conversationItems } from './items.js';
 import { contentText, type InputItem } from './schemas.js';

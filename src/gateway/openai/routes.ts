@@ -80,7 +80,8 @@ import {
   type FunctionTool,
   type InputItem,
 } from './schemas.js';
-import { feedLive, followUntilDone, streamResponseEvents } from './stream.js';
+import { feedLive } from '../turn-stream/follow.js';
+import { followUntilDone, streamResponseEvents } from './stream.js';
 
 /** Prefix of every route of this API. */
 export const OPENAI_PREFIX = '/openai/v1';
