@@ -41,6 +41,10 @@ import {
 
 export { ConfigError };
 
+/**
+ * The model part of the configuration: which model, at which endpoint with which key, and its
+ * request settings.
+ */
 export type ModelSettings = {
   /** Model name from the catalogue (e.g. deepseek-flash) or `fake` for the offline model. */
   name: string;
@@ -57,6 +61,10 @@ export type ModelSettings = {
   timeoutMs: number;
 };
 
+/**
+ * The whole configuration, validated: every environment variable (`CONFIG_VARIABLES`) and CLI flag
+ * resolved to a value, from `resolveConfig`.
+ */
 export type Config = {
   store: string;
   temporalAddress: string | undefined;

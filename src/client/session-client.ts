@@ -113,6 +113,11 @@ import { eraseWorkflows, type TemporalEraseReceipt } from './erase.js';
 import { SessionPayloadCodec } from './session-codec.js';
 import { WatchHub } from './watch-hub.js';
 
+/**
+ * What a `SessionClient` is built over: a connected Temporal client, the store the workers write
+ * to, and the defaults of the sessions it starts (`SessionClient.connect` fills in the Temporal
+ * client from an address).
+ */
 export type SessionClientOptions = {
   /** A connected Temporal client. */
   temporal: Client;

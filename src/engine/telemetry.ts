@@ -66,6 +66,11 @@ export interface ToolCallObserver {
   end(result: { isError: boolean; errorCode?: string; failed?: boolean }): void;
 }
 
+/**
+ * What the turn engine reports to an observer as it runs (model calls, tool runs, appends, turns):
+ * `startTelemetry(…).engine` implements it for `createWorker({ telemetry })`. An observer must
+ * never throw.
+ */
 export interface EngineTelemetry {
   modelCall(call: ModelCallInfo): ModelCallObserver;
   toolCall(call: ToolCallInfo): ToolCallObserver;

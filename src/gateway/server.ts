@@ -53,6 +53,10 @@ export type GatewayTelemetry = RequestTracer & {
   crossTenant?(tenant: string): void;
 };
 
+/**
+ * What a gateway serves and how: the client its routes use, its tokens, listen address, body limit,
+ * timeouts and telemetry.
+ */
 export type GatewayOptions = {
   /** Every request reaches sessions through this client (its store serves the reads). */
   client: SessionClient;
@@ -490,8 +494,10 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
   return app;
 }
 
+/** `GatewayOptions` and the port to listen on (0: a free one). */
 export type StartGatewayOptions = GatewayOptions & { port: number };
 
+/** A listening gateway: its URL, the fastify instance, and `close()`, which stops it. */
 export type RunningGateway = { url: string; app: FastifyInstance; close(): Promise<void> };
 
 /** Creates the gateway and listens on `host:port` (port 0 picks a free one). */

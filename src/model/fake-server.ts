@@ -74,6 +74,10 @@ export type FakeModelConfig = {
   rateLimit: { requestsPerMinute: number; tokensPerMinute?: number; burstMs?: number; stateLimits?: boolean } | null;
 };
 
+/**
+ * How the offline model server answers (its script, latency, usage) and where it listens (default a
+ * free port on 127.0.0.1).
+ */
 export type FakeModelServerOptions = Partial<FakeModelConfig> & {
   /** Default 127.0.0.1. */
   host?: string;

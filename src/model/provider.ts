@@ -16,6 +16,10 @@ import { buildChatRequest } from './request.js';
 import { DEFAULT_COALESCE, streamCompletion } from './stream.js';
 import type { CoalesceOptions } from './stream.js';
 
+/**
+ * One model call: the derived history, the request header (model, system prompt, tools, limits),
+ * and how to stream and abort it.
+ */
 export type ModelRequest = {
   /** The derived model-visible history (from the log). */
   messages: readonly Message[];
@@ -33,6 +37,7 @@ export type ModelRequest = {
   holdLastChunks?: boolean;
 };
 
+/** A model's reply: its blocks, finish reason, usage, the provider and model that answered, and whether it was aborted. */
 export type ModelReply = {
   /** The reply's blocks; when `aborted`, what had streamed before the signal aborted. */
   content: ContentBlock[];
@@ -101,6 +106,10 @@ export function replyCost(
   return prices ? costOf(usage, prices) : undefined;
 }
 
+/**
+ * An OpenAI-compatible endpoint for `createOpenAIProvider`: base URL, key, provider name, timeouts
+ * and how streamed deltas are coalesced.
+ */
 export type OpenAIProviderConfig = {
   /** e.g. `https://api.deepseek.com` or a fake server's `…/v1`. */
   baseURL: string;

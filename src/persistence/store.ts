@@ -101,6 +101,10 @@ export function resolveStoreOptions(options: StoreOptions = {}): ResolvedStoreOp
   };
 }
 
+/**
+ * How a batch is appended: the seq it must start at and its idempotency key (`op`), so a retried
+ * append writes nothing twice and a second writer gets `SEQ_CONFLICT`.
+ */
 export type AppendOptions = {
   /** The seq the batch must start at (the stored next seq). A mismatch is SEQ_CONFLICT. */
   expectedSeq: number;
@@ -113,6 +117,7 @@ export type AppendOptions = {
   delivered?: readonly string[];
 };
 
+/** The seqs an appended batch got, and whether it had been stored before (`replayed`). */
 export type AppendResult = {
   firstSeq: number;
   lastSeq: number;
@@ -120,6 +125,10 @@ export type AppendResult = {
   replayed: boolean;
 };
 
+/**
+ * A session's header and events as `SessionStore.load` read them, with what crash repair appended
+ * and what a JSONL torn final write dropped.
+ */
 export type LoadedSession = {
   header: SessionHeader;
   events: StoredEvent[];
@@ -143,6 +152,7 @@ export type AnchoredRead = {
   anchor: PrefixAnchor;
 };
 
+/** Options of `SessionStore.watch`: `signal` ends the live tail. */
 export type WatchOptions = { signal?: AbortSignal };
 
 /** The first thing wrong with a stored log, found by a scan. */
@@ -203,6 +213,11 @@ export type StoreEraseReceipt = {
   notes: string[];
 };
 
+/**
+ * A session store: the append-only logs of sessions and everything kept beside them (artifacts,
+ * projection checkpoints, the inbox, session keys, pacing and spend). Three backends (SQLite,
+ * JSONL, PostgreSQL) behind one interface and one conformance suite; `openStore(url)` opens one.
+ */
 export interface SessionStore {
   readonly kind: 'sqlite' | 'jsonl' | 'postgres';
   /**

@@ -7,6 +7,11 @@
 /** How a derived message counts in the breakdown. */
 export type ContextMessageKind = 'user' | 'assistant' | 'tool-result' | 'summary';
 
+/**
+ * What the session's next model request costs, by kind (system, tools, user, assistant, tool
+ * results, summaries) and per message, against the budget and the window, and where compaction
+ * would run (`GET /v1/sessions/:id/context`).
+ */
 export type ContextReport = {
   sessionId: string;
   /** The log head the report was measured at (the last seq, -1 for an empty log). */

@@ -92,6 +92,10 @@ export const CALLER_VISIBLE_CODES = codesWhere((spec) => spec.class !== 'interna
 /** Codes that say a session's log is gone or unreadable: listings across sessions skip it. */
 export const UNREADABLE_LOG_CODES = codesWhere((spec) => spec.unreadableLog === true);
 
+/**
+ * An error with a code from the one error table (`SESSION_ERRORS`): the code says what happened
+ * and, through the table, its class and HTTP status.
+ */
 export class SessionlogError extends Error {
   constructor(
     readonly code: SessionErrorCode,
@@ -103,6 +107,7 @@ export class SessionlogError extends Error {
   }
 }
 
+/** Whether `error` is a `SessionlogError`, and, given a `code`, one with that code. */
 export function isSessionlogError(error: unknown, code?: SessionErrorCode): error is SessionlogError {
   return error instanceof SessionlogError && (code === undefined || error.code === code);
 }

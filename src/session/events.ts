@@ -19,6 +19,10 @@ export type ExternalResult = { locator: string; bytes: number; isError: boolean 
 
 export type SurfaceOp = 'append' | { op: 'replace'; start: number; end: number };
 
+/**
+ * Why a turn ended, as its `turn/end` event logs it: completed, aborted, failed (with its error's
+ * code and message), cut at the step or token limit, or interrupted by a crash.
+ */
 export type TurnEndReason =
   | { kind: 'completed' }
   | { kind: 'aborted'; reason: { kind: 'user' | 'disposed' } }
@@ -211,6 +215,10 @@ export interface EventDataMap {
   };
 }
 
+/**
+ * The type of every event the vocabulary knows (`turn/start`, `assistant/chunk`, `tool/call`, …):
+ * the keys of `EventDataMap`.
+ */
 export type KnownEventType = keyof EventDataMap;
 export const KNOWN_EVENT_TYPES: ReadonlySet<string> = new Set<KnownEventType>([
   'turn/start',
@@ -337,6 +345,10 @@ export function isKnownEvent(event: StoredEvent): event is SessionEvent {
   return KNOWN_EVENT_TYPES.has(event.type);
 }
 
+/**
+ * Narrows a stored event to one type, so its `data` has that type's shape: `isEventOfType(event,
+ * 'assistant/chunk')`.
+ */
 export function isEventOfType<K extends KnownEventType>(
   event: StoredEvent | SessionEvent<K>,
   type: K,

@@ -4,15 +4,26 @@
  */
 import type { JsonValue } from './json.js';
 
+/** Text in a message. */
 export type TextBlock = { type: 'text'; text: string };
+/** The model's reasoning, as a provider returns it (DeepSeek thinking mode). */
 export type ReasoningBlock = { type: 'reasoning'; text: string };
+/**
+ * A tool call in an assistant message: the call's id, the tool's name and its arguments as the
+ * model wrote them (JSON text).
+ */
 export type ToolCallBlock = { type: 'tool-call'; id: string; name: string; arguments: string };
+/**
+ * The result of a tool call, naming the call it answers; `isError` when the tool failed or the call
+ * was refused.
+ */
 export type ToolResultBlock = {
   type: 'tool-result';
   toolCallId: string;
   content: ContentBlock[];
   isError?: true;
 };
+/** A block of a message's content: text, reasoning, a tool call or a tool result. */
 export type ContentBlock = TextBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock;
 
 export type UserSource =
@@ -22,14 +33,27 @@ export type ModelSource = { kind: 'model'; provider: string; model: string; repl
 export type CallerSource = { kind: 'caller' };
 export type ToolSource = { kind: 'tool'; callId: string };
 
+/** A message of the user (or of a plugin speaking as the user), as the derived history carries it. */
 export type UserMessage = { id: string; role: 'user'; content: ContentBlock[]; source: UserSource };
+/**
+ * A reply of the model (or caller-supplied assistant history), with the model that wrote it and the
+ * reply's usage.
+ */
 export type AssistantMessage = {
   id: string;
   role: 'assistant';
   content: ContentBlock[];
   source: ModelSource | CallerSource;
 };
+/**
+ * A tool result as the derived history carries it: one result block, sent to the model in the user
+ * role.
+ */
 export type ToolResultMessage = { id: string; role: 'user'; content: [ToolResultBlock]; source: ToolSource };
+/**
+ * A message of the derived history, the messages a model request carries: user, assistant or tool
+ * result.
+ */
 export type Message = UserMessage | AssistantMessage | ToolResultMessage;
 
 /** Disjoint token buckets reported by a provider. `reasoningTokens` is a subset of output. */
@@ -47,6 +71,7 @@ export type StreamChunk =
   | { kind: 'reasoning-delta'; text: string }
   | { kind: 'tool-call-delta'; index: number; id?: string; name?: string; argumentsDelta: string };
 
+/** The text of a message's blocks, joined (reasoning, tool calls and results left out). */
 export function textOf(blocks: readonly ContentBlock[]): string {
   let out = '';
   for (const block of blocks) if (block.type === 'text') out += block.text;

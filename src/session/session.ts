@@ -68,6 +68,11 @@ export function buildEvent(input: NewEvent, seq: number, op: string | undefined)
  */
 export type CompactionStall = { seq: number; budget: number; tokensAfter: number; reason: string };
 
+/**
+ * One session's log in memory: validated, append-only, with its surface fold and the derived
+ * history (`deriveMessages()`) cached incrementally. Pure: time comes from the caller, nothing here
+ * does I/O.
+ */
 export class Session {
   readonly header: SessionHeader;
   private readonly log: StoredEvent[] = [];

@@ -18,6 +18,11 @@ export { SessionlogMetrics } from './metrics.js';
 export { createLogger, scrubSecrets, temporalLogger, LOG_LEVELS, type LogLevelSetting } from './logging.js';
 export type { Tracing } from './tracing.js';
 
+/**
+ * What `startTelemetry` is started from: the service name, log level and format, and the OTLP
+ * endpoint and content capture of tracing (`SESSIONLOG_LOG_LEVEL`, `OTEL_EXPORTER_OTLP_ENDPOINT`,
+ * `SESSIONLOG_TRACE_CONTENT`).
+ */
 export type TelemetrySettings = {
   /** `service.name` of spans and the `name` of log lines: `sessionlog-worker`, `sessionlog-gateway`, `sessionlog-dev`. */
   serviceName: string;
@@ -29,6 +34,10 @@ export type TelemetrySettings = {
   captureContent: boolean;
 };
 
+/**
+ * Replacements for `startTelemetry`'s destinations (the log stream, the span exporter) and its
+ * optional parts, for tests and benchmarks.
+ */
 export type TelemetryOptions = {
   /** Replaces the log destination (tests). */
   logDestination?: Parameters<typeof createLogger>[0]['destination'];
@@ -57,6 +66,11 @@ export type RequestSpan = { setTurn(turn: number): void; setStatus(status: numbe
 
 const NO_SPAN: RequestSpan = { setTurn() {}, setStatus() {} };
 
+/**
+ * A process's operations telemetry, from `startTelemetry`: its logger, Prometheus metrics and
+ * tracing, the observer to give the worker (`engine`) and the gateway (`gateway`), the Temporal
+ * runtime's installation and `/metrics`.
+ */
 export type Telemetry = {
   readonly logger: Logger;
   readonly metrics: SessionlogMetrics;

@@ -22,6 +22,10 @@ const readArtifactArgs = z.object({
   limit: z.number().int().positive().max(200_000).default(20_000),
 });
 
+/**
+ * `read_artifact`: pages through a stored artifact (a spilled tool output or message) by its
+ * locator, only within the calling session.
+ */
 export const readArtifactTool: Tool = {
   name: 'read_artifact',
   description:
@@ -101,6 +105,7 @@ export function evaluateArithmetic(expression: string): number {
   return value;
 }
 
+/** `calculator`: evaluates an arithmetic expression (an example tool). */
 export const calculatorTool: Tool = {
   name: 'calculator',
   description: 'Evaluate an arithmetic expression with + - * / % ^ and parentheses.',
@@ -120,6 +125,7 @@ export const calculatorTool: Tool = {
 
 const wordCountArgs = z.object({ text: z.string() });
 
+/** `word_count`: counts the words, lines and characters of a text (an example tool). */
 export const wordCountTool: Tool = {
   name: 'word_count',
   description: 'Count the words, lines and characters of a text.',
@@ -209,6 +215,10 @@ export const readHistoryTool: Tool = {
  */
 export const DEFAULT_AGENT_TOOLS: readonly string[] = [readArtifactTool.name, calculatorTool.name, wordCountTool.name];
 
+/**
+ * The built-in tools: `read_artifact`, `calculator`, `word_count`, and the recall tools
+ * `search_history` and `read_history`; the default of `createWorker({ tools })`.
+ */
 export const BUILTIN_TOOLS: readonly Tool[] = [
   readArtifactTool,
   calculatorTool,

@@ -36,6 +36,7 @@ export type ToolContext = {
   signal: AbortSignal;
 };
 
+/** What a tool returns: its text, and `isError` when the model should read it as a failure. */
 export type ToolOutput = { text: string; isError?: boolean };
 
 /**
@@ -62,6 +63,10 @@ export type RunnableTool = ToolBase & {
 /** A tool the caller runs (a browser, a backend service): the turn waits for its posted result. */
 export type ExternalTool = ToolBase & { external: true; run?: never };
 
+/**
+ * A tool the model may call: run by the worker (`run`), or by the caller (`external: true`,
+ * answered with `SessionClient.submitToolResult`).
+ */
 export type Tool = RunnableTool | ExternalTool;
 
 /** Bad arguments from the model: reported back to the model as an error result, not retried. */
@@ -73,6 +78,10 @@ export class ToolInputError extends Error {
   }
 }
 
+/**
+ * The tools a worker offers, by name (`createWorker({ tools })`); a session's agent picks which of
+ * them it uses.
+ */
 export class ToolRegistry {
   private readonly tools = new Map<string, Tool>();
 

@@ -16,8 +16,16 @@ export type SendResult = { turn: number; replySeq: number | null; outcome: TurnO
 
 export type { TurnOutcome };
 
+/**
+ * What a compaction did: its id, the seqs its summary shadows, and the request's tokens before and
+ * after.
+ */
 export type CompactResult = { compactionId: string; shadowedSeqs: number[]; tokensBefore: number; tokensAfter: number };
 
+/**
+ * What a session's workflow is doing now, as its status reports it (`idle`, a turn's `model` or
+ * `tools` step, `waiting` for an answer, `paused`, …).
+ */
 export type SessionPhase =
   | 'starting'
   | 'idle'
@@ -82,8 +90,13 @@ export type ToolResultInput = {
   by?: string;
 };
 
+/** The answer to an external tool's result: accepted for the call it names. */
 export type ToolResultAck = { callId: string; accepted: true };
 
+/**
+ * A session's live status from its workflow: head seq, turn, phase, why a turn is paused, counts
+ * and the last error (`SessionClient.status`, `GET /v1/sessions/:id`).
+ */
 export type SessionStatus = {
   sessionId: string;
   headSeq: number;
@@ -140,6 +153,10 @@ export type SessionTunables = {
   tenantRecheckMs: number;
 };
 
+/**
+ * The defaults of the tunables each session carries (steps per turn, message size, continue-as-new,
+ * approval and budget waits, the model activity's heartbeat and attempts).
+ */
 export const DEFAULT_TUNABLES: SessionTunables = {
   maxStepsPerTurn: 8,
   maxMessageBytes: 8 * 1024 * 1024,
@@ -210,6 +227,7 @@ export const MAX_TOOLS_JSON = 300 * 1024;
 export const MAX_MESSAGE_BYTES_LIMIT = 32 * 1024 * 1024;
 
 export const SESSION_WORKFLOW_TYPE = 'sessionWorkflow';
+/** The task queue session workflows run on unless configured (`SESSIONLOG_TASK_QUEUE`). */
 export const DEFAULT_TASK_QUEUE = 'sessionlog';
 
 /**
