@@ -9,8 +9,7 @@
  *   error table (`session/errors.ts`, which must itself import nothing): everything else must
  *   be `import type`;
  * - an API folder of the gateway (`API_FOLDERS`) imports no other API folder: what two APIs
- *   share lives beside them in gateway/ (today's exceptions are listed, one file pair a line, in
- *   `API_CROSS_IMPORTS`, a list that only shrinks);
+ *   share lives beside them in gateway/ (`turn-stream/`, `transcripts.ts`, `openai-errors.ts`);
  * - no import circle in src/ among value imports (see `circles` for why `import type` is left out).
  *
  * Usage: `node scripts/check-layers.mjs [SRC_DIR]` (default: this repository's src/). Exit 1
@@ -144,24 +143,6 @@ const MAY_IMPORT = {
 /** The gateway's API folders (DESIGN §2): none imports another; what two of them share lives beside them. */
 const API_FOLDERS = ['native', 'openai', 'langgraph', 'ai-sdk'];
 
-/**
- * Today's imports of one API folder by another (file → file, under src/gateway/), kept so the
- * check passes while the shared code still lives in `openai/` (issue 49: it moves to
- * `gateway/turn-stream/`, `gateway/transcripts.ts` and beside them). Any import not listed fails;
- * a listed pair no longer imported fails too, so the list only shrinks until it is empty.
- */
-const API_CROSS_IMPORTS = [
-  // The AI SDK stream answers in the OpenAI error shape.
-  'ai-sdk/index.ts -> openai/errors.ts',
-  'ai-sdk/routes.ts -> openai/errors.ts',
-  'ai-sdk/ui-messages.ts -> openai/errors.ts',
-  // The AI SDK reconciles its client's transcript with the log through the OpenAI API's code.
-  'ai-sdk/routes.ts -> openai/reconcile.ts',
-  'ai-sdk/ui-messages.ts -> openai/transcript.ts',
-  // LangGraph's errors extend the OpenAI API's error class.
-  'langgraph/errors.ts -> openai/errors.ts',
-];
-
 /** The API folder `target` (a path under src/, `/`-separated) lies in, if any. */
 function apiFolderOf(target) {
   const [top, folder] = target.split('/');
@@ -225,8 +206,6 @@ const problems = [];
 }
 /** Value imports between files under src/ (path → paths, `/`-separated): the graph `circles` reads. */
 const valueImports = new Map();
-/** The cross-imports between API folders seen in this tree, `from -> to` under src/gateway/. */
-const apiCrossImports = new Set();
 for (const file of sourceFiles(SRC)) {
   const text = readFileSync(file, 'utf8');
   const from = layerOf(file);
@@ -261,15 +240,11 @@ for (const file of sourceFiles(SRC)) {
     if (!typeOnly) valueImports.get(source).push(target);
     const fromApi = apiFolderOf(source);
     const toApi = apiFolderOf(target);
-    if (fromApi && toApi && fromApi !== toApi) {
-      const pair = `${source.slice('gateway/'.length)} -> ${target.slice('gateway/'.length)}`;
-      apiCrossImports.add(pair);
-      if (!API_CROSS_IMPORTS.includes(pair))
-        problems.push(
-          `${shown}: imports '${spec}' (${target}): an API folder imports no other API folder (${fromApi} → ${toApi}); ` +
-            'move what both use beside them in gateway/',
-        );
-    }
+    if (fromApi && toApi && fromApi !== toApi)
+      problems.push(
+        `${shown}: imports '${spec}' (${target}): an API folder imports no other API folder (${fromApi} → ${toApi}); ` +
+          'move what both use beside them in gateway/',
+      );
     if (to === from) continue;
     if (LAYERS.indexOf(to) > LAYERS.indexOf(from)) {
       problems.push(`${shown}: imports '${spec}' (${target}): ${to} is listed below ${from} in DESIGN §2`);
@@ -281,15 +256,6 @@ for (const file of sourceFiles(SRC)) {
     }
   }
 }
-// A listed cross-import that is gone must leave the list, so the list only shrinks. Only for this
-// repository's src/: a fixture tree given as SRC_DIR holds none of the listed files.
-if (process.argv[2] === undefined)
-  for (const pair of API_CROSS_IMPORTS)
-    if (!apiCrossImports.has(pair))
-      problems.push(
-        `scripts/check-layers.mjs: API_CROSS_IMPORTS lists '${pair}', which src/gateway/ no longer imports: remove the line`,
-      );
-
 /**
  * The import circles of `graph` (file → imported files): its strongly connected components of
  * more than one file, or of one file importing itself (Tarjan's algorithm), each as one shortest

@@ -5,7 +5,7 @@
  * the hidden event; hints reach the wire as the provider spells them.
  */
 import { describe, expect, it } from 'vitest';
-import { loggedTranscript } from '../../src/gateway/openai/transcript.js';
+import { loggedTranscript } from '../../src/gateway/transcripts.js';
 import { DEFAULT_MODEL_CATALOGUE, lookupModel } from '../../src/model/catalogue.js';
 import { buildChatRequest } from '../../src/model/request.js';
 import { requestHeaderFor } from '../../src/engine/agent.js';

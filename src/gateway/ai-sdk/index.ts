@@ -1,10 +1,10 @@
 /**
  * The AI SDK UI message stream API (`/ai-sdk`): its route table (routes.ts). Its errors before
- * a stream starts are JSON in the OpenAI-compatible API's shape (the transcript reconciliation
- * is shared with that API); once streaming, a failure is an `error` part.
+ * a stream starts are JSON in the OpenAI error shape (../openai-errors.ts: the transcript
+ * reconciliation, ../transcripts.ts, is shared with that API); once streaming, a failure is an `error` part.
  */
 import type { RouteTable } from '../route-table.js';
-import { OPENAI_ERRORS, type OpenAiErrorBody } from '../openai/errors.js';
+import { OPENAI_ERRORS, type OpenAiErrorBody } from '../openai-errors.js';
 import { AI_SDK_PREFIX, AI_SDK_ROUTES } from './routes.js';
 
 export { AI_SDK_PREFIX, AI_SDK_ROUTES };

@@ -14,8 +14,8 @@
  */
 import { z } from 'zod';
 import { SESSION_ID_PATTERN } from '../../session/index.js';
-import { invalidRequest } from '../openai/errors.js';
-import type { Transcript, TranscriptMessage } from '../openai/transcript.js';
+import { invalidRequest } from '../openai-errors.js';
+import type { Transcript, TranscriptMessage } from '../transcripts.js';
 import { SESSION_ID_RULE } from '../wire.js';
 
 const uiPart = z.looseObject({ type: z.string().min(1).max(200) });

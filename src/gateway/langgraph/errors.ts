@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import { toErrorResponse } from '../errors.js';
-import { OpenAiError } from '../openai/errors.js';
+import { OpenAiError } from '../openai-errors.js';
 import type { ErrorShape } from '../route-table.js';
 
 export type LangGraphErrorBody = { detail: string; code: string };

@@ -12,7 +12,7 @@ import { z } from 'zod';
 import { turnToolsProblem, type ToolSchema } from '../../session/index.js';
 import { STREAMED, type RouteContext, type RouteResult } from '../route-table.js';
 import { wellFormedString } from '../wire.js';
-import { OpenAiError, invalidRequest, toOpenAiErrorResponse } from './errors.js';
+import { OpenAiError, invalidRequest, toOpenAiErrorResponse } from '../openai-errors.js';
 import { encodeResponseId } from './ids.js';
 import { chatHints, chatResponseFormat, chatSamplingFields } from './hints.js';
 import { resolveModelName } from './models.js';
@@ -20,15 +20,17 @@ import { metadataSchema } from './schemas.js';
 import {
   callerScope,
   explicitSessionId,
+  loggedTranscript,
   reconcile,
   retryOf,
   recordTranscriptEnd,
   type Reconciled,
-} from './reconcile.js';
+  type Transcript,
+  type TranscriptMessage,
+} from '../transcripts.js';
 import { ResponseTracker } from './response-fold.js';
 import { hijackEventStream } from '../sse.js';
 import { followResponse } from '../turn-stream/follow.js';
-import { loggedTranscript, type Transcript, type TranscriptMessage } from './transcript.js';
 
 // ---- the request ------------------------------------------------------------------------------
 

@@ -12,9 +12,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { isValidSessionId } from '../../session/index.js';
+import type { AnswerAnchor } from '../transcripts.js';
 
-/** What starts a response: a user message it posted, or the tool results it submitted. */
-export type ResponseAnchor = { kind: 'message'; messageId: string } | { kind: 'tool-results'; callId: string };
+/** What starts a response: a user message it posted, or the tool results it submitted (as any answer's). */
+export type ResponseAnchor = AnswerAnchor;
 
 export type ResponseRef = { sessionId: string; anchor: ResponseAnchor };
 

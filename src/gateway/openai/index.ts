@@ -4,7 +4,7 @@
  * in that shape while `/v1` keeps its own.
  */
 import type { RouteTable } from '../route-table.js';
-import { OPENAI_ERRORS, type OpenAiErrorBody } from './errors.js';
+import { OPENAI_ERRORS, type OpenAiErrorBody } from '../openai-errors.js';
 import { OPENAI_PREFIX, OPENAI_ROUTES } from './routes.js';
 
 export { OPENAI_ERRORS, OPENAI_PREFIX, OPENAI_ROUTES };

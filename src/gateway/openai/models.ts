@@ -6,7 +6,7 @@
  * that ran.
  */
 import type { ModelRouting, RouteContext } from '../route-table.js';
-import { OpenAiError } from './errors.js';
+import { OpenAiError } from '../openai-errors.js';
 
 export type { ModelRouting };
 

@@ -7,12 +7,12 @@
  * client never answers them) and fold away, as they do in the log's transcript (transcript.ts).
  */
 import type { RouteContext } from '../route-table.js';
-import { invalidRequest } from './errors.js';
+import { invalidRequest } from '../openai-errors.js';
 import { decodeItemId } from '../turn-stream/ids.js';
 import type { ConversationItem } from 'openai/resources/conversations/items';
 import { conversationItems } from './items.js';
 import { contentText, type InputItem } from './schemas.js';
-import type { Transcript, TranscriptMessage } from './transcript.js';
+import type { Transcript, TranscriptMessage } from '../transcripts.js';
 
 /** Whether an input list carries a whole transcript (more than user messages). */
 export function isTranscriptInput(input: string | readonly InputItem[]): boolean {

@@ -34,7 +34,7 @@ import {
 } from '../route-table.js';
 import { chatCompletionBody, createChatCompletion } from './chat.js';
 import { responseHints } from './hints.js';
-import { OpenAiError, invalidRequest, notFound } from './errors.js';
+import { OpenAiError, invalidRequest, notFound } from '../openai-errors.js';
 import {
   decodeResponseId,
   encodeResponseId,
@@ -51,9 +51,9 @@ import {
   recordTranscriptEnd,
   recordTranscriptWith,
   retryOf,
-} from './reconcile.js';
+  suppliedItems,
+} from '../transcripts.js';
 import { isTranscriptInput, responsesTranscript } from './responses-input.js';
-import { suppliedItems } from './transcript.js';
 import { modelList, modelObject, resolveModelName } from './models.js';
 import { ResponseTracker } from './response-fold.js';
 import {

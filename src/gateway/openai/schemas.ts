@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { SESSION_ID_PATTERN } from '../../session/index.js';
 import { SESSION_ID_RULE, wellFormedString } from '../wire.js';
-import { invalidRequest } from './errors.js';
+import { invalidRequest } from '../openai-errors.js';
 import { responseSamplingFields, responseTextFormat } from './hints.js';
 
 // ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import type { SessionClient } from '../../client/session-client.js';
 import { hijackEventStream, type StreamRegistry } from '../sse.js';
-import { toOpenAiErrorResponse } from './errors.js';
+import { toOpenAiErrorResponse } from '../openai-errors.js';
 import { followResponse } from '../turn-stream/follow.js';
 import type { ResponseTracker } from './response-fold.js';
 

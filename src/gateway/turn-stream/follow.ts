@@ -5,7 +5,7 @@
  */
 import type { SessionClient } from '../../client/session-client.js';
 import type { StoredEvent } from '../../session/index.js';
-import { OpenAiError } from '../openai/errors.js';
+import { OpenAiError } from '../openai-errors.js';
 
 /**
  * A fold of one answer from a session's log, as a stream follows it: the Responses API's

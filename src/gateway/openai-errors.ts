@@ -1,13 +1,15 @@
 /**
- * Errors of the OpenAI-compatible API: every failure under `/openai/v1` leaves in OpenAI's
- * shape, `{error: {message, type, param, code}}`, so the official SDK raises its own classes
+ * The OpenAI error shape, answered by the OpenAI-compatible API (`/openai/v1`) and by the AI
+ * SDK's (`/ai-sdk`, before its stream starts): every failure leaves as
+ * `{error: {message, type, param, code}}`, so the official SDK raises its own classes
  * (`BadRequestError` for 400, `AuthenticationError` for 401, `NotFoundError` for 404, …). The
- * status comes from the gateway's one table (../errors.ts) for everything raised elsewhere;
- * `code` is then that table's code in lower case.
+ * status comes from the gateway's one table (errors.ts) for everything raised elsewhere;
+ * `code` is then that table's code in lower case. What these APIs share (reconciling a
+ * transcript, following a turn) refuses in this shape too.
  */
 import { z } from 'zod';
-import { toErrorResponse } from '../errors.js';
-import type { ErrorShape } from '../route-table.js';
+import { toErrorResponse } from './errors.js';
+import type { ErrorShape } from './route-table.js';
 
 /** The body of every error response under `/openai/v1`. */
 export type OpenAiErrorBody = { error: { message: string; type: string; param: string | null; code: string | null } };
