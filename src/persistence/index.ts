@@ -21,7 +21,7 @@ export {
   SQLITE_APPLICATION_ID,
   SQLITE_PAGE_SIZE,
   SQLITE_SCHEMA_VERSION,
-} from './relational/sqlite.js';
+} from './relational/sqlite/store.js';
 export { openJsonlStore, JsonlSessionStore } from './jsonl/store.js';
 export { JSONL_FORMAT_VERSION } from './jsonl/format.js';
 export {

@@ -15,7 +15,7 @@ import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SessionClient, type Reply } from '../../src/client/session-client.js';
 import { startFakeModelServer, type FakeModelServer } from '../../src/model/fake-server.js';
-import { openSqliteStore } from '../../src/persistence/relational/sqlite.js';
+import { openSqliteStore } from '../../src/persistence/relational/sqlite/store.js';
 import type { SessionStore } from '../../src/persistence/store.js';
 import { eventually, waitForEvent } from '../support/log-wait.js';
 import { temporalAddress } from '../support/stack.js';

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { Payload } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SEALED_ENCODING, SessionPayloadCodec } from '../../src/client/session-codec.js';
-import { openSqliteStore } from '../../src/persistence/relational/sqlite.js';
+import { openSqliteStore } from '../../src/persistence/relational/sqlite/store.js';
 import type { SessionStore } from '../../src/persistence/store.js';
 
 const IV_BYTES = 12;

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SessionClient } from '../../src/client/session-client.js';
 import { WatchHub } from '../../src/client/watch-hub.js';
 import { startGateway } from '../../src/gateway/index.js';
-import { openSqliteStore } from '../../src/persistence/relational/sqlite.js';
+import { openSqliteStore } from '../../src/persistence/relational/sqlite/store.js';
 import type { SessionStore, WatchOptions } from '../../src/persistence/store.js';
 import type { StoredEvent } from '../../src/session/index.js';
 import { closedTurn, testHeader } from '../support/persistence-events.js';

@@ -11,7 +11,7 @@ import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SessionClient } from '../../src/client/session-client.js';
 import { startGateway, type RunningGateway } from '../../src/gateway/index.js';
-import { openSqliteStore } from '../../src/persistence/relational/sqlite.js';
+import { openSqliteStore } from '../../src/persistence/relational/sqlite/store.js';
 import type { SessionStore } from '../../src/persistence/store.js';
 import type { SessionEvent, StoredEvent } from '../../src/session/index.js';
 import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';

@@ -11,7 +11,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SessionClient } from '../../src/client/session-client.js';
 import { startGateway, type RunningGateway } from '../../src/gateway/index.js';
-import { openSqliteStore } from '../../src/persistence/relational/sqlite.js';
+import { openSqliteStore } from '../../src/persistence/relational/sqlite/store.js';
 import type { FakeReply } from '../../src/model/fake-server.js';
 import { isEventOfType } from '../../src/session/index.js';
 import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';

@@ -9,7 +9,7 @@ import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SessionClient } from '../../src/client/session-client.js';
 import { startGateway, type RunningGateway } from '../../src/gateway/index.js';
-import { openSqliteStore } from '../../src/persistence/relational/sqlite.js';
+import { openSqliteStore } from '../../src/persistence/relational/sqlite/store.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { request } from './http.js';
 

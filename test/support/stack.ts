@@ -20,7 +20,7 @@ import {
   type FakeModelServerOptions,
 } from '../../src/model/fake-server.js';
 import { createOpenAIProvider } from '../../src/model/provider.js';
-import { openSqliteStore } from '../../src/persistence/relational/sqlite.js';
+import { openSqliteStore } from '../../src/persistence/relational/sqlite/store.js';
 import type { SessionStore } from '../../src/persistence/store.js';
 import { createWorker, type CreateWorkerOptions } from '../../src/worker.js';
 import type { SessionTunables } from '../../src/workflows/api.js';

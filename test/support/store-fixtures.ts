@@ -101,7 +101,7 @@ export const sqliteFixture: BackendFixture = {
   plantEvent(url, id, event) {
     withDb(url, (db) => {
       const key = sessionKey(db, id);
-      // A batch of its own: its op and last seq on its row (relational/sqlite.ts, version 10).
+      // A batch of its own: its op and last seq on its row (relational/sqlite/schema.ts, version 10).
       db.prepare(
         'INSERT INTO events (id, session_key, seq, type, time, data, ignorable, batch_op, batch_last_seq) VALUES ((? << 32) + ?, ?, ?, ?, ?, ?, ?, ?, ?)',
       ).run(
@@ -135,7 +135,7 @@ export const sqliteFixture: BackendFixture = {
         db.prepare(`UPDATE events SET data = '{"garbled":' WHERE session_key = ? AND seq = ?`).run(key, seq);
       } else {
         const row = relationalRow(edit.event);
-        // The id is the key and the seq (relational/sqlite.ts): a moved row moves in the tree.
+        // The id is the key and the seq (relational/sqlite/schema.ts): a moved row moves in the tree.
         db.prepare(
           'UPDATE events SET id = (session_key << 32) + ?, seq = ?, type = ?, time = ?, data = ?, surface_op = ?, source_event_seqs = ?, ignorable = ? WHERE session_key = ? AND seq = ?',
         ).run(
@@ -170,7 +170,7 @@ export const sqliteFixture: BackendFixture = {
         .prepare('SELECT seq, type, data FROM events WHERE session_key = ? AND seq BETWEEN ? AND ?')
         .all(key, last.first_seq, last.last_seq) as Array<{ seq: number; type: string; data: string }>;
       for (const row of rows) {
-        // Its words leave the contentless search index the way they came in (relational/sqlite.ts).
+        // Its words leave the contentless search index the way they came in (relational/sqlite/schema.ts).
         const words = indexText({ type: row.type, data: JSON.parse(row.data) as unknown });
         const rowid = key * 2 ** 32 + row.seq;
         // Only a row a search indexed already is in the index (appends do not index).
