@@ -1,0 +1,21 @@
+/**
+ * Every `patched()` id of the session workflow, with what it changed. Recorded histories of runs
+ * before a patch replay its old path (test/workflows/replay.test.ts); once no such run can be
+ * open any more, a patch's old path may be deleted (`deprecatePatch`, then the id).
+ */
+
+/** Continue-as-new no longer waits for `send`s that the finished turn already answered. */
+export const CAN_AFTER_ANSWERED_SENDS = 'continue-as-new-after-answered-sends';
+
+/**
+ * A turn whose first step failed before the log took anything of it gives its number back; its
+ * messages wait in the queue while the store is unavailable, and are refused otherwise.
+ */
+export const TURN_NOT_LOGGED = 'turn-not-logged-gives-number-back';
+
+/**
+ * A note that only changes the budget, arriving while a turn runs or waits for an approval, is
+ * answered at once (`turn-end`) and logged once nothing runs, as before; builds before it
+ * answered only once it was logged.
+ */
+export const BUDGET_ANSWERS_AT_ONCE = 'budget-change-answers-at-once';
