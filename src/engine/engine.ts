@@ -28,7 +28,7 @@ import type {
   NoteResult,
   LogNoteInput,
   ModelStepInput,
-  ModelStepResult,
+  LiveModelStepResult,
   OpenRunInput,
   OpenRunResult,
   RecordAnswersInput,
@@ -43,7 +43,7 @@ export type TurnEngine = {
   /** A workflow run takes over its session (ops/open-run.ts). */
   openRun(input: OpenRunInput): Promise<OpenRunResult>;
   /** Begin the turn or step, relieve context pressure, call the model, log its reply (ops/model-step.ts). */
-  modelStep(input: ModelStepInput, ctx: StepContext): Promise<ModelStepResult>;
+  modelStep(input: ModelStepInput, ctx: StepContext): Promise<LiveModelStepResult>;
   /** Run one logged tool call; its output is stored as an artifact (ops/tool-step.ts). */
   runTool(input: RunToolInput, ctx: StepContext): Promise<ToolRunRef>;
   /** Log approvals and external results as they arrive (ops/record-answers.ts). */
@@ -73,7 +73,7 @@ export function createTurnEngine(engineDeps: EngineDeps): TurnEngine {
         ctx,
         () => modelStep(deps, input, ctx),
         // The tenant's share of this worker is taken: the slot goes back and the workflow waits a moment.
-        (): ModelStepResult => ({
+        (): LiveModelStepResult => ({
           headSeq: input.knownHead,
           replySeq: null,
           toolCalls: [],

@@ -3,7 +3,7 @@
  * the logged `turn/end`, never from how an activity failed.
  */
 import { isEventOfType, type SessionView, type StoredEvent } from '../session/index.js';
-import type { ModelStepResult, RecentMessage, ToolCallRef, TurnEndRef } from './types.js';
+import type { LiveModelStepResult, RecentMessage, ToolCallRef, TurnEndRef } from './types.js';
 
 /** How turn `turn` ended according to the log, or undefined while it is open (or unknown). */
 export function loggedTurnEnd(session: SessionView, turn: number): TurnEndRef | undefined {
@@ -26,7 +26,7 @@ export function loggedStepResult(
   turn: number,
   batch: readonly StoredEvent[],
   closing: boolean,
-): ModelStepResult {
+): LiveModelStepResult {
   let replySeq: number | null = null;
   const toolCalls: ToolCallRef[] = [];
   for (const event of batch) {

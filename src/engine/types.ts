@@ -161,9 +161,10 @@ export type LiveStepOutcome =
  * REPLAY-ONLY. Outcomes that workers of earlier versions handed back, when the workflow compacted
  * for the step: `needs-compaction` (compact for pressure, call the step again) and
  * `context-overflow` (compact once after a provider's refusal, call again; else end the turn).
- * This engine never returns them; they stay in the type only because the histories of workflows
- * those workers ran still hold them, and the workflow serves them on replay as it did then
- * (src/workflows/session-run.ts). Delete them with that replay path.
+ * This engine never returns them (its model step returns a {@link LiveModelStepResult}); they
+ * stay in the type only because the histories of workflows those workers ran still hold them,
+ * and the workflow serves them on replay as it did then (src/workflows/session-run.ts). Delete
+ * them with that replay path.
  */
 export type ReplayOnlyStepOutcome = 'context-overflow' | 'needs-compaction';
 
@@ -181,7 +182,7 @@ export type ModelStepResult = {
   replySeq: number | null;
   toolCalls: ToolCallRef[];
   outcome: StepOutcome;
-  /** `contextLimit`: on a context overflow, the window the provider's refusal stated. */
+  /** `contextLimit`: the window a provider's overflow refusal stated (replay-only `context-overflow` results). */
   error?: { code: string; message: string; contextLimit?: number };
   /** True when the reply was found already logged and the model was not called. */
   replayed: boolean;
@@ -195,6 +196,9 @@ export type ModelStepResult = {
   pressure?: PressureRef;
   turnEnd?: TurnEndRef;
 };
+
+/** A model step's result as this engine returns it: never a replay-only outcome. */
+export type LiveModelStepResult = ModelStepResult & { outcome: LiveStepOutcome };
 
 /** A logged budget breach: the cap, scope, use and limit, where it was checked, and its seq. */
 export type StepBreach = BudgetBreach & {

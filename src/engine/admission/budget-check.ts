@@ -15,7 +15,7 @@ import {
 import type { EngineDeps } from '../deps.js';
 import type { LogWriter } from '../log-writer.js';
 import { stepOps, type StepKey } from '../ops.js';
-import type { ModelStepInput, ModelStepResult, StepBreach } from '../types.js';
+import type { LiveModelStepResult, ModelStepInput, StepBreach } from '../types.js';
 
 /** The step's result when a cap is reached before `before` (undefined: within budget). */
 export async function overBudget(
@@ -24,7 +24,7 @@ export async function overBudget(
   input: ModelStepInput,
   key: StepKey,
   before: 'model' | 'tools',
-): Promise<ModelStepResult | undefined> {
+): Promise<LiveModelStepResult | undefined> {
   const op = stepOps.budget(key, before, input.pauses ?? 0);
   let logged = writer.logged(op)[0];
   if (!logged) {

@@ -50,9 +50,19 @@ import {
 import { hasRecallTools } from './compaction.js';
 import { loggedStepResult, loggedTurnEnd } from '../outcomes.js';
 import { observedModel } from '../telemetry.js';
-import type { ModelStepInput, ModelStepResult, StepContext } from '../types.js';
+import type { LiveModelStepResult, ModelStepInput, StepContext } from '../types.js';
 
-export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: StepContext): Promise<ModelStepResult> {
+/**
+ * A provider's refusal of a request over its context window, handed from the call to the step's
+ * loop. It never leaves the step (the workflow's `context-overflow` outcome is replay-only).
+ */
+type Refused = { refused: { code: string; message: string; contextLimit?: number } };
+
+export async function modelStep(
+  deps: EngineDeps,
+  input: ModelStepInput,
+  ctx: StepContext,
+): Promise<LiveModelStepResult> {
   const key: StepKey = { runId: input.runId, turn: input.turn, step: input.step, pass: input.pass };
   const writer = await LogWriter.open(deps.store, input.sessionId, input.runId, input.knownHead);
   const reply = writer.logged(stepOps.reply(key));
@@ -109,12 +119,11 @@ export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: St
     }
     const measured = relief?.measurement.totalTokens;
     const result = await streamReply(deps, writer, input, passKey, header, ctx, measured);
-    // `context-overflow` is the call's refusal handed to this loop; it never leaves the step
-    // (a replay-only outcome to the workflow, types.ts): relieved and called again, or the turn ends.
-    if (result.outcome === 'context-overflow' && deps.context && pass === key.pass) {
+    // A provider's overflow refusal never leaves the step: relieved and called once more, or the turn ends.
+    if ('refused' in result && deps.context && pass === key.pass) {
       // A window the refusal stated is logged (model/limit) and believed; without one, the window
       // is taken to be below the size the meter gave the refused request.
-      const stated = result.error?.contextLimit !== undefined;
+      const stated = result.refused.contextLimit !== undefined;
       const refusedTokens = stated ? undefined : relief?.measurement.totalTokens;
       relief = await relieve(
         deps,
@@ -128,10 +137,10 @@ export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: St
       );
       continue;
     }
-    if (result.outcome === 'context-overflow') {
+    if ('refused' in result) {
       const closed = await closeWithError(deps, writer, input, passKey, {
-        code: result.error!.code,
-        message: result.error!.message,
+        code: result.refused.code,
+        message: result.refused.message,
       });
       return relief ? { ...closed, pressure: pressureRef(relief) } : closed;
     }
@@ -144,7 +153,7 @@ export async function modelStep(deps: EngineDeps, input: ModelStepInput, ctx: St
   }
 }
 
-function pressureRef(relief: ReliefOutcome): NonNullable<ModelStepResult['pressure']> {
+function pressureRef(relief: ReliefOutcome): NonNullable<LiveModelStepResult['pressure']> {
   return { tokens: relief.report.tokens, contextWindow: relief.report.contextWindow, budget: relief.report.budget };
 }
 
@@ -303,7 +312,7 @@ async function streamReply(
   header: RequestHeader,
   ctx: StepContext,
   measuredTokens: number | undefined,
-): Promise<ModelStepResult> {
+): Promise<LiveModelStepResult | Refused> {
   const messages = writer.session.deriveMessages();
   const paced = await paceCall(deps, input, () => measuredTokens ?? roughTokens(messages), ctx);
   if (paced && 'failure' in paced) return failStep(deps, writer, input, key, paced.failure, undefined, ctx.attempt);
@@ -341,7 +350,9 @@ async function streamReply(
   } catch (error) {
     // Our own log refusing an append is not a model failure.
     if (error instanceof SessionlogError) throw error;
-    return failStep(deps, writer, input, key, classifyModelError(error), error, ctx.attempt);
+    const failure = classifyModelError(error);
+    if (failure.code === 'context_overflow') return refusal(deps, writer, input, key, failure, ctx.attempt);
+    return failStep(deps, writer, input, key, failure, error, ctx.attempt);
   } finally {
     clearInterval(alive);
   }
@@ -432,8 +443,9 @@ async function interrupted(
 }
 
 /**
- * A failed call: retried when transient and attempts remain (after logging `llm/retry`),
- * handed back on a context overflow, otherwise the turn ends with the error.
+ * A failed call: retried when transient and attempts remain (after logging `llm/retry`), handed
+ * back to the workflow to wait out a long rate limit, otherwise the turn ends with the error. (A
+ * call's overflow refusal goes back to the step's loop instead: {@link refusal}.)
  */
 async function failStep(
   deps: EngineDeps,
@@ -443,7 +455,7 @@ async function failStep(
   failure: ModelFailure,
   cause: unknown,
   attempt = 1,
-): Promise<ModelStepResult> {
+): Promise<LiveModelStepResult> {
   // A long wait asked for by the provider (a reset minutes away, a daily quota) is the workflow's
   // to wait out on a durable timer, with nothing running; a short one is the activity retry's.
   const longWait =
@@ -485,21 +497,24 @@ async function failStep(
     deps.telemetry?.internalError?.({ sessionId: input.sessionId, turn: input.turn, step: input.step }, cause);
     return closeWithError(deps, writer, input, key, { code: 'internal_error', message: failure.message });
   }
-  if (failure.code === 'context_overflow') {
-    await learnLimit(deps, writer, key, failure, attemptKey(attempt, input.pauses));
-    return {
-      headSeq: writer.session.nextSeq,
-      replySeq: null,
-      toolCalls: [],
-      outcome: 'context-overflow',
-      error: failure.contextLimit !== undefined ? { ...error, contextLimit: failure.contextLimit } : error,
-      replayed: false,
-    };
-  }
   return closeWithError(deps, writer, input, key, {
     ...error,
     ...(failure.status !== undefined ? { status: failure.status } : {}),
   });
+}
+
+/** A call's overflow refusal: the window it states is learned, and the refusal goes back to the step's loop. */
+async function refusal(
+  deps: EngineDeps,
+  writer: LogWriter,
+  input: ModelStepInput,
+  key: StepKey,
+  failure: ModelFailure,
+  attempt: number,
+): Promise<Refused> {
+  await learnLimit(deps, writer, key, failure, attemptKey(attempt, input.pauses));
+  const { code, message, contextLimit } = failure;
+  return { refused: { code, message, ...(contextLimit !== undefined ? { contextLimit } : {}) } };
 }
 
 /** Logs the window an overflow refusal states (`model/limit`), unless the session already knows it. */
@@ -529,7 +544,7 @@ async function closeWithError(
   input: ModelStepInput,
   key: StepKey,
   error: { code: string; message: string; status?: number },
-): Promise<ModelStepResult> {
+): Promise<LiveModelStepResult> {
   const reason: TurnEndReason = { kind: 'error', error };
   const last = writer.session.storedAt(writer.session.nextSeq - 1);
   await writer.append(closersFor(writer.session.turns, last, reason, deps.now()), stepOps.error(key));
