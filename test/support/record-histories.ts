@@ -234,6 +234,27 @@ const SCENARIOS: Record<string, (stack: Stack, stamp: number) => Promise<void>> 
     await paused;
     await save(stack, 'budget-changes', id, runId);
   },
+
+  /**
+   * The work around turns: a metadata note between turns, a turn paused on a provider's long
+   * retry-after (a workflow timer) that goes on, a manual compaction, and a turn after it.
+   */
+  async 'notes-pauses-compaction'(stack, stamp) {
+    const id = `replay-notes-${stamp}`;
+    const client = new SessionClient({
+      temporal: stack.temporal,
+      store: stack.store,
+      taskQueue: stack.taskQueue,
+      tunables: { ...TEST_TUNABLES, rateLimitPauseMs: 1_000 },
+    });
+    await client.start({ sessionId: id });
+    await client.note(id, { metadata: { values: { topic: 'recording' } } });
+    stack.fake.injectFault({ kind: 'rate_limit', retryAfterSeconds: 2 });
+    await client.send(id, 'hello after a long rate limit');
+    await client.compact(id);
+    await client.send(id, 'and after a compaction');
+    await save(stack, 'notes-pauses-compaction', id);
+  },
 };
 
 async function main(): Promise<void> {
