@@ -9,7 +9,8 @@
  *   with the project's compiler settings; a block uses `declare const` for what it assumes;
  * - **generated**: the configuration table, the HTTP reference and the TypeScript API reference
  *   equal what `scripts/docs-generate.mjs` makes from the code (and every public export has a doc
- *   comment), and the performance tables equal bench/results.json (`scripts/bench-summary.mjs`).
+ *   comment), the performance tables equal bench/results.json (`scripts/bench-summary.mjs`), and
+ *   docs/architecture.md's layer table lists the layers `scripts/check-layers.mjs` enforces, in order.
  *
  * Usage: node scripts/docs-check.mjs [links|code|generated]…   (none: all three)
  * Each problem is printed as `file:line: what is wrong`; exit 1 when there is any.
@@ -116,6 +117,36 @@ export function checkCode(root, documents, { codeRoot = ROOT } = {}) {
   }
 }
 
+/**
+ * Problems of docs/architecture.md's layer table against the table `scripts/check-layers.mjs`
+ * enforces (its `LAYERS`, DESIGN §2's order): the first column of the table under the heading
+ * "Layers" names the same folders and files in the same order (`src/session/`, `src/config.ts`, …).
+ */
+export function checkLayersTable(root) {
+  const script = join(root, 'scripts/check-layers.mjs');
+  const doc = join(root, 'docs/architecture.md');
+  if (!existsSync(script) || !existsSync(doc)) return [];
+  const list = /const LAYERS = \[([^\]]*)\]/.exec(readText(script));
+  if (!list) return ['scripts/check-layers.mjs: no `const LAYERS = [...]` to compare docs/architecture.md with'];
+  const layers = [...list[1].matchAll(/'([^']+)'/g)].map((m) => m[1]);
+  const lines = readText(doc).split('\n');
+  const heading = lines.findIndex((line) => /^##\s+Layers\b/.test(line));
+  if (heading < 0) return ['docs/architecture.md: no "## Layers" section with the layer table'];
+  const rows = [];
+  for (let i = heading + 1; i < lines.length && !/^#{1,2}\s/.test(lines[i]); i++) {
+    const row = /^\|\s*`src\/([^`]+?)\/?`/.exec(lines[i]);
+    if (row) rows.push({ name: row[1], line: i + 1 });
+    else if (rows.length > 0 && !lines[i].startsWith('|')) break;
+  }
+  const names = rows.map((row) => row.name);
+  if (names.join(',') === layers.join(',')) return [];
+  const at = names.findIndex((name, i) => name !== layers[i]);
+  const line = rows[at]?.line ?? rows.at(-1)?.line ?? heading + 1;
+  return [
+    `docs/architecture.md:${line}: the layer table lists ${names.join(', ')}; scripts/check-layers.mjs enforces ${layers.join(', ')} (DESIGN §2 is the source: change both together)`,
+  ];
+}
+
 /** Problems of the generated parts: scripts/docs-generate.mjs --check and scripts/bench-summary.mjs --check. */
 export function checkGenerated(root) {
   const problems = [];
@@ -138,7 +169,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const problems = [];
   if (which.includes('links')) problems.push(...checkLinks(ROOT, documents));
   if (which.includes('code')) problems.push(...checkCode(ROOT, documents));
-  if (which.includes('generated')) problems.push(...checkGenerated(ROOT));
+  if (which.includes('generated')) problems.push(...checkGenerated(ROOT), ...checkLayersTable(ROOT));
   for (const problem of problems) console.error(problem);
   if (problems.length > 0) {
     console.error(`docs-check: ${problems.length} problem${problems.length === 1 ? '' : 's'} in the documentation`);

@@ -14,6 +14,7 @@ export type DocsCheck = {
   documentsOf(root: string): string[];
   checkLinks(root: string, documents: string[]): string[];
   checkCode(root: string, documents: string[], options?: { codeRoot?: string }): string[];
+  checkLayersTable(root: string): string[];
 };
 
 export type ConfigVariableRow = { group: string; default: string; meaning: string; min?: number; max?: number };
