@@ -22,7 +22,7 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { openStore, SQLITE_PAGE_SIZE, type SessionStore } from '../src/persistence/index.js';
-import { parsePostgresUrl } from '../src/persistence/relational/postgres.js';
+import { parsePostgresUrl } from '../src/persistence/relational/postgres/store.js';
 import { encodeEvent } from '../src/persistence/relational/rows.js';
 import { indexText } from '../src/persistence/search.js';
 import { Session, type NewEvent, type StoredEvent } from '../src/session/index.js';

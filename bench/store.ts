@@ -38,7 +38,7 @@ import {
   type NewEvent,
 } from '../src/session/index.js';
 import { encodeEvent } from '../src/persistence/relational/rows.js';
-import { openPostgresStore } from '../src/persistence/relational/postgres.js';
+import { openPostgresStore } from '../src/persistence/relational/postgres/store.js';
 import {
   ASSISTANT_CHARS,
   REALISTIC_EVENTS_PER_TURN,

@@ -15,7 +15,7 @@ import { ModelCatalogueError, lookupModel, type ModelCatalogue } from './model/c
 import type { FakeModelServer } from './model/fake-server.js';
 import { createOpenAIProvider, type ModelPort } from './model/provider.js';
 import { openStore } from './persistence/open.js';
-import { redactUrl } from './persistence/relational/postgres.js';
+import { redactUrl } from './persistence/relational/postgres/store.js';
 import type { SessionStore } from './persistence/store.js';
 import { SessionlogError, type AgentSpec } from './session/index.js';
 import { DEFAULT_AGENT_TOOLS } from './tools/builtin.js';

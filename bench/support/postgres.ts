@@ -3,7 +3,7 @@
  * trust-auth server), each run in a fresh schema it drops at the end.
  */
 import pg from 'pg';
-import { parsePostgresUrl } from '../../src/persistence/relational/postgres.js';
+import { parsePostgresUrl } from '../../src/persistence/relational/postgres/store.js';
 
 export const POSTGRES_BENCH_URL =
   process.env.SESSIONLOG_BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';

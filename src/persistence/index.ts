@@ -29,7 +29,7 @@ export {
   PostgresSessionStore,
   POSTGRES_SCHEMA_VERSION,
   POSTGRES_DEFAULT_SCHEMA,
-} from './relational/postgres.js';
+} from './relational/postgres/store.js';
 export * from './derived-history.js';
 export * from './tenants.js';
 export * from './pacing.js';

@@ -4,7 +4,7 @@
 import { SessionlogError } from '../session/index.js';
 import { resolveStoreOptions, type StoreOptions } from './store.js';
 import { JsonlSessionStore } from './jsonl/store.js';
-import { PostgresSessionStore, redactUrl } from './relational/postgres.js';
+import { PostgresSessionStore, redactUrl } from './relational/postgres/store.js';
 import { SqliteSessionStore } from './relational/sqlite/store.js';
 import type { SessionStore } from './store.js';
 

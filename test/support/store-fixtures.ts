@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { parsePostgresUrl, redactUrl } from '../../src/persistence/relational/postgres.js';
+import { parsePostgresUrl, redactUrl } from '../../src/persistence/relational/postgres/store.js';
 import { indexText } from '../../src/persistence/search.js';
 
 export type RawEvent = { seq: number; type: string; time: number; data: unknown; op: string; ignorable?: true };
