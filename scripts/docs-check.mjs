@@ -4,6 +4,8 @@
  *
  * - **links**: every relative link of README.md, BENCHMARKS.md and docs/*.md names a file or
  *   folder that exists, and its `#anchor` a heading (or `<a id>`) of the Markdown file it names;
+ *   every repository path named in inline code (`src/…`, `scripts/…`) exists, and every source
+ *   file docs/architecture.md names is under src/;
  * - **code**: every ```ts block compiles, each as a module of its own, against the package's
  *   public exports (`import … from 'sessionlog'` is src/index.ts) and the project's dependencies,
  *   with the project's compiler settings; a block uses `declare const` for what it assumes;
@@ -55,6 +57,43 @@ export function checkLinks(root, documents) {
         problems.push(
           `${document}:${line}: link to ${target}: ${relative(root, destination)} has no heading whose anchor is #${anchor}`,
         );
+    }
+  }
+  return problems;
+}
+
+/** Every file under `dir` (relative paths, `/`-separated). */
+function filesUnder(dir, prefix = '') {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory() ? filesUnder(join(dir, entry.name), `${prefix}${entry.name}/`) : [`${prefix}${entry.name}`],
+  );
+}
+
+const REPO_PATH = /^(?:src|test|scripts|bench|examples|converters|bin)\/[\w./-]*[\w/]$/;
+const SOURCE_NAME = /^(?:[\w-]+\/)*[\w.-]+\.(?:ts|mjs|js)$/;
+
+/**
+ * Problems of the file paths the documents name in inline code: a path from the repository root
+ * (`src/…`, `test/…`, `scripts/…`, `bench/…`, `examples/…`) must exist; in docs/architecture.md,
+ * whose tables name source files relative to their folder, every source file name (`store.ts`,
+ * `ops/model-step.ts`) must be the end of a path under src/.
+ */
+export function checkPaths(root, documents) {
+  const problems = [];
+  const sources = filesUnder(join(root, 'src'));
+  for (const document of documents) {
+    const architecture = document === 'docs/architecture.md';
+    for (const { line, text } of parseMarkdown(readText(join(root, document))).prose) {
+      for (const match of text.matchAll(/`([^`\s]+)`/g)) {
+        const token = match[1].replace(/[),.:;]+$/, '');
+        if (REPO_PATH.test(token)) {
+          if (!existsSync(join(root, token))) problems.push(`${document}:${line}: \`${token}\` does not exist`);
+        } else if (architecture && SOURCE_NAME.test(token)) {
+          if (!sources.some((path) => path === token || path.endsWith(`/${token}`)))
+            problems.push(`${document}:${line}: \`${token}\` is no file under src/`);
+        }
+      }
     }
   }
   return problems;
@@ -167,7 +206,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   }
   const documents = documentsOf(ROOT);
   const problems = [];
-  if (which.includes('links')) problems.push(...checkLinks(ROOT, documents));
+  if (which.includes('links')) problems.push(...checkLinks(ROOT, documents), ...checkPaths(ROOT, documents));
   if (which.includes('code')) problems.push(...checkCode(ROOT, documents));
   if (which.includes('generated')) problems.push(...checkGenerated(ROOT), ...checkLayersTable(ROOT));
   for (const problem of problems) console.error(problem);

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { ROOT, script, scratchTree, type DocsCheck } from './support.js';
 
-const { checkLinks, documentsOf } = await script<DocsCheck>('docs-check.mjs');
+const { checkLinks, checkPaths, documentsOf } = await script<DocsCheck>('docs-check.mjs');
 
 describe('check:docs links', () => {
   it('passes on this repository: every relative link and anchor of the documentation resolves', () => {
@@ -37,6 +37,30 @@ describe('check:docs links', () => {
       'README.md:3: link to docs/guide.md#run-it-twice: docs/guide.md has no heading whose anchor is #run-it-twice',
       'README.md:3: link to docs/gone.md: docs/gone.md does not exist',
       'BENCHMARKS.md:3: link to README.md#no-such-heading: README.md has no heading whose anchor is #no-such-heading',
+    ]);
+  });
+
+  it('passes on this repository: every repository path the documentation names exists', () => {
+    expect(checkPaths(ROOT, documentsOf(ROOT))).toEqual([]);
+  });
+
+  it('fails on a named path that does not exist, and on a source file the architecture names that moved', () => {
+    const root = scratchTree({
+      'src/engine/ops/model-step.ts': '',
+      'src/session/errors.ts': '',
+      'README.md': 'The step is `src/engine/ops/model-step.ts`; the queue was `src/workflows/queue.ts`.\n',
+      'docs/architecture.md': [
+        '# Architecture',
+        '',
+        '| `src/engine/` | `ops/model-step.ts`, `errors.ts`, `ops/step.ts` |',
+        '',
+        'A `<placeholder>.ts` or `GET /v1/sessions` is not a path.',
+        '',
+      ].join('\n'),
+    });
+    expect(checkPaths(root, documentsOf(root))).toEqual([
+      'README.md:1: `src/workflows/queue.ts` does not exist',
+      'docs/architecture.md:3: `ops/step.ts` is no file under src/',
     ]);
   });
 });

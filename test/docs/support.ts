@@ -15,6 +15,7 @@ export type DocsCheck = {
   checkLinks(root: string, documents: string[]): string[];
   checkCode(root: string, documents: string[], options?: { codeRoot?: string }): string[];
   checkLayersTable(root: string): string[];
+  checkPaths(root: string, documents: string[]): string[];
 };
 
 export type ConfigVariableRow = { group: string; default: string; meaning: string; min?: number; max?: number };
