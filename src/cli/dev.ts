@@ -1,42 +1,93 @@
 /**
  * `sessionlog dev`: the local Temporal dev server (file-backed, so sessions survive a restart),
  * a worker, the offline or configured model, and the HTTP gateway, in one process tree with
- * data under ./.sessionlog/. Ctrl-C, SIGTERM and SIGHUP (the terminal closed) stop every child
+ * data under ./.sessionlog/ (or $SESSIONLOG_HOME). Ctrl-C, SIGTERM and SIGHUP (the terminal closed) stop every child
  * cleanly, also while it is still starting: the dev server runs in its own session (so a key
  * press in the terminal does not reach it) and would otherwise outlive us on port 7233.
  */
-import { execFile } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
+import { join } from 'node:path';
 import { NativeConnection } from '@temporalio/worker';
 import { openConfiguredStore, startModel } from '../compose.js';
 import type { Config } from '../config.js';
 import { installProcessFaultPolicy } from './fault-policy.js';
 import { startGateway, type RunningGateway } from '../gateway/index.js';
 import { createWorker } from '../worker.js';
-import { DEV_DIR, connectClient, packageRoot, readDevState, runtimeOptions, writeDevState } from './runtime.js';
-
-const run = promisify(execFile);
+import {
+  absoluteStore,
+  connectClient,
+  devHome,
+  packageRoot,
+  readDevState,
+  runtimeOptions,
+  writeDevState,
+} from './runtime.js';
 
 type TemporalServer = { address: string; uiUrl: string | undefined };
 
 const TEMPORAL_SCRIPT = (): string => join(packageRoot(), 'scripts', 'temporal-dev-server');
-const temporalStateDir = (): string => resolve(DEV_DIR, 'temporal');
+const temporalStateDir = (home: string): string => join(home, 'temporal');
 
-/** Stops the dev server recorded in .sessionlog/temporal (a no-op when none runs there). */
-async function stopTemporal(): Promise<void> {
-  await run(TEMPORAL_SCRIPT(), ['stop', '--state-dir', temporalStateDir()]);
+/**
+ * The lines of scripts/temporal-dev-server's stderr worth showing while dev starts: those saying
+ * the `temporal` binary is being obtained (built with Go, or downloaded), which can take
+ * minutes, and happens only when no usable binary is found. Its other notes stay quiet (and end
+ * up in the error message when the start fails).
+ */
+export function binaryNotes(stderr: string): string[] {
+  return stderr
+    .split('\n')
+    .filter((line) =>
+      /^temporal-dev-server: (building |waiting for the build lock|trying the TypeScript SDK's download)/.test(line),
+    )
+    .map((line) => line.slice('temporal-dev-server: '.length));
 }
 
-/** Starts (or reuses) the file-backed dev server in .sessionlog/temporal via scripts/temporal-dev-server. */
-async function startTemporal(preferredPort: number, log: (line: string) => void): Promise<TemporalServer> {
-  const script = TEMPORAL_SCRIPT();
-  const stateDir = temporalStateDir();
+/**
+ * Runs scripts/temporal-dev-server with `args`; resolves with its stdout, or rejects with an
+ * error carrying its stderr. `onNote` gets each {@link binaryNotes} line as it is printed.
+ */
+function runScript(args: string[], onNote: (line: string) => void = () => undefined): Promise<string> {
+  return new Promise((resolveRun, reject) => {
+    const child = spawn(TEMPORAL_SCRIPT(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    let pending = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+    child.stderr.on('data', (chunk: Buffer) => {
+      const text = chunk.toString('utf8');
+      stderr += text;
+      const lines = (pending + text).split('\n');
+      pending = lines.pop()!;
+      for (const note of binaryNotes(lines.join('\n'))) onNote(note);
+    });
+    child.once('error', reject);
+    child.once('close', (code) => {
+      if (code === 0) resolveRun(stdout);
+      else
+        reject(
+          Object.assign(new Error(`scripts/temporal-dev-server ${args[0]} exited with ${code}`), { stdout, stderr }),
+        );
+    });
+  });
+}
+
+/** Stops the dev server recorded in HOME/temporal (a no-op when none runs there). */
+async function stopTemporal(home: string): Promise<void> {
+  await runScript(['stop', '--state-dir', temporalStateDir(home)]);
+}
+
+/** Starts (or reuses) the file-backed dev server in HOME/temporal via scripts/temporal-dev-server. */
+async function startTemporal(
+  home: string,
+  preferredPort: number,
+  log: (line: string) => void,
+): Promise<TemporalServer> {
+  const stateDir = temporalStateDir(home);
   mkdirSync(stateDir, { recursive: true, mode: 0o700 });
   const base = ['--state-dir', stateDir, '--db-filename', join(stateDir, 'temporal.db'), '--ui'];
-  const start = async (port: string) =>
-    (await run(script, ['start', '--port', port, ...base], { maxBuffer: 1 << 20 })).stdout;
+  const start = (port: string) => runScript(['start', '--port', port, ...base], (note) => log(`Temporal: ${note}`));
   let out: string;
   try {
     out = await start(String(preferredPort));
@@ -56,16 +107,21 @@ async function startTemporal(preferredPort: number, log: (line: string) => void)
 /** The signals that stop `dev`: Ctrl-C, a service manager, and a closed terminal. */
 const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
+/**
+ * Runs the dev stack until a stop signal. `home` is its data folder (default ./.sessionlog, or
+ * SESSIONLOG_HOME): the Temporal dev server's state, and dev.json while it runs.
+ */
 export async function runDev(
   config: Config,
   log: (line: string) => void = (line) => process.stdout.write(`${line}\n`),
+  home: string = devHome(),
 ): Promise<void> {
-  const running = readDevState();
+  const running = readDevState(home);
   if (running)
     throw new Error(
-      `sessionlog dev is already running here (pid ${running.pid}, gateway ${running.gatewayUrl}); stop it first`,
+      `sessionlog dev is already running with data in ${home} (pid ${running.pid}, gateway ${running.gatewayUrl}); stop it first`,
     );
-  mkdirSync(DEV_DIR, { recursive: true, mode: 0o700 });
+  mkdirSync(home, { recursive: true, mode: 0o700 });
 
   // Listen before starting anything, so a signal during start-up stops what already started.
   const stop = new AbortController();
@@ -94,7 +150,7 @@ export async function runDev(
       const cleanup = cleanups.pop()!;
       await cleanup().catch((error: unknown) => say(`while stopping: ${(error as Error).message}`));
     }
-    rmSync(join(DEV_DIR, 'dev.json'), { force: true });
+    rmSync(join(home, 'dev.json'), { force: true });
   };
   try {
     let address = config.temporalAddress;
@@ -102,15 +158,21 @@ export async function runDev(
     if (address) {
       say(`Temporal: using ${address} (TEMPORAL_ADDRESS)`);
     } else {
-      say('Temporal: starting the local dev server (the first run builds the binary; this can take minutes)…');
+      say('Temporal: starting the local dev server…');
       // Registered before the start, which may be cut short after the server was launched.
-      cleanups.push(stopTemporal);
-      const temporal = await startTemporal(config.devTemporalPort, say);
+      cleanups.push(() => stopTemporal(home));
+      const temporal = await startTemporal(home, config.devTemporalPort, say);
       address = temporal.address;
       uiUrl = temporal.uiUrl;
     }
     if (!stop.signal.aborted)
-      await startStack(config, address, uiUrl, { say, cleanups, stop: stop.signal, requestStop: () => stop.abort() });
+      await startStack(config, address, uiUrl, {
+        home,
+        say,
+        cleanups,
+        stop: stop.signal,
+        requestStop: () => stop.abort(),
+      });
     say('Stopping…');
   } finally {
     try {
@@ -128,11 +190,13 @@ async function startStack(
   address: string,
   uiUrl: string | undefined,
   {
+    home,
     say,
     cleanups,
     stop,
     requestStop,
   }: {
+    home: string;
     say: (line: string) => void;
     cleanups: Array<() => Promise<void>>;
     stop: AbortSignal;
@@ -180,11 +244,12 @@ async function startStack(
     gateway = await startGateway({ ...gatewayOptions, port: 0 });
   }
   cleanups.push(() => gateway.close());
-  writeDevState(DEV_DIR, {
+  writeDevState(home, {
     pid: process.pid,
     temporalAddress: address,
     gatewayUrl: gateway.url,
-    store: config.store,
+    // Absolute, so a command run from another folder opens this same store.
+    store: absoluteStore(config.store),
     startedAt: Date.now(),
   });
 

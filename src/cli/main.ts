@@ -13,7 +13,7 @@ import { isLoopbackHost } from '../gateway/settings.js';
 import type { SessionClient } from '../client/session-client.js';
 import { SessionlogError, scrubSecrets } from '../session/index.js';
 import { runChat } from './chat.js';
-import { connectClient, packageRoot, temporalAddressFor } from './runtime.js';
+import { connectClient, defaultStore, devHome, homeStore, packageRoot, temporalAddressFor } from './runtime.js';
 import {
   answerApproval,
   compactSession,
@@ -58,10 +58,16 @@ const program = new Command()
   .option('--json', 'print JSON instead of tables')
   .showHelpAfterError();
 
+/**
+ * The configuration of every command but `dev`. Without TEMPORAL_ADDRESS (or --temporal) the
+ * commands talk to the running `sessionlog dev` (SESSIONLOG_HOME's, or the nearest
+ * .sessionlog/ here or above) and, without SESSIONLOG_STORE (or --store), open its store.
+ */
 function config(): Config {
   const o = program.opts<GlobalOptions>();
+  const temporalConfigured = Boolean(o.temporal || process.env.TEMPORAL_ADDRESS);
   return resolveConfig(process.env, {
-    ...(o.store ? { SESSIONLOG_STORE: o.store } : {}),
+    SESSIONLOG_STORE: o.store || process.env.SESSIONLOG_STORE || defaultStore(temporalConfigured),
     ...(o.temporal ? { TEMPORAL_ADDRESS: o.temporal } : {}),
     ...(o.namespace ? { TEMPORAL_NAMESPACE: o.namespace } : {}),
     ...(o.taskQueue ? { SESSIONLOG_TASK_QUEUE: o.taskQueue } : {}),
@@ -114,15 +120,18 @@ function exitOnceSettled(): void {
 
 program
   .command('dev')
-  .description('start a local Temporal dev server, a worker and the HTTP gateway (data in ./.sessionlog)')
+  .description(
+    'start a local Temporal dev server, a worker and the HTTP gateway (data in ./.sessionlog, or $SESSIONLOG_HOME)',
+  )
   .option('--port <port>', 'gateway port (env SESSIONLOG_PORT, default 8787)')
   .action(async (o: { port?: string }) => {
+    const home = devHome();
     const cfg = resolveConfig(process.env, {
       ...(o.port ? { SESSIONLOG_PORT: o.port } : {}),
-      ...(program.opts<GlobalOptions>().store ? { SESSIONLOG_STORE: program.opts<GlobalOptions>().store! } : {}),
+      SESSIONLOG_STORE: program.opts<GlobalOptions>().store || process.env.SESSIONLOG_STORE || homeStore(home),
     });
     const { runDev } = await import('./dev.js');
-    await runDev(cfg);
+    await runDev(cfg, undefined, home);
   });
 
 program
@@ -147,7 +156,7 @@ program
     const cfg = resolveConfig(process.env, {
       ...(o.host ? { SESSIONLOG_HOST: o.host } : {}),
       ...(o.port ? { SESSIONLOG_PORT: o.port } : {}),
-      ...(program.opts<GlobalOptions>().store ? { SESSIONLOG_STORE: program.opts<GlobalOptions>().store! } : {}),
+      SESSIONLOG_STORE: config().store,
       ...(program.opts<GlobalOptions>().temporal ? { TEMPORAL_ADDRESS: program.opts<GlobalOptions>().temporal! } : {}),
     });
     if (!isLoopbackHost(cfg.gateway.host) && !cfg.gateway.token && cfg.gateway.tokens.length === 0) {
@@ -169,8 +178,10 @@ program
 
 program
   .command('send')
-  .description('send one message and print the reply')
-  .argument('<id>', 'session id')
+  .description(
+    'send one message and print the reply; starts session ID when it does not exist yet (as chat does; over HTTP, POST /v1/sessions first)',
+  )
+  .argument('<id>', 'session id (started if new)')
   .argument('<text...>', 'message text')
   .action(async (id: string, text: string[]) => {
     await withClient(({ client }) => sendMessage(client, id, text.join(' '), output()));

@@ -5,7 +5,7 @@
  * agent, the client's checks) come from src/compose.ts; worker defaults from src/worker.ts.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
@@ -38,9 +38,39 @@ export function packageRoot(): string {
   throw new Error('cannot find the sessionlog package root (package.json) above the CLI module');
 }
 
-/** Where `sessionlog dev` keeps its data: ./.sessionlog next to the default store. */
+/** The folder `sessionlog dev` keeps its data in when SESSIONLOG_HOME is not set: ./.sessionlog. */
 export const DEV_DIR = '.sessionlog';
 const DEV_STATE = 'dev.json';
+/** The default store's file inside the data folder. */
+const DEV_STORE_FILE = 'sessionlog.db';
+
+/**
+ * The data folder of a `sessionlog dev` started here (absolute): `SESSIONLOG_HOME` when set, else
+ * ./.sessionlog. It holds the default store (sessionlog.db), the Temporal dev server's state
+ * (temporal/) and, while dev runs, dev.json (its pid, Temporal address, gateway URL and store).
+ */
+export function devHome(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): string {
+  return resolve(cwd, env.SESSIONLOG_HOME || DEV_DIR);
+}
+
+/** The store in `home` used when none is configured: `sqlite:HOME/sessionlog.db`. */
+export function homeStore(home: string): string {
+  return `sqlite:${join(home, DEV_STORE_FILE)}`;
+}
+
+/**
+ * `url` with a relative file path made absolute against `cwd` (`sqlite:` and `jsonl:`; other
+ * stores and `sqlite::memory:` as given), so dev.json names the store from any folder.
+ */
+export function absoluteStore(url: string, cwd = process.cwd()): string {
+  for (const scheme of ['sqlite:', 'jsonl:']) {
+    if (!url.startsWith(scheme)) continue;
+    const path = url.slice(scheme.length);
+    if (path === '' || path === ':memory:' || isAbsolute(path)) return url;
+    return `${scheme}${resolve(cwd, path)}`;
+  }
+  return url;
+}
 
 export type DevState = { pid: number; temporalAddress: string; gatewayUrl: string; store: string; startedAt: number };
 
@@ -59,8 +89,8 @@ function pidAlive(pid: number): boolean {
   }
 }
 
-/** The state of a `sessionlog dev` running from this directory, if one is. */
-export function readDevState(dir = DEV_DIR): DevState | undefined {
+/** The state of the `sessionlog dev` running with data folder `dir`, if one is. */
+export function readDevState(dir = devHome()): DevState | undefined {
   const file = join(dir, DEV_STATE);
   if (!existsSync(file)) return undefined;
   try {
@@ -73,13 +103,45 @@ export function readDevState(dir = DEV_DIR): DevState | undefined {
   }
 }
 
+/**
+ * The running `sessionlog dev` the other commands talk to. With `SESSIONLOG_HOME` set, the one
+ * whose data folder that is; else the nearest `.sessionlog/dev.json` of a running dev in this
+ * folder or any folder above it (as git finds `.git`), so the CLI works from anywhere inside
+ * the folder `dev` was started in.
+ */
+export function findRunningDev(
+  env: NodeJS.ProcessEnv = process.env,
+  cwd = process.cwd(),
+): (DevState & { home: string }) | undefined {
+  if (env.SESSIONLOG_HOME) {
+    const home = devHome(env, cwd);
+    const state = readDevState(home);
+    return state ? { ...state, home } : undefined;
+  }
+  for (let dir = resolve(cwd); ; dir = dirname(dir)) {
+    const home = join(dir, DEV_DIR);
+    const state = readDevState(home);
+    if (state) return { ...state, home };
+    if (dirname(dir) === dir) return undefined;
+  }
+}
+
+/**
+ * The store a command uses when neither `--store` nor SESSIONLOG_STORE names one: the running
+ * dev's (when the Temporal address comes from it too), else the one in the data folder.
+ */
+export function defaultStore(temporalConfigured: boolean, env: NodeJS.ProcessEnv = process.env): string {
+  const dev = temporalConfigured ? undefined : findRunningDev(env);
+  return dev?.store ?? homeStore(devHome(env));
+}
+
 /** The Temporal address to use: configured, else a running `sessionlog dev`'s, else a clear error. */
 export function temporalAddressFor(config: Config): string {
   if (config.temporalAddress) return config.temporalAddress;
-  const dev = readDevState();
+  const dev = findRunningDev();
   if (dev) return dev.temporalAddress;
   throw new ConfigError(
-    'TEMPORAL_ADDRESS is not set and no `sessionlog dev` is running here: start `sessionlog dev`, or set TEMPORAL_ADDRESS=host:port',
+    `TEMPORAL_ADDRESS is not set and no running \`sessionlog dev\` was found (${process.env.SESSIONLOG_HOME ? `SESSIONLOG_HOME=${process.env.SESSIONLOG_HOME} has no dev.json of a running dev` : 'no .sessionlog/dev.json here or in a folder above'}): start \`sessionlog dev\`, set SESSIONLOG_HOME to its data folder, or set TEMPORAL_ADDRESS=host:port`,
   );
 }
 
@@ -185,7 +247,7 @@ export async function connectClient(
       ...clientOptions,
       ...(interceptors ? { interceptors } : {}),
     });
-  const address = config.temporalAddress ?? readDevState()?.temporalAddress ?? '127.0.0.1:7233';
+  const address = config.temporalAddress ?? findRunningDev()?.temporalAddress ?? '127.0.0.1:7233';
   const temporal = new Client({ connection: Connection.lazy({ address }), namespace: config.namespace });
   return new SessionClient({ ...clientOptions, temporal });
 }

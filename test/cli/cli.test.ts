@@ -4,7 +4,7 @@
  * Ctrl-C and a second `dev` that finds the session intact.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -24,11 +24,14 @@ function userEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function cli(
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], {
-      cwd: dir,
-      env: userEnv(),
+      cwd: options.cwd ?? dir,
+      env: { ...userEnv(), ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -84,6 +87,62 @@ describe('the sessionlog CLI against a real dev stack', () => {
     const page = await fetch(inspector!);
     expect(page.status).toBe(200);
     expect(await page.text()).toContain('sessionlog inspector');
+  });
+
+  it('dev says nothing of building the Temporal binary when it is already there', () => {
+    expect(devLog).toMatch(/Temporal: starting the local dev server/);
+    expect(devLog).not.toMatch(/can take minutes|building/i);
+  });
+
+  it('dev.json names the store by an absolute path, so it is the same store from any folder', () => {
+    const state = JSON.parse(readFileSync(join(dir, '.sessionlog', 'dev.json'), 'utf8')) as { store: string };
+    expect(state.store).toBe(`sqlite:${join(dir, '.sessionlog', 'sessionlog.db')}`);
+  });
+
+  it("send's help says it starts a session that does not exist yet", async () => {
+    const help = await cli(['send', '--help']);
+    // Commander wraps the description to the terminal's width.
+    expect(help.stdout.replace(/\s+/g, ' ')).toMatch(/starts session ID when it does not exist yet/);
+  });
+
+  it('send to a new id starts that session (the CLI creates, unlike POST /v1/sessions/:id/messages)', async () => {
+    const sent = await cli(['send', 'cli-new', 'first words']);
+    expect(sent.code).toBe(0);
+    expect(sent.stdout.trim()).toBe('echo: first words');
+    const shown = await cli(['--json', 'sessions', 'show', 'cli-new']);
+    expect((JSON.parse(shown.stdout) as { header: { id: string } }).header.id).toBe('cli-new');
+  });
+
+  it('works from a folder below the one dev runs in: it finds the nearest .sessionlog/dev.json above, and its store', async () => {
+    const deeper = join(dir, 'sub', 'deeper');
+    mkdirSync(deeper, { recursive: true });
+    const sent = await cli(['send', 'cli-sub', 'from', 'below'], { cwd: deeper });
+    expect(sent.stderr).toBe('');
+    expect(sent.stdout.trim()).toBe('echo: from below');
+    const list = await cli(['sessions', 'list'], { cwd: deeper });
+    expect(list.stdout).toMatch(/^cli-sub\s/m);
+    // No second data folder was made where the command ran.
+    expect(existsSync(join(deeper, '.sessionlog'))).toBe(false);
+    expect(existsSync(join(dir, 'sub', '.sessionlog'))).toBe(false);
+  });
+
+  it("works from any folder with SESSIONLOG_HOME set to dev's data folder", async () => {
+    const elsewhere = mkdtempSync(join(tmpdir(), 'sessionlog-cli-elsewhere-'));
+    const env = { SESSIONLOG_HOME: join(dir, '.sessionlog') };
+    const sent = await cli(['send', 'cli-home', 'via', 'home'], { cwd: elsewhere, env });
+    expect(sent.stderr).toBe('');
+    expect(sent.stdout.trim()).toBe('echo: via home');
+    const history = await cli(['--json', 'sessions', 'history', 'cli-home'], { cwd: elsewhere, env });
+    expect((JSON.parse(history.stdout) as unknown[]).length).toBe(2);
+    expect(existsSync(join(elsewhere, '.sessionlog'))).toBe(false);
+  });
+
+  it('without a running dev found, send says how to point the CLI at one', async () => {
+    const elsewhere = mkdtempSync(join(tmpdir(), 'sessionlog-cli-nodev-'));
+    const sent = await cli(['send', 'x', 'hello'], { cwd: elsewhere });
+    expect(sent.code).toBe(2);
+    expect(sent.stderr).toMatch(/no running `sessionlog dev` was found/);
+    expect(sent.stderr).toMatch(/SESSIONLOG_HOME/);
   });
 
   it('send returns the reply and sessions history matches it', async () => {
