@@ -2,7 +2,8 @@
  * `sessionlog dev` must not leave its Temporal dev server behind (issue: a closed terminal left
  * an orphaned server holding port 7233). The dev server runs in its own session, so only `dev`
  * itself can stop it: on SIGHUP (the terminal closed: its output pipes are gone too), on
- * SIGTERM, and on a signal that arrives while it is still starting.
+ * SIGTERM, and on a signal that arrives while it is still starting. Also under `npm run dev`,
+ * when the signal goes to the npm process only (what a supervisor does).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -62,13 +63,26 @@ type Dev = {
   dir: string;
   log: () => string;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** The `sessionlog dev` process when it is not `child` itself (under npm), once known. */
+  devPid?: number;
 };
 
 const started: Dev[] = [];
 
-function startDev(): Dev {
+/**
+ * `sessionlog dev` in a new scratch folder: run directly, or as `npm run dev` in the checkout
+ * (npm runs scripts there) with SESSIONLOG_HOME pointing its data into the scratch folder.
+ */
+function startDev(how: 'direct' | 'npm' = 'direct'): Dev {
   const dir = mkdtempSync(join(tmpdir(), 'sessionlog-dev-signals-'));
-  const child = spawn(process.execPath, [BIN, 'dev'], { cwd: dir, env: userEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+  const child =
+    how === 'direct'
+      ? spawn(process.execPath, [BIN, 'dev'], { cwd: dir, env: userEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
+      : spawn('npm', ['run', 'dev'], {
+          cwd: ROOT,
+          env: { ...userEnv(), SESSIONLOG_HOME: join(dir, '.sessionlog') },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
   let log = '';
   child.stdout!.on('data', (d: Buffer) => (log += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (log += d.toString()));
@@ -118,6 +132,13 @@ async function expectEverythingStopped(
 
 afterEach(async () => {
   for (const dev of started.splice(0)) {
+    // Under npm, a dev process the signal did not reach (npm waits for it): stopped first.
+    if (dev.devPid !== undefined && processAlive(dev.devPid)) {
+      process.kill(dev.devPid, 'SIGTERM');
+      await eventually(async () => (processAlive(dev.devPid!) ? undefined : true), 60_000, 100).catch(() =>
+        process.kill(dev.devPid!, 'SIGKILL'),
+      );
+    }
     if (dev.child.exitCode === null && dev.child.signalCode === null) {
       dev.child.kill('SIGINT');
       await dev.exited;
@@ -172,4 +193,29 @@ describe('sessionlog dev stops its Temporal dev server', () => {
     await expectEverythingStopped(dev, server);
     expect(dev.log()).not.toMatch(/Press Ctrl-C/);
   }, 300_000);
+});
+
+describe('npm run dev stops the whole process tree when only the npm process is signalled', () => {
+  it.each(['SIGINT', 'SIGTERM'] as const)(
+    'on %s to npm: the dev process (worker and gateway), and the Temporal dev server, are gone',
+    async (signal) => {
+      const dev = startDev('npm');
+      await waitReady(dev);
+      const server = temporalServer(dev);
+      const state = JSON.parse(readFileSync(join(dev.dir, '.sessionlog', 'dev.json'), 'utf8')) as {
+        pid: number;
+        gatewayUrl: string;
+      };
+      dev.devPid = state.pid;
+      expect(state.pid).not.toBe(dev.child.pid);
+      expect(processAlive(state.pid)).toBe(true);
+      expect(await accepts(new URL(state.gatewayUrl).host)).toBe(true);
+      // Only npm's pid, not its process group: what a supervisor or `kill PID` does.
+      dev.child.kill(signal);
+      await expectEverythingStopped(dev, server, state.gatewayUrl);
+      expect(processAlive(state.pid), `the dev process (pid ${state.pid}) is still running`).toBe(false);
+      expect(dev.log()).toMatch(/Stopped\./);
+    },
+    300_000,
+  );
 });
