@@ -6,7 +6,7 @@
  * that ran.
  */
 import type { ModelRouting, RouteContext } from '../route-table.js';
-import { OpenAiError } from '../openai-errors.js';
+import { OpenAiError, notFound } from '../openai-errors.js';
 
 export type { ModelRouting };
 
@@ -42,4 +42,11 @@ export function modelList(ctx: RouteContext) {
 
 export function modelObject(id: string) {
   return { id, object: 'model' as const, created: 0, owned_by: 'sessionlog' };
+}
+
+/** `GET /models/:id`: a name requests may use (404 for any other). */
+export function modelById(ctx: RouteContext, id: string) {
+  if (ctx.models.names[id] === undefined)
+    throw notFound('model', `The model '${id}' does not exist or you do not have access to it.`);
+  return modelObject(id);
 }
