@@ -2,17 +2,17 @@
  * A backend service on sessionlog's TypeScript API: start a session, send a message while
  * streaming the reply's tokens from the live log, then read the derived history.
  *
- * Against a running `sessionlog dev` (from the same directory):
+ * Against a running `sessionlog dev`, from its folder or any folder below it:
  *
  *   npx tsx examples/backend-service.ts "What is 6 times 7?"
  *
  * The Temporal address and the store come from TEMPORAL_ADDRESS / SESSIONLOG_STORE (and the
- * other DESIGN §9 variables), else from the `sessionlog dev` running here (.sessionlog/dev.json).
+ * other DESIGN §9 variables), else from the running `sessionlog dev`, found as the CLI finds it
+ * (the nearest .sessionlog/dev.json, or SESSIONLOG_HOME's: examples/find-dev.ts).
  * The service needs the same store the workers write to: commands go through Temporal, reads
  * come straight from the store.
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
   SessionClient,
@@ -23,6 +23,7 @@ import {
   type Reply,
   type SessionEvent,
 } from '../src/index.js';
+import { findDev } from './find-dev.js';
 
 export type ExampleOptions = {
   /** The user message to send. */
@@ -99,22 +100,13 @@ export async function runExample(
   return { sessionId, streamed, reply, history };
 }
 
-type DevState = { temporalAddress: string; store: string };
-
-/** The state a running `sessionlog dev` leaves in ./.sessionlog/dev.json, if any. */
-function readDevState(): DevState | undefined {
-  const file = join('.sessionlog', 'dev.json');
-  if (!existsSync(file)) return undefined;
-  return JSON.parse(readFileSync(file, 'utf8')) as DevState;
-}
-
 async function main(): Promise<void> {
   const config = resolveConfig(process.env);
-  const dev = config.temporalAddress === undefined ? readDevState() : undefined;
+  const dev = config.temporalAddress === undefined ? findDev() : undefined;
   const address = config.temporalAddress ?? dev?.temporalAddress;
   if (address === undefined) {
     process.stderr.write(
-      'TEMPORAL_ADDRESS is not set and no `sessionlog dev` state was found in ./.sessionlog: start `sessionlog dev` here, or set TEMPORAL_ADDRESS and SESSIONLOG_STORE\n',
+      'TEMPORAL_ADDRESS is not set and no running `sessionlog dev` was found (no .sessionlog/dev.json here or above, or in SESSIONLOG_HOME): start `sessionlog dev`, or set TEMPORAL_ADDRESS and SESSIONLOG_STORE\n',
     );
     process.exitCode = 2;
     return;

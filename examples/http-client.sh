@@ -2,8 +2,12 @@
 # The gateway's HTTP API with curl: create a session, watch its live event stream (SSE) while a
 # message is answered, then read the derived history and the stored events.
 #
-#   sessionlog dev                                   # gateway on http://127.0.0.1:8787
+#   sessionlog dev                                   # in the clone; then anywhere below it:
 #   bash examples/http-client.sh "What is 6 times 7?"
+#
+# The gateway is the running `sessionlog dev`'s, found as the CLI finds it (the nearest
+# .sessionlog/dev.json here or above, or SESSIONLOG_HOME's), whatever its port; else
+# http://127.0.0.1:8787. GATEWAY=http://host:port names another one.
 #
 # Against docker compose (or any gateway beyond loopback) pass the token:
 #
@@ -12,7 +16,28 @@
 # Every route is described by the OpenAPI document at $GATEWAY/v1/openapi.json.
 set -euo pipefail
 
-GATEWAY="${GATEWAY:-http://127.0.0.1:8787}"
+# Prints the gateway URL of the running `sessionlog dev` (as examples/find-dev.ts finds it).
+dev_gateway() {
+  node -e '
+    const { readFileSync } = require("node:fs");
+    const { dirname, join, resolve } = require("node:path");
+    const homes = [];
+    if (process.env.SESSIONLOG_HOME) homes.push(resolve(process.env.SESSIONLOG_HOME));
+    else for (let dir = process.cwd(); ; dir = dirname(dir)) {
+      homes.push(join(dir, ".sessionlog"));
+      if (dirname(dir) === dir) break;
+    }
+    for (const home of homes) {
+      let state;
+      try { state = JSON.parse(readFileSync(join(home, "dev.json"), "utf8")); } catch { continue; }
+      try { process.kill(state.pid, 0); } catch (error) { if (error.code !== "EPERM") continue; }
+      process.stdout.write(state.gatewayUrl);
+      process.exit(0);
+    }
+    process.exit(1);'
+}
+
+GATEWAY="${GATEWAY:-$(dev_gateway || echo http://127.0.0.1:8787)}"
 TEXT="${*:-Hello over HTTP! How many words are in this sentence?}"
 SESSION_ID="${SESSION_ID:-http-$(date +%s)-$RANDOM}"
 

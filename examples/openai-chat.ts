@@ -5,20 +5,26 @@
  * reply streams back token by token; the conversation is a sessionlog session, so it survives
  * restarts of any process, is compacted when it grows, and can be continued later.
  *
- * Against a running `sessionlog dev` (from the same directory):
+ * Against a running `sessionlog dev`, from its folder or any folder below it:
  *
- *   OPENAI_API_KEY=anything npx tsx examples/openai-chat.ts
+ *   npx tsx examples/openai-chat.ts
  *
- * Type messages, one per line; end with Ctrl-D. With a gateway token, OPENAI_API_KEY is the
- * token (SESSIONLOG_GATEWAY_TOKEN). CONVERSATION_ID=conv_… continues a conversation;
- * OPENAI_MODEL names the model (the conversation's: `deepseek-flash` by default).
+ * Type messages, one per line; end with Ctrl-D. The gateway is found as the CLI finds it (the
+ * nearest .sessionlog/dev.json, or SESSIONLOG_HOME's: examples/find-dev.ts), whatever its
+ * port; GATEWAY=http://host:port names another one. The API key the client sends is the
+ * gateway's token, SESSIONLOG_GATEWAY_TOKEN (a `sessionlog dev` on loopback needs none, but the
+ * openai client refuses to start without a key). CONVERSATION_ID=conv_… continues a
+ * conversation; OPENAI_MODEL names the model (the conversation's: `deepseek-flash` by default).
  */
 import { createInterface } from 'node:readline';
 import OpenAI from 'openai';
+import { findDev } from './find-dev.js';
 
+const gateway = process.env.GATEWAY ?? findDev()?.gatewayUrl ?? 'http://127.0.0.1:8787';
 const client = new OpenAI({
-  // The only change from a program that talks to OpenAI itself:
-  baseURL: process.env.SESSIONLOG_OPENAI_URL ?? 'http://127.0.0.1:8787/openai/v1',
+  // The only change from a program that talks to OpenAI itself: where it sends, and the key.
+  baseURL: `${gateway}/openai/v1`,
+  apiKey: process.env.SESSIONLOG_GATEWAY_TOKEN ?? 'no-token-on-loopback',
 });
 const model = process.env.OPENAI_MODEL ?? 'deepseek-flash';
 

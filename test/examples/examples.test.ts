@@ -2,12 +2,16 @@
  * The examples run against the in-process stack (real Temporal, a worker, the fake model), so
  * an API change that breaks them fails here instead of rotting in examples/.
  */
-import { execFile, execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runExample } from '../../examples/backend-service.js';
+import { findDev } from '../../examples/find-dev.js';
 import { NATIVE_ROUTES, startGateway } from '../../src/gateway/index.js';
 import { startStack, type Stack } from '../support/stack.js';
 
@@ -24,6 +28,45 @@ function commandExists(command: string): boolean {
   }
 }
 const hasCurl = commandExists('curl');
+
+/** The environment of a user who set nothing: no key, no gateway, no data folder named. */
+function bareEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const key of [
+    'OPENAI_API_KEY',
+    'GATEWAY',
+    'SESSIONLOG_GATEWAY_TOKEN',
+    'SESSIONLOG_HOME',
+    'SESSIONLOG_OPENAI_URL',
+  ])
+    delete env[key];
+  return { ...env, ...extra };
+}
+
+/**
+ * A scratch folder whose .sessionlog/dev.json says a `sessionlog dev` runs (this test process's
+ * pid) with `gatewayUrl`, as dev writes it; returns a folder two levels below it.
+ */
+function devFolder(gatewayUrl: string): { root: string; below: string } {
+  const root = mkdtempSync(join(tmpdir(), 'sessionlog-examples-dev-'));
+  mkdirSync(join(root, '.sessionlog'));
+  writeFileSync(
+    join(root, '.sessionlog', 'dev.json'),
+    JSON.stringify({
+      pid: process.pid,
+      temporalAddress: '127.0.0.1:1',
+      gatewayUrl,
+      store: 'sqlite::memory:',
+      startedAt: 0,
+    }),
+  );
+  const below = join(root, 'app', 'src');
+  mkdirSync(below, { recursive: true });
+  return { root, below };
+}
+
+/** tsx's loader by absolute URL, so an example runs with tsx from any folder. */
+const TSX_LOADER = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
 
 let stack: Stack;
 beforeAll(async () => {
@@ -68,10 +111,50 @@ describe('examples/backend-service.ts', () => {
 describe('examples/openai-chat.ts', () => {
   const scriptPath = fileURLToPath(new URL('../../examples/openai-chat.ts', import.meta.url));
 
-  it('is an OpenAI SDK program that only changes baseURL', () => {
+  it('is an OpenAI SDK program that only changes baseURL and the key (the gateway token)', () => {
     const source = readFileSync(scriptPath, 'utf8');
-    expect(source).toMatch(/new OpenAI\(\{\s*\/\/[^\n]*\n\s*baseURL: [^\n]*,\n\}\)/);
+    expect(source).toMatch(/new OpenAI\(\{\s*\/\/[^\n]*\n\s*baseURL: [^\n]*,\n\s*apiKey: [^\n]*,\n\}\)/);
     expect(source).not.toMatch(/from '\.\.\/src/);
+  });
+
+  /** Runs the example with `input` on stdin; resolves with its output, or rejects with it. */
+  function runOpenAIChat(input: string, options: { env: NodeJS.ProcessEnv; cwd?: string }): Promise<string> {
+    const child = spawn(process.execPath, ['--import', TSX_LOADER, scriptPath], {
+      env: options.env,
+      cwd: options.cwd ?? process.cwd(),
+      stdio: ['pipe', 'pipe', 'pipe'],
+      timeout: 60_000,
+    });
+    child.stdin.end(input);
+    return new Promise<string>((resolve, reject) => {
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')));
+      child.stderr.on('data', (d: Buffer) => (out += d.toString('utf8')));
+      child.once('exit', (code) =>
+        code === 0 ? resolve(out) : reject(new Error(`openai-chat exited with ${code}:\n${out}`)),
+      );
+    });
+  }
+
+  it("finds the running dev's gateway (any port) from a folder below it, and needs no OPENAI_API_KEY", async () => {
+    const gateway = await startGateway({
+      client: stack.client,
+      host: '127.0.0.1',
+      port: 0,
+      bodyLimitBytes: 64 * 1024,
+      defaultAgent: { model: 'fake' },
+    });
+    try {
+      const { below } = devFolder(gateway.url);
+      const stdout = await runOpenAIChat('Found you\n', { env: bareEnv({ OPENAI_MODEL: 'fake' }), cwd: below });
+      expect(stdout).not.toMatch(/Missing credentials/);
+      expect(stdout).toContain('echo: Found you\n[completed;');
+      const conversationId = /^conversation (\S+)$/m.exec(stdout)![1]!;
+      const history = await stack.client.history(conversationId);
+      expect(history.map((m) => m.role)).toEqual(['user', 'assistant']);
+    } finally {
+      await gateway.close();
+    }
   });
 
   it('chats through a token-protected gateway: streams each reply, and the conversation is a session whose log holds the turns', async () => {
@@ -85,22 +168,8 @@ describe('examples/openai-chat.ts', () => {
       defaultAgent: { model: 'fake' },
     });
     try {
-      const child = execFile(process.execPath, ['--import', 'tsx', scriptPath], {
-        env: {
-          ...process.env,
-          SESSIONLOG_OPENAI_URL: `${gateway.url}/openai/v1`,
-          OPENAI_API_KEY: token,
-          OPENAI_MODEL: 'fake',
-        },
-        timeout: 60_000,
-      });
-      child.stdin!.end('Hello, durable world\nWhat did I say?\n');
-      const stdout = await new Promise<string>((resolve, reject) => {
-        let out = '';
-        child.stdout!.on('data', (d: Buffer) => (out += d.toString('utf8')));
-        child.once('exit', (code) =>
-          code === 0 ? resolve(out) : reject(new Error(`openai-chat exited with ${code}:\n${out}`)),
-        );
+      const stdout = await runOpenAIChat('Hello, durable world\nWhat did I say?\n', {
+        env: bareEnv({ GATEWAY: gateway.url, SESSIONLOG_GATEWAY_TOKEN: token, OPENAI_MODEL: 'fake' }),
       });
       const conversationId = /^conversation (\S+)$/m.exec(stdout)![1]!;
       expect(stdout).toContain('echo: Hello, durable world\n[completed;');
@@ -164,4 +233,48 @@ describe('examples/http-client.sh', () => {
       }
     },
   );
+});
+
+describe('examples/http-client.sh finding the gateway', () => {
+  const scriptPath = fileURLToPath(new URL('../../examples/http-client.sh', import.meta.url));
+
+  it.skipIf(!hasCurl)("without GATEWAY, talks to the running dev's gateway found from a folder below it", async () => {
+    const gateway = await startGateway({ client: stack.client, host: '127.0.0.1', port: 0, bodyLimitBytes: 64 * 1024 });
+    try {
+      const { below } = devFolder(gateway.url);
+      const sessionId = `http-found-${Date.now()}`;
+      const { stdout } = await execFileAsync('bash', [scriptPath, 'found by dev.json'], {
+        env: bareEnv({ SESSION_ID: sessionId }),
+        cwd: below,
+        timeout: 60_000,
+      });
+      expect(stdout).toContain('echo: found by dev.json');
+      expect((await stack.client.history(sessionId)).map((m) => m.role)).toEqual(['user', 'assistant']);
+    } finally {
+      await gateway.close();
+    }
+  });
+});
+
+describe('examples/find-dev.ts: the running dev, found as the CLI finds it', () => {
+  it('is the nearest .sessionlog/dev.json above the folder whose dev still runs', () => {
+    const { root, below } = devFolder('http://127.0.0.1:1111');
+    expect(findDev({}, below)?.gatewayUrl).toBe('http://127.0.0.1:1111');
+    // A dev.json nearer by, left by a dev that has stopped, is passed over.
+    mkdirSync(join(root, 'app', '.sessionlog'));
+    writeFileSync(
+      join(root, 'app', '.sessionlog', 'dev.json'),
+      JSON.stringify({ pid: 2 ** 22 + 12345, gatewayUrl: 'http://127.0.0.1:2222' }),
+    );
+    expect(findDev({}, below)?.gatewayUrl).toBe('http://127.0.0.1:1111');
+  });
+
+  it("with SESSIONLOG_HOME, is that folder's dev and no other", () => {
+    const { root } = devFolder('http://127.0.0.1:3333');
+    const elsewhere = mkdtempSync(join(tmpdir(), 'sessionlog-examples-elsewhere-'));
+    expect(findDev({ SESSIONLOG_HOME: join(root, '.sessionlog') }, elsewhere)?.gatewayUrl).toBe(
+      'http://127.0.0.1:3333',
+    );
+    expect(findDev({ SESSIONLOG_HOME: elsewhere }, join(root, 'app', 'src'))).toBeUndefined();
+  });
 });
