@@ -126,6 +126,13 @@ describe('the sessions list', () => {
     await expect.poll(() => busyRow.locator('[data-field=turns]').textContent()).toBe('1');
     await expect.poll(() => busyRow.locator('[data-field=events]').textContent()).toBe(String(events.length));
     await expect.poll(() => busyRow.locator('[data-field=phase]').textContent()).toContain('idle');
+    // An idle session reads "idle" once, not the derived phase and the workflow's beside it.
+    await expect
+      .poll(async () => ((await busyRow.locator('[data-field=phase]').textContent()) ?? '').replace(/\s+/g, ' ').trim())
+      .toBe('idle');
+    // The page's placeholder is gone once the app has rendered.
+    expect(await page.getByText('Loading the inspector…').count()).toBe(0);
+    expect(await page.locator('#app > .loading').count()).toBe(0);
     await expect.poll(() => quietRow.locator('[data-field=turns]').textContent()).toBe('0');
 
     await page.locator('[data-testid=filter]').fill(busy);
@@ -138,6 +145,7 @@ describe('the sessions list', () => {
     expect(page.url()).toBe(`${gateway.url}/ui/#/sessions/${busy}`);
     expect(await turn.getAttribute('data-outcome')).toBe('completed');
     expect(await turn.locator('[data-testid=user-message] .text').textContent()).toBe('hello inspector');
+    expect(await page.getByText('Loading the inspector…').count()).toBe(0);
     expect(await turn.locator('[data-testid=reply-text]').textContent()).toBe('echo: hello inspector');
   });
 });

@@ -95,4 +95,7 @@ function App() {
   </div>`;
 }
 
-render(html`<${App} />`, document.getElementById('app'));
+// Preact renders beside what the element holds: the page's "Loading the inspector…" goes first.
+const root = document.getElementById('app');
+root.replaceChildren();
+render(html`<${App} />`, root);

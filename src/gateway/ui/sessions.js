@@ -31,6 +31,16 @@ export function phaseOf(activity, status) {
   return 'idle';
 }
 
+/**
+ * The workflow's own phase, shown muted beside {@link phaseOf}'s when it says more: the step a
+ * running turn is at (`model`, `tools`, `compacting`, …). Nothing when it only repeats the
+ * shown phase (`idle` beside idle, `paused` beside paused: …), or without a status.
+ */
+export function workflowDetail(phase, status) {
+  if (!status || phase.startsWith(status.phase) || ['idle', 'paused'].includes(status.phase)) return null;
+  return status.phase;
+}
+
 export function TokenGauge({ tokens, pressure, window: contextWindow }) {
   if (tokens === null || tokens === undefined) return html`<span class="muted">–</span>`;
   const ratio = pressure ?? null;
@@ -129,6 +139,7 @@ export function SessionList() {
                 const activity = detail?.activity;
                 const status = detail?.status;
                 const phase = detail ? phaseOf(activity, status) : '…';
+                const step = workflowDetail(phase, status);
                 return html`<tr data-testid="session-row" data-session-id=${session.id}>
                   <td>
                     <a href=${`#/sessions/${encodeURIComponent(session.id)}`}>${session.id}</a
@@ -145,8 +156,8 @@ export function SessionList() {
                     />
                   </td>
                   <td data-field="phase">
-                    <span class=${`phase phase-${phase.replace(/ /g, '-')}`}>${phase}</span
-                    >${status ? html` <span class="muted">${status.phase}</span>` : null}
+                    <span class=${`phase phase-${phase.replace(/[ :]+/g, '-')}`}>${phase}</span
+                    >${step ? html` <span class="muted" data-testid="workflow-phase">${step}</span>` : null}
                   </td>
                   <td data-field="last-activity" title=${formatTime(activity?.lastActivity)}>
                     ${formatAgo(activity?.lastActivity, now)}
