@@ -12,33 +12,9 @@
  * step, source and data parts carry nothing a transcript holds. Files and images cannot be
  * logged: refused, naming the part.
  */
-import { z } from 'zod';
-import { SESSION_ID_PATTERN } from '../../session/index.js';
 import { invalidRequest } from '../openai-errors.js';
 import type { Transcript, TranscriptMessage } from '../transcripts.js';
-import { SESSION_ID_RULE } from '../wire.js';
-
-const uiPart = z.looseObject({ type: z.string().min(1).max(200) });
-const uiMessage = z.looseObject({
-  id: z.string().max(300).optional(),
-  role: z.enum(['system', 'user', 'assistant']),
-  parts: z.array(uiPart).max(10_000),
-  metadata: z.unknown().optional(),
-});
-
-export const chatRequestBody = z.looseObject({
-  id: z
-    .string()
-    .regex(SESSION_ID_PATTERN, `the chat id is the session id (${SESSION_ID_RULE})`)
-    .describe('the chat id: the session'),
-  messages: z.array(uiMessage).min(1, 'messages must hold at least one message').max(100_000),
-  trigger: z
-    .enum(['submit-message', 'regenerate-message'])
-    .optional()
-    .describe('regenerate-message: a new reply to the last user message (a branch answers it)'),
-  messageId: z.string().max(300).nullish(),
-});
-export type ChatRequestBody = z.output<typeof chatRequestBody>;
+import type { ChatRequestBody } from './schemas.js';
 
 /** An answer to a tool approval the stream asked for (`approvalId` is the call id). */
 export type ApprovalAnswerPart = { callId: string; approved: boolean; reason?: string };
