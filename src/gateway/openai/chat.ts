@@ -1,7 +1,7 @@
 /**
  * OpenAI Chat Completions (`POST /openai/v1/chat/completions`, issue 24): the stateless API most
  * applications call. Each request carries its whole transcript; it is reconciled with a
- * session's log (reconcile.ts), one turn runs, and the answer is derived from the log as the
+ * session's log (../transcripts.ts), one turn runs, and the answer is derived from the log as the
  * Responses API's is (the same tracker), then spelled as a `chat.completion` or as
  * `chat.completion.chunk` events. Every answer names the session in `x-session-id` (and the
  * session it forked from in `x-sessionlog-forked-from`).

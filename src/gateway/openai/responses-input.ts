@@ -4,7 +4,7 @@
  * the instructions; earlier output items come back as they were returned (or as
  * `item_reference`s, resolved from the log of the session their id names); reasoning items are
  * left out; function calls without an output in the list are calls the worker ran itself (the
- * client never answers them) and fold away, as they do in the log's transcript (transcript.ts).
+ * client never answers them) and fold away, as they do in the log's transcript (../transcripts.ts).
  */
 import type { RouteContext } from '../route-table.js';
 import { invalidRequest } from '../openai-errors.js';

@@ -370,7 +370,7 @@ export async function createResponse(
   return answerResponse(ctx, body, request, reply, { sessionId, anchor, header, events, scope, previous });
 }
 
-/** A response whose input is a whole transcript: reconciled with a session's log (reconcile.ts), then answered. */
+/** A response whose input is a whole transcript: reconciled with a session's log (../transcripts.ts), then answered. */
 async function answerTranscript(
   ctx: RouteContext,
   body: z.output<typeof responseCreateBody>,
