@@ -98,6 +98,7 @@ import {
   workflowIdFor,
   type ApprovalResult,
   type CompactResult,
+  type Deferred,
   type NoteInput,
   type SeedSpec,
   type ToolResultAck,
@@ -737,10 +738,13 @@ export class SessionClient {
    * Logs a note between turns: metadata of the session (replacing its earlier metadata) or, with
    * `metadata.messageId`, of the turn that answers that message; and user messages the model
    * gets with the next turn, without a turn answering them now (a conversation's initial items).
-   * Waits until no turn or compaction runs, so it may take as long as the running turn. Logged
-   * once per note id; starts the session's workflow if it is not running.
+   * Waits until no turn or compaction runs, so it may take as long as the running turn; with
+   * `atOnce`, answers at once instead (`applies: 'turn-end'`) and the note is logged when the
+   * running turn is over, before the next one starts. Logged once per note id; starts the
+   * session's workflow if it is not running.
    *
-   * @returns the note's id and the log's head after it.
+   * @returns the note's id, the log's head after it (with `applies: 'turn-end'`: before it), and
+   *   when it applies.
    * @throws SessionlogError `SESSION_NOT_FOUND`, or `EMPTY_MESSAGE` / `MESSAGE_TOO_LARGE` /
    *   `INVALID_MESSAGE` / `INVALID_ARGUMENT` for what the session would not log.
    */
@@ -758,7 +762,8 @@ export class SessionClient {
        */
       hide?: number[];
     },
-  ): Promise<{ id: string; headSeq: number }> {
+    options: { atOnce?: boolean } = {},
+  ): Promise<{ id: string; headSeq: number; applies: 'now' | 'turn-end' }> {
     await this.requireSession(sessionId);
     const id = note.id ?? randomUUID();
     assertMessageId(id);
@@ -792,9 +797,13 @@ export class SessionClient {
       );
     const ref = await this.putInbox(sessionId, inboxKeys.note(id), text);
     const input: NoteInput = { id, ref };
-    const logged = await this.updateWithStart(noteUpdate, sessionId, { args: [input], updateId: `note/${id}` });
-    await this.store.inbox.remove(sessionId, [ref.key]).catch(() => undefined);
-    return { id, headSeq: logged.headSeq };
+    const logged = await this.updateWithStart(noteUpdate, sessionId, {
+      args: options.atOnce ? [input, { atOnce: true }] : [input],
+      updateId: `note/${id}`,
+    });
+    // Answered at once, the note is not logged yet: the workflow reads its inbox entry when it is.
+    if (logged.applies !== 'turn-end') await this.store.inbox.remove(sessionId, [ref.key]).catch(() => undefined);
+    return { id, headSeq: logged.headSeq, applies: logged.applies ?? 'now' };
   }
 
   // ---- spend caps (issue 26) ----------------------------------------------------------------
@@ -1000,13 +1009,18 @@ export class SessionClient {
    * (the log keeps everything; the derived history shows the summary) and returns what it
    * shadowed. Starts the session's workflow if it is not running.
    *
+   * With `atOnce`, a compaction asked for while a turn runs answers at once (`{applies:
+   * 'turn-end'}`) and runs when the turn is over, before the next one starts.
+   *
    * @returns the compaction's id, the shadowed seqs and the token counts before and after, or
    *   null when nothing was compacted (`status()` then reports why in `lastError`).
    * @throws SessionlogError `SESSION_NOT_FOUND` for a session the store does not hold (no workflow is started).
    */
-  async compact(sessionId: string): Promise<CompactResult | null> {
+  async compact(sessionId: string): Promise<CompactResult | null>;
+  async compact(sessionId: string, options: { atOnce: true }): Promise<CompactResult | null | Deferred>;
+  async compact(sessionId: string, options: { atOnce?: boolean } = {}): Promise<CompactResult | null | Deferred> {
     await this.requireSession(sessionId);
-    return this.updateWithStart(compactUpdate, sessionId, { args: [] });
+    return this.updateWithStart(compactUpdate, sessionId, { args: options.atOnce ? [{ atOnce: true }] : [] });
   }
 
   /**

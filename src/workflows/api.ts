@@ -193,7 +193,11 @@ export const userMessageSignal = defineSignal<[UserInput]>('userMessage');
 export const cancelSignal = defineSignal('cancel');
 export const closeSignal = defineSignal('close');
 export const sendUpdate = defineUpdate<SendResult, [UserInput]>('send');
-export const compactUpdate = defineUpdate<CompactResult | null, []>('compact');
+/**
+ * One manual compaction, between turns: waits until no turn runs and answers what it compacted;
+ * with `atOnce` while a turn runs, answers {@link Deferred} at once and runs when the turn is over.
+ */
+export const compactUpdate = defineUpdate<CompactResult | null | Deferred, [AnswerOptions?]>('compact');
 export const statusQuery = defineQuery<SessionStatus>('status');
 /** Answers a call waiting for approval; a second answer returns the first decision. */
 export const approveUpdate = defineUpdate<ApprovalResult, [ApprovalInput]>('approve');
@@ -204,18 +208,30 @@ export const openedUpdate = defineUpdate<{ headSeq: number }, []>('opened');
 /**
  * Logs a caller's note between turns (metadata; user messages for the next turn, unanswered
  * until then): waits until no turn or compaction runs, logs it once per note id, answers the head.
- * A note that only changes the budget answers at once ({@link NoteAck}).
+ * A note that only changes the budget, and any note sent with `atOnce`, answers at once
+ * ({@link NoteAck}).
  */
-export const noteUpdate = defineUpdate<NoteAck, [NoteInput]>('note');
+export const noteUpdate = defineUpdate<NoteAck, [NoteInput, AnswerOptions?]>('note');
 
 /**
  * The answer to a note. `applies`: `now` when it is logged (the head is after it); `turn-end`
- * for a budget change that arrived while a turn ran (or waited for an approval): answered at
- * once, logged as soon as nothing runs, which is at the latest when that turn ends (the head is
- * the one before it). Absent from the answers of builds before budget changes answered at once,
- * which answered once the note was logged.
+ * for a note that arrived while a turn ran (or waited for an approval) and answers at once (a
+ * budget change; any note with `atOnce`): it is logged as soon as nothing runs, at the latest
+ * when that turn ends and before the next one starts (the head is the one before it). Absent
+ * from the answers of builds before budget changes answered at once, which answered once the
+ * note was logged.
  */
 export type NoteAck = { headSeq: number; applies?: 'now' | 'turn-end' };
+
+/**
+ * How a note or a compaction is answered while a turn runs. `atOnce`: at once, with what applies
+ * when the turn is over ({@link Deferred}, {@link NoteAck}); without it, once it is done (which
+ * may be when a turn waiting for an approval is answered).
+ */
+export type AnswerOptions = { atOnce?: boolean };
+
+/** The answer to work asked for while a turn runs, with `atOnce`: it runs once nothing runs, before the next turn. */
+export type Deferred = { applies: 'turn-end' };
 
 /** The bounds of a caller's note (the client checks them before writing it to the inbox). */
 export const NOTE_LIMITS = { metadataKeys: 16, keyChars: 64, valueChars: 512, messages: 20 } as const;

@@ -6,13 +6,13 @@
  */
 import { condition, patched } from '@temporalio/workflow';
 import type { NoteInput } from '../engine/types.js';
-import type { CompactResult, NoteAck, UserInput } from './api.js';
+import type { AnswerOptions, CompactResult, Deferred, NoteAck, UserInput } from './api.js';
 import { runCompaction } from './compaction.js';
 import { describeFailure, guarded } from './failures.js';
-import { BUDGET_ANSWERS_AT_ONCE } from './patches.js';
+import { ANSWERS_AT_ONCE_WHEN_ASKED, BUDGET_ANSWERS_AT_ONCE } from './patches.js';
 import type { Pauses } from './pauses.js';
 import type { RunContext } from './run-context.js';
-import { checkNote } from './validation.js';
+import { checkAnswerOptions, checkNote } from './validation.js';
 
 export class BetweenTurns {
   private compacting = false;
@@ -23,8 +23,10 @@ export class BetweenTurns {
   private noting = false;
   /** Note updates waiting to be logged: continue-as-new waits for them. */
   private noteRequests = 0;
-  /** Budget changes answered (`turn-end`) and not logged yet: no turn starts before they are. */
-  private budgetsDeferred = 0;
+  /** Notes and compactions answered (`turn-end`) and not done yet: no turn starts before they are. */
+  private deferredWork = 0;
+  /** The last of the answered notes and compactions, which are done one after another in the order they were answered. */
+  private lastInTurn: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly ctx: RunContext,
@@ -35,46 +37,59 @@ export class BetweenTurns {
 
   // ---- Messages (wired by session-workflow.ts) ----
 
-  /** Update `compact`: one manual compaction, between turns. */
-  async compact(): Promise<CompactResult | null> {
+  /** Refuses compact options that are not `{atOnce?: boolean}` (the update's validator). */
+  validateCompact(options: AnswerOptions | undefined): void {
+    checkAnswerOptions(options);
+  }
+
+  /**
+   * Update `compact`: one manual compaction, between turns. Asked `atOnce` while a turn runs, it
+   * is answered at once (`turn-end`) and runs once nothing runs, before the next turn.
+   */
+  async compact(options?: AnswerOptions): Promise<CompactResult | null | Deferred> {
     const state = this.ctx.state;
-    const served = this.compactRequested();
-    try {
-      await condition(() => this.mayWorkBetweenTurns(false) || state.stopped);
-      state.throwIfStopped();
-      const manual = this.beginManualCompaction();
-      try {
-        const result = await guarded(state, () => runCompaction(this.ctx, 'manual', null, { manual }));
-        state.throwIfStopped();
-        return result ?? null;
-      } finally {
-        this.endManualCompaction();
-      }
-    } finally {
-      served();
+    if (
+      options?.atOnce === true &&
+      !this.mayWorkBetweenTurns(false) &&
+      state.phase !== 'closed' &&
+      !state.stopped &&
+      patched(ANSWERS_AT_ONCE_WHEN_ASKED)
+    ) {
+      this.inTurn(this.deferred(), () => this.compactDeferred());
+      return { applies: 'turn-end' };
     }
+    return this.compactWhenFree();
   }
 
   /**
    * Refuses a note the session would not log (synchronously, as an update validator must): out
    * of bounds, or the session stopped.
    */
-  validateNote(note: NoteInput): void {
+  validateNote(note: NoteInput, options?: AnswerOptions): void {
     checkNote(note, this.ctx.tunables, this.checkNoteMessage);
+    checkAnswerOptions(options);
     this.ctx.state.throwIfStopped();
   }
 
   /**
    * Update `note`: logs a caller's note between turns only. A note that only changes the budget
-   * may also be logged while a turn is paused on it; one that arrives while a turn runs (or
-   * waits for an approval) is answered at once (`turn-end`) and logged as it was before, once
-   * nothing runs.
+   * may also be logged while a turn is paused on it. One that arrives while a turn runs (or waits
+   * for an approval) and only changes the budget, or is sent `atOnce`, is answered at once
+   * (`turn-end`) and logged as it was before, once nothing runs.
    */
-  async note(note: NoteInput): Promise<NoteAck> {
+  async note(note: NoteInput, options?: AnswerOptions): Promise<NoteAck> {
     const state = this.ctx.state;
     const budgetOnly = note.budget !== undefined && note.ref === undefined && !note.metadata && !note.messages;
-    if (budgetOnly && !this.mayLogBudget() && !state.stopped && patched(BUDGET_ANSWERS_AT_ONCE)) {
-      void this.logDeferredBudget(note, this.budgetDeferred());
+    if (
+      (budgetOnly || options?.atOnce === true) &&
+      !(budgetOnly ? this.mayLogBudget() : this.mayWorkBetweenTurns(true)) &&
+      !state.stopped &&
+      patched(budgetOnly ? BUDGET_ANSWERS_AT_ONCE : ANSWERS_AT_ONCE_WHEN_ASKED)
+    ) {
+      const done = this.deferred();
+      // A budget change goes on its own: a turn paused on its budget waits for it.
+      if (budgetOnly) void this.logDeferredNote(note, true).finally(done);
+      else this.inTurn(done, () => this.logDeferredNote(note, false));
       return { headSeq: state.headSeq, applies: 'turn-end' };
     }
     return { headSeq: await this.logNoteWhenFree(note, budgetOnly), applies: 'now' };
@@ -83,21 +98,21 @@ export class BetweenTurns {
   // ---- What the turn loop asks ----
 
   /**
-   * Whether a compaction or a note holds the log between turns, or an answered budget change
-   * waits to be logged (no turn may start meanwhile).
+   * Whether a compaction or a note holds the log between turns, or an answered one waits to be
+   * done (no turn may start meanwhile).
    */
   get busy(): boolean {
-    return this.compacting || this.noting || this.budgetsDeferred > 0;
+    return this.compacting || this.noting || this.deferredWork > 0;
   }
 
   /** Whether a compact or note update waits to be served by this run (continue-as-new waits for it). */
   get servesRequests(): boolean {
-    return this.compactRequests > 0 || this.noteRequests > 0;
+    return this.compactRequests > 0 || this.noteRequests > 0 || this.deferredWork > 0;
   }
 
-  /** Whether answered budget changes wait to be logged (the run does not end before they are). */
-  get hasDeferredBudgets(): boolean {
-    return this.budgetsDeferred > 0;
+  /** Whether answered notes or compactions wait to be done (the run does not end before they are). */
+  get hasDeferredWork(): boolean {
+    return this.deferredWork > 0;
   }
 
   /**
@@ -142,11 +157,11 @@ export class BetweenTurns {
     };
   }
 
-  /** Counts a budget change answered before it is logged; returns the function that uncounts it once logged. */
-  budgetDeferred(): () => void {
-    this.budgetsDeferred += 1;
+  /** Counts a note or compaction answered before it is done; returns the function that uncounts it once done. */
+  deferred(): () => void {
+    this.deferredWork += 1;
     return () => {
-      this.budgetsDeferred -= 1;
+      this.deferredWork -= 1;
     };
   }
 
@@ -173,16 +188,68 @@ export class BetweenTurns {
     }
   }
 
-  /** Logs a budget change its caller was told applies at the end of the running turn; a failure is reported in status. */
-  private async logDeferredBudget(note: NoteInput, logged: () => void): Promise<void> {
+  /**
+   * Queues answered work (a note, a compaction) behind the work answered before it: each waits
+   * for the log to be free only once the one before is done, so two never start together when a
+   * turn ends. `done` uncounts it.
+   */
+  private inTurn(done: () => void, work: () => Promise<void>): void {
+    const before = this.lastInTurn;
+    this.lastInTurn = (async () => {
+      await before;
+      await work().finally(done);
+    })();
+  }
+
+  /** Logs a note its caller was told applies at the end of the running turn; a failure is reported in status. */
+  private async logDeferredNote(note: NoteInput, budgetOnly: boolean): Promise<void> {
     const state = this.ctx.state;
     try {
-      await this.logNoteWhenFree(note, true);
+      await this.logNoteWhenFree(note, budgetOnly);
     } catch (error) {
       // Its caller was answered already: a stopped session says why in status; anything else is reported.
-      if (!state.stopped) state.report(`budget change ${note.id} was not logged: ${describeFailure(error)}`);
+      if (!state.stopped)
+        state.report(`${budgetOnly ? 'budget change' : 'note'} ${note.id} was not logged: ${describeFailure(error)}`);
+    }
+  }
+
+  // ---- Running a compaction ----
+
+  /**
+   * Runs one manual compaction once nothing holds the log; what it compacted. `answered`: its
+   * caller was answered already, and nobody waits for it once the run has closed.
+   */
+  private async compactWhenFree(answered = false): Promise<CompactResult | null> {
+    const state = this.ctx.state;
+    const served = this.compactRequested();
+    try {
+      const closed = () => answered && state.phase === 'closed';
+      await condition(() => this.mayWorkBetweenTurns(false) || state.stopped || closed());
+      state.throwIfStopped();
+      if (closed()) {
+        state.report('the compaction asked for during the last turn was not run: the session closed');
+        return null;
+      }
+      const manual = this.beginManualCompaction();
+      try {
+        const result = await guarded(state, () => runCompaction(this.ctx, 'manual', null, { manual }));
+        state.throwIfStopped();
+        return result ?? null;
+      } finally {
+        this.endManualCompaction();
+      }
     } finally {
-      logged();
+      served();
+    }
+  }
+
+  /** Runs a compaction its caller was told applies at the end of the running turn; a failure is reported in status. */
+  private async compactDeferred(): Promise<void> {
+    try {
+      await this.compactWhenFree(true);
+    } catch (error) {
+      // Its caller was answered already: a stopped session says why in status (runCompaction reports its own failures).
+      if (!this.ctx.state.stopped) this.ctx.state.report(`compaction was not run: ${describeFailure(error)}`);
     }
   }
 }

@@ -19,3 +19,10 @@ export const TURN_NOT_LOGGED = 'turn-not-logged-gives-number-back';
  * answered only once it was logged.
  */
 export const BUDGET_ANSWERS_AT_ONCE = 'budget-change-answers-at-once';
+
+/**
+ * A note or a compaction asked for with `atOnce` while a turn runs is answered at once
+ * (`turn-end`) and logged or run once nothing runs, before the next turn; builds before it
+ * answered once it was done.
+ */
+export const ANSWERS_AT_ONCE_WHEN_ASKED = 'answers-at-once-when-asked';

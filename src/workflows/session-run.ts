@@ -176,7 +176,7 @@ export class SessionRun {
       if (this.continueAsNewDue() && (await this.continueAsNewWhenFree())) continue;
     }
     state.enter('closed');
-    await condition(() => allHandlersFinished() && !betweenTurns.hasDeferredBudgets);
+    await condition(() => allHandlersFinished() && !betweenTurns.hasDeferredWork);
   }
 
   /**

@@ -19,6 +19,8 @@ import {
   statusQuery,
   toolResultUpdate,
   userMessageSignal,
+  type AnswerOptions,
+  type NoteInput,
   type SessionWorkflowInput,
 } from './api.js';
 import { SessionRun } from './session-run.js';
@@ -37,8 +39,12 @@ export async function sessionWorkflow(input: SessionWorkflowInput): Promise<void
   setHandler(cancelSignal, () => run.cancel());
   setHandler(closeSignal, () => run.close());
   setHandler(statusQuery, () => run.status());
-  setHandler(compactUpdate, () => betweenTurns.compact());
-  setHandler(noteUpdate, (note) => betweenTurns.note(note), { validator: (note) => betweenTurns.validateNote(note) });
+  setHandler(compactUpdate, (options?: AnswerOptions) => betweenTurns.compact(options), {
+    validator: (options?: AnswerOptions) => betweenTurns.validateCompact(options),
+  });
+  setHandler(noteUpdate, (note: NoteInput, options?: AnswerOptions) => betweenTurns.note(note, options), {
+    validator: (note: NoteInput, options?: AnswerOptions) => betweenTurns.validateNote(note, options),
+  });
   setHandler(openedUpdate, () => run.opened());
   await run.run();
 }

@@ -15,6 +15,7 @@ import {
   MAX_TOOLS_JSON,
   NOTE_LIMITS,
   utf8Length,
+  type AnswerOptions,
   type ApprovalInput,
   type SessionTunables,
   type ToolResultInput,
@@ -86,6 +87,17 @@ export function checkNote(note: NoteInput, tunables: SessionTunables, checkNoteM
       "a note's `by` must be a string of at most 256 characters",
       'INVALID_ARGUMENT',
     );
+}
+
+/** Refuses answer options that are not `{atOnce?: boolean}`. */
+export function checkAnswerOptions(options: AnswerOptions | undefined): void {
+  if (options === undefined) return;
+  if (
+    typeof options !== 'object' ||
+    options === null ||
+    (options.atOnce !== undefined && typeof options.atOnce !== 'boolean')
+  )
+    throw ApplicationFailure.nonRetryable('answer options are {atOnce?: boolean}', 'INVALID_ARGUMENT');
 }
 
 /** Checks an inbox reference's shape and size (the largest message, `maxMessageBytes`, times `scale`). */

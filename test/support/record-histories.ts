@@ -255,6 +255,28 @@ const SCENARIOS: Record<string, (stack: Stack, stamp: number) => Promise<void>> 
     await client.send(id, 'and after a compaction');
     await save(stack, 'notes-pauses-compaction', id);
   },
+
+  /** A note and a compaction sent `atOnce` while a turn waits for an approval: answered at once, done after the turn. */
+  async 'answers-at-once'(stack, stamp) {
+    const id = `replay-at-once-${stamp}`;
+    await stack.client.start({ sessionId: id });
+    // The third turn continues the run as new (the recording stack's tunables): this run is the one saved.
+    const { runId } = await stack.temporal.workflow.getHandle(workflowIdFor(id)).describe();
+    await stack.client.send(id, `a first turn: ${'a fairly long message '.repeat(30)}`);
+    stack.fake.enqueueReplies(
+      { text: '', toolCalls: [{ id: 'rec-o1', name: 'deploy', arguments: { target: 'eu' } }] },
+      { text: 'deployed' },
+    );
+    const waiting = stack.client.send(id, 'deploy eu');
+    await requested(stack, id, 'rec-o1');
+    await stack.client.note(id, { metadata: { values: { topic: 'recording' } } }, { atOnce: true });
+    await stack.client.compact(id, { atOnce: true });
+    await stack.client.approve(id, 'rec-o1', { decision: 'approve' });
+    await waiting;
+    await waitForEvent(stack.client, id, (e) => e.type === 'compaction/end');
+    await stack.client.send(id, 'after the compaction');
+    await save(stack, 'answers-at-once', id, runId);
+  },
 };
 
 async function main(): Promise<void> {

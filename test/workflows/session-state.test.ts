@@ -156,14 +156,14 @@ describe('the session run state', () => {
     state.beginTurn();
     state.enter('model');
     expect(betweenTurns.mayLogBudget()).toBe(false);
-    const logged = betweenTurns.budgetDeferred();
+    const logged = betweenTurns.deferred();
     expect(betweenTurns.busy).toBe(true);
-    expect(betweenTurns.hasDeferredBudgets).toBe(true);
+    expect(betweenTurns.hasDeferredWork).toBe(true);
     state.enter('paused');
     expect(betweenTurns.mayLogBudget()).toBe(true);
     logged();
     expect(betweenTurns.busy).toBe(false);
-    expect(betweenTurns.hasDeferredBudgets).toBe(false);
+    expect(betweenTurns.hasDeferredWork).toBe(false);
   });
 
   it('refuses new messages once closing or stopped, with the stop reason', () => {
