@@ -1,4 +1,4 @@
-/** The JSONL backend's artifact store: one file per artifact in the session's `artifacts` directory. */
+/** The JSONL backend's artifact store: a file per artifact in the session's `artifacts` directory. */
 import { mkdir, open, readFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
@@ -23,10 +23,10 @@ export class JsonlArtifacts implements ArtifactStore {
     this.store.assertOpen();
     assertArtifactPut(input);
     await this.store.requireSession(input.sessionId);
-    const dir = join(this.store.sessionDir(input.sessionId), ARTIFACT_DIR);
+    const dir = join(this.store.layout.sessionDir(input.sessionId), ARTIFACT_DIR);
     try {
       await mkdir(dir, { mode: 0o700 });
-      await fsyncDir(this.store.sessionDir(input.sessionId));
+      await fsyncDir(this.store.layout.sessionDir(input.sessionId));
     } catch (error) {
       if (!isErrno(error, 'EEXIST')) throw error;
     }
@@ -54,7 +54,7 @@ export class JsonlArtifacts implements ArtifactStore {
     this.store.assertOpen();
     const name = ownArtifactName(sessionId, locator);
     try {
-      return await readFile(join(this.store.sessionDir(sessionId), ARTIFACT_DIR, name), 'utf8');
+      return await readFile(join(this.store.layout.sessionDir(sessionId), ARTIFACT_DIR, name), 'utf8');
     } catch (error) {
       if (isErrno(error, 'ENOENT')) throw artifactNotFound(locator);
       throw error;

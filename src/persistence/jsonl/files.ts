@@ -1,4 +1,7 @@
-/** The file operations of the JSONL backend: durable creation and replacement (fsync of the file and its directory), whole reads and writes. */
+/**
+ * The file operations of the JSONL backend: durable creation and replacement (fsync of the file
+ * and its directory), whole reads and writes.
+ */
 import { randomUUID } from 'node:crypto';
 import { link, mkdir, open, readFile, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, join } from 'node:path';

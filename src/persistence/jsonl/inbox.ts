@@ -1,4 +1,4 @@
-/** The JSONL backend's inbox: one file per entry in the session's `inbox` directory (store.ts draws the layout). */
+/** The JSONL backend's inbox: a file per entry in the session's `inbox` directory (layout: store.ts). */
 import { createHash } from 'node:crypto';
 import { unlink } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -7,6 +7,8 @@ import { type InboxEntry, type InboxRef, type InboxStore } from '../store.js';
 import { assertInboxKey, assertInboxKeys, inboxConflict, inboxPutRef } from '../inbox.js';
 import { isErrno, fsyncDir, ensureDir, publishOnce, readIfExists, parseJsonOrUndefined } from './files.js';
 import type { JsonlSessionStore } from './store.js';
+import type { JsonlLayout } from './layout.js';
+import { readdir } from 'node:fs/promises';
 
 /** An inbox entry as its file holds it. */
 type InboxRecord = InboxEntry & { body: string };
@@ -45,9 +47,9 @@ export class JsonlInbox implements InboxStore {
     const ref = inboxPutRef(sessionId, key, body);
     await this.store.refuseTombstoned(sessionId);
     try {
-      await this.store.ensureSessionDir(sessionId);
-      const dir = this.store.inboxDir(sessionId);
-      await ensureDir(dir, this.store.sessionDir(sessionId));
+      await this.store.layout.ensureSessionDir(sessionId);
+      const dir = this.store.layout.inboxDir(sessionId);
+      await ensureDir(dir, this.store.layout.sessionDir(sessionId));
       const path = join(dir, inboxFileName(key));
       const stored = await readInboxRecord(path);
       if (!stored) {
@@ -72,14 +74,14 @@ export class JsonlInbox implements InboxStore {
     this.store.assertOpen();
     assertSessionId(sessionId);
     assertInboxKey(sessionId, key);
-    const record = await readInboxRecord(join(this.store.inboxDir(sessionId), inboxFileName(key)));
+    const record = await readInboxRecord(join(this.store.layout.inboxDir(sessionId), inboxFileName(key)));
     return record?.key === key ? record.body : undefined;
   }
 
   async remove(sessionId: string, keys: readonly string[]): Promise<number> {
     this.store.assertOpen();
     assertInboxKeys(sessionId, keys);
-    const dir = this.store.inboxDir(sessionId);
+    const dir = this.store.layout.inboxDir(sessionId);
     let removed = 0;
     for (const name of new Set(keys.map(inboxFileName))) {
       try {
@@ -96,14 +98,24 @@ export class JsonlInbox implements InboxStore {
   async list(sessionId: string): Promise<InboxEntry[]> {
     this.store.assertOpen();
     assertSessionId(sessionId);
-    const dir = this.store.inboxDir(sessionId);
+    const dir = this.store.layout.inboxDir(sessionId);
     const entries: InboxEntry[] = [];
-    for (const name of await this.store.inboxFiles(sessionId)) {
+    for (const name of await inboxFiles(this.store.layout, sessionId)) {
       // Removed since the directory was read: no longer an entry.
       const record = await readInboxRecord(join(dir, name));
       if (record)
         entries.push({ key: record.key, bytes: record.bytes, digest: record.digest, storedAt: record.storedAt });
     }
     return entries.sort((a, b) => a.storedAt - b.storedAt || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  }
+}
+
+/** The file names of the session's inbox entries (not temp files of writes under way). */
+export async function inboxFiles(layout: JsonlLayout, id: string): Promise<string[]> {
+  try {
+    return (await readdir(layout.inboxDir(id))).filter((name) => !name.startsWith('.') && name.endsWith('.json'));
+  } catch (error) {
+    if (isErrno(error, 'ENOENT')) return [];
+    throw error;
   }
 }

@@ -12,12 +12,12 @@ export class JsonlSessionKeys implements SessionKeyStore {
   async obtain(sessionId: string): Promise<SessionKey> {
     const existing = await this.find(sessionId);
     if (existing) return existing;
-    await this.store.ensureSessionDir(sessionId);
+    await this.store.layout.ensureSessionDir(sessionId);
     const made = newSessionKey();
     // Published only if no key is there: the first writer's key is everyone's.
     await publishOnce(
-      this.store.keyPath(sessionId),
-      this.store.sessionDir(sessionId),
+      this.store.layout.keyPath(sessionId),
+      this.store.layout.sessionDir(sessionId),
       JSON.stringify({ id: made.id, key: made.key.toString('base64') }),
     );
     const stored = await this.find(sessionId);
@@ -28,7 +28,7 @@ export class JsonlSessionKeys implements SessionKeyStore {
   async find(sessionId: string): Promise<SessionKey | undefined> {
     this.store.assertOpen();
     assertSessionId(sessionId);
-    const path = this.store.keyPath(sessionId);
+    const path = this.store.layout.keyPath(sessionId);
     const text = await readIfExists(path);
     if (text === undefined) return undefined;
     const value = parseJsonOrUndefined(text) as { id?: unknown; key?: unknown } | null | undefined;

@@ -1,4 +1,4 @@
-/** The JSONL backend's projection cache: one record per session, `projection-cache.json`, replaced atomically. */
+/** The JSONL backend's projection cache: a record per session, `projection-cache.json`, replaced whole. */
 import { randomUUID } from 'node:crypto';
 import { open, readFile, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -20,7 +20,9 @@ export class JsonlProjectionCache implements ProjectionCacheStore {
     this.store.assertOpen();
     assertSessionId(sessionId);
     try {
-      return parseProjectionCacheRecord(await readFile(join(this.store.sessionDir(sessionId), CACHE_FILE), 'utf8'));
+      return parseProjectionCacheRecord(
+        await readFile(join(this.store.layout.sessionDir(sessionId), CACHE_FILE), 'utf8'),
+      );
     } catch (error) {
       if (isErrno(error, 'ENOENT')) return undefined;
       throw error;
@@ -32,7 +34,7 @@ export class JsonlProjectionCache implements ProjectionCacheStore {
     assertSessionId(sessionId);
     const text = serializeProjectionCacheRecord(record);
     await this.store.requireSession(sessionId);
-    const path = join(this.store.sessionDir(sessionId), CACHE_FILE);
+    const path = join(this.store.layout.sessionDir(sessionId), CACHE_FILE);
     const temp = `${path}.${randomUUID()}.tmp`;
     const handle = await open(temp, 'wx', 0o600);
     try {

@@ -1,4 +1,7 @@
-/** The JSONL backend's transcript index: entries in the session directories, pointers in `.transcripts` (store.ts describes how they stay right). */
+/**
+ * The JSONL backend's transcript index: entries in the session directories, pointers in
+ * `.transcripts` (store.ts describes how they stay right).
+ */
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { SessionlogError, isValidSessionId } from '../../session/index.js';
@@ -9,16 +12,19 @@ import {
   storedTranscriptEntry,
   transcriptPutEntry,
 } from '../transcripts.js';
-import { ensureDir, replaceFile, readIfExists, parseJsonOrUndefined } from './files.js';
+import { ensureDir, fsyncDir, isErrno, replaceFile, readIfExists, parseJsonOrUndefined } from './files.js';
 import type { JsonlSessionStore } from './store.js';
+import type { JsonlLayout } from './layout.js';
+import { randomUUID } from 'node:crypto';
+import { link, readFile, rename, unlink } from 'node:fs/promises';
 
 /** The file name stem of (scope, digest): the hex SHA-256 of both (a scope is printable ASCII, never a newline). */
-export function transcriptKey(scope: string, digest: string): string {
+function transcriptKey(scope: string, digest: string): string {
   return createHash('sha256').update(`${scope}\n${digest}`, 'utf8').digest('hex');
 }
 
 /** The session a pointer file's text names, or undefined when it is damaged. */
-export function transcriptPointerTarget(text: string): string | undefined {
+function transcriptPointerTarget(text: string): string | undefined {
   const value = parseJsonOrUndefined(text) as { sessionId?: unknown } | null | undefined;
   return isValidSessionId(value?.sessionId) ? value.sessionId : undefined;
 }
@@ -33,14 +39,14 @@ export class JsonlTranscripts implements TranscriptIndex {
     await this.store.requireLiveSession(sessionId);
     const k = transcriptKey(scope, digest);
     try {
-      const dir = this.store.transcriptsDir(sessionId);
-      await ensureDir(dir, this.store.sessionDir(sessionId));
+      const dir = this.store.layout.transcriptsDir(sessionId);
+      await ensureDir(dir, this.store.layout.sessionDir(sessionId));
       await replaceFile(join(dir, `${k}.json`), dir, JSON.stringify({ scope, digest, seq }));
-      const pointerDir = this.store.transcriptPointerDir(k);
+      const pointerDir = this.store.layout.transcriptPointerDir(k);
       const pointer = join(pointerDir, `${k}.json`);
       const current = await readIfExists(pointer);
       if (current === undefined || transcriptPointerTarget(current) !== sessionId) {
-        await this.store.ensureTranscriptPointerDir(k);
+        await this.store.layout.ensureTranscriptPointerDir(k);
         await replaceFile(pointer, pointerDir, JSON.stringify({ sessionId }));
       }
     } catch (error) {
@@ -52,7 +58,7 @@ export class JsonlTranscripts implements TranscriptIndex {
       await this.store.requireLiveSession(sessionId);
     } catch (error) {
       // Erased after the entry landed, perhaps after the erasure took the pointers: take this one too.
-      await this.store.dropTranscriptPointer(k, sessionId);
+      await dropTranscriptPointer(this.store.layout, k, sessionId);
       throw error;
     }
   }
@@ -61,12 +67,12 @@ export class JsonlTranscripts implements TranscriptIndex {
     this.store.assertOpen();
     assertTranscriptKey(scope, digest);
     const k = transcriptKey(scope, digest);
-    const pointer = join(this.store.transcriptPointerDir(k), `${k}.json`);
+    const pointer = join(this.store.layout.transcriptPointerDir(k), `${k}.json`);
     const text = await readIfExists(pointer);
     if (text === undefined) return undefined;
     const sessionId = transcriptPointerTarget(text);
     if (sessionId === undefined) throw damagedTranscriptRecord(pointer, 'a {sessionId} record');
-    const path = join(this.store.transcriptsDir(sessionId), `${k}.json`);
+    const path = join(this.store.layout.transcriptsDir(sessionId), `${k}.json`);
     const entryText = await readIfExists(path);
     // The session was erased, or the pointer was left by a put that failed.
     if (entryText === undefined) return undefined;
@@ -76,4 +82,32 @@ export class JsonlTranscripts implements TranscriptIndex {
     const found = storedTranscriptEntry(sessionId, value.seq, path);
     return (await this.store.exists(sessionId)) ? found : undefined;
   }
+}
+
+/**
+ * Takes away the pointer of `k` if it names session `id`. A file system cannot remove a file only
+ * if it still holds what was read, so the pointer is first renamed aside (taking whatever is
+ * current), then read: one naming another session (a newer put) is linked back, unless an even
+ * newer put has placed one meanwhile. True when it named `id`.
+ */
+export async function dropTranscriptPointer(layout: JsonlLayout, k: string, id: string): Promise<boolean> {
+  const dir = layout.transcriptPointerDir(k);
+  const path = join(dir, `${k}.json`);
+  const aside = join(dir, `.${k}.${randomUUID()}.aside`);
+  try {
+    await rename(path, aside);
+  } catch (error) {
+    if (isErrno(error, 'ENOENT')) return false;
+    throw error;
+  }
+  const names = transcriptPointerTarget(await readFile(aside, 'utf8')) === id;
+  try {
+    if (!names) await link(aside, path);
+  } catch (error) {
+    if (!isErrno(error, 'EEXIST')) throw error;
+  } finally {
+    await unlink(aside);
+  }
+  await fsyncDir(dir);
+  return names;
 }
