@@ -1,27 +1,18 @@
 /**
  * One run of the session workflow (DESIGN §5): the turn loop. It opens the session, finishes a
  * turn the log shows waiting, then runs a turn per batch of queued messages (model steps and tool
- * rounds) until the session closes, idles out, stops, or continues as new. The concerns beside
- * it keep their own state and handle their own messages: the queue (message-queue.ts), the
- * calls' answers (call-answers.ts), pauses (pauses.ts), the tool round (tool-round.ts) and the
- * work between turns (between-turns.ts); session-workflow.ts wires the messages of api.ts to
- * them. The conversation lives in the log, written by activities; the run holds only ids,
- * counters and the phase.
+ * rounds) until the session closes, idles out, stops, or continues as new (continue-as-new.ts).
+ * The concerns beside it keep their own state and handle their own messages: the queue
+ * (message-queue.ts), the calls' answers (call-answers.ts), pauses (pauses.ts), the tool round
+ * (tool-round.ts) and the work between turns (between-turns.ts); session-workflow.ts wires the
+ * messages of api.ts to them. The conversation lives in the log, written by activities; the run
+ * holds only ids, counters and the phase.
  *
  * Determinism: the order of activities, timers and conditions here is what recorded histories
  * hold (test/workflows/replay.test.ts). A change to that order goes behind `patched()` with a
  * note (patches.ts). Paths kept only for histories of earlier versions are in replay-only.ts.
  */
-import {
-  allHandlersFinished,
-  condition,
-  continueAsNew,
-  isCancellation,
-  log,
-  patched,
-  sleep,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { allHandlersFinished, condition, isCancellation, patched, sleep, workflowInfo } from '@temporalio/workflow';
 import type { EndTurnInput, ModelStepResult, TurnEndRef, WaitingStep } from '../engine/types.js';
 import {
   DEFAULT_TUNABLES,
@@ -32,9 +23,10 @@ import {
 } from './api.js';
 import { BetweenTurns } from './between-turns.js';
 import { CallAnswers } from './call-answers.js';
+import { ContinueAsNew } from './continue-as-new.js';
 import { describeFailure, failureCode, fatalOf, guarded, stopOn, type Fatal } from './failures.js';
 import { MessageQueue } from './message-queue.js';
-import { CAN_AFTER_ANSWERED_SENDS, TURN_NOT_LOGGED } from './patches.js';
+import { TURN_NOT_LOGGED } from './patches.js';
 import { Pauses } from './pauses.js';
 import { compactForReplayOnlyOutcome, isReplayOnlyOutcome, overflowEndReason } from './replay-only.js';
 import { RunningWork, activityProxies, type RunContext } from './run-context.js';
@@ -57,6 +49,7 @@ export class SessionRun {
   private readonly state: SessionState;
   private readonly pauses: Pauses;
   private readonly tools: ToolRound;
+  private readonly newRun: ContinueAsNew;
 
   constructor(private readonly input: SessionWorkflowInput) {
     const tunables = { ...DEFAULT_TUNABLES, ...input.tunables };
@@ -75,6 +68,7 @@ export class SessionRun {
     this.pauses = new Pauses(this.state, tunables);
     this.betweenTurns = new BetweenTurns(this.ctx, this.pauses, (message) => this.messages.validate(message));
     this.tools = new ToolRound(this.ctx, this.calls);
+    this.newRun = new ContinueAsNew(this.ctx, this.messages, this.betweenTurns);
   }
 
   // ---- Messages (wired by session-workflow.ts) ----
@@ -173,57 +167,10 @@ export class SessionRun {
       }
       notLoggedDelayMs = NOT_LOGGED_FIRST_DELAY_MS;
       for (const id of turnIds) messages.remember(id, result);
-      if (this.continueAsNewDue() && (await this.continueAsNewWhenFree())) continue;
+      if (this.newRun.due() && (await this.newRun.whenFree())) continue;
     }
     state.enter('closed');
     await condition(() => allHandlersFinished() && !betweenTurns.hasDeferredWork);
-  }
-
-  /**
-   * Whether the run should continue as new after this turn: Temporal suggests it or the run has
-   * had its turns, and nothing keeps it. Synchronous, so the turns that do not leave (nearly all)
-   * make no promise for it.
-   */
-  private continueAsNewDue(): boolean {
-    const { state, messages } = this;
-    const suggested = workflowInfo().continueAsNewSuggested;
-    // Queued signal messages are carried over; a waiting `send` keeps the run until it is answered.
-    // A send this turn answered still counts as waiting here (its handler resumes later in this
-    // activation), so only a send whose message is unanswered blocks; otherwise a session driven by
-    // `send` would never continue as new.
-    const wantsNewRun = suggested || state.turnsThisRun >= this.ctx.tunables.continueAsNewAfterTurns;
-    return (
-      wantsNewRun &&
-      this.canLeave() &&
-      (messages.waiting === 0 || (!messages.unanswered() && patched(CAN_AFTER_ANSWERED_SENDS)))
-    );
-  }
-
-  /** Whether nothing keeps the run: a close request ends it soon anyway, and a pending manual compaction runs here first. */
-  private canLeave(): boolean {
-    return !this.state.closing && !this.betweenTurns.servesRequests;
-  }
-
-  /**
-   * Continues as new, once every handler has finished ({@link continueAsNewDue} said it is due).
-   * Returns true when a message arrived meanwhile that this run must serve: the loop goes on instead.
-   */
-  private async continueAsNewWhenFree(): Promise<boolean> {
-    const { state, messages } = this;
-    state.enter('closing');
-    // A `send` or `compact` arriving meanwhile must be served by this run (its handler would
-    // otherwise wait forever for a turn this run never runs): go back to the loop instead.
-    await condition(() => allHandlersFinished() || messages.unanswered() || !this.canLeave());
-    if (!allHandlersFinished()) {
-      state.enter('idle');
-      return true;
-    }
-    log.info('continuing as new', { sessionId: this.input.sessionId, turn: state.turn, headSeq: state.headSeq });
-    return continueAsNew<(input: SessionWorkflowInput) => Promise<void>>({
-      sessionId: this.input.sessionId,
-      ...(this.input.tunables ? { tunables: this.input.tunables } : {}),
-      carry: { headSeq: state.headSeq, turn: state.turn, ...messages.carry() },
-    });
   }
 
   /** Runs one turn over the queued messages (or resumes one waiting for answers); returns how the log says it ended. */
