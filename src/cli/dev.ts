@@ -261,10 +261,10 @@ async function startStack(
   say(`Store: ${config.store}`);
   say('Ready. Chat in another terminal: npx sessionlog chat');
   say(
-    `   or over HTTP: curl -X POST ${gateway.url}/v1/sessions -H 'content-type: application/json' -d '{"id":"demo"}'`,
+    `   or over HTTP: curl -X POST ${gateway.url}/v1/sessions -H 'content-type: application/json' -d '{"id":"http-demo"}'`,
   );
   say(
-    `                 curl -X POST '${gateway.url}/v1/sessions/demo/messages?wait=true' -H 'content-type: application/json' -d '{"text":"hello"}'`,
+    `                 curl -X POST '${gateway.url}/v1/sessions/http-demo/messages?wait=true' -H 'content-type: application/json' -d '{"text":"hello"}'`,
   );
   say('Press Ctrl-C to stop.');
 

@@ -94,6 +94,12 @@ describe('the sessionlog CLI against a real dev stack', () => {
     expect(devLog).not.toMatch(/can take minutes|building/i);
   });
 
+  it("dev's HTTP example creates a session of its own, not the `demo` a first `send demo` starts (a 409 after it)", () => {
+    expect(devLog).toContain(`-d '{"id":"http-demo"}'`);
+    expect(devLog).toMatch(/\/v1\/sessions\/http-demo\/messages\?wait=true/);
+    expect(devLog).not.toMatch(/"id":"demo"/);
+  });
+
   it('dev.json names the store by an absolute path, so it is the same store from any folder', () => {
     const state = JSON.parse(readFileSync(join(dir, '.sessionlog', 'dev.json'), 'utf8')) as { store: string };
     expect(state.store).toBe(`sqlite:${join(dir, '.sessionlog', 'sessionlog.db')}`);
