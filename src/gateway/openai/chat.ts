@@ -8,15 +8,13 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
-import { z } from 'zod';
 import { turnToolsProblem, type ToolSchema } from '../../session/index.js';
 import { STREAMED, type RouteContext, type RouteResult } from '../route-table.js';
-import { wellFormedString } from '../wire.js';
 import { OpenAiError, invalidRequest, toOpenAiErrorResponse } from '../openai-errors.js';
 import { encodeResponseId } from './ids.js';
-import { chatHints, chatResponseFormat, chatSamplingFields } from './hints.js';
+import { chatHints } from './hints.js';
 import { resolveModelName } from './models.js';
-import { metadataSchema } from './schemas.js';
+import { CHAT_IGNORED_HINTS, type ChatBody } from './schemas.js';
 import {
   callerScope,
   explicitSessionId,
@@ -32,84 +30,7 @@ import { ResponseTracker } from './response-fold.js';
 import { hijackEventStream } from '../sse.js';
 import { followResponse } from '../turn-stream/follow.js';
 
-// ---- the request ------------------------------------------------------------------------------
-
-const textPart = z.looseObject({ type: z.literal('text'), text: z.string() });
-const textContent = z.union([z.string(), z.array(textPart)]);
-
-const systemMessage = z.looseObject({
-  role: z.enum(['system', 'developer']),
-  content: textContent,
-  name: z.string().optional(),
-});
-const userMessage = z.looseObject({ role: z.literal('user'), content: textContent, name: z.string().optional() });
-const toolCallSchema = z.looseObject({
-  id: z.string().min(1).max(200),
-  type: z.literal('function').optional(),
-  function: z.looseObject({ name: z.string().min(1).max(200), arguments: z.string() }),
-});
-const assistantMessage = z.looseObject({
-  role: z.literal('assistant'),
-  content: z.union([z.string(), z.array(z.looseObject({ type: z.string(), text: z.string().optional() }))]).nullish(),
-  tool_calls: z.array(toolCallSchema).nullish(),
-  refusal: z.string().nullish(),
-  name: z.string().optional(),
-});
-const toolMessage = z.looseObject({
-  role: z.literal('tool'),
-  content: textContent,
-  tool_call_id: z.string().min(1).max(200),
-});
-const chatMessage = z.union([systemMessage, userMessage, assistantMessage, toolMessage]);
-
-const functionTool = z.looseObject({
-  type: z.literal('function'),
-  function: z.looseObject({
-    name: wellFormedString().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a function name is 1-64 characters of A-Z a-z 0-9 _ -'),
-    description: z.string().max(4096).nullish(),
-    parameters: z.record(z.string(), z.unknown()).nullish(),
-    strict: z.boolean().nullish(),
-  }),
-});
-
-/** Hints sessionlog does not pass to the provider: accepted, and named in the turn's request header as ignored. */
-const IGNORED_HINTS = [
-  'logit_bias',
-  'top_logprobs',
-  'user',
-  'store',
-  'service_tier',
-  'parallel_tool_calls',
-  'prompt_cache_key',
-  'prompt_cache_retention',
-  'safety_identifier',
-  'reasoning_effort',
-  'verbosity',
-  'prediction',
-] as const;
-
-export const chatCompletionBody = z.looseObject({
-  model: z.string().min(1).max(200).optional().describe('any name: one the gateway cannot run maps to its default'),
-  messages: z.array(chatMessage).min(1, 'messages must hold at least one message').max(100_000),
-  stream: z.boolean().nullish(),
-  stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullish(),
-  tools: z.array(functionTool).max(128).nullish(),
-  tool_choice: z
-    .union([z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.literal('function') })])
-    .nullish(),
-  response_format: chatResponseFormat.nullish(),
-  n: z.literal(1, { error: 'n > 1 is not supported: a session has one reply per turn (send n: 1)' }).nullish(),
-  logprobs: z.literal(false, { error: 'log probabilities are not logged (send logprobs: false)' }).nullish(),
-  metadata: metadataSchema.nullish(),
-  modalities: z.array(z.literal('text', { error: 'only text output is supported (no audio)' })).nullish(),
-  audio: z.null({ error: 'audio output is not supported' }).optional(),
-  web_search_options: z.null({ error: 'hosted web search is not supported: give a function tool instead' }).optional(),
-  ...chatSamplingFields,
-  ...Object.fromEntries(IGNORED_HINTS.map((name) => [name, z.unknown().optional()])),
-});
-type ChatBody = z.output<typeof chatCompletionBody>;
-
-const contentText = (content: z.output<typeof textContent> | null | undefined | Array<{ text?: string }>): string =>
+const contentText = (content: string | Array<{ text?: string }> | null | undefined): string =>
   content == null ? '' : typeof content === 'string' ? content : content.map((part) => part.text ?? '').join('');
 
 /** The body's messages as a transcript: system and developer messages are its instructions. */
@@ -263,7 +184,7 @@ export async function createChatCompletion(
     scope,
     model,
     tools: toolsOf(body),
-    hints: chatHints(body, IGNORED_HINTS),
+    hints: chatHints(body, CHAT_IGNORED_HINTS),
     metadata: body.metadata ?? undefined,
     regenerate: request.headers['x-sessionlog-regenerate'] === 'true',
     retry: retryOf(request),

@@ -8,7 +8,7 @@
  */
 import { z } from 'zod';
 import { defineRoute, noParams, noQuery, type RouteResult, type RouteSpec } from '../route-table.js';
-import { chatCompletionBody, createChatCompletion } from './chat.js';
+import { createChatCompletion } from './chat.js';
 import {
   addConversationItems,
   createConversation,
@@ -23,6 +23,7 @@ import { decodeResponseId } from './ids.js';
 import { modelById, modelList } from './models.js';
 import { cancelResponse, createResponse, retrieveResponse } from './responses.js';
 import {
+  chatCompletionBody,
   conversationCreateBody,
   conversationDeletedObject,
   conversationObject,

@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { SESSION_ID_PATTERN } from '../../session/index.js';
 import { SESSION_ID_RULE, wellFormedString } from '../wire.js';
 import { invalidRequest } from '../openai-errors.js';
-import { responseSamplingFields, responseTextFormat } from './hints.js';
+import { chatResponseFormat, chatSamplingFields, responseSamplingFields, responseTextFormat } from './hints.js';
 
 // ---------------------------------------------------------------------------------------------
 // Shared pieces
@@ -351,3 +351,81 @@ export const modelObjectSchema = z.object({
   owned_by: z.string(),
 });
 export const modelListObject = z.object({ object: z.literal('list'), data: z.array(modelObjectSchema) });
+
+// ---------------------------------------------------------------------------------------------
+// Chat Completions
+
+const textPart = z.looseObject({ type: z.literal('text'), text: z.string() });
+const textContent = z.union([z.string(), z.array(textPart)]);
+
+const systemMessage = z.looseObject({
+  role: z.enum(['system', 'developer']),
+  content: textContent,
+  name: z.string().optional(),
+});
+const userMessage = z.looseObject({ role: z.literal('user'), content: textContent, name: z.string().optional() });
+const toolCallSchema = z.looseObject({
+  id: z.string().min(1).max(200),
+  type: z.literal('function').optional(),
+  function: z.looseObject({ name: z.string().min(1).max(200), arguments: z.string() }),
+});
+const assistantMessage = z.looseObject({
+  role: z.literal('assistant'),
+  content: z.union([z.string(), z.array(z.looseObject({ type: z.string(), text: z.string().optional() }))]).nullish(),
+  tool_calls: z.array(toolCallSchema).nullish(),
+  refusal: z.string().nullish(),
+  name: z.string().optional(),
+});
+const toolMessage = z.looseObject({
+  role: z.literal('tool'),
+  content: textContent,
+  tool_call_id: z.string().min(1).max(200),
+});
+const chatMessage = z.union([systemMessage, userMessage, assistantMessage, toolMessage]);
+
+const functionTool = z.looseObject({
+  type: z.literal('function'),
+  function: z.looseObject({
+    name: wellFormedString().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a function name is 1-64 characters of A-Z a-z 0-9 _ -'),
+    description: z.string().max(4096).nullish(),
+    parameters: z.record(z.string(), z.unknown()).nullish(),
+    strict: z.boolean().nullish(),
+  }),
+});
+
+/** Chat Completions hints sessionlog does not pass to the provider: accepted, and named in the turn's request header as ignored. */
+export const CHAT_IGNORED_HINTS = [
+  'logit_bias',
+  'top_logprobs',
+  'user',
+  'store',
+  'service_tier',
+  'parallel_tool_calls',
+  'prompt_cache_key',
+  'prompt_cache_retention',
+  'safety_identifier',
+  'reasoning_effort',
+  'verbosity',
+  'prediction',
+] as const;
+
+export const chatCompletionBody = z.looseObject({
+  model: z.string().min(1).max(200).optional().describe('any name: one the gateway cannot run maps to its default'),
+  messages: z.array(chatMessage).min(1, 'messages must hold at least one message').max(100_000),
+  stream: z.boolean().nullish(),
+  stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullish(),
+  tools: z.array(functionTool).max(128).nullish(),
+  tool_choice: z
+    .union([z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.literal('function') })])
+    .nullish(),
+  response_format: chatResponseFormat.nullish(),
+  n: z.literal(1, { error: 'n > 1 is not supported: a session has one reply per turn (send n: 1)' }).nullish(),
+  logprobs: z.literal(false, { error: 'log probabilities are not logged (send logprobs: false)' }).nullish(),
+  metadata: metadataSchema.nullish(),
+  modalities: z.array(z.literal('text', { error: 'only text output is supported (no audio)' })).nullish(),
+  audio: z.null({ error: 'audio output is not supported' }).optional(),
+  web_search_options: z.null({ error: 'hosted web search is not supported: give a function tool instead' }).optional(),
+  ...chatSamplingFields,
+  ...Object.fromEntries(CHAT_IGNORED_HINTS.map((name) => [name, z.unknown().optional()])),
+});
+export type ChatBody = z.output<typeof chatCompletionBody>;
