@@ -101,8 +101,8 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: '/healthz',
     operationId: 'health',
-    summary: 'Liveness probe (no token needed)',
     right: 'read',
+    summary: 'Liveness probe (no token needed)',
     public: true,
     params: noParams,
     query: noQuery,
@@ -114,8 +114,8 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: '/readyz',
     operationId: 'ready',
-    summary: 'Readiness probe: the store and Temporal answer (no token needed)',
     right: 'read',
+    summary: 'Readiness probe: the store and Temporal answer (no token needed)',
     public: true,
     params: noParams,
     query: noQuery,
@@ -136,8 +136,8 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: '/v1/openapi.json',
     operationId: 'openapi',
-    summary: 'This OpenAPI 3.1 document',
     right: 'read',
+    summary: 'This OpenAPI 3.1 document',
     params: noParams,
     query: noQuery,
     responses: { 200: { description: 'the OpenAPI document', schema: openApiResponse } },
@@ -148,8 +148,8 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'POST',
     path: '/v1/sessions',
     operationId: 'createSession',
-    summary: 'Create a session and start its workflow',
     right: 'write',
+    summary: 'Create a session and start its workflow',
     params: noParams,
     query: noQuery,
     body: createSessionBody,
@@ -168,8 +168,8 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: '/v1/sessions',
     operationId: 'listSessions',
-    summary: 'List the headers of every stored session',
     right: 'read',
+    summary: 'List the headers of every stored session',
     params: noParams,
     query: noQuery,
     responses: { 200: { description: 'session headers', schema: sessionListResponse } },
@@ -180,8 +180,8 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: '/v1/sessions/:id',
     operationId: 'getSession',
-    summary: "A session's header and, when its workflow runs, its live status",
     right: 'read',
+    summary: "A session's header and, when its workflow runs, its live status",
     params: sessionParams,
     query: noQuery,
     responses: { 200: { description: 'header and status', schema: sessionDetailResponse } },
@@ -196,8 +196,8 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'POST',
     path: '/v1/sessions/:id/messages',
     operationId: 'postMessage',
-    summary: 'Send a user message (queued at once, or with ?wait=true answered with the reply)',
     right: 'write',
+    summary: 'Send a user message (queued at once, or with ?wait=true answered with the reply)',
     params: sessionParams,
     query: postMessageQuery,
     body: postMessageBody,
@@ -217,8 +217,8 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: '/v1/sessions/:id/messages',
     operationId: 'getHistory',
-    summary: 'The derived model history (what the model would be sent next)',
     right: 'read',
+    summary: 'The derived model history (what the model would be sent next)',
     params: sessionParams,
     query: noQuery,
     responses: { 200: { description: 'derived messages', schema: messagesResponse } },
@@ -232,8 +232,8 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: '/v1/sessions/:id/transcript',
     operationId: 'getTranscript',
-    summary: 'The human transcript: every user, assistant and tool message as appended',
     right: 'read',
+    summary: 'The human transcript: every user, assistant and tool message as appended',
     params: sessionParams,
     query: noQuery,
     responses: { 200: { description: 'message events in log order', schema: transcriptResponse } },
@@ -247,8 +247,8 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: '/v1/sessions/:id/events',
     operationId: 'getEvents',
-    summary: 'Stored events from a seq (JSON), or a live SSE tail with Accept: text/event-stream',
     right: 'read',
+    summary: 'Stored events from a seq (JSON), or a live SSE tail with Accept: text/event-stream',
     params: sessionParams,
     query: eventsQuery,
     headers: [
@@ -298,8 +298,8 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: '/v1/sessions/:id/context',
     operationId: 'getContext',
-    summary: "What the session's next request costs, by kind, against its budget and window",
     right: 'read',
+    summary: "What the session's next request costs, by kind, against its budget and window",
     params: sessionParams,
     query: noQuery,
     responses: { 200: { description: 'the context breakdown', schema: contextResponse } },
@@ -313,8 +313,8 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: '/v1/sessions/:id/turns',
     operationId: 'getTurns',
-    summary:
     right: 'read',
+    summary:
       "One summary per turn (messages, streamed replies, tool calls, retries, outcome), every request's token usage and every compaction and prune, folded from the log",
     params: sessionParams,
     query: turnsQuery,
@@ -329,8 +329,8 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: '/v1/sessions/:id/usage',
     operationId: 'getSessionUsage',
-    summary:
     right: 'read',
+    summary:
       "The session's cost ledger: tokens and cost of every model reply and compaction summary, per turn, per model and in total (from the log)",
     params: sessionParams,
     query: usageQuery,
@@ -345,8 +345,8 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: '/v1/sessions/:id/budget',
     operationId: 'getSessionBudget',
-    summary: "The session's spend caps and what its current turn and the whole session used (from the log)",
     right: 'read',
+    summary: "The session's spend caps and what its current turn and the whole session used (from the log)",
     params: sessionParams,
     query: noQuery,
     responses: { 200: { description: 'the budget and use (src/session/budget.ts)', schema: budgetResponse } },
@@ -387,6 +387,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: '/v1/usage',
     operationId: 'getUsage',
+    right: 'read',
     summary: 'Tokens and cost summed across sessions, per model and in total, for calls logged between from and to',
     params: noParams,
     query: usageAcrossQuery,
@@ -397,7 +398,6 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       if (own !== undefined && query.tenant !== undefined && query.tenant !== own)
         throw new GatewayError('FORBIDDEN', `this token sums tenant ${own}'s usage, not ${query.tenant}'s`);
       // Without tokens (loopback) the gateway sees every tenant: `tenant` picks one.
-    right: 'read',
       const client = own === undefined && query.tenant !== undefined ? ctx.client.forTenant(query.tenant) : ctx.client;
       return ok({
         tenant: client.tenant ?? null,
@@ -410,6 +410,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: '/v1/sessions/:id/surface',
     operationId: 'getSurface',
+    right: 'read',
     summary:
       'Which logged events the next request carries (the surface, in order) and what shadowed the others (summary, prune)',
     params: sessionParams,
@@ -420,12 +421,12 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       await requireSession(ctx, params.id);
       return ok(await ctx.client.surface(params.id));
     },
-    right: 'read',
   }),
   defineRoute({
     method: 'GET',
     path: '/v1/sessions/:id/artifacts/:name',
     operationId: 'readArtifact',
+    right: 'read',
     summary: 'A page of a stored artifact (full tool output, spilled text) by the name in its locator',
     params: artifactParams,
     query: artifactQuery,
@@ -436,7 +437,6 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     handler: async (ctx, { params, query }) => {
       await requireSession(ctx, params.id);
       const offset = query.offset ?? 0;
-    right: 'read',
       return ok(
         await ctx.client.readArtifact(params.id, params.name, offset, query.limit ?? ARTIFACT_PAGE_DEFAULT_CHARS),
       );
@@ -446,6 +446,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'POST',
     path: '/v1/sessions/:id/stream-token',
     operationId: 'mintStreamToken',
+    right: 'read',
     summary:
       "A short-lived token that opens this session's SSE events stream without an Authorization header (for a browser EventSource)",
     params: sessionParams,
@@ -456,13 +457,13 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     handler: async (ctx, { params }) => {
       await requireSession(ctx, params.id);
       return ok(ctx.streamTokens.mint(params.id));
-    right: 'read',
     },
   }),
   defineRoute({
     method: 'POST',
     path: '/v1/sessions/:id/compact',
     operationId: 'compactSession',
+    right: 'write',
     summary: 'Run a manual compaction when the session is idle',
     params: sessionParams,
     query: noQuery,
@@ -473,12 +474,12 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       await requireSession(ctx, params.id);
       return ok({ compaction: await ctx.client.compact(params.id) });
     },
-    right: 'write',
   }),
   defineRoute({
     method: 'POST',
     path: '/v1/sessions/:id/fork',
     operationId: 'forkSession',
+    right: 'write',
     summary: "Fork a session: a new session seeded with the parent's log up to a seq",
     params: sessionParams,
     query: noQuery,
@@ -489,7 +490,6 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       await requireSession(ctx, params.id);
       const forked = await ctx.client.fork(params.id, {
         ...(body?.id !== undefined ? { childId: body.id } : {}),
-    right: 'write',
         ...(body?.at !== undefined ? { at: body.at } : {}),
       });
       return { status: 201, body: { session: forked.header } };
@@ -499,6 +499,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'POST',
     path: '/v1/sessions/:id/edit',
     operationId: 'editMessage',
+    right: 'write',
     summary:
       'Edit an earlier user message as a branch: a new session forked just before it, where the new text starts a turn (the session itself is never rewritten)',
     params: sessionParams,
@@ -509,7 +510,6 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     handler: async (ctx, { params, body }) => {
       await requireSession(ctx, params.id);
       const branch = await ctx.client.edit(params.id, body.seq, body.text, body.id ? { childId: body.id } : {});
-    right: 'write',
       return { status: 201, body: { branch } };
     },
   }),
@@ -517,6 +517,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'POST',
     path: '/v1/sessions/:id/regenerate',
     operationId: 'regenerateReply',
+    right: 'write',
     summary:
       "Regenerate the last turn's reply as a branch: a new session forked just before that turn, where its user message starts the turn again",
     params: sessionParams,
@@ -527,7 +528,6 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     handler: async (ctx, { params, body }) => {
       await requireSession(ctx, params.id);
       const branch = await ctx.client.regenerate(params.id, body?.id ? { childId: body.id } : {});
-    right: 'write',
       return { status: 201, body: { branch } };
     },
   }),
@@ -535,6 +535,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: '/v1/sessions/:id/branches',
     operationId: 'listBranches',
+    right: 'read',
     summary: 'The sessions forked from this one (edits, regenerations, forks), with the seq each left it at',
     params: sessionParams,
     query: noQuery,
@@ -545,7 +546,6 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       return { status: 200, body: { branches: await ctx.client.branches(params.id) } };
     },
   }),
-    right: 'read',
   defineRoute({
     method: 'POST',
     path: '/v1/sessions/:id/approvals/:callId',
@@ -587,6 +587,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'GET',
     path: '/v1/approvals',
     operationId: 'listApprovals',
+    right: 'read',
     summary:
       'Tool calls waiting for an answer (approval or external result) across sessions, with tool, arguments, age and expiry',
     params: noParams,
@@ -597,7 +598,6 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       ok({
         approvals: await ctx.client.pendingApprovals(query.session !== undefined ? { sessionId: query.session } : {}),
       }),
-    right: 'read',
   }),
   defineRoute({
     method: 'POST',
@@ -626,6 +626,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'DELETE',
     path: '/v1/sessions/:id',
     operationId: 'eraseSession',
+    right: 'admin',
     summary:
       'Erase a session: its log, artifacts, checkpoints and workflow histories; the id is refused for the tombstone period',
     params: sessionParams,
@@ -636,7 +637,6 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
         schema: eraseResponse,
       },
     },
-    right: 'admin',
     errors: [400, 401],
     handler: async (ctx, { params }) => ok({ receipt: await ctx.client.erase(params.id) }),
   }),
@@ -644,6 +644,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     method: 'POST',
     path: '/v1/sessions/:id/cancel',
     operationId: 'cancelTurn',
+    right: 'write',
     summary: 'Abort the running turn (its partial reply is logged as interrupted)',
     params: sessionParams,
     query: noQuery,
@@ -654,7 +655,6 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       await requireSession(ctx, params.id);
       return ok({ cancelRequested: await ctx.client.cancel(params.id) });
     },
-    right: 'write',
   }),
   defineRoute({
     method: 'POST',
