@@ -1,6 +1,6 @@
 /** The JSONL backend's inbox: a file per entry in the session's `inbox` directory (layout: store.ts). */
 import { createHash } from 'node:crypto';
-import { unlink } from 'node:fs/promises';
+import { unlink, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { SessionlogError, assertSessionId } from '../../session/index.js';
 import { type InboxEntry, type InboxRef, type InboxStore } from '../store.js';
@@ -8,7 +8,6 @@ import { assertInboxKey, assertInboxKeys, inboxConflict, inboxPutRef } from '../
 import { isErrno, fsyncDir, ensureDir, publishOnce, readIfExists, parseJsonOrUndefined } from './files.js';
 import type { JsonlSessionStore } from './store.js';
 import type { JsonlLayout } from './layout.js';
-import { readdir } from 'node:fs/promises';
 
 /** An inbox entry as its file holds it. */
 type InboxRecord = InboxEntry & { body: string };

@@ -124,9 +124,8 @@ import {
 } from '../store.js';
 import { isErrno, fsyncDir, readFully } from './files.js';
 import { headerLine, readHeaderLine, prefixLines, scanLines, type Format } from './format.js';
-import { LOG_FILE, LOCK_FILE, TRANSCRIPT_INDEX_DIR, ERASING_PREFIX } from './layout.js';
+import { LOG_FILE, LOCK_FILE, TRANSCRIPT_INDEX_DIR, ERASING_PREFIX, JsonlLayout } from './layout.js';
 import { JsonlArtifacts } from './artifacts.js';
-import { JsonlLayout } from './layout.js';
 import { JsonlLogFiles, type SessionFile } from './log-file.js';
 import { JsonlSpend } from './spend.js';
 import { jsonlPacing } from './pacing.js';

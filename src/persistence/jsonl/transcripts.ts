@@ -2,7 +2,7 @@
  * The JSONL backend's transcript index: entries in the session directories, pointers in
  * `.transcripts` (store.ts describes how they stay right).
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { SessionlogError, isValidSessionId } from '../../session/index.js';
 import { type TranscriptEntry, type TranscriptIndex } from '../store.js';
@@ -15,7 +15,6 @@ import {
 import { ensureDir, fsyncDir, isErrno, replaceFile, readIfExists, parseJsonOrUndefined } from './files.js';
 import type { JsonlSessionStore } from './store.js';
 import type { JsonlLayout } from './layout.js';
-import { randomUUID } from 'node:crypto';
 import { link, readFile, rename, unlink } from 'node:fs/promises';
 
 /** The file name stem of (scope, digest): the hex SHA-256 of both (a scope is printable ASCII, never a newline). */

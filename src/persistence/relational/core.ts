@@ -1,7 +1,9 @@
 /**
  * The relational store core: every `SessionStore` operation of the SQLite and PostgreSQL backends,
  * written once over a dialect driver (driver.ts). Both keep events and batches in the shared row
- * codec (rows.ts); their storage formats are documented in sqlite.ts and postgres.ts.
+ * codec (rows.ts); their storage formats are documented in sqlite/schema.ts and postgres/schema.ts.
+ * The sub-stores (artifacts, projection cache, inbox, keys, transcripts, pacing, spend) are the
+ * files of those names beside this one, as in jsonl/.
  *
  * A write is one sequence: lock (this process's per-session lock, then the driver's) → sync (the
  * store's validated copy brought up to the stored head, reading only the tail) → plan (plan.ts:
@@ -35,41 +37,11 @@ import {
   sealAnchor,
   type PrefixAnchor,
 } from '../anchor.js';
-import {
-  artifactLocator,
-  artifactNotFound,
-  artifactWindow,
-  assertArtifactPut,
-  ownArtifactName,
-  uniqueArtifactNames,
-  type ArtifactPut,
-  type ArtifactRef,
-  type ArtifactStore,
-} from '../artifacts.js';
-import {
-  alreadyExists,
-  assertAppendArguments,
-  assertReadArguments,
-  notFound,
-  sessionErased,
-  storeClosed,
-} from '../errors.js';
+import { type ArtifactStore } from '../artifacts.js';
+import { alreadyExists, assertAppendArguments, assertReadArguments, notFound, storeClosed } from '../errors.js';
 import { SessionCopies } from '../copies.js';
-import {
-  assertInboxKey,
-  assertInboxKeys,
-  inboxConflict,
-  inboxPutRef,
-  newSessionKey,
-  storedSessionKey,
-} from '../inbox.js';
 import { alreadyErasedReceipt, appendResultOf, loadedSession, planAppend, planRepair, sliceEvents } from '../plan.js';
-import {
-  parseProjectionCacheRecord,
-  serializeProjectionCacheRecord,
-  type ProjectionCacheRecord,
-  type ProjectionCacheStore,
-} from '../projection-cache.js';
+import { type ProjectionCacheStore } from '../projection-cache.js';
 import { LogScanner, ResumedLog, assertScanned, headerProblemReport, scanReport, type ScanTarget } from '../scanner.js';
 import { parseSearchRequest, searchHits, searchable, type SearchHit, type SearchOptions } from '../search.js';
 import {
@@ -80,23 +52,18 @@ import {
   type AnchoredRead,
   type AppendOptions,
   type AppendResult,
-  type InboxEntry,
-  type InboxRef,
   type InboxStore,
   type LoadedSession,
   type ResolvedStoreOptions,
   type ScanReport,
-  type SessionKey,
   type SessionKeyStore,
   type SessionStore,
   type StoreEraseReceipt,
-  type TranscriptEntry,
   type TranscriptIndex,
   type WatchOptions,
 } from '../store.js';
-import { assertTranscriptKey, storedTranscriptEntry, transcriptPutEntry } from '../transcripts.js';
-import { pacingStore, parsePaceState, type PacingStore } from '../pacing.js';
-import { spendStore, type SpendStore } from '../spend.js';
+import { type PacingStore } from '../pacing.js';
+import { type SpendStore } from '../spend.js';
 import { LiveTail } from '../watch.js';
 import {
   step,
@@ -106,8 +73,17 @@ import {
   type SeqRange,
   type SessionRemoval,
   type Steps,
+  refuseTombstoned,
+  type Use,
 } from './driver.js';
 import { decodeRows, encodeEvent, parseStoredHeader } from './rows.js';
+import { RelationalArtifacts } from './artifacts.js';
+import { RelationalProjectionCache } from './projection-cache.js';
+import { RelationalInbox } from './inbox.js';
+import { RelationalSessionKeys } from './keys.js';
+import { RelationalTranscripts } from './transcripts.js';
+import { relationalPacing } from './pacing.js';
+import { relationalSpend } from './spend.js';
 
 /**
  * The validated copy this process keeps of one session, bound to the row it came from; with the
@@ -142,8 +118,6 @@ type WritePlan<T> = {
 /** A write's outcome: the batch the transaction stored, to commit into the copy once it committed. */
 type Written<T> = { result: T; stored?: { scanner: LogScanner; events: readonly StoredEvent[] } };
 
-type Use = <T>(body: () => Awaitable<T>) => Promise<T>;
-
 export abstract class RelationalSessionStore implements SessionStore {
   abstract readonly kind: 'sqlite' | 'postgres';
   readonly artifacts: ArtifactStore;
@@ -175,19 +149,8 @@ export abstract class RelationalSessionStore implements SessionStore {
     this.inbox = new RelationalInbox(use, driver);
     this.sessionKeys = new RelationalSessionKeys(use, driver);
     this.transcripts = new RelationalTranscripts(use, driver);
-    this.pacing = pacingStore((key, change) =>
-      use(() =>
-        driver.run('write', function* (tx) {
-          const stored = yield* step(tx.lockPaceRow(key));
-          const previous = stored === undefined ? undefined : parsePaceState(stored, `pacing of ${driver.location}`);
-          const next = change(previous);
-          if (next === undefined) return previous;
-          yield* step(tx.putPaceRow(key, JSON.stringify(next), Date.now()));
-          return next;
-        }),
-      ),
-    );
-    this.spend = spendStore((tenant) => use(() => driver.run('single', (tx) => step(tx.tenantSpend(tenant)))));
+    this.pacing = relationalPacing(use, driver);
+    this.spend = relationalSpend(use, driver);
   }
 
   /** Identifies the database (no credentials), in messages and for in-process watch wake-ups. */
@@ -612,221 +575,4 @@ export abstract class RelationalSessionStore implements SessionStore {
       notes: removal.notes,
     };
   }
-}
-
-/** SESSION_ERASED while the id's tombstone lasts; expired tombstones are dropped. */
-function* refuseTombstoned(tx: RelationalTx, id: string): Steps<void> {
-  const tombstone = yield* step(tx.tombstone(id));
-  if (!tombstone) return;
-  const now = Date.now();
-  if (tombstone.until > now) throw sessionErased(id, tombstone.erasedAt, tombstone.until);
-  yield* step(tx.dropExpiredTombstones(now));
-}
-
-// ---------------------------------------------------------------------------------------------
-
-/** Artifacts in the `artifacts` table. */
-class RelationalArtifacts implements ArtifactStore {
-  constructor(
-    private readonly use: Use,
-    private readonly driver: RelationalDriver,
-  ) {}
-
-  put(input: ArtifactPut): Promise<ArtifactRef> {
-    return this.use(() => {
-      assertArtifactPut(input);
-      return this.driver.run('write', (tx) => putArtifact(tx, input));
-    });
-  }
-
-  get(sessionId: string, locator: string): Promise<string> {
-    return this.use(() => this.content(sessionId, locator));
-  }
-
-  read(sessionId: string, locator: string, offset: number, limit: number): Promise<{ text: string; total: number }> {
-    return this.use(async () => artifactWindow(await this.content(sessionId, locator), offset, limit));
-  }
-
-  private async content(sessionId: string, locator: string): Promise<string> {
-    const name = ownArtifactName(sessionId, locator);
-    const content = await this.driver.run('single', (tx) => step(tx.artifactContent(sessionId, name)));
-    if (content === undefined) throw artifactNotFound(locator);
-    return content;
-  }
-}
-
-function* putArtifact(tx: RelationalTx, input: ArtifactPut): Steps<ArtifactRef> {
-  const row = yield* step(tx.sessionRow(input.sessionId));
-  if (!row) throw notFound(input.sessionId);
-  for (const name of uniqueArtifactNames(input.name)) {
-    if (yield* step(tx.insertArtifact(row.key, name, input.content)))
-      return { locator: artifactLocator(input.sessionId, name), bytes: Buffer.byteLength(input.content, 'utf8') };
-  }
-  throw new Error('unreachable: artifact name candidates are infinite');
-}
-
-/** The projection cache in the `projection_cache` table, one record per session. */
-class RelationalProjectionCache implements ProjectionCacheStore {
-  constructor(
-    private readonly use: Use,
-    private readonly driver: RelationalDriver,
-  ) {}
-
-  get(sessionId: string): Promise<ProjectionCacheRecord | undefined> {
-    return this.use(async () => {
-      assertSessionId(sessionId);
-      const text = await this.driver.run('single', (tx) => step(tx.projectionRecord(sessionId)));
-      return text === undefined ? undefined : parseProjectionCacheRecord(text);
-    });
-  }
-
-  put(sessionId: string, record: ProjectionCacheRecord): Promise<void> {
-    return this.use(() => {
-      assertSessionId(sessionId);
-      return this.driver.run('write', (tx) => putProjectionRecord(tx, sessionId, record));
-    });
-  }
-}
-
-function* putProjectionRecord(tx: RelationalTx, sessionId: string, record: ProjectionCacheRecord): Steps<void> {
-  const row = yield* step(tx.sessionRow(sessionId));
-  if (!row) throw notFound(sessionId);
-  yield* step(tx.putProjectionRecord(row.key, serializeProjectionCacheRecord(record)));
-}
-
-/** The inbox in the `inbox` table, keyed by the session id (the session need not exist). */
-class RelationalInbox implements InboxStore {
-  constructor(
-    private readonly use: Use,
-    private readonly driver: RelationalDriver,
-  ) {}
-
-  put(sessionId: string, key: string, body: string): Promise<InboxRef> {
-    return this.use(async () => {
-      const ref = inboxPutRef(sessionId, key, body);
-      // Written before (a retried send): a read, which needs no write lock, answers it.
-      const held = await this.driver.run('single', (tx) => step(tx.inboxEntry(sessionId, ref.key)));
-      if (held && held.digest === ref.digest && held.bytes === ref.bytes) return ref;
-      return this.driver.run('write', (tx) => putInboxEntry(tx, sessionId, ref, body));
-    });
-  }
-
-  get(sessionId: string, key: string): Promise<string | undefined> {
-    return this.use(() => {
-      assertSessionId(sessionId);
-      assertInboxKey(sessionId, key);
-      return this.driver.run('single', (tx) => step(tx.inboxBody(sessionId, key)));
-    });
-  }
-
-  remove(sessionId: string, keys: readonly string[]): Promise<number> {
-    return this.use(async () => {
-      assertInboxKeys(sessionId, keys);
-      if (keys.length === 0) return 0;
-      // Most removals find nothing (the engine removed the entry when it logged it): a read,
-      // which needs no write lock, answers those.
-      let held = false;
-      for (const key of keys)
-        if (await this.driver.run('single', (tx) => step(tx.inboxEntry(sessionId, key)))) held = true;
-      if (!held) return 0;
-      return this.driver.run('write', (tx) => step(tx.deleteInboxEntries(sessionId, keys)));
-    });
-  }
-
-  list(sessionId: string): Promise<InboxEntry[]> {
-    return this.use(() => {
-      assertSessionId(sessionId);
-      return this.driver.run('single', (tx) => step(tx.listInbox(sessionId)));
-    });
-  }
-}
-
-/**
- * Stores the entry unless its key is held: the same body again returns its reference, a different
- * one is refused. Under the id's lock, so an erasure cannot slip between the tombstone check and
- * the insert.
- */
-function* putInboxEntry(tx: RelationalTx, sessionId: string, ref: InboxRef, body: string): Steps<InboxRef> {
-  yield* step(tx.lockSessionId(sessionId));
-  yield* refuseTombstoned(tx, sessionId);
-  for (;;) {
-    if (yield* step(tx.insertInboxEntry(sessionId, { ...ref, storedAt: Date.now(), body }))) return ref;
-    const stored = yield* step(tx.inboxEntry(sessionId, ref.key));
-    // Gone again: another process removed the entry between the insert and this read; insert again.
-    if (!stored) continue;
-    if (stored.digest !== ref.digest || stored.bytes !== ref.bytes) throw inboxConflict(sessionId, ref.key);
-    return ref;
-  }
-}
-
-/** Session keys in the `session_keys` table, keyed by the session id (the session need not exist). */
-class RelationalSessionKeys implements SessionKeyStore {
-  constructor(
-    private readonly use: Use,
-    private readonly driver: RelationalDriver,
-  ) {}
-
-  obtain(sessionId: string): Promise<SessionKey> {
-    return this.use(() => {
-      assertSessionId(sessionId);
-      return this.driver.run('write', (tx) => this.obtainSteps(tx, sessionId));
-    });
-  }
-
-  find(sessionId: string): Promise<SessionKey | undefined> {
-    return this.use(async () => {
-      assertSessionId(sessionId);
-      const row = await this.driver.run('single', (tx) => step(tx.sessionKey(sessionId)));
-      return row && this.checked(sessionId, row);
-    });
-  }
-
-  /** Inserts a new key unless one is stored, then reads the stored one: the first stored wins a race. */
-  private *obtainSteps(tx: RelationalTx, sessionId: string): Steps<SessionKey> {
-    yield* step(tx.lockSessionId(sessionId));
-    const existing = yield* step(tx.sessionKey(sessionId));
-    if (existing) return this.checked(sessionId, existing);
-    yield* step(tx.insertSessionKey(sessionId, newSessionKey(), Date.now()));
-    const stored = yield* step(tx.sessionKey(sessionId));
-    if (!stored) throw new Error(`unreachable: the key of session ${sessionId} was inserted but cannot be read`);
-    return this.checked(sessionId, stored);
-  }
-
-  private checked(sessionId: string, row: { keyId: unknown; key: unknown }): SessionKey {
-    return storedSessionKey(row.keyId, row.key, `the key of session ${sessionId} in ${this.driver.location}`);
-  }
-}
-
-/**
- * The transcript index in the `transcripts` table: (scope, digest) names a session's row key, so
- * an entry cannot outlive its session (the key is a foreign key, and erasure deletes the rows),
- * and a read joins the session for its id. A put is one upsert statement on its own.
- */
-class RelationalTranscripts implements TranscriptIndex {
-  constructor(
-    private readonly use: Use,
-    private readonly driver: RelationalDriver,
-  ) {}
-
-  put(scope: string, digest: string, entry: TranscriptEntry): Promise<void> {
-    return this.use(() => {
-      const checked = transcriptPutEntry(scope, digest, entry);
-      return this.driver.run('single', (tx) => putTranscriptEntry(tx, scope, digest, checked));
-    });
-  }
-
-  get(scope: string, digest: string): Promise<TranscriptEntry | undefined> {
-    return this.use(async () => {
-      assertTranscriptKey(scope, digest);
-      const row = await this.driver.run('single', (tx) => step(tx.transcriptEntry(scope, digest)));
-      return row && storedTranscriptEntry(row.sessionId, row.seq, `the transcript index of ${this.driver.location}`);
-    });
-  }
-}
-
-/** The upsert; when it found no session, SESSION_ERASED while the id's tombstone lasts, else SESSION_NOT_FOUND. */
-function* putTranscriptEntry(tx: RelationalTx, scope: string, digest: string, entry: TranscriptEntry): Steps<void> {
-  if (yield* step(tx.upsertTranscriptEntry(scope, digest, entry))) return;
-  yield* refuseTombstoned(tx, entry.sessionId);
-  throw notFound(entry.sessionId);
 }

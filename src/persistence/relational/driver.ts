@@ -16,6 +16,7 @@ import type { TenantSpend } from '../spend.js';
 import type { RankedSeq, SearchRequest } from '../search.js';
 import type { ErasedPlace, InboxEntry, SessionKey, StoreEraseReceipt, TranscriptEntry } from '../store.js';
 import type { RemoteAppends } from '../watch.js';
+import { sessionErased } from '../errors.js';
 import type { BatchRow, EventRow } from './rows.js';
 
 /** A statement's result: the value itself from a synchronous driver, a promise of it from an asynchronous one. */
@@ -234,4 +235,16 @@ export interface RelationalDriver {
   /** A driver error in the store's words: UNAVAILABLE for a lock wait or a server that cannot be reached, else the error itself. */
   storeError(error: unknown): unknown;
   close(): Awaitable<void>;
+}
+
+/** Runs a store operation while the store is open (the core's `use`: the closed check and its bookkeeping). */
+export type Use = <T>(body: () => Awaitable<T>) => Promise<T>;
+
+/** SESSION_ERASED while the id's tombstone lasts; expired tombstones are dropped. */
+export function* refuseTombstoned(tx: RelationalTx, id: string): Steps<void> {
+  const tombstone = yield* step(tx.tombstone(id));
+  if (!tombstone) return;
+  const now = Date.now();
+  if (tombstone.until > now) throw sessionErased(id, tombstone.erasedAt, tombstone.until);
+  yield* step(tx.dropExpiredTombstones(now));
 }

@@ -1,0 +1,54 @@
+/** The relational backends' artifact store (the `artifacts` table). */
+import {
+  artifactLocator,
+  artifactNotFound,
+  artifactWindow,
+  assertArtifactPut,
+  ownArtifactName,
+  uniqueArtifactNames,
+  type ArtifactPut,
+  type ArtifactRef,
+  type ArtifactStore,
+} from '../artifacts.js';
+import { notFound } from '../errors.js';
+import { step, type RelationalDriver, type RelationalTx, type Steps, type Use } from './driver.js';
+
+/** Artifacts in the `artifacts` table. */
+export class RelationalArtifacts implements ArtifactStore {
+  constructor(
+    private readonly use: Use,
+    private readonly driver: RelationalDriver,
+  ) {}
+
+  put(input: ArtifactPut): Promise<ArtifactRef> {
+    return this.use(() => {
+      assertArtifactPut(input);
+      return this.driver.run('write', (tx) => putArtifact(tx, input));
+    });
+  }
+
+  get(sessionId: string, locator: string): Promise<string> {
+    return this.use(() => this.content(sessionId, locator));
+  }
+
+  read(sessionId: string, locator: string, offset: number, limit: number): Promise<{ text: string; total: number }> {
+    return this.use(async () => artifactWindow(await this.content(sessionId, locator), offset, limit));
+  }
+
+  private async content(sessionId: string, locator: string): Promise<string> {
+    const name = ownArtifactName(sessionId, locator);
+    const content = await this.driver.run('single', (tx) => step(tx.artifactContent(sessionId, name)));
+    if (content === undefined) throw artifactNotFound(locator);
+    return content;
+  }
+}
+
+function* putArtifact(tx: RelationalTx, input: ArtifactPut): Steps<ArtifactRef> {
+  const row = yield* step(tx.sessionRow(input.sessionId));
+  if (!row) throw notFound(input.sessionId);
+  for (const name of uniqueArtifactNames(input.name)) {
+    if (yield* step(tx.insertArtifact(row.key, name, input.content)))
+      return { locator: artifactLocator(input.sessionId, name), bytes: Buffer.byteLength(input.content, 'utf8') };
+  }
+  throw new Error('unreachable: artifact name candidates are infinite');
+}

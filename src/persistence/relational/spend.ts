@@ -1,0 +1,8 @@
+/** The relational backends' spend store (the `spend` rows). */
+import { spendStore, type SpendStore } from '../spend.js';
+import { step, type RelationalDriver, type Use } from './driver.js';
+
+/** What sessions spent, in the `spend` rows each append adds to (summed per tenant by the driver). */
+export function relationalSpend(use: Use, driver: RelationalDriver): SpendStore {
+  return spendStore((tenant) => use(() => driver.run('single', (tx) => step(tx.tenantSpend(tenant)))));
+}
