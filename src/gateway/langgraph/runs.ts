@@ -13,7 +13,7 @@ import type { z } from 'zod';
 import { SessionlogError, TurnFold, type StoredEvent } from '../../session/index.js';
 import { STREAMED, type RouteContext, type RouteResult } from '../route-table.js';
 import { hijackEventStream } from '../sse.js';
-import { followResponse } from '../turn-stream/follow.js';
+import { followResponse, followUntilDone } from '../turn-stream/follow.js';
 import { requireAssistant } from './assistants.js';
 import { LangGraphError, notFound, toLangGraphErrorResponse, unsupported } from './errors.js';
 import { inputTexts } from './messages.js';
@@ -217,21 +217,7 @@ async function waitRun(
   fromSeq: number,
   cancelOnDisconnect = false,
 ): Promise<void> {
-  if (fold.state() === 'done') return;
-  const abort = new AbortController();
-  ctx.streams.add(abort);
-  let left = false;
-  const onClose = (): void => {
-    left = true;
-    abort.abort();
-  };
-  request.raw.socket.on('close', onClose);
-  try {
-    await followResponse(ctx.client, fold, fromSeq, abort.signal, async () => undefined);
-  } finally {
-    request.raw.socket.off('close', onClose);
-    ctx.streams.delete(abort);
-  }
+  const { left } = await followUntilDone(request, ctx.client, fold, fromSeq, ctx.streams);
   if (left && fold.state() !== 'done' && cancelOnDisconnect)
     await ctx.client.cancel(fold.context.sessionId).catch(() => false);
 }

@@ -28,7 +28,7 @@ import {
 } from '../transcripts.js';
 import { ResponseTracker } from './response-fold.js';
 import { hijackEventStream } from '../sse.js';
-import { followResponse } from '../turn-stream/follow.js';
+import { followResponse, followUntilDone } from '../turn-stream/follow.js';
 
 const contentText = (content: string | Array<{ text?: string }> | null | undefined): string =>
   content == null ? '' : typeof content === 'string' ? content : content.map((part) => part.text ?? '').join('');
@@ -210,16 +210,7 @@ export async function createChatCompletion(
       transcript,
       includeUsage: body.stream_options?.include_usage === true,
     });
-  const abort = new AbortController();
-  ctx.streams.add(abort);
-  const onClose = (): void => abort.abort();
-  request.raw.socket.on('close', onClose);
-  try {
-    await followResponse(ctx.client, tracker, reconciled.events.length, abort.signal, async () => undefined);
-  } finally {
-    request.raw.socket.off('close', onClose);
-    ctx.streams.delete(abort);
-  }
+  await followUntilDone(request, ctx.client, tracker, reconciled.events.length, ctx.streams);
   const failure = failureOf(tracker);
   if (failure) throw failure;
   const { answer } = await answerOf(ctx, reconciled, tracker);

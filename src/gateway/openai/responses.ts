@@ -29,7 +29,7 @@ import {
   recordTranscriptWith,
   retryOf,
 } from '../transcripts.js';
-import { feedLive } from '../turn-stream/follow.js';
+import { feedLive, followUntilDone } from '../turn-stream/follow.js';
 import { checkText, requireConversation } from './conversations.js';
 import { responseHints } from './hints.js';
 import {
@@ -51,7 +51,7 @@ import {
   type responseCreateBody,
   type responseRetrieveQuery,
 } from './schemas.js';
-import { followUntilDone, streamResponseEvents } from './stream.js';
+import { streamResponseEvents } from './stream.js';
 
 const ok = (body: unknown): RouteResult => ({ status: 200, body });
 const seconds = (ms: number): number => Math.floor(ms / 1000);

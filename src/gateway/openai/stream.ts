@@ -92,27 +92,3 @@ export async function streamResponseEvents(
     },
   );
 }
-
-/**
- * Follows the log until the response's terminal event (a non-streamed response waits for its
- * turn), the client leaves or the gateway closes.
- */
-export async function followUntilDone(
-  request: FastifyRequest,
-  client: SessionClient,
-  tracker: ResponseTracker,
-  fromSeq: number,
-  streams: StreamRegistry,
-): Promise<void> {
-  if (tracker.state() === 'done') return;
-  const abort = new AbortController();
-  streams.add(abort);
-  const onClose = (): void => abort.abort();
-  request.raw.socket.on('close', onClose);
-  try {
-    await followResponse(client, tracker, fromSeq, abort.signal, async () => undefined);
-  } finally {
-    request.raw.socket.off('close', onClose);
-    streams.delete(abort);
-  }
-}

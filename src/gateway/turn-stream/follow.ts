@@ -3,9 +3,11 @@
  * tracker, LangGraph's run fold, the AI SDK's UI message fold) fed the log's events as they are
  * appended, until the answer ends, the caller leaves, or the session's workflow is gone.
  */
+import type { FastifyRequest } from 'fastify';
 import type { SessionClient } from '../../client/session-client.js';
 import type { StoredEvent } from '../../session/index.js';
 import { OpenAiError } from '../openai-errors.js';
+import type { StreamRegistry } from '../sse.js';
 
 /**
  * A fold of one answer from a session's log, as a stream follows it: the Responses API's
@@ -94,4 +96,34 @@ export async function followResponse<E>(
       },
     );
   }
+}
+
+/**
+ * Follows the log until the answer ends (a request that waits for its turn: a non-streamed
+ * response, chat completion or LangGraph run), the client leaves or the gateway closes. `left`:
+ * the client's connection closed before the answer ended.
+ */
+export async function followUntilDone<E>(
+  request: FastifyRequest,
+  client: SessionClient,
+  fold: AnswerFold<E>,
+  fromSeq: number,
+  streams: StreamRegistry,
+): Promise<{ left: boolean }> {
+  if (fold.state() === 'done') return { left: false };
+  const abort = new AbortController();
+  streams.add(abort);
+  let left = false;
+  const onClose = (): void => {
+    left = true;
+    abort.abort();
+  };
+  request.raw.socket.on('close', onClose);
+  try {
+    await followResponse(client, fold, fromSeq, abort.signal, async () => undefined);
+  } finally {
+    request.raw.socket.off('close', onClose);
+    streams.delete(abort);
+  }
+  return { left };
 }
