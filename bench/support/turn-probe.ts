@@ -8,12 +8,8 @@
 import { readFileSync } from 'node:fs';
 import { TransformStream } from 'node:stream/web';
 import type { ModelPort } from '../../src/model/provider.js';
-import {
-  serializeProjectionCacheRecord,
-  type ProjectionCacheRecord,
-  type ProjectionCacheStore,
-} from '../../src/persistence/projection-cache.js';
-import type { SessionStore } from '../../src/persistence/store.js';
+import { serializeProjectionCacheRecord, type ProjectionCacheRecord } from '../../src/persistence/projection-cache.js';
+import type { SessionStore, ProjectionCacheStore } from '../../src/persistence/store.js';
 
 /** Wall-clock milliseconds with sub-millisecond resolution. */
 export function wallNow(): number {

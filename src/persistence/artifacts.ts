@@ -21,22 +21,6 @@ export type ArtifactPut = {
   content: string;
 };
 
-export interface ArtifactStore {
-  /**
-   * Stores `content` under a sanitized, unique name (a second put with the same suggested name
-   * gets a new locator). SESSION_NOT_FOUND unless the session exists. Owner-only where it is a file.
-   */
-  put(input: ArtifactPut): Promise<ArtifactRef>;
-  /**
-   * The whole content of an artifact of session `sessionId`. ARTIFACT_FOREIGN for a locator of
-   * another session; ARTIFACT_NOT_FOUND for an unknown locator or one not of the form
-   * `artifact:<sessionId>/<name>`.
-   */
-  get(sessionId: string, locator: string): Promise<string>;
-  /** A window of the content, `offset` and `limit` in UTF-16 code units; same refusals as {@link get}. */
-  read(sessionId: string, locator: string, offset: number, limit: number): Promise<{ text: string; total: number }>;
-}
-
 const ARTIFACT_NAME_PATTERN = /^(?!\.)[A-Za-z0-9._-]{1,160}$/;
 const LOCATOR_PATTERN = /^artifact:([^/]+)\/([^/]+)$/;
 

@@ -15,6 +15,7 @@
  * The state is one small row per key (the JSON of {@link PaceState}), read and written in one
  * transaction, so it survives worker restarts and is exact across processes.
  */
+import type { PacingStore } from './store.js';
 import { SessionlogError } from '../session/index.js';
 
 /** A provider's limits: requests and tokens per minute (either may be absent), and how much may come at once. */
@@ -34,18 +35,6 @@ export type PaceGrant = { startAt: number; taken: boolean };
 
 /** A time (epoch ms), or a clock read once the bucket is held (so a wait for another worker's reservation is not counted as idle time). */
 export type Clock = number | (() => number);
-
-export interface PacingStore {
-  /**
-   * Reserves `cost` in bucket `key` under `limits` at `now`: the time the call may start. A slot
-   * more than `maxWaitMs` away is not taken (`taken: false`, the bucket unchanged).
-   */
-  reserve(key: string, limits: PaceLimits, cost: PaceCost, now: Clock, maxWaitMs: number): Promise<PaceGrant>;
-  /** Gives back (negative) or takes (positive) `tokens` after a call used other than it reserved. */
-  adjust(key: string, limits: PaceLimits, tokens: number, now: number): Promise<void>;
-  /** The bucket's state (undefined: never used). */
-  state(key: string): Promise<PaceState | undefined>;
-}
 
 /**
  * Half a one-second burst: a call reaches the provider a little after its slot

@@ -13,13 +13,6 @@ import { prefixAnchorSchema, type PrefixAnchor } from './anchor.js';
  */
 export type ProjectionCacheRecord = { identity: { createdAt: number }; rows: ProjectionRows; anchor?: PrefixAnchor };
 
-export interface ProjectionCacheStore {
-  /** The stored record, or undefined when there is none or it cannot be parsed. */
-  get(sessionId: string): Promise<ProjectionCacheRecord | undefined>;
-  /** Replaces the session's record. SESSION_NOT_FOUND for an unknown session. */
-  put(sessionId: string, record: ProjectionCacheRecord): Promise<void>;
-}
-
 const recordSchema = z
   .object({
     identity: z.object({ createdAt: z.number().int().nonnegative() }).strict(),

@@ -10,15 +10,11 @@
  * removes its id but not what it spent. Spend logged before the store kept these rows (a store
  * made by an older build) is not in them.
  */
+import type { SpendStore } from './store.js';
 import { assertTenant, type SpendTotals } from '../session/index.js';
 
 /** A tenant's totals: its sessions' spend, erased ones included; `sessions` counts the rows summed. */
 export type TenantSpend = SpendTotals & { sessions: number };
-
-export interface SpendStore {
-  /** What the tenant's sessions spent in total. INVALID_ARGUMENT for a malformed tenant name. */
-  tenant(tenant: string): Promise<TenantSpend>;
-}
 
 /** The row that holds what a tenant's erased sessions spent. */
 export const ERASED_SPEND_ROW = '.erased';

@@ -14,10 +14,10 @@ import {
   type StoredEvent,
   type SurfaceSnapshot,
 } from '../session/index.js';
-import type { PacingStore } from './pacing.js';
-import type { SpendStore } from './spend.js';
-import type { ArtifactStore } from './artifacts.js';
-import type { ProjectionCacheStore } from './projection-cache.js';
+import type { Clock, PaceCost, PaceGrant, PaceLimits, PaceState } from './pacing.js';
+import type { TenantSpend } from './spend.js';
+import type { ArtifactPut, ArtifactRef } from './artifacts.js';
+import type { ProjectionCacheRecord } from './projection-cache.js';
 import type { PrefixAnchor } from './anchor.js';
 import type { SearchHit, SearchOptions } from './search.js';
 
@@ -389,4 +389,55 @@ export interface SessionKeyStore {
   obtain(sessionId: string): Promise<SessionKey>;
   /** The session's key, or undefined when it has none (never made, or erased). */
   find(sessionId: string): Promise<SessionKey | undefined>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The other sub-stores. Each backend implements every sub-store in a file of the same name
+// (jsonl/ and relational/: artifacts, projection-cache, inbox, keys, transcripts, pacing, spend).
+
+/**
+ * Full tool output and spilled text, addressed by an opaque locator, per session (DESIGN §4);
+ * the naming and checks every backend shares are in artifacts.ts.
+ */
+export interface ArtifactStore {
+  /**
+   * Stores `content` under a sanitized, unique name (a second put with the same suggested name
+   * gets a new locator). SESSION_NOT_FOUND unless the session exists. Owner-only where it is a file.
+   */
+  put(input: ArtifactPut): Promise<ArtifactRef>;
+  /**
+   * The whole content of an artifact of session `sessionId`. ARTIFACT_FOREIGN for a locator of
+   * another session; ARTIFACT_NOT_FOUND for an unknown locator or one not of the form
+   * `artifact:<sessionId>/<name>`.
+   */
+  get(sessionId: string, locator: string): Promise<string>;
+  /** A window of the content, `offset` and `limit` in UTF-16 code units; same refusals as {@link get}. */
+  read(sessionId: string, locator: string, offset: number, limit: number): Promise<{ text: string; total: number }>;
+}
+
+/** Checkpoints of projection views at a seq (dsh-spec §9.3); the record's format is projection-cache.ts. */
+export interface ProjectionCacheStore {
+  /** The stored record, or undefined when there is none or it cannot be parsed. */
+  get(sessionId: string): Promise<ProjectionCacheRecord | undefined>;
+  /** Replaces the session's record. SESSION_NOT_FOUND for an unknown session. */
+  put(sessionId: string, record: ProjectionCacheRecord): Promise<void>;
+}
+
+/** Provider pacing buckets shared by every worker (DESIGN §5.3); the algorithm is pacing.ts. */
+export interface PacingStore {
+  /**
+   * Reserves `cost` in bucket `key` under `limits` at `now`: the time the call may start. A slot
+   * more than `maxWaitMs` away is not taken (`taken: false`, the bucket unchanged).
+   */
+  reserve(key: string, limits: PaceLimits, cost: PaceCost, now: Clock, maxWaitMs: number): Promise<PaceGrant>;
+  /** Gives back (negative) or takes (positive) `tokens` after a call used other than it reserved. */
+  adjust(key: string, limits: PaceLimits, tokens: number, now: number): Promise<void>;
+  /** The bucket's state (undefined: never used). */
+  state(key: string): Promise<PaceState | undefined>;
+}
+
+/** What each tenant's sessions spent (DESIGN §5.3); how the sums are kept is spend.ts. */
+export interface SpendStore {
+  /** What the tenant's sessions spent in total. INVALID_ARGUMENT for a malformed tenant name. */
+  tenant(tenant: string): Promise<TenantSpend>;
 }

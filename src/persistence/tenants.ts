@@ -22,13 +22,12 @@ import {
   type SessionHeader,
   type StoredEvent,
   type SurfaceSnapshot,
+  tenantOf,
 } from '../session/index.js';
-import type { ArtifactPut, ArtifactStore } from './artifacts.js';
+import type { ArtifactPut } from './artifacts.js';
 import { notFound } from './errors.js';
 import type { SearchOptions } from './search.js';
-import type { ProjectionCacheStore } from './projection-cache.js';
 import type { PrefixAnchor } from './anchor.js';
-import { tenantOf } from '../session/index.js';
 import {
   assertTenantScope,
   tenantScope,
@@ -40,6 +39,7 @@ import {
   type TranscriptIndex,
   type WatchOptions,
 } from './store.js';
+import type { ArtifactStore, ProjectionCacheStore } from './store.js';
 
 /** A refused attempt on another tenant's session: who tried, on what. */
 export type CrossTenantAttempt = { tenant: string; sessionId: string; operation: string };

@@ -3,8 +3,8 @@
  * output is a boundary) and returns plain text; the activity stores the full text as an
  * artifact and logs the result.
  */
-import type { ArtifactStore } from '../persistence/artifacts.js';
 import { SessionlogError, type JsonValue, type StoredEvent, type ToolSchema } from '../session/index.js';
+import type { ArtifactStore } from '../persistence/store.js';
 
 /** A hit of a search over the session's whole log (shadowed ranges included). */
 export type HistoryHit = {

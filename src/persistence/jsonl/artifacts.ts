@@ -10,11 +10,11 @@ import {
   uniqueArtifactNames,
   type ArtifactPut,
   type ArtifactRef,
-  type ArtifactStore,
 } from '../artifacts.js';
 import { isErrno, fsyncDir } from './files.js';
 import { ARTIFACT_DIR } from './layout.js';
 import type { JsonlSessionStore } from './store.js';
+import type { ArtifactStore } from '../store.js';
 
 export class JsonlArtifacts implements ArtifactStore {
   constructor(private readonly store: JsonlSessionStore) {}

@@ -3,11 +3,12 @@ import { createHash } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { acquireFileLock } from '../file-lock.js';
-import { pacingStore, parsePaceState, type PaceRowUpdate, type PaceState, type PacingStore } from '../pacing.js';
+import { pacingStore, parsePaceState, type PaceRowUpdate, type PaceState } from '../pacing.js';
 import { type ResolvedStoreOptions } from '../store.js';
 import { replaceFile, readIfExists } from './files.js';
 import { PACING_DIR } from './layout.js';
 import type { JsonlSessionStore } from './store.js';
+import type { PacingStore } from '../store.js';
 
 /** A pacing bucket's read-modify-write under its own lock file (a replaced file: whole or not at all). */
 async function updatePace(

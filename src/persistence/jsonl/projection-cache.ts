@@ -7,11 +7,11 @@ import {
   parseProjectionCacheRecord,
   serializeProjectionCacheRecord,
   type ProjectionCacheRecord,
-  type ProjectionCacheStore,
 } from '../projection-cache.js';
 import { isErrno } from './files.js';
 import { CACHE_FILE } from './layout.js';
 import type { JsonlSessionStore } from './store.js';
+import type { ProjectionCacheStore } from '../store.js';
 
 export class JsonlProjectionCache implements ProjectionCacheStore {
   constructor(private readonly store: JsonlSessionStore) {}

@@ -77,7 +77,6 @@ import {
   type SurfaceSnapshot,
 } from '../../session/index.js';
 import { anchorMatches, anchorOpRanges, newPrefixHash, sealAnchor, type PrefixAnchor } from '../anchor.js';
-import { type ArtifactStore } from '../artifacts.js';
 import { LogScanner, ResumedLog, assertTornTailUnacknowledged, headerProblemReport, scanReport } from '../scanner.js';
 import {
   alreadyExists,
@@ -91,9 +90,7 @@ import { alreadyErasedReceipt, appendResultOf, loadedSession, planAppend, planRe
 import { LiveTail } from '../watch.js';
 import { SessionCopies } from '../copies.js';
 import { acquireFileLock, type FileLock } from '../file-lock.js';
-import { type PacingStore } from '../pacing.js';
-import { spendStore, type SpendStore } from '../spend.js';
-import { type ProjectionCacheStore } from '../projection-cache.js';
+import { spendStore } from '../spend.js';
 import {
   parseSearchRequest,
   scanSession,
@@ -141,6 +138,7 @@ import { JsonlProjectionCache } from './projection-cache.js';
 import { JsonlInbox } from './inbox.js';
 import { JsonlSessionKeys } from './keys.js';
 import { JsonlTranscripts } from './transcripts.js';
+import type { ArtifactStore, PacingStore, SpendStore, ProjectionCacheStore } from '../store.js';
 
 /** Opens (creating the root directory 0700 if needed) a JSONL store rooted at `root`. */
 export function openJsonlStore(root: string, options: StoreOptions = {}): JsonlSessionStore {

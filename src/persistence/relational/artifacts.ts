@@ -8,10 +8,10 @@ import {
   uniqueArtifactNames,
   type ArtifactPut,
   type ArtifactRef,
-  type ArtifactStore,
 } from '../artifacts.js';
 import { notFound } from '../errors.js';
 import { step, type RelationalDriver, type RelationalTx, type Steps, type Use } from './driver.js';
+import type { ArtifactStore } from '../store.js';
 
 /** Artifacts in the `artifacts` table. */
 export class RelationalArtifacts implements ArtifactStore {

@@ -37,11 +37,9 @@ import {
   sealAnchor,
   type PrefixAnchor,
 } from '../anchor.js';
-import { type ArtifactStore } from '../artifacts.js';
 import { alreadyExists, assertAppendArguments, assertReadArguments, notFound, storeClosed } from '../errors.js';
 import { SessionCopies } from '../copies.js';
 import { alreadyErasedReceipt, appendResultOf, loadedSession, planAppend, planRepair, sliceEvents } from '../plan.js';
-import { type ProjectionCacheStore } from '../projection-cache.js';
 import { LogScanner, ResumedLog, assertScanned, headerProblemReport, scanReport, type ScanTarget } from '../scanner.js';
 import { parseSearchRequest, searchHits, searchable, type SearchHit, type SearchOptions } from '../search.js';
 import {
@@ -62,8 +60,6 @@ import {
   type TranscriptIndex,
   type WatchOptions,
 } from '../store.js';
-import { type PacingStore } from '../pacing.js';
-import { type SpendStore } from '../spend.js';
 import { LiveTail } from '../watch.js';
 import {
   step,
@@ -84,6 +80,7 @@ import { RelationalSessionKeys } from './keys.js';
 import { RelationalTranscripts } from './transcripts.js';
 import { relationalPacing } from './pacing.js';
 import { relationalSpend } from './spend.js';
+import type { ArtifactStore, ProjectionCacheStore, PacingStore, SpendStore } from '../store.js';
 
 /**
  * The validated copy this process keeps of one session, bound to the row it came from; with the

@@ -1,6 +1,7 @@
 /** The relational backends' provider pacing buckets (the `pacing` table). */
-import { pacingStore, parsePaceState, type PacingStore } from '../pacing.js';
+import { pacingStore, parsePaceState } from '../pacing.js';
 import { step, type RelationalDriver, type Use } from './driver.js';
+import type { PacingStore } from '../store.js';
 
 /** Provider pacing buckets in the `pacing` table: a bucket's read-modify-write in one write transaction. */
 export function relationalPacing(use: Use, driver: RelationalDriver): PacingStore {

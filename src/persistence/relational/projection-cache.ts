@@ -5,9 +5,9 @@ import {
   parseProjectionCacheRecord,
   serializeProjectionCacheRecord,
   type ProjectionCacheRecord,
-  type ProjectionCacheStore,
 } from '../projection-cache.js';
 import { step, type RelationalDriver, type RelationalTx, type Steps, type Use } from './driver.js';
+import type { ProjectionCacheStore } from '../store.js';
 
 /** The projection cache in the `projection_cache` table, one record per session. */
 export class RelationalProjectionCache implements ProjectionCacheStore {
