@@ -872,6 +872,7 @@ export class SessionClient {
     if (answer.arguments !== undefined && (typeof answer.arguments !== 'string' || !isJsonObjectText(answer.arguments)))
       throw new SessionlogError('INVALID_ARGUMENT', 'edited arguments must be the text of a JSON object');
     if (answer.by !== undefined) assertMessageText(answer.by, 1024);
+    await this.requireLoggedCall(sessionId, callId);
     const body: ApprovalBody = {
       ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
       ...(answer.arguments !== undefined ? { arguments: answer.arguments } : {}),
@@ -919,6 +920,7 @@ export class SessionClient {
         `tool output is ${Buffer.byteLength(output, 'utf8')} bytes; the limit is ${this.maxMessageBytes}`,
       );
     if (options.by !== undefined) assertMessageText(options.by, 1024);
+    await this.requireLoggedCall(sessionId, callId);
     const body: ToolResultBody = { output, ...(options.by !== undefined ? { by: options.by } : {}) };
     const text = JSON.stringify(body);
     const ref = await this.putInbox(sessionId, inboxKeys.toolResult(callId, text), text);
@@ -927,6 +929,21 @@ export class SessionClient {
     });
     await this.store.inbox.remove(sessionId, [ref.key]).catch(() => undefined);
     return ack;
+  }
+
+  /**
+   * Refuses at once an answer to a call the log has never held. The workflow cannot tell while
+   * a model step runs (the step logs its calls before its activity returns, so a caller
+   * following the log may answer one the run has not heard of yet) and would hold the answer
+   * until the step ends; every call a caller can know of is in the log by then.
+   */
+  private async requireLoggedCall(sessionId: string, callId: string): Promise<void> {
+    const { events } = await this.store.session(sessionId);
+    if (!events.some((event) => isEventOfType(event, 'tool/call') && event.data.callId === callId))
+      throw new SessionlogError(
+        'UNKNOWN_CALL',
+        `no tool call ${callId} was made in session ${sessionId}: answer one its log shows waiting (GET /v1/approvals?status=pending)`,
+      );
   }
 
   /** The logged approval answer of `callId`, newest first (read from the store). */

@@ -86,14 +86,18 @@ export async function searchThreads(ctx: RouteContext, body: z.output<typeof sea
   return found.slice(body.offset, body.offset + body.limit);
 }
 
-/** `PATCH /threads/:id`: merges metadata into the thread's (logged between turns). */
+/**
+ * `PATCH /threads/:id`: merges metadata into the thread's, logged between turns. Answered at
+ * once: while a run goes on the merge is logged when its turn ends, and the answer already shows it.
+ */
 export async function patchThread(ctx: RouteContext, id: string, body: z.output<typeof patchThreadBody>) {
   if (body.ttl !== undefined && body.ttl !== null) throw unsupported('ttl', 'threads are kept until deleted (erased)');
   const thread = await readThread(ctx, id);
   if (body.metadata) {
     const merged: Record<string, unknown> = { ...threadMetadata(thread.events), ...body.metadata };
     for (const [key, value] of Object.entries(merged)) if (value === null || value === undefined) delete merged[key];
-    await ctx.client.note(id, { metadata: { values: encodeMetadata(merged) } });
+    const noted = await ctx.client.note(id, { metadata: { values: encodeMetadata(merged) } }, { atOnce: true });
+    if (noted.applies === 'turn-end') return { ...(await threadJson(ctx, thread)), metadata: merged };
   }
   return threadJson(ctx, await readThread(ctx, id));
 }

@@ -29,6 +29,7 @@ import {
   patchSessionResponse,
   acceptedMessageResponse,
   cancelResponse,
+  compactDeferredResponse,
   compactResponse,
   contextResponse,
   eraseResponse,
@@ -464,15 +465,24 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     path: '/v1/sessions/:id/compact',
     operationId: 'compactSession',
     right: 'write',
-    summary: 'Run a manual compaction when the session is idle',
+    summary:
+      'Run a manual compaction: at once when the session is idle (200), else when its running turn ends (202, answered at once)',
     params: sessionParams,
     query: noQuery,
     body: emptyBody,
-    responses: { 200: { description: 'what the compaction shadowed, or null', schema: compactResponse } },
+    responses: {
+      200: { description: 'what the compaction shadowed, or null', schema: compactResponse },
+      202: {
+        description: 'a turn runs (or waits for an approval): the compaction runs when it ends',
+        schema: compactDeferredResponse,
+      },
+    },
     errors: [...SESSION_ERRORS, 409, 415],
     handler: async (ctx, { params }) => {
       await requireSession(ctx, params.id);
-      return ok({ compaction: await ctx.client.compact(params.id) });
+      const compaction = await ctx.client.compact(params.id, { atOnce: true });
+      if (compaction !== null && 'applies' in compaction) return { status: 202, body: compaction };
+      return ok({ compaction });
     },
   }),
   defineRoute({

@@ -251,6 +251,9 @@ export const compactResponse = z.object({
     .nullable()
     .describe('null when there was nothing to compact'),
 });
+export const compactDeferredResponse = z.object({
+  applies: z.literal('turn-end').describe('the compaction runs when the running turn ends'),
+});
 export const cancelResponse = z.object({
   cancelRequested: z.boolean().describe('false when no run of the workflow was open'),
 });

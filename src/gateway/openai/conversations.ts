@@ -123,9 +123,11 @@ export async function createConversation(ctx: RouteContext, body: z.output<typeo
 
 /** `POST /conversations/:id`: replaces the conversation's metadata. */
 export async function updateConversation(ctx: RouteContext, id: string, metadata: Record<string, string> | null) {
-  await requireConversation(ctx, id);
-  // Logged between turns: this waits for a running turn to end.
-  await ctx.client.note(id, { metadata: { values: metadata ?? {} } });
+  const header = await requireConversation(ctx, id);
+  // Answered at once: while a turn runs, the metadata is logged when it ends, and this answer
+  // already shows it as it will be.
+  const noted = await ctx.client.note(id, { metadata: { values: metadata ?? {} } }, { atOnce: true });
+  if (noted.applies === 'turn-end') return conversationOf(header, metadata ?? {});
   return readConversation(ctx, id);
 }
 
@@ -148,13 +150,17 @@ export async function addConversationItems(ctx: RouteContext, id: string, items:
     );
   for (const [i, message] of transcript.messages.entries())
     if (message.role === 'user') checkText(ctx, message.text, `items[${i}]`);
-  const before = conversationItems(id, await ctx.client.events(id, 0)).length;
+  const events = await ctx.client.events(id, 0);
+  const before = conversationItems(id, events).length;
   if (transcript.messages.length > 0) {
     const noteId = `items_${randomUUID().replaceAll('-', '')}`;
     const history = suppliedItems(transcript.messages, noteId);
     const problem = suppliedHistoryProblem(history);
     if (problem) throw invalidRequest('items', problem, 'invalid_value');
-    await ctx.client.note(id, { id: noteId, history });
+    // Items go between turns; a turn that runs (or waits for tool results) is answered at once, as deleting items is.
+    refuseWhileAnswering(id, events, 'add items');
+    // At once even in a race with a turn just started: the items are logged when it ends.
+    await ctx.client.note(id, { id: noteId, history }, { atOnce: true });
   }
   return itemPage(conversationItems(id, await ctx.client.events(id, 0)).slice(before), false);
 }
@@ -182,6 +188,17 @@ export async function getConversationItem(ctx: RouteContext, id: string, itemId:
   return item;
 }
 
+/** A 409 `conversation_locked` when a turn of the conversation runs or waits for tool results. */
+function refuseWhileAnswering(id: string, events: readonly StoredEvent[], what: string): void {
+  const openTurn = TurnFold.of(events).openTurn;
+  if (openTurn !== undefined)
+    throw new OpenAiError(
+      409,
+      `conversation ${id} is answering a request (turn ${openTurn} is running or waits for tool results); ${what} once it has finished`,
+      { code: 'conversation_locked' },
+    );
+}
+
 /** `DELETE /conversations/:id/items/:item_id`: hides a message item by a logged replacement (the log keeps it). */
 export async function deleteConversationItem(ctx: RouteContext, id: string, itemId: string) {
   const header = await requireConversation(ctx, id);
@@ -197,13 +214,7 @@ export async function deleteConversationItem(ctx: RouteContext, id: string, item
   const unhideable = unhideableReason(events[found.seq]!);
   if (unhideable !== undefined)
     throw invalidRequest('item_id', `item '${itemId}' cannot be deleted: ${unhideable}`, 'invalid_value');
-  const openTurn = TurnFold.of(events).openTurn;
-  if (openTurn !== undefined)
-    throw new OpenAiError(
-      409,
-      `conversation ${id} is answering a request (turn ${openTurn} is running or waits for tool results); delete items once it has finished`,
-      { code: 'conversation_locked' },
-    );
-  await ctx.client.note(id, { id: `delete_${found.seq}`, hide: [found.seq] });
+  refuseWhileAnswering(id, events, 'delete items');
+  await ctx.client.note(id, { id: `delete_${found.seq}`, hide: [found.seq] }, { atOnce: true });
   return conversationOf(header, conversationMetadata(events));
 }
