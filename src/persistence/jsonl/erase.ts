@@ -2,11 +2,10 @@
  * The JSONL store's erasure helpers (store.ts `erase`): tombstones, what a session's directory
  * holds, leftovers of a crashed erase, the transcript pointers that name it.
  */
-import { randomUUID } from 'node:crypto';
-import { mkdir, open, readFile, readdir, rename, rm } from 'node:fs/promises';
+import { readFile, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type ErasedPlace, type StoreEraseReceipt } from '../store.js';
-import { isErrno, fsyncDir, readIfExists } from './files.js';
+import { isErrno, readIfExists, ensureDir, replaceFile } from './files.js';
 import {
   ARTIFACT_DIR,
   CACHE_FILE,
@@ -48,22 +47,8 @@ export async function writeTombstone(
   tombstone: { erasedAt: number; until: number },
 ): Promise<void> {
   const dir = join(layout.root, TOMBSTONE_DIR);
-  try {
-    await mkdir(dir, { mode: 0o700 });
-    await fsyncDir(layout.root);
-  } catch (error) {
-    if (!isErrno(error, 'EEXIST')) throw error;
-  }
-  const temp = join(dir, `.${id}.${randomUUID()}.tmp`);
-  const handle = await open(temp, 'wx', 0o600);
-  try {
-    await handle.writeFile(JSON.stringify(tombstone));
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  await rename(temp, layout.tombstonePath(id));
-  await fsyncDir(dir);
+  await ensureDir(dir, layout.root);
+  await replaceFile(layout.tombstonePath(id), dir, JSON.stringify(tombstone));
 }
 
 /** Directories of an erase that crashed after taking the session out of view. */

@@ -31,12 +31,8 @@ export async function ensureDir(path: string, parent: string): Promise<void> {
   await fsyncDir(parent);
 }
 
-/**
- * Publishes `content` at `path` unless a file is there: written to a temp file beside it,
- * fsynced, linked into place (never over an existing file) and the directory fsynced. False when
- * `path` was taken (the first writer wins).
- */
-export async function publishOnce(path: string, dir: string, content: string): Promise<boolean> {
+/** Writes `content` to a new owner-only temp file in `dir`, named after `path`, fsynced; returns its path. */
+async function writeTempFile(path: string, dir: string, content: string): Promise<string> {
   const temp = join(dir, `.${basename(path)}.${randomUUID()}.tmp`);
   const handle = await open(temp, 'wx', 0o600);
   try {
@@ -45,6 +41,16 @@ export async function publishOnce(path: string, dir: string, content: string): P
   } finally {
     await handle.close();
   }
+  return temp;
+}
+
+/**
+ * Publishes `content` at `path` unless a file is there: written to a temp file beside it,
+ * fsynced, linked into place (never over an existing file) and the directory fsynced. False when
+ * `path` was taken (the first writer wins).
+ */
+export async function publishOnce(path: string, dir: string, content: string): Promise<boolean> {
+  const temp = await writeTempFile(path, dir, content);
   try {
     await link(temp, path);
   } catch (error) {
@@ -62,14 +68,7 @@ export async function publishOnce(path: string, dir: string, content: string): P
  * over it and the directory fsynced. A reader sees the old file or the new one.
  */
 export async function replaceFile(path: string, dir: string, content: string): Promise<void> {
-  const temp = join(dir, `.${basename(path)}.${randomUUID()}.tmp`);
-  const handle = await open(temp, 'wx', 0o600);
-  try {
-    await handle.writeFile(content, 'utf8');
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
+  const temp = await writeTempFile(path, dir, content);
   try {
     await rename(temp, path);
   } catch (error) {

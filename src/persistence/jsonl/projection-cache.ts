@@ -1,6 +1,5 @@
 /** The JSONL backend's projection cache: a record per session, `projection-cache.json`, replaced whole. */
-import { randomUUID } from 'node:crypto';
-import { open, readFile, rename, unlink } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { assertSessionId } from '../../session/index.js';
 import {
@@ -8,7 +7,7 @@ import {
   serializeProjectionCacheRecord,
   type ProjectionCacheRecord,
 } from '../projection-cache.js';
-import { isErrno } from './files.js';
+import { isErrno, replaceFile } from './files.js';
 import { CACHE_FILE } from './layout.js';
 import type { JsonlSessionStore } from './store.js';
 import type { ProjectionCacheStore } from '../store.js';
@@ -34,22 +33,7 @@ export class JsonlProjectionCache implements ProjectionCacheStore {
     assertSessionId(sessionId);
     const text = serializeProjectionCacheRecord(record);
     await this.store.requireSession(sessionId);
-    const path = join(this.store.layout.sessionDir(sessionId), CACHE_FILE);
-    const temp = `${path}.${randomUUID()}.tmp`;
-    const handle = await open(temp, 'wx', 0o600);
-    try {
-      await handle.writeFile(text, 'utf8');
-      await handle.sync();
-    } finally {
-      await handle.close();
-    }
-    try {
-      await rename(temp, path);
-    } catch (error) {
-      await unlink(temp).catch(() => {
-        // The temp file may already be gone; the rename error below is what matters.
-      });
-      throw error;
-    }
+    const dir = this.store.layout.sessionDir(sessionId);
+    await replaceFile(join(dir, CACHE_FILE), dir, text);
   }
 }

@@ -12,7 +12,7 @@ import {
 import { acquireFileLock } from '../file-lock.js';
 import type { TenantSpend } from '../spend.js';
 import { tenantScope, type ResolvedStoreOptions } from '../store.js';
-import { replaceFile, readIfExists } from './files.js';
+import { replaceFile, readIfExists, parseJsonOrUndefined } from './files.js';
 import { SPEND_DIR } from './layout.js';
 import type { JsonlSessionStore } from './store.js';
 
@@ -56,13 +56,7 @@ export class JsonlSpend {
   }
 
   private parseSpend(text: string, tenant: string): SpendTotals {
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch {
-      value = undefined;
-    }
-    const spent = value as Partial<SpendTotals> | undefined;
+    const spent = parseJsonOrUndefined(text) as Partial<SpendTotals> | null | undefined;
     const fields = ['tokens', 'costUsd', 'modelCalls', 'toolCalls', 'wallMs'] as const;
     if (!spent || typeof spent !== 'object' || !fields.every((f) => Number.isFinite(spent[f])))
       throw new SessionlogError(

@@ -60,7 +60,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, realpathSync } from 'node:fs';
-import { link, mkdir, open, readdir, rename, rm, unlink, type FileHandle } from 'node:fs/promises';
+import { readdir, rename, rm, unlink, type FileHandle } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import {
   SessionlogError,
@@ -119,9 +119,9 @@ import {
   type TranscriptIndex,
   type WatchOptions,
 } from '../store.js';
-import { isErrno, fsyncDir, readFully } from './files.js';
+import { isErrno, ensureDir, fsyncDir, publishOnce, readFully } from './files.js';
 import { headerLine, readHeaderLine, prefixLines, scanLines, type Format } from './format.js';
-import { LOG_FILE, LOCK_FILE, TRANSCRIPT_INDEX_DIR, ERASING_PREFIX, JsonlLayout } from './layout.js';
+import { LOCK_FILE, TRANSCRIPT_INDEX_DIR, ERASING_PREFIX, JsonlLayout } from './layout.js';
 import { JsonlArtifacts } from './artifacts.js';
 import { JsonlLogFiles, type SessionFile } from './log-file.js';
 import { JsonlSpend } from './spend.js';
@@ -211,32 +211,12 @@ export class JsonlSessionStore implements SessionStore {
     await this.copies.serial(id, async () => {
       await this.refuseTombstoned(id);
       const dir = this.layout.sessionDir(id);
-      try {
-        await mkdir(dir, { mode: 0o700 });
-        await fsyncDir(this.root);
-      } catch (error) {
-        if (!isErrno(error, 'EEXIST')) throw error;
-      }
+      await ensureDir(dir, this.root);
       if (await this.layout.fileExists(id)) return this.checkSameHeader(id, parsed);
       // Publish the header atomically: a temp file linked into place never clobbers a log
       // another process created meanwhile.
-      const temp = join(dir, `${LOG_FILE}.${randomUUID()}.tmp`);
-      const handle = await open(temp, 'wx', 0o600);
-      try {
-        await handle.writeFile(headerLine(parsed));
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
-      try {
-        await link(temp, this.layout.logPath(id));
-      } catch (error) {
-        if (!isErrno(error, 'EEXIST')) throw error;
+      if (!(await publishOnce(this.layout.logPath(id), dir, headerLine(parsed))))
         return this.checkSameHeader(id, parsed);
-      } finally {
-        await unlink(temp);
-      }
-      await fsyncDir(dir);
     });
   }
 
