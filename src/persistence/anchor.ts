@@ -153,7 +153,7 @@ export type BatchLayout = 'on-rows' | 'table';
 
 /**
  * The digest text of one stored event row of a relational store (its seq is its place), the same
- * text its SQL builds from the stored columns (sqlite.ts, postgres.ts `prefixDigest`): time, a
+ * text its SQL builds from the stored columns (sqlite/statements.ts, postgres/statements.ts `prefixDigest`): time, a
  * number whose bits say which nullable columns are null (1 ignorable, 2 surface_op, 4
  * source_event_seqs, 8 batch_last_seq, 16 batch_op: both always, where batch records have a table
  * of their own), then the other columns that are not null, separated by U+001F and ended by

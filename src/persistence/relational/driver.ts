@@ -1,6 +1,6 @@
 /**
  * The seam between the relational core (core.ts) and one database: a driver runs the core's
- * transaction bodies and gives them a few statements in its dialect (sqlite.ts, postgres.ts).
+ * transaction bodies and gives them a few statements in its dialect (sqlite/, postgres/).
  *
  * Synchronous and asynchronous databases behind one interface: a body is a generator that yields
  * each statement's result (`const row = yield* step(tx.sessionHead(id))`). A statement returns its
