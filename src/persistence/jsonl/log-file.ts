@@ -10,7 +10,7 @@ import { SessionlogError, type StoredEvent } from '../../session/index.js';
 import { newPrefixHash } from '../anchor.js';
 import { LogScanner, assertScanned, type TornTail } from '../scanner.js';
 import type { SessionCopies } from '../copies.js';
-import { type FileLock } from '../file-lock.js';
+import { type FileLock } from './file-lock.js';
 import { isErrno, fsyncDir, readFully, writeFully } from './files.js';
 import { encodeBatch, readHeaderLine, scanLines, type Format } from './format.js';
 import { LOG_FILE, type JsonlLayout } from './layout.js';

@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { acquireFileLock } from '../file-lock.js';
+import { acquireFileLock } from './file-lock.js';
 import { pacingStore, parsePaceState, type PaceRowUpdate, type PaceState } from '../pacing.js';
 import { type ResolvedStoreOptions } from '../store.js';
 import { replaceFile, readIfExists } from './files.js';

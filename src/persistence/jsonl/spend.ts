@@ -9,7 +9,7 @@ import {
   type SpendTotals,
   type SessionHeader,
 } from '../../session/index.js';
-import { acquireFileLock } from '../file-lock.js';
+import { acquireFileLock } from './file-lock.js';
 import type { TenantSpend } from '../spend.js';
 import { tenantScope, type ResolvedStoreOptions } from '../store.js';
 import { replaceFile, readIfExists, parseJsonOrUndefined } from './files.js';

@@ -89,7 +89,7 @@ import {
 import { alreadyErasedReceipt, appendResultOf, loadedSession, planAppend, planRepair, sliceEvents } from '../plan.js';
 import { LiveTail } from '../watch.js';
 import { SessionCopies } from '../copies.js';
-import { acquireFileLock, type FileLock } from '../file-lock.js';
+import { acquireFileLock, type FileLock } from './file-lock.js';
 import { spendStore } from '../spend.js';
 import {
   parseSearchRequest,

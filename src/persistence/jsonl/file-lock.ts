@@ -17,7 +17,7 @@ import { hostname } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { SessionlogError } from '../session/index.js';
+import { SessionlogError } from '../../session/index.js';
 
 type LockOwner = { pid: number; host: string; token: string; start?: string };
 
