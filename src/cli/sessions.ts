@@ -99,7 +99,7 @@ export async function exportSession(
   const { header, events, tornTail } = await client.export(id);
   if (tornTail)
     warn(
-      `warning: session ${id}'s final batch, from seq ${tornTail.fromSeq}, was torn (written only in part: ${tornTail.reason}); the export holds seqs 0-${tornTail.fromSeq - 1} and leaves it out. The next message to the session removes it from the log.\n`,
+      `warning: session ${id}'s final batch, from seq ${tornTail.fromSeq}, was torn (written only in part: ${tornTail.reason}); the export holds seqs 0-${tornTail.fromSeq - 1} and leaves it out. If the session's workflow saw that batch written, it was damaged after it was committed and the session refuses its next message (CORRUPT_LOG); otherwise the next write removes it from the log.\n`,
     );
   const lines = [JSON.stringify({ type: 'session', ...header }), ...events.map((e) => JSON.stringify(e))];
   if (!path) {
