@@ -1,8 +1,9 @@
 /**
  * The native API's route table (DESIGN §8): `/v1` and the gateway's probes, sessions only
- * through `SessionClient`. Errors leave as `{error: {code, message}}` (errors.ts).
+ * through `SessionClient`: sessions (sessions.ts), their messages and branches (messages.ts),
+ * events (events.ts), approvals (approvals.ts), what the log shows of them (inspection.ts) and
+ * the probes (probes.ts). Errors leave as `{error: {code, message}}` (errors.ts).
  */
-import { SessionlogError, type SessionHeader } from '../../session/index.js';
 import {
   approvalBody,
   approvalResponse,
@@ -12,9 +13,18 @@ import {
   toolResultBody,
   toolResultResponse,
 } from './approval-schemas.js';
-import { GatewayError } from '../errors.js';
+import { answerApproval, listApprovals, postToolResult } from './approvals.js';
+import { getEvents, mintStreamToken } from './events.js';
 import {
-  ARTIFACT_PAGE_DEFAULT_CHARS,
+  getContext,
+  getSessionBudget,
+  getSessionUsage,
+  getSurface,
+  getTurns,
+  getUsage,
+  readArtifact,
+} from './inspection.js';
+import {
   artifactParams,
   artifactQuery,
   artifactResponse,
@@ -23,6 +33,16 @@ import {
   turnsQuery,
   turnsResponse,
 } from './inspector-schemas.js';
+import {
+  cancelTurn,
+  editMessage,
+  getHistory,
+  getTranscript,
+  listBranches,
+  postMessage,
+  regenerateReply,
+} from './messages.js';
+import { readiness } from './probes.js';
 import {
   budgetResponse,
   patchSessionBody,
@@ -61,40 +81,25 @@ import {
   usageLedgerResponse,
   usageQuery,
 } from './schemas.js';
-import { checkReadiness, probeStore, probeTemporal, readinessResponse } from '../readiness.js';
 import {
-  STREAMED,
-  defineRoute,
-  noParams,
-  noQuery,
-  type RouteContext,
-  type RouteResult,
-  type RouteSpec,
-} from '../route-table.js';
-import { streamEvents, wantsEventStream } from '../sse.js';
+  compactSession,
+  createSession,
+  eraseSession,
+  forkSession,
+  getSession,
+  listSessions,
+  patchSession,
+  resumeSession,
+  salvageSession,
+} from './sessions.js';
+import { readinessResponse } from '../readiness.js';
+import { defineRoute, noParams, noQuery, type RouteResult, type RouteSpec } from '../route-table.js';
 
 const AUTH_ERRORS = [401];
-
-/** A usage query's time bounds as the client takes them. */
-function window(query: { from?: number | undefined; to?: number | undefined }): { from?: number; to?: number } {
-  return {
-    ...(query.from !== undefined ? { from: query.from } : {}),
-    ...(query.to !== undefined ? { to: query.to } : {}),
-  };
-}
 const SESSION_ERRORS = [400, 401, 404];
 
-async function requireSession(ctx: RouteContext, id: string): Promise<SessionHeader> {
-  if (!(await ctx.client.exists(id))) {
-    throw new SessionlogError(
-      'SESSION_NOT_FOUND',
-      `session ${id} does not exist; create it with POST /v1/sessions or list sessions with GET /v1/sessions`,
-    );
-  }
-  return ctx.client.header(id);
-}
-
 const ok = (body: unknown): RouteResult => ({ status: 200, body });
+const created = (body: unknown): RouteResult => ({ status: 201, body });
 
 /** Every route of the native API, the gateway's probes included. */
 export const NATIVE_ROUTES: readonly RouteSpec[] = [
@@ -125,13 +130,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       503: { description: 'a dependency does not answer; `reason` names it', schema: readinessResponse },
     },
     errors: [400],
-    handler: async (ctx) => {
-      const report = await checkReadiness({
-        store: () => probeStore(ctx.client.store),
-        temporal: () => probeTemporal(ctx.client.temporal.connection),
-      });
-      return { status: report.ready ? 200 : 503, body: report };
-    },
+    handler: async (ctx) => readiness(ctx),
   }),
   defineRoute({
     method: 'GET',
@@ -156,14 +155,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     body: createSessionBody,
     responses: { 201: { description: 'the new session', schema: sessionResponse } },
     errors: [400, 401, 409, 413, 415],
-    handler: async (ctx, { body }) => {
-      const session = await ctx.client.create({
-        ...(body?.id !== undefined ? { sessionId: body.id } : {}),
-        ...(body?.agent ? { agent: body.agent } : {}),
-        ...(body?.budget ? { budget: body.budget } : {}),
-      });
-      return { status: 201, body: { session } };
-    },
+    handler: async (ctx, { body }) => created(await createSession(ctx, body)),
   }),
   defineRoute({
     method: 'GET',
@@ -175,7 +167,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     query: noQuery,
     responses: { 200: { description: 'session headers', schema: sessionListResponse } },
     errors: [400, ...AUTH_ERRORS],
-    handler: async (ctx) => ok({ sessions: (await ctx.client.list()).map(({ events: _events, ...header }) => header) }),
+    handler: async (ctx) => ok(await listSessions(ctx)),
   }),
   defineRoute({
     method: 'GET',
@@ -187,11 +179,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     query: noQuery,
     responses: { 200: { description: 'header and status', schema: sessionDetailResponse } },
     errors: SESSION_ERRORS,
-    handler: async (ctx, { params }) => {
-      await requireSession(ctx, params.id);
-      const shown = await ctx.client.show(params.id);
-      return ok({ session: shown.header, status: shown.status });
-    },
+    handler: async (ctx, { params }) => ok(await getSession(ctx, params.id)),
   }),
   defineRoute({
     method: 'POST',
@@ -207,12 +195,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       202: { description: 'the message is queued', schema: acceptedMessageResponse },
     },
     errors: [...SESSION_ERRORS, 409, 413, 415, 422],
-    handler: async (ctx, { params, query, body }) => {
-      await requireSession(ctx, params.id);
-      const options = body.id !== undefined ? { id: body.id } : {};
-      if (query.wait === 'true') return ok(await ctx.client.send(params.id, body.text, options));
-      return { status: 202, body: await ctx.client.post(params.id, body.text, options) };
-    },
+    handler: async (ctx, { params, query, body }) => postMessage(ctx, params.id, query, body),
   }),
   defineRoute({
     method: 'GET',
@@ -224,10 +207,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     query: noQuery,
     responses: { 200: { description: 'derived messages', schema: messagesResponse } },
     errors: SESSION_ERRORS,
-    handler: async (ctx, { params }) => {
-      await requireSession(ctx, params.id);
-      return ok({ messages: await ctx.client.history(params.id) });
-    },
+    handler: async (ctx, { params }) => ok(await getHistory(ctx, params.id)),
   }),
   defineRoute({
     method: 'GET',
@@ -239,10 +219,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     query: noQuery,
     responses: { 200: { description: 'message events in log order', schema: transcriptResponse } },
     errors: SESSION_ERRORS,
-    handler: async (ctx, { params }) => {
-      await requireSession(ctx, params.id);
-      return ok({ events: await ctx.client.transcript(params.id) });
-    },
+    handler: async (ctx, { params }) => ok(await getTranscript(ctx, params.id)),
   }),
   defineRoute({
     method: 'GET',
@@ -268,32 +245,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       },
     },
     errors: SESSION_ERRORS,
-    handler: async (ctx, { params, query, request, reply }) => {
-      await requireSession(ctx, params.id);
-      if (!wantsEventStream(request))
-        return ok({ events: await ctx.client.events(params.id, query.from ?? 0, query.limit) });
-      const lastEventId = request.headers['last-event-id'];
-      let fromSeq = query.from ?? 0;
-      if (lastEventId !== undefined) {
-        const parsed = lastEventIdSchema.safeParse(lastEventId);
-        if (!parsed.success)
-          throw new GatewayError(
-            'INVALID_REQUEST',
-            'Last-Event-ID must be the seq (a whole number) of the last event received',
-          );
-        fromSeq = parsed.data + 1;
-      }
-      await streamEvents(request, reply, {
-        client: ctx.client,
-        sessionId: params.id,
-        fromSeq,
-        limit: query.limit,
-        coalesce: query.coalesce === 'true',
-        heartbeatMs: ctx.sseHeartbeatMs,
-        streams: ctx.streams,
-      });
-      return STREAMED;
-    },
+    handler: async (ctx, { params, query, request, reply }) => getEvents(ctx, params.id, query, request, reply),
   }),
   defineRoute({
     method: 'GET',
@@ -305,10 +257,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     query: noQuery,
     responses: { 200: { description: 'the context breakdown', schema: contextResponse } },
     errors: SESSION_ERRORS,
-    handler: async (ctx, { params }) => {
-      await requireSession(ctx, params.id);
-      return ok({ context: await ctx.client.context(params.id) });
-    },
+    handler: async (ctx, { params }) => ok(await getContext(ctx, params.id)),
   }),
   defineRoute({
     method: 'GET',
@@ -321,10 +270,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     query: turnsQuery,
     responses: { 200: { description: 'the turns view (src/session/turns-view.ts)', schema: turnsResponse } },
     errors: SESSION_ERRORS,
-    handler: async (ctx, { params, query }) => {
-      await requireSession(ctx, params.id);
-      return ok(await ctx.client.turns(params.id, query.last));
-    },
+    handler: async (ctx, { params, query }) => ok(await getTurns(ctx, params.id, query)),
   }),
   defineRoute({
     method: 'GET',
@@ -337,10 +283,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     query: usageQuery,
     responses: { 200: { description: 'the ledger (src/session/usage.ts)', schema: usageLedgerResponse } },
     errors: SESSION_ERRORS,
-    handler: async (ctx, { params, query }) => {
-      await requireSession(ctx, params.id);
-      return ok(await ctx.client.usage(params.id, window(query)));
-    },
+    handler: async (ctx, { params, query }) => ok(await getSessionUsage(ctx, params.id, query)),
   }),
   defineRoute({
     method: 'GET',
@@ -352,10 +295,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     query: noQuery,
     responses: { 200: { description: 'the budget and use (src/session/budget.ts)', schema: budgetResponse } },
     errors: SESSION_ERRORS,
-    handler: async (ctx, { params }) => {
-      await requireSession(ctx, params.id);
-      return ok(await ctx.client.budget(params.id));
-    },
+    handler: async (ctx, { params }) => ok(await getSessionBudget(ctx, params.id)),
   }),
   defineRoute({
     method: 'PATCH',
@@ -374,15 +314,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       },
     },
     errors: [...SESSION_ERRORS, 413, 415, 422],
-    handler: async (ctx, { params, body }) => {
-      await requireSession(ctx, params.id);
-      const { applies } = await ctx.client.setBudget(
-        params.id,
-        body.budget,
-        body.by !== undefined ? { by: body.by } : {},
-      );
-      return ok({ applies, ...(await ctx.client.budget(params.id)) });
-    },
+    handler: async (ctx, { params, body }) => ok(await patchSession(ctx, params.id, body)),
   }),
   defineRoute({
     method: 'GET',
@@ -394,18 +326,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     query: usageAcrossQuery,
     responses: { 200: { description: "the sums over the token's tenant's sessions", schema: usageAcrossResponse } },
     errors: [400, 401, 403, 500, 503],
-    handler: async (ctx, { query }) => {
-      const own = ctx.client.tenant;
-      if (own !== undefined && query.tenant !== undefined && query.tenant !== own)
-        throw new GatewayError('FORBIDDEN', `this token sums tenant ${own}'s usage, not ${query.tenant}'s`);
-      // Without tokens (loopback) the gateway sees every tenant: `tenant` picks one.
-      const client = own === undefined && query.tenant !== undefined ? ctx.client.forTenant(query.tenant) : ctx.client;
-      return ok({
-        tenant: client.tenant ?? null,
-        ...(await client.usageAcross(window(query))),
-        spend: await client.tenantSpend(),
-      });
-    },
+    handler: async (ctx, { query }) => ok(await getUsage(ctx, query)),
   }),
   defineRoute({
     method: 'GET',
@@ -418,10 +339,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     query: noQuery,
     responses: { 200: { description: 'the surface view (src/session/surface-view.ts)', schema: surfaceResponse } },
     errors: SESSION_ERRORS,
-    handler: async (ctx, { params }) => {
-      await requireSession(ctx, params.id);
-      return ok(await ctx.client.surface(params.id));
-    },
+    handler: async (ctx, { params }) => ok(await getSurface(ctx, params.id)),
   }),
   defineRoute({
     method: 'GET',
@@ -435,13 +353,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       200: { description: 'the characters [offset, offset + limit) and the total length', schema: artifactResponse },
     },
     errors: SESSION_ERRORS,
-    handler: async (ctx, { params, query }) => {
-      await requireSession(ctx, params.id);
-      const offset = query.offset ?? 0;
-      return ok(
-        await ctx.client.readArtifact(params.id, params.name, offset, query.limit ?? ARTIFACT_PAGE_DEFAULT_CHARS),
-      );
-    },
+    handler: async (ctx, { params, query }) => ok(await readArtifact(ctx, params.id, params.name, query)),
   }),
   defineRoute({
     method: 'POST',
@@ -455,10 +367,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     body: emptyBody,
     responses: { 200: { description: 'the token and when it stops opening streams', schema: streamTokenResponse } },
     errors: [...SESSION_ERRORS, 415],
-    handler: async (ctx, { params }) => {
-      await requireSession(ctx, params.id);
-      return ok(ctx.streamTokens.mint(params.id));
-    },
+    handler: async (ctx, { params }) => ok(await mintStreamToken(ctx, params.id)),
   }),
   defineRoute({
     method: 'POST',
@@ -478,12 +387,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       },
     },
     errors: [...SESSION_ERRORS, 409, 415],
-    handler: async (ctx, { params }) => {
-      await requireSession(ctx, params.id);
-      const compaction = await ctx.client.compact(params.id, { atOnce: true });
-      if (compaction !== null && 'applies' in compaction) return { status: 202, body: compaction };
-      return ok({ compaction });
-    },
+    handler: async (ctx, { params }) => compactSession(ctx, params.id),
   }),
   defineRoute({
     method: 'POST',
@@ -496,14 +400,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     body: forkBody,
     responses: { 201: { description: 'the child session; its header names the parent', schema: sessionResponse } },
     errors: [...SESSION_ERRORS, 409, 413, 415],
-    handler: async (ctx, { params, body }) => {
-      await requireSession(ctx, params.id);
-      const forked = await ctx.client.fork(params.id, {
-        ...(body?.id !== undefined ? { childId: body.id } : {}),
-        ...(body?.at !== undefined ? { at: body.at } : {}),
-      });
-      return { status: 201, body: { session: forked.header } };
-    },
+    handler: async (ctx, { params, body }) => created(await forkSession(ctx, params.id, body)),
   }),
   defineRoute({
     method: 'POST',
@@ -517,11 +414,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     body: editBody,
     responses: { 201: { description: 'the branch', schema: branchResponse } },
     errors: [...SESSION_ERRORS, 409, 413, 415],
-    handler: async (ctx, { params, body }) => {
-      await requireSession(ctx, params.id);
-      const branch = await ctx.client.edit(params.id, body.seq, body.text, body.id ? { childId: body.id } : {});
-      return { status: 201, body: { branch } };
-    },
+    handler: async (ctx, { params, body }) => created(await editMessage(ctx, params.id, body)),
   }),
   defineRoute({
     method: 'POST',
@@ -535,11 +428,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     body: branchBody,
     responses: { 201: { description: 'the branch', schema: branchResponse } },
     errors: [...SESSION_ERRORS, 409, 413, 415],
-    handler: async (ctx, { params, body }) => {
-      await requireSession(ctx, params.id);
-      const branch = await ctx.client.regenerate(params.id, body?.id ? { childId: body.id } : {});
-      return { status: 201, body: { branch } };
-    },
+    handler: async (ctx, { params, body }) => created(await regenerateReply(ctx, params.id, body)),
   }),
   defineRoute({
     method: 'GET',
@@ -551,10 +440,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     query: noQuery,
     responses: { 200: { description: 'the branches, oldest first', schema: branchesResponse } },
     errors: SESSION_ERRORS,
-    handler: async (ctx, { params }) => {
-      await requireSession(ctx, params.id);
-      return { status: 200, body: { branches: await ctx.client.branches(params.id) } };
-    },
+    handler: async (ctx, { params }) => ok(await listBranches(ctx, params.id)),
   }),
   defineRoute({
     method: 'POST',
@@ -567,10 +453,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     body: approvalBody,
     responses: { 200: { description: 'the decision that counts for the call', schema: approvalResponse } },
     errors: [...SESSION_ERRORS, 413, 415],
-    handler: async (ctx, { params, body }) => {
-      await requireSession(ctx, params.id);
-      return ok(await ctx.client.approve(params.id, params.callId, body));
-    },
+    handler: async (ctx, { params, body }) => ok(await answerApproval(ctx, params.id, params.callId, body)),
   }),
   defineRoute({
     method: 'POST',
@@ -583,15 +466,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     body: toolResultBody,
     responses: { 200: { description: 'the result was accepted and logged with the step', schema: toolResultResponse } },
     errors: [...SESSION_ERRORS, 409, 413, 415, 422],
-    handler: async (ctx, { params, body }) => {
-      await requireSession(ctx, params.id);
-      return ok(
-        await ctx.client.submitToolResult(params.id, body.callId, body.output, {
-          ...(body.isError !== undefined ? { isError: body.isError } : {}),
-          ...(body.by !== undefined ? { by: body.by } : {}),
-        }),
-      );
-    },
+    handler: async (ctx, { params, body }) => ok(await postToolResult(ctx, params.id, body)),
   }),
   defineRoute({
     method: 'GET',
@@ -604,10 +479,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     query: approvalsQuery,
     responses: { 200: { description: 'pending calls, oldest session first', schema: approvalsResponse } },
     errors: [400, ...AUTH_ERRORS],
-    handler: async (ctx, { query }) =>
-      ok({
-        approvals: await ctx.client.pendingApprovals(query.session !== undefined ? { sessionId: query.session } : {}),
-      }),
+    handler: async (ctx, { query }) => ok(await listApprovals(ctx, query)),
   }),
   defineRoute({
     method: 'POST',
@@ -626,11 +498,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       },
     },
     errors: [...SESSION_ERRORS, 409, 413, 415],
-    handler: async (ctx, { params, body }) => {
-      await requireSession(ctx, params.id);
-      const salvaged = await ctx.client.salvage(params.id, body?.into !== undefined ? { into: body.into } : {});
-      return { status: 201, body: { session: salvaged.header } };
-    },
+    handler: async (ctx, { params, body }) => created(await salvageSession(ctx, params.id, body)),
   }),
   defineRoute({
     method: 'DELETE',
@@ -648,7 +516,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       },
     },
     errors: [400, 401],
-    handler: async (ctx, { params }) => ok({ receipt: await ctx.client.erase(params.id) }),
+    handler: async (ctx, { params }) => ok(await eraseSession(ctx, params.id)),
   }),
   defineRoute({
     method: 'POST',
@@ -661,10 +529,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     body: emptyBody,
     responses: { 200: { description: 'whether a cancel was sent to a running workflow', schema: cancelResponse } },
     errors: [...SESSION_ERRORS, 415],
-    handler: async (ctx, { params }) => {
-      await requireSession(ctx, params.id);
-      return ok({ cancelRequested: await ctx.client.cancel(params.id) });
-    },
+    handler: async (ctx, { params }) => ok(await cancelTurn(ctx, params.id)),
   }),
   defineRoute({
     method: 'POST',
@@ -677,9 +542,6 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
     body: emptyBody,
     responses: { 200: { description: 'the run', schema: resumeResponse } },
     errors: [...SESSION_ERRORS, 415],
-    handler: async (ctx, { params }) => {
-      await requireSession(ctx, params.id);
-      return ok(await ctx.client.resume(params.id));
-    },
+    handler: async (ctx, { params }) => ok(await resumeSession(ctx, params.id)),
   }),
 ];
