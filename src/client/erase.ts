@@ -1,11 +1,35 @@
 /**
- * The Temporal side of erasure (DESIGN §4.2): every run of a session's workflow is terminated
- * if it runs, then its history is deleted, so no user message text stays in Temporal either.
+ * Erasure (DESIGN §4.2), as `SessionClient.erase` does it (session-client.ts documents it): every
+ * run of a session's workflow is terminated if it runs, then its history is deleted, so no user
+ * message text stays in Temporal either; then the store removes the session and its key.
  */
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { notFound } from '../persistence/errors.js';
+import { sessionOwner } from '../persistence/tenants.js';
+import { workflowIdFor } from '../workflows/api.js';
+import type { ClientCore } from './core.js';
+import { assertSessionId } from './inputs.js';
+import { SessionPayloadCodec } from './session-codec.js';
+import type { EraseReceipt } from './session-client.js';
 
 /** What was removed from Temporal. */
 export type TemporalEraseReceipt = { terminated: boolean; deletedRuns: number };
+
+/** Erases the session from Temporal, then from the store, and forgets its key. */
+export async function eraseSession(core: ClientCore, sessionId: string): Promise<EraseReceipt> {
+  assertSessionId(sessionId);
+  // Another tenant's session is refused before its workflow is touched (as for no session).
+  if (core.tenant !== undefined && (await sessionOwner(core.options.store, core.tenant, sessionId)) === 'foreign') {
+    core.options.onCrossTenant?.({ tenant: core.tenant, sessionId, operation: 'erase' });
+    throw notFound(sessionId);
+  }
+  const temporal = await eraseWorkflows(core.temporal, workflowIdFor(sessionId));
+  const store = await core.store.erase(sessionId, core.scope);
+  // The key is destroyed: this process must not seal anything with its cached copy.
+  for (const codec of core.temporal.options.loadedDataConverter.payloadCodecs)
+    if (codec instanceof SessionPayloadCodec) codec.forget(sessionId);
+  return { sessionId, store, temporal };
+}
 
 /** Terminates the open run of `workflowId` (if any) and deletes the history of each of its runs. */
 export async function eraseWorkflows(temporal: Client, workflowId: string): Promise<TemporalEraseReceipt> {

@@ -2,117 +2,58 @@
  * `SessionClient`: everything a backend service or an operator does with sessions (DESIGN §2,
  * §8). Commands go through Temporal (the session's workflow is the only writer of its log);
  * reads come straight from the store. The gateway and the CLI reach sessions only through it.
+ *
+ * Composition: this file is the public API, a facade. Each method keeps its doc comment here
+ * and is one call into the module of its concern, a function over the client's shared
+ * {@link ClientCore} (core.ts: the store, the Temporal client, the options, update-with-start,
+ * inbox writes): reads.ts (headers, listings, the log and its folds, status), commands.ts
+ * (create, messages, notes, budgets, cancel, close, compact, resume), approvals.ts (answers to
+ * waiting tool calls), lineage.ts (forks, edits, regenerations, branches, salvage) and erase.ts.
+ * The types of the API are declared here too.
  */
-import { randomUUID } from 'node:crypto';
-import { ApplicationFailure, type UpdateDefinition } from '@temporalio/common';
-import {
-  Client,
-  Connection,
-  WithStartWorkflowOperation,
-  WorkflowNotFoundError,
-  WorkflowUpdateFailedError,
-  type WorkflowClientInterceptor,
-  type WorkflowHandle,
-} from '@temporalio/client';
-import { readDerivedHistory } from '../persistence/derived-history.js';
-import {
-  inboxKeys,
-  isJsonObjectText,
-  inboxEntriesByLogged,
-  type ApprovalBody,
-  type MessageBody,
-  type NoteBody,
-  type ToolResultBody,
-} from '../persistence/inbox-entries.js';
-import { notFound } from '../persistence/errors.js';
-import {
-  ALL_TENANTS,
-  tenantScope,
-  type InboxRef,
-  type SessionStore,
-  type StoreEraseReceipt,
-  type TenantScope,
-  type TranscriptEntry,
-} from '../persistence/store.js';
-import { scopeStore, sessionOwner, type CrossTenantAttempt } from '../persistence/tenants.js';
+import { Client, Connection, type WorkflowClientInterceptor } from '@temporalio/client';
+import type { StoreEraseReceipt, SessionStore, TranscriptEntry } from '../persistence/store.js';
+import type { CrossTenantAttempt } from '../persistence/tenants.js';
 import type { TenantSpend } from '../persistence/spend.js';
-
-export type { CrossTenantAttempt };
 import {
-  CALLER_VISIBLE_CODES,
-  newSessionHeader,
   SessionlogError,
-  UNREADABLE_LOG_CODES,
-  foldSurfaceView,
-  foldTurns,
-  foldUsage,
-  emptyTotals,
-  addTotals,
-  type UsageLedger,
-  type UsageTotals,
-  isAppendSurfaceEvent,
-  isEventOfType,
-  isSessionErrorCode,
-  isSessionlogError,
-  suppliedHistoryProblem,
-  textOf,
-  hideProblem,
-  turnHintsProblem,
-  turnToolsProblem,
-  verifyLog,
-  waitsForAnswer,
-  budgetProblem,
-  DEFAULT_TENANT,
   type AgentSpec,
   type AskedAgent,
   type Budget,
   type BudgetUse,
-  type TenantCaps,
-  type TurnHints,
-  type SuppliedItem,
   type ContextReport,
   type Message,
   type SessionHeader,
   type SessionView,
   type StoredEvent,
+  type SuppliedItem,
   type SurfaceView,
+  type TenantCaps,
   type ToolSchema,
+  type TurnHints,
   type TurnsView,
+  type UsageLedger,
+  type UsageTotals,
   type Violation,
 } from '../session/index.js';
-import {
-  DEFAULT_TASK_QUEUE,
-  DEFAULT_TUNABLES,
-  NOTE_LIMITS,
-  approveUpdate,
-  toolResultUpdate,
-  SESSION_WORKFLOW_TYPE,
-  cancelSignal,
-  closeSignal,
-  compactUpdate,
-  noteUpdate,
-  openedUpdate,
-  sendUpdate,
-  statusQuery,
-  userMessageSignal,
-  workflowIdFor,
-  type ApprovalResult,
-  type CompactResult,
-  type Deferred,
-  type NoteInput,
-  type SeedSpec,
-  type ToolResultAck,
-  type SendResult,
-  type SessionStatus,
-  type SessionTunables,
-  type SessionWorkflowInput,
-  type UserInput,
+import type {
+  ApprovalResult,
+  CompactResult,
+  Deferred,
+  SendResult,
+  SessionStatus,
+  SessionTunables,
+  ToolResultAck,
 } from '../workflows/api.js';
-import type { sessionWorkflow } from '../workflows/session-workflow.js';
-import { assertMessageId, assertMessageText, assertNoteMetadata, assertSessionId, isWellFormed } from './inputs.js';
-import { eraseWorkflows, type TemporalEraseReceipt } from './erase.js';
-import { SessionPayloadCodec } from './session-codec.js';
-import { WatchHub } from './watch-hub.js';
+import * as approvals from './approvals.js';
+import * as commands from './commands.js';
+import { ClientCore } from './core.js';
+import { eraseSession, type TemporalEraseReceipt } from './erase.js';
+import * as lineage from './lineage.js';
+import * as reads from './reads.js';
+import type { WatchHub } from './watch-hub.js';
+
+export type { CrossTenantAttempt };
 
 /**
  * What a `SessionClient` is built over: a connected Temporal client, the store the workers write
@@ -142,9 +83,6 @@ export type SessionClientOptions = {
   /** Told of each refused attempt on another tenant's session by a client of {@link SessionClient.forTenant}. */
   onCrossTenant?: (attempt: CrossTenantAttempt) => void;
 };
-
-/** How long a command waits for a store that refuses writes before it fails with UNAVAILABLE (ms). */
-const INBOX_WRITE_WAIT_MS = 30_000;
 
 /** An answer to a call waiting for approval, as {@link SessionClient.approve} takes it. */
 export type ApprovalAnswer = {
@@ -223,71 +161,6 @@ export type SessionExport = {
 export type VerifyReport = { sessionId: string; events: number; violations: Violation[]; inboxWaiting: string[] };
 
 /**
- * `temporal`, or a client on its connection that seals session payloads with their keys in
- * `store` (after any codec of `temporal`'s own). Session payloads are plain JSON values, so the
- * default payload converter is the one they need; the default failure converter opens the
- * sealed failure messages workers send (converters/failure-converter.cjs).
- */
-function withSessionCodec(temporal: Client, store: SessionStore): Client {
-  const converter = temporal.options.loadedDataConverter;
-  if (converter.payloadCodecs.some((codec) => codec instanceof SessionPayloadCodec)) return temporal;
-  return new Client({
-    connection: temporal.connection,
-    namespace: temporal.options.namespace,
-    identity: temporal.options.identity,
-    interceptors: temporal.options.interceptors,
-    dataConverter: {
-      payloadCodecs: [...converter.payloadCodecs, new SessionPayloadCodec(store.sessionKeys)],
-    },
-  });
-}
-
-/** Maps a refusal of an update (validator or handler) to a SessionlogError with its code. */
-function refusal(error: unknown): unknown {
-  if (
-    error instanceof WorkflowUpdateFailedError &&
-    error.cause instanceof ApplicationFailure &&
-    isSessionErrorCode(error.cause.type) &&
-    CALLER_VISIBLE_CODES.has(error.cause.type)
-  ) {
-    return new SessionlogError(error.cause.type, error.cause.message, { cause: error });
-  }
-  return error;
-}
-
-/**
- * How long an update waits while the server refuses it because the session's workflow task is
- * being retried (a worker crashed mid-task: the task times out, and a replacement worker must
- * start and replay it; on a loaded host, with repeated crashes, that takes well over 30 s).
- */
-const TASK_FAILED_WAIT_MS = 120_000;
-
-/**
- * Retries `fn` while the server refuses an update because the workflow task is being retried.
- * Safe: a refused update was never accepted, and the message id (or the approval's one answer)
- * makes a repeat harmless. Bounded by {@link TASK_FAILED_WAIT_MS}.
- */
-/** Throws INVALID_ARGUMENT naming what is wrong with `budget`. */
-function assertBudget(budget: unknown): asserts budget is Budget {
-  const problem = budgetProblem(budget);
-  if (problem) throw new SessionlogError('INVALID_ARGUMENT', problem);
-}
-
-async function retryWhileTaskFails<T>(fn: () => Promise<T>): Promise<T> {
-  const deadline = Date.now() + TASK_FAILED_WAIT_MS;
-  for (let delay = 100; ; delay = Math.min(delay * 2, 2_000)) {
-    try {
-      return await fn();
-    } catch (error) {
-      const message =
-        error instanceof Error ? `${error.message} ${(error.cause as Error | undefined)?.message ?? ''}` : '';
-      if (!/Workflow Task in failed state/i.test(message) || Date.now() + delay > deadline) throw error;
-      await new Promise((resolve) => setTimeout(resolve, delay));
-    }
-  }
-}
-
-/**
  * The session API for backend services and operators. Each session is one Temporal workflow
  * (id `session/<sessionId>`), the only writer of its append-only log; this client sends it
  * commands and reads the log, the derived history and the transcript from `store`, which must
@@ -305,16 +178,12 @@ export class SessionClient {
   readonly store: SessionStore;
   /** Task queue of the session workflows this client starts. */
   readonly taskQueue: string;
-  private readonly tunables: Partial<SessionTunables> | undefined;
-  private readonly checkAgent: ((agent: AgentSpec) => void) | undefined;
-  private readonly measure: ((session: SessionView) => ContextReport) | undefined;
   /** Live tails: one store watch per session shared by all of this client's followers. */
   readonly watchHub: WatchHub;
   /** The tenant this client is scoped to ({@link SessionClient.forTenant}); undefined: every tenant. */
   readonly tenant: string | undefined;
-  /** What `list` and `erase` reach in the store: the tenant's sessions, or every tenant's. */
-  private readonly scope: TenantScope;
-  private readonly options: SessionClientOptions;
+  /** What the concern modules share: the store, the Temporal client, the options (core.ts). */
+  private readonly core: ClientCore;
   private readonly scoped = new Map<string, SessionClient>();
 
   /**
@@ -324,16 +193,12 @@ export class SessionClient {
    * of a session workflow with the session's key ({@link SessionPayloadCodec}).
    */
   constructor(options: SessionClientOptions, tenant?: string) {
-    this.options = options;
+    this.core = new ClientCore(options, tenant);
+    this.temporal = this.core.temporal;
+    this.store = this.core.store;
+    this.taskQueue = this.core.taskQueue;
+    this.watchHub = this.core.watchHub;
     this.tenant = tenant;
-    this.scope = tenant === undefined ? ALL_TENANTS : tenantScope(tenant);
-    this.temporal = withSessionCodec(options.temporal, options.store);
-    this.store = tenant === undefined ? options.store : scopeStore(options.store, tenant, options.onCrossTenant);
-    this.taskQueue = options.taskQueue ?? DEFAULT_TASK_QUEUE;
-    this.tunables = options.tunables;
-    this.checkAgent = options.checkAgent;
-    this.measure = options.contextReport;
-    this.watchHub = new WatchHub(this.store);
   }
 
   /**
@@ -352,7 +217,7 @@ export class SessionClient {
     }
     let client = this.scoped.get(tenant);
     if (!client) {
-      const options = onCrossTenant ? { ...this.options, onCrossTenant } : this.options;
+      const options = onCrossTenant ? { ...this.core.options, onCrossTenant } : this.core.options;
       this.scoped.set(tenant, (client = new SessionClient(options, tenant)));
     }
     return client;
@@ -383,7 +248,7 @@ export class SessionClient {
 
   /** The largest message text this client's sessions accept (UTF-8 bytes). */
   get maxMessageBytes(): number {
-    return this.tunables?.maxMessageBytes ?? DEFAULT_TUNABLES.maxMessageBytes;
+    return this.core.maxMessageBytes;
   }
 
   // ---- sessions -----------------------------------------------------------------------------
@@ -398,27 +263,7 @@ export class SessionClient {
    *   the catalogue does not know, `SESSION_ERASED` for an id erased within the tombstone period.
    */
   async create(options: { sessionId?: string; agent?: AgentSpec; budget?: Budget } = {}): Promise<SessionHeader> {
-    const sessionId = options.sessionId ?? randomUUID();
-    assertSessionId(sessionId);
-    if (options.agent) this.checkAgent?.(options.agent);
-    if (options.budget !== undefined) assertBudget(options.budget);
-    const header = newSessionHeader({
-      id: sessionId,
-      createdAt: Date.now(),
-      ...(options.agent ? { agent: options.agent } : {}),
-    });
-    if (await this.store.exists(sessionId)) {
-      throw new SessionlogError(
-        'SESSION_ALREADY_EXISTS',
-        `session ${sessionId} already exists; pick another id or use the existing session`,
-      );
-    }
-    // Creating the header first makes a taken id a clean conflict even when two callers race.
-    await this.store.create(header);
-    await this.startWorkflow(sessionId);
-    const budget = options.budget ?? this.options.tenantBudgets?.[this.tenant ?? DEFAULT_TENANT];
-    if (budget !== undefined) await this.setBudget(sessionId, budget);
-    return this.store.header(sessionId);
+    return commands.create(this.core, options);
   }
 
   /**
@@ -428,35 +273,27 @@ export class SessionClient {
   async start(
     options: { sessionId?: string; agent?: AgentSpec } = {},
   ): Promise<{ sessionId: string; header: SessionHeader }> {
-    const sessionId = options.sessionId ?? randomUUID();
-    const header = await this.ensureSession(sessionId, options.agent);
-    await this.startWorkflow(sessionId);
-    return { sessionId, header };
+    return commands.start(this.core, options);
   }
 
   /** Whether the store holds the session. */
   async exists(sessionId: string): Promise<boolean> {
-    assertSessionId(sessionId);
-    return this.store.exists(sessionId);
+    return reads.exists(this.core, sessionId);
   }
 
   /** The stored header. @throws SessionlogError `SESSION_NOT_FOUND`. */
   async header(sessionId: string): Promise<SessionHeader> {
-    assertSessionId(sessionId);
-    return this.store.header(sessionId);
+    return reads.header(this.core, sessionId);
   }
 
   /** Every stored session with its event count. */
   async list(): Promise<SessionSummary[]> {
-    const headers = await this.store.list(this.scope);
-    return Promise.all(headers.map(async (h) => ({ ...h, events: await this.store.nextSeq(h.id) })));
+    return reads.list(this.core);
   }
 
   /** One session: its header, event count and, when its workflow runs, the live status. */
   async show(sessionId: string): Promise<{ header: SessionHeader; events: number; status: SessionStatus | null }> {
-    const header = await this.header(sessionId);
-    const events = await this.store.nextSeq(sessionId);
-    return { header, events, status: await this.liveStatus(sessionId) };
+    return reads.show(this.core, sessionId);
   }
 
   // ---- messages -----------------------------------------------------------------------------
@@ -480,22 +317,7 @@ export class SessionClient {
    *   status's `lastError` says so) and the turn is tried again, with backoff up to a minute.
    */
   async send(sessionId: string, text: string, options: MessageOptions = {}): Promise<Reply> {
-    const checked = this.checkMessage(sessionId, text, options);
-    await this.ensureSession(sessionId);
-    const message = await this.deliver(sessionId, checked, options.ownTurn);
-    let result: SendResult;
-    try {
-      result = await this.updateWithStart(sendUpdate, sessionId, { args: [message], updateId: message.id });
-    } catch (error) {
-      // Refused (or the session stopped): the message is never logged, and its entry goes too.
-      // Anything else (Temporal unreachable, a timeout) may still be delivered: the entry stays.
-      if (isSessionlogError(error) && error.code !== 'UNAVAILABLE')
-        await this.store.inbox.remove(sessionId, [message.ref!.key]).catch(() => undefined);
-      throw error;
-    }
-    // Logged by now: an entry a retried send wrote again is not left behind.
-    await this.store.inbox.remove(sessionId, [message.ref!.key]).catch(() => undefined);
-    return { ...result, ...(await this.replyText(sessionId, result)) };
+    return commands.send(this.core, sessionId, text, options);
   }
 
   /**
@@ -509,15 +331,7 @@ export class SessionClient {
    * @returns the message id.
    */
   async post(sessionId: string, text: string, options: MessageOptions = {}): Promise<{ id: string }> {
-    const checked = this.checkMessage(sessionId, text, options);
-    await this.ensureSession(sessionId);
-    const message = await this.deliver(sessionId, checked, options.ownTurn);
-    await this.temporal.workflow.signalWithStart(SESSION_WORKFLOW_TYPE, {
-      ...this.startOptions(sessionId),
-      signal: userMessageSignal,
-      signalArgs: [message],
-    });
-    return { id: message.id };
+    return commands.post(this.core, sessionId, text, options);
   }
 
   // ---- reads --------------------------------------------------------------------------------
@@ -528,29 +342,12 @@ export class SessionClient {
    * @throws SessionlogError `SESSION_NOT_FOUND` when no run of the session's workflow is open.
    */
   async status(sessionId: string): Promise<SessionStatus> {
-    if (this.tenant !== undefined) await this.requireSession(sessionId);
-    try {
-      return await this.handle(sessionId).query(statusQuery);
-    } catch (error) {
-      if (error instanceof WorkflowNotFoundError)
-        throw new SessionlogError(
-          'SESSION_NOT_FOUND',
-          `session ${sessionId} has no running workflow; use resume to start one`,
-        );
-      throw error;
-    }
+    return reads.status(this.core, sessionId);
   }
 
   /** Whether a run of the session's workflow is open (false when it finished or never started). */
   async isRunning(sessionId: string): Promise<boolean> {
-    if (this.tenant !== undefined && !(await this.store.exists(sessionId))) return false;
-    try {
-      const description = await this.handle(sessionId).describe();
-      return description.status.name === 'RUNNING';
-    } catch (error) {
-      if (error instanceof WorkflowNotFoundError) return false;
-      throw error;
-    }
+    return reads.isRunning(this.core, sessionId);
   }
 
   /**
@@ -558,8 +355,7 @@ export class SessionClient {
    * pruned ranges replaced as the log says. Read from the store through the projection cache.
    */
   async history(sessionId: string): Promise<Message[]> {
-    assertSessionId(sessionId);
-    return (await readDerivedHistory(this.store, sessionId)).messages;
+    return reads.history(this.core, sessionId);
   }
 
   /**
@@ -567,8 +363,7 @@ export class SessionClient {
    * in log order, including what compaction later shadowed in the derived history.
    */
   async transcript(sessionId: string): Promise<StoredEvent[]> {
-    assertSessionId(sessionId);
-    return (await this.store.readFrom(sessionId, 0)).filter(isAppendSurfaceEvent);
+    return reads.transcript(this.core, sessionId);
   }
 
   /**
@@ -576,8 +371,7 @@ export class SessionClient {
    * of types this build does not know are returned as they are.
    */
   async events(sessionId: string, fromSeq = 0, limit?: number): Promise<StoredEvent[]> {
-    assertSessionId(sessionId);
-    return this.store.readFrom(sessionId, fromSeq, limit);
+    return reads.events(this.core, sessionId, fromSeq, limit);
   }
 
   /**
@@ -588,14 +382,12 @@ export class SessionClient {
    * session share one store watch (see {@link WatchHub}).
    */
   follow(sessionId: string, fromSeq = 0, signal?: AbortSignal): AsyncIterable<StoredEvent> {
-    assertSessionId(sessionId);
-    return this.watchHub.follow(sessionId, fromSeq, signal);
+    return reads.follow(this.core, sessionId, fromSeq, signal);
   }
 
   /** One summary per turn, folded from the log (the inspector's timeline); `last` keeps only the newest turns. */
   async turns(sessionId: string, last?: number): Promise<TurnsView> {
-    assertSessionId(sessionId);
-    return foldTurns(await this.store.readFrom(sessionId, 0), last);
+    return reads.turns(this.core, sessionId, last);
   }
 
   /**
@@ -604,8 +396,7 @@ export class SessionClient {
    * logged within `window` (epoch ms, `from` inclusive, `to` exclusive) when given.
    */
   async usage(sessionId: string, window: { from?: number; to?: number } = {}): Promise<UsageLedger> {
-    assertSessionId(sessionId);
-    return foldUsage(await this.store.readFrom(sessionId, 0), window);
+    return reads.usage(this.core, sessionId, window);
   }
 
   /**
@@ -619,25 +410,7 @@ export class SessionClient {
     sessions: number;
     unreadable: string[];
   }> {
-    const total = emptyTotals();
-    const byModel: Record<string, UsageTotals> = {};
-    let sessions = 0;
-    const unreadable: string[] = [];
-    for (const header of await this.store.list(this.scope)) {
-      let ledger: UsageLedger;
-      try {
-        ledger = foldUsage(await this.store.readFrom(header.id, 0), window);
-      } catch {
-        unreadable.push(header.id);
-        continue;
-      }
-      if (ledger.total.calls === 0) continue;
-      sessions += 1;
-      addTotals(total, ledger.total);
-      for (const [model, totals] of Object.entries(ledger.byModel))
-        addTotals((byModel[model] ??= emptyTotals()), totals);
-    }
-    return { total, byModel, sessions, unreadable };
+    return reads.usageAcross(this.core, window);
   }
 
   /**
@@ -645,14 +418,12 @@ export class SessionClient {
    * keeps it for the tenant's caps, and the caps (null: none). Null for a client of every tenant.
    */
   async tenantSpend(): Promise<{ spent: TenantSpend; caps: TenantCaps | null } | null> {
-    if (this.tenant === undefined) return null;
-    return { spent: await this.store.spend.tenant(this.tenant), caps: this.options.tenantCaps?.[this.tenant] ?? null };
+    return reads.tenantSpend(this.core);
   }
 
   /** Which logged events the next request carries, and what shadowed the others (the inspector's log-beside-surface view). */
   async surface(sessionId: string): Promise<SurfaceView> {
-    assertSessionId(sessionId);
-    return foldSurfaceView(await this.store.readFrom(sessionId, 0));
+    return reads.surface(this.core, sessionId);
   }
 
   /**
@@ -665,25 +436,17 @@ export class SessionClient {
     offset: number,
     limit: number,
   ): Promise<{ locator: string; offset: number; text: string; total: number }> {
-    assertSessionId(sessionId);
-    const locator = `artifact:${sessionId}/${name}`;
-    const page = await this.store.artifacts.read(sessionId, locator, offset, limit);
-    return { locator, offset, text: page.text, total: page.total };
+    return reads.readArtifact(this.core, sessionId, name, offset, limit);
   }
 
   /** The stored next seq (= the number of events in the log). */
   async nextSeq(sessionId: string): Promise<number> {
-    assertSessionId(sessionId);
-    return this.store.nextSeq(sessionId);
+    return reads.nextSeq(this.core, sessionId);
   }
 
   /** Ids of the session's messages delivered and not logged yet (waiting in its inbox, oldest first). */
   async waitingMessages(sessionId: string): Promise<string[]> {
-    assertSessionId(sessionId);
-    const prefix = inboxKeys.message('');
-    return (await this.store.inbox.list(sessionId))
-      .filter((entry) => entry.key.startsWith(prefix))
-      .map((entry) => entry.key.slice(prefix.length));
+    return reads.waitingMessages(this.core, sessionId);
   }
 
   /**
@@ -693,30 +456,12 @@ export class SessionClient {
    * @throws SessionlogError `CORRUPT_LOG` when the stored log is refused (export salvages nothing; see {@link salvage}).
    */
   async export(sessionId: string): Promise<SessionExport> {
-    assertSessionId(sessionId);
-    const scan = await this.store.scan(sessionId);
-    if (scan.headerProblem || !scan.header || (scan.problem && !scan.problem.torn)) {
-      // Refused exactly as a read refuses it (CORRUPT_LOG / UNSUPPORTED_FORMAT, naming the seq).
-      return { header: await this.store.header(sessionId), events: await this.store.readFrom(sessionId, 0) };
-    }
-    const torn = scan.problem?.torn ? { tornTail: { fromSeq: scan.problem.seq, reason: scan.problem.reason } } : {};
-    return { header: scan.header, events: [...scan.events], ...torn };
+    return reads.exportSession(this.core, sessionId);
   }
 
   /** Checks the stored log's invariants as stored (nothing is repaired); every problem with its seq. */
   async verify(sessionId: string): Promise<VerifyReport> {
-    assertSessionId(sessionId);
-    const scan = await this.store.scan(sessionId);
-    const violations = scan.header ? verifyLog(scan.header, scan.events) : [];
-    if (scan.headerProblem)
-      violations.unshift({ seq: null, rule: 'stored-header', message: scan.headerProblem.reason });
-    // A JSONL torn final write is no damage: reads ignore it and the next append removes it.
-    if (scan.problem && !scan.problem.torn)
-      violations.push({ seq: scan.problem.seq, rule: 'stored-record', message: scan.problem.reason });
-    // Inputs written to the inbox whose message the log does not hold: their update or signal
-    // may still come, or never will (the caller gave up); `erase` removes them.
-    const inboxWaiting = inboxEntriesByLogged(await this.store.inbox.list(sessionId), scan.events).waiting;
-    return { sessionId, events: scan.events.length, violations, inboxWaiting };
+    return reads.verify(this.core, sessionId);
   }
 
   /**
@@ -725,13 +470,7 @@ export class SessionClient {
    * @throws SessionlogError `INVALID_ARGUMENT` when this client was built without a `contextReport`.
    */
   async context(sessionId: string): Promise<ContextReport> {
-    assertSessionId(sessionId);
-    if (!this.measure)
-      throw new SessionlogError(
-        'INVALID_ARGUMENT',
-        'this SessionClient has no token meter: build it with the contextReport option (the CLI and gateway do)',
-      );
-    return this.measure(await this.store.session(sessionId));
+    return reads.context(this.core, sessionId);
   }
 
   /**
@@ -764,46 +503,7 @@ export class SessionClient {
     },
     options: { atOnce?: boolean } = {},
   ): Promise<{ id: string; headSeq: number; applies: 'now' | 'turn-end' }> {
-    await this.requireSession(sessionId);
-    const id = note.id ?? randomUUID();
-    assertMessageId(id);
-    if (note.metadata) assertNoteMetadata(note.metadata);
-    if ((note.messages?.length ?? 0) > NOTE_LIMITS.messages)
-      throw new SessionlogError('INVALID_ARGUMENT', `a note carries at most ${NOTE_LIMITS.messages} messages`);
-    const messages = (note.messages ?? []).map((m) => {
-      const checked = this.checkMessage(sessionId, m.text, m.id === undefined ? {} : { id: m.id });
-      return { id: checked.id, text: checked.text };
-    });
-    if (note.history !== undefined) {
-      const problem = suppliedHistoryProblem(note.history);
-      if (problem) throw new SessionlogError('INVALID_ARGUMENT', problem);
-    }
-    if (note.hide !== undefined) {
-      const problem = hideProblem(note.hide);
-      if (problem) throw new SessionlogError('INVALID_ARGUMENT', problem);
-    }
-    const body: NoteBody = {
-      ...(note.metadata ? { metadata: note.metadata } : {}),
-      ...(messages.length > 0 ? { messages } : {}),
-      ...(note.history ? { history: note.history } : {}),
-      ...(note.hide ? { hide: note.hide } : {}),
-    };
-    const text = JSON.stringify(body);
-    const limit = this.maxMessageBytes * NOTE_LIMITS.messages;
-    if (Buffer.byteLength(text) > limit)
-      throw new SessionlogError(
-        'MESSAGE_TOO_LARGE',
-        `the note is ${Buffer.byteLength(text)} bytes; the limit is ${limit}`,
-      );
-    const ref = await this.putInbox(sessionId, inboxKeys.note(id), text);
-    const input: NoteInput = { id, ref };
-    const logged = await this.updateWithStart(noteUpdate, sessionId, {
-      args: options.atOnce ? [input, { atOnce: true }] : [input],
-      updateId: `note/${id}`,
-    });
-    // Answered at once, the note is not logged yet: the workflow reads its inbox entry when it is.
-    if (logged.applies !== 'turn-end') await this.store.inbox.remove(sessionId, [ref.key]).catch(() => undefined);
-    return { id, headSeq: logged.headSeq, applies: logged.applies ?? 'now' };
+    return commands.note(this.core, sessionId, note, options);
   }
 
   // ---- spend caps (issue 26) ----------------------------------------------------------------
@@ -824,34 +524,24 @@ export class SessionClient {
     budget: Budget | null,
     options: { by?: string } = {},
   ): Promise<{ headSeq: number; applies: 'now' | 'turn-end' }> {
-    await this.requireSession(sessionId);
-    if (budget !== null) assertBudget(budget);
-    if (options.by !== undefined && (typeof options.by !== 'string' || options.by.length > 256))
-      throw new SessionlogError('INVALID_ARGUMENT', '`by` must be a string of at most 256 characters');
-    const id = randomUUID();
-    const input: NoteInput = { id, budget, ...(options.by !== undefined ? { by: options.by } : {}) };
-    const logged = await this.updateWithStart(noteUpdate, sessionId, { args: [input], updateId: `budget/${id}` });
-    // A worker of a build before budget changes answered at once answers once it is logged.
-    return { headSeq: logged.headSeq, applies: logged.applies ?? 'now' };
+    return commands.setBudget(this.core, sessionId, budget, options);
   }
 
   /** The session's budget in force (null: none) and what its current (or last) turn and the whole session used. */
   async budget(sessionId: string): Promise<{ budget: Budget | null; used: { turn: BudgetUse; total: BudgetUse } }> {
-    assertSessionId(sessionId);
-    const view = (await this.store.session(sessionId)).budget;
-    return { budget: view.budget, used: view.used(Date.now()) };
+    return reads.budget(this.core, sessionId);
   }
 
   // ---- the transcript index (stateless clients, issue 24) ----------------------------------
 
   /** The session (branch) whose transcript equalled the one `digest` names, for callers of `scope`. */
   async findTranscript(scope: string, digest: string): Promise<TranscriptEntry | undefined> {
-    return this.store.transcripts.get(scope, digest);
+    return reads.findTranscript(this.core, scope, digest);
   }
 
   /** Records that `entry.sessionId`'s transcript at `entry.seq` is the one `digest` names, for callers of `scope`. */
   async recordTranscript(scope: string, digest: string, entry: TranscriptEntry): Promise<void> {
-    await this.store.transcripts.put(scope, digest, entry);
+    return reads.recordTranscript(this.core, scope, digest, entry);
   }
 
   // ---- tool calls waiting for answers (DESIGN §5.1) ------------------------------------------
@@ -864,37 +554,7 @@ export class SessionClient {
    * @throws SessionlogError `UNKNOWN_CALL` when the call is not waiting for approval.
    */
   async approve(sessionId: string, callId: string, answer: ApprovalAnswer): Promise<ApprovalResult> {
-    await this.requireSession(sessionId);
-    assertMessageId(callId);
-    if (answer.decision !== 'approve' && answer.decision !== 'deny')
-      throw new SessionlogError('INVALID_ARGUMENT', 'an approval decision is approve or deny');
-    if (answer.reason !== undefined) assertMessageText(answer.reason, this.maxMessageBytes);
-    if (answer.arguments !== undefined && (typeof answer.arguments !== 'string' || !isJsonObjectText(answer.arguments)))
-      throw new SessionlogError('INVALID_ARGUMENT', 'edited arguments must be the text of a JSON object');
-    if (answer.by !== undefined) assertMessageText(answer.by, 1024);
-    await this.requireLoggedCall(sessionId, callId);
-    const body: ApprovalBody = {
-      ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
-      ...(answer.arguments !== undefined ? { arguments: answer.arguments } : {}),
-      ...(answer.by !== undefined ? { by: answer.by } : {}),
-    };
-    const text = JSON.stringify(body);
-    const ref = text === '{}' ? undefined : await this.putInbox(sessionId, inboxKeys.approval(callId, text), text);
-    const result = await this.updateWithStart(approveUpdate, sessionId, {
-      args: [
-        {
-          callId,
-          decision: answer.decision,
-          ...(answer.allowForSession ? { allowForSession: true } : {}),
-          ...(ref ? { ref } : {}),
-        },
-      ],
-    });
-    if (ref) await this.store.inbox.remove(sessionId, [ref.key]).catch(() => undefined);
-    if (result.reason !== undefined) return result;
-    // The reason of the decision that counts is in the log (the workflow never holds it).
-    const reason = (await this.loggedApproval(sessionId, callId))?.reason;
-    return reason !== undefined ? { ...result, reason } : result;
+    return approvals.approve(this.core, sessionId, callId, answer);
   }
 
   /**
@@ -910,50 +570,7 @@ export class SessionClient {
     output: string,
     options: { isError?: boolean; by?: string } = {},
   ): Promise<ToolResultAck> {
-    await this.requireSession(sessionId);
-    assertMessageId(callId);
-    if (typeof output !== 'string' || !isWellFormed(output))
-      throw new SessionlogError('INVALID_MESSAGE', 'a tool result output must be well-formed text');
-    if (Buffer.byteLength(output, 'utf8') > this.maxMessageBytes)
-      throw new SessionlogError(
-        'MESSAGE_TOO_LARGE',
-        `tool output is ${Buffer.byteLength(output, 'utf8')} bytes; the limit is ${this.maxMessageBytes}`,
-      );
-    if (options.by !== undefined) assertMessageText(options.by, 1024);
-    await this.requireLoggedCall(sessionId, callId);
-    const body: ToolResultBody = { output, ...(options.by !== undefined ? { by: options.by } : {}) };
-    const text = JSON.stringify(body);
-    const ref = await this.putInbox(sessionId, inboxKeys.toolResult(callId, text), text);
-    const ack = await this.updateWithStart(toolResultUpdate, sessionId, {
-      args: [{ callId, ref, ...(options.isError ? { isError: true } : {}) }],
-    });
-    await this.store.inbox.remove(sessionId, [ref.key]).catch(() => undefined);
-    return ack;
-  }
-
-  /**
-   * Refuses at once an answer to a call the log has never held. The workflow cannot tell while
-   * a model step runs (the step logs its calls before its activity returns, so a caller
-   * following the log may answer one the run has not heard of yet) and would hold the answer
-   * until the step ends; every call a caller can know of is in the log by then.
-   */
-  private async requireLoggedCall(sessionId: string, callId: string): Promise<void> {
-    const { events } = await this.store.session(sessionId);
-    if (!events.some((event) => isEventOfType(event, 'tool/call') && event.data.callId === callId))
-      throw new SessionlogError(
-        'UNKNOWN_CALL',
-        `no tool call ${callId} was made in session ${sessionId}: answer one its log shows waiting (GET /v1/approvals?status=pending)`,
-      );
-  }
-
-  /** The logged approval answer of `callId`, newest first (read from the store). */
-  private async loggedApproval(sessionId: string, callId: string): Promise<{ reason?: string } | undefined> {
-    const { events } = await this.store.session(sessionId);
-    for (let i = events.length - 1; i >= 0; i--) {
-      const event = events[i]!;
-      if (isEventOfType(event, 'tool/approval') && event.data.callId === callId) return event.data;
-    }
-    return undefined;
+    return approvals.submitToolResult(this.core, sessionId, callId, output, options);
   }
 
   /**
@@ -963,39 +580,7 @@ export class SessionClient {
    * gone since it was listed is left out: it does not hide the calls of the others.
    */
   async pendingApprovals(options: { sessionId?: string } = {}): Promise<PendingApproval[]> {
-    const ids =
-      options.sessionId !== undefined ? [options.sessionId] : (await this.store.list(this.scope)).map((h) => h.id);
-    const now = Date.now();
-    const pending: PendingApproval[] = [];
-    for (const id of ids) {
-      assertSessionId(id);
-      let session: SessionView;
-      try {
-        session = await this.store.session(id);
-      } catch (error) {
-        if (options.sessionId === undefined && isSessionlogError(error) && UNREADABLE_LOG_CODES.has(error.code))
-          continue;
-        throw error;
-      }
-      for (const call of session.turns.pending.values()) {
-        if (!waitsForAnswer(call)) continue;
-        const request = session.eventAt(call.request.seq);
-        if (request?.type !== 'tool/approval-request') continue;
-        pending.push({
-          sessionId: id,
-          callId: call.callId,
-          tool: call.name,
-          kind: call.request.kind,
-          arguments: request.data.arguments,
-          turn: call.turn,
-          step: call.step,
-          requestedAt: request.time,
-          ageMs: Math.max(0, now - request.time),
-          expiresAt: call.request.expiresAt,
-        });
-      }
-    }
-    return pending;
+    return approvals.pendingApprovals(this.core, options);
   }
 
   // ---- commands -----------------------------------------------------------------------------
@@ -1006,8 +591,7 @@ export class SessionClient {
    * @returns whether a cancel reached a running workflow (false when none runs).
    */
   async cancel(sessionId: string): Promise<boolean> {
-    if (this.tenant !== undefined) await this.requireSession(sessionId);
-    return this.signalIfRunning(sessionId, cancelSignal);
+    return commands.cancel(this.core, sessionId);
   }
 
   /**
@@ -1017,8 +601,7 @@ export class SessionClient {
    * @returns whether the request reached a running workflow.
    */
   async close(sessionId: string): Promise<boolean> {
-    if (this.tenant !== undefined) await this.requireSession(sessionId);
-    return this.signalIfRunning(sessionId, closeSignal);
+    return commands.close(this.core, sessionId);
   }
 
   /**
@@ -1036,8 +619,7 @@ export class SessionClient {
   async compact(sessionId: string): Promise<CompactResult | null>;
   async compact(sessionId: string, options: { atOnce: true }): Promise<CompactResult | null | Deferred>;
   async compact(sessionId: string, options: { atOnce?: boolean } = {}): Promise<CompactResult | null | Deferred> {
-    await this.requireSession(sessionId);
-    return this.updateWithStart(compactUpdate, sessionId, { args: options.atOnce ? [{ atOnce: true }] : [] });
+    return commands.compact(this.core, sessionId, options);
   }
 
   /**
@@ -1048,19 +630,7 @@ export class SessionClient {
    * @throws SessionlogError `SESSION_NOT_FOUND` when the store has no such session.
    */
   async resume(sessionId: string): Promise<{ runId: string; started: boolean }> {
-    await this.requireSession(sessionId);
-    try {
-      const description = await this.handle(sessionId).describe();
-      if (description.status.name === 'RUNNING') return { runId: description.runId, started: false };
-    } catch (error) {
-      if (!(error instanceof WorkflowNotFoundError)) throw error;
-    }
-    const handle = await this.temporal.workflow.start(SESSION_WORKFLOW_TYPE, {
-      ...this.startOptions(sessionId),
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-    });
-    return { runId: handle.firstExecutionRunId, started: true };
+    return commands.resume(this.core, sessionId);
   }
 
   /**
@@ -1076,12 +646,7 @@ export class SessionClient {
     sessionId: string,
     options: { childId?: string; at?: number } = {},
   ): Promise<{ sessionId: string; header: SessionHeader }> {
-    await this.requireSession(sessionId);
-    return this.seed(options.childId ?? randomUUID(), {
-      kind: 'fork',
-      parentId: sessionId,
-      ...(options.at !== undefined ? { at: options.at } : {}),
-    });
+    return lineage.fork(this.core, sessionId, options);
   }
 
   /**
@@ -1092,17 +657,7 @@ export class SessionClient {
    * @throws SessionlogError `INVALID_ARGUMENT` when `seq` is not a user's message.
    */
   async edit(sessionId: string, seq: number, text: string, options: { childId?: string } = {}): Promise<BranchResult> {
-    await this.requireSession(sessionId);
-    assertMessageText(text, this.maxMessageBytes);
-    const events = await this.events(sessionId, 0);
-    const event = events[seq];
-    if (!event || !isEventOfType(event, 'user/message') || event.data.source.kind !== 'user')
-      throw new SessionlogError(
-        'INVALID_ARGUMENT',
-        `seq ${seq} of session ${sessionId} is not a message the user sent`,
-      );
-    const start = turnStartBefore(events, seq);
-    return this.branchWith(sessionId, start - 1, text, options.childId, start === seq ? undefined : events[start]);
+    return lineage.edit(this.core, sessionId, seq, text, options);
   }
 
   /**
@@ -1112,43 +667,12 @@ export class SessionClient {
    * @throws SessionlogError `INVALID_ARGUMENT` when the session has no turn a user's message started.
    */
   async regenerate(sessionId: string, options: { childId?: string } = {}): Promise<BranchResult> {
-    await this.requireSession(sessionId);
-    const events = await this.events(sessionId, 0);
-    for (let i = events.length - 1; i >= 0; i--) {
-      const event = events[i]!;
-      if (!isEventOfType(event, 'user/message') || event.data.source.kind !== 'user') continue;
-      const start = turnStartBefore(events, i);
-      if (start === i) continue;
-      return this.branchWith(sessionId, start - 1, textOf(event.data.content), options.childId, events[start]);
-    }
-    throw new SessionlogError('INVALID_ARGUMENT', `session ${sessionId} has no turn started by a user's message`);
+    return lineage.regenerate(this.core, sessionId, options);
   }
 
   /** The sessions forked from this one (edits, regenerations, forks), oldest first, with where each left it. */
   async branches(sessionId: string): Promise<Array<{ sessionId: string; createdAt: number; forkedAt: number }>> {
-    await this.requireSession(sessionId);
-    return (await this.store.list(this.scope))
-      .filter((header) => header.parentSession === sessionId)
-      .sort((a, b) => a.createdAt - b.createdAt)
-      .map((header) => ({ sessionId: header.id, createdAt: header.createdAt, forkedAt: (header.seedLength ?? 1) - 1 }));
-  }
-
-  private async branchWith(
-    parentId: string,
-    at: number,
-    text: string,
-    childId: string | undefined,
-    turnStart: StoredEvent | undefined,
-  ): Promise<BranchResult> {
-    const id = childId ?? randomUUID();
-    const child =
-      at >= 0
-        ? await this.fork(parentId, { childId: id, at })
-        : await this.create({ sessionId: id }).then((header) => ({ sessionId: id, header }));
-    const tools =
-      turnStart && isEventOfType(turnStart, 'turn/start') && turnStart.data.tools ? turnStart.data.tools : undefined;
-    const posted = await this.post(child.sessionId, text, tools ? { tools } : {});
-    return { sessionId: child.sessionId, forkedFrom: parentId, forkedAt: at, messageId: posted.id };
+    return lineage.branches(this.core, sessionId);
   }
 
   /**
@@ -1160,8 +684,7 @@ export class SessionClient {
     sessionId: string,
     options: { into?: string } = {},
   ): Promise<{ sessionId: string; header: SessionHeader }> {
-    await this.requireSession(sessionId);
-    return this.seed(options.into ?? randomUUID(), { kind: 'salvage', parentId: sessionId });
+    return lineage.salvage(this.core, sessionId, options);
   }
 
   /**
@@ -1172,224 +695,6 @@ export class SessionClient {
    * their own data. Erasing twice is harmless: the second receipt lists nothing removed.
    */
   async erase(sessionId: string): Promise<EraseReceipt> {
-    assertSessionId(sessionId);
-    // Another tenant's session is refused before its workflow is touched (as for no session).
-    if (this.tenant !== undefined && (await sessionOwner(this.options.store, this.tenant, sessionId)) === 'foreign') {
-      this.options.onCrossTenant?.({ tenant: this.tenant, sessionId, operation: 'erase' });
-      throw notFound(sessionId);
-    }
-    const temporal = await eraseWorkflows(this.temporal, workflowIdFor(sessionId));
-    const store = await this.store.erase(sessionId, this.scope);
-    // The key is destroyed: this process must not seal anything with its cached copy.
-    for (const codec of this.temporal.options.loadedDataConverter.payloadCodecs)
-      if (codec instanceof SessionPayloadCodec) codec.forget(sessionId);
-    return { sessionId, store, temporal };
+    return eraseSession(this.core, sessionId);
   }
-
-  // ---- internals ----------------------------------------------------------------------------
-
-  private checkMessage(sessionId: string, text: string, options: MessageOptions): { id: string } & MessageBody {
-    assertSessionId(sessionId);
-    assertMessageText(text, this.maxMessageBytes);
-    const id = options.id ?? randomUUID();
-    assertMessageId(id);
-    const problem = options.tools === undefined ? undefined : turnToolsProblem(options.tools);
-    if (problem) throw new SessionlogError('INVALID_ARGUMENT', problem);
-    const { model, system } = options.agent ?? {};
-    if (model !== undefined && (model.length === 0 || model.length > 200))
-      throw new SessionlogError('INVALID_ARGUMENT', 'a model name is 1-200 characters');
-    if (model !== undefined) this.checkAgent?.({ model });
-    const hintsProblem = options.hints === undefined ? undefined : turnHintsProblem(options.hints);
-    if (hintsProblem) throw new SessionlogError('INVALID_ARGUMENT', hintsProblem);
-    const agent: AskedAgent = {
-      ...(model !== undefined ? { model } : {}),
-      ...(system !== undefined ? { system } : {}),
-    };
-    return {
-      id,
-      text,
-      ...(options.tools ? { tools: options.tools } : {}),
-      ...(Object.keys(agent).length > 0 ? { agent } : {}),
-      ...(options.hints ? { hints: options.hints } : {}),
-    };
-  }
-
-  /**
-   * Writes `body` to the session's inbox under `key`, waiting out a store that refuses writes
-   * for a while (UNAVAILABLE: a lock held, a failover) up to {@link INBOX_WRITE_WAIT_MS}.
-   */
-  private async putInbox(sessionId: string, key: string, body: string): Promise<InboxRef> {
-    const deadline = Date.now() + INBOX_WRITE_WAIT_MS;
-    for (let delay = 100; ; delay = Math.min(delay * 2, 2_000)) {
-      try {
-        return await this.store.inbox.put(sessionId, key, body);
-      } catch (error) {
-        if (!isSessionlogError(error) || error.code !== 'UNAVAILABLE' || Date.now() + delay > deadline) throw error;
-        await new Promise((resolve) => setTimeout(resolve, delay));
-      }
-    }
-  }
-
-  /**
-   * Writes a message to the session's inbox (DESIGN §5.2) and returns what crosses Temporal:
-   * its id and the entry's reference. Writing it again (a retried send) changes nothing; another
-   * text under an id still waiting there is INVALID_MESSAGE.
-   */
-  private async deliver(sessionId: string, message: { id: string } & MessageBody, ownTurn = false): Promise<UserInput> {
-    const body: MessageBody = {
-      text: message.text,
-      ...(message.tools ? { tools: message.tools } : {}),
-      ...(message.agent ? { agent: message.agent } : {}),
-      ...(message.hints ? { hints: message.hints } : {}),
-    };
-    const ref = await this.putInbox(sessionId, inboxKeys.message(message.id), JSON.stringify(body));
-    // A message with its own tools or request options (or asking for it) starts its own turn.
-    return { id: message.id, ref, ...(message.tools || message.hints || ownTurn ? { withTools: true as const } : {}) };
-  }
-
-  private async requireSession(sessionId: string): Promise<void> {
-    assertSessionId(sessionId);
-    if (!(await this.store.exists(sessionId))) {
-      throw new SessionlogError(
-        'SESSION_NOT_FOUND',
-        `session ${sessionId} does not exist; create it first (POST /v1/sessions or SessionClient.create)`,
-      );
-    }
-  }
-
-  /**
-   * Registers the session's header in the store if it is new, so reads (events, follow) work
-   * as soon as a command returns. Header metadata only: log events are written by the workflow.
-   */
-  private async ensureSession(sessionId: string, agent?: AgentSpec): Promise<SessionHeader> {
-    assertSessionId(sessionId);
-    if (await this.store.exists(sessionId)) return this.store.header(sessionId);
-    if (agent) this.checkAgent?.(agent);
-    const header = newSessionHeader({ id: sessionId, createdAt: Date.now(), ...(agent ? { agent } : {}) });
-    try {
-      await this.store.create(header);
-    } catch (error) {
-      // Another client created it concurrently: use the stored header.
-      if (!isSessionlogError(error, 'SESSION_ALREADY_EXISTS')) throw error;
-    }
-    return this.store.header(sessionId);
-  }
-
-  private async seed(childId: string, seed: SeedSpec): Promise<{ sessionId: string; header: SessionHeader }> {
-    assertSessionId(childId);
-    // Any tenant's session takes the id (ids are global): the workflow of another tenant's is never reached.
-    if (await this.options.store.exists(childId)) {
-      throw new SessionlogError(
-        'SESSION_ALREADY_EXISTS',
-        `session ${childId} already exists; pick another id for the new session`,
-      );
-    }
-    await this.updateWithStart(openedUpdate, childId, { args: [], seed });
-    return { sessionId: childId, header: await this.store.header(childId) };
-  }
-
-  private async liveStatus(sessionId: string): Promise<SessionStatus | null> {
-    if (!(await this.isRunning(sessionId))) return null;
-    try {
-      return await this.status(sessionId);
-    } catch (error) {
-      // The run ended between the two calls: report it as not running.
-      if (isSessionlogError(error, 'SESSION_NOT_FOUND')) return null;
-      throw error;
-    }
-  }
-
-  private async signalIfRunning(sessionId: string, signal: typeof cancelSignal | typeof closeSignal): Promise<boolean> {
-    await this.requireSession(sessionId);
-    if (!(await this.isRunning(sessionId))) return false;
-    try {
-      await this.handle(sessionId).signal(signal);
-      return true;
-    } catch (error) {
-      // The run ended between the two calls.
-      if (error instanceof WorkflowNotFoundError) return false;
-      throw error;
-    }
-  }
-
-  private startWorkflow(sessionId: string) {
-    return this.temporal.workflow.start(SESSION_WORKFLOW_TYPE, {
-      ...this.startOptions(sessionId),
-      workflowIdConflictPolicy: 'USE_EXISTING',
-    });
-  }
-
-  private startOptions(sessionId: string, seed?: SeedSpec) {
-    const input: SessionWorkflowInput = {
-      sessionId,
-      ...(this.tunables ? { tunables: this.tunables } : {}),
-      ...(seed ? { seed } : {}),
-    };
-    return { workflowId: workflowIdFor(sessionId), taskQueue: this.taskQueue, args: [input] as [SessionWorkflowInput] };
-  }
-
-  /**
-   * Sends `update` to the session's workflow, starting the workflow if it is not running. A
-   * refusal becomes a SessionlogError; a workflow task being retried is waited out.
-   */
-  private updateWithStart<Ret, Args extends unknown[]>(
-    update: UpdateDefinition<Ret, Args>,
-    sessionId: string,
-    options: { args: Args; updateId?: string; seed?: SeedSpec },
-  ): Promise<Ret> {
-    const { args, updateId, seed } = options;
-    return retryWhileTaskFails(async () => {
-      try {
-        return await this.temporal.workflow.executeUpdateWithStart(update, {
-          args,
-          ...(updateId !== undefined ? { updateId } : {}),
-          startWorkflowOperation: this.startOperation(sessionId, seed),
-        });
-      } catch (error) {
-        throw refusal(error);
-      }
-    });
-  }
-
-  /** A start-if-needed operation; single-use, so each attempt makes its own. */
-  private startOperation(sessionId: string, seed?: SeedSpec): WithStartWorkflowOperation<typeof sessionWorkflow> {
-    return new WithStartWorkflowOperation<typeof sessionWorkflow>(SESSION_WORKFLOW_TYPE, {
-      ...this.startOptions(sessionId, seed),
-      workflowIdConflictPolicy: 'USE_EXISTING',
-    });
-  }
-
-  private handle(sessionId: string): WorkflowHandle<typeof sessionWorkflow> {
-    assertSessionId(sessionId);
-    return this.temporal.workflow.getHandle<typeof sessionWorkflow>(workflowIdFor(sessionId));
-  }
-
-  /** The text of the turn's final assistant message, as logged. */
-  /** The reply of the turn `result` names, read from the log: its text, and why it failed if it did. */
-  private async replyText(
-    sessionId: string,
-    result: SendResult,
-  ): Promise<{ text: string; messageId: string; error?: { code: string; message: string } }> {
-    const session = await this.store.session(sessionId);
-    const record = session.turns.turns.get(result.turn);
-    const end = record?.endSeq === undefined ? undefined : session.eventAt(record.endSeq);
-    const error =
-      end?.type === 'turn/end' && end.data.reason.kind === 'error'
-        ? { error: { code: end.data.reason.error.code, message: end.data.reason.error.message } }
-        : {};
-    const seq = result.replySeq ?? record?.replySeq ?? null;
-    const event = seq === null ? undefined : session.eventAt(seq);
-    if (event?.type !== 'assistant/message') return { text: '', messageId: '', ...error };
-    return { text: textOf(event.data.message.content), messageId: event.data.message.id, ...error };
-  }
-}
-
-/** The seq of the `turn/start` of the turn `seq` is logged in, or `seq` itself when it is outside a turn. */
-function turnStartBefore(events: readonly StoredEvent[], seq: number): number {
-  for (let i = seq - 1; i >= 0; i--) {
-    const type = events[i]!.type;
-    if (type === 'turn/end') return seq;
-    if (type === 'turn/start') return i;
-  }
-  return seq;
 }
