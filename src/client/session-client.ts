@@ -97,7 +97,6 @@ export type ApprovalAnswer = {
   by?: string;
 };
 
-/** The answer to {@link SessionClient.send}: the turn, its final reply and that reply's text. */
 /**
  * Options of a user message: its idempotency key, the caller's tools for the turn it starts, and
  * the model and/or instructions (`''`: none) the session runs with from that turn on.
@@ -143,7 +142,6 @@ export type PendingApproval = {
   expiresAt: number;
 };
 
-/** The result of {@link SessionClient.verify}: every problem of the stored log, with its seq. */
 /**
  * A session's log as `export` writes it. `tornTail`: a JSONL log whose final batch never
  * finished (a torn write, DESIGN §4.1) is exported without it, and says so.
@@ -155,6 +153,7 @@ export type SessionExport = {
 };
 
 /**
+ * The result of {@link SessionClient.verify}: every problem of the stored log, with its seq.
  * `inboxWaiting`: keys of inbox entries the log does not hold (DESIGN §5.2): inputs whose update
  * or signal has not arrived (yet); `erase` removes them.
  */
