@@ -12,7 +12,8 @@
  * - **generated**: the configuration table, the HTTP reference and the TypeScript API reference
  *   equal what `scripts/docs-generate.mjs` makes from the code (and every public export has a doc
  *   comment), the performance tables equal bench/results.json (`scripts/bench-summary.mjs`), and
- *   docs/architecture.md's layer table lists the layers `scripts/check-layers.mjs` enforces, in order.
+ *   docs/architecture.md's layer table lists the layers `scripts/check-layers.mjs` enforces, in
+ *   order, and its table of long files names exactly the source files over 600 lines.
  *
  * Usage: node scripts/docs-check.mjs [links|code|generated]…   (none: all three)
  * Each problem is printed as `file:line: what is wrong`; exit 1 when there is any.
@@ -186,6 +187,41 @@ export function checkLayersTable(root) {
   ];
 }
 
+/** The line above which docs/architecture.md says why a source file is that long. */
+export const LONG_FILE_LINES = 600;
+
+/**
+ * Problems of docs/architecture.md's table of long files (the section "Long files"): it names
+ * exactly the files under src/ longer than {@link LONG_FILE_LINES} lines, each with its reason.
+ */
+export function checkLongFiles(root) {
+  const doc = join(root, 'docs/architecture.md');
+  if (!existsSync(doc)) return [];
+  const long = filesUnder(join(root, 'src'))
+    .filter((path) => /\.(ts|mts|js|mjs)$/.test(path))
+    .filter((path) => readText(join(root, 'src', path)).split('\n').length - 1 > LONG_FILE_LINES)
+    .map((path) => `src/${path}`)
+    .sort();
+  const lines = readText(doc).split('\n');
+  const heading = lines.findIndex((line) => /^##\s+Long files\b/.test(line));
+  if (heading < 0) return ['docs/architecture.md: no "## Long files" section naming the source files over 600 lines'];
+  const listed = [];
+  for (let i = heading + 1; i < lines.length && !/^#{1,2}\s/.test(lines[i]); i++) {
+    const row = /^\|\s*`(src\/[^`]+)`/.exec(lines[i]);
+    if (row) listed.push(row[1]);
+  }
+  const problems = [];
+  for (const path of long.filter((p) => !listed.includes(p)))
+    problems.push(
+      `docs/architecture.md:${heading + 1}: ${path} has more than ${LONG_FILE_LINES} lines; add it to "Long files" with why one concept needs them, or split it`,
+    );
+  for (const path of listed.filter((p) => !long.includes(p)))
+    problems.push(
+      `docs/architecture.md:${heading + 1}: ${path} is listed under "Long files" but is not over ${LONG_FILE_LINES} lines`,
+    );
+  return problems;
+}
+
 /** Problems of the generated parts: scripts/docs-generate.mjs --check and scripts/bench-summary.mjs --check. */
 export function checkGenerated(root) {
   const problems = [];
@@ -208,7 +244,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const problems = [];
   if (which.includes('links')) problems.push(...checkLinks(ROOT, documents), ...checkPaths(ROOT, documents));
   if (which.includes('code')) problems.push(...checkCode(ROOT, documents));
-  if (which.includes('generated')) problems.push(...checkGenerated(ROOT), ...checkLayersTable(ROOT));
+  if (which.includes('generated'))
+    problems.push(...checkGenerated(ROOT), ...checkLayersTable(ROOT), ...checkLongFiles(ROOT));
   for (const problem of problems) console.error(problem);
   if (problems.length > 0) {
     console.error(`docs-check: ${problems.length} problem${problems.length === 1 ? '' : 's'} in the documentation`);

@@ -16,6 +16,8 @@ export type DocsCheck = {
   checkCode(root: string, documents: string[], options?: { codeRoot?: string }): string[];
   checkLayersTable(root: string): string[];
   checkPaths(root: string, documents: string[]): string[];
+  checkLongFiles(root: string): string[];
+  LONG_FILE_LINES: number;
 };
 
 export type ConfigVariableRow = { group: string; default: string; meaning: string; min?: number; max?: number };
