@@ -101,3 +101,6 @@ export function describeEvent(event) {
       return '';
   }
 }
+
+/** The key of a turn's step in the folded views. */
+export const stepKey = (turn, step) => `${turn}/${step}`;
