@@ -51,7 +51,7 @@ export class BetweenTurns {
     if (
       options?.atOnce === true &&
       !this.mayWorkBetweenTurns(false) &&
-      state.phase !== 'closed' &&
+      this.turnMayHoldIt &&
       !state.stopped &&
       patched(ANSWERS_AT_ONCE_WHEN_ASKED)
     ) {
@@ -83,6 +83,7 @@ export class BetweenTurns {
     if (
       (budgetOnly || options?.atOnce === true) &&
       !(budgetOnly ? this.mayLogBudget() : this.mayWorkBetweenTurns(true)) &&
+      this.turnMayHoldIt &&
       !state.stopped &&
       patched(budgetOnly ? BUDGET_ANSWERS_AT_ONCE : ANSWERS_AT_ONCE_WHEN_ASKED)
     ) {
@@ -113,6 +114,16 @@ export class BetweenTurns {
   /** Whether answered notes or compactions wait to be done (the run does not end before they are). */
   get hasDeferredWork(): boolean {
     return this.deferredWork > 0;
+  }
+
+  /**
+   * Whether what keeps a note or a compaction from running now may be a turn, so that it may
+   * wait long: not while the run is still opening its log (a moment; answered `now` once it
+   * has) nor once it is closed (the compaction's own refusal answers).
+   */
+  private get turnMayHoldIt(): boolean {
+    const phase = this.ctx.state.phase;
+    return phase !== 'starting' && phase !== 'closed';
   }
 
   /**
