@@ -5,8 +5,8 @@
 import { ConfigError } from '../session/index.js';
 
 /**
- * How long the gateway waits for each part of a request (ms). Documented in the README's
- * configuration table; none of them cuts a request once it has fully arrived, so `?wait=true`
+ * How long the gateway waits for each part of a request (ms). Documented in the configuration
+ * reference (docs/configuration.md); none of them cuts a request once it has fully arrived, so `?wait=true`
  * turns and SSE streams run as long as they need.
  */
 export type GatewayTimeouts = {

@@ -1,7 +1,7 @@
 /**
  * Prometheus metrics of a sessionlog process (DESIGN §8 "Operations"), with `prom-client`: one
  * registry per process part (a worker's, a gateway's), exposed in the text format at `/metrics`.
- * The README's operations section lists every metric; the names below are that list.
+ * docs/operations.md ("Metrics, traces and logs") lists every metric; the names below are that list.
  *
  * Label values are bounded sets: model names (the catalogue), tool names (the registry), store
  * backends, outcomes and failure codes. Session ids never become labels.

@@ -2,7 +2,7 @@
  * Built-in tools: `read_artifact` pages through stored (spilled) tool output;
  * `search_history` and `read_history` recall the session's whole log, including what
  * compaction replaced; `calculator` and `word_count` are small examples of how to write a tool
- * (see README: "Tools").
+ * (see docs/typescript-api.md, "Write tools").
  */
 import { z } from 'zod';
 import { ToolInputError, type Tool } from './registry.js';
