@@ -23,6 +23,7 @@ export type {
   SessionSummary,
   VerifyReport,
 } from './client/session-client.js';
+export type { SessionNote } from './client/commands.js';
 
 export { createWorker } from './worker.js';
 export type { CreateWorkerOptions } from './worker.js';

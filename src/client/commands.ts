@@ -121,16 +121,24 @@ export async function post(
   return { id: message.id };
 }
 
+/** What a caller's note logs between turns (`SessionClient.note`). */
+export type SessionNote = {
+  id?: string;
+  metadata?: { values: Record<string, string>; messageId?: string };
+  messages?: Array<{ id?: string; text: string }>;
+  /** Caller-supplied history (session/supplied.ts): logged as it is, in caller turns. */
+  history?: SuppliedItem[];
+  /**
+   * Seqs of surface nodes to hide (session/hide.ts): user messages and assistant messages
+   * without tool calls. One off the surface already, or one that cannot be hidden, is left as it is.
+   */
+  hide?: number[];
+};
+
 export async function note(
   core: ClientCore,
   sessionId: string,
-  note: {
-    id?: string;
-    metadata?: { values: Record<string, string>; messageId?: string };
-    messages?: Array<{ id?: string; text: string }>;
-    history?: SuppliedItem[];
-    hide?: number[];
-  },
+  note: SessionNote,
   options: { atOnce?: boolean } = {},
 ): Promise<{ id: string; headSeq: number; applies: 'now' | 'turn-end' }> {
   await core.requireSession(sessionId);

@@ -26,7 +26,6 @@ import {
   type SessionHeader,
   type SessionView,
   type StoredEvent,
-  type SuppliedItem,
   type SurfaceView,
   type TenantCaps,
   type ToolSchema,
@@ -47,6 +46,7 @@ import type {
 } from '../workflows/api.js';
 import * as approvals from './approvals.js';
 import * as commands from './commands.js';
+import type { SessionNote } from './commands.js';
 import { ClientCore } from './core.js';
 import { eraseSession, type TemporalEraseReceipt } from './erase.js';
 import * as lineage from './lineage.js';
@@ -488,18 +488,7 @@ export class SessionClient {
    */
   async note(
     sessionId: string,
-    note: {
-      id?: string;
-      metadata?: { values: Record<string, string>; messageId?: string };
-      messages?: Array<{ id?: string; text: string }>;
-      /** Caller-supplied history (session/supplied.ts): logged as it is, in caller turns. */
-      history?: SuppliedItem[];
-      /**
-       * Seqs of surface nodes to hide (session/hide.ts): user messages and assistant messages
-       * without tool calls. One off the surface already, or one that cannot be hidden, is left as it is.
-       */
-      hide?: number[];
-    },
+    note: SessionNote,
     options: { atOnce?: boolean } = {},
   ): Promise<{ id: string; headSeq: number; applies: 'now' | 'turn-end' }> {
     return commands.note(this.core, sessionId, note, options);

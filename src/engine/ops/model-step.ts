@@ -58,6 +58,27 @@ import type { LiveModelStepResult, ModelStepInput, StepContext } from '../types.
  */
 type Refused = { refused: { code: string; message: string; contextLimit?: number } };
 
+/**
+ * A logged reply that asks for tools: the budget is checked before they run, then the calls
+ * that need an answer (approval or an external result) are requested, once however often the
+ * step is retried.
+ */
+async function toolRound(
+  deps: EngineDeps,
+  writer: LogWriter,
+  input: ModelStepInput,
+  key: StepKey,
+  reply: LiveModelStepResult,
+): Promise<LiveModelStepResult> {
+  const over = await overBudget(deps, writer, input, key, 'tools');
+  if (over) return over;
+  return {
+    ...reply,
+    toolCalls: await requestAnswers(deps, writer, key, reply.toolCalls, input.approvalTimeoutMs),
+    headSeq: writer.session.nextSeq,
+  };
+}
+
 export async function modelStep(
   deps: EngineDeps,
   input: ModelStepInput,
@@ -68,15 +89,8 @@ export async function modelStep(
   const reply = writer.logged(stepOps.reply(key));
   if (reply.length > 0) {
     const logged = loggedStepResult(writer.session, input.turn, reply, false);
-    if (logged.toolCalls.length === 0) return logged;
-    const over = await overBudget(deps, writer, input, key, 'tools');
-    if (over) return over;
     // A retried step whose reply is logged: its approval requests may not be (requested once either way).
-    return {
-      ...logged,
-      toolCalls: await requestAnswers(deps, writer, key, logged.toolCalls, input.approvalTimeoutMs),
-      headSeq: writer.session.nextSeq,
-    };
+    return logged.toolCalls.length === 0 ? logged : toolRound(deps, writer, input, key, logged);
   }
   for (const op of [stepOps.cancel(key), stepOps.error(key)]) {
     const closed = writer.logged(op);
@@ -400,14 +414,7 @@ async function streamReply(
   const stored = await writer.append(events, stepOps.reply(key));
   if (calls.length === 0) deps.onTurnEnded?.(input.sessionId, writer.session.nextSeq - 1);
   const result = { ...loggedStepResult(writer.session, input.turn, stored, false), replayed: false };
-  if (result.toolCalls.length === 0) return result;
-  const over = await overBudget(deps, writer, input, key, 'tools');
-  if (over) return over;
-  return {
-    ...result,
-    toolCalls: await requestAnswers(deps, writer, key, result.toolCalls, input.approvalTimeoutMs),
-    headSeq: writer.session.nextSeq,
-  };
+  return result.toolCalls.length === 0 ? result : toolRound(deps, writer, input, key, result);
 }
 
 /** A cancel asked for by the workflow logs the partial reply as interrupted; any other abort writes nothing. */
