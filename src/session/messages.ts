@@ -23,8 +23,35 @@ export type ToolResultBlock = {
   content: ContentBlock[];
   isError?: true;
 };
-/** A block of a message's content: text, reasoning, a tool call or a tool result. */
-export type ContentBlock = TextBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock;
+/**
+ * Media stored once in the session's artifact store (DESIGN §3), content-addressed: the block holds
+ * the reference, never the bytes. `locator` is an artifact locator of the session itself
+ * (`artifact:<sessionId>/media-<sha256>.<ext>`); `sha256` is the lowercase hex digest of the bytes.
+ */
+export type StoredMedia = {
+  kind: 'artifact';
+  locator: string;
+  mediaType: MediaType;
+  bytes: number;
+  sha256: string;
+  /** Pixel size, for images (read from the image's own header when it was stored). */
+  width?: number;
+  height?: number;
+};
+/** An image kept as the caller's `http(s)` URL: passed to the provider, never fetched by the worker. */
+export type RemoteMedia = { kind: 'url'; url: string };
+/** The media types sessionlog stores: images the providers take, PDF and plain text. */
+export type ImageMediaType = 'image/png' | 'image/jpeg' | 'image/gif' | 'image/webp';
+export type FileMediaType = 'application/pdf' | 'text/plain';
+export type MediaType = ImageMediaType | FileMediaType;
+/** An image in a user message or a tool result. `detail` is the caller's OpenAI detail level, when given. */
+export type ImageBlock = { type: 'image'; source: StoredMedia | RemoteMedia; detail?: 'auto' | 'low' | 'high' };
+/** A file (PDF or plain text) in a user message or a tool result, with the caller's file name when given. */
+export type FileBlock = { type: 'file'; source: StoredMedia; filename?: string };
+/** Media of a message: an image or a file. */
+export type MediaBlock = ImageBlock | FileBlock;
+/** A block of a message's content: text, reasoning, a tool call, a tool result, an image or a file. */
+export type ContentBlock = TextBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock | ImageBlock | FileBlock;
 
 export type UserSource =
   { kind: 'user' } | { kind: 'plugin'; plugin: string; compactionId?: string; sourceCommandId?: string };
