@@ -11,7 +11,7 @@ import type {
   ChatCompletionTool,
 } from 'openai/resources/chat/completions';
 import type { RequestHeader } from '../session/events.js';
-import type { ResponseFormat } from '../session/turn-hints.js';
+import type { ResponseFormat, ToolChoice } from '../session/turn-hints.js';
 import { assertNever, textOf } from '../session/messages.js';
 import type { AssistantMessage, ContentBlock, Message, ToolResultBlock } from '../session/messages.js';
 import type { ResolvedModel } from './catalogue.js';
@@ -39,7 +39,8 @@ export type BuildChatRequestInput = {
  *   sent back as `reasoning_content` only on assistant messages that made tool calls, and only
  *   to models that speak that field (DeepSeek's rule: required there, dropped elsewhere);
  * - `thinking` is sent to models that accept it when the header (or a model alias) sets it;
- * - the turn's hints (sampling, stop, seed, a response format) are sent as given, and its token
+ * - the turn's hints (sampling, stop, seed, a response format, a tool choice and
+ *   `parallel_tool_calls`) are sent as given, the tool options only with tools, and its token
  *   cap only below the worker's.
  */
 export function buildChatRequest({ messages, header, model }: BuildChatRequestInput): ChatRequestBody {
@@ -53,8 +54,13 @@ export function buildChatRequest({ messages, header, model }: BuildChatRequestIn
     stream: true,
     stream_options: { include_usage: true },
   };
-  if (header.tools && header.tools.length > 0) body.tools = header.tools.map(toWireTool);
   const hints = header.hints ?? {};
+  if (header.tools && header.tools.length > 0) {
+    body.tools = header.tools.map(toWireTool);
+    // Only with tools: a provider refuses either field without them.
+    if (hints.toolChoice !== undefined) body.tool_choice = toWireToolChoice(hints.toolChoice);
+    if (hints.parallelToolCalls !== undefined) body.parallel_tool_calls = hints.parallelToolCalls;
+  }
   const maxTokens = Math.min(header.maxTokens ?? Infinity, hints.maxTokens ?? Infinity);
   if (maxTokens !== Infinity) body.max_tokens = maxTokens;
   if (hints.temperature !== undefined) body.temperature = hints.temperature;
@@ -70,6 +76,10 @@ export function buildChatRequest({ messages, header, model }: BuildChatRequestIn
     body.reasoning_effort = header.reasoningEffort as ChatCompletionCreateParamsStreaming['reasoning_effort'];
   }
   return body;
+}
+
+function toWireToolChoice(choice: ToolChoice): NonNullable<ChatRequestBody['tool_choice']> {
+  return typeof choice === 'string' ? choice : { type: 'function', function: { name: choice.name } };
 }
 
 function toWireFormat(format: ResponseFormat): NonNullable<ChatRequestBody['response_format']> {

@@ -6,6 +6,12 @@
  * not done. They are logged on the turn's `turn/start` and copied into its `request/header`, so a
  * retried or resumed turn sends exactly the same request.
  *
+ * A forced tool choice (`required`, or a named tool) holds for the turn's first model step only
+ * (`hintsForStep`): forced at every step, the model could never answer after its tool call. The
+ * later steps' request headers leave it out, so the log says what each request was sent. (OpenAI's
+ * Agents SDK resets a forced choice after a tool call the same way, `resetToolChoice`.) `none` and
+ * `auto`, and `parallelToolCalls`, hold for every step of the turn.
+ *
  * The check is plain code (no schema library), shared by the client, the engine and the log's
  * validation.
  */
@@ -15,6 +21,12 @@ import type { JsonValue } from './json.js';
 export type ResponseFormat =
   | { type: 'json_object' }
   | { type: 'json_schema'; name: string; schema: { [key: string]: JsonValue }; strict?: boolean; description?: string };
+
+/**
+ * Which tool the model may or must call: `auto` (its choice), `none` (no call; the tools are still
+ * sent), `required` (at least one call), or the tool named (a call of it).
+ */
+export type ToolChoice = 'auto' | 'none' | 'required' | { name: string };
 
 export type TurnHints = {
   temperature?: number;
@@ -26,6 +38,10 @@ export type TurnHints = {
   presencePenalty?: number;
   frequencyPenalty?: number;
   responseFormat?: ResponseFormat;
+  /** Sent as `tool_choice`; a forced choice (`required`, a named tool) at the turn's first step only. */
+  toolChoice?: ToolChoice;
+  /** Sent as `parallel_tool_calls`: false asks for at most one tool call per reply. */
+  parallelToolCalls?: boolean;
   /** Fields the request gave that the provider is not sent (their wire names). */
   ignored?: string[];
 };
@@ -47,7 +63,16 @@ const RANGES: ReadonlyArray<readonly [keyof TurnHints, number, number]> = [
 /** What is wrong with `value` as a turn's hints, or undefined when they are valid. */
 export function turnHintsProblem(value: unknown): string | undefined {
   if (!isPlainObject(value)) return 'hints must be an object';
-  const known = new Set([...RANGES.map(([name]) => name), 'maxTokens', 'seed', 'stop', 'responseFormat', 'ignored']);
+  const known = new Set([
+    ...RANGES.map(([name]) => name),
+    'maxTokens',
+    'seed',
+    'stop',
+    'responseFormat',
+    'toolChoice',
+    'parallelToolCalls',
+    'ignored',
+  ]);
   const extra = Object.keys(value).find((key) => !known.has(key));
   if (extra !== undefined) return `hints has unknown field ${JSON.stringify(extra)}`;
   for (const [name, min, max] of RANGES) {
@@ -74,7 +99,55 @@ export function turnHintsProblem(value: unknown): string | undefined {
       !ignored.every((s) => typeof s === 'string' && s.length > 0 && s.length <= 64))
   )
     return 'hints.ignored must be a list of at most 64 field names';
+  if (value.parallelToolCalls !== undefined && typeof value.parallelToolCalls !== 'boolean')
+    return 'hints.parallelToolCalls must be true or false';
+  const choiceProblem = value.toolChoice === undefined ? undefined : toolChoiceProblem(value.toolChoice);
+  if (choiceProblem) return choiceProblem;
   return responseFormat === undefined ? undefined : responseFormatProblem(responseFormat);
+}
+
+const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+function toolChoiceProblem(choice: unknown): string | undefined {
+  if (choice === 'auto' || choice === 'none' || choice === 'required') return undefined;
+  if (!isPlainObject(choice))
+    return "hints.toolChoice must be 'auto', 'none', 'required' or {name} (a tool of the turn)";
+  const extra = Object.keys(choice).find((key) => key !== 'name');
+  if (extra !== undefined) return `hints.toolChoice has unknown field ${JSON.stringify(extra)}`;
+  if (typeof choice.name !== 'string' || !TOOL_NAME.test(choice.name))
+    return 'hints.toolChoice.name must be a tool name: 1-64 characters of A-Z a-z 0-9 _ -';
+  return undefined;
+}
+
+/** Whether `choice` makes the model call a tool (`required`, or a named tool). */
+export function forcesToolCall(choice: ToolChoice | undefined): choice is 'required' | { name: string } {
+  return choice === 'required' || (typeof choice === 'object' && choice !== null);
+}
+
+/**
+ * The hints a step of the turn is sent: all of them at step 1; from step 2 on, without a forced
+ * tool choice (it has had its call), so the model can answer with what the tool returned.
+ */
+export function hintsForStep(hints: TurnHints | undefined, step: number): TurnHints | undefined {
+  if (!hints || step <= 1 || !forcesToolCall(hints.toolChoice)) return hints;
+  const { toolChoice: _forced, ...rest } = hints;
+  return Object.keys(rest).length > 0 ? rest : undefined;
+}
+
+/**
+ * What is wrong with a turn's tool choice given the names of the tools its request carries, or
+ * undefined: a named tool must be one of them, and a forced choice needs at least one tool.
+ */
+export function toolChoiceToolsProblem(
+  choice: ToolChoice | undefined,
+  toolNames: readonly string[],
+): string | undefined {
+  if (!forcesToolCall(choice)) return undefined;
+  if (choice === 'required')
+    return toolNames.length > 0 ? undefined : "tool_choice 'required' needs tools, and this turn has none";
+  return toolNames.includes(choice.name)
+    ? undefined
+    : `tool_choice names the tool ${JSON.stringify(choice.name)}, which this turn does not have (its tools: ${toolNames.map((n) => JSON.stringify(n)).join(', ') || 'none'})`;
 }
 
 function responseFormatProblem(format: unknown): string | undefined {
