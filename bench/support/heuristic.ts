@@ -18,6 +18,10 @@ function heuristicBlock(block: ContentBlock): number {
       return chars(block.name) + chars(block.arguments) + BLOCK_OVERHEAD;
     case 'tool-result':
       return block.content.reduce((sum, inner) => sum + heuristicBlock(inner), 0) + BLOCK_OVERHEAD;
+    case 'image':
+    case 'file':
+      // dsh-spec §7.1: an unknown block (images included) is its JSON length over 4, plus the block overhead.
+      return chars(JSON.stringify(block)) + BLOCK_OVERHEAD;
   }
 }
 

@@ -1,5 +1,5 @@
 /** Output helpers for the CLI: aligned tables for people, JSON for scripts. */
-import type { StoredEvent, Message } from '../session/index.js';
+import type { FileBlock, ImageBlock, Message, StoredEvent } from '../session/index.js';
 
 /** Renders rows as an aligned text table with a header line. */
 export function table(headers: readonly string[], rows: ReadonlyArray<readonly string[]>): string {
@@ -37,14 +37,24 @@ export function describeEvent(event: StoredEvent): string {
   }
 }
 
-/** The readable text of a message: text blocks, tool calls and tool results. */
+/** A medium as one line: `[image image/png 64x48]`, `[file report.pdf]`, `[image https://…]`. */
+function mediaLabel(block: ImageBlock | FileBlock): string {
+  const { source } = block;
+  if (source.kind === 'url') return `[${block.type} ${source.url}]`;
+  const size = source.width !== undefined && source.height !== undefined ? ` ${source.width}x${source.height}` : '';
+  const name = block.type === 'file' && block.filename !== undefined ? ` ${block.filename}` : '';
+  return `[${block.type} ${source.mediaType}${size}${name}]`;
+}
+
+/** The readable text of a message: text blocks, media, tool calls and tool results. */
 export function messageText(message: Message): string {
   return message.content
     .map((b) => {
       if (b.type === 'text') return b.text;
       if (b.type === 'reasoning') return `(thinking) ${b.text}`;
       if (b.type === 'tool-call') return `→ ${b.name}(${b.arguments})`;
-      return `← ${b.content.map((c) => (c.type === 'text' ? c.text : '')).join('')}`;
+      if (b.type === 'image' || b.type === 'file') return mediaLabel(b);
+      return `← ${b.content.map((c) => (c.type === 'text' ? c.text : c.type === 'image' || c.type === 'file' ? mediaLabel(c) : '')).join('')}`;
     })
     .join('\n');
 }
