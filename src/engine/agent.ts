@@ -3,10 +3,13 @@
  * (model, system prompt, tool set), and the request envelope a model call is made with.
  */
 import { responseFormatsOf } from '../model/catalogue.js';
+import { takesForcedToolChoice } from '../model/tool-choice.js';
 import { ModelCallError, modelFailure } from '../model/errors.js';
 import type { ModelPort } from '../model/provider.js';
 import {
   clashingToolNames,
+  forcesToolCall,
+  toolChoiceToolsProblem,
   type AgentSpec,
   type AskedAgent,
   type TurnHints,
@@ -30,7 +33,9 @@ export type AgentConfig = {
  * The request envelope for a session started with `spec`, in a turn that adds `turnTools` (the
  * caller's, after the worker's). Resolves the model through the port's catalogue, so an unknown
  * model fails here (UNKNOWN_MODEL), before any call; a turn tool named like one of the worker's
- * fails as a bad request (the model could not tell them apart).
+ * fails as a bad request (the model could not tell them apart), and so does a tool choice the
+ * request cannot honour (a named tool it does not carry, `required` without tools, a forced
+ * choice the model refuses). `hints` are the step's (`hintsForStep`).
  */
 export function requestHeaderFor(
   deps: { model: ModelPort; tools: ToolRegistry; agent: AgentConfig; context?: unknown },
@@ -68,6 +73,19 @@ export function requestHeaderFor(
     }
     tools.push(...turnTools);
   }
+  const choice = hints?.toolChoice;
+  const choiceProblem = toolChoiceToolsProblem(
+    choice,
+    tools.map((tool) => tool.name),
+  );
+  if (choiceProblem) throw new ModelCallError(modelFailure('bad_request', choiceProblem));
+  if (forcesToolCall(choice) && !takesForcedToolChoice(resolved, deps.agent.thinking))
+    throw new ModelCallError(
+      modelFailure(
+        'bad_request',
+        `model ${JSON.stringify(model)} cannot be forced to call a tool while it thinks (tool_choice ${JSON.stringify(typeof choice === 'string' ? choice : choice.name)}); send tool_choice 'auto', or turn thinking off`,
+      ),
+    );
   const system = asked.system ?? spec?.system ?? deps.agent.system;
   return {
     provider: deps.model.provider,

@@ -8,6 +8,8 @@
  *   the last user message (`echo: <text>`).
  * - Usage counts the prompt with the DeepSeek V3 tokenizer under its chat template, and
  *   reports cache hits as the common token prefix with the previous request.
+ * - A request's `tool_choice` and `parallel_tool_calls` are honoured as a provider honours them
+ *   (fake-server/tool-choice.ts): `required` or a named tool makes it call one, `none` never.
  * - Faults can be injected for the next N requests (429 with `retry-after`, 5xx, hang,
  *   dropped stream, malformed tool-call JSON), and prompts above `contextLimitTokens` get a
  *   context-overflow 400.
@@ -37,7 +39,8 @@ import {
   sendJson,
 } from './fake-server/http.js';
 import { RateLimiter } from './fake-server/rate-limit.js';
-import { ReplyScript } from './fake-server/replies.js';
+import { ReplyScript, lastUserMessageText } from './fake-server/replies.js';
+import { checkToolOptions, honourToolOptions } from './fake-server/tool-choice.js';
 import {
   DEFAULT_FAKE_MODEL_CONFIG,
   type FakeFault,
@@ -254,6 +257,7 @@ export class FakeModelServer {
     const parsed = chatBodySchema.safeParse(record.body);
     if (!parsed.success) throw invalidRequest(`invalid request body: ${z.prettifyError(parsed.error)}`);
     const body = parsed.data;
+    checkToolOptions(body);
 
     const fault = this.faults.take();
     const clientGone = new AbortController();
@@ -281,6 +285,11 @@ export class FakeModelServer {
     this.previousPromptIds = promptIds;
 
     let reply = this.script.next(body, () => pickHeaders(req), this.config.echoPrefix);
+    reply = honourToolOptions(reply, body, {
+      nextCallId: () => this.script.nextCallId(),
+      textReply: () => `${this.config.echoPrefix}${lastUserMessageText(body)}`,
+      lastUserText: lastUserMessageText(body),
+    });
     if (fault?.kind === 'malformed_tool_json') reply = malformToolJson(reply, body, () => this.script.nextCallId());
     const usage = usageOf(promptIds.length, cacheHit, reply);
     this.sentUsage.push(usage);

@@ -14,15 +14,18 @@
 import { randomUUID } from 'node:crypto';
 import { relieveContext, type ReliefOutcome } from '../../context/pressure.js';
 import { ModelCallError, classifyModelError, type ModelFailure } from '../../model/errors.js';
-import { replyCost, type ModelReply } from '../../model/provider.js';
+import { replyCost, type ModelPort, type ModelReply, type ModelRequest } from '../../model/provider.js';
+import { DEFAULT_MEDIA_POLICY, applyMediaPolicy } from '../../context/media-policy.js';
 import {
   SessionlogError,
   closersFor,
+  hintsForStep,
   jsonEqual,
   turnHintsProblem,
   turnToolsProblem,
   type AskedAgent,
   type AssistantMessage,
+  type Message,
   type NewEvent,
   type StreamChunk,
   type RequestHeader,
@@ -107,7 +110,7 @@ export async function modelStep(
       writer.session.header.agent,
       writer.session.turns.turnTools,
       writer.session.turns.asked,
-      writer.session.turns.turnHints,
+      hintsForStep(writer.session.turns.turnHints, input.step),
     );
   } catch (error) {
     return failStep(deps, writer, input, key, classifyModelError(error), error);
@@ -202,12 +205,15 @@ async function relieve(
         },
         append: (events, suffix) => writer.append(events, compactionOp(input.runId, id, suffix)),
       }),
-      summarizer: observedModel(deps.model, deps.telemetry, {
-        sessionId: input.sessionId,
-        turn: input.turn,
-        step: input.step,
-        purpose: 'summary',
-      }),
+      summarizer: withMediaReader(
+        observedModel(deps.model, deps.telemetry, {
+          sessionId: input.sessionId,
+          turn: input.turn,
+          step: input.step,
+          purpose: 'summary',
+        }),
+        mediaReader(deps, input.sessionId),
+      ),
       context,
       ...(hasRecallTools(deps) ? { recall: true } : {}),
       now: deps.now,
@@ -327,7 +333,7 @@ async function streamReply(
   ctx: StepContext,
   measuredTokens: number | undefined,
 ): Promise<LiveModelStepResult | Refused> {
-  const messages = writer.session.deriveMessages();
+  const messages = requestMessages(deps, writer, header);
   const paced = await paceCall(deps, input, () => measuredTokens ?? roughTokens(messages), ctx);
   if (paced && 'failure' in paced) return failStep(deps, writer, input, key, paced.failure, undefined, ctx.attempt);
   const chunkSeqs: number[] = [];
@@ -360,6 +366,7 @@ async function streamReply(
       },
       // The reply's last chunks are logged in the reply's own append: one commit fewer after the last token.
       holdLastChunks: true,
+      readMedia: mediaReader(deps, input.sessionId),
     });
   } catch (error) {
     // Our own log refusing an append is not a model failure.
@@ -415,6 +422,31 @@ async function streamReply(
   if (calls.length === 0) deps.onTurnEnded?.(input.sessionId, writer.session.nextSeq - 1);
   const result = { ...loggedStepResult(writer.session, input.turn, stored, false), replayed: false };
   return result.toolCalls.length === 0 ? result : toolRound(deps, writer, input, key, result);
+}
+
+/**
+ * The derived messages as this step's request carries them: the media policy
+ * (context/media-policy.ts) decides which media are sent and which become stand-ins, for the
+ * model the header routes to. The meter prices the same messages.
+ */
+function requestMessages(deps: EngineDeps, writer: LogWriter, header: RequestHeader): Message[] {
+  return applyMediaPolicy(
+    writer.session.deriveMessages(),
+    deps.media ?? DEFAULT_MEDIA_POLICY,
+    deps.model.model(header.model).input,
+  );
+}
+
+/** Reads a stored medium of the session from the artifact store, in this activity (never through Temporal). */
+function mediaReader(deps: EngineDeps, sessionId: string): (locator: string) => Promise<Uint8Array> {
+  return (locator) => deps.store.artifacts.readMedia(sessionId, locator);
+}
+
+/** `port` with every request reading its stored media through `readMedia` (the summarizer's, whose range may hold some). */
+function withMediaReader(port: ModelPort, readMedia: (locator: string) => Promise<Uint8Array>): ModelPort {
+  return Object.assign(Object.create(port) as ModelPort, {
+    stream: (request: ModelRequest) => port.stream({ readMedia, ...request }),
+  });
 }
 
 /** A cancel asked for by the workflow logs the partial reply as interrupted; any other abort writes nothing. */

@@ -63,7 +63,8 @@ export class ReplyScript {
   }
 }
 
-function lastUserMessageText(body: FakeChatBody): string {
+/** The text of the request's last user message ('' when it has none). */
+export function lastUserMessageText(body: FakeChatBody): string {
   for (let i = body.messages.length - 1; i >= 0; i--) {
     const message = body.messages[i];
     if (message?.role === 'user') return wireContentText(message.content);
@@ -82,7 +83,8 @@ function structuredEcho(format: FakeChatBody['response_format'], text: string): 
   return JSON.stringify(valueOfSchema(format.json_schema.schema ?? {}, text, 0));
 }
 
-function valueOfSchema(schema: unknown, text: string, depth: number): JsonValue {
+/** A value of the JSON Schema `schema` whose strings are `text` (depth: how deep the recursion is). */
+export function valueOfSchema(schema: unknown, text: string, depth: number): JsonValue {
   const s = (typeof schema === 'object' && schema !== null ? schema : {}) as Record<string, unknown>;
   if (Array.isArray(s.enum) && s.enum.length > 0) return s.enum[0] as JsonValue;
   if (s.const !== undefined) return s.const as JsonValue;

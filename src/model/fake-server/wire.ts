@@ -24,7 +24,21 @@ export const chatBodySchema = z.looseObject({
   messages: z.array(messageSchema).min(1, 'messages must be a non-empty array'),
   stream: z.boolean().optional(),
   stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullable().optional(),
-  tools: z.array(z.looseObject({ type: z.string(), function: z.looseObject({ name: z.string() }) })).optional(),
+  tools: z
+    .array(
+      z.looseObject({
+        type: z.string(),
+        function: z.looseObject({ name: z.string(), parameters: z.record(z.string(), z.unknown()).optional() }),
+      }),
+    )
+    .optional(),
+  tool_choice: z
+    .union([
+      z.enum(['auto', 'none', 'required']),
+      z.looseObject({ type: z.literal('function'), function: z.looseObject({ name: z.string() }) }),
+    ])
+    .optional(),
+  parallel_tool_calls: z.boolean().optional(),
   max_tokens: z.number().int().positive().optional(),
   response_format: z
     .discriminatedUnion('type', [
