@@ -294,7 +294,7 @@ export async function eraseSession(client: SessionClient, id: string, out: Outpu
     out,
     () =>
       receipt.store.erased || receipt.temporal.deletedRuns > 0
-        ? `erased ${id}: ${r.events} events, ${r.artifacts} artifacts, ${r.projectionCheckpoints} checkpoints, ${r.inboxEntries} inbox entries, ${r.transcriptEntries} transcript index entries, ${r.sessionKey ? 'its data key (what Temporal held of it can no longer be opened), ' : ''}${receipt.temporal.deletedRuns} workflow histories; the id is refused until ${new Date(receipt.store.tombstoneUntil).toISOString()}`
+        ? `erased ${id}: ${r.events} events, ${r.artifacts} artifacts, ${r.media} media, ${r.projectionCheckpoints} checkpoints, ${r.inboxEntries} inbox entries, ${r.transcriptEntries} transcript index entries, ${r.sessionKey ? 'its data key (what Temporal held of it can no longer be opened), ' : ''}${receipt.temporal.deletedRuns} workflow histories; the id is refused until ${new Date(receipt.store.tombstoneUntil).toISOString()}`
         : `${id}: nothing left to erase`,
     receipt,
   );

@@ -4,7 +4,17 @@
  * own artifacts (issue 9): a locator of another session is ARTIFACT_FOREIGN on every backend.
  * Also the naming every backend shares: safe unique names, locators, and the checks of a read.
  */
-import { SessionlogError, assertSessionId } from '../session/index.js';
+import { createHash } from 'node:crypto';
+import {
+  SessionlogError,
+  assertSessionId,
+  isMediaType,
+  mediaExtension,
+  mediaLocator,
+  parseMediaLocator,
+  type MediaType,
+  type StoredMedia,
+} from '../session/index.js';
 import { assertSeqArgument } from './errors.js';
 
 export type ArtifactRef = {
@@ -19,6 +29,16 @@ export type ArtifactPut = {
   /** A suggested name, e.g. `<tool>-<callId>.txt`; the store makes it unique and safe. */
   name: string;
   content: string;
+};
+
+/** What `putMedia` stores: bytes its caller has checked (session/media.ts `inspectMedia`) and what the check read. */
+export type MediaPut = {
+  sessionId: string;
+  bytes: Uint8Array;
+  mediaType: MediaType;
+  /** Pixel size, for images. */
+  width?: number;
+  height?: number;
 };
 
 const ARTIFACT_NAME_PATTERN = /^(?!\.)[A-Za-z0-9._-]{1,160}$/;
@@ -94,4 +114,39 @@ export function assertArtifactPut(input: ArtifactPut): void {
   assertSessionId(input?.sessionId);
   if (typeof input.content !== 'string')
     throw new SessionlogError('INVALID_ARGUMENT', 'artifact content must be a string');
+}
+
+/** Validates a `putMedia` before anything is stored: an id, bytes and a media type sessionlog stores. */
+export function assertMediaPut(input: MediaPut): void {
+  assertSessionId(input?.sessionId);
+  if (!(input.bytes instanceof Uint8Array) || input.bytes.byteLength === 0)
+    throw new SessionlogError('INVALID_ARGUMENT', 'media bytes must be a non-empty Uint8Array');
+  if (!isMediaType(input.mediaType))
+    throw new SessionlogError('UNSUPPORTED_MEDIA_TYPE', `media type ${String(input.mediaType)} is not stored`);
+}
+
+/** The content-addressed name and the StoredMedia of a `putMedia`: `media-<sha256>.<ext>` in the session's namespace. */
+export function storedMediaOf(input: MediaPut): { name: string; media: StoredMedia } {
+  const sha256 = createHash('sha256').update(input.bytes).digest('hex');
+  const locator = mediaLocator(input.sessionId, sha256, input.mediaType);
+  const media: StoredMedia = {
+    kind: 'artifact',
+    locator,
+    mediaType: input.mediaType,
+    bytes: input.bytes.byteLength,
+    sha256,
+    ...(input.width !== undefined ? { width: input.width } : {}),
+    ...(input.height !== undefined ? { height: input.height } : {}),
+  };
+  return { name: `media-${sha256}.${mediaExtension(input.mediaType)}`, media };
+}
+
+/**
+ * The stored name a media locator points at, for a read by session `sessionId`: ARTIFACT_FOREIGN
+ * for another session's, ARTIFACT_NOT_FOUND for one not of the form `artifact:<sessionId>/media-<sha256>.<ext>`.
+ */
+export function ownMediaName(sessionId: unknown, locator: unknown): string {
+  const name = ownArtifactName(sessionId, locator);
+  if (!parseMediaLocator(locator)) throw artifactNotFound(String(locator));
+  return name;
 }

@@ -105,6 +105,7 @@ export function alreadyErasedReceipt(id: string, until: number): StoreEraseRecei
       header: 0,
       events: 0,
       artifacts: 0,
+      media: 0,
       projectionCheckpoints: 0,
       inboxEntries: 0,
       sessionKey: 0,

@@ -12,11 +12,12 @@ import {
   type SessionHeader,
   type SessionView,
   type StoredEvent,
+  type StoredMedia,
   type SurfaceSnapshot,
 } from '../session/index.js';
 import type { Clock, PaceCost, PaceGrant, PaceLimits, PaceState } from './pacing.js';
 import type { TenantSpend } from './spend.js';
-import type { ArtifactPut, ArtifactRef } from './artifacts.js';
+import type { ArtifactPut, ArtifactRef, MediaPut } from './artifacts.js';
 import type { ProjectionCacheRecord } from './projection-cache.js';
 import type { PrefixAnchor } from './anchor.js';
 import type { SearchHit, SearchOptions } from './search.js';
@@ -193,13 +194,15 @@ export type StoreEraseReceipt = {
   /** False when nothing of the session was left to remove (it was erased before). */
   erased: boolean;
   /**
-   * Counts by kind: the header (0 or 1), events, artifacts, projection checkpoints, inbox
-   * entries, the session's data key (0 or 1) and the transcript index entries that named it.
+   * Counts by kind: the header (0 or 1), events, artifacts, media (distinct stored contents,
+   * issue 50), projection checkpoints, inbox entries, the session's data key (0 or 1) and the
+   * transcript index entries that named it.
    */
   removed: {
     header: number;
     events: number;
     artifacts: number;
+    media: number;
     projectionCheckpoints: number;
     inboxEntries: number;
     sessionKey: number;
@@ -413,6 +416,19 @@ export interface ArtifactStore {
   get(sessionId: string, locator: string): Promise<string>;
   /** A window of the content, `offset` and `limit` in UTF-16 code units; same refusals as {@link get}. */
   read(sessionId: string, locator: string, offset: number, limit: number): Promise<{ text: string; total: number }>;
+  /**
+   * Stores media bytes (issue 50) content-addressed in the session's namespace, as
+   * `media-<sha256>.<ext>`: the same bytes put twice are stored once (the second put returns the
+   * same StoredMedia). Never shared across sessions or tenants. The bytes are stored as given; the
+   * caller has checked them (session/media.ts `inspectMedia`). SESSION_NOT_FOUND unless the
+   * session exists.
+   */
+  putMedia(input: MediaPut): Promise<StoredMedia>;
+  /**
+   * The bytes of a medium of session `sessionId`. ARTIFACT_FOREIGN for another session's locator;
+   * ARTIFACT_NOT_FOUND for an unknown one or one not of the form `artifact:<sessionId>/media-<sha256>.<ext>`.
+   */
+  readMedia(sessionId: string, locator: string): Promise<Uint8Array>;
 }
 
 /** Checkpoints of projection views at a seq (dsh-spec §9.3); the record's format is projection-cache.ts. */

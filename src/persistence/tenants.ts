@@ -24,7 +24,7 @@ import {
   type SurfaceSnapshot,
   tenantOf,
 } from '../session/index.js';
-import type { ArtifactPut } from './artifacts.js';
+import type { ArtifactPut, MediaPut } from './artifacts.js';
 import { notFound } from './errors.js';
 import type { SearchOptions } from './search.js';
 import type { PrefixAnchor } from './anchor.js';
@@ -101,6 +101,11 @@ export function scopeStore(
     read: guarded('artifacts.read', (id, locator: string, offset: number, limit: number) =>
       store.artifacts.read(id, locator, offset, limit),
     ),
+    putMedia: async (input: MediaPut) => {
+      if (!(await owns(input.sessionId, 'artifacts.putMedia'))) throw notFound(input.sessionId);
+      return store.artifacts.putMedia(input);
+    },
+    readMedia: guarded('artifacts.readMedia', (id, locator: string) => store.artifacts.readMedia(id, locator)),
   };
   const projectionCache: ProjectionCacheStore = {
     get: guarded('projectionCache.get', (id) => store.projectionCache.get(id)),

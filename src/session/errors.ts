@@ -35,6 +35,11 @@ export const SESSION_ERRORS = {
   INVALID_MESSAGE: { class: 'refusal', status: 422 },
   EMPTY_MESSAGE: { class: 'refusal', status: 422 },
   MESSAGE_TOO_LARGE: { class: 'refusal', status: 422 },
+  // Media a caller sends (session/media.ts): bytes that are not what they claim, too many bytes,
+  // a type sessionlog does not store.
+  INVALID_MEDIA: { class: 'refusal', status: 400 },
+  MEDIA_TOO_LARGE: { class: 'refusal', status: 413 },
+  UNSUPPORTED_MEDIA_TYPE: { class: 'refusal', status: 415 },
   // The log is ahead of or behind this run's idea of it, or another writer used the same op key.
   LOG_BEHIND: { class: 'fatal', status: 409 },
   LOG_AHEAD: { class: 'fatal', status: 409 },
@@ -97,13 +102,19 @@ export const UNREADABLE_LOG_CODES = codesWhere((spec) => spec.unreadableLog === 
  * and, through the table, its class and HTTP status.
  */
 export class SessionlogError extends Error {
+  /**
+   * The index of the part of a message's `content` the error is about, when it is about one
+   * (session/media.ts), so a surface can name its own parameter (`messages[0].content[1]`).
+   */
+  readonly part?: number;
   constructor(
     readonly code: SessionErrorCode,
     message: string,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; part?: number },
   ) {
-    super(message, options);
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'SessionlogError';
+    if (options?.part !== undefined) this.part = options.part;
   }
 }
 

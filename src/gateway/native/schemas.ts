@@ -299,6 +299,7 @@ export const eraseResponse = z.object({
         header: z.number().int(),
         events: z.number().int(),
         artifacts: z.number().int(),
+        media: z.number().int().describe('stored media (images and files), one per distinct content'),
         projectionCheckpoints: z.number().int(),
         inboxEntries: z.number().int(),
         sessionKey: z.number().int(),

@@ -1,4 +1,9 @@
-/** The JSONL backend's artifact store: a file per artifact in the session's `artifacts` directory. */
+/**
+ * The JSONL backend's artifact store: a file per artifact in the session's `artifacts` directory,
+ * and a file per distinct medium in its `media` directory (`media-<sha256>.<ext>`, the bytes as
+ * sent, published once: written to a temp file, fsynced and linked into place, so a crash never
+ * leaves a partial file under the content's name).
+ */
 import { mkdir, open, readFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
@@ -8,11 +13,16 @@ import {
   artifactWindow,
   ownArtifactName,
   uniqueArtifactNames,
+  assertMediaPut,
+  ownMediaName,
+  storedMediaOf,
   type ArtifactPut,
   type ArtifactRef,
+  type MediaPut,
 } from '../artifacts.js';
-import { isErrno, fsyncDir } from './files.js';
-import { ARTIFACT_DIR } from './layout.js';
+import type { StoredMedia } from '../../session/index.js';
+import { isErrno, fsyncDir, ensureDir, publishOnce } from './files.js';
+import { ARTIFACT_DIR, MEDIA_DIR } from './layout.js';
 import type { JsonlSessionStore } from './store.js';
 import type { ArtifactStore } from '../store.js';
 
@@ -68,5 +78,29 @@ export class JsonlArtifacts implements ArtifactStore {
     limit: number,
   ): Promise<{ text: string; total: number }> {
     return artifactWindow(await this.get(sessionId, locator), offset, limit);
+  }
+
+  async putMedia(input: MediaPut): Promise<StoredMedia> {
+    this.store.assertOpen();
+    assertMediaPut(input);
+    await this.store.requireSession(input.sessionId);
+    const { name, media } = storedMediaOf(input);
+    const sessionDir = this.store.layout.sessionDir(input.sessionId);
+    const dir = join(sessionDir, MEDIA_DIR);
+    await ensureDir(dir, sessionDir);
+    // False when the same content is there already: stored once.
+    await publishOnce(join(dir, name), dir, input.bytes);
+    return media;
+  }
+
+  async readMedia(sessionId: string, locator: string): Promise<Uint8Array> {
+    this.store.assertOpen();
+    const name = ownMediaName(sessionId, locator);
+    try {
+      return new Uint8Array(await readFile(join(this.store.layout.sessionDir(sessionId), MEDIA_DIR, name)));
+    } catch (error) {
+      if (isErrno(error, 'ENOENT')) throw artifactNotFound(locator);
+      throw error;
+    }
   }
 }

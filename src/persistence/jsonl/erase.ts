@@ -8,6 +8,7 @@ import { type ErasedPlace, type StoreEraseReceipt } from '../store.js';
 import { isErrno, readIfExists, ensureDir, replaceFile } from './files.js';
 import {
   ARTIFACT_DIR,
+  MEDIA_DIR,
   CACHE_FILE,
   KEY_FILE,
   TRANSCRIPTS_DIR,
@@ -105,16 +106,23 @@ export async function countForErase(
   } catch (error) {
     if (!isErrno(error, 'ENOENT')) throw error;
   }
+  let media = 0;
+  try {
+    media = (await readdir(join(dir, MEDIA_DIR))).filter((name) => name.startsWith('media-')).length;
+  } catch (error) {
+    if (!isErrno(error, 'ENOENT')) throw error;
+  }
   const names = await readdir(dir);
   const checkpoint = names.includes(CACHE_FILE) ? 1 : 0;
   const inboxEntries = (await inboxFiles(layout, id)).length;
   const sessionKey = names.includes(KEY_FILE) ? 1 : 0;
   const header = hasLog ? 1 : 0;
   return {
-    removed: { header, events, artifacts, projectionCheckpoints: checkpoint, inboxEntries, sessionKey },
+    removed: { header, events, artifacts, media, projectionCheckpoints: checkpoint, inboxEntries, sessionKey },
     places: [
       { place: `${layout.logPath(id)} (header and event lines)`, removed: header + events },
       { place: join(dir, ARTIFACT_DIR), removed: artifacts },
+      { place: join(dir, MEDIA_DIR), removed: media },
       { place: join(dir, CACHE_FILE), removed: checkpoint },
       { place: layout.inboxDir(id), removed: inboxEntries },
       { place: layout.keyPath(id), removed: sessionKey },

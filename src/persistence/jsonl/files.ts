@@ -32,11 +32,11 @@ export async function ensureDir(path: string, parent: string): Promise<void> {
 }
 
 /** Writes `content` to a new owner-only temp file in `dir`, named after `path`, fsynced; returns its path. */
-async function writeTempFile(path: string, dir: string, content: string): Promise<string> {
+async function writeTempFile(path: string, dir: string, content: string | Uint8Array): Promise<string> {
   const temp = join(dir, `.${basename(path)}.${randomUUID()}.tmp`);
   const handle = await open(temp, 'wx', 0o600);
   try {
-    await handle.writeFile(content, 'utf8');
+    await (typeof content === 'string' ? handle.writeFile(content, 'utf8') : handle.writeFile(content));
     await handle.sync();
   } finally {
     await handle.close();
@@ -49,7 +49,7 @@ async function writeTempFile(path: string, dir: string, content: string): Promis
  * fsynced, linked into place (never over an existing file) and the directory fsynced. False when
  * `path` was taken (the first writer wins).
  */
-export async function publishOnce(path: string, dir: string, content: string): Promise<boolean> {
+export async function publishOnce(path: string, dir: string, content: string | Uint8Array): Promise<boolean> {
   const temp = await writeTempFile(path, dir, content);
   try {
     await link(temp, path);

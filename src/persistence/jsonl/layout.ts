@@ -10,6 +10,8 @@ import { ensureDir, isErrno } from './files.js';
 export const LOG_FILE = 'session.jsonl';
 export const LOCK_FILE = 'session.lock';
 export const ARTIFACT_DIR = 'artifacts';
+/** Media (issue 50): one file per distinct content, `media-<sha256>.<ext>`. */
+export const MEDIA_DIR = 'media';
 export const CACHE_FILE = 'projection-cache.json';
 const INBOX_DIR = 'inbox';
 export const KEY_FILE = 'session.key';

@@ -554,7 +554,7 @@ export abstract class RelationalSessionStore implements SessionStore {
     const removal: SessionRemoval =
       key === undefined
         ? {
-            removed: { header: 0, events: 0, artifacts: 0, projectionCheckpoints: 0, transcriptEntries: 0 },
+            removed: { header: 0, events: 0, artifacts: 0, media: 0, projectionCheckpoints: 0, transcriptEntries: 0 },
             places: [],
             notes: [],
           }

@@ -153,6 +153,9 @@ export interface RelationalTx {
   /** Stores an artifact unless the name is taken; false when it was. */
   insertArtifact(key: number, name: string, content: string): Awaitable<boolean>;
   artifactContent(id: string, name: string): Awaitable<string | undefined>;
+  /** Stores a medium's bytes unless the session has that name (the same content) already; false when it had. */
+  insertMedia(key: number, name: string, content: Uint8Array): Awaitable<boolean>;
+  mediaContent(id: string, name: string): Awaitable<Uint8Array | undefined>;
   projectionRecord(id: string): Awaitable<string | undefined>;
   putProjectionRecord(key: number, record: string): Awaitable<void>;
   /**

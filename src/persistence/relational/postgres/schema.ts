@@ -8,7 +8,8 @@
  * newer is refused; versions 1 to 4 are upgraded in place when a store opens, in the schema
  * transaction: version 2 adds the `tombstones` table, version 3 the `search` column, filled from
  * every stored event, and its indexes, version 4 the `inbox` and `session_keys` tables, version 5
- * the `transcripts` table, version 6 the `pacing` table, version 7 the `spend` table):
+ * the `transcripts` table, version 6 the `pacing` table, version 7 the `spend` table, version 8 the
+ * `media` table):
  *
  * - `schema_version(version)`: one row.
  * - `sessions(key bigserial, id text unique, header text)`: the header JSON text.
@@ -74,7 +75,7 @@ import { SEARCHABLE_EVENT_TYPES } from '../../search.js';
 import type { PostgresStatements } from './statements.js';
 
 /** The `schema_version` this build writes and reads. */
-export const POSTGRES_SCHEMA_VERSION = 7;
+export const POSTGRES_SCHEMA_VERSION = 8;
 
 /** The schema used when the URL has no `?schema=` parameter. */
 export const POSTGRES_DEFAULT_SCHEMA = 'sessionlog';
@@ -174,6 +175,20 @@ function batchStartsDdl(s: string): string {
   return `CREATE INDEX ${BATCH_STARTS_INDEX} ON ${s}.batches (session_key, first_seq);`;
 }
 
+/**
+ * Version 8: the media (issue 50), one row per distinct content of a session, `name`
+ * `media-<sha256>.<ext>`, `content` the bytes.
+ */
+function mediaDdl(s: string): string {
+  return `
+CREATE TABLE ${s}.media (
+  session_key bigint NOT NULL REFERENCES ${s}.sessions(key),
+  name text NOT NULL,
+  content bytea NOT NULL,
+  PRIMARY KEY (session_key, name)
+);`;
+}
+
 function schemaDdl(s: string): string {
   return `
 CREATE TABLE ${s}.schema_version (
@@ -223,6 +238,7 @@ ${inboxDdl(s)}
 ${transcriptsDdl(s)}
 ${pacingDdl(s)}
 ${spendDdl(s)}
+${mediaDdl(s)}
 `;
 }
 
@@ -255,6 +271,7 @@ const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
     name: 'the spend rows (what a session spent before it is not in them)',
     up: (client, { s }) => client.query(spendDdl(s)),
   },
+  { version: 8, name: 'the media of sessions', up: (client, { s }) => client.query(mediaDdl(s)) },
 ];
 
 /**

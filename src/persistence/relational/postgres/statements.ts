@@ -103,6 +103,9 @@ export function statements(s: string) {
     insertBatch: `INSERT INTO ${s}.batches (session_key, op, first_seq, last_seq) VALUES ($1, $2, $3, $4)`,
     notify: `SELECT pg_notify($1, $2)`,
     insertArtifact: `INSERT INTO ${s}.artifacts (session_key, name, content) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+    insertMedia: `INSERT INTO ${s}.media (session_key, name, content) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+    media: `SELECT m.content FROM ${s}.media m JOIN ${s}.sessions s ON s.key = m.session_key WHERE s.id = $1 AND m.name = $2`,
+    deleteMedia: `DELETE FROM ${s}.media WHERE session_key = $1`,
     artifact: `SELECT a.content FROM ${s}.artifacts a JOIN ${s}.sessions s ON s.key = a.session_key WHERE s.id = $1 AND a.name = $2`,
     cacheGet: `SELECT c.record FROM ${s}.projection_cache c JOIN ${s}.sessions s ON s.key = c.session_key WHERE s.id = $1`,
     cachePut: `INSERT INTO ${s}.projection_cache (session_key, record) VALUES ($1, $2) ON CONFLICT (session_key) DO UPDATE SET record = excluded.record`,
@@ -310,6 +313,7 @@ export class PostgresStatements implements driver.RelationalTx {
       events: (await this.db.query(this.sql.deleteEvents, [key])).rowCount ?? 0,
       batches: (await this.db.query(this.sql.deleteBatches, [key])).rowCount ?? 0,
       artifacts: (await this.db.query(this.sql.deleteArtifacts, [key])).rowCount ?? 0,
+      media: (await this.db.query(this.sql.deleteMedia, [key])).rowCount ?? 0,
       projection_cache: (await this.db.query(this.sql.deleteCache, [key])).rowCount ?? 0,
       sessions: (await this.db.query(this.sql.deleteSession, [key])).rowCount ?? 0,
     };
@@ -320,6 +324,7 @@ export class PostgresStatements implements driver.RelationalTx {
         header: removed.sessions,
         events: removed.events,
         artifacts: removed.artifacts,
+        media: removed.media,
         projectionCheckpoints: removed.projection_cache,
         transcriptEntries: removed.transcripts,
       },
@@ -344,6 +349,23 @@ export class PostgresStatements implements driver.RelationalTx {
   /** As bytea: UTF-8, since `text` cannot hold NUL. */
   async insertArtifact(key: number, name: string, content: string): Promise<boolean> {
     return (await this.db.query(this.sql.insertArtifact, [key, name, Buffer.from(content, 'utf8')])).rowCount === 1;
+  }
+
+  async insertMedia(key: number, name: string, content: Uint8Array): Promise<boolean> {
+    return (
+      (
+        await this.db.query(this.sql.insertMedia, [
+          key,
+          name,
+          Buffer.from(content.buffer, content.byteOffset, content.byteLength),
+        ])
+      ).rowCount === 1
+    );
+  }
+
+  async mediaContent(id: string, name: string): Promise<Uint8Array | undefined> {
+    const content = (await this.db.query<{ content: Buffer }>(this.sql.media, [id, name])).rows[0]?.content;
+    return content && new Uint8Array(content.buffer, content.byteOffset, content.byteLength);
   }
 
   async artifactContent(id: string, name: string): Promise<string | undefined> {

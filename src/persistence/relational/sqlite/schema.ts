@@ -10,7 +10,7 @@
  * 5 adds the `inbox` and `session_keys` tables, version 6 the `transcripts` table, version 7 keys
  * the inbox without a rowid, version 8 adds `pacing`, version 9 `spend`, version 10 moves the
  * events to one rowid tree with each batch's op on its first row (the file's events are copied
- * once; a damaged batch that cannot move stops the upgrade, naming it). Stop processes
+ * once; a damaged batch that cannot move stops the upgrade, naming it), version 11 adds `media`. Stop processes
  * of an older build before a newer one opens the file; a newer file is refused by an older
  * build):
  *
@@ -27,6 +27,10 @@
  *   its session because an append is planned against the session's validated copy, which knows
  *   every stored op, under the write lock; a duplicate in a damaged file is refused by the scan.
  * - `artifacts(session_key, name, content)` and `projection_cache(session_key, record)`.
+ * - `media(session_key, name, content)` (version 11): the media a session stored (issue 50), one
+ *   row per distinct content, `name` `media-<sha256>.<ext>`, `content` the bytes as a BLOB; a
+ *   rowid table (a medium is large: its row's overflow pages stay out of the key's tree), unique
+ *   by `(session_key, name)`.
  * - `tombstones(id, erased_at, until)` (version 2): erased ids `create` refuses until `until`.
  * - `search(body)` (version 4): a contentless FTS5 index (`content = ''`, tokenizer `ascii`,
  *   option `secure-delete`) with one row per event that carries text, written by the session's
@@ -81,7 +85,7 @@ import { SEARCHABLE_EVENT_TYPES, indexText } from '../../search.js';
 /** `PRAGMA application_id` of a sessionlog database ("SLOG"). */
 export const SQLITE_APPLICATION_ID = 0x534c4f47;
 /** `PRAGMA user_version` this build writes and reads. */
-export const SQLITE_SCHEMA_VERSION = 10;
+export const SQLITE_SCHEMA_VERSION = 11;
 
 /** The page size of a new database file (an existing file keeps its own). */
 export const SQLITE_PAGE_SIZE = 4096;
@@ -291,6 +295,17 @@ DROP TABLE batches;
 `);
 }
 
+/** Version 11: the media (issue 50), one row per distinct content of a session. */
+const MEDIA_DDL = `
+CREATE TABLE media (
+  id INTEGER PRIMARY KEY,
+  session_key INTEGER NOT NULL REFERENCES sessions(key),
+  name TEXT NOT NULL,
+  content BLOB NOT NULL,
+  UNIQUE (session_key, name)
+) STRICT;
+`;
+
 const TOMBSTONES_DDL = `
 CREATE TABLE tombstones (
   id TEXT PRIMARY KEY,
@@ -312,6 +327,7 @@ CREATE TABLE artifacts (
   content TEXT NOT NULL,
   PRIMARY KEY (session_key, name)
 ) STRICT, WITHOUT ROWID;
+${MEDIA_DDL}
 CREATE TABLE projection_cache (
   session_key INTEGER PRIMARY KEY REFERENCES sessions(key),
   record TEXT NOT NULL
@@ -392,6 +408,7 @@ const SQLITE_MIGRATIONS: readonly Migration[] = [
     name: 'the spend rows (what a session spent before it is not in them)',
     up: (db) => db.exec(SPEND_DDL),
   },
+  { version: 11, name: 'the media of sessions', up: (db) => db.exec(MEDIA_DDL) },
 ];
 
 /**

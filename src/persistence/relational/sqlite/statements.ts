@@ -128,6 +128,7 @@ export class SqliteStatements implements driver.RelationalTx {
     const counts = {
       events: this.sql.countEvents.get(key, key)!.n,
       artifacts: this.sql.countArtifacts.get(key)!.n,
+      media: this.sql.countMedia.get(key)!.n,
       projection_cache: this.sql.countCache.get(key)!.n,
       transcripts: this.sql.countTranscripts.get(key)!.n,
     };
@@ -135,6 +136,7 @@ export class SqliteStatements implements driver.RelationalTx {
     this.sql.deleteTranscripts.run(key);
     this.sql.deleteEvents.run(key, key);
     this.sql.deleteArtifacts.run(key);
+    this.sql.deleteMedia.run(key);
     this.sql.deleteCache.run(key);
     this.sql.deleteSession.run(key);
     if (!unindexed.exact) {
@@ -146,6 +148,7 @@ export class SqliteStatements implements driver.RelationalTx {
         header: 1,
         events: counts.events,
         artifacts: counts.artifacts,
+        media: counts.media,
         projectionCheckpoints: counts.projection_cache,
         transcriptEntries: counts.transcripts,
       },
@@ -202,6 +205,15 @@ export class SqliteStatements implements driver.RelationalTx {
 
   artifactContent(id: string, name: string): string | undefined {
     return this.sql.artifact.get(id, name)?.content;
+  }
+
+  insertMedia(key: number, name: string, content: Uint8Array): boolean {
+    return this.sql.insertMedia.run(key, name, content).changes === 1;
+  }
+
+  mediaContent(id: string, name: string): Uint8Array | undefined {
+    const content = this.sql.media.get(id, name)?.content;
+    return content && new Uint8Array(content.buffer, content.byteOffset, content.byteLength);
   }
 
   projectionRecord(id: string): string | undefined {
@@ -400,6 +412,14 @@ function prepareStatements(db: Database.Database) {
     insertArtifact: db.prepare<[number, string, string]>(
       `INSERT INTO artifacts (session_key, name, content) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
     ),
+    insertMedia: db.prepare<[number, string, Uint8Array]>(
+      `INSERT INTO media (session_key, name, content) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
+    ),
+    media: db.prepare<[string, string], { content: Buffer }>(
+      `SELECT m.content FROM media m JOIN sessions s ON s.key = m.session_key WHERE s.id = ? AND m.name = ?`,
+    ),
+    countMedia: db.prepare<[number], { n: number }>(`SELECT count(*) AS n FROM media WHERE session_key = ?`),
+    deleteMedia: db.prepare<[number]>(`DELETE FROM media WHERE session_key = ?`),
     artifact: db.prepare<[string, string], { content: string }>(
       `SELECT a.content FROM artifacts a JOIN sessions s ON s.key = a.session_key WHERE s.id = ? AND a.name = ?`,
     ),
