@@ -20,6 +20,7 @@ import { buildChatRequest } from '../model/request.js';
 import {
   DEFAULT_MODEL_CATALOGUE,
   ModelCatalogueError,
+  TEXT_ONLY_INPUT,
   lookupModel,
   type ModelCatalogue,
   type ResolvedModel,
@@ -200,6 +201,7 @@ function guessModel(name: string): ResolvedModel {
     tokenizer: deepseek ? 'deepseek' : 'o200k',
     thinkingParam: deepseek,
     reasoningContent: deepseek,
+    input: TEXT_ONLY_INPUT,
   };
 }
 

@@ -5,6 +5,7 @@
 import type { PacingConfig } from './admission/pacing.js';
 import type { TenantGate } from './admission/tenant-gate.js';
 import type { ContextDeps } from '../context/deps.js';
+import type { MediaPolicy } from '../context/media-policy.js';
 import type { TenantCaps } from '../session/index.js';
 import type { ModelPort } from '../model/provider.js';
 import type { SessionStore } from '../persistence/store.js';
@@ -33,6 +34,8 @@ export type EngineDeps = {
   shapeToolResult?: ToolResultShaper;
   /** Token meter, pressure policy and pruner; omit to run without context management. */
   context?: ContextDeps;
+  /** Which media a request carries (context/media-policy.ts); default `DEFAULT_MEDIA_POLICY`. Give the meter the same. */
+  media?: MediaPolicy;
   /** How often a long operation (a streaming model call, a tool) reports it is alive, ms. */
   heartbeatMs: number;
   now(): number;

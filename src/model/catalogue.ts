@@ -31,7 +31,18 @@ export type ModelSpec = {
    */
   reasoningContent: boolean;
   prices?: ModelPrices;
+  /**
+   * The media the model takes in a request (issue 50): images (`image_url` parts) and files
+   * (`file` parts: PDF; plain text goes as text). A config entry that does not say takes neither.
+   */
+  input: ModelInputs;
 };
+
+/** Which media a model accepts in its input. */
+export type ModelInputs = { image: boolean; file: boolean };
+
+/** The inputs of a model whose entry does not say: text only. */
+export const TEXT_ONLY_INPUT: ModelInputs = Object.freeze({ image: false, file: false });
 
 /** An old or alternative name: resolves to `model`, optionally with thinking forced. */
 export type ModelAlias = { model: string; thinking?: boolean };
@@ -57,6 +68,7 @@ export const DEFAULT_MODEL_CATALOGUE: ModelCatalogue = {
       tokenizer: 'deepseek',
       thinkingParam: true,
       reasoningContent: true,
+      input: { image: false, file: false },
     },
     'deepseek-v4-pro': {
       id: 'deepseek-v4-pro',
@@ -66,6 +78,7 @@ export const DEFAULT_MODEL_CATALOGUE: ModelCatalogue = {
       tokenizer: 'deepseek',
       thinkingParam: true,
       reasoningContent: true,
+      input: { image: false, file: false },
     },
     'gpt-4o': {
       id: 'gpt-4o',
@@ -76,6 +89,7 @@ export const DEFAULT_MODEL_CATALOGUE: ModelCatalogue = {
       thinkingParam: false,
       reasoningContent: false,
       prices: { input: 2.5, cachedInput: 1.25, output: 10 },
+      input: { image: true, file: true },
     },
     'gpt-4.1': {
       id: 'gpt-4.1',
@@ -86,6 +100,7 @@ export const DEFAULT_MODEL_CATALOGUE: ModelCatalogue = {
       thinkingParam: false,
       reasoningContent: false,
       prices: { input: 2, cachedInput: 0.5, output: 8 },
+      input: { image: true, file: true },
     },
     fake: {
       id: 'fake',
@@ -96,6 +111,7 @@ export const DEFAULT_MODEL_CATALOGUE: ModelCatalogue = {
       thinkingParam: true,
       reasoningContent: true,
       prices: { input: 0, cachedInput: 0, output: 0 },
+      input: { image: true, file: true },
     },
   },
   aliases: {
@@ -169,10 +185,13 @@ function checkSpec(id: string, spec: Partial<ModelSpec>): ModelSpec {
   }
   if (typeof spec.thinkingParam !== 'boolean') problems.push('thinkingParam must be a boolean');
   if (typeof spec.reasoningContent !== 'boolean') problems.push('reasoningContent must be a boolean');
+  const input = spec.input ?? TEXT_ONLY_INPUT;
+  if (typeof input !== 'object' || typeof input.image !== 'boolean' || typeof input.file !== 'boolean')
+    problems.push('input must be {image: boolean, file: boolean}');
   if (problems.length > 0) {
     throw new ModelCatalogueError('INVALID_MODEL_SPEC', `model catalogue entry '${id}': ${problems.join('; ')}`);
   }
-  return spec as ModelSpec;
+  return { ...spec, input } as ModelSpec;
 }
 
 /** Looks a model up by canonical name or alias; throws `UNKNOWN_MODEL` naming the known ones. */

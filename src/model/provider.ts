@@ -12,7 +12,7 @@ import type { ContentBlock, Message, StreamChunk, TokenUsage } from '../session/
 import { DEFAULT_MODEL_CATALOGUE, lookupModel } from './catalogue.js';
 import type { ModelCatalogue, ModelPrices, ResolvedModel } from './catalogue.js';
 import { costOf } from '../session/usage.js';
-import { buildChatRequest } from './request.js';
+import { buildChatRequest, storedMediaOf } from './request.js';
 import { DEFAULT_COALESCE, streamCompletion } from './stream.js';
 import type { CoalesceOptions } from './stream.js';
 
@@ -35,6 +35,11 @@ export type ModelRequest = {
    * instead of passing them to `onChunks` (a port may ignore this and deliver them all).
    */
   holdLastChunks?: boolean;
+  /**
+   * Reads the bytes of a stored medium the messages hold (the session's artifact store, in the
+   * activity that makes the call). Required when they hold one; the port reads each once per call.
+   */
+  readMedia?: (locator: string) => Promise<Uint8Array>;
 };
 
 /** A model's reply: its blocks, finish reason, usage, the provider and model that answered, and whether it was aborted. */
@@ -173,9 +178,10 @@ export function createOpenAIProvider(input: OpenAIProviderConfig): ModelPort {
     model,
     statedLimits: () => stated,
     paceKey: `${config.provider}:${createHash('sha256').update(config.apiKey, 'utf8').digest('hex').slice(0, 16)}`,
-    async stream({ messages, header, signal, onChunks, onFirstDelta, holdLastChunks }) {
+    async stream({ messages, header, signal, onChunks, onFirstDelta, holdLastChunks, readMedia }) {
       const resolved = model(header.model);
-      const request = buildChatRequest({ messages, header, model: resolved });
+      const media = await readMediaOf(messages, readMedia);
+      const request = buildChatRequest({ messages, header, model: resolved, ...(media ? { media } : {}) });
       const result = await streamCompletion({
         client,
         request,
@@ -197,4 +203,17 @@ export function createOpenAIProvider(input: OpenAIProviderConfig): ModelPort {
       };
     },
   };
+}
+
+/** The bytes of every stored medium `messages` hold, by locator (undefined when they hold none). */
+async function readMediaOf(
+  messages: readonly Message[],
+  readMedia: ModelRequest['readMedia'],
+): Promise<Map<string, Uint8Array> | undefined> {
+  const stored = storedMediaOf(messages);
+  if (stored.length === 0) return undefined;
+  if (!readMedia)
+    throw new Error(`the request holds stored media (${stored[0]!.locator}) but the caller gave no way to read them`);
+  const entries = await Promise.all(stored.map(async (s) => [s.locator, await readMedia(s.locator)] as const));
+  return new Map(entries);
 }
