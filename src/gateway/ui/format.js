@@ -48,6 +48,15 @@ export function clip(text, chars) {
   return `${text.slice(0, chars)}…`;
 }
 
+/** "[image image/png 64×48]", "[file report.pdf application/pdf]", "[image https://…]": a medium in one line. */
+export function mediaLabel(block) {
+  const source = block.source ?? {};
+  if (source.kind === 'url') return `[image ${source.url}]`;
+  const size = source.width && source.height ? ` ${source.width}×${source.height}` : '';
+  const name = block.type === 'file' && block.filename ? ` ${block.filename}` : '';
+  return `[${block.type}${name} ${source.mediaType ?? ''}${size}]`;
+}
+
 /** The text of a message's content blocks (tool results: their inner text). */
 export function messageText(message) {
   const parts = [];
@@ -55,7 +64,12 @@ export function messageText(message) {
     if (block.type === 'text') parts.push(block.text);
     else if (block.type === 'tool-call') parts.push(`→ ${block.name}(${block.arguments})`);
     else if (block.type === 'tool-result')
-      parts.push((block.content ?? []).map((b) => (b.type === 'text' ? b.text : '')).join(''));
+      parts.push(
+        (block.content ?? [])
+          .map((b) => (b.type === 'text' ? b.text : b.type === 'image' || b.type === 'file' ? mediaLabel(b) : ''))
+          .join(''),
+      );
+    else if (block.type === 'image' || block.type === 'file') parts.push(mediaLabel(block));
   }
   return parts.join('\n');
 }

@@ -210,7 +210,7 @@ export function SessionView({ id }) {
       ${context ? html`<${ContextBreakdown} context=${context} />` : null}
     </section>
     <div class="columns">
-      <${Timeline} view=${data.view} live=${live.current} openArtifact=${setArtifact} />
+      <${Timeline} view=${data.view} live=${live.current} events=${events.current} openArtifact=${setArtifact} />
       <${LogPanel}
         events=${events.current}
         surface=${data.surface}

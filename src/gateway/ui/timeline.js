@@ -1,6 +1,10 @@
 // The timeline of a session's turns: each turn's steps, streamed replies and tool calls.
 import { useState } from 'preact/hooks';
 import { clip, formatDuration, formatNumber, formatTime, html, stepKey } from './format.js';
+import { MediaBlocks } from './media.js';
+
+/** The logged event of `seq` (the log is read whole from seq 0, so it is at its own index). */
+const eventAt = (events, seq) => (events?.[seq]?.seq === seq ? events[seq] : events?.find((e) => e.seq === seq));
 
 /** Long text cut to `chars`, with a link that shows the rest. */
 export function ClippedText({ text, chars }) {
@@ -14,14 +18,14 @@ export function ClippedText({ text, chars }) {
 
 // ---- timeline ------------------------------------------------------------------------------
 
-export function Timeline({ view, live, openArtifact }) {
+export function Timeline({ view, live, events, openArtifact }) {
   const known = new Set(view.turns.map((t) => t.turn));
   // Turns the live tail has seen but the folded view has not caught up with yet.
   const pending = [...live.turns.values()].filter((t) => !known.has(t.turn));
   return html` <section class="panel timeline" data-testid="timeline">
     <h2>Turns <span class="muted">${view.activity.turns}</span></h2>
     ${view.turns.length === 0 && pending.length === 0 ? html`<p class="muted">No turns yet. Post a message: <code>POST /v1/sessions/:id/messages</code>.</p>` : null}
-    ${view.turns.map((turn) => html`<${Turn} key=${turn.turn} turn=${turn} live=${live} openArtifact=${openArtifact} />`)}
+    ${view.turns.map((turn) => html`<${Turn} key=${turn.turn} turn=${turn} live=${live} events=${events} openArtifact=${openArtifact} />`)}
     ${pending.map(
       (turn) =>
         html`<article class="turn open" data-testid="turn" data-turn=${turn.turn} data-outcome="open">
@@ -34,7 +38,7 @@ export function Timeline({ view, live, openArtifact }) {
   </section>`;
 }
 
-function Turn({ turn, live, openArtifact }) {
+function Turn({ turn, live, events, openArtifact }) {
   const outcome = turn.outcome ?? 'open';
   return html` <article
     class=${`turn outcome-${outcome}`}
@@ -58,16 +62,17 @@ function Turn({ turn, live, openArtifact }) {
             <span class="muted">#${m.seq}</span>
           </div>
           <${ClippedText} text=${m.text} chars=${400} />
+          <${MediaBlocks} content=${eventAt(events, m.seq)?.data?.content} />
         </div>`,
     )}
-    ${turn.steps.map((step) => html`<${Step} key=${step.step} turn=${turn} step=${step} live=${live} openArtifact=${openArtifact} />`)}
+    ${turn.steps.map((step) => html`<${Step} key=${step.step} turn=${turn} step=${step} live=${live} events=${events} openArtifact=${openArtifact} />`)}
     ${turn.error ? html`<div class="error" data-testid="turn-error">${turn.error.code}: ${turn.error.message}</div>` : null}
     ${outcome === 'aborted' ? html`<div class="note">cancelled: the partial reply was logged as interrupted</div>` : null}
     ${outcome === 'interrupted' ? html`<div class="note">interrupted: the run stopped mid-turn and a new run closed it from the log</div>` : null}
   </article>`;
 }
 
-function Step({ turn, step, live, openArtifact }) {
+function Step({ turn, step, live, events, openArtifact }) {
   return html` <div class="step" data-testid="step" data-step=${step.step}>
     ${turn.steps.length > 1 ? html`<div class="step-head">step ${step.step} <span class="muted">#${step.startSeq}</span></div>` : null}
     ${step.retries.map(
@@ -79,7 +84,7 @@ function Step({ turn, step, live, openArtifact }) {
         </div>`,
     )}
     ${step.reply || live.streamed.has(stepKey(turn.turn, step.step)) || live.final.has(stepKey(turn.turn, step.step)) ? html`<${Reply} turn=${turn.turn} step=${step.step} reply=${step.reply} live=${live} />` : null}
-    ${step.toolCalls.map((call) => html`<${ToolCall} call=${call} openArtifact=${openArtifact} />`)}
+    ${step.toolCalls.map((call) => html`<${ToolCall} call=${call} events=${events} openArtifact=${openArtifact} />`)}
   </div>`;
 }
 
@@ -117,7 +122,7 @@ function Reply({ turn, step, reply, live }) {
   </div>`;
 }
 
-function ToolCall({ call, openArtifact }) {
+function ToolCall({ call, events, openArtifact }) {
   const result = call.result;
   let args = call.arguments;
   try {
@@ -146,6 +151,7 @@ function ToolCall({ call, openArtifact }) {
               <span class="muted">#${result.seq}</span>
             </div>
             <pre>${result.text}</pre>
+            <${MediaBlocks} content=${eventAt(events, result.seq)?.data?.message?.content} />
             ${
               (result.spilled || truncated) && result.artifact
                 ? html`<div class="artifact-line">
