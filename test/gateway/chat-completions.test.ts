@@ -267,7 +267,9 @@ describe('chat completions', () => {
       stop: ['STOP'],
       presence_penalty: 0.5,
     });
-    for (const field of ['user', 'parallel_tool_calls', 'store', 'service_tier']) expect(sent[field]).toBeUndefined();
+    // parallel_tool_calls reaches the provider too (issue 51), with the worker's tools.
+    expect(sent.parallel_tool_calls).toBe(true);
+    for (const field of ['user', 'store', 'service_tier']) expect(sent[field]).toBeUndefined();
     const events = await stack.client.events(hinted.sessionId);
     const header = events.findLast((e) => e.type === 'request/header')!.data as { header: { hints?: unknown } };
     expect(header.header.hints).toEqual({
@@ -277,7 +279,8 @@ describe('chat completions', () => {
       seed: 7,
       stop: ['STOP'],
       presencePenalty: 0.5,
-      ignored: ['user', 'store', 'service_tier', 'parallel_tool_calls'],
+      parallelToolCalls: true,
+      ignored: ['user', 'store', 'service_tier'],
     });
     // The metadata is logged with the turn it came with.
     const metadata = events.find((e) => e.type === 'session/metadata')!.data as {

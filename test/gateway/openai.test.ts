@@ -685,6 +685,8 @@ describe('refusals raise the SDK error classes', () => {
       ],
       [{ input: [{ type: 'web_search_call', id: 'ws_1' }] }, 'input[0].type'],
       [{ prompt: { id: 'pmpt_1' } }, 'prompt'],
+      // A forced tool choice needs tools (issue 51): refused, never dropped.
+      [{ tool_choice: 'required' }, 'tool_choice'],
     ];
     for (const [patch, param] of cases) {
       const error = await client.responses
@@ -703,7 +705,6 @@ describe('refusals raise the SDK error classes', () => {
       store: false,
       temperature: 0.2,
       top_p: 1,
-      tool_choice: 'required',
       reasoning: { effort: 'low' },
       text: { verbosity: 'low' },
       max_output_tokens: 100,
@@ -725,6 +726,7 @@ describe('refusals raise the SDK error classes', () => {
       temperature: 0.2,
       topP: 1,
       maxTokens: 100,
+      parallelToolCalls: false,
       ignored: [
         'reasoning',
         'prompt_cache_key',
@@ -734,9 +736,7 @@ describe('refusals raise the SDK error classes', () => {
         'store',
         'truncation',
         'include',
-        'parallel_tool_calls',
         'text.verbosity',
-        'tool_choice',
       ],
     });
   });

@@ -86,8 +86,9 @@ function sessionKeyOf(request: FastifyRequest, body: ChatBody): { sessionId: str
   return undefined;
 }
 
+/** The request's tools, for the turn it starts (with `tool_choice: 'none'` too: the model sees them and calls none). */
 function toolsOf(body: ChatBody): ToolSchema[] | undefined {
-  if (!body.tools || body.tools.length === 0 || body.tool_choice === 'none') return undefined;
+  if (!body.tools || body.tools.length === 0) return undefined;
   const tools = body.tools.map((tool) => ({
     name: tool.function.name,
     description: tool.function.description ?? '',
@@ -178,13 +179,18 @@ export async function createChatCompletion(
   const transcript = chatTranscript(body.messages);
   const scope = callerScope(request);
   const model = body.model === undefined ? undefined : resolveModelName(ctx, body.model);
+  const tools = toolsOf(body);
   const reconciled = await reconcile(ctx, {
     transcript,
     key: sessionKeyOf(request, body),
     scope,
     model,
-    tools: toolsOf(body),
-    hints: chatHints(body, CHAT_IGNORED_HINTS),
+    tools,
+    hints: chatHints(
+      body,
+      CHAT_IGNORED_HINTS,
+      (tools ?? []).map((tool) => tool.name),
+    ),
     metadata: body.metadata ?? undefined,
     regenerate: request.headers['x-sessionlog-regenerate'] === 'true',
     retry: retryOf(request),

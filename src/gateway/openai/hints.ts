@@ -3,11 +3,17 @@
  * (session/turn-hints.ts): sampling, a token cap, stop sequences, a seed and a structured
  * output format are passed to the provider; every other option the request gave (a hint the
  * provider behind sessionlog is not sent) is named in `ignored`, so the turn's request header
- * says what was asked and not done. Nothing here is refused: what cannot be honoured and would
- * change meaning (n > 1, audio, hosted tools) is refused by the body schemas.
+ * says what was asked and not done. `tool_choice` and `parallel_tool_calls` are passed on too
+ * (issue 51): `none` keeps the request's tools in the turn and sends `none` (the model sees them
+ * and calls none, the worker's tools included), and a forced choice (`required`, a named tool)
+ * holds for the turn's first model step (session/turn-hints.ts). A forced choice the request
+ * cannot honour is refused here with a 400 naming `tool_choice` (`toolChoiceOf`): a named tool the
+ * request does not carry, `required` without tools, a hosted tool. What else cannot be honoured
+ * and would change meaning (n > 1, audio, hosted tools) is refused by the body schemas.
  */
 import { z } from 'zod';
-import type { ResponseFormat, TurnHints } from '../../session/index.js';
+import { toolChoiceToolsProblem, type ResponseFormat, type ToolChoice, type TurnHints } from '../../session/index.js';
+import { invalidRequest } from '../openai-errors.js';
 
 const jsonSchemaObject = z.record(z.string(), z.unknown());
 const formatName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a format name is 1-64 characters of A-Z a-z 0-9 _ -');
@@ -102,8 +108,10 @@ export function chatHints(
     frequency_penalty?: number | null;
     response_format?: z.output<typeof chatResponseFormat> | null;
     tool_choice?: unknown;
+    parallel_tool_calls?: unknown;
   },
   ignoredFields: readonly string[],
+  toolNames: readonly string[],
 ): TurnHints | undefined {
   const format = body.response_format?.type === 'json_schema' ? body.response_format.json_schema : undefined;
   const stop = defined(body.stop);
@@ -116,7 +124,8 @@ export function chatHints(
     presencePenalty: defined(body.presence_penalty),
     frequencyPenalty: defined(body.frequency_penalty),
     responseFormat: formatOf(format ? { type: 'json_schema', ...format } : (body.response_format ?? undefined)),
-    ignored: [...given(body, ignoredFields), ...toolChoiceIgnored(body.tool_choice)],
+    ...toolOptionsOf(body, toolNames),
+    ignored: given(body, ignoredFields),
   });
 }
 
@@ -128,23 +137,70 @@ export function responseHints(
     max_output_tokens?: unknown;
     text?: { format?: z.output<typeof responseTextFormat>; verbosity?: string | null } | null;
     tool_choice?: unknown;
+    parallel_tool_calls?: unknown;
   },
   ignoredFields: readonly string[],
+  toolNames: readonly string[],
 ): TurnHints | undefined {
   return hintsOf({
     temperature: defined(body.temperature as number | null | undefined),
     topP: defined(body.top_p as number | null | undefined),
     maxTokens: defined(body.max_output_tokens as number | null | undefined),
     responseFormat: formatOf(body.text?.format),
-    ignored: [
-      ...given(body, ignoredFields),
-      ...(body.text?.verbosity != null ? ['text.verbosity'] : []),
-      ...toolChoiceIgnored(body.tool_choice),
-    ],
+    ...toolOptionsOf(body, toolNames),
+    ignored: [...given(body, ignoredFields), ...(body.text?.verbosity != null ? ['text.verbosity'] : [])],
   });
 }
 
-/** `tool_choice` beyond 'auto' and 'none' (a required or named tool) is a hint the provider is not sent. */
-function toolChoiceIgnored(choice: unknown): string[] {
-  return choice == null || choice === 'auto' || choice === 'none' ? [] : ['tool_choice'];
+/** Both APIs' `tool_choice` (Chat Completions names a function in `function.name`, Responses in `name`). */
+export const toolChoiceField = z
+  .union([
+    z.enum(['none', 'auto', 'required']),
+    z.looseObject({
+      type: z.string().min(1).max(64),
+      name: z.string().max(200).optional(),
+      function: z.looseObject({ name: z.string().max(200) }).optional(),
+    }),
+  ])
+  .nullish()
+  .describe(
+    "sent to the model: 'auto', 'none' (the tools stay, none is called), 'required' or a named function (a forced choice holds for the turn's first model step)",
+  );
+
+/**
+ * The request's `tool_choice` as a turn's, checked against the names of its tools: a 400 naming
+ * `tool_choice` for a hosted or allowed-tools choice, a function the request does not carry, or a
+ * forced choice without tools. Undefined when the request gives none.
+ */
+export function toolChoiceOf(choice: unknown, toolNames: readonly string[]): ToolChoice | undefined {
+  if (choice === undefined || choice === null) return undefined;
+  let parsed: ToolChoice;
+  if (choice === 'auto' || choice === 'none' || choice === 'required') parsed = choice;
+  else {
+    const named = choice as { type?: unknown; name?: unknown; function?: { name?: unknown } };
+    const name = named.function?.name ?? named.name;
+    if (named.type !== 'function' || typeof name !== 'string')
+      throw invalidRequest(
+        'tool_choice',
+        `tool_choice ${JSON.stringify(choice)} is not supported: send 'auto', 'none', 'required' or a function tool by name`,
+        'unsupported_value',
+      );
+    parsed = { name };
+  }
+  const problem = toolChoiceToolsProblem(parsed, toolNames);
+  if (problem) throw invalidRequest('tool_choice', problem, 'invalid_value');
+  return parsed;
+}
+
+/** The request's tool options as hints: its checked `tool_choice` and `parallel_tool_calls`. */
+function toolOptionsOf(
+  body: { tool_choice?: unknown; parallel_tool_calls?: unknown },
+  toolNames: readonly string[],
+): Pick<TurnHints, 'toolChoice' | 'parallelToolCalls'> {
+  const toolChoice = toolChoiceOf(body.tool_choice, toolNames);
+  const parallel = body.parallel_tool_calls;
+  return {
+    ...(toolChoice !== undefined ? { toolChoice } : {}),
+    ...(typeof parallel === 'boolean' ? { parallelToolCalls: parallel } : {}),
+  };
 }

@@ -254,18 +254,22 @@ function checkTurnState(state: ConversationState, input: ResponseInput, sessionI
   }
 }
 
+const toolNamesOf = (tools: readonly ToolSchema[] | undefined): string[] => (tools ?? []).map((tool) => tool.name);
+
 export async function createResponse(
   ctx: RouteContext,
   body: z.output<typeof responseCreateBody>,
   request: FastifyRequest,
   reply: FastifyReply,
 ): Promise<RouteResult> {
-  const tools =
-    body.tools && body.tools.length > 0 && body.tool_choice !== 'none' ? body.tools.map(toolSchemaOf) : undefined;
+  // With tool_choice 'none' too: the model sees the tools and calls none.
+  const tools = body.tools && body.tools.length > 0 ? body.tools.map(toolSchemaOf) : undefined;
   if (tools) {
     const problem = turnToolsProblem(tools);
     if (problem) throw invalidRequest('tools', problem, 'invalid_value');
   }
+  // Checked before anything is created (a bad tool_choice is a 400 naming it); a response that answers tool calls carries on its turn's.
+  const hints = responseHints(body, RESPONSE_IGNORED_HINTS, toolNamesOf(tools));
   const conversation =
     typeof body.conversation === 'object' && body.conversation !== null
       ? body.conversation.id
@@ -356,7 +360,6 @@ export async function createResponse(
         ...(earlier.length > 0 ? { messages: earlier.map((text, i) => ({ id: `${messageId}.${i}`, text })) } : {}),
       });
     }
-    const hints = responseHints(body, RESPONSE_IGNORED_HINTS);
     await ctx.client.post(sessionId, input.messages.at(-1)!, {
       id: messageId,
       ...(tools ? { tools } : {}),
@@ -399,7 +402,7 @@ async function answerTranscript(
     scope: options.scope,
     model: body.model === undefined ? undefined : resolveModelName(ctx, body.model),
     tools: options.tools,
-    hints: responseHints(body, RESPONSE_IGNORED_HINTS),
+    hints: responseHints(body, RESPONSE_IGNORED_HINTS, toolNamesOf(options.tools)),
     metadata: body.metadata ?? undefined,
     regenerate: request.headers['x-sessionlog-regenerate'] === 'true',
     retry: retryOf(request),

@@ -8,7 +8,13 @@ import { z } from 'zod';
 import { SESSION_ID_PATTERN } from '../../session/index.js';
 import { SESSION_ID_RULE, wellFormedString } from '../wire.js';
 import { invalidRequest } from '../openai-errors.js';
-import { chatResponseFormat, chatSamplingFields, responseSamplingFields, responseTextFormat } from './hints.js';
+import {
+  chatResponseFormat,
+  chatSamplingFields,
+  responseSamplingFields,
+  responseTextFormat,
+  toolChoiceField,
+} from './hints.js';
 
 // ---------------------------------------------------------------------------------------------
 // Shared pieces
@@ -211,7 +217,6 @@ export const RESPONSE_IGNORED_HINTS = [
   'store',
   'truncation',
   'include',
-  'parallel_tool_calls',
 ] as const;
 
 /** Fields that would change what a response means and cannot be honoured: refused, naming why. */
@@ -251,11 +256,8 @@ export const responseCreateBody = z.strictObject({
     .nullable()
     .optional()
     .describe('function tools the caller runs (external tools of this turn)'),
-  tool_choice: z
-    .union([z.enum(['auto', 'none', 'required']), z.looseObject({ type: z.string() })])
-    .nullable()
-    .optional()
-    .describe("'none' leaves the request's tools out of the turn; other choices are hints"),
+  tool_choice: toolChoiceField,
+  parallel_tool_calls: z.boolean().nullish().describe('false: at most one tool call per reply'),
   stream: z.boolean().nullable().optional(),
   stream_options: z
     .strictObject({
@@ -400,7 +402,6 @@ export const CHAT_IGNORED_HINTS = [
   'user',
   'store',
   'service_tier',
-  'parallel_tool_calls',
   'prompt_cache_key',
   'prompt_cache_retention',
   'safety_identifier',
@@ -415,9 +416,8 @@ export const chatCompletionBody = z.looseObject({
   stream: z.boolean().nullish(),
   stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullish(),
   tools: z.array(functionTool).max(128).nullish(),
-  tool_choice: z
-    .union([z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.literal('function') })])
-    .nullish(),
+  tool_choice: toolChoiceField,
+  parallel_tool_calls: z.boolean().nullish().describe('false: at most one tool call per reply'),
   response_format: chatResponseFormat.nullish(),
   n: z.literal(1, { error: 'n > 1 is not supported: a session has one reply per turn (send n: 1)' }).nullish(),
   logprobs: z.literal(false, { error: 'log probabilities are not logged (send logprobs: false)' }).nullish(),
