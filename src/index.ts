@@ -87,6 +87,12 @@ export type { ApprovalRule, ExternalTool, RunnableTool, Tool, ToolContext, ToolO
 export { parseApprovalPolicy } from './tools/approval.js';
 export type { ApprovalPolicy } from './tools/approval.js';
 export { BUILTIN_TOOLS, calculatorTool, readArtifactTool, wordCountTool } from './tools/builtin.js';
+export { defineTool } from './tools/define.js';
+export type { SchemaTool, ToolDefinition, ToolResultValue } from './tools/define.js';
+export { toSessionlogTool } from './tools/adapter.js';
+export type { AISDKTool, LangChainTool, ToolLike } from './tools/adapter.js';
+export type { StandardSchemaV1 } from './tools/schema.js';
+export type { ToolCollection } from './tools/registry.js';
 
 export { DEFAULT_TASK_QUEUE, DEFAULT_TUNABLES } from './workflows/api.js';
 export type {

@@ -31,7 +31,7 @@ import {
 import type { SessionStore } from './persistence/store.js';
 import type { ApprovalPolicy } from './tools/approval.js';
 import { BUILTIN_TOOLS } from './tools/builtin.js';
-import { ToolRegistry } from './tools/registry.js';
+import { ToolRegistry, type ToolCollection } from './tools/registry.js';
 import { SessionlogError, assertTenant, tenantCapsProblem, type TenantCaps } from './session/index.js';
 import { DEFAULT_TASK_QUEUE } from './workflows/api.js';
 
@@ -121,8 +121,12 @@ export type CreateWorkerOptions = {
    * request limits. A session's own `agent` (given at start) overrides model, system and tools.
    */
   agent: AgentConfig;
-  /** The tools a session may name (default: {@link BUILTIN_TOOLS}; the agent's `tools` picks which of them it offers). */
-  tools?: ToolRegistry;
+  /**
+   * The tools a session may name (default: {@link BUILTIN_TOOLS}; the agent's `tools` picks which of
+   * them it offers): a registry, a list, or a record keyed by name, as the AI SDK's tool sets are
+   * (sessionlog tools, `defineTool()`, AI SDK `tool()` and LangChain `tool()` objects).
+   */
+  tools?: ToolRegistry | ToolCollection;
   /**
    * Which calls wait for a person's approval when the tool itself does not say (default
    * `{mode: 'never'}`; `SESSIONLOG_APPROVAL`). A tool's own `approval` rule wins.
@@ -290,7 +294,7 @@ export function resolveWorkerOptions(options: CreateWorkerOptions): ResolvedWork
     store: options.store,
     model: options.model,
     agent: options.agent,
-    tools: options.tools ?? new ToolRegistry(BUILTIN_TOOLS),
+    tools: options.tools instanceof ToolRegistry ? options.tools : new ToolRegistry(options.tools ?? BUILTIN_TOOLS),
     approval: options.approval ?? WORKER_DEFAULTS.approval,
     shapeToolResult:
       options.shapeToolResult ??

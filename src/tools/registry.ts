@@ -5,6 +5,7 @@
  */
 import { SessionlogError, type JsonValue, type StoredEvent, type ToolSchema } from '../session/index.js';
 import type { ArtifactStore } from '../persistence/store.js';
+import { toSessionlogTool, type ToolLike } from './adapter.js';
 
 /** A hit of a search over the session's whole log (shadowed ranges included). */
 export type HistoryHit = {
@@ -69,27 +70,37 @@ export type ExternalTool = ToolBase & { external: true; run?: never };
  */
 export type Tool = RunnableTool | ExternalTool;
 
-/** Bad arguments from the model: reported back to the model as an error result, not retried. */
-export class ToolInputError extends Error {
-  readonly code = 'TOOL_INPUT_INVALID';
-  constructor(message: string) {
-    super(message);
-    this.name = 'ToolInputError';
-  }
-}
+// Its own module, so the tool adapters the registry uses can throw it without an import circle.
+export { ToolInputError } from './tool-input-error.js';
+
+/**
+ * Tools given together: a list, or a record keyed by tool name (the AI SDK's tool set shape,
+ * where an AI SDK `tool()` has no name of its own).
+ */
+export type ToolCollection = Iterable<ToolLike> | Readonly<Record<string, ToolLike>>;
 
 /**
  * The tools a worker offers, by name (`createWorker({ tools })`); a session's agent picks which of
- * them it uses.
+ * them it uses. Takes sessionlog tools, `defineTool()` tools, AI SDK and LangChain tools
+ * (`toSessionlogTool`), from any number of collections; a name given twice, across them too, is refused.
  */
 export class ToolRegistry {
   private readonly tools = new Map<string, Tool>();
 
-  constructor(tools: Iterable<Tool> = []) {
-    for (const tool of tools) this.register(tool);
+  constructor(...collections: ToolCollection[]) {
+    for (const collection of collections) this.add(collection);
   }
 
-  register(tool: Tool): this {
+  /** Registers every tool of `collection`; a record's key is the tool's name. */
+  add(collection: ToolCollection): this {
+    if (Symbol.iterator in collection) for (const tool of collection as Iterable<ToolLike>) this.register(tool);
+    else for (const [key, tool] of Object.entries(collection)) this.register(tool, key);
+    return this;
+  }
+
+  /** Registers one tool, converted by `toSessionlogTool` (`key`: its name in a record). */
+  register(input: ToolLike, key?: string): this {
+    const tool = toSessionlogTool(input, key);
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(tool.name))
       throw new SessionlogError(
         'INVALID_ARGUMENT',
