@@ -15,6 +15,11 @@
  *   counted as context). Usage below the meter's own estimate is ignored (never anchor low).
  * - Models whose tokenizer is only an approximation are corrected by a per-model
  *   estimate/usage ratio learned from real responses (`UsageCalibration`).
+ * - Media (issue 50): the meter prices what the media policy (media-policy.ts) sends. A node
+ *   holding media has two cached prices, with its media (text, plus each image by OpenAI's tile
+ *   rule and each file by a stated estimate: model/media-tokens.ts) and with stand-ins; which one
+ *   counts depends on the nodes after it, so while the surface holds media every change
+ *   re-applies the policy to all nodes (arithmetic over cached prices, no tokenizing).
  */
 import { buildChatRequest } from '../model/request.js';
 import {
@@ -31,12 +36,23 @@ import {
   applySurfaceChange,
   deriveEventMessage,
   surfaceChange,
+  type ContentBlock,
   type Message,
   type RequestHeader,
   type SessionEvent,
   type SessionView,
 } from '../session/index.js';
 import type { NodePrice, TokenMeasurement, TokenMeter } from './meter-types.js';
+import {
+  DEFAULT_MEDIA_POLICY,
+  holdsMedia,
+  mediaRoleOf,
+  mediaSentMask,
+  messageForRequest,
+  type MediaPolicy,
+  type MediaRole,
+} from './media-policy.js';
+import { fileBlockTokens, imageBlockTokens } from '../model/media-tokens.js';
 import { familyEstimator, type FamilyEstimator, type StandalonePrice } from './tokenizers.js';
 
 // ---- errors -------------------------------------------------------------------------------
@@ -175,6 +191,8 @@ export type TokenMeterOptions = {
    * never applied. Default: the fake model server, which counts with the same DeepSeek V3 code.
    */
   isExact?: (model: ResolvedModel) => boolean;
+  /** The media policy the engine applies to requests (the meter prices what is sent). Default `DEFAULT_MEDIA_POLICY`. */
+  media?: MediaPolicy;
 };
 
 // ---- model pricing ------------------------------------------------------------------------
@@ -230,11 +248,37 @@ function envelopeKey(header: RequestHeader): string {
   return key;
 }
 
+// ---- media ---------------------------------------------------------------------------------
+
+/** Stands in for the bytes of every stored medium when pricing: the meter never reads them. */
+const NO_BYTES = { get: () => new Uint8Array(0) };
+
+/** The prompt tokens of the media `blocks` carry (tool results' too): the tile rule or a stated estimate. */
+function mediaTokensOf(blocks: readonly ContentBlock[]): number {
+  let tokens = 0;
+  for (const block of blocks) {
+    if (block.type === 'image') tokens += imageBlockTokens(block);
+    else if (block.type === 'file') tokens += fileBlockTokens(block);
+    else if (block.type === 'tool-result') tokens += mediaTokensOf(block.content);
+  }
+  return tokens;
+}
+
 // ---- per-session fold ---------------------------------------------------------------------
+
+/** A message's prices: as sent without its media (stand-ins), and, when it holds media, with them. */
+type NodePrices = { standalone: StandalonePrice; withMedia?: StandalonePrice };
 
 type NodeEntry = {
   seq: number;
+  /** The price with the message's media left out (stand-ins): the only price of a message without media. */
   standalone: StandalonePrice;
+  /** The price with its media sent, for a message holding media. */
+  withMedia?: StandalonePrice;
+  /** How the media policy sees the message (undefined for an empty one). */
+  role?: MediaRole;
+  /** The price in use: `withMedia` when the policy sends the node's media now, else `standalone`. */
+  current: StandalonePrice;
   /** Derives no wire message (an empty assistant reply): invisible to template neighbours. */
   empty: boolean;
   /** Raw price in context (standalone minus a shared tool-run bracket). */
@@ -255,12 +299,15 @@ class SurfacePriceFold {
   private rawSurface = 0;
   private envelope: string | undefined;
   private revision = 0;
+  /** Surface nodes holding media: while there are any, each change re-applies the media policy to every node. */
+  private mediaNodes = 0;
   private view: NodesView | undefined;
   anchor: FoldAnchor | undefined;
 
   constructor(
-    private readonly price: (message: Message | null) => StandalonePrice,
+    private readonly price: (message: Message | null) => NodePrices,
     private readonly discount: number,
+    private readonly recentTurns: number,
   ) {}
 
   /** Consumes the events appended since the last call. */
@@ -321,20 +368,32 @@ class SurfacePriceFold {
       this.anchor = { seq: event.seq, promptTokens, rawSurface: this.rawSurface, envelope: this.envelope };
     }
     const message = deriveEventMessage(event);
-    const standalone = this.price(message);
+    const { standalone, withMedia } = this.price(message);
     const entry: NodeEntry = {
       seq: event.seq,
       standalone,
+      ...(withMedia ? { withMedia } : {}),
+      ...(message ? { role: mediaRoleOf(message) } : {}),
+      current: standalone,
       empty: message === null,
       raw: 0,
       frozen: { seq: event.seq, tokens: 0 },
     };
     this.revision++;
+    const mediaBefore = this.mediaNodes;
+    if (entry.withMedia) this.mediaNodes++;
     if (change.kind === 'replace') {
-      for (let i = change.index; i < change.index + change.removed; i++) this.rawSurface -= this.nodes[i]!.raw;
+      for (let i = change.index; i < change.index + change.removed; i++) {
+        this.rawSurface -= this.nodes[i]!.raw;
+        if (this.nodes[i]!.withMedia) this.mediaNodes--;
+      }
     }
     applySurfaceChange(this.seqs, change, event.seq);
     applySurfaceChange(this.nodes, change, entry);
+    if (mediaBefore > 0 || this.mediaNodes > 0) {
+      this.repriceAll();
+      return;
+    }
     this.reprice(change.index);
     if (change.kind === 'replace') {
       const next = this.nextVisible(change.index + 1);
@@ -352,12 +411,27 @@ class SurfacePriceFold {
     return undefined;
   }
 
+  /**
+   * Re-applies the media policy to the whole surface (which nodes send their media depends on
+   * the nodes after them: a newer user turn, a reply ending the tool round) and reprices every
+   * node. O(nodes) arithmetic, no tokenizing: both prices of a node are cached.
+   */
+  private repriceAll(): void {
+    const visible = this.nodes.filter((entry) => !entry.empty);
+    const sent = mediaSentMask(
+      visible.map((entry) => entry.role!),
+      this.recentTurns,
+    );
+    visible.forEach((entry, i) => (entry.current = sent[i] && entry.withMedia ? entry.withMedia : entry.standalone));
+    for (let i = 0; i < this.nodes.length; i++) this.reprice(i);
+  }
+
   /** Recomputes node `index`'s price in its current context and adjusts the running total. */
   private reprice(index: number): void {
     const entry = this.nodes[index]!;
     const previous = this.previousVisible(index);
-    const shared = entry.standalone.startsWithTool && previous?.standalone.endsWithTool === true;
-    const raw = entry.standalone.tokens - (shared ? this.discount : 0);
+    const shared = entry.current.startsWithTool && previous?.current.endsWithTool === true;
+    const raw = entry.current.tokens - (shared ? this.discount : 0);
     this.rawSurface += raw - entry.raw;
     entry.raw = raw;
     entry.frozen = Object.freeze({ seq: entry.seq, tokens: raw });
@@ -374,6 +448,7 @@ export function createTokenMeter(options: TokenMeterOptions = {}): SessionTokenM
   const catalogue = options.catalogue ?? DEFAULT_MODEL_CATALOGUE;
   const calibration = options.calibration ?? new UsageCalibration();
   const isExact = options.isExact ?? ((model: ResolvedModel) => model.provider === 'fake');
+  const media = options.media ?? DEFAULT_MEDIA_POLICY;
   const pricings = new Map<string, ModelPricing>();
   const folds = new WeakMap<SessionView, Map<string, SurfacePriceFold>>();
 
@@ -397,12 +472,24 @@ export function createTokenMeter(options: TokenMeterOptions = {}): SessionTokenM
 
   function wireOf(message: Message, pricing: ModelPricing): readonly TemplateMessage[] {
     const header = { provider: pricing.resolved.provider, model: pricing.resolved.id };
-    return buildChatRequest({ messages: [message], header, model: pricing.resolved }).messages as TemplateMessage[];
+    // Media parts carry no bytes here: their text is empty and their price is the tile rule's or a stated estimate.
+    return buildChatRequest({ messages: [message], header, model: pricing.resolved, media: NO_BYTES })
+      .messages as TemplateMessage[];
+  }
+
+  function pricesOf(message: Message | null, pricing: ModelPricing): NodePrices {
+    if (message === null) return { standalone: { tokens: 0, startsWithTool: false, endsWithTool: false } };
+    const inputs = pricing.resolved.input;
+    const standalone = pricing.estimator.messagePrice(wireOf(messageForRequest(message, false, inputs), pricing));
+    if (!holdsMedia(message.content)) return { standalone };
+    const sent = messageForRequest(message, true, inputs);
+    const wire = pricing.estimator.messagePrice(wireOf(sent, pricing));
+    return { standalone, withMedia: { ...wire, tokens: wire.tokens + mediaTokensOf(sent.content) } };
   }
 
   function standalonePrice(message: Message | null, pricing: ModelPricing): StandalonePrice {
-    if (message === null) return { tokens: 0, startsWithTool: false, endsWithTool: false };
-    return pricing.estimator.messagePrice(wireOf(message, pricing));
+    const prices = pricesOf(message, pricing);
+    return prices.withMedia ?? prices.standalone;
   }
 
   function rawEnvelope(header: RequestHeader, pricing: ModelPricing): number {
@@ -425,7 +512,11 @@ export function createTokenMeter(options: TokenMeterOptions = {}): SessionTokenM
     if (!perModel) folds.set(session, (perModel = new Map()));
     let fold = perModel.get(model);
     if (!fold) {
-      fold = new SurfacePriceFold((message) => standalonePrice(message, pricing), pricing.estimator.toolRunDiscount);
+      fold = new SurfacePriceFold(
+        (message) => pricesOf(message, pricing),
+        pricing.estimator.toolRunDiscount,
+        media.recentTurns,
+      );
       perModel.set(model, fold);
     }
     return fold;

@@ -8,6 +8,9 @@
  *   the last user message (`echo: <text>`).
  * - Usage counts the prompt with the DeepSeek V3 tokenizer under its chat template, and
  *   reports cache hits as the common token prefix with the previous request.
+ * - Images and files (`image_url` and `file` parts, fake-server/media.ts) are checked, priced by
+ *   the meter's rule (OpenAI's tile rule for images) and described on request ("describe the
+ *   media" in the last user message).
  * - A request's `tool_choice` and `parallel_tool_calls` are honoured as a provider honours them
  *   (fake-server/tool-choice.ts): `required` or a named tool makes it call one, `none` never.
  * - Faults can be injected for the next N requests (429 with `retry-after`, 5xx, hang,
@@ -41,6 +44,7 @@ import {
 import { RateLimiter } from './fake-server/rate-limit.js';
 import { ReplyScript, lastUserMessageText } from './fake-server/replies.js';
 import { checkToolOptions, honourToolOptions } from './fake-server/tool-choice.js';
+import { DESCRIBE_MEDIA_TRIGGER, describeMedia, receivedMedia, receivedMediaTokens } from './fake-server/media.js';
 import {
   DEFAULT_FAKE_MODEL_CONFIG,
   type FakeFault,
@@ -258,6 +262,8 @@ export class FakeModelServer {
     if (!parsed.success) throw invalidRequest(`invalid request body: ${z.prettifyError(parsed.error)}`);
     const body = parsed.data;
     checkToolOptions(body);
+    const media = receivedMedia(body);
+    const mediaTokens = receivedMediaTokens(media);
 
     const fault = this.faults.take();
     const clientGone = new AbortController();
@@ -272,26 +278,30 @@ export class FakeModelServer {
     }
 
     const promptIds = deepseekPromptTokenIds(body.messages, body.tools);
+    const promptTokens = promptIds.length + mediaTokens.images + mediaTokens.files;
     const limit = this.config.contextLimitTokens;
-    if (limit !== null && promptIds.length > limit) {
+    if (limit !== null && promptTokens > limit) {
       throw new HttpError(400, {
-        message: `This model's maximum context length is ${limit} tokens. However, you requested ${promptIds.length} tokens (${promptIds.length} in the messages, 0 in the completion). Please reduce the length of the messages.`,
+        message: `This model's maximum context length is ${limit} tokens. However, you requested ${promptTokens} tokens (${promptTokens} in the messages, 0 in the completion). Please reduce the length of the messages.`,
         type: 'invalid_request_error',
         code: 'context_length_exceeded',
       });
     }
-    this.limiter.admit(this.config.rateLimit, promptIds.length, res);
+    this.limiter.admit(this.config.rateLimit, promptTokens, res);
     const cacheHit = commonPrefixLength(this.previousPromptIds, promptIds);
     this.previousPromptIds = promptIds;
 
-    let reply = this.script.next(body, () => pickHeaders(req), this.config.echoPrefix);
+    let reply =
+      this.script.queued === 0 && lastUserMessageText(body).toLowerCase().includes(DESCRIBE_MEDIA_TRIGGER)
+        ? { reasoning: '', text: describeMedia(media), toolCalls: [], finishReason: 'stop' as const }
+        : this.script.next(body, () => pickHeaders(req), this.config.echoPrefix);
     reply = honourToolOptions(reply, body, {
       nextCallId: () => this.script.nextCallId(),
       textReply: () => `${this.config.echoPrefix}${lastUserMessageText(body)}`,
       lastUserText: lastUserMessageText(body),
     });
     if (fault?.kind === 'malformed_tool_json') reply = malformToolJson(reply, body, () => this.script.nextCallId());
-    const usage = usageOf(promptIds.length, cacheHit, reply);
+    const usage = usageOf(promptTokens, cacheHit, reply, mediaTokens.images);
     this.sentUsage.push(usage);
     const completion = {
       id: `chatcmpl-fake-${++this.completionCounter}`,

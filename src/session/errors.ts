@@ -40,6 +40,8 @@ export const SESSION_ERRORS = {
   INVALID_MEDIA: { class: 'refusal', status: 400 },
   MEDIA_TOO_LARGE: { class: 'refusal', status: 413 },
   UNSUPPORTED_MEDIA_TYPE: { class: 'refusal', status: 415 },
+  // A medium the routed model cannot take (the model catalogue's `input`), refused before the turn.
+  MEDIA_NOT_SUPPORTED: { class: 'refusal', status: 400 },
   // The log is ahead of or behind this run's idea of it, or another writer used the same op key.
   LOG_BEHIND: { class: 'fatal', status: 409 },
   LOG_AHEAD: { class: 'fatal', status: 409 },

@@ -16,7 +16,8 @@ export function commonPrefixLength(a: readonly number[], b: readonly number[]): 
   return i;
 }
 
-export function usageOf(promptTokens: number, cacheHit: number, reply: NormalizedReply) {
+/** `imageTokens`: the part of `promptTokens` images cost, reported as `prompt_tokens_details.image_tokens` when there are any. */
+export function usageOf(promptTokens: number, cacheHit: number, reply: NormalizedReply, imageTokens = 0) {
   const reasoningTokens = countOrdinaryTokens(reply.reasoning);
   let completionTokens = reasoningTokens + countOrdinaryTokens(reply.text);
   for (const call of reply.toolCalls)
@@ -27,7 +28,7 @@ export function usageOf(promptTokens: number, cacheHit: number, reply: Normalize
     total_tokens: promptTokens + completionTokens,
     prompt_cache_hit_tokens: cacheHit,
     prompt_cache_miss_tokens: promptTokens - cacheHit,
-    prompt_tokens_details: { cached_tokens: cacheHit },
+    prompt_tokens_details: { cached_tokens: cacheHit, ...(imageTokens > 0 ? { image_tokens: imageTokens } : {}) },
     completion_tokens_details: { reasoning_tokens: reasoningTokens },
   };
 }
