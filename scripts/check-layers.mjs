@@ -110,6 +110,10 @@ const MAY_IMPORT = {
     { target: 'persistence/pacing.ts', why: 'the pace limits SESSIONLOG_PACING is checked against' },
     { target: 'tools/approval.ts', why: 'the approval policy grammar of SESSIONLOG_APPROVAL' },
     {
+      target: 'tools/mcp/config.ts',
+      why: 'the MCP server settings SESSIONLOG_MCP_SERVERS is checked as (names, commands, URLs)',
+    },
+    {
       target: 'workflows/api.ts',
       why: "the session tunables' defaults and limits (SESSIONLOG_MAX_STEPS, SESSIONLOG_MAX_MESSAGE_BYTES, …) and the default task queue",
     },

@@ -32,6 +32,7 @@ import {
 } from './session/index.js';
 import { registerSecret } from './session/secrets.js';
 import { parseApprovalPolicy, type ApprovalPolicy } from './tools/approval.js';
+import { parseMcpServersJson, type McpServerConfig } from './tools/mcp/config.js';
 import {
   DEFAULT_TASK_QUEUE,
   DEFAULT_TUNABLES,
@@ -94,6 +95,8 @@ export type Config = {
   unknownModels: 'default' | 'refuse';
   /** Which tool calls wait for a person's approval by default. */
   approval: ApprovalPolicy;
+  /** MCP servers whose tools the worker offers (SESSIONLOG_MCP_SERVERS), checked; none when unset. */
+  mcpServers: McpServerConfig[];
   /**
    * Pacing of model calls under the provider's limits (SESSIONLOG_PACING): by the limits the
    * provider states (`auto`), by configured ones, or off.
@@ -107,6 +110,12 @@ export type Config = {
   tenantConcurrency: number | undefined;
   /** The token budget that triggers pressure handling (unset: the model's window). */
   contextBudget: number | undefined;
+  /**
+   * Which media a request carries (context/media-policy.ts): those of the last `recentTurns` user
+   * turns (SESSIONLOG_MEDIA_RECENT_TURNS), and for a model that cannot take one, a refusal or a
+   * stand-in (SESSIONLOG_MEDIA_UNSUPPORTED).
+   */
+  media: { recentTurns: number; unsupported: 'refuse' | 'stand-in' };
   /**
    * The operations listener of `sessionlog worker` (`/healthz`, `/readyz`, `/metrics`): off when `port` is
    * undefined, 0 picks a free port.
@@ -182,6 +191,15 @@ function parseTenantTable<T>(
   return value as Record<string, T>;
 }
 
+/** SESSIONLOG_MCP_SERVERS, checked as a worker checks its `mcpServers` (command on PATH, http(s) URLs, unique names). */
+function mcpServersSetting(text: string): McpServerConfig[] {
+  try {
+    return parseMcpServersJson(text, 'SESSIONLOG_MCP_SERVERS');
+  } catch (error) {
+    throw new ConfigError((error as Error).message);
+  }
+}
+
 const envSchema = z.object({
   SESSIONLOG_STORE: z.string().min(1).optional(),
   TEMPORAL_ADDRESS: z
@@ -226,7 +244,10 @@ const envSchema = z.object({
     )
     .optional(),
   SESSIONLOG_APPROVAL_TIMEOUT_MS: int('SESSIONLOG_APPROVAL_TIMEOUT_MS', 1000).optional(),
+  SESSIONLOG_MCP_SERVERS: z.string().min(1).optional(),
   SESSIONLOG_CONTEXT_BUDGET: int('SESSIONLOG_CONTEXT_BUDGET', 1).optional(),
+  SESSIONLOG_MEDIA_RECENT_TURNS: int('SESSIONLOG_MEDIA_RECENT_TURNS', 0, 1000).optional(),
+  SESSIONLOG_MEDIA_UNSUPPORTED: z.enum(['refuse', 'stand-in']).optional(),
   SESSIONLOG_PACING: z.string().min(1).optional(),
   SESSIONLOG_TENANT_BUDGETS: z.string().min(1).optional(),
   SESSIONLOG_TENANT_CAPS: z.string().min(1).optional(),
@@ -472,6 +493,26 @@ export const CONFIG_VARIABLES = {
     meaning: 'tokens a request may reach before pressure handling (prune, compact) starts',
     min: 1,
   },
+  SESSIONLOG_MEDIA_RECENT_TURNS: {
+    group: 'Sessions',
+    default: '`3`',
+    meaning:
+      'a request carries the images and files of this many most recent user turns (and of the current tool round); older ones become a text stand-in naming the artifact, which the agent can open again with the `open_media` tool',
+    min: 0,
+    max: 1000,
+  },
+  SESSIONLOG_MEDIA_UNSUPPORTED: {
+    group: 'Sessions',
+    default: '`refuse`',
+    meaning:
+      "a message with an image or file the model cannot take (the model catalogue's `input`): `refuse` answers 400 `MEDIA_NOT_SUPPORTED` naming the part, `stand-in` sends a text stand-in instead",
+  },
+  SESSIONLOG_MCP_SERVERS: {
+    group: 'Sessions',
+    default: 'none',
+    meaning:
+      'MCP servers whose tools the worker offers to every session, as `<server>__<tool>`: a JSON array of `{"name", "command", "args"?, "env"?, "cwd"?}` (stdio) or `{"name", "url", "headers"?}` (Streamable HTTP), each with `"timeoutMs"`? (default `60000`) and `"approval"`? (`destructive`, the default, `always` or `never`); see the writing-tools guide',
+  },
   SESSIONLOG_APPROVAL: {
     group: 'Approvals, budgets and tenants',
     default: '`never`',
@@ -647,6 +688,7 @@ export function resolveConfig(
     catalogue,
     unknownModels: e.SESSIONLOG_UNKNOWN_MODELS ?? 'default',
     approval: parseApprovalPolicy(e.SESSIONLOG_APPROVAL ?? 'never'),
+    mcpServers: e.SESSIONLOG_MCP_SERVERS === undefined ? [] : mcpServersSetting(e.SESSIONLOG_MCP_SERVERS),
     pacing: parsePacing(e.SESSIONLOG_PACING ?? 'auto'),
     tenantBudgets:
       e.SESSIONLOG_TENANT_BUDGETS === undefined
@@ -668,6 +710,10 @@ export function resolveConfig(
           ),
     tenantConcurrency: e.SESSIONLOG_TENANT_CONCURRENCY,
     contextBudget: e.SESSIONLOG_CONTEXT_BUDGET,
+    media: {
+      recentTurns: e.SESSIONLOG_MEDIA_RECENT_TURNS ?? 3,
+      unsupported: e.SESSIONLOG_MEDIA_UNSUPPORTED ?? 'refuse',
+    },
     ops: { host: e.SESSIONLOG_METRICS_HOST ?? '127.0.0.1', port: e.SESSIONLOG_METRICS_PORT },
     shutdownGraceMs: e.SESSIONLOG_SHUTDOWN_GRACE_MS ?? 10_000,
     devTemporalPort: e.TEMPORAL_DEV_PORT ?? 7233,

@@ -183,9 +183,11 @@ export function runtimeOptions(config: Config) {
         agent: defaultAgent(config),
         spillMaxInlineBytes: config.spillMaxInlineBytes,
         approval: config.approval,
+        ...(config.mcpServers.length > 0 ? { mcpServers: config.mcpServers } : {}),
         pacing: config.pacing,
         ...(config.tenantConcurrency !== undefined ? { tenantConcurrency: config.tenantConcurrency } : {}),
         tenantCaps: config.tenantCaps,
+        media: config.media,
         context: {
           catalogue,
           ...(config.contextBudget !== undefined ? { policy: { budgetTokens: config.contextBudget } } : {}),

@@ -9,6 +9,7 @@ import type { InboxRef } from '../persistence/index.js';
 import type { ExternalResult, ToolSchema } from '../session/events.js';
 import type { TurnOutcome } from '../session/turns.js';
 import type { Budget, BudgetBreach } from '../session/budget.js';
+import type { MediaBlock } from '../session/messages.js';
 
 /**
  * A user message on its way into a turn, as it crosses Temporal (DESIGN §5.2): its id and where
@@ -218,6 +219,8 @@ export type ToolRunRef = {
   isError: boolean;
   errorCode?: string;
   external?: true;
+  /** Images and files the tool gave, stored as media of the session (references, never bytes). */
+  media?: MediaBlock[];
 };
 
 /** One answer to a waiting call: an approval decision, or an external tool's result. */

@@ -3,7 +3,15 @@
  * output is a boundary) and returns plain text; the activity stores the full text as an
  * artifact and logs the result.
  */
-import { SessionlogError, type JsonValue, type StoredEvent, type ToolSchema } from '../session/index.js';
+import {
+  SessionlogError,
+  type FileBlock,
+  type ImageBlock,
+  type JsonValue,
+  type StoredEvent,
+  type TextBlock,
+  type ToolSchema,
+} from '../session/index.js';
 import type { ArtifactStore } from '../persistence/store.js';
 import { toSessionlogTool, type ToolLike } from './adapter.js';
 
@@ -37,8 +45,18 @@ export type ToolContext = {
   signal: AbortSignal;
 };
 
-/** What a tool returns: its text, and `isError` when the model should read it as a failure. */
-export type ToolOutput = { text: string; isError?: boolean };
+/**
+ * What a tool returns: its text, and `isError` when the model should read it as a failure (with a
+ * stable `errorCode` the tool/result logs, when the tool has one). `content`, when given, is the
+ * result as blocks: its text blocks are what `text` holds, and its images and files (stored with
+ * `context.artifacts.putMedia`) are logged after the text in the `tool/result`.
+ */
+export type ToolOutput = {
+  text: string;
+  isError?: boolean;
+  errorCode?: string;
+  content?: Array<TextBlock | ImageBlock | FileBlock>;
+};
 
 /**
  * Whether a call needs a person's approval before it runs (DESIGN §5.1): always, never, or a
@@ -58,8 +76,20 @@ type ToolBase = {
 export type RunnableTool = ToolBase & {
   /** Runs the tool with already-parsed JSON arguments. Throw a ToolInputError for bad arguments. */
   run(args: unknown, context: ToolContext): Promise<ToolOutput>;
+  /**
+   * `false`: an attempt that was interrupted (the worker died mid-call) or failed is not run
+   * again; the model gets an error result saying the call may or may not have taken effect.
+   * Default true (a thrown error is retried while attempts remain).
+   */
+  retryable?: boolean;
   external?: never;
 };
+
+/**
+ * Tools that come and go while the worker runs (an MCP server's, DESIGN §5.4): attached to a
+ * registry, they are offered to every session after the agent's named tools, in the source's order.
+ */
+export type ToolSource = { readonly tools: readonly RunnableTool[] };
 
 /** A tool the caller runs (a browser, a backend service): the turn waits for its posted result. */
 export type ExternalTool = ToolBase & { external: true; run?: never };
@@ -86,6 +116,7 @@ export type ToolCollection = Iterable<ToolLike> | Readonly<Record<string, ToolLi
  */
 export class ToolRegistry {
   private readonly tools = new Map<string, Tool>();
+  private readonly sources: ToolSource[] = [];
 
   constructor(...collections: ToolCollection[]) {
     for (const collection of collections) this.add(collection);
@@ -112,12 +143,28 @@ export class ToolRegistry {
     return this;
   }
 
+  /** Offers `source`'s tools (as they are at each request) beside the registered ones. */
+  attach(source: ToolSource): this {
+    this.sources.push(source);
+    return this;
+  }
+
+  /** Stops offering `source`'s tools (a stopped worker's MCP servers). */
+  detach(source: ToolSource): void {
+    const index = this.sources.indexOf(source);
+    if (index >= 0) this.sources.splice(index, 1);
+  }
+
   get(name: string): Tool | undefined {
-    return this.tools.get(name);
+    return this.tools.get(name) ?? this.sourceTools().find((t) => t.name === name);
   }
 
   get names(): string[] {
-    return [...this.tools.keys()];
+    return [...this.tools.keys(), ...this.sourceTools().map((t) => t.name)];
+  }
+
+  private sourceTools(): RunnableTool[] {
+    return this.sources.flatMap((source) => source.tools);
   }
 
   /** Schemas in registration order (stable, so the request prefix stays cacheable). */
@@ -125,6 +172,7 @@ export class ToolRegistry {
     const selected = names
       ? names.map((n) => this.tools.get(n)).filter((t): t is Tool => t !== undefined)
       : [...this.tools.values()];
+    selected.push(...this.sourceTools());
     return selected.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters }));
   }
 }

@@ -11,6 +11,7 @@ import {
   isSessionlogError,
   scrubSecrets,
   type EventDataMap,
+  type MediaBlock,
   type NewEvent,
 } from '../../session/index.js';
 import { ToolInputError, type ToolContext } from '../../tools/registry.js';
@@ -30,7 +31,8 @@ import type {
   ToolRunRef,
 } from '../types.js';
 
-type ToolOutcome = { text: string; isError: boolean; errorCode?: string };
+/** What a call came to: its text (stored whole as an artifact), and the images and files it gave (stored media). */
+type ToolOutcome = { text: string; isError: boolean; errorCode?: string; media?: MediaBlock[] };
 
 /** Runs the tool call logged at `callSeq`; stores its whole output as an artifact of the session. */
 export async function runTool(deps: EngineDeps, input: RunToolInput, ctx: StepContext): Promise<ToolRunRef> {
@@ -80,6 +82,7 @@ export async function runTool(deps: EngineDeps, input: RunToolInput, ctx: StepCo
     bytes: ref.bytes,
     isError: outcome.isError,
     ...(outcome.errorCode ? { errorCode: outcome.errorCode } : {}),
+    ...(outcome.media && outcome.media.length > 0 ? { media: outcome.media } : {}),
   };
 }
 
@@ -110,6 +113,15 @@ async function callTool(
   // Model output is a boundary: arguments that are not a JSON object go back to the model as an error result.
   const parsed = parseToolCallArguments(call.name, call.rawArguments);
   if (!parsed.ok) return { text: parsed.message, isError: true, errorCode: parsed.code };
+  // A later attempt means an earlier one was cut off (the worker died, a heartbeat timed out):
+  // a tool that may not run twice is not run again, since the first run may have taken effect.
+  if (tool.retryable === false && ctx.attempt > 1) {
+    return {
+      text: `The call of ${call.name} was interrupted and is not run again: the tool does not say it is idempotent or read-only, so the interrupted call may or may not have taken effect. Check before calling it again.`,
+      isError: true,
+      errorCode: 'TOOL_NOT_RETRIED',
+    };
+  }
   const context: ToolContext = {
     sessionId: call.sessionId,
     callId: call.callId,
@@ -120,12 +132,18 @@ async function callTool(
   const alive = setInterval(() => ctx.heartbeat(), deps.heartbeatMs);
   try {
     const output = await tool.run(parsed.value, context);
-    return { text: output.text, isError: output.isError === true };
+    const media = output.content?.filter((b): b is MediaBlock => b.type === 'image' || b.type === 'file');
+    return {
+      text: output.text,
+      isError: output.isError === true,
+      ...(output.isError === true && output.errorCode ? { errorCode: output.errorCode } : {}),
+      ...(media && media.length > 0 ? { media } : {}),
+    };
   } catch (error) {
     if (ctx.signal.aborted) throw new StepInterrupted(ctx.cancelRequested(), `tool ${call.name} cancelled`);
     if (error instanceof ToolInputError || isSessionlogError(error))
       return { text: error.message, isError: true, errorCode: error.code };
-    if (ctx.attempt < input.maxAttempts)
+    if (ctx.attempt < input.maxAttempts && tool.retryable !== false)
       throw new ToolAttemptFailed(`tool ${call.name} failed: ${(error as Error)?.message ?? String(error)}`, {
         cause: error,
       });
@@ -164,11 +182,18 @@ export async function appendToolResults(deps: EngineDeps, input: AppendToolResul
           })
         : full;
       events.push(
-        toolResultEvent(deps, input, result, text, {
-          ...(result.errorCode ? { error: { name: 'ToolError', code: result.errorCode } } : {}),
-          meta: { locator: result.locator, bytes: result.bytes },
-          ...(result.external ? { origin: 'external' as const } : {}),
-        }),
+        toolResultEvent(
+          deps,
+          input,
+          result,
+          text,
+          {
+            ...(result.errorCode ? { error: { name: 'ToolError', code: result.errorCode } } : {}),
+            meta: { locator: result.locator, bytes: result.bytes },
+            ...(result.external ? { origin: 'external' as const } : {}),
+          },
+          result.media,
+        ),
       );
     }
     // Results in call order, whoever produced them.
@@ -200,13 +225,17 @@ function deniedResult(deps: EngineDeps, input: AppendToolResultsInput, denied: D
   });
 }
 
-/** The `tool/result` of call `call` with `text` as the model's view of it (and `extra` data: error, artifact, origin). */
+/**
+ * The `tool/result` of call `call` with `text` as the model's view of it, then its `media` (stored
+ * images and files, as references), and `extra` data: error, artifact, origin.
+ */
 function toolResultEvent(
   deps: EngineDeps,
   input: AppendToolResultsInput,
   call: { callId: string; callSeq: number; isError: boolean },
   text: string,
   extra: Pick<EventDataMap['tool/result'], 'error' | 'meta' | 'origin'>,
+  media: readonly MediaBlock[] = [],
 ): NewEvent {
   return {
     type: 'tool/result',
@@ -221,7 +250,7 @@ function toolResultEvent(
           {
             type: 'tool-result',
             toolCallId: call.callId,
-            content: [{ type: 'text', text }],
+            content: [{ type: 'text', text }, ...media],
             ...(call.isError ? { isError: true as const } : {}),
           },
         ],
