@@ -31,6 +31,7 @@ import {
 import type { SessionStore } from './persistence/store.js';
 import type { ApprovalPolicy } from './tools/approval.js';
 import { BUILTIN_TOOLS } from './tools/builtin.js';
+import { McpToolSource, resolveMcpServers, type McpServerConfig, type ResolvedMcpServer } from './tools/mcp/index.js';
 import { ToolRegistry, type ToolCollection } from './tools/registry.js';
 import { SessionlogError, assertTenant, tenantCapsProblem, type TenantCaps } from './session/index.js';
 import { DEFAULT_TASK_QUEUE } from './workflows/api.js';
@@ -132,6 +133,13 @@ export type CreateWorkerOptions = {
    * `{mode: 'never'}`; `SESSIONLOG_APPROVAL`). A tool's own `approval` rule wins.
    */
   approval?: ApprovalPolicy;
+  /**
+   * MCP servers whose tools the worker offers to every session (DESIGN §5.4; `SESSIONLOG_MCP_SERVERS`):
+   * stdio (`{name, command, args?, env?}`) or Streamable HTTP (`{name, url, headers?}`), each tool
+   * named `<server>__<tool>`. Listed before the worker polls and again when a server says its list
+   * changed; closed when the worker's run ends. See docs/writing-tools.md.
+   */
+  mcpServers?: readonly McpServerConfig[];
   /** Replaces the default spill shaper (preview + notice above `spillMaxInlineBytes`). */
   shapeToolResult?: ToolResultShaper;
   /** Tool output above this many UTF-8 bytes is logged as a head/tail preview (default 16 KiB). */
@@ -204,6 +212,11 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
   const resolved = resolveWorkerOptions(options);
   const connection = resolved.connection ?? (await NativeConnection.connect({ address: resolved.address }));
   const { store, context } = resolved;
+  // Listed before the worker polls, so the first step already offers the servers' tools.
+  const mcp =
+    resolved.mcpServers.length > 0
+      ? await McpToolSource.start(resolved.mcpServers, resolved.tools, 'mcpServers')
+      : undefined;
   const checkpoints = new CheckpointSchedule(resolved.checkpoints);
   const engine = createTurnEngine({
     store,
@@ -229,7 +242,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     { id: 'warm-up', role: 'user', content: [{ type: 'text', text: 'warm up' }], source: { kind: 'user' } },
     resolved.agent.model,
   );
-  return Worker.create({
+  const worker = await Worker.create({
     connection,
     namespace: resolved.namespace,
     taskQueue: resolved.taskQueue,
@@ -240,7 +253,18 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     activities: createActivities(engine),
     ...resolved.workerOptions,
     dataConverter: sessionDataConverter(store, resolved.workerOptions.dataConverter),
+  }).catch(async (error: unknown) => {
+    await mcp?.close();
+    throw error;
   });
+  if (mcp) closeWithWorker(worker, mcp);
+  return worker;
+}
+
+/** Closes the MCP connections when the worker's run ends: its stdio servers end with it. */
+function closeWithWorker(worker: Worker, mcp: McpToolSource): void {
+  const run = worker.run.bind(worker);
+  worker.run = () => run().finally(() => mcp.close());
 }
 
 /** The defaults of {@link CreateWorkerOptions}, in one place. */
@@ -269,6 +293,7 @@ export type ResolvedWorkerOptions = {
   agent: AgentConfig;
   tools: ToolRegistry;
   approval: ApprovalPolicy;
+  mcpServers: ResolvedMcpServer[];
   shapeToolResult: ToolResultShaper;
   /** Context management; undefined when the caller turned it off (`context: false`). */
   context: ContextDeps | undefined;
@@ -296,6 +321,7 @@ export function resolveWorkerOptions(options: CreateWorkerOptions): ResolvedWork
     agent: options.agent,
     tools: options.tools instanceof ToolRegistry ? options.tools : new ToolRegistry(options.tools ?? BUILTIN_TOOLS),
     approval: options.approval ?? WORKER_DEFAULTS.approval,
+    mcpServers: resolveMcpServers(options.mcpServers ?? [], 'mcpServers'),
     shapeToolResult:
       options.shapeToolResult ??
       (async ({ text, locator, toolName }) => spillText({ text, locator, toolName, maxInlineBytes })),
