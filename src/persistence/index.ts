@@ -1,6 +1,6 @@
 export * from './store.js';
 export * from './inbox-entries.js';
-export type { ArtifactPut, ArtifactRef } from './artifacts.js';
+export type { ArtifactPut, ArtifactRef, MediaPut } from './artifacts.js';
 export * from './projection-cache.js';
 export {
   MAX_QUERY_CHARS,

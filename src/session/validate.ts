@@ -11,6 +11,8 @@ import { KNOWN_EVENT_TYPES, SESSION_FORMAT_VERSION, type StoredEvent, type Sessi
 import { TENANT_PATTERN, assertSessionId } from './ids.js';
 import { turnToolsProblem } from './turn-tools.js';
 import { turnHintsProblem } from './turn-hints.js';
+import { MEDIA_TYPES, storedMediaProblem } from './media.js';
+import type { MediaType } from './messages.js';
 
 const seqSchema = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 const nonEmpty = z.string().min(1);
@@ -38,6 +40,63 @@ const contentBlock: z.ZodType<BlockShape> = z.lazy(() =>
 );
 const content = z.array(contentBlock);
 
+/**
+ * Media blocks (issue 50, DESIGN §3), only in user messages and tool results: a stored medium's
+ * reference (a locator of the form `artifact:<sessionId>/media-<sha256>.<ext>`, a type sessionlog
+ * stores, a positive size, the 64-hex digest, pixel size for images) or an http(s) image URL;
+ * never bytes. The shape is strict (no other field); {@link mediaBlocksProblem} checks what one
+ * field says about another. The locator is not checked against the log's own session id: a fork's
+ * seed keeps its parent's blocks verbatim, and a read of another session's medium is refused
+ * where it is read (ARTIFACT_FOREIGN).
+ */
+const storedMediaSource = z.strictObject({
+  kind: z.literal('artifact'),
+  locator: z
+    .string()
+    .regex(/^artifact:[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}\/media-[0-9a-f]{64}\.(png|jpg|gif|webp|pdf|txt)$/),
+  mediaType: z.enum(MEDIA_TYPES as [MediaType, ...MediaType[]]),
+  bytes: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  width: z.number().int().positive().max(65_535).optional(),
+  height: z.number().int().positive().max(65_535).optional(),
+});
+const remoteMediaSource = z.strictObject({
+  kind: z.literal('url'),
+  url: z
+    .string()
+    .max(8_192)
+    .regex(/^[Hh][Tt][Tt][Pp][Ss]?:\/\/\S+$/),
+});
+const imageBlock = z.strictObject({
+  type: z.literal('image'),
+  source: z.union([storedMediaSource, remoteMediaSource]),
+  detail: z.enum(['auto', 'low', 'high']).optional(),
+});
+const fileBlock = z.strictObject({
+  type: z.literal('file'),
+  source: storedMediaSource,
+  filename: z.string().min(1).max(255).optional(),
+});
+/** A block of a user message or a tool result: everything a message may hold, and media. */
+const userContentBlock: z.ZodType<BlockShape> = z.lazy(() =>
+  z.union([
+    textBlock,
+    reasoningBlock,
+    toolCallBlock,
+    imageBlock,
+    fileBlock,
+    z
+      .object({
+        type: z.literal('tool-result'),
+        toolCallId: nonEmpty,
+        content: z.array(userContentBlock),
+        isError: z.literal(true).optional(),
+      })
+      .passthrough(),
+  ]),
+);
+const userContent = z.array(userContentBlock);
+
 // The refinements the shapes below carry, named so the compiled fast path (below) runs the same code.
 function toolCallIdMatches(message: { content: [{ toolCallId: string }]; source: { callId: string } }): boolean {
   return message.content[0].toolCallId === message.source.callId;
@@ -54,6 +113,27 @@ function hidesOnlyWithoutContent(data: { hides?: true; message: { content: unkno
 function resultOnlyWhenApproved(data: { result?: unknown; decision: string }): boolean {
   return data.result === undefined || data.decision === 'approve';
 }
+/**
+ * What the media blocks of a message say wrongly about themselves (the strict shape is checked by
+ * zod): a stored medium's locator must name its digest and its type's extension, an image must
+ * have its pixel size and a file none.
+ */
+function mediaBlocksProblem(message: { content: readonly unknown[] }): string | undefined {
+  for (const block of message.content as ReadonlyArray<{
+    type?: unknown;
+    source?: { kind?: unknown };
+    content?: unknown;
+  }>) {
+    if (block.type === 'tool-result' && Array.isArray(block.content)) {
+      const inner = mediaBlocksProblem({ content: block.content });
+      if (inner) return inner;
+    }
+    if ((block.type !== 'image' && block.type !== 'file') || block.source?.kind !== 'artifact') continue;
+    const problem = storedMediaProblem(block.source, undefined);
+    if (problem) return `${block.type} block: ${problem}`;
+  }
+  return undefined;
+}
 function sessionBudgetProblem(data: { budget?: unknown }): string | undefined {
   return data.budget === null ? undefined : budgetProblem(data.budget);
 }
@@ -62,10 +142,14 @@ const userMessage = z
   .object({
     id: nonEmpty,
     role: z.literal('user'),
-    content,
+    content: userContent,
     source: z.object({ kind: nonEmpty }).passthrough(),
   })
-  .passthrough();
+  .passthrough()
+  .superRefine((message, ctx) => {
+    const problem = mediaBlocksProblem(message);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem, path: ['content'] });
+  });
 const assistantMessage = z
   .object({
     id: nonEmpty,
@@ -81,11 +165,17 @@ const toolResultMessage = z
   .object({
     id: nonEmpty,
     role: z.literal('user'),
-    content: z.tuple([z.object({ type: z.literal('tool-result'), toolCallId: nonEmpty, content }).passthrough()]),
+    content: z.tuple([
+      z.object({ type: z.literal('tool-result'), toolCallId: nonEmpty, content: userContent }).passthrough(),
+    ]),
     source: z.object({ kind: z.literal('tool'), callId: nonEmpty }).passthrough(),
   })
   .passthrough()
-  .refine(toolCallIdMatches, { message: 'toolCallId must equal source.callId' });
+  .refine(toolCallIdMatches, { message: 'toolCallId must equal source.callId' })
+  .superRefine((message, ctx) => {
+    const problem = mediaBlocksProblem(message);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem, path: ['content'] });
+  });
 
 const turnStep = { turn: z.number().int().positive(), step: z.number().int().positive() };
 /** A logged cost in USD: a finite amount, never negative. */
@@ -228,9 +318,14 @@ const fastRefinements: Record<string, { count: number; check: (data: never) => b
       turnStartToolsProblem(data) === undefined && turnStartHintsProblem(data) === undefined,
   },
   'assistant/message': { count: 1, check: hidesOnlyWithoutContent },
-  'tool/result': {
+  'user/message': {
     count: 1,
-    check: (data: { message: Parameters<typeof toolCallIdMatches>[0] }) => toolCallIdMatches(data.message),
+    check: (data: { content: readonly unknown[] }) => mediaBlocksProblem(data) === undefined,
+  },
+  'tool/result': {
+    count: 2,
+    check: (data: { message: Parameters<typeof toolCallIdMatches>[0] }) =>
+      toolCallIdMatches(data.message) && mediaBlocksProblem(data.message) === undefined,
   },
   'tool/approval': { count: 1, check: resultOnlyWhenApproved },
   'session/budget': { count: 1, check: (data: { budget?: unknown }) => sessionBudgetProblem(data) === undefined },

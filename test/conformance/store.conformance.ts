@@ -12,6 +12,7 @@ import {
   tenantScope,
   type TenantScope,
   openStore,
+  scopeStore,
   readDerivedHistory,
   writeProjectionCheckpoint,
   searchableText,
@@ -37,6 +38,7 @@ import {
   type SessionHeader,
 } from '../../src/session/index.js';
 import { ANY_REPLACES, buildLog, programArb } from '../support/log-gen.js';
+import { GIF_1X1, png } from '../support/media.js';
 import { tempDir, type BackendFixture } from '../support/store-fixtures.js';
 
 const T0 = 1_700_000_000_000;
@@ -1008,6 +1010,114 @@ export function runStoreConformance(fixture: BackendFixture): void {
           ),
           { numRuns: 25 },
         );
+      });
+    });
+
+    describe('media (issue 50)', () => {
+      const image = png(4, 3);
+      const sha = createHash('sha256').update(image).digest('hex');
+      const put = (s: SessionStore, sessionId: string, bytes: Uint8Array = image) =>
+        s.artifacts.putMedia({ sessionId, bytes, mediaType: 'image/png', width: 4, height: 3 });
+
+      it('putMedia stores the bytes content-addressed and returns the reference; readMedia gives back the same bytes after a reopen', async () => {
+        await store.create(header('s'));
+        const media = await put(store, 's');
+        expect(media).toEqual({
+          kind: 'artifact',
+          locator: `artifact:s/media-${sha}.png`,
+          mediaType: 'image/png',
+          bytes: image.byteLength,
+          sha256: sha,
+          width: 4,
+          height: 3,
+        });
+        const read = await (await reopen()).artifacts.readMedia('s', media.locator);
+        expect(read).toBeInstanceOf(Uint8Array);
+        expect(Buffer.from(read).equals(Buffer.from(image))).toBe(true);
+        // Binary-safe: every byte value survives (NUL, 0x80-0xFF, invalid UTF-8 sequences).
+        const allBytes = new Uint8Array(Array.from({ length: 512 }, (_, i) => (i * 7) & 0xff));
+        const file = await store.artifacts.putMedia({ sessionId: 's', bytes: allBytes, mediaType: 'application/pdf' });
+        expect(file).not.toHaveProperty('width');
+        expect(Buffer.from(await store.artifacts.readMedia('s', file.locator)).equals(Buffer.from(allBytes))).toBe(
+          true,
+        );
+      });
+
+      it('the same bytes put twice (or by two store instances) are stored once: one locator, one stored copy', async () => {
+        await store.create(header('s'));
+        const first = await put(store, 's');
+        const second = await put(store, 's');
+        const third = await put(await reopen(), 's');
+        expect(second).toEqual(first);
+        expect(third).toEqual(first);
+        const other = await put(store, 's', png(4, 3, [1, 2, 3]));
+        expect(other.locator).not.toBe(first.locator);
+        const receipt = await store.erase('s', ALL_TENANTS);
+        expect(receipt.removed.media).toBe(2);
+      });
+
+      it("a session never reads another session's media (ARTIFACT_FOREIGN, without the bytes); unknown, malformed and tool-artifact locators are ARTIFACT_NOT_FOUND; no session, no put", async () => {
+        await store.create(header('victim'));
+        await store.create(header('attacker'));
+        const media = await put(store, 'victim');
+        for (const reader of ['attacker', 'nobody']) {
+          const error = await failure(() => store.artifacts.readMedia(reader, media.locator));
+          expect(isSessionlogError(error, 'ARTIFACT_FOREIGN'), String(error)).toBe(true);
+        }
+        // The same digest under the attacker's own id is not the victim's copy.
+        const own = media.locator.replace('artifact:victim/', 'artifact:attacker/');
+        expect(await failureCode(() => store.artifacts.readMedia('attacker', own))).toBe('ARTIFACT_NOT_FOUND');
+        const tool = await store.artifacts.put({ sessionId: 'victim', name: 'tool-1.txt', content: 'x' });
+        for (const locator of [
+          tool.locator,
+          'nonsense',
+          `artifact:victim/media-${sha}.gif`,
+          `artifact:victim/media-${'0'.repeat(64)}.png`,
+        ])
+          expect(await failureCode(() => store.artifacts.readMedia('victim', locator)), locator).toBe(
+            'ARTIFACT_NOT_FOUND',
+          );
+        expect(await failureCode(() => put(store, 'missing'))).toBe('SESSION_NOT_FOUND');
+        expect(
+          await failureCode(() =>
+            store.artifacts.putMedia({ sessionId: 'victim', bytes: new Uint8Array(), mediaType: 'image/png' }),
+          ),
+        ).toBe('INVALID_ARGUMENT');
+      });
+
+      it('erase removes the media of the session and counts them in the receipt; nothing of them stays readable or stored; other sessions keep theirs', async () => {
+        await store.create(header('gone'));
+        await store.create(header('kept'));
+        const gone = await put(store, 'gone');
+        await put(store, 'gone', GIF_1X1);
+        const kept = await put(store, 'kept');
+        const receipt = await store.erase('gone', ALL_TENANTS);
+        expect(receipt.removed.media).toBe(2);
+        expect(receipt.places.some((place) => /media/.test(place.place) && place.removed === 2)).toBe(true);
+        for (const s of [store, await reopen()]) {
+          expect(['SESSION_ERASED', 'ARTIFACT_NOT_FOUND', 'SESSION_NOT_FOUND']).toContain(
+            await failureCode(() => s.artifacts.readMedia('gone', gone.locator)),
+          );
+          expect(Buffer.from(await s.artifacts.readMedia('kept', kept.locator)).equals(Buffer.from(image))).toBe(true);
+        }
+        await store.erase('kept', ALL_TENANTS);
+        expect(fixture.dump(url)).not.toContain(sha);
+      });
+
+      it("two tenants sending the same bytes get separate copies: one tenant cannot read the other's, and erasing one leaves the other whole", async () => {
+        const acme = scopeStore(store, 'acme');
+        const bravo = scopeStore(store, 'bravo');
+        await acme.create(header('a1'));
+        await bravo.create(header('b1'));
+        const a = await put(acme, 'a1');
+        const b = await put(bravo, 'b1');
+        expect(a.sha256).toBe(b.sha256);
+        expect(a.locator).not.toBe(b.locator);
+        expect(await failureCode(() => acme.artifacts.readMedia('b1', b.locator))).toBe('SESSION_NOT_FOUND');
+        expect(await failureCode(() => put(acme, 'b1'))).toBe('SESSION_NOT_FOUND');
+        expect(await failureCode(() => acme.artifacts.readMedia('a1', b.locator))).toBe('ARTIFACT_FOREIGN');
+        expect((await acme.erase('a1', tenantScope('acme'))).removed.media).toBe(1);
+        expect(Buffer.from(await bravo.artifacts.readMedia('b1', b.locator)).equals(Buffer.from(image))).toBe(true);
       });
     });
 

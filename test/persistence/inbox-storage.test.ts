@@ -176,7 +176,7 @@ describe.skipIf(!postgres.available)('PostgreSQL: the inbox and session_keys tab
     await writer.close();
     await admin.query(
       // Version 5 added the transcripts table, version 6 the pacing buckets, version 7 the spend rows.
-      `DROP TABLE "${schema}".inbox; DROP TABLE "${schema}".session_keys; DROP TABLE "${schema}".transcripts; DROP TABLE "${schema}".pacing; DROP TABLE "${schema}".spend; UPDATE "${schema}".schema_version SET version = 3`,
+      `DROP TABLE "${schema}".inbox; DROP TABLE "${schema}".session_keys; DROP TABLE "${schema}".transcripts; DROP TABLE "${schema}".pacing; DROP TABLE "${schema}".spend; DROP TABLE "${schema}".media; UPDATE "${schema}".schema_version SET version = 3`,
     );
     expect(await columns(schema)).toEqual([]);
 

@@ -234,7 +234,7 @@ describe('SQLite store: the upgrade to version 10 (events in one rowid tree, ops
       expect.objectContaining({
         code: 'CORRUPT_LOG',
         message: expect.stringMatching(
-          /cannot be upgraded to schema version 10.*session "s1" batch "turn-2" \(seqs 6\.\.8\)/,
+          /cannot be upgraded to schema version 11.*session "s1" batch "turn-2" \(seqs 6\.\.8\)/,
         ),
       }),
     );

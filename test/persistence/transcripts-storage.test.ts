@@ -139,7 +139,7 @@ describe.skipIf(!postgres.available)('PostgreSQL: the transcripts table (schema 
     await writer.close();
     // Version 6 added the pacing buckets, version 7 the spend rows.
     await admin.query(
-      `DROP TABLE "${schema}".transcripts; DROP TABLE "${schema}".pacing; DROP TABLE "${schema}".spend; UPDATE "${schema}".schema_version SET version = 4`,
+      `DROP TABLE "${schema}".transcripts; DROP TABLE "${schema}".pacing; DROP TABLE "${schema}".spend; DROP TABLE "${schema}".media; UPDATE "${schema}".schema_version SET version = 4`,
     );
     expect(await shape(schema)).toEqual([]);
 

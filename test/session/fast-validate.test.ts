@@ -18,6 +18,23 @@ import {
 
 const text = (t: string) => ({ type: 'text', text: t });
 const model = { kind: 'model', provider: 'fake', model: 'fake-1' };
+const SHA = 'ab'.repeat(32);
+const IMAGE = {
+  kind: 'artifact',
+  locator: `artifact:s1/media-${SHA}.png`,
+  mediaType: 'image/png',
+  bytes: 120,
+  sha256: SHA,
+  width: 4,
+  height: 3,
+};
+const PDF = {
+  kind: 'artifact',
+  locator: `artifact:s1/media-${SHA}.pdf`,
+  mediaType: 'application/pdf',
+  bytes: 300,
+  sha256: SHA,
+};
 
 /** One valid payload of each known event type (several where a type has branches). */
 const VALID: Record<string, unknown[]> = {
@@ -29,7 +46,20 @@ const VALID: Record<string, unknown[]> = {
   'turn/end': [{ turn: 1, reason: { kind: 'completed' } }],
   'step/start': [{ turn: 1, step: 1 }],
   'step/end': [{ turn: 1, step: 2 }],
-  'user/message': [{ id: 'u1', role: 'user', content: [text('hi')], source: { kind: 'user' } }],
+  'user/message': [
+    { id: 'u1', role: 'user', content: [text('hi')], source: { kind: 'user' } },
+    {
+      id: 'u2',
+      role: 'user',
+      content: [
+        text('what is in these?'),
+        { type: 'image', source: IMAGE, detail: 'low' },
+        { type: 'image', source: { kind: 'url', url: 'https://example.com/cat.png' } },
+        { type: 'file', source: PDF, filename: 'report.pdf' },
+      ],
+      source: { kind: 'user' },
+    },
+  ],
   'assistant/chunk': [{ turn: 1, step: 1, chunk: { kind: 'text-delta', text: 'he' } }],
   'assistant/message': [
     {
@@ -64,6 +94,18 @@ const VALID: Record<string, unknown[]> = {
         role: 'user',
         content: [{ type: 'tool-result', toolCallId: 'c1', content: [text('out')], isError: true }],
         source: { kind: 'tool', callId: 'c1' },
+      },
+    },
+    {
+      turn: 1,
+      step: 1,
+      message: {
+        id: 'r2',
+        role: 'user',
+        content: [
+          { type: 'tool-result', toolCallId: 'c2', content: [text('a chart'), { type: 'image', source: IMAGE }] },
+        ],
+        source: { kind: 'tool', callId: 'c2' },
       },
     },
   ],

@@ -5,11 +5,13 @@
 import type Database from 'better-sqlite3';
 
 /**
- * Rewrites the events of a current (version 10) file into the layout of versions 1 to 9: a
+ * Rewrites the events of a current (version 11) file into the layout of versions 1 to 9: a
  * `WITHOUT ROWID` events table keyed `(session_key, seq)` and the batches in their own table with
- * an index on `last_seq`, every row and batch kept. The caller sets `user_version`.
+ * an index on `last_seq`, every row and batch kept; the `media` table of version 11 is dropped.
+ * The caller sets `user_version`.
  */
 export function eventsToVersion9(db: Database.Database): void {
+  mediaToVersion10(db);
   db.exec(`
 ALTER TABLE events RENAME TO events_v10;
 CREATE TABLE events (
@@ -35,4 +37,9 @@ INSERT INTO events SELECT session_key, seq, type, time, data, surface_op, source
 INSERT INTO batches SELECT session_key, batch_op, seq, batch_last_seq FROM events_v10 WHERE batch_op IS NOT NULL;
 DROP TABLE events_v10;
 `);
+}
+
+/** Takes a current file back to version 10: without the `media` table of version 11. The caller sets `user_version`. */
+export function mediaToVersion10(db: Database.Database): void {
+  db.exec(`DROP TABLE media;`);
 }
