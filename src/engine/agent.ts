@@ -16,7 +16,7 @@ import {
   type RequestHeader,
   type ToolSchema,
 } from '../session/index.js';
-import { RECALL_TOOL_NAMES } from '../tools/builtin.js';
+import { OPEN_MEDIA_TOOL, RECALL_TOOL_NAMES } from '../tools/builtin.js';
 import type { ToolRegistry } from '../tools/registry.js';
 
 /** How the agent of new sessions is configured (model, system prompt, tool set, limits). */
@@ -35,7 +35,8 @@ export type AgentConfig = {
  * model fails here (UNKNOWN_MODEL), before any call; a turn tool named like one of the worker's
  * fails as a bad request (the model could not tell them apart), and so does a tool choice the
  * request cannot honour (a named tool it does not carry, `required` without tools, a forced
- * choice the model refuses). `hints` are the step's (`hintsForStep`).
+ * choice the model refuses). `hints` are the step's (`hintsForStep`). `holdsMedia`: the
+ * session's history holds stored media, so `open_media` joins the tools (its stand-ins name it).
  */
 export function requestHeaderFor(
   deps: { model: ModelPort; tools: ToolRegistry; agent: AgentConfig; context?: unknown },
@@ -43,6 +44,7 @@ export function requestHeaderFor(
   turnTools?: readonly ToolSchema[],
   asked: AskedAgent = {},
   hints?: TurnHints,
+  holdsMedia = false,
 ): RequestHeader {
   // What a caller asked for (the last turn that named it) wins over the session's spec and the worker's default.
   const model = asked.model ?? spec?.model ?? deps.agent.model;
@@ -60,6 +62,8 @@ export function requestHeaderFor(
   // Where compaction runs, what it replaces stays reachable: the recall tools come with it.
   if (deps.context)
     for (const name of RECALL_TOOL_NAMES) if (!names.includes(name) && deps.tools.get(name)) names.push(name);
+  // Where the history holds stored media, the older ones are stand-ins: the tool that opens them comes with them.
+  if (holdsMedia && !names.includes(OPEN_MEDIA_TOOL) && deps.tools.get(OPEN_MEDIA_TOOL)) names.push(OPEN_MEDIA_TOOL);
   const tools = deps.tools.schemas(names);
   if (turnTools) {
     const clashes = clashingToolNames(turnTools, tools);

@@ -1,11 +1,17 @@
 /**
- * Built-in tools: `read_artifact` pages through stored (spilled) tool output;
+ * Built-in tools: `read_artifact` pages through stored (spilled) tool output; `open_media`
+ * opens a stored image or file again (offered to a session whose history holds media);
  * `search_history` and `read_history` recall the session's whole log, including what
  * compaction replaced; `calculator` and `word_count` are small examples of how to write a tool
  * (see docs/typescript-api.md, "Write tools").
  */
 import { z } from 'zod';
 import { ToolInputError, type Tool } from './registry.js';
+import { inspectMedia, isImageType, parseMediaLocator } from '../session/media.js';
+import type { FileBlock, ImageBlock, StoredMedia } from '../session/index.js';
+
+/** The name of the built-in tool that opens a stored medium again (its stand-in names it). */
+export const OPEN_MEDIA_TOOL = 'open_media';
 
 function parseArgs<T>(schema: z.ZodType<T>, args: unknown, tool: string): T {
   const result = schema.safeParse(args);
@@ -46,6 +52,59 @@ export const readArtifactTool: Tool = {
     const end = offset + text.length;
     const more = end < total ? ` More remains: call again with offset ${end}.` : ' This is the end.';
     return { text: `${text}\n\n(characters ${offset}-${end} of ${total}.${more})` };
+  },
+};
+
+const openMediaArgs = z.object({
+  locator: z.string().min(1).max(1000),
+  detail: z.enum(['auto', 'low', 'high']).optional(),
+});
+
+/**
+ * `open_media`: opens an image or file this session stored before (issue 50) by the locator its
+ * stand-in names. The result holds the medium itself, so the request of the current tool round
+ * carries it (context/media-policy.ts); only the calling session's media open.
+ */
+export const openMediaTool: Tool = {
+  name: OPEN_MEDIA_TOOL,
+  description:
+    'Open an image or file of this conversation again. Older images and files are shown as a stand-in like [image image/png 1024x768, 1.0 MiB, artifact:...]; give its artifact locator to see the medium itself. For an image, detail may be low, high or auto.',
+  parameters: {
+    type: 'object',
+    properties: {
+      locator: {
+        type: 'string',
+        description: 'The artifact locator from the stand-in, e.g. artifact:session/media-….png',
+      },
+      detail: { type: 'string', enum: ['auto', 'low', 'high'] },
+    },
+    required: ['locator'],
+    additionalProperties: false,
+  },
+  async run(args, context) {
+    const { locator, detail } = parseArgs(openMediaArgs, args, OPEN_MEDIA_TOOL);
+    const parsed = parseMediaLocator(locator);
+    if (!parsed)
+      throw new ToolInputError(
+        `${OPEN_MEDIA_TOOL}: ${JSON.stringify(locator)} is not a stored medium's locator (artifact:<session>/media-<sha256>.<ext>); copy it from the stand-in`,
+      );
+    // The store refuses another session's locator (ARTIFACT_FOREIGN) and an unknown one (ARTIFACT_NOT_FOUND).
+    const bytes = await context.artifacts.readMedia(context.sessionId, locator);
+    const { width, height } = inspectMedia(bytes, parsed.mediaType, Number.POSITIVE_INFINITY);
+    const source: StoredMedia = {
+      kind: 'artifact',
+      locator,
+      mediaType: parsed.mediaType,
+      bytes: bytes.byteLength,
+      sha256: parsed.sha256,
+      ...(width !== undefined && height !== undefined ? { width, height } : {}),
+    };
+    const block: ImageBlock | FileBlock = isImageType(parsed.mediaType)
+      ? { type: 'image', source, ...(detail !== undefined ? { detail } : {}) }
+      : { type: 'file', source };
+    const pixels = width !== undefined && height !== undefined ? ` ${width}x${height}` : '';
+    const text = `Opened ${block.type} ${parsed.mediaType}${pixels} (${locator}); it is attached to this result.`;
+    return { text, content: [{ type: 'text', text }, block] };
   },
 };
 
@@ -216,11 +275,12 @@ export const readHistoryTool: Tool = {
 export const DEFAULT_AGENT_TOOLS: readonly string[] = [readArtifactTool.name, calculatorTool.name, wordCountTool.name];
 
 /**
- * The built-in tools: `read_artifact`, `calculator`, `word_count`, and the recall tools
- * `search_history` and `read_history`; the default of `createWorker({ tools })`.
+ * The built-in tools: `read_artifact`, `open_media`, `calculator`, `word_count`, and the recall
+ * tools `search_history` and `read_history`; the default of `createWorker({ tools })`.
  */
 export const BUILTIN_TOOLS: readonly Tool[] = [
   readArtifactTool,
+  openMediaTool,
   calculatorTool,
   wordCountTool,
   searchHistoryTool,

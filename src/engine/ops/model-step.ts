@@ -15,6 +15,7 @@ import { randomUUID } from 'node:crypto';
 import { relieveContext, type ReliefOutcome } from '../../context/pressure.js';
 import { ModelCallError, classifyModelError, type ModelFailure } from '../../model/errors.js';
 import { replyCost, type ModelPort, type ModelReply, type ModelRequest } from '../../model/provider.js';
+import { storedMediaOf } from '../../model/request.js';
 import { DEFAULT_MEDIA_POLICY, applyMediaPolicy } from '../../context/media-policy.js';
 import {
   SessionlogError,
@@ -111,6 +112,7 @@ export async function modelStep(
       writer.session.turns.turnTools,
       writer.session.turns.asked,
       hintsForStep(writer.session.turns.turnHints, input.step),
+      storedMediaOf(writer.session.deriveMessages()).length > 0,
     );
   } catch (error) {
     return failStep(deps, writer, input, key, classifyModelError(error), error);
