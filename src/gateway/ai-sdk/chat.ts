@@ -14,7 +14,7 @@
  *   turn runs. The log is the stream's store: no Redis.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { TurnFold, isEventOfType, type StoredEvent } from '../../session/index.js';
+import { TurnFold, isEventOfType, type StoredEvent, type TurnHints } from '../../session/index.js';
 import { OpenAiError, toOpenAiErrorResponse } from '../openai-errors.js';
 import { STREAMED, type RouteContext, type RouteResult } from '../route-table.js';
 import { hijackEventStream } from '../sse.js';
@@ -148,6 +148,16 @@ function foldOf(sessionId: string, anchor: UiAnchor, events: readonly StoredEven
   return { fold, replayed };
 }
 
+/** The body's tool options (AI SDK spelling) as the hints of the turn it starts. */
+function uiToolHints(body: ChatRequestBody): TurnHints | undefined {
+  const choice = body.toolChoice;
+  const hints: TurnHints = {
+    ...(choice !== undefined ? { toolChoice: typeof choice === 'string' ? choice : { name: choice.toolName } } : {}),
+    ...(body.parallelToolCalls !== undefined ? { parallelToolCalls: body.parallelToolCalls } : {}),
+  };
+  return Object.keys(hints).length > 0 ? hints : undefined;
+}
+
 /** `POST /ai-sdk/chat`: the turn the resent messages ask for, as a UI message stream. */
 export async function answerChat(
   ctx: RouteContext,
@@ -168,6 +178,7 @@ export async function answerChat(
     scope,
     model: undefined,
     tools: undefined,
+    hints: uiToolHints(body),
     regenerate: body.trigger === 'regenerate-message',
     retry: retryOf(request),
   });

@@ -26,6 +26,19 @@ export const chatRequestBody = z.looseObject({
     .optional()
     .describe('regenerate-message: a new reply to the last user message (a branch answers it)'),
   messageId: z.string().max(300).nullish(),
+  toolChoice: z
+    .union([
+      z.enum(['auto', 'none', 'required']),
+      z.strictObject({
+        type: z.literal('tool'),
+        toolName: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a tool name is 1-64 characters of A-Z a-z 0-9 _ -'),
+      }),
+    ])
+    .optional()
+    .describe(
+      "the AI SDK's toolChoice for the turn (sent with useChat's body option): a forced choice holds for its first model step (issue 51)",
+    ),
+  parallelToolCalls: z.boolean().optional().describe('false: at most one tool call per reply in the turn'),
 });
 export type ChatRequestBody = z.output<typeof chatRequestBody>;
 

@@ -40,6 +40,7 @@ import {
   threadStatus,
   type RunRecord,
 } from './threads.js';
+import { runToolHints } from './tool-options.js';
 import { webhookUrlProblem } from './webhooks.js';
 
 /** The run `runId` of a thread: from its log, or pending (its message delivered, not logged yet). */
@@ -240,6 +241,7 @@ async function startRun(
   body: RunBody,
 ): Promise<{ runId: string; anchor: RunAnchor; events: StoredEvent[] }> {
   requireAssistant(body.assistant_id);
+  const hints = runToolHints(body.config?.configurable ?? {});
   if (!(await ctx.client.exists(tid))) {
     if (body.if_not_exists !== 'create')
       throw notFound(`thread ${tid} (send if_not_exists: "create" to create it with the run)`);
@@ -305,7 +307,11 @@ async function startRun(
   // A run's metadata is logged with its turn; a note waits for the session to be between turns.
   if (metadata && busy === 'idle') await ctx.client.note(tid, { metadata: { values: metadata, messageId: runId } });
   for (const [i, text] of texts.entries())
-    await ctx.client.post(tid, text, { id: i === 0 ? runId : `${runId}.${i}`, ownTurn: i === 0 });
+    await ctx.client.post(tid, text, {
+      id: i === 0 ? runId : `${runId}.${i}`,
+      ownTurn: i === 0,
+      ...(i === 0 && hints ? { hints } : {}),
+    });
   return { runId, anchor: { kind: 'message', messageId: runId }, events };
 }
 

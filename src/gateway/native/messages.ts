@@ -17,7 +17,15 @@ export async function postMessage(
   body: z.infer<typeof postMessageBody>,
 ): Promise<RouteResult> {
   await requireSession(ctx, id);
-  const options = body.id !== undefined ? { id: body.id } : {};
+  // The tool options are the request options (hints) of the turn this message starts (issue 51).
+  const hints = {
+    ...(body.toolChoice !== undefined ? { toolChoice: body.toolChoice } : {}),
+    ...(body.parallelToolCalls !== undefined ? { parallelToolCalls: body.parallelToolCalls } : {}),
+  };
+  const options = {
+    ...(body.id !== undefined ? { id: body.id } : {}),
+    ...(Object.keys(hints).length > 0 ? { hints } : {}),
+  };
   if (query.wait === 'true') return { status: 200, body: await ctx.client.send(id, body.text, options) };
   return { status: 202, body: await ctx.client.post(id, body.text, options) };
 }

@@ -80,6 +80,18 @@ export const postMessageBody = z.strictObject({
     .max(128)
     .optional()
     .describe('idempotency key: re-posting the same id never produces a second answer'),
+  toolChoice: z
+    .union([
+      z.enum(['auto', 'none', 'required']),
+      z.strictObject({
+        name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a tool name is 1-64 characters of A-Z a-z 0-9 _ -'),
+      }),
+    ])
+    .optional()
+    .describe(
+      "the turn's tool choice, sent to the model: 'auto', 'none' (no call), 'required' or {name} (a call of that tool); a forced choice holds for the turn's first model step",
+    ),
+  parallelToolCalls: z.boolean().optional().describe("false: at most one tool call per reply in this message's turn"),
 });
 
 export const postMessageQuery = z.strictObject({
