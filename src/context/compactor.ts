@@ -13,6 +13,7 @@
  * Batches (each appended once under `<compactionId>/<suffix>`): `start`, `commit` (summary +
  * replacement, adjacent), `end`.
  */
+import { messageForRequest } from './media-policy.js';
 import { classifyModelError, ModelCallError } from '../model/errors.js';
 import { replyCost, type ModelPort, type ModelReply } from '../model/provider.js';
 import {
@@ -271,7 +272,10 @@ export async function runCompaction(ports: CompactionPorts, request: CompactionR
   for (;;) {
     try {
       reply = await ports.summarizer.stream({
-        messages: summarizerMessages(session(), plan.seqs, request.compactionId),
+        // The summarizer sees every medium of the span it condenses (that its model takes); the checkpoint stays text.
+        messages: summarizerMessages(session(), plan.seqs, request.compactionId).map((message) =>
+          messageForRequest(message, true, ports.summarizer.model(header.model).input),
+        ),
         header: {
           ...summarizerHeader(context, header, limits, selection),
           maxTokens: summaryMaxTokens(context, limits),

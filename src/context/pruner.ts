@@ -130,7 +130,12 @@ export function planPrune(
     if (options.escalation) {
       const text = block.content.map((b) => (b.type === 'text' ? b.text : '')).join('');
       const inline = spilled(data.meta, text, config.thresholdChars);
-      if (inline !== null) content = [{ type: 'text', text: inline }];
+      // Spill takes the text only: the result's images and files stay, in their order, after the preview.
+      if (inline !== null)
+        content = [
+          { type: 'text', text: inline },
+          ...block.content.filter((b) => b.type === 'image' || b.type === 'file'),
+        ];
     }
     events.push({
       type: 'compaction/prune',

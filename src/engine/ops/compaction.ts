@@ -3,6 +3,7 @@
  * its ports — the fenced writer with the compaction's op keys, the model as summarizer — and
  * its id, made from the key the workflow gives.
  */
+import { mediaReader, withMediaReader } from '../media.js';
 import { abandonCompaction, runCompaction } from '../../context/compactor.js';
 import type { LogPort } from '../../context/deps.js';
 import { SessionlogError } from '../../session/index.js';
@@ -44,11 +45,18 @@ export async function compact(deps: EngineDeps, input: CompactInput, ctx: StepCo
   const outcome = await runCompaction(
     {
       log: logPort(writer, input.runId, id),
-      summarizer: pacedModel(
-        deps,
-        observedModel(deps.model, deps.telemetry, { sessionId: input.sessionId, turn: input.turn, purpose: 'summary' }),
-        input,
-        ctx,
+      summarizer: withMediaReader(
+        pacedModel(
+          deps,
+          observedModel(deps.model, deps.telemetry, {
+            sessionId: input.sessionId,
+            turn: input.turn,
+            purpose: 'summary',
+          }),
+          input,
+          ctx,
+        ),
+        mediaReader(deps, input.sessionId),
       ),
       context: deps.context,
       recall: hasRecallTools(deps),

@@ -14,7 +14,8 @@
 import { randomUUID } from 'node:crypto';
 import { relieveContext, type ReliefOutcome } from '../../context/pressure.js';
 import { ModelCallError, classifyModelError, type ModelFailure } from '../../model/errors.js';
-import { replyCost, type ModelPort, type ModelReply, type ModelRequest } from '../../model/provider.js';
+import { replyCost, type ModelReply } from '../../model/provider.js';
+import { mediaReader, withMediaReader } from '../media.js';
 import { storedMediaOf } from '../../model/request.js';
 import { DEFAULT_MEDIA_POLICY, applyMediaPolicy } from '../../context/media-policy.js';
 import {
@@ -437,18 +438,6 @@ function requestMessages(deps: EngineDeps, writer: LogWriter, header: RequestHea
     deps.media ?? DEFAULT_MEDIA_POLICY,
     deps.model.model(header.model).input,
   );
-}
-
-/** Reads a stored medium of the session from the artifact store, in this activity (never through Temporal). */
-function mediaReader(deps: EngineDeps, sessionId: string): (locator: string) => Promise<Uint8Array> {
-  return (locator) => deps.store.artifacts.readMedia(sessionId, locator);
-}
-
-/** `port` with every request reading its stored media through `readMedia` (the summarizer's, whose range may hold some). */
-function withMediaReader(port: ModelPort, readMedia: (locator: string) => Promise<Uint8Array>): ModelPort {
-  return Object.assign(Object.create(port) as ModelPort, {
-    stream: (request: ModelRequest) => port.stream({ readMedia, ...request }),
-  });
 }
 
 /** A cancel asked for by the workflow logs the partial reply as interrupted; any other abort writes nothing. */
