@@ -10,6 +10,7 @@ import { createActivities } from './activities/activities.js';
 import type { ContextPolicy } from './context/compaction.js';
 import type { TokenMeter } from './context/meter-types.js';
 import { resolveContextDeps, type ContextDeps } from './context/deps.js';
+import { resolveMediaPolicy, type MediaPolicy } from './context/media-policy.js';
 import type { PrunerConfig } from './context/pruner.js';
 import { spillText } from './context/spill.js';
 import { createTokenMeter, type MeterMeasurement, type SessionTokenMeter } from './context/token-meter.js';
@@ -37,14 +38,17 @@ import { SessionlogError, assertTenant, tenantCapsProblem, type TenantCaps } fro
 import { DEFAULT_TASK_QUEUE } from './workflows/api.js';
 
 /** The default context management: the catalogue's tokenizers and windows, calibrated by usage. */
-function contextDeps(options: {
-  policy?: Partial<ContextPolicy>;
-  pruner?: Partial<PrunerConfig> | false;
-  meter?: TokenMeter;
-  catalogue?: ModelCatalogue;
-}): ContextDeps {
+function contextDeps(
+  options: {
+    policy?: Partial<ContextPolicy>;
+    pruner?: Partial<PrunerConfig> | false;
+    meter?: TokenMeter;
+    catalogue?: ModelCatalogue;
+  },
+  media: MediaPolicy,
+): ContextDeps {
   const catalogue = options.catalogue ?? DEFAULT_MODEL_CATALOGUE;
-  const meter = options.meter ?? createTokenMeter({ catalogue });
+  const meter = options.meter ?? createTokenMeter({ catalogue, media });
   const calibration = 'calibration' in meter ? (meter as SessionTokenMeter).calibration : undefined;
   return resolveContextDeps({
     meter,
@@ -144,6 +148,11 @@ export type CreateWorkerOptions = {
   shapeToolResult?: ToolResultShaper;
   /** Tool output above this many UTF-8 bytes is logged as a head/tail preview (default 16 KiB). */
   spillMaxInlineBytes?: number;
+  /**
+   * Which media a request carries (context/media-policy.ts; default `DEFAULT_MEDIA_POLICY`: the
+   * last 3 user turns' and the current tool round's). The default meter prices the same.
+   */
+  media?: Partial<MediaPolicy>;
   /** Context management (meter, pressure policy, pruner); `false` turns it off. */
   context?:
     | false
@@ -226,6 +235,7 @@ export async function createWorker(options: CreateWorkerOptions): Promise<Worker
     approval: resolved.approval,
     shapeToolResult: resolved.shapeToolResult,
     ...(context ? { context } : {}),
+    media: resolved.media,
     heartbeatMs: resolved.heartbeatMs,
     learnedWindows: new Map(),
     ...(resolved.learnLimits ? {} : { learnLimits: false }),
@@ -297,6 +307,7 @@ export type ResolvedWorkerOptions = {
   shapeToolResult: ToolResultShaper;
   /** Context management; undefined when the caller turned it off (`context: false`). */
   context: ContextDeps | undefined;
+  media: MediaPolicy;
   learnLimits: boolean;
   heartbeatMs: number;
   checkpoints: CheckpointPolicy;
@@ -311,6 +322,7 @@ export type ResolvedWorkerOptions = {
 /** Fills every default of `options` in one step ({@link WORKER_DEFAULTS}, the built-in tools, the catalogue's context management). */
 export function resolveWorkerOptions(options: CreateWorkerOptions): ResolvedWorkerOptions {
   const maxInlineBytes = options.spillMaxInlineBytes ?? WORKER_DEFAULTS.spillMaxInlineBytes;
+  const media = resolveMediaPolicy(options.media);
   return {
     address: options.address ?? WORKER_DEFAULTS.address,
     connection: options.connection,
@@ -325,7 +337,8 @@ export function resolveWorkerOptions(options: CreateWorkerOptions): ResolvedWork
     shapeToolResult:
       options.shapeToolResult ??
       (async ({ text, locator, toolName }) => spillText({ text, locator, toolName, maxInlineBytes })),
-    context: options.context === false ? undefined : contextDeps(options.context ?? {}),
+    context: options.context === false ? undefined : contextDeps(options.context ?? {}, media),
+    media,
     learnLimits: options.context === false || options.context?.learnLimits !== false,
     heartbeatMs: options.heartbeatMs ?? WORKER_DEFAULTS.heartbeatMs,
     checkpoints: { ...WORKER_DEFAULTS.checkpoints, ...options.checkpoints },
