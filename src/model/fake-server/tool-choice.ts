@@ -1,7 +1,9 @@
 /**
  * The fake model's obedience to a request's tool options, as a provider's: `tool_choice`
- * `required` makes it call a tool even when its script answers in text, a named tool makes it
- * call that tool, `none` makes it answer in text, and `parallel_tool_calls: false` keeps one call
+ * `required` makes it call a tool even when its script answers in text (the last tool the
+ * request lists: sessionlog lists a caller's tools after the worker's), a named tool makes it
+ * call that tool (with arguments of its parameters' shape whose strings are the user's last
+ * message), `none` makes it answer in text, and `parallel_tool_calls: false` keeps one call
  * per reply. A tool choice without tools, or naming a tool the request does not carry, is refused
  * with a 400 as OpenAI refuses one.
  */
@@ -34,7 +36,7 @@ export function honourToolOptions(reply: NormalizedReply, body: FakeChatBody, ct
   if (choice === 'none' && reply.toolCalls.length > 0)
     result = { ...reply, text: reply.text !== '' ? reply.text : ctx.textReply(), toolCalls: [], finishReason: 'stop' };
   else if (choice === 'required' && reply.toolCalls.length === 0)
-    result = forcedCall(reply, body, body.tools![0]!.function.name, ctx);
+    result = forcedCall(reply, body, body.tools!.at(-1)!.function.name, ctx);
   else if (typeof choice === 'object') {
     const named = reply.toolCalls.filter((call) => call.name === choice.function.name);
     result = named.length > 0 ? { ...reply, toolCalls: named } : forcedCall(reply, body, choice.function.name, ctx);
