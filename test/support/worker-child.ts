@@ -16,6 +16,7 @@
  *                           REGEX is held forever, before it is written or after it committed,
  *                           and reported, so the parent can kill the worker inside an append.
  *   CHILD_SIDE_EFFECT_FILE  enables the `record` tool, which appends to this file
+ *   CHILD_MCP_SERVERS       the worker's `mcpServers`, as JSON (SESSIONLOG_MCP_SERVERS's form)
  *   OTEL_EXPORTER_OTLP_ENDPOINT  when set, the worker runs with sessionlog's telemetry and traces
  *                           to this OTLP/HTTP endpoint (its log lines go to stderr; a prebuilt
  *                           WORKFLOW_BUNDLE_PATH must then include the tracing interceptors).
@@ -48,7 +49,7 @@ import type { SessionStore } from '../../src/persistence/store.js';
 import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';
 import { ToolInputError, ToolRegistry, type Tool } from '../../src/tools/registry.js';
 import { startTelemetry } from '../../src/telemetry/index.js';
-import { createWorker } from '../../src/worker.js';
+import { createWorker, type CreateWorkerOptions } from '../../src/worker.js';
 
 function required(name: string): string {
   const value = process.env[name];
@@ -171,6 +172,9 @@ const worker = await createWorker({
     tools: ['read_artifact', 'calculator', 'sleep', ...(sideEffectFile ? ['record'] : [])],
   },
   tools: new ToolRegistry([...BUILTIN_TOOLS, sleepTool, ...(sideEffectFile ? [recordTool(sideEffectFile)] : [])]),
+  ...(process.env.CHILD_MCP_SERVERS
+    ? { mcpServers: JSON.parse(process.env.CHILD_MCP_SERVERS) as CreateWorkerOptions['mcpServers'] }
+    : {}),
   ...(telemetry ? { telemetry: telemetry.engine } : {}),
   ...(telemetry?.tracing ? { workflowInterceptorModules: telemetry.tracing.workflowInterceptorModules } : {}),
   workerOptions: {
