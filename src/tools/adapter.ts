@@ -15,14 +15,12 @@ import type { ApprovalRule, Tool, ToolOutput } from './registry.js';
  * a tool the caller runs (sessionlog's external tool).
  */
 export type AISDKTool = {
-  description?: string | ((options: { context: unknown }) => string);
+  description?: string | ((options: never) => string);
   inputSchema: unknown;
-  execute?: (
-    input: never,
-    options: { toolCallId: string; messages: unknown[]; abortSignal?: AbortSignal; context: unknown },
-  ) => unknown;
-  needsApproval?: boolean | ((input: never, options: never) => boolean | PromiseLike<boolean>);
-  toModelOutput?: (options: { toolCallId: string; input: never; output: never }) => unknown;
+  // Method syntax: the AI SDK's own option and message types stay assignable without importing them.
+  execute?(input: never, options: never): unknown;
+  needsApproval?: boolean | ((input: never, options: never) => unknown);
+  toModelOutput?(options: never): unknown;
   type?: string;
 };
 
@@ -113,11 +111,10 @@ function fromAISDK(tool: AISDKTool, name: string): Tool {
       `tool "${name}" is a provider tool of the AI SDK (run by the model provider), which sessionlog cannot offer`,
     );
   const description =
-    typeof tool.description === 'function' ? tool.description({ context: undefined }) : tool.description;
+    typeof tool.description === 'function' ? tool.description({ context: undefined } as never) : tool.description;
   const approval = aiSdkApproval(tool.needsApproval);
   const common = { description: description ?? '', ...(approval !== undefined ? { approval } : {}) };
-  const execute = tool.execute;
-  if (!execute) {
+  if (!tool.execute) {
     // The AI SDK's client-side tool: the caller runs it and posts the result.
     const { parameters } = validatedTool({
       name,
@@ -134,11 +131,9 @@ function fromAISDK(tool: AISDKTool, name: string): Tool {
     async execute(args, context) {
       // The model's messages are in the session's log (context.history), not handed to the tool.
       const options = { toolCallId: context.callId, messages: [], abortSignal: context.signal, context: undefined };
-      const output = await lastOutput(execute(args as never, options));
+      const output = await lastOutput(tool.execute!(args as never, options as never));
       if (!tool.toModelOutput) return aiSdkOutput(output);
-      return modelOutput(
-        await tool.toModelOutput({ toolCallId: context.callId, input: args as never, output: output as never }),
-      );
+      return modelOutput(await tool.toModelOutput({ toolCallId: context.callId, input: args, output } as never));
     },
   });
 }

@@ -318,7 +318,7 @@ describe('bad tools are refused when the registry is built, naming the tool', ()
         address: '127.0.0.1:1',
         store: undefined as never,
         model: undefined as never,
-        agent: { model: 'fake' },
+        agent: { model: 'fake', tools: ['when'] },
         tools: dated,
       }),
     ).rejects.toThrow(/^tool "when": inputSchema cannot be turned into JSON Schema/);
