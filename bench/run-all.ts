@@ -29,6 +29,7 @@ const BENCHES: ReadonlyArray<{ name: string; temporal: boolean }> = [
   { name: 'resume', temporal: true },
   { name: 'wal-bytes', temporal: true },
   { name: 'pacing', temporal: true },
+  { name: 'mcp', temporal: true },
   { name: 'meter', temporal: false },
   { name: 'stream-read', temporal: false },
   { name: 'followers', temporal: false },
