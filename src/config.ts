@@ -23,7 +23,9 @@ import { DEFAULT_COALESCE } from './model/stream.js';
 import { paceLimitsProblem, type PaceLimits } from './persistence/pacing.js';
 import { ConfigError } from './session/errors.js';
 import {
+  DEFAULT_MAX_MEDIA_BYTES,
   MAX_BUDGET_WAIT_MS,
+  MAX_MEDIA_BYTES_LIMIT,
   budgetProblem,
   isValidTenant,
   tenantCapsProblem,
@@ -115,7 +117,14 @@ export type Config = {
    * turns (SESSIONLOG_MEDIA_RECENT_TURNS), and for a model that cannot take one, a refusal or a
    * stand-in (SESSIONLOG_MEDIA_UNSUPPORTED).
    */
-  media: { recentTurns: number; unsupported: 'refuse' | 'stand-in' };
+  media: {
+    recentTurns: number;
+    unsupported: 'refuse' | 'stand-in';
+    /** The largest image or file in a message or an upload, in bytes (SESSIONLOG_MAX_MEDIA_BYTES). */
+    maxBytes: number;
+    /** Whether an http(s) image URL is fetched once and stored (SESSIONLOG_FETCH_IMAGE_URLS); default kept as a URL. */
+    fetchImageUrls: boolean;
+  };
   /**
    * The operations listener of `sessionlog worker` (`/healthz`, `/readyz`, `/metrics`): off when `port` is
    * undefined, 0 picks a free port.
@@ -248,6 +257,10 @@ const envSchema = z.object({
   SESSIONLOG_CONTEXT_BUDGET: int('SESSIONLOG_CONTEXT_BUDGET', 1).optional(),
   SESSIONLOG_MEDIA_RECENT_TURNS: int('SESSIONLOG_MEDIA_RECENT_TURNS', 0, 1000).optional(),
   SESSIONLOG_MEDIA_UNSUPPORTED: z.enum(['refuse', 'stand-in']).optional(),
+  SESSIONLOG_MAX_MEDIA_BYTES: int('SESSIONLOG_MAX_MEDIA_BYTES', 1, MAX_MEDIA_BYTES_LIMIT).optional(),
+  SESSIONLOG_FETCH_IMAGE_URLS: z
+    .enum(['true', 'false'], { message: 'SESSIONLOG_FETCH_IMAGE_URLS must be true or false' })
+    .optional(),
   SESSIONLOG_PACING: z.string().min(1).optional(),
   SESSIONLOG_TENANT_BUDGETS: z.string().min(1).optional(),
   SESSIONLOG_TENANT_CAPS: z.string().min(1).optional(),
@@ -398,7 +411,7 @@ export const CONFIG_VARIABLES = {
   SESSIONLOG_PORT: { group: 'Gateway', default: '`8787`', meaning: 'gateway listen port', min: 0, max: 65535 },
   SESSIONLOG_BODY_LIMIT_BYTES: {
     group: 'Gateway',
-    default: 'twice the message limit + 1 MiB (`17825792`)',
+    default: 'twice the message limit or 4/3 of the media limit (base64), whichever is larger, + 1 MiB (`29010603`)',
     meaning: 'largest HTTP request body',
     min: 1024,
   },
@@ -501,6 +514,20 @@ export const CONFIG_VARIABLES = {
     min: 0,
     max: 1000,
   },
+  SESSIONLOG_MAX_MEDIA_BYTES: {
+    group: 'Sessions',
+    default: '`20971520` (20 MiB)',
+    meaning:
+      'largest image or file in a message or an upload (refused with 413 / `MEDIA_TOO_LARGE`, naming the part); media are stored once per session in the artifact store, never in Temporal',
+    min: 1,
+    max: MAX_MEDIA_BYTES_LIMIT,
+  },
+  SESSIONLOG_FETCH_IMAGE_URLS: {
+    group: 'Sessions',
+    default: '`false`',
+    meaning:
+      '`true`: an http(s) image URL in a message is fetched once and stored like uploaded bytes (hosts resolving to private, loopback or link-local addresses are refused, redirects are not followed); `false`: it is kept as a URL the provider is given, never fetched',
+  },
   SESSIONLOG_MEDIA_UNSUPPORTED: {
     group: 'Sessions',
     default: '`refuse`',
@@ -511,7 +538,7 @@ export const CONFIG_VARIABLES = {
     group: 'Sessions',
     default: 'none',
     meaning:
-      'MCP servers whose tools the worker offers to every session, as `<server>__<tool>`: a JSON array of `{"name", "command", "args"?, "env"?, "cwd"?}` (stdio) or `{"name", "url", "headers"?}` (Streamable HTTP), each with `"timeoutMs"`? (default `60000`) and `"approval"`? (`destructive`, the default, `always` or `never`); see the writing-tools guide',
+      'MCP servers whose tools the worker offers to every session, as `<server>__<tool>`: a JSON array of `{"name", "command", "args"?, "env"?, "cwd"?}` (stdio) or `{"name", "url", "headers"?}` (Streamable HTTP), each with `"timeoutMs"`? (default `60000`) and `"approval"`? (`destructive`, the default, `always` or `never`); see [MCP servers as tool sources](typescript-api.md#mcp-servers-as-tool-sources)',
   },
   SESSIONLOG_APPROVAL: {
     group: 'Approvals, budgets and tenants',
@@ -654,10 +681,15 @@ export function resolveConfig(
       token: e.SESSIONLOG_GATEWAY_TOKEN,
       tokens,
       webhookSecret: e.SESSIONLOG_WEBHOOK_SECRET,
-      // A JSON body escapes some characters of the message it carries (a newline is two bytes).
+      // A JSON body escapes some characters of the message it carries (a newline is two bytes), and
+      // carries a medium as base64 (4 bytes for 3).
       bodyLimitBytes:
         e.SESSIONLOG_BODY_LIMIT_BYTES ??
-        2 * (e.SESSIONLOG_MAX_MESSAGE_BYTES ?? DEFAULT_TUNABLES.maxMessageBytes) + 1024 * 1024,
+        Math.max(
+          2 * (e.SESSIONLOG_MAX_MESSAGE_BYTES ?? DEFAULT_TUNABLES.maxMessageBytes),
+          Math.ceil(((e.SESSIONLOG_MAX_MEDIA_BYTES ?? DEFAULT_MAX_MEDIA_BYTES) * 4) / 3),
+        ) +
+          1024 * 1024,
       ...timeouts,
     },
     listenerLimits: resolveListenerLimits({
@@ -713,6 +745,8 @@ export function resolveConfig(
     media: {
       recentTurns: e.SESSIONLOG_MEDIA_RECENT_TURNS ?? 3,
       unsupported: e.SESSIONLOG_MEDIA_UNSUPPORTED ?? 'refuse',
+      maxBytes: e.SESSIONLOG_MAX_MEDIA_BYTES ?? DEFAULT_MAX_MEDIA_BYTES,
+      fetchImageUrls: e.SESSIONLOG_FETCH_IMAGE_URLS === 'true',
     },
     ops: { host: e.SESSIONLOG_METRICS_HOST ?? '127.0.0.1', port: e.SESSIONLOG_METRICS_PORT },
     shutdownGraceMs: e.SESSIONLOG_SHUTDOWN_GRACE_MS ?? 10_000,

@@ -203,6 +203,7 @@ export function runtimeOptions(config: Config) {
         contextReport: contextReporter(config),
         tenantBudgets: config.tenantBudgets,
         tenantCaps: config.tenantCaps,
+        media: { maxBytes: config.media.maxBytes, fetchImageUrls: config.media.fetchImageUrls },
       };
     },
     gateway(client: SessionClient, telemetry?: Telemetry): GatewayOptions {

@@ -10,7 +10,10 @@ import {
   DEFAULT_TENANT,
   SessionlogError,
   budgetProblem,
+  checkUserParts,
+  decodeBase64,
   hideProblem,
+  inspectMedia,
   isSessionlogError,
   newSessionHeader,
   suppliedHistoryProblem,
@@ -20,7 +23,9 @@ import {
   type AgentSpec,
   type AskedAgent,
   type Budget,
+  type CheckedPart,
   type SessionHeader,
+  type StoredMedia,
   type SuppliedItem,
 } from '../session/index.js';
 import {
@@ -40,6 +45,7 @@ import {
 } from '../workflows/api.js';
 import type { ClientCore } from './core.js';
 import { assertMessageId, assertMessageText, assertNoteMetadata, assertSessionId } from './inputs.js';
+import { prepareMedia, storeMedia, uploadMedia, type MediaUpload, type PreparedPart } from './media.js';
 import { isRunning } from './reads.js';
 import type { MessageOptions, Reply } from './session-client.js';
 
@@ -86,9 +92,9 @@ export async function send(
   text: string,
   options: MessageOptions = {},
 ): Promise<Reply> {
-  const checked = checkMessage(core, sessionId, text, options);
+  const checked = await checkMessageWithMedia(core, sessionId, text, options);
   await ensureSession(core, sessionId);
-  const message = await deliver(core, sessionId, checked, options.ownTurn);
+  const message = await deliver(core, sessionId, await withStoredMedia(core, sessionId, checked), options.ownTurn);
   let result: SendResult;
   try {
     result = await core.updateWithStart(sendUpdate, sessionId, { args: [message], updateId: message.id });
@@ -110,9 +116,9 @@ export async function post(
   text: string,
   options: MessageOptions = {},
 ): Promise<{ id: string }> {
-  const checked = checkMessage(core, sessionId, text, options);
+  const checked = await checkMessageWithMedia(core, sessionId, text, options);
   await ensureSession(core, sessionId);
-  const message = await deliver(core, sessionId, checked, options.ownTurn);
+  const message = await deliver(core, sessionId, await withStoredMedia(core, sessionId, checked), options.ownTurn);
   await core.temporal.workflow.signalWithStart(SESSION_WORKFLOW_TYPE, {
     ...core.startOptions(sessionId),
     signal: userMessageSignal,
@@ -241,15 +247,84 @@ function assertBudget(budget: unknown): asserts budget is Budget {
   if (problem) throw new SessionlogError('INVALID_ARGUMENT', problem);
 }
 
+/** Checks an upload and stores it in the session (its header made if it is new). */
+export async function upload(core: ClientCore, sessionId: string, medium: MediaUpload): Promise<StoredMedia> {
+  assertSessionId(sessionId);
+  if (typeof medium !== 'object' || medium === null)
+    throw new SessionlogError('INVALID_MEDIA', 'an upload is {data, mediaType, filename?}');
+  // The bytes are checked before the session is made: a refused upload changes nothing.
+  inspectUpload(core, medium);
+  await ensureSession(core, sessionId);
+  return uploadMedia(core, sessionId, medium);
+}
+
+function inspectUpload(core: ClientCore, medium: MediaUpload): void {
+  const bytes = typeof medium.data === 'string' ? decodeBase64(medium.data) : medium.data;
+  if (!(bytes instanceof Uint8Array)) throw new SessionlogError('INVALID_MEDIA', 'data must be bytes or base64 text');
+  inspectMedia(bytes, medium.mediaType, core.maxMediaBytes);
+}
+
+/** A message checked, with its media read and checked but not stored yet (see media.ts). */
+type CheckedMessage = { id: string } & MessageBody & { media?: PreparedPart[] };
+
+/**
+ * {@link checkMessage}, and for a message with parts (`options.content`) every part checked
+ * and every medium it names read (media.ts `prepareMedia`), nothing written. A message whose
+ * parts are all text is sent as its text, as one without parts is.
+ */
+async function checkMessageWithMedia(
+  core: ClientCore,
+  sessionId: string,
+  text: string,
+  options: MessageOptions,
+): Promise<CheckedMessage> {
+  if (options.content === undefined) return checkMessage(core, sessionId, text, options);
+  assertSessionId(sessionId);
+  const parts = checkUserParts(options.content, { maxBytes: core.maxMediaBytes });
+  const joined = parts.map((part) => (part.type === 'text' ? part.text : '')).join('');
+  if (typeof text !== 'string' || (text !== '' && text !== joined && joined !== ''))
+    throw new SessionlogError(
+      'INVALID_MESSAGE',
+      "with content parts, text is '' or the parts' text joined; put the message's text in the parts",
+    );
+  // Text given beside parts that hold none is the message's first block.
+  const all: CheckedPart[] = joined === '' && text.trim() !== '' ? [{ type: 'text', text }, ...parts] : parts;
+  const allText = joined === '' ? text : joined;
+  const hasMedia = all.some((part) => part.type !== 'text');
+  const checked = checkMessage(core, sessionId, allText, options, hasMedia);
+  if (!hasMedia) return checked;
+  // What the inbox entry holds besides the text: a block per part (~400 bytes for a medium).
+  const entryBytes = 2 * Buffer.byteLength(allText, 'utf8') + 512 * all.length;
+  if (entryBytes > core.maxMessageBytes)
+    throw new SessionlogError(
+      'MESSAGE_TOO_LARGE',
+      `the message's text and parts take about ${entryBytes} bytes; the limit is ${core.maxMessageBytes}`,
+    );
+  return { ...checked, media: await prepareMedia(core, sessionId, all) };
+}
+
+/** The message with its media stored and its blocks in `content` (a message without media as it is). */
+async function withStoredMedia(
+  core: ClientCore,
+  sessionId: string,
+  checked: CheckedMessage,
+): Promise<{ id: string } & MessageBody> {
+  const { media, ...message } = checked;
+  if (media === undefined) return message;
+  return { ...message, content: await storeMedia(core, sessionId, media) };
+}
+
 /** The checks a message passes before anything reaches Temporal, and what its inbox entry holds. */
 function checkMessage(
   core: ClientCore,
   sessionId: string,
   text: string,
   options: MessageOptions,
+  hasMedia = false,
 ): { id: string } & MessageBody {
   assertSessionId(sessionId);
-  assertMessageText(text, core.maxMessageBytes);
+  // A message of media alone has no text.
+  if (!(hasMedia && text === '')) assertMessageText(text, core.maxMessageBytes);
   const id = options.id ?? randomUUID();
   assertMessageId(id);
   const problem = options.tools === undefined ? undefined : turnToolsProblem(options.tools);
@@ -286,6 +361,7 @@ async function deliver(
 ): Promise<UserInput> {
   const body: MessageBody = {
     text: message.text,
+    ...(message.content ? { content: message.content } : {}),
     ...(message.tools ? { tools: message.tools } : {}),
     ...(message.agent ? { agent: message.agent } : {}),
     ...(message.hints ? { hints: message.hints } : {}),

@@ -10,6 +10,7 @@ import { ALL_TENANTS, tenantScope, type InboxRef, type SessionStore, type Tenant
 import { scopeStore } from '../persistence/tenants.js';
 import {
   CALLER_VISIBLE_CODES,
+  DEFAULT_MAX_MEDIA_BYTES,
   SessionlogError,
   isSessionErrorCode,
   isSessionlogError,
@@ -77,6 +78,16 @@ export class ClientCore {
   /** The largest message text this client's sessions accept (UTF-8 bytes). */
   get maxMessageBytes(): number {
     return this.tunables?.maxMessageBytes ?? DEFAULT_TUNABLES.maxMessageBytes;
+  }
+
+  /** The largest medium (image or file) a message or an upload may hold, in bytes (SESSIONLOG_MAX_MEDIA_BYTES). */
+  get maxMediaBytes(): number {
+    return this.options.media?.maxBytes ?? DEFAULT_MAX_MEDIA_BYTES;
+  }
+
+  /** Whether an http(s) image URL is fetched once and stored rather than kept as a URL (SESSIONLOG_FETCH_IMAGE_URLS). */
+  get fetchImageUrls(): boolean {
+    return this.options.media?.fetchImageUrls ?? false;
   }
 
   async requireSession(sessionId: string): Promise<void> {

@@ -33,7 +33,10 @@ import {
   type TurnsView,
   type UsageLedger,
   type UsageTotals,
+  type UserPart,
   type Violation,
+  type MediaType,
+  type StoredMedia,
 } from '../session/index.js';
 import type {
   ApprovalResult,
@@ -50,6 +53,7 @@ import type { SessionNote } from './commands.js';
 import { ClientCore } from './core.js';
 import { eraseSession, type TemporalEraseReceipt } from './erase.js';
 import * as lineage from './lineage.js';
+import * as media from './media.js';
 import * as reads from './reads.js';
 import type { WatchHub } from './watch-hub.js';
 
@@ -82,6 +86,13 @@ export type SessionClientOptions = {
   tenantCaps?: Readonly<Record<string, TenantCaps>>;
   /** Told of each refused attempt on another tenant's session by a client of {@link SessionClient.forTenant}. */
   onCrossTenant?: (attempt: CrossTenantAttempt) => void;
+  /**
+   * Media in messages (issue 50): the largest medium in bytes (default 20 MiB,
+   * SESSIONLOG_MAX_MEDIA_BYTES), and whether an http(s) image URL is fetched once and stored
+   * (default false: it stays a URL the provider is given; SESSIONLOG_FETCH_IMAGE_URLS). A fetch
+   * refuses hosts with private, loopback or link-local addresses.
+   */
+  media?: { maxBytes?: number; fetchImageUrls?: boolean };
 };
 
 /** An answer to a call waiting for approval, as {@link SessionClient.approve} takes it. */
@@ -108,6 +119,14 @@ export type MessageOptions = {
   hints?: TurnHints;
   /** Start a turn of its own rather than join a running turn's next step (a LangGraph run, issue 25). */
   ownTurn?: boolean;
+  /**
+   * The message's parts, with media (issue 50; session/media.ts `UserPart`): text, images (bytes,
+   * base64, a data: or http(s) URL, or an uploaded medium's locator) and files (PDF, plain text).
+   * With parts, `text` is `''` or the parts' text joined (or, when no part is text, the message's
+   * first text). Every part is checked before anything is stored; an error names the part
+   * (`error.part`, message `content[i]: …`).
+   */
+  content?: UserPart[];
 };
 
 /** A branch made by an edit or a regeneration: the new session, where it left its parent, and the message that starts its turn. */
@@ -250,6 +269,11 @@ export class SessionClient {
     return this.core.maxMessageBytes;
   }
 
+  /** The largest medium (image or file) this client accepts in a message or an upload, in bytes. */
+  get maxMediaBytes(): number {
+    return this.core.maxMediaBytes;
+  }
+
   // ---- sessions -----------------------------------------------------------------------------
 
   /**
@@ -309,9 +333,12 @@ export class SessionClient {
    * @param options.tools function tools the caller runs, for the turn this message starts only
    *   (a message with tools never joins a running turn): the model sees them beside the worker's
    *   tools, and each call waits for {@link submitToolResult}, as an external tool's does.
+   * @param options.content the message's parts with images and files ({@link MessageOptions.content}).
    * @throws SessionlogError `EMPTY_MESSAGE`, `MESSAGE_TOO_LARGE`, `INVALID_MESSAGE`,
    *   `INVALID_ARGUMENT` (bad tools) or `SESSION_CLOSED` when the message is refused (it never
-   *   reaches the log); `CORRUPT_LOG`, `LOG_BEHIND` or `LOG_AHEAD` (naming the session and seq)
+   *   reaches the log); for a bad part `INVALID_MEDIA`, `MEDIA_TOO_LARGE`,
+   *   `UNSUPPORTED_MEDIA_TYPE`, `ARTIFACT_FOREIGN` or `ARTIFACT_NOT_FOUND` naming it (`error.part`)
+   *   with nothing stored; `CORRUPT_LOG`, `LOG_BEHIND` or `LOG_AHEAD` (naming the session and seq)
    *   when the session's log stops it. While the store refuses writes the message waits (the
    *   status's `lastError` says so) and the turn is tried again, with backoff up to a minute.
    */
@@ -331,6 +358,32 @@ export class SessionClient {
    */
   async post(sessionId: string, text: string, options: MessageOptions = {}): Promise<{ id: string }> {
     return commands.post(this.core, sessionId, text, options);
+  }
+
+  /**
+   * Checks and stores a medium in the session (issue 50; creating the session's header if it is
+   * new), content-addressed: the same bytes uploaded twice are stored once. Send it in a message
+   * as `{type: 'image' | 'file', artifact: locator}`.
+   *
+   * @throws SessionlogError `INVALID_MEDIA` (the bytes are not of the declared type, an image is
+   *   cut short, bad base64), `MEDIA_TOO_LARGE`, `UNSUPPORTED_MEDIA_TYPE`; nothing is stored.
+   */
+  async uploadMedia(
+    sessionId: string,
+    upload: { data: Uint8Array | string; mediaType: string; filename?: string },
+  ): Promise<StoredMedia> {
+    return commands.upload(this.core, sessionId, upload);
+  }
+
+  /**
+   * A medium the session stored (a locator from a message's image or file block, or an upload):
+   * its bytes and type.
+   *
+   * @throws SessionlogError `ARTIFACT_FOREIGN` for another session's locator, `ARTIFACT_NOT_FOUND`
+   *   for an unknown one, `SESSION_NOT_FOUND`.
+   */
+  async readMedia(sessionId: string, locator: string): Promise<{ bytes: Uint8Array; mediaType: MediaType }> {
+    return media.readMedia(this.core, sessionId, locator);
   }
 
   // ---- reads --------------------------------------------------------------------------------

@@ -8,7 +8,7 @@
  * behind (a JSONL removal that failed, an entry a retried caller wrote again after its input was
  * logged) is removed when the session's next run opens ({@link removeLogged}).
  */
-import type { SessionView } from '../session/index.js';
+import type { ContentBlock, SessionView } from '../session/index.js';
 import {
   inboxEntriesByLogged,
   parseMessageBody,
@@ -20,8 +20,16 @@ import {
 } from '../persistence/index.js';
 import type { NoteInput, UserInput } from './types.js';
 
-/** A message as it is logged: its id, text and (starting a turn) the caller's tools. */
+/** A message as it is logged: its id, text (and blocks, with media) and (starting a turn) the caller's tools. */
 export type EnteringMessage = MessageBody & { id: string };
+
+/**
+ * The content a message is logged with: its blocks when it holds media (issue 50: references to
+ * media the client stored, never bytes), else its text as one block, as before media.
+ */
+export function messageContent(message: EnteringMessage): ContentBlock[] {
+  return message.content ?? [{ type: 'text', text: message.text }];
+}
 
 /** The text (and tools) of each message, from the inbox (or inline, for a message queued before it). */
 export async function readMessages(

@@ -67,5 +67,7 @@ export async function inlineMessage(
     toolName: 'user message',
     maxInlineBytes: Math.min(PREVIEW_MAX_BYTES, Math.floor(budget / 4)),
   });
-  return { ...message, text };
+  // A message with media keeps them after its preview (the media are references, already stored).
+  const media = message.content?.filter((block) => block.type !== 'text');
+  return { ...message, text, ...(media ? { content: [{ type: 'text', text }, ...media] } : {}) };
 }

@@ -12,7 +12,9 @@ import {
   turnHintsProblem,
   turnToolsProblem,
   suppliedHistoryProblem,
+  userContentProblem,
   type AskedAgent,
+  type ContentBlock,
   type StoredEvent,
   type SuppliedItem,
   type ToolSchema,
@@ -26,7 +28,18 @@ import type { InboxRef, InboxStore } from './store.js';
  * and the model and/or instructions the caller asks for from that turn on, and the request
  * options of that turn alone (`hints`).
  */
-export type MessageBody = { text: string; tools?: ToolSchema[]; agent?: AskedAgent; hints?: TurnHints };
+export type MessageBody = {
+  /** The message's text (with `content`: its text blocks joined). */
+  text: string;
+  /**
+   * The message's blocks when it holds media (issue 50): text, image and file blocks, each medium
+   * stored before the entry was written (a reference, never bytes). Absent: the message is `text`.
+   */
+  content?: ContentBlock[];
+  tools?: ToolSchema[];
+  agent?: AskedAgent;
+  hints?: TurnHints;
+};
 
 /**
  * A caller's note: metadata, user messages and caller-supplied history (session/supplied.ts)
@@ -158,8 +171,12 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 
 /** A {@link MessageBody}, or what is wrong with `value`. */
 export function parseMessageBody(value: unknown): MessageBody | string {
-  if (!isRecord(value) || typeof value.text !== 'string' || value.text.trim().length === 0)
-    return 'a message needs non-blank text';
+  if (!isRecord(value) || typeof value.text !== 'string') return 'a message needs text';
+  const contentProblem = value.content === undefined ? undefined : userContentProblem(value.content);
+  if (contentProblem) return contentProblem;
+  const hasMedia =
+    Array.isArray(value.content) && (value.content as ContentBlock[]).some((block) => block.type !== 'text');
+  if (value.text.trim().length === 0 && !hasMedia) return 'a message needs non-blank text or media';
   const agent = value.agent === undefined ? undefined : askedAgentOf(value.agent);
   if (typeof agent === 'string') return agent;
   const problem = value.tools === undefined ? undefined : turnToolsProblem(value.tools);
@@ -168,6 +185,7 @@ export function parseMessageBody(value: unknown): MessageBody | string {
   if (hintsProblem) return hintsProblem;
   return {
     text: value.text,
+    ...(value.content !== undefined ? { content: value.content as ContentBlock[] } : {}),
     ...(value.tools !== undefined ? { tools: value.tools as ToolSchema[] } : {}),
     ...(agent ? { agent } : {}),
     ...(value.hints !== undefined ? { hints: value.hints as TurnHints } : {}),

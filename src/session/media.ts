@@ -59,6 +59,11 @@ export type CheckedPart =
 /** The limits `checkUserParts` applies. */
 export type MediaLimits = { maxBytes: number };
 
+/** The largest medium a message or an upload may hold by default (SESSIONLOG_MAX_MEDIA_BYTES): 20 MiB. */
+export const DEFAULT_MAX_MEDIA_BYTES = 20 * 1024 * 1024;
+/** The largest medium a deployment may be configured to accept (SESSIONLOG_MAX_MEDIA_BYTES): 512 MiB. */
+export const MAX_MEDIA_BYTES_LIMIT = 512 * 1024 * 1024;
+
 const IMAGE_TYPES: ReadonlySet<string> = new Set(['image/png', 'image/jpeg', 'image/gif', 'image/webp']);
 const EXTENSIONS: Record<MediaType, string> = {
   'image/png': 'png',

@@ -426,6 +426,28 @@ export function fastAcceptsEventData(type: string, data: unknown): boolean | und
   return fastCheck(type)?.(data);
 }
 
+/**
+ * What is wrong with the content of a user message a caller sent (the inbox's message body, issue
+ * 50): text, image and file blocks only, each of the shape a logged user message holds; undefined
+ * when it is well-formed.
+ */
+export function userContentProblem(content: unknown): string | undefined {
+  if (!Array.isArray(content) || content.length === 0) return 'content must be a non-empty list of blocks';
+  const index = content.findIndex(
+    (block: unknown) =>
+      typeof block !== 'object' ||
+      block === null ||
+      !['text', 'image', 'file'].includes((block as { type?: unknown }).type as string),
+  );
+  if (index >= 0) return `content[${index}] must be a text, image or file block`;
+  const result = userContent.safeParse(content);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    return `content invalid at ${issue.path.join('.') || '(root)'}: ${issue.message}`;
+  }
+  return mediaBlocksProblem({ content });
+}
+
 /** The zod schema of a known type's payload (undefined for an unknown type). */
 export function eventDataSchema(type: string): z.ZodType | undefined {
   return dataSchemas[type];

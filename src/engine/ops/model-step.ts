@@ -37,7 +37,7 @@ import { requestHeaderFor } from '../agent.js';
 import { requestAnswers } from './record-answers.js';
 import { overBudget } from '../admission/budget-check.js';
 import { paceCall, roughTokens, settlePace } from '../admission/pacing.js';
-import { readMessages } from '../inbox.js';
+import { messageContent, readMessages } from '../inbox.js';
 import { inlineMessage } from '../oversized.js';
 import type { EngineDeps } from '../deps.js';
 import { StepInterrupted } from '../errors.js';
@@ -305,7 +305,7 @@ async function beginStep(deps: EngineDeps, writer: LogWriter, input: ModelStepIn
     events.push({
       type: 'user/message',
       time: deps.now(),
-      data: { id: message.id, role: 'user', content: [{ type: 'text', text: message.text }], source: { kind: 'user' } },
+      data: { id: message.id, role: 'user', content: messageContent(message), source: { kind: 'user' } },
       surfaceOp: 'append',
     });
   }
