@@ -86,6 +86,7 @@ export { ToolInputError, ToolRegistry } from './tools/registry.js';
 export type { ApprovalRule, ExternalTool, RunnableTool, Tool, ToolContext, ToolOutput } from './tools/registry.js';
 export { parseApprovalPolicy } from './tools/approval.js';
 export type { ApprovalPolicy } from './tools/approval.js';
+export type { McpApproval, McpHttpServerConfig, McpServerConfig, McpStdioServerConfig } from './tools/mcp/index.js';
 export { BUILTIN_TOOLS, calculatorTool, readArtifactTool, wordCountTool } from './tools/builtin.js';
 export { defineTool } from './tools/define.js';
 export type { SchemaTool, ToolDefinition, ToolResultValue } from './tools/define.js';

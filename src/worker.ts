@@ -141,7 +141,7 @@ export type CreateWorkerOptions = {
    * MCP servers whose tools the worker offers to every session (DESIGN §5.4; `SESSIONLOG_MCP_SERVERS`):
    * stdio (`{name, command, args?, env?}`) or Streamable HTTP (`{name, url, headers?}`), each tool
    * named `<server>__<tool>`. Listed before the worker polls and again when a server says its list
-   * changed; closed when the worker's run ends. See docs/writing-tools.md.
+   * changed; closed when the worker's run ends. See docs/typescript-api.md, "MCP servers as tool sources".
    */
   mcpServers?: readonly McpServerConfig[];
   /** Replaces the default spill shaper (preview + notice above `spillMaxInlineBytes`). */
