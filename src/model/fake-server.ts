@@ -277,7 +277,10 @@ export class FakeModelServer {
       return;
     }
 
-    const promptIds = deepseekPromptTokenIds(body.messages, body.tools);
+    // Counted on the body as sent: the parsed copy orders an object's known keys first, and a tool's
+    // JSON (name, description, parameters) must be counted in the order the client wrote it.
+    const sent = record.body as FakeChatBody;
+    const promptIds = deepseekPromptTokenIds(sent.messages, sent.tools);
     const promptTokens = promptIds.length + mediaTokens.images + mediaTokens.files;
     const limit = this.config.contextLimitTokens;
     if (limit !== null && promptTokens > limit) {
