@@ -26,6 +26,7 @@ const BENCHES: ReadonlyArray<{ name: string; temporal: boolean }> = [
   { name: 'limits', temporal: true },
   { name: 'telemetry', temporal: true },
   { name: 'history-bytes', temporal: true },
+  { name: 'media', temporal: true },
   { name: 'resume', temporal: true },
   { name: 'wal-bytes', temporal: true },
   { name: 'pacing', temporal: true },
