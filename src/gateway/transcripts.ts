@@ -26,13 +26,21 @@ import {
   type SuppliedToolCall,
   type ToolSchema,
   type TurnHints,
+  type ContentBlock,
 } from '../session/index.js';
+import type { UserPart } from '../session/media.js';
+import { mediaKeyOfBlock, namingPart, refuseForeignMedia, type ReadMessage } from './media-parts.js';
 import { OpenAiError, invalidRequest } from './openai-errors.js';
 import type { RouteContext } from './route-table.js';
 
-/** One message of a transcript as a client sends it (system messages are kept apart: they are instructions). */
+/**
+ * One message of a transcript as a client sends it (system messages are kept apart: they are
+ * instructions). A user message with media (issue 50) carries the parts to send (`content`) and
+ * its media's identities (`mediaKeys`: a sha-256 of the bytes or the URL, media-parts.ts), which
+ * its digest includes; a text-only message has neither, and its digest is what it always was.
+ */
 export type TranscriptMessage =
-  | { role: 'user'; text: string }
+  | { role: 'user'; text: string; content?: UserPart[]; mediaKeys?: string[]; params?: string[] }
   | { role: 'assistant'; text: string; toolCalls: SuppliedToolCall[] }
   | { role: 'tool'; callId: string; output: string };
 
@@ -48,12 +56,26 @@ function canonicalArguments(text: string): string {
   }
 }
 
+/** A user message read by media-parts.ts as a transcript message (text only: as it always was). */
+export function userTranscriptMessage(read: ReadMessage): TranscriptMessage {
+  return read.content
+    ? {
+        role: 'user',
+        text: read.text,
+        content: read.content,
+        mediaKeys: read.mediaKeys,
+        ...(read.params ? { params: read.params } : {}),
+      }
+    : { role: 'user', text: read.text };
+}
+
 /** A digest of one message's content: what makes two messages the same message. */
 export function messageDigest(message: TranscriptMessage): string {
   const hash = createHash('sha256');
   switch (message.role) {
     case 'user':
       hash.update(`user\0${message.text}`);
+      for (const key of message.mediaKeys ?? []) hash.update(`\0media\0${key}`);
       break;
     case 'assistant':
       hash.update(`assistant\0${message.text.trim()}`);
@@ -106,6 +128,12 @@ const textOfBlocks = (content: ReadonlyArray<{ type: string; text?: string }>): 
     .map((block) => block.text ?? '')
     .join('');
 
+/** A logged user message as a transcript message: its text, and its media's identities when it has media. */
+function userMessageOf(content: readonly ContentBlock[]): TranscriptMessage {
+  const mediaKeys = content.flatMap((block) => mediaKeyOfBlock(block) ?? []);
+  return { role: 'user', text: textOfBlocks(content), ...(mediaKeys.length > 0 ? { mediaKeys } : {}) };
+}
+
 /**
  * The transcript a log holds as its clients saw it: the user's messages; for each model turn,
  * one assistant message per stretch between the caller's tool rounds (its texts joined, as
@@ -156,7 +184,7 @@ export function loggedTranscript(events: readonly StoredEvent[]): LoggedTranscri
       case 'user/message':
         if (event.surfaceOp !== 'append' || event.data.source.kind !== 'user' || hidden.has(event.seq)) break;
         messages.push({
-          message: { role: 'user', text: textOfBlocks(event.data.content) },
+          message: userMessageOf(event.data.content),
           seq: event.seq,
           id: event.data.id,
           turn: openTurn,
@@ -225,12 +253,26 @@ export function cutAtOrBefore(logged: LoggedTranscript, kept: number): { seq: nu
   return best;
 }
 
-/** The messages `tail` holds as caller-supplied history items, with ids made from `idPrefix`. */
-export function suppliedItems(tail: readonly TranscriptMessage[], idPrefix: string): SuppliedItem[] {
+/**
+ * The messages `tail` holds as caller-supplied history items, with ids made from `idPrefix`.
+ * Caller-supplied history is text (session/supplied.ts): a user message with media the log does
+ * not hold yet is refused, naming it, and is sent as a request's last message instead.
+ */
+export function suppliedItems(
+  tail: readonly TranscriptMessage[],
+  idPrefix: string,
+  param = 'messages',
+): SuppliedItem[] {
   return tail.map((message, i) => {
     const id = `${idPrefix}.${i}`;
     switch (message.role) {
       case 'user':
+        if (message.content !== undefined)
+          throw invalidRequest(
+            param,
+            'a user message with images or files that this conversation has not logged can only be its last message; send the messages before it first, or the media as a new message',
+            'unsupported_value',
+          );
         return { role: 'user', id, text: message.text };
       case 'assistant':
         return {
@@ -479,6 +521,11 @@ async function applyTail(
   const last = messages.at(-1)!;
   const answerAt = messages.length;
   const base = { sessionId, forkedFrom: at.forkedFrom, events, answerAt, digests };
+  const stamp = shortDigest(digests[answerAt]!);
+  const earlier = tail.slice(0, -1);
+  // Refused (media in an earlier message) before the session is created.
+  const history = last.role === 'user' && earlier.length > 0 ? suppliedItems(earlier, `h_${stamp}`) : undefined;
+  if (last.role === 'user') refuseForeignMedia(last, sessionId);
   if (!(await ctx.client.exists(sessionId))) await ctx.client.create({ sessionId });
 
   // Results for the calls a waiting turn asked the caller to run: the turn carries on.
@@ -499,26 +546,29 @@ async function applyTail(
       `conversation ${sessionId} is answering another request (turn ${logged.openTurn} is running or waits for tool results); retry once it has finished`,
       { code: 'conversation_locked' },
     );
-  const earlier = tail.slice(0, -1);
-  const stamp = shortDigest(digests[answerAt]!);
   const messageId = `m_${stamp}`;
   const metadata = request.metadata && Object.keys(request.metadata).length > 0 ? request.metadata : undefined;
-  if (earlier.length > 0 || metadata)
+  if (history || metadata)
     await ctx.client.note(sessionId, {
       id: `h_${stamp}`,
-      ...(earlier.length > 0 ? { history: suppliedItems(earlier, `h_${stamp}`) } : {}),
+      ...(history ? { history } : {}),
       ...(metadata ? { metadata: { values: metadata, messageId } } : {}),
     });
   const agent = {
     ...(request.model !== undefined ? { model: request.model } : {}),
     ...(request.transcript.system !== undefined ? { system: request.transcript.system } : {}),
   };
-  await ctx.client.post(sessionId, last.text, {
-    id: messageId,
-    ...(request.tools ? { tools: request.tools } : {}),
-    ...(Object.keys(agent).length > 0 ? { agent } : {}),
-    ...(request.hints ? { hints: request.hints } : {}),
-  });
+  try {
+    await ctx.client.post(sessionId, last.text, {
+      id: messageId,
+      ...(last.role === 'user' && last.content ? { content: last.content } : {}),
+      ...(request.tools ? { tools: request.tools } : {}),
+      ...(Object.keys(agent).length > 0 ? { agent } : {}),
+      ...(request.hints ? { hints: request.hints } : {}),
+    });
+  } catch (error) {
+    throw last.role === 'user' ? namingPart(error, last) : error;
+  }
   // A client that leaves before the answer (an aborted stream) still finds this session by its transcript.
   await recordTranscriptDigest(ctx, request.scope, sessionId, digests[answerAt]!, events.length);
   return { ...base, anchor: { kind: 'message', messageId } };

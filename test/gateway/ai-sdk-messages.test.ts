@@ -7,38 +7,43 @@ import { UiMessageFold, coalesceChunks } from '../../src/gateway/ai-sdk/ui-fold.
 import { readUiMessages } from '../../src/gateway/ai-sdk/ui-messages.js';
 import type { StoredEvent } from '../../src/session/index.js';
 
+const MAX_MEDIA = 1024 * 1024;
+
 describe('readUiMessages', () => {
   it("reads texts, the caller's tool calls and outputs; the server's tools and reasoning are not the transcript's", () => {
-    const { transcript, approvals } = readUiMessages([
-      { id: 's', role: 'system', parts: [{ type: 'text', text: 'Be brief.' }] },
-      { id: 'u1', role: 'user', parts: [{ type: 'text', text: 'Weather in Oslo?' }] },
-      {
-        id: 'a1',
-        role: 'assistant',
-        parts: [
-          { type: 'step-start' },
-          { type: 'reasoning', text: 'thinking' },
-          { type: 'text', text: 'Let me check. ' },
-          {
-            type: 'tool-calculator',
-            toolCallId: 'c0',
-            state: 'output-available',
-            input: { expression: '1+1' },
-            output: '2',
-            providerExecuted: true,
-          },
-          {
-            type: 'tool-weather',
-            toolCallId: 'c1',
-            state: 'output-available',
-            input: { city: 'Oslo' },
-            output: 'sunny',
-          },
-          { type: 'text', text: 'It is sunny.' },
-        ],
-      },
-      { id: 'u2', role: 'user', parts: [{ type: 'text', text: 'Thanks' }] },
-    ]);
+    const { transcript, approvals } = readUiMessages(
+      [
+        { id: 's', role: 'system', parts: [{ type: 'text', text: 'Be brief.' }] },
+        { id: 'u1', role: 'user', parts: [{ type: 'text', text: 'Weather in Oslo?' }] },
+        {
+          id: 'a1',
+          role: 'assistant',
+          parts: [
+            { type: 'step-start' },
+            { type: 'reasoning', text: 'thinking' },
+            { type: 'text', text: 'Let me check. ' },
+            {
+              type: 'tool-calculator',
+              toolCallId: 'c0',
+              state: 'output-available',
+              input: { expression: '1+1' },
+              output: '2',
+              providerExecuted: true,
+            },
+            {
+              type: 'tool-weather',
+              toolCallId: 'c1',
+              state: 'output-available',
+              input: { city: 'Oslo' },
+              output: 'sunny',
+            },
+            { type: 'text', text: 'It is sunny.' },
+          ],
+        },
+        { id: 'u2', role: 'user', parts: [{ type: 'text', text: 'Thanks' }] },
+      ],
+      MAX_MEDIA,
+    );
     expect(transcript).toEqual({
       system: 'Be brief.',
       messages: [
@@ -56,28 +61,31 @@ describe('readUiMessages', () => {
     expect(approvals).toEqual([]);
   });
 
-  it("takes the last assistant message's approval answers, and refuses file parts naming them", () => {
-    const { approvals } = readUiMessages([
-      { id: 'u1', role: 'user', parts: [{ type: 'text', text: 'deploy' }] },
-      {
-        id: 'a1',
-        role: 'assistant',
-        parts: [
-          {
-            type: 'tool-deploy',
-            toolCallId: 'c9',
-            state: 'approval-responded',
-            input: {},
-            providerExecuted: true,
-            approval: { id: 'c9', approved: false, reason: 'not today' },
-          },
-        ],
-      },
-    ]);
+  it("takes the last assistant message's approval answers, and refuses a file part that is not base64, naming it", () => {
+    const { approvals } = readUiMessages(
+      [
+        { id: 'u1', role: 'user', parts: [{ type: 'text', text: 'deploy' }] },
+        {
+          id: 'a1',
+          role: 'assistant',
+          parts: [
+            {
+              type: 'tool-deploy',
+              toolCallId: 'c9',
+              state: 'approval-responded',
+              input: {},
+              providerExecuted: true,
+              approval: { id: 'c9', approved: false, reason: 'not today' },
+            },
+          ],
+        },
+      ],
+      MAX_MEDIA,
+    );
     expect(approvals).toEqual([{ callId: 'c9', approved: false, reason: 'not today' }]);
     expect(() =>
-      readUiMessages([{ role: 'user', parts: [{ type: 'file', mediaType: 'image/png', url: 'data:,' }] }]),
-    ).toThrow(/file parts/);
+      readUiMessages([{ role: 'user', parts: [{ type: 'file', mediaType: 'image/png', url: 'data:,' }] }], MAX_MEDIA),
+    ).toThrow(/messages\[0\]\.parts\[0\].*not base64/);
   });
 });
 

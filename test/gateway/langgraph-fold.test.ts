@@ -7,7 +7,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { inputTexts, threadMessages } from '../../src/gateway/langgraph/messages.js';
+import { inputMessages, threadMessages } from '../../src/gateway/langgraph/messages.js';
 import { answersOf } from '../../src/gateway/langgraph/resume.js';
 import {
   RunFold,
@@ -175,6 +175,7 @@ describe('metadata and input', () => {
   });
 
   it('reads human messages in every LangChain shape and refuses the rest naming the field', () => {
+    const inputTexts = (input: unknown) => inputMessages(input, 1024 * 1024).map((message) => message.text);
     expect(
       inputTexts({
         messages: [

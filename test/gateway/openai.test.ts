@@ -680,8 +680,13 @@ describe('refusals raise the SDK error classes', () => {
       [{ tools: [{ type: 'web_search' }] }, 'tools[0].type'],
       [{ made_up_field: 1 }, 'made_up_field'],
       [
-        { input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://example.com/x.png' }] }] },
+        { input: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: 'AA==', format: 'wav' } }] }] },
         'input[0].content[0].type',
+      ],
+      // Images are stored as media (issue 50), but only from data: and http(s) URLs.
+      [
+        { input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'ftp://example.com/x.png' }] }] },
+        'input[0].content[0]',
       ],
       [{ input: [{ type: 'web_search_call', id: 'ws_1' }] }, 'input[0].type'],
       [{ prompt: { id: 'pmpt_1' } }, 'prompt'],

@@ -165,7 +165,7 @@ export async function answerChat(
   request: FastifyRequest,
   reply: FastifyReply,
 ): Promise<RouteResult> {
-  const { transcript, approvals } = readUiMessages(body.messages);
+  const { transcript, approvals } = readUiMessages(body.messages, ctx.client.maxMediaBytes);
   if (approvals.length > 0) {
     const at = await answerApprovals(ctx, body.id, approvals);
     const { fold, replayed } = foldOf(at.sessionId, { kind: 'turn', turn: at.turn }, []);

@@ -9,12 +9,57 @@
  * joins a turn's texts); the tool parts of tools the caller ran (not `providerExecuted`: those
  * the server ran are the worker's and not part of the transcript) are its calls, and their
  * outputs follow as tool messages, the text after them a new assistant message. Reasoning,
- * step, source and data parts carry nothing a transcript holds. Files and images cannot be
- * logged: refused, naming the part.
+ * step, source and data parts carry nothing a transcript holds. A user message's `file` parts
+ * (`{type: 'file', mediaType, url, filename?}`, the url a data URL as `useChat` sends a picked
+ * file, or an http(s) URL for an image) are its images and files (issue 50), checked before
+ * anything is logged; a refusal names the part (`messages[0].parts[1]`).
  */
 import { invalidRequest } from '../openai-errors.js';
-import type { Transcript, TranscriptMessage } from '../transcripts.js';
+import { userTranscriptMessage, type Transcript, type TranscriptMessage } from '../transcripts.js';
+import type { UserPart } from '../../session/media.js';
+import {
+  checkMessageParts,
+  imageFromUrl,
+  mediaFromData,
+  mediaFromReference,
+  type ReadMessage,
+} from '../media-parts.js';
 import type { ChatRequestBody } from './schemas.js';
+
+type FilePart = { type: 'file'; mediaType?: unknown; url?: unknown; filename?: unknown };
+
+/** A UI message's `file` part as a caller part: a data URL (inline bytes), an http(s) image URL, or a stored medium's locator. */
+function filePartOf(part: FilePart, param: string): UserPart {
+  const url = part.url;
+  const mediaType = typeof part.mediaType === 'string' ? part.mediaType : undefined;
+  const filename = typeof part.filename === 'string' ? part.filename : undefined;
+  if (typeof url === 'string' && url.startsWith('artifact:')) return mediaFromReference(url, param, { filename });
+  if (typeof url === 'string' && url.startsWith('data:')) return mediaFromData(url, param, { mediaType, filename });
+  if (mediaType !== undefined && !mediaType.toLowerCase().startsWith('image/'))
+    throw invalidRequest(
+      `${param}.url`,
+      `Invalid '${param}.url': a ${mediaType} file is not fetched from a URL; send it as a data URL`,
+      'invalid_value',
+    );
+  return imageFromUrl(url, `${param}.url`);
+}
+
+/** A user UI message's text and file parts, read and checked (other parts carry nothing a message holds). */
+function readUserParts(
+  parts: ReadonlyArray<{ type: string; text?: unknown }>,
+  at: string,
+  maxMediaBytes: number,
+): ReadMessage {
+  const read: UserPart[] = [];
+  const wire: number[] = [];
+  parts.forEach((part, j) => {
+    if (part.type === 'text') read.push({ type: 'text', text: String(part.text ?? '') });
+    else if (part.type === 'file') read.push(filePartOf(part as FilePart, `${at}.parts[${j}]`));
+    else return;
+    wire.push(j);
+  });
+  return checkMessageParts(read, maxMediaBytes, (k) => `${at}.parts[${wire[k]!}]`);
+}
 
 /** An answer to a tool approval the stream asked for (`approvalId` is the call id). */
 export type ApprovalAnswerPart = { callId: string; approved: boolean; reason?: string };
@@ -40,7 +85,10 @@ function toolNameOf(part: ToolPart): string {
 const asText = (value: unknown): string => (typeof value === 'string' ? value : JSON.stringify(value ?? null));
 
 /** The transcript the UI messages hold, and the approval answers of the last assistant message. */
-export function readUiMessages(messages: ChatRequestBody['messages']): {
+export function readUiMessages(
+  messages: ChatRequestBody['messages'],
+  maxMediaBytes: number,
+): {
   transcript: Transcript;
   approvals: ApprovalAnswerPart[];
 } {
@@ -49,21 +97,22 @@ export function readUiMessages(messages: ChatRequestBody['messages']): {
   let approvals: ApprovalAnswerPart[] = [];
   messages.forEach((message, i) => {
     const parts = message.parts as Array<{ type: string; text?: unknown }>;
-    parts.forEach((part, j) => {
-      if (part.type === 'file')
-        throw invalidRequest(
-          `messages[${i}].parts[${j}].type`,
-          'file parts (images, documents) are not supported by sessionlog; send text',
-          'unsupported_value',
-        );
-    });
+    if (message.role !== 'user')
+      parts.forEach((part, j) => {
+        if (part.type === 'file')
+          throw invalidRequest(
+            `messages[${i}].parts[${j}].type`,
+            `file parts belong in user messages; a ${message.role} message's are not logged`,
+            'unsupported_value',
+          );
+      });
     const text = (part: { type: string; text?: unknown }) => (part.type === 'text' ? String(part.text ?? '') : '');
     if (message.role === 'system') {
       system.push(parts.map(text).join(''));
       return;
     }
     if (message.role === 'user') {
-      out.push({ role: 'user', text: parts.map(text).join('') });
+      out.push(userTranscriptMessage(readUserParts(parts, `messages[${i}]`, maxMediaBytes)));
       return;
     }
     approvals = [];

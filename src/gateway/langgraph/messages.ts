@@ -19,12 +19,23 @@ import {
 import { itemTag, messageItemId } from '../turn-stream/ids.js';
 import { OutputAssembler } from '../turn-stream/output-items.js';
 import { unsupported } from './errors.js';
+import type { UserPart } from '../../session/media.js';
+import {
+  checkMessageParts,
+  imageDetail,
+  imageFromUrl,
+  mediaBlocksOf,
+  mediaFromData,
+  mediaFromReference,
+  type ReadMessage,
+} from '../media-parts.js';
 
 /** A message as LangChain serialises it in LangGraph state (`BaseMessage` as a dict). */
 export type LangChainMessage = {
   type: 'human' | 'ai' | 'tool' | 'system';
   id: string;
-  content: string;
+  /** Text; a human message with images or files: LangChain's standard content blocks ({@link humanContent}). */
+  content: string | Array<Record<string, unknown>>;
   additional_kwargs: Record<string, unknown>;
   response_metadata: Record<string, unknown>;
   name?: string | null;
@@ -92,6 +103,39 @@ export function aiMessage(
   };
 }
 
+/**
+ * A human message's content in LangGraph state: its text as a string, as always, unless it holds
+ * media; then LangChain's v1 standard blocks in order: `{type: 'text', text}`, a stored medium as
+ * `{type: 'image' | 'file', fileId: <locator>, mimeType}` (the locator is what a run can send
+ * back; its bytes are at the native artifact route), a remote image as `{type: 'image', url}`.
+ */
+export function humanContent(content: readonly ContentBlock[]): LangChainMessage['content'] {
+  if (mediaBlocksOf(content).length === 0) return textOf(content);
+  return content.flatMap((block): Array<Record<string, unknown>> => {
+    switch (block.type) {
+      case 'text':
+        return [{ type: 'text', text: block.text }];
+      case 'image':
+      case 'file': {
+        const { source } = block;
+        const metadata = {
+          ...(block.type === 'image' && block.detail !== undefined ? { detail: block.detail } : {}),
+          ...(block.type === 'file' && block.filename !== undefined ? { filename: block.filename } : {}),
+        };
+        return [
+          {
+            type: block.type,
+            ...(source.kind === 'url' ? { url: source.url } : { fileId: source.locator, mimeType: source.mediaType }),
+            ...(Object.keys(metadata).length > 0 ? { metadata } : {}),
+          },
+        ];
+      }
+      default:
+        return [];
+    }
+  });
+}
+
 /** The message a surface event stands for in LangGraph state (`names`: each call id's tool name). */
 export function stateMessageOf(
   event: StoredEvent,
@@ -106,7 +150,7 @@ export function stateMessageOf(
       return {
         type: source.kind === 'plugin' ? 'system' : 'human',
         id,
-        content: textOf(content),
+        content: humanContent(content),
         additional_kwargs: source.kind === 'plugin' ? { sessionlog_source: source.plugin } : {},
         response_metadata: {},
         name: null,
@@ -157,30 +201,80 @@ export function threadMessages(sessionId: string, events: readonly StoredEvent[]
 
 const HUMAN_TYPES = new Set(['human', 'user', 'HumanMessage', 'HumanMessageChunk']);
 
-function contentText(content: unknown, field: string): string {
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) throw unsupported(field, 'content must be a string or a list of text blocks');
-  let text = '';
-  for (const [i, block] of content.entries()) {
-    if (typeof block === 'string') text += block;
-    else if (typeof block === 'object' && block !== null && (block as { type?: unknown }).type === 'text')
-      text += String((block as { text?: unknown }).text ?? '');
-    else
+const asString = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
+
+/**
+ * One content block of a human message as a caller part, in any shape LangChain sends: text; an
+ * OpenAI-style `{type: 'image_url', image_url: {url} | url}`; a v1 standard block `{type:
+ * 'image' | 'file', url | data | fileId, mimeType}`; or the older data block `{type, source_type:
+ * 'url' | 'base64' | 'id', url | data | id, mime_type}`. A file id is a stored medium's locator.
+ */
+function contentPartOf(block: unknown, field: string): UserPart {
+  if (typeof block === 'string') return { type: 'text', text: block };
+  if (typeof block !== 'object' || block === null) throw unsupported(field, 'a content block must be an object');
+  const b = block as Record<string, unknown>;
+  switch (b.type) {
+    case 'text':
+      return { type: 'text', text: String(b.text ?? '') };
+    case 'image_url': {
+      const image = b.image_url;
+      const url = typeof image === 'object' && image !== null ? (image as { url?: unknown }).url : image;
+      const detail = typeof image === 'object' && image !== null ? (image as { detail?: unknown }).detail : undefined;
+      return imageFromUrl(url, field, imageDetail(detail, `${field}.image_url.detail`));
+    }
+    case 'image':
+    case 'file': {
+      const kind = b.type;
+      const mediaType = asString(b.mimeType) ?? asString(b.mime_type);
+      const metadata = (typeof b.metadata === 'object' && b.metadata !== null ? b.metadata : {}) as Record<
+        string,
+        unknown
+      >;
+      const filename = asString(metadata.filename) ?? asString(metadata.name) ?? asString(b.filename);
+      const detail = kind === 'image' ? imageDetail(metadata.detail ?? b.detail, `${field}.detail`) : undefined;
+      const sourceType = asString(b.source_type);
+      const id = sourceType === 'id' ? b.id : b.fileId;
+      if (id !== undefined) return mediaFromReference(id, field, { kind, filename, detail });
+      const url = sourceType === undefined || sourceType === 'url' ? b.url : undefined;
+      if (url !== undefined) {
+        if (kind === 'image' || (typeof url === 'string' && url.startsWith('data:')))
+          return typeof url === 'string' && url.startsWith('data:')
+            ? mediaFromData(url, field, { mediaType, filename, detail })
+            : imageFromUrl(url, field, detail);
+        throw unsupported(field, 'a file is not fetched from a URL: send its data (base64) or a stored file id');
+      }
+      if (b.data !== undefined && (sourceType === undefined || sourceType === 'base64'))
+        return mediaFromData(b.data, field, { mediaType, filename, detail });
+      throw unsupported(field, `an ${kind} block needs url, data (base64 with a mime type) or a file id`);
+    }
+    default:
       throw unsupported(
-        `${field}[${i}]`,
-        `only text content is accepted (got a ${String((block as { type?: unknown } | null)?.type ?? typeof block)} block)`,
+        field,
+        `only text, image and file content is accepted (got a ${String(b.type ?? typeof block)} block)`,
       );
   }
-  return text;
+}
+
+/** A human message's content (a string or a list of blocks), read and checked (media refusals name the block). */
+function readContent(content: unknown, field: string, maxMediaBytes: number): ReadMessage {
+  if (typeof content === 'string') return { content: undefined, text: content, mediaKeys: [] };
+  if (!Array.isArray(content)) throw unsupported(field, 'content must be a string or a list of content blocks');
+  const at = (j: number) => `${field}[${j}]`;
+  return checkMessageParts(
+    content.map((block: unknown, j) => contentPartOf(block, at(j))),
+    maxMediaBytes,
+    at,
+  );
 }
 
 /**
- * The texts of the human messages a run's `input` adds (`{messages: [...]}`, each in any of
- * LangChain's shapes: `{role: 'user'}`, `{type: 'human'}`, a serialised `HumanMessage`, or a
- * bare string). Other state keys, and messages of other types (the thread's AI and tool
- * messages come from its log), are a 422 naming them.
+ * The human messages a run's `input` adds (`{messages: [...]}`, each in any of LangChain's
+ * shapes: `{role: 'user'}`, `{type: 'human'}`, a serialised `HumanMessage`, or a bare string),
+ * with their images and files (issue 50) checked. Other state keys, and messages of other types
+ * (the thread's AI and tool messages come from its log), are a 422 naming them; a bad medium is
+ * a 400 naming its block.
  */
-export function inputTexts(input: unknown): string[] {
+export function inputMessages(input: unknown, maxMediaBytes: number): ReadMessage[] {
   if (input === null || input === undefined) return [];
   if (typeof input !== 'object' || Array.isArray(input))
     throw unsupported('input', 'the input must be an object such as {"messages": [{"role": "user", "content": "…"}]}');
@@ -192,7 +286,7 @@ export function inputTexts(input: unknown): string[] {
   const list = Array.isArray(messages) ? messages : [messages];
   return list.map((message, i) => {
     const field = `input.messages[${i}]`;
-    if (typeof message === 'string') return message;
+    if (typeof message === 'string') return { content: undefined, text: message, mediaKeys: [] };
     if (typeof message !== 'object' || message === null)
       throw unsupported(field, 'a message must be an object or a string');
     const m = message as Record<string, unknown>;
@@ -200,7 +294,11 @@ export function inputTexts(input: unknown): string[] {
     if (m.lc !== undefined && m.type === 'constructor' && Array.isArray(m.id)) {
       const kind = String(m.id.at(-1));
       if (!HUMAN_TYPES.has(kind)) throw unsupported(field, `only human messages can be sent (got a ${kind})`);
-      return contentText((m.kwargs as { content?: unknown } | undefined)?.content, `${field}.kwargs.content`);
+      return readContent(
+        (m.kwargs as { content?: unknown } | undefined)?.content,
+        `${field}.kwargs.content`,
+        maxMediaBytes,
+      );
     }
     const kind = String(m.type ?? m.role ?? '');
     if (!HUMAN_TYPES.has(kind))
@@ -208,6 +306,6 @@ export function inputTexts(input: unknown): string[] {
         field,
         `only human (user) messages can be sent (got ${kind === '' ? 'a message without type or role' : `type ${kind}`}); the thread's AI and tool messages come from its log`,
       );
-    return contentText(m.content, `${field}.content`);
+    return readContent(m.content, `${field}.content`, maxMediaBytes);
   });
 }

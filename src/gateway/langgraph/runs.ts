@@ -16,7 +16,8 @@ import { hijackEventStream } from '../sse.js';
 import { followResponse, followUntilDone } from '../turn-stream/follow.js';
 import { requireAssistant } from './assistants.js';
 import { LangGraphError, notFound, toLangGraphErrorResponse, unsupported } from './errors.js';
-import { inputTexts } from './messages.js';
+import { inputMessages } from './messages.js';
+import { namingPart, refuseForeignMedia } from '../media-parts.js';
 import { answersOf } from './resume.js';
 import {
   RunFold,
@@ -242,6 +243,9 @@ async function startRun(
 ): Promise<{ runId: string; anchor: RunAnchor; events: StoredEvent[] }> {
   requireAssistant(body.assistant_id);
   const hints = runToolHints(body.config?.configurable ?? {});
+  // Read (and its media checked) before a thread is created: a refused input leaves nothing behind.
+  const messages = inputMessages(body.input, ctx.client.maxMediaBytes);
+  for (const message of messages) refuseForeignMedia(message, tid);
   if (!(await ctx.client.exists(tid))) {
     if (body.if_not_exists !== 'create')
       throw notFound(`thread ${tid} (send if_not_exists: "create" to create it with the run)`);
@@ -261,7 +265,7 @@ async function startRun(
   const runId = randomUUID();
   const resume = body.command?.resume;
   if (resume !== undefined) {
-    if (inputTexts(body.input).length > 0)
+    if (messages.length > 0)
       throw unsupported('input', 'a run resumes an interrupt (command.resume) or brings input, not both');
     const interrupts = pendingInterrupts(events);
     if (interrupts.length === 0)
@@ -284,8 +288,7 @@ async function startRun(
     const logged = threadRuns(await ctx.client.events(tid, 0)).find((run) => run.runId === runId);
     return { runId, anchor: { kind: 'resume', turn, fromSeq: logged?.startSeq ?? events.length }, events };
   }
-  const texts = inputTexts(body.input);
-  if (texts.length === 0)
+  if (messages.length === 0)
     throw new LangGraphError(
       422,
       'input.messages: a run needs at least one human message (or command.resume to answer an interrupt)',
@@ -306,12 +309,17 @@ async function startRun(
   const metadata = body.metadata && Object.keys(body.metadata).length > 0 ? encodeMetadata(body.metadata) : undefined;
   // A run's metadata is logged with its turn; a note waits for the session to be between turns.
   if (metadata && busy === 'idle') await ctx.client.note(tid, { metadata: { values: metadata, messageId: runId } });
-  for (const [i, text] of texts.entries())
-    await ctx.client.post(tid, text, {
-      id: i === 0 ? runId : `${runId}.${i}`,
-      ownTurn: i === 0,
-      ...(i === 0 && hints ? { hints } : {}),
-    });
+  for (const [i, message] of messages.entries())
+    await ctx.client
+      .post(tid, message.text, {
+        id: i === 0 ? runId : `${runId}.${i}`,
+        ownTurn: i === 0,
+        ...(i === 0 && hints ? { hints } : {}),
+        ...(message.content ? { content: message.content } : {}),
+      })
+      .catch((error: unknown) => {
+        throw namingPart(error, message);
+      });
   return { runId, anchor: { kind: 'message', messageId: runId }, events };
 }
 

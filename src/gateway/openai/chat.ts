@@ -25,16 +25,49 @@ import {
   type Reconciled,
   type Transcript,
   type TranscriptMessage,
+  userTranscriptMessage,
 } from '../transcripts.js';
 import { ResponseTracker } from './response-fold.js';
+import type { UserPart } from '../../session/media.js';
+import { checkMessageParts, imageDetail, imageFromUrl, mediaFromData, mediaFromReference } from '../media-parts.js';
 import { hijackEventStream } from '../sse.js';
 import { followResponse, followUntilDone } from '../turn-stream/follow.js';
 
 const contentText = (content: string | Array<{ text?: string }> | null | undefined): string =>
   content == null ? '' : typeof content === 'string' ? content : content.map((part) => part.text ?? '').join('');
 
-/** The body's messages as a transcript: system and developer messages are its instructions. */
-export function chatTranscript(messages: ChatBody['messages']): Transcript {
+type ChatUserPart = Extract<
+  Exclude<Extract<ChatBody['messages'][number], { role: 'user' }>['content'], string>[number],
+  object
+>;
+
+/** A user message's content part as a caller part: text, an `image_url` (data: or http(s) URL) or a `file` (data URL or a stored medium's locator). */
+function userPartOf(part: ChatUserPart, param: string): UserPart {
+  switch (part.type) {
+    case 'text':
+      return { type: 'text', text: part.text };
+    case 'image_url':
+      return imageFromUrl(part.image_url.url, param, imageDetail(part.image_url.detail, `${param}.image_url.detail`));
+    case 'file': {
+      const { file_id: fileId, file_data: fileData, filename } = part.file;
+      if ((fileId == null) === (fileData == null))
+        throw invalidRequest(
+          `${param}.file`,
+          `Invalid '${param}.file': send exactly one of file_data and file_id`,
+          'invalid_value',
+        );
+      const options = { filename: filename ?? undefined };
+      return fileId != null ? mediaFromReference(fileId, param, options) : mediaFromData(fileData, param, options);
+    }
+  }
+}
+
+/**
+ * The body's messages as a transcript: system and developer messages are its instructions. A
+ * user message's image and file parts are checked here (`maxMediaBytes`), before anything is
+ * created, each refusal naming its part (`messages[0].content[1]`).
+ */
+export function chatTranscript(messages: ChatBody['messages'], maxMediaBytes: number): Transcript {
   const system: string[] = [];
   const out: TranscriptMessage[] = [];
   messages.forEach((message, i) => {
@@ -43,17 +76,20 @@ export function chatTranscript(messages: ChatBody['messages']): Transcript {
       case 'developer':
         system.push(contentText(message.content));
         break;
-      case 'user':
-        if (Array.isArray(message.content))
-          for (const [j, part] of (message.content as Array<{ type: string }>).entries())
-            if (part.type !== 'text')
-              throw invalidRequest(
-                `messages[${i}].content[${j}].type`,
-                `content parts of type ${JSON.stringify(part.type)} are not supported; send text parts`,
-                'unsupported_value',
-              );
-        out.push({ role: 'user', text: contentText(message.content) });
+      case 'user': {
+        if (typeof message.content === 'string') {
+          out.push({ role: 'user', text: message.content });
+          break;
+        }
+        const at = (j: number) => `messages[${i}].content[${j}]`;
+        const read = checkMessageParts(
+          message.content.map((part, j) => userPartOf(part, at(j))),
+          maxMediaBytes,
+          at,
+        );
+        out.push(userTranscriptMessage(read));
         break;
+      }
       case 'assistant':
         out.push({
           role: 'assistant',
@@ -176,7 +212,7 @@ export async function createChatCompletion(
   request: FastifyRequest,
   reply: FastifyReply,
 ): Promise<RouteResult> {
-  const transcript = chatTranscript(body.messages);
+  const transcript = chatTranscript(body.messages, ctx.client.maxMediaBytes);
   const scope = callerScope(request);
   const model = body.model === undefined ? undefined : resolveModelName(ctx, body.model);
   const tools = toolsOf(body);

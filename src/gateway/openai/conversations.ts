@@ -19,7 +19,7 @@ import type { RouteContext } from '../route-table.js';
 import { suppliedItems } from '../transcripts.js';
 import { newConversationId } from './ids.js';
 import { conversationItems, placedConversationItems } from './items.js';
-import { responsesTranscript } from './responses-input.js';
+import { instructionsText, responsesTranscript } from './responses-input.js';
 import { contentText, type conversationCreateBody, type InputItem, type itemsListQuery } from './schemas.js';
 
 const seconds = (ms: number): number => Math.floor(ms / 1000);
@@ -79,9 +79,20 @@ function splitInitialItems(items: readonly InputItem[]): {
         'unsupported_value',
       );
     }
-    const message = item as { role: string; content: string | Array<{ text?: string }> };
-    if (message.role === 'user') messages.push({ text: contentText(message.content), index: i });
-    else if (i === 0 && message.role !== 'assistant') system = contentText(message.content);
+    const message = item as { role: string; content: string | Array<{ type: string; text?: string }> };
+    if (message.role === 'user') {
+      // The initial messages are logged by a note, which holds text.
+      const media = Array.isArray(message.content)
+        ? message.content.findIndex((part) => part.type === 'input_image' || part.type === 'input_file')
+        : -1;
+      if (media >= 0)
+        throw invalidRequest(
+          `items[${i}].content[${media}]`,
+          "a new conversation's items are logged as text; send images and files in a response's input",
+          'unsupported_value',
+        );
+      messages.push({ text: contentText(message.content), index: i });
+    } else if (i === 0 && message.role !== 'assistant') system = instructionsText(message.content, `items[${i}]`);
     else
       throw invalidRequest(
         `items[${i}].role`,
@@ -154,7 +165,7 @@ export async function addConversationItems(ctx: RouteContext, id: string, items:
   const before = conversationItems(id, events).length;
   if (transcript.messages.length > 0) {
     const noteId = `items_${randomUUID().replaceAll('-', '')}`;
-    const history = suppliedItems(transcript.messages, noteId);
+    const history = suppliedItems(transcript.messages, noteId, 'items');
     const problem = suppliedHistoryProblem(history);
     if (problem) throw invalidRequest('items', problem, 'invalid_value');
     // Items go between turns; a turn that runs (or waits for tool results) is answered at once, as deleting items is.

@@ -11,8 +11,73 @@ import { invalidRequest } from '../openai-errors.js';
 import { decodeItemId } from '../turn-stream/ids.js';
 import type { ConversationItem } from 'openai/resources/conversations/items';
 import { conversationItems } from './items.js';
-import { contentText, type InputItem } from './schemas.js';
-import type { Transcript, TranscriptMessage } from '../transcripts.js';
+import { contentText, type InputContentPart, type InputItem } from './schemas.js';
+import { userTranscriptMessage, type Transcript, type TranscriptMessage } from '../transcripts.js';
+import type { UserPart } from '../../session/media.js';
+import {
+  checkMessageParts,
+  imageDetail,
+  imageFromUrl,
+  mediaFromData,
+  mediaFromReference,
+  type ReadMessage,
+} from '../media-parts.js';
+
+/** An input message's content part as a caller part: `input_text`, `input_image` or `input_file` (issue 50). */
+function inputPartOf(part: InputContentPart, param: string): UserPart {
+  switch (part.type) {
+    case 'input_text':
+      return { type: 'text', text: part.text };
+    case 'input_image': {
+      const detail = imageDetail(part.detail, `${param}.detail`);
+      if ((part.file_id == null) === (part.image_url == null))
+        throw invalidRequest(param, `Invalid '${param}': send exactly one of image_url and file_id`, 'invalid_value');
+      return part.file_id != null
+        ? mediaFromReference(part.file_id, param, { kind: 'image', detail })
+        : imageFromUrl(part.image_url, param, detail);
+    }
+    case 'input_file': {
+      if ((part.file_id == null) === (part.file_data == null))
+        throw invalidRequest(param, `Invalid '${param}': send exactly one of file_data and file_id`, 'invalid_value');
+      const options = { filename: part.filename ?? undefined };
+      return part.file_id != null
+        ? mediaFromReference(part.file_id, param, { kind: 'file', ...options })
+        : mediaFromData(part.file_data, param, options);
+    }
+  }
+}
+
+/**
+ * An input message's content (`param`: the message, e.g. `input[0]`) read and checked: its text,
+ * and its images and files (each refusal naming its part, `input[0].content[1]`).
+ */
+export function readInputContent(
+  content: string | ReadonlyArray<InputContentPart | { type: string }>,
+  param: string,
+  maxMediaBytes: number,
+): ReadMessage {
+  if (typeof content === 'string') return { content: undefined, text: content, mediaKeys: [] };
+  const at = (j: number) => `${param}.content[${j}]`;
+  const parts = content.map((part, j) =>
+    part.type === 'output_text' || part.type === 'refusal'
+      ? { type: 'text' as const, text: contentText([part as { text?: string; refusal?: string }]) }
+      : inputPartOf(part as InputContentPart, at(j)),
+  );
+  return checkMessageParts(parts, maxMediaBytes, at);
+}
+
+/** The text of a system or developer message: instructions are text, so media in one is refused. */
+export function instructionsText(content: string | ReadonlyArray<{ type: string }>, param: string): string {
+  if (typeof content !== 'string')
+    for (const [j, part] of content.entries())
+      if (part.type === 'input_image' || part.type === 'input_file')
+        throw invalidRequest(
+          `${param}.content[${j}]`,
+          "a system or developer message is the conversation's instructions, which are text; send images and files in a user message",
+          'unsupported_value',
+        );
+  return contentText(content as string | Array<{ text?: string }>);
+}
 
 /** Whether an input list carries a whole transcript (more than user messages). */
 export function isTranscriptInput(input: string | readonly InputItem[]): boolean {
@@ -95,16 +160,17 @@ export async function responsesTranscript(
         break;
     }
     const message = item as { role?: string; content?: unknown };
-    const text = contentText(message.content as string | Array<{ text?: string }>);
+    const content = message.content as string | Array<{ type: string }>;
     switch (message.role) {
       case 'system':
       case 'developer':
-        system.push(text);
+        system.push(instructionsText(content, `input[${i}]`));
         return;
       case 'user':
-        messages.push({ role: 'user', text });
+        messages.push(userTranscriptMessage(readInputContent(content, `input[${i}]`, ctx.client.maxMediaBytes)));
         return;
       case 'assistant': {
+        const text = contentText(message.content as string | Array<{ text?: string }>);
         // One stretch of a turn is one message in the log's transcript: its texts joined.
         const open = lastAssistant();
         if (open && open.toolCalls.length === 0) open.text += text;

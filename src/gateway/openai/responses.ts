@@ -28,7 +28,9 @@ import {
   recordTranscriptEnd,
   recordTranscriptWith,
   retryOf,
+  userTranscriptMessage,
 } from '../transcripts.js';
+import { namingPart, refuseForeignMedia, type ReadMessage } from '../media-parts.js';
 import { feedLive, followUntilDone } from '../turn-stream/follow.js';
 import { checkText, requireConversation } from './conversations.js';
 import { responseHints } from './hints.js';
@@ -42,7 +44,7 @@ import {
 } from './ids.js';
 import { resolveModelName } from './models.js';
 import { ResponseTracker } from './response-fold.js';
-import { isTranscriptInput, responsesTranscript } from './responses-input.js';
+import { instructionsText, isTranscriptInput, readInputContent, responsesTranscript } from './responses-input.js';
 import {
   contentText,
   RESPONSE_IGNORED_HINTS,
@@ -161,16 +163,22 @@ export async function findResponse(
 }
 
 type ResponseInput = {
-  messages: string[];
+  /** The user messages, each with its media when it has any (media-parts.ts). */
+  messages: Array<ReadMessage & { index: number }>;
   toolOutputs: Array<{ callId: string; output: string; index: number }>;
   /** System and developer messages of the input: the instructions from this response on. */
   system: string | undefined;
 };
 
 /** A conversation's input: user messages, results for its waiting calls, and instructions. */
-function normalizeInput(input: z.output<typeof responseCreateBody>['input']): ResponseInput {
-  if (typeof input === 'string') return { messages: [input], toolOutputs: [], system: undefined };
-  const messages: string[] = [];
+function normalizeInput(input: z.output<typeof responseCreateBody>['input'], maxMediaBytes: number): ResponseInput {
+  if (typeof input === 'string')
+    return {
+      messages: [{ content: undefined, text: input, mediaKeys: [], index: 0 }],
+      toolOutputs: [],
+      system: undefined,
+    };
+  const messages: ResponseInput['messages'] = [];
   const toolOutputs: ResponseInput['toolOutputs'] = [];
   const system: string[] = [];
   input.forEach((item, i) => {
@@ -198,9 +206,9 @@ function normalizeInput(input: z.output<typeof responseCreateBody>['input']): Re
         'unsupported_value',
       );
     }
-    const text = contentText((item as { content: string | Array<{ text?: string }> }).content);
-    if (role === 'user') messages.push(text);
-    else system.push(text);
+    const content = (item as { content: string | Array<{ type: string }> }).content;
+    if (role === 'user') messages.push({ ...readInputContent(content, `input[${i}]`, maxMediaBytes), index: i });
+    else system.push(instructionsText(content, `input[${i}]`));
   });
   return { messages, toolOutputs, system: system.length > 0 ? system.join('\n\n') : undefined };
 }
@@ -286,7 +294,7 @@ export async function createResponse(
   if (conversation === undefined && previous === undefined && isTranscriptInput(body.input))
     return answerTranscript(ctx, body, request, reply, { tools, scope });
 
-  const input = normalizeInput(body.input);
+  const input = normalizeInput(body.input, ctx.client.maxMediaBytes);
   const answering = input.toolOutputs.length > 0;
   if (!answering && input.messages.length === 0)
     throw invalidRequest(
@@ -294,7 +302,16 @@ export async function createResponse(
       'input must hold a user message or function_call_output items',
       'missing_required_parameter',
     );
-  for (const message of input.messages) checkText(ctx, message, 'input');
+  for (const message of input.messages) if (!message.content) checkText(ctx, message.text, 'input');
+  // Earlier user messages are logged by a note, which holds text: media go in the message that starts the turn.
+  if (!answering)
+    for (const message of input.messages.slice(0, -1))
+      if (message.content)
+        throw invalidRequest(
+          `input[${message.index}]`,
+          'only the last user message of an input may hold images or files (the earlier ones are logged as text before the turn); send it as its own response',
+          'unsupported_value',
+        );
   const metadata = body.metadata && Object.keys(body.metadata).length > 0 ? body.metadata : undefined;
   if (answering && metadata)
     throw invalidRequest(
@@ -322,12 +339,13 @@ export async function createResponse(
       ...(model !== undefined ? { model } : {}),
       ...(system != null ? { system } : {}),
     };
-    header = await ctx.client.create({
-      sessionId: newConversationId(),
-      ...(Object.keys(agent).length > 0 ? { agent } : {}),
-    });
+    const sessionId = newConversationId();
+    // A medium another session stored is refused before the conversation exists.
+    for (const message of input.messages) refuseForeignMedia(message, sessionId);
+    header = await ctx.client.create({ sessionId, ...(Object.keys(agent).length > 0 ? { agent } : {}) });
   }
   const sessionId = header.id;
+  for (const message of input.messages) refuseForeignMedia(message, sessionId);
   const events = await ctx.client.events(sessionId, 0);
   const state = conversationState(header, events, ctx.defaults);
   checkTurnState(state, input, sessionId);
@@ -348,8 +366,15 @@ export async function createResponse(
   if (answering) {
     for (const output of input.toolOutputs) await ctx.client.submitToolResult(sessionId, output.callId, output.output);
     // User messages sent with the results join the running turn at its next step.
-    for (const [i, text] of input.messages.entries())
-      await ctx.client.post(sessionId, text, { id: `${messageId}.${i}` });
+    for (const [i, message] of input.messages.entries())
+      await ctx.client
+        .post(sessionId, message.text, {
+          id: `${messageId}.${i}`,
+          ...(message.content ? { content: message.content } : {}),
+        })
+        .catch((error: unknown) => {
+          throw namingPart(error, message);
+        });
   } else {
     // Earlier user messages of the input and the response's metadata are logged first, between turns; the last message starts the turn.
     const earlier = input.messages.slice(0, -1);
@@ -357,18 +382,25 @@ export async function createResponse(
       await ctx.client.note(sessionId, {
         id: `${messageId}.input`,
         ...(metadata ? { metadata: { values: metadata, messageId } } : {}),
-        ...(earlier.length > 0 ? { messages: earlier.map((text, i) => ({ id: `${messageId}.${i}`, text })) } : {}),
+        ...(earlier.length > 0
+          ? { messages: earlier.map((message, i) => ({ id: `${messageId}.${i}`, text: message.text })) }
+          : {}),
       });
     }
-    await ctx.client.post(sessionId, input.messages.at(-1)!, {
-      id: messageId,
-      ...(tools ? { tools } : {}),
-      ...(agent ? { agent } : {}),
-      ...(hints ? { hints } : {}),
-    });
+    const last = input.messages.at(-1)!;
+    await ctx.client
+      .post(sessionId, last.text, {
+        id: messageId,
+        ...(last.content ? { content: last.content } : {}),
+        ...(tools ? { tools } : {}),
+        ...(agent ? { agent } : {}),
+        ...(hints ? { hints } : {}),
+      })
+      .catch((error: unknown) => {
+        throw namingPart(error, last);
+      });
     // A stateless client that leaves before the answer still finds this conversation by its transcript.
-    if (earlier.length === 0)
-      await recordTranscriptWith(ctx, scope, sessionId, events, { role: 'user', text: input.messages.at(-1)! });
+    if (earlier.length === 0) await recordTranscriptWith(ctx, scope, sessionId, events, userTranscriptMessage(last));
   }
   return answerResponse(ctx, body, request, reply, { sessionId, anchor, header, events, scope, previous });
 }
@@ -383,7 +415,7 @@ async function answerTranscript(
 ): Promise<RouteResult> {
   const transcript = await responsesTranscript(ctx, body.input as InputItem[], body.instructions ?? undefined);
   for (const [i, message] of transcript.messages.entries())
-    if (message.role === 'user') checkText(ctx, message.text, `input[${i}]`);
+    if (message.role === 'user' && !message.content) checkText(ctx, message.text, `input[${i}]`);
   const header = request.headers['x-session-id'];
   // The session the caller names, else the one its replies' item ids name.
   const named =

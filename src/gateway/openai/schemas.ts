@@ -2,7 +2,7 @@
  * Wire schemas of the OpenAI-compatible API. Requests are parsed with these (one source with
  * the OpenAPI document); whatever sessionlog cannot honour and would change a reply's meaning is
  * refused with a 400 naming the field and why: unknown fields, hosted tools, input it cannot
- * log (images, audio). Hints a provider may or may not honour are accepted (gateway/openai/hints.ts).
+ * log (audio; images and files are stored as media, issue 50). Hints a provider may or may not honour are accepted (gateway/openai/hints.ts).
  */
 import { z } from 'zod';
 import { SESSION_ID_PATTERN } from '../../session/index.js';
@@ -35,15 +35,38 @@ export const metadataSchema = z
 const inputTextPart = z.looseObject({ type: z.literal('input_text'), text: wellFormedString() });
 const outputTextPart = z.looseObject({ type: z.literal('output_text'), text: wellFormedString() });
 const refusalPart = z.looseObject({ type: z.literal('refusal'), refusal: wellFormedString() });
+const mediaReference = z
+  .string()
+  .min(1)
+  .max(400)
+  .nullish()
+  .describe(
+    "a stored medium's locator (artifact:<sessionId>/media-<sha256>.<ext>), as an upload or a conversation item gives it",
+  );
+/** An image of a user message (issue 50): a base64 data: URL or an http(s) URL (kept as a URL), or a stored medium. */
+const inputImagePart = z.looseObject({
+  type: z.literal('input_image'),
+  image_url: z.string().min(1).nullish().describe('data:<image type>;base64,<data>, or an http(s) URL'),
+  file_id: mediaReference,
+  detail: z.enum(['auto', 'low', 'high']).nullish(),
+});
+/** A file of a user message (PDF or plain text): a base64 data: URL, or a stored medium. */
+const inputFilePart = z.looseObject({
+  type: z.literal('input_file'),
+  file_data: z.string().min(1).nullish().describe('data:<media type>;base64,<data>'),
+  file_id: mediaReference,
+  filename: z.string().min(1).max(255).nullish(),
+  file_url: z.null({ error: 'file URLs are not fetched: send file_data or a file_id' }).optional(),
+});
+/** A part of an input message's content: text, an image or a file. */
+export const inputContentPart = z.discriminatedUnion('type', [inputTextPart, inputImagePart, inputFilePart]);
+export type InputContentPart = z.output<typeof inputContentPart>;
 
 /** A user, system or developer message of an input list (system/developer: the instructions). */
 export const inputMessageSchema = z.looseObject({
   type: z.literal('message').optional(),
   role: z.enum(['user', 'system', 'developer']),
-  content: z.union([
-    wellFormedString(),
-    z.array(inputTextPart).min(1, 'content must hold at least one input_text part'),
-  ]),
+  content: z.union([wellFormedString(), z.array(inputContentPart).min(1, 'content must hold at least one part')]),
   id: z.string().max(300).optional(),
   status: z.enum(['in_progress', 'completed', 'incomplete']).optional(),
 });
@@ -105,9 +128,11 @@ const SUPPORTED_ITEM_TYPES = new Set([
   'reasoning',
 ]);
 
+const SUPPORTED_PART_TYPES = new Set(['input_text', 'output_text', 'refusal', 'input_image', 'input_file']);
+
 /**
  * Refuses, with a reason, input items sessionlog cannot log: item types of hosted tools and
- * content other than text (images, files, audio). Runs before the schema so the reason is precise.
+ * content it does not store (audio). Runs before the schema so the reason is precise.
  */
 export function refuseUnloggableItems(items: unknown, param: string): void {
   if (!Array.isArray(items)) return;
@@ -125,10 +150,10 @@ export function refuseUnloggableItems(items: unknown, param: string): void {
     if (Array.isArray(content)) {
       content.forEach((part: unknown, j) => {
         const partType = typeof part === 'object' && part !== null ? (part as { type?: unknown }).type : undefined;
-        if (partType !== 'input_text' && partType !== 'output_text' && partType !== 'refusal') {
+        if (!SUPPORTED_PART_TYPES.has(partType as string)) {
           throw invalidRequest(
             `${at}.content[${j}].type`,
-            `content parts of type ${JSON.stringify(partType)} are not supported by sessionlog; send text parts`,
+            `content parts of type ${JSON.stringify(partType)} are not supported by sessionlog; send text, input_image and input_file parts`,
             'unsupported_value',
           );
         }
@@ -359,13 +384,39 @@ export const modelListObject = z.object({ object: z.literal('list'), data: z.arr
 
 const textPart = z.looseObject({ type: z.literal('text'), text: z.string() });
 const textContent = z.union([z.string(), z.array(textPart)]);
+/** An image of a user message (issue 50): a base64 data: URL or an http(s) URL (kept as a URL, never fetched). */
+const imageUrlPart = z.looseObject({
+  type: z.literal('image_url'),
+  image_url: z.looseObject({
+    url: z.string().min(1).describe('data:<image type>;base64,<data>, or an http(s) URL'),
+    detail: z.enum(['auto', 'low', 'high']).nullish(),
+  }),
+});
+/** A file of a user message (PDF or plain text): inline as a data URL, or a medium this gateway stored (its locator). */
+const filePart = z.looseObject({
+  type: z.literal('file'),
+  file: z.looseObject({
+    file_data: z.string().min(1).nullish().describe('data:<media type>;base64,<data>'),
+    file_id: z
+      .string()
+      .min(1)
+      .max(400)
+      .nullish()
+      .describe("a stored medium's locator (artifact:<sessionId>/media-<sha256>.<ext>), as an upload returns it"),
+    filename: z.string().min(1).max(255).nullish(),
+  }),
+});
+const userContent = z.union([
+  z.string(),
+  z.array(z.discriminatedUnion('type', [textPart, imageUrlPart, filePart])).min(1, 'content must hold a part'),
+]);
 
 const systemMessage = z.looseObject({
   role: z.enum(['system', 'developer']),
   content: textContent,
   name: z.string().optional(),
 });
-const userMessage = z.looseObject({ role: z.literal('user'), content: textContent, name: z.string().optional() });
+const userMessage = z.looseObject({ role: z.literal('user'), content: userContent, name: z.string().optional() });
 const toolCallSchema = z.looseObject({
   id: z.string().min(1).max(200),
   type: z.literal('function').optional(),
