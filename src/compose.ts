@@ -14,6 +14,7 @@ import type { ModelRouting } from './gateway/route-table.js';
 import { ModelCatalogueError, lookupModel, type ModelCatalogue } from './model/catalogue.js';
 import type { FakeModelServer } from './model/fake-server.js';
 import { createOpenAIProvider, type ModelPort } from './model/provider.js';
+import { takesForcedToolChoice } from './model/tool-choice.js';
 import { openStore } from './persistence/open.js';
 import { redactUrl } from './persistence/relational/postgres/store.js';
 import type { SessionStore } from './persistence/store.js';
@@ -96,7 +97,8 @@ export function contextReporter(config: Config): ReturnType<typeof createContext
 /**
  * The model names the gateway's OpenAI-compatible API lets requests use (issue 24): the
  * catalogue's models of the workers' provider, each as itself, and the aliases of those; the
- * default model always. Other names run the default or are refused (`unknownModels`).
+ * default model always. Other names run the default or are refused (`unknownModels`). The
+ * models that cannot be forced to call a tool are listed (`unforcedToolChoice`).
  */
 export function modelRouting(config: Pick<Config, 'catalogue' | 'model' | 'unknownModels'>): ModelRouting {
   const names: Record<string, string> = { [config.model.name]: config.model.name };
@@ -104,5 +106,11 @@ export function modelRouting(config: Pick<Config, 'catalogue' | 'model' | 'unkno
     if (spec.provider === config.model.provider) names[name] = name;
   for (const [alias, target] of Object.entries(config.catalogue.aliases))
     if (names[target.model] !== undefined) names[alias] = target.model;
-  return { names, unknown: config.unknownModels };
+  // Checked by the model a name runs (an alias runs its target), with the workers' thinking (model/tool-choice.ts).
+  const unforced = [...new Set(Object.values(names))].filter(
+    (model) =>
+      config.catalogue.models[model] !== undefined &&
+      !takesForcedToolChoice(lookupModel(config.catalogue, model), config.model.thinking),
+  );
+  return { names, unknown: config.unknownModels, ...(unforced.length > 0 ? { unforcedToolChoice: unforced } : {}) };
 }

@@ -25,6 +25,11 @@ export type ModelRouting = {
   names: Readonly<Record<string, string>>;
   /** A name not listed: run the default model (`default`) or refuse it (`refuse`). */
   unknown: 'default' | 'refuse';
+  /**
+   * The models (as `names` maps to them) that refuse a forced tool choice (DeepSeek in thinking
+   * mode: model/tool-choice.ts): a request that forces one on them is a 400 naming `tool_choice`.
+   */
+  unforcedToolChoice?: readonly string[];
 };
 
 /** What route handlers work with: sessions only through the client. */

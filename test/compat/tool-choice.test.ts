@@ -19,6 +19,7 @@ import OpenAI from 'openai';
 import OpenAIv7 from 'openai-v7';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { startGateway } from '../../src/gateway/index.js';
 import type { FakeChatBody } from '../../src/model/fake-server.js';
 import { DEFAULT_MODEL, WEATHER_TOOL, startCompatStack, type CompatStack } from './stack.js';
 
@@ -149,6 +150,61 @@ describe('openai client', () => {
     expect(responses).toBeInstanceOf(OpenAI.BadRequestError);
     expect((responses as InstanceType<typeof OpenAI.BadRequestError>).message).toContain('"nope"');
     expect(requests()).toEqual([]);
+  });
+});
+
+describe('a model that cannot be forced', () => {
+  it('is refused at the boundary with a 400 naming tool_choice (the routing lists it: DeepSeek in thinking mode)', async () => {
+    // A gateway whose routing says the model refuses a forced choice (as modelRouting says of DeepSeek's models in thinking mode).
+    const gateway = await startGateway({
+      client: compat.stack.client,
+      host: '127.0.0.1',
+      port: 0,
+      bodyLimitBytes: 1024 * 1024,
+      defaultAgent: { model: DEFAULT_MODEL },
+      models: {
+        names: { [DEFAULT_MODEL]: DEFAULT_MODEL, thinker: DEFAULT_MODEL },
+        unknown: 'default',
+        unforcedToolChoice: [DEFAULT_MODEL],
+      },
+    });
+    try {
+      const direct = new OpenAI({ baseURL: `${gateway.url}/openai/v1`, apiKey: compat.apiKey });
+      for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }] as const) {
+        const error = await direct.chat.completions
+          .create({
+            model: 'thinker',
+            messages: [{ role: 'user', content: unique('think') }],
+            tools: [weatherTool],
+            tool_choice,
+          })
+          .catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+        expect((error as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('tool_choice');
+        expect((error as InstanceType<typeof OpenAI.BadRequestError>).message).toContain(`"${DEFAULT_MODEL}"`);
+      }
+      const responses = await direct.responses
+        .create({
+          model: 'thinker',
+          input: unique('think'),
+          tools: [{ type: 'function', strict: false, ...WEATHER_TOOL }],
+          tool_choice: 'required',
+        })
+        .catch((e: unknown) => e);
+      expect((responses as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('tool_choice');
+      expect(requests()).toEqual([]);
+      // 'auto' is taken.
+      const auto = await direct.chat.completions.create({
+        model: 'thinker',
+        messages: [{ role: 'user', content: unique('think') }],
+        tools: [weatherTool],
+        tool_choice: 'auto',
+      });
+      expect(auto.choices[0]!.finish_reason).toBe('stop');
+      expect(requests().at(-1)!.tool_choice).toBe('auto');
+    } finally {
+      await gateway.close();
+    }
   });
 });
 

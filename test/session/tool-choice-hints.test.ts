@@ -5,6 +5,8 @@
  * thinking mode refuses), and how the offline model obeys it.
  */
 import { describe, expect, it } from 'vitest';
+import { modelRouting } from '../../src/compose.js';
+import { resolveConfig } from '../../src/config.js';
 import { requestHeaderFor } from '../../src/engine/agent.js';
 import { DEFAULT_MODEL_CATALOGUE, lookupModel } from '../../src/model/catalogue.js';
 import { checkToolOptions, honourToolOptions } from '../../src/model/fake-server/tool-choice.js';
@@ -116,6 +118,16 @@ describe('the envelope', () => {
     // The alias forces thinking on whatever the worker says.
     expect(takesForcedToolChoice(lookupModel(DEFAULT_MODEL_CATALOGUE, 'deepseek-reasoner'), false)).toBe(false);
     expect(takesForcedToolChoice(lookupModel(DEFAULT_MODEL_CATALOGUE, 'deepseek-chat'), undefined)).toBe(true);
+  });
+});
+
+describe("the gateway's routing", () => {
+  it("lists the models that refuse a forced choice: DeepSeek's while the workers' thinking is on (its default)", () => {
+    const thinking = modelRouting(resolveConfig({ DEEPSEEK_API_KEY: 'sk-test-routing' }));
+    expect([...(thinking.unforcedToolChoice ?? [])].sort()).toEqual(['deepseek-flash', 'deepseek-v4-pro']);
+    const off = modelRouting(resolveConfig({ DEEPSEEK_API_KEY: 'sk-test-routing', SESSIONLOG_THINKING: 'disabled' }));
+    expect(off.unforcedToolChoice).toBeUndefined();
+    expect(modelRouting(resolveConfig({})).unforcedToolChoice).toBeUndefined();
   });
 });
 

@@ -12,7 +12,7 @@ import { turnToolsProblem, type ToolSchema } from '../../session/index.js';
 import { STREAMED, type RouteContext, type RouteResult } from '../route-table.js';
 import { OpenAiError, invalidRequest, toOpenAiErrorResponse } from '../openai-errors.js';
 import { encodeResponseId } from './ids.js';
-import { chatHints } from './hints.js';
+import { chatHints, refuseUnforcedToolChoice } from './hints.js';
 import { resolveModelName } from './models.js';
 import { CHAT_IGNORED_HINTS, type ChatBody } from './schemas.js';
 import {
@@ -216,17 +216,19 @@ export async function createChatCompletion(
   const scope = callerScope(request);
   const model = body.model === undefined ? undefined : resolveModelName(ctx, body.model);
   const tools = toolsOf(body);
+  const hints = chatHints(
+    body,
+    CHAT_IGNORED_HINTS,
+    (tools ?? []).map((tool) => tool.name),
+  );
+  refuseUnforcedToolChoice(ctx, model, hints);
   const reconciled = await reconcile(ctx, {
     transcript,
     key: sessionKeyOf(request, body),
     scope,
     model,
     tools,
-    hints: chatHints(
-      body,
-      CHAT_IGNORED_HINTS,
-      (tools ?? []).map((tool) => tool.name),
-    ),
+    hints,
     metadata: body.metadata ?? undefined,
     regenerate: request.headers['x-sessionlog-regenerate'] === 'true',
     retry: retryOf(request),

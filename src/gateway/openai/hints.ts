@@ -12,8 +12,15 @@
  * and would change meaning (n > 1, audio, hosted tools) is refused by the body schemas.
  */
 import { z } from 'zod';
-import { toolChoiceToolsProblem, type ResponseFormat, type ToolChoice, type TurnHints } from '../../session/index.js';
+import {
+  forcesToolCall,
+  toolChoiceToolsProblem,
+  type ResponseFormat,
+  type ToolChoice,
+  type TurnHints,
+} from '../../session/index.js';
 import { invalidRequest } from '../openai-errors.js';
+import type { RouteContext } from '../route-table.js';
 
 const jsonSchemaObject = z.record(z.string(), z.unknown());
 const formatName = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a format name is 1-64 characters of A-Z a-z 0-9 _ -');
@@ -203,4 +210,24 @@ function toolOptionsOf(
     ...(toolChoice !== undefined ? { toolChoice } : {}),
     ...(typeof parallel === 'boolean' ? { parallelToolCalls: parallel } : {}),
   };
+}
+
+/**
+ * Refuses (a 400 naming `tool_choice`) a forced tool choice for a model that cannot take one
+ * (the routing's `unforcedToolChoice`: DeepSeek in thinking mode), before anything is created.
+ * `model`: the model the request's name runs (undefined: the default model).
+ */
+export function refuseUnforcedToolChoice(
+  ctx: RouteContext,
+  model: string | undefined,
+  hints: TurnHints | undefined,
+): void {
+  const name = model ?? ctx.defaults.model;
+  if (!forcesToolCall(hints?.toolChoice) || name === undefined || !ctx.models.unforcedToolChoice?.includes(name))
+    return;
+  throw invalidRequest(
+    'tool_choice',
+    `model ${JSON.stringify(name)} cannot be forced to call a tool: in thinking mode it refuses tool_choice 'required' and named tools; send 'auto' (or none), or use a model without thinking`,
+    'unsupported_value',
+  );
 }

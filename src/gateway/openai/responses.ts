@@ -33,7 +33,7 @@ import {
 import { namingPart, refuseForeignMedia, type ReadMessage } from '../media-parts.js';
 import { feedLive, followUntilDone } from '../turn-stream/follow.js';
 import { checkText, requireConversation } from './conversations.js';
-import { responseHints } from './hints.js';
+import { refuseUnforcedToolChoice, responseHints } from './hints.js';
 import {
   decodeResponseId,
   encodeResponseId,
@@ -278,6 +278,7 @@ export async function createResponse(
   }
   // Checked before anything is created (a bad tool_choice is a 400 naming it); a response that answers tool calls carries on its turn's.
   const hints = responseHints(body, RESPONSE_IGNORED_HINTS, toolNamesOf(tools));
+  refuseUnforcedToolChoice(ctx, body.model === undefined ? undefined : resolveModelName(ctx, body.model), hints);
   const conversation =
     typeof body.conversation === 'object' && body.conversation !== null
       ? body.conversation.id
