@@ -91,7 +91,7 @@ export function validatedTool(spec: {
   };
 }
 
-/** Text as it is; an object with only `text` (a string), `isError` and `content` as a ToolOutput; anything else as JSON. */
+/** Text as it is; an object with a string `text` and no keys but ToolOutput's as a ToolOutput; anything else as JSON. */
 export function toolOutputOf(value: unknown): ToolOutput {
   if (typeof value === 'string') return { text: value };
   if (value === undefined) return { text: '' };
@@ -99,11 +99,10 @@ export function toolOutputOf(value: unknown): ToolOutput {
   return { text: JSON.stringify(value) ?? '' };
 }
 
+const TOOL_OUTPUT_KEYS = new Set<string>(['text', 'isError', 'errorCode', 'content'] satisfies Array<keyof ToolOutput>);
+
 function isToolOutput(value: unknown): value is ToolOutput {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
   const record = value as Record<string, unknown>;
-  return (
-    typeof record.text === 'string' &&
-    Object.keys(record).every((key) => key === 'text' || key === 'isError' || key === 'content')
-  );
+  return typeof record.text === 'string' && Object.keys(record).every((key) => TOOL_OUTPUT_KEYS.has(key));
 }
