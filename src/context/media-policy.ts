@@ -116,16 +116,21 @@ export function mediaStandIn(block: MediaBlock, reason: 'older' | 'unsupported')
 
 /**
  * `blocks` as a request carries them: each medium kept when `sent` and the model takes its kind,
- * else its stand-in (inside tool results too). The same array when nothing changes.
+ * else its stand-in (inside tool results too), on a line of its own after other blocks (a
+ * message of text blocks goes as one string). The same array when nothing changes.
  */
 export function blocksForRequest(blocks: ContentBlock[], sent: boolean, inputs: ModelInputs): ContentBlock[] {
   if (!holdsMedia(blocks)) return blocks;
-  return blocks.map((block): ContentBlock => {
+  const standIn = (block: MediaBlock, reason: 'older' | 'unsupported', index: number): TextBlock => {
+    const { text } = mediaStandIn(block, reason);
+    return { type: 'text', text: index === 0 ? text : `\n${text}` };
+  };
+  return blocks.map((block, index): ContentBlock => {
     switch (block.type) {
       case 'image':
       case 'file':
-        if (!inputs[block.type]) return mediaStandIn(block, 'unsupported');
-        return sent ? block : mediaStandIn(block, 'older');
+        if (!inputs[block.type]) return standIn(block, 'unsupported', index);
+        return sent ? block : standIn(block, 'older', index);
       case 'tool-result':
         return { ...block, content: blocksForRequest(block.content, sent, inputs) };
       default:

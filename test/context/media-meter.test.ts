@@ -167,7 +167,10 @@ describe('the meter with media (issue 50)', () => {
     appendTurn(session, 4, []);
     const after = meter.measure(session, HEADER).nodes.find((n) => n.seq === firstSeq)!.tokens;
     const standIn = session.deriveMessages()[0]!;
-    const asStandIn = { ...standIn, content: [standIn.content[0]!, mediaStandIn(first, 'older')] };
+    const asStandIn = {
+      ...standIn,
+      content: [standIn.content[0]!, { type: 'text' as const, text: `\n${mediaStandIn(first, 'older').text}` }],
+    };
     expect(after).toBe(meter.messageTokens(asStandIn, 'fake'));
     expect(before - after).toBe(
       imageTokens(1024, 1024) -

@@ -45,10 +45,10 @@ describe('media policy (issue 50)', () => {
     const out = applyMediaPolicy(messages, { recentTurns: 3, unsupported: 'refuse' }, BOTH);
     const kinds = out.filter((m) => m.role === 'user').map((m) => m.content.map((b) => b.type).join('+'));
     expect(kinds).toEqual(['text+text', 'text+text', 'text+image', 'text+image', 'text+image']);
-    const standIn = out[0]!.content[1];
-    expect(standIn).toEqual({
+    const locator = (image.source as StoredMedia).locator;
+    expect(out[0]!.content[1]).toEqual({
       type: 'text',
-      text: `[image image/png 1024x768, ${(red.byteLength / 1024).toFixed(1)} KiB, ${image.source.kind === 'artifact' ? image.source.locator : ''}; open it again with the open_media tool]`,
+      text: `\n[image image/png 1024x768, ${(red.byteLength / 1024).toFixed(1)} KiB, ${locator}; open it again with the open_media tool]`,
     });
   });
 
@@ -99,8 +99,8 @@ describe('media policy (issue 50)', () => {
     const out = applyMediaPolicy([{ ...last, content: [...last.content, image, file] }], DEFAULT_MEDIA_POLICY, NONE);
     expect(out[0]!.content.map((b) => (b.type === 'text' ? b.text : b.type))).toEqual([
       'both',
-      mediaStandIn(image, 'unsupported').text,
-      mediaStandIn(file, 'unsupported').text,
+      `\n${mediaStandIn(image, 'unsupported').text}`,
+      `\n${mediaStandIn(file, 'unsupported').text}`,
     ]);
     expect(mediaStandIn(image, 'unsupported').text).toContain('not sent: this model does not take images');
     expect(mediaStandIn(file, 'older').text).toMatch(/^\[file "a\.pdf" application\/pdf, \d+ B, artifact:s1\/media-/);
