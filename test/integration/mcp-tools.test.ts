@@ -28,6 +28,8 @@ import { startStack, temporalAddress, type Stack } from '../support/stack.js';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const EVERYTHING = join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
 const FILESYSTEM = join(ROOT, 'node_modules/@modelcontextprotocol/server-filesystem/dist/index.js');
+/** server-everything behind a proxy that garbles two of its answers (test/fixtures/mcp-garbage-proxy.mjs). */
+const GARBAGE = join(ROOT, 'test/fixtures/mcp-garbage-proxy.mjs');
 
 const ofType = <K extends StoredEvent['type']>(events: readonly StoredEvent[], type: K) =>
   events.filter((e): e is SessionEvent<K> => e.type === type);
@@ -55,6 +57,7 @@ beforeAll(async () => {
     { name: 'web', url: web.url, timeoutMs: 1500 },
     // The same server under another name with the default timeout, for a turn cancelled mid-call.
     { name: 'patient', url: web.url },
+    { name: 'garbage', command: process.execPath, args: [GARBAGE, EVERYTHING], timeoutMs: 1500 },
   ];
   stack = await startStack({ worker: { mcpServers: servers } });
 }, 120_000);
@@ -216,6 +219,21 @@ describe('MCP tools over stdio and Streamable HTTP', () => {
     expect(web.cancelled[0]!.tool).toBe('hang');
     const next = await stack.client.send(id, 'still there?');
     expect(next.outcome).toBe('completed');
+  }, 60_000);
+
+  it('answers a call whose server answers garbage with an error result, and the session serves the next turn', async () => {
+    const id = sessionName('garbage');
+    const notAResult = await callOnce(id, 'garbage__echo', { message: 'x' });
+    expect(resultOf(notAResult).isError).toBe(true);
+    expect(notAResult.data.error).toMatchObject({ code: 'MCP_BAD_RESPONSE' });
+    expect(textOf(resultOf(notAResult))).toContain(
+      'answered the call of echo with something that is not an MCP tool result',
+    );
+    // A line that is not JSON-RPC at all leaves the call unanswered: its timeout ends it.
+    const notJson = await callOnce(id, 'garbage__get-sum', { a: 1, b: 2 });
+    expect(notJson.data.error).toMatchObject({ code: 'MCP_TIMEOUT' });
+    const echo = await callOnce(id, 'everything__echo', { message: 'still serving' });
+    expect(textOf(resultOf(echo))).toBe('Echo: still serving');
   }, 60_000);
 
   it('sends notifications/cancelled when the turn is cancelled during a call, and the turn ends aborted', async () => {

@@ -163,7 +163,8 @@ export class McpConnection {
       return new McpServerFailure('MCP_ERROR', `${this.label} refused the call of ${tool}: ${message}`, {
         cause: error,
       });
-    if ((error as Error)?.name === 'ZodError')
+    // The SDK checks a result with its zod schema: a validation error carries the schema's `issues`.
+    if (Array.isArray((error as { issues?: unknown })?.issues))
       return new McpServerFailure(
         'MCP_BAD_RESPONSE',
         `${this.label} answered the call of ${tool} with something that is not an MCP tool result: ${message}`,
