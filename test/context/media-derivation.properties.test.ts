@@ -11,8 +11,9 @@
  *
  * each derived from scratch (`Session.fromEvents` and a fresh meter), incrementally (one session
  * appended turn by turn, one meter measuring after every batch, so its per-node cache is used),
- * and after a replay from the store: the batches appended to a real SQLite and a real JSONL
- * store, the store closed and opened again, the log loaded and the media read back. And a log
+ * and after a replay from the store: the batches appended to a real SQLite, JSONL and (when it
+ * answers at 127.0.0.1:5432) PostgreSQL store, the store closed and opened again, the log loaded
+ * and the media read back. And a log
  * without media gives the request the builder gave before media existed (an independent model of
  * the pre-media wire form, src/model/request.ts at d2c2b14~1) and a meter count no policy changes.
  */
@@ -37,7 +38,15 @@ import {
 import { inspectMedia } from '../../src/session/media.js';
 import { PDF_MINIMAL, png, utf8 } from '../support/media.js';
 import { testHeader } from '../support/persistence-events.js';
-import { jsonlFixture, sqliteFixture, tempDir } from '../support/store-fixtures.js';
+import {
+  dropPostgresTestSchemas,
+  jsonlFixture,
+  postgresFixture,
+  probePostgres,
+  sqliteFixture,
+  tempDir,
+  type BackendFixture,
+} from '../support/store-fixtures.js';
 
 const RUNS = { numRuns: 25 };
 const MODEL = lookupModel(DEFAULT_MODEL_CATALOGUE, 'fake');
@@ -227,7 +236,9 @@ async function derive(
   };
 }
 
-const STORES: Array<{ name: string; url: (dir: string) => string }> = [sqliteFixture, jsonlFixture];
+const postgres = await probePostgres();
+if (!postgres.available) console.warn(`media property tests: PostgreSQL skipped: ${postgres.reason}`);
+const STORES: BackendFixture[] = [sqliteFixture, jsonlFixture, ...(postgres.available ? [postgresFixture] : [])];
 const opened: Array<{ name: string; url: string; store: SessionStore }> = [];
 const cleanups: Array<() => void> = [];
 
@@ -243,6 +254,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const { store } of opened) await store.close();
   for (const cleanup of cleanups) cleanup();
+  if (postgres.available) dropPostgresTestSchemas();
 });
 
 /** Stores the pool for session `header.id` in every store; each store must describe the media identically. */
@@ -263,7 +275,7 @@ async function storePool(header: SessionHeader): Promise<StoredMedia[]> {
 
 describe('media in the log: derivation, request and meter agree however the log is read', () => {
   const seen = { imagesSent: 0, standIns: 0 };
-  it('from scratch, incrementally, and replayed from SQLite and JSONL (closed and opened again)', async () => {
+  it('from scratch, incrementally, and replayed from SQLite, JSONL and PostgreSQL (closed and opened again)', async () => {
     await fc.assert(
       fc.asyncProperty(programArb(true), policyArb, async (program, policy) => {
         const header = testHeader(`media-props-${randomUUID()}`);
