@@ -11,9 +11,10 @@ import { createContextReporter } from './context/report.js';
 import { createTokenMeter } from './context/token-meter.js';
 import type { AgentConfig } from './engine/agent.js';
 import type { ModelRouting } from './gateway/route-table.js';
-import { ModelCatalogueError, lookupModel, type ModelCatalogue } from './model/catalogue.js';
+import { ModelCatalogueError, lookupModel, type ModelCatalogue, type ResolvedModel } from './model/catalogue.js';
 import type { FakeModelServer } from './model/fake-server.js';
 import { createOpenAIProvider, type ModelPort } from './model/provider.js';
+import { checkMediaSupported, type UnsupportedMedia } from './model/media-support.js';
 import { takesForcedToolChoice } from './model/tool-choice.js';
 import { openStore } from './persistence/open.js';
 import { redactUrl } from './persistence/relational/postgres/store.js';
@@ -81,6 +82,29 @@ export function agentCheck(catalogue: ModelCatalogue): (agent: AgentSpec) => voi
       if (error instanceof ModelCatalogueError) throw new SessionlogError('UNKNOWN_MODEL', error.message);
       throw error;
     }
+  };
+}
+
+/**
+ * The client's media check (issue 50): a message's media must suit the model it goes to (the
+ * catalogue's `input`; `model` undefined: the worker's default), else MEDIA_NOT_SUPPORTED naming
+ * the part, unless SESSIONLOG_MEDIA_UNSUPPORTED is `stand-in`. A model the catalogue does not
+ * know is left to the agent check.
+ */
+export function mediaCheck(
+  catalogue: ModelCatalogue,
+  defaultModel: string,
+  unsupported: UnsupportedMedia,
+): (model: string | undefined, parts: readonly { type: string }[]) => void {
+  return (model, parts) => {
+    let resolved: ResolvedModel;
+    try {
+      resolved = lookupModel(catalogue, model ?? defaultModel);
+    } catch (error) {
+      if (error instanceof ModelCatalogueError) return;
+      throw error;
+    }
+    checkMediaSupported(resolved, parts, unsupported);
   };
 }
 

@@ -12,6 +12,7 @@ import type { NativeConnection } from '@temporalio/worker';
 import { SessionClient, type SessionClientOptions } from '../client/session-client.js';
 import {
   agentCheck,
+  mediaCheck,
   contextReporter,
   defaultAgent,
   modelRouting,
@@ -200,6 +201,7 @@ export function runtimeOptions(config: Config) {
         taskQueue: config.taskQueue,
         tunables: config.tunables,
         checkAgent: agentCheck(catalogue),
+        checkMedia: mediaCheck(catalogue, defaultAgent(config).model, config.media.unsupported),
         contextReport: contextReporter(config),
         tenantBudgets: config.tenantBudgets,
         tenantCaps: config.tenantCaps,

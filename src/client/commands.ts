@@ -293,6 +293,8 @@ async function checkMessageWithMedia(
   const hasMedia = all.some((part) => part.type !== 'text');
   const checked = checkMessage(core, sessionId, allText, options, hasMedia);
   if (!hasMedia) return checked;
+  // A model that cannot take a part is refused here, naming the caller's part, before anything is stored.
+  core.options.checkMedia?.(await messageModel(core, sessionId, options), parts);
   // What the inbox entry holds besides the text: a block per part (~400 bytes for a medium).
   const entryBytes = 2 * Buffer.byteLength(allText, 'utf8') + 512 * all.length;
   if (entryBytes > core.maxMessageBytes)
@@ -301,6 +303,13 @@ async function checkMessageWithMedia(
       `the message's text and parts take about ${entryBytes} bytes; the limit is ${core.maxMessageBytes}`,
     );
   return { ...checked, media: await prepareMedia(core, sessionId, all) };
+}
+
+/** The model a message goes to: the one it asks for, else the session's own; undefined: the worker's default. */
+async function messageModel(core: ClientCore, sessionId: string, options: MessageOptions): Promise<string | undefined> {
+  if (options.agent?.model !== undefined) return options.agent.model;
+  if (!(await core.store.exists(sessionId))) return undefined;
+  return (await core.store.header(sessionId)).agent?.model;
 }
 
 /** The message with its media stored and its blocks in `content` (a message without media as it is). */

@@ -78,6 +78,14 @@ export type SessionClientOptions = {
    * SessionlogError `UNKNOWN_MODEL` otherwise. Without it every agent is accepted.
    */
   checkAgent?: (agent: AgentSpec) => void;
+  /**
+   * Checks that the model a message with media goes to takes them (issue 50): called with the
+   * model the message asks for, else the session's own (its header's; undefined: the worker's
+   * default), and the message's parts; throws SessionlogError `MEDIA_NOT_SUPPORTED` naming the part
+   * (compose.ts `mediaCheck`). Without it every medium is accepted (a model that cannot take one
+   * gets a text stand-in at request time).
+   */
+  checkMedia?: (model: string | undefined, parts: readonly { type: string }[]) => void;
   /** Measures a session's next request by kind; what {@link SessionClient.context} answers with. */
   contextReport?: (session: SessionView) => ContextReport;
   /** The budget a new session of each tenant gets when its create names none (SESSIONLOG_TENANT_BUDGETS). */
