@@ -35,9 +35,8 @@ import type { RouteContext } from './route-table.js';
 
 /**
  * One message of a transcript as a client sends it (system messages are kept apart: they are
- * instructions). A user message with media (issue 50) carries the parts to send (`content`) and
- * its media's identities (`mediaKeys`: a sha-256 of the bytes or the URL, media-parts.ts), which
- * its digest includes; a text-only message has neither, and its digest is what it always was.
+ * instructions). A user message with media (issue 50) carries its parts and its media's identities
+ * (media-parts.ts), which its digest includes; a text-only message's digest is what it always was.
  */
 export type TranscriptMessage =
   | { role: 'user'; text: string; content?: UserPart[]; mediaKeys?: string[]; params?: string[] }
@@ -57,16 +56,8 @@ function canonicalArguments(text: string): string {
 }
 
 /** A user message read by media-parts.ts as a transcript message (text only: as it always was). */
-export function userTranscriptMessage(read: ReadMessage): TranscriptMessage {
-  return read.content
-    ? {
-        role: 'user',
-        text: read.text,
-        content: read.content,
-        mediaKeys: read.mediaKeys,
-        ...(read.params ? { params: read.params } : {}),
-      }
-    : { role: 'user', text: read.text };
+export function userTranscriptMessage({ content, text, mediaKeys, params }: ReadMessage): TranscriptMessage {
+  return content ? { role: 'user', text, content, mediaKeys, ...(params && { params }) } : { role: 'user', text };
 }
 
 /** A digest of one message's content: what makes two messages the same message. */
@@ -253,26 +244,20 @@ export function cutAtOrBefore(logged: LoggedTranscript, kept: number): { seq: nu
   return best;
 }
 
+const EARLIER_MEDIA =
+  'a user message with images or files that this conversation has not logged can only be its last message; send the messages before it first, or the media as a new message';
+
 /**
  * The messages `tail` holds as caller-supplied history items, with ids made from `idPrefix`.
- * Caller-supplied history is text (session/supplied.ts): a user message with media the log does
- * not hold yet is refused, naming it, and is sent as a request's last message instead.
+ * Caller-supplied history is text (session/supplied.ts): a user message with media is refused
+ * (`at` names the request's field); media come in a request's last message.
  */
-export function suppliedItems(
-  tail: readonly TranscriptMessage[],
-  idPrefix: string,
-  param = 'messages',
-): SuppliedItem[] {
+export function suppliedItems(tail: readonly TranscriptMessage[], idPrefix: string, at = 'messages'): SuppliedItem[] {
   return tail.map((message, i) => {
     const id = `${idPrefix}.${i}`;
     switch (message.role) {
       case 'user':
-        if (message.content !== undefined)
-          throw invalidRequest(
-            param,
-            'a user message with images or files that this conversation has not logged can only be its last message; send the messages before it first, or the media as a new message',
-            'unsupported_value',
-          );
+        if (message.content !== undefined) throw invalidRequest(at, EARLIER_MEDIA, 'unsupported_value');
         return { role: 'user', id, text: message.text };
       case 'assistant':
         return {

@@ -231,6 +231,37 @@ describe('openai 7: responses.create', () => {
     expect(again.output_text).toContain(PICTURE_LINE);
   });
 
+  it("refuses a file_id of another conversation's image with a 400 naming the part; neither conversation changes", async () => {
+    const first = await openai.responses.create({
+      model: DEFAULT_MODEL,
+      input: [{ role: 'user', content: [{ type: 'input_image', image_url: PICTURE_URL, detail: 'auto' }] }],
+    });
+    const [image] = await loggedImages(first.conversation!.id);
+    const other = await openai.conversations.create({});
+    const before = await sessionIds(compat);
+    const events = await compat.stack.client.events(other.id, 0);
+    const error = await openai.responses
+      .create({
+        model: DEFAULT_MODEL,
+        conversation: other.id,
+        input: [
+          {
+            role: 'user',
+            content: [
+              { type: 'input_text', text: 'look' },
+              { type: 'input_image', file_id: (image!.source as { locator: string }).locator, detail: 'auto' },
+            ],
+          },
+        ],
+      })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((error as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('input[0].content[1]');
+    expect((error as InstanceType<typeof OpenAI.BadRequestError>).code).toBe('artifact_foreign');
+    expect(await compat.stack.client.events(other.id, 0)).toHaveLength(events.length);
+    await expectNothingLogged(before);
+  });
+
   it('refuses an ftp: image URL with a 400 naming the part; nothing is logged', async () => {
     const before = await sessionIds(compat);
     const error = await openai.responses
