@@ -48,11 +48,11 @@ export type MediaUpload = { data: Uint8Array | string; mediaType: string; filena
 const FETCH_TIMEOUT_MS = 15_000;
 
 /**
- * Addresses sessionlog never fetches from: unspecified, private, shared (CGNAT), loopback,
+ * IPv4 and IPv6 addresses sessionlog never fetches from: unspecified, private, shared (CGNAT), loopback,
  * link-local, benchmarking, multicast and reserved ranges, and IPv4-mapped IPv6 (a way around
  * the IPv4 rules). A security invariant, not a setting.
  */
-const REFUSED_ADDRESSES = (() => {
+const REFUSED_IPV4 = (() => {
   const list = new BlockList();
   for (const [network, prefix] of [
     ['0.0.0.0', 8],
@@ -68,6 +68,11 @@ const REFUSED_ADDRESSES = (() => {
     ['240.0.0.0', 4],
   ] as const)
     list.addSubnet(network, prefix, 'ipv4');
+  return list;
+})();
+// Its own list: a BlockList matches an IPv4 address against IPv4-mapped IPv6 rules too.
+const REFUSED_IPV6 = (() => {
+  const list = new BlockList();
   for (const [network, prefix] of [
     ['::', 128],
     ['::1', 128],
@@ -81,11 +86,11 @@ const REFUSED_ADDRESSES = (() => {
   return list;
 })();
 
-/** Whether sessionlog refuses to fetch from `address` (see {@link REFUSED_ADDRESSES}). */
+/** Whether sessionlog refuses to fetch from `address` (see {@link REFUSED_IPV4}). */
 export function isRefusedAddress(address: string): boolean {
   const family = isIP(address);
   if (family === 0) return true;
-  return REFUSED_ADDRESSES.check(address, family === 4 ? 'ipv4' : 'ipv6');
+  return family === 4 ? REFUSED_IPV4.check(address, 'ipv4') : REFUSED_IPV6.check(address, 'ipv6');
 }
 
 function refusedAddress(url: string, address: string): SessionlogError {

@@ -19,6 +19,7 @@ import {
   type ListenerLimits,
 } from './listener-guard.js';
 import { NATIVE_TABLE } from './native/index.js';
+import { registerMediaBodyParsers } from './native/media.js';
 import { AI_SDK_TABLE } from './ai-sdk/index.js';
 import { LANGGRAPH_TABLE } from './langgraph/index.js';
 import { WebhookSender } from './langgraph/webhooks.js';
@@ -406,6 +407,8 @@ export function createGateway(options: GatewayOptions): FastifyInstance {
     }
     parseJson(request, text, done);
   });
+  // A media upload's form or raw bytes, for its route alone (native/media.ts).
+  registerMediaBodyParsers(app);
 
   const streams: StreamRegistry = new Set();
   eventStreams.set(app, streams);

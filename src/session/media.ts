@@ -79,6 +79,17 @@ const TYPE_BY_EXTENSION: Record<string, MediaType> = Object.fromEntries(
 /** Names callers use for a type we store under another name. */
 const TYPE_ALIASES: Record<string, MediaType> = { 'image/jpg': 'image/jpeg', 'image/pjpeg': 'image/jpeg' };
 const DETAILS: ReadonlySet<string> = new Set(['auto', 'low', 'high']);
+/** The fields a caller's part may have (which go together is checked per type). */
+const PART_KEYS: ReadonlySet<string> = new Set([
+  'type',
+  'text',
+  'data',
+  'mediaType',
+  'url',
+  'artifact',
+  'detail',
+  'filename',
+]);
 /** The longest side a stored image may declare in its header (WebP's and JPEG's own limits are lower). */
 const MAX_IMAGE_SIDE = 65_535;
 const MAX_URL_LENGTH = 8_192;
@@ -253,11 +264,27 @@ function checkUserPart(part: unknown, limits: MediaLimits): CheckedPart {
     throw new SessionlogError('INVALID_MESSAGE', 'a content part must be an object with a type');
   const record = part as Record<string, unknown>;
   const { type } = record;
+  // A field given as undefined is a field not given (what a spread of optional fields leaves).
+  const keys = Object.keys(record).filter((key) => record[key] !== undefined);
+  const unknown = keys.find((key) => !PART_KEYS.has(key));
+  if (unknown !== undefined)
+    throw new SessionlogError(
+      'INVALID_MESSAGE',
+      `a content part has no field ${JSON.stringify(unknown.slice(0, 50))}; a part has type and text, or data with mediaType, url or artifact (and detail or filename)`,
+    );
   if (type === 'text') {
     if (typeof record.text !== 'string')
       throw new SessionlogError('INVALID_MESSAGE', 'a text part needs a string text');
+    if (keys.length !== 2) throw new SessionlogError('INVALID_MESSAGE', 'a text part has only type and text');
     return { type: 'text', text: record.text };
   }
+  if (record.text !== undefined)
+    throw new SessionlogError('INVALID_MESSAGE', `an ${String(type)} part has no text; send the text as its own part`);
+  if (record.mediaType !== undefined && record.data === undefined)
+    throw new SessionlogError(
+      'INVALID_MESSAGE',
+      'mediaType goes with data (a data: URL or an artifact names its own type)',
+    );
   if (type !== 'image' && type !== 'file')
     throw new SessionlogError(
       'INVALID_MESSAGE',

@@ -403,3 +403,18 @@ describe('stored events with media blocks (validate.ts)', () => {
     refused('tool/result', toolWith({ type: 'image', source: { ...image, bytes: -1 } }), /invalid/);
   });
 });
+
+describe('checkUserParts: unknown and misplaced fields', () => {
+  it('refuses a field no part has, text on a medium, and mediaType without data, naming the part', () => {
+    const limits = { maxBytes: MiB };
+    for (const [part, message] of [
+      [{ type: 'image', url: 'https://e.com/a.png', width: 4 }, /no field "width"/],
+      [{ type: 'text', text: 'x', detail: 'low' }, /only type and text/],
+      [{ type: 'image', url: 'https://e.com/a.png', text: 'caption' }, /has no text/],
+      [{ type: 'image', url: 'https://e.com/a.png', mediaType: 'image/png' }, /mediaType goes with data/],
+    ] as const) {
+      const error = expectCode(() => checkUserParts([part], limits), 'INVALID_MESSAGE', message);
+      expect(error.part).toBe(0);
+    }
+  });
+});

@@ -7,6 +7,8 @@
 import type { z } from 'zod';
 import type { RouteContext, RouteResult } from '../route-table.js';
 import type { branchBody, editBody, postMessageBody, postMessageQuery } from './schemas.js';
+import type { UserPart } from '../../session/index.js';
+import { eventWithMediaLinks, messageWithMediaLinks } from './media.js';
 import { requireSession } from './sessions.js';
 
 /** Queued at once (202), or with `?wait=true` answered with the turn and its reply (200). */
@@ -25,21 +27,24 @@ export async function postMessage(
   const options = {
     ...(body.id !== undefined ? { id: body.id } : {}),
     ...(Object.keys(hints).length > 0 ? { hints } : {}),
+    // Media parts are checked by the client, whose errors name the part (`content[i]: …`).
+    ...(body.content !== undefined ? { content: body.content as UserPart[] } : {}),
   };
-  if (query.wait === 'true') return { status: 200, body: await ctx.client.send(id, body.text, options) };
-  return { status: 202, body: await ctx.client.post(id, body.text, options) };
+  const text = body.text ?? '';
+  if (query.wait === 'true') return { status: 200, body: await ctx.client.send(id, text, options) };
+  return { status: 202, body: await ctx.client.post(id, text, options) };
 }
 
-/** What the model would be sent next. */
+/** What the model would be sent next; each stored medium with the `url` of its bytes. */
 export async function getHistory(ctx: RouteContext, id: string) {
   await requireSession(ctx, id);
-  return { messages: await ctx.client.history(id) };
+  return { messages: (await ctx.client.history(id)).map(messageWithMediaLinks) };
 }
 
-/** Every user, assistant and tool message as appended. */
+/** Every user, assistant and tool message as appended; each stored medium with the `url` of its bytes. */
 export async function getTranscript(ctx: RouteContext, id: string) {
   await requireSession(ctx, id);
-  return { events: await ctx.client.transcript(id) };
+  return { events: (await ctx.client.transcript(id)).map(eventWithMediaLinks) };
 }
 
 export async function cancelTurn(ctx: RouteContext, id: string) {

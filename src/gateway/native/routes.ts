@@ -42,6 +42,7 @@ import {
   postMessage,
   regenerateReply,
 } from './messages.js';
+import { MEDIA_UPLOAD_PATH, readMedia, uploadMedia } from './media.js';
 import { readiness } from './probes.js';
 import {
   budgetResponse,
@@ -64,6 +65,9 @@ import {
   editBody,
   healthResponse,
   lastEventIdSchema,
+  mediaParams,
+  mediaUploadBody,
+  mediaUploadResponse,
   messagesResponse,
   openApiResponse,
   postMessageBody,
@@ -99,6 +103,8 @@ const AUTH_ERRORS = [401];
 const SESSION_ERRORS = [400, 401, 404];
 
 const ok = (body: unknown): RouteResult => ({ status: 200, body });
+/** The name of a stored medium in its locator (session/media.ts). */
+const MEDIA_NAME = /^media-[0-9a-f]{64}\.(png|jpg|gif|webp|pdf|txt)$/;
 const created = (body: unknown): RouteResult => ({ status: 201, body });
 
 /** Every route of the native API, the gateway's probes included. */
@@ -353,7 +359,42 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       200: { description: 'the characters [offset, offset + limit) and the total length', schema: artifactResponse },
     },
     errors: SESSION_ERRORS,
-    handler: async (ctx, { params, query }) => ok(await readArtifact(ctx, params.id, params.name, query)),
+    handler: async (ctx, { params, query, reply, request }) =>
+      // A medium's name serves its bytes, as GET /v1/sessions/:id/media/:name does.
+      MEDIA_NAME.test(params.name)
+        ? readMedia(ctx, params.id, params.name, reply, request)
+        : ok(await readArtifact(ctx, params.id, params.name, query)),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: MEDIA_UPLOAD_PATH,
+    operationId: 'uploadMedia',
+    right: 'write',
+    summary:
+      'Upload an image (PNG, JPEG, GIF, WebP) or a file (PDF, plain text) to send in messages by its locator: multipart/form-data with a `file` field (and optional `mediaType`, `filename` fields), the raw bytes with their Content-Type, or JSON {data (base64), mediaType, filename?}. Checked (the bytes must be of the type, an image whole with a readable pixel size, at most SESSIONLOG_MAX_MEDIA_BYTES) and stored once per session',
+    params: sessionParams,
+    query: noQuery,
+    body: mediaUploadBody,
+    responses: {
+      201: {
+        description: "the stored reference (send `media.locator` as a part's `artifact`) and where its bytes are",
+        schema: mediaUploadResponse,
+      },
+    },
+    errors: [...SESSION_ERRORS, 413, 415],
+    handler: async (ctx, { params, body }) => uploadMedia(ctx, params.id, body),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/v1/sessions/:id/media/:name',
+    operationId: 'readMedia',
+    right: 'read',
+    summary: "A stored medium's bytes, with its media type (by the name in its locator, or its sha-256)",
+    params: mediaParams,
+    query: noQuery,
+    responses: { 200: { description: 'the bytes, Content-Type the stored media type' } },
+    errors: [...SESSION_ERRORS, 403],
+    handler: async (ctx, { params, reply, request }) => readMedia(ctx, params.id, params.name, reply, request),
   }),
   defineRoute({
     method: 'POST',

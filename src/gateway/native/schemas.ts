@@ -73,25 +73,107 @@ export const patchSessionBody = z.strictObject({
   by: wellFormedString().max(256).optional().describe('who changed the budget (logged with it)'),
 });
 
-export const postMessageBody = z.strictObject({
-  text: wellFormedString().describe('the user message; must not be blank'),
-  id: wellFormedString()
-    .min(1)
-    .max(128)
-    .optional()
-    .describe('idempotency key: re-posting the same id never produces a second answer'),
-  toolChoice: z
-    .union([
-      z.enum(['auto', 'none', 'required']),
-      z.strictObject({
-        name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a tool name is 1-64 characters of A-Z a-z 0-9 _ -'),
-      }),
-    ])
-    .optional()
-    .describe(
-      "the turn's tool choice, sent to the model: 'auto', 'none' (no call), 'required' or {name} (a call of that tool); a forced choice holds for the turn's first model step",
-    ),
-  parallelToolCalls: z.boolean().optional().describe("false: at most one tool call per reply in this message's turn"),
+/**
+ * A part of a message with media (issue 50; session/media.ts `UserPart`): its fields are checked
+ * by the client's media checks, which name the part (`content[i]: …`).
+ */
+const messagePart = z
+  .looseObject({
+    type: z.enum(['text', 'image', 'file']),
+    text: z.string().optional().describe('text part: the text'),
+    data: z.string().optional().describe('image or file: the bytes, base64'),
+    mediaType: z
+      .string()
+      .optional()
+      .describe('with data: image/png, image/jpeg, image/gif, image/webp, application/pdf or text/plain'),
+    url: z
+      .string()
+      .optional()
+      .describe('image: an http(s) URL (kept as a URL unless SESSIONLOG_FETCH_IMAGE_URLS) or a base64 data: URL'),
+    artifact: z
+      .string()
+      .optional()
+      .describe('image or file: the locator of a medium this session stored (an upload, an earlier message)'),
+    detail: z.enum(['auto', 'low', 'high']).optional().describe('image: the detail the model sees it at'),
+    filename: z.string().optional().describe('file: its name'),
+  })
+  .describe(
+    'a text, image or file part: {type: text, text} or an image/file with one of data+mediaType, url, artifact',
+  );
+
+export const postMessageBody = z
+  .strictObject({
+    text: wellFormedString()
+      .optional()
+      .describe("the user message; must not be blank unless content holds media (with content: '' or the parts' text)"),
+    content: z
+      .array(messagePart)
+      .min(1)
+      .max(100)
+      .optional()
+      .describe('the message as parts, with images and files; each medium is stored once in the session'),
+    id: wellFormedString()
+      .min(1)
+      .max(128)
+      .optional()
+      .describe('idempotency key: re-posting the same id never produces a second answer'),
+    toolChoice: z
+      .union([
+        z.enum(['auto', 'none', 'required']),
+        z.strictObject({
+          name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'a tool name is 1-64 characters of A-Z a-z 0-9 _ -'),
+        }),
+      ])
+      .optional()
+      .describe(
+        "the turn's tool choice, sent to the model: 'auto', 'none' (no call), 'required' or {name} (a call of that tool); a forced choice holds for the turn's first model step",
+      ),
+    parallelToolCalls: z.boolean().optional().describe("false: at most one tool call per reply in this message's turn"),
+  })
+  .refine((body) => body.text !== undefined || body.content !== undefined, {
+    message: 'text (or content) is required',
+    path: ['text'],
+  });
+
+export const mediaParams = z.strictObject({
+  id: sessionIdSchema.describe('the session the medium belongs to (the one its locator names)'),
+  name: z
+    .string()
+    .regex(
+      /^(media-[0-9a-f]{64}\.(png|jpg|gif|webp|pdf|txt)|[0-9a-f]{64})$/,
+      "must be a medium's name (media-<sha256>.<ext>, from its locator) or its sha-256",
+    )
+    .describe("the medium's name in its locator `artifact:<sessionId>/media-<sha256>.<ext>`, or its sha-256"),
+});
+
+/**
+ * An upload's body: a JSON object here; a multipart form or raw bytes arrive as parsed by
+ * native/media.ts (its own checks name what is wrong).
+ */
+export const mediaUploadBody = z.union([
+  z.strictObject({
+    data: z.string().describe('the bytes, base64'),
+    mediaType: z.string().describe('image/png, image/jpeg, image/gif, image/webp, application/pdf or text/plain'),
+    filename: z.string().max(255).optional(),
+  }),
+  z.custom<{ raw: Buffer; contentType: string }>(
+    (value) => typeof value === 'object' && value !== null && Buffer.isBuffer((value as { raw?: unknown }).raw),
+    'an upload is multipart/form-data, the raw bytes with their Content-Type, or JSON {data, mediaType, filename?}',
+  ),
+]);
+
+const storedMediaSchema = z.looseObject({
+  kind: z.literal('artifact'),
+  locator: z.string().describe("artifact:<sessionId>/media-<sha256>.<ext>: send it again as a part's artifact"),
+  mediaType: z.string(),
+  bytes: z.number().int(),
+  sha256: z.string(),
+  width: z.number().int().optional().describe('images: pixels'),
+  height: z.number().int().optional().describe('images: pixels'),
+});
+export const mediaUploadResponse = z.object({
+  media: storedMediaSchema,
+  url: z.string().describe('where GET serves its bytes'),
 });
 
 export const postMessageQuery = z.strictObject({
