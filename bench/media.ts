@@ -229,7 +229,7 @@ async function main(): Promise<void> {
                 ],
               }
             : {}),
-        } as never),
+        }),
       );
       const without = await measure(control, controlId, () => control.client.send(controlId, text));
       rows.push({

@@ -110,7 +110,7 @@ async function sessionWithMedia(id: string): Promise<void> {
       { type: 'file', data: PDF_MINIMAL, mediaType: 'application/pdf', filename: 'report.pdf' },
       { type: 'image', url: REMOTE },
     ],
-  } as never);
+  });
   expect(first.outcome).toBe('completed');
   stack.fake.enqueueReplies({ text: 'taking one', toolCalls: [{ name: 'snapshot', arguments: {} }] }, { text: 'done' });
   expect((await stack.client.send(id, 'take a picture')).outcome).toBe('completed');

@@ -240,7 +240,7 @@ describe.each(FIXTURES)('erasing a session with images: $name', (fixture) => {
         { type: 'text', text: 'what is this?' },
         { type: 'image', data: sent.png, mediaType: 'image/png' },
       ],
-    } as never);
+    });
     expect(first.outcome).toBe('completed');
     world.stack.fake.enqueueReplies(
       { text: 'looking', toolCalls: [{ name: 'snapshot', arguments: {} }] },
