@@ -14,6 +14,7 @@
  * replacement, adjacent), `end`.
  */
 import { messageForRequest } from './media-policy.js';
+import { ModelCatalogueError, TEXT_ONLY_INPUT, type ModelInputs } from '../model/catalogue.js';
 import { classifyModelError, ModelCallError } from '../model/errors.js';
 import { replyCost, type ModelPort, type ModelReply } from '../model/provider.js';
 import {
@@ -204,6 +205,16 @@ function selectRange(
   return range && range.tokens >= minimumSpanTokens(context, header) ? range : null;
 }
 
+/** The media the summarizer's model takes; a model its catalogue does not know gets stand-ins (as the meter prices it). */
+function summarizerInputs(summarizer: ModelPort, model: string): ModelInputs {
+  try {
+    return summarizer.model(model).input;
+  } catch (error) {
+    if (error instanceof ModelCatalogueError) return TEXT_ONLY_INPUT;
+    throw error;
+  }
+}
+
 /**
  * Runs (or resumes) bracket `request.compactionId`. Throws a retryable `ModelCallError` when
  * the summarizer failed transiently and attempts remain; SessionlogError INVALID_ARGUMENT when
@@ -268,13 +279,14 @@ export async function runCompaction(ports: CompactionPorts, request: CompactionR
   let plan = selectRange(session(), header, context, selection);
   if (!plan) return finish('nothing left to compact');
   const limits = contextLimits(context, header.model, request.learnedWindow);
+  const inputs = summarizerInputs(ports.summarizer, header.model);
   let reply: ModelReply;
   for (;;) {
     try {
       reply = await ports.summarizer.stream({
         // The summarizer sees every medium of the span it condenses (that its model takes); the checkpoint stays text.
         messages: summarizerMessages(session(), plan.seqs, request.compactionId).map((message) =>
-          messageForRequest(message, true, ports.summarizer.model(header.model).input),
+          messageForRequest(message, true, inputs),
         ),
         header: {
           ...summarizerHeader(context, header, limits, selection),
