@@ -137,7 +137,10 @@ describe('the offline model', () => {
     messages: [{ role: 'user', content: 'Oslo' }],
     tools: [
       { type: 'function', function: { name: 'calculator', parameters: { type: 'object' } } },
-      { type: 'function', function: { name: 'get_weather', parameters: weather.parameters } },
+      {
+        type: 'function',
+        function: { name: 'get_weather', parameters: weather.parameters as Record<string, unknown> },
+      },
     ],
     ...extra,
   });
