@@ -31,7 +31,7 @@ import { SessionClient } from '../src/client/session-client.js';
 import { startFakeModelServer } from '../src/model/fake-server.js';
 import { createOpenAIProvider } from '../src/model/provider.js';
 import { openSqliteStore } from '../src/persistence/index.js';
-import type { StoredEvent } from '../src/session/index.js';
+import { isEventOfType, type StoredEvent } from '../src/session/index.js';
 import { createWorker } from '../src/worker.js';
 import { fmtMs, machineLine, median, percentile, printTable, since } from './support/report.js';
 
@@ -138,8 +138,8 @@ async function inTurns(): Promise<TurnTimes> {
 
 /** Milliseconds between the logged tool/call of `callId` and its tool/result. */
 function loggedCallTime(events: readonly StoredEvent[], callId: string): number {
-  const call = events.find((e) => e.type === 'tool/call' && e.data.callId === callId);
-  const result = events.find((e) => e.type === 'tool/result' && e.data.message.content[0].toolCallId === callId);
+  const call = events.find((e) => isEventOfType(e, 'tool/call') && e.data.callId === callId);
+  const result = events.find((e) => isEventOfType(e, 'tool/result') && e.data.message.content[0].toolCallId === callId);
   if (!call || !result) throw new Error(`call ${callId} is not logged with its result`);
   return result.time - call.time;
 }

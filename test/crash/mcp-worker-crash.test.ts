@@ -19,7 +19,7 @@ import { SessionClient } from '../../src/client/session-client.js';
 import { startFakeModelServer, type FakeModelServer } from '../../src/model/fake-server.js';
 import { openStore } from '../../src/persistence/open.js';
 import type { SessionStore } from '../../src/persistence/store.js';
-import type { SessionEvent, StoredEvent } from '../../src/session/index.js';
+import { isEventOfType, type KnownEventType, type SessionEvent, type StoredEvent } from '../../src/session/index.js';
 import { workflowBundle } from '../../src/worker.js';
 import { eventually, waitForEvent } from '../support/log-wait.js';
 import { startTestMcpServer, type TestMcpServer } from '../support/mcp-http-server.js';
@@ -63,8 +63,8 @@ class WorkerProcess {
   }
 }
 
-const ofType = <K extends StoredEvent['type']>(events: readonly StoredEvent[], type: K) =>
-  events.filter((e): e is SessionEvent<K> => e.type === type);
+const ofType = <K extends KnownEventType>(events: readonly StoredEvent[], type: K): Array<SessionEvent<K>> =>
+  events.flatMap((e) => (isEventOfType(e, type) ? [e] : []));
 
 let dir: string;
 let fake: FakeModelServer;

@@ -16,7 +16,14 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigError, resolveConfig } from '../../src/config.js';
 import { createOpenAIProvider } from '../../src/model/provider.js';
-import type { SessionEvent, StoredEvent, ToolResultBlock } from '../../src/session/index.js';
+import {
+  isEventOfType,
+  type JsonValue,
+  type KnownEventType,
+  type SessionEvent,
+  type StoredEvent,
+  type ToolResultBlock,
+} from '../../src/session/index.js';
 import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';
 import type { McpServerConfig } from '../../src/tools/mcp/index.js';
 import { ToolRegistry } from '../../src/tools/registry.js';
@@ -31,8 +38,8 @@ const FILESYSTEM = join(ROOT, 'node_modules/@modelcontextprotocol/server-filesys
 /** server-everything behind a proxy that garbles two of its answers (test/fixtures/mcp-garbage-proxy.mjs). */
 const GARBAGE = join(ROOT, 'test/fixtures/mcp-garbage-proxy.mjs');
 
-const ofType = <K extends StoredEvent['type']>(events: readonly StoredEvent[], type: K) =>
-  events.filter((e): e is SessionEvent<K> => e.type === type);
+const ofType = <K extends KnownEventType>(events: readonly StoredEvent[], type: K): Array<SessionEvent<K>> =>
+  events.flatMap((e) => (isEventOfType(e, type) ? [e] : []));
 const resultOf = (event: SessionEvent<'tool/result'>): ToolResultBlock => event.data.message.content[0];
 const textOf = (block: ToolResultBlock): string => block.content.map((b) => (b.type === 'text' ? b.text : '')).join('');
 
@@ -75,7 +82,7 @@ const sessionName = (name: string) => `mcp-${name}-${Date.now()}-${counter++}`;
 async function callOnce(
   sessionId: string,
   tool: string,
-  args: Record<string, unknown>,
+  args: { [key: string]: JsonValue },
 ): Promise<SessionEvent<'tool/result'>> {
   const callId = `call-${counter++}`;
   stack.fake.enqueueReplies(
