@@ -20,6 +20,7 @@ import {
   DefaultChatTransport,
   generateText,
   type ChatInit,
+  type ModelMessage,
   type ChatState,
   type ChatStatus,
   type UIMessage,
@@ -304,6 +305,31 @@ describe("the AI SDK's generateText (openai provider)", () => {
     const session = result.response.headers?.['x-session-id'];
     expect(session).toBeTruthy();
     expectStoredPicture((await loggedImages(session!))[0]);
+  });
+
+  it('continues with the picture in its history: the same session, one turn more; a PDF file part is a file block', async () => {
+    const provider = createOpenAI({ baseURL: compat.baseURL, apiKey: compat.apiKey });
+    const pdf = new Uint8Array(Buffer.from('%PDF-1.4\n%%EOF\n'));
+    const messages: ModelMessage[] = [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'Here is a picture and a note.' },
+          { type: 'image', image: PICTURE, mediaType: 'image/png' },
+          { type: 'file', data: pdf, mediaType: 'application/pdf', filename: 'note.pdf' },
+        ],
+      },
+    ];
+    const first = await generateText({ model: provider(DEFAULT_MODEL), system: 'You look at pictures.', messages });
+    const session = first.response.headers?.['x-session-id'];
+    const [content] = await userMessages(session!);
+    expect(content!.map((block) => block.type)).toEqual(['text', 'image', 'file']);
+    expect(content![2]).toMatchObject({ type: 'file', filename: 'note.pdf', source: { mediaType: 'application/pdf' } });
+    messages.push(...first.response.messages, { role: 'user', content: 'And what else?' });
+    const second = await generateText({ model: provider(DEFAULT_MODEL), system: 'You look at pictures.', messages });
+    expect(second.response.headers?.['x-session-id']).toBe(session);
+    expect((await compat.stack.client.turns(session!)).turns).toHaveLength(2);
+    expect(await loggedImages(session!)).toHaveLength(1);
   });
 });
 
