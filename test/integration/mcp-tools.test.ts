@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { runtimeOptions } from '../../src/cli/runtime.js';
 import { ConfigError, resolveConfig } from '../../src/config.js';
 import { createOpenAIProvider } from '../../src/model/provider.js';
 import {
@@ -324,6 +325,26 @@ describe('bad MCP settings at worker start', () => {
     ).toThrow(/SESSIONLOG_MCP_SERVERS\[0\]\.command/);
     const ok = resolveConfig({ SESSIONLOG_MCP_SERVERS: JSON.stringify([{ name: 'web', url: web.url }]) });
     expect(ok.mcpServers).toEqual([{ name: 'web', url: web.url }]);
+    // `sessionlog worker` hands them to createWorker.
+    const parts = { connection: undefined as never, store: stack.store, model: base().model };
+    expect(runtimeOptions(ok).worker(parts).mcpServers).toEqual([{ name: 'web', url: web.url }]);
+  });
+
+  it('starts a worker whose HTTP server is down, warning with the setting and server named', async () => {
+    const warnings: string[] = [];
+    const listen = (warning: Error) => warnings.push(warning.message);
+    process.on('warning', listen);
+    const worker = await createWorker({
+      ...base(),
+      address: temporalAddress(),
+      taskQueue: `mcp-down-${Date.now()}`,
+      mcpServers: [{ name: 'down', url: 'http://127.0.0.1:1/mcp' }],
+    });
+    const run = worker.run();
+    worker.shutdown();
+    await run;
+    process.off('warning', listen);
+    expect(warnings.some((w) => w.startsWith('mcpServers: MCP server "down" could not be reached'))).toBe(true);
   });
 
   it('fails the start when a server’s tool would take the name of a registered tool', async () => {
