@@ -14,7 +14,17 @@ import { HumanMessage } from '@langchain/core/messages';
 import { tool as langchainTool } from '@langchain/core/tools';
 import { ChatOpenAI } from '@langchain/openai';
 import { Agent, run, setDefaultOpenAIClient, setTracingDisabled, tool as agentTool } from '@openai/agents';
-import { generateText, jsonSchema, tool as aiTool } from 'ai';
+import {
+  AbstractChat,
+  DefaultChatTransport,
+  generateText,
+  jsonSchema,
+  tool as aiTool,
+  type ChatInit,
+  type ChatState,
+  type ChatStatus,
+  type UIMessage,
+} from 'ai';
 import OpenAI from 'openai';
 import OpenAIv7 from 'openai-v7';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -238,6 +248,54 @@ describe('ai sdk', () => {
       expect(named.toolCalls.map((call) => call.toolName)).toEqual(['get_weather']);
     },
   );
+});
+
+/** A chat state as a framework keeps it, in a plain array (as ai-sdk-ui.test.ts drives useChat's core). */
+class ArrayState implements ChatState<UIMessage> {
+  status: ChatStatus = 'ready';
+  error: Error | undefined = undefined;
+  constructor(public messages: UIMessage[] = []) {}
+  pushMessage = (message: UIMessage) => {
+    this.messages = [...this.messages, message];
+  };
+  popMessage = () => {
+    this.messages = this.messages.slice(0, -1);
+  };
+  replaceMessage = (index: number, message: UIMessage) => {
+    this.messages = [...this.messages.slice(0, index), message, ...this.messages.slice(index + 1)];
+  };
+  snapshot = <T>(thing: T): T => structuredClone(thing);
+}
+
+class NodeChat extends AbstractChat<UIMessage> {
+  constructor(init: Omit<ChatInit<UIMessage>, 'state'>) {
+    super({ ...init, state: new ArrayState() });
+  }
+  override get messages(): UIMessage[] {
+    return this.state.messages;
+  }
+}
+
+describe('ai sdk useChat (the UI message stream route)', () => {
+  it("takes the AI SDK's toolChoice from the request body: the worker's tool is forced at the turn's first step", async () => {
+    const chat = new NodeChat({
+      id: `tc-ui-${Date.now()}`,
+      transport: new DefaultChatTransport({ api: `${compat.gateway.url}/ai-sdk/chat` }),
+    });
+    await chat.sendMessage(
+      { text: '4*4' },
+      { body: { toolChoice: { type: 'tool', toolName: 'calculator' }, parallelToolCalls: false } },
+    );
+    const [forced, after, ...more] = requests();
+    expect(more).toEqual([]);
+    expect(forced).toMatchObject({
+      tool_choice: { type: 'function', function: { name: 'calculator' } },
+      parallel_tool_calls: false,
+    });
+    expect(after!.tool_choice).toBeUndefined();
+    expect(after!.messages.at(-1)).toMatchObject({ role: 'tool', content: '16' });
+    expect(chat.messages.at(-1)!.parts.some((part) => part.type.startsWith('tool-'))).toBe(true);
+  });
 });
 
 describe('langchain', () => {
