@@ -7,6 +7,10 @@
  */
 import {
   SessionlogError,
+  eventMedia,
+  isSessionlogError,
+  parseMediaLocator,
+  withEventMediaOf,
   planFork,
   planSalvage,
   seedEventOf,
@@ -26,7 +30,49 @@ export async function seedSession(deps: EngineDeps, sessionId: string, seed: See
       ? await planForkOf(deps, sessionId, seed.parentId, seed.at)
       : await planSalvageOf(deps, sessionId, seed.parentId);
   if (!(await deps.store.exists(sessionId))) await deps.store.create(planned.header);
-  await deps.store.append(sessionId, planned.seed, { expectedSeq: 0, op: seedOp(sessionId) });
+  const events = await withOwnMedia(deps, sessionId, planned.seed);
+  await deps.store.append(sessionId, events, { expectedSeq: 0, op: seedOp(sessionId) });
+}
+
+/**
+ * The seed with its media stored in the new session (issue 50): each medium a copied message
+ * holds is read from the session that stored it and stored again under the new session's id,
+ * and the copied blocks name that copy. Media are never shared across sessions, so erasing the
+ * parent leaves the child's whole (DESIGN §4.2: forks keep their own copy). A medium the parent
+ * no longer has is left as the parent's reference.
+ */
+async function withOwnMedia(deps: EngineDeps, sessionId: string, seed: readonly NewEvent[]): Promise<NewEvent[]> {
+  const copied = new Set<string>();
+  const out: NewEvent[] = [];
+  for (const event of seed) {
+    const media = eventMedia(event);
+    if (media.length === 0) {
+      out.push(event);
+      continue;
+    }
+    let whole = true;
+    for (const source of media) {
+      const owner = parseMediaLocator(source.locator)?.sessionId;
+      if (owner === undefined || owner === sessionId || copied.has(source.locator)) continue;
+      let bytes: Uint8Array;
+      try {
+        bytes = await deps.store.artifacts.readMedia(owner, source.locator);
+      } catch (error) {
+        if (!isSessionlogError(error, 'ARTIFACT_NOT_FOUND')) throw error;
+        whole = false;
+        continue;
+      }
+      await deps.store.artifacts.putMedia({
+        sessionId,
+        bytes,
+        mediaType: source.mediaType,
+        ...(source.width !== undefined ? { width: source.width, height: source.height! } : {}),
+      });
+      copied.add(source.locator);
+    }
+    out.push(whole ? withEventMediaOf(event, sessionId) : event);
+  }
+  return out;
 }
 
 async function planForkOf(

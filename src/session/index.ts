@@ -7,6 +7,7 @@ export * from './ids.js';
 export * from './json.js';
 export * from './messages.js';
 export * from './media.js';
+export * from './event-media.js';
 export * from './op-keys.js';
 export * from './projection.js';
 export * from './repair.js';

@@ -462,3 +462,32 @@ describe('fetching image URLs (SESSIONLOG_FETCH_IMAGE_URLS)', () => {
       expect(isRefusedAddress(address), address).toBe(false);
   });
 });
+
+describe('forks keep their own copy of the media', () => {
+  it("a fork's seed names media stored under the fork's id, which outlive the parent's erasure and reach its next turn", async () => {
+    const parent = newId('parent');
+    const image = png(6, 4, [40, 50, 60]);
+    const sent = await stack.client.send(parent, '', {
+      content: [
+        { type: 'text', text: 'remember this' },
+        { type: 'image', data: image, mediaType: 'image/png' },
+      ],
+    });
+    expect(sent.outcome).toBe('completed');
+    const [original] = userMessages(await stack.store.readFrom(parent, 0));
+    const parentSource = (original!.data.content[1] as { source: StoredMedia }).source;
+
+    const { sessionId: child } = await stack.client.fork(parent);
+    const [copied] = userMessages(await stack.store.readFrom(child, 0));
+    const childSource = (copied!.data.content[1] as { source: StoredMedia }).source;
+    expect(childSource).toEqual({ ...parentSource, locator: `artifact:${child}/media-${parentSource.sha256}.png` });
+    expect((await stack.client.erase(parent)).store.removed.media).toBe(1);
+
+    expect(
+      Buffer.from((await stack.client.readMedia(child, childSource.locator)).bytes).equals(Buffer.from(image)),
+    ).toBe(true);
+    const next = await stack.client.send(child, 'and now?');
+    expect(next.outcome, JSON.stringify(next.error)).toBe('completed');
+    expect((await stack.client.erase(child)).store.removed.media).toBe(1);
+  });
+});
