@@ -87,7 +87,7 @@ export type { ApprovalRule, ExternalTool, RunnableTool, Tool, ToolContext, ToolO
 export { parseApprovalPolicy } from './tools/approval.js';
 export type { ApprovalPolicy } from './tools/approval.js';
 export type { McpApproval, McpHttpServerConfig, McpServerConfig, McpStdioServerConfig } from './tools/mcp/index.js';
-export { BUILTIN_TOOLS, calculatorTool, readArtifactTool, wordCountTool } from './tools/builtin.js';
+export { BUILTIN_TOOLS, calculatorTool, openMediaTool, readArtifactTool, wordCountTool } from './tools/builtin.js';
 export { defineTool } from './tools/define.js';
 export type { SchemaTool, ToolDefinition, ToolResultValue } from './tools/define.js';
 export { toSessionlogTool } from './tools/adapter.js';
@@ -128,3 +128,6 @@ export { ModelCallError, classifyModelError } from './model/index.js';
 
 export { createContextReporter } from './context/report.js';
 export { createTokenMeter } from './context/token-meter.js';
+export { DEFAULT_MEDIA_POLICY, applyMediaPolicy } from './context/media-policy.js';
+export type { MediaPolicy } from './context/media-policy.js';
+export { checkMediaSupported } from './model/media-support.js';
