@@ -18,8 +18,8 @@
  * - Media (issue 50): the meter prices what the media policy (media-policy.ts) sends. A node
  *   holding media has two cached prices, with its media (text, plus each image by OpenAI's tile
  *   rule and each file by a stated estimate: model/media-tokens.ts) and with stand-ins; which one
- *   counts depends on the nodes after it, so while the surface holds media every change
- *   re-applies the policy to all nodes (arithmetic over cached prices, no tokenizing).
+ *   counts depends on the nodes after it, so while the surface holds media a catch-up re-applies
+ *   the policy to all nodes once (arithmetic over cached prices, no tokenizing).
  */
 import { buildChatRequest } from '../model/request.js';
 import {
@@ -299,8 +299,10 @@ class SurfacePriceFold {
   private rawSurface = 0;
   private envelope: string | undefined;
   private revision = 0;
-  /** Surface nodes holding media: while there are any, each change re-applies the media policy to every node. */
+  /** Surface nodes holding media: while there are any, a change re-applies the media policy to every node. */
   private mediaNodes = 0;
+  /** The media policy must be re-applied before prices are read (once per catch-up, not per event). */
+  private mediaDirty = false;
   private view: NodesView | undefined;
   anchor: FoldAnchor | undefined;
 
@@ -318,6 +320,7 @@ class SurfacePriceFold {
       if (event) this.apply(event);
     }
     this.consumed = end;
+    if (this.mediaDirty) this.repriceAll();
     const surface = session.surfaceNodes;
     if (
       surface.length !== this.nodes.length ||
@@ -363,6 +366,8 @@ class SurfacePriceFold {
     const change = surfaceChange(this.seqs, event);
     if (change === undefined) return;
     if (event.type === 'assistant/message' && event.data.usage) {
+      // The anchor is the surface the reply's request was made from, as the policy sent it.
+      if (this.mediaDirty) this.repriceAll();
       const usage = event.data.usage;
       const promptTokens = usage.inputTokens + (usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0);
       this.anchor = { seq: event.seq, promptTokens, rawSurface: this.rawSurface, envelope: this.envelope };
@@ -391,7 +396,7 @@ class SurfacePriceFold {
     applySurfaceChange(this.seqs, change, event.seq);
     applySurfaceChange(this.nodes, change, entry);
     if (mediaBefore > 0 || this.mediaNodes > 0) {
-      this.repriceAll();
+      this.mediaDirty = true;
       return;
     }
     this.reprice(change.index);
@@ -417,6 +422,7 @@ class SurfacePriceFold {
    * node. O(nodes) arithmetic, no tokenizing: both prices of a node are cached.
    */
   private repriceAll(): void {
+    this.mediaDirty = false;
     const visible = this.nodes.filter((entry) => !entry.empty);
     const sent = mediaSentMask(
       visible.map((entry) => entry.role!),
