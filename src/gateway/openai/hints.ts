@@ -8,7 +8,8 @@
  * and calls none, the worker's tools included), and a forced choice (`required`, a named tool)
  * holds for the turn's first model step (session/turn-hints.ts). A forced choice the request
  * cannot honour is refused here with a 400 naming `tool_choice` (`toolChoiceOf`): a named tool the
- * request does not carry, `required` without tools, a hosted tool. What else cannot be honoured
+ * request does not carry, `required` without tools, a hosted tool; and so is a forced choice on a
+ * model that cannot take one (`refuseUnforcedToolChoice`). What else cannot be honoured
  * and would change meaning (n > 1, audio, hosted tools) is refused by the body schemas.
  */
 import { z } from 'zod';
