@@ -391,7 +391,7 @@ describe('bad parts over HTTP: a 4xx naming the part, nothing stored, the sessio
     const id = newId('bad-upload');
     await createSession(strictGateway.url, id);
     const rows = storedMediaRows();
-    const post = (body: BodyInit, type: string) =>
+    const post = (body: Buffer | FormData, type: string) =>
       fetch(`${strictGateway.url}/v1/sessions/${id}/media`, {
         method: 'POST',
         headers: { 'content-type': type },

@@ -28,6 +28,7 @@ import {
   utf8,
   webpExtended,
 } from '../support/media.js';
+import { parseMessageBody } from '../../src/persistence/index.js';
 
 const MiB = 1024 * 1024;
 const SHA = 'a'.repeat(64);
@@ -416,5 +417,45 @@ describe('checkUserParts: unknown and misplaced fields', () => {
       const error = expectCode(() => checkUserParts([part], limits), 'INVALID_MESSAGE', message);
       expect(error.part).toBe(0);
     }
+  });
+});
+
+describe('the inbox entry of a message with media (persistence/inbox-entries.ts)', () => {
+  const image = {
+    kind: 'artifact',
+    locator: mediaLocator('s', SHA, 'image/png'),
+    mediaType: 'image/png',
+    bytes: 120,
+    sha256: SHA,
+    width: 4,
+    height: 3,
+  };
+
+  it('reads an entry written before media exactly as before', () => {
+    expect(parseMessageBody({ text: 'hi' })).toEqual({ text: 'hi' });
+    expect(parseMessageBody({ text: '  ' })).toMatch(/non-blank text/);
+  });
+
+  it('reads the blocks of a message with media, with or without text', () => {
+    const content = [
+      { type: 'text', text: 'look' },
+      { type: 'image', source: image },
+    ];
+    expect(parseMessageBody({ text: 'look', content })).toEqual({ text: 'look', content });
+    expect(parseMessageBody({ text: '', content: [{ type: 'image', source: image }] })).toEqual({
+      text: '',
+      content: [{ type: 'image', source: image }],
+    });
+  });
+
+  it('refuses blocks that are not text or media, bytes in a block, or no blocks', () => {
+    expect(
+      parseMessageBody({ text: 'x', content: [{ type: 'tool-call', id: 'c', name: 'n', arguments: '{}' }] }),
+    ).toMatch(/text, image or file/);
+    expect(parseMessageBody({ text: 'x', content: [{ type: 'image', source: { ...image, data: 'AAAA' } }] })).toMatch(
+      /content invalid/,
+    );
+    expect(parseMessageBody({ text: 'x', content: [] })).toMatch(/non-empty/);
+    expect(parseMessageBody({ text: '', content: [{ type: 'text', text: '' }] })).toMatch(/non-blank text or media/);
   });
 });
