@@ -111,7 +111,7 @@ export function mediaCheck(
 /** The context report the client serves: the worker's meter, catalogue and budget, so both see one picture. */
 export function contextReporter(config: Config): ReturnType<typeof createContextReporter> {
   return createContextReporter({
-    meter: createTokenMeter({ catalogue: config.catalogue }),
+    meter: createTokenMeter({ catalogue: config.catalogue, media: config.media }),
     catalogue: config.catalogue,
     defaultModel: config.model.name,
     ...(config.contextBudget !== undefined ? { policy: { budgetTokens: config.contextBudget } } : {}),
