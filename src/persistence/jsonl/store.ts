@@ -7,6 +7,7 @@
  * <root>/<sessionId>/session.jsonl          header line, then one event per line
  * <root>/<sessionId>/session.lock           exclusive writer lock (present only while writing)
  * <root>/<sessionId>/artifacts/<name>       artifact files
+ * <root>/<sessionId>/media/media-<sha256>.<ext>  a medium's bytes, once per content (issue 50)
  * <root>/<sessionId>/projection-cache.json  projection checkpoint, replaced atomically
  * <root>/<sessionId>/inbox/<sha256(key)>.json  an inbox entry {key, body, bytes, digest, storedAt}
  * <root>/<sessionId>/session.key            the session's data key {id, key (base64)}
