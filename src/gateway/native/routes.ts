@@ -200,7 +200,7 @@ export const NATIVE_ROUTES: readonly RouteSpec[] = [
       200: { description: 'with ?wait=true: the turn that answered and its reply', schema: replyResponse },
       202: { description: 'the message is queued', schema: acceptedMessageResponse },
     },
-    errors: [...SESSION_ERRORS, 409, 413, 415, 422],
+    errors: [...SESSION_ERRORS, 403, 409, 413, 415, 422],
     handler: async (ctx, { params, query, body }) => postMessage(ctx, params.id, query, body),
   }),
   defineRoute({
