@@ -12,7 +12,7 @@ import { disposeTokenizers } from '../../src/context/tokenizers.js';
 import { DEFAULT_MODEL_CATALOGUE, lookupModel } from '../../src/model/catalogue.js';
 import { imageTokens } from '../../src/model/media-tokens.js';
 import { createOpenAIProvider } from '../../src/model/provider.js';
-import type { ImageBlock, RequestHeader, Session, StoredMedia } from '../../src/session/index.js';
+import type { ImageBlock, RequestHeader, Session, StoredMedia, UserMessage } from '../../src/session/index.js';
 import { useFakeModel } from '../support/fake-model.js';
 import { png, PDF_MINIMAL } from '../support/media.js';
 import { TEST_SYSTEM, TEST_TOOLS, meterSession } from './meter-conversations.js';
@@ -166,8 +166,8 @@ describe('the meter with media (issue 50)', () => {
     const before = meter.measure(session, HEADER).nodes.find((n) => n.seq === firstSeq)!.tokens;
     appendTurn(session, 4, []);
     const after = meter.measure(session, HEADER).nodes.find((n) => n.seq === firstSeq)!.tokens;
-    const standIn = session.deriveMessages()[0]!;
-    const asStandIn = {
+    const standIn = session.deriveMessages()[0] as UserMessage;
+    const asStandIn: UserMessage = {
       ...standIn,
       content: [standIn.content[0]!, { type: 'text' as const, text: `\n${mediaStandIn(first, 'older').text}` }],
     };
