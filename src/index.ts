@@ -55,6 +55,8 @@ export {
   isEventOfType,
   isSessionlogError,
   textOf,
+  inspectMedia,
+  DEFAULT_MAX_MEDIA_BYTES,
 } from './session/index.js';
 export type {
   AgentSpec,
@@ -62,6 +64,14 @@ export type {
   StoredEvent,
   AssistantMessage,
   ContentBlock,
+  FileBlock,
+  ImageBlock,
+  MediaBlock,
+  MediaInput,
+  MediaType,
+  RemoteMedia,
+  StoredMedia,
+  UserPart,
   EventDataMap,
   KnownEventType,
   Message,

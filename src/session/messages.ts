@@ -43,6 +43,7 @@ export type RemoteMedia = { kind: 'url'; url: string };
 /** The media types sessionlog stores: images the providers take, PDF and plain text. */
 export type ImageMediaType = 'image/png' | 'image/jpeg' | 'image/gif' | 'image/webp';
 export type FileMediaType = 'application/pdf' | 'text/plain';
+/** A media type sessionlog stores: an image's or a file's. */
 export type MediaType = ImageMediaType | FileMediaType;
 /** An image in a user message or a tool result. `detail` is the caller's OpenAI detail level, when given. */
 export type ImageBlock = { type: 'image'; source: StoredMedia | RemoteMedia; detail?: 'auto' | 'low' | 'high' };
