@@ -94,6 +94,7 @@ describe.skipIf(!probe.available)('PostgreSQL store', () => {
         'batches',
         'events',
         'inbox',
+        'media',
         'pacing',
         'projection_cache',
         'schema_version',
