@@ -302,7 +302,9 @@ async function checkMessageWithMedia(
       'MESSAGE_TOO_LARGE',
       `the message's text and parts take about ${entryBytes} bytes; the limit is ${core.maxMessageBytes}`,
     );
-  return { ...checked, media: await prepareMedia(core, sessionId, all) };
+  // The caller's parts are prepared as sent, so an error names the part by the caller's index.
+  const prepared = await prepareMedia(core, sessionId, parts);
+  return { ...checked, media: all === parts ? prepared : [{ type: 'text', text }, ...prepared] };
 }
 
 /** The model a message goes to: the one it asks for, else the session's own; undefined: the worker's default. */

@@ -491,3 +491,22 @@ describe('forks keep their own copy of the media', () => {
     expect((await stack.client.erase(child)).store.removed.media).toBe(1);
   });
 });
+
+describe("the part an error names is the caller's", () => {
+  it('with text given beside media-only parts, a bad part is named by its index in the parts sent', async () => {
+    const id = newId('index');
+    const owner = newId('index-owner');
+    const foreign = await stack.client.uploadMedia(owner, { data: png(2, 2), mediaType: 'image/png' });
+    const error = await stack.client
+      .send(id, 'a caption', {
+        content: [
+          { type: 'image', data: png(2, 2), mediaType: 'image/png' },
+          { type: 'image', artifact: foreign.locator },
+        ],
+      })
+      .catch((e: unknown) => e);
+    expect(isSessionlogError(error, 'ARTIFACT_FOREIGN'), String(error)).toBe(true);
+    expect((error as { part?: number }).part).toBe(1);
+    expect((error as Error).message).toMatch(/^content\[1\]: /);
+  });
+});
