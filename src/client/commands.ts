@@ -289,7 +289,7 @@ async function checkMessageWithMedia(
     );
   // Text given beside parts that hold none is the message's first block.
   const all: CheckedPart[] = joined === '' && text.trim() !== '' ? [{ type: 'text', text }, ...parts] : parts;
-  const allText = joined === '' ? text : joined;
+  const allText = joined !== '' ? joined : text.trim() === '' ? '' : text;
   const hasMedia = all.some((part) => part.type !== 'text');
   const checked = checkMessage(core, sessionId, allText, options, hasMedia);
   if (!hasMedia) return checked;

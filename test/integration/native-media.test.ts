@@ -328,7 +328,6 @@ describe('bad parts over HTTP: a 4xx naming the part, nothing stored, the sessio
       const id = newId('bad');
       await createSession(strictGateway.url, id);
       const rows = storedMediaRows();
-      const events = (await stack.store.readFrom(id, 0)).length;
       const answer = await request(strictGateway.url, 'POST', `/v1/sessions/${id}/messages?wait=true`, {
         json: { content: [good, part] },
       });
@@ -337,7 +336,8 @@ describe('bad parts over HTTP: a 4xx naming the part, nothing stored, the sessio
       expect(error.code).toBe(code);
       expect(error.message).toMatch(/^content\[1\]: /);
       expect(storedMediaRows()).toBe(rows);
-      expect((await stack.store.readFrom(id, 0)).length).toBe(events);
+      // The new session's run may log its `session/run` meanwhile; no message is logged.
+      expect(userMessages(await stack.store.readFrom(id, 0))).toEqual([]);
       expect(await stack.store.inbox.list(id)).toEqual([]);
     });
   }
@@ -351,7 +351,6 @@ describe('bad parts over HTTP: a 4xx naming the part, nothing stored, the sessio
       await call('POST', `/v1/sessions/${owner}/media`, { json: { data: base64(png(2, 3)), mediaType: 'image/png' } })
     ).body as { media: StoredMedia };
     const rows = storedMediaRows();
-    const events = await stack.store.readFrom(other, 0);
     const answer = await call('POST', `/v1/sessions/${other}/messages`, {
       json: { content: [good, { type: 'image', artifact: media.locator }] },
     });
@@ -362,7 +361,8 @@ describe('bad parts over HTTP: a 4xx naming the part, nothing stored, the sessio
     });
     expect((await fetch(`${gateway.url}/v1/sessions/${other}/media/media-${media.sha256}.png`)).status).toBe(404);
     expect(storedMediaRows()).toBe(rows);
-    expect(await stack.store.readFrom(other, 0)).toEqual(events);
+    expect(userMessages(await stack.store.readFrom(other, 0))).toEqual([]);
+    expect(await stack.store.inbox.list(other)).toEqual([]);
 
     // Tenants: acme's medium is not bravo's to send or read, even with the same bytes stored by both.
     const acme = stack.client.forTenant('acme');
@@ -437,7 +437,7 @@ describe('fetching image URLs (SESSIONLOG_FETCH_IMAGE_URLS)', () => {
       expect((error as Error).message).toMatch(/private, loopback or link-local/);
     }
     expect(requests).toBe(0);
-    expect(await stack.store.readFrom(id, 0)).toEqual([]);
+    expect(userMessages(await stack.store.readFrom(id, 0))).toEqual([]);
   });
 
   it('takes only public addresses', () => {
