@@ -46,6 +46,7 @@ import { workflowIdFor } from '../src/workflows/api.js';
 import { createWorker } from '../src/worker.js';
 import { historyStats } from './support/history.js';
 import { fmtBytes, fmtInt, machineLine, printGrid, printTable, type Figure } from './support/report.js';
+import { pngChunk } from '../test/support/media.js';
 
 const { values } = parseArgs({ options: { turns: { type: 'string', default: '50' } } });
 const TEXT_TURNS = Number(values.turns);
@@ -53,27 +54,6 @@ const MiB = 1024 * 1024;
 const KiB = 1024;
 
 // ---- a 1 MiB PNG of random pixels (incompressible, so the file is the size it says) ------------
-
-const CRC_TABLE = Array.from({ length: 256 }, (_, n) => {
-  let c = n;
-  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-  return c >>> 0;
-});
-
-function crc32(bytes: Uint8Array): number {
-  let c = 0xffffffff;
-  for (const byte of bytes) c = CRC_TABLE[(c ^ byte) & 0xff]! ^ (c >>> 8);
-  return (c ^ 0xffffffff) >>> 0;
-}
-
-function chunk(type: string, data: Uint8Array): Buffer {
-  const head = Buffer.alloc(8);
-  head.writeUInt32BE(data.length, 0);
-  head.write(type, 4, 'ascii');
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(crc32(Buffer.concat([head.subarray(4), data])), 0);
-  return Buffer.concat([head, data, crc]);
-}
 
 /** An RGB PNG of random pixels whose file is `bytes` long to within a row. */
 function randomPng(bytes: number): { png: Uint8Array; width: number; height: number } {
@@ -88,9 +68,9 @@ function randomPng(bytes: number): { png: Uint8Array; width: number; height: num
   ihdr[9] = 2;
   const png = Buffer.concat([
     Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
-    chunk('IHDR', ihdr),
-    chunk('IDAT', deflateSync(raw, { level: 0 })),
-    chunk('IEND', new Uint8Array()),
+    pngChunk('IHDR', ihdr),
+    pngChunk('IDAT', deflateSync(raw, { level: 0 })),
+    pngChunk('IEND', new Uint8Array()),
   ]);
   return { png: new Uint8Array(png), width, height };
 }

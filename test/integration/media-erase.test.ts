@@ -39,6 +39,7 @@ import {
   tempDir,
   type BackendFixture,
 } from '../support/store-fixtures.js';
+import { pngChunk } from '../support/media.js';
 
 const postgres = await probePostgres();
 if (!postgres.available) console.warn(`media erase tests: PostgreSQL skipped: ${postgres.reason}`);
@@ -48,25 +49,6 @@ let counter = 0;
 const newId = (name: string) => `media-erase-${name}-${Date.now()}-${counter++}`;
 
 // ---- marked PNGs -----------------------------------------------------------------------------
-
-const CRC_TABLE = Array.from({ length: 256 }, (_, n) => {
-  let c = n;
-  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-  return c >>> 0;
-});
-function crc32(bytes: Uint8Array): number {
-  let c = 0xffffffff;
-  for (const byte of bytes) c = CRC_TABLE[(c ^ byte) & 0xff]! ^ (c >>> 8);
-  return (c ^ 0xffffffff) >>> 0;
-}
-function chunk(type: string, data: Uint8Array): Buffer {
-  const head = Buffer.alloc(8);
-  head.writeUInt32BE(data.length, 0);
-  head.write(type, 4, 'ascii');
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(crc32(Buffer.concat([head.subarray(4), data])), 0);
-  return Buffer.concat([head, data, crc]);
-}
 
 /** A 64×16 RGB PNG whose every pixel row is `marker` repeated, deflated without compression (the marker stays readable). */
 function markedPng(marker: string): Uint8Array {
@@ -83,9 +65,9 @@ function markedPng(marker: string): Uint8Array {
   return new Uint8Array(
     Buffer.concat([
       Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
-      chunk('IHDR', ihdr),
-      chunk('IDAT', deflateSync(Buffer.concat(Array.from({ length: height }, () => row)), { level: 0 })),
-      chunk('IEND', new Uint8Array()),
+      pngChunk('IHDR', ihdr),
+      pngChunk('IDAT', deflateSync(Buffer.concat(Array.from({ length: height }, () => row)), { level: 0 })),
+      pngChunk('IEND', new Uint8Array()),
     ]),
   );
 }
