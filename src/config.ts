@@ -538,7 +538,7 @@ export const CONFIG_VARIABLES = {
     group: 'Sessions',
     default: 'none',
     meaning:
-      'MCP servers whose tools the worker offers to every session, as `<server>__<tool>`: a JSON array of `{"name", "command", "args"?, "env"?, "cwd"?}` (stdio) or `{"name", "url", "headers"?}` (Streamable HTTP), each with `"timeoutMs"`? (default `60000`) and `"approval"`? (`destructive`, the default, `always` or `never`); see [MCP servers as tool sources](typescript-api.md#mcp-servers-as-tool-sources)',
+      'MCP servers whose tools the worker offers to every session, as `<server>__<tool>`: a JSON array of `{"name", "command", "args"?, "env"?, "cwd"?}` (stdio) or `{"name", "url", "headers"?}` (Streamable HTTP), each with `"timeoutMs"`? (default `60000`), `"approval"`? (`destructive`, the default, `always` or `never`) and `"maxMediaBytes"`? (default `SESSIONLOG_MAX_MEDIA_BYTES`); see [MCP servers as tool sources](typescript-api.md#mcp-servers-as-tool-sources)',
   },
   SESSIONLOG_APPROVAL: {
     group: 'Approvals, budgets and tenants',

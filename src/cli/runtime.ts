@@ -184,7 +184,12 @@ export function runtimeOptions(config: Config) {
         agent: defaultAgent(config),
         spillMaxInlineBytes: config.spillMaxInlineBytes,
         approval: config.approval,
-        ...(config.mcpServers.length > 0 ? { mcpServers: config.mcpServers } : {}),
+        ...(config.mcpServers.length > 0
+          ? {
+              // A server's own media limit, else the one of SESSIONLOG_MAX_MEDIA_BYTES.
+              mcpServers: config.mcpServers.map((server) => ({ maxMediaBytes: config.media.maxBytes, ...server })),
+            }
+          : {}),
         pacing: config.pacing,
         ...(config.tenantConcurrency !== undefined ? { tenantConcurrency: config.tenantConcurrency } : {}),
         tenantCaps: config.tenantCaps,

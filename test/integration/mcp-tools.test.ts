@@ -66,6 +66,8 @@ beforeAll(async () => {
     // The same server under another name with the default timeout, for a turn cancelled mid-call.
     { name: 'patient', url: web.url },
     { name: 'garbage', command: process.execPath, args: [GARBAGE, EVERYTHING], timeoutMs: 1500 },
+    // The same server again with a media limit below its tiny image's size.
+    { name: 'small', command: process.execPath, args: [EVERYTHING, 'stdio'], maxMediaBytes: 64 },
   ];
   stack = await startStack({ worker: { mcpServers: servers } });
 }, 120_000);
@@ -155,6 +157,13 @@ describe('MCP tools over stdio and Streamable HTTP', () => {
     // The text around the image is kept as text.
     expect(textOf(resultOf(result)).length).toBeGreaterThan(0);
     expect(JSON.stringify(result.data)).not.toContain('iVBOR');
+  }, 60_000);
+
+  it("leaves out an image above the server's maxMediaBytes with a note", async () => {
+    const id = sessionName('image-limit');
+    const result = await callOnce(id, 'small__get-tiny-image', {});
+    expect(resultOf(result).content.some((b) => b.type === 'image')).toBe(false);
+    expect(textOf(resultOf(result))).toMatch(/image was left out: .*64/);
   }, 60_000);
 
   it('reads a file of a temporary directory through server-filesystem', async () => {
@@ -325,9 +334,23 @@ describe('bad MCP settings at worker start', () => {
     ).toThrow(/SESSIONLOG_MCP_SERVERS\[0\]\.command/);
     const ok = resolveConfig({ SESSIONLOG_MCP_SERVERS: JSON.stringify([{ name: 'web', url: web.url }]) });
     expect(ok.mcpServers).toEqual([{ name: 'web', url: web.url }]);
-    // `sessionlog worker` hands them to createWorker.
+    // `sessionlog worker` hands them to createWorker, with the media limit of SESSIONLOG_MAX_MEDIA_BYTES
+    // unless a server sets its own.
     const parts = { connection: undefined as never, store: stack.store, model: base().model };
-    expect(runtimeOptions(ok).worker(parts).mcpServers).toEqual([{ name: 'web', url: web.url }]);
+    expect(runtimeOptions(ok).worker(parts).mcpServers).toEqual([
+      { name: 'web', url: web.url, maxMediaBytes: ok.media.maxBytes },
+    ]);
+    const limited = resolveConfig({
+      SESSIONLOG_MAX_MEDIA_BYTES: '4096',
+      SESSIONLOG_MCP_SERVERS: JSON.stringify([
+        { name: 'web', url: web.url },
+        { name: 'own', url: web.url, maxMediaBytes: 100 },
+      ]),
+    });
+    expect(runtimeOptions(limited).worker(parts).mcpServers).toEqual([
+      { name: 'web', url: web.url, maxMediaBytes: 4096 },
+      { name: 'own', url: web.url, maxMediaBytes: 100 },
+    ]);
   });
 
   it('starts a worker whose HTTP server is down, warning with the setting and server named', async () => {

@@ -7,7 +7,7 @@
 import { accessSync, constants, statSync } from 'node:fs';
 import { delimiter, isAbsolute, join, resolve } from 'node:path';
 import { z } from 'zod';
-import { SessionlogError } from '../../session/index.js';
+import { DEFAULT_MAX_MEDIA_BYTES, SessionlogError } from '../../session/index.js';
 
 /**
  * Which calls of a server's tools wait for a person's approval: `destructive` (the default)
@@ -24,6 +24,11 @@ type McpServerCommon = {
   timeoutMs?: number;
   /** Which of its tools' calls wait for approval (default `destructive`). */
   approval?: McpApproval;
+  /**
+   * The largest image or file of a result that is stored, bytes (default the worker's media limit,
+   * `SESSIONLOG_MAX_MEDIA_BYTES`, 20 MiB); a larger one is left out with a note saying so.
+   */
+  maxMediaBytes?: number;
 };
 
 /** A server the worker starts as a child process and talks to over stdin/stdout. */
@@ -61,6 +66,7 @@ export type ResolvedMcpServer =
       cwd: string | undefined;
       timeoutMs: number;
       approval: McpApproval;
+      maxMediaBytes: number;
     }
   | {
       kind: 'http';
@@ -69,10 +75,15 @@ export type ResolvedMcpServer =
       headers: Record<string, string>;
       timeoutMs: number;
       approval: McpApproval;
+      maxMediaBytes: number;
     };
 
 /** The defaults of an MCP server's settings. */
-export const MCP_SERVER_DEFAULTS = { timeoutMs: 60_000, approval: 'destructive' } as const;
+export const MCP_SERVER_DEFAULTS = {
+  timeoutMs: 60_000,
+  approval: 'destructive',
+  maxMediaBytes: DEFAULT_MAX_MEDIA_BYTES,
+} as const;
 
 const SERVER_NAME = /^(?!.*__)[A-Za-z0-9_-]{1,32}$/;
 
@@ -82,6 +93,7 @@ const common = {
     .regex(SERVER_NAME, 'must be 1-32 characters of A-Z a-z 0-9 _ - without "__" (it namespaces the tools)'),
   timeoutMs: z.number().int().min(1).max(3_600_000).optional(),
   approval: z.enum(['destructive', 'always', 'never']).optional(),
+  maxMediaBytes: z.number().int().min(1).optional(),
 };
 const stringMap = z.record(z.string(), z.string());
 const stdioSchema = z.strictObject({
@@ -139,6 +151,7 @@ function resolveServer(server: unknown, at: string): ResolvedMcpServer {
   const value = parsed.data;
   const timeoutMs = value.timeoutMs ?? MCP_SERVER_DEFAULTS.timeoutMs;
   const approval = value.approval ?? MCP_SERVER_DEFAULTS.approval;
+  const maxMediaBytes = value.maxMediaBytes ?? MCP_SERVER_DEFAULTS.maxMediaBytes;
   if ('url' in value) {
     let url: URL;
     try {
@@ -148,7 +161,7 @@ function resolveServer(server: unknown, at: string): ResolvedMcpServer {
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:')
       throw invalid(`${at}.url`, `${JSON.stringify(value.url)} is not an http(s) URL`);
-    return { kind: 'http', name: value.name, url, headers: value.headers ?? {}, timeoutMs, approval };
+    return { kind: 'http', name: value.name, url, headers: value.headers ?? {}, timeoutMs, approval, maxMediaBytes };
   }
   const cwd = value.cwd === undefined ? undefined : resolve(value.cwd);
   if (cwd !== undefined && !isDirectory(cwd))
@@ -159,7 +172,17 @@ function resolveServer(server: unknown, at: string): ResolvedMcpServer {
       `${at}.command`,
       `${JSON.stringify(value.command)} was not found${value.command.includes('/') ? '' : ' on PATH'} or is not executable`,
     );
-  return { kind: 'stdio', name: value.name, command, args: value.args ?? [], env: value.env, cwd, timeoutMs, approval };
+  return {
+    kind: 'stdio',
+    name: value.name,
+    command,
+    args: value.args ?? [],
+    env: value.env,
+    cwd,
+    timeoutMs,
+    approval,
+    maxMediaBytes,
+  };
 }
 
 /** The executable `command` names: itself when it is a path, else the first match on `path`. */

@@ -31,7 +31,6 @@ export const MCP_NAME_SEPARATOR = '__';
 /** The longest tool name providers take. */
 const MAX_TOOL_NAME = 64;
 /** The most bytes one image or file of a result may have before it is left out with a note. */
-const MAX_MEDIA_BYTES = 20 * 1024 * 1024;
 
 type Block = TextBlock | ImageBlock | FileBlock;
 
@@ -80,7 +79,7 @@ export function mcpRunnableTool(connection: McpConnection, tool: McpTool): Runna
         if (error instanceof McpServerFailure) return { text: error.message, isError: true, errorCode: error.code };
         throw error;
       }
-      const content = await resultBlocks(result, context);
+      const content = await resultBlocks(result, server.maxMediaBytes, context);
       const text = content
         .filter((b): b is TextBlock => b.type === 'text')
         .map((b) => b.text)
@@ -99,7 +98,7 @@ export function mcpRunnableTool(connection: McpConnection, tool: McpTool): Runna
  * media of the session, and what sessionlog does not store (audio, other types, links) as a short
  * text that says what it was. A result with only structured content gives its JSON as text.
  */
-async function resultBlocks(result: CallToolResult, context: ToolContext): Promise<Block[]> {
+async function resultBlocks(result: CallToolResult, maxBytes: number, context: ToolContext): Promise<Block[]> {
   const blocks: Block[] = [];
   for (const item of result.content ?? []) {
     switch (item.type) {
@@ -107,7 +106,7 @@ async function resultBlocks(result: CallToolResult, context: ToolContext): Promi
         blocks.push({ type: 'text', text: item.text });
         break;
       case 'image':
-        blocks.push(await mediaBlock(item.data, item.mimeType, 'image', undefined, context));
+        blocks.push(await mediaBlock(item.data, item.mimeType, 'image', undefined, maxBytes, context));
         break;
       case 'audio':
         blocks.push(standIn(`audio (${item.mimeType}, ${base64Bytes(item.data)} bytes) is not kept`));
@@ -125,6 +124,7 @@ async function resultBlocks(result: CallToolResult, context: ToolContext): Promi
               resource.mimeType ?? 'application/octet-stream',
               'file',
               resource.uri.split('/').at(-1),
+              maxBytes,
               context,
             ),
           );
@@ -145,6 +145,7 @@ async function mediaBlock(
   declared: string,
   kind: 'image' | 'file',
   filename: string | undefined,
+  maxBytes: number,
   context: ToolContext,
 ): Promise<Block> {
   const mediaType = declared.toLowerCase().split(';')[0]!.trim();
@@ -155,7 +156,7 @@ async function mediaBlock(
   const bytes = Buffer.from(base64, 'base64');
   let checked: ReturnType<typeof inspectMedia>;
   try {
-    checked = inspectMedia(bytes, mediaType, MAX_MEDIA_BYTES);
+    checked = inspectMedia(bytes, mediaType, maxBytes);
   } catch (error) {
     return standIn(`${kind} was left out: ${(error as Error).message}`);
   }
