@@ -8,11 +8,20 @@
  *
  * Payloads of anything else (no serialization context, another workflow) pass through
  * unchanged; so do payloads that were never sealed (histories recorded before this codec).
+ *
+ * Every turn writes four sealed payloads to the history (the update's argument and result, the
+ * model step's input and result), so their framing counts (issue 50): a payload is sealed as
+ * {@link SEALED_ENCODING} with short metadata names (`s` the session, `k` the key id), and its
+ * plaintext starts with a flag byte saying whether the rest is the encoded payload as is or
+ * compressed with deflate-raw (chosen when that is smaller). Payloads sealed in the first form
+ * ({@link LEGACY_SEALED_ENCODING}: `session` and `key-id`, no flag, never compressed) still open,
+ * so histories recorded before replay.
  */
 import { createCipheriv, createDecipheriv, createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import type { Payload, PayloadCodec, SerializationContext } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import type { SessionKey, SessionKeyStore } from '../persistence/index.js';
@@ -21,8 +30,17 @@ import { sessionIdOfWorkflow } from '../workflows/api.js';
 
 const { temporal } = proto;
 
-/** The `encoding` of a sealed payload. */
-export const SEALED_ENCODING = 'binary/sessionlog-sealed';
+/** The `encoding` of a payload sealed by this codec (metadata `s` and `k`, a flag byte in the plaintext). */
+export const SEALED_ENCODING = 'binary/sl-sealed';
+/** The `encoding` of a payload sealed in the first form (metadata `session` and `key-id`, no flag byte); still opened. */
+export const LEGACY_SEALED_ENCODING = 'binary/sessionlog-sealed';
+
+/** The plaintext's first byte: the encoded payload follows as is… */
+const PLAIN = 0;
+/** …or compressed with deflate-raw. */
+const DEFLATED = 1;
+/** Encoded payloads shorter than this are sealed as they are (deflate gains nothing on them). */
+const DEFLATE_FROM_BYTES = 96;
 
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
@@ -80,9 +98,11 @@ export class SessionPayloadCodec implements PayloadCodec {
   async decode(payloads: Payload[], context?: SerializationContext): Promise<Payload[]> {
     return Promise.all(
       payloads.map(async (payload) => {
-        if (metadataText(payload, 'encoding') !== SEALED_ENCODING) return payload;
-        const sessionId = metadataText(payload, 'session') ?? sessionOfContext(context);
-        const keyId = metadataText(payload, 'key-id');
+        const encoding = metadataText(payload, 'encoding');
+        const legacy = encoding === LEGACY_SEALED_ENCODING;
+        if (!legacy && encoding !== SEALED_ENCODING) return payload;
+        const sessionId = metadataText(payload, legacy ? 'session' : 's') ?? sessionOfContext(context);
+        const keyId = metadataText(payload, legacy ? 'key-id' : 'k');
         if (sessionId === undefined || keyId === undefined)
           throw new SessionlogError('CORRUPT_LOG', 'a sealed Temporal payload names no session or key');
         let key = await this.key(sessionId, false);
@@ -97,7 +117,7 @@ export class SessionPayloadCodec implements PayloadCodec {
             `session ${sessionId}'s data key ${keyId} is gone (the session was erased); what Temporal holds of it cannot be read`,
           );
         }
-        return open(payload, sessionId, key);
+        return open(payload, sessionId, key, legacy);
       }),
     );
   }
@@ -186,20 +206,28 @@ function metadataText(payload: Payload, name: string): string | undefined {
   return value ? Buffer.from(value).toString('utf8') : undefined;
 }
 
-/** The session id is the additional data: a payload sealed for one session does not open as another's. */
+/**
+ * The session id is the additional data: a payload sealed for one session does not open as
+ * another's. The flag byte is sealed with the rest, so it cannot be changed either.
+ */
 function seal(payload: Payload, sessionId: string, key: SessionKey): Payload {
   const iv = nextIv();
   const cipher = createCipheriv('aes-256-gcm', keyObject(key), iv);
   cipher.setAAD(utf8(sessionId));
-  const plain = temporal.api.common.v1.Payload.encode(payload).finish();
-  const sealed = Buffer.concat([iv, cipher.update(plain), cipher.final(), cipher.getAuthTag()]);
-  return {
-    metadata: { encoding: utf8(SEALED_ENCODING), session: utf8(sessionId), 'key-id': utf8(key.id) },
-    data: sealed,
-  };
+  const encoded = temporal.api.common.v1.Payload.encode(payload).finish();
+  const deflated = encoded.length >= DEFLATE_FROM_BYTES ? deflateRawSync(encoded) : undefined;
+  const [flag, body] = deflated && deflated.length < encoded.length ? [DEFLATED, deflated] : [PLAIN, encoded];
+  const sealed = Buffer.concat([
+    iv,
+    cipher.update(Uint8Array.of(flag)),
+    cipher.update(body),
+    cipher.final(),
+    cipher.getAuthTag(),
+  ]);
+  return { metadata: { encoding: utf8(SEALED_ENCODING), s: utf8(sessionId), k: utf8(key.id) }, data: sealed };
 }
 
-function open(payload: Payload, sessionId: string, key: SessionKey): Payload {
+function open(payload: Payload, sessionId: string, key: SessionKey, legacy: boolean): Payload {
   const data = Buffer.from(payload.data ?? new Uint8Array());
   if (data.length < IV_BYTES + TAG_BYTES)
     throw new SessionlogError('CORRUPT_LOG', `a sealed Temporal payload of session ${sessionId} is truncated`);
@@ -215,5 +243,11 @@ function open(payload: Payload, sessionId: string, key: SessionKey): Payload {
       `a sealed Temporal payload of session ${sessionId} does not open with its key (damaged or altered)`,
     );
   }
-  return temporal.api.common.v1.Payload.decode(plain);
+  if (legacy) return temporal.api.common.v1.Payload.decode(plain);
+  if (plain[0] === PLAIN) return temporal.api.common.v1.Payload.decode(plain.subarray(1));
+  if (plain[0] === DEFLATED) return temporal.api.common.v1.Payload.decode(inflateRawSync(plain.subarray(1)));
+  throw new SessionlogError(
+    'CORRUPT_LOG',
+    `a sealed Temporal payload of session ${sessionId} has an unknown form (${plain[0] ?? 'empty'})`,
+  );
 }
