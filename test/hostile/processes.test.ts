@@ -18,6 +18,7 @@ import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { resolveConfig } from '../../src/config.js';
 import { DEFAULT_LISTENER_LIMITS } from '../../src/gateway/listener-guard.js';
 import { startFakeModelServer, type FakeModelServer } from '../../src/model/fake-server.js';
 import { startCli, type CliProcess } from '../support/cli-process.js';
@@ -39,6 +40,8 @@ const SHORT = {
   SESSIONLOG_REQUEST_TIMEOUT_MS: '6000',
 };
 const BODY_TIMEOUT_MS = Number(SHORT.SESSIONLOG_BODY_TIMEOUT_MS);
+/** A body this many MiB is over the gateway's default limit (which grows with the media limit). */
+const OVER_LIMIT_MIB = Math.ceil(resolveConfig({ ...common, ...SHORT }).gateway.bodyLimitBytes / (1024 * 1024)) + 2;
 const LONG = {
   SESSIONLOG_CONNECTION_TIMEOUT_MS: '300000',
   SESSIONLOG_HEADERS_TIMEOUT_MS: '300000',
@@ -256,9 +259,9 @@ describe('the gateway process under hostile clients', () => {
     for (let round = 0; round < 5; round++) {
       const socket = await openSocket(gatewayUrl);
       const read = readUntilClosed(socket);
-      socket.write(jsonHead('POST', '/v1/sessions', `Content-Length: ${20 * 1024 * 1024}\r\n`));
+      socket.write(jsonHead('POST', '/v1/sessions', `Content-Length: ${OVER_LIMIT_MIB * 1024 * 1024}\r\n`));
       const megabyte = Buffer.alloc(1024 * 1024, 0x20);
-      for (let i = 0; i < 20 && !socket.destroyed && socket.writable; i++) {
+      for (let i = 0; i < OVER_LIMIT_MIB && !socket.destroyed && socket.writable; i++) {
         if (!socket.write(megabyte))
           await new Promise((resolve) => socket.once('drain', resolve).once('close', resolve));
       }

@@ -37,15 +37,38 @@ type RawUpload = { raw: Buffer; contentType: string };
  * answer as for a type the gateway does not take (415).
  */
 export function registerMediaBodyParsers(app: FastifyInstance): void {
+  // Refused before the body is read, as a type without a parser is: a client that announced a
+  // body it never sends gets its 415 at once, not a 408 once the body deadline passes.
+  app.addHook('preParsing', async (request, _reply, payload) => {
+    const contentType = String(request.headers['content-type'] ?? '');
+    if (
+      request.method !== 'GET' &&
+      request.method !== 'HEAD' &&
+      isUploadBodyType(contentType) &&
+      !isUploadRoute(request)
+    )
+      // The error fastify raises for a type it has no parser for: each API answers it as before.
+      throw new errorCodes.FST_ERR_CTP_INVALID_MEDIA_TYPE(contentType);
+    return payload;
+  });
   app.addContentTypeParser(UPLOAD_BODY_TYPES, { parseAs: 'buffer' }, (request, body, done) => {
     const contentType = String(request.headers['content-type'] ?? '');
-    if (request.routeOptions.url !== MEDIA_UPLOAD_PATH || request.method !== 'POST') {
-      // The error fastify raises for a type it has no parser for: each API answers it as before.
+    if (!isUploadRoute(request)) {
       done(new errorCodes.FST_ERR_CTP_INVALID_MEDIA_TYPE(contentType), undefined);
       return;
     }
     done(null, { raw: body as Buffer, contentType } satisfies RawUpload);
   });
+}
+
+function isUploadRoute(request: FastifyRequest): boolean {
+  return request.routeOptions.url === MEDIA_UPLOAD_PATH && request.method === 'POST';
+}
+
+/** Whether `contentType` is one of {@link UPLOAD_BODY_TYPES} (parameters and case aside). */
+function isUploadBodyType(contentType: string): boolean {
+  const essence = contentType.split(';')[0]!.trim().toLowerCase();
+  return UPLOAD_BODY_TYPES.includes(essence);
 }
 
 function isRawUpload(body: unknown): body is RawUpload {
