@@ -9,7 +9,7 @@
  * mid-call, a hung one and a destructive tool's approval each end as the log says, and the
  * session serves the next turn.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -38,6 +38,7 @@ const EVERYTHING = join(ROOT, 'node_modules/@modelcontextprotocol/server-everyth
 const FILESYSTEM = join(ROOT, 'node_modules/@modelcontextprotocol/server-filesystem/dist/index.js');
 /** server-everything behind a proxy that garbles two of its answers (test/fixtures/mcp-garbage-proxy.mjs). */
 const GARBAGE = join(ROOT, 'test/fixtures/mcp-garbage-proxy.mjs');
+const TAP = join(ROOT, 'test/fixtures/mcp-tap.mjs');
 
 const ofType = <K extends KnownEventType>(events: readonly StoredEvent[], type: K): Array<SessionEvent<K>> =>
   events.flatMap((e) => (isEventOfType(e, type) ? [e] : []));
@@ -48,19 +49,27 @@ let stack: Stack;
 let web: TestMcpServer;
 let dir: string;
 let pidFile: string;
+let tapDir: string;
+/** How many calls of `tool` the tapped server has been handed. */
+function callsReached(tool: string): number {
+  const log = join(tapDir, 'calls.log');
+  return existsSync(log)
+    ? readFileSync(log, 'utf8')
+        .split('\n')
+        .filter((name) => name === tool).length
+    : 0;
+}
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'sessionlog-mcp-'));
-  pidFile = join(dir, 'everything.pid');
+  tapDir = join(dir, 'tap');
+  mkdirSync(tapDir);
+  pidFile = join(tapDir, 'server.pid');
   writeFileSync(join(dir, 'notes.txt'), 'the MCP filesystem server read this line\n');
   web = await startTestMcpServer();
   const servers: McpServerConfig[] = [
-    // Through sh so the test learns the server's pid (exec keeps it) and can kill it mid-call.
-    {
-      name: 'everything',
-      command: 'sh',
-      args: ['-c', `echo $$ > "${pidFile}"; exec "${process.execPath}" "${EVERYTHING}" stdio`],
-    },
+    // Through a tap, so the test learns the server's pid and when a call has reached it, and can kill it mid-call.
+    { name: 'everything', command: process.execPath, args: [TAP, tapDir, EVERYTHING, 'stdio'] },
     { name: 'fs', command: process.execPath, args: [FILESYSTEM, dir] },
     { name: 'web', url: web.url, timeoutMs: 1500 },
     // The same server under another name with the default timeout, for a turn cancelled mid-call.
@@ -206,10 +215,14 @@ describe('MCP tools over stdio and Streamable HTTP', () => {
       { text: 'the server died' },
     );
     const oldPid = Number(readFileSync(pidFile, 'utf8'));
+    const reached = callsReached('trigger-long-running-operation');
     const reply = stack.client.send(id, 'run the long operation');
-    await waitForEvent(stack.client, id, (e) => e.type === 'tool/call');
-    // The call is on its way to the server once the activity has started it.
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // Killed once the server has been handed the call (the tap says so), not before.
+    await eventually(
+      async () => (callsReached('trigger-long-running-operation') > reached ? true : undefined),
+      60_000,
+      20,
+    );
     process.kill(oldPid, 'SIGKILL');
     const done = await reply;
     expect(done.outcome).toBe('completed');
