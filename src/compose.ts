@@ -53,13 +53,17 @@ export function storeLabel(url: string): string {
 
 export type ModelRuntime = { model: ModelPort; offline?: FakeModelServer; description: string };
 
+/** The latest requests (and reported usages) the offline model keeps, for its `/_control/requests`. */
+export const OFFLINE_MODEL_KEPT_REQUESTS = 100;
+
 /** The configured model, or the built-in offline model server when no API key is set. */
 export async function startModel(config: Config): Promise<ModelRuntime> {
   const m = config.model;
   const common = { catalogue: config.catalogue, timeoutMs: m.timeoutMs, coalesce: { maxDelayMs: config.chunkFlushMs } };
   if (m.offline) {
     const { startFakeModelServer } = await import('./model/fake-server.js');
-    const offline = await startFakeModelServer({ model: m.name });
+    // It runs as long as dev or the worker does: keeping every prompt for /_control/requests would hold them all.
+    const offline = await startFakeModelServer({ model: m.name, keepRequests: OFFLINE_MODEL_KEPT_REQUESTS });
     return {
       model: createOpenAIProvider({ ...common, baseURL: offline.baseURL, apiKey: 'offline', provider: 'fake' }),
       offline,

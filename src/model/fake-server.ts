@@ -79,6 +79,12 @@ export type FakeModelServerOptions = Partial<FakeModelConfig> & {
   port?: number;
   replies?: FakeReply[];
   matcher?: FakeReplyMatcher;
+  /**
+   * How many of the latest `/v1` requests and reported usages `requests()`, `chatRequests()` and
+   * `reportedUsage()` keep. Default: all of them, which tests read; a long-running offline model
+   * (`sessionlog dev`, `sessionlog worker`) keeps a few, or every prompt it was sent stays in memory.
+   */
+  keepRequests?: number;
 };
 
 /** A running fake model server. Create it with `startFakeModelServer`. */
@@ -91,6 +97,7 @@ export class FakeModelServer {
   private sentUsage: FakeUsage[] = [];
   private previousPromptIds: number[] = [];
   private completionCounter = 0;
+  private readonly keepRequests: number;
 
   private constructor(
     private readonly server: http.Server,
@@ -98,6 +105,7 @@ export class FakeModelServer {
   ) {
     this.config = { ...DEFAULT_FAKE_MODEL_CONFIG, ...pickConfig(options) };
     this.script = new ReplyScript(options.replies ?? [], options.matcher);
+    this.keepRequests = options.keepRequests ?? Number.POSITIVE_INFINITY;
   }
 
   /** Starts listening (default 127.0.0.1 on a free port). */
@@ -219,7 +227,7 @@ export class FakeModelServer {
       headers: pickHeaders(req),
       time: Date.now(),
     };
-    if (path.startsWith('/v1/')) this.recorded.push(record);
+    if (path.startsWith('/v1/')) keepLatest(this.recorded, record, this.keepRequests);
     res.on('finish', () => (record.status = res.statusCode));
     res.on('close', () => (record.status ??= res.headersSent ? res.statusCode : 0));
 
@@ -305,7 +313,7 @@ export class FakeModelServer {
     });
     if (fault?.kind === 'malformed_tool_json') reply = malformToolJson(reply, body, () => this.script.nextCallId());
     const usage = usageOf(promptTokens, cacheHit, reply, mediaTokens.images);
-    this.sentUsage.push(usage);
+    keepLatest(this.sentUsage, usage, this.keepRequests);
     const completion = {
       id: `chatcmpl-fake-${++this.completionCounter}`,
       created: Math.floor(Date.now() / 1000),
@@ -332,6 +340,12 @@ export class FakeModelServer {
 /** Starts a fake model server; see `FakeModelServerOptions` for the knobs. */
 export function startFakeModelServer(options: FakeModelServerOptions = {}): Promise<FakeModelServer> {
   return FakeModelServer.start(options);
+}
+
+/** Appends `item` to `list`, dropping the oldest items beyond `keep`. */
+function keepLatest<T>(list: T[], item: T, keep: number): void {
+  list.push(item);
+  if (list.length > keep) list.splice(0, list.length - keep);
 }
 
 function pickConfig(options: FakeModelServerOptions): Partial<FakeModelConfig> {

