@@ -10,17 +10,19 @@
  *   conversations, at a realistic token rate (support/chunk-settings.ts);
  * - latency: per-turn latency of `SessionClient.send` beside a minimal one-activity workflow
  *   on the same server, and Temporal history growth per turn;
- * - concurrency: 100/200 concurrent sessions on one in-process worker, beside the naive chat and
- *   the floor at the same concurrency in the same run.
+ * - concurrency: load shapes of N sessions × T turns on one in-process worker (the 3-turn burst
+ *   at 100 and 200 sessions, long sessions at 100 × 30 and 50 × 100), each beside the naive chat
+ *   and the floor at the same shape in the same run.
  *
  *   scripts/temporal-dev-server run -- npx tsx bench/turns.ts [--phases peers,chunks,latency,concurrency]
  *     [--peer-turns 300] [--points 10,100,240,300] [--breakdown-turns 50] [--peers naive,floor,sessionlog]
  *     [--chunk-settings WINDOW_MS:MAX_CHARS,…] [--token-delay 10] [--chunk-turns 5]
- *     [--turns 50] [--concurrency 100,200] [--turns-per-session 3] [--systems sessionlog,naive,floor]
+ *     [--turns 50] [--loads 100x3,200x3,100x30,50x100] [--systems sessionlog,naive,floor]
+ *     [--worker-options '{"workflowThreadPoolSize":2}']
  *
- * Needs TEMPORAL_ADDRESS (the command above provides a private dev server). The worker, the
- * client and the fake model server all run in this process, so "worker RSS" is this process's
- * RSS: an upper bound on the worker's own.
+ * Needs TEMPORAL_ADDRESS (the command above provides a private dev server). The worker and the
+ * client run in this process, the fake model server in a child process of its own, so "worker
+ * RSS" and "CPU per turn" are this process's: an upper bound on the worker's own.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -40,7 +42,6 @@ import {
   type WorkerOptions,
 } from '@temporalio/worker';
 import { SessionClient } from '../src/client/session-client.js';
-import { startFakeModelServer } from '../src/model/fake-server.js';
 import { createOpenAIProvider } from '../src/model/provider.js';
 import { openSqliteStore } from '../src/persistence/index.js';
 import { createWorker } from '../src/worker.js';
@@ -59,6 +60,7 @@ import {
   type Figure,
 } from './support/report.js';
 import { benchChunkSettings, parseCoalesce } from './support/chunk-settings.js';
+import { questionFor, startFakeModelProcess } from './support/fake-model-process.js';
 import { SYSTEM_PROMPT, benchPeerTurns, createChatPeerWorker, type PeerName } from './support/peer-turns.js';
 import { roundTripActivities } from './support/round-trip-activities.js';
 import {
@@ -74,8 +76,10 @@ const { values: args } = parseArgs({
     turns: { type: 'string', default: '50' },
     warmup: { type: 'string', default: '10' },
     'history-turn': { type: 'string', default: '100' },
-    concurrency: { type: 'string', default: '100,200' },
-    'turns-per-session': { type: 'string', default: '3' },
+    // The concurrency phase's load shapes: SESSIONSxTURNS, each session's turns after its first.
+    loads: { type: 'string', default: '100x3,200x3,100x30,50x100' },
+    // Worker options (JSON) over WORKER_TUNING, for every worker here: levers of the SDK's worker.
+    'worker-options': { type: 'string', default: '{}' },
     // The concurrency phase's systems: sessionlog, naive (Temporal's naive chat), floor.
     systems: { type: 'string', default: 'sessionlog,naive,floor' },
     phases: { type: 'string', default: 'peers,chunks,latency,concurrency' },
@@ -92,8 +96,15 @@ const MEASURED_TURNS = Number(args.turns);
 const WARMUP = Number(args.warmup);
 const HISTORY_LATE_TURN = Number(args['history-turn']);
 const HISTORY_EARLY_TURN = 5;
-const CONCURRENCY = args.concurrency.split(',').map(Number);
-const TURNS_PER_SESSION = Number(args['turns-per-session']);
+const LOADS = args.loads.split(',').map(parseLoad);
+
+/** `100x30`: 100 sessions at once, each doing 30 measured turns after its first. */
+function parseLoad(text: string): { sessions: number; turns: number } {
+  const match = /^(\d+)x(\d+)$/.exec(text.trim());
+  if (!match || Number(match[1]) < 1 || Number(match[2]) < 1)
+    throw new Error(`--loads: "${text}" is not SESSIONSxTURNS (e.g. 100x30)`);
+  return { sessions: Number(match[1]), turns: Number(match[2]) };
+}
 const SYSTEMS = new Set(args.systems.split(','));
 const PHASES = new Set(args.phases.split(','));
 const PEER_TURNS = Number(args['peer-turns']);
@@ -115,6 +126,7 @@ const WORKER_TUNING: Partial<WorkerOptions> = {
   maxCachedWorkflows: 1_000,
   maxConcurrentActivityTaskExecutions: 250,
   maxConcurrentLocalActivityExecutions: 250,
+  ...(JSON.parse(args['worker-options']) as Partial<WorkerOptions>),
 };
 /** How many sessions start their workflow at once in the (unmeasured) first turn. */
 const START_PARALLELISM = 25;
@@ -224,6 +236,14 @@ async function benchLatency({ temporal, client, roundTripQueue, sessions }: Benc
   ]);
 }
 
+/**
+ * The user message of a load's turn `turn`: 80 characters, opening as the fake model process
+ * expects (`question N:`), so every system gets the same ~1,600-character reply for it.
+ */
+function loadMessage(turn: number): string {
+  return questionFor(turn).padEnd(80, ' (please count them all)');
+}
+
 /** Runs `task` over `items` with at most `limit` in flight. */
 async function eachLimited<T>(items: readonly T[], limit: number, task: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
@@ -244,31 +264,34 @@ type LoadResult = {
   turnsPerSecond: number;
   latencies: number[];
   peakRss: number;
+  /** This process's CPU (user + system) over the measured turns, per turn completed. */
+  cpuMsPerTurn: number;
 };
 
 /**
  * `n` conversations of one system at once, each doing a first (workflow-starting, unmeasured)
- * turn and then {@link TURNS_PER_SESSION} sequential measured turns.
+ * turn and then `turns` sequential measured turns.
  */
-async function runLoad(n: number, open: (i: number) => Promise<Conversation>): Promise<LoadResult> {
+async function runLoad(n: number, turns: number, open: (i: number) => Promise<Conversation>): Promise<LoadResult> {
   const conversations: Conversation[] = [];
   await eachLimited(
     Array.from({ length: n }, (_, i) => i),
     START_PARALLELISM,
     async (i) => {
       const conversation = await open(i);
-      await conversation.turn('hello, first turn');
+      await conversation.turn(loadMessage(0));
       conversations[i] = conversation;
     },
   );
   const sampler = new RssSampler();
   const latencies: number[] = [];
   const failed = new Map<string, number>();
+  const cpuBefore = process.cpuUsage();
   const start = performance.now();
   await Promise.all(
     conversations.map(async (conversation) => {
-      for (let t = 0; t < TURNS_PER_SESSION; t++) {
-        const text = `turn ${t}: count the words here`;
+      for (let t = 0; t < turns; t++) {
+        const text = loadMessage(t + 1);
         const turnStart = performance.now();
         try {
           const reply = await conversation.turn(text);
@@ -284,7 +307,9 @@ async function runLoad(n: number, open: (i: number) => Promise<Conversation>): P
     }),
   );
   const wallMs = since(start);
+  const cpu = process.cpuUsage(cpuBefore);
   return {
+    cpuMsPerTurn: (cpu.user + cpu.system) / 1000 / Math.max(1, latencies.length),
     turns: latencies.length,
     failed,
     turnsPerSecond: (latencies.length / wallMs) * 1000,
@@ -294,18 +319,19 @@ async function runLoad(n: number, open: (i: number) => Promise<Conversation>): P
 }
 
 /**
- * N sessions on one worker, each doing a few sequential turns, all sessions at once; beside them,
- * in the same run, process and Temporal server, Temporal's naive chat (the message list in
- * workflow state) and the floor (one update and one no-op activity per turn), with the same
- * zero-latency model. Systems take turns going first at each N.
+ * Each load shape: N sessions on one worker, each doing T sequential turns, all sessions at once;
+ * beside them, in the same run, process and Temporal server, Temporal's naive chat (the message
+ * list in workflow state) and the floor (one update and one no-op activity per turn), with the
+ * same zero-latency model. Systems take turns going first from one shape to the next.
  */
 async function benchConcurrency({ temporal, client, peerQueue, sessions }: Bench): Promise<void> {
   const rows: string[][] = [];
   const figures: Figure[] = [];
   const tag = randomUUID().slice(0, 8);
-  const openers: Record<System, (n: number, i: number) => Promise<Conversation>> = {
-    sessionlog: async (n, i) => {
-      const id = `c${n}-${i}-${tag}`;
+  // `shape` (e.g. `100x30`) keeps the ids of two shapes with the same N apart.
+  const openers: Record<System, (shape: string, i: number) => Promise<Conversation>> = {
+    sessionlog: async (shape, i) => {
+      const id = `c${shape}-${i}-${tag}`;
       sessions.push(id);
       return {
         turn: async (text) => {
@@ -315,19 +341,19 @@ async function benchConcurrency({ temporal, client, peerQueue, sessions }: Bench
         },
       };
     },
-    naive: async (n, i) => {
+    naive: async (shape, i) => {
       const handle = await temporal.workflow.start<typeof naiveChatWorkflow>('naiveChatWorkflow', {
         taskQueue: peerQueue,
-        workflowId: `naive-c${n}-${i}-${tag}`,
+        workflowId: `naive-c${shape}-${i}-${tag}`,
         args: [SYSTEM_PROMPT],
       });
       peers.push(handle.workflowId);
       return { turn: (text) => handle.executeUpdate(chatUpdate, { args: [text] }) };
     },
-    floor: async (n, i) => {
+    floor: async (shape, i) => {
       const handle = await temporal.workflow.start<typeof floorWorkflow>('floorWorkflow', {
         taskQueue: peerQueue,
-        workflowId: `floor-c${n}-${i}-${tag}`,
+        workflowId: `floor-c${shape}-${i}-${tag}`,
         args: [],
       });
       peers.push(handle.workflowId);
@@ -339,21 +365,24 @@ async function benchConcurrency({ temporal, client, peerQueue, sessions }: Bench
   };
   const peers: string[] = [];
   const systems = (Object.keys(openers) as System[]).filter((system) => SYSTEMS.has(system));
-  for (const [round, n] of CONCURRENCY.entries()) {
+  for (const [round, { sessions: n, turns }] of LOADS.entries()) {
+    const shape = `${n}x${turns}`;
+    const label = `${fmtInt(n)} sessions × ${turns} turns`;
     const results = new Map<System, LoadResult>();
     for (let k = 0; k < systems.length; k++) {
       const system = systems[(k + round) % systems.length]!;
-      const result = await runLoad(n, (i) => openers[system](n, i));
+      const result = await runLoad(n, turns, (i) => openers[system](shape, i));
       results.set(system, result);
       const failed = [...result.failed.values()].reduce((a, b) => a + b, 0);
       rows.push([
-        fmtInt(n),
+        label,
         SYSTEM_LABELS[system],
         fmtInt(result.turns),
         failed === 0 ? '0' : `${failed} (${[...result.failed].map(([m, c]) => `${c}× ${m}`).join('; ')})`,
         result.turnsPerSecond.toFixed(1),
         fmtMs(percentile(result.latencies, 50)),
         fmtMs(percentile(result.latencies, 99)),
+        fmtMs(result.cpuMsPerTurn),
         fmtBytes(result.peakRss),
       ]);
       // End this system's conversations before the next system runs, so each has the worker alone.
@@ -376,21 +405,23 @@ async function benchConcurrency({ temporal, client, peerQueue, sessions }: Bench
     // A run of some systems only (--systems, e.g. to profile one) has no comparison.
     if (!ours || !naive || !floor) continue;
     const ratio = ours.turnsPerSecond / naive.turnsPerSecond;
+    // Issue 53's targets: at least the naive chat's turns/s, 1.5× it from 100 turns a session.
+    const wanted = turns >= 100 ? 1.5 : 1;
     figures.push({
-      name: `${fmtInt(n)} sessions: sessionlog turns/s ÷ naive chat's`,
+      name: `${label}: sessionlog turns/s ÷ naive chat's`,
       value: `${fmtRatio(ratio)} (÷ floor's ${fmtRatio(ours.turnsPerSecond / floor.turnsPerSecond)})`,
-      target: '≥ 1.0×',
-      met: ratio >= 1,
+      target: `≥ ${wanted.toFixed(1)}×`,
+      met: ratio >= wanted,
     });
     const p99 = percentile(ours.latencies, 99) / percentile(floor.latencies, 99);
     figures.push({
-      name: `${fmtInt(n)} sessions: sessionlog p99 ÷ floor's p99`,
+      name: `${label}: sessionlog p99 ÷ floor's p99`,
       value: fmtRatio(p99),
       ...(n === 200 ? { target: '≤ 1.3×', met: p99 <= 1.3 } : {}),
     });
   }
   printGrid(
-    `Concurrent sessions on one worker (${TURNS_PER_SESSION} measured turns per session after a first, workflow-starting turn)`,
+    'Concurrent sessions on one worker (the measured turns of each session follow a first, workflow-starting turn)',
     [
       'sessions',
       'system',
@@ -399,7 +430,8 @@ async function benchConcurrency({ temporal, client, peerQueue, sessions }: Bench
       'turns/s',
       'p50 latency',
       'p99 latency',
-      'peak RSS (whole process: worker + client + fake model)',
+      'CPU per turn (worker + client)',
+      'peak RSS (worker + client)',
     ],
     rows,
   );
@@ -459,10 +491,12 @@ async function main(): Promise<void> {
   }
 }
 
-/** The latency and concurrency phases, on one worker with the in-process fake model (echo replies). */
+/** The latency and concurrency phases, on one worker with the fake model in its own process (~1,600-character replies). */
 async function benchSessionTurns(temporal: Client, native: NativeConnection, dir: string): Promise<void> {
   const store = openSqliteStore(join(dir, 'sessions.db'), { sessionCacheSize: STORE_SESSION_CACHE });
-  const fake = await startFakeModelServer({});
+  // In a process of its own, as a provider would be: its tokenizing of each prompt (which grows
+  // with the naive chat's conversation) stays out of this process's CPU and event loop.
+  const fake = await startFakeModelProcess();
   const provider = createOpenAIProvider({
     baseURL: fake.baseURL,
     apiKey: 'bench',
