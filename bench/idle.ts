@@ -9,8 +9,9 @@
  * so the RSS and heap reported are the worker's own, taken after a forced GC; this process runs
  * the Temporal client, the SessionClient and the fake model server (echo replies, as in
  * bench/turns.ts). The sessionlog worker opens the same SQLite file as the client. sessionlog
- * runs once per store `sessionCacheSize` in `--store-cache` (`all` = the session count), to show
- * how much of a cold turn is the store re-reading and re-validating the session's log.
+ * runs once per store `sessionCacheSize` in `--store-cache` (default the store's own 32; `32,all`,
+ * all = the session count, shows how much of a cold turn is the store re-reading and
+ * re-validating the session's log).
  *
  * Reported per system: setup time and turns/s; p50/p99 of cold and cached turns and their
  * ratio; worker RSS and heap after setup and after the measured turns; Temporal history per
@@ -18,7 +19,7 @@
  * activities, activity tasks, store calls in the worker and in the client).
  *
  *   scripts/temporal-dev-server run -- npx tsx bench/idle.ts [--sessions 10000] [--history-turns 5]
- *     [--cache 500] [--measured 200] [--warmup 10] [--lanes 32] [--store-cache 32,all]
+ *     [--cache 500] [--measured 200] [--warmup 10] [--lanes 32] [--store-cache 32]
  *     [--systems sessionlog,naive] [--history-sample 20]
  *
  * Needs TEMPORAL_ADDRESS (the command above provides a private dev server).
@@ -75,7 +76,7 @@ const { values: args } = parseArgs({
     measured: { type: 'string', default: '200' },
     warmup: { type: 'string', default: '10' },
     lanes: { type: 'string', default: '32' },
-    'store-cache': { type: 'string', default: '32,all' },
+    'store-cache': { type: 'string', default: '32' },
     systems: { type: 'string', default: 'sessionlog,naive' },
     'history-sample': { type: 'string', default: '20' },
     // Child mode (set by this script when it re-spawns itself): run one system's worker.

@@ -22,6 +22,7 @@ const BENCHES: ReadonlyArray<{ name: string; temporal: boolean }> = [
   { name: 'store', temporal: false },
   { name: 'search', temporal: false },
   { name: 'turns', temporal: true },
+  { name: 'idle', temporal: true },
   { name: 'workflow-promises', temporal: true },
   { name: 'limits', temporal: true },
   { name: 'telemetry', temporal: true },

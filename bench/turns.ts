@@ -60,6 +60,7 @@ import {
   type Figure,
 } from './support/report.js';
 import { benchChunkSettings, parseCoalesce } from './support/chunk-settings.js';
+import { waitClosed } from './support/idle-probe.js';
 import { questionFor, startFakeModelProcess } from './support/fake-model-process.js';
 import { SYSTEM_PROMPT, benchPeerTurns, createChatPeerWorker, type PeerName } from './support/peer-turns.js';
 import { roundTripActivities } from './support/round-trip-activities.js';
@@ -390,7 +391,8 @@ async function benchConcurrency({ temporal, client, peerQueue, sessions }: Bench
         system === 'sessionlog'
           ? sessions.splice(0).map(async (id) => {
               await client.close(id);
-              await temporal.workflow.getHandle(workflowIdFor(id)).result();
+              // Not handle.result(): a bare client cannot decode the session's sealed result.
+              await waitClosed(temporal, workflowIdFor(id));
             })
           : peers.splice(0).map(async (id) => {
               const handle = temporal.workflow.getHandle(id);
@@ -537,7 +539,7 @@ async function benchSessionTurns(temporal: Client, native: NativeConnection, dir
   } finally {
     // Let every session workflow finish (while the worker still runs) so a shared server is left clean.
     await Promise.allSettled(sessions.map((id) => client.close(id)));
-    const finished = Promise.allSettled(sessions.map((id) => temporal.workflow.getHandle(workflowIdFor(id)).result()));
+    const finished = Promise.allSettled(sessions.map((id) => waitClosed(temporal, workflowIdFor(id))));
     const timeout = new AbortController();
     await Promise.race([finished, sleep(30_000, undefined, { signal: timeout.signal }).catch(() => undefined)]);
     timeout.abort();
