@@ -36,6 +36,8 @@ const BENCHES: ReadonlyArray<{ name: string; temporal: boolean }> = [
   { name: 'stream-read', temporal: false },
   { name: 'followers', temporal: false },
   { name: 'fleet', temporal: false },
+  // Starts its own `sessionlog dev` stack (gateway, worker and Temporal dev server).
+  { name: 'soak', temporal: false },
 ];
 
 function run(command: string, args: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
