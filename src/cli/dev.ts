@@ -104,6 +104,9 @@ async function startTemporal(
   return { address, uiUrl: Number.isFinite(port) ? `http://127.0.0.1:${port + 1000}` : undefined };
 }
 
+/** dev's fault policy, installed once telemetry is up (startStack) and removed last. */
+type FaultPolicyHolder = { stopping: boolean; remove: () => void };
+
 /** The signals that stop `dev`: Ctrl-C, a service manager, and a closed terminal. */
 const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
@@ -145,7 +148,12 @@ export async function runDev(
   };
 
   const cleanups: Array<() => Promise<void>> = [];
+  // The fault policy stays until everything else has stopped: a fault while stopping (a closed
+  // Temporal client's retry timer) is then logged, and the rest (the dev server) still stops.
+  const faults: FaultPolicyHolder = { stopping: false, remove: () => undefined };
+  cleanups.push(async () => faults.remove());
   const stopAll = async () => {
+    faults.stopping = true;
     while (cleanups.length > 0) {
       const cleanup = cleanups.pop()!;
       await cleanup().catch((error: unknown) => say(`while stopping: ${(error as Error).message}`));
@@ -170,6 +178,7 @@ export async function runDev(
         home,
         say,
         cleanups,
+        faults,
         stop: stop.signal,
         requestStop: () => stop.abort(),
       });
@@ -193,12 +202,14 @@ async function startStack(
     home,
     say,
     cleanups,
+    faults,
     stop,
     requestStop,
   }: {
     home: string;
     say: (line: string) => void;
     cleanups: Array<() => Promise<void>>;
+    faults: FaultPolicyHolder;
     stop: AbortSignal;
     requestStop: () => void;
   },
@@ -214,11 +225,14 @@ async function startStack(
   // One telemetry for the whole dev process: the gateway's /metrics shows the worker's metrics too.
   const telemetry = await options.telemetry('dev');
   // A fault outside any request stops dev the clean way (every child stopped), with status 70.
-  cleanups.push(async () => removeFaultPolicy());
-  const removeFaultPolicy = installProcessFaultPolicy(telemetry, (status) => {
-    process.exitCode = status;
-    requestStop();
-  });
+  faults.remove = installProcessFaultPolicy(
+    telemetry,
+    (status) => {
+      process.exitCode = status;
+      requestStop();
+    },
+    () => faults.stopping,
+  );
   cleanups.push(() => telemetry.shutdown());
   await telemetry.installTemporalRuntime();
   const connection = await NativeConnection.connect({ address });

@@ -11,6 +11,10 @@
  *   watch) half changed: it is logged and counted (`disposition="exit"`) and the process exits
  *   with status 70 (EX_SOFTWARE) so that its supervisor (systemd, Kubernetes, the `dev` parent)
  *   restarts it. Sessions lose nothing: the log is the truth and Temporal retries the work.
+ * - Once the process is stopping (`stopping`), a fault is logged and counted
+ *   (`disposition="stopping"`) and the stopping goes on: what is closing may still fire (a
+ *   Temporal client's retry timer finding its channel shut), and exiting then would leave the
+ *   rest unstopped (`dev`'s Temporal dev server, the store's last writes).
  */
 import { currentRequestScope } from '../gateway/request-scope.js';
 import type { Telemetry } from '../telemetry/index.js';
@@ -19,6 +23,7 @@ import type { Telemetry } from '../telemetry/index.js';
 export const FAULT_EXIT_STATUS = 70;
 
 type FaultKind = 'exception' | 'rejection';
+type FaultDisposition = 'request' | 'exit' | 'stopping';
 
 export type FaultPolicyOptions = {
   /** Where the fault is reported (a pino logger, or anything with `error` and `fatal`). */
@@ -27,7 +32,9 @@ export type FaultPolicyOptions = {
     fatal(fields: Record<string, unknown>, message: string): void;
   };
   /** Counts the fault (the process's metrics). */
-  count?(kind: FaultKind, disposition: 'request' | 'exit'): void;
+  count?(kind: FaultKind, disposition: FaultDisposition): void;
+  /** Whether the process is stopping: a fault then neither exits nor counts as one to exit for. */
+  stopping?(): boolean;
   /** Ends the process (default `process.exit`); replaced in tests. */
   exit?(status: number): void;
 };
@@ -47,6 +54,11 @@ export function installFaultPolicy(options: FaultPolicyOptions): () => void {
       scope.abandon();
       return;
     }
+    if (options.stopping?.()) {
+      options.count?.(kind, 'stopping');
+      options.log.error({ err, fault: kind }, 'a fault while the process stops; it goes on stopping');
+      return;
+    }
     options.count?.(kind, 'exit');
     options.log.fatal(
       { err, fault: kind },
@@ -64,11 +76,16 @@ export function installFaultPolicy(options: FaultPolicyOptions): () => void {
   };
 }
 
-/** The policy with the process's own logger and metrics; `exit` as in FaultPolicyOptions. */
-export function installProcessFaultPolicy(telemetry: Telemetry, exit?: (status: number) => void): () => void {
+/** The policy with the process's own logger and metrics; `exit` and `stopping` as in FaultPolicyOptions. */
+export function installProcessFaultPolicy(
+  telemetry: Telemetry,
+  exit?: (status: number) => void,
+  stopping?: () => boolean,
+): () => void {
   return installFaultPolicy({
     log: telemetry.logger,
     count: (kind, disposition) => telemetry.metrics.processFaults.inc({ kind, disposition }),
     ...(exit ? { exit } : {}),
+    ...(stopping ? { stopping } : {}),
   });
 }

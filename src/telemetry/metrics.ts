@@ -172,7 +172,7 @@ export class SessionlogMetrics {
   }
   readonly processFaults = new Counter({
     name: 'sessionlog_process_faults_total',
-    help: 'Uncaught exceptions and unhandled rejections, by kind (exception, rejection) and disposition: request (the fault belonged to one HTTP request, whose connection was closed; the process kept serving) or exit (the process exited non-zero for its supervisor to restart it).',
+    help: 'Uncaught exceptions and unhandled rejections, by kind (exception, rejection) and disposition: request (the fault belonged to one HTTP request, whose connection was closed; the process kept serving) exit (the process exited non-zero for its supervisor to restart it) or stopping (the process was already stopping and went on).',
     labelNames: ['kind', 'disposition'] as const,
     registers: [this.registry],
   });

@@ -1,7 +1,8 @@
 /**
  * The process fault policy (src/cli/fault-policy.ts) in a real gateway process: a fault inside a
  * request's async context closes that request's connection and the process serves on; a fault
- * outside any request exits with status 70 for the supervisor to restart the process.
+ * outside any request exits with status 70 for the supervisor to restart the process; a fault
+ * once the process is stopping is logged and the stopping goes on.
  */
 import { describe, expect, it } from 'vitest';
 import { runTsScript } from '../support/child-process.js';
@@ -30,5 +31,16 @@ describe('the process fault policy', () => {
     const fatal = JSON.parse(lines[1]!) as { level: string; message: string; fault: string };
     expect(fatal).toMatchObject({ level: 'fatal', fault: 'exception' });
     expect(result.code).toBe(70);
+  });
+
+  it('logs a fault while the process stops and lets it finish stopping', async () => {
+    const result = await runTsScript('test/support/fault-policy-stopping-child.ts', []);
+    expect(result.code, result.stderr).toBe(0);
+    const seen = JSON.parse(result.stdout.trim()) as { logged: string[]; counted: string[] };
+    expect(seen.counted.sort()).toEqual(['exception:stopping', 'rejection:stopping']);
+    expect(seen.logged.sort()).toEqual([
+      'exception: a fault while the process stops; it goes on stopping',
+      'rejection: a fault while the process stops; it goes on stopping',
+    ]);
   });
 });
