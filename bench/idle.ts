@@ -19,7 +19,7 @@
  * activities, activity tasks, store calls in the worker and in the client).
  *
  *   scripts/temporal-dev-server run -- npx tsx bench/idle.ts [--sessions 10000] [--history-turns 5]
- *     [--cache 500] [--measured 200] [--warmup 10] [--lanes 32] [--store-cache 32]
+ *     [--cache 500] [--measured 200] [--warmup 10] [--lanes 32] [--store-cache 32] [--tunables '{}']
  *     [--systems sessionlog,naive] [--history-sample 20]
  *
  * Needs TEMPORAL_ADDRESS (the command above provides a private dev server).
@@ -40,7 +40,7 @@ import { createOpenAIProvider } from '../src/model/provider.js';
 import { openSqliteStore } from '../src/persistence/index.js';
 import type { SessionStore } from '../src/persistence/store.js';
 import { createWorker } from '../src/worker.js';
-import { workflowIdFor } from '../src/workflows/api.js';
+import { workflowIdFor, type SessionTunables } from '../src/workflows/api.js';
 import { historyStats } from './support/history.js';
 import {
   StoreTimer,
@@ -77,6 +77,8 @@ const { values: args } = parseArgs({
     warmup: { type: 'string', default: '10' },
     lanes: { type: 'string', default: '32' },
     'store-cache': { type: 'string', default: '32' },
+    // Session workflow tunables (JSON) for the sessions started here, e.g. '{"continueAsNewAfterTurns":1}'.
+    tunables: { type: 'string', default: '{}' },
     systems: { type: 'string', default: 'sessionlog,naive' },
     'history-sample': { type: 'string', default: '20' },
     // Child mode (set by this script when it re-spawns itself): run one system's worker.
@@ -90,6 +92,7 @@ const MEASURED = Number(args.measured);
 const WARMUP = Number(args.warmup);
 const LANES = Number(args.lanes);
 const STORE_CACHES = args['store-cache'].split(',').map((s) => (s === 'all' ? SESSIONS : Number(s)));
+const TUNABLES = JSON.parse(args.tunables) as Partial<SessionTunables>;
 const SYSTEMS = new Set(args.systems.split(','));
 const HISTORY_SAMPLE = Number(args['history-sample']);
 
@@ -418,7 +421,7 @@ async function sessionlogRun(shared: Shared, storeCache: number): Promise<System
   const timer = new StoreTimer();
   const rawStore = openSqliteStore(storePath, { sessionCacheSize: storeCache });
   const taskQueue = `bench-idle-session-${storeCache}-${tag}`;
-  const client = new SessionClient({ temporal, store: timer.wrap(rawStore), taskQueue });
+  const client = new SessionClient({ temporal, store: timer.wrap(rawStore), taskQueue, tunables: TUNABLES });
   const child = await WorkerChild.start({
     kind: 'sessionlog',
     address: shared.address,

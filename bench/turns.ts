@@ -18,7 +18,7 @@
  *     [--peer-turns 300] [--points 10,100,240,300] [--breakdown-turns 50] [--peers naive,floor,sessionlog]
  *     [--chunk-settings WINDOW_MS:MAX_CHARS,…] [--token-delay 10] [--chunk-turns 5]
  *     [--turns 50] [--loads 100x3,200x3,100x30,50x100] [--systems sessionlog,naive,floor]
- *     [--worker-options '{"workflowThreadPoolSize":2}']
+ *     [--worker-options '{"workflowThreadPoolSize":2}'] [--tunables '{"continueAsNewAfterTurns":1}']
  *
  * Needs TEMPORAL_ADDRESS (the command above provides a private dev server). The worker and the
  * client run in this process, the fake model server in a child process of its own, so "worker
@@ -45,7 +45,7 @@ import { SessionClient } from '../src/client/session-client.js';
 import { createOpenAIProvider } from '../src/model/provider.js';
 import { openSqliteStore } from '../src/persistence/index.js';
 import { createWorker } from '../src/worker.js';
-import { workflowIdFor } from '../src/workflows/api.js';
+import { workflowIdFor, type SessionTunables } from '../src/workflows/api.js';
 import {
   fmtBytes,
   fmtInt,
@@ -81,6 +81,8 @@ const { values: args } = parseArgs({
     loads: { type: 'string', default: '100x3,200x3,100x30,50x100' },
     // Worker options (JSON) over WORKER_TUNING, for every worker here: levers of the SDK's worker.
     'worker-options': { type: 'string', default: '{}' },
+    // Session workflow tunables (JSON) for the sessions started here, e.g. '{"continueAsNewAfterTurns":1}'.
+    tunables: { type: 'string', default: '{}' },
     // The concurrency phase's systems: sessionlog, naive (Temporal's naive chat), floor.
     systems: { type: 'string', default: 'sessionlog,naive,floor' },
     phases: { type: 'string', default: 'peers,chunks,latency,concurrency' },
@@ -98,6 +100,7 @@ const WARMUP = Number(args.warmup);
 const HISTORY_LATE_TURN = Number(args['history-turn']);
 const HISTORY_EARLY_TURN = 5;
 const LOADS = args.loads.split(',').map(parseLoad);
+const TUNABLES = JSON.parse(args.tunables) as Partial<SessionTunables>;
 
 /** `100x30`: 100 sessions at once, each doing 30 measured turns after its first. */
 function parseLoad(text: string): { sessions: number; turns: number } {
@@ -530,7 +533,7 @@ async function benchSessionTurns(temporal: Client, native: NativeConnection, dir
   const peerQueue = `bench-peers-${randomUUID()}`;
   const peerWorker = await createChatPeerWorker(native, peerQueue, fake.baseURL, WORKER_TUNING);
   const running = [sessionWorker.run(), roundTripWorker.run(), peerWorker.run()];
-  const client = new SessionClient({ temporal, store, taskQueue: sessionQueue });
+  const client = new SessionClient({ temporal, store, taskQueue: sessionQueue, tunables: TUNABLES });
   const sessions: string[] = [];
   const bench: Bench = { temporal, client, roundTripQueue, peerQueue, sessions };
   try {
