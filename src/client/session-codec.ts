@@ -128,10 +128,17 @@ export class SessionPayloadCodec implements PayloadCodec {
    * worker whose codec fails while it reports an activity's failure stops altogether.
    */
   private async lookUp(sessionId: string, obtain: boolean): Promise<SessionKey | undefined> {
+    // A stored key is read; only a missing one is made, in a (durable) write transaction: most
+    // encodes that miss the cache are of sessions evicted from it, whose keys exist.
+    const found = await this.retrying(() => this.store.find(sessionId));
+    return found !== undefined || !obtain ? found : this.retrying(() => this.store.obtain(sessionId));
+  }
+
+  private async retrying<T>(call: () => Promise<T>): Promise<T> {
     const deadline = Date.now() + KEY_WAIT_MS;
     for (let delay = 100; ; delay = Math.min(delay * 2, 2_000)) {
       try {
-        return await (obtain ? this.store.obtain(sessionId) : this.store.find(sessionId));
+        return await call();
       } catch (error) {
         if (!isSessionlogError(error) || error.code !== 'UNAVAILABLE' || Date.now() + delay > deadline) throw error;
         await new Promise((resolve) => setTimeout(resolve, delay));

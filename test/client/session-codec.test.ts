@@ -211,6 +211,21 @@ describe('SessionPayloadCodec', () => {
     ).toBe(true);
   });
 
+  it('reads a stored key without a write when an encode misses its cache, and makes one only when none is stored', async () => {
+    const keys = memoryKeys();
+    const made = await keys.obtain('codec-stored');
+    const calls: string[] = [];
+    const counted: SessionKeyStore = {
+      obtain: (sessionId) => (calls.push(`obtain ${sessionId}`), keys.obtain(sessionId)),
+      find: (sessionId) => (calls.push(`find ${sessionId}`), keys.find(sessionId)),
+    };
+    const fresh = new SessionPayloadCodec(counted);
+    const sealed = await fresh.encode([payload('"a"')], { type: 'workflow', ...workflowOf('codec-stored') });
+    expect(plaintextOf(sealed[0]!, 'codec-stored', made).subarray(1).toString()).toContain('"a"');
+    await fresh.encode([payload('"b"')], { type: 'workflow', ...workflowOf('codec-new') });
+    expect(calls).toEqual(['find codec-stored', 'find codec-new', 'obtain codec-new']);
+  });
+
   it('opens neither form once the session key is erased', async () => {
     const keys = memoryKeys();
     const memoryCodec = new SessionPayloadCodec(keys);
