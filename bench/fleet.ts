@@ -31,6 +31,7 @@ import { workflowIdFor } from '../src/workflows/api.js';
 import { Fleet, allowPostgresThrough, ensureTemporalServerBuilt } from '../test/fleet/harness.js';
 import { HttpDriver, SseFollower } from '../test/fleet/traffic.js';
 import { fmtMs, machineLine, median, percentile, printGrid } from './support/report.js';
+import { eachLimited } from './support/lanes.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -54,22 +55,6 @@ const START_PARALLELISM = 25;
 
 const root = mkdtempSync(join(tmpdir(), 'sessionlog-bench-fleet-'));
 allowPostgresThrough(root);
-
-async function eachLimited<T>(
-  items: readonly T[],
-  limit: number,
-  task: (item: T, index: number) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(limit, items.length) }, async () => {
-      while (next < items.length) {
-        const i = next++;
-        await task(items[i]!, i);
-      }
-    }),
-  );
-}
 
 async function withFleet<T>(
   name: string,

@@ -50,6 +50,7 @@ import {
   type ServerTimes,
   type StoreTime,
 } from './support/idle-probe.js';
+import { eachLimited } from './support/lanes.js';
 import { SYSTEM_PROMPT, createChatPeerWorker } from './support/peer-turns.js';
 import {
   collectGarbage,
@@ -263,15 +264,6 @@ class WorkerChild {
 
 // ---------------------------------------------------------------------------------------------
 // The parent: setup, measured turns and reports, one system after another.
-
-/** Runs `task` over `items` with at most `limit` in flight. */
-async function eachLimited<T>(items: readonly T[], limit: number, task: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) await task(items[next++]!);
-  });
-  await Promise.all(lanes);
-}
 
 /** A user message of about 80 characters. */
 function messageFor(session: number, turn: number): string {

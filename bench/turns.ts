@@ -61,6 +61,7 @@ import {
 } from './support/report.js';
 import { benchChunkSettings, parseCoalesce } from './support/chunk-settings.js';
 import { waitClosed } from './support/idle-probe.js';
+import { eachLimited } from './support/lanes.js';
 import { questionFor, startFakeModelProcess } from './support/fake-model-process.js';
 import { SYSTEM_PROMPT, benchPeerTurns, createChatPeerWorker, type PeerName } from './support/peer-turns.js';
 import { roundTripActivities } from './support/round-trip-activities.js';
@@ -246,15 +247,6 @@ async function benchLatency({ temporal, client, roundTripQueue, sessions }: Benc
  */
 function loadMessage(turn: number): string {
   return questionFor(turn).padEnd(80, ' (please count them all)');
-}
-
-/** Runs `task` over `items` with at most `limit` in flight. */
-async function eachLimited<T>(items: readonly T[], limit: number, task: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) await task(items[next++]!);
-  });
-  await Promise.all(lanes);
 }
 
 /** One conversation's next turn; `expected` gives the reply to check, where one is known. */
