@@ -26,3 +26,10 @@ export const BUDGET_ANSWERS_AT_ONCE = 'budget-change-answers-at-once';
  * answered once it was done.
  */
 export const ANSWERS_AT_ONCE_WHEN_ASKED = 'answers-at-once-when-asked';
+
+/**
+ * The turn loop and the update handlers run in a scope that keeps nothing per turn (run-scope.ts);
+ * a cancel of the workflow itself cancels the running turn and closes the session. It moves when
+ * an update's answer is sent (a few promise steps later), so runs before it replay without it.
+ */
+export const RUN_SCOPE = 'run-scope';

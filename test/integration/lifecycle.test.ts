@@ -101,6 +101,41 @@ describe('session lifecycle', () => {
     expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i));
   });
 
+  it('cancelling the workflow itself mid-turn logs the turn as aborted, ends the run as cancelled, and the session answers the next message', async () => {
+    const id = newSession('wf-cancel');
+    stack.fake.enqueueReplies({ text: LONG });
+    stack.fake.configure({ tokenDelayMs: 30 });
+    await stack.client.post(id, 'start something long');
+    await waitForEvent(stack.client, id, (e) => e.type === 'assistant/chunk');
+    const handle = stack.temporal.workflow.getHandle(workflowIdFor(id));
+    await handle.cancel();
+    await expect(handle.result()).rejects.toThrow(/cancel/i);
+    expect((await handle.describe()).status.name).toBe('CANCELLED');
+    let events = await stack.client.events(id);
+    const end = ofType(events, 'turn/end')[0] as SessionEvent<'turn/end'>;
+    expect(end.data.reason.kind).toBe('aborted');
+    expect(ofType(events, 'turn/end')).toHaveLength(ofType(events, 'turn/start').length);
+    stack.fake.configure({ tokenDelayMs: 0 });
+    const reply = await stack.client.send(id, 'still there?');
+    expect(reply.text).toBe('echo: still there?');
+    events = await stack.client.events(id);
+    expect(ofType(events, 'turn/end').map((e) => (e as SessionEvent<'turn/end'>).data.reason.kind)).toEqual([
+      'aborted',
+      'completed',
+    ]);
+  });
+
+  it('cancelling the workflow itself while idle ends the run as cancelled with nothing open', async () => {
+    const id = newSession('wf-cancel-idle');
+    await stack.client.send(id, 'first');
+    const handle = stack.temporal.workflow.getHandle(workflowIdFor(id));
+    await handle.cancel();
+    await expect(handle.result()).rejects.toThrow(/cancel/i);
+    expect((await handle.describe()).status.name).toBe('CANCELLED');
+    const reply = await stack.client.send(id, 'second');
+    expect(reply).toMatchObject({ text: 'echo: second', turn: 2 });
+  });
+
   it('a session whose workflow is gone resumes from its log alone', async () => {
     const id = newSession('gone');
     await stack.client.send(id, 'first');
