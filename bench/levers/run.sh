@@ -6,7 +6,8 @@
 # - BENCH=turns (default): bench/turns.ts's concurrency phase at one load shape; one line per run:
 #   turns/s, p50, p99, CPU per turn (worker + client).
 # - BENCH=idle: bench/idle.ts at IDLE_ARGS (default 1,000 sessions, workflow cache 50); one line
-#   per run: cold and cached p50 and their ratio.
+#   per run: cold and cached p50 and their ratio, and the worker's RSS, heap and external memory
+#   after setup.
 #
 #   [ROUNDS=3] [LOAD=100x10] [LEVERS="baseline codec-no-deflate …"] [BENCH=turns|idle] bench/levers/run.sh
 #
@@ -44,11 +45,14 @@ for round in $(seq "$ROUNDS"); do
     esac
     if [ "$BENCH" = idle ]; then
       # shellcheck disable=SC2086
-      row=$(scripts/temporal-dev-server run -- npx tsx bench/idle.ts $IDLE_ARGS --systems sessionlog \
-        --tunables "$tunables" 2>&1 | grep -E '^\| sessionlog .*\| [0-9.]+× +\|' | head -1 || true)
+      out=$(scripts/temporal-dev-server run -- npx tsx bench/idle.ts $IDLE_ARGS --systems sessionlog \
+        --tunables "$tunables" 2>&1 || true)
       revert
       # | system | cold p50 | cold p99 | cached p50 | cached p99 | ratio p50 | ratio p99 |
-      echo "round $round · $lever · $(echo "$row" | awk -F'|' '{gsub(/ +/, " "); print "cold p50 " $3 "· cached p50 " $5 "· cold ÷ cached p50 " $7 "· p99 " $8}') · load $(cut -d' ' -f1 /proc/loadavg)"
+      row=$(echo "$out" | grep -E '^\| sessionlog .*\| [0-9.]+× +\|' | head -1 || true)
+      # | system | RSS after setup | heap used / total | external | RSS after turns | … (the memory grid)
+      memory=$(echo "$out" | grep -E '^\| sessionlog .* / ' | head -1 || true)
+      echo "round $round · $lever · $(echo "$row" | awk -F'|' '{gsub(/ +/, " "); print "cold p50 " $3 "· cached p50 " $5 "· cold ÷ cached p50 " $7 "· p99 " $8}') · $(echo "$memory" | awk -F'|' '{gsub(/ +/, " "); print "worker RSS " $3 "· heap " $4 "· external " $5}') · load $(cut -d' ' -f1 /proc/loadavg)"
       continue
     fi
     row=$(scripts/temporal-dev-server run -- npx tsx bench/turns.ts --phases concurrency --loads "$LOAD" \
