@@ -24,7 +24,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
-import { fileBytes, openFds, residentBytes, startDevStack, type RunningDevStack } from './support/dev-stack.js';
+import { fileBytes, openFdKinds, residentBytes, startDevStack, type RunningDevStack } from './support/dev-stack.js';
 import {
   heapGrowth,
   InspectorClient,
@@ -63,6 +63,8 @@ type Sample = {
   heapWorkers: number;
   workerThreads: number;
   fds: number;
+  /** Of `fds`, the sockets: HTTP and gRPC connections, which come and go with the load. */
+  sockets: number;
   db: number;
   /** Bytes of the store's pages in use (page count less free pages, WAL included), read by a connection of this process. */
   storeUsed: number;
@@ -158,6 +160,7 @@ async function sample(
   const heap = await inspector.heapAfterGc();
   const elapsedMs = performance.now() - started;
   const temporalPid = stack.temporalPid();
+  const fds = openFdKinds(stack.pid);
   return {
     turns,
     elapsedMs,
@@ -166,7 +169,8 @@ async function sample(
     heapMain: heap.main,
     heapWorkers: heap.workers.reduce((sum, w) => sum + w.used, 0),
     workerThreads: heap.workers.length,
-    fds: openFds(stack.pid),
+    fds: fds.total,
+    sockets: fds.sockets,
     db: fileBytes(stack.storePath),
     storeUsed: storeUsedBytes(reader),
     wal: fileBytes(`${stack.storePath}-wal`),
@@ -325,7 +329,7 @@ function report(samples: readonly Sample[], failed: number, failures: readonly F
       'dev RSS',
       'heap main',
       '+ wf threads',
-      'fds',
+      'fds (sockets)',
       'store file',
       'in use',
       'B/turn',
@@ -343,7 +347,7 @@ function report(samples: readonly Sample[], failed: number, failures: readonly F
         fmtBytes(s.devRss),
         fmtBytes(s.heapMain),
         `${fmtBytes(s.heapWorkers)} (${s.workerThreads})`,
-        String(s.fds),
+        `${s.fds} (${s.sockets})`,
         fmtBytes(s.db),
         fmtBytes(s.storeUsed),
         prev && s.turns > prev.turns ? fmtInt((s.storeUsed - prev.storeUsed) / (s.turns - prev.turns)) : '',
@@ -407,6 +411,13 @@ function report(samples: readonly Sample[], failed: number, failures: readonly F
     flatFigure(
       'dev open file descriptors',
       (s) => s.fds,
+      (v) => (Number.isInteger(v) ? String(v) : v.toFixed(1)),
+    ),
+    // Files, pipes and event fds: what a leak of handles would grow. Sockets swing with the
+    // connections in flight when a sample is taken (32 lanes, the worker's gRPC streams).
+    flatFigure(
+      'dev open file descriptors other than sockets',
+      (s) => s.fds - s.sockets,
       (v) => (Number.isInteger(v) ? String(v) : v.toFixed(1)),
     ),
     storeFigure(),

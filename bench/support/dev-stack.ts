@@ -6,7 +6,7 @@
  * server, and the sizes of its SQLite store files. `stop()` leaves no process and no folder behind.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -154,9 +154,23 @@ export function residentBytes(pid: number | undefined): number | undefined {
   }
 }
 
-/** Open file descriptors of `pid` (entries of /proc/PID/fd). */
-export function openFds(pid: number): number {
-  return readdirSync(`/proc/${pid}/fd`).length;
+/** Open file descriptors of `pid` (entries of /proc/PID/fd): all of them, and how many are sockets (in-flight connections come and go). */
+export function openFdKinds(pid: number): { total: number; sockets: number } {
+  const dir = `/proc/${pid}/fd`;
+  let total = 0;
+  let sockets = 0;
+  for (const fd of readdirSync(dir)) {
+    let target: string;
+    try {
+      target = readlinkSync(`${dir}/${fd}`);
+    } catch {
+      // Closed between the listing and the look: not open any more.
+      continue;
+    }
+    total += 1;
+    if (target.startsWith('socket:')) sockets += 1;
+  }
+  return { total, sockets };
 }
 
 /** Size of `path` in bytes, 0 when it does not exist (a WAL after a truncating checkpoint, say). */
