@@ -483,7 +483,8 @@ export const CONFIG_VARIABLES = {
   SESSIONLOG_CONTINUE_AS_NEW_TURNS: {
     group: 'Sessions',
     default: '`500`',
-    meaning: 'continue-as-new after this many turns even if Temporal does not suggest it',
+    meaning:
+      "continue-as-new after this many turns even if Temporal does not suggest it. Also bounds a worker's memory: Temporal's core keeps a cached run's state and payloads until the run ends, ~12 KB a turn (BENCHMARKS.md, issue 53)",
     min: 1,
   },
   SESSIONLOG_MODEL_HEARTBEAT_MS: {
