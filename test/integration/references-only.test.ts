@@ -21,6 +21,7 @@ import { isEventOfType, type StoredEvent } from '../../src/session/index.js';
 import { BUILTIN_TOOLS } from '../../src/tools/builtin.js';
 import { ToolRegistry, type Tool } from '../../src/tools/registry.js';
 import { workflowIdFor } from '../../src/workflows/api.js';
+import * as PATCHES from '../../src/workflows/patches.js';
 import { waitForEvent } from '../support/log-wait.js';
 import { startStack, type Stack } from '../support/stack.js';
 
@@ -83,23 +84,44 @@ async function histories(sessionId: string): Promise<Array<{ runId: string; byte
  * bookkeeping of a local activity (its marker's `data`: seq, attempt, activity type, times),
  * which the SDK core writes without a codec and which holds nothing of the session.
  */
-async function currentHistory(
-  sessionId: string,
-): Promise<{ bytes: number; payloads: proto.temporal.api.common.v1.IPayload[] }> {
+async function currentHistory(sessionId: string): Promise<{
+  bytes: number;
+  payloads: proto.temporal.api.common.v1.IPayload[];
+  patchMarkers: proto.temporal.api.common.v1.IPayload[];
+  changeVersions: proto.temporal.api.common.v1.IPayload[];
+}> {
   const history = await stack.temporal.workflow.getHandle(workflowIdFor(sessionId)).fetchHistory();
   const payloads: proto.temporal.api.common.v1.IPayload[] = [];
-  const collect = (value: unknown, key: string): void => {
+  const patchMarkers: proto.temporal.api.common.v1.IPayload[] = [];
+  const changeVersions: proto.temporal.api.common.v1.IPayload[] = [];
+  const collect = (value: unknown, key: string, into = payloads): void => {
     if (value === null || typeof value !== 'object' || value instanceof Uint8Array) return;
-    if (Array.isArray(value)) return value.forEach((item) => collect(item, key));
+    if (Array.isArray(value)) return value.forEach((item) => collect(item, key, into));
     const record = value as Record<string, unknown>;
     if (record.metadata && typeof record.metadata === 'object' && 'data' in record)
-      payloads.push(record as proto.temporal.api.common.v1.IPayload);
+      into.push(record as proto.temporal.api.common.v1.IPayload);
     else
-      for (const [name, item] of Object.entries(record))
-        if (!(key === 'details' && name === 'data')) collect(item, name);
+      for (const [name, item] of Object.entries(record)) {
+        // Written by Temporal's SDK, not through the codec: a local activity marker's metadata
+        // (`data`), and a patch's marker (`patch-data`) and `TemporalChangeVersion` search
+        // attribute, both held to the ids of patches.ts below.
+        if (key === 'details' && name === 'data') continue;
+        const patch =
+          key === 'details' && name === 'patch-data'
+            ? patchMarkers
+            : key === 'indexedFields' && name === 'TemporalChangeVersion'
+              ? changeVersions
+              : into;
+        collect(item, name, patch);
+      }
   };
   collect(history.events, 'events');
-  return { bytes: temporal.api.history.v1.History.encode(history).finish().length, payloads };
+  return {
+    bytes: temporal.api.history.v1.History.encode(history).finish().length,
+    payloads,
+    patchMarkers,
+    changeVersions,
+  };
 }
 
 function holds(bytes: Uint8Array, text: string): boolean {
@@ -165,10 +187,21 @@ describe('Temporal holds references only', () => {
       for (const [name, text] of Object.entries(texts))
         expect(holds(run.bytes, text), `run ${run.runId} holds ${name}`).toBe(false);
 
-    const { payloads } = await currentHistory(id);
+    const { payloads, patchMarkers, changeVersions } = await currentHistory(id);
     expect(payloads.length).toBeGreaterThan(10);
     const encodings = new Set(payloads.map((p) => Buffer.from(p.metadata!.encoding ?? []).toString()));
     expect([...encodings]).toEqual([SEALED_ENCODING]);
+    // A patch's marker and search attribute hold only the patch's id, as the SDK writes them.
+    const json = (payload: proto.temporal.api.common.v1.IPayload): unknown =>
+      JSON.parse(Buffer.from(payload.data ?? []).toString());
+    expect(patchMarkers.length).toBeGreaterThan(0);
+    for (const marker of patchMarkers) {
+      const { id: patchId, ...rest } = json(marker) as { id: string };
+      expect(Object.values(PATCHES)).toContain(patchId);
+      expect(Object.keys(rest)).toEqual(['deprecated']);
+    }
+    for (const ids of changeVersions)
+      for (const patchId of json(ids) as string[]) expect(Object.values(PATCHES)).toContain(patchId);
     expect(await stack.store.inbox.list(id)).toEqual([]);
   }, 120_000);
 
