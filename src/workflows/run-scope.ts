@@ -21,8 +21,6 @@
 import { CancellationScope, CancelledFailure } from '@temporalio/workflow';
 
 export class RunScope extends CancellationScope {
-  private workflowCancelled = false;
-
   /** Made in the workflow's root scope; `onWorkflowCancel` runs once if the workflow is cancelled. */
   constructor(onWorkflowCancel: () => void) {
     super({ cancellable: false });
@@ -30,14 +28,11 @@ export class RunScope extends CancellationScope {
     // settled keeps none. It is fulfilled, never rejected, so no handler of it ever runs.
     Object.defineProperty(this, 'cancelRequested', { value: Promise.resolve() as Promise<never> });
     // The only handler this run leaves on the root scope.
-    this.parent?.cancelRequested.catch(() => {
-      this.workflowCancelled = true;
-      onWorkflowCancel();
-    });
+    this.parent?.cancelRequested.catch(onWorkflowCancel);
   }
 
   /** After the run: a cancelled workflow ends as cancelled (the SDK reports it so to Temporal). */
   endIfCancelled(): void {
-    if (this.workflowCancelled) throw new CancelledFailure('the session workflow was cancelled');
+    if (this.parent?.consideredCancelled) throw new CancelledFailure('the session workflow was cancelled');
   }
 }
