@@ -94,6 +94,15 @@ async function currentHistory(sessionId: string): Promise<{
   const payloads: proto.temporal.api.common.v1.IPayload[] = [];
   const patchMarkers: proto.temporal.api.common.v1.IPayload[] = [];
   const changeVersions: proto.temporal.api.common.v1.IPayload[] = [];
+  // Written by Temporal's SDK, not through the codec: a local activity marker's metadata
+  // (`data`: skipped), and a patch's marker (`patch-data`) and `TemporalChangeVersion` search
+  // attribute, both held to the ids of patches.ts below.
+  const listFor = (key: string, name: string, into: typeof payloads): typeof payloads | undefined => {
+    if (key === 'details' && name === 'data') return undefined;
+    if (key === 'details' && name === 'patch-data') return patchMarkers;
+    if (key === 'indexedFields' && name === 'TemporalChangeVersion') return changeVersions;
+    return into;
+  };
   const collect = (value: unknown, key: string, into = payloads): void => {
     if (value === null || typeof value !== 'object' || value instanceof Uint8Array) return;
     if (Array.isArray(value)) return value.forEach((item) => collect(item, key, into));
@@ -102,17 +111,8 @@ async function currentHistory(sessionId: string): Promise<{
       into.push(record as proto.temporal.api.common.v1.IPayload);
     else
       for (const [name, item] of Object.entries(record)) {
-        // Written by Temporal's SDK, not through the codec: a local activity marker's metadata
-        // (`data`), and a patch's marker (`patch-data`) and `TemporalChangeVersion` search
-        // attribute, both held to the ids of patches.ts below.
-        if (key === 'details' && name === 'data') continue;
-        const patch =
-          key === 'details' && name === 'patch-data'
-            ? patchMarkers
-            : key === 'indexedFields' && name === 'TemporalChangeVersion'
-              ? changeVersions
-              : into;
-        collect(item, name, patch);
+        const list = listFor(key, name, into);
+        if (list) collect(item, name, list);
       }
   };
   collect(history.events, 'events');
@@ -200,6 +200,7 @@ describe('Temporal holds references only', () => {
       expect(Object.values(PATCHES)).toContain(patchId);
       expect(Object.keys(rest)).toEqual(['deprecated']);
     }
+    expect(changeVersions.length).toBeGreaterThan(0);
     for (const ids of changeVersions)
       for (const patchId of json(ids) as string[]) expect(Object.values(PATCHES)).toContain(patchId);
     expect(await stack.store.inbox.list(id)).toEqual([]);
